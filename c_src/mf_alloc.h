@@ -1,0 +1,39 @@
+/*
+ * mf_alloc.h -- the allocator msgflow's tables use.
+ *
+ * Every byte the tables hold goes through one mf_alloc, and is freed through
+ * the same one (the table records which).  In the VM that is either jemalloc
+ * (mallocx/dallocx on an arena of msgflow's own, loaded with dlopen so the NIF
+ * still loads when libjemalloc cannot) or enif_alloc.  The C unit tests use a
+ * plain malloc one.
+ *
+ * Threads: an mf_alloc is immutable once set up; alloc/free may be called from
+ * any thread at the same time.
+ */
+#ifndef MF_ALLOC_H
+#define MF_ALLOC_H
+
+#include <stddef.h>
+
+typedef struct mf_alloc {
+    /* Returns NULL on failure.  The caller owns the block and must give it
+     * back to free() of this same mf_alloc with the same size. */
+    void *(*alloc)(void *ctx, size_t size);
+    void (*free)(void *ctx, void *ptr, size_t size);
+    void *ctx;
+    const char *name; /* "jemalloc", "enif" or "malloc" (tests) */
+} mf_alloc;
+
+/* An allocator on libc malloc/free, for the C tests and tools. */
+extern const mf_alloc mf_alloc_libc;
+
+/*
+ * Try to set up jemalloc with an arena of its own.  On success fills *out and
+ * returns 1.  On failure returns 0 and writes why (dlerror() text or the
+ * failing call) into why[0..why_len).  The library handle is never closed: the
+ * arena lives as long as the process.  Call from one thread at a time (the
+ * NIF calls it from load, under the code-loading lock).
+ */
+int mf_alloc_jemalloc(mf_alloc *out, char *why, size_t why_len);
+
+#endif

@@ -1,0 +1,237 @@
+/*
+ * mf_shard.c -- see mf_shard.h for the design and the thread rules.
+ */
+#include "mf_shard.h"
+
+#include <string.h>
+
+typedef struct mf_entry mf_entry;
+
+/* uthash allocates its buckets through the shard's allocator and counts them
+ * in the shard's bytes.  Every macro below runs where `sh` is the shard. */
+#define uthash_malloc(sz) mf_shard_raw_alloc(sh, (sz))
+#define uthash_free(ptr, sz) mf_shard_raw_free(sh, (ptr), (sz))
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (sh->oom = 1)
+/* Keys are two words.  A multiply-xorshift mix is enough: pid words differ
+ * in their middle bits, and uthash takes the low bits of the result. */
+#define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = mf_mix((const uint64_t *)(keyptr)))
+#define HASH_KEYCMP(a, b, n) mf_keycmp((const uint64_t *)(a), (const uint64_t *)(b))
+
+#include <uthash.h>
+
+struct mf_entry {
+    uint64_t key[2];        /* from, to */
+    _Atomic uint64_t count; /* messages; written by the owner only */
+    uint64_t seen;          /* count at the last take; reader only */
+    mf_entry *next;         /* publish list; immutable once published */
+    UT_hash_handle hh;      /* owner only */
+};
+
+struct mf_shard {
+    /* Owner-written. */
+    mf_entry *pairs;                    /* uthash head */
+    mf_entry *dead;                     /* uthash head */
+    _Atomic(mf_entry *) pairs_list;     /* newest first */
+    _Atomic(mf_entry *) dead_list;
+    _Atomic uint64_t overflow;
+    _Atomic uint64_t overflow_dead;
+    _Atomic uint64_t bytes;
+    _Atomic uint64_t entries;
+    const mf_alloc *alloc;
+    mf_limit *limit;
+    void *base; /* what alloc returned, for the aligned shard itself */
+    int oom;
+    /* Reader-written, on a line of its own. */
+    _Alignas(MF_CACHE_LINE) uint64_t seen_overflow;
+    uint64_t seen_overflow_dead;
+};
+
+static inline unsigned mf_mix(const uint64_t *k)
+{
+    uint64_t h = k[0] * 0x9E3779B97F4A7C15ULL ^ (k[1] + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 32;
+    return (unsigned)h;
+}
+
+static inline int mf_keycmp(const uint64_t *a, const uint64_t *b)
+{
+    return !(a[0] == b[0] && a[1] == b[1]);
+}
+
+static inline void owner_add(_Atomic uint64_t *w, uint64_t n)
+{
+    /* Single writer: a plain load and store, no locked instruction. */
+    atomic_store_explicit(w, atomic_load_explicit(w, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
+static void *mf_shard_raw_alloc(mf_shard *sh, size_t sz)
+{
+    void *p = sh->alloc->alloc(sh->alloc->ctx, sz);
+    if (p)
+        owner_add(&sh->bytes, sz);
+    return p;
+}
+
+static void mf_shard_raw_free(mf_shard *sh, void *p, size_t sz)
+{
+    if (!p)
+        return;
+    sh->alloc->free(sh->alloc->ctx, p, sz);
+    owner_add(&sh->bytes, (uint64_t)0 - sz);
+}
+
+mf_shard *mf_shard_new(const mf_alloc *alloc, mf_limit *limit)
+{
+    size_t sz = sizeof(mf_shard) + MF_CACHE_LINE;
+    void *base = alloc->alloc(alloc->ctx, sz);
+    if (!base)
+        return NULL;
+    /* Align so that no other thread's data shares the shard's lines. */
+    uintptr_t a = ((uintptr_t)base + MF_CACHE_LINE - 1) & ~(uintptr_t)(MF_CACHE_LINE - 1);
+    mf_shard *sh = (mf_shard *)a;
+    memset(sh, 0, sizeof(*sh));
+    sh->alloc = alloc;
+    sh->limit = limit;
+    sh->base = base;
+    atomic_store_explicit(&sh->bytes, sz, memory_order_relaxed);
+    return sh;
+}
+
+static void free_list(mf_shard *sh, mf_entry **table, mf_entry *e)
+{
+    HASH_CLEAR(hh, *table);
+    while (e) {
+        mf_entry *next = e->next;
+        mf_shard_raw_free(sh, e, sizeof(*e));
+        e = next;
+    }
+}
+
+void mf_shard_free(mf_shard *sh)
+{
+    if (!sh)
+        return;
+    free_list(sh, &sh->pairs, atomic_load_explicit(&sh->pairs_list, memory_order_acquire));
+    free_list(sh, &sh->dead, atomic_load_explicit(&sh->dead_list, memory_order_acquire));
+    const mf_alloc *alloc = sh->alloc;
+    alloc->free(alloc->ctx, sh->base, sizeof(mf_shard) + MF_CACHE_LINE);
+}
+
+int mf_limit_full(const mf_limit *limit)
+{
+    return atomic_load_explicit(&limit->used, memory_order_relaxed) >= limit->max;
+}
+
+static int limit_take(mf_limit *limit)
+{
+    if (mf_limit_full(limit))
+        return 0;
+    uint64_t before = atomic_fetch_add_explicit(&limit->used, 1, memory_order_relaxed);
+    if (before >= limit->max) {
+        atomic_fetch_sub_explicit(&limit->used, 1, memory_order_relaxed);
+        return 0;
+    }
+    return 1;
+}
+
+/* Finds or makes the entry for key in one table; NULL when none can be made. */
+static mf_entry *find_or_add(mf_shard *sh, mf_entry **table, _Atomic(mf_entry *) *list,
+                             const uint64_t key[2])
+{
+    mf_entry *e;
+    HASH_FIND(hh, *table, key, sizeof(e->key), e);
+    if (e)
+        return e;
+    if (!limit_take(sh->limit))
+        return NULL;
+    e = mf_shard_raw_alloc(sh, sizeof(*e));
+    if (!e) {
+        atomic_fetch_sub_explicit(&sh->limit->used, 1, memory_order_relaxed);
+        return NULL;
+    }
+    memset(e, 0, sizeof(*e));
+    e->key[0] = key[0];
+    e->key[1] = key[1];
+    sh->oom = 0;
+    HASH_ADD(hh, *table, key, sizeof(e->key), e);
+    if (sh->oom) {
+        /* uthash could not grow its buckets; the entry is not in the table. */
+        mf_shard_raw_free(sh, e, sizeof(*e));
+        atomic_fetch_sub_explicit(&sh->limit->used, 1, memory_order_relaxed);
+        return NULL;
+    }
+    e->next = atomic_load_explicit(list, memory_order_relaxed);
+    atomic_store_explicit(list, e, memory_order_release);
+    owner_add(&sh->entries, 1);
+    return e;
+}
+
+void mf_shard_overflow(mf_shard *sh, int dead)
+{
+    owner_add(&sh->overflow, 1);
+    if (dead)
+        owner_add(&sh->overflow_dead, 1);
+}
+
+int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead)
+{
+    const uint64_t key[2] = {from, to};
+    mf_entry *e = find_or_add(sh, &sh->pairs, &sh->pairs_list, key);
+    if (!e) {
+        mf_shard_overflow(sh, dead);
+        return MF_OVERFLOW;
+    }
+    owner_add(&e->count, 1);
+    if (dead) {
+        mf_entry *d = find_or_add(sh, &sh->dead, &sh->dead_list, key);
+        if (d)
+            owner_add(&d->count, 1);
+        else
+            owner_add(&sh->overflow_dead, 1); /* counted as a pair, not as a dead-letter pair */
+    }
+    return MF_COUNTED;
+}
+
+static void take_list(mf_entry *e, mf_delta_fn fn, void *ctx)
+{
+    for (; e; e = e->next) {
+        uint64_t now = atomic_load_explicit(&e->count, memory_order_relaxed);
+        if (now != e->seen) {
+            if (fn)
+                fn(ctx, e->key[0], e->key[1], now - e->seen);
+            e->seen = now;
+        }
+    }
+}
+
+void mf_shard_take(mf_shard *sh, mf_delta_fn pairs, mf_delta_fn dead, void *ctx,
+                   mf_take_totals *totals)
+{
+    take_list(atomic_load_explicit(&sh->pairs_list, memory_order_acquire), pairs, ctx);
+    take_list(atomic_load_explicit(&sh->dead_list, memory_order_acquire), dead, ctx);
+    uint64_t of = atomic_load_explicit(&sh->overflow, memory_order_relaxed);
+    uint64_t od = atomic_load_explicit(&sh->overflow_dead, memory_order_relaxed);
+    totals->overflow += of - sh->seen_overflow;
+    totals->overflow_dead += od - sh->seen_overflow_dead;
+    sh->seen_overflow = of;
+    sh->seen_overflow_dead = od;
+}
+
+size_t mf_shard_bytes(const mf_shard *sh)
+{
+    return (size_t)atomic_load_explicit(&sh->bytes, memory_order_relaxed);
+}
+
+uint64_t mf_shard_entries(const mf_shard *sh)
+{
+    return atomic_load_explicit(&sh->entries, memory_order_relaxed);
+}
+
+void mf_shard_account(mf_shard *sh, long delta)
+{
+    owner_add(&sh->bytes, (uint64_t)(int64_t)delta);
+}

@@ -1,0 +1,105 @@
+/*
+ * mf_shard.h -- one thread's table of message counts per (sender, receiver).
+ *
+ * Design
+ * ------
+ * A shard belongs to exactly one writer thread (a scheduler or dirty
+ * scheduler).  Only that thread looks pairs up, inserts them and counts, so
+ * the hot path takes no lock and does no atomic read-modify-write: a count is
+ * a relaxed load and a relaxed store of the same word by its only writer.
+ *
+ * One reader at a time (the snapshot, on another thread) walks the shard
+ * without stopping the writer.  It never touches the uthash table, which the
+ * writer may resize at any moment; it walks a singly linked list of entries
+ * instead.  The writer fills an entry completely, then publishes it at the
+ * head of that list with a release store; entries are never unlinked or freed
+ * while the shard lives, so the reader's acquire load of the head gives it a
+ * list it can follow to the end.  Counts only grow.  The reader keeps, per
+ * entry, the count it last reported (`seen`) and reports `count - seen`: an
+ * increment is in exactly one delta, never lost, never twice.
+ *
+ * Keys are two 64-bit words chosen by the caller (msgflow stores an
+ * ErlNifPid's word or an id the NIF gave an interned term, never an
+ * ERL_NIF_TERM of a call's env).  Sends to a non-existing process are counted
+ * in the pair table like any send, and once more in a dead-letter table.
+ *
+ * A limit shared by the shards of one session caps the number of entries.
+ * A send that would need an entry past the cap is added to the shard's
+ * overflow tally instead, so the sum of all counts stays exact.
+ *
+ * Memory: one mf_entry (96 bytes on LP64) per pair per shard, plus uthash's
+ * bucket array; all of it from the shard's mf_alloc.
+ */
+#ifndef MF_SHARD_H
+#define MF_SHARD_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mf_alloc.h"
+
+#define MF_CACHE_LINE 64
+
+/* Shared by all shards of a session.  `used` is touched only when an entry
+ * is created (an atomic add), never when a message is counted. */
+typedef struct mf_limit {
+    _Atomic uint64_t used; /* entries created, all shards */
+    uint64_t max;          /* entries allowed, all shards */
+} mf_limit;
+
+typedef struct mf_shard mf_shard;
+
+enum { MF_COUNTED = 0, MF_OVERFLOW = 1 };
+
+/* Creates an empty shard.  Any thread.  Returns NULL when out of memory.
+ * The shard keeps pointers to `alloc` and `limit`: both must outlive it. */
+mf_shard *mf_shard_new(const mf_alloc *alloc, mf_limit *limit);
+
+/* Frees the shard and all its entries through its mf_alloc.  Only when no
+ * writer or reader can reach the shard any more. */
+void mf_shard_free(mf_shard *sh);
+
+/* Counts one message from `from` to `to`; `dead` != 0 for a send to a
+ * non-existing process.  Owner thread only.  Returns MF_COUNTED, or
+ * MF_OVERFLOW when the pair had no entry and none could be made (cap reached
+ * or out of memory): the message then went to the overflow tally. */
+int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead);
+
+/* Adds one message to the overflow tally without looking anything up.
+ * Owner thread only. */
+void mf_shard_overflow(mf_shard *sh, int dead);
+
+/* 1 when the session's cap on entries is reached.  Any thread. */
+int mf_limit_full(const mf_limit *limit);
+
+/* Called by mf_shard_take once per entry whose count grew since the last
+ * take, with that growth (messages). */
+typedef void (*mf_delta_fn)(void *ctx, uint64_t from, uint64_t to, uint64_t delta);
+
+typedef struct mf_take_totals {
+    uint64_t overflow;      /* messages that found no entry, since last take */
+    uint64_t overflow_dead; /* of those, sends to non-existing processes */
+} mf_take_totals;
+
+/*
+ * Reports what was counted since the previous take: `pairs` for each pair
+ * entry, `dead` for each dead-letter entry (either may be NULL), and adds the
+ * overflow tallies to *totals.  Safe while the owner keeps counting.  At most
+ * one take per shard at a time (the caller serialises them).
+ */
+void mf_shard_take(mf_shard *sh, mf_delta_fn pairs, mf_delta_fn dead, void *ctx,
+                   mf_take_totals *totals);
+
+/* Bytes held by the shard (entries, buckets, the shard itself).  Any thread;
+ * the figure may lag the owner by an insert. */
+size_t mf_shard_bytes(const mf_shard *sh);
+
+/* Entries in the shard (pair and dead-letter).  Any thread, may lag. */
+uint64_t mf_shard_entries(const mf_shard *sh);
+
+/* Adds `delta` to the bytes the shard reports, for memory the caller keeps on
+ * the shard's behalf (the NIF's interned terms).  Owner thread only. */
+void mf_shard_account(mf_shard *sh, long delta);
+
+#endif

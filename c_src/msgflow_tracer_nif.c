@@ -1,0 +1,707 @@
+/*
+ * msgflow_tracer_nif.c -- the erl_tracer module msgflow_tracer, and the
+ * session NIFs the collector drives.
+ *
+ * What it owns
+ * ------------
+ * A session is a resource.  Its term is the tracer state given to
+ * erlang:trace/3 as {tracer, msgflow_tracer, Session}, so the VM passes it to
+ * every callback, and it stays alive while any trace flag or the collector
+ * refers to it.  A session holds one slot per thread that has counted for it
+ * (schedulers and dirty schedulers alike): the slot's shard (mf_shard.h) and
+ * the terms the slot interned.
+ *
+ * Threads
+ * -------
+ * The enabled and trace callbacks run on the tracee's scheduler thread.  A thread finds its
+ * slot through a thread-local cache tagged with the session id, so after its
+ * first message a thread takes no lock and writes nothing shared.  A new slot
+ * is claimed with one atomic add on the session's slot counter.  Threads past
+ * MF_MAX_SLOTS share one spill slot under a mutex (not expected: it would
+ * need more than that many scheduler threads).
+ *
+ * snapshot/1 runs on a dirty CPU scheduler, one at a time per session (a
+ * mutex only readers take), and reads the slots without stopping writers.
+ *
+ * Keys
+ * ----
+ * A local pid is keyed by its ErlNifPid word.  Any other endpoint (port,
+ * atom, {Name, Node}, remote pid, alias reference) is interned per slot: a
+ * copy of the term in an env the slot owns (for equality on the owner thread)
+ * and its external format in memory the slot owns (for the reader).  The
+ * interned term's id, whose low four bits (0x0) can never be those of a
+ * local pid's word (0x3), is what the pair key holds.
+ *
+ * Memory: tables, interned terms and slots come from the allocator chosen at
+ * load (jemalloc arena, or enif_alloc); each session keeps a copy of it and
+ * frees through that copy.
+ */
+#include <erl_nif.h>
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "mf_alloc.h"
+#include "mf_shard.h"
+#include "mf_atoms.h"
+
+/* The interned-term tables (uthash) allocate through the slot that owns
+ * them; each macro use below has `slot` in scope (and `oomed` for adds). */
+typedef struct mf_slot mf_slot;
+static void *slot_alloc(mf_slot *slot, size_t sz);
+static void slot_free(mf_slot *slot, void *p, size_t sz, int account);
+#define uthash_malloc(sz) slot_alloc(slot, (sz))
+#define uthash_free(ptr, sz) slot_free(slot, (ptr), (sz), 1)
+#define HASH_NONFATAL_OOM 1
+#define uthash_nonfatal_oom(obj) (oomed = 1)
+#define HASH_FUNCTION(keyptr, keylen, hashv) \
+    ((hashv) = (unsigned)((*(const uint64_t *)(keyptr)) ^ (*(const uint64_t *)(keyptr) >> 32)))
+#include <uthash.h>
+
+#define MF_MAX_SLOTS 2048
+#define MF_PID_TAG_MASK 0xFULL
+#define MF_PID_TAG 0x3ULL
+#define MF_ID_TAG 0x0ULL
+
+/* ------------------------------------------------------------------ atoms */
+
+#define MF_ATOM_DEF(name) ERL_NIF_TERM atom_##name;
+MF_ATOMS(MF_ATOM_DEF)
+#undef MF_ATOM_DEF
+
+static void make_atoms(ErlNifEnv *env)
+{
+#define MF_ATOM_MAKE(name) atom_##name = enif_make_atom(env, #name);
+    MF_ATOMS(MF_ATOM_MAKE)
+#undef MF_ATOM_MAKE
+}
+
+/* ------------------------------------------------------------- allocators */
+
+static void *enif_alloc_fn(void *ctx, size_t size)
+{
+    (void)ctx;
+    return enif_alloc(size);
+}
+
+static void enif_free_fn(void *ctx, void *ptr, size_t size)
+{
+    (void)ctx;
+    (void)size;
+    enif_free(ptr);
+}
+
+static const mf_alloc mf_alloc_enif = {enif_alloc_fn, enif_free_fn, NULL, "enif"};
+
+/* Chosen by the first load of this library; never changed after. */
+static mf_alloc mf_active;
+static char mf_jemalloc_error[256];
+
+static void choose_allocator(void)
+{
+    if (mf_active.alloc)
+        return;
+    char want[16] = "auto";
+    size_t len = sizeof(want);
+    if (enif_getenv("MSGFLOW_ALLOCATOR", want, &len) != 0)
+        strcpy(want, "auto");
+    if (strcmp(want, "enif") == 0) {
+        snprintf(mf_jemalloc_error, sizeof(mf_jemalloc_error), "MSGFLOW_ALLOCATOR=enif");
+        mf_active = mf_alloc_enif;
+        return;
+    }
+    if (!mf_alloc_jemalloc(&mf_active, mf_jemalloc_error, sizeof(mf_jemalloc_error)))
+        mf_active = mf_alloc_enif;
+}
+
+/* --------------------------------------------------------------- sessions */
+
+typedef struct mf_intern mf_intern;
+typedef struct mf_session mf_session;
+
+enum { MF_ACTIVE = 0, MF_STOPPED = 1, MF_COLLECTOR_DOWN = 2 };
+
+struct mf_slot {
+    mf_shard *shard;
+    mf_session *session;
+    ErlNifEnv *env;         /* copies of interned terms; owner only */
+    mf_intern *interns;     /* uthash by hash; owner only */
+    _Atomic(mf_intern *) intern_list; /* newest first; for the reader */
+    _Atomic uint64_t ninterns;
+    ErlNifMutex *lock;      /* only for the spill slot */
+};
+
+struct mf_session {
+    uint64_t id;
+    _Atomic int state;
+    ErlNifPid collector;
+    ErlNifMonitor monitor;
+    int monitored;
+    mf_alloc alloc;
+    mf_limit limit;
+    ErlNifMutex *take_lock;  /* serialises snapshots; readers only */
+    ErlNifMutex *spill_lock; /* creation of the spill slot */
+    _Atomic(mf_slot *) spill;
+    _Atomic unsigned nslots; /* claimed, may exceed MF_MAX_SLOTS */
+    _Atomic(mf_slot *) slots[MF_MAX_SLOTS];
+};
+
+static ErlNifResourceType *mf_session_rt;
+static _Atomic uint64_t mf_next_session_id = 1;
+
+/* The calling thread's slot for one session: valid while id matches. */
+static __thread struct {
+    uint64_t session_id;
+    mf_slot *slot;
+} mf_tls;
+
+/* ------------------------------------------------------------- interning */
+
+struct mf_intern {
+    uint64_t hash;          /* uthash key */
+    uint64_t id;            /* what pair keys hold */
+    ERL_NIF_TERM term;      /* in slot->env */
+    unsigned char *etf;     /* external format, owned */
+    size_t etf_len;
+    mf_intern *same;        /* other terms with this hash; owner only */
+    mf_intern *next;        /* publish list; immutable once published */
+    UT_hash_handle hh;
+};
+
+static void *slot_alloc(mf_slot *slot, size_t sz)
+{
+    void *p = slot->session->alloc.alloc(slot->session->alloc.ctx, sz);
+    if (p)
+        mf_shard_account(slot->shard, (long)sz);
+    return p;
+}
+
+static void slot_free(mf_slot *slot, void *p, size_t sz, int account)
+{
+    if (!p)
+        return;
+    slot->session->alloc.free(slot->session->alloc.ctx, p, sz);
+    if (account)
+        mf_shard_account(slot->shard, -(long)sz);
+}
+
+
+static uint64_t term_hash(ERL_NIF_TERM t)
+{
+    return (enif_hash(ERL_NIF_INTERNAL_HASH, t, 0x9E3779B9u) << 32) ^
+           enif_hash(ERL_NIF_INTERNAL_HASH, t, 0x85EBCA6Bu);
+}
+
+/* Owner thread of `slot` only.  Finds t's id; interns t when new and the
+ * session may still grow.  Returns 0 when t has no id and none can be made. */
+static int intern(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, uint64_t *id)
+{
+    uint64_t h = term_hash(t);
+    mf_intern *head, *e;
+    HASH_FIND(hh, slot->interns, &h, sizeof(h), head);
+    for (e = head; e; e = e->same) {
+        if (enif_is_identical(e->term, t)) {
+            *id = e->id;
+            return 1;
+        }
+    }
+    if (mf_limit_full(&slot->session->limit))
+        return 0;
+    ErlNifBinary bin;
+    if (!enif_term_to_binary(env, t, &bin))
+        return 0;
+    e = slot_alloc(slot, sizeof(*e));
+    unsigned char *etf = e ? slot_alloc(slot, bin.size) : NULL;
+    if (!e || !etf) {
+        slot_free(slot, e, sizeof(*e), 1);
+        enif_release_binary(&bin);
+        return 0;
+    }
+    memcpy(etf, bin.data, bin.size);
+    memset(e, 0, sizeof(*e));
+    e->hash = h;
+    e->etf = etf;
+    e->etf_len = bin.size;
+    enif_release_binary(&bin);
+    if (!slot->env && !(slot->env = enif_alloc_env())) {
+        slot_free(slot, etf, e->etf_len, 1);
+        slot_free(slot, e, sizeof(*e), 1);
+        return 0;
+    }
+    e->term = enif_make_copy(slot->env, t);
+    uint64_t seq = atomic_load_explicit(&slot->ninterns, memory_order_relaxed);
+    e->id = (seq << 4) | MF_ID_TAG;
+    if (head) {
+        e->same = head->same;
+        head->same = e;
+    } else {
+        int oomed = 0;
+        HASH_ADD(hh, slot->interns, hash, sizeof(e->hash), e);
+        if (oomed) {
+            slot_free(slot, etf, e->etf_len, 1);
+            slot_free(slot, e, sizeof(*e), 1);
+            return 0;
+        }
+    }
+    e->next = atomic_load_explicit(&slot->intern_list, memory_order_relaxed);
+    atomic_store_explicit(&slot->intern_list, e, memory_order_release);
+    atomic_store_explicit(&slot->ninterns, seq + 1, memory_order_release);
+    *id = e->id;
+    return 1;
+}
+
+/* Owner thread only.  The key word of an endpoint (see Keys above). */
+static inline int endpoint_word(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, uint64_t *w)
+{
+    ErlNifPid pid;
+    if (enif_get_local_pid(env, t, &pid) && ((uint64_t)pid.pid & MF_PID_TAG_MASK) == MF_PID_TAG) {
+        *w = (uint64_t)pid.pid;
+        return 1;
+    }
+    return intern(env, slot, t, w);
+}
+
+/* ------------------------------------------------------------------ slots */
+
+static mf_slot *slot_new(mf_session *s)
+{
+    mf_slot *slot = s->alloc.alloc(s->alloc.ctx, sizeof(*slot));
+    if (!slot)
+        return NULL;
+    memset(slot, 0, sizeof(*slot));
+    slot->session = s;
+    slot->shard = mf_shard_new(&s->alloc, &s->limit);
+    if (!slot->shard) {
+        s->alloc.free(s->alloc.ctx, slot, sizeof(*slot));
+        return NULL;
+    }
+    return slot;
+}
+
+/* Any thread, when no one else can reach the slot. */
+static void slot_destroy(mf_slot *slot)
+{
+    if (!slot)
+        return;
+    mf_intern *e = atomic_load_explicit(&slot->intern_list, memory_order_acquire);
+    HASH_CLEAR(hh, slot->interns);
+    while (e) {
+        mf_intern *next = e->next;
+        slot_free(slot, e->etf, e->etf_len, 0);
+        slot_free(slot, e, sizeof(*e), 0);
+        e = next;
+    }
+    if (slot->env)
+        enif_free_env(slot->env);
+    if (slot->lock)
+        enif_mutex_destroy(slot->lock);
+    mf_shard_free(slot->shard);
+    mf_session *s = slot->session;
+    s->alloc.free(s->alloc.ctx, slot, sizeof(*slot));
+}
+
+/* The calling thread's slot in s, claimed on first use.  NULL: out of memory. */
+static mf_slot *slot_claim(mf_session *s)
+{
+    unsigned idx = atomic_fetch_add_explicit(&s->nslots, 1, memory_order_relaxed);
+    mf_slot *slot;
+    if (idx < MF_MAX_SLOTS) {
+        slot = slot_new(s);
+        if (!slot)
+            return NULL;
+        atomic_store_explicit(&s->slots[idx], slot, memory_order_release);
+    } else {
+        enif_mutex_lock(s->spill_lock);
+        slot = atomic_load_explicit(&s->spill, memory_order_acquire);
+        if (!slot && (slot = slot_new(s)) != NULL) {
+            slot->lock = enif_mutex_create("msgflow_spill");
+            atomic_store_explicit(&s->spill, slot, memory_order_release);
+        }
+        enif_mutex_unlock(s->spill_lock);
+        if (!slot || !slot->lock)
+            return NULL;
+    }
+    mf_tls.session_id = s->id;
+    mf_tls.slot = slot;
+    return slot;
+}
+
+static void session_dtor(ErlNifEnv *env, void *obj)
+{
+    (void)env;
+    mf_session *s = obj;
+    unsigned n = atomic_load(&s->nslots);
+    for (unsigned i = 0; i < n && i < MF_MAX_SLOTS; i++)
+        slot_destroy(atomic_load(&s->slots[i]));
+    slot_destroy(atomic_load(&s->spill));
+    if (s->take_lock)
+        enif_mutex_destroy(s->take_lock);
+    if (s->spill_lock)
+        enif_mutex_destroy(s->spill_lock);
+}
+
+static void session_down(ErlNifEnv *env, void *obj, ErlNifPid *pid, ErlNifMonitor *mon)
+{
+    (void)env;
+    (void)pid;
+    (void)mon;
+    mf_session *s = obj;
+    int active = MF_ACTIVE;
+    atomic_compare_exchange_strong(&s->state, &active, MF_COLLECTOR_DOWN);
+}
+
+static int get_session(ErlNifEnv *env, ERL_NIF_TERM t, mf_session **s)
+{
+    return enif_get_resource(env, t, mf_session_rt, (void **)s);
+}
+
+/* ------------------------------------------------------ tracer callbacks */
+
+static inline ERL_NIF_TERM status_answer(ErlNifEnv *env, mf_session *s)
+{
+    (void)env;
+    return atomic_load_explicit(&s->state, memory_order_relaxed) == MF_ACTIVE ? atom_trace
+                                                                             : atom_remove;
+}
+
+/* enabled(TraceTag, TracerState, Tracee) */
+static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!get_session(env, argv[1], &s))
+        return atom_remove;
+    if (argv[0] == atom_trace_status) {
+        if (atomic_load_explicit(&s->state, memory_order_relaxed) == MF_ACTIVE &&
+            !enif_is_process_alive(env, &s->collector))
+            return atom_remove;
+        return status_answer(env, s);
+    }
+    if (argv[0] == atom_send || argv[0] == atom_send_to_non_existing_process)
+        return status_answer(env, s);
+    return atom_discard;
+}
+
+/* enabled_send(send | send_to_non_existing_process, TracerState, Tracee) */
+static ERL_NIF_TERM nif_enabled_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!get_session(env, argv[1], &s))
+        return atom_remove;
+    return status_answer(env, s);
+}
+
+static void count_locked(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM from, ERL_NIF_TERM to,
+                         int dead)
+{
+    uint64_t f, t;
+    if (endpoint_word(env, slot, from, &f) && endpoint_word(env, slot, to, &t))
+        mf_shard_count(slot->shard, f, t, dead);
+    else
+        mf_shard_overflow(slot->shard, dead);
+}
+
+/* trace_send(Tag, TracerState, Tracee, Message, #{extra => Receiver}) */
+static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    ERL_NIF_TERM to;
+    if (!get_session(env, argv[1], &s) || !enif_get_map_value(env, argv[4], atom_extra, &to))
+        return atom_ok;
+    mf_slot *slot = mf_tls.session_id == s->id ? mf_tls.slot : slot_claim(s);
+    if (!slot)
+        return atom_ok;
+    int dead = argv[0] != atom_send && argv[0] == atom_send_to_non_existing_process;
+    if (slot->lock) {
+        enif_mutex_lock(slot->lock);
+        count_locked(env, slot, argv[2], to, dead);
+        enif_mutex_unlock(slot->lock);
+    } else {
+        count_locked(env, slot, argv[2], to, dead);
+    }
+    return atom_ok;
+}
+
+/* trace/5: msgflow asks for send events only, which go to trace_send/5. */
+static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    if (argv[0] == atom_send || argv[0] == atom_send_to_non_existing_process)
+        return nif_trace_send(env, argc, argv);
+    return atom_ok;
+}
+
+/* ---------------------------------------------------------- session NIFs */
+
+/* session_new(CollectorPid, MaxPairs) -> Session.  The caller (the
+ * collector) is monitored: when it dies the session answers remove. */
+static ERL_NIF_TERM nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ErlNifPid collector;
+    ErlNifUInt64 max;
+    if (!enif_get_local_pid(env, argv[0], &collector) || !enif_get_uint64(env, argv[1], &max) ||
+        max == 0)
+        return enif_make_badarg(env);
+    mf_session *s = enif_alloc_resource(mf_session_rt, sizeof(*s));
+    if (!s)
+        return enif_raise_exception(env, atom_memory);
+    memset(s, 0, sizeof(*s));
+    s->id = atomic_fetch_add(&mf_next_session_id, 1);
+    s->collector = collector;
+    s->alloc = mf_active;
+    s->limit.max = max;
+    s->take_lock = enif_mutex_create("msgflow_take");
+    s->spill_lock = enif_mutex_create("msgflow_spill_claim");
+    ERL_NIF_TERM term = enif_make_resource(env, s);
+    enif_release_resource(s);
+    if (!s->take_lock || !s->spill_lock)
+        return enif_raise_exception(env, atom_memory);
+    if (enif_monitor_process(env, s, &collector, &s->monitor) != 0)
+        atomic_store(&s->state, MF_COLLECTOR_DOWN);
+    else
+        s->monitored = 1;
+    return term;
+}
+
+/* session_stop(Session) -> ok.  From now on the session answers remove. */
+static ERL_NIF_TERM nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    atomic_store(&s->state, MF_STOPPED);
+    if (s->monitored) {
+        enif_demonitor_process(env, s, &s->monitor);
+        s->monitored = 0;
+    }
+    return atom_ok;
+}
+
+typedef struct {
+    ErlNifEnv *env;
+    mf_slot *slot;
+    ERL_NIF_TERM *terms; /* decoded interned terms by seq; 0 = not yet */
+    const mf_intern **interns;
+    uint64_t n;
+    ERL_NIF_TERM pairs, dead;
+} take_ctx;
+
+/* Reader.  Indexes the slot's interned terms by seq (newer ones may appear
+ * while we read: index again on a miss). */
+static int index_interns(take_ctx *c)
+{
+    uint64_t n = atomic_load_explicit(&c->slot->ninterns, memory_order_acquire);
+    const mf_intern *e = atomic_load_explicit(&c->slot->intern_list, memory_order_acquire);
+    if (n <= c->n && c->terms)
+        return 1;
+    /* The list may hold entries newer than n; size by the list's head. */
+    uint64_t need = e ? (e->id >> 4) + 1 : 0;
+    if (need < n)
+        need = n;
+    ERL_NIF_TERM *terms = enif_alloc(sizeof(*terms) * (need ? need : 1));
+    const mf_intern **interns = enif_alloc(sizeof(*interns) * (need ? need : 1));
+    if (!terms || !interns) {
+        enif_free(terms);
+        enif_free(interns);
+        return 0;
+    }
+    memset(terms, 0, sizeof(*terms) * (need ? need : 1));
+    memset(interns, 0, sizeof(*interns) * (need ? need : 1));
+    for (; e; e = e->next)
+        interns[e->id >> 4] = e;
+    if (c->terms) {
+        memcpy(terms, c->terms, sizeof(*terms) * c->n);
+        enif_free(c->terms);
+        enif_free(c->interns);
+    }
+    c->terms = terms;
+    c->interns = interns;
+    c->n = need;
+    return 1;
+}
+
+static ERL_NIF_TERM word_term(take_ctx *c, uint64_t w)
+{
+    if ((w & MF_PID_TAG_MASK) == MF_PID_TAG) {
+        ErlNifPid pid;
+        pid.pid = (ERL_NIF_TERM)w;
+        return enif_make_pid(c->env, &pid);
+    }
+    uint64_t seq = w >> 4;
+    if ((seq >= c->n || !c->interns[seq]) && !index_interns(c))
+        return atom_undefined;
+    if (seq >= c->n || !c->interns[seq])
+        return atom_undefined; /* cannot happen: interned before the pair was published */
+    if (!c->terms[seq]) {
+        ERL_NIF_TERM t;
+        const mf_intern *e = c->interns[seq];
+        if (enif_binary_to_term(c->env, e->etf, e->etf_len, &t, 0) == 0)
+            t = atom_undefined;
+        c->terms[seq] = t;
+    }
+    return c->terms[seq];
+}
+
+static void take_pair(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
+{
+    take_ctx *c = ctx;
+    ERL_NIF_TERM t = enif_make_tuple3(c->env, word_term(c, from), word_term(c, to),
+                                      enif_make_uint64(c->env, delta));
+    c->pairs = enif_make_list_cell(c->env, t, c->pairs);
+}
+
+static void take_dead(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
+{
+    take_ctx *c = ctx;
+    ERL_NIF_TERM t = enif_make_tuple3(c->env, word_term(c, from), word_term(c, to),
+                                      enif_make_uint64(c->env, delta));
+    c->dead = enif_make_list_cell(c->env, t, c->dead);
+}
+
+static void take_slot(take_ctx *c, mf_slot *slot, mf_take_totals *tot)
+{
+    c->slot = slot;
+    c->n = 0;
+    c->terms = NULL;
+    c->interns = NULL;
+    if (slot->lock)
+        enif_mutex_lock(slot->lock);
+    mf_shard_take(slot->shard, take_pair, take_dead, c, tot);
+    if (slot->lock)
+        enif_mutex_unlock(slot->lock);
+    enif_free(c->terms);
+    enif_free(c->interns);
+}
+
+/*
+ * snapshot(Session) -> {Pairs, DeadLetters, Overflow, OverflowDead}
+ * (dirty CPU).  What was counted since the previous snapshot:
+ *   Pairs       [{Sender, Receiver, Messages}], one tuple per pair per slot
+ *               (a pair whose sender ran on two threads appears twice);
+ *   DeadLetters [{Sender, Receiver, Messages}], sends to non-existing
+ *               processes (also in Pairs);
+ *   Overflow    messages that found no entry (cap reached), in no pair;
+ *   OverflowDead dead letters in no DeadLetters tuple.
+ */
+static ERL_NIF_TERM nif_snapshot(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    take_ctx c;
+    memset(&c, 0, sizeof(c));
+    c.env = env;
+    c.pairs = enif_make_list(env, 0);
+    c.dead = enif_make_list(env, 0);
+    mf_take_totals tot = {0, 0};
+    enif_mutex_lock(s->take_lock);
+    unsigned n = atomic_load_explicit(&s->nslots, memory_order_relaxed);
+    for (unsigned i = 0; i < n && i < MF_MAX_SLOTS; i++) {
+        mf_slot *slot = atomic_load_explicit(&s->slots[i], memory_order_acquire);
+        if (slot)
+            take_slot(&c, slot, &tot);
+    }
+    mf_slot *spill = atomic_load_explicit(&s->spill, memory_order_acquire);
+    if (spill)
+        take_slot(&c, spill, &tot);
+    enif_mutex_unlock(s->take_lock);
+    return enif_make_tuple4(env, c.pairs, c.dead, enif_make_uint64(env, tot.overflow),
+                            enif_make_uint64(env, tot.overflow_dead));
+}
+
+/* session_info(Session) -> #{state, shards, memory (bytes), entries, max_pairs} */
+static ERL_NIF_TERM nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    uint64_t bytes = sizeof(*s), entries = 0, shards = 0;
+    unsigned n = atomic_load_explicit(&s->nslots, memory_order_relaxed);
+    for (unsigned i = 0; i < n && i <= MF_MAX_SLOTS; i++) {
+        mf_slot *slot = atomic_load_explicit(i < MF_MAX_SLOTS ? &s->slots[i] : &s->spill,
+                                             memory_order_acquire);
+        if (!slot)
+            continue;
+        shards++;
+        bytes += sizeof(*slot) + mf_shard_bytes(slot->shard);
+        entries += mf_shard_entries(slot->shard);
+    }
+    int st = atomic_load(&s->state);
+    ERL_NIF_TERM keys[] = {atom_state, atom_shards, atom_memory, atom_entries, atom_max_pairs};
+    ERL_NIF_TERM vals[] = {
+        st == MF_ACTIVE ? atom_active : st == MF_STOPPED ? atom_stopped : atom_collector_down,
+        enif_make_uint64(env, shards), enif_make_uint64(env, bytes),
+        enif_make_uint64(env, entries), enif_make_uint64(env, s->limit.max)};
+    ERL_NIF_TERM map;
+    enif_make_map_from_arrays(env, keys, vals, 5, &map);
+    return map;
+}
+
+/* allocator_info() -> #{allocator => jemalloc | enif, jemalloc_error => binary()} */
+static ERL_NIF_TERM nif_allocator_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    (void)argv;
+    ERL_NIF_TERM why;
+    size_t len = strlen(mf_jemalloc_error);
+    memcpy(enif_make_new_binary(env, len, &why), mf_jemalloc_error, len);
+    ERL_NIF_TERM keys[] = {atom_allocator, atom_jemalloc_error};
+    ERL_NIF_TERM vals[] = {strcmp(mf_active.name, "jemalloc") == 0 ? atom_jemalloc : atom_enif,
+                           why};
+    ERL_NIF_TERM map;
+    enif_make_map_from_arrays(env, keys, vals, 2, &map);
+    return map;
+}
+
+/* ----------------------------------------------------------- load/unload */
+
+static int open_types(ErlNifEnv *env, ErlNifResourceFlags flags)
+{
+    ErlNifResourceTypeInit init = {session_dtor, NULL, session_down, 0, NULL};
+    ErlNifResourceFlags tried;
+    mf_session_rt = enif_open_resource_type_x(env, "msgflow_session", &init, flags, &tried);
+    return mf_session_rt ? 0 : -1;
+}
+
+static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
+{
+    (void)info;
+    make_atoms(env);
+    choose_allocator();
+    *priv = NULL;
+    return open_types(env, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER);
+}
+
+/* Upgrade keeps the sessions of the old code: the resource type is taken
+ * over, so their destructors and monitors run the new code. */
+static int on_upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM info)
+{
+    (void)old_priv;
+    return on_load(env, priv, info);
+}
+
+static void on_unload(ErlNifEnv *env, void *priv)
+{
+    (void)env;
+    (void)priv;
+}
+
+static ErlNifFunc nif_funcs[] = {
+    {"enabled", 3, nif_enabled, 0},
+    {"enabled_send", 3, nif_enabled_send, 0},
+    {"trace_send", 5, nif_trace_send, 0},
+    {"trace", 5, nif_trace, 0},
+    {"session_new", 2, nif_session_new, 0},
+    {"session_stop", 1, nif_session_stop, 0},
+    {"snapshot", 1, nif_snapshot, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"session_info", 1, nif_session_info, 0},
+    {"allocator_info", 0, nif_allocator_info, 0},
+};
+
+ERL_NIF_INIT(msgflow_tracer, nif_funcs, on_load, NULL, on_upgrade, on_unload)

@@ -1,0 +1,226 @@
+/*
+ * C unit tests of the shard table (c_src/mf_shard.c) and the allocators.
+ * Run by ctest.  Every check compares exact figures.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mf_alloc.h"
+#include "mf_shard.h"
+
+static int failures;
+
+#define CHECK(cond)                                                              \
+    do {                                                                         \
+        if (!(cond)) {                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures++;                                                          \
+        }                                                                        \
+    } while (0)
+
+/* An allocator that counts what is out, over libc. */
+static _Atomic long live_bytes, live_blocks;
+static void *count_alloc(void *ctx, size_t sz)
+{
+    (void)ctx;
+    atomic_fetch_add(&live_bytes, (long)sz);
+    atomic_fetch_add(&live_blocks, 1);
+    return malloc(sz);
+}
+static void count_free(void *ctx, void *p, size_t sz)
+{
+    (void)ctx;
+    atomic_fetch_sub(&live_bytes, (long)sz);
+    atomic_fetch_sub(&live_blocks, 1);
+    free(p);
+}
+static const mf_alloc counting = {count_alloc, count_free, NULL, "counting"};
+
+#define NKEYS 64
+typedef struct {
+    uint64_t pairs[NKEYS][NKEYS];
+    uint64_t dead[NKEYS][NKEYS];
+    uint64_t total;
+} tally;
+
+static void on_pair(void *ctx, uint64_t from, uint64_t to, uint64_t n)
+{
+    tally *t = ctx;
+    t->pairs[from % NKEYS][to % NKEYS] += n;
+    t->total += n;
+}
+static void on_dead(void *ctx, uint64_t from, uint64_t to, uint64_t n)
+{
+    tally *t = ctx;
+    t->dead[from % NKEYS][to % NKEYS] += n;
+}
+
+static void test_counts_and_deltas(void)
+{
+    mf_limit lim = {0, 1000};
+    mf_shard *sh = mf_shard_new(&counting, &lim);
+    CHECK(sh != NULL);
+    for (int i = 0; i < 10; i++)
+        CHECK(mf_shard_count(sh, 1, 2, 0) == MF_COUNTED);
+    for (int i = 0; i < 3; i++)
+        mf_shard_count(sh, 2, 1, 0);
+    mf_shard_count(sh, 1, 5, 1);
+    mf_shard_count(sh, 1, 5, 1);
+
+    tally t;
+    memset(&t, 0, sizeof(t));
+    mf_take_totals tot = {0, 0};
+    mf_shard_take(sh, on_pair, on_dead, &t, &tot);
+    CHECK(t.pairs[1][2] == 10);
+    CHECK(t.pairs[2][1] == 3);
+    CHECK(t.pairs[1][5] == 2); /* dead letters count as pairs too */
+    CHECK(t.dead[1][5] == 2);
+    CHECK(t.dead[1][2] == 0);
+    CHECK(t.total == 15);
+    CHECK(tot.overflow == 0 && tot.overflow_dead == 0);
+    CHECK(mf_shard_entries(sh) == 4); /* 3 pairs + 1 dead-letter pair */
+    CHECK(atomic_load(&lim.used) == 4);
+
+    /* A second take reports nothing new; later counts only the growth. */
+    memset(&t, 0, sizeof(t));
+    mf_shard_take(sh, on_pair, on_dead, &t, &tot);
+    CHECK(t.total == 0);
+    mf_shard_count(sh, 1, 2, 0);
+    mf_shard_take(sh, on_pair, on_dead, &t, &tot);
+    CHECK(t.total == 1 && t.pairs[1][2] == 1);
+
+    CHECK(mf_shard_bytes(sh) == (size_t)atomic_load(&live_bytes));
+    mf_shard_free(sh);
+    CHECK(atomic_load(&live_bytes) == 0);
+    CHECK(atomic_load(&live_blocks) == 0);
+}
+
+static void test_cap_keeps_sum_exact(void)
+{
+    mf_limit lim = {0, 3};
+    mf_shard *a = mf_shard_new(&counting, &lim);
+    mf_shard *b = mf_shard_new(&counting, &lim);
+    /* 2 entries in a, 1 in b, then the cap (3, shared) is reached. */
+    CHECK(mf_shard_count(a, 1, 1, 0) == MF_COUNTED);
+    CHECK(mf_shard_count(a, 1, 2, 0) == MF_COUNTED);
+    CHECK(mf_shard_count(b, 2, 2, 0) == MF_COUNTED);
+    CHECK(mf_shard_count(b, 3, 3, 0) == MF_OVERFLOW);
+    CHECK(mf_shard_count(a, 4, 4, 1) == MF_OVERFLOW);
+    CHECK(mf_shard_count(a, 1, 1, 0) == MF_COUNTED); /* existing pairs still count */
+    CHECK(mf_shard_count(a, 1, 2, 1) == MF_COUNTED); /* pair counted, its dead entry overflows */
+    CHECK(mf_limit_full(&lim));
+
+    tally t;
+    memset(&t, 0, sizeof(t));
+    mf_take_totals tot = {0, 0};
+    mf_shard_take(a, on_pair, on_dead, &t, &tot);
+    mf_shard_take(b, on_pair, on_dead, &t, &tot);
+    CHECK(t.total == 5);
+    CHECK(tot.overflow == 2);
+    CHECK(t.total + tot.overflow == 7); /* every count() call is in the sum */
+    CHECK(tot.overflow_dead == 2);      /* 4->4 (no pair) and 1->2's dead entry */
+    mf_shard_free(a);
+    mf_shard_free(b);
+    CHECK(atomic_load(&live_bytes) == 0);
+}
+
+/* One writer counts a known workload while a reader takes snapshots. */
+#define WRITER_MSGS 2000000ULL
+static mf_shard *race_shard;
+static _Atomic int writer_done;
+
+static void *writer(void *arg)
+{
+    (void)arg;
+    for (uint64_t i = 0; i < WRITER_MSGS; i++)
+        mf_shard_count(race_shard, i % NKEYS, (i / NKEYS) % NKEYS, i % 1000 == 0);
+    atomic_store(&writer_done, 1);
+    return NULL;
+}
+
+static void test_concurrent_take_is_exact(void)
+{
+    mf_limit lim = {0, 1u << 20};
+    race_shard = mf_shard_new(&counting, &lim);
+    static tally t;
+    memset(&t, 0, sizeof(t));
+    mf_take_totals tot = {0, 0};
+    pthread_t w;
+    pthread_create(&w, NULL, writer, NULL);
+    int takes = 0;
+    while (!atomic_load(&writer_done)) {
+        mf_shard_take(race_shard, on_pair, on_dead, &t, &tot);
+        takes++;
+    }
+    pthread_join(w, NULL);
+    mf_shard_take(race_shard, on_pair, on_dead, &t, &tot);
+
+    static tally want;
+    memset(&want, 0, sizeof(want));
+    for (uint64_t i = 0; i < WRITER_MSGS; i++) {
+        want.pairs[i % NKEYS][(i / NKEYS) % NKEYS]++;
+        if (i % 1000 == 0)
+            want.dead[i % NKEYS][(i / NKEYS) % NKEYS]++;
+    }
+    CHECK(t.total == WRITER_MSGS);
+    CHECK(memcmp(t.pairs, want.pairs, sizeof(want.pairs)) == 0);
+    CHECK(memcmp(t.dead, want.dead, sizeof(want.dead)) == 0);
+    CHECK(tot.overflow == 0);
+    printf("concurrent: %d takes during %llu counts, all exact\n", takes,
+           (unsigned long long)WRITER_MSGS);
+    mf_shard_free(race_shard);
+    CHECK(atomic_load(&live_bytes) == 0);
+}
+
+static void test_many_pairs_bytes(void)
+{
+    mf_limit lim = {0, 1u << 20};
+    mf_shard *sh = mf_shard_new(&counting, &lim);
+    const uint64_t n = 100000;
+    for (uint64_t i = 0; i < n; i++)
+        mf_shard_count(sh, (i << 4) | 3, ((i * 7) << 4) | 3, 0);
+    CHECK(mf_shard_entries(sh) == n);
+    printf("100000 pairs: %.1f bytes per pair\n", (double)mf_shard_bytes(sh) / (double)n);
+    mf_shard_free(sh);
+    CHECK(atomic_load(&live_bytes) == 0);
+}
+
+static void test_jemalloc(int required)
+{
+    mf_alloc je;
+    char why[256];
+    if (!mf_alloc_jemalloc(&je, why, sizeof(why))) {
+        printf("jemalloc not usable here: %s\n", why);
+        CHECK(!required);
+        return;
+    }
+    mf_limit lim = {0, 1000};
+    mf_shard *sh = mf_shard_new(&je, &lim);
+    CHECK(sh != NULL);
+    for (int i = 0; i < 500; i++)
+        mf_shard_count(sh, (uint64_t)i, 1, 0);
+    CHECK(mf_shard_entries(sh) == 500);
+    mf_shard_free(sh);
+    CHECK(strcmp(je.name, "jemalloc") == 0);
+}
+
+/* With --require-jemalloc (run by ctest under GLIBC_TUNABLES) the jemalloc
+ * allocator must load; without, either answer is fine. */
+int main(int argc, char **argv)
+{
+    int require_je = argc > 1 && strcmp(argv[1], "--require-jemalloc") == 0;
+    test_counts_and_deltas();
+    test_cap_keeps_sum_exact();
+    test_concurrent_take_is_exact();
+    test_many_pairs_bytes();
+    test_jemalloc(require_je);
+    if (failures) {
+        fprintf(stderr, "%d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("all shard checks passed\n");
+    return 0;
+}
