@@ -6,7 +6,7 @@
 #define MF_ATOMS_H
 
 #define MF_ATOMS(X)                                                                    \
-    X(active) X(allocator) X(collector_down) X(dead_letters) X(discard) X(enif)        \
+    X(active) X(allocator) X(busy) X(collector_down) X(dead_letters) X(discard) X(enif)        \
     X(entries) X(error) X(extra) X(jemalloc) X(jemalloc_error) X(max_pairs) X(memory)  \
     X(ok) X(overflow) X(overflow_dead) X(pairs) X(remove) X(send)                      \
     X(send_to_non_existing_process) X(shards) X(state) X(stopped) X(trace)             \

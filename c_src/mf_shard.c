@@ -196,14 +196,50 @@ int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead)
     return MF_COUNTED;
 }
 
-static void take_list(mf_entry *e, mf_delta_fn fn, void *ctx)
+static inline void take_entry(mf_entry *e, mf_delta_fn fn, void *ctx)
 {
-    for (; e; e = e->next) {
-        uint64_t now = atomic_load_explicit(&e->count, memory_order_relaxed);
-        if (now != e->seen) {
-            if (fn)
-                fn(ctx, e->key[0], e->key[1], now - e->seen);
-            e->seen = now;
+    uint64_t now = atomic_load_explicit(&e->count, memory_order_relaxed);
+    if (now != e->seen) {
+        if (fn)
+            fn(ctx, e->key[0], e->key[1], now - e->seen);
+        e->seen = now;
+    }
+}
+
+int mf_shard_take_some(mf_shard *sh, mf_cursor *cur, mf_delta_fn pairs, mf_delta_fn dead,
+                       void *ctx, mf_take_totals *totals, unsigned budget)
+{
+    for (;;) {
+        switch (cur->phase) {
+        case 0:
+            cur->next = atomic_load_explicit(&sh->pairs_list, memory_order_acquire);
+            cur->phase = 1;
+            break;
+        case 1:
+        case 2: {
+            mf_entry *e = cur->next;
+            for (; e && budget; e = e->next, budget--)
+                take_entry(e, cur->phase == 1 ? pairs : dead, ctx);
+            cur->next = e;
+            if (e)
+                return 0;
+            if (cur->phase == 1)
+                cur->next = atomic_load_explicit(&sh->dead_list, memory_order_acquire);
+            cur->phase++;
+            break;
+        }
+        case 3: {
+            uint64_t of = atomic_load_explicit(&sh->overflow, memory_order_relaxed);
+            uint64_t od = atomic_load_explicit(&sh->overflow_dead, memory_order_relaxed);
+            totals->overflow += of - sh->seen_overflow;
+            totals->overflow_dead += od - sh->seen_overflow_dead;
+            sh->seen_overflow = of;
+            sh->seen_overflow_dead = od;
+            cur->phase = 4;
+            return 1;
+        }
+        default:
+            return 1;
         }
     }
 }
@@ -211,14 +247,9 @@ static void take_list(mf_entry *e, mf_delta_fn fn, void *ctx)
 void mf_shard_take(mf_shard *sh, mf_delta_fn pairs, mf_delta_fn dead, void *ctx,
                    mf_take_totals *totals)
 {
-    take_list(atomic_load_explicit(&sh->pairs_list, memory_order_acquire), pairs, ctx);
-    take_list(atomic_load_explicit(&sh->dead_list, memory_order_acquire), dead, ctx);
-    uint64_t of = atomic_load_explicit(&sh->overflow, memory_order_relaxed);
-    uint64_t od = atomic_load_explicit(&sh->overflow_dead, memory_order_relaxed);
-    totals->overflow += of - sh->seen_overflow;
-    totals->overflow_dead += od - sh->seen_overflow_dead;
-    sh->seen_overflow = of;
-    sh->seen_overflow_dead = od;
+    mf_cursor cur = {0, NULL};
+    while (!mf_shard_take_some(sh, &cur, pairs, dead, ctx, totals, ~0u))
+        ;
 }
 
 size_t mf_shard_bytes(const mf_shard *sh)

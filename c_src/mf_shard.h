@@ -91,6 +91,22 @@ typedef struct mf_take_totals {
 void mf_shard_take(mf_shard *sh, mf_delta_fn pairs, mf_delta_fn dead, void *ctx,
                    mf_take_totals *totals);
 
+/* Where a take stopped.  Zero it before the first mf_shard_take_some. */
+typedef struct mf_cursor {
+    int phase;     /* 0 start, 1 pair list, 2 dead list, 3 totals, 4 done */
+    void *next;    /* next entry to visit in the current list */
+} mf_cursor;
+
+/*
+ * The same as mf_shard_take, in steps: visits at most `budget` entries from
+ * *cur on and returns 1 once the shard is done (totals are added then), 0
+ * when it stopped early.  The caller may yield between steps; entries it has
+ * not reached yet keep counting and are reported with their growth so far.
+ * Entries published after the take began are left for the next take.
+ */
+int mf_shard_take_some(mf_shard *sh, mf_cursor *cur, mf_delta_fn pairs, mf_delta_fn dead,
+                       void *ctx, mf_take_totals *totals, unsigned budget);
+
 /* Bytes held by the shard (entries, buckets, the shard itself).  Any thread;
  * the figure may lag the owner by an insert. */
 size_t mf_shard_bytes(const mf_shard *sh);

@@ -1,0 +1,61 @@
+%%% @doc `make demo': msgflow on real OTP traffic.  Starts inets' httpd on
+%%% 127.0.0.1 (an ephemeral port), drives HTTP requests at it with httpc
+%%% from several client processes, counts every send on the node with
+%%% msgflow, then prints the busiest pairs and info() and writes every pair
+%%% to a CSV file.  The messages are OTP's own (httpd acceptors and request
+%%% handlers, httpc manager and handlers, sockets' ports), not a loop of ours.
+-module(msgflow_demo).
+-export([main/0, run/1]).
+
+%% @doc Runs the demo with 8 clients x 300 requests, writing under
+%% `_build/demo/', and halts the node with 0 (or 1 on failure).
+-spec main() -> no_return().
+main() ->
+    Code = try run(#{clients => 8, requests => 300, out => "_build/demo"}) of
+               ok -> 0
+           catch
+               C:R:St ->
+                   io:format(standard_error, "demo failed: ~p:~p~n~p~n", [C, R, St]),
+                   1
+           end,
+    erlang:halt(Code).
+
+%% @doc Runs the demo.  `clients' processes each make `requests' GET
+%% requests, one after another; reports go to directory `out'.
+-spec run(#{clients := pos_integer(), requests := pos_integer(), out := file:filename()}) -> ok.
+run(#{clients := Clients, requests := Requests, out := Out}) ->
+    {ok, _} = application:ensure_all_started(inets),
+    Root = filename:absname(filename:join(Out, "www")),
+    ok = filelib:ensure_path(Root),
+    ok = file:write_file(filename:join(Root, "index.html"),
+                         ["<html><body>", lists:duplicate(2000, $x), "</body></html>"]),
+    {ok, Httpd} = inets:start(httpd, [{port, 0}, {bind_address, {127, 0, 0, 1}},
+                                      {server_name, "msgflow-demo"},
+                                      {server_root, Root}, {document_root, Root}]),
+    Port = proplists:get_value(port, httpd:info(Httpd)),
+    Url = "http://127.0.0.1:" ++ integer_to_list(Port) ++ "/index.html",
+    io:format("httpd on ~s; ~b clients x ~b requests with httpc~n",
+              [Url, Clients, Requests]),
+
+    ok = msgflow:start(#{interval => 200}),
+    T0 = erlang:monotonic_time(millisecond),
+    Parent = self(),
+    Pids = [spawn_link(fun() -> client(Url, Requests), Parent ! {done, self()} end)
+            || _ <- lists:seq(1, Clients)],
+    [receive {done, P} -> ok end || P <- Pids],
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ok = msgflow:stop(),
+    io:format("~b requests answered in ~b ms~n~n", [Clients * Requests, Ms]),
+
+    msgflow:top(20),
+    io:format("~ninfo: ~p~n", [maps:without([opts, jemalloc_error], msgflow:info())]),
+    Csv = filename:absname(filename:join(Out, "msgflow-demo.csv")),
+    ok = msgflow:export(Csv, csv),
+    io:format("~nevery pair: ~s~n", [Csv]),
+    ok = inets:stop(httpd, Httpd).
+
+client(_Url, 0) ->
+    ok;
+client(Url, N) ->
+    {ok, {{_, 200, _}, _, _}} = httpc:request(get, {Url, []}, [], [{body_format, binary}]),
+    client(Url, N - 1).

@@ -1,0 +1,108 @@
+%%% @doc Labels for endpoints and text for tables: names that read well,
+%%% numbers with thousands separators, cells that fit their column.
+-module(msgflow_fmt).
+-export([label/1, endpoint/1, int/1, rate/1, cell/3, rcell/2, ellipsis/0]).
+
+%% @doc A readable label for an endpoint, read from the live system now:
+%% a local process's registered name, else its proc_lib initial call
+%% (`'$initial_call''), else its initial call `M:F/A', else the pid; a port's
+%% driver or command name; a remote endpoint with its node; an alias as
+%% `alias #Ref<..>'.  A dead local pid gets endpoint/1.
+-spec label(msgflow_tracer:endpoint() | term()) -> binary().
+label(Pid) when is_pid(Pid), node(Pid) =:= node() ->
+    case process_info(Pid, [registered_name, initial_call]) of
+        [{registered_name, Name}, _] when is_atom(Name) ->
+            atom_to_binary(Name);
+        [_, {initial_call, Init}] ->
+            case proc_lib_initial_call(Pid) of
+                {M, F, A} -> mfa(M, F, A);
+                false -> initial_call(Init, Pid)
+            end;
+        undefined ->
+            endpoint(Pid)
+    end;
+label(Port) when is_port(Port) ->
+    case erlang:port_info(Port, name) of
+        {name, Name} -> iolist_to_binary(["port ", Name]);
+        undefined -> endpoint(Port)
+    end;
+label(Other) ->
+    endpoint(Other).
+
+proc_lib_initial_call(Pid) ->
+    %% OTP 26+ can read one key; OTP 25 reads the whole dictionary.
+    Dict = try process_info(Pid, {dictionary, '$initial_call'}) of
+               {{dictionary, '$initial_call'}, V} -> [{'$initial_call', V}];
+               _ -> []
+           catch error:badarg ->
+                   case process_info(Pid, dictionary) of
+                       {dictionary, D} -> D;
+                       undefined -> []
+                   end
+           end,
+    case lists:keyfind('$initial_call', 1, Dict) of
+        {_, {M, F, A}} when is_atom(M), is_atom(F) -> {M, F, A};
+        _ -> false
+    end.
+
+initial_call({M, F, A}, _Pid) -> mfa(M, F, A);
+initial_call(_, Pid) -> endpoint(Pid).
+
+mfa(M, F, A) when is_list(A) -> mfa(M, F, length(A));
+mfa(M, F, A) -> iolist_to_binary(io_lib:format("~w:~w/~w", [M, F, A])).
+
+%% @doc The endpoint as the VM reported it, in text: `<0.80.0>',
+%% `#Port<0.5>', `name', `{name,node@host}', `<9.80.0>@node@host',
+%% `alias #Ref<...>'.
+-spec endpoint(term()) -> binary().
+endpoint(Pid) when is_pid(Pid), node(Pid) =:= node() ->
+    list_to_binary(pid_to_list(Pid));
+endpoint(Pid) when is_pid(Pid) ->
+    iolist_to_binary([pid_to_list(Pid), "@", atom_to_list(node(Pid))]);
+endpoint(Ref) when is_reference(Ref) ->
+    iolist_to_binary(["alias ", ref_to_list(Ref)]);
+endpoint(Atom) when is_atom(Atom) ->
+    atom_to_binary(Atom);
+endpoint(Term) ->
+    iolist_to_binary(io_lib:format("~0tp", [Term])).
+
+%% @doc An integer with thousands separators: `int(1234567) -> "1,234,567"'.
+-spec int(integer()) -> string().
+int(N) when N < 0 -> [$- | int(-N)];
+int(N) -> group(integer_to_list(N)).
+
+group(Digits) when length(Digits) =< 3 -> Digits;
+group(Digits) ->
+    {Head, Tail} = lists:split(length(Digits) - 3, Digits),
+    group(Head) ++ [$, | Tail].
+
+%% @doc A rate (messages/s) with one decimal and separators: `"1,234.5"'.
+-spec rate(number()) -> string().
+rate(R) ->
+    Tenths = round(R * 10),
+    int(Tenths div 10) ++ [$. | integer_to_list(Tenths rem 10)].
+
+%% @doc Text left-aligned in exactly Width columns; longer text is cut and
+%% ends with Ellipsis (one column wide).
+-spec cell(unicode:chardata(), pos_integer(), string()) -> string().
+cell(Text, Width, Ellipsis) ->
+    S = unicode:characters_to_list(Text),
+    case string:length(S) of
+        L when L =< Width -> S ++ lists:duplicate(Width - L, $\s);
+        _ -> string:slice(S, 0, Width - 1) ++ Ellipsis
+    end.
+
+%% @doc The ellipsis the group leader can print: `\x{2026}' on a unicode
+%% device, `~' on a latin1 one (as `erl -noshell' has).
+-spec ellipsis() -> string().
+ellipsis() ->
+    case lists:keyfind(encoding, 1, io:getopts()) of
+        {encoding, unicode} -> [16#2026];
+        _ -> "~"
+    end.
+
+%% @doc Text right-aligned in Width columns (numbers are never cut).
+-spec rcell(unicode:chardata(), pos_integer()) -> string().
+rcell(Text, Width) ->
+    S = unicode:characters_to_list(Text),
+    lists:duplicate(max(0, Width - string:length(S)), $\s) ++ S.

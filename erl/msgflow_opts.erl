@@ -1,0 +1,49 @@
+%%% @doc Checks and normalises the options of msgflow:start/1.  Pure: it
+%%% resolves no names and touches no process (the collector does that).
+-module(msgflow_opts).
+-export([validate/1, defaults/0]).
+
+-export_type([opts/0, procs/0]).
+
+-type procs() :: all | new | existing | [pid() | atom()].
+-type opts() :: #{procs := procs(),
+                  interval := pos_integer(),
+                  max_pairs := pos_integer(),
+                  duration := pos_integer() | infinity,
+                  windows := pos_integer()}.
+
+%% @doc The options used where start/1 is given none:
+%% all processes, a snapshot every 1000 ms, at most 1,000,000 pairs,
+%% no time limit, the last 60 windows kept.
+-spec defaults() -> opts().
+defaults() ->
+    #{procs => all, interval => 1000, max_pairs => 1000000,
+      duration => infinity, windows => 60}.
+
+%% @doc `{ok, Opts}' with every default filled in, or
+%% `{error, {badopt, {Key, Value}}}' for the first bad or unknown option
+%% (in key order), or `{error, {badopt, Opts}}' when Opts is not a map.
+-spec validate(term()) -> {ok, opts()} | {error, {badopt, term()}}.
+validate(Opts) when is_map(Opts) ->
+    check(lists:sort(maps:to_list(Opts)), defaults());
+validate(Other) ->
+    {error, {badopt, Other}}.
+
+check([], Acc) ->
+    {ok, Acc};
+check([{Key, Value} | Rest], Acc) ->
+    case valid(Key, Value) of
+        true -> check(Rest, Acc#{Key => Value});
+        false -> {error, {badopt, {Key, Value}}}
+    end.
+
+valid(procs, P) when P =:= all; P =:= new; P =:= existing -> true;
+valid(procs, L) when is_list(L), L =/= [] ->
+    lists:all(fun(X) -> (is_pid(X) andalso node(X) =:= node()) orelse is_atom(X) end, L)
+        andalso length(L) =:= length(lists:usort(L));
+valid(interval, N) -> is_integer(N) andalso N >= 10 andalso N =< 3600000;
+valid(max_pairs, N) -> is_integer(N) andalso N >= 1 andalso N =< 1 bsl 32;
+valid(duration, infinity) -> true;
+valid(duration, N) -> is_integer(N) andalso N >= 1;
+valid(windows, N) -> is_integer(N) andalso N >= 1 andalso N =< 100000;
+valid(_, _) -> false.

@@ -1,0 +1,18 @@
+%%% @private Supervises the collector.  A collector that dies is restarted
+%%% idle: the session it owned answers `remove', so its tracing ends.
+-module(msgflow_sup).
+-behaviour(supervisor).
+-export([start_link/0, init/1]).
+
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    supervisor:start_link({local, ?MODULE}, ?MODULE, []).
+
+-spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
+init([]) ->
+    Collector = #{id => msgflow_collector,
+                  start => {msgflow_collector, start_link, []},
+                  restart => permanent,
+                  shutdown => 5000,
+                  type => worker},
+    {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, [Collector]}}.

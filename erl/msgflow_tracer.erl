@@ -1,0 +1,95 @@
+%%% @doc The erl_tracer callback module msgflow traces with, and the NIFs
+%%% the collector drives.  Everything here is implemented in C
+%%% (c_src/msgflow_tracer_nif.c, loaded from priv/msgflow_tracer.so); the
+%%% Erlang bodies only run when the NIF library is not loaded.
+%%%
+%%% A session is an opaque NIF resource.  It is the tracer state:
+%%% `erlang:trace(Who, true, [send, {tracer, msgflow_tracer, Session}])'.
+%%% Its counts live in the NIF, per scheduler thread; `snapshot/1' takes
+%%% what was counted since the previous snapshot.
+-module(msgflow_tracer).
+%% An erl_tracer callback module (OTP 25 has no behaviour_info for it).
+
+-export([enabled/3, enabled_send/3, trace_send/5, trace/5]).
+-export([session_new/2, session_stop/1, snapshot/1, session_info/1, allocator_info/0]).
+
+-on_load(init/0).
+
+-export_type([session/0, endpoint/0, snapshot/0]).
+
+-opaque session() :: reference().
+%% A sender (the tracee: pid or port) or a receiver as the VM reported it.
+-type endpoint() :: pid() | port() | atom() | {atom(), node()} | reference().
+%% {Pairs, DeadLetters, Overflow, OverflowDead}: see snapshot/1.
+-type snapshot() :: {[{endpoint(), endpoint(), pos_integer()}],
+                     [{endpoint(), endpoint(), pos_integer()}],
+                     non_neg_integer(), non_neg_integer()}.
+
+-spec init() -> ok | {error, term()}.
+init() ->
+    erlang:load_nif(filename:join(priv_dir(), "msgflow_tracer"), 0).
+
+priv_dir() ->
+    case code:priv_dir(msgflow) of
+        {error, bad_name} ->
+            filename:join(filename:dirname(filename:dirname(code:which(?MODULE))), "priv");
+        Dir ->
+            Dir
+    end.
+
+-define(NOT_LOADED, erlang:nif_error({not_loaded, [{module, ?MODULE}, {line, ?LINE}]})).
+
+%% @doc erl_tracer callback: `trace' while the session is active, `remove'
+%% once it was stopped or its collector died (also for `trace_status'),
+%% `discard' for tags other than send ones.
+-spec enabled(atom(), session(), pid() | port() | undefined) -> trace | discard | remove.
+enabled(_TraceTag, _Session, _Tracee) -> ?NOT_LOADED.
+
+%% @doc erl_tracer callback for `send' and `send_to_non_existing_process'.
+-spec enabled_send(send | send_to_non_existing_process, session(), pid() | port()) ->
+          trace | remove.
+enabled_send(_TraceTag, _Session, _Tracee) -> ?NOT_LOADED.
+
+%% @doc erl_tracer callback: counts one message for (Tracee, maps:get(extra, Opts)).
+-spec trace_send(send | send_to_non_existing_process, session(), pid() | port(), term(),
+                 #{extra => term()}) -> ok.
+trace_send(_TraceTag, _Session, _Tracee, _Msg, _Opts) -> ?NOT_LOADED.
+
+%% @doc erl_tracer callback for the other tags: send tags are counted, the rest ignored.
+-spec trace(atom(), session(), term(), term(), map()) -> ok.
+trace(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
+
+%% @doc A new session counting for at most MaxPairs table entries (a pair
+%% seen on N scheduler threads holds N entries).  Collector is monitored:
+%% when it dies the session answers `remove' to the VM.  badarg on bad types.
+-spec session_new(pid(), pos_integer()) -> session().
+session_new(_Collector, _MaxPairs) -> ?NOT_LOADED.
+
+%% @doc Marks the session stopped: every later callback answers `remove'.
+-spec session_stop(session()) -> ok.
+session_stop(_Session) -> ?NOT_LOADED.
+
+%% @doc What was counted since the previous snapshot of this session (a
+%% dirty CPU NIF; tracing goes on meanwhile and nothing is lost or counted
+%% twice).  Pairs and DeadLetters are `[{Sender, Receiver, Messages}]'; a
+%% pair counted on several scheduler threads appears once per thread.
+%% DeadLetters (sends to non-existing processes) are also in Pairs.
+%% Overflow counts messages that found no entry because the cap was
+%% reached; OverflowDead the dead letters in no DeadLetters tuple.
+-spec snapshot(session()) -> snapshot().
+snapshot(_Session) -> ?NOT_LOADED.
+
+%% @doc The session's tables: `state' (active | stopped | collector_down),
+%% `shards' (threads that counted), `memory' (bytes held), `entries',
+%% `max_pairs'.
+-spec session_info(session()) -> #{state := active | stopped | collector_down,
+                                   shards := non_neg_integer(),
+                                   memory := non_neg_integer(),
+                                   entries := non_neg_integer(),
+                                   max_pairs := pos_integer()}.
+session_info(_Session) -> ?NOT_LOADED.
+
+%% @doc Which allocator the tables use, and why jemalloc is not the one
+%% (empty binary when it is).
+-spec allocator_info() -> #{allocator := jemalloc | enif, jemalloc_error := binary()}.
+allocator_info() -> ?NOT_LOADED.

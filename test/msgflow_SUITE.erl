@@ -1,0 +1,351 @@
+%%% Common Test suite for msgflow: tracing on a live node, checked with
+%%% exact counts.  Every group runs in sequence (tracing is node-global).
+%%% Barriers are msgflow:stop/0 (flags off, erlang:trace_delivered/1, final
+%%% snapshot) and messages from the workload; no test sleeps.
+-module(msgflow_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
+         init_per_testcase/2, end_per_testcase/2]).
+-export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
+         collector_killed/1, max_pairs_overflow/1, bad_options/1,
+         reload_while_tracing/1, allocator_enif/1, allocator_jemalloc/1,
+         allocator_enif_forced/1]).
+-export([exact_workload/0]).
+
+-define(TUNABLE, "glibc.rtld.optional_static_tls=16384").
+
+all() ->
+    [{group, tracing}, {group, allocators}].
+
+groups() ->
+    [{tracing, [sequence],
+      [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
+       collector_killed, max_pairs_overflow, bad_options, reload_while_tracing]},
+     {allocators, [sequence],
+      [allocator_enif, allocator_jemalloc, allocator_enif_forced]}].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Config.
+
+end_per_suite(_Config) ->
+    ok = msgflow:stop(),
+    ok.
+
+init_per_testcase(_Case, Config) ->
+    ok = msgflow:stop(),
+    Config.
+
+end_per_testcase(_Case, _Config) ->
+    ok = msgflow:stop(),
+    ok.
+
+%%% Tests
+
+%% 40 senders on both schedulers, each with its own known count per
+%% receiver; every pair compared with equality.
+exact_counts(_Config) ->
+    ?assert(erlang:system_info(schedulers_online) >= 2),
+    {Expected, Got, Info} = exact_workload(),
+    ?assertEqual(Expected, Got),
+    %% the senders were counted on more than one scheduler thread
+    ?assert(maps:get(shards, Info) >= 2),
+    ?assertEqual(0, maps:get(overflow, Info)).
+
+%% Run by exact_counts and by the allocator tests (also on peer nodes).
+%% Returns {ExpectedPairs, CountedPairs, Info}, pairs sorted, restricted
+%% to the workload's senders.
+exact_workload() ->
+    Parent = self(),
+    Sinks = [spawn_link(fun sink/0) || _ <- lists:seq(1, 4)],
+    Plan = [{I, [{Sink, 50 + (I * J * 37) rem 400}
+                 || {J, Sink} <- lists:zip(lists:seq(1, 4), Sinks)]}
+            || I <- lists:seq(1, 40)],
+    Senders = [spawn_link(fun() -> sender(Parent, Sends) end) || {_, Sends} <- Plan],
+    ok = msgflow:start(#{procs => all}),
+    [S ! go || S <- Senders],
+    [receive {done, S} -> ok end || S <- Senders],
+    ok = msgflow:stop(),
+    Expected = lists:sort(
+                 lists:append([[{S, Sink, N} || {Sink, N} <- Sends] ++ [{S, Parent, 1}]
+                               || {S, {_, Sends}} <- lists:zip(Senders, Plan)])),
+    Got = lists:sort([P || P = {S, _, _} <- msgflow:pairs(), lists:member(S, Senders)]),
+    [unlink(P) || P <- Sinks],
+    [exit(P, kill) || P <- Sinks],
+    {Expected, Got, msgflow:info()}.
+
+sender(Parent, Sends) ->
+    receive go -> ok end,
+    %% interleave receivers so the process is preempted and migrates
+    send_rounds(Sends),
+    Parent ! {done, self()}.
+
+send_rounds([]) ->
+    ok;
+send_rounds(Sends) ->
+    Left = [begin Sink ! msg, {Sink, N - 1} end || {Sink, N} <- Sends],
+    send_rounds([X || X = {_, N} <- Left, N > 0]).
+
+sink() ->
+    receive _ -> sink() end.
+
+%% Every kind of receiver the VM reports in `extra', and dead letters.
+receiver_kinds(_Config) ->
+    Node = start_distribution(),
+    {ok, Peer, PeerNode} = peer:start_link(#{name => peer:random_name()}),
+    try
+        RemotePid = erlang:spawn(PeerNode, timer, sleep, [infinity]),
+        true = erpc:call(PeerNode, erlang, register, [kinds_remote, RemotePid]),
+        Local = spawn_link(fun sink/0),
+        register(kinds_local, Local),
+        Self = self(),
+        AliasOwner = spawn_link(fun() -> Self ! {alias, alias()}, sink() end),
+        Alias = receive {alias, A} -> A end,
+        Dead = spawn(fun() -> ok end),
+        MRef = monitor(process, Dead),
+        receive {'DOWN', MRef, process, Dead, _} -> ok end,
+        Sender = spawn_link(
+                   fun() ->
+                           Port = open_port({spawn, "cat > /dev/null"}, [binary]),
+                           Self ! {port, Port},
+                           receive go -> ok end,
+                           Local ! m,
+                           Port ! {self(), {command, <<"x">>}},
+                           kinds_local ! m,
+                           {kinds_local, Node} ! m,
+                           RemotePid ! m,
+                           {kinds_remote, PeerNode} ! m,
+                           Alias ! m,
+                           Dead ! m,
+                           Self ! {done, self()},
+                           receive stop -> ok end   %% the port closes with us
+                   end),
+        Port = receive {port, Pt} -> Pt end,
+        ok = msgflow:start(#{procs => [Sender]}),
+        Sender ! go,
+        receive {done, Sender} -> ok end,
+        ok = msgflow:stop(),
+        Expected = lists:sort([{Sender, R, 1}
+                               || R <- [Local, Port, kinds_local, {kinds_local, Node},
+                                        RemotePid, {kinds_remote, PeerNode}, Alias, Dead,
+                                        self()]]),
+        ?assertEqual(Expected, lists:sort(msgflow:pairs())),
+        ?assertMatch(#{dead_letters := 1, events := 9, overflow := 0}, msgflow:info()),
+        Sender ! stop,
+        [unlink(P) || P <- [Local, AliasOwner]],
+        [exit(P, kill) || P <- [Local, AliasOwner]]
+    after
+        peer:stop(Peer)
+    end.
+
+%% `duration' stops tracing by itself, flags and all.
+duration_autostop(_Config) ->
+    ok = msgflow:start(#{duration => 50, interval => 10}),
+    ?assertMatch(#{running := true}, msgflow:info()),
+    ok = msgflow:wait(10000),
+    ?assertMatch(#{running := false}, msgflow:info()),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual([], flagged()).
+
+%% stop/0 leaves no flag on any process or port, in every procs mode.
+stop_leaves_no_flags(_Config) ->
+    Pid = spawn_link(fun sink/0),
+    [begin
+         ok = msgflow:start(#{procs => Procs}),
+         [Pid ! x || _ <- lists:seq(1, 10)],
+         spawn(fun() -> Pid ! y end),
+         ok = msgflow:stop(),
+         ?assertEqual({Procs, []}, {Procs, flagged()}),
+         ?assertEqual({Procs, {flags, []}}, {Procs, erlang:trace_info(new, flags)})
+     end || Procs <- [all, new, existing, [Pid, self()]]],
+    unlink(Pid),
+    exit(Pid, kill).
+
+%% Killing the collector: its session answers remove, tracing ends, the
+%% node lives on and msgflow can start again.
+collector_killed(_Config) ->
+    Echo = spawn_link(fun Loop() -> receive {From, M} -> From ! M, Loop() end end),
+    ok = msgflow:start(#{procs => [Echo]}),
+    {tracer, {msgflow_tracer, Session}} = erlang:trace_info(Echo, tracer),
+    ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Session, Echo)),
+    Collector = whereis(msgflow_collector),
+    MRef = monitor(process, Collector),
+    exit(Collector, kill),
+    receive {'DOWN', MRef, process, Collector, killed} -> ok end,
+    ?assertEqual(remove, msgflow_tracer:enabled(trace_status, Session, Echo)),
+    ?assertEqual(remove, msgflow_tracer:enabled_send(send, Session, Echo)),
+    Echo ! {self(), ping},
+    receive ping -> ok end,
+    ?assertEqual({flags, []}, erlang:trace_info(Echo, flags)),
+    %% the supervisor restarted an idle collector (which_children is served
+    %% after the supervisor handled the exit); a new run works
+    [{msgflow_collector, New, worker, _}] = supervisor:which_children(msgflow_sup),
+    ?assert(is_pid(New) andalso New =/= Collector),
+    ?assertMatch(#{running := false}, msgflow:info()),
+    ok = msgflow:start(#{procs => [Echo]}),
+    Echo ! {self(), ping},
+    receive ping -> ok end,
+    ok = msgflow:stop(),
+    ?assertEqual([{Echo, self(), 1}], msgflow:pairs()),
+    unlink(Echo),
+    exit(Echo, kill).
+
+%% A cap of 10 entries: 10 senders x 20 receivers still add up exactly.
+max_pairs_overflow(_Config) ->
+    Parent = self(),
+    Sinks = [spawn_link(fun sink/0) || _ <- lists:seq(1, 20)],
+    Senders = [spawn_link(fun() -> sender(Parent, [{S, 7} || S <- Sinks]) end)
+               || _ <- lists:seq(1, 10)],
+    ok = msgflow:start(#{procs => Senders, max_pairs => 10}),
+    [S ! go || S <- Senders],
+    [receive {done, S} -> ok end || S <- Senders],
+    ok = msgflow:stop(),
+    #{overflow := Overflow, events := Events, table_entries := Entries} = msgflow:info(),
+    Counted = lists:sum([N || {_, _, N} <- msgflow:pairs()]),
+    Total = 10 * 20 * 7 + 10,
+    ?assertEqual(Total, Counted + Overflow),
+    ?assertEqual(Total, Events),
+    ?assert(Overflow > 0),
+    ?assert(Entries =< 10),
+    [begin unlink(P), exit(P, kill) end || P <- Sinks].
+
+bad_options(Config) ->
+    Dead = spawn(fun() -> ok end),
+    MRef = monitor(process, Dead),
+    receive {'DOWN', MRef, process, Dead, _} -> ok end,
+    Cases = [{#{interval => -1}, {badopt, {interval, -1}}},
+             {#{interval => 5}, {badopt, {interval, 5}}},
+             {#{interval => fast}, {badopt, {interval, fast}}},
+             {#{max_pairs => 0}, {badopt, {max_pairs, 0}}},
+             {#{max_pairs => 1.5}, {badopt, {max_pairs, 1.5}}},
+             {#{duration => -5}, {badopt, {duration, -5}}},
+             {#{duration => never}, {badopt, {duration, never}}},
+             {#{windows => 0}, {badopt, {windows, 0}}},
+             {#{procs => everything}, {badopt, {procs, everything}}},
+             {#{procs => []}, {badopt, {procs, []}}},
+             {#{procs => [self(), 1]}, {badopt, {procs, [self(), 1]}}},
+             {#{bogus => 1}, {badopt, {bogus, 1}}},
+             {[{procs, all}], {badopt, [{procs, all}]}},
+             {#{procs => [no_such_process_name]}, {noproc, no_such_process_name}},
+             {#{procs => [Dead]}, {noproc, Dead}}],
+    [?assertEqual({Opts, {error, Why}}, {Opts, msgflow:start(Opts)}) || {Opts, Why} <- Cases],
+    ?assertMatch(#{running := false}, msgflow:info()),
+    ok = msgflow:start(),
+    ?assertEqual({error, already_started}, msgflow:start()),
+    ?assertEqual({error, already_started}, msgflow:start(#{procs => existing})),
+    ok = msgflow:stop(),
+    ok = msgflow:stop(),
+    ?assertEqual({error, {badarg, 0}}, msgflow:top(0)),
+    Missing = "/nonexistent/dir/x.csv",
+    ?assertEqual({error, {enoent, Missing}}, msgflow:export(Missing, csv)),
+    Csv = filename:join(?config(priv_dir, Config), "x.csv"),
+    ?assertEqual({error, {unknown_format, bogus}}, msgflow:export(Csv, bogus)),
+    ?assertEqual({error, enoent}, file:read_file_info(Csv)).
+
+%% Reload the NIF module 15 times under live traffic, then delete and purge
+%% it: the VM survives and counts taken before are kept exactly.
+reload_while_tracing(_Config) ->
+    ok = msgflow:start(#{procs => all, interval => 10}),
+    Before = counted_burst(300),
+    Noise = start_pingpong(),
+    Reloads = [begin
+                   _ = code:purge(msgflow_tracer),
+                   code:load_file(msgflow_tracer)
+               end || _ <- lists:seq(1, 15)],
+    ?assertEqual(lists:duplicate(15, {module, msgflow_tracer}), Reloads),
+    After = counted_burst(200),       %% still counting with the new code
+    _ = code:purge(msgflow_tracer),
+    true = code:delete(msgflow_tracer),
+    _ = code:purge(msgflow_tracer),   %% no msgflow_tracer at all now
+    false = erlang:module_loaded(msgflow_tracer),
+    Noise ! {self(), ping},
+    receive pong -> ok end,
+    {module, msgflow_tracer} = code:load_file(msgflow_tracer),
+    stop_pingpong(Noise),
+    ok = msgflow:stop(),
+    Pairs = msgflow:pairs(),
+    [?assertEqual({S, R, N}, lists:keyfind(R, 2, [P || P = {S1, _, _} <- Pairs, S1 =:= S]))
+     || {S, R, N} <- Before ++ After],
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)).
+
+%% A process sends N messages to a sink; returns the exact pairs expected
+%% and checks pairs/0 already holds them (pairs/0 takes a snapshot).
+counted_burst(N) ->
+    Self = self(),
+    Sink = spawn(fun sink/0),
+    S = spawn(fun() -> [Sink ! m || _ <- lists:seq(1, N)], Self ! {burst, self()} end),
+    receive {burst, S} -> ok end,
+    Expected = [{S, Sink, N}, {S, Self, 1}],
+    Pairs = msgflow:pairs(),
+    [?assertEqual(E, lists:keyfind(R, 2, [P || P = {S1, _, _} <- Pairs, S1 =:= S]))
+     || E = {_, R, _} <- Expected],
+    exit(Sink, kill),
+    Expected.
+
+start_pingpong() ->
+    Pong = spawn(fun Pong() -> receive {From, ping} -> From ! pong, Pong(); stop -> ok end end),
+    spawn(fun() -> pingpong(Pong) end).
+
+pingpong(Pong) ->
+    Pong ! {self(), ping},
+    receive pong -> ok end,
+    receive
+        {From, ping} -> From ! pong, pingpong(Pong);
+        stop -> Pong ! stop
+    after 0 -> pingpong(Pong)
+    end.
+
+stop_pingpong(P) ->
+    P ! stop.
+
+%% Without the glibc tunable jemalloc cannot load: enif_alloc, and why.
+allocator_enif(_Config) ->
+    {Expected, Got, Info} = on_peer([]),
+    ?assertEqual(Expected, Got),
+    ?assertMatch(#{allocator := enif}, Info),
+    ?assertNotEqual(nomatch, binary:match(maps:get(jemalloc_error, Info), <<"static TLS">>)).
+
+%% With the tunable the tables live in msgflow's own jemalloc arena.
+allocator_jemalloc(_Config) ->
+    {Expected, Got, Info} = on_peer([{"GLIBC_TUNABLES", ?TUNABLE}]),
+    ?assertEqual(Expected, Got),
+    ?assertMatch(#{allocator := jemalloc, jemalloc_error := <<>>}, Info),
+    ?assert(maps:get(memory, Info) > 0).
+
+%% MSGFLOW_ALLOCATOR=enif wins over a usable jemalloc.
+allocator_enif_forced(_Config) ->
+    {Expected, Got, Info} = on_peer([{"GLIBC_TUNABLES", ?TUNABLE},
+                                     {"MSGFLOW_ALLOCATOR", "enif"}]),
+    ?assertEqual(Expected, Got),
+    ?assertMatch(#{allocator := enif}, Info).
+
+%%% Helpers
+
+%% Processes and ports that still carry a trace flag.
+flagged() ->
+    [P || P <- processes() ++ erlang:ports(), erlang:trace_info(P, flags) =/= {flags, []}].
+
+start_distribution() ->
+    case node() of
+        nonode@nohost ->
+            os:cmd("epmd -daemon"),
+            {ok, _} = net_kernel:start([list_to_atom("msgflow_ct_" ++ os:getpid()), shortnames]),
+            node();
+        Node ->
+            Node
+    end.
+
+%% Runs exact_workload/0 on a fresh peer node started with Env, with
+%% msgflow and this suite in its code path.
+on_peer(Env) ->
+    Paths = [filename:dirname(code:which(M)) || M <- [msgflow, ?MODULE]],
+    {ok, Peer, _Node} = peer:start_link(#{connection => standard_io, env => Env,
+                                          args => lists:append([["-pa", P] || P <- Paths])}),
+    try
+        peer:call(Peer, ?MODULE, exact_workload, [], 60000)
+    after
+        peer:stop(Peer)
+    end.
