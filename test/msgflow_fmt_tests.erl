@@ -1,0 +1,67 @@
+%%% EUnit and PropEr tests of labels and table text.
+-module(msgflow_fmt_tests).
+-include_lib("proper/include/proper.hrl").  %% before eunit.hrl: both define LET
+-include_lib("eunit/include/eunit.hrl").
+
+int_test_() ->
+    [?_assertEqual(Want, msgflow_fmt:int(N))
+     || {N, Want} <- [{0, "0"}, {999, "999"}, {1000, "1,000"}, {1234567, "1,234,567"},
+                      {-1234, "-1,234"}, {100000, "100,000"}]].
+
+rate_test_() ->
+    [?_assertEqual(Want, msgflow_fmt:rate(R))
+     || {R, Want} <- [{0, "0.0"}, {0.04, "0.0"}, {16129.03, "16,129.0"}, {2.25, "2.3"}]].
+
+cell_test_() ->
+    [?_assertEqual("abc  ", msgflow_fmt:cell("abc", 5, "~")),
+     ?_assertEqual("abcd~", msgflow_fmt:cell("abcdefgh", 5, "~")),
+     ?_assertEqual("abcd" ++ [16#2026], msgflow_fmt:cell(<<"abcdefgh">>, 5, [16#2026])),
+     ?_assertEqual("   42", msgflow_fmt:rcell("42", 5)),
+     ?_assertEqual("123456", msgflow_fmt:rcell("123456", 5))].
+
+endpoint_test_() ->
+    Ref = make_ref(),
+    [?_assertEqual(<<"foo">>, msgflow_fmt:endpoint(foo)),
+     ?_assertEqual(<<"{foo,n@h}">>, msgflow_fmt:endpoint({foo, 'n@h'})),
+     ?_assertEqual(iolist_to_binary(["alias ", ref_to_list(Ref)]), msgflow_fmt:endpoint(Ref)),
+     ?_assertEqual(list_to_binary(pid_to_list(self())), msgflow_fmt:endpoint(self()))].
+
+label_test_() ->
+    {setup,
+     fun() ->
+             Named = spawn(fun() -> receive stop -> ok end end),
+             register(msgflow_fmt_tests_named, Named),
+             Plain = spawn(fun() -> receive stop -> ok end end),
+             Gen = proc_lib:spawn(fun() -> receive stop -> ok end end),
+             Dead = spawn(fun() -> ok end),
+             Ref = monitor(process, Dead),
+             receive {'DOWN', Ref, _, _, _} -> ok end,
+             {Named, Plain, Gen, Dead}
+     end,
+     fun({Named, Plain, Gen, _}) -> [P ! stop || P <- [Named, Plain, Gen]] end,
+     fun({Named, Plain, Gen, Dead}) ->
+             [?_assertEqual(<<"msgflow_fmt_tests_named">>, msgflow_fmt:label(Named)),
+              ?_assertEqual(<<"erlang:apply/2">>, msgflow_fmt:label(Plain)),
+              ?_assertMatch(<<"msgflow_fmt_tests:", _/binary>>, msgflow_fmt:label(Gen)),
+              ?_assertEqual(list_to_binary(pid_to_list(Dead)), msgflow_fmt:label(Dead)),
+              ?_assertEqual(<<"some_name">>, msgflow_fmt:label(some_name))]
+     end}.
+
+%% Removing the separators gives the plain digits back, and groups are 3 wide.
+prop_int_roundtrip() ->
+    ?FORALL(N, integer(),
+            begin
+                S = msgflow_fmt:int(N),
+                [_ | Groups] = string:split(string:trim(S, leading, "-"), ",", all),
+                lists:filter(fun(C) -> C =/= $, end, S) =:= integer_to_list(N)
+                    andalso lists:all(fun(G) -> length(G) =:= 3 end, Groups)
+            end).
+
+%% A cell is always exactly Width columns.
+prop_cell_width() ->
+    ?FORALL({Text, Width}, {list(range($a, $z)), range(1, 40)},
+            string:length(msgflow_fmt:cell(Text, Width, "~")) =:= Width).
+
+proper_test_() ->
+    [?_assert(proper:quickcheck(P, [{numtests, 500}, {to_file, user}]))
+     || P <- [prop_int_roundtrip(), prop_cell_width()]].

@@ -1,0 +1,27 @@
+#!/bin/sh
+# Installs the Debian packages msgflow needs to build, test and run its demo.
+# As root it installs what is missing; otherwise it prints the apt-get line
+# and fails.  On a system without dpkg it only says what it would need.
+PKGS="gcc libc6-dev make cmake rebar3 erlang-dev erlang-eunit erlang-common-test
+erlang-dialyzer erlang-inets erlang-tools erlang-proper erlang-proper-dev
+libjemalloc-dev libjemalloc2 uthash-dev"
+
+if ! command -v dpkg-query >/dev/null 2>&1; then
+    echo "msgflow: no dpkg here; make sure these (Debian names) are installed:" $PKGS >&2
+    exit 0
+fi
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+    echo "msgflow: installing$missing"
+    apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null || exit 1
+else
+    echo "msgflow: missing Debian packages. Run:" >&2
+    echo "  sudo apt-get install -y$missing" >&2
+    exit 1
+fi
