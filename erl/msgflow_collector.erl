@@ -89,7 +89,7 @@ handle_call({top, N}, _From, St) ->
 handle_call(labelled_pairs, _From, St) ->
     St1 = refresh(St),
     Rows = [{S, R, label(S, St1), label(R, St1), C}
-            || {{S, R}, C} <- sort_desc(maps:to_list(St1#st.totals))],
+            || {S, R, C} <- sort_desc(maps:to_list(St1#st.totals))],
     {reply, Rows, St1};
 handle_call(info, _From, St) ->
     St1 = refresh(St),

@@ -10,7 +10,7 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
-         collector_killed/1, max_pairs_overflow/1, bad_options/1,
+         collector_killed/1, max_pairs_overflow/1, bad_options/1, export_csv/1,
          reload_while_tracing/1, allocator_enif/1, allocator_jemalloc/1,
          allocator_enif_forced/1]).
 -export([exact_workload/0]).
@@ -23,7 +23,8 @@ all() ->
 groups() ->
     [{tracing, [sequence],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
-       collector_killed, max_pairs_overflow, bad_options, reload_while_tracing]},
+       collector_killed, max_pairs_overflow, bad_options, export_csv,
+       reload_while_tracing]},
      {allocators, [sequence],
       [allocator_enif, allocator_jemalloc, allocator_enif_forced]}].
 
@@ -245,8 +246,44 @@ bad_options(Config) ->
     ?assertEqual({error, {unknown_format, bogus}}, msgflow:export(Csv, bogus)),
     ?assertEqual({error, enoent}, file:read_file_info(Csv)).
 
-%% Reload the NIF module 15 times under live traffic, then delete and purge
-%% it: the VM survives and counts taken before are kept exactly.
+%% The CSV holds every pair of pairs/0, with the same counts, and labels.
+export_csv(Config) ->
+    Sink = spawn_link(fun sink/0),
+    register(msgflow_csv_sink, Sink),
+    Self = self(),
+    S = spawn_link(fun() -> receive go -> ok end,
+                            [msgflow_csv_sink ! m || _ <- lists:seq(1, 12)],
+                            [Sink ! m || _ <- lists:seq(1, 30)],
+                            Self ! {done, self()},
+                            receive stop -> ok end   %% alive when labelled
+                     end),
+    ok = msgflow:start(#{procs => [S]}),
+    S ! go,
+    receive {done, S} -> ok end,
+    ok = msgflow:stop(),
+    Path = filename:join(?config(priv_dir, Config), "pairs.csv"),
+    ok = msgflow:export(Path, csv),
+    {ok, Bin} = file:read_file(Path),
+    [Header | Lines] = string:split(string:trim(Bin, trailing), "\n", all),
+    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages">>, Header),
+    Rows = [list_to_tuple(string:split(L, ",", all)) || L <- Lines],
+    Endpoint = fun msgflow_fmt:endpoint/1,
+    ?assertEqual(lists:sort([{Endpoint(Sd), Endpoint(R), integer_to_binary(N)}
+                             || {Sd, R, N} <- msgflow:pairs()]),
+                 lists:sort([{Sd, R, N} || {Sd, R, _, _, N} <- Rows])),
+    ?assertEqual(3, length(Rows)),
+    %% the pid and the name it holds are labelled alike
+    ?assert(lists:member({Endpoint(S), Endpoint(Sink), <<"erlang:apply/2">>,
+                          <<"msgflow_csv_sink">>, <<"30">>}, Rows)),
+    ?assert(lists:member({Endpoint(S), <<"msgflow_csv_sink">>, <<"erlang:apply/2">>,
+                          <<"msgflow_csv_sink">>, <<"12">>}, Rows)),
+    S ! stop,
+    unlink(Sink),
+    exit(Sink, kill).
+
+%% Reload the NIF module 15 times under live traffic, purging the old code
+%% each time: the VM survives, the session (taken over by each new
+%% instance) keeps counting, and counts taken before are kept exactly.
 reload_while_tracing(_Config) ->
     ok = msgflow:start(#{procs => all, interval => 10}),
     Before = counted_burst(300),
@@ -257,19 +294,15 @@ reload_while_tracing(_Config) ->
                end || _ <- lists:seq(1, 15)],
     ?assertEqual(lists:duplicate(15, {module, msgflow_tracer}), Reloads),
     After = counted_burst(200),       %% still counting with the new code
-    _ = code:purge(msgflow_tracer),
-    true = code:delete(msgflow_tracer),
-    _ = code:purge(msgflow_tracer),   %% no msgflow_tracer at all now
-    false = erlang:module_loaded(msgflow_tracer),
     Noise ! {self(), ping},
     receive pong -> ok end,
-    {module, msgflow_tracer} = code:load_file(msgflow_tracer),
     stop_pingpong(Noise),
     ok = msgflow:stop(),
     Pairs = msgflow:pairs(),
     [?assertEqual({S, R, N}, lists:keyfind(R, 2, [P || P = {S1, _, _} <- Pairs, S1 =:= S]))
      || {S, R, N} <- Before ++ After],
-    ?assertEqual({flags, []}, erlang:trace_info(new, flags)).
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual([], flagged()).
 
 %% A process sends N messages to a sink; returns the exact pairs expected
 %% and checks pairs/0 already holds them (pairs/0 takes a snapshot).
