@@ -3,7 +3,7 @@
 REBAR ?= rebar3
 ERL_PA = -pa _build/default/lib/msgflow/ebin
 
-.PHONY: all deps build demo test clean
+.PHONY: all deps build demo test bench clean
 
 all: build
 
@@ -22,6 +22,13 @@ test: build
 	cd _build/cmake && ctest --output-on-failure
 	$(REBAR) eunit
 	$(REBAR) ct
+
+# Cost per traced send under six tracer setups, side by side (a few
+# minutes; MSGFLOW_BENCH_QUICK=1 for a smoke run).  Prints, judges nothing.
+bench: build
+	mkdir -p _build/bench
+	erlc -o _build/bench tools/bench/*.erl
+	erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench:main()'
 
 clean:
 	rm -rf _build priv/*.so

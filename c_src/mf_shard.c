@@ -28,10 +28,25 @@ struct mf_entry {
     UT_hash_handle hh;      /* owner only */
 };
 
+#define MF_FRONT_SLOTS 4096 /* power of two; 32 KiB of pointers */
+#define MF_SLAB_ENTRIES 64  /* entries per slab: 6 KiB on LP64 */
+
+/* Entries come from slabs the shard owns, cache-line aligned, so no other
+ * thread's data ever shares a line with a count this thread writes.
+ * Entries are only freed with the shard, so a slab is a bump allocator. */
+typedef struct mf_slab {
+    struct mf_slab *prev;
+    void *base;              /* what alloc returned */
+    unsigned used;
+    _Alignas(MF_CACHE_LINE) mf_entry entries[MF_SLAB_ENTRIES];
+} mf_slab;
+
 struct mf_shard {
     /* Owner-written. */
+    mf_entry *front[MF_FRONT_SLOTS];    /* direct-mapped cache of pair entries */
     mf_entry *pairs;                    /* uthash head */
     mf_entry *dead;                     /* uthash head */
+    mf_slab *slab;                      /* newest slab */
     _Atomic(mf_entry *) pairs_list;     /* newest first */
     _Atomic(mf_entry *) dead_list;
     _Atomic uint64_t overflow;
@@ -101,22 +116,16 @@ mf_shard *mf_shard_new(const mf_alloc *alloc, mf_limit *limit)
     return sh;
 }
 
-static void free_list(mf_shard *sh, mf_entry **table, mf_entry *e)
-{
-    HASH_CLEAR(hh, *table);
-    while (e) {
-        mf_entry *next = e->next;
-        mf_shard_raw_free(sh, e, sizeof(*e));
-        e = next;
-    }
-}
-
 void mf_shard_free(mf_shard *sh)
 {
     if (!sh)
         return;
-    free_list(sh, &sh->pairs, atomic_load_explicit(&sh->pairs_list, memory_order_acquire));
-    free_list(sh, &sh->dead, atomic_load_explicit(&sh->dead_list, memory_order_acquire));
+    HASH_CLEAR(hh, sh->pairs);
+    HASH_CLEAR(hh, sh->dead);
+    for (mf_slab *sl = sh->slab, *prev; sl; sl = prev) {
+        prev = sl->prev;
+        mf_shard_raw_free(sh, sl->base, sizeof(mf_slab) + MF_CACHE_LINE);
+    }
     const mf_alloc *alloc = sh->alloc;
     alloc->free(alloc->ctx, sh->base, sizeof(mf_shard) + MF_CACHE_LINE);
 }
@@ -138,6 +147,26 @@ static int limit_take(mf_limit *limit)
     return 1;
 }
 
+/* A zeroed entry from the shard's slabs; NULL when out of memory. */
+static mf_entry *slab_entry(mf_shard *sh)
+{
+    mf_slab *sl = sh->slab;
+    if (!sl || sl->used == MF_SLAB_ENTRIES) {
+        void *base = mf_shard_raw_alloc(sh, sizeof(mf_slab) + MF_CACHE_LINE);
+        if (!base)
+            return NULL;
+        uintptr_t a = ((uintptr_t)base + MF_CACHE_LINE - 1) & ~(uintptr_t)(MF_CACHE_LINE - 1);
+        sl = (mf_slab *)a;
+        sl->prev = sh->slab;
+        sl->base = base;
+        sl->used = 0;
+        sh->slab = sl;
+    }
+    mf_entry *e = &sl->entries[sl->used++];
+    memset(e, 0, sizeof(*e));
+    return e;
+}
+
 /* Finds or makes the entry for key in one table; NULL when none can be made. */
 static mf_entry *find_or_add(mf_shard *sh, mf_entry **table, _Atomic(mf_entry *) *list,
                              const uint64_t key[2])
@@ -148,19 +177,19 @@ static mf_entry *find_or_add(mf_shard *sh, mf_entry **table, _Atomic(mf_entry *)
         return e;
     if (!limit_take(sh->limit))
         return NULL;
-    e = mf_shard_raw_alloc(sh, sizeof(*e));
+    e = slab_entry(sh);
     if (!e) {
         atomic_fetch_sub_explicit(&sh->limit->used, 1, memory_order_relaxed);
         return NULL;
     }
-    memset(e, 0, sizeof(*e));
     e->key[0] = key[0];
     e->key[1] = key[1];
     sh->oom = 0;
     HASH_ADD(hh, *table, key, sizeof(e->key), e);
     if (sh->oom) {
-        /* uthash could not grow its buckets; the entry is not in the table. */
-        mf_shard_raw_free(sh, e, sizeof(*e));
+        /* uthash could not grow its buckets; the entry is not in the table
+         * and goes back to the slab it came from (the last one taken). */
+        sh->slab->used--;
         atomic_fetch_sub_explicit(&sh->limit->used, 1, memory_order_relaxed);
         return NULL;
     }
@@ -180,10 +209,17 @@ void mf_shard_overflow(mf_shard *sh, int dead)
 int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead)
 {
     const uint64_t key[2] = {from, to};
-    mf_entry *e = find_or_add(sh, &sh->pairs, &sh->pairs_list, key);
-    if (!e) {
-        mf_shard_overflow(sh, dead);
-        return MF_OVERFLOW;
+    /* The hot path: a pair seen lately sits in its front slot, found with
+     * one multiply and two compares, before uthash is asked. */
+    mf_entry **slot = &sh->front[mf_mix(key) & (MF_FRONT_SLOTS - 1)];
+    mf_entry *e = *slot;
+    if (!e || e->key[0] != from || e->key[1] != to) {
+        e = find_or_add(sh, &sh->pairs, &sh->pairs_list, key);
+        if (!e) {
+            mf_shard_overflow(sh, dead);
+            return MF_OVERFLOW;
+        }
+        *slot = e;
     }
     owner_add(&e->count, 1);
     if (dead) {

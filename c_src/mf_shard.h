@@ -27,8 +27,10 @@
  * A send that would need an entry past the cap is added to the shard's
  * overflow tally instead, so the sum of all counts stays exact.
  *
- * Memory: one mf_entry (96 bytes on LP64) per pair per shard, plus uthash's
- * bucket array; all of it from the shard's mf_alloc.
+ * Memory: one mf_entry (96 bytes on LP64) per pair per shard, taken from
+ * cache-line aligned slabs of 64 the shard owns (so no other thread's data
+ * shares a line with a count), plus uthash's bucket array and a 32 KiB
+ * direct-mapped front cache; all of it from the shard's mf_alloc.
  */
 #ifndef MF_SHARD_H
 #define MF_SHARD_H

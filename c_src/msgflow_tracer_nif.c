@@ -133,8 +133,13 @@ struct mf_slot {
     ErlNifMutex *lock;      /* only for the spill slot */
 };
 
+/* Read on every traced send: `id', never written after creation.  The
+ * padding keeps the fields written at claim, snapshot or stop time at least
+ * a cache line away from it (a resource is only 8-byte aligned, so padding,
+ * not _Alignas). */
 struct mf_session {
     uint64_t id;
+    char pad_id[MF_CACHE_LINE];
     _Atomic int state;
     ErlNifPid collector;
     ErlNifMonitor monitor;
@@ -382,14 +387,17 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     return atom_discard;
 }
 
-/* enabled_send(send | send_to_non_existing_process, TracerState, Tracee) */
+/* enabled_send(send | send_to_non_existing_process, TracerState, Tracee):
+ * always `trace', touching nothing.  Whether the session is still active is
+ * answered by trace_status (enabled/3), which the VM asks when flags are
+ * read or set; stop/0 clears the flags itself, and a collector restarted
+ * after a crash sweeps the flags its predecessor left. */
 static ERL_NIF_TERM nif_enabled_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
+    (void)env;
     (void)argc;
-    mf_session *s;
-    if (!get_session(env, argv[1], &s))
-        return atom_remove;
-    return status_answer(env, s);
+    (void)argv;
+    return atom_trace;
 }
 
 static void count_locked(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM from, ERL_NIF_TERM to,
@@ -414,7 +422,13 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     if (!slot)
         return atom_ok;
     int dead = argv[0] != atom_send && argv[0] == atom_send_to_non_existing_process;
-    if (slot->lock) {
+    ErlNifPid fp, tp;
+    if (!slot->lock && enif_get_local_pid(env, argv[2], &fp) && enif_get_local_pid(env, to, &tp) &&
+        ((uint64_t)fp.pid & MF_PID_TAG_MASK) == MF_PID_TAG &&
+        ((uint64_t)tp.pid & MF_PID_TAG_MASK) == MF_PID_TAG) {
+        /* the common case: pid to pid on a thread's own slot */
+        mf_shard_count(slot->shard, (uint64_t)fp.pid, (uint64_t)tp.pid, dead);
+    } else if (slot->lock) {
         enif_mutex_lock(slot->lock);
         count_locked(env, slot, argv[2], to, dead);
         enif_mutex_unlock(slot->lock);

@@ -43,7 +43,12 @@ start() ->
 %% <li>`max_pairs => N', cap on table entries; past it messages go to the
 %%     `overflow' tally, so totals stay exact (default 1000000);</li>
 %% <li>`duration => Ms | infinity', stop by itself after Ms (default infinity);</li>
-%% <li>`windows => N', windows kept for rates (default 60).</li>
+%% <li>`windows => N', windows kept for rates (default 60);</li>
+%% <li>`sample => {TracedMs, PeriodMs} | off': trace only TracedMs of every
+%%     PeriodMs (1 =< TracedMs < PeriodMs); between slices the trace flags
+%%     are off, so traced processes pay nothing.  Counts are what was
+%%     measured; top/1's rates are extrapolated to the whole period and
+%%     marked as estimates.  Not with `procs => new' (default off).</li>
 %% </ul>
 %% Errors: `{error, {badopt, {Key, Value}}}' for a bad value or an unknown
 %% key, `{error, {noproc, PidOrName}}' for a procs entry that is not alive,
@@ -163,11 +168,17 @@ write_whole(Path, Data) ->
     end.
 
 format_top(#{rows := Rows, window_ms := WinMs, events := Events, pairs := Pairs,
-             running := Running}) ->
-    Head = io_lib:format("msgflow ~s: ~s messages, ~s pairs; rate over the last ~s ms~n",
-                         [case Running of true -> "running"; false -> "stopped" end,
-                          msgflow_fmt:int(Events), msgflow_fmt:int(Pairs),
-                          msgflow_fmt:int(WinMs)]),
+             running := Running, sample := Sample}) ->
+    Head = [io_lib:format("msgflow ~s: ~s messages, ~s pairs; rate over the last ~s ms~n",
+                          [case Running of true -> "running"; false -> "stopped" end,
+                           msgflow_fmt:int(Events), msgflow_fmt:int(Pairs),
+                           msgflow_fmt:int(WinMs)]),
+            case Sample of
+                off -> [];
+                {T, P} -> io_lib:format("sampled: traced ~b ms of every ~b; messages are "
+                                        "those measured, MSG/S are estimates (x~.1f)~n",
+                                        [T, P, P / T])
+            end],
     E = msgflow_fmt:ellipsis(),
     Cols = [msgflow_fmt:rcell("#", 3), "  ", msgflow_fmt:cell("SENDER", 25, E), " ",
             msgflow_fmt:cell("RECEIVER", 25, E), " ", msgflow_fmt:rcell("MESSAGES", 11), " ",

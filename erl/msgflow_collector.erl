@@ -53,12 +53,17 @@ init([]) ->
     clear_orphaned_flags(),
     {ok, #st{}}.
 
-%% A collector that died left `new' processes flagged for its session; that
-%% session answers `remove', but clear the default so no new process pays.
+%% A collector that died while running left processes flagged for its
+%% session (it marks a run in the application environment).  Asking the VM
+%% for their tracer makes it ask the session's trace_status, which answers
+%% `remove' once its collector is gone: that clears them.
 clear_orphaned_flags() ->
-    case erlang:trace_info(new, tracer) of
-        {tracer, {msgflow_tracer, _}} -> catch erlang:trace(all, false, [send]);
-        _ -> ok
+    case application:get_env(msgflow, running) of
+        {ok, true} ->
+            _ = [erlang:trace_info(P, tracer) || P <- [new | processes() ++ erlang:ports()]],
+            application:unset_env(msgflow, running);
+        _ ->
+            ok
     end.
 
 %% @private
@@ -113,6 +118,21 @@ handle_info({tick, Run}, St = #st{run = Run, running = true}) ->
     {noreply, schedule_tick(St1)};
 handle_info({duration_over, Run}, St = #st{run = Run, running = true}) ->
     {noreply, stop_tracing(St)};
+%% Sampling: outside a traced slice the flags are really off (not discarded
+%% by the tracer), so the traced processes pay nothing there.
+handle_info({slice_off, Run}, St = #st{run = Run, running = true,
+                                       opts = #{sample := {Traced, Period}}}) ->
+    clear_flags(targets(St)),
+    erlang:send_after(Period - Traced, self(), {slice_on, Run}),
+    {noreply, St};
+handle_info({slice_on, Run}, St = #st{run = Run, running = true, session = Session,
+                                      opts = #{sample := {Traced, _}}}) ->
+    case targets(St) of
+        Spec when is_atom(Spec) -> catch flags_on(Spec, Session);
+        Pids -> [catch flags_on([P], Session) || P <- Pids]   %% some may have died
+    end,
+    erlang:send_after(Traced, self(), {slice_off, Run}),
+    {noreply, St};
 handle_info(_Msg, St) ->
     {noreply, St}.
 
@@ -158,17 +178,9 @@ resolve_list([Pid | Rest], Own, Acc) ->
     end.
 
 set_flags(Targets, Session, Opts, St) ->
-    Flags = [send, {tracer, msgflow_tracer, Session}],
-    try
-        case Targets of
-            Spec when is_atom(Spec) ->
-                _ = erlang:trace(Spec, true, Flags),
-                [catch erlang:trace(P, false, [send]) || Spec =/= new, P <- own_pids()];
-            Pids ->
-                [erlang:trace(P, true, Flags) || P <- Pids]
-        end
-    of
-        _ ->
+    try flags_on(Targets, Session) of
+        ok ->
+            application:set_env(msgflow, running, true),
             Run = make_ref(),
             St1 = St#st{running = true, session = Session, opts = Opts,
                         traced = case Targets of L when is_list(L) -> L; _ -> [] end,
@@ -180,6 +192,10 @@ set_flags(Targets, Session, Opts, St) ->
                 #{duration := infinity} -> ok;
                 #{duration := D} -> erlang:send_after(D, self(), {duration_over, Run})
             end,
+            case Opts of
+                #{sample := {Traced, _}} -> erlang:send_after(Traced, self(), {slice_off, Run});
+                #{sample := off} -> ok
+            end,
             {ok, schedule_tick(St1)}
     catch
         error:Reason ->
@@ -187,6 +203,18 @@ set_flags(Targets, Session, Opts, St) ->
             clear_flags(Targets),
             {error, {trace_failed, Reason}}
     end.
+
+flags_on(Spec, Session) when is_atom(Spec) ->
+    _ = erlang:trace(Spec, true, [send, {tracer, msgflow_tracer, Session}]),
+    _ = [catch erlang:trace(P, false, [send]) || Spec =/= new, P <- own_pids()],
+    ok;
+flags_on(Pids, Session) ->
+    _ = [erlang:trace(P, true, [send, {tracer, msgflow_tracer, Session}]) || P <- Pids],
+    ok.
+
+%% What the flags were set on: a spec (all, new, existing) or the pids.
+targets(#st{opts = #{procs := P}}) when is_atom(P) -> P;
+targets(#st{traced = Pids}) -> Pids.
 
 %% msgflow's own processes: this collector, its supervisor, and the
 %% application master pair when msgflow runs as an application.
@@ -208,13 +236,14 @@ clear_flags(Pids) ->
 %% before stop was called.
 stop_tracing(St = #st{running = false}) ->
     St;
-stop_tracing(St = #st{session = Session, opts = #{procs := Procs}, traced = Traced}) ->
-    clear_flags(case Procs of P when is_atom(P) -> P; _ -> Traced end),
+stop_tracing(St = #st{session = Session}) ->
+    clear_flags(targets(St)),
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok end,
     St1 = close_window(take(St)),
     Info = try msgflow_tracer:session_info(Session) catch error:_ -> #{} end,
     catch msgflow_tracer:session_stop(Session),
+    application:unset_env(msgflow, running),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
     St1#st{running = false, session = undefined, run = undefined, waiters = [],
            stopped_at = erlang:system_time(millisecond), last_info = Info}.
@@ -332,12 +361,17 @@ top_rows(N, St = #st{totals = T, names = Names}) ->
     Totals = Group(T),
     Recent = Group(Win),
     Top = lists:sublist(sort_desc(maps:to_list(Totals)), N),
+    Scale = case St#st.opts of
+                #{sample := {Traced, Period}} -> Period / Traced;
+                _ -> 1
+            end,
     Rows = [#{sender => S, receiver => R,
               sender_label => label(S, St), receiver_label => label(R, St),
-              count => C, rate => rate(maps:get({S, R}, Recent, 0), WinMs)}
+              count => C, rate => Scale * rate(maps:get({S, R}, Recent, 0), WinMs)}
             || {S, R, C} <- Top],
     #{rows => Rows, window_ms => WinMs, events => St#st.events,
-      pairs => map_size(Totals), running => St#st.running}.
+      pairs => map_size(Totals), running => St#st.running,
+      sample => maps:get(sample, St#st.opts)}.
 
 rate(_, 0) -> 0.0;
 rate(C, Ms) -> C * 1000 / Ms.
@@ -361,6 +395,7 @@ info(St = #st{opts = Opts}) ->
       table_entries => maps:get(entries, Tables, 0),
       shards => maps:get(shards, Tables, 0),
       windows => queue:len(St#st.windows),
+      sample => maps:get(sample, Opts),
       started_at => St#st.started_at,
       stopped_at => St#st.stopped_at,
       opts => Opts}.

@@ -10,22 +10,28 @@
                   interval := pos_integer(),
                   max_pairs := pos_integer(),
                   duration := pos_integer() | infinity,
-                  windows := pos_integer()}.
+                  windows := pos_integer(),
+                  sample := {pos_integer(), pos_integer()} | off}.
 
 %% @doc The options used where start/1 is given none:
 %% all processes, a snapshot every 1000 ms, at most 1,000,000 pairs,
-%% no time limit, the last 60 windows kept.
+%% no time limit, the last 60 windows kept, no sampling.
 -spec defaults() -> opts().
 defaults() ->
     #{procs => all, interval => 1000, max_pairs => 1000000,
-      duration => infinity, windows => 60}.
+      duration => infinity, windows => 60, sample => off}.
 
 %% @doc `{ok, Opts}' with every default filled in, or
 %% `{error, {badopt, {Key, Value}}}' for the first bad or unknown option
 %% (in key order), or `{error, {badopt, Opts}}' when Opts is not a map.
 -spec validate(term()) -> {ok, opts()} | {error, {badopt, term()}}.
+%% Sampling re-applies `procs' at every traced slice, which means nothing
+%% for `new': that combination is refused as `{badopt, {sample, Sample}}'.
 validate(Opts) when is_map(Opts) ->
-    check(lists:sort(maps:to_list(Opts)), defaults());
+    case check(lists:sort(maps:to_list(Opts)), defaults()) of
+        {ok, #{procs := new, sample := {_, _} = S}} -> {error, {badopt, {sample, S}}};
+        Result -> Result
+    end;
 validate(Other) ->
     {error, {badopt, Other}}.
 
@@ -46,4 +52,7 @@ valid(max_pairs, N) -> is_integer(N) andalso N >= 1 andalso N =< 1 bsl 32;
 valid(duration, infinity) -> true;
 valid(duration, N) -> is_integer(N) andalso N >= 1;
 valid(windows, N) -> is_integer(N) andalso N >= 1 andalso N =< 100000;
+valid(sample, off) -> true;
+valid(sample, {T, P}) ->
+    is_integer(T) andalso is_integer(P) andalso T >= 1 andalso T < P andalso P =< 3600000;
 valid(_, _) -> false.

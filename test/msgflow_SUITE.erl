@@ -10,7 +10,7 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
-         collector_killed/1, max_pairs_overflow/1, bad_options/1, export_csv/1,
+         collector_killed/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
          reload_while_tracing/1, allocator_enif/1, allocator_jemalloc/1,
          allocator_enif_forced/1]).
 -export([exact_workload/0]).
@@ -23,7 +23,7 @@ all() ->
 groups() ->
     [{tracing, [sequence],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
-       collector_killed, max_pairs_overflow, bad_options, export_csv,
+       collector_killed, max_pairs_overflow, bad_options, export_csv, sampling,
        reload_while_tracing]},
      {allocators, [sequence],
       [allocator_enif, allocator_jemalloc, allocator_enif_forced]}].
@@ -165,11 +165,12 @@ stop_leaves_no_flags(_Config) ->
     unlink(Pid),
     exit(Pid, kill).
 
-%% Killing the collector: its session answers remove, tracing ends, the
-%% node lives on and msgflow can start again.
+%% Killing the collector: its session answers remove to trace_status, the
+%% restarted collector clears the flags left behind, the node lives on and
+%% msgflow can start again.
 collector_killed(_Config) ->
     Echo = spawn_link(fun Loop() -> receive {From, M} -> From ! M, Loop() end end),
-    ok = msgflow:start(#{procs => [Echo]}),
+    ok = msgflow:start(#{procs => all}),
     {tracer, {msgflow_tracer, Session}} = erlang:trace_info(Echo, tracer),
     ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Session, Echo)),
     Collector = whereis(msgflow_collector),
@@ -177,14 +178,15 @@ collector_killed(_Config) ->
     exit(Collector, kill),
     receive {'DOWN', MRef, process, Collector, killed} -> ok end,
     ?assertEqual(remove, msgflow_tracer:enabled(trace_status, Session, Echo)),
-    ?assertEqual(remove, msgflow_tracer:enabled_send(send, Session, Echo)),
-    Echo ! {self(), ping},
-    receive ping -> ok end,
-    ?assertEqual({flags, []}, erlang:trace_info(Echo, flags)),
-    %% the supervisor restarted an idle collector (which_children is served
-    %% after the supervisor handled the exit); a new run works
+    %% the supervisor restarted the collector (which_children is served after
+    %% the supervisor handled the exit), and its init swept the flags: read
+    %% them raw, without asking the tracer
     [{msgflow_collector, New, worker, _}] = supervisor:which_children(msgflow_sup),
     ?assert(is_pid(New) andalso New =/= Collector),
+    ?assertEqual({trace, 0}, process_info(Echo, trace)),
+    ?assertEqual([], [P || P <- processes(), process_info(P, trace) =/= {trace, 0}]),
+    Echo ! {self(), ping},
+    receive ping -> ok end,
     ?assertMatch(#{running := false}, msgflow:info()),
     ok = msgflow:start(#{procs => [Echo]}),
     Echo ! {self(), ping},
@@ -229,6 +231,10 @@ bad_options(Config) ->
              {#{procs => []}, {badopt, {procs, []}}},
              {#{procs => [self(), 1]}, {badopt, {procs, [self(), 1]}}},
              {#{bogus => 1}, {badopt, {bogus, 1}}},
+             {#{sample => {0, 10}}, {badopt, {sample, {0, 10}}}},
+             {#{sample => {10, 10}}, {badopt, {sample, {10, 10}}}},
+             {#{sample => 10}, {badopt, {sample, 10}}},
+             {#{procs => new, sample => {1, 10}}, {badopt, {sample, {1, 10}}}},
              {[{procs, all}], {badopt, [{procs, all}]}},
              {#{procs => [no_such_process_name]}, {noproc, no_such_process_name}},
              {#{procs => [Dead]}, {noproc, Dead}}],
@@ -280,6 +286,47 @@ export_csv(Config) ->
     S ! stop,
     unlink(Sink),
     exit(Sink, kill).
+
+%% Sampling really turns the flags off between slices.  This process is the
+%% traced sender and reads its raw trace flags (without asking the tracer)
+%% before and after each send: a send with flags on both times must be
+%% counted, one with flags off both times must not; only sends that
+%% straddle a switch may go either way.
+sampling(_Config) ->
+    Sink = spawn_link(fun sink/0),
+    Self = self(),
+    ok = msgflow:start(#{procs => [Self], sample => {20, 40}, interval => 10}),
+    Until = erlang:monotonic_time(millisecond) + 400,   %% about 10 periods
+    {On, Off, Either} = sample_sends(Sink, Until, {0, 0, 0}),
+    ok = msgflow:stop(),
+    Counted = case [N || {S, R, N} <- msgflow:pairs(), S =:= Self, R =:= Sink] of
+                  [N] -> N;
+                  [] -> 0
+              end,
+    ct:log("on ~b, off ~b, either ~b, counted ~b", [On, Off, Either, Counted]),
+    ?assert(On > 0),
+    ?assert(Off > 0),
+    ?assert(Counted >= On),
+    ?assert(Counted =< On + Either),
+    ?assertMatch(#{sample := {20, 40}}, msgflow:info()),
+    unlink(Sink),
+    exit(Sink, kill).
+
+sample_sends(Sink, Until, {On, Off, Either} = Acc) ->
+    case erlang:monotonic_time(millisecond) < Until of
+        false ->
+            Acc;
+        true ->
+            Before = process_info(self(), trace),
+            Sink ! m,
+            After = process_info(self(), trace),
+            sample_sends(Sink, Until,
+                         case {Before, After} of
+                             {{trace, 0}, {trace, 0}} -> {On, Off + 1, Either};
+                             {{trace, F}, {trace, F}} -> {On + 1, Off, Either};
+                             _ -> {On, Off, Either + 1}
+                         end)
+    end.
 
 %% Reload the NIF module 15 times under live traffic, purging the old code
 %% each time: the VM survives, the session (taken over by each new

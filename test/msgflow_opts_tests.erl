@@ -5,14 +5,16 @@
 defaults_test() ->
     ?assertEqual({ok, msgflow_opts:defaults()}, msgflow_opts:validate(#{})),
     ?assertMatch(#{procs := all, interval := 1000, max_pairs := 1000000,
-                   duration := infinity, windows := 60}, msgflow_opts:defaults()).
+                   duration := infinity, windows := 60, sample := off},
+                 msgflow_opts:defaults()).
 
 good_values_test_() ->
     Pid = self(),
     [?_assertMatch({ok, #{K := V}}, msgflow_opts:validate(#{K => V}))
      || {K, V} <- [{procs, all}, {procs, new}, {procs, existing}, {procs, [Pid, foo]},
                    {interval, 10}, {interval, 3600000}, {max_pairs, 1},
-                   {duration, 1}, {duration, infinity}, {windows, 1}]].
+                   {duration, 1}, {duration, infinity}, {windows, 1},
+                   {sample, off}, {sample, {1, 2}}, {sample, {100, 1000}}]].
 
 bad_values_test_() ->
     Pid = self(),
@@ -21,7 +23,14 @@ bad_values_test_() ->
                    {procs, {Pid}}, {interval, 9}, {interval, 0}, {interval, -1},
                    {interval, 1.0}, {max_pairs, 0}, {max_pairs, (1 bsl 32) + 1},
                    {duration, 0}, {duration, forever}, {windows, 0},
-                   {unknown_key, 1}, {"interval", 10}]].
+                   {unknown_key, 1}, {"interval", 10},
+                   {sample, on}, {sample, {0, 10}}, {sample, {10, 10}}, {sample, {5, 1.0}},
+                   {sample, {1, 3600001}}]].
+
+sample_needs_a_procs_spec_test() ->
+    ?assertEqual({error, {badopt, {sample, {1, 10}}}},
+                 msgflow_opts:validate(#{procs => new, sample => {1, 10}})),
+    ?assertMatch({ok, _}, msgflow_opts:validate(#{procs => existing, sample => {1, 10}})).
 
 %% The first bad key in key order is the one named.
 first_bad_named_test() ->

@@ -1,0 +1,412 @@
+%%% @doc `make bench': what a traced send costs under each tracer setup, side
+%%% by side in one run.
+%%%
+%%% Workloads (known counts per pair): a ring of 1,000 processes with 100
+%%% tokens in flight; 100 ping-pong pairs; 200 senders casting to one
+%%% gen_server; one process sending to itself.  Setups: untraced; the floor
+%%% (a tracer NIF that does nothing); msgflow; msgflow sampled (10 ms traced
+%%% of every 100 ms); dbg-style (`{tracer, Pid}', a process counting pairs
+%%% in a map); the documentation's example NIF (sends `{trace, From, To}' to
+%%% a counting process).  Runs are interleaved round by round and the
+%%% medians printed, so drift of the machine cancels out.  Nothing here is a
+%%% pass/fail test: it prints figures.
+%%%
+%%% MSGFLOW_BENCH_QUICK=1 runs one round at 1/20 of the sizes (a smoke run);
+%%% MSGFLOW_BENCH_ROUNDS=N sets the rounds; MSGFLOW_BENCH_WORKLOADS=ring,fan_in
+%%% picks workloads (the memory and snapshot checks then are skipped).
+-module(msgflow_bench).
+-behaviour(gen_server).
+
+-export([main/0]).
+-export([init/1, handle_call/3, handle_cast/2]).
+
+-define(SETUPS, [untraced, floor, msgflow, msgflow_sampled, dbg_style, example_nif]).
+-define(ALL_WORKLOADS, [ring, pingpong, fan_in, self_send]).
+
+-spec main() -> no_return().
+main() ->
+    Quick = not lists:member(os:getenv("MSGFLOW_BENCH_QUICK"), [false, "", "0"]),
+    {Scale, Rounds0} = case Quick of true -> {0.05, 1}; false -> {1.0, 5} end,
+    Rounds = case os:getenv("MSGFLOW_BENCH_ROUNDS") of
+                 false -> Rounds0;
+                 RoundsText -> list_to_integer(RoundsText)
+             end,
+    Workloads = case os:getenv("MSGFLOW_BENCH_WORKLOADS") of
+                    false -> ?ALL_WORKLOADS;
+                    W -> [list_to_existing_atom(X) || X <- string:lexemes(W, ",")]
+                end,
+    {ok, _} = application:ensure_all_started(msgflow),
+    io:format("msgflow bench: OTP ~s, ~b schedulers, ~s; ~b round(s), medians~n",
+              [erlang:system_info(otp_release), erlang:system_info(schedulers_online),
+               cpu_model(), Rounds]),
+    Results = lists:foldl(
+                fun(Round, Acc) ->
+                        io:format("round ~b/~b~n", [Round, Rounds]),
+                        lists:foldl(
+                          fun(W, Acc1) ->
+                                  lists:foldl(
+                                    fun(S, Acc2) ->
+                                            R = run(S, W, Scale),
+                                            maps:update_with({W, S}, fun(L) -> [R | L] end,
+                                                             [R], Acc2)
+                                    end, Acc1, shuffle(?SETUPS))
+                          end, Acc, Workloads)
+                end, #{}, lists:seq(1, Rounds)),
+    [report(W, Results) || W <- Workloads],
+    summary(Workloads, Results),
+    case Workloads of
+        ?ALL_WORKLOADS -> memory_flat(Scale), snapshot_large(Scale);
+        _ -> ok
+    end,
+    erlang:halt(0).
+
+%%% One run
+
+run(Setup, Workload, Scale) ->
+    garbage_collect(),
+    #{pids := Pids, go := Go, expected := Expected, sends := Sends, done := Done} =
+        prepare(Workload, Scale),
+    Tracer = trace_on(Setup, Pids),
+    Sampler = start_sampler(),
+    T0 = erlang:monotonic_time(nanosecond),
+    Go(),
+    Done(),
+    T1 = erlang:monotonic_time(nanosecond),
+    Counts = collect(Setup, Tracer, Pids),
+    T2 = erlang:monotonic_time(nanosecond),
+    {PeakMem, PeakRss} = stop_sampler(Sampler),
+    trace_off(Setup, Pids),
+    [exit(P, kill) || P <- Pids],
+    #{ns => (T1 - T0) / Sends, drain_ms => (T2 - T1) / 1.0e6, sends => Sends,
+      mem => PeakMem, rss => PeakRss, exact => exact(Counts, Expected, Pids)}.
+
+trace_on(untraced, _Pids) ->
+    none;
+trace_on(floor, Pids) ->
+    [erlang:trace(P, true, [send, {tracer, bench_floor_tracer, []}]) || P <- Pids],
+    none;
+trace_on(msgflow, Pids) ->
+    ok = msgflow:start(#{procs => Pids}),
+    none;
+trace_on(msgflow_sampled, Pids) ->
+    ok = msgflow:start(#{procs => Pids, sample => {10, 100}}),
+    none;
+trace_on(dbg_style, Pids) ->
+    Counter = spawn(fun() -> dbg_counter(#{}) end),
+    [erlang:trace(P, true, [send, {tracer, Counter}]) || P <- Pids],
+    Counter;
+trace_on(example_nif, Pids) ->
+    Counter = spawn(fun() -> nif_counter(#{}) end),
+    [erlang:trace(P, true, [send, {tracer, bench_msg_tracer, Counter}]) || P <- Pids],
+    Counter.
+
+%% What the setup counted, once complete: the drain is the time this takes.
+collect(Setup, _, _) when Setup =:= untraced; Setup =:= floor ->
+    none;
+collect(Setup, _, _) when Setup =:= msgflow; Setup =:= msgflow_sampled ->
+    ok = msgflow:stop(),
+    case Setup of
+        msgflow -> maps:from_list([{{S, R}, N} || {S, R, N} <- msgflow:pairs()]);
+        msgflow_sampled -> estimate
+    end;
+collect(_, Counter, _) ->
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok end,
+    Counter ! {get, self()},
+    receive {counts, Counter, Counts} -> Counts end.
+
+trace_off(Setup, Pids) when Setup =:= floor; Setup =:= dbg_style; Setup =:= example_nif ->
+    [catch erlang:trace(P, false, [send]) || P <- Pids];
+trace_off(_, _) ->
+    ok.
+
+dbg_counter(M) ->
+    receive
+        {trace, From, _Tag, _Msg, To} -> dbg_counter(bump({From, To}, M));
+        {get, Who} -> Who ! {counts, self(), M}
+    end.
+
+nif_counter(M) ->
+    receive
+        {trace, From, To} -> nif_counter(bump({From, To}, M));
+        {get, Who} -> Who ! {counts, self(), M}
+    end.
+
+bump(K, M) ->
+    case M of
+        #{K := N} -> M#{K := N + 1};
+        _ -> M#{K => 1}
+    end.
+
+exact(none, _, _) -> na;
+exact(estimate, _, _) -> na;
+exact(Counts, Expected, Pids) ->
+    Set = maps:from_list([{P, true} || P <- Pids]),
+    Got = lists:sort([{S, R, N} || {{S, R}, N} <- maps:to_list(Counts), is_map_key(S, Set)]),
+    Got =:= lists:sort(Expected).
+
+%%% Workloads: processes wait for `go'; `done' returns when the work is over.
+
+prepare(ring, Scale) ->
+    N = 1000, Tokens = 100, Laps = max(1, round(10 * Scale)),
+    Hops = N * Laps,
+    Self = self(),
+    Procs = list_to_tuple([spawn_link(fun() -> ring_init(Self) end) || _ <- lists:seq(1, N)]),
+    [element(I, Procs) ! {next, element(I rem N + 1, Procs)} || I <- lists:seq(1, N)],
+    Starts = [element(1 + (T - 1) * (N div Tokens), Procs) || T <- lists:seq(1, Tokens)],
+    Pids = tuple_to_list(Procs),
+    Expected = [{element(I, Procs), element(I rem N + 1, Procs), Tokens * Laps}
+                || I <- lists:seq(1, N)] ++ [{S, Self, 1} || S <- Starts],
+    #{pids => Pids, sends => Tokens * Hops, expected => Expected,
+      go => fun() -> [S ! {token, Hops} || S <- Starts] end,
+      done => fun() -> [receive {ring_done, _} -> ok end || _ <- Starts] end};
+prepare(pingpong, Scale) ->
+    Pairs = 100, Rounds = max(1, round(5000 * Scale)),
+    Self = self(),
+    Ps = [begin
+              B = spawn_link(fun pong/0),
+              A = spawn_link(fun() -> receive go -> ok end, ping(B, Rounds), Self ! {pp_done, self()} end),
+              {A, B}
+          end || _ <- lists:seq(1, Pairs)],
+    Expected = lists:append([[{A, B, Rounds}, {B, A, Rounds}, {A, Self, 1}] || {A, B} <- Ps]),
+    #{pids => lists:append([[A, B] || {A, B} <- Ps]), sends => Pairs * Rounds * 2,
+      expected => Expected,
+      go => fun() -> [A ! go || {A, _} <- Ps] end,
+      done => fun() -> [receive {pp_done, A} -> ok end || {A, _} <- Ps] end};
+prepare(fan_in, Scale) ->
+    Senders = 200, Casts = max(1, round(2500 * Scale)),
+    Self = self(),
+    {ok, Server} = gen_server:start(?MODULE, {Self, Senders * Casts}, []),
+    Ss = [spawn_link(fun() -> receive go -> ok end, cast_n(Server, Casts) end)
+          || _ <- lists:seq(1, Senders)],
+    Expected = [{S, Server, Casts} || S <- Ss] ++ [{Server, Self, 1}],
+    #{pids => [Server | Ss], sends => Senders * Casts, expected => Expected,
+      go => fun() -> [S ! go || S <- Ss] end,
+      done => fun() -> receive {fan_in_done, Server} -> ok end end};
+prepare(self_send, Scale) ->
+    N = max(1, round(1000000 * Scale)),
+    Self = self(),
+    P = spawn_link(fun() -> receive go -> ok end, self_loop(N), Self ! {self_done, self()} end),
+    #{pids => [P], sends => N, expected => [{P, P, N}, {P, Self, 1}],
+      go => fun() -> P ! go end,
+      done => fun() -> receive {self_done, P} -> ok end end}.
+
+ring_init(Harness) ->
+    receive {next, Next} -> ring(Next, Harness) end.
+
+ring(Next, Harness) ->
+    receive
+        {token, 0} -> Harness ! {ring_done, self()}, ring(Next, Harness);
+        {token, Left} -> Next ! {token, Left - 1}, ring(Next, Harness)
+    end.
+
+pong() ->
+    receive {ping, From} -> From ! pong, pong() end.
+
+ping(_B, 0) -> ok;
+ping(B, N) ->
+    B ! {ping, self()},
+    receive pong -> ping(B, N - 1) end.
+
+cast_n(_Server, 0) -> ok;
+cast_n(Server, N) ->
+    gen_server:cast(Server, msg),
+    cast_n(Server, N - 1).
+
+self_loop(0) -> ok;
+self_loop(N) ->
+    self() ! x,
+    receive x -> self_loop(N - 1) end.
+
+%% The fan-in gen_server: counts casts, tells the harness at the last one.
+-spec init({pid(), pos_integer()}) -> {ok, {pid(), non_neg_integer()}}.
+init({Harness, Total}) -> {ok, {Harness, Total}}.
+
+-spec handle_cast(msg, {pid(), non_neg_integer()}) -> {noreply, {pid(), non_neg_integer()}}.
+handle_cast(msg, {Harness, 1}) -> Harness ! {fan_in_done, self()}, {noreply, {Harness, 0}};
+handle_cast(msg, {Harness, N}) -> {noreply, {Harness, N - 1}}.
+
+-spec handle_call(term(), term(), term()) -> {reply, ok, term()}.
+handle_call(_, _, S) -> {reply, ok, S}.
+
+%%% Memory sampling (every 5 ms): peak erlang:memory(total) and OS RSS
+
+start_sampler() ->
+    Self = self(),
+    spawn_link(fun() -> sample(Self, 0, 0) end).
+
+sample(Parent, Mem, Rss) ->
+    M = max(Mem, erlang:memory(total)),
+    R = max(Rss, rss()),
+    receive {stop, Parent} -> Parent ! {peak, self(), M, R}
+    after 5 -> sample(Parent, M, R)
+    end.
+
+stop_sampler(S) ->
+    S ! {stop, self()},
+    receive {peak, S, M, R} -> unlink(S), {M, R} end.
+
+rss() ->
+    case file:read_file("/proc/self/status") of
+        {ok, B} ->
+            case re:run(B, "VmRSS:\\s+(\\d+) kB", [{capture, all_but_first, binary}]) of
+                {match, [Kb]} -> binary_to_integer(Kb) * 1024;
+                nomatch -> 0
+            end;
+        _ -> 0
+    end.
+
+%%% Report
+
+median(L) ->
+    S = lists:sort(L),
+    lists:nth((length(S) + 1) div 2, S).
+
+med(K, Rs) -> median([maps:get(K, R) || R <- Rs]).
+
+report(W, Results) ->
+    Base = med(ns, maps:get({W, untraced}, Results)),
+    Floor = med(ns, maps:get({W, floor}, Results)) - Base,
+    #{sends := Sends} = hd(maps:get({W, untraced}, Results)),
+    io:format("~n~s: ~s sends per run~n", [describe(W), msgflow_fmt:int(Sends)]),
+    io:format("  ~-16s ~9s ~9s ~8s ~9s ~9s ~10s ~9s ~6s~n",
+              ["setup", "ns/send", "added ns", "x floor", "drain ms", "+drain", "peak MB",
+               "RSS MB", "exact"]),
+    [begin
+         Rs = maps:get({W, S}, Results),
+         Ns = med(ns, Rs),
+         Drain = med(drain_ms, Rs),
+         Added = Ns - Base,
+         WithDrain = Added + Drain * 1.0e6 / Sends,
+         io:format("  ~-16s ~9.1f ~9s ~8s ~9s ~9s ~10.1f ~9.1f ~6s~n",
+                   [S, Ns, added(S, Added), xfloor(S, Added, Floor),
+                    drain(S, Drain), added(S, WithDrain),
+                    med(mem, Rs) / 1048576, med(rss, Rs) / 1048576,
+                    exact_text([maps:get(exact, R) || R <- Rs])])
+     end || S <- ?SETUPS],
+    ok.
+
+describe(ring) -> "ring: 1,000 processes, 100 tokens in flight";
+describe(pingpong) -> "ping-pong: 100 pairs";
+describe(fan_in) -> "fan-in: 200 senders casting to one gen_server";
+describe(self_send) -> "self-send: one process sending to itself".
+
+added(untraced, _) -> "-";
+added(_, A) -> io_lib:format("~.1f", [A]).
+
+xfloor(S, _, _) when S =:= untraced; S =:= floor -> "-";
+xfloor(_, _, Floor) when Floor =< 0 -> "?";
+xfloor(_, A, Floor) -> io_lib:format("~.2f", [A / Floor]).
+
+drain(S, _) when S =:= untraced; S =:= floor -> "-";
+drain(_, D) -> io_lib:format("~.1f", [D]).
+
+exact_text(L) ->
+    case lists:usort(L) of
+        [na] -> "-";
+        [true] -> "yes";
+        _ -> "NO"
+    end.
+
+summary(Workloads, Results) ->
+    io:format("~nmsgflow's added cost against the others (drain included for all):~n"),
+    [begin
+         Base = med(ns, maps:get({W, untraced}, Results)),
+         #{sends := Sends} = hd(maps:get({W, untraced}, Results)),
+         Cost = fun(S) ->
+                        Rs = maps:get({W, S}, Results),
+                        med(ns, Rs) - Base + med(drain_ms, Rs) * 1.0e6 / Sends
+                end,
+         MF = Cost(msgflow),
+         io:format("  ~-10s msgflow/floor ~5.2f   dbg-style/msgflow ~6.1f   "
+                   "example-nif/msgflow ~6.1f   sampled/msgflow ~5.2f~n",
+                   [W, MF / max(1.0e-9, Cost(floor)), Cost(dbg_style) / MF,
+                    Cost(example_nif) / MF, Cost(msgflow_sampled) / MF])
+     end || W <- Workloads],
+    ok.
+
+%%% Memory: 10,000,000 sends between 1,000 pairs must not grow the VM.
+
+memory_flat(Scale) ->
+    Pairs = 1000, PerPair = max(1, round(10000 * Scale)),
+    Self = self(),
+    Sinks = [spawn_link(fun sink/0) || _ <- lists:seq(1, Pairs)],
+    Senders = [spawn_link(fun() -> receive go -> ok end, blast(Sink, PerPair),
+                                   Self ! {blasted, self()} end) || Sink <- Sinks],
+    ok = msgflow:start(#{procs => Senders}),
+    garbage_collect(),
+    Before = erlang:memory(total),
+    [S ! go || S <- Senders],
+    [receive {blasted, S} -> ok end || S <- Senders],
+    #{memory := Tables, table_entries := Entries} = msgflow:info(),
+    [garbage_collect(P) || P <- Sinks],
+    garbage_collect(),
+    After = erlang:memory(total),
+    ok = msgflow:stop(),
+    #{events := Events} = msgflow:info(),
+    [exit(P, kill) || P <- Sinks ++ Senders],
+    io:format("~nmemory: ~s sends between ~s pairs: VM total ~s -> ~s bytes (~s); "
+              "NIF tables ~s bytes for ~s entries = ~.1f bytes/entry~n",
+              [msgflow_fmt:int(Events), msgflow_fmt:int(Pairs), msgflow_fmt:int(Before),
+               msgflow_fmt:int(After), signed(After - Before), msgflow_fmt:int(Tables),
+               msgflow_fmt:int(Entries), Tables / max(1, Entries)]).
+
+sink() -> receive _ -> sink() end.
+
+blast(_Sink, 0) -> ok;
+blast(Sink, N) ->
+    Sink ! m,
+    %% keep the sink's queue short so the VM measures msgflow, not mailboxes
+    case N rem 64 of 0 -> erlang:yield(); _ -> ok end,
+    blast(Sink, N - 1).
+
+signed(N) when N >= 0 -> [$+ | msgflow_fmt:int(N)];
+signed(N) -> msgflow_fmt:int(N).
+
+%%% Snapshot with 1,000,000 distinct pairs, watched by long_schedule.
+
+snapshot_large(Scale) ->
+    Side = max(10, round(1000 * math:sqrt(Scale))),
+    Self = self(),
+    Receivers = [spawn_link(fun sink/0) || _ <- lists:seq(1, Side)],
+    Senders = [spawn_link(fun() -> receive go -> ok end, [R ! m || R <- Receivers],
+                                   Self ! {sent, self()} end) || _ <- lists:seq(1, Side)],
+    Session = msgflow_tracer:session_new(self(), 4 * Side * Side),
+    [erlang:trace(S, true, [send, {tracer, msgflow_tracer, Session}]) || S <- Senders],
+    [S ! go || S <- Senders],
+    [receive {sent, S} -> ok end || S <- Senders],
+    [catch erlang:trace(S, false, [send]) || S <- Senders],
+    #{entries := Entries} = msgflow_tracer:session_info(Session),
+    erlang:system_monitor(self(), [{long_schedule, 1}]),
+    T0 = erlang:monotonic_time(microsecond),
+    {Pairs, _, _, _} = msgflow_tracer:snapshot(Session),
+    T1 = erlang:monotonic_time(microsecond),
+    erlang:system_monitor(undefined),
+    Long = flush_long([]),
+    N = length(Pairs),
+    msgflow_tracer:session_stop(Session),
+    [exit(P, kill) || P <- Senders ++ Receivers],
+    io:format("snapshot: ~s pairs (~s table entries) in ~s ms; "
+              "long_schedule (>1 ms) events during it: ~b~s~n",
+              [msgflow_fmt:int(N), msgflow_fmt:int(Entries), msgflow_fmt:rate((T1 - T0) / 1000),
+               length(Long), [io_lib:format(" ~p", [L]) || L <- lists:sublist(Long, 3)]]).
+
+flush_long(Acc) ->
+    receive {monitor, Pid, long_schedule, Info} -> flush_long([{Pid, Info} | Acc])
+    after 0 -> lists:reverse(Acc)
+    end.
+
+%%% Misc
+
+shuffle(L) ->
+    [X || {_, X} <- lists:sort([{rand:uniform(), X} || X <- L])].
+
+cpu_model() ->
+    case file:read_file("/proc/cpuinfo") of
+        {ok, B} ->
+            case re:run(B, "model name\\s*:\\s*(.*)", [{capture, all_but_first, list}]) of
+                {match, [M]} -> M;
+                nomatch -> "unknown CPU"
+            end;
+        _ -> "unknown CPU"
+    end.
