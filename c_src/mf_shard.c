@@ -71,6 +71,13 @@ static inline unsigned mf_mix(const uint64_t *k)
     return (unsigned)h;
 }
 
+/* Front-cache slot: the high bits of a two-multiply mix. */
+static inline unsigned mf_front_index(uint64_t from, uint64_t to)
+{
+    return (unsigned)(((from * 0x9E3779B97F4A7C15ULL) ^ to) * 0xC2B2AE3D27D4EB4FULL >> 52) &
+           (MF_FRONT_SLOTS - 1);
+}
+
 static inline int mf_keycmp(const uint64_t *a, const uint64_t *b)
 {
     return !(a[0] == b[0] && a[1] == b[1]);
@@ -211,7 +218,7 @@ int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead)
     const uint64_t key[2] = {from, to};
     /* The hot path: a pair seen lately sits in its front slot, found with
      * one multiply and two compares, before uthash is asked. */
-    mf_entry **slot = &sh->front[mf_mix(key) & (MF_FRONT_SLOTS - 1)];
+    mf_entry **slot = &sh->front[mf_front_index(from, to)];
     mf_entry *e = *slot;
     if (!e || e->key[0] != from || e->key[1] != to) {
         e = find_or_add(sh, &sh->pairs, &sh->pairs_list, key);

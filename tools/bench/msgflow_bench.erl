@@ -26,7 +26,9 @@
 -spec main() -> no_return().
 main() ->
     Quick = not lists:member(os:getenv("MSGFLOW_BENCH_QUICK"), [false, "", "0"]),
-    {Scale, Rounds0} = case Quick of true -> {0.05, 1}; false -> {1.0, 5} end,
+    %% nine interleaved rounds: drift of a shared 2-core machine cancels
+    %% in the medians (the spread column shows what is left)
+    {Scale, Rounds0} = case Quick of true -> {0.05, 1}; false -> {1.0, 9} end,
     Rounds = case os:getenv("MSGFLOW_BENCH_ROUNDS") of
                  false -> Rounds0;
                  RoundsText -> list_to_integer(RoundsText)
@@ -36,6 +38,7 @@ main() ->
                     W -> [list_to_existing_atom(X) || X <- string:lexemes(W, ",")]
                 end,
     {ok, _} = application:ensure_all_started(msgflow),
+    erlang:system_flag(microstate_accounting, true),
     io:format("msgflow bench: OTP ~s, ~b schedulers, ~s; ~b round(s), medians~n",
               [erlang:system_info(otp_release), erlang:system_info(schedulers_online),
                cpu_model(), Rounds]),
@@ -68,16 +71,19 @@ run(Setup, Workload, Scale) ->
         prepare(Workload, Scale),
     Tracer = trace_on(Setup, Pids),
     Sampler = start_sampler(),
+    C0 = cpu_ns(),
     T0 = erlang:monotonic_time(nanosecond),
     Go(),
     Done(),
     T1 = erlang:monotonic_time(nanosecond),
     Counts = collect(Setup, Tracer, Pids),
     T2 = erlang:monotonic_time(nanosecond),
+    C2 = cpu_ns(),
     {PeakMem, PeakRss} = stop_sampler(Sampler),
     trace_off(Setup, Pids),
     [exit(P, kill) || P <- Pids],
     #{ns => (T1 - T0) / Sends, drain_ms => (T2 - T1) / 1.0e6, sends => Sends,
+      cpu => (C2 - C0) / Sends,
       mem => PeakMem, rss => PeakRss, exact => exact(Counts, Expected, Pids)}.
 
 trace_on(untraced, _Pids) ->
@@ -229,6 +235,16 @@ handle_cast(msg, {Harness, N}) -> {noreply, {Harness, N - 1}}.
 -spec handle_call(term(), term(), term()) -> {reply, ok, term()}.
 handle_call(_, _, S) -> {reply, ok, S}.
 
+%% CPU time the schedulers spent running code (microstate accounting:
+%% emulator, gc and port states; not sleep, busy-wait or other), in ns.
+%% Steadier than wall time on a shared machine, and it includes the work of
+%% counting processes, so a drain is in it.
+cpu_ns() ->
+    lists:sum([erlang:convert_time_unit(maps:get(emulator, C) + maps:get(gc, C) +
+                                            maps:get(port, C), perf_counter, nanosecond)
+               || #{type := T, counters := C} <- erlang:statistics(microstate_accounting),
+                  T =:= scheduler orelse T =:= dirty_cpu_scheduler]).
+
 %%% Memory sampling (every 5 ms): peak erlang:memory(total) and OS RSS
 
 start_sampler() ->
@@ -258,6 +274,13 @@ rss() ->
 
 %%% Report
 
+%% Interquartile range over the median, in percent: the noise of a setup.
+spread(L) ->
+    S = lists:sort(L),
+    N = length(S),
+    Q = fun(F) -> lists:nth(max(1, min(N, round(F * (N - 1)) + 1)), S) end,
+    100 * (Q(0.75) - Q(0.25)) / median(L).
+
 median(L) ->
     S = lists:sort(L),
     lists:nth((length(S) + 1) div 2, S).
@@ -267,20 +290,21 @@ med(K, Rs) -> median([maps:get(K, R) || R <- Rs]).
 report(W, Results) ->
     Base = med(ns, maps:get({W, untraced}, Results)),
     Floor = med(ns, maps:get({W, floor}, Results)) - Base,
+    CpuBase = med(cpu, maps:get({W, untraced}, Results)),
+    CpuFloor = med(cpu, maps:get({W, floor}, Results)) - CpuBase,
     #{sends := Sends} = hd(maps:get({W, untraced}, Results)),
     io:format("~n~s: ~s sends per run~n", [describe(W), msgflow_fmt:int(Sends)]),
-    io:format("  ~-16s ~9s ~9s ~8s ~9s ~9s ~10s ~9s ~6s~n",
-              ["setup", "ns/send", "added ns", "x floor", "drain ms", "+drain", "peak MB",
-               "RSS MB", "exact"]),
+    io:format("  ~-16s ~8s ~7s ~9s ~7s ~9s ~9s ~7s ~8s ~7s ~7s ~5s~n",
+              ["setup", "wall ns", "spread", "added", "x floor", "drain ms", "cpu ns",
+               "added", "x floor", "peak MB", "RSS MB", "exact"]),
     [begin
          Rs = maps:get({W, S}, Results),
          Ns = med(ns, Rs),
-         Drain = med(drain_ms, Rs),
-         Added = Ns - Base,
-         WithDrain = Added + Drain * 1.0e6 / Sends,
-         io:format("  ~-16s ~9.1f ~9s ~8s ~9s ~9s ~10.1f ~9.1f ~6s~n",
-                   [S, Ns, added(S, Added), xfloor(S, Added, Floor),
-                    drain(S, Drain), added(S, WithDrain),
+         Cpu = med(cpu, Rs),
+         io:format("  ~-16s ~8.1f ~6.1f% ~9s ~7s ~9s ~9.1f ~7s ~8s ~7.1f ~7.1f ~5s~n",
+                   [S, Ns, spread([maps:get(ns, R) || R <- Rs]), added(S, Ns - Base),
+                    xfloor(S, Ns - Base, Floor), drain(S, med(drain_ms, Rs)),
+                    Cpu, added(S, Cpu - CpuBase), xfloor(S, Cpu - CpuBase, CpuFloor),
                     med(mem, Rs) / 1048576, med(rss, Rs) / 1048576,
                     exact_text([maps:get(exact, R) || R <- Rs])])
      end || S <- ?SETUPS],
@@ -309,18 +333,15 @@ exact_text(L) ->
     end.
 
 summary(Workloads, Results) ->
-    io:format("~nmsgflow's added cost against the others (drain included for all):~n"),
+    io:format("~nmsgflow's added cost against the others, in CPU ns per send (drain "
+              "included):~n"),
     [begin
-         Base = med(ns, maps:get({W, untraced}, Results)),
-         #{sends := Sends} = hd(maps:get({W, untraced}, Results)),
-         Cost = fun(S) ->
-                        Rs = maps:get({W, S}, Results),
-                        med(ns, Rs) - Base + med(drain_ms, Rs) * 1.0e6 / Sends
-                end,
+         Cost = fun(S) -> med(cpu, maps:get({W, S}, Results)) -
+                              med(cpu, maps:get({W, untraced}, Results)) end,
          MF = Cost(msgflow),
          io:format("  ~-10s msgflow/floor ~5.2f   dbg-style/msgflow ~6.1f   "
                    "example-nif/msgflow ~6.1f   sampled/msgflow ~5.2f~n",
-                   [W, MF / max(1.0e-9, Cost(floor)), Cost(dbg_style) / MF,
+                   [W, MF / Cost(floor), Cost(dbg_style) / MF,
                     Cost(example_nif) / MF, Cost(msgflow_sampled) / MF])
      end || W <- Workloads],
     ok.
@@ -346,10 +367,10 @@ memory_flat(Scale) ->
     #{events := Events} = msgflow:info(),
     [exit(P, kill) || P <- Sinks ++ Senders],
     io:format("~nmemory: ~s sends between ~s pairs: VM total ~s -> ~s bytes (~s); "
-              "NIF tables ~s bytes for ~s entries = ~.1f bytes/entry~n",
+              "NIF tables ~s bytes for ~s entries~n",
               [msgflow_fmt:int(Events), msgflow_fmt:int(Pairs), msgflow_fmt:int(Before),
                msgflow_fmt:int(After), signed(After - Before), msgflow_fmt:int(Tables),
-               msgflow_fmt:int(Entries), Tables / max(1, Entries)]).
+               msgflow_fmt:int(Entries)]).
 
 sink() -> receive _ -> sink() end.
 
@@ -376,7 +397,7 @@ snapshot_large(Scale) ->
     [S ! go || S <- Senders],
     [receive {sent, S} -> ok end || S <- Senders],
     [catch erlang:trace(S, false, [send]) || S <- Senders],
-    #{entries := Entries} = msgflow_tracer:session_info(Session),
+    #{entries := Entries, memory := Bytes} = msgflow_tracer:session_info(Session),
     erlang:system_monitor(self(), [{long_schedule, 1}]),
     T0 = erlang:monotonic_time(microsecond),
     {Pairs, _, _, _} = msgflow_tracer:snapshot(Session),
@@ -386,9 +407,10 @@ snapshot_large(Scale) ->
     N = length(Pairs),
     msgflow_tracer:session_stop(Session),
     [exit(P, kill) || P <- Senders ++ Receivers],
-    io:format("snapshot: ~s pairs (~s table entries) in ~s ms; "
-              "long_schedule (>1 ms) events during it: ~b~s~n",
-              [msgflow_fmt:int(N), msgflow_fmt:int(Entries), msgflow_fmt:rate((T1 - T0) / 1000),
+    io:format("snapshot: ~s pairs (~s table entries, ~.1f bytes each, all overhead "
+              "included) in ~s ms; long_schedule (>1 ms) events during it: ~b~s~n",
+              [msgflow_fmt:int(N), msgflow_fmt:int(Entries), Bytes / max(1, Entries),
+               msgflow_fmt:rate((T1 - T0) / 1000),
                length(Long), [io_lib:format(" ~p", [L]) || L <- lists:sublist(Long, 3)]]).
 
 flush_long(Acc) ->
