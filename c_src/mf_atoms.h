@@ -5,11 +5,10 @@
 #ifndef MF_ATOMS_H
 #define MF_ATOMS_H
 
-#define MF_ATOMS(X)                                                                    \
-    X(active) X(allocator) X(busy) X(collector_down) X(dead_letters) X(discard) X(enif)        \
-    X(entries) X(error) X(extra) X(jemalloc) X(jemalloc_error) X(max_pairs) X(memory)  \
-    X(ok) X(overflow) X(overflow_dead) X(pairs) X(remove) X(send)                      \
-    X(send_to_non_existing_process) X(shards) X(state) X(stopped) X(trace)             \
+#define MF_ATOMS(X)                                                                   \
+    X(active) X(allocator) X(busy) X(collector_down) X(discard) X(enif) X(entries)    \
+    X(extra) X(jemalloc) X(jemalloc_error) X(max_pairs) X(memory) X(ok) X(remove)     \
+    X(send) X(send_to_non_existing_process) X(shards) X(state) X(stopped) X(trace)    \
     X(trace_status) X(undefined)
 
 #define MF_ATOM_DECL(name) extern ERL_NIF_TERM atom_##name;

@@ -421,7 +421,7 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     mf_slot *slot = mf_tls.session_id == s->id ? mf_tls.slot : slot_claim(s);
     if (!slot)
         return atom_ok;
-    int dead = argv[0] != atom_send && argv[0] == atom_send_to_non_existing_process;
+    int dead = argv[0] == atom_send_to_non_existing_process; /* atoms: compare words */
     ErlNifPid fp, tp;
     if (!slot->lock && enif_get_local_pid(env, argv[2], &fp) && enif_get_local_pid(env, to, &tp) &&
         ((uint64_t)fp.pid & MF_PID_TAG_MASK) == MF_PID_TAG &&
