@@ -16,7 +16,7 @@
 -module(msgflow).
 
 -export([start/0, start/1, stop/0, reset/0, wait/1,
-         pairs/0, top/0, top/1, info/0, export/2]).
+         pairs/0, top/0, top/1, matrix/1, info/0, export/2]).
 
 -export_type([endpoint/0, pair_count/0]).
 
@@ -111,6 +111,29 @@ top(N) when is_integer(N), N > 0 ->
     end;
 top(N) ->
     {error, {badarg, N}}.
+
+%% @doc The communication matrix: every pair's total, grouped by
+%% <ul>
+%% <li>`process': sender and receiver themselves (a registered name that
+%%     resolved counts as the pid holding it);</li>
+%% <li>`name': their labels (registered name, else initial call, ...);</li>
+%% <li>`module': the module of the initial call (proc_lib's first);</li>
+%% <li>`application': `application:get_application/1' of the process;</li>
+%% <li>`node': the node of the endpoint.</li>
+%% </ul>
+%% Module and application are read while a process is alive; otherwise,
+%% and for ports and remote endpoints, they are `undefined'.  Returns
+%% `#{by, rows => [SenderKey], cols => [ReceiverKey], cells => #{{SenderKey,
+%% ReceiverKey} => #{count => Messages, rate => MessagesPerSecond}},
+%% window_ms, estimated}', where rate is over the last window (extrapolated
+%% when sampling: `estimated => true').  `{error, {badarg, By}}' for any
+%% other By.
+-spec matrix(process | name | module | application | node) -> map() | {error, {badarg, term()}}.
+matrix(By) when By =:= process; By =:= name; By =:= module; By =:= application; By =:= node ->
+    call({matrix, By}, #{by => By, rows => [], cols => [], cells => #{}, window_ms => 0,
+                        estimated => false});
+matrix(By) ->
+    {error, {badarg, By}}.
 
 %% @doc What msgflow is doing and holding:
 %% `running', `pairs' (distinct pairs counted), `events' (messages

@@ -33,6 +33,8 @@
     dead_letters = 0 :: non_neg_integer(),
     overflow = 0 :: non_neg_integer(),
     labels = #{} :: #{msgflow_tracer:endpoint() => binary()},
+    %% module and application of local processes, read while alive
+    meta = #{} :: #{pid() => {module() | undefined, atom() | undefined}},
     names = #{} :: #{atom() => pid()},      %% registered names seen
     last_info = #{} :: map(),               %% session_info at stop
     waiters = [] :: [gen_server:from()]
@@ -96,6 +98,9 @@ handle_call(labelled_pairs, _From, St) ->
     Rows = [{S, R, label(S, St1), label(R, St1), C}
             || {S, R, C} <- sort_desc(maps:to_list(St1#st.totals))],
     {reply, Rows, St1};
+handle_call({matrix, By}, _From, St) ->
+    St1 = refresh(St),
+    {reply, matrix(By, St1), St1};
 handle_call(info, _From, St) ->
     St1 = refresh(St),
     {reply, info(St1), St1};
@@ -296,8 +301,18 @@ bump(K, N, M) ->
 %% be alive; remember which pid a registered name stood for.
 learn(E, St = #st{labels = L}) when is_map_key(E, L) ->
     St;
-learn(E, St = #st{labels = L, names = Names}) ->
+learn(E, St = #st{labels = L, names = Names, meta = Meta}) ->
     Label = msgflow_fmt:label(E),
+    Meta1 = case is_pid(E) andalso node(E) =:= node() of
+                true ->
+                    App = case application:get_application(E) of
+                              {ok, A} -> A;
+                              undefined -> undefined
+                          end,
+                    Meta#{E => {msgflow_fmt:module_of(E), App}};
+                false ->
+                    Meta
+            end,
     Names1 = case name_of(E) of
                  {ok, Name} ->
                      case whereis(Name) of
@@ -312,7 +327,7 @@ learn(E, St = #st{labels = L, names = Names}) ->
                  false ->
                      Names
              end,
-    St#st{labels = L#{E => Label}, names = Names1}.
+    St#st{labels = L#{E => Label}, names = Names1, meta = Meta1}.
 
 name_of(A) when is_atom(A) -> {ok, A};
 name_of({A, Node}) when is_atom(A), Node =:= node() -> {ok, A};
@@ -349,10 +364,7 @@ label(E, #st{labels = L}) ->
     end.
 
 top_rows(N, St = #st{totals = T, names = Names}) ->
-    {WinMs, Win} = case queue:peek_r(St#st.windows) of
-                       {value, {_, Dur, W}} -> {Dur, W};
-                       empty -> {now_ms() - St#st.win_start, St#st.cur}
-                   end,
+    {WinMs, Win} = last_window(St),
     Group = fun(M) ->
                     maps:fold(fun({S, R}, C, Acc) ->
                                       bump({canon(S, Names), canon(R, Names)}, C, Acc)
@@ -372,6 +384,42 @@ top_rows(N, St = #st{totals = T, names = Names}) ->
     #{rows => Rows, window_ms => WinMs, events => St#st.events,
       pairs => map_size(Totals), running => St#st.running,
       sample => maps:get(sample, St#st.opts)}.
+
+%% The communication matrix: totals and last-window rates grouped by By.
+matrix(By, St = #st{totals = T, names = Names}) ->
+    {WinMs, Win} = last_window(St),
+    Key = fun(E) -> group_key(By, canon(E, Names), St) end,
+    Group = fun(M) -> maps:fold(fun({S, R}, C, Acc) -> bump({Key(S), Key(R)}, C, Acc) end,
+                                #{}, M) end,
+    Counts = Group(T),
+    Recent = Group(Win),
+    Scale = case St#st.opts of
+                #{sample := {Traced, Period}} -> Period / Traced;
+                _ -> 1
+            end,
+    Cells = maps:map(fun(K, C) -> #{count => C,
+                                    rate => Scale * rate(maps:get(K, Recent, 0), WinMs)}
+                     end, Counts),
+    #{by => By,
+      rows => lists:usort([S || {S, _} <- maps:keys(Counts)]),
+      cols => lists:usort([R || {_, R} <- maps:keys(Counts)]),
+      cells => Cells,
+      window_ms => WinMs,
+      estimated => Scale =/= 1}.
+
+group_key(process, E, _St) -> E;
+group_key(name, E, St) -> label(E, St);
+group_key(module, E, #st{meta = M}) -> element(1, maps:get(E, M, {undefined, undefined}));
+group_key(application, E, #st{meta = M}) -> element(2, maps:get(E, M, {undefined, undefined}));
+group_key(node, {_, Node}, _St) when is_atom(Node) -> Node;
+group_key(node, A, _St) when is_atom(A) -> node();
+group_key(node, E, _St) -> node(E).
+
+last_window(St) ->
+    case queue:peek_r(St#st.windows) of
+        {value, {_, Dur, W}} -> {Dur, W};
+        empty -> {now_ms() - St#st.win_start, St#st.cur}
+    end.
 
 rate(_, 0) -> 0.0;
 rate(C, Ms) -> C * 1000 / Ms.

@@ -1,7 +1,7 @@
 %%% @doc Labels for endpoints and text for tables: names that read well,
 %%% numbers with thousands separators, cells that fit their column.
 -module(msgflow_fmt).
--export([label/1, endpoint/1, int/1, rate/1, cell/3, rcell/2, ellipsis/0]).
+-export([label/1, module_of/1, endpoint/1, int/1, rate/1, cell/3, rcell/2, ellipsis/0]).
 
 %% @doc A readable label for an endpoint, read from the live system now:
 %% a local process's registered name, else its proc_lib initial call
@@ -28,6 +28,21 @@ label(Port) when is_port(Port) ->
     end;
 label(Other) ->
     endpoint(Other).
+
+%% @doc The module a live local process runs: that of its proc_lib initial
+%% call, else of its initial call; `undefined' for anything else.
+-spec module_of(term()) -> module() | undefined.
+module_of(Pid) when is_pid(Pid), node(Pid) =:= node() ->
+    case proc_lib_initial_call(Pid) of
+        {M, _, _} -> M;
+        false ->
+            case process_info(Pid, initial_call) of
+                {initial_call, {M, _, _}} -> M;
+                _ -> undefined
+            end
+    end;
+module_of(_) ->
+    undefined.
 
 proc_lib_initial_call(Pid) ->
     %% OTP 26+ can read one key; OTP 25 reads the whole dictionary.

@@ -11,6 +11,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
          collector_killed/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
+         matrix_groupings/1, mx_sender/3,
          reload_while_tracing/1, allocator_enif/1, allocator_jemalloc/1,
          allocator_enif_forced/1]).
 -export([exact_workload/0]).
@@ -24,7 +25,7 @@ groups() ->
     [{tracing, [sequence],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
        collector_killed, max_pairs_overflow, bad_options, export_csv, sampling,
-       reload_while_tracing]},
+       matrix_groupings, reload_while_tracing]},
      {allocators, [sequence],
       [allocator_enif, allocator_jemalloc, allocator_enif_forced]}].
 
@@ -327,6 +328,53 @@ sample_sends(Sink, Until, {On, Off, Either} = Acc) ->
                              _ -> {On, Off, Either + 1}
                          end)
     end.
+
+%% The matrix of a known workload, exact for every grouping.  Two senders
+%% (running this module) send to a sink (timer:sleep/1, registered) by pid
+%% and by name; everyone stays alive, so modules and names are read.
+matrix_groupings(_Config) ->
+    Self = self(),
+    Sink = spawn(timer, sleep, [infinity]),
+    register(msgflow_mx_sink, Sink),
+    S1 = spawn(?MODULE, mx_sender, [Self, Sink, {5, 3}]),
+    S2 = spawn(?MODULE, mx_sender, [Self, Sink, {7, 0}]),
+    ok = msgflow:start(#{procs => [S1, S2]}),
+    [S ! go || S <- [S1, S2]],
+    [receive {done, S} -> ok end || S <- [S1, S2]],
+    ok = msgflow:stop(),
+    Counts = fun(By) ->
+                     #{by := By, cells := Cells} = msgflow:matrix(By),
+                     maps:map(fun(_, #{count := C}) -> C end, Cells)
+             end,
+    SelfMod = msgflow_fmt:module_of(Self),
+    SelfApp = case application:get_application(Self) of {ok, A} -> A; undefined -> undefined end,
+    SelfLabel = msgflow_fmt:label(Self),
+    %% keys may coincide (e.g. the test process in no application): sum
+    Expect = fun(KVs) -> lists:foldl(fun({K, N}, M) -> maps:update_with(K, fun(V) -> V + N end,
+                                                                        N, M) end,
+                                     #{}, KVs) end,
+    ?assertEqual(#{{S1, Sink} => 8, {S2, Sink} => 7, {S1, Self} => 1, {S2, Self} => 1},
+                 Counts(process)),
+    ?assertEqual(#{{<<"msgflow_SUITE:mx_sender/3">>, <<"msgflow_mx_sink">>} => 15,
+                   {<<"msgflow_SUITE:mx_sender/3">>, SelfLabel} => 2},
+                 Counts(name)),
+    ?assertEqual(Expect([{{msgflow_SUITE, timer}, 15}, {{msgflow_SUITE, SelfMod}, 2}]),
+                 Counts(module)),
+    ?assertEqual(Expect([{{undefined, undefined}, 15}, {{undefined, SelfApp}, 2}]),
+                 Counts(application)),
+    ?assertEqual(#{{node(), node()} => 17}, Counts(node)),
+    #{rows := Rows, cols := Cols} = msgflow:matrix(process),
+    ?assertEqual(lists:sort([S1, S2]), Rows),
+    ?assertEqual(lists:sort([Sink, Self]), Cols),
+    ?assertEqual({error, {badarg, bogus}}, msgflow:matrix(bogus)),
+    [exit(P, kill) || P <- [S1, S2, Sink]].
+
+mx_sender(Parent, Sink, {ByPid, ByName}) ->
+    receive go -> ok end,
+    [Sink ! m || _ <- lists:seq(1, ByPid)],
+    [msgflow_mx_sink ! m || _ <- lists:seq(1, ByName)],
+    Parent ! {done, self()},
+    receive stop -> ok end.
 
 %% Reload the NIF module 15 times under live traffic, purging the old code
 %% each time: the VM survives, the session (taken over by each new
