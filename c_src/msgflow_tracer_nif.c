@@ -400,8 +400,9 @@ static ERL_NIF_TERM nif_enabled_send(ErlNifEnv *env, int argc, const ERL_NIF_TER
     return atom_trace;
 }
 
-static void count_locked(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM from, ERL_NIF_TERM to,
-                         int dead)
+/* Owner thread of `slot` (or holding the spill slot's lock). */
+static inline void count_send(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM from, ERL_NIF_TERM to,
+                              int dead)
 {
     uint64_t f, t;
     if (endpoint_word(env, slot, from, &f) && endpoint_word(env, slot, to, &t))
@@ -422,18 +423,12 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     if (!slot)
         return atom_ok;
     int dead = argv[0] == atom_send_to_non_existing_process; /* atoms: compare words */
-    ErlNifPid fp, tp;
-    if (!slot->lock && enif_get_local_pid(env, argv[2], &fp) && enif_get_local_pid(env, to, &tp) &&
-        ((uint64_t)fp.pid & MF_PID_TAG_MASK) == MF_PID_TAG &&
-        ((uint64_t)tp.pid & MF_PID_TAG_MASK) == MF_PID_TAG) {
-        /* the common case: pid to pid on a thread's own slot */
-        mf_shard_count(slot->shard, (uint64_t)fp.pid, (uint64_t)tp.pid, dead);
-    } else if (slot->lock) {
-        enif_mutex_lock(slot->lock);
-        count_locked(env, slot, argv[2], to, dead);
-        enif_mutex_unlock(slot->lock);
+    if (!slot->lock) {
+        count_send(env, slot, argv[2], to, dead);
     } else {
-        count_locked(env, slot, argv[2], to, dead);
+        enif_mutex_lock(slot->lock);
+        count_send(env, slot, argv[2], to, dead);
+        enif_mutex_unlock(slot->lock);
     }
     return atom_ok;
 }
