@@ -287,14 +287,6 @@ int mf_shard_take_some(mf_shard *sh, mf_cursor *cur, mf_delta_fn pairs, mf_delta
     }
 }
 
-void mf_shard_take(mf_shard *sh, mf_delta_fn pairs, mf_delta_fn dead, void *ctx,
-                   mf_take_totals *totals)
-{
-    mf_cursor cur = {0, NULL};
-    while (!mf_shard_take_some(sh, &cur, pairs, dead, ctx, totals, ~0u))
-        ;
-}
-
 size_t mf_shard_bytes(const mf_shard *sh)
 {
     return (size_t)atomic_load_explicit(&sh->bytes, memory_order_relaxed);

@@ -75,7 +75,7 @@ void mf_shard_overflow(mf_shard *sh, int dead);
 /* 1 when the session's cap on entries is reached.  Any thread. */
 int mf_limit_full(const mf_limit *limit);
 
-/* Called by mf_shard_take once per entry whose count grew since the last
+/* Called by mf_shard_take_some once per entry whose count grew since the last
  * take, with that growth (messages). */
 typedef void (*mf_delta_fn)(void *ctx, uint64_t from, uint64_t to, uint64_t delta);
 
@@ -84,15 +84,6 @@ typedef struct mf_take_totals {
     uint64_t overflow_dead; /* of those, sends to non-existing processes */
 } mf_take_totals;
 
-/*
- * Reports what was counted since the previous take: `pairs` for each pair
- * entry, `dead` for each dead-letter entry (either may be NULL), and adds the
- * overflow tallies to *totals.  Safe while the owner keeps counting.  At most
- * one take per shard at a time (the caller serialises them).
- */
-void mf_shard_take(mf_shard *sh, mf_delta_fn pairs, mf_delta_fn dead, void *ctx,
-                   mf_take_totals *totals);
-
 /* Where a take stopped.  Zero it before the first mf_shard_take_some. */
 typedef struct mf_cursor {
     int phase;     /* 0 start, 1 pair list, 2 dead list, 3 totals, 4 done */
@@ -100,9 +91,12 @@ typedef struct mf_cursor {
 } mf_cursor;
 
 /*
- * The same as mf_shard_take, in steps: visits at most `budget` entries from
- * *cur on and returns 1 once the shard is done (totals are added then), 0
- * when it stopped early.  The caller may yield between steps; entries it has
+ * Reports what was counted since the previous take, in steps: `pairs' for
+ * each pair entry, `dead' for each dead-letter entry (either may be NULL),
+ * and the overflow tallies added to *totals.  Visits at most `budget'
+ * entries from *cur on and returns 1 once the shard is done (totals are
+ * added then), 0 when it stopped early.  Safe while the owner keeps
+ * counting; at most one take per shard at a time (the caller serialises).  The caller may yield between steps; entries it has
  * not reached yet keep counting and are reported with their growth so far.
  * Entries published after the take began are left for the next take.
  */

@@ -58,6 +58,14 @@ static void on_dead(void *ctx, uint64_t from, uint64_t to, uint64_t n)
     t->dead[from % NKEYS][to % NKEYS] += n;
 }
 
+/* A whole take, in steps of `budget' entries. */
+static void take_in_steps(mf_shard *sh, void *ctx, mf_take_totals *tot, unsigned budget)
+{
+    mf_cursor cur = {0, NULL};
+    while (!mf_shard_take_some(sh, &cur, on_pair, on_dead, ctx, tot, budget))
+        ;
+}
+
 static void test_counts_and_deltas(void)
 {
     mf_limit lim = {0, 1000};
@@ -73,7 +81,7 @@ static void test_counts_and_deltas(void)
     tally t;
     memset(&t, 0, sizeof(t));
     mf_take_totals tot = {0, 0};
-    mf_shard_take(sh, on_pair, on_dead, &t, &tot);
+    take_in_steps(sh, &t, &tot, ~0u);
     CHECK(t.pairs[1][2] == 10);
     CHECK(t.pairs[2][1] == 3);
     CHECK(t.pairs[1][5] == 2); /* dead letters count as pairs too */
@@ -86,10 +94,10 @@ static void test_counts_and_deltas(void)
 
     /* A second take reports nothing new; later counts only the growth. */
     memset(&t, 0, sizeof(t));
-    mf_shard_take(sh, on_pair, on_dead, &t, &tot);
+    take_in_steps(sh, &t, &tot, ~0u);
     CHECK(t.total == 0);
     mf_shard_count(sh, 1, 2, 0);
-    mf_shard_take(sh, on_pair, on_dead, &t, &tot);
+    take_in_steps(sh, &t, &tot, ~0u);
     CHECK(t.total == 1 && t.pairs[1][2] == 1);
 
     CHECK(mf_shard_bytes(sh) == (size_t)atomic_load(&live_bytes));
@@ -116,8 +124,8 @@ static void test_cap_keeps_sum_exact(void)
     tally t;
     memset(&t, 0, sizeof(t));
     mf_take_totals tot = {0, 0};
-    mf_shard_take(a, on_pair, on_dead, &t, &tot);
-    mf_shard_take(b, on_pair, on_dead, &t, &tot);
+    take_in_steps(a, &t, &tot, ~0u);
+    take_in_steps(b, &t, &tot, ~0u);
     CHECK(t.total == 5);
     CHECK(tot.overflow == 2);
     CHECK(t.total + tot.overflow == 7); /* every count() call is in the sum */
@@ -152,11 +160,11 @@ static void test_concurrent_take_is_exact(void)
     pthread_create(&w, NULL, writer, NULL);
     int takes = 0;
     while (!atomic_load(&writer_done)) {
-        mf_shard_take(race_shard, on_pair, on_dead, &t, &tot);
+        take_in_steps(race_shard, &t, &tot, 7); /* stop and resume mid-list */
         takes++;
     }
     pthread_join(w, NULL);
-    mf_shard_take(race_shard, on_pair, on_dead, &t, &tot);
+    take_in_steps(race_shard, &t, &tot, ~0u);
 
     static tally want;
     memset(&want, 0, sizeof(want));
