@@ -26,7 +26,6 @@
     stopped_at :: integer() | undefined,
     win_start = 0 :: integer(),             %% monotonic ms of the open window
     totals = #{} :: #{pair() => pos_integer()},
-    dead = #{} :: #{pair() => pos_integer()},
     cur = #{} :: #{pair() => pos_integer()},           %% the open window
     windows = queue:new() :: queue:queue(window()),    %% newest last
     events = 0 :: non_neg_integer(),
@@ -84,7 +83,7 @@ handle_call(reset, _From, St) ->
               true -> take(St);       %% drop what the NIF holds so far
               false -> St
           end,
-    {reply, ok, St1#st{totals = #{}, dead = #{}, cur = #{}, windows = queue:new(),
+    {reply, ok, St1#st{totals = #{}, cur = #{}, windows = queue:new(),
                        events = 0, dead_letters = 0, overflow = 0,
                        win_start = now_ms()}};
 handle_call(pairs, _From, St) ->
@@ -191,7 +190,7 @@ set_flags(Targets, Session, Opts, St) ->
                         traced = case Targets of L when is_list(L) -> L; _ -> [] end,
                         run = Run, started_at = erlang:system_time(millisecond),
                         stopped_at = undefined, win_start = now_ms(),
-                        totals = #{}, dead = #{}, cur = #{}, windows = queue:new(),
+                        totals = #{}, cur = #{}, windows = queue:new(),
                         events = 0, dead_letters = 0, overflow = 0, last_info = #{}},
             case Opts of
                 #{duration := infinity} -> ok;
@@ -278,18 +277,14 @@ take(St = #st{session = Session}) ->
 
 merge({Pairs, Dead, Overflow, OverflowDead}, St) ->
     St1 = lists:foldl(fun add_pair/2, St, Pairs),
-    St2 = lists:foldl(fun add_dead/2, St1, Dead),
     DeadN = lists:foldl(fun({_, _, N}, A) -> A + N end, OverflowDead, Dead),
-    St2#st{overflow = St2#st.overflow + Overflow,
-           events = St2#st.events + Overflow,
-           dead_letters = St2#st.dead_letters + DeadN}.
+    St1#st{overflow = St1#st.overflow + Overflow,
+           events = St1#st.events + Overflow,
+           dead_letters = St1#st.dead_letters + DeadN}.
 
 add_pair({S, R, N}, St = #st{totals = T, cur = C, events = E}) ->
     K = {S, R},
     learn(R, learn(S, St#st{totals = bump(K, N, T), cur = bump(K, N, C), events = E + N})).
-
-add_dead({S, R, N}, St = #st{dead = D}) ->
-    St#st{dead = bump({S, R}, N, D)}.
 
 bump(K, N, M) ->
     case M of
