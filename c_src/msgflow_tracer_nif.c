@@ -71,11 +71,14 @@ static void slot_free(mf_slot *slot, void *p, size_t sz, int account);
 MF_ATOMS(MF_ATOM_DEF)
 #undef MF_ATOM_DEF
 
+static ERL_NIF_TERM atom_elided; /* '_': an argument births leave out */
+
 static void make_atoms(ErlNifEnv *env)
 {
 #define MF_ATOM_MAKE(name) atom_##name = enif_make_atom(env, #name);
     MF_ATOMS(MF_ATOM_MAKE)
 #undef MF_ATOM_MAKE
+    atom_elided = enif_make_atom(env, "_");
 }
 
 /* ------------------------------------------------------------- allocators */
@@ -148,6 +151,13 @@ struct mf_session {
     mf_limit limit;
     _Atomic int taking;      /* 1 while a snapshot runs: one at a time */
     ErlNifMutex *spill_lock; /* creation of the spill slot */
+    /* Births: spawn and register events since the last births_take, so that
+     * a process keeps its label after it exits.  Under births_lock. */
+    ErlNifMutex *births_lock;
+    ErlNifEnv *births_env;   /* owned; holds `births' */
+    ERL_NIF_TERM births;     /* list in births_env, newest first */
+    uint64_t nbirths;        /* in `births' */
+    uint64_t births_dropped; /* past MF_MAX_BIRTHS since the last take */
     _Atomic(mf_slot *) spill;
     _Atomic unsigned nslots; /* claimed, may exceed MF_MAX_SLOTS */
     _Atomic(mf_slot *) slots[MF_MAX_SLOTS];
@@ -343,6 +353,10 @@ static void session_dtor(ErlNifEnv *env, void *obj)
     slot_destroy(atomic_load(&s->spill));
     if (s->spill_lock)
         enif_mutex_destroy(s->spill_lock);
+    if (s->births_lock)
+        enif_mutex_destroy(s->births_lock);
+    if (s->births_env)
+        enif_free_env(s->births_env);
 }
 
 static void session_down(ErlNifEnv *env, void *obj, ErlNifPid *pid, ErlNifMonitor *mon)
@@ -433,12 +447,148 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return atom_ok;
 }
 
-/* trace/5: msgflow asks for send events only, which go to trace_send/5. */
+/* ----------------------------------------------------------------- births */
+
+#define MF_MAX_BIRTHS 1000000 /* kept between two births_take calls */
+#define MF_BIRTH_ARGS 8       /* arguments of a proc_lib start kept */
+
+/* A bounded summary of a proc_lib start's argument list: atoms and pids as
+ * they are, {_, Atom, _} as such (a supervisor's name), anything else '_'.
+ * Enough to name what proc_lib names, never a copy of a big argument. */
+static ERL_NIF_TERM args_summary(ErlNifEnv *env, ERL_NIF_TERM list)
+{
+    ERL_NIF_TERM out[MF_BIRTH_ARGS], head;
+    unsigned n = 0;
+    while (n < MF_BIRTH_ARGS && enif_get_list_cell(env, list, &head, &list)) {
+        const ERL_NIF_TERM *el;
+        int arity;
+        if (enif_is_atom(env, head) || enif_is_pid(env, head))
+            out[n++] = head;
+        else if (enif_get_tuple(env, head, &arity, &el) && arity == 3 && enif_is_atom(env, el[1]))
+            out[n++] = enif_make_tuple3(env, atom_elided, el[1], atom_elided);
+        else
+            out[n++] = atom_elided;
+    }
+    return enif_make_list_from_array(env, out, n);
+}
+
+/* What a spawn's {M, F, Args} says about the new process: {M, F, Arity},
+ * or for proc_lib:init_p/5 {proc_lib, {M, F, ArgsSummary}} so that the
+ * collector can name it as proc_lib would. */
+static ERL_NIF_TERM spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa)
+{
+    const ERL_NIF_TERM *el;
+    int arity;
+    unsigned len;
+    if (!enif_get_tuple(env, mfa, &arity, &el) || arity != 3 ||
+        !enif_get_list_length(env, el[2], &len))
+        return atom_undefined;
+    if (el[0] == atom_proc_lib && el[1] == atom_init_p && len == 5) {
+        ERL_NIF_TERM a[5], list = el[2];
+        for (unsigned i = 0; i < 5; i++)
+            enif_get_list_cell(env, list, &a[i], &list);
+        if (enif_is_atom(env, a[2]) && enif_is_atom(env, a[3]) && enif_is_list(env, a[4])) {
+            return enif_make_tuple2(env, atom_proc_lib,
+                                    enif_make_tuple3(env, a[2], a[3], args_summary(env, a[4])));
+        }
+    }
+    return enif_make_tuple3(env, el[0], el[1], enif_make_uint(env, len));
+}
+
+/* Any scheduler thread.  Appends {Pid, What} to the session's births. */
+static void birth(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM pid, ERL_NIF_TERM what)
+{
+    ERL_NIF_TERM rec = enif_make_tuple2(env, pid, what);
+    enif_mutex_lock(s->births_lock);
+    if (s->nbirths >= MF_MAX_BIRTHS) {
+        s->births_dropped++;
+    } else {
+        if (!s->births_env && (s->births_env = enif_alloc_env()) != NULL)
+            s->births = enif_make_list(s->births_env, 0);
+        if (s->births_env) {
+            s->births = enif_make_list_cell(s->births_env, enif_make_copy(s->births_env, rec),
+                                            s->births);
+            s->nbirths++;
+        } else {
+            s->births_dropped++;
+        }
+    }
+    enif_mutex_unlock(s->births_lock);
+}
+
+/* enabled_procs(Tag, TracerState, Tracee): spawn and register only. */
+static ERL_NIF_TERM nif_enabled_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!get_session(env, argv[1], &s))
+        return atom_remove;
+    if (atomic_load_explicit(&s->state, memory_order_relaxed) != MF_ACTIVE)
+        return atom_remove;
+    return argv[0] == atom_spawn || argv[0] == atom_register ? atom_trace : atom_discard;
+}
+
+/* trace_procs(spawn, S, Parent, Child, #{extra => {M, F, Args}}) and
+ * trace_procs(register, S, Tracee, Name, _): recorded as births. */
+static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    ERL_NIF_TERM mfa;
+    if (!get_session(env, argv[1], &s))
+        return atom_ok;
+    if (argv[0] == atom_spawn && enif_get_map_value(env, argv[4], atom_extra, &mfa))
+        birth(env, s, argv[3], spawn_summary(env, mfa));
+    else if (argv[0] == atom_register && enif_is_atom(env, argv[3]))
+        birth(env, s, argv[2], argv[3]);
+    return atom_ok;
+}
+
+/* trace/5: the fallback for tags without their own callback. */
 static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     if (argv[0] == atom_send || argv[0] == atom_send_to_non_existing_process)
         return nif_trace_send(env, argc, argv);
+    if (argv[0] == atom_spawn || argv[0] == atom_register)
+        return nif_trace_procs(env, argc, argv);
     return atom_ok;
+}
+
+/* births_take(Session) -> {[{Pid, Name | {M, F, Arity} |
+ * {proc_lib, {M, F, ArgsSummary}}}], Dropped}: at most MF_BIRTHS_CHUNK of
+ * the spawn and register events recorded and not yet taken (the newest
+ * ones, oldest of them first);
+ * Dropped counts those lost past the cap since the last call.  Call again
+ * until fewer than MF_BIRTHS_CHUNK come back: the call that returns fewer
+ * emptied the list under the lock, so it also frees the births env.  Any
+ * normal scheduler; the work is bounded by the chunk (well under 1 ms). */
+#define MF_BIRTHS_CHUNK 4096
+static ERL_NIF_TERM nif_births_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    ERL_NIF_TERM out = enif_make_list(env, 0), head;
+    unsigned n = 0;
+    enif_mutex_lock(s->births_lock);
+    if (s->births_env) {
+        ERL_NIF_TERM list = s->births;
+        while (n < MF_BIRTHS_CHUNK && enif_get_list_cell(s->births_env, list, &head, &list)) {
+            out = enif_make_list_cell(env, enif_make_copy(env, head), out);
+            n++;
+        }
+        s->births = list;
+        s->nbirths -= n;
+        if (s->nbirths == 0) {
+            enif_free_env(s->births_env);
+            s->births_env = NULL;
+        }
+    }
+    uint64_t dropped = s->births_dropped;
+    s->births_dropped = 0;
+    enif_mutex_unlock(s->births_lock);
+    return enif_make_tuple2(env, out, enif_make_uint64(env, dropped));
 }
 
 /* ---------------------------------------------------------- session NIFs */
@@ -462,9 +612,10 @@ static ERL_NIF_TERM nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     s->alloc = mf_active;
     s->limit.max = max;
     s->spill_lock = enif_mutex_create("msgflow_spill_claim");
+    s->births_lock = enif_mutex_create("msgflow_births");
     ERL_NIF_TERM term = enif_make_resource(env, s);
     enif_release_resource(s);
-    if (!s->spill_lock)
+    if (!s->spill_lock || !s->births_lock)
         return enif_raise_exception(env, atom_memory);
     if (enif_monitor_process(env, s, &collector, &s->monitor) != 0)
         atomic_store(&s->state, MF_COLLECTOR_DOWN);
@@ -783,6 +934,9 @@ static ErlNifFunc nif_funcs[] = {
     {"enabled_send", 3, nif_enabled_send, 0},
     {"trace_send", 5, nif_trace_send, 0},
     {"trace", 5, nif_trace, 0},
+    {"enabled_procs", 3, nif_enabled_procs, 0},
+    {"trace_procs", 5, nif_trace_procs, 0},
+    {"births_take", 1, nif_births_take, 0},
     {"session_new", 2, nif_session_new, 0},
     {"session_stop", 1, nif_session_stop, 0},
     {"snapshot", 1, nif_snapshot, 0},

@@ -15,8 +15,10 @@
 %%% '''
 -module(msgflow).
 
--export([start/0, start/1, stop/0, reset/0, wait/1,
-         pairs/0, top/0, top/1, matrix/1, info/0, export/2]).
+-export([start/0, start/1, stop/0, reset/0, wait/1, help/0,
+         trace/1, untrace/1,
+         pairs/0, top/0, top/1, top/2, history/2, matrix/1, hotspots/0, hotspots/1,
+         info/0, export/2, export/3]).
 
 -export_type([endpoint/0, pair_count/0]).
 
@@ -112,6 +114,43 @@ top(N) when is_integer(N), N > 0 ->
 top(N) ->
     {error, {badarg, N}}.
 
+%% @doc A live top: redraws the N busiest pairs every `refresh' ms
+%% (default 1000) for `for' ms (default 10000), then returns.  MSG/S is the
+%% rate over the last closed window; the arrow says whether it rose (^) or
+%% fell (v) by more than 10% against the window before.
+%% `{error, {badarg, _}}' for a bad N or option.
+-spec top(pos_integer(), #{refresh => pos_integer(), for => non_neg_integer()}) ->
+          ok | {error, {badarg, term()}}.
+top(N, Opts) when is_integer(N), N > 0, is_map(Opts) ->
+    Refresh = maps:get(refresh, Opts, 1000),
+    For = maps:get(for, Opts, 10000),
+    case maps:keys(maps:without([refresh, for], Opts)) of
+        [K | _] -> {error, {badarg, {K, maps:get(K, Opts)}}};
+        [] when not (is_integer(Refresh) andalso Refresh > 0) -> {error, {badarg, {refresh, Refresh}}};
+        [] when not (is_integer(For) andalso For >= 0) -> {error, {badarg, {for, For}}};
+        [] -> live(N, Refresh, erlang:monotonic_time(millisecond) + For)
+    end;
+top(N, Opts) when is_integer(N), N > 0 ->
+    {error, {badarg, Opts}};
+top(N, _Opts) ->
+    {error, {badarg, N}}.
+
+live(N, Refresh, Until) ->
+    case call({top, N}, undefined) of
+        undefined ->
+            io:format("msgflow is not started~n");
+        Top ->
+            io:put_chars(["\e[H\e[2J", format_top(Top)]),
+            Left = Until - erlang:monotonic_time(millisecond),
+            case Left > 0 of
+                true ->
+                    receive after min(Refresh, Left) -> ok end,
+                    live(N, Refresh, Until);
+                false ->
+                    ok
+            end
+    end.
+
 %% @doc The communication matrix: every pair's total, grouped by
 %% <ul>
 %% <li>`process': sender and receiver themselves (a registered name that
@@ -146,19 +185,140 @@ matrix(By) ->
 info() ->
     call(info, #{running => false}).
 
-%% @doc Writes every pair to Path.  Format `csv': a header line, then
-%% `sender,receiver,sender_label,receiver_label,messages' per pair,
-%% busiest first.  `{error, {Reason, Path}}' when the file cannot be
-%% written; nothing partial is left behind.
--spec export(file:filename_all(), csv) -> ok | {error, term()}.
-export(Path, csv) ->
-    Rows = call(labelled_pairs, []),
-    Lines = [<<"sender,receiver,sender_label,receiver_label,messages\n">>
-             | [csv_line([msgflow_fmt:endpoint(S), msgflow_fmt:endpoint(R), SL, RL,
-                          integer_to_binary(C)]) || {S, R, SL, RL, C} <- Rows]],
-    write_whole(Path, Lines);
-export(_Path, Format) ->
-    {error, {unknown_format, Format}}.
+%% @doc Same as `export(Path, Format, #{})'.
+-spec export(file:filename_all(), atom()) -> ok | {error, term()}.
+export(Path, Format) ->
+    export(Path, Format, #{}).
+
+%% @doc Writes a report of the counts so far to Path, from one snapshot
+%% (taken now while running).  Formats:
+%% <ul>
+%% <li>`csv': header `sender,receiver,sender_label,receiver_label,messages,msg_per_s',
+%%     then one row per pair, busiest first;</li>
+%% <li>`dot': a Graphviz digraph (edge weight and pen width by count) of the
+%%     busiest `limit' edges (default 200), for `dot -Tsvg';</li>
+%% <li>`json': `{"format":"msgflow_report","version":1,"by":..,"pairs":[{"sender",
+%%     "receiver","sender_label","receiver_label","messages","msg_per_s"}],...}'
+%%     (OTP's json module on OTP 27+, a built-in encoder before);</li>
+%% <li>`etf': `term_to_binary' of the versioned dump map documented in
+%%     msgflow_report:dump/1 (always by process), which msgflow-report reads;</li>
+%% <li>`svg': a heatmap of the matrix, senders as rows and receivers as
+%%     columns, the top `limit' of each (default 30), log colour scale;</li>
+%% <li>`html': one self-contained page with the heatmap, the top pairs,
+%%     the hotspots and the graph (laid out by Graphviz when installed).</li>
+%% </ul>
+%% Opts: `by' (a matrix/1 grouping, default `process'), `limit'.  Errors:
+%% `{error, {unknown_format, F}}', `{error, {badopt, {K, V}}}',
+%% `{error, not_started}' when msgflow never ran, `{error, {Reason, Path}}'
+%% when the file cannot be written; nothing partial is left behind.
+-spec export(file:filename_all(), atom(), #{by => atom(), limit => pos_integer()}) ->
+          ok | {error, term()}.
+export(Path, Format, Opts) ->
+    case {lists:member(Format, msgflow_report:formats()), check_export_opts(Opts)} of
+        {false, _} ->
+            {error, {unknown_format, Format}};
+        {true, {error, _} = E} ->
+            E;
+        {true, ok} ->
+            case call(view, undefined) of
+                undefined ->
+                    {error, not_started};
+                View ->
+                    Opts1 = case Format of
+                                html -> Opts#{hotspots => msgflow_hotspots:find(View, #{})};
+                                _ -> Opts
+                            end,
+                    case msgflow_report:render(Format, View, Opts1) of
+                        {error, _} = E -> E;
+                        Data -> write_whole(Path, Data)
+                    end
+            end
+    end.
+
+check_export_opts(Opts) when is_map(Opts) ->
+    Bad = [{K, V} || {K, V} <- maps:to_list(Opts),
+                     not (K =:= by andalso is_atom(V) andalso
+                          (V =:= process orelse lists:member(V, msgflow_report:groupings())))
+                     andalso not (K =:= limit andalso is_integer(V) andalso V > 0)],
+    case Bad of
+        [] -> ok;
+        [KV | _] -> {error, {badopt, KV}}
+    end;
+check_export_opts(Opts) ->
+    {error, {badopt, Opts}}.
+
+%% @doc Same as `hotspots(#{})'.
+-spec hotspots() -> [msgflow_hotspots:finding()] | {error, term()}.
+hotspots() ->
+    hotspots(#{}).
+
+%% @doc Trouble found in the windows kept so far, each finding a map
+%% `#{kind, subject, label, evidence, explanation}':
+%% <ul>
+%% <li>`fan_in': a local receiver with at least `fan_in_senders' (10) senders in
+%%     the last window whose message_queue_len grew across the windows
+%%     looked at and is at least `queue_min' (10) messages;</li>
+%% <li>`hot_pair': a pair at `hot_rate' (10,000) msg/s or more in the last window;</li>
+%% <li>`spike': a pair with at least `spike_min' (100) messages in the last window,
+%%     `spike_factor' (5) times the mean of the windows before it;</li>
+%% <li>`fan_out': a sender to `fan_out_receivers' (20) receivers or more in the last window;</li>
+%% <li>`dead_letters': a sender with at least `dead_min' (1) sends to processes
+%%     that did not exist, since start.</li>
+%% </ul>
+%% `windows' (5) is how many of the latest closed windows are looked at;
+%% evidence figures are messages, msg/s, ms and queue lengths (messages).
+%% `{error, {badopt, {K, V}}}' for an unknown key or a non-positive value;
+%% `{error, not_started}' when msgflow never ran.
+-spec hotspots(map()) -> [msgflow_hotspots:finding()] | {error, term()}.
+hotspots(Opts) ->
+    case call({hotspots, Opts}, undefined) of
+        undefined -> {error, not_started};
+        Found -> Found
+    end.
+
+%% @doc Adds a process or port (or registered name) to the running
+%% session, like `dbg:p(PidOrName, [send])'.  `{error, not_started}',
+%% `{error, {noproc, Who}}'.
+-spec trace(pid() | port() | atom()) -> ok | {error, term()}.
+trace(Who) ->
+    call({trace, Who}, {error, not_started}).
+
+%% @doc Stops counting the sends of a process or port; what it sent so far
+%% stays in the counts.  `{error, not_started}', `{error, {noproc, Who}}'.
+-spec untrace(pid() | port() | atom()) -> ok | {error, term()}.
+untrace(Who) ->
+    call({untrace, Who}, {error, not_started}).
+
+%% @doc The messages of one pair per window, oldest first: closed windows,
+%% then (while running) the open one with `open => true'.  `at' is the
+%% window's end in system time (ms).  A registered name and the pid holding
+%% it are the same endpoint.  `{error, not_started}' when msgflow never ran.
+-spec history(endpoint(), endpoint()) ->
+          [#{at := integer(), window_ms := non_neg_integer(), count := non_neg_integer(),
+             open => true}] | {error, not_started}.
+history(Sender, Receiver) ->
+    call({history, Sender, Receiver}, {error, not_started}).
+
+%% @doc Prints the commands with one-line examples.
+-spec help() -> ok.
+help() ->
+    io:put_chars(
+      "msgflow: who sends messages to whom, how often\n"
+      "  msgflow:start()                     count the sends of all processes\n"
+      "  msgflow:start(#{procs => [Pid, name], interval => 500, duration => 60000})\n"
+      "  msgflow:start(#{sample => {100, 1000}})   trace 100 ms of every second\n"
+      "  msgflow:trace(Pid)  msgflow:untrace(name) add or drop one while running\n"
+      "  msgflow:top()  msgflow:top(20)      busiest pairs, rate in the last window\n"
+      "  msgflow:top(10, #{refresh => 1000, for => 10000})  live, with trend arrows\n"
+      "  msgflow:pairs()                     [{Sender, Receiver, Messages}], exact\n"
+      "  msgflow:matrix(name)                or process | module | application | node\n"
+      "  msgflow:hotspots()                  fan_in, hot_pair, spike, fan_out, ...\n"
+      "  msgflow:history(Sender, Receiver)   messages per window of one pair\n"
+      "  msgflow:export(\"flow.html\", html)   or csv | dot | json | etf | svg\n"
+      "  msgflow:export(\"m.svg\", svg, #{by => module, limit => 20})\n"
+      "  msgflow:info()                      counts, memory, allocator, options\n"
+      "  msgflow:reset()                     forget the counts, keep tracing\n"
+      "  msgflow:stop()                      flags off; counts stay until start\n").
 
 %%% Internals
 
@@ -166,15 +326,6 @@ call(Request, IfDown) ->
     case whereis(?COLLECTOR) of
         undefined -> IfDown;
         _ -> gen_server:call(?COLLECTOR, Request, infinity)
-    end.
-
-csv_line(Fields) ->
-    [lists:join(",", [csv_field(F) || F <- Fields]), "\n"].
-
-csv_field(F) ->
-    case binary:match(F, [<<",">>, <<"\"">>, <<"\n">>]) of
-        nomatch -> F;
-        _ -> [$", binary:replace(F, <<"\"">>, <<"\"\"">>, [global]), $"]
     end.
 
 %% Write to a temporary file beside Path, then rename: no partial file.
@@ -203,13 +354,19 @@ format_top(#{rows := Rows, window_ms := WinMs, events := Events, pairs := Pairs,
                                         [T, P, P / T])
             end],
     E = msgflow_fmt:ellipsis(),
-    Cols = [msgflow_fmt:rcell("#", 3), "  ", msgflow_fmt:cell("SENDER", 25, E), " ",
-            msgflow_fmt:cell("RECEIVER", 25, E), " ", msgflow_fmt:rcell("MESSAGES", 11), " ",
+    Cols = [msgflow_fmt:rcell("#", 3), "  ", msgflow_fmt:cell("SENDER", 24, E), " ",
+            msgflow_fmt:cell("RECEIVER", 24, E), " ", msgflow_fmt:rcell("MESSAGES", 11), " ",
             msgflow_fmt:rcell("MSG/S", 10), "\n"],
     Lines = [[msgflow_fmt:rcell(integer_to_list(I), 3), "  ",
-              msgflow_fmt:cell(SL, 25, E), " ", msgflow_fmt:cell(RL, 25, E), " ",
+              msgflow_fmt:cell(SL, 24, E), " ", msgflow_fmt:cell(RL, 24, E), " ",
               msgflow_fmt:rcell(msgflow_fmt:int(C), 11), " ",
-              msgflow_fmt:rcell(msgflow_fmt:rate(Rate), 10), "\n"]
-             || {I, #{sender_label := SL, receiver_label := RL, count := C, rate := Rate}}
+              msgflow_fmt:rcell(msgflow_fmt:rate(Rate), 10), " ", trend(Rate, Prev), "\n"]
+             || {I, #{sender_label := SL, receiver_label := RL, count := C, rate := Rate,
+                      prev_rate := Prev}}
                     <- lists:zip(lists:seq(1, length(Rows)), Rows)],
     [Head, Cols | Lines].
+
+trend(_, undefined) -> " ";
+trend(Rate, Prev) when Rate > Prev * 1.1 -> "^";
+trend(Rate, Prev) when Rate < Prev * 0.9 -> "v";
+trend(_, _) -> " ".

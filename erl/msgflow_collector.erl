@@ -13,6 +13,13 @@
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(SERVER, ?MODULE).
+%% send: what is counted; procs: spawn and register events (births), so a
+%% process keeps its name and initial call after it exits.
+-define(FLAGS, [send, procs]).
+%% Receivers with at least this many senders in a window get their
+%% message queue length sampled when the window closes (for hotspots).
+-define(QLEN_MIN_SENDERS, 2).
+-define(QLEN_MAX_SAMPLED, 50).
 
 -type pair() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}.
 
@@ -30,17 +37,29 @@
     windows = queue:new() :: queue:queue(window()),    %% newest last
     events = 0 :: non_neg_integer(),
     dead_letters = 0 :: non_neg_integer(),
+    dead = #{} :: #{pair() => pos_integer()},          %% dead letters by pair
     overflow = 0 :: non_neg_integer(),
     labels = #{} :: #{msgflow_tracer:endpoint() => binary()},
+    %% spawn/register events: name and initial call, with the tick they
+    %% came in; kept while the process lives, and one tick after
+    births = #{} :: #{pid() | port() => {atom() | undefined, mfa() | undefined, integer()}},
+    tick = 0 :: non_neg_integer(),
+    births_dropped = 0 :: non_neg_integer(),
+    excluded = [] :: [pid() | port()],       %% untrace/1 while procs is a spec
     %% module and application of local processes, read while alive
     meta = #{} :: #{pid() => {module() | undefined, atom() | undefined}},
     names = #{} :: #{atom() => pid()},      %% registered names seen
     last_info = #{} :: map(),               %% session_info at stop
-    waiters = [] :: [gen_server:from()]
+    waiters = [] :: [gen_server:from()],
+    closed = 0 :: non_neg_integer(),        %% windows closed since start
+    window_waiters = [] :: [{non_neg_integer(), gen_server:from()}]
 }).
 
-%% {EndMonotonicMs, DurationMs, Counts}
--type window() :: {integer(), non_neg_integer(), #{pair() => pos_integer()}}.
+%% {EndMonotonicMs, DurationMs, Counts, QueueLens}: QueueLens holds the
+%% message_queue_len, read as the window closed, of receivers with several
+%% senders in it.
+-type window() :: {integer(), non_neg_integer(), #{pair() => pos_integer()},
+                   #{pid() => non_neg_integer()}}.
 
 %% @private
 -spec start_link() -> {ok, pid()} | {error, term()}.
@@ -83,7 +102,7 @@ handle_call(reset, _From, St) ->
               true -> take(St);       %% drop what the NIF holds so far
               false -> St
           end,
-    {reply, ok, St1#st{totals = #{}, cur = #{}, windows = queue:new(),
+    {reply, ok, St1#st{totals = #{}, cur = #{}, windows = queue:new(), dead = #{},
                        events = 0, dead_letters = 0, overflow = 0,
                        win_start = now_ms()}};
 handle_call(pairs, _From, St) ->
@@ -92,17 +111,33 @@ handle_call(pairs, _From, St) ->
 handle_call({top, N}, _From, St) ->
     St1 = refresh(St),
     {reply, top_rows(N, St1), St1};
-handle_call(labelled_pairs, _From, St) ->
-    St1 = refresh(St),
-    Rows = [{S, R, label(S, St1), label(R, St1), C}
-            || {S, R, C} <- sort_desc(maps:to_list(St1#st.totals))],
-    {reply, Rows, St1};
 handle_call({matrix, By}, _From, St) ->
     St1 = refresh(St),
-    {reply, matrix(By, St1), St1};
+    {reply, msgflow_report:matrix(view(St1), By), St1};
+handle_call({trace, Who}, _From, St) ->
+    {Reply, St1} = trace_more(Who, St),
+    {reply, Reply, St1};
+handle_call({untrace, Who}, _From, St) ->
+    {Reply, St1} = trace_less(Who, St),
+    {reply, Reply, St1};
+handle_call({history, S, R}, _From, St) ->
+    St1 = refresh(St),
+    {reply, history(S, R, St1), St1};
+handle_call({hotspots, Opts}, _From, St) ->
+    St1 = refresh(St),
+    {reply, msgflow_hotspots:find(view(St1), Opts), St1};
+handle_call(view, _From, St) ->
+    St1 = refresh(St),
+    {reply, view(St1), St1};
 handle_call(info, _From, St) ->
     St1 = refresh(St),
     {reply, info(St1), St1};
+%% Replies once N more windows have closed (tests and tools use it as a
+%% barrier instead of sleeping); `not_running' when that cannot happen.
+handle_call({await_windows, _}, _From, St = #st{running = false}) ->
+    {reply, not_running, St};
+handle_call({await_windows, N}, From, St = #st{closed = C, window_waiters = W}) ->
+    {noreply, St#st{window_waiters = [{C + N, From} | W]}};
 handle_call(wait, From, St = #st{running = true, waiters = W}) ->
     {noreply, St#st{waiters = [From | W]}};
 handle_call(wait, _From, St) ->
@@ -132,8 +167,11 @@ handle_info({slice_off, Run}, St = #st{run = Run, running = true,
 handle_info({slice_on, Run}, St = #st{run = Run, running = true, session = Session,
                                       opts = #{sample := {Traced, _}}}) ->
     case targets(St) of
-        Spec when is_atom(Spec) -> catch flags_on(Spec, Session);
-        Pids -> [catch flags_on([P], Session) || P <- Pids]   %% some may have died
+        Spec when is_atom(Spec) ->
+            catch flags_on(Spec, Session),
+            clear_flags(St#st.excluded);
+        Pids ->
+            [catch flags_on([P], Session) || P <- Pids]   %% some may have died
     end,
     erlang:send_after(Traced, self(), {slice_off, Run}),
     {noreply, St};
@@ -190,8 +228,9 @@ set_flags(Targets, Session, Opts, St) ->
                         traced = case Targets of L when is_list(L) -> L; _ -> [] end,
                         run = Run, started_at = erlang:system_time(millisecond),
                         stopped_at = undefined, win_start = now_ms(),
-                        totals = #{}, cur = #{}, windows = queue:new(),
-                        events = 0, dead_letters = 0, overflow = 0, last_info = #{}},
+                        totals = #{}, cur = #{}, windows = queue:new(), dead = #{},
+                        events = 0, dead_letters = 0, overflow = 0, last_info = #{},
+                        births = #{}, tick = 0, births_dropped = 0, excluded = []},
             case Opts of
                 #{duration := infinity} -> ok;
                 #{duration := D} -> erlang:send_after(D, self(), {duration_over, Run})
@@ -209,19 +248,20 @@ set_flags(Targets, Session, Opts, St) ->
     end.
 
 flags_on(Spec, Session) when is_atom(Spec) ->
-    _ = erlang:trace(Spec, true, [send, {tracer, msgflow_tracer, Session}]),
-    _ = [catch erlang:trace(P, false, [send]) || Spec =/= new, P <- own_pids()],
+    _ = erlang:trace(Spec, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]),
+    _ = [catch erlang:trace(P, false, ?FLAGS) || Spec =/= new, P <- own_pids()],
     ok;
 flags_on(Pids, Session) ->
-    _ = [erlang:trace(P, true, [send, {tracer, msgflow_tracer, Session}]) || P <- Pids],
+    _ = [erlang:trace(P, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]) || P <- Pids],
     ok.
 
 %% What the flags were set on: a spec (all, new, existing) or the pids.
 targets(#st{opts = #{procs := P}}) when is_atom(P) -> P;
 targets(#st{traced = Pids}) -> Pids.
 
-%% msgflow's own processes: this collector, its supervisor, and the
-%% application master pair when msgflow runs as an application.
+%% Processes msgflow never traces: this collector, its supervisor, the
+%% application master pair when msgflow runs as an application, and the
+%% VM's dirty signal handlers.
 own_pids() ->
     Masters = case application_controller:get_master(msgflow) of
                   undefined -> [];
@@ -229,12 +269,75 @@ own_pids() ->
                                   process_info(P, initial_call) =:=
                                       {initial_call, {application_master, start_it, 4}}]]
               end,
-    [P || P <- [self(), whereis(msgflow_sup) | Masters], is_pid(P)].
+    %% The VM's dirty signal handlers answer process_info on processes that
+    %% run dirty code; they loop by sending to themselves, so their traffic is
+    %% mostly msgflow's own label and queue-length reads.
+    %% They are among the first processes the VM starts.
+    Handlers = [P || P <- lists:sublist(processes(), 16),
+                     process_info(P, initial_call) =:=
+                         {initial_call, {erts_dirty_process_signal_handler, start, 0}}],
+    [P || P <- [self(), whereis(msgflow_sup) | Masters ++ Handlers], is_pid(P)].
 
 clear_flags(Spec) when is_atom(Spec) ->
-    catch erlang:trace(all, false, [send]);
+    catch erlang:trace(all, false, ?FLAGS);
 clear_flags(Pids) ->
-    [catch erlang:trace(P, false, [send]) || P <- Pids].
+    [catch erlang:trace(P, false, ?FLAGS) || P <- Pids].
+
+%% msgflow:trace/1 while running: flags on one more process or port.
+trace_more(_Who, St = #st{running = false}) ->
+    {{error, not_started}, St};
+trace_more(Who, St = #st{session = Session, traced = Traced, excluded = Ex}) ->
+    case resolve_one(Who) of
+        {ok, P} ->
+            case lists:member(P, own_pids()) of
+                true ->
+                    {{error, {msgflow_process, Who}}, St};
+                false ->
+                    _ = erlang:trace(P, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]),
+                    St1 = case St#st.opts of
+                              #{procs := L} when is_list(L) ->
+                                  St#st{traced = lists:usort([P | Traced])};
+                              _ -> St
+                          end,
+                    {ok, St1#st{excluded = lists:delete(P, Ex)}}
+            end;
+        {error, _} = E ->
+            {E, St}
+    end.
+
+%% msgflow:untrace/1: flags off one process; what it sent so far stays.
+trace_less(_Who, St = #st{running = false}) ->
+    {{error, not_started}, St};
+trace_less(Who, St = #st{traced = Traced, excluded = Ex}) ->
+    case resolve_one(Who) of
+        {ok, P} ->
+            _ = clear_flags([P]),
+            St1 = case St#st.opts of
+                      #{procs := L} when is_list(L) -> St#st{traced = lists:delete(P, Traced)};
+                      _ -> St#st{excluded = lists:usort([P | Ex])}
+                  end,
+            {ok, St1};
+        {error, _} = E ->
+            {E, St}
+    end.
+
+resolve_one(Name) when is_atom(Name) ->
+    case whereis(Name) of
+        undefined -> {error, {noproc, Name}};
+        P -> {ok, P}
+    end;
+resolve_one(P) when is_pid(P), node(P) =:= node() ->
+    case is_process_alive(P) of
+        true -> {ok, P};
+        false -> {error, {noproc, P}}
+    end;
+resolve_one(P) when is_port(P), node(P) =:= node() ->
+    case erlang:port_info(P, id) of
+        undefined -> {error, {noproc, P}};
+        _ -> {ok, P}
+    end;
+resolve_one(Other) ->
+    {error, {badarg, Other}}.
 
 %% Flags off, barrier, final snapshot: pairs() then holds every send traced
 %% before stop was called.
@@ -249,7 +352,9 @@ stop_tracing(St = #st{session = Session}) ->
     catch msgflow_tracer:session_stop(Session),
     application:unset_env(msgflow, running),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
+    [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
     St1#st{running = false, session = undefined, run = undefined, waiters = [],
+           window_waiters = [],
            stopped_at = erlang:system_time(millisecond), last_info = Info}.
 
 %%% Snapshots and windows
@@ -268,19 +373,57 @@ refresh(St) -> St.
 %% the module's trace flags).  Either way, skip the turn.
 take(St = #st{session = Session}) ->
     try msgflow_tracer:snapshot(Session) of
-        Snap -> merge(Snap, St)
+        Snap -> merge(Snap, take_births(St))
     catch
         error:undef -> St;
         error:{not_loaded, _} -> St;
         error:badarg -> St
     end.
 
+%% Births are taken after the snapshot: a process's spawn was recorded
+%% before it could send, so every sender in the snapshot that was spawned
+%% while tracing has its birth here.
+take_births(St = #st{session = Session, births = B, tick = Tick}) ->
+    try all_births(Session, [], 0) of
+        {List, Dropped} ->
+            %% a register and a spawn of one process may come in any order
+            B1 = lists:foldl(fun({P, Name}, Acc) when is_atom(Name), Name =/= undefined ->
+                                     {_, Call, _} = maps:get(P, Acc, {undefined, undefined, 0}),
+                                     Acc#{P => {Name, Call, Tick}};
+                                ({P, What}, Acc) ->
+                                     {Name, _, _} = maps:get(P, Acc, {undefined, undefined, 0}),
+                                     Acc#{P => {Name, msgflow_fmt:birth_call(What), Tick}}
+                             end, B, List),
+            St#st{births = B1, births_dropped = St#st.births_dropped + Dropped}
+    catch
+        error:_ -> St
+    end.
+
+all_births(Session, Acc, Dropped) ->
+    {Chunk, D} = msgflow_tracer:births_take(Session),
+    case length(Chunk) < 4096 of
+        true -> {lists:append([Chunk | Acc]), Dropped + D};
+        false -> all_births(Session, [Chunk | Acc], Dropped + D)
+    end.
+
+%% After a window closed: forget the births of processes that are gone and
+%% whose last pairs have had a whole tick to arrive.
+prune_births(St = #st{births = B, tick = Tick}) ->
+    St#st{births = maps:filter(fun(P, {_, _, T}) ->
+                                       T >= Tick - 1 orelse alive(P)
+                               end, B),
+          tick = Tick + 1}.
+
+alive(P) when is_pid(P) -> is_process_alive(P);
+alive(P) when is_port(P) -> erlang:port_info(P, id) =/= undefined.
+
 merge({Pairs, Dead, Overflow, OverflowDead}, St) ->
     St1 = lists:foldl(fun add_pair/2, St, Pairs),
-    DeadN = lists:foldl(fun({_, _, N}, A) -> A + N end, OverflowDead, Dead),
+    {DeadN, DeadMap} = lists:foldl(fun({S, R, N}, {A, M}) -> {A + N, bump({S, R}, N, M)} end,
+                                   {OverflowDead, St1#st.dead}, Dead),
     St1#st{overflow = St1#st.overflow + Overflow,
            events = St1#st.events + Overflow,
-           dead_letters = St1#st.dead_letters + DeadN}.
+           dead_letters = St1#st.dead_letters + DeadN, dead = DeadMap}.
 
 add_pair({S, R, N}, St = #st{totals = T, cur = C, events = E}) ->
     K = {S, R},
@@ -296,15 +439,25 @@ bump(K, N, M) ->
 %% be alive; remember which pid a registered name stood for.
 learn(E, St = #st{labels = L}) when is_map_key(E, L) ->
     St;
-learn(E, St = #st{labels = L, names = Names, meta = Meta}) ->
-    Label = msgflow_fmt:label(E),
+learn(E, St = #st{labels = L, names = Names, meta = Meta, births = B}) ->
+    Live = msgflow_fmt:label(E),
+    Birth = maps:get(E, B, undefined),
+    Label = case {Live =:= msgflow_fmt:endpoint(E), Birth} of
+                {true, {BName, _, _}} when BName =/= undefined -> atom_to_binary(BName);
+                {true, {_, {M, F, A}, _}} -> msgflow_fmt:mfa(M, F, A);
+                _ -> Live
+            end,
     Meta1 = case is_pid(E) andalso node(E) =:= node() of
                 true ->
                     App = case application:get_application(E) of
-                              {ok, A} -> A;
+                              {ok, A1} -> A1;
                               undefined -> undefined
                           end,
-                    Meta#{E => {msgflow_fmt:module_of(E), App}};
+                    Mod = case {msgflow_fmt:module_of(E), Birth} of
+                              {undefined, {_, {M1, _, _}, _}} -> M1;
+                              {Mod0, _} -> Mod0
+                          end,
+                    Meta#{E => {Mod, App}};
                 false ->
                     Meta
             end,
@@ -315,8 +468,9 @@ learn(E, St = #st{labels = L, names = Names, meta = Meta}) ->
                          undefined -> Names
                      end;
                  false when is_pid(E), node(E) =:= node() ->
-                     case process_info(E, registered_name) of
-                         {registered_name, Name} -> Names#{Name => E};
+                     case {process_info(E, registered_name), Birth} of
+                         {{registered_name, Name}, _} -> Names#{Name => E};
+                         {_, {Name, _, _}} when Name =/= undefined -> Names#{Name => E};
                          _ -> Names
                      end;
                  false ->
@@ -331,12 +485,32 @@ name_of(_) -> false.
 close_window(St = #st{cur = Cur, win_start = Start, windows = Q,
                       opts = #{windows := Keep}}) ->
     Now = now_ms(),
-    Q1 = queue:in({Now, Now - Start, Cur}, Q),
+    Q1 = queue:in({Now, Now - Start, Cur, queue_lens(Cur, St)}, Q),
     Q2 = case queue:len(Q1) > Keep of
              true -> queue:drop(Q1);
              false -> Q1
          end,
-    St#st{cur = #{}, win_start = Now, windows = Q2}.
+    Closed = St#st.closed + 1,
+    {Due, Later} = lists:partition(fun({At, _}) -> At =< Closed end, St#st.window_waiters),
+    [gen_server:reply(From, ok) || {_, From} <- Due],
+    prune_births(St#st{cur = #{}, win_start = Now, windows = Q2, closed = Closed,
+                       window_waiters = Later}).
+
+%% message_queue_len of the local receivers that had the most senders in
+%% the window (fan-in candidates), read now.
+queue_lens(Cur, #st{names = Names}) ->
+    Senders = maps:fold(fun({S, R}, _, Acc) ->
+                                case canon(R, Names) of
+                                    P when is_pid(P), node(P) =:= node() ->
+                                        Acc#{P => [S | maps:get(P, Acc, [])]};
+                                    _ -> Acc
+                                end
+                        end, #{}, Cur),
+    Cands = [{length(lists:usort(Ss)), P} || {P, Ss} <- maps:to_list(Senders),
+                                            length(Ss) >= ?QLEN_MIN_SENDERS],
+    Top = lists:sublist(lists:reverse(lists:sort(Cands)), ?QLEN_MAX_SAMPLED),
+    maps:from_list([{P, L} || {_, P} <- Top,
+                              {message_queue_len, L} <- [process_info(P, message_queue_len)]]).
 
 now_ms() ->
     erlang:monotonic_time(millisecond).
@@ -358,61 +532,83 @@ label(E, #st{labels = L}) ->
         _ -> msgflow_fmt:endpoint(E)
     end.
 
-top_rows(N, St = #st{totals = T, names = Names}) ->
-    {WinMs, Win} = last_window(St),
-    Group = fun(M) ->
-                    maps:fold(fun({S, R}, C, Acc) ->
-                                      bump({canon(S, Names), canon(R, Names)}, C, Acc)
-                              end, #{}, M)
-            end,
-    Totals = Group(T),
-    Recent = Group(Win),
+top_rows(N, St) ->
+    V = #{totals := Totals, recent := Recent, window_ms := WinMs, scale := Scale,
+          windows := Ws, endpoints := Ends} = view(St),
+    {Prev, PrevMs} = case {queue:is_empty(St#st.windows), lists:reverse(Ws)} of
+                         {false, [_, {_, D, W, _} | _]} -> {W, D};
+                         _ -> {#{}, 0}
+                     end,
     Top = lists:sublist(sort_desc(maps:to_list(Totals)), N),
-    Scale = case St#st.opts of
-                #{sample := {Traced, Period}} -> Period / Traced;
-                _ -> 1
-            end,
+    Label = fun(E) -> maps:get(label, maps:get(E, Ends)) end,
     Rows = [#{sender => S, receiver => R,
-              sender_label => label(S, St), receiver_label => label(R, St),
-              count => C, rate => Scale * rate(maps:get({S, R}, Recent, 0), WinMs)}
+              sender_label => Label(S), receiver_label => Label(R),
+              count => C, rate => Scale * rate(maps:get({S, R}, Recent, 0), WinMs),
+              prev_rate => case PrevMs of
+                               0 -> undefined;
+                               _ -> Scale * rate(maps:get({S, R}, Prev, 0), PrevMs)
+                           end}
             || {S, R, C} <- Top],
-    #{rows => Rows, window_ms => WinMs, events => St#st.events,
+    #{rows => Rows, window_ms => WinMs, events => maps:get(events, V),
       pairs => map_size(Totals), running => St#st.running,
       sample => maps:get(sample, St#st.opts)}.
 
-%% The communication matrix: totals and last-window rates grouped by By.
-matrix(By, St = #st{totals = T, names = Names}) ->
-    {WinMs, Win} = last_window(St),
-    Key = fun(E) -> group_key(By, canon(E, Names), St) end,
-    Group = fun(M) -> maps:fold(fun({S, R}, C, Acc) -> bump({Key(S), Key(R)}, C, Acc) end,
-                                #{}, M) end,
-    Counts = Group(T),
-    Recent = Group(Win),
-    Scale = case St#st.opts of
-                #{sample := {Traced, Period}} -> Period / Traced;
-                _ -> 1
-            end,
-    Cells = maps:map(fun(K, C) -> #{count => C,
-                                    rate => Scale * rate(maps:get(K, Recent, 0), WinMs)}
-                     end, Counts),
-    #{by => By,
-      rows => lists:usort([S || {S, _} <- maps:keys(Counts)]),
-      cols => lists:usort([R || {_, R} <- maps:keys(Counts)]),
-      cells => Cells,
-      window_ms => WinMs,
-      estimated => Scale =/= 1}.
+%% Everything the reports and hotspot rules read, in one map (see
+%% msgflow:export/3 for the dump built from it).  Pairs are merged by
+%% canon/2; windows are oldest first, their end in system time (ms).
+view(St = #st{names = Names}) ->
+    Group = fun(M) -> maps:fold(fun({S, R}, C, Acc) ->
+                                        bump({canon(S, Names), canon(R, Names)}, C, Acc)
+                                end, #{}, M) end,
+    Totals = Group(St#st.totals),
+    Offset = erlang:time_offset(millisecond),
+    Windows = [{End + Offset, Dur, Group(W), Q} || {End, Dur, W, Q} <- queue:to_list(St#st.windows)],
+    Ends = lists:usort(lists:append([[S, R] || {S, R} <- maps:keys(Totals)])),
+    Endpoints = maps:from_list([{E, endpoint_meta(E, St)} || E <- Ends]),
+    {WinMs, Recent} = last_window(St),
+    Scale = scale(St),
+    #{node => node(), recent => Group(Recent), taken_at => erlang:system_time(millisecond),
+      started_at => St#st.started_at, stopped_at => St#st.stopped_at,
+      running => St#st.running, window_ms => WinMs, scale => Scale,
+      estimated => Scale =/= 1, sample => maps:get(sample, St#st.opts),
+      events => St#st.events, dead_letters => St#st.dead_letters,
+      overflow => St#st.overflow, totals => Totals, dead => Group(St#st.dead),
+      windows => Windows, endpoints => Endpoints}.
 
-group_key(process, E, _St) -> E;
-group_key(name, E, St) -> label(E, St);
-group_key(module, E, #st{meta = M}) -> element(1, maps:get(E, M, {undefined, undefined}));
-group_key(application, E, #st{meta = M}) -> element(2, maps:get(E, M, {undefined, undefined}));
-group_key(node, {_, Node}, _St) when is_atom(Node) -> Node;
-group_key(node, A, _St) when is_atom(A) -> node();
-group_key(node, E, _St) -> node(E).
+endpoint_meta(E, St = #st{meta = M}) ->
+    {Mod, App} = maps:get(E, M, {undefined, undefined}),
+    #{label => label(E, St), module => Mod, application => App,
+      node => node_of(E)}.
+
+scale(#st{opts = #{sample := {Traced, Period}}}) -> Period / Traced;
+scale(_) -> 1.
+
+%% Per-window counts of one pair (names resolved as in top/1), oldest
+%% first, then the open window.
+history(S0, R0, St = #st{names = Names}) ->
+    S = canon(S0, Names),
+    R = canon(R0, Names),
+    Offset = erlang:time_offset(millisecond),
+    Count = fun(W) -> maps:fold(fun({S1, R1}, C, A) ->
+                                        case {canon(S1, Names), canon(R1, Names)} of
+                                            {S, R} -> A + C;
+                                            _ -> A
+                                        end
+                                end, 0, W) end,
+    Closed = [#{at => End + Offset, window_ms => Dur, count => Count(W)}
+              || {End, Dur, W, _} <- queue:to_list(St#st.windows)],
+    Now = now_ms(),
+    Open = [#{at => Now + Offset, window_ms => Now - St#st.win_start, count => Count(St#st.cur),
+              open => true} || St#st.running],
+    Closed ++ Open.
+
+node_of({_, Node}) when is_atom(Node) -> Node;
+node_of(A) when is_atom(A) -> node();
+node_of(E) -> node(E).
 
 last_window(St) ->
     case queue:peek_r(St#st.windows) of
-        {value, {_, Dur, W}} -> {Dur, W};
+        {value, {_, Dur, W, _}} -> {Dur, W};
         empty -> {now_ms() - St#st.win_start, St#st.cur}
     end.
 

@@ -1,8 +1,8 @@
 %%% @doc `make demo': msgflow on real OTP traffic.  Starts inets' httpd on
 %%% 127.0.0.1 (an ephemeral port), drives HTTP requests at it with httpc
 %%% from several client processes, counts every send on the node with
-%%% msgflow, then prints the busiest pairs and info() and writes every pair
-%%% to a CSV file.  The messages are OTP's own (httpd acceptors and request
+%%% msgflow, then prints the busiest pairs, info() and the hotspots, and
+%%% writes the reports in all six formats (csv, dot, json, etf, svg, html).  The messages are OTP's own (httpd acceptors and request
 %%% handlers, httpc manager and handlers, sockets' ports), not a loop of ours.
 -module(msgflow_demo).
 -export([main/0, run/1]).
@@ -49,9 +49,13 @@ run(#{clients := Clients, requests := Requests, out := Out}) ->
 
     msgflow:top(20),
     io:format("~ninfo: ~p~n", [maps:without([opts, jemalloc_error], msgflow:info())]),
-    Csv = filename:absname(filename:join(Out, "msgflow-demo.csv")),
-    ok = msgflow:export(Csv, csv),
-    io:format("~nevery pair: ~s~n", [Csv]),
+    io:format("~nhotspots:~n~ts", [[["  ", E, "\n"] || #{explanation := E} <- msgflow:hotspots()]]),
+    io:format("~nreports:~n"),
+    [begin
+         File = filename:absname(filename:join(Out, "msgflow-demo." ++ atom_to_list(F))),
+         ok = msgflow:export(File, F, #{by => case F of svg -> name; _ -> process end}),
+         io:format("  ~-5s ~s~n", [F, File])
+     end || F <- [csv, dot, json, etf, svg, html]],
     ok = inets:stop(httpd, Httpd).
 
 client(_Url, 0) ->

@@ -1,11 +1,13 @@
 %%% @doc Labels for endpoints and text for tables: names that read well,
 %%% numbers with thousands separators, cells that fit their column.
 -module(msgflow_fmt).
--export([label/1, module_of/1, endpoint/1, int/1, rate/1, cell/3, rcell/2, ellipsis/0]).
+-export([label/1, module_of/1, birth_call/1, endpoint/1, int/1, rate/1, cell/3, rcell/2,
+         ellipsis/0, mfa/3]).
 
 %% @doc A readable label for an endpoint, read from the live system now:
 %% a local process's registered name, else its proc_lib initial call
-%% (`'$initial_call''), else its initial call `M:F/A', else the pid; a port's
+%% (`'$initial_call''; before that, on OTP 27+, its `proc_lib:set_label/1'
+%% label), else its initial call `M:F/A', else the pid; a port's
 %% driver or command name; a remote endpoint with its node; an alias as
 %% `alias #Ref<..>'.  A dead local pid gets endpoint/1.
 -spec label(msgflow_tracer:endpoint() | term()) -> binary().
@@ -14,9 +16,14 @@ label(Pid) when is_pid(Pid), node(Pid) =:= node() ->
         [{registered_name, Name}, _] when is_atom(Name) ->
             atom_to_binary(Name);
         [_, {initial_call, Init}] ->
-            case proc_lib_initial_call(Pid) of
-                {M, F, A} -> mfa(M, F, A);
-                false -> initial_call(Init, Pid)
+            case proc_lib_label(Pid) of
+                undefined ->
+                    case proc_lib_initial_call(Pid) of
+                        {M, F, A} -> mfa(M, F, A);
+                        false -> initial_call(Init, Pid)
+                    end;
+                Label ->
+                    Label
             end;
         undefined ->
             endpoint(Pid)
@@ -44,6 +51,36 @@ module_of(Pid) when is_pid(Pid), node(Pid) =:= node() ->
 module_of(_) ->
     undefined.
 
+%% proc_lib:get_label/1 exists from OTP 27 on.
+proc_lib_label(Pid) ->
+    case erlang:function_exported(proc_lib, get_label, 1) of
+        true ->
+            try apply(proc_lib, get_label, [Pid]) of
+                undefined -> undefined;
+                L when is_binary(L) -> L;
+                L -> iolist_to_binary(io_lib:format("~0tp", [L]))
+            catch _:_ -> undefined
+            end;
+        false ->
+            undefined
+    end.
+
+%% @doc The initial call a birth (msgflow_tracer:births_take/1) gives a
+%% process, named the way proc_lib names it: `{Mod, init, 1}' for a
+%% gen_server or gen_statem, `{supervisor, Mod, 1}' for a supervisor.
+-spec birth_call(term()) -> {module(), atom(), arity()} | undefined.
+birth_call({proc_lib, {gen, init_it, Args}}) -> gen_call(Args);
+birth_call({proc_lib, {M, F, Args}}) when is_list(Args) -> {M, F, length(Args)};
+birth_call({M, F, A}) when is_atom(M), is_atom(F), is_integer(A) -> {M, F, A};
+birth_call(_) -> undefined.
+
+gen_call([gen_server, _, _, supervisor, {_, Mod, _}, _]) -> {supervisor, Mod, 1};
+gen_call([gen_server, _, _, _, supervisor, {_, Mod, _}, _]) -> {supervisor, Mod, 1};
+gen_call([gen_event | _]) -> {gen_event, init_it, 6};
+gen_call([_, _, _, Mod, _, _]) when is_atom(Mod), Mod =/= '_' -> {Mod, init, 1};
+gen_call([_, _, _, _, Mod | _]) when is_atom(Mod), Mod =/= '_' -> {Mod, init, 1};
+gen_call(Args) -> {gen, init_it, length(Args)}.
+
 proc_lib_initial_call(Pid) ->
     %% OTP 26+ can read one key; OTP 25 reads the whole dictionary.
     Dict = try process_info(Pid, {dictionary, '$initial_call'}) of
@@ -63,6 +100,8 @@ proc_lib_initial_call(Pid) ->
 initial_call({M, F, A}, _Pid) -> mfa(M, F, A);
 initial_call(_, Pid) -> endpoint(Pid).
 
+%% @doc `M:F/A' as a binary (A may be the argument list).
+-spec mfa(atom(), atom(), arity() | list()) -> binary().
 mfa(M, F, A) when is_list(A) -> mfa(M, F, length(A));
 mfa(M, F, A) -> iolist_to_binary(io_lib:format("~w:~w/~w", [M, F, A])).
 

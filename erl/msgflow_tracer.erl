@@ -10,12 +10,13 @@
 -module(msgflow_tracer).
 %% An erl_tracer callback module (OTP 25 has no behaviour_info for it).
 
--export([enabled/3, enabled_send/3, trace_send/5, trace/5]).
--export([session_new/2, session_stop/1, snapshot/1, session_info/1, allocator_info/0]).
+-export([enabled/3, enabled_send/3, trace_send/5, trace/5, enabled_procs/3, trace_procs/5]).
+-export([session_new/2, session_stop/1, snapshot/1, births_take/1, session_info/1,
+         allocator_info/0]).
 
 -on_load(init/0).
 
--export_type([session/0, endpoint/0, snapshot/0]).
+-export_type([session/0, endpoint/0, snapshot/0, birth/0]).
 
 -opaque session() :: reference().
 %% A sender (the tracee: pid or port) or a receiver as the VM reported it.
@@ -24,6 +25,13 @@
 -type snapshot() :: {[{endpoint(), endpoint(), pos_integer()}],
                      [{endpoint(), endpoint(), pos_integer()}],
                      non_neg_integer(), non_neg_integer()}.
+
+%% What a spawn or register event said about a process: a registered name;
+%% the spawn's `{M, F, Arity}'; or for a proc_lib start `{proc_lib, {M, F,
+%% ArgsSummary}}', where ArgsSummary keeps atoms, pids and `{_, Atom, _}' of
+%% the first 8 arguments and writes `'_'' for any other argument.
+-type birth() :: {pid() | port(), atom() | {module(), atom(), arity()}
+                                 | {proc_lib, {module(), atom(), [term()]}} | undefined}.
 
 -spec init() -> ok | {error, term()}.
 init() ->
@@ -58,6 +66,24 @@ trace_send(_TraceTag, _Session, _Tracee, _Msg, _Opts) -> ?NOT_LOADED.
 %% @doc erl_tracer callback for the other tags: send tags are counted, the rest ignored.
 -spec trace(atom(), session(), term(), term(), map()) -> ok.
 trace(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
+
+%% @doc erl_tracer callback for the `procs' flag: `trace' for spawn and
+%% register (recorded as births), `discard' for the other tags, `remove'
+%% once the session stopped.
+-spec enabled_procs(atom(), session(), pid() | port()) -> trace | discard | remove.
+enabled_procs(_TraceTag, _Session, _Tracee) -> ?NOT_LOADED.
+
+%% @doc erl_tracer callback: records a spawn (child and initial call) or a
+%% register (process and name) for births_take/1.
+-spec trace_procs(atom(), session(), pid() | port(), term(), map()) -> ok.
+trace_procs(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
+
+%% @doc Up to 4,096 of the births recorded and not yet taken, and how many
+%% were dropped because more than 1,000,000 were waiting.  Call again until
+%% fewer than 4,096 come back; the order of births is not kept.  badarg
+%% for a non-session.
+-spec births_take(session()) -> {[birth()], non_neg_integer()}.
+births_take(_Session) -> ?NOT_LOADED.
 
 %% @doc A new session counting for at most MaxPairs table entries (a pair
 %% seen on N scheduler threads holds N entries).  Collector is monitored:

@@ -11,7 +11,9 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
          collector_killed/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
-         matrix_groupings/1, mx_sender/3,
+         matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
+         labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
+         history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
          reload_while_tracing/1, allocator_enif/1, allocator_jemalloc/1,
          allocator_enif_forced/1]).
 -export([exact_workload/0]).
@@ -25,7 +27,9 @@ groups() ->
     [{tracing, [sequence],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
        collector_killed, max_pairs_overflow, bad_options, export_csv, sampling,
-       matrix_groupings, reload_while_tracing]},
+       matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
+       hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
+       reload_while_tracing]},
      {allocators, [sequence],
       [allocator_enif, allocator_jemalloc, allocator_enif_forced]}].
 
@@ -271,19 +275,18 @@ export_csv(Config) ->
     Path = filename:join(?config(priv_dir, Config), "pairs.csv"),
     ok = msgflow:export(Path, csv),
     {ok, Bin} = file:read_file(Path),
-    [Header | Lines] = string:split(string:trim(Bin, trailing), "\n", all),
-    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages">>, Header),
-    Rows = [list_to_tuple(string:split(L, ",", all)) || L <- Lines],
+    [Header | Rows0] = csv_rows(Bin),
+    ?assertEqual([<<"sender">>, <<"receiver">>, <<"sender_label">>, <<"receiver_label">>,
+                  <<"messages">>, <<"msg_per_s">>], Header),
+    Rows = [list_to_tuple(lists:droplast(R)) || R <- Rows0],
     Endpoint = fun msgflow_fmt:endpoint/1,
-    ?assertEqual(lists:sort([{Endpoint(Sd), Endpoint(R), integer_to_binary(N)}
-                             || {Sd, R, N} <- msgflow:pairs()]),
-                 lists:sort([{Sd, R, N} || {Sd, R, _, _, N} <- Rows])),
-    ?assertEqual(3, length(Rows)),
-    %% the pid and the name it holds are labelled alike
-    ?assert(lists:member({Endpoint(S), Endpoint(Sink), <<"erlang:apply/2">>,
-                          <<"msgflow_csv_sink">>, <<"30">>}, Rows)),
-    ?assert(lists:member({Endpoint(S), <<"msgflow_csv_sink">>, <<"erlang:apply/2">>,
-                          <<"msgflow_csv_sink">>, <<"12">>}, Rows)),
+    %% the sends to the name and to the pid holding it are one row
+    ?assertEqual(lists:sort([{Endpoint(S), Endpoint(Sink), <<"erlang:apply/2">>,
+                              <<"msgflow_csv_sink">>, <<"42">>},
+                             {Endpoint(S), Endpoint(self()), <<"erlang:apply/2">>,
+                              msgflow_fmt:label(self()), <<"1">>}]),
+                 lists:sort(Rows)),
+    ?assertEqual(43, lists:sum([N || {_, _, N} <- msgflow:pairs()])),
     S ! stop,
     unlink(Sink),
     exit(Sink, kill).
@@ -375,6 +378,335 @@ mx_sender(Parent, Sink, {ByPid, ByName}) ->
     [msgflow_mx_sink ! m || _ <- lists:seq(1, ByName)],
     Parent ! {done, self()},
     receive stop -> ok end.
+
+%% Every format of the same known workload: CSV round-trips to pairs(),
+%% dot -Tsvg accepts the DOT, jq parses the JSON to the same pairs, the ETF
+%% dump binary_to_terms to the documented shape with the same pairs, and
+%% headless Chromium renders the HTML with one heatmap cell per pair.
+reports_all_formats(Config) ->
+    Dir = ?config(priv_dir, Config),
+    {S1, S2, Sink} = mx_workload(),
+    Self = self(),
+    %% reports merge a registered name with its pid, as top/1 does
+    Pairs = lists:sort([{S1, Sink, 8}, {S2, Sink, 7}, {S1, Self, 1}, {S2, Self, 1}]),
+    ?assertEqual(17, lists:sum([N || {_, _, N} <- msgflow:pairs()])),
+    Path = fun(F) -> filename:join(Dir, "flow." ++ atom_to_list(F)) end,
+    [?assertEqual({F, ok}, {F, msgflow:export(Path(F), F)}) || F <- [csv, dot, json, etf, svg, html]],
+    Text = fun msgflow_fmt:endpoint/1,
+    Want = lists:sort([{Text(S), Text(R), N} || {S, R, N} <- Pairs]),
+    %% csv
+    {ok, Csv} = file:read_file(Path(csv)),
+    [_ | Rows] = csv_rows(Csv),
+    ?assertEqual(Want, lists:sort([{S, R, binary_to_integer(N)} || [S, R, _, _, N, _] <- Rows])),
+    %% dot
+    {0, Svg} = run(os:find_executable("dot"), ["-Tsvg", Path(dot)]),
+    ?assertMatch({_, _}, binary:match(Svg, <<"</svg>">>)),
+    %% json, parsed by jq
+    {0, Json} = run(os:find_executable("jq"),
+                    ["-r", ".pairs[] | [.sender, .receiver, .messages] | @tsv", Path(json)]),
+    ?assertEqual(Want, lists:sort([{S, R, binary_to_integer(N)}
+                                   || L <- string:split(string:trim(Json), "\n", all),
+                                      [S, R, N] <- [string:split(L, "\t", all)]])),
+    %% etf dump
+    {ok, Etf} = file:read_file(Path(etf)),
+    Dump = binary_to_term(Etf),
+    ?assertMatch(#{format := msgflow_dump, version := 1, node := _, taken_at := _,
+                   window_ms := _, scale := 1, events := _, dead_letters := 0,
+                   overflow := 0, endpoints := [_ | _], pairs := [_ | _]}, Dump),
+    #{endpoints := Ends, pairs := DPairs} = Dump,
+    EndT = list_to_tuple(Ends),
+    ?assertEqual(Pairs, lists:sort([{element(1, element(Si + 1, EndT)),
+                                     element(1, element(Ri + 1, EndT)), N}
+                                    || {Si, Ri, N, W} <- DPairs, is_integer(W)])),
+    ?assert(lists:member({Sink, <<"msgflow_mx_sink">>, timer, undefined, node()}, Ends)),
+    %% svg heatmap: one cell per pair
+    {ok, Heat} = file:read_file(Path(svg)),
+    ?assertEqual(4, count(Heat, <<"class=\"cell\"">>)),
+    %% html in headless Chromium, offline: a screenshot, and the cells in the DOM
+    {Dom, Png} = chromium(Path(html), Dir),
+    ?assertEqual(<<137, "PNG">>, binary:part(Png, 0, 4)),
+    ?assertEqual(4, count(Dom, <<"class=\"cell\"">>)),
+    ?assertMatch({_, _}, binary:match(Dom, <<"id=\"graph\"">>)),
+    ?assertMatch({_, _}, binary:match(Dom, <<"class=\"node\"">>)),  %% dot's graph inline
+    [exit(P, kill) || P <- [S1, S2, Sink]].
+
+%% Two senders (running this module) send to a registered sink by pid and by
+%% name; everyone stays alive.  Returns {S1, S2, Sink} after stop.
+mx_workload() ->
+    Self = self(),
+    Sink = spawn(timer, sleep, [infinity]),
+    register(msgflow_mx_sink, Sink),
+    S1 = spawn(?MODULE, mx_sender, [Self, Sink, {5, 3}]),
+    S2 = spawn(?MODULE, mx_sender, [Self, Sink, {7, 0}]),
+    ok = msgflow:start(#{procs => [S1, S2]}),
+    [S ! go || S <- [S1, S2]],
+    [receive {done, S} -> ok end || S <- [S1, S2]],
+    ok = msgflow:stop(),
+    {S1, S2, Sink}.
+
+%% Bad arguments name the problem and leave no file behind.
+export_bad_args(Config) ->
+    Dir = ?config(priv_dir, Config),
+    {S1, S2, Sink} = mx_workload(),
+    [begin
+         Missing = "/nonexistent/dir/x." ++ atom_to_list(F),
+         ?assertEqual({error, {enoent, Missing}}, msgflow:export(Missing, F))
+     end || F <- [csv, dot, json, etf, svg, html]],
+    P = filename:join(Dir, "bad.out"),
+    ?assertEqual({error, {unknown_format, pdf}}, msgflow:export(P, pdf)),
+    ?assertEqual({error, {badopt, {by, bogus}}}, msgflow:export(P, csv, #{by => bogus})),
+    ?assertEqual({error, {badopt, {limit, 0}}}, msgflow:export(P, svg, #{limit => 0})),
+    ?assertEqual({error, {badopt, {colour, red}}}, msgflow:export(P, svg, #{colour => red})),
+    ?assertEqual({error, {badarg, bogus}}, msgflow:matrix(bogus)),
+    ?assertEqual({error, {badopt, {hot_rate, -1}}}, msgflow:hotspots(#{hot_rate => -1})),
+    ?assertEqual({error, {badopt, {nope, 1}}}, msgflow:hotspots(#{nope => 1})),
+    ?assertEqual({error, {badarg, {refresh, 0}}}, msgflow:top(3, #{refresh => 0})),
+    ?assertEqual({error, {badarg, {colour, red}}}, msgflow:top(3, #{colour => red})),
+    ?assertEqual({error, enoent}, file:read_file_info(P)),
+    ?assertEqual([], filelib:wildcard(filename:join(Dir, "*.tmp"))),
+    [exit(Pid, kill) || Pid <- [S1, S2, Sink]].
+
+%% Processes that exit before any snapshot keep the label they had: a
+%% registered name, proc_lib's initial call (a supervisor is named as
+%% proc_lib names it), or the spawn's M:F/A.  The interval is long, so the
+%% only snapshot is the one stop/0 takes, after they all exited.
+labels_after_exit(_Config) ->
+    Self = self(),
+    Sink = spawn_link(fun sink/0),
+    ok = msgflow:start(#{procs => all, interval => 3600000}),
+    Named = spawn(fun() -> register(msgflow_short, self()), short_lived(Sink, 3) end),
+    Plain = spawn(?MODULE, short_lived, [Sink, 4]),
+    Lib = proc_lib:spawn(?MODULE, short_lived, [Sink, 5, lib]),
+    {ok, Sup} = supervisor:start_link(?MODULE, []),
+    unlink(Sup),
+    Ref = make_ref(),
+    Sup ! {'$gen_call', {Self, Ref}, which_children},
+    receive {Ref, []} -> ok end,                %% the supervisor's reply
+    SupRef = monitor(process, Sup),
+    exit(Sup, kill),
+    [begin MRef = monitor(process, P), receive {'DOWN', MRef, _, _, _} -> ok end end
+     || P <- [Named, Plain, Lib]],
+    receive {'DOWN', SupRef, _, _, _} -> ok end,
+    ok = msgflow:stop(),
+    Cells = maps:get(cells, msgflow:matrix(name)),
+    Count = fun(From, To) -> maps:get(count, maps:get({From, To}, Cells, #{count => 0})) end,
+    ?assertEqual(3, Count(<<"msgflow_short">>, <<"erlang:apply/2">>)),
+    ?assertEqual(4, Count(<<"msgflow_SUITE:short_lived/2">>, <<"erlang:apply/2">>)),
+    ?assertEqual(5, Count(<<"msgflow_SUITE:short_lived/3">>, <<"erlang:apply/2">>)),
+    %% proc_lib's ack of the start and the reply to which_children
+    ?assertEqual(2, Count(<<"supervisor:msgflow_SUITE/1">>, msgflow_fmt:label(Self))),
+    %% their module, from the spawn, for the module grouping
+    MCells = maps:get(cells, msgflow:matrix(module)),
+    ?assertMatch(#{count := 9}, maps:get({msgflow_SUITE, erlang}, MCells)),
+    unlink(Sink),
+    exit(Sink, kill).
+
+short_lived(Sink, N) ->
+    [Sink ! m || _ <- lists:seq(1, N)],
+    ok.
+
+short_lived(Sink, N, _Tag) ->
+    short_lived(Sink, N).
+
+%% supervisor callback for labels_after_exit: no children.
+init([]) ->
+    {ok, {#{}, []}}.
+
+%% The planted bottleneck: 50 senders casting to one gen_server that
+%% sleeps 1 ms per message, faster than it can serve.  After five windows
+%% hotspots() reports a fan_in on it, with all 50 senders as evidence.
+hotspot_bottleneck(_Config) ->
+    {ok, Server} = gen_server:start(msgflow_slow_server, [], []),
+    ok = msgflow:start(#{procs => all, interval => 100}),
+    Senders = [spawn(fun() -> paced_casts(Server, 2) end) || _ <- lists:seq(1, 50)],
+    ok = gen_server:call(msgflow_collector, {await_windows, 6}, 10000),
+    Found = msgflow:hotspots(),
+    [exit(S, kill) || S <- Senders],
+    ok = msgflow:stop(),
+    ct:log("~p", [Found]),
+    FanIn = [F || F = #{kind := fan_in} <- Found],
+    ?assertMatch([#{subject := Server, label := <<"msgflow_slow_server:init/1">>,
+                    evidence := #{senders := 50, queue_len := [_, _, _, _, _]}}], FanIn),
+    [#{evidence := #{queue_len := Lens}}] = FanIn,
+    ?assert(lists:last(Lens) > hd(Lens)),
+    exit(Server, kill).
+
+%% The same 50 senders at a rate a plain sink keeps up with, and 50 pairs
+%% of their own: no fan_in finding.
+hotspot_balanced(_Config) ->
+    Sink = spawn(fun sink/0),
+    ok = msgflow:start(#{procs => all, interval => 100}),
+    Senders = [spawn(fun() -> paced_casts(Sink, 10) end) || _ <- lists:seq(1, 50)],
+    Pairs = [begin R = spawn(fun sink/0), {spawn(fun() -> paced_casts(R, 1) end), R} end
+             || _ <- lists:seq(1, 50)],
+    ok = gen_server:call(msgflow_collector, {await_windows, 6}, 10000),
+    Found = msgflow:hotspots(),
+    [exit(P, kill) || P <- Senders ++ lists:append([[A, B] || {A, B} <- Pairs])],
+    ok = msgflow:stop(),
+    ct:log("~p", [Found]),
+    ?assertEqual([], [F || F = #{kind := fan_in} <- Found]),
+    exit(Sink, kill).
+
+%% A cast every Ms milliseconds until killed (the workload's pace, not a
+%% barrier of the test).
+paced_casts(To, Ms) ->
+    gen_server:cast(To, m),
+    receive after Ms -> paced_casts(To, Ms) end.
+
+%% trace/1 and untrace/1 while running, like dbg:p/2: counts start and stop
+%% exactly at the calls.
+trace_untrace(_Config) ->
+    Sink = spawn_link(fun sink/0),
+    A = spawn_link(fun() -> burst_on_demand(Sink) end),
+    B = spawn_link(fun() -> burst_on_demand(Sink) end),
+    ?assertEqual({error, not_started}, msgflow:trace(A)),
+    ok = msgflow:start(#{procs => [A]}),
+    burst(A, 2),
+    burst(B, 7),                        %% not traced yet
+    ok = msgflow:trace(B),
+    burst(B, 5),
+    ok = msgflow:untrace(A),
+    burst(A, 4),                        %% no longer traced
+    ?assertEqual({error, {noproc, no_such_name}}, msgflow:trace(no_such_name)),
+    ?assertEqual({error, {badarg, "x"}}, msgflow:untrace("x")),
+    ok = msgflow:stop(),
+    Self = self(),
+    ?assertEqual(lists:sort([{A, Sink, 2}, {A, Self, 1}, {B, Sink, 5}, {B, Self, 1}]),
+                 lists:sort(msgflow:pairs())),
+    [begin unlink(P), exit(P, kill) end || P <- [A, B, Sink]].
+
+burst_on_demand(Sink) ->
+    receive {burst, From, N} -> [Sink ! m || _ <- lists:seq(1, N)], From ! {burst_done, self()} end,
+    burst_on_demand(Sink).
+
+burst(P, N) ->
+    P ! {burst, self(), N},
+    receive {burst_done, P} -> ok end.
+
+%% history/2 gives the pair's messages per window: a burst of 6, one window
+%% later a burst of 9, a registered name merged with its pid.
+history_windows(_Config) ->
+    Sink = spawn_link(fun sink/0),
+    register(msgflow_hist_sink, Sink),
+    Self = self(),
+    S = spawn_link(fun() -> hist_sender(Self) end),
+    ok = msgflow:start(#{procs => [S], interval => 200}),
+    ok = gen_server:call(msgflow_collector, {await_windows, 1}, 5000),
+    burst(S, 6),
+    ok = gen_server:call(msgflow_collector, {await_windows, 1}, 5000),
+    burst(S, 9),
+    ok = gen_server:call(msgflow_collector, {await_windows, 1}, 5000),
+    ok = msgflow:stop(),
+    Counts = [C || #{count := C} <- msgflow:history(S, msgflow_hist_sink)],
+    ?assertEqual([0, 6, 9], lists:sublist(Counts, 3)),
+    ?assertEqual(15, lists:sum(Counts)),
+    ?assertEqual(Counts, [C || #{count := C} <- msgflow:history(S, Sink)]),
+    [begin unlink(P), exit(P, kill) end || P <- [S, Sink]].
+
+hist_sender(_Parent) ->
+    receive {burst, From, N} -> [msgflow_hist_sink ! m || _ <- lists:seq(1, N)],
+                                From ! {burst_done, self()} end,
+    hist_sender(_Parent).
+
+%% help/0, top/1 and the live top/2 print lines of at most 80 columns;
+%% the live top redraws (clears the screen) each refresh and returns.
+shell_output(_Config) ->
+    Help = capture(fun() -> msgflow:help() end),
+    [?assertEqual({L, true}, {L, string:length(L) =< 80}) || L <- lines(Help)],
+    [?assertMatch({_, _}, binary:match(Help, <<"msgflow:", C/binary>>))
+     || C <- [<<"start(">>, <<"stop()">>, <<"top(">>, <<"trace(">>, <<"untrace(">>,
+              <<"history(">>, <<"hotspots()">>, <<"matrix(">>, <<"export(">>]],
+    Sink = spawn(fun sink/0),
+    S = spawn(fun() -> paced_casts(Sink, 1) end),
+    ok = msgflow:start(#{procs => [S], interval => 50}),
+    Live = capture(fun() -> ok = msgflow:top(5, #{refresh => 60, for => 250}) end),
+    exit(S, kill),
+    ok = msgflow:stop(),
+    ?assert(count(Live, <<"\e[H\e[2J">>) >= 3),
+    [?assertEqual({L, true}, {L, string:length(L) =< 80}) || L <- lines(Live)],
+    ?assertMatch({_, _}, binary:match(Live, <<"MSG/S">>)),
+    exit(Sink, kill).
+
+%% Runs F with a group leader that keeps what F prints; returns it.
+capture(F) ->
+    Self = self(),
+    GL = spawn(fun() -> gl_loop([]) end),
+    P = spawn(fun() -> group_leader(GL, self()), F(), Self ! {captured, self()} end),
+    receive {captured, P} -> ok end,
+    GL ! {get, Self},
+    receive {gl_out, Out} -> Out end.
+
+gl_loop(Acc) ->
+    receive
+        {io_request, From, Ref, Req} ->
+            {Reply, Acc1} = gl_request(Req, Acc),
+            From ! {io_reply, Ref, Reply},
+            gl_loop(Acc1);
+        {get, From} ->
+            From ! {gl_out, unicode:characters_to_binary(lists:reverse(Acc))}
+    end.
+
+gl_request({put_chars, Enc, Chars}, Acc) ->
+    {ok, [unicode:characters_to_list(Chars, Enc) | Acc]};
+gl_request({put_chars, Enc, M, F, A}, Acc) ->
+    gl_request({put_chars, Enc, apply(M, F, A)}, Acc);
+gl_request(getopts, Acc) ->
+    {[{encoding, unicode}], Acc};
+gl_request(_, Acc) ->
+    {{error, enotsup}, Acc}.
+
+lines(Bin) ->
+    [L || L <- string:split(binary:replace(Bin, <<"\e[H\e[2J">>, <<>>, [global]), "\n", all)].
+
+count(Bin, Pat) ->
+    length(binary:matches(Bin, Pat)).
+
+%% Runs Exe with Args; {ExitStatus, Output}.
+run(false, _Args) ->
+    ct:fail("program not installed (make deps installs it)");
+run(Exe, Args) ->
+    Port = open_port({spawn_executable, Exe}, [{args, Args}, binary, exit_status, use_stdio,
+                                                stderr_to_stdout]),
+    run_collect(Port, []).
+
+run_collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> run_collect(Port, [D | Acc]);
+        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
+    end.
+
+%% The page rendered by headless Chromium with no network: its DOM after
+%% load, and a PNG screenshot.
+chromium(Html, Dir) ->
+    Exe = os:find_executable("chromium"),
+    Url = "file://" ++ filename:absname(Html),
+    Common = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+              "--user-data-dir=" ++ filename:join(Dir, "chromium"),
+              "--proxy-server=127.0.0.1:9", "--window-size=1280,2000"],
+    Shot = filename:join(Dir, "report.png"),
+    {0, _} = run(Exe, Common ++ ["--screenshot=" ++ Shot, Url]),
+    {0, Out} = run(os:find_executable("sh"),
+                   ["-c", string:join([Exe | Common] ++ ["--dump-dom", Url], " ")
+                    ++ " 2>/dev/null"]),
+    {ok, Png} = file:read_file(Shot),
+    {Out, Png}.
+
+%% RFC 4180 rows: quoted fields may hold commas, quotes and newlines.
+csv_rows(Bin) ->
+    csv_rows(Bin, [], [], []).
+
+csv_rows(<<>>, [], [], Rows) -> lists:reverse(Rows);
+csv_rows(<<>>, F, Fs, Rows) -> lists:reverse([lists:reverse([field(F) | Fs]) | Rows]);
+csv_rows(<<$\n, R/binary>>, F, Fs, Rows) -> csv_rows(R, [], [], [lists:reverse([field(F) | Fs]) | Rows]);
+csv_rows(<<$,, R/binary>>, F, Fs, Rows) -> csv_rows(R, [], [field(F) | Fs], Rows);
+csv_rows(<<$", R/binary>>, [], Fs, Rows) -> csv_quoted(R, [], Fs, Rows);
+csv_rows(<<C, R/binary>>, F, Fs, Rows) -> csv_rows(R, [C | F], Fs, Rows).
+
+csv_quoted(<<$", $", R/binary>>, F, Fs, Rows) -> csv_quoted(R, [$" | F], Fs, Rows);
+csv_quoted(<<$", R/binary>>, F, Fs, Rows) -> csv_rows(R, F, Fs, Rows);
+csv_quoted(<<C, R/binary>>, F, Fs, Rows) -> csv_quoted(R, [C | F], Fs, Rows).
+
+field(F) -> list_to_binary(lists:reverse(F)).
 
 %% Reload the NIF module 15 times under live traffic, purging the old code
 %% each time: the VM survives, the session (taken over by each new

@@ -4,7 +4,7 @@
 # and fails.  On a system without dpkg it only says what it would need.
 PKGS="gcc libc6-dev make cmake rebar3 erlang-dev erlang-eunit erlang-common-test
 erlang-dialyzer erlang-inets erlang-tools erlang-proper erlang-proper-dev
-libjemalloc-dev libjemalloc2 uthash-dev"
+libjemalloc-dev libjemalloc2 uthash-dev graphviz chromium jq"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "msgflow: no dpkg here; make sure these (Debian names) are installed:" $PKGS >&2

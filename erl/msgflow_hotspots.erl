@@ -1,0 +1,152 @@
+%%% @doc Hotspot rules over the windows the collector keeps (see
+%%% msgflow:hotspots/1 for the options and the shape of a finding).
+%%% Pure functions of the collector's view: no tracing, no process state.
+-module(msgflow_hotspots).
+-export([find/2, defaults/0]).
+
+-export_type([finding/0]).
+
+-type finding() :: #{kind := fan_in | hot_pair | spike | fan_out | dead_letters,
+                     subject := term(), label := binary(), evidence := map(),
+                     explanation := binary()}.
+
+%% @doc The thresholds used when hotspots/1 is not given them.
+-spec defaults() -> map().
+defaults() ->
+    #{windows => 5,              %% latest closed windows looked at
+      fan_in_senders => 10,      %% distinct senders to call it fan-in
+      queue_min => 10,           %% messages queued in the last window, at least
+      hot_rate => 10000,         %% messages/s over the last window
+      spike_factor => 5,         %% last window >= factor x mean of the earlier ones
+      spike_min => 100,          %% messages in the last window, at least
+      fan_out_receivers => 20,   %% distinct receivers of one sender
+      dead_min => 1}.            %% dead letters from one sender, at least
+
+%% @doc Findings in View (from the collector), strongest first within each
+%% kind.  `{error, {badopt, {Key, Value}}}' for an unknown key or a value
+%% that is not a positive number.
+-spec find(map(), map()) -> [finding()] | {error, {badopt, {term(), term()}}}.
+find(View, Opts) when is_map(Opts) ->
+    case validate(maps:to_list(Opts)) of
+        ok -> rules(View, maps:merge(defaults(), Opts));
+        {error, _} = E -> E
+    end;
+find(_View, Opts) ->
+    {error, {badopt, Opts}}.
+
+validate([]) -> ok;
+validate([{K, V} | Rest]) ->
+    case maps:is_key(K, defaults()) andalso is_number(V) andalso V > 0 andalso
+         (K =/= windows orelse is_integer(V)) of
+        true -> validate(Rest);
+        false -> {error, {badopt, {K, V}}}
+    end.
+
+rules(View = #{windows := All, endpoints := Ends}, O = #{windows := N}) ->
+    Ws = lists:nthtail(max(0, length(All) - N), All),
+    Label = fun(E) -> maps:get(label, maps:get(E, Ends, #{}), msgflow_fmt:endpoint(E)) end,
+    Scale = maps:get(scale, View, 1),
+    lists:append([fan_in(Ws, O, Label, Scale), hot_pair(Ws, O, Label, Scale),
+                  spike(Ws, O, Label), fan_out(Ws, O, Label),
+                  dead_letters(View, O, Label)]).
+
+%% Many senders into one receiver whose queue grew from the first window
+%% looked at to the last.
+fan_in(Ws, #{fan_in_senders := MinS, queue_min := QMin}, Label, Scale) when length(Ws) >= 2 ->
+    {_, _, _, Q0} = hd(Ws),
+    {_, Dur, Last, QN} = lists:last(Ws),
+    Senders = senders_by_receiver(Last),
+    Found = [begin
+                 Lens = [maps:get(R, Q, 0) || {_, _, _, Q} <- Ws],
+                 Rate = rate(lists:sum([C || {{_, R1}, C} <- maps:to_list(Last), R1 =:= R]),
+                             Dur, Scale),
+                 #{kind => fan_in, subject => R, label => Label(R),
+                   evidence => #{senders => length(Ss), rate => Rate, queue_len => Lens,
+                                 window_ms => Dur},
+                   explanation => fmt("~ts: ~b senders, ~s msg/s in, queue ~b -> ~b over "
+                                      "~b windows",
+                                      [Label(R), length(Ss), msgflow_fmt:rate(Rate),
+                                       hd(Lens), lists:last(Lens), length(Lens)])}
+             end
+             || {R, Ss} <- maps:to_list(Senders), length(Ss) >= MinS,
+                is_map_key(R, QN), maps:get(R, QN) >= QMin,
+                maps:get(R, QN) > maps:get(R, Q0, 0)],
+    by_desc(fun(#{evidence := #{senders := S}}) -> S end, Found);
+fan_in(_, _, _, _) ->
+    [].
+
+hot_pair([], _, _, _) ->
+    [];
+hot_pair(Ws, #{hot_rate := Min}, Label, Scale) ->
+    {_, Dur, Last, _} = lists:last(Ws),
+    Found = [#{kind => hot_pair, subject => {S, R}, label => pair_label(S, R, Label),
+               evidence => #{rate => Rate, count => C, window_ms => Dur},
+               explanation => fmt("~ts: ~s msg/s (threshold ~s)",
+                                  [pair_label(S, R, Label), msgflow_fmt:rate(Rate),
+                                   msgflow_fmt:rate(Min)])}
+             || {{S, R}, C} <- maps:to_list(Last), (Rate = rate(C, Dur, Scale)) >= Min],
+    by_desc(fun(#{evidence := #{rate := R}}) -> R end, Found).
+
+%% A pair whose last window is spike_factor times the mean of the earlier
+%% windows looked at (windows where it sent nothing count as 0).
+spike(Ws, #{spike_factor := K, spike_min := Min}, Label) when length(Ws) >= 3 ->
+    {Before, [{_, Dur, Last, _}]} = lists:split(length(Ws) - 1, Ws),
+    Found = [#{kind => spike, subject => {S, R}, label => pair_label(S, R, Label),
+               evidence => #{count => C, mean => Mean, factor => C / max(Mean, 1),
+                             window_ms => Dur, windows => length(Before)},
+               explanation => fmt("~ts: ~b messages in the last window, ~.1f x the "
+                                  "mean of the ~b before",
+                                  [pair_label(S, R, Label), C, C / max(Mean, 1),
+                                   length(Before)])}
+             || {{S, R}, C} <- maps:to_list(Last), C >= Min,
+                Mean <- [lists:sum([maps:get({S, R}, W, 0) || {_, _, W, _} <- Before])
+                         / length(Before)],
+                C >= K * Mean],
+    by_desc(fun(#{evidence := #{factor := F}}) -> F end, Found);
+spike(_, _, _) ->
+    [].
+
+fan_out([], _, _) ->
+    [];
+fan_out(Ws, #{fan_out_receivers := Min}, Label) ->
+    {_, Dur, Last, _} = lists:last(Ws),
+    BySender = maps:fold(fun({S, R}, C, Acc) ->
+                                 {Rs, N} = maps:get(S, Acc, {[], 0}),
+                                 Acc#{S => {[R | Rs], N + C}}
+                         end, #{}, Last),
+    Found = [#{kind => fan_out, subject => S, label => Label(S),
+               evidence => #{receivers => length(Rs), count => N, window_ms => Dur},
+               explanation => fmt("~ts: ~b messages to ~b receivers in the last window",
+                                  [Label(S), N, length(Rs)])}
+             || {S, {Rs, N}} <- maps:to_list(BySender), length(Rs) >= Min],
+    by_desc(fun(#{evidence := #{receivers := R}}) -> R end, Found).
+
+%% Sends to processes that no longer existed, by sender, since start.
+dead_letters(#{dead := Dead}, #{dead_min := Min}, Label) ->
+    BySender = maps:fold(fun({S, R}, C, Acc) ->
+                                 {Rs, N} = maps:get(S, Acc, {[], 0}),
+                                 Acc#{S => {[R | Rs], N + C}}
+                         end, #{}, Dead),
+    Found = [#{kind => dead_letters, subject => S, label => Label(S),
+               evidence => #{count => N, receivers => length(Rs)},
+               explanation => fmt("~ts sent ~b messages to ~b processes that did not "
+                                  "exist", [Label(S), N, length(Rs)])}
+             || {S, {Rs, N}} <- maps:to_list(BySender), N >= Min],
+    by_desc(fun(#{evidence := #{count := C}}) -> C end, Found).
+
+senders_by_receiver(W) ->
+    maps:map(fun(_, Ss) -> lists:usort(Ss) end,
+             maps:fold(fun({S, R}, _, Acc) -> Acc#{R => [S | maps:get(R, Acc, [])]} end,
+                       #{}, W)).
+
+rate(_, 0, _) -> 0.0;
+rate(C, Ms, Scale) -> Scale * C * 1000 / Ms.
+
+pair_label(S, R, Label) ->
+    iolist_to_binary([Label(S), " -> ", Label(R)]).
+
+by_desc(F, L) ->
+    [X || {_, X} <- lists:reverse(lists:keysort(1, [{F(X), X} || X <- L]))].
+
+fmt(Format, Args) ->
+    unicode:characters_to_binary(io_lib:format(Format, Args)).
