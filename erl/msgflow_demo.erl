@@ -49,7 +49,10 @@ run(#{clients := Clients, requests := Requests, out := Out}) ->
 
     msgflow:top(20),
     io:format("~ninfo: ~p~n", [maps:without([opts, jemalloc_error], msgflow:info())]),
-    io:format("~nhotspots:~n~ts", [[["  ", E, "\n"] || #{explanation := E} <- msgflow:hotspots()]]),
+    io:format("~nhotspots():~n~ts", [case msgflow:hotspots() of
+                                         [] -> "  none\n";
+                                         Found -> [["  ", E, "\n"] || #{explanation := E} <- Found]
+                                     end]),
     io:format("~nreports:~n"),
     [begin
          File = filename:absname(filename:join(Out, "msgflow-demo." ++ atom_to_list(F))),

@@ -1,0 +1,93 @@
+%%% EUnit tests of the hotspot rules and the report encoders on views built
+%%% by hand, so every figure is known.
+-module(msgflow_report_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+%% A view as msgflow_collector:view/1 makes it.  Windows: [{EndMs,
+%% DurationMs, #{{S, R} => Messages}, #{Receiver => QueueLen}}], oldest first.
+view(Windows, Dead) ->
+    Totals = lists:foldl(fun({_, _, W, _}, Acc) ->
+                                 maps:fold(fun(K, C, A) -> maps:update_with(K, fun(V) -> V + C end,
+                                                                            C, A) end, Acc, W)
+                         end, #{}, Windows),
+    Ends = lists:usort(lists:append([[S, R] || {S, R} <- maps:keys(Totals) ++ maps:keys(Dead)])),
+    {_, Ms, Recent, _} = lists:last(Windows),
+    #{node => node(), taken_at => 0, started_at => 0, stopped_at => undefined, running => true,
+      window_ms => Ms, scale => 1, estimated => false, sample => off,
+      events => lists:sum(maps:values(Totals)), dead_letters => lists:sum(maps:values(Dead)),
+      overflow => 0, totals => Totals, dead => Dead, recent => Recent, windows => Windows,
+      endpoints => maps:from_list([{E, #{label => atom_to_binary(E), module => m,
+                                         application => undefined, node => node()}}
+                                   || E <- Ends])}.
+
+win(I, Counts) -> win(I, Counts, #{}).
+win(I, Counts, Q) -> {I * 1000, 1000, Counts, Q}.
+
+fan_in_test_() ->
+    Senders = [list_to_atom("s" ++ integer_to_list(I)) || I <- lists:seq(1, 12)],
+    Counts = maps:from_list([{{S, srv}, 100} || S <- Senders]),
+    Growing = view([win(I, Counts, #{srv => 20 * I}) || I <- lists:seq(1, 5)], #{}),
+    Flat = view([win(I, Counts, #{srv => 20}) || I <- lists:seq(1, 5)], #{}),
+    Few = view([win(I, maps:with([{s1, srv}], Counts), #{srv => 20 * I})
+                || I <- lists:seq(1, 5)], #{}),
+    [?_assertMatch([#{kind := fan_in, subject := srv,
+                      evidence := #{senders := 12, rate := 1200.0,
+                                    queue_len := [20, 40, 60, 80, 100]}}],
+                   kinds(fan_in, msgflow_hotspots:find(Growing, #{}))),
+     ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Flat, #{}))),
+     ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Few, #{}))),
+     ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Growing, #{fan_in_senders => 13}))),
+     ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Growing, #{queue_min => 101})))].
+
+hot_pair_and_spike_test_() ->
+    Calm = [win(I, #{{a, b} => 50, {c, d} => 50}) || I <- lists:seq(1, 4)],
+    V = view(Calm ++ [win(5, #{{a, b} => 20000, {c, d} => 60})], #{}),
+    [?_assertMatch([#{kind := hot_pair, subject := {a, b}, evidence := #{rate := 20000.0}}],
+                   kinds(hot_pair, msgflow_hotspots:find(V, #{}))),
+     ?_assertMatch([#{kind := spike, subject := {a, b}, evidence := #{count := 20000,
+                                                                       mean := 50.0}}],
+                   kinds(spike, msgflow_hotspots:find(V, #{}))),
+     ?_assertEqual(2, length(kinds(hot_pair, msgflow_hotspots:find(V, #{hot_rate => 60})))),
+     ?_assertEqual([], kinds(spike, msgflow_hotspots:find(V, #{spike_factor => 401})))].
+
+fan_out_and_dead_letters_test_() ->
+    Rs = [list_to_atom("r" ++ integer_to_list(I)) || I <- lists:seq(1, 25)],
+    V = view([win(1, maps:from_list([{{bcast, R}, 2} || R <- Rs]))],
+             #{{bcast, r1} => 3, {other, r2} => 1}),
+    [?_assertMatch([#{kind := fan_out, subject := bcast,
+                      evidence := #{receivers := 25, count := 50}}],
+                   kinds(fan_out, msgflow_hotspots:find(V, #{}))),
+     ?_assertMatch([#{subject := bcast, evidence := #{count := 3}},
+                    #{subject := other, evidence := #{count := 1}}],
+                   kinds(dead_letters, msgflow_hotspots:find(V, #{}))),
+     ?_assertEqual(1, length(kinds(dead_letters, msgflow_hotspots:find(V, #{dead_min => 2}))))].
+
+bad_options_test_() ->
+    V = view([win(1, #{{a, b} => 1})], #{}),
+    [?_assertEqual({error, {badopt, {Bad, Val}}}, msgflow_hotspots:find(V, #{Bad => Val}))
+     || {Bad, Val} <- [{hot_rate, 0}, {hot_rate, fast}, {windows, 1.5}, {nope, 1}]].
+
+csv_quoting_test() ->
+    V0 = view([win(1, #{{a, b} => 7})], #{}),
+    V = V0#{endpoints := maps:map(fun(a, M) -> M#{label := <<"x,\"y\"">>};
+                                     (_, M) -> M end, maps:get(endpoints, V0))},
+    Csv = iolist_to_binary(msgflow_report:render(csv, V, #{})),
+    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s\n"
+                   "a,b,\"x,\"\"y\"\"\",b,7,7.0\n">>, Csv).
+
+json_encoder_test() ->
+    Doc = #{<<"a">> => [1, 2.5, true, false, null], <<"s">> => <<"q\"\\\n\t", 1, "é"/utf8>>},
+    ?assertEqual(<<"{\"a\":[1,2.5,true,false,null],\"s\":\"q\\\"\\\\\\n\\t\\u0001é\"}"/utf8>>,
+                 iolist_to_binary(msgflow_report:json_encode(Doc))).
+
+grouped_exports_test() ->
+    V = view([win(1, #{{a, b} => 7, {c, b} => 5})], #{}),
+    Csv = iolist_to_binary(msgflow_report:render(csv, V, #{by => module})),
+    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s\n"
+                   "m,m,m,m,12,12.0\n">>, Csv),
+    Dot = iolist_to_binary(msgflow_report:render(dot, V, #{by => name})),
+    ?assertMatch({_, _}, binary:match(Dot, <<"n1 -> n2 [weight=100">>)),
+    ?assertEqual({error, {unknown_format, pdf}}, msgflow_report:render(pdf, V, #{})).
+
+kinds(K, Found) ->
+    [F || F = #{kind := K1} <- Found, K1 =:= K].
