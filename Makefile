@@ -3,7 +3,7 @@
 REBAR ?= rebar3
 ERL_PA = -pa _build/default/lib/msgflow/ebin
 
-.PHONY: all deps build demo test bench clean
+.PHONY: all deps build demo test bench fuzz clean
 
 all: build
 
@@ -16,12 +16,17 @@ build: deps
 # The main job: msgflow on OTP's inets httpd driven by httpc.
 demo: build
 	erl -noshell $(ERL_PA) -eval 'msgflow_demo:main()'
+	@echo; echo "msgflow-report on the demo's dump:"
+	_build/bin/msgflow-report _build/demo/msgflow-demo.etf --top 10 --by name
 
-# C unit tests (ctest), EUnit/PropEr, then the Common Test suite.
+# C unit tests (ctest), EUnit/PropEr, the Common Test suite (which also
+# runs msgflow-report and msgflow-top against a real node and writes
+# dumps), then the decoder's ctest on those dumps, under ASan/UBSan.
 test: build
-	cd _build/cmake && ctest --output-on-failure
+	cd _build/cmake && ctest --output-on-failure -LE dumps
 	$(REBAR) eunit
 	$(REBAR) ct
+	cd _build/cmake && ctest --output-on-failure -L dumps
 
 # Cost per traced send under six tracer setups, side by side (a few
 # minutes; MSGFLOW_BENCH_QUICK=1 for a smoke run).  Prints, judges nothing.
@@ -29,6 +34,21 @@ bench: build
 	mkdir -p _build/bench
 	erlc -o _build/bench tools/bench/*.erl
 	erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench:main()'
+
+# libFuzzer on the dump decoder: FUZZ_JOBS processes for FUZZ_SECONDS each
+# (default 2 x 300 s = 10 CPU-minutes), from test/fuzz/corpus; new inputs
+# go to _build/fuzz/corpus, findings to _build/fuzz/crash-*.
+FUZZ_SECONDS ?= 300
+FUZZ_JOBS ?= 2
+fuzz: build
+	@tools/install-deps.sh fuzz
+	cmake -S . -B _build/fuzz -DCMAKE_C_COMPILER=clang -DMSGFLOW_FUZZ=ON >_build/fuzz.log
+	cmake --build _build/fuzz --target fuzz_dump >>_build/fuzz.log
+	mkdir -p _build/fuzz/corpus
+	cd _build/fuzz && ./fuzz_dump -max_total_time=$(FUZZ_SECONDS) -jobs=$(FUZZ_JOBS) \
+	    -workers=$(FUZZ_JOBS) -print_final_stats=1 corpus ../../test/fuzz/corpus
+	@! ls _build/fuzz/crash-* _build/fuzz/leak-* _build/fuzz/timeout-* 2>/dev/null
+	@echo "fuzz: $(FUZZ_JOBS) x $(FUZZ_SECONDS) s, no finding"
 
 clean:
 	rm -rf _build priv/*.so

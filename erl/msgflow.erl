@@ -18,7 +18,7 @@
 -export([start/0, start/1, stop/0, reset/0, wait/1, help/0,
          trace/1, untrace/1,
          pairs/0, top/0, top/1, top/2, history/2, matrix/1, hotspots/0, hotspots/1,
-         info/0, export/2, export/3]).
+         info/0, export/2, export/3, dump/0]).
 
 -export_type([endpoint/0, pair_count/0]).
 
@@ -246,6 +246,17 @@ check_export_opts(Opts) when is_map(Opts) ->
     end;
 check_export_opts(Opts) ->
     {error, {badopt, Opts}}.
+
+%% @doc The ETF dump of the counts so far (what `export(Path, etf)'
+%% writes, documented in msgflow_report:dump/1) as a binary, from a
+%% snapshot taken now while running.  msgflow-top fetches it over RPC.
+%% `{error, not_started}' when msgflow never ran.
+-spec dump() -> binary() | {error, not_started}.
+dump() ->
+    case call(view, undefined) of
+        undefined -> {error, not_started};
+        View -> term_to_binary(msgflow_report:dump(View))
+    end.
 
 %% @doc Same as `hotspots(#{})'.
 -spec hotspots() -> [msgflow_hotspots:finding()] | {error, term()}.

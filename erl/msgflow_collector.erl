@@ -476,7 +476,13 @@ learn(E, St = #st{labels = L, names = Names, meta = Meta, births = B}) ->
                  false ->
                      Names
              end,
-    St#st{labels = L#{E => Label}, names = Names1, meta = Meta1}.
+    St1 = St#st{labels = L#{E => Label}, names = Names1, meta = Meta1},
+    %% the pid a name stood for gets its label now too: reports show the
+    %% name's sends under that pid
+    case name_of(E) of
+        {ok, N} when is_map_key(N, Names1) -> learn(maps:get(N, Names1), St1);
+        _ -> St1
+    end.
 
 name_of(A) when is_atom(A) -> {ok, A};
 name_of({A, Node}) when is_atom(A), Node =:= node() -> {ok, A};

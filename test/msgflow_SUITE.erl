@@ -15,13 +15,14 @@
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
          reload_while_tracing/1, allocator_enif/1, allocator_jemalloc/1,
-         allocator_enif_forced/1]).
+         allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, top_failures/1,
+         remote_workload/0]).
 -export([exact_workload/0]).
 
 -define(TUNABLE, "glibc.rtld.optional_static_tls=16384").
 
 all() ->
-    [{group, tracing}, {group, allocators}].
+    [{group, tracing}, {group, allocators}, {group, c_tools}].
 
 groups() ->
     [{tracing, [sequence],
@@ -31,7 +32,10 @@ groups() ->
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing]},
      {allocators, [sequence],
-      [allocator_enif, allocator_jemalloc, allocator_enif_forced]}].
+      [allocator_enif, allocator_jemalloc, allocator_enif_forced]},
+     %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
+     %% ctest's dump_decoder reads (make test runs it after this suite)
+     {c_tools, [sequence], [write_dumps, report_cli, top_live, top_failures]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -140,6 +144,8 @@ receiver_kinds(_Config) ->
                                         self()]]),
         ?assertEqual(Expected, lists:sort(msgflow:pairs())),
         ?assertMatch(#{dead_letters := 1, events := 9, overflow := 0}, msgflow:info()),
+        %% every endpoint kind, for the C decoder's tests
+        write_dump("kinds"),
         Sender ! stop,
         [unlink(P) || P <- [Local, AliasOwner]],
         [exit(P, kill) || P <- [Local, AliasOwner]]
@@ -665,8 +671,11 @@ count(Bin, Pat) ->
 run(false, _Args) ->
     ct:fail("program not installed (make deps installs it)");
 run(Exe, Args) ->
-    Port = open_port({spawn_executable, Exe}, [{args, Args}, binary, exit_status, use_stdio,
-                                                stderr_to_stdout]),
+    run(Exe, Args, []).
+
+run(Exe, Args, Env) ->
+    Port = open_port({spawn_executable, Exe}, [{args, Args}, {env, Env}, binary, exit_status,
+                                                use_stdio, stderr_to_stdout]),
     run_collect(Port, []).
 
 run_collect(Port, Acc) ->
@@ -781,6 +790,253 @@ allocator_enif_forced(_Config) ->
                                      {"MSGFLOW_ALLOCATOR", "enif"}]),
     ?assertEqual(Expected, Got),
     ?assertMatch(#{allocator := enif}, Info).
+
+%%% The C tools
+
+%% Dumps for ctest's dump_decoder, each with NAME.expect (see
+%% test/c/test_dump.c): no pairs; big counts; one million pairs.  The
+%% dump of every endpoint kind is written by receiver_kinds.
+write_dumps(_Config) ->
+    Dir = dump_dir(),
+    Idle = spawn_link(fun sink/0),
+    ok = msgflow:start(#{procs => [Idle]}),
+    ok = msgflow:stop(),
+    write_dump("empty"),
+    ?assertMatch(#{pairs := [], endpoints := []}, read_dump("empty")),
+    unlink(Idle),
+    exit(Idle, kill),
+    Pid = fun(N) -> list_to_pid("<0." ++ integer_to_list(N) ++ ".0>") end,
+    Big = synthetic_view(#{{Pid(1), Pid(2)} => 1 bsl 40, {Pid(2), Pid(1)} => 1 bsl 63,
+                           {Pid(3), some_name} => 1 bsl 32}),
+    ok = file:write_file(filename:join(Dir, "big.etf"), term_to_binary(msgflow_report:dump(Big))),
+    write_expect("big", read_dump("big"), true),
+    Pairs = maps:from_list([{{Pid(1000 + S), Pid(3000 + R)}, 1 + (S * R) rem 97}
+                            || S <- lists:seq(1, 1000), R <- lists:seq(1, 1000)]),
+    Million = synthetic_view(Pairs),
+    ok = file:write_file(filename:join(Dir, "million.etf"),
+                         term_to_binary(msgflow_report:dump(Million))),
+    Dump = read_dump("million"),
+    ?assertEqual(1000000, length(maps:get(pairs, Dump))),
+    write_expect("million", Dump, false).
+
+%% msgflow-report on a dump of a known workload prints the rows top/1
+%% prints and writes the CSV export/3 writes, for two groupings; bad input
+%% is refused with a message and exit status 1.
+report_cli(Config) ->
+    Dir = ?config(priv_dir, Config),
+    {S1, S2, Sink} = mx_workload(),
+    Etf = filename:join(Dir, "mx.etf"),
+    ok = msgflow:export(Etf, etf),
+    Report = tool("msgflow-report"),
+    {0, Out} = run(Report, [Etf, "--top", "10"]),
+    Rows = fun(Text) -> [string:trim(L, trailing, " ^v") || L <- lines(Text),
+                         re:run(L, "^ +[0-9]+  ") =/= nomatch] end,
+    ErlTop = capture(fun() -> msgflow:top(10) end),
+    ?assertEqual(Rows(ErlTop), Rows(Out)),
+    ?assertEqual(4, length(Rows(Out))),
+    [begin
+         CCsv = filename:join(Dir, "c-" ++ atom_to_list(By) ++ ".csv"),
+         ECsv = filename:join(Dir, "e-" ++ atom_to_list(By) ++ ".csv"),
+         {0, _} = run(Report, [Etf, "--by", atom_to_list(By), "--csv", CCsv]),
+         ok = msgflow:export(ECsv, csv, #{by => By}),
+         {ok, C} = file:read_file(CCsv),
+         {ok, E} = file:read_file(ECsv),
+         NoRate = fun(Bin) -> lists:sort([lists:droplast(R) || R <- csv_rows(Bin)]) end,
+         ?assertEqual({By, NoRate(E)}, {By, NoRate(C)})
+     end || By <- [process, module]],
+    Dot = filename:join(Dir, "c.dot"),
+    {0, _} = run(Report, [Etf, "--by", "name", "--dot", Dot]),
+    {0, _} = run(os:find_executable("dot"), ["-Tsvg", Dot]),
+    %% bad input: message and status 1, no crash
+    {ok, Bin} = file:read_file(Etf),
+    Bad = [{"truncated", binary:part(Bin, 0, byte_size(Bin) div 2), "truncated"},
+           {"not ETF", <<"sender,receiver
+">>, "not an Erlang external term"},
+           {"other term", term_to_binary({hello, world}), "not a map"},
+           {"version 2", term_to_binary((binary_to_term(Bin))#{version := 2}),
+            "version 2 is not known"}],
+    [begin
+         F = filename:join(Dir, "bad.etf"),
+         ok = file:write_file(F, Data),
+         {Status, Msg} = run(Report, [F]),
+         ?assertEqual({What, 1}, {What, Status}),
+         ?assertMatch({What, {_, _}}, {What, binary:match(Msg, list_to_binary(Want))})
+     end || {What, Data, Want} <- Bad],
+    ?assertMatch({2, _}, run(Report, [Etf, "--by", "bogus"])),
+    ?assertMatch({1, _}, run(Report, [filename:join(Dir, "missing.etf")])),
+    [exit(P, kill) || P <- [S1, S2, Sink]].
+
+%% msgflow-top against a real node started with erl -sname, which has no
+%% msgflow: it loads the code there, starts msgflow, and its table after a
+%% known workload matches msgflow:pairs() on that node.
+top_live(_Config) ->
+    {Node, Cookie} = start_node(),
+    Top = tool("msgflow-top"),
+    try
+        Args = ["--node", atom_to_list(Node), "--cookie", Cookie, "--once", "--interval", "100"],
+        {0, First} = run(Top, Args ++ ["--keep"]),
+        ?assertMatch({_, _}, binary:match(First, <<"is not loaded on">>)),
+        ?assertMatch({_, _}, binary:match(First, <<"MESSAGES">>)),
+        ok = erpc:call(Node, ?MODULE, remote_workload, []),
+        {0, Out} = run(Top, Args ++ ["--top", "50"]),
+        Printed = lists:sort([{S, R, binary_to_integer(binary:replace(N, <<",">>, <<>>, [global]))}
+                              || L <- lines(Out),
+                                 {match, [S, R, N]} <- [re:run(L, "^ +[0-9]+  (wl_s[0-9]) +(wl_sink) +([0-9,]+) ",
+                                                               [{capture, all_but_first, binary}])]]),
+        Names = erpc:call(Node, erlang, registered, []),
+        Pid = fun(Name) -> erpc:call(Node, erlang, whereis, [Name]) end,
+        Wanted = [{atom_to_binary(S), <<"wl_sink">>, N}
+                  || S <- [wl_s1, wl_s2, wl_s3], lists:member(S, Names),
+                     N <- [lists:sum([C || {From, To, C} <- erpc:call(Node, msgflow, pairs, []),
+                                           From =:= Pid(S), To =:= wl_sink orelse
+                                                                To =:= Pid(wl_sink)])]],
+        ?assertEqual([{<<"wl_s1">>, <<"wl_sink">>, 100}, {<<"wl_s2">>, <<"wl_sink">>, 200},
+                      {<<"wl_s3">>, <<"wl_sink">>, 300}], Wanted),
+        ?assertEqual(Wanted, Printed),
+        %% it did not stop the msgflow it found running
+        ?assertMatch(#{running := true}, erpc:call(Node, msgflow, info, [])),
+        ok = erpc:call(Node, msgflow, stop, [])
+    after
+        stop_node(Node)
+    end.
+
+%% Clear messages and status 1: wrong cookie, unknown node, no epmd.
+top_failures(_Config) ->
+    {Node, _Cookie} = start_node(),
+    Top = tool("msgflow-top"),
+    try
+        {1, Wrong} = run(Top, ["--node", atom_to_list(Node), "--cookie", "not-the-cookie",
+                               "--once"]),
+        ?assertMatch({_, _}, binary:match(Wrong, <<"wrong cookie">>)),
+        [_, Host] = string:split(atom_to_list(Node), "@"),
+        {1, Unknown} = run(Top, ["--node", "no_such_node@" ++ Host, "--cookie", "x", "--once"]),
+        ?assertMatch({_, _}, binary:match(Unknown, <<"unknown node">>)),
+        {1, NoEpmd} = run(Top, ["--node", atom_to_list(Node), "--cookie", "x", "--once"],
+                          [{"ERL_EPMD_PORT", "1"}]),
+        ?assertMatch({_, _}, binary:match(NoEpmd, <<"epmd is not running">>)),
+        {1, NoCookie} = run(Top, ["--node", atom_to_list(Node), "--cookie-file",
+                                  "/nonexistent/cookie", "--once"]),
+        ?assertMatch({_, _}, binary:match(NoCookie, <<"no cookie">>)),
+        ?assertMatch({2, _}, run(Top, ["--once"]))
+    after
+        stop_node(Node)
+    end.
+
+%% Run on the node top_live starts: three registered senders send 100, 200
+%% and 300 messages to a registered sink, by name; all stay alive.
+remote_workload() ->
+    Sink = spawn(fun sink/0),
+    register(wl_sink, Sink),
+    Self = self(),
+    [begin
+         P = spawn(fun() -> receive go -> ok end,
+                            [wl_sink ! m || _ <- lists:seq(1, 100 * I)],
+                            Self ! {done, self()},
+                            receive stop -> ok end
+                   end),
+         register(list_to_atom("wl_s" ++ integer_to_list(I)), P),
+         P ! go,
+         receive {done, P} -> ok end
+     end || I <- [1, 2, 3]],
+    ok.
+
+%% A node started the way a user starts one: erl -sname, with this suite's
+%% code path only (no msgflow).  Waits for its nodeup, no polling.
+start_node() ->
+    _ = start_distribution(),
+    Cookie = atom_to_list(erlang:get_cookie()),
+    Name = "mftop" ++ os:getpid() ++ integer_to_list(erlang:unique_integer([positive])),
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    Node = list_to_atom(Name ++ "@" ++ Host),
+    ok = net_kernel:monitor_nodes(true),
+    Erl = os:find_executable("erl"),
+    _ = open_port({spawn_executable, Erl},
+                  [{args, ["-sname", Name, "-setcookie", Cookie, "-noinput", "-pa",
+                           filename:dirname(code:which(?MODULE)),
+                           "-eval", "pong = net_adm:ping('" ++ atom_to_list(node()) ++ "')"]},
+                   exit_status]),
+    receive {nodeup, Node} -> ok after 30000 -> ct:fail({no_nodeup, Node}) end,
+    ok = net_kernel:monitor_nodes(false),
+    {Node, Cookie}.
+
+stop_node(Node) ->
+    Cache = erpc:call(Node, filename, basedir, [user_cache, "msgflow"]),
+    erpc:cast(Node, erlang, halt, []),
+    %% the code msgflow-top copied there (this host's user cache)
+    _ = file:del_dir_r(Cache),
+    ok.
+
+%% root/_build/bin/Name, root found from where rebar3 put this suite.
+tool(Name) ->
+    Path = filename:join([root(), "_build", "bin", Name]),
+    true = filelib:is_regular(Path),
+    Path.
+
+root() ->
+    Parts = filename:split(filename:dirname(code:which(msgflow))),
+    {Root, _} = lists:splitwith(fun(P) -> P =/= "_build" end, Parts),
+    filename:join(Root).
+
+dump_dir() ->
+    Dir = filename:join([root(), "_build", "test", "dumps"]),
+    ok = filelib:ensure_path(Dir),
+    Dir.
+
+%% Exports an ETF dump of the data msgflow holds and its expect file.
+write_dump(Name) ->
+    ok = msgflow:export(filename:join(dump_dir(), Name ++ ".etf"), etf),
+    write_expect(Name, read_dump(Name), true).
+
+read_dump(Name) ->
+    {ok, Bin} = file:read_file(filename:join(dump_dir(), Name ++ ".etf")),
+    binary_to_term(Bin).
+
+%% The expect file test/c/test_dump.c checks the decoder against: a
+%% summary line, then (when PerPair) each pair as the decoder must render it.
+write_expect(Name, #{node := Node, events := Events, endpoints := Ends, pairs := Pairs},
+             PerPair) ->
+    EndT = list_to_tuple(Ends),
+    Head = io_lib:format("~s ~b ~b ~b ~b~n", [Node, length(Ends), length(Pairs), Events,
+                                              lists:sum([C || {_, _, C, _} <- Pairs])]),
+    Lines = [begin
+                 {S, SL, _, _, _} = element(Si + 1, EndT),
+                 {R, RL, _, _, _} = element(Ri + 1, EndT),
+                 [c_text(S, Node), $\t, c_text(R, Node), $\t, SL, $\t, RL, $\t,
+                  integer_to_list(C), $\t, integer_to_list(W), $\n]
+             end || PerPair, {Si, Ri, C, W} <- Pairs],
+    ok = file:write_file(filename:join(dump_dir(), Name ++ ".expect"), [Head | Lines]).
+
+%% How tools/c/mf_dump.c renders an endpoint of a dump taken on Home.
+c_text(P, Home) when is_pid(P) ->
+    [_, N, S] = string:lexemes(string:trim(pid_to_list(P), both, "<>"), "."),
+    case node(P) of
+        Home -> ["<0.", N, ".", S, ">"];
+        Other -> ["<", N, ".", S, ">@", atom_to_list(Other)]
+    end;
+c_text(P, Home) when is_port(P) ->
+    [_, N] = string:lexemes(string:trim(erlang:port_to_list(P), both, "#Port<>"), "."),
+    case node(P) of
+        Home -> ["#Port<0.", N, ">"];
+        Other -> ["#Port<", N, ">@", atom_to_list(Other)]
+    end;
+c_text(R, Home) when is_reference(R) ->
+    [_ | Ws] = string:lexemes(string:trim(erlang:ref_to_list(R), both, "#Ref<>"), "."),
+    ["alias #Ref<0.", lists:join(".", Ws), ">",
+     case node(R) of Home -> []; Other -> ["@", atom_to_list(Other)] end];
+c_text(A, _) when is_atom(A) ->
+    atom_to_list(A);
+c_text({A, N}, _) ->
+    io_lib:format("~0tp", [{A, N}]).
+
+%% A view as msgflow_collector:view/1 makes it, over the given totals.
+synthetic_view(Totals) ->
+    Ends = lists:usort(lists:append([[S, R] || {S, R} <- maps:keys(Totals)])),
+    #{node => node(), taken_at => 1, started_at => 0, running => false, window_ms => 1000,
+      scale => 1, events => lists:sum(maps:values(Totals)), dead_letters => 0, overflow => 0,
+      totals => Totals, recent => #{},
+      endpoints => maps:from_list([{E, #{label => msgflow_fmt:endpoint(E), module => undefined,
+                                         application => undefined, node => node()}}
+                                   || E <- Ends])}.
 
 %%% Helpers
 

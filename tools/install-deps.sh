@@ -5,6 +5,8 @@
 PKGS="gcc libc6-dev make cmake rebar3 erlang-dev erlang-eunit erlang-common-test
 erlang-dialyzer erlang-inets erlang-tools erlang-proper erlang-proper-dev
 libjemalloc-dev libjemalloc2 uthash-dev graphviz chromium jq"
+# `install-deps.sh fuzz': also clang and its libFuzzer runtime (make fuzz)
+[ "$1" = fuzz ] && PKGS="$PKGS clang libclang-rt-dev"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "msgflow: no dpkg here; make sure these (Debian names) are installed:" $PKGS >&2

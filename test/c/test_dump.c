@@ -1,0 +1,320 @@
+/*
+ * test_dump.c -- the dump decoder (tools/c/mf_dump.c) on the dumps the
+ * Common Test suite writes (test_dump DIR), built with AddressSanitizer and
+ * UndefinedBehaviorSanitizer.
+ *
+ * For every DIR/NAME.etf with a DIR/NAME.expect:
+ *   - the dump decodes, and matches the expect file: a first line
+ *     "node endpoints pairs events messages_sum", then (optional) one line per
+ *     pair in dump order: sender text, receiver text, sender label, receiver
+ *     label, messages, window messages, tab-separated;
+ *   - every prefix of it (a sample of them for big dumps) is refused with a
+ *     message, never read past its end (ASan checks);
+ *   - 2,000 copies with random bytes changed never crash the decoder.
+ * Then bad input made here: not ETF, other terms, unknown versions, a count
+ * past 2^64, garbage after the term.
+ */
+#include <dirent.h>
+#include <ei.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mf_dump.h"
+#include "mf_table.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                      \
+    do {                                                                      \
+        if (!(cond)) {                                                        \
+            failures++;                                                       \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);              \
+            fprintf(stderr, __VA_ARGS__);                                     \
+            fputc('\n', stderr);                                              \
+        }                                                                     \
+    } while (0)
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc(n > 0 ? (size_t)n : 1);
+    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+        free(buf);
+        buf = NULL;
+    }
+    fclose(f);
+    *len = (size_t)n;
+    return buf;
+}
+
+/* Decodes a private copy of exactly len bytes, so ASan sees any overread. */
+static int decode(const char *buf, size_t len, mf_dump *d, char *err)
+{
+    char *copy = malloc(len ? len : 1);
+    memcpy(copy, buf, len);
+    int rc = mf_dump_decode(copy, len, d, err, 256);
+    free(copy);
+    return rc;
+}
+
+static uint64_t rng = 88172645463325252ULL;
+static uint64_t next(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static void check_expect(const char *name, const mf_dump *d, FILE *ex)
+{
+    char line[8192];
+    char node[1024];
+    size_t ne, np;
+    unsigned long long events, sum;
+    CHECK(fgets(line, sizeof(line), ex) &&
+              sscanf(line, "%1023s %zu %zu %llu %llu", node, &ne, &np, &events, &sum) == 5,
+          "%s: bad expect header", name);
+    CHECK(!strcmp(node, d->node), "%s: node %s, want %s", name, d->node, node);
+    CHECK(d->n_endpoints == ne, "%s: %zu endpoints, want %zu", name, d->n_endpoints, ne);
+    CHECK(d->n_pairs == np, "%s: %zu pairs, want %zu", name, d->n_pairs, np);
+    CHECK(d->events == events, "%s: events %llu, want %llu", name,
+          (unsigned long long)d->events, events);
+    unsigned long long got_sum = 0;
+    for (size_t i = 0; i < d->n_pairs; i++)
+        got_sum += d->pairs[i].messages;
+    CHECK(got_sum == sum, "%s: messages sum %llu, want %llu", name, got_sum, sum);
+    size_t i = 0;
+    while (fgets(line, sizeof(line), ex)) {
+        line[strcspn(line, "\n")] = 0;
+        CHECK(i < d->n_pairs, "%s: more expected pairs than decoded", name);
+        if (i >= d->n_pairs)
+            break;
+        const mf_pair *p = &d->pairs[i];
+        const mf_endpoint *s = &d->endpoints[p->sender], *r = &d->endpoints[p->receiver];
+        char want[8192];
+        snprintf(want, sizeof(want), "%s\t%s\t%s\t%s\t%llu\t%llu", s->text, r->text, s->label,
+                 r->label, (unsigned long long)p->messages,
+                 (unsigned long long)p->window_messages);
+        CHECK(!strcmp(line, want), "%s pair %zu:\n  got  %s\n  want %s", name, i, want, line);
+        i++;
+    }
+}
+
+static void check_dump_file(const char *dir, const char *name)
+{
+    char path[4096];
+    size_t len;
+    snprintf(path, sizeof(path), "%s/%s.etf", dir, name);
+    char *buf = slurp(path, &len);
+    CHECK(buf != NULL, "cannot read %s", path);
+    if (!buf)
+        return;
+    mf_dump d;
+    char err[256];
+    int rc = decode(buf, len, &d, err);
+    CHECK(rc == 0, "%s: %s", name, err);
+    if (rc == 0) {
+        snprintf(path, sizeof(path), "%s/%s.expect", dir, name);
+        FILE *ex = fopen(path, "r");
+        CHECK(ex != NULL, "cannot read %s", path);
+        if (ex) {
+            check_expect(name, &d, ex);
+            fclose(ex);
+        }
+        /* grouping and the writers run over it too */
+        for (int by = MF_BY_PROCESS; by <= MF_BY_NODE; by++) {
+            mf_row *rows;
+            size_t n;
+            CHECK(mf_group(&d, (mf_by)by, &rows, &n) == 0, "%s: group", name);
+            uint64_t sum = 0;
+            for (size_t k = 0; k < n; k++)
+                sum += rows[k].messages;
+            uint64_t want = 0;
+            for (size_t k = 0; k < d.n_pairs; k++)
+                want += d.pairs[k].messages;
+            CHECK(sum == want, "%s: grouping %d lost messages", name, by);
+            FILE *null = fopen("/dev/null", "w");
+            mf_print_top(null, &d, rows, n, 10, "~");
+            CHECK(mf_write_csv(null, rows, n) == 0 && mf_write_dot(null, &d, rows, n, 200, "x") == 0,
+                  "%s: writers", name);
+            fclose(null);
+            mf_rows_free(rows);
+        }
+        mf_dump_free(&d);
+    }
+    /* every prefix (3,000 of them for a bigger dump, 40 past 100 KB) is refused */
+    size_t step = len > 100000 ? len / 40 : len > 3000 ? len / 3000 : 1;
+    for (size_t cut = 0; cut < len; cut += step) {
+        CHECK(decode(buf, cut, &d, err) != 0, "%s: prefix of %zu bytes accepted", name, cut);
+        CHECK(err[0] != 0, "%s: prefix refused without a message", name);
+        mf_dump_free(&d);
+    }
+    /* random damage: any answer, no crash, no leak */
+    if (len < 1000000) {
+        char *copy = malloc(len);
+        for (int round = 0; round < 2000; round++) {
+            memcpy(copy, buf, len);
+            int flips = 1 + (int)(next() % 4);
+            for (int k = 0; k < flips; k++)
+                copy[next() % len] = (char)next();
+            if (decode(copy, len, &d, err) == 0)
+                mf_dump_free(&d);
+        }
+        free(copy);
+    }
+    free(buf);
+    printf("ok %s (%zu bytes)\n", name, len);
+}
+
+/* ------------------------------------------------------- bad input here */
+
+static void expect_refused(const char *what, ei_x_buff *x, const char *needle)
+{
+    mf_dump d;
+    char err[256];
+    int rc = decode(x->buff, (size_t)x->index, &d, err);
+    CHECK(rc != 0, "%s: accepted", what);
+    CHECK(strstr(err, needle) != NULL, "%s: message \"%s\" lacks \"%s\"", what, err, needle);
+    mf_dump_free(&d);
+}
+
+/* A minimal valid dump with one endpoint and one pair; `version' and the
+ * count are parameters. */
+static void small_dump(ei_x_buff *x, long version, int big_count)
+{
+    ei_x_new_with_version(x);
+    ei_x_encode_map_header(x, 11);
+    ei_x_encode_atom(x, "format");
+    ei_x_encode_atom(x, "msgflow_dump");
+    ei_x_encode_atom(x, "version");
+    ei_x_encode_long(x, version);
+    ei_x_encode_atom(x, "node");
+    ei_x_encode_atom(x, "n@h");
+    ei_x_encode_atom(x, "taken_at");
+    ei_x_encode_longlong(x, 1700000000000LL);
+    ei_x_encode_atom(x, "window_ms");
+    ei_x_encode_long(x, 1000);
+    ei_x_encode_atom(x, "scale");
+    ei_x_encode_long(x, 1);
+    ei_x_encode_atom(x, "events");
+    ei_x_encode_ulonglong(x, 18446744073709551615ULL);
+    ei_x_encode_atom(x, "dead_letters");
+    ei_x_encode_long(x, 0);
+    ei_x_encode_atom(x, "overflow");
+    ei_x_encode_long(x, 0);
+    ei_x_encode_atom(x, "endpoints");
+    ei_x_encode_list_header(x, 1);
+    ei_x_encode_tuple_header(x, 5);
+    ei_x_encode_atom(x, "foo");
+    ei_x_encode_binary(x, "foo", 3);
+    ei_x_encode_atom(x, "undefined");
+    ei_x_encode_atom(x, "undefined");
+    ei_x_encode_atom(x, "n@h");
+    ei_x_encode_empty_list(x);
+    ei_x_encode_atom(x, "pairs");
+    ei_x_encode_list_header(x, 1);
+    ei_x_encode_tuple_header(x, 4);
+    ei_x_encode_long(x, 0);
+    ei_x_encode_long(x, 0);
+    if (big_count) {
+        /* 2^64 as SMALL_BIG_EXT: 9 little-endian bytes, one past ulonglong */
+        const char big[] = {110, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+        ei_x_append_buf(x, big, sizeof(big));
+    } else {
+        ei_x_encode_ulonglong(x, 18446744073709551615ULL);
+    }
+    ei_x_encode_long(x, 5);
+    ei_x_encode_empty_list(x);
+}
+
+static void bad_inputs(void)
+{
+    ei_x_buff x;
+    mf_dump d;
+    char err[256];
+
+    small_dump(&x, 1, 0);
+    CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "small dump: %s", err);
+    CHECK(d.n_pairs == 1 && d.pairs[0].messages == 18446744073709551615ULL,
+          "small dump: 2^64-1 messages not kept");
+    CHECK(d.n_endpoints == 1 && !strcmp(d.endpoints[0].text, "foo") &&
+              d.endpoints[0].module == NULL, "small dump: endpoint");
+    mf_dump_free(&d);
+    /* garbage after the term */
+    ei_x_append_buf(&x, "zz", 2);
+    expect_refused("trailing bytes", &x, "garbage");
+    ei_x_free(&x);
+
+    small_dump(&x, 2, 0);
+    expect_refused("version 2", &x, "version 2 is not known");
+    ei_x_free(&x);
+    small_dump(&x, 1, 1);
+    expect_refused("count 2^64", &x, "below 2^64");
+    ei_x_free(&x);
+
+    ei_x_new_with_version(&x);
+    ei_x_encode_tuple_header(&x, 1);
+    ei_x_encode_atom(&x, "foo");
+    expect_refused("a tuple", &x, "not a map");
+    ei_x_free(&x);
+
+    ei_x_new_with_version(&x);
+    ei_x_encode_map_header(&x, 1);
+    ei_x_encode_atom(&x, "format");
+    ei_x_encode_atom(&x, "something_else");
+    expect_refused("another map", &x, "not a msgflow dump");
+    ei_x_free(&x);
+
+    const char text[] = "sender,receiver\n";
+    CHECK(decode(text, sizeof(text) - 1, &d, err) != 0 && strstr(err, "not an Erlang"),
+          "text accepted or message \"%s\"", err);
+    CHECK(decode(text, 0, &d, err) != 0, "empty input accepted");
+    /* a binary claiming 4 GB inside a few bytes */
+    const char liar[] = {(char)131, 109, (char)0xff, (char)0xff, (char)0xff, (char)0xf0, 1, 2};
+    CHECK(decode(liar, sizeof(liar), &d, err) != 0 && strstr(err, "truncated"),
+          "lying length: \"%s\"", err);
+    /* deep nesting */
+    char deep[200];
+    deep[0] = (char)131;
+    for (int i = 1; i < 199; i++)
+        deep[i] = 104, deep[++i] = 1;
+    deep[199] = 106;
+    CHECK(decode(deep, sizeof(deep), &d, err) != 0, "deep nesting accepted");
+    printf("ok bad inputs\n");
+}
+
+int main(int argc, char **argv)
+{
+    bad_inputs();
+    if (argc > 1) {
+        DIR *dh = opendir(argv[1]);
+        CHECK(dh != NULL, "no dump directory %s (the Common Test suite writes it)", argv[1]);
+        int seen = 0;
+        struct dirent *de;
+        while (dh && (de = readdir(dh)) != NULL) {
+            size_t n = strlen(de->d_name);
+            if (n > 4 && !strcmp(de->d_name + n - 4, ".etf")) {
+                char name[1024];
+                snprintf(name, sizeof(name), "%.*s", (int)(n - 4), de->d_name);
+                check_dump_file(argv[1], name);
+                seen++;
+            }
+        }
+        if (dh)
+            closedir(dh);
+        CHECK(seen >= 3, "only %d dumps in %s", seen, argv[1]);
+    }
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("all passed\n");
+    return 0;
+}

@@ -1,0 +1,578 @@
+/*
+ * mf_dump.c -- see mf_dump.h.  Two passes: validate() walks the external
+ * term format with every length checked against what is left of the
+ * input; then ei decodes the term that passed.
+ */
+#include "mf_dump.h"
+
+#include <ei.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* External term format tags (erts/emulator/beam/external.h). */
+enum {
+    T_VERSION = 131, T_NEW_FLOAT = 70, T_BIT_BINARY = 77, T_COMPRESSED = 80,
+    T_NEW_PID = 88, T_NEW_PORT = 89, T_NEWER_REF = 90, T_SMALL_INT = 97, T_INT = 98,
+    T_FLOAT = 99, T_ATOM = 100, T_REF = 101, T_PORT = 102, T_PID = 103,
+    T_SMALL_TUPLE = 104, T_LARGE_TUPLE = 105, T_NIL = 106, T_STRING = 107, T_LIST = 108,
+    T_BINARY = 109, T_SMALL_BIG = 110, T_LARGE_BIG = 111, T_NEW_REF = 114,
+    T_SMALL_ATOM = 115, T_MAP = 116, T_ATOM_UTF8 = 118, T_SMALL_ATOM_UTF8 = 119,
+    T_V4_PORT = 120
+};
+
+static void fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ----------------------------------------------------------- validation */
+
+typedef struct {
+    const unsigned char *p;
+    size_t len, pos;
+} cur;
+
+static int need(cur *c, size_t n)
+{
+    return c->len - c->pos >= n;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static int skip(cur *c, size_t n)
+{
+    if (!need(c, n))
+        return 0;
+    c->pos += n;
+    return 1;
+}
+
+static int valid_term(cur *c, int depth);
+
+static int valid_atom(cur *c)
+{
+    if (!need(c, 1))
+        return 0;
+    unsigned tag = c->p[c->pos++];
+    size_t n, max = 255; /* characters of a latin1 atom */
+    switch (tag) {
+    case T_ATOM:
+    case T_ATOM_UTF8:
+        if (!need(c, 2))
+            return 0;
+        n = (size_t)c->p[c->pos] << 8 | c->p[c->pos + 1];
+        c->pos += 2;
+        if (tag == T_ATOM_UTF8)
+            max = MAXATOMLEN_UTF8 - 1;
+        break;
+    case T_SMALL_ATOM:
+    case T_SMALL_ATOM_UTF8:
+        if (!need(c, 1))
+            return 0;
+        n = c->p[c->pos++];
+        if (tag == T_SMALL_ATOM_UTF8)
+            max = MAXATOMLEN_UTF8 - 1;
+        break;
+    default:
+        return 0;
+    }
+    /* what ei can hold once converted to UTF-8 (Erlang atoms: 255 characters) */
+    return n <= max && skip(c, n);
+}
+
+/* n elements follow; each takes at least one byte. */
+static int valid_elements(cur *c, uint64_t n, int depth)
+{
+    if (n > c->len - c->pos)
+        return 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (!valid_term(c, depth))
+            return 0;
+    return 1;
+}
+
+static int valid_term(cur *c, int depth)
+{
+    if (depth > MF_DUMP_MAX_DEPTH || !need(c, 1))
+        return 0;
+    unsigned tag = c->p[c->pos];
+    uint32_t n;
+    switch (tag) {
+    case T_ATOM:
+    case T_ATOM_UTF8:
+    case T_SMALL_ATOM:
+    case T_SMALL_ATOM_UTF8:
+        return valid_atom(c);
+    }
+    c->pos++;
+    switch (tag) {
+    case T_SMALL_INT:
+        return skip(c, 1);
+    case T_INT:
+        return skip(c, 4);
+    case T_NEW_FLOAT:
+        return skip(c, 8);
+    case T_FLOAT:
+        return skip(c, 31);
+    case T_NIL:
+        return 1;
+    case T_SMALL_BIG:
+        if (!need(c, 1))
+            return 0;
+        n = c->p[c->pos];
+        return skip(c, 2 + (size_t)n);
+    case T_LARGE_BIG:
+        if (!need(c, 4))
+            return 0;
+        n = be32(c->p + c->pos);
+        return n <= 64 && skip(c, 5 + (size_t)n); /* ei: no bigger bignums here */
+    case T_STRING:
+        if (!need(c, 2))
+            return 0;
+        n = (uint32_t)c->p[c->pos] << 8 | c->p[c->pos + 1];
+        return skip(c, 2 + (size_t)n);
+    case T_BINARY:
+        if (!need(c, 4))
+            return 0;
+        n = be32(c->p + c->pos);
+        return skip(c, 4 + (size_t)n);
+    case T_BIT_BINARY:
+        if (!need(c, 5))
+            return 0;
+        n = be32(c->p + c->pos);
+        return n > 0 && skip(c, 5 + (size_t)n);
+    case T_SMALL_TUPLE:
+        if (!need(c, 1))
+            return 0;
+        n = c->p[c->pos++];
+        return valid_elements(c, n, depth + 1);
+    case T_LARGE_TUPLE:
+        if (!need(c, 4))
+            return 0;
+        n = be32(c->p + c->pos);
+        c->pos += 4;
+        return valid_elements(c, n, depth + 1);
+    case T_LIST:
+        if (!need(c, 4))
+            return 0;
+        n = be32(c->p + c->pos);
+        c->pos += 4;
+        return valid_elements(c, n, depth + 1) && valid_term(c, depth + 1); /* and the tail */
+    case T_MAP:
+        if (!need(c, 4))
+            return 0;
+        n = be32(c->p + c->pos);
+        c->pos += 4;
+        return valid_elements(c, 2 * (uint64_t)n, depth + 1);
+    case T_PID:
+        return valid_atom(c) && skip(c, 9);
+    case T_NEW_PID:
+        return valid_atom(c) && skip(c, 12);
+    case T_PORT:
+        return valid_atom(c) && skip(c, 5);
+    case T_NEW_PORT:
+        return valid_atom(c) && skip(c, 8);
+    case T_V4_PORT:
+        return valid_atom(c) && skip(c, 12);
+    case T_REF:
+        return valid_atom(c) && skip(c, 5);
+    case T_NEW_REF:
+    case T_NEWER_REF:
+        if (!need(c, 2))
+            return 0;
+        n = (uint32_t)c->p[c->pos] << 8 | c->p[c->pos + 1];
+        c->pos += 2;
+        /* ei's erlang_ref holds at most 5 words */
+        return n >= 1 && n <= 5 && valid_atom(c) &&
+               skip(c, (tag == T_NEW_REF ? 1 : 4) + 4 * (size_t)n);
+    default:
+        return 0; /* funs, exports, compressed or unknown tags: never in a dump */
+    }
+}
+
+/* -------------------------------------------------------------- decoding */
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+/* An atom in backquote-free Erlang syntax: bare when it can be. */
+static void atom_text(const char *a, char *out, size_t outlen)
+{
+    int bare = a[0] >= 'a' && a[0] <= 'z';
+    for (const char *p = a; *p && bare; p++)
+        bare = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+               *p == '_' || *p == '@';
+    if (bare) {
+        snprintf(out, outlen, "%s", a);
+        return;
+    }
+    size_t o = 0;
+    if (o + 1 < outlen)
+        out[o++] = '\'';
+    for (const char *p = a; *p && o + 3 < outlen; p++) {
+        if (*p == '\'' || *p == '\\')
+            out[o++] = '\\';
+        out[o++] = *p;
+    }
+    if (o + 1 < outlen)
+        out[o++] = '\'';
+    out[o] = 0;
+}
+
+typedef struct {
+    const char *buf;
+    int idx;
+    const char *dump_node; /* known once `node' was read; may be NULL */
+    char *err;
+    size_t errlen;
+} dec;
+
+static int dec_atom(dec *d, char *out)
+{
+    return ei_decode_atom(d->buf, &d->idx, out) == 0;
+}
+
+/* An atom, or `undefined' as NULL.  Returns 0 on a non-atom. */
+static int dec_opt_atom(dec *d, char **out)
+{
+    char a[MAXATOMLEN_UTF8];
+    if (!dec_atom(d, a))
+        return 0;
+    *out = NULL;
+    if (strcmp(a, "undefined") == 0)
+        return 1;
+    return (*out = dup_str(a)) != NULL;
+}
+
+static int dec_u64(dec *d, uint64_t *v)
+{
+    unsigned long long u;
+    if (ei_decode_ulonglong(d->buf, &d->idx, &u) != 0)
+        return 0;
+    *v = u;
+    return 1;
+}
+
+static int dec_binary_str(dec *d, char **out)
+{
+    int type, size;
+    if (ei_get_type(d->buf, &d->idx, &type, &size) != 0 || type != ERL_BINARY_EXT)
+        return 0;
+    char *s = malloc((size_t)size + 1);
+    long got;
+    if (!s || ei_decode_binary(d->buf, &d->idx, s, &got) != 0) {
+        free(s);
+        return 0;
+    }
+    s[got] = 0;
+    /* a label with a NUL inside is cut there */
+    *out = s;
+    return 1;
+}
+
+static int dec_endpoint(dec *d, mf_endpoint *e)
+{
+    int type, size;
+    char text[4 * MAXATOMLEN_UTF8 + 64], a[MAXATOMLEN_UTF8], b[MAXATOMLEN_UTF8], qa[2 * MAXATOMLEN_UTF8 + 3],
+        qb[2 * MAXATOMLEN_UTF8 + 3];
+    if (ei_get_type(d->buf, &d->idx, &type, &size) != 0)
+        return 0;
+    const char *home = d->dump_node ? d->dump_node : "";
+    switch (type) {
+    case ERL_PID_EXT:
+    case ERL_NEW_PID_EXT: {
+        erlang_pid p;
+        if (ei_decode_pid(d->buf, &d->idx, &p) != 0)
+            return 0;
+        e->kind = MF_EP_PID;
+        if (strcmp(p.node, home) == 0)
+            snprintf(text, sizeof(text), "<0.%u.%u>", p.num, p.serial);
+        else
+            snprintf(text, sizeof(text), "<%u.%u>@%s", p.num, p.serial, p.node);
+        e->node = dup_str(p.node);
+        break;
+    }
+    case ERL_PORT_EXT:
+    case ERL_NEW_PORT_EXT:
+    case ERL_V4_PORT_EXT: {
+        erlang_port p;
+        if (ei_decode_port(d->buf, &d->idx, &p) != 0)
+            return 0;
+        e->kind = MF_EP_PORT;
+        if (strcmp(p.node, home) == 0)
+            snprintf(text, sizeof(text), "#Port<0.%llu>", (unsigned long long)p.id);
+        else
+            snprintf(text, sizeof(text), "#Port<%llu>@%s", (unsigned long long)p.id, p.node);
+        e->node = dup_str(p.node);
+        break;
+    }
+    case ERL_REFERENCE_EXT:
+    case ERL_NEW_REFERENCE_EXT:
+    case ERL_NEWER_REFERENCE_EXT: {
+        erlang_ref r;
+        if (ei_decode_ref(d->buf, &d->idx, &r) != 0 || r.len < 1 || r.len > 5)
+            return 0;
+        e->kind = MF_EP_REF;
+        size_t o = (size_t)snprintf(text, sizeof(text), "alias #Ref<0");
+        for (int i = r.len - 1; i >= 0 && o < sizeof(text); i--)
+            o += (size_t)snprintf(text + o, sizeof(text) - o, ".%u", r.n[i]);
+        if (o < sizeof(text))
+            snprintf(text + o, sizeof(text) - o, strcmp(r.node, home) == 0 ? ">" : ">@%s",
+                     r.node);
+        e->node = dup_str(r.node);
+        break;
+    }
+    case ERL_ATOM_EXT:
+    case ERL_SMALL_ATOM_EXT:
+    case ERL_ATOM_UTF8_EXT:
+    case ERL_SMALL_ATOM_UTF8_EXT:
+        if (!dec_atom(d, a))
+            return 0;
+        e->kind = MF_EP_ATOM;
+        snprintf(text, sizeof(text), "%s", a);
+        e->node = dup_str(home);
+        break;
+    case ERL_SMALL_TUPLE_EXT: {
+        int arity;
+        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 2 ||
+            !dec_atom(d, a) || !dec_atom(d, b))
+            return 0;
+        e->kind = MF_EP_NAME_NODE;
+        atom_text(a, qa, sizeof(qa));
+        atom_text(b, qb, sizeof(qb));
+        snprintf(text, sizeof(text), "{%s,%s}", qa, qb);
+        e->node = dup_str(b);
+        break;
+    }
+    default:
+        return 0;
+    }
+    e->text = dup_str(text);
+    return e->text && e->node;
+}
+
+static void endpoint_free(mf_endpoint *e)
+{
+    free(e->text);
+    free(e->label);
+    free(e->module);
+    free(e->application);
+    free(e->node);
+}
+
+static int dec_endpoints(dec *d, mf_dump *out)
+{
+    int n;
+    if (ei_decode_list_header(d->buf, &d->idx, &n) != 0 || n < 0)
+        return fail(d->err, d->errlen, "endpoints: not a list"), 0;
+    if (n == 0)
+        return 1;
+    out->endpoints = calloc((size_t)n, sizeof(*out->endpoints));
+    if (!out->endpoints)
+        return fail(d->err, d->errlen, "out of memory (%d endpoints)", n), 0;
+    for (int i = 0; i < n; i++) {
+        mf_endpoint *e = &out->endpoints[i];
+        int arity;
+        out->n_endpoints = (size_t)i + 1; /* so that free sees what was set */
+        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 5 ||
+            !dec_endpoint(d, e) || !dec_binary_str(d, &e->label) ||
+            !dec_opt_atom(d, &e->module) || !dec_opt_atom(d, &e->application)) {
+            fail(d->err, d->errlen, "endpoint %d: not {Endpoint, Label, Module, "
+                 "Application, Node}", i);
+            return 0;
+        }
+        char node[MAXATOMLEN_UTF8];
+        if (!dec_atom(d, node)) /* the node is also in the endpoint itself */
+            return fail(d->err, d->errlen, "endpoint %d: node is not an atom", i), 0;
+        free(e->node);
+        if (!(e->node = dup_str(node)))
+            return fail(d->err, d->errlen, "out of memory"), 0;
+    }
+    return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
+               ? 1
+               : (fail(d->err, d->errlen, "endpoints: not a proper list"), 0);
+}
+
+static int dec_pairs(dec *d, mf_dump *out, size_t n_endpoints)
+{
+    int n;
+    if (ei_decode_list_header(d->buf, &d->idx, &n) != 0 || n < 0)
+        return fail(d->err, d->errlen, "pairs: not a list"), 0;
+    if (n == 0)
+        return 1;
+    out->pairs = calloc((size_t)n, sizeof(*out->pairs));
+    if (!out->pairs)
+        return fail(d->err, d->errlen, "out of memory (%d pairs)", n), 0;
+    for (int i = 0; i < n; i++) {
+        mf_pair *p = &out->pairs[i];
+        int arity;
+        uint64_t s, r;
+        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 4 ||
+            !dec_u64(d, &s) || !dec_u64(d, &r) || !dec_u64(d, &p->messages) ||
+            !dec_u64(d, &p->window_messages))
+            return fail(d->err, d->errlen, "pair %d: not {SenderIndex, ReceiverIndex, "
+                        "Messages, WindowMessages} of non-negative integers below 2^64", i), 0;
+        if (s >= n_endpoints || r >= n_endpoints)
+            return fail(d->err, d->errlen, "pair %d: endpoint index %llu out of range "
+                        "(%zu endpoints)", i, (unsigned long long)(s >= n_endpoints ? s : r),
+                        n_endpoints), 0;
+        p->sender = (size_t)s;
+        p->receiver = (size_t)r;
+        out->n_pairs = (size_t)i + 1;
+    }
+    return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
+               ? 1
+               : (fail(d->err, d->errlen, "pairs: not a proper list"), 0);
+}
+
+int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t errlen)
+{
+    memset(out, 0, sizeof(*out));
+    if (errlen)
+        err[0] = 0;
+    if (len > 0x7fffffff)
+        return fail(err, errlen, "dump too large (%zu bytes)", len), -1;
+    if (len < 1 || (unsigned char)buf[0] != T_VERSION)
+        return fail(err, errlen, "not an Erlang external term (no version byte 131)"), -1;
+    if (len >= 2 && (unsigned char)buf[1] == T_COMPRESSED)
+        return fail(err, errlen, "compressed terms are not supported"), -1;
+    cur c = {(const unsigned char *)buf, len, 1};
+    if (!valid_term(&c, 0))
+        return fail(err, errlen, "truncated or malformed term (stopped at byte %zu of %zu)",
+                    c.pos, len), -1;
+    if (c.pos != len)
+        return fail(err, errlen, "%zu bytes of garbage after the term", len - c.pos), -1;
+
+    dec d = {buf, 1, NULL, err, errlen};
+    int arity;
+    if (ei_decode_map_header(buf, &d.idx, &arity) != 0)
+        return fail(err, errlen, "not a msgflow dump: the term is not a map"), -1;
+    /* Keys come in any order: note where each value is, then decode. */
+    enum { K_FORMAT, K_VERSION, K_NODE, K_TAKEN, K_STARTED, K_RUNNING, K_WINDOW, K_SCALE,
+           K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_N };
+    static const char *const names[K_N] = {"format", "version", "node", "taken_at",
+                                           "started_at", "running", "window_ms", "scale",
+                                           "events", "dead_letters", "overflow", "endpoints",
+                                           "pairs"};
+    int at[K_N];
+    for (int k = 0; k < K_N; k++)
+        at[k] = -1;
+    for (int i = 0; i < arity; i++) {
+        char key[MAXATOMLEN_UTF8];
+        int known = -1;
+        if (ei_decode_atom(buf, &d.idx, key) == 0) {
+            for (int k = 0; k < K_N; k++)
+                if (strcmp(key, names[k]) == 0)
+                    known = k;
+        } else if (ei_skip_term(buf, &d.idx) != 0) {
+            return fail(err, errlen, "malformed map key"), -1;
+        }
+        if (known >= 0)
+            at[known] = d.idx;
+        if (ei_skip_term(buf, &d.idx) != 0)
+            return fail(err, errlen, "malformed map value"), -1;
+    }
+    char a[MAXATOMLEN_UTF8];
+    d.idx = at[K_FORMAT];
+    if (at[K_FORMAT] < 0 || !dec_atom(&d, a) || strcmp(a, "msgflow_dump") != 0)
+        return fail(err, errlen, "not a msgflow dump (no format => msgflow_dump)"), -1;
+    d.idx = at[K_VERSION];
+    if (at[K_VERSION] < 0 || ei_decode_long(buf, &d.idx, &out->version) != 0)
+        return fail(err, errlen, "msgflow dump without a version"), -1;
+    if (out->version != MF_DUMP_VERSION)
+        return fail(err, errlen, "msgflow dump version %ld is not known (this reader knows %d)",
+                    out->version, MF_DUMP_VERSION), -1;
+    for (int k = 0; k < K_N; k++)
+        if (at[k] < 0 && k != K_STARTED && k != K_RUNNING)
+            return fail(err, errlen, "msgflow dump without `%s'", names[k]), -1;
+
+    d.idx = at[K_NODE];
+    if (!dec_atom(&d, a) || !(out->node = dup_str(a))) {
+        fail(err, errlen, "node: not an atom");
+        goto bad;
+    }
+    d.dump_node = out->node;
+    d.idx = at[K_TAKEN];
+    if (ei_decode_longlong(buf, &d.idx, &out->taken_at) != 0) {
+        fail(err, errlen, "taken_at: not an integer");
+        goto bad;
+    }
+    out->started_at = -1;
+    if (at[K_STARTED] >= 0) {
+        d.idx = at[K_STARTED];
+        if (ei_decode_longlong(buf, &d.idx, &out->started_at) != 0)
+            out->started_at = -1; /* undefined */
+    }
+    if (at[K_RUNNING] >= 0) {
+        d.idx = at[K_RUNNING];
+        out->running = dec_atom(&d, a) && strcmp(a, "true") == 0;
+    }
+    uint64_t *u64s[] = {&out->window_ms, &out->events, &out->dead_letters, &out->overflow};
+    int u64k[] = {K_WINDOW, K_EVENTS, K_DEAD, K_OVERFLOW};
+    for (int i = 0; i < 4; i++) {
+        d.idx = at[u64k[i]];
+        if (!dec_u64(&d, u64s[i])) {
+            fail(err, errlen, "%s: not a non-negative integer below 2^64", names[u64k[i]]);
+            goto bad;
+        }
+    }
+    d.idx = at[K_SCALE];
+    int type, size;
+    ei_get_type(buf, &d.idx, &type, &size);
+    if (type == ERL_FLOAT_EXT || type == NEW_FLOAT_EXT) {
+        if (ei_decode_double(buf, &d.idx, &out->scale) != 0 || !(out->scale >= 1.0)) {
+            fail(err, errlen, "scale: not a number >= 1");
+            goto bad;
+        }
+    } else {
+        uint64_t s;
+        if (!dec_u64(&d, &s) || s < 1) {
+            fail(err, errlen, "scale: not a number >= 1");
+            goto bad;
+        }
+        out->scale = (double)s;
+    }
+    d.idx = at[K_ENDPOINTS];
+    if (!dec_endpoints(&d, out))
+        goto bad;
+    d.idx = at[K_PAIRS];
+    if (!dec_pairs(&d, out, out->n_endpoints))
+        goto bad;
+    return 0;
+bad:
+    mf_dump_free(out);
+    return -1;
+}
+
+void mf_dump_free(mf_dump *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->n_endpoints; i++)
+        endpoint_free(&d->endpoints[i]);
+    free(d->endpoints);
+    free(d->pairs);
+    free(d->node);
+    memset(d, 0, sizeof(*d));
+}
+
+double mf_dump_rate(const mf_dump *d, const mf_pair *p)
+{
+    if (d->window_ms == 0)
+        return 0.0;
+    return (double)p->window_messages * 1000.0 / (double)d->window_ms * d->scale;
+}

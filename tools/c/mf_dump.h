@@ -1,0 +1,75 @@
+/*
+ * mf_dump.h -- decodes msgflow's ETF dump (msgflow:export(Path, etf),
+ * msgflow:dump/0), version 1, with ei.  Shared by msgflow-report and
+ * msgflow-top.
+ *
+ * The dump is term_to_binary of
+ *   #{format => msgflow_dump, version => 1, node, taken_at, started_at,
+ *     running, window_ms, scale, events, dead_letters, overflow,
+ *     endpoints => [{Endpoint, Label, Module, Application, Node}],
+ *     pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages}]}
+ * (README, "Reports").
+ *
+ * Safety: ei's decoders trust the lengths inside the term, so the whole
+ * input is first walked by a bounds-checked validator (every length
+ * against the bytes that are left, nesting at most MF_DUMP_MAX_DEPTH);
+ * only a term that passed is handed to ei.  Anything else is answered
+ * with an error message, never a read past `len'.
+ *
+ * Memory and threads: no global state.  Everything a decoded mf_dump points
+ * to is malloc'd for the caller, who owns it and releases it with
+ * mf_dump_free().  Any thread may decode, each into its own mf_dump.
+ */
+#ifndef MF_DUMP_H
+#define MF_DUMP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define MF_DUMP_VERSION 1
+#define MF_DUMP_MAX_DEPTH 16
+
+typedef enum { MF_EP_PID, MF_EP_PORT, MF_EP_ATOM, MF_EP_NAME_NODE, MF_EP_REF } mf_ep_kind;
+
+typedef struct {
+    mf_ep_kind kind;
+    char *text;        /* as msgflow_fmt:endpoint/1 writes it, e.g. <0.80.0> */
+    char *label;       /* the readable label the node gave it */
+    char *module;      /* NULL when `undefined' */
+    char *application; /* NULL when `undefined' */
+    char *node;        /* node the endpoint lives on */
+} mf_endpoint;
+
+typedef struct {
+    size_t sender, receiver;  /* indexes into endpoints */
+    uint64_t messages;        /* since start */
+    uint64_t window_messages; /* in the last window */
+} mf_pair;
+
+typedef struct {
+    long version;
+    char *node;
+    long long taken_at;    /* system time, ms */
+    long long started_at;  /* system time, ms; -1 when undefined */
+    int running;
+    uint64_t window_ms;
+    double scale;          /* > 1: sampled, rates are estimates */
+    uint64_t events, dead_letters, overflow; /* messages */
+    size_t n_endpoints;
+    mf_endpoint *endpoints;
+    size_t n_pairs;
+    mf_pair *pairs;
+} mf_dump;
+
+/* Decodes the len bytes at buf into *out.  Returns 0, or -1 with a message
+ * in err (errlen bytes, NUL-terminated) and *out empty.  The caller owns
+ * *out and frees it with mf_dump_free() (also harmless after an error). */
+int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t errlen);
+
+/* Frees what *d points to and zeroes it.  NULL is fine. */
+void mf_dump_free(mf_dump *d);
+
+/* Messages per second of a pair over the last window (scale applied). */
+double mf_dump_rate(const mf_dump *d, const mf_pair *p);
+
+#endif

@@ -1,0 +1,294 @@
+/*
+ * mf_table.c -- see mf_table.h.
+ */
+#include "mf_table.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+
+static double log1p_ratio(uint64_t c, uint64_t max)
+{
+    return log1p((double)c) / log1p((double)max);
+}
+
+int mf_by_parse(const char *s, mf_by *by)
+{
+    static const char *const names[] = {"process", "name", "module", "application", "node"};
+    for (int i = 0; i < 5; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *by = (mf_by)i;
+            return 0;
+        }
+    return -1;
+}
+
+static const char *key_of(const mf_endpoint *e, mf_by by, const char **label)
+{
+    const char *k;
+    switch (by) {
+    case MF_BY_PROCESS:
+        *label = e->label;
+        return e->text;
+    case MF_BY_NAME:
+        k = e->label;
+        break;
+    case MF_BY_MODULE:
+        k = e->module ? e->module : "undefined";
+        break;
+    case MF_BY_APPLICATION:
+        k = e->application ? e->application : "undefined";
+        break;
+    default:
+        k = e->node;
+        break;
+    }
+    *label = k;
+    return k;
+}
+
+typedef struct {
+    const char *key[2]; /* the uthash key: two string pointers */
+    size_t row;
+    UT_hash_handle hh;
+} group;
+
+/* Group keys are strings inside the dump; equal strings may sit at
+ * different addresses, so hash and compare their contents. */
+static unsigned str_hash2(const char *const *k)
+{
+    unsigned h = 2166136261u;
+    for (int i = 0; i < 2; i++) {
+        for (const unsigned char *p = (const unsigned char *)k[i]; *p; p++)
+            h = (h ^ *p) * 16777619u;
+        h = (h ^ 0xff) * 16777619u;
+    }
+    return h;
+}
+
+#undef HASH_FUNCTION
+#define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = str_hash2((const char *const *)(keyptr)))
+#undef HASH_KEYCMP
+#define HASH_KEYCMP(a, b, n)                                                             \
+    (strcmp(((const char *const *)(a))[0], ((const char *const *)(b))[0]) ||             \
+     strcmp(((const char *const *)(a))[1], ((const char *const *)(b))[1]))
+
+static int by_messages_desc(const void *a, const void *b)
+{
+    const mf_row *x = a, *y = b;
+    if (x->messages != y->messages)
+        return x->messages < y->messages ? 1 : -1;
+    int c = strcmp(x->sender_label, y->sender_label);
+    return c ? c : strcmp(x->receiver_label, y->receiver_label);
+}
+
+int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
+{
+    mf_row *rows = d->n_pairs ? malloc(d->n_pairs * sizeof(*rows)) : NULL;
+    group *groups = d->n_pairs ? malloc(d->n_pairs * sizeof(*groups)) : NULL;
+    group *table = NULL;
+    size_t n = 0;
+    if (d->n_pairs && (!rows || !groups)) {
+        free(rows);
+        free(groups);
+        return -1;
+    }
+    for (size_t i = 0; i < d->n_pairs; i++) {
+        const mf_pair *p = &d->pairs[i];
+        const char *sl, *rl;
+        group *g = &groups[n], *found;
+        g->key[0] = key_of(&d->endpoints[p->sender], by, &sl);
+        g->key[1] = key_of(&d->endpoints[p->receiver], by, &rl);
+        HASH_FIND(hh, table, g->key, sizeof(g->key), found);
+        double rate = mf_dump_rate(d, p);
+        if (found) {
+            rows[found->row].messages += p->messages;
+            rows[found->row].rate += rate;
+            continue;
+        }
+        rows[n] = (mf_row){g->key[0], g->key[1], sl, rl, p->messages, rate};
+        g->row = n++;
+        HASH_ADD(hh, table, key, sizeof(g->key), g);
+    }
+    HASH_CLEAR(hh, table);
+    free(groups);
+    if (n)
+        qsort(rows, n, sizeof(*rows), by_messages_desc);
+    *rows_out = rows;
+    *n_out = n;
+    return 0;
+}
+
+void mf_rows_free(mf_row *rows)
+{
+    free(rows);
+}
+
+const char *mf_int(uint64_t v, char *buf)
+{
+    char digits[24];
+    int len = snprintf(digits, sizeof(digits), "%llu", (unsigned long long)v), o = 0;
+    for (int i = 0; i < len; i++) {
+        if (i > 0 && (len - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = digits[i];
+    }
+    buf[o] = 0;
+    return buf;
+}
+
+static const char *rate_text(double r, char *buf)
+{
+    uint64_t tenths = (uint64_t)(r * 10.0 + 0.5);
+    char whole[32];
+    sprintf(buf, "%s.%u", mf_int(tenths / 10, whole), (unsigned)(tenths % 10));
+    return buf;
+}
+
+/* Prints s left-aligned in exactly `width' columns (UTF-8 characters),
+ * cut with the ellipsis (one column) when longer. */
+static void cell(FILE *out, const char *s, int width, const char *ellipsis)
+{
+    int cols = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    size_t total = 0;
+    for (const unsigned char *q = p; *q; q++)
+        total += (*q & 0xC0) != 0x80;
+    if ((int)total <= width) {
+        fputs(s, out);
+        for (int i = (int)total; i < width; i++)
+            fputc(' ', out);
+        return;
+    }
+    while (*p && cols < width - 1) {
+        do
+            fputc(*p++, out);
+        while ((*p & 0xC0) == 0x80);
+        cols++;
+    }
+    fputs(ellipsis, out);
+}
+
+void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, size_t top,
+                  const char *ellipsis)
+{
+    char a[32], b[32], c[32];
+    fprintf(out, "msgflow %s on %s: %s messages, %s pairs; rate over the last %s ms\n",
+            d->running ? "running" : "stopped", d->node, mf_int(d->events, a), mf_int(n, b),
+            mf_int(d->window_ms, c));
+    if (d->scale > 1.0)
+        fprintf(out, "sampled: MSG/S are estimates (x%.1f)\n", d->scale);
+    fprintf(out, "%3s  ", "#");
+    cell(out, "SENDER", 24, ellipsis);
+    fputc(' ', out);
+    cell(out, "RECEIVER", 24, ellipsis);
+    fprintf(out, " %11s %10s\n", "MESSAGES", "MSG/S");
+    for (size_t i = 0; i < n && i < top; i++) {
+        fprintf(out, "%3zu  ", i + 1);
+        cell(out, rows[i].sender_label, 24, ellipsis);
+        fputc(' ', out);
+        cell(out, rows[i].receiver_label, 24, ellipsis);
+        fprintf(out, " %11s %10s\n", mf_int(rows[i].messages, a), rate_text(rows[i].rate, b));
+    }
+}
+
+static void csv_field(FILE *f, const char *s)
+{
+    if (!strpbrk(s, ",\"\n\r")) {
+        fputs(s, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"')
+            fputc('"', f);
+        fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+int mf_write_csv(FILE *f, const mf_row *rows, size_t n)
+{
+    fputs("sender,receiver,sender_label,receiver_label,messages,msg_per_s\n", f);
+    for (size_t i = 0; i < n; i++) {
+        const char *fields[] = {rows[i].sender, rows[i].receiver, rows[i].sender_label,
+                                rows[i].receiver_label};
+        for (int k = 0; k < 4; k++) {
+            csv_field(f, fields[k]);
+            fputc(',', f);
+        }
+        fprintf(f, "%llu,%.1f\n", (unsigned long long)rows[i].messages, rows[i].rate);
+    }
+    return ferror(f) ? -1 : 0;
+}
+
+static void dot_string(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        fputc(*s == '\n' ? ' ' : *s, f);
+    }
+    fputc('"', f);
+}
+
+int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t limit,
+                 const char *by)
+{
+    if (n > limit)
+        n = limit;
+    uint64_t max = 1;
+    for (size_t i = 0; i < n; i++)
+        if (rows[i].messages > max)
+            max = rows[i].messages;
+    char a[32];
+    fprintf(f, "digraph msgflow {\n  graph [rankdir=LR, fontname=\"Helvetica\", label=\"msgflow "
+               "on %s, by %s: %s messages (top %zu edges)\"];\n",
+            d->node, by, mf_int(d->events, a), n);
+    fputs("  node [shape=box, style=rounded, fontname=\"Helvetica\", fontsize=10];\n"
+          "  edge [fontname=\"Helvetica\", fontsize=9, color=\"#b03a2e\"];\n", f);
+    /* nodes are named by the position of their first appearance */
+    const char **names = n ? malloc(2 * n * sizeof(*names)) : NULL;
+    const char **labels = n ? malloc(2 * n * sizeof(*labels)) : NULL;
+    size_t nn = 0;
+    if (n && (!names || !labels)) {
+        free(names);
+        free(labels);
+        return -1;
+    }
+    size_t *ids = n ? malloc(2 * n * sizeof(*ids)) : NULL;
+    if (n && !ids) {
+        free(names);
+        free(labels);
+        return -1;
+    }
+    for (size_t i = 0; i < 2 * n; i++) {
+        const char *k = i % 2 ? rows[i / 2].receiver : rows[i / 2].sender;
+        const char *l = i % 2 ? rows[i / 2].receiver_label : rows[i / 2].sender_label;
+        size_t j;
+        for (j = 0; j < nn && strcmp(names[j], k) != 0; j++)
+            ;
+        if (j == nn) {
+            names[nn] = k;
+            labels[nn] = l;
+            fprintf(f, "  n%zu [label=", nn + 1);
+            dot_string(f, l);
+            fputs("];\n", f);
+            nn++;
+        }
+        ids[i] = j + 1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        double w = 1.0 + 7.0 * log1p_ratio(rows[i].messages, max);
+        fprintf(f, "  n%zu -> n%zu [weight=%llu, penwidth=%.2f, label=\"%s\"];\n", ids[2 * i],
+                ids[2 * i + 1], (unsigned long long)(1 + 99.0 * (double)rows[i].messages / (double)max), w,
+                mf_int(rows[i].messages, a));
+    }
+    fputs("}\n", f);
+    free(names);
+    free(labels);
+    free(ids);
+    return ferror(f) ? -1 : 0;
+}

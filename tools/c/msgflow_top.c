@@ -1,0 +1,537 @@
+/*
+ * msgflow-top --node NAME@HOST [--cookie C | --cookie-file F] [--interval Ms]
+ *             [--top N] [--by G] [--once] [--keep]
+ *
+ * A C node (ei_connect, as erl_call is) that attaches to a running
+ * distributed node, loads msgflow's code there over RPC when it is missing
+ * (from this build: ebin and priv written to the node's user cache dir and
+ * added to its code path), starts msgflow unless it already runs, and every
+ * interval fetches msgflow:dump/0 (the ETF dump as a binary) and redraws the
+ * top table.  Ctrl-C, --once (after one table) or the node going away end
+ * it; tracing it started is stopped then, unless --keep.
+ *
+ * Exit: 0 done; 1 a failure (the message says which); 2 bad usage.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <limits.h>
+#include <locale.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <dirent.h>
+
+#include <ei.h>
+
+#include "mf_dump.h"
+#include "mf_table.h"
+
+#ifndef MSGFLOW_ROOT
+#define MSGFLOW_ROOT "."
+#endif
+
+#define RPC_TIMEOUT_MS 30000
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static const char usage[] =
+    "usage: msgflow-top --node NAME@HOST [--cookie C | --cookie-file F] [--interval Ms]\n"
+    "                   [--top N] [--by process|name|module|application|node]\n"
+    "                   [--once] [--keep]\n";
+
+typedef struct {
+    ei_cnode ec;
+    int fd;
+    const char *node;
+} conn;
+
+/* ------------------------------------------------------------------ rpc */
+
+/* Calls mod:fun(Args) on the node; args is an encoded list without the
+ * version byte.  On success *reply holds the reply term (no version byte)
+ * and 0 is returned; -1 when the connection failed or timed out. */
+static int rpc(conn *c, const char *mod, const char *fun, ei_x_buff *args, ei_x_buff *reply)
+{
+    erlang_msg msg;
+    if (ei_rpc_to(&c->ec, c->fd, (char *)mod, (char *)fun, args->buff, args->index) < 0)
+        return -1;
+    for (;;) {
+        reply->index = 0;
+        int r = ei_rpc_from(&c->ec, c->fd, RPC_TIMEOUT_MS, &msg, reply);
+        if (r == ERL_TICK)
+            continue;
+        if (r == ERL_TIMEOUT || r == ERL_ERROR)
+            return -1;
+        if (r != ERL_MSG || (msg.msgtype != ERL_SEND && msg.msgtype != ERL_REG_SEND))
+            continue;
+        int idx = 0, ver, arity;
+        char rex[MAXATOMLEN_UTF8];
+        if (ei_decode_version(reply->buff, &idx, &ver) < 0 ||
+            ei_decode_tuple_header(reply->buff, &idx, &arity) < 0 || arity != 2 ||
+            ei_decode_atom(reply->buff, &idx, rex) < 0 || strcmp(rex, "rex") != 0)
+            continue; /* not the rpc's answer */
+        reply->index -= idx;
+        memmove(reply->buff, reply->buff + idx, (size_t)reply->index);
+        return 0;
+    }
+}
+
+static void args_new(ei_x_buff *x, int n)
+{
+    ei_x_new(x);
+    if (n)
+        ei_x_encode_list_header(x, n);
+}
+
+static void args_end(ei_x_buff *x)
+{
+    ei_x_encode_empty_list(x);
+}
+
+/* The reply as text, for messages. */
+static void reply_text(ei_x_buff *reply, char *out, size_t len)
+{
+    char *s = NULL;
+    int idx = 0;
+    if (ei_s_print_term(&s, reply->buff, &idx) >= 0 && s) {
+        snprintf(out, len, "%s", s);
+        free(s);
+    } else {
+        snprintf(out, len, "(unprintable reply)");
+    }
+}
+
+static int reply_is_atom(ei_x_buff *reply, const char *atom)
+{
+    char a[MAXATOMLEN_UTF8];
+    int idx = 0;
+    return ei_decode_atom(reply->buff, &idx, a) == 0 && strcmp(a, atom) == 0;
+}
+
+/* --------------------------------------------------------- connecting */
+
+static int read_cookie(const char *file, char *cookie, size_t len)
+{
+    FILE *f = fopen(file, "r");
+    if (!f)
+        return -1;
+    if (!fgets(cookie, (int)len, f))
+        cookie[0] = 0;
+    fclose(f);
+    cookie[strcspn(cookie, "\r\n")] = 0;
+    return cookie[0] ? 0 : -1;
+}
+
+static int epmd_port(void)
+{
+    const char *p = getenv("ERL_EPMD_PORT");
+    return p && atoi(p) > 0 ? atoi(p) : 4369;
+}
+
+/* Asks epmd on host for alive's port: 1 registered, 0 not, -1 no epmd. */
+static int epmd_knows(const char *host, const char *alive)
+{
+    struct addrinfo hints = {0}, *res;
+    char port[16];
+    snprintf(port, sizeof(port), "%d", epmd_port());
+    hints.ai_socktype = SOCK_STREAM;
+    if (getaddrinfo(host, port, &hints, &res) != 0)
+        return -1;
+    int fd = socket(res->ai_family, res->ai_socktype, res->ai_protocol);
+    if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) != 0) {
+        if (fd >= 0)
+            close(fd);
+        freeaddrinfo(res);
+        return -1;
+    }
+    freeaddrinfo(res);
+    size_t n = strlen(alive);
+    unsigned char req[3 + 256];
+    if (n > 255)
+        n = 255;
+    req[0] = (unsigned char)((n + 1) >> 8);
+    req[1] = (unsigned char)(n + 1);
+    req[2] = 122; /* PORT_PLEASE2_REQ */
+    memcpy(req + 3, alive, n);
+    unsigned char resp[2];
+    int known = -1;
+    if (write(fd, req, 3 + n) == (ssize_t)(3 + n) && read(fd, resp, 2) == 2 && resp[0] == 119)
+        known = resp[1] == 0;
+    close(fd);
+    return known;
+}
+
+static int attach(conn *c, const char *cookie, const char *cookie_from)
+{
+    char me[64];
+    snprintf(me, sizeof(me), "msgflow_top_%ld", (long)getpid());
+    if (ei_connect_init(&c->ec, me, cookie, (short)(time(NULL) & 0x7fff)) < 0) {
+        fprintf(stderr, "msgflow-top: cannot initialise the C node (ei_connect_init)\n");
+        return -1;
+    }
+    c->fd = ei_connect_tmo(&c->ec, (char *)c->node, 10000);
+    if (c->fd >= 0)
+        return 0;
+    const char *at = strchr(c->node, '@');
+    char alive[256];
+    snprintf(alive, sizeof(alive), "%.*s", (int)(at - c->node), c->node);
+    switch (epmd_knows(at + 1, alive)) {
+    case -1:
+        fprintf(stderr, "msgflow-top: epmd is not running on %s (port %d): no Erlang node "
+                        "there, or it was started without distribution\n", at + 1, epmd_port());
+        break;
+    case 0:
+        fprintf(stderr, "msgflow-top: unknown node %s: epmd on %s has no node named %s\n",
+                c->node, at + 1, alive);
+        break;
+    default:
+        fprintf(stderr, "msgflow-top: %s refused the connection: wrong cookie? (the cookie "
+                        "came from %s)\n", c->node, cookie_from);
+    }
+    return -1;
+}
+
+/* -------------------------------------------------------- loading code */
+
+static int write_remote_file(conn *c, const char *remote, const char *local)
+{
+    FILE *f = fopen(local, "rb");
+    if (!f)
+        return -1;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *data = len > 0 ? malloc((size_t)len) : NULL;
+    int ok = data && fread(data, 1, (size_t)len, f) == (size_t)len;
+    fclose(f);
+    ei_x_buff args, reply;
+    int rc = -1;
+    if (ok) {
+        args_new(&args, 2);
+        ei_x_encode_string(&args, remote);
+        ei_x_encode_binary(&args, data, len);
+        args_end(&args);
+        ei_x_new(&reply);
+        if (rpc(c, "file", "write_file", &args, &reply) == 0 && reply_is_atom(&reply, "ok"))
+            rc = 0;
+        ei_x_free(&args);
+        ei_x_free(&reply);
+    }
+    free(data);
+    return rc;
+}
+
+/* Calls mod:fun(Str) and copies a string reply into out. */
+static int rpc_string(conn *c, const char *mod, const char *fun, const char *arg, const char *arg2,
+                      char *out, size_t len)
+{
+    ei_x_buff args, reply;
+    args_new(&args, arg2 ? 2 : 1);
+    ei_x_encode_atom(&args, arg);
+    if (arg2)
+        ei_x_encode_string(&args, arg2);
+    args_end(&args);
+    ei_x_new(&reply);
+    int rc = -1, idx = 0, type, size;
+    if (rpc(c, mod, fun, &args, &reply) == 0 &&
+        ei_get_type(reply.buff, &idx, &type, &size) == 0 && type == ERL_STRING_EXT &&
+        (size_t)size < len && ei_decode_string(reply.buff, &idx, out) == 0)
+        rc = 0;
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+/* msgflow present on the node?  If not, copy this build's ebin and priv. */
+static int ensure_code(conn *c)
+{
+    ei_x_buff args, reply;
+    args_new(&args, 1);
+    ei_x_encode_atom(&args, "msgflow");
+    args_end(&args);
+    ei_x_new(&reply);
+    int r = rpc(c, "code", "which", &args, &reply);
+    int missing = r == 0 && reply_is_atom(&reply, "non_existing");
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    if (r != 0)
+        return -1;
+    if (!missing)
+        return 0;
+
+    const char *root = getenv("MSGFLOW_HOME") ? getenv("MSGFLOW_HOME") : MSGFLOW_ROOT;
+    char ebin[PATH_MAX], so[PATH_MAX], dir[1024], rpath[2048], lpath[PATH_MAX];
+    snprintf(ebin, sizeof(ebin), "%s/_build/default/lib/msgflow/ebin", root);
+    snprintf(so, sizeof(so), "%s/priv/msgflow_tracer.so", root);
+    if (rpc_string(c, "filename", "basedir", "user_cache", "msgflow", dir, sizeof(dir)) != 0) {
+        fprintf(stderr, "msgflow-top: cannot find a directory on %s to load msgflow into\n",
+                c->node);
+        return -1;
+    }
+    fprintf(stderr, "msgflow-top: msgflow is not loaded on %s; copying it to %s there\n",
+            c->node, dir);
+    DIR *dh = opendir(ebin);
+    if (!dh) {
+        fprintf(stderr, "msgflow-top: no local build at %s (run make; or set MSGFLOW_HOME)\n",
+                ebin);
+        return -1;
+    }
+    /* filelib:ensure_path/1 makes dir/ebin and dir/priv */
+    int failed = 0;
+    const char *subdirs[] = {"ebin", "priv"};
+    for (int i = 0; i < 2 && !failed; i++) {
+        snprintf(rpath, sizeof(rpath), "%s/%s", dir, subdirs[i]);
+        args_new(&args, 1);
+        ei_x_encode_string(&args, rpath);
+        args_end(&args);
+        ei_x_new(&reply);
+        failed = rpc(c, "filelib", "ensure_path", &args, &reply) != 0 ||
+                 !reply_is_atom(&reply, "ok");
+        ei_x_free(&args);
+        ei_x_free(&reply);
+    }
+    struct dirent *de;
+    while (!failed && (de = readdir(dh)) != NULL) {
+        size_t n = strlen(de->d_name);
+        if (!(n > 5 && !strcmp(de->d_name + n - 5, ".beam")) &&
+            !(n > 4 && !strcmp(de->d_name + n - 4, ".app")))
+            continue;
+        snprintf(lpath, sizeof(lpath), "%s/%s", ebin, de->d_name);
+        snprintf(rpath, sizeof(rpath), "%s/ebin/%s", dir, de->d_name);
+        failed = write_remote_file(c, rpath, lpath) != 0;
+    }
+    closedir(dh);
+    snprintf(rpath, sizeof(rpath), "%s/priv/msgflow_tracer.so", dir);
+    if (!failed)
+        failed = write_remote_file(c, rpath, so) != 0;
+    if (!failed) {
+        snprintf(rpath, sizeof(rpath), "%s/ebin", dir);
+        args_new(&args, 1);
+        ei_x_encode_string(&args, rpath);
+        args_end(&args);
+        ei_x_new(&reply);
+        failed = rpc(c, "code", "add_patha", &args, &reply) != 0 || !reply_is_atom(&reply, "true");
+        ei_x_free(&args);
+        ei_x_free(&reply);
+    }
+    if (failed)
+        fprintf(stderr, "msgflow-top: could not copy msgflow's code to %s\n", c->node);
+    return failed ? -1 : 0;
+}
+
+/* ------------------------------------------------------------ the loop */
+
+/* msgflow:start(#{interval => I}): 1 started, 0 already running, -1 error. */
+static int start_msgflow(conn *c, long interval)
+{
+    ei_x_buff args, reply;
+    args_new(&args, 1);
+    ei_x_encode_map_header(&args, 1);
+    ei_x_encode_atom(&args, "interval");
+    ei_x_encode_long(&args, interval);
+    args_end(&args);
+    ei_x_new(&reply);
+    int rc = -1;
+    char text[512];
+    if (rpc(c, "msgflow", "start", &args, &reply) != 0) {
+        fprintf(stderr, "msgflow-top: %s went away\n", c->node);
+    } else if (reply_is_atom(&reply, "ok")) {
+        rc = 1;
+    } else {
+        reply_text(&reply, text, sizeof(text));
+        if (strstr(text, "already_started"))
+            rc = 0;
+        else
+            fprintf(stderr, "msgflow-top: msgflow:start/1 on %s: %s\n", c->node, text);
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+static int stop_msgflow(conn *c)
+{
+    ei_x_buff args, reply;
+    args_new(&args, 0);
+    args_end(&args);
+    ei_x_new(&reply);
+    int rc = rpc(c, "msgflow", "stop", &args, &reply) == 0 && reply_is_atom(&reply, "ok") ? 0 : -1;
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+/* Fetches and decodes msgflow:dump().  0, or -1 with a message printed;
+ * *gone set when the connection failed. */
+static int fetch(conn *c, mf_dump *d, int *gone)
+{
+    ei_x_buff args, reply;
+    args_new(&args, 0);
+    args_end(&args);
+    ei_x_new(&reply);
+    int rc = -1, idx = 0, type, size;
+    *gone = 0;
+    if (rpc(c, "msgflow", "dump", &args, &reply) != 0) {
+        *gone = 1;
+        fprintf(stderr, "msgflow-top: %s went away\n", c->node);
+    } else if (ei_get_type(reply.buff, &idx, &type, &size) == 0 && type == ERL_BINARY_EXT) {
+        char *bin = malloc(size > 0 ? (size_t)size : 1);
+        long got;
+        char err[256];
+        if (bin && ei_decode_binary(reply.buff, &idx, bin, &got) == 0) {
+            if (mf_dump_decode(bin, (size_t)got, d, err, sizeof(err)) == 0)
+                rc = 0;
+            else
+                fprintf(stderr, "msgflow-top: the dump from %s: %s\n", c->node, err);
+        }
+        free(bin);
+    } else {
+        char text[512];
+        reply_text(&reply, text, sizeof(text));
+        fprintf(stderr, "msgflow-top: msgflow:dump() on %s: %s\n", c->node, text);
+    }
+    ei_x_free(&args);
+    ei_x_free(&reply);
+    return rc;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (!interrupted && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+int main(int argc, char **argv)
+{
+    const char *node = NULL, *cookie = NULL, *cookie_file = NULL, *by_name = "process";
+    long interval = 1000, top = 20;
+    int once = 0, keep = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int has_value = !strcmp(a, "--node") || !strcmp(a, "--cookie") ||
+                        !strcmp(a, "--cookie-file") || !strcmp(a, "--interval") ||
+                        !strcmp(a, "--top") || !strcmp(a, "--by");
+        if (has_value && i + 1 >= argc) {
+            fprintf(stderr, "msgflow-top: %s needs a value\n%s", a, usage);
+            return 2;
+        }
+        char *end;
+        if (!strcmp(a, "--node")) {
+            node = argv[++i];
+        } else if (!strcmp(a, "--cookie")) {
+            cookie = argv[++i];
+        } else if (!strcmp(a, "--cookie-file")) {
+            cookie_file = argv[++i];
+        } else if (!strcmp(a, "--by")) {
+            by_name = argv[++i];
+        } else if (!strcmp(a, "--interval") || !strcmp(a, "--top")) {
+            long v = strtol(argv[++i], &end, 10);
+            if (*end || v < (a[2] == 'i' ? 10 : 1) || v > 3600000) {
+                fprintf(stderr, "msgflow-top: %s %s: out of range\n", a, argv[i]);
+                return 2;
+            }
+            *(a[2] == 'i' ? &interval : &top) = v;
+        } else if (!strcmp(a, "--once")) {
+            once = 1;
+        } else if (!strcmp(a, "--keep")) {
+            keep = 1;
+        } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            fputs(usage, stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "msgflow-top: unknown argument %s\n%s", a, usage);
+            return 2;
+        }
+    }
+    mf_by by;
+    if (!node || mf_by_parse(by_name, &by) != 0) {
+        fprintf(stderr, node ? "msgflow-top: --by %s: not a grouping\n" : "%s",
+                node ? by_name : usage);
+        return 2;
+    }
+    char fullnode[512];
+    if (!strchr(node, '@')) {
+        char host[256];
+        gethostname(host, sizeof(host));
+        host[strcspn(host, ".")] = 0;
+        snprintf(fullnode, sizeof(fullnode), "%s@%s", node, host);
+    } else {
+        snprintf(fullnode, sizeof(fullnode), "%s", node);
+    }
+    char cookie_buf[512], from[PATH_MAX + 32];
+    if (cookie) {
+        snprintf(from, sizeof(from), "--cookie");
+    } else {
+        char path[PATH_MAX];
+        if (cookie_file)
+            snprintf(path, sizeof(path), "%s", cookie_file);
+        else
+            snprintf(path, sizeof(path), "%s/.erlang.cookie", getenv("HOME") ? getenv("HOME") : "");
+        if (read_cookie(path, cookie_buf, sizeof(cookie_buf)) != 0) {
+            fprintf(stderr, "msgflow-top: no cookie: cannot read %s (give --cookie or "
+                            "--cookie-file)\n", path);
+            return 1;
+        }
+        cookie = cookie_buf;
+        snprintf(from, sizeof(from), "%s", path);
+    }
+
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    setlocale(LC_CTYPE, "");
+    const char *lc = setlocale(LC_CTYPE, NULL);
+    const char *ellipsis = lc && (strstr(lc, "UTF-8") || strstr(lc, "utf8")) ? "\xe2\x80\xa6"
+                                                                              : "~";
+    ei_init();
+    conn c = {.node = fullnode};
+    if (attach(&c, cookie, from) != 0)
+        return 1;
+    if (ensure_code(&c) != 0)
+        return 1;
+    int started = start_msgflow(&c, interval);
+    if (started < 0)
+        return 1;
+    int rc = 0, gone = 0;
+    while (!interrupted) {
+        sleep_ms(interval);
+        if (interrupted)
+            break;
+        mf_dump d;
+        if (fetch(&c, &d, &gone) != 0) {
+            rc = 1;
+            break;
+        }
+        mf_row *rows;
+        size_t n;
+        if (mf_group(&d, by, &rows, &n) == 0) {
+            if (!once)
+                fputs("\x1b[H\x1b[2J", stdout);
+            mf_print_top(stdout, &d, rows, n, (size_t)top, ellipsis);
+            fflush(stdout);
+            mf_rows_free(rows);
+        }
+        mf_dump_free(&d);
+        if (once)
+            break;
+    }
+    if (started == 1 && !keep && !gone && stop_msgflow(&c) != 0) {
+        fprintf(stderr, "msgflow-top: could not stop msgflow on %s\n", c.node);
+        rc = 1;
+    }
+    ei_close_connection(c.fd);
+    return rc;
+}
