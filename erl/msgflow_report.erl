@@ -43,11 +43,7 @@ key(By, E, #{endpoints := Ends}) ->
 -spec render(atom(), map(), map()) -> iodata() | {error, term()}.
 render(csv, View, Opts) -> csv(ranked(View, Opts), labeller(View, Opts));
 render(dot, View, Opts) -> dot(ranked(View, Opts), View, Opts);
-render(json, View, Opts) ->
-    case json_encode(json_doc(ranked(View, Opts), View, Opts)) of
-        {error, _} = E -> E;
-        Json -> Json
-    end;
+render(json, View, Opts) -> json_encode(json_doc(ranked(View, Opts), View, Opts));
 render(etf, View, _Opts) -> term_to_binary(dump(View));
 render(svg, View, Opts) -> heatmap(View, Opts);
 render(html, View, Opts) -> html(View, Opts);
