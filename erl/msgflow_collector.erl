@@ -549,10 +549,10 @@ top_rows(N, St) ->
     Label = fun(E) -> maps:get(label, maps:get(E, Ends)) end,
     Rows = [#{sender => S, receiver => R,
               sender_label => Label(S), receiver_label => Label(R),
-              count => C, rate => Scale * rate(maps:get({S, R}, Recent, 0), WinMs),
+              count => C, rate => msgflow_report:rate(maps:get({S, R}, Recent, 0), WinMs, Scale),
               prev_rate => case PrevMs of
                                0 -> undefined;
-                               _ -> Scale * rate(maps:get({S, R}, Prev, 0), PrevMs)
+                               _ -> msgflow_report:rate(maps:get({S, R}, Prev, 0), PrevMs, Scale)
                            end}
             || {S, R, C} <- Top],
     #{rows => Rows, window_ms => WinMs, events => maps:get(events, V),
@@ -618,8 +618,6 @@ last_window(St) ->
         empty -> {now_ms() - St#st.win_start, St#st.cur}
     end.
 
-rate(_, 0) -> 0.0;
-rate(C, Ms) -> C * 1000 / Ms.
 
 info(St = #st{opts = Opts}) ->
     Tables = case St#st.session of

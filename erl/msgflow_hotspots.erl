@@ -58,7 +58,7 @@ fan_in(Ws, #{fan_in_senders := MinS, queue_min := QMin}, Label, Scale) when leng
     Senders = senders_by_receiver(Last),
     Found = [begin
                  Lens = [maps:get(R, Q, 0) || {_, _, _, Q} <- Ws],
-                 Rate = rate(lists:sum([C || {{_, R1}, C} <- maps:to_list(Last), R1 =:= R]),
+                 Rate = msgflow_report:rate(lists:sum([C || {{_, R1}, C} <- maps:to_list(Last), R1 =:= R]),
                              Dur, Scale),
                  #{kind => fan_in, subject => R, label => Label(R),
                    evidence => #{senders => length(Ss), rate => Rate, queue_len => Lens,
@@ -84,7 +84,7 @@ hot_pair(Ws, #{hot_rate := Min}, Label, Scale) ->
                explanation => fmt("~ts: ~s msg/s (threshold ~s)",
                                   [pair_label(S, R, Label), msgflow_fmt:rate(Rate),
                                    msgflow_fmt:rate(Min)])}
-             || {{S, R}, C} <- maps:to_list(Last), (Rate = rate(C, Dur, Scale)) >= Min],
+             || {{S, R}, C} <- maps:to_list(Last), (Rate = msgflow_report:rate(C, Dur, Scale)) >= Min],
     by_desc(fun(#{evidence := #{rate := R}}) -> R end, Found).
 
 %% A pair whose last window is spike_factor times the mean of the earlier
@@ -138,9 +138,6 @@ senders_by_receiver(W) ->
     maps:map(fun(_, Ss) -> lists:usort(Ss) end,
              maps:fold(fun({S, R}, _, Acc) -> Acc#{R => [S | maps:get(R, Acc, [])]} end,
                        #{}, W)).
-
-rate(_, 0, _) -> 0.0;
-rate(C, Ms, Scale) -> Scale * C * 1000 / Ms.
 
 pair_label(S, R, Label) ->
     iolist_to_binary([Label(S), " -> ", Label(R)]).

@@ -3,7 +3,7 @@
 %%% functions but for render(html, ...), which runs Graphviz's `dot' to lay
 %%% out the graph when it is installed.
 -module(msgflow_report).
--export([matrix/2, render/3, dump/1, formats/0, groupings/0, json_encode/1]).
+-export([matrix/2, render/3, dump/1, formats/0, groupings/0, json_encode/1, rate/3]).
 
 -define(DUMP_VERSION, 1).
 
@@ -380,5 +380,8 @@ bump(K, N, M) ->
         _ -> M#{K => N}
     end.
 
+%% @doc Messages/s of C messages in a window of Ms ms, times Scale (the
+%% sampling factor, 1 when not sampling); 0.0 for an empty window.
+-spec rate(non_neg_integer(), non_neg_integer(), number()) -> float().
 rate(_, 0, _) -> 0.0;
 rate(C, Ms, Scale) -> Scale * C * 1000 / Ms.
