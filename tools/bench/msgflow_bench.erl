@@ -339,12 +339,17 @@ summary(Workloads, Results) ->
          Cost = fun(S) -> med(cpu, maps:get({W, S}, Results)) -
                               med(cpu, maps:get({W, untraced}, Results)) end,
          MF = Cost(msgflow),
-         io:format("  ~-10s msgflow/floor ~5.2f   dbg-style/msgflow ~6.1f   "
-                   "example-nif/msgflow ~6.1f   sampled/msgflow ~5.2f~n",
-                   [W, MF / Cost(floor), Cost(dbg_style) / MF,
-                    Cost(example_nif) / MF, Cost(msgflow_sampled) / MF])
+         io:format("  ~-10s msgflow/floor ~5s   dbg-style/msgflow ~6s   "
+                   "example-nif/msgflow ~6s   sampled/msgflow ~5s~n",
+                   [W, ratio(MF, Cost(floor), 2), ratio(Cost(dbg_style), MF, 1),
+                    ratio(Cost(example_nif), MF, 1), ratio(Cost(msgflow_sampled), MF, 2)])
      end || W <- Workloads],
     ok.
+
+%% A ratio of two added costs; "?" when the one below the line is not
+%% above zero (noise put it under the untraced run), as xfloor/3 does.
+ratio(_, Below, _) when Below =< 0 -> "?";
+ratio(Above, Below, Digits) -> io_lib:format("~.*f", [Digits, Above / Below]).
 
 %%% Memory: 10,000,000 sends between 1,000 pairs must not grow the VM.
 
