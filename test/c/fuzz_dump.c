@@ -35,19 +35,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 #include <string.h>
 #include <sys/stat.h>
 
+#include "mf_file.h"
+
 static int run_file(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    size_t len;
+    char *buf = mf_read_file(path, &len);
+    if (!buf)
         return -1;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    uint8_t *buf = malloc(n > 0 ? (size_t)n : 1);
-    size_t got = buf ? fread(buf, 1, (size_t)n, f) : 0;
-    fclose(f);
-    if (buf)
-        LLVMFuzzerTestOneInput(buf, got);
+    LLVMFuzzerTestOneInput((const uint8_t *)buf, len);
     free(buf);
     return 0;
 }

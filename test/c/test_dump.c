@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "mf_dump.h"
+#include "mf_file.h"
 #include "mf_table.h"
 
 static int failures;
@@ -34,24 +35,6 @@ static int failures;
             fputc('\n', stderr);                                              \
         }                                                                     \
     } while (0)
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc(n > 0 ? (size_t)n : 1);
-    if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
 
 /* Decodes a private copy of exactly len bytes, so ASan sees any overread. */
 static int decode(const char *buf, size_t len, mf_dump *d, char *err)
@@ -112,7 +95,7 @@ static void check_dump_file(const char *dir, const char *name)
     char path[4096];
     size_t len;
     snprintf(path, sizeof(path), "%s/%s.etf", dir, name);
-    char *buf = slurp(path, &len);
+    char *buf = mf_read_file(path, &len);
     CHECK(buf != NULL, "cannot read %s", path);
     if (!buf)
         return;

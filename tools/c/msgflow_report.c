@@ -13,42 +13,12 @@
 #include <string.h>
 
 #include "mf_dump.h"
+#include "mf_file.h"
 #include "mf_table.h"
 
 static const char usage[] =
     "usage: msgflow-report FILE.etf [--top N] [--by process|name|module|application|node]\n"
     "                      [--csv OUT] [--dot OUT]\n";
-
-/* Reads the whole file into a malloc'd buffer the caller frees. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *bigger = cap < ((size_t)1 << 31) ? realloc(buf, cap * 2) : NULL;
-        if (!bigger) {
-            free(buf);
-            buf = NULL;
-            errno = EFBIG;
-            break;
-        }
-        buf = bigger;
-        cap *= 2;
-    }
-    if (buf && ferror(f)) {
-        free(buf);
-        buf = NULL;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
 
 /* Writes with fn to path through a temporary file: all or nothing. */
 static int write_file(const char *path, int (*fn)(FILE *, void *), void *ctx)
@@ -141,7 +111,7 @@ int main(int argc, char **argv)
         return 2;
     }
     size_t len;
-    char *buf = slurp(file, &len);
+    char *buf = mf_read_file(file, &len);
     if (!buf) {
         fprintf(stderr, "msgflow-report: %s: %s\n", file, strerror(errno));
         return 1;

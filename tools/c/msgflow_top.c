@@ -29,6 +29,7 @@
 #include <ei.h>
 
 #include "mf_dump.h"
+#include "mf_file.h"
 #include "mf_table.h"
 
 #ifndef MSGFLOW_ROOT
@@ -206,21 +207,14 @@ static int attach(conn *c, const char *cookie, const char *cookie_from)
 
 static int write_remote_file(conn *c, const char *remote, const char *local)
 {
-    FILE *f = fopen(local, "rb");
-    if (!f)
-        return -1;
-    fseek(f, 0, SEEK_END);
-    long len = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *data = len > 0 ? malloc((size_t)len) : NULL;
-    int ok = data && fread(data, 1, (size_t)len, f) == (size_t)len;
-    fclose(f);
+    size_t len;
+    char *data = mf_read_file(local, &len);
     ei_x_buff args, reply;
     int rc = -1;
-    if (ok) {
+    if (data) {
         args_new(&args, 2);
         ei_x_encode_string(&args, remote);
-        ei_x_encode_binary(&args, data, len);
+        ei_x_encode_binary(&args, data, (long)len);
         args_end(&args);
         ei_x_new(&reply);
         if (rpc(c, "file", "write_file", &args, &reply) == 0 && reply_is_atom(&reply, "ok"))
