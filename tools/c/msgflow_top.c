@@ -301,9 +301,11 @@ static int ensure_code(conn *c)
         if (!(n > 5 && !strcmp(de->d_name + n - 5, ".beam")) &&
             !(n > 4 && !strcmp(de->d_name + n - 4, ".app")))
             continue;
-        snprintf(lpath, sizeof(lpath), "%s/%s", ebin, de->d_name);
-        snprintf(rpath, sizeof(rpath), "%s/ebin/%s", dir, de->d_name);
-        failed = write_remote_file(c, rpath, lpath) != 0;
+        if ((size_t)snprintf(lpath, sizeof(lpath), "%s/%s", ebin, de->d_name) >= sizeof(lpath) ||
+            (size_t)snprintf(rpath, sizeof(rpath), "%s/ebin/%s", dir, de->d_name) >= sizeof(rpath))
+            failed = 1; /* a path too long to copy: give up rather than cut it */
+        else
+            failed = write_remote_file(c, rpath, lpath) != 0;
     }
     closedir(dh);
     snprintf(rpath, sizeof(rpath), "%s/priv/msgflow_tracer.so", dir);
