@@ -338,19 +338,10 @@ sample_sends(Sink, Until, {On, Off, Either} = Acc) ->
                          end)
     end.
 
-%% The matrix of a known workload, exact for every grouping.  Two senders
-%% (running this module) send to a sink (timer:sleep/1, registered) by pid
-%% and by name; everyone stays alive, so modules and names are read.
+%% The matrix of a known workload (mx_workload/0), exact for every grouping.
 matrix_groupings(_Config) ->
     Self = self(),
-    Sink = spawn(timer, sleep, [infinity]),
-    register(msgflow_mx_sink, Sink),
-    S1 = spawn(?MODULE, mx_sender, [Self, Sink, {5, 3}]),
-    S2 = spawn(?MODULE, mx_sender, [Self, Sink, {7, 0}]),
-    ok = msgflow:start(#{procs => [S1, S2]}),
-    [S ! go || S <- [S1, S2]],
-    [receive {done, S} -> ok end || S <- [S1, S2]],
-    ok = msgflow:stop(),
+    {S1, S2, Sink} = mx_workload(),
     Counts = fun(By) ->
                      #{by := By, cells := Cells} = msgflow:matrix(By),
                      maps:map(fun(_, #{count := C}) -> C end, Cells)
@@ -436,8 +427,10 @@ reports_all_formats(Config) ->
     ?assertMatch({_, _}, binary:match(Dom, <<"class=\"node\"">>)),  %% dot's graph inline
     [exit(P, kill) || P <- [S1, S2, Sink]].
 
-%% Two senders (running this module) send to a registered sink by pid and by
-%% name; everyone stays alive.  Returns {S1, S2, Sink} after stop.
+%% Two senders (running this module) send to a sink (timer:sleep/1,
+%% registered) by pid and by name, 8 and 7 messages, and one each to the
+%% caller; everyone stays alive, so modules and names are read.  Returns
+%% {S1, S2, Sink} after stop.
 mx_workload() ->
     Self = self(),
     Sink = spawn(timer, sleep, [infinity]),
