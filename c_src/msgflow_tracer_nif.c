@@ -270,9 +270,11 @@ static int intern(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, uint64_t *id)
 /* Owner thread only.  The key word of an endpoint (see Keys above). */
 static inline int endpoint_word(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, uint64_t *w)
 {
-    ErlNifPid pid;
-    if (enif_get_local_pid(env, t, &pid) && ((uint64_t)pid.pid & MF_PID_TAG_MASK) == MF_PID_TAG) {
-        *w = (uint64_t)pid.pid;
+    /* A local pid is an immediate whose low four bits are 0x3: the test
+     * enif_get_local_pid makes, without the call.  Its word is what
+     * ErlNifPid.pid would hold. */
+    if (((uint64_t)t & MF_PID_TAG_MASK) == MF_PID_TAG) {
+        *w = (uint64_t)t;
         return 1;
     }
     return intern(env, slot, t, w);
@@ -906,9 +908,25 @@ static int open_types(ErlNifEnv *env, ErlNifResourceFlags flags)
     return mf_session_rt && mf_take_rt ? 0 : -1;
 }
 
+/* The keys rest on a local pid being the only term whose low four bits are
+ * MF_PID_TAG (see endpoint_word).  Checked once here, so that a VM where
+ * that no longer holds refuses the library instead of mixing up pairs. */
+static int pid_layout_ok(ErlNifEnv *env)
+{
+    ErlNifPid self;
+    if (!enif_self(env, &self))
+        return 1; /* no process to check with; true of every VM so far */
+    return ((uint64_t)enif_make_pid(env, &self) & MF_PID_TAG_MASK) == MF_PID_TAG &&
+           ((uint64_t)enif_make_int(env, 3) & MF_PID_TAG_MASK) != MF_PID_TAG &&
+           ((uint64_t)enif_make_atom(env, "ok") & MF_PID_TAG_MASK) != MF_PID_TAG &&
+           ((uint64_t)enif_make_list(env, 0) & MF_PID_TAG_MASK) != MF_PID_TAG;
+}
+
 static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
     (void)info;
+    if (!pid_layout_ok(env))
+        return 1;
     make_atoms(env);
     choose_allocator();
     *priv = NULL;
