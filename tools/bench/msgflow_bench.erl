@@ -111,9 +111,11 @@ trace_on(example_nif, Pids) ->
 collect(Setup, _, _) when Setup =:= untraced; Setup =:= floor ->
     none;
 collect(Setup, _, _) when Setup =:= msgflow; Setup =:= msgflow_sampled ->
-    ok = msgflow:stop(),
+    %% pairs/0 takes a snapshot: every send made so far is in it.  Stopping
+    %% (clearing the flags) comes after, untimed, as for the other setups.
+    Pairs = msgflow:pairs(),
     case Setup of
-        msgflow -> maps:from_list([{{S, R}, N} || {S, R, N} <- msgflow:pairs()]);
+        msgflow -> maps:from_list([{{S, R}, N} || {S, R, N} <- Pairs]);
         msgflow_sampled -> estimate
     end;
 collect(_, Counter, _) ->
@@ -124,7 +126,9 @@ collect(_, Counter, _) ->
 
 trace_off(Setup, Pids) when Setup =:= floor; Setup =:= dbg_style; Setup =:= example_nif ->
     [catch erlang:trace(P, false, [send]) || P <- Pids];
-trace_off(_, _) ->
+trace_off(Setup, _) when Setup =:= msgflow; Setup =:= msgflow_sampled ->
+    ok = msgflow:stop();
+trace_off(untraced, _) ->
     ok.
 
 dbg_counter(M) ->
