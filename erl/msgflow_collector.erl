@@ -20,6 +20,8 @@
 %% message queue length sampled when the window closes (for hotspots).
 -define(QLEN_MIN_SENDERS, 2).
 -define(QLEN_MAX_SAMPLED, 50).
+%% group leaders whose application is kept (see application_of/3)
+-define(MAX_GROUP_LEADERS, 1000).
 
 -type pair() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}.
 
@@ -49,6 +51,7 @@
     %% module and application of local processes, read while alive
     meta = #{} :: #{pid() => {module() | undefined, atom() | undefined}},
     names = #{} :: #{atom() => pid()},      %% registered names seen
+    apps = #{} :: #{pid() => atom() | undefined}, %% application by group leader
     last_info = #{} :: map(),               %% session_info at stop
     waiters = [] :: [gen_server:from()],
     closed = 0 :: non_neg_integer(),        %% windows closed since start
@@ -436,52 +439,76 @@ bump(K, N, M) ->
     end.
 
 %% The first time an endpoint shows up, read its label while it may still
-%% be alive; remember which pid a registered name stood for.
+%% be alive; remember which pid a registered name stood for.  A local
+%% process is read with one describe/1; what its spawn or register event
+%% said stands in for what can no longer be read once it exited.
 learn(E, St = #st{labels = L}) when is_map_key(E, L) ->
     St;
-learn(E, St = #st{labels = L, names = Names, meta = Meta, births = B}) ->
-    Live = msgflow_fmt:label(E),
-    Birth = maps:get(E, B, undefined),
-    Label = case {Live =:= msgflow_fmt:endpoint(E), Birth} of
-                {true, {BName, _, _}} when BName =/= undefined -> atom_to_binary(BName);
-                {true, {_, {M, F, A}, _}} -> msgflow_fmt:mfa(M, F, A);
-                _ -> Live
+learn(E, St = #st{births = B}) when is_pid(E), node(E) =:= node() ->
+    {BName, BCall} = case maps:get(E, B, undefined) of
+                         {N0, C0, _} -> {N0, C0};
+                         undefined -> {undefined, undefined}
+                     end,
+    BMod = case BCall of {M0, _, _} -> M0; _ -> undefined end,
+    {Label, Name, Mod, App, St1} =
+        case msgflow_fmt:describe(E) of
+            undefined ->
+                Dead = if
+                           BName =/= undefined -> atom_to_binary(BName);
+                           BCall =/= undefined -> msgflow_fmt:mfa(element(1, BCall),
+                                                                  element(2, BCall),
+                                                                  element(3, BCall));
+                           true -> msgflow_fmt:endpoint(E)
+                       end,
+                {Dead, BName, BMod, undefined, St};
+            #{label := Live, name := LiveName, module := LiveMod, group_leader := GL} ->
+                {A, StA} = application_of(E, GL, St),
+                {Live, first_defined(LiveName, BName), first_defined(LiveMod, BMod), A, StA}
+        end,
+    Names = case Name of
+                undefined -> St1#st.names;
+                _ -> (St1#st.names)#{Name => E}
             end,
-    Meta1 = case is_pid(E) andalso node(E) =:= node() of
-                true ->
-                    App = case application:get_application(E) of
-                              {ok, A1} -> A1;
-                              undefined -> undefined
-                          end,
-                    Mod = case {msgflow_fmt:module_of(E), Birth} of
-                              {undefined, {_, {M1, _, _}, _}} -> M1;
-                              {Mod0, _} -> Mod0
-                          end,
-                    Meta#{E => {Mod, App}};
-                false ->
-                    Meta
-            end,
+    St1#st{labels = (St1#st.labels)#{E => Label}, names = Names,
+           meta = (St1#st.meta)#{E => {Mod, App}}};
+learn(E, St = #st{labels = L, names = Names}) ->
     Names1 = case name_of(E) of
                  {ok, Name} ->
                      case whereis(Name) of
                          Pid when is_pid(Pid) -> Names#{Name => Pid};
                          undefined -> Names
                      end;
-                 false when is_pid(E), node(E) =:= node() ->
-                     case {process_info(E, registered_name), Birth} of
-                         {{registered_name, Name}, _} -> Names#{Name => E};
-                         {_, {Name, _, _}} when Name =/= undefined -> Names#{Name => E};
-                         _ -> Names
-                     end;
                  false ->
                      Names
              end,
-    St1 = St#st{labels = L#{E => Label}, names = Names1, meta = Meta1},
+    St1 = St#st{labels = L#{E => msgflow_fmt:label(E)}, names = Names1},
     %% the pid a name stood for gets its label now too: reports show the
     %% name's sends under that pid
     case name_of(E) of
         {ok, N} when is_map_key(N, Names1) -> learn(maps:get(N, Names1), St1);
         _ -> St1
+    end.
+
+first_defined(undefined, B) -> B;
+first_defined(A, _) -> A.
+
+%% application:get_application/1 of a live process, which depends only on
+%% its group leader: asked once per group leader (a few in most systems;
+%% the cache is dropped past ?MAX_GROUP_LEADERS).
+application_of(E, GL, St = #st{apps = Apps}) ->
+    case Apps of
+        #{GL := A} ->
+            {A, St};
+        _ ->
+            A = case application:get_application(E) of
+                    {ok, A1} -> A1;
+                    undefined -> undefined
+                end,
+            Apps1 = case map_size(Apps) >= ?MAX_GROUP_LEADERS of
+                        true -> #{};
+                        false -> Apps
+                    end,
+            {A, St#st{apps = Apps1#{GL => A}}}
     end.
 
 name_of(A) when is_atom(A) -> {ok, A};

@@ -1,8 +1,11 @@
 %%% @doc Labels for endpoints and text for tables: names that read well,
 %%% numbers with thousands separators, cells that fit their column.
 -module(msgflow_fmt).
--export([label/1, module_of/1, birth_call/1, endpoint/1, int/1, rate/1, cell/3, rcell/2,
+-export([label/1, module_of/1, describe/1, birth_call/1, endpoint/1, int/1, rate/1, cell/3, rcell/2,
          ellipsis/0, mfa/3]).
+%% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
+%% does not know it (it is only called where the VM supports it).
+-dialyzer({no_fail_call, [proc_lib_initial_call/1, dictionary_key_form/0]}).
 
 %% @doc A readable label for an endpoint, read from the live system now:
 %% a local process's registered name, else its proc_lib initial call
@@ -12,21 +15,9 @@
 %% `alias #Ref<..>'.  A dead local pid gets endpoint/1.
 -spec label(msgflow_tracer:endpoint() | term()) -> binary().
 label(Pid) when is_pid(Pid), node(Pid) =:= node() ->
-    case process_info(Pid, [registered_name, initial_call]) of
-        [{registered_name, Name}, _] when is_atom(Name) ->
-            atom_to_binary(Name);
-        [_, {initial_call, Init}] ->
-            case proc_lib_label(Pid) of
-                undefined ->
-                    case proc_lib_initial_call(Pid) of
-                        {M, F, A} -> mfa(M, F, A);
-                        false -> initial_call(Init, Pid)
-                    end;
-                Label ->
-                    Label
-            end;
-        undefined ->
-            endpoint(Pid)
+    case describe(Pid) of
+        undefined -> endpoint(Pid);
+        #{label := Label} -> Label
     end;
 label(Port) when is_port(Port) ->
     case erlang:port_info(Port, name) of
@@ -40,16 +31,49 @@ label(Other) ->
 %% call, else of its initial call; `undefined' for anything else.
 -spec module_of(term()) -> module() | undefined.
 module_of(Pid) when is_pid(Pid), node(Pid) =:= node() ->
-    case proc_lib_initial_call(Pid) of
-        {M, _, _} -> M;
-        false ->
-            case process_info(Pid, initial_call) of
-                {initial_call, {M, _, _}} -> M;
-                _ -> undefined
-            end
+    case describe(Pid) of
+        undefined -> undefined;
+        #{module := M} -> M
     end;
 module_of(_) ->
     undefined.
+
+%% @doc What a live local process says of itself, read with one
+%% process_info/2 call (and, for a process that is not registered, its
+%% proc_lib initial call): `label' as label/1 gives it; `module' as
+%% module_of/1; `name', its registered name or `undefined'; `group_leader'.
+%% `undefined' for a dead process.
+-spec describe(pid()) -> #{label := binary(), module := module() | undefined,
+                           name := atom(), group_leader := pid()} | undefined.
+describe(Pid) ->
+    case process_info(Pid, [registered_name, initial_call, group_leader]) of
+        undefined ->
+            undefined;
+        [{registered_name, Reg}, {initial_call, Init}, {group_leader, GL}] ->
+            Name = case Reg of [] -> undefined; _ -> Reg end,
+            PlCall = proc_lib_initial_call(Pid),
+            Module = case {PlCall, Init} of
+                         {{M, _, _}, _} -> M;
+                         {false, {M, _, _}} -> M;
+                         _ -> undefined
+                     end,
+            Label = if
+                        Name =/= undefined -> atom_to_binary(Name);
+                        true -> unnamed_label(Pid, PlCall, Init)
+                    end,
+            #{label => Label, module => Module, name => Name, group_leader => GL}
+    end.
+
+unnamed_label(Pid, PlCall, Init) ->
+    case proc_lib_label(Pid) of
+        undefined ->
+            case PlCall of
+                {M, F, A} -> mfa(M, F, A);
+                false -> initial_call(Init, Pid)
+            end;
+        Label ->
+            Label
+    end.
 
 %% proc_lib:get_label/1 exists from OTP 27 on.
 proc_lib_label(Pid) ->
@@ -82,11 +106,15 @@ gen_call([_, _, _, _, Mod | _]) when is_atom(Mod), Mod =/= '_' -> {Mod, init, 1}
 gen_call(Args) -> {gen, init_it, length(Args)}.
 
 proc_lib_initial_call(Pid) ->
-    %% OTP 26+ can read one key; OTP 25 reads the whole dictionary.
-    Dict = try process_info(Pid, {dictionary, '$initial_call'}) of
-               {{dictionary, '$initial_call'}, V} -> [{'$initial_call', V}];
-               _ -> []
-           catch error:badarg ->
+    %% OTP 26.2+ can read one key; before that, the whole dictionary.  Which
+    %% one this VM does is found out once.
+    Dict = case dictionary_key_form() of
+               true ->
+                   case process_info(Pid, {dictionary, '$initial_call'}) of
+                       {{dictionary, '$initial_call'}, V} -> [{'$initial_call', V}];
+                       _ -> []
+                   end;
+               false ->
                    case process_info(Pid, dictionary) of
                        {dictionary, D} -> D;
                        undefined -> []
@@ -97,13 +125,57 @@ proc_lib_initial_call(Pid) ->
         _ -> false
     end.
 
+dictionary_key_form() ->
+    case persistent_term:get({?MODULE, dictionary_key_form}, unknown) of
+        unknown ->
+            Known = try process_info(self(), {dictionary, '$initial_call'}) of
+                        _ -> true
+                    catch error:badarg -> false
+                    end,
+            persistent_term:put({?MODULE, dictionary_key_form}, Known),
+            Known;
+        Known ->
+            Known
+    end.
+
 initial_call({M, F, A}, _Pid) -> mfa(M, F, A);
 initial_call(_, Pid) -> endpoint(Pid).
 
 %% @doc `M:F/A' as a binary (A may be the argument list).
 -spec mfa(atom(), atom(), arity() | list()) -> binary().
 mfa(M, F, A) when is_list(A) -> mfa(M, F, length(A));
-mfa(M, F, A) -> iolist_to_binary(io_lib:format("~w:~w/~w", [M, F, A])).
+mfa(M, F, A) ->
+    %% as ~w:~w/~w would write it; a collector labels every new process
+    %% with it, so the common atoms skip io_lib's quoting rules
+    <<(atom_text(M))/binary, $:, (atom_text(F))/binary, $/, (integer_to_binary(A))/binary>>.
+
+%% An atom as ~w writes it: bare when it is a lower-case letter followed by
+%% letters, digits, _ and @ and not a reserved word; else io_lib decides.
+atom_text(Atom) ->
+    B = atom_to_binary(Atom),
+    case B of
+        <<C, Rest/binary>> when C >= $a, C =< $z ->
+            case bare(Rest) andalso not reserved(Atom) of
+                true -> B;
+                false -> unicode:characters_to_binary(io_lib:write_atom(Atom))
+            end;
+        _ ->
+            unicode:characters_to_binary(io_lib:write_atom(Atom))
+    end.
+
+bare(<<C, Rest/binary>>) when C >= $a, C =< $z; C >= $A, C =< $Z; C >= $0, C =< $9;
+                              C =:= $_; C =:= $@ ->
+    bare(Rest);
+bare(<<>>) -> true;
+bare(_) -> false.
+
+%% Erlang's reserved words (with `maybe' and `else' of the maybe feature),
+%% which ~w quotes.
+reserved(A) ->
+    lists:member(A, ['after', 'and', 'andalso', 'band', 'begin', 'bnot', 'bor', 'bsl', 'bsr',
+                     'bxor', 'case', 'catch', 'cond', 'div', 'else', 'end', 'fun', 'if', 'let',
+                     'maybe', 'not', 'of', 'or', 'orelse', 'receive', 'rem', 'try', 'when',
+                     'xor']).
 
 %% @doc The endpoint as the VM reported it, in text: `<0.80.0>',
 %% `#Port<0.5>', `name', `{name,node@host}', `<9.80.0>@node@host',

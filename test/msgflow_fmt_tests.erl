@@ -44,8 +44,22 @@ label_test_() ->
               ?_assertEqual(<<"erlang:apply/2">>, msgflow_fmt:label(Plain)),
               ?_assertMatch(<<"msgflow_fmt_tests:", _/binary>>, msgflow_fmt:label(Gen)),
               ?_assertEqual(list_to_binary(pid_to_list(Dead)), msgflow_fmt:label(Dead)),
-              ?_assertEqual(<<"some_name">>, msgflow_fmt:label(some_name))]
+              ?_assertEqual(<<"some_name">>, msgflow_fmt:label(some_name)),
+              ?_assertMatch(#{label := <<"msgflow_fmt_tests_named">>, name := msgflow_fmt_tests_named,
+                              module := erlang, group_leader := GL} when is_pid(GL),
+                            msgflow_fmt:describe(Named)),
+              ?_assertMatch(#{name := undefined, module := msgflow_fmt_tests},
+                            msgflow_fmt:describe(Gen)),
+              ?_assertEqual(undefined, msgflow_fmt:describe(Dead))]
      end}.
+
+%% mfa/3 writes what ~w:~w/~w writes, quoting included.
+prop_mfa_as_format() ->
+    Word = ?LET(Cs, list(oneof([range($a, $z), range($A, $Z), range($0, $9), $_, $@, $-, $., $\s])),
+                list_to_atom(Cs)),
+    Atom = oneof([Word, oneof(['after', 'receive', 'maybe', 'else', 'end', ok, 'Elixir.Foo', ''])]),
+    ?FORALL({M, F, A}, {Atom, Atom, range(0, 255)},
+            msgflow_fmt:mfa(M, F, A) =:= iolist_to_binary(io_lib:format("~w:~w/~w", [M, F, A]))).
 
 %% Removing the separators gives the plain digits back, and groups are 3 wide.
 prop_int_roundtrip() ->
@@ -64,4 +78,4 @@ prop_cell_width() ->
 
 proper_test_() ->
     [?_assert(proper:quickcheck(P, [{numtests, 500}, {to_file, user}]))
-     || P <- [prop_int_roundtrip(), prop_cell_width()]].
+     || P <- [prop_int_roundtrip(), prop_cell_width(), prop_mfa_as_format()]].
