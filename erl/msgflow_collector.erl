@@ -453,12 +453,10 @@ learn(E, St = #st{births = B}) when is_pid(E), node(E) =:= node() ->
     {Label, Name, Mod, App, St1} =
         case msgflow_fmt:describe(E) of
             undefined ->
-                Dead = if
-                           BName =/= undefined -> atom_to_binary(BName);
-                           BCall =/= undefined -> msgflow_fmt:mfa(element(1, BCall),
-                                                                  element(2, BCall),
-                                                                  element(3, BCall));
-                           true -> msgflow_fmt:endpoint(E)
+                Dead = case {BName, BCall} of
+                           {undefined, {M, F, A}} -> msgflow_fmt:mfa(M, F, A);
+                           {undefined, undefined} -> msgflow_fmt:endpoint(E);
+                           _ -> atom_to_binary(BName)
                        end,
                 {Dead, BName, BMod, undefined, St};
             #{label := Live, name := LiveName, module := LiveMod, group_leader := GL} ->
