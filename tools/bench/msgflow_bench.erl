@@ -324,8 +324,7 @@ added(untraced, _) -> "-";
 added(_, A) -> io_lib:format("~.1f", [A]).
 
 xfloor(S, _, _) when S =:= untraced; S =:= floor -> "-";
-xfloor(_, _, Floor) when Floor =< 0 -> "?";
-xfloor(_, A, Floor) -> io_lib:format("~.2f", [A / Floor]).
+xfloor(_, A, Floor) -> ratio(A, Floor, 2).
 
 drain(S, _) when S =:= untraced; S =:= floor -> "-";
 drain(_, D) -> io_lib:format("~.1f", [D]).
@@ -358,7 +357,7 @@ summary(Workloads, Results) ->
     ok.
 
 %% A ratio of two added costs; "?" when the one below the line is not
-%% above zero (noise put it under the untraced run), as xfloor/3 does.
+%% above zero (noise put it under the untraced run).
 ratio(_, Below, _) when Below =< 0 -> "?";
 ratio(Above, Below, Digits) -> io_lib:format("~.*f", [Digits, Above / Below]).
 
