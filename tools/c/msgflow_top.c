@@ -59,10 +59,9 @@ typedef struct {
 
 /* ------------------------------------------------------------------ rpc */
 
-/* Calls mod:fun(Args) on the node; args is an encoded list without the
- * version byte.  On success *reply holds the reply term (no version byte)
- * and 0 is returned; -1 when the connection failed or timed out. */
-static int rpc(conn *c, const char *mod, const char *fun, ei_x_buff *args, ei_x_buff *reply)
+/* Sends mod:fun(Args) (args: a whole encoded list, no version byte) and
+ * waits for the answer into the caller's `reply'.  Use rpc() below. */
+static int rpc_wait(conn *c, const char *mod, const char *fun, ei_x_buff *args, ei_x_buff *reply)
 {
     erlang_msg msg;
     if (ei_rpc_to(&c->ec, c->fd, (char *)mod, (char *)fun, args->buff, args->index) < 0)
@@ -88,16 +87,25 @@ static int rpc(conn *c, const char *mod, const char *fun, ei_x_buff *args, ei_x_
     }
 }
 
+/* Calls mod:fun on the node with the arguments begun by args_new.  Ends and
+ * frees `args'; `reply' is set up here (the rpc's result term, once the
+ * {rex, _} wrapper is gone) and the caller frees it with ei_x_free in every
+ * case.  0, or -1 when the node did not answer. */
+static int rpc(conn *c, const char *mod, const char *fun, ei_x_buff *args, ei_x_buff *reply)
+{
+    ei_x_encode_empty_list(args);
+    ei_x_new(reply);
+    int rc = rpc_wait(c, mod, fun, args, reply);
+    ei_x_free(args);
+    return rc;
+}
+
+/* Begins the argument list of an rpc: n terms, then rpc(). */
 static void args_new(ei_x_buff *x, int n)
 {
     ei_x_new(x);
     if (n)
         ei_x_encode_list_header(x, n);
-}
-
-static void args_end(ei_x_buff *x)
-{
-    ei_x_encode_empty_list(x);
 }
 
 /* The reply as text, for messages. */
@@ -215,11 +223,8 @@ static int write_remote_file(conn *c, const char *remote, const char *local)
         args_new(&args, 2);
         ei_x_encode_string(&args, remote);
         ei_x_encode_binary(&args, data, (long)len);
-        args_end(&args);
-        ei_x_new(&reply);
         if (rpc(c, "file", "write_file", &args, &reply) == 0 && reply_is_atom(&reply, "ok"))
             rc = 0;
-        ei_x_free(&args);
         ei_x_free(&reply);
     }
     free(data);
@@ -235,14 +240,11 @@ static int rpc_string(conn *c, const char *mod, const char *fun, const char *arg
     ei_x_encode_atom(&args, arg);
     if (arg2)
         ei_x_encode_string(&args, arg2);
-    args_end(&args);
-    ei_x_new(&reply);
     int rc = -1, idx = 0, type, size;
     if (rpc(c, mod, fun, &args, &reply) == 0 &&
         ei_get_type(reply.buff, &idx, &type, &size) == 0 && type == ERL_STRING_EXT &&
         (size_t)size < len && ei_decode_string(reply.buff, &idx, out) == 0)
         rc = 0;
-    ei_x_free(&args);
     ei_x_free(&reply);
     return rc;
 }
@@ -253,11 +255,8 @@ static int ensure_code(conn *c)
     ei_x_buff args, reply;
     args_new(&args, 1);
     ei_x_encode_atom(&args, "msgflow");
-    args_end(&args);
-    ei_x_new(&reply);
     int r = rpc(c, "code", "which", &args, &reply);
     int missing = r == 0 && reply_is_atom(&reply, "non_existing");
-    ei_x_free(&args);
     ei_x_free(&reply);
     if (r != 0)
         return -1;
@@ -288,11 +287,8 @@ static int ensure_code(conn *c)
         snprintf(rpath, sizeof(rpath), "%s/%s", dir, subdirs[i]);
         args_new(&args, 1);
         ei_x_encode_string(&args, rpath);
-        args_end(&args);
-        ei_x_new(&reply);
         failed = rpc(c, "filelib", "ensure_path", &args, &reply) != 0 ||
                  !reply_is_atom(&reply, "ok");
-        ei_x_free(&args);
         ei_x_free(&reply);
     }
     struct dirent *de;
@@ -315,10 +311,7 @@ static int ensure_code(conn *c)
         snprintf(rpath, sizeof(rpath), "%s/ebin", dir);
         args_new(&args, 1);
         ei_x_encode_string(&args, rpath);
-        args_end(&args);
-        ei_x_new(&reply);
         failed = rpc(c, "code", "add_patha", &args, &reply) != 0 || !reply_is_atom(&reply, "true");
-        ei_x_free(&args);
         ei_x_free(&reply);
     }
     if (failed)
@@ -336,8 +329,6 @@ static int start_msgflow(conn *c, long interval)
     ei_x_encode_map_header(&args, 1);
     ei_x_encode_atom(&args, "interval");
     ei_x_encode_long(&args, interval);
-    args_end(&args);
-    ei_x_new(&reply);
     int rc = -1;
     char text[512];
     if (rpc(c, "msgflow", "start", &args, &reply) != 0) {
@@ -351,7 +342,6 @@ static int start_msgflow(conn *c, long interval)
         else
             fprintf(stderr, "msgflow-top: msgflow:start/1 on %s: %s\n", c->node, text);
     }
-    ei_x_free(&args);
     ei_x_free(&reply);
     return rc;
 }
@@ -360,10 +350,7 @@ static int stop_msgflow(conn *c)
 {
     ei_x_buff args, reply;
     args_new(&args, 0);
-    args_end(&args);
-    ei_x_new(&reply);
     int rc = rpc(c, "msgflow", "stop", &args, &reply) == 0 && reply_is_atom(&reply, "ok") ? 0 : -1;
-    ei_x_free(&args);
     ei_x_free(&reply);
     return rc;
 }
@@ -374,8 +361,6 @@ static int fetch(conn *c, mf_dump *d, int *gone)
 {
     ei_x_buff args, reply;
     args_new(&args, 0);
-    args_end(&args);
-    ei_x_new(&reply);
     int rc = -1, idx = 0, type, size;
     *gone = 0;
     if (rpc(c, "msgflow", "dump", &args, &reply) != 0) {
@@ -397,7 +382,6 @@ static int fetch(conn *c, mf_dump *d, int *gone)
         reply_text(&reply, text, sizeof(text));
         fprintf(stderr, "msgflow-top: msgflow:dump() on %s: %s\n", c->node, text);
     }
-    ei_x_free(&args);
     ei_x_free(&reply);
     return rc;
 }
