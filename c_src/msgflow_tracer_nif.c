@@ -144,7 +144,6 @@ struct mf_session {
     uint64_t id;
     char pad_id[MF_CACHE_LINE];
     _Atomic int state;
-    ErlNifPid collector;
     ErlNifMonitor monitor;
     int monitored;
     mf_alloc alloc;
@@ -385,29 +384,28 @@ static inline ERL_NIF_TERM status_answer(ErlNifEnv *env, mf_session *s)
                                                                              : atom_remove;
 }
 
-/* enabled(TraceTag, TracerState, Tracee) */
+/* enabled(TraceTag, TracerState, Tracee).  The VM asks trace_status each
+ * time it schedules a traced process in (once per message in a ping-pong),
+ * so that answer is one load: the session's state, which stop/0 and the
+ * monitor on the collector (session_down) set. */
 static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     mf_session *s;
     if (!get_session(env, argv[1], &s))
         return atom_remove;
-    if (argv[0] == atom_trace_status) {
-        if (atomic_load_explicit(&s->state, memory_order_relaxed) == MF_ACTIVE &&
-            !enif_is_process_alive(env, &s->collector))
-            return atom_remove;
-        return status_answer(env, s);
-    }
-    if (argv[0] == atom_send || argv[0] == atom_send_to_non_existing_process)
+    if (argv[0] == atom_trace_status || argv[0] == atom_send ||
+        argv[0] == atom_send_to_non_existing_process)
         return status_answer(env, s);
     return atom_discard;
 }
 
 /* enabled_send(send | send_to_non_existing_process, TracerState, Tracee):
  * always `trace', touching nothing.  Whether the session is still active is
- * answered by trace_status (enabled/3), which the VM asks when flags are
- * read or set; stop/0 clears the flags itself, and a collector restarted
- * after a crash sweeps the flags its predecessor left. */
+ * answered by trace_status (enabled/3), which the VM asks when it schedules
+ * a traced process in and when flags are read or set; stop/0 clears the
+ * flags itself, and a collector restarted after a crash sweeps the flags its
+ * predecessor left. */
 static ERL_NIF_TERM nif_enabled_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)env;
@@ -610,7 +608,6 @@ static ERL_NIF_TERM nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM
         return enif_raise_exception(env, atom_memory);
     memset(s, 0, sizeof(*s));
     s->id = atomic_fetch_add(&mf_next_session_id, 1);
-    s->collector = collector;
     s->alloc = mf_active;
     s->limit.max = max;
     s->spill_lock = enif_mutex_create("msgflow_spill_claim");

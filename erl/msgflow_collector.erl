@@ -22,6 +22,8 @@
 -define(QLEN_MAX_SAMPLED, 50).
 %% group leaders whose application is kept (see application_of/3)
 -define(MAX_GROUP_LEADERS, 1000).
+%% How long a restarted collector waits for its predecessor's exit (ms).
+-define(RETIRE_MS, 5000).
 
 -type pair() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}.
 
@@ -77,15 +79,20 @@ init([]) ->
     {ok, #st{}}.
 
 %% A collector that died while running left processes flagged for its
-%% session (it marks a run in the application environment).  Asking the VM
-%% for their tracer makes it ask the session's trace_status, which answers
-%% `remove' once its collector is gone: that clears them.
+%% session (it keeps the session in the application environment while a
+%% run lasts).  Asking the VM for their tracer makes it ask the session's
+%% trace_status, which answers `remove' once the session is no longer
+%% active: that clears them.  The session's monitor on the dead collector
+%% marks it too, but a dying process leaves the process table before its
+%% monitors fire, and the supervisor may restart us in between: so stop the
+%% session here first.
 clear_orphaned_flags() ->
     case application:get_env(msgflow, running) of
-        {ok, true} ->
+        {ok, Session} ->
+            _ = (catch msgflow_tracer:session_stop(Session)),
             _ = [erlang:trace_info(P, tracer) || P <- [new | processes() ++ erlang:ports()]],
             application:unset_env(msgflow, running);
-        _ ->
+        undefined ->
             ok
     end.
 
@@ -225,7 +232,7 @@ resolve_list([Pid | Rest], Own, Acc) ->
 set_flags(Targets, Session, Opts, St) ->
     try flags_on(Targets, Session) of
         ok ->
-            application:set_env(msgflow, running, true),
+            application:set_env(msgflow, running, {Session, self()}),
             Run = make_ref(),
             St1 = St#st{running = true, session = Session, opts = Opts,
                         traced = case Targets of L when is_list(L) -> L; _ -> [] end,

@@ -10,7 +10,7 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
-         collector_killed/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
+         collector_killed/1, session_owner_down/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
@@ -27,7 +27,7 @@ all() ->
 groups() ->
     [{tracing, [sequence],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
-       collector_killed, max_pairs_overflow, bad_options, export_csv, sampling,
+       collector_killed, session_owner_down, max_pairs_overflow, bad_options, export_csv, sampling,
        matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing]},
@@ -188,12 +188,15 @@ collector_killed(_Config) ->
     MRef = monitor(process, Collector),
     exit(Collector, kill),
     receive {'DOWN', MRef, process, Collector, killed} -> ok end,
-    ?assertEqual(remove, msgflow_tracer:enabled(trace_status, Session, Echo)),
     %% the supervisor restarted the collector (which_children is served after
-    %% the supervisor handled the exit), and its init swept the flags: read
-    %% them raw, without asking the tracer
+    %% the supervisor handled the exit): its init stopped the session, unless
+    %% the session's monitor on the dead collector came first
     [{msgflow_collector, New, worker, _}] = supervisor:which_children(msgflow_sup),
     ?assert(is_pid(New) andalso New =/= Collector),
+    ?assertMatch(#{state := S} when S =:= stopped; S =:= collector_down,
+                 msgflow_tracer:session_info(Session)),
+    ?assertEqual(remove, msgflow_tracer:enabled(trace_status, Session, Echo)),
+    %% and it swept the flags: read them raw, without asking the tracer
     ?assertEqual({trace, 0}, process_info(Echo, trace)),
     ?assertEqual([], [P || P <- processes(), process_info(P, trace) =/= {trace, 0}]),
     Echo ! {self(), ping},
@@ -206,6 +209,34 @@ collector_killed(_Config) ->
     ?assertEqual([{Echo, self(), 1}], msgflow:pairs()),
     unlink(Echo),
     exit(Echo, kill).
+
+%% A session whose owner dies turns itself off (its monitor on the owner):
+%% collector_down, and trace_status then answers remove.  The monitor fires
+%% while the owner exits, maybe after our 'DOWN': wait for it by yielding.
+session_owner_down(_Config) ->
+    Self = self(),
+    Owner = spawn(fun() -> Self ! {session, msgflow_tracer:session_new(self(), 10)},
+                           receive stop -> ok end end),
+    Session = receive {session, S} -> S end,
+    ?assertMatch(#{state := active}, msgflow_tracer:session_info(Session)),
+    ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Session, Self)),
+    MRef = monitor(process, Owner),
+    exit(Owner, kill),
+    receive {'DOWN', MRef, process, Owner, killed} -> ok end,
+    ?assertEqual(collector_down, state_after(Session, active, 1000000)),
+    ?assertEqual(remove, msgflow_tracer:enabled(trace_status, Session, Self)),
+    ?assertEqual(remove, msgflow_tracer:enabled(send, Session, Self)).
+
+%% The session's state once it is no longer From, yielding at most Tries
+%% times in between.
+state_after(Session, From, Tries) ->
+    case msgflow_tracer:session_info(Session) of
+        #{state := From} when Tries > 0 ->
+            erlang:yield(),
+            state_after(Session, From, Tries - 1);
+        #{state := State} ->
+            State
+    end.
 
 %% A cap of 10 entries: 10 senders x 20 receivers still add up exactly.
 max_pairs_overflow(_Config) ->

@@ -362,9 +362,11 @@ ratio(_, Below, _) when Below =< 0 -> "?";
 ratio(Above, Below, Digits) -> io_lib:format("~.*f", [Digits, Above / Below]).
 
 %%% The callbacks alone: what msgflow's enabled_send/3 + trace_send/5 cost
-%%% over the floor's, called directly in a loop over the ring's 1,000 pairs.
-%%% The loop and the calls are the same for both, so the difference is
-%%% msgflow's own work per send, without the scheduling of the workloads.
+%%% over the floor's, called directly in a loop over the ring's 1,000 pairs,
+%%% with the enabled(trace_status) the VM asks when it schedules the
+%%% receiver in (once per send in the ring and ping-pong).  The loop and the
+%%% calls are the same for both, so the difference is msgflow's own work per
+%%% send, without the scheduling of the workloads.
 %%% 25 short runs of each, interleaved; the fastest run of each counts,
 %%% since interference on a shared machine only ever adds time.  msgflow's
 %%% counts are checked exact.
@@ -374,7 +376,8 @@ ratio(Above, Below, Digits) -> io_lib:format("~.*f", [Digits, Above / Below]).
 callbacks(Scale, Workloads, Results) ->
     N = max(1000, round(400000 * Scale)),
     Pids = [spawn_link(fun sink/0) || _ <- lists:seq(1, 1000)],
-    Pairs = list_to_tuple([{A, #{extra => B}} || {A, B} <- lists:zip(Pids, tl(Pids) ++ [hd(Pids)])]),
+    Pairs = list_to_tuple([{A, B, #{extra => B}}
+                           || {A, B} <- lists:zip(Pids, tl(Pids) ++ [hd(Pids)])]),
     Session = msgflow_tracer:session_new(self(), 100000),
     Runs = lists:foldl(
              fun(_, Acc) ->
@@ -408,16 +411,18 @@ call_loop(Tracer, Session, Pairs, N) ->
 
 floor_loop(_, 0) -> ok;
 floor_loop(Pairs, N) ->
-    {From, Extra} = element(N rem 1000 + 1, Pairs),
+    {From, To, Extra} = element(N rem 1000 + 1, Pairs),
     trace = bench_floor_tracer:enabled_send(send, [], From),
     ok = bench_floor_tracer:trace_send(send, [], From, m, Extra),
+    trace = bench_floor_tracer:enabled(trace_status, [], To),
     floor_loop(Pairs, N - 1).
 
 msgflow_loop(_, _, 0) -> ok;
 msgflow_loop(Session, Pairs, N) ->
-    {From, Extra} = element(N rem 1000 + 1, Pairs),
+    {From, To, Extra} = element(N rem 1000 + 1, Pairs),
     trace = msgflow_tracer:enabled_send(send, Session, From),
     ok = msgflow_tracer:trace_send(send, Session, From, m, Extra),
+    trace = msgflow_tracer:enabled(trace_status, Session, To),
     msgflow_loop(Session, Pairs, N - 1).
 
 yes_no(true) -> "yes";
