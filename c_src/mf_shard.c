@@ -28,6 +28,24 @@ struct mf_entry {
     UT_hash_handle hh;      /* owner only */
 };
 
+/* The first tier: pairs counted in place, in a fixed array of cells, two to
+ * a cache line.  A pair's cells are the two of one line; a send to a pair
+ * found there touches that line and nothing else of the shard.  A cell once
+ * taken keeps its pair while the shard lives (so a pair whose line was full
+ * when it came is never in the cells later), and it is published to the
+ * reader by the release store of its first count. */
+typedef struct mf_cell {
+    uint64_t key[2];        /* from, to; written before publication */
+    _Atomic uint64_t count; /* messages; 0 while free; written by the owner only */
+    uint64_t seen;          /* count at the last take; reader only */
+} mf_cell;
+
+#define MF_CELL_BITS 12                     /* 4,096 cells: 128 KiB */
+#define MF_CELLS (1u << MF_CELL_BITS)
+#define MF_CELLS_PER_LINE (MF_CACHE_LINE / sizeof(mf_cell))
+
+/* The second tier, for pairs whose line of cells was full: uthash, with a
+ * direct-mapped front cache of entry pointers before it. */
 #define MF_FRONT_SLOTS 4096 /* power of two; 32 KiB of pointers */
 #define MF_SLAB_ENTRIES 64  /* entries per slab: 6 KiB on LP64 */
 
@@ -42,7 +60,8 @@ typedef struct mf_slab {
 } mf_slab;
 
 struct mf_shard {
-    /* Owner-written. */
+    /* Owner-written, but for the cells' `seen'. */
+    _Alignas(MF_CACHE_LINE) mf_cell cells[MF_CELLS];
     mf_entry *front[MF_FRONT_SLOTS];    /* direct-mapped cache of pair entries */
     mf_entry *pairs;                    /* uthash head */
     mf_entry *dead;                     /* uthash head */
@@ -69,6 +88,16 @@ static inline unsigned mf_mix(const uint64_t *k)
     h *= 0xBF58476D1CE4E5B9ULL;
     h ^= h >> 32;
     return (unsigned)h;
+}
+
+/* The first of a pair's two cells: the high bits of a two-multiply mix,
+ * even, so that both cells are on one line. */
+static inline unsigned mf_cell_index(uint64_t from, uint64_t to)
+{
+    return (unsigned)((((from ^ 0x632BE59BD9B4E019ULL) * 0x9E3779B97F4A7C15ULL) ^ to) *
+                          0xBF58476D1CE4E5B9ULL >>
+                      (64 - MF_CELL_BITS)) &
+           ~(unsigned)(MF_CELLS_PER_LINE - 1);
 }
 
 /* Front-cache slot: the high bits of a two-multiply mix. */
@@ -213,22 +242,61 @@ void mf_shard_overflow(mf_shard *sh, int dead)
         owner_add(&sh->overflow_dead, 1);
 }
 
-int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead)
+/* Takes a free cell for a pair and counts its first message; 0 when the
+ * session may not grow. */
+static int cell_take(mf_shard *sh, mf_cell *c, uint64_t from, uint64_t to)
+{
+    if (!limit_take(sh->limit))
+        return 0;
+    c->key[0] = from; /* `seen' is the reader's, zero since mf_shard_new */
+    c->key[1] = to;
+    owner_add(&sh->entries, 1);
+    atomic_store_explicit(&c->count, 1, memory_order_release);
+    return 1;
+}
+
+/* The second tier: a pair seen lately sits in its front slot, found with
+ * one multiply and two compares, before uthash is asked. */
+static int count_entry(mf_shard *sh, uint64_t from, uint64_t to)
 {
     const uint64_t key[2] = {from, to};
-    /* The hot path: a pair seen lately sits in its front slot, found with
-     * one multiply and two compares, before uthash is asked. */
     mf_entry **slot = &sh->front[mf_front_index(from, to)];
     mf_entry *e = *slot;
     if (!e || e->key[0] != from || e->key[1] != to) {
         e = find_or_add(sh, &sh->pairs, &sh->pairs_list, key);
-        if (!e) {
-            mf_shard_overflow(sh, dead);
-            return MF_OVERFLOW;
-        }
+        if (!e)
+            return 0;
         *slot = e;
     }
     owner_add(&e->count, 1);
+    return 1;
+}
+
+int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead)
+{
+    const uint64_t key[2] = {from, to};
+    mf_cell *line = &sh->cells[mf_cell_index(from, to)];
+    int counted = -1;
+    for (unsigned i = 0; i < MF_CELLS_PER_LINE; i++) {
+        mf_cell *c = &line[i];
+        uint64_t n = atomic_load_explicit(&c->count, memory_order_relaxed);
+        if (n == 0) {
+            /* a free cell on the pair's line: the pair is nowhere yet */
+            counted = cell_take(sh, c, from, to);
+            break;
+        }
+        if (c->key[0] == from && c->key[1] == to) {
+            atomic_store_explicit(&c->count, n + 1, memory_order_relaxed);
+            counted = 1;
+            break;
+        }
+    }
+    if (counted < 0)
+        counted = count_entry(sh, from, to);
+    if (!counted) {
+        mf_shard_overflow(sh, dead);
+        return MF_OVERFLOW;
+    }
     if (dead) {
         mf_entry *d = find_or_add(sh, &sh->dead, &sh->dead_list, key);
         if (d)
@@ -255,6 +323,18 @@ int mf_shard_take_some(mf_shard *sh, mf_cursor *cur, mf_delta_fn pairs, mf_delta
     for (;;) {
         switch (cur->phase) {
         case 0:
+            for (; cur->cell < MF_CELLS && budget; cur->cell++, budget--) {
+                mf_cell *c = &sh->cells[cur->cell];
+                /* acquire: a count seen non-zero comes with its key */
+                uint64_t now = atomic_load_explicit(&c->count, memory_order_acquire);
+                if (now != c->seen) {
+                    if (pairs)
+                        pairs(ctx, c->key[0], c->key[1], now - c->seen);
+                    c->seen = now;
+                }
+            }
+            if (cur->cell < MF_CELLS)
+                return 0;
             cur->next = atomic_load_explicit(&sh->pairs_list, memory_order_acquire);
             cur->phase = 1;
             break;

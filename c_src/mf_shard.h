@@ -8,15 +8,26 @@
  * the hot path takes no lock and does no atomic read-modify-write: a count is
  * a relaxed load and a relaxed store of the same word by its only writer.
  *
+ * Pairs live in two tiers.  The first is a fixed array of 4,096 cells, two
+ * to a cache line, each holding a pair's key and count: a pair's cells are
+ * the two of one line, so counting a pair found there touches that one line
+ * of the shard.  A pair whose line is full goes to the second tier, a
+ * uthash table of entries reached through a direct-mapped front cache.
+ * Cells are never freed or reused while the shard lives, so a pair found in
+ * neither tier, with a free cell on its line, is new.
+ *
  * One reader at a time (the snapshot, on another thread) walks the shard
- * without stopping the writer.  It never touches the uthash table, which the
- * writer may resize at any moment; it walks a singly linked list of entries
- * instead.  The writer fills an entry completely, then publishes it at the
- * head of that list with a release store; entries are never unlinked or freed
- * while the shard lives, so the reader's acquire load of the head gives it a
- * list it can follow to the end.  Counts only grow.  The reader keeps, per
- * entry, the count it last reported (`seen`) and reports `count - seen`: an
- * increment is in exactly one delta, never lost, never twice.
+ * without stopping the writer.  It scans the cells: a cell is published by
+ * the release store of its first count, after its key, so the reader's
+ * acquire load of a non-zero count comes with the key.  It never touches the
+ * uthash table, which the writer may resize at any moment; it walks a singly
+ * linked list of entries instead.  The writer fills an entry completely,
+ * then publishes it at the head of that list with a release store; entries
+ * are never unlinked or freed while the shard lives, so the reader's acquire
+ * load of the head gives it a list it can follow to the end.  Counts only
+ * grow.  The reader keeps, per cell and entry, the count it last reported
+ * (`seen`) and reports `count - seen`: an increment is in exactly one delta,
+ * never lost, never twice.
  *
  * Keys are two 64-bit words chosen by the caller (msgflow stores an
  * ErlNifPid's word or an id the NIF gave an interned term, never an
@@ -27,10 +38,11 @@
  * A send that would need an entry past the cap is added to the shard's
  * overflow tally instead, so the sum of all counts stays exact.
  *
- * Memory: one mf_entry (96 bytes on LP64) per pair per shard, taken from
+ * Memory: 160 KiB per shard for the cells and the front cache, and for
+ * each pair past the cells one mf_entry (96 bytes on LP64) taken from
  * cache-line aligned slabs of 64 the shard owns (so no other thread's data
- * shares a line with a count), plus uthash's bucket array and a 32 KiB
- * direct-mapped front cache; all of it from the shard's mf_alloc.
+ * shares a line with a count), plus uthash's bucket array; all of it from
+ * the shard's mf_alloc.  The shard itself is cache-line aligned.
  */
 #ifndef MF_SHARD_H
 #define MF_SHARD_H
@@ -86,8 +98,9 @@ typedef struct mf_take_totals {
 
 /* Where a take stopped.  Zero it before the first mf_shard_take_some. */
 typedef struct mf_cursor {
-    int phase;     /* 0 start, 1 pair list, 2 dead list, 3 totals, 4 done */
+    int phase;     /* 0 cells, 1 pair list, 2 dead list, 3 totals, 4 done */
     void *next;    /* next entry to visit in the current list */
+    unsigned cell; /* next cell to visit in phase 0 */
 } mf_cursor;
 
 /*

@@ -177,6 +177,13 @@ static void test_concurrent_take_is_exact(void)
     CHECK(memcmp(t.pairs, want.pairs, sizeof(want.pairs)) == 0);
     CHECK(memcmp(t.dead, want.dead, sizeof(want.dead)) == 0);
     CHECK(tot.overflow == 0);
+    /* each pair in one place only: in a cell or, when its line of cells
+     * was full, in the uthash tier; dead-letter pairs once more */
+    uint64_t dead_pairs = 0;
+    for (int a = 0; a < NKEYS; a++)
+        for (int b = 0; b < NKEYS; b++)
+            dead_pairs += want.dead[a][b] != 0;
+    CHECK(mf_shard_entries(race_shard) == (uint64_t)NKEYS * NKEYS + dead_pairs);
     printf("concurrent: %d takes during %llu counts, all exact\n", takes,
            (unsigned long long)WRITER_MSGS);
     mf_shard_free(race_shard);
