@@ -136,14 +136,16 @@ struct mf_slot {
     ErlNifMutex *lock;      /* only for the spill slot */
 };
 
-/* Read on every traced send: `id', never written after creation.  The
- * padding keeps the fields written at claim, snapshot or stop time at least
- * a cache line away from it (a resource is only 8-byte aligned, so padding,
- * not _Alignas). */
+/* Read on every traced send and schedule-in: `id', never written after
+ * creation, and `state', written once when the session stops or its
+ * collector dies; together, so both callbacks miss on one line at most.
+ * The padding keeps the fields written at claim and snapshot time at least
+ * a cache line away from them (a resource is only 8-byte aligned, so
+ * padding, not _Alignas). */
 struct mf_session {
     uint64_t id;
-    char pad_id[MF_CACHE_LINE];
     _Atomic int state;
+    char pad_id[MF_CACHE_LINE];
     ErlNifMonitor monitor;
     int monitored;
     mf_alloc alloc;
@@ -165,10 +167,14 @@ struct mf_session {
 static ErlNifResourceType *mf_session_rt;
 static _Atomic uint64_t mf_next_session_id = 1;
 
-/* The calling thread's slot for one session: valid while id matches. */
+/* The calling thread's slot for one session: valid while session_id
+ * matches.  `shard` is the slot's shard when the slot is the thread's own,
+ * NULL for the shared spill slot (which takes its lock): a send between two
+ * local pids then reads nothing of the slot. */
 static __thread struct {
     uint64_t session_id;
     mf_slot *slot;
+    mf_shard *shard;
 } mf_tls;
 
 /* ------------------------------------------------------------- interning */
@@ -267,16 +273,46 @@ static int intern(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, uint64_t *id)
 }
 
 /* Owner thread only.  The key word of an endpoint (see Keys above). */
+/* A local pid is an immediate whose low four bits are 0x3: the test
+ * enif_get_local_pid makes, without the call.  Its word is what
+ * ErlNifPid.pid would hold. */
+static inline int is_local_pid(ERL_NIF_TERM t)
+{
+    return ((uint64_t)t & MF_PID_TAG_MASK) == MF_PID_TAG;
+}
+
 static inline int endpoint_word(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, uint64_t *w)
 {
-    /* A local pid is an immediate whose low four bits are 0x3: the test
-     * enif_get_local_pid makes, without the call.  Its word is what
-     * ErlNifPid.pid would hold. */
-    if (((uint64_t)t & MF_PID_TAG_MASK) == MF_PID_TAG) {
+    if (is_local_pid(t)) {
         *w = (uint64_t)t;
         return 1;
     }
     return intern(env, slot, t, w);
+}
+
+/* The header word of a flat map, as the VM lays maps out, when
+ * extra_layout_ok verified at load that get_extra reads a one-key map right;
+ * 0 to always ask enif_get_map_value. */
+static uint64_t mf_flatmap_header;
+
+/* The value under `extra' in trace_send's options.  The VM passes a flat map
+ * with that one key: a boxed term whose words are the header, the size, the
+ * keys tuple, then the value.  Read so, it costs no call into the VM, whose
+ * map code is cold in the caches of a traced workload; any other map (or a
+ * layout not verified) goes to enif_get_map_value. */
+static inline int get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *to)
+{
+    if (mf_flatmap_header && ((uint64_t)opts & 0x3) == 0x2) {
+        const uint64_t *map = (const uint64_t *)((uint64_t)opts - 0x2);
+        if (map[0] == mf_flatmap_header && map[1] == 1) {
+            const uint64_t *keys = (const uint64_t *)(map[2] - 0x2);
+            if (keys[1] == (uint64_t)atom_extra) {
+                *to = (ERL_NIF_TERM)map[3];
+                return 1;
+            }
+        }
+    }
+    return enif_get_map_value(env, opts, atom_extra, to);
 }
 
 /* ------------------------------------------------------------------ slots */
@@ -341,6 +377,7 @@ static mf_slot *slot_claim(mf_session *s)
     }
     mf_tls.session_id = s->id;
     mf_tls.slot = slot;
+    mf_tls.shard = slot->lock ? NULL : slot->shard;
     return slot;
 }
 
@@ -431,12 +468,19 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     (void)argc;
     mf_session *s;
     ERL_NIF_TERM to;
-    if (!get_session(env, argv[1], &s) || !enif_get_map_value(env, argv[4], atom_extra, &to))
-        return atom_ok;
-    mf_slot *slot = mf_tls.session_id == s->id ? mf_tls.slot : slot_claim(s);
-    if (!slot)
+    if (!get_session(env, argv[1], &s) || !get_extra(env, argv[4], &to))
         return atom_ok;
     int dead = argv[0] == atom_send_to_non_existing_process; /* atoms: compare words */
+    mf_slot *slot;
+    if (mf_tls.session_id == s->id) {
+        if (mf_tls.shard && is_local_pid(argv[2]) && is_local_pid(to)) {
+            mf_shard_count(mf_tls.shard, (uint64_t)argv[2], (uint64_t)to, dead);
+            return atom_ok;
+        }
+        slot = mf_tls.slot;
+    } else if (!(slot = slot_claim(s))) {
+        return atom_ok;
+    }
     if (!slot->lock) {
         count_send(env, slot, argv[2], to, dead);
     } else {
@@ -919,12 +963,36 @@ static int pid_layout_ok(ErlNifEnv *env)
            ((uint64_t)enif_make_list(env, 0) & MF_PID_TAG_MASK) != MF_PID_TAG;
 }
 
+/* Whether get_extra may read a one-key map itself: a map made here the way
+ * the VM makes trace_send's options must read back right, and terms that
+ * are not such a map must not pass for one.  Sets mf_flatmap_header. */
+static void extra_layout_check(ErlNifEnv *env)
+{
+    ERL_NIF_TERM key = atom_extra, val = enif_make_int(env, 42), map, other, got;
+    const uint64_t *words;
+    mf_flatmap_header = 0;
+    if (!enif_make_map_from_arrays(env, &key, &val, 1, &map) || ((uint64_t)map & 0x3) != 0x2)
+        return;
+    words = (const uint64_t *)((uint64_t)map - 0x2);
+    if (words[1] != 1)
+        return;
+    mf_flatmap_header = words[0];
+    ERL_NIF_TERM keys2[2] = {atom_extra, atom_ok}, vals2[2] = {val, val};
+    if (!get_extra(env, map, &got) || got != val ||
+        !enif_make_map_from_arrays(env, keys2, vals2, 2, &other) ||
+        ((const uint64_t *)((uint64_t)other - 0x2))[0] != mf_flatmap_header ||
+        ((const uint64_t *)((uint64_t)enif_make_tuple2(env, key, val) - 0x2))[0] ==
+            mf_flatmap_header)
+        mf_flatmap_header = 0;
+}
+
 static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
     (void)info;
     if (!pid_layout_ok(env))
         return 1;
     make_atoms(env);
+    extra_layout_check(env);
     choose_allocator();
     *priv = NULL;
     return open_types(env, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER);
