@@ -10,7 +10,7 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
-         collector_killed/1, session_owner_down/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
+         collector_killed/1, session_owner_down/1, callbacks_direct/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
@@ -27,7 +27,7 @@ all() ->
 groups() ->
     [{tracing, [sequence],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
-       collector_killed, session_owner_down, max_pairs_overflow, bad_options, export_csv, sampling,
+       collector_killed, session_owner_down, callbacks_direct, max_pairs_overflow, bad_options, export_csv, sampling,
        matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing]},
@@ -224,6 +224,33 @@ session_owner_down(_Config) ->
     exit(Owner, kill),
     receive {'DOWN', MRef, process, Owner, killed} -> ok end,
     ?assertEqual(collector_down, state_after(Session, active, 1000000)),
+    ?assertEqual(remove, msgflow_tracer:enabled(trace_status, Session, Self)),
+    ?assertEqual(remove, msgflow_tracer:enabled(send, Session, Self)).
+
+%% The tracer callbacks called as the VM calls them.  trace_send reads the
+%% receiver from a one-key options map itself and asks enif_get_map_value
+%% for any other map: both count; options without `extra' count nothing.
+callbacks_direct(_Config) ->
+    Self = self(),
+    Session = msgflow_tracer:session_new(Self, 100),
+    Other = spawn(fun() -> ok end),
+    ?assertEqual(trace, msgflow_tracer:enabled_send(send, Session, Self)),
+    ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Session, Self)),
+    ?assertEqual(trace, msgflow_tracer:enabled(send, Session, Self)),
+    ?assertEqual(discard, msgflow_tracer:enabled('receive', Session, Self)),
+    Send = fun(Opts) -> ok = msgflow_tracer:trace_send(send, Session, Self, m, Opts) end,
+    [Send(#{extra => Other}) || _ <- lists:seq(1, 5)],
+    [Send(#{extra => Other, timestamp => 0}) || _ <- lists:seq(1, 3)],
+    Send(#{}),
+    Send({extra, Other}),
+    Send(#{timestamp => 0}),
+    [Send(#{extra => some_name}) || _ <- lists:seq(1, 2)],
+    ok = msgflow_tracer:trace_send(send_to_non_existing_process, Session, Self, m,
+                                   #{extra => Other}),
+    {Pairs, Dead, 0, 0} = msgflow_tracer:snapshot(Session),
+    ?assertEqual(lists:sort([{Self, Other, 9}, {Self, some_name, 2}]), lists:sort(Pairs)),
+    ?assertEqual([{Self, Other, 1}], Dead),
+    msgflow_tracer:session_stop(Session),
     ?assertEqual(remove, msgflow_tracer:enabled(trace_status, Session, Self)),
     ?assertEqual(remove, msgflow_tracer:enabled(send, Session, Self)).
 
