@@ -51,7 +51,12 @@ describe(Pid) ->
             undefined;
         [{registered_name, Reg}, {initial_call, Init}, {group_leader, GL}] ->
             Name = case Reg of [] -> undefined; _ -> Reg end,
-            PlCall = proc_lib_initial_call(Pid),
+            %% only a process proc_lib started has its initial call in its
+            %% dictionary; reading that is one more round trip to it
+            PlCall = case Init of
+                         {proc_lib, init_p, _} -> proc_lib_initial_call(Pid);
+                         _ -> false
+                     end,
             Module = case {PlCall, Init} of
                          {{M, _, _}, _} -> M;
                          {false, {M, _, _}} -> M;
