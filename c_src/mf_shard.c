@@ -40,9 +40,9 @@ typedef struct mf_cell {
     uint64_t seen;          /* count at the last take; reader only */
 } mf_cell;
 
-#define MF_CELL_BITS 12                     /* 4,096 cells: 128 KiB */
-#define MF_CELLS (1u << MF_CELL_BITS)
+#define MF_CELLS (1u << MF_CELL_BITS)       /* 4,096 cells: 128 KiB */
 #define MF_CELLS_PER_LINE (MF_CACHE_LINE / sizeof(mf_cell))
+_Static_assert(sizeof(mf_cell) == MF_CELL_BYTES, "mf_shard_prefetch's cell size");
 
 /* The second tier, for pairs whose line of cells was full: uthash, with a
  * direct-mapped front cache of entry pointers before it. */
@@ -60,7 +60,8 @@ typedef struct mf_slab {
 } mf_slab;
 
 struct mf_shard {
-    /* Owner-written, but for the cells' `seen'. */
+    /* Owner-written, but for the cells' `seen'.  First: mf_shard_prefetch
+     * finds a cell at its offset from the shard. */
     _Alignas(MF_CACHE_LINE) mf_cell cells[MF_CELLS];
     mf_entry *front[MF_FRONT_SLOTS];    /* direct-mapped cache of pair entries */
     mf_entry *pairs;                    /* uthash head */
@@ -88,16 +89,6 @@ static inline unsigned mf_mix(const uint64_t *k)
     h *= 0xBF58476D1CE4E5B9ULL;
     h ^= h >> 32;
     return (unsigned)h;
-}
-
-/* The first of a pair's two cells: the high bits of a two-multiply mix,
- * even, so that both cells are on one line. */
-static inline unsigned mf_cell_index(uint64_t from, uint64_t to)
-{
-    return (unsigned)((((from ^ 0x632BE59BD9B4E019ULL) * 0x9E3779B97F4A7C15ULL) ^ to) *
-                          0xBF58476D1CE4E5B9ULL >>
-                      (64 - MF_CELL_BITS)) &
-           ~(unsigned)(MF_CELLS_PER_LINE - 1);
 }
 
 /* Front-cache slot: the high bits of a two-multiply mix. */
@@ -275,7 +266,7 @@ static int count_entry(mf_shard *sh, uint64_t from, uint64_t to)
 int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead)
 {
     const uint64_t key[2] = {from, to};
-    mf_cell *line = &sh->cells[mf_cell_index(from, to)];
+    mf_cell *line = &sh->cells[mf_cell_first(from, to)];
     int counted = -1;
     for (unsigned i = 0; i < MF_CELLS_PER_LINE; i++) {
         mf_cell *c = &line[i];

@@ -80,6 +80,32 @@ void mf_shard_free(mf_shard *sh);
  * or out of memory): the message then went to the overflow tally. */
 int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead);
 
+/* The cells (the first tier) as mf_shard_prefetch needs to know them. */
+#define MF_CELL_BITS 12  /* 4,096 cells per shard */
+#define MF_CELL_BYTES 32 /* key, count, seen: two cells to a cache line */
+
+/* The first of a pair's two cells, on one line: the high bits of a
+ * two-multiply mix, even. */
+static inline unsigned mf_cell_first(uint64_t from, uint64_t to)
+{
+    return (unsigned)((((from ^ 0x632BE59BD9B4E019ULL) * 0x9E3779B97F4A7C15ULL) ^ to) *
+                          0xBF58476D1CE4E5B9ULL >>
+                      (64 - MF_CELL_BITS)) &
+           ~(unsigned)(MF_CACHE_LINE / MF_CELL_BYTES - 1);
+}
+
+/* Starts loading the line of cells where (from, to) is counted, so that the
+ * caller's other work overlaps the cache miss; mf_shard_count then finds it
+ * there.  Reads nothing: `sh' may even be stale or freed (a prefetch never
+ * faults), which lets the caller issue it before it has checked that the
+ * shard is still its own.  Any thread. */
+static inline void mf_shard_prefetch(const mf_shard *sh, uint64_t from, uint64_t to)
+{
+    __builtin_prefetch((const void *)((uintptr_t)sh + (uintptr_t)mf_cell_first(from, to) *
+                                                          MF_CELL_BYTES),
+                       1);
+}
+
 /* Adds one message to the overflow tally without looking anything up.
  * Owner thread only. */
 void mf_shard_overflow(mf_shard *sh, int dead);

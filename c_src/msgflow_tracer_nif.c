@@ -468,13 +468,21 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     (void)argc;
     mf_session *s;
     ERL_NIF_TERM to;
-    if (!get_session(env, argv[1], &s) || !get_extra(env, argv[4], &to))
+    if (!get_extra(env, argv[4], &to))
+        return atom_ok;
+    /* Start loading the pair's line of counts in this thread's shard before
+     * the session is checked, so that the two cache misses overlap; if the
+     * shard turns out to be another session's, the prefetch was wasted. */
+    mf_shard *sh = mf_tls.shard;
+    if (sh)
+        mf_shard_prefetch(sh, (uint64_t)argv[2], (uint64_t)to);
+    if (!get_session(env, argv[1], &s))
         return atom_ok;
     int dead = argv[0] == atom_send_to_non_existing_process; /* atoms: compare words */
     mf_slot *slot;
     if (mf_tls.session_id == s->id) {
-        if (mf_tls.shard && is_local_pid(argv[2]) && is_local_pid(to)) {
-            mf_shard_count(mf_tls.shard, (uint64_t)argv[2], (uint64_t)to, dead);
+        if (sh && is_local_pid(argv[2]) && is_local_pid(to)) {
+            mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, dead);
             return atom_ok;
         }
         slot = mf_tls.slot;
