@@ -22,8 +22,6 @@
 -define(QLEN_MAX_SAMPLED, 50).
 %% group leaders whose application is kept (see application_of/3)
 -define(MAX_GROUP_LEADERS, 1000).
-%% How long a restarted collector waits for its predecessor's exit (ms).
--define(RETIRE_MS, 5000).
 
 -type pair() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}.
 
@@ -232,7 +230,7 @@ resolve_list([Pid | Rest], Own, Acc) ->
 set_flags(Targets, Session, Opts, St) ->
     try flags_on(Targets, Session) of
         ok ->
-            application:set_env(msgflow, running, {Session, self()}),
+            application:set_env(msgflow, running, Session),
             Run = make_ref(),
             St1 = St#st{running = true, session = Session, opts = Opts,
                         traced = case Targets of L when is_list(L) -> L; _ -> [] end,

@@ -10,7 +10,7 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
-         collector_killed/1, session_owner_down/1, callbacks_direct/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
+         collector_killed/1, orphaned_session/1, session_owner_down/1, callbacks_direct/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
@@ -27,7 +27,7 @@ all() ->
 groups() ->
     [{tracing, [sequence],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
-       collector_killed, session_owner_down, callbacks_direct, max_pairs_overflow, bad_options, export_csv, sampling,
+       collector_killed, orphaned_session, session_owner_down, callbacks_direct, max_pairs_overflow, bad_options, export_csv, sampling,
        matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing]},
@@ -184,6 +184,8 @@ collector_killed(_Config) ->
     ok = msgflow:start(#{procs => all}),
     {tracer, {msgflow_tracer, Session}} = erlang:trace_info(Echo, tracer),
     ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Session, Echo)),
+    %% what a restarted collector finds (see orphaned_session)
+    ?assertEqual({ok, Session}, application:get_env(msgflow, running)),
     Collector = whereis(msgflow_collector),
     MRef = monitor(process, Collector),
     exit(Collector, kill),
@@ -209,6 +211,32 @@ collector_killed(_Config) ->
     ?assertEqual([{Echo, self(), 1}], msgflow:pairs()),
     unlink(Echo),
     exit(Echo, kill).
+
+%% What a restarted collector finds of its predecessor's run: the session
+%% in the application environment.  It stops that session itself (whose
+%% owner here stays alive, so no monitor can have done it) and clears the
+%% flags left with it.
+orphaned_session(_Config) ->
+    Self = self(),
+    Owner = spawn_link(fun() -> Self ! {session, msgflow_tracer:session_new(self(), 10)},
+                                receive stop -> ok end end),
+    Session = receive {session, S} -> S end,
+    Flagged = spawn_link(fun sink/0),
+    1 = erlang:trace(Flagged, true, [send, {tracer, msgflow_tracer, Session}]),
+    application:set_env(msgflow, running, Session),
+    Collector = whereis(msgflow_collector),
+    MRef = monitor(process, Collector),
+    exit(Collector, kill),
+    receive {'DOWN', MRef, process, Collector, killed} -> ok end,
+    [{msgflow_collector, New, worker, _}] = supervisor:which_children(msgflow_sup),
+    ?assert(is_pid(New) andalso New =/= Collector),
+    ?assertMatch(#{state := stopped}, msgflow_tracer:session_info(Session)),
+    ?assertEqual({trace, 0}, process_info(Flagged, trace)),
+    ?assertEqual(undefined, application:get_env(msgflow, running)),
+    unlink(Owner),
+    exit(Owner, kill),
+    unlink(Flagged),
+    exit(Flagged, kill).
 
 %% A session whose owner dies turns itself off (its monitor on the owner):
 %% collector_down, and trace_status then answers remove.  The monitor fires
