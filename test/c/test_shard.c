@@ -61,7 +61,7 @@ static void on_dead(void *ctx, uint64_t from, uint64_t to, uint64_t n)
 /* A whole take, in steps of `budget' entries. */
 static void take_in_steps(mf_shard *sh, void *ctx, mf_take_totals *tot, unsigned budget)
 {
-    mf_cursor cur = {0, NULL};
+    mf_cursor cur = {0, NULL, 0};
     while (!mf_shard_take_some(sh, &cur, on_pair, on_dead, ctx, tot, budget))
         ;
 }
