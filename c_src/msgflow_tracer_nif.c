@@ -272,7 +272,6 @@ static int intern(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, uint64_t *id)
     return 1;
 }
 
-/* Owner thread only.  The key word of an endpoint (see Keys above). */
 /* A local pid is an immediate whose low four bits are 0x3: the test
  * enif_get_local_pid makes, without the call.  Its word is what
  * ErlNifPid.pid would hold. */
@@ -281,6 +280,7 @@ static inline int is_local_pid(ERL_NIF_TERM t)
     return ((uint64_t)t & MF_PID_TAG_MASK) == MF_PID_TAG;
 }
 
+/* Owner thread only.  The key word of an endpoint (see Keys above). */
 static inline int endpoint_word(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, uint64_t *w)
 {
     if (is_local_pid(t)) {
@@ -291,7 +291,7 @@ static inline int endpoint_word(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, u
 }
 
 /* The header word of a flat map, as the VM lays maps out, when
- * extra_layout_ok verified at load that get_extra reads a one-key map right;
+ * extra_layout_check verified at load that get_extra reads a one-key map right;
  * 0 to always ask enif_get_map_value. */
 static uint64_t mf_flatmap_header;
 
