@@ -929,19 +929,20 @@ static ERL_NIF_TERM nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TER
     return map;
 }
 
-/* allocator_info() -> #{allocator => jemalloc | enif, jemalloc_error => binary()} */
-static ERL_NIF_TERM nif_allocator_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+/* lib_info() -> #{allocator => jemalloc | enif, jemalloc_error => binary(),
+ *                 fast_extra => boolean()} */
+static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     (void)argv;
     ERL_NIF_TERM why;
     size_t len = strlen(mf_jemalloc_error);
     memcpy(enif_make_new_binary(env, len, &why), mf_jemalloc_error, len);
-    ERL_NIF_TERM keys[] = {atom_allocator, atom_jemalloc_error};
+    ERL_NIF_TERM keys[] = {atom_allocator, atom_jemalloc_error, atom_fast_extra};
     ERL_NIF_TERM vals[] = {strcmp(mf_active.name, "jemalloc") == 0 ? atom_jemalloc : atom_enif,
-                           why};
+                           why, mf_flatmap_header ? atom_true : atom_false};
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, vals, 2, &map);
+    enif_make_map_from_arrays(env, keys, vals, 3, &map);
     return map;
 }
 
@@ -1032,7 +1033,7 @@ static ErlNifFunc nif_funcs[] = {
     {"session_stop", 1, nif_session_stop, 0},
     {"snapshot", 1, nif_snapshot, 0},
     {"session_info", 1, nif_session_info, 0},
-    {"allocator_info", 0, nif_allocator_info, 0},
+    {"lib_info", 0, nif_lib_info, 0},
 };
 
 ERL_NIF_INIT(msgflow_tracer, nif_funcs, on_load, NULL, on_upgrade, on_unload)

@@ -92,10 +92,14 @@ wait(Timeout) ->
     end.
 
 %% @doc Every pair counted since start, `[{Sender, Receiver, Messages}]',
-%% busiest first.  Exact: from the NIF's tables, taken now when running.
+%% busiest first, receivers exactly as the VM reported them.  Exact: from
+%% the collector's tables, after a snapshot taken now while running.
 -spec pairs() -> [pair_count()].
 pairs() ->
-    call(pairs, []).
+    case msgflow_collector:store(true) of
+        undefined -> [];
+        Store -> msgflow_view:pairs(Store)
+    end.
 
 %% @doc Prints the 10 busiest pairs.
 -spec top() -> ok.
@@ -103,49 +107,61 @@ top() ->
     top(10).
 
 %% @doc Prints the N busiest pairs by total messages, with labels (name,
-%% else initial call) and the rate (messages/s) over the last window.  A
-%% send to a registered name and one to the pid holding it are one row.
+%% else initial call; a label that two rows share gets the pid beside it)
+%% and rates in messages/s: MSG/S over the last closed window, with a
+%% trend arrow against the window before (^ rose, v fell by more than
+%% 10%), MEAN/S over the whole run, PEAK/S of the busiest window.  A send
+%% to a registered name and one to the pid holding it are one row.
 -spec top(pos_integer()) -> ok | {error, {badarg, term()}}.
-top(N) when is_integer(N), N > 0 ->
-    case call({top, N}, undefined) of
-        undefined -> io:format("msgflow is not started~n");
-        Top -> io:put_chars(format_top(Top))
-    end;
 top(N) ->
-    {error, {badarg, N}}.
+    top(N, #{}).
 
-%% @doc A live top: redraws the N busiest pairs every `refresh' ms
-%% (default 1000) for `for' ms (default 10000), then returns.  MSG/S is the
-%% rate over the last closed window; the arrow says whether it rose (^) or
-%% fell (v) by more than 10% against the window before.
-%% `{error, {badarg, _}}' for a bad N or option.
--spec top(pos_integer(), #{refresh => pos_integer(), for => non_neg_integer()}) ->
-          ok | {error, {badarg, term()}}.
+%% @doc top/1 grouped and, with `refresh' or `for', live.  Opts:
+%% `by => process | name | module | application | node' (default
+%% process) groups the rows as matrix/1 does; `refresh => Ms' and
+%% `for => Ms' redraw the table every `refresh' ms (default 1000) for
+%% `for' ms (default 10000), then return.  `{error, {badarg, _}}' for a
+%% bad N or option.
+-spec top(pos_integer(), #{by => msgflow_view:grouping(), refresh => pos_integer(),
+                           for => non_neg_integer()}) -> ok | {error, {badarg, term()}}.
 top(N, Opts) when is_integer(N), N > 0, is_map(Opts) ->
     Refresh = maps:get(refresh, Opts, 1000),
     For = maps:get(for, Opts, 10000),
-    case maps:keys(maps:without([refresh, for], Opts)) of
+    By = maps:get(by, Opts, process),
+    Live = is_map_key(refresh, Opts) orelse is_map_key(for, Opts),
+    case maps:keys(maps:without([refresh, for, by], Opts)) of
         [K | _] -> {error, {badarg, {K, maps:get(K, Opts)}}};
         [] when not (is_integer(Refresh) andalso Refresh > 0) -> {error, {badarg, {refresh, Refresh}}};
         [] when not (is_integer(For) andalso For >= 0) -> {error, {badarg, {for, For}}};
-        [] -> live(N, Refresh, erlang:monotonic_time(millisecond) + For)
+        [] ->
+            case lists:member(By, msgflow_view:groupings()) of
+                false -> {error, {badarg, {by, By}}};
+                true when Live -> live(N, By, Refresh, erlang:monotonic_time(millisecond) + For);
+                true -> print_top(N, By, "")
+            end
     end;
 top(N, Opts) when is_integer(N), N > 0 ->
     {error, {badarg, Opts}};
 top(N, _Opts) ->
     {error, {badarg, N}}.
 
-live(N, Refresh, Until) ->
-    case call({top, N}, undefined) of
+print_top(N, By, Prefix) ->
+    case msgflow_collector:store(true) of
         undefined ->
             io:format("msgflow is not started~n");
-        Top ->
-            io:put_chars(["\e[H\e[2J", format_top(Top)]),
+        Store ->
+            View = msgflow_view:build(Store, #{by => By, limit => N}),
+            io:put_chars([Prefix, format_top(View)])
+    end.
+
+live(N, By, Refresh, Until) ->
+    case print_top(N, By, "\e[H\e[2J") of
+        ok ->
             Left = Until - erlang:monotonic_time(millisecond),
-            case Left > 0 of
+            case Left > 0 andalso whereis(?COLLECTOR) =/= undefined of
                 true ->
                     receive after min(Refresh, Left) -> ok end,
-                    live(N, Refresh, Until);
+                    live(N, By, Refresh, Until);
                 false ->
                     ok
             end
@@ -167,18 +183,29 @@ live(N, Refresh, Until) ->
 %% window_ms, estimated}', where rate is over the last window (extrapolated
 %% when sampling: `estimated => true').  `{error, {badarg, By}}' for any
 %% other By.
--spec matrix(process | name | module | application | node) -> map() | {error, {badarg, term()}}.
-matrix(By) when By =:= process; By =:= name; By =:= module; By =:= application; By =:= node ->
-    call({matrix, By}, #{by => By, rows => [], cols => [], cells => #{}, window_ms => 0,
-                        estimated => false});
+-spec matrix(msgflow_view:grouping()) -> map() | {error, {badarg, term()}}.
 matrix(By) ->
-    {error, {badarg, By}}.
+    case lists:member(By, msgflow_view:groupings()) of
+        false ->
+            {error, {badarg, By}};
+        true ->
+            case msgflow_collector:store(true) of
+                undefined -> #{by => By, rows => [], cols => [], cells => #{}, window_ms => 0,
+                               estimated => false};
+                Store -> msgflow_report:matrix(msgflow_view:build(Store, #{by => By}))
+            end
+    end.
 
 %% @doc What msgflow is doing and holding:
 %% `running', `pairs' (distinct pairs counted), `events' (messages
 %% counted, overflow included), `dead_letters' (sends to non-existing
-%% processes), `overflow' (messages past `max_pairs'), `allocator'
-%% (`jemalloc' | `enif'), `memory' (bytes held by the NIF's tables),
+%% processes), `overflow' (messages past `max_pairs'), `births_dropped'
+%% (spawn and register events lost because more than 1,000,000 waited
+%% between two snapshots: those processes may show as pids), `allocator'
+%% (`jemalloc' | `enif'), `fast_extra' (true when trace_send reads the
+%% receiver from the options map's words, checked against the VM at
+%% load; false: through enif_get_map_value), `memory' (bytes held by the
+%% NIF's tables), `store_memory' (bytes of the collector's ETS tables),
 %% `shards' (scheduler threads that counted), `table_entries', `windows',
 %% `started_at' / `stopped_at' (system time, ms), `opts'.
 -spec info() -> map().
@@ -220,15 +247,17 @@ export(Path, Format, Opts) ->
         {true, {error, _} = E} ->
             E;
         {true, ok} ->
-            case call(view, undefined) of
+            case msgflow_collector:store(true) of
                 undefined ->
                     {error, not_started};
-                View ->
-                    Opts1 = case Format of
-                                html -> Opts#{hotspots => msgflow_hotspots:find(View, #{})};
+                Store ->
+                    Views = maps:map(fun(_, Spec) -> msgflow_view:build(Store, Spec) end,
+                                     msgflow_report:views(Format, Opts)),
+                    Opts1 = case Views of
+                                #{hotspots := Hot} -> Opts#{hotspots => msgflow_hotspots:find(Hot, #{})};
                                 _ -> Opts
                             end,
-                    case msgflow_report:render(Format, View, Opts1) of
+                    case msgflow_report:render(Format, Views, Opts1) of
                         {error, _} = E -> E;
                         Data -> write_whole(Path, Data)
                     end
@@ -238,7 +267,7 @@ export(Path, Format, Opts) ->
 check_export_opts(Opts) when is_map(Opts) ->
     Bad = [{K, V} || {K, V} <- maps:to_list(Opts),
                      not (K =:= by andalso is_atom(V) andalso
-                          (V =:= process orelse lists:member(V, msgflow_report:groupings())))
+                          lists:member(V, msgflow_view:groupings()))
                      andalso not (K =:= limit andalso is_integer(V) andalso V > 0)],
     case Bad of
         [] -> ok;
@@ -253,9 +282,9 @@ check_export_opts(Opts) ->
 %% `{error, not_started}' when msgflow never ran.
 -spec dump() -> binary() | {error, not_started}.
 dump() ->
-    case call(view, undefined) of
+    case msgflow_collector:store(true) of
         undefined -> {error, not_started};
-        View -> term_to_binary(msgflow_report:dump(View))
+        Store -> term_to_binary(msgflow_report:dump(msgflow_view:build(Store, #{by => process})))
     end.
 
 %% @doc Same as `hotspots(#{})'.
@@ -282,9 +311,16 @@ hotspots() ->
 %% `{error, not_started}' when msgflow never ran.
 -spec hotspots(map()) -> [msgflow_hotspots:finding()] | {error, term()}.
 hotspots(Opts) ->
-    case call({hotspots, Opts}, undefined) of
-        undefined -> {error, not_started};
-        Found -> Found
+    case msgflow_collector:store(true) of
+        undefined ->
+            {error, not_started};
+        Store ->
+            %% options are checked before a view is built
+            case msgflow_hotspots:check(Opts) of
+                {error, _} = E -> E;
+                ok -> msgflow_hotspots:find(msgflow_view:build(Store, msgflow_hotspots:spec(Opts)),
+                                           Opts)
+            end
     end.
 
 %% @doc Adds a process or port (or registered name) to the running
@@ -308,7 +344,10 @@ untrace(Who) ->
           [#{at := integer(), window_ms := non_neg_integer(), count := non_neg_integer(),
              open => true}] | {error, not_started}.
 history(Sender, Receiver) ->
-    call({history, Sender, Receiver}, {error, not_started}).
+    case msgflow_collector:store(true) of
+        undefined -> {error, not_started};
+        Store -> msgflow_view:history(Store, Sender, Receiver)
+    end.
 
 %% @doc Prints the commands with one-line examples.
 -spec help() -> ok.
@@ -352,30 +391,48 @@ write_whole(Path, Data) ->
             {error, {R, Path}}
     end.
 
-format_top(#{rows := Rows, window_ms := WinMs, events := Events, pairs := Pairs,
-             running := Running, sample := Sample}) ->
-    Head = [io_lib:format("msgflow ~s: ~s messages, ~s pairs; rate over the last ~s ms~n",
+format_top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events,
+                    pairs := Pairs, running := Running, sample := Sample}) ->
+    Head = [io_lib:format("msgflow ~s: ~s messages, ~s pairs~s; MSG/S over the last ~s ms~n",
                           [case Running of true -> "running"; false -> "stopped" end,
                            msgflow_fmt:int(Events), msgflow_fmt:int(Pairs),
+                           case By of process -> ""; _ -> [" by ", atom_to_list(By)] end,
                            msgflow_fmt:int(WinMs)]),
             case Sample of
                 off -> [];
                 {T, P} -> io_lib:format("sampled: traced ~b ms of every ~b; messages are "
-                                        "those measured, MSG/S are estimates (x~.1f)~n",
+                                        "those measured, rates are estimates (x~.1f)~n",
                                         [T, P, P / T])
             end],
     E = msgflow_fmt:ellipsis(),
-    Cols = [msgflow_fmt:rcell("#", 3), "  ", msgflow_fmt:cell("SENDER", 24, E), " ",
-            msgflow_fmt:cell("RECEIVER", 24, E), " ", msgflow_fmt:rcell("MESSAGES", 11), " ",
-            msgflow_fmt:rcell("MSG/S", 10), "\n"],
-    Lines = [[msgflow_fmt:rcell(integer_to_list(I), 3), "  ",
-              msgflow_fmt:cell(SL, 24, E), " ", msgflow_fmt:cell(RL, 24, E), " ",
-              msgflow_fmt:rcell(msgflow_fmt:int(C), 11), " ",
-              msgflow_fmt:rcell(msgflow_fmt:rate(Rate), 10), " ", trend(Rate, Prev), "\n"]
-             || {I, #{sender_label := SL, receiver_label := RL, count := C, rate := Rate,
-                      prev_rate := Prev}}
+    Cols = [msgflow_fmt:rcell("#", 3), " ", msgflow_fmt:cell("SENDER", 20, E), " ",
+            msgflow_fmt:cell("RECEIVER", 20, E), " ", msgflow_fmt:rcell("MESSAGES", 9), " ",
+            msgflow_fmt:rcell("MSG/S", 7), "  ", msgflow_fmt:rcell("MEAN/S", 7), " ",
+            msgflow_fmt:rcell("PEAK/S", 7), "\n"],
+    Lines = [[msgflow_fmt:rcell(integer_to_list(I), 3), " ",
+              endpoint_cell(View, S, 20, E), " ", endpoint_cell(View, R, 20, E), " ",
+              msgflow_fmt:rcell(msgflow_fmt:int(C), 9), " ",
+              msgflow_fmt:rcell(msgflow_fmt:short_rate(Rate), 7), trend(Rate, Prev), " ",
+              msgflow_fmt:rcell(msgflow_fmt:short_rate(Mean), 7), " ",
+              msgflow_fmt:rcell(msgflow_fmt:short_rate(Peak), 7), "\n"]
+             || {I, #{sender := S, receiver := R, count := C, rate := Rate, prev_rate := Prev,
+                      mean_rate := Mean, peak_rate := Peak}}
                     <- lists:zip(lists:seq(1, length(Rows)), Rows)],
     [Head, Cols | Lines].
+
+%% A key's label in Width columns; a label other rows share is cut to make
+%% room for the pid (or port) beside it.
+endpoint_cell(#{endpoints := Ends}, K, Width, E) ->
+    case Ends of
+        #{K := #{label := L, display := L}} ->
+            msgflow_fmt:cell(L, Width, E);
+        #{K := #{label := L, text := T}} ->
+            TL = string:length(T),
+            [msgflow_fmt:cell(L, max(1, Width - TL - 1), E), " ", T,
+             lists:duplicate(max(0, TL + 1 - Width), [])];
+        _ ->
+            msgflow_fmt:cell(msgflow_fmt:endpoint(K), Width, E)
+    end.
 
 trend(_, undefined) -> " ";
 trend(Rate, Prev) when Rate > Prev * 1.1 -> "^";

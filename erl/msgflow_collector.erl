@@ -1,6 +1,23 @@
-%%% @doc The collector: owns the tracing session, pulls a snapshot from the
-%%% NIF every `interval' ms, and keeps the cumulative totals, the last
-%%% `windows' windows (for rates) and a label for every endpoint seen.
+%%% @doc The collector, which is msgflow's store: it owns the tracing
+%%% session, pulls a snapshot from the NIF every `interval' ms, and keeps
+%%% what the views read, in ETS tables it owns (protected: any process may
+%%% read them, only the collector writes):
+%%% <ul>
+%%% <li>pairs: `{{Sender, Receiver}, Total, LastWindow, LastCount, History,
+%%%     PeakMilli}', one per distinct pair as the VM reported it.  Total is
+%%%     messages since start; LastCount the messages in window LastWindow,
+%%%     the latest window the pair had traffic in; History the pair's
+%%%     earlier windows with traffic, `<<Window:32, Count:64>>' each, oldest
+%%%     first, no older than the kept windows (`[]' when none); PeakMilli
+%%%     the highest rate of a closed window, in messages per 1000 s;</li>
+%%% <li>dead: `{{Sender, Receiver}, Messages}', sends to processes that did
+%%%     not exist;</li>
+%%% <li>the labels (msgflow_labels).</li>
+%%% </ul>
+%%% Windows are numbered from 1; the open one is `closed + 1'.  The
+%%% collector's one product is a store handle (store/0), from which
+%%% msgflow_view builds every view in the caller's process, so a view of a
+%%% million pairs never holds up the snapshots.
 %%%
 %%% The counting itself happens in the NIF, in the tracees' own scheduler
 %%% threads; this process only merges deltas, so its load grows with the
@@ -9,72 +26,95 @@
 -module(msgflow_collector).
 -behaviour(gen_server).
 
--export([start_link/0]).
+-export([start_link/0, store/1, counts_in/3, peak_rate/4]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+-export_type([store/0, window/0, row/0]).
+
+%% A row of the pairs table (see above).
+-type row() :: {{msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}, pos_integer(),
+                pos_integer(), non_neg_integer(), binary() | [], non_neg_integer()}.
 
 -define(SERVER, ?MODULE).
-%% send: what is counted; procs: spawn and register events (births), so a
-%% process keeps its name and initial call after it exits.
--define(FLAGS, [send, procs]).
 %% Receivers with at least this many senders in a window get their
-%% message queue length sampled when the window closes (for hotspots).
+%% message queue length read when the window closes (for hotspots).
 -define(QLEN_MIN_SENDERS, 2).
 -define(QLEN_MAX_SAMPLED, 50).
-%% group leaders whose application is kept (see application_of/3)
--define(MAX_GROUP_LEADERS, 1000).
+%% births_take/1 returns at most this many at a time (the NIF's chunk)
+-define(BIRTHS_CHUNK, 4096).
+%% the NIF's table entries allowed per distinct pair (a pair counted on k
+%% scheduler threads holds k entries; see max_pairs in the README)
+-define(ENTRIES_PER_PAIR, 2).
 
--type pair() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}.
+%% A closed window: its number, end (system time, ms), length (ms) and the
+%% message_queue_len, read as it closed, of the local receivers with the
+%% most senders in it.
+-type window() :: #{n := pos_integer(), at := integer(), window_ms := non_neg_integer(),
+                    queue_lens := #{pid() => non_neg_integer()}}.
+
+%% What views read (msgflow_view:build/2): the tables and the figures of
+%% the run, as of the call that returned it.
+-type store() :: #{pairs := ets:tid(), dead := ets:tid(),
+                   labels := msgflow_labels:tables(),
+                   node := node(), running := boolean(),
+                   started_at := integer() | undefined, stopped_at := integer() | undefined,
+                   taken_at := integer(),
+                   closed := non_neg_integer(), open_ms := non_neg_integer(),
+                   windows := [window()],
+                   interval := pos_integer(), sample := off | {pos_integer(), pos_integer()},
+                   events := non_neg_integer(), dead_letters := non_neg_integer(),
+                   overflow := non_neg_integer(), births_dropped := non_neg_integer()}.
 
 -record(st, {
     running = false :: boolean(),
     session :: msgflow_tracer:session() | undefined,
     opts = msgflow_opts:defaults() :: msgflow_opts:opts(),
     traced = [] :: [pid()],                 %% procs given as a list
+    excluded = [] :: [pid() | port()],      %% untrace/1 while procs is a spec
     run :: reference() | undefined,         %% tags this run's timers
     started_at :: integer() | undefined,    %% erlang:system_time(millisecond)
     stopped_at :: integer() | undefined,
     win_start = 0 :: integer(),             %% monotonic ms of the open window
-    totals = #{} :: #{pair() => pos_integer()},
-    cur = #{} :: #{pair() => pos_integer()},           %% the open window
-    windows = queue:new() :: queue:queue(window()),    %% newest last
+    closed = 0 :: non_neg_integer(),        %% windows closed since start
+    windows = [] :: [window()],             %% kept closed windows, newest first
+    durations = #{} :: #{pos_integer() => non_neg_integer()},  %% of the kept windows
+    pairs :: ets:tid(),
+    dead :: ets:tid(),
+    labels :: msgflow_labels:labels(),
+    %% receivers of the open window and how many pairs into each had their
+    %% first messages of the window (distinct senders, for fan-in)
+    wsenders = #{} :: #{msgflow_tracer:endpoint() => pos_integer()},
     events = 0 :: non_neg_integer(),
     dead_letters = 0 :: non_neg_integer(),
-    dead = #{} :: #{pair() => pos_integer()},          %% dead letters by pair
     overflow = 0 :: non_neg_integer(),
-    labels = #{} :: #{msgflow_tracer:endpoint() => binary()},
-    %% spawn/register events: name and initial call, with the tick they
-    %% came in; kept while the process lives, and one tick after
-    births = #{} :: #{pid() | port() => {atom() | undefined, mfa() | undefined, integer()}},
-    tick = 0 :: non_neg_integer(),
     births_dropped = 0 :: non_neg_integer(),
-    excluded = [] :: [pid() | port()],       %% untrace/1 while procs is a spec
-    %% module and application of local processes, read while alive
-    meta = #{} :: #{pid() => {module() | undefined, atom() | undefined}},
-    names = #{} :: #{atom() => pid()},      %% registered names seen
-    apps = #{} :: #{pid() => atom() | undefined}, %% application by group leader
     last_info = #{} :: map(),               %% session_info at stop
     waiters = [] :: [gen_server:from()],
-    closed = 0 :: non_neg_integer(),        %% windows closed since start
     window_waiters = [] :: [{non_neg_integer(), gen_server:from()}]
 }).
-
-%% {EndMonotonicMs, DurationMs, Counts, QueueLens}: QueueLens holds the
-%% message_queue_len, read as the window closed, of receivers with several
-%% senders in it.
--type window() :: {integer(), non_neg_integer(), #{pair() => pos_integer()},
-                   #{pid() => non_neg_integer()}}.
 
 %% @private
 -spec start_link() -> {ok, pid()} | {error, term()}.
 start_link() ->
     gen_server:start_link({local, ?SERVER}, ?MODULE, [], []).
 
+%% @doc The store handle, taken after a snapshot when Refresh is true and
+%% counting is on: every send traced before the call is in its tables.
+%% `undefined' when the collector is not running (msgflow never started).
+-spec store(boolean()) -> store() | undefined.
+store(Refresh) ->
+    case whereis(?SERVER) of
+        undefined -> undefined;
+        _ -> gen_server:call(?SERVER, {store, Refresh}, infinity)
+    end.
+
 %% @private
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
     process_flag(trap_exit, true),
     clear_orphaned_flags(),
-    {ok, #st{}}.
+    {ok, #st{pairs = ets:new(msgflow_pairs, [set, protected, {read_concurrency, true}]),
+             dead = ets:new(msgflow_dead, [set, protected]),
+             labels = msgflow_labels:new()}}.
 
 %% A collector that died while running left processes flagged for its
 %% session (it keeps the session in the application environment while a
@@ -110,33 +150,19 @@ handle_call(reset, _From, St) ->
               true -> take(St);       %% drop what the NIF holds so far
               false -> St
           end,
-    {reply, ok, St1#st{totals = #{}, cur = #{}, windows = queue:new(), dead = #{},
-                       events = 0, dead_letters = 0, overflow = 0,
-                       win_start = now_ms()}};
-handle_call(pairs, _From, St) ->
-    St1 = refresh(St),
-    {reply, sort_desc(maps:to_list(St1#st.totals)), St1};
-handle_call({top, N}, _From, St) ->
-    St1 = refresh(St),
-    {reply, top_rows(N, St1), St1};
-handle_call({matrix, By}, _From, St) ->
-    St1 = refresh(St),
-    {reply, msgflow_report:matrix(view(St1), By), St1};
+    {reply, ok, clear(St1#st{win_start = now_ms()}, keep_labels)};
+handle_call({store, Refresh}, _From, St) ->
+    St1 = case Refresh of
+              true -> refresh(St);
+              false -> St
+          end,
+    {reply, handle(St1), St1};
 handle_call({trace, Who}, _From, St) ->
     {Reply, St1} = trace_more(Who, St),
     {reply, Reply, St1};
 handle_call({untrace, Who}, _From, St) ->
     {Reply, St1} = trace_less(Who, St),
     {reply, Reply, St1};
-handle_call({history, S, R}, _From, St) ->
-    St1 = refresh(St),
-    {reply, history(S, R, St1), St1};
-handle_call({hotspots, Opts}, _From, St) ->
-    St1 = refresh(St),
-    {reply, msgflow_hotspots:find(view(St1), Opts), St1};
-handle_call(view, _From, St) ->
-    St1 = refresh(St),
-    {reply, view(St1), St1};
 handle_call(info, _From, St) ->
     St1 = refresh(St),
     {reply, info(St1), St1};
@@ -169,18 +195,12 @@ handle_info({duration_over, Run}, St = #st{run = Run, running = true}) ->
 %% by the tracer), so the traced processes pay nothing there.
 handle_info({slice_off, Run}, St = #st{run = Run, running = true,
                                        opts = #{sample := {Traced, Period}}}) ->
-    clear_flags(targets(St)),
+    msgflow_flags:off(targets(St)),
     erlang:send_after(Period - Traced, self(), {slice_on, Run}),
     {noreply, St};
 handle_info({slice_on, Run}, St = #st{run = Run, running = true, session = Session,
                                       opts = #{sample := {Traced, _}}}) ->
-    case targets(St) of
-        Spec when is_atom(Spec) ->
-            catch flags_on(Spec, Session),
-            clear_flags(St#st.excluded);
-        Pids ->
-            [catch flags_on([P], Session) || P <- Pids]   %% some may have died
-    end,
+    msgflow_flags:slice_on(targets(St), St#st.excluded, Session),
     erlang:send_after(Traced, self(), {slice_off, Run}),
     {noreply, St};
 handle_info(_Msg, St) ->
@@ -195,9 +215,9 @@ terminate(_Reason, St) ->
 %%% Starting and stopping
 
 start_tracing(Opts = #{procs := Procs, max_pairs := Max}, St) ->
-    case resolve_procs(Procs) of
+    case msgflow_flags:resolve(Procs) of
         {ok, Targets} ->
-            try msgflow_tracer:session_new(self(), Max) of
+            try msgflow_tracer:session_new(self(), Max * ?ENTRIES_PER_PAIR) of
                 Session -> set_flags(Targets, Session, Opts, St)
             catch
                 error:undef -> {error, {nif_not_loaded, code:which(msgflow_tracer)}};
@@ -207,38 +227,17 @@ start_tracing(Opts = #{procs := Procs, max_pairs := Max}, St) ->
             E
     end.
 
-resolve_procs(P) when is_atom(P) ->
-    {ok, P};
-resolve_procs(List) ->
-    Own = own_pids(),
-    resolve_list(List, Own, []).
-
-resolve_list([], _Own, Acc) ->
-    {ok, lists:usort(Acc)};
-resolve_list([Name | Rest], Own, Acc) when is_atom(Name) ->
-    case whereis(Name) of
-        undefined -> {error, {noproc, Name}};
-        Pid -> resolve_list([Pid | Rest], Own, Acc)
-    end;
-resolve_list([Pid | Rest], Own, Acc) ->
-    case {lists:member(Pid, Own), is_process_alive(Pid)} of
-        {true, _} -> resolve_list(Rest, Own, Acc);          %% never trace msgflow itself
-        {false, true} -> resolve_list(Rest, Own, [Pid | Acc]);
-        {false, false} -> {error, {noproc, Pid}}
-    end.
-
 set_flags(Targets, Session, Opts, St) ->
-    try flags_on(Targets, Session) of
+    try msgflow_flags:on(Targets, Session) of
         ok ->
             application:set_env(msgflow, running, Session),
             Run = make_ref(),
-            St1 = St#st{running = true, session = Session, opts = Opts,
-                        traced = case Targets of L when is_list(L) -> L; _ -> [] end,
-                        run = Run, started_at = erlang:system_time(millisecond),
-                        stopped_at = undefined, win_start = now_ms(),
-                        totals = #{}, cur = #{}, windows = queue:new(), dead = #{},
-                        events = 0, dead_letters = 0, overflow = 0, last_info = #{},
-                        births = #{}, tick = 0, births_dropped = 0, excluded = []},
+            St1 = clear(St#st{running = true, session = Session, opts = Opts,
+                              traced = case Targets of L when is_list(L) -> L; _ -> [] end,
+                              run = Run, started_at = erlang:system_time(millisecond),
+                              stopped_at = undefined, win_start = now_ms(),
+                              last_info = #{}, births_dropped = 0, excluded = []},
+                        new_run),
             case Opts of
                 #{duration := infinity} -> ok;
                 #{duration := D} -> erlang:send_after(D, self(), {duration_over, Run})
@@ -251,57 +250,37 @@ set_flags(Targets, Session, Opts, St) ->
     catch
         error:Reason ->
             msgflow_tracer:session_stop(Session),
-            clear_flags(Targets),
+            msgflow_flags:off(Targets),
             {error, {trace_failed, Reason}}
     end.
 
-flags_on(Spec, Session) when is_atom(Spec) ->
-    _ = erlang:trace(Spec, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]),
-    _ = [catch erlang:trace(P, false, ?FLAGS) || Spec =/= new, P <- own_pids()],
-    ok;
-flags_on(Pids, Session) ->
-    _ = [erlang:trace(P, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]) || P <- Pids],
-    ok.
+%% Forgets the counts and windows: a new run forgets the labels too, a
+%% reset keeps them (the endpoints are still what they were).
+clear(St = #st{pairs = P, dead = D}, What) ->
+    ets:delete_all_objects(P),
+    ets:delete_all_objects(D),
+    Labels = case What of
+                 keep_labels -> St#st.labels;
+                 new_run -> msgflow_labels:clear(St#st.labels)
+             end,
+    St#st{closed = 0, windows = [], durations = #{}, wsenders = #{}, events = 0,
+          dead_letters = 0, overflow = 0, labels = Labels}.
 
 %% What the flags were set on: a spec (all, new, existing) or the pids.
 targets(#st{opts = #{procs := P}}) when is_atom(P) -> P;
 targets(#st{traced = Pids}) -> Pids.
 
-%% Processes msgflow never traces: this collector, its supervisor, the
-%% application master pair when msgflow runs as an application, and the
-%% VM's dirty signal handlers.
-own_pids() ->
-    Masters = case application_controller:get_master(msgflow) of
-                  undefined -> [];
-                  M -> [M | [P || P <- element(2, process_info(M, links)), is_pid(P),
-                                  process_info(P, initial_call) =:=
-                                      {initial_call, {application_master, start_it, 4}}]]
-              end,
-    %% The VM's dirty signal handlers answer process_info on processes that
-    %% run dirty code; they loop by sending to themselves, so their traffic is
-    %% mostly msgflow's own label and queue-length reads.
-    %% They are among the first processes the VM starts.
-    Handlers = [P || P <- lists:sublist(processes(), 16),
-                     process_info(P, initial_call) =:=
-                         {initial_call, {erts_dirty_process_signal_handler, start, 0}}],
-    [P || P <- [self(), whereis(msgflow_sup) | Masters ++ Handlers], is_pid(P)].
-
-clear_flags(Spec) when is_atom(Spec) ->
-    catch erlang:trace(all, false, ?FLAGS);
-clear_flags(Pids) ->
-    [catch erlang:trace(P, false, ?FLAGS) || P <- Pids].
-
 %% msgflow:trace/1 while running: flags on one more process or port.
 trace_more(_Who, St = #st{running = false}) ->
     {{error, not_started}, St};
 trace_more(Who, St = #st{session = Session, traced = Traced, excluded = Ex}) ->
-    case resolve_one(Who) of
+    case msgflow_flags:resolve_one(Who) of
         {ok, P} ->
-            case lists:member(P, own_pids()) of
+            case lists:member(P, msgflow_flags:own_pids()) of
                 true ->
                     {{error, {msgflow_process, Who}}, St};
                 false ->
-                    _ = erlang:trace(P, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]),
+                    ok = msgflow_flags:on([P], Session),
                     St1 = case St#st.opts of
                               #{procs := L} when is_list(L) ->
                                   St#st{traced = lists:usort([P | Traced])};
@@ -317,9 +296,9 @@ trace_more(Who, St = #st{session = Session, traced = Traced, excluded = Ex}) ->
 trace_less(_Who, St = #st{running = false}) ->
     {{error, not_started}, St};
 trace_less(Who, St = #st{traced = Traced, excluded = Ex}) ->
-    case resolve_one(Who) of
+    case msgflow_flags:resolve_one(Who) of
         {ok, P} ->
-            _ = clear_flags([P]),
+            msgflow_flags:off([P]),
             St1 = case St#st.opts of
                       #{procs := L} when is_list(L) -> St#st{traced = lists:delete(P, Traced)};
                       _ -> St#st{excluded = lists:usort([P | Ex])}
@@ -329,30 +308,12 @@ trace_less(Who, St = #st{traced = Traced, excluded = Ex}) ->
             {E, St}
     end.
 
-resolve_one(Name) when is_atom(Name) ->
-    case whereis(Name) of
-        undefined -> {error, {noproc, Name}};
-        P -> {ok, P}
-    end;
-resolve_one(P) when is_pid(P), node(P) =:= node() ->
-    case is_process_alive(P) of
-        true -> {ok, P};
-        false -> {error, {noproc, P}}
-    end;
-resolve_one(P) when is_port(P), node(P) =:= node() ->
-    case erlang:port_info(P, id) of
-        undefined -> {error, {noproc, P}};
-        _ -> {ok, P}
-    end;
-resolve_one(Other) ->
-    {error, {badarg, Other}}.
-
-%% Flags off, barrier, final snapshot: pairs() then holds every send traced
-%% before stop was called.
+%% Flags off, barrier, final snapshot: the store then holds every send
+%% traced before stop was called.
 stop_tracing(St = #st{running = false}) ->
     St;
 stop_tracing(St = #st{session = Session}) ->
-    clear_flags(targets(St)),
+    msgflow_flags:off(targets(St)),
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok end,
     St1 = close_window(take(St)),
@@ -378,296 +339,209 @@ refresh(St) -> St.
 %% module: while it is being loaded its NIFs are missing (undef); after it
 %% was deleted and purged, the code loaded next has a new session resource
 %% type and cannot read this session (badarg; the VM has by then removed
-%% the module's trace flags).  Either way, skip the turn.
+%% the module's trace flags); another caller of snapshot/1 on this session
+%% makes it raise `busy'.  Each way, skip the turn: nothing is lost, the
+%% next snapshot takes it.
 take(St = #st{session = Session}) ->
     try msgflow_tracer:snapshot(Session) of
         Snap -> merge(Snap, take_births(St))
     catch
         error:undef -> St;
         error:{not_loaded, _} -> St;
-        error:badarg -> St
+        error:badarg -> St;
+        error:busy -> St
     end.
 
 %% Births are taken after the snapshot: a process's spawn was recorded
 %% before it could send, so every sender in the snapshot that was spawned
 %% while tracing has its birth here.
-take_births(St = #st{session = Session, births = B, tick = Tick}) ->
+take_births(St = #st{session = Session, labels = L, closed = Tick}) ->
     try all_births(Session, [], 0) of
         {List, Dropped} ->
-            %% a register and a spawn of one process may come in any order
-            B1 = lists:foldl(fun({P, Name}, Acc) when is_atom(Name), Name =/= undefined ->
-                                     {_, Call, _} = maps:get(P, Acc, {undefined, undefined, 0}),
-                                     Acc#{P => {Name, Call, Tick}};
-                                ({P, What}, Acc) ->
-                                     {Name, _, _} = maps:get(P, Acc, {undefined, undefined, 0}),
-                                     Acc#{P => {Name, msgflow_fmt:birth_call(What), Tick}}
-                             end, B, List),
-            St#st{births = B1, births_dropped = St#st.births_dropped + Dropped}
+            St#st{labels = msgflow_labels:births(L, List, Tick),
+                  births_dropped = St#st.births_dropped + Dropped}
     catch
         error:_ -> St
     end.
 
 all_births(Session, Acc, Dropped) ->
     {Chunk, D} = msgflow_tracer:births_take(Session),
-    case length(Chunk) < 4096 of
+    case length(Chunk) < ?BIRTHS_CHUNK of
         true -> {lists:append([Chunk | Acc]), Dropped + D};
         false -> all_births(Session, [Chunk | Acc], Dropped + D)
     end.
 
-%% After a window closed: forget the births of processes that are gone and
-%% whose last pairs have had a whole tick to arrive.
-prune_births(St = #st{births = B, tick = Tick}) ->
-    St#st{births = maps:filter(fun(P, {_, _, T}) ->
-                                       T >= Tick - 1 orelse alive(P)
-                               end, B),
-          tick = Tick + 1}.
-
-alive(P) when is_pid(P) -> is_process_alive(P);
-alive(P) when is_port(P) -> erlang:port_info(P, id) =/= undefined.
-
 merge({Pairs, Dead, Overflow, OverflowDead}, St) ->
     St1 = lists:foldl(fun add_pair/2, St, Pairs),
-    {DeadN, DeadMap} = lists:foldl(fun({S, R, N}, {A, M}) -> {A + N, bump({S, R}, N, M)} end,
-                                   {OverflowDead, St1#st.dead}, Dead),
+    DeadN = lists:foldl(fun({S, R, N}, A) ->
+                                _ = ets:update_counter(St1#st.dead, {S, R}, N, {{S, R}, 0}),
+                                A + N
+                        end, OverflowDead, Dead),
     St1#st{overflow = St1#st.overflow + Overflow,
            events = St1#st.events + Overflow,
-           dead_letters = St1#st.dead_letters + DeadN, dead = DeadMap}.
+           dead_letters = St1#st.dead_letters + DeadN}.
 
-add_pair({S, R, N}, St = #st{totals = T, cur = C, events = E}) ->
+%% One delta of one pair (a pair counted on several threads comes once per
+%% thread).  A pair past max_pairs distinct pairs goes to overflow.
+add_pair({S, R, N}, St = #st{pairs = T, closed = C, events = E}) ->
     K = {S, R},
-    learn(R, learn(S, St#st{totals = bump(K, N, T), cur = bump(K, N, C), events = E + N})).
-
-bump(K, N, M) ->
-    case M of
-        #{K := V} -> M#{K := V + N};
-        _ -> M#{K => N}
+    Open = C + 1,
+    case ets:lookup(T, K) of
+        [{_, _, Open, _, _, _}] ->
+            _ = ets:update_counter(T, K, [{2, N}, {4, N}]),
+            St#st{events = E + N};
+        [{_, Total, W, Count, Hist, Peak}] ->
+            #st{opts = #{windows := Keep}, durations = Durs} = St,
+            Peak1 = max(Peak, milli_rate(Count, maps:get(W, Durs, 0))),
+            Hist1 = hist_push(Hist, W, Count, Open - Keep),
+            ets:insert(T, {K, Total + N, Open, N, Hist1, Peak1}),
+            first_in_window(R, St#st{events = E + N});
+        [] ->
+            case ets:info(T, size) >= maps:get(max_pairs, St#st.opts) of
+                true ->
+                    St#st{events = E + N, overflow = St#st.overflow + N};
+                false ->
+                    ets:insert(T, {K, N, Open, N, [], 0}),
+                    L = msgflow_labels:learn(msgflow_labels:learn(St#st.labels, S), R),
+                    first_in_window(R, St#st{events = E + N, labels = L})
+            end
     end.
 
-%% The first time an endpoint shows up, read its label while it may still
-%% be alive; remember which pid a registered name stood for.  A local
-%% process is read with one describe/1; what its spawn or register event
-%% said stands in for what can no longer be read once it exited.
-learn(E, St = #st{labels = L}) when is_map_key(E, L) ->
-    St;
-learn(E, St = #st{births = B}) when is_pid(E), node(E) =:= node() ->
-    {BName, BCall} = case maps:get(E, B, undefined) of
-                         {N0, C0, _} -> {N0, C0};
-                         undefined -> {undefined, undefined}
-                     end,
-    BMod = case BCall of {M0, _, _} -> M0; _ -> undefined end,
-    {Label, Name, Mod, App, St1} =
-        case msgflow_fmt:describe(E) of
-            undefined ->
-                Dead = case {BName, BCall} of
-                           {undefined, {M, F, A}} -> msgflow_fmt:mfa(M, F, A);
-                           {undefined, undefined} -> msgflow_fmt:endpoint(E);
-                           _ -> atom_to_binary(BName)
-                       end,
-                {Dead, BName, BMod, undefined, St};
-            #{label := Live, name := LiveName, module := LiveMod, group_leader := GL} ->
-                {A, StA} = application_of(E, GL, St),
-                {Live, first_defined(LiveName, BName), first_defined(LiveMod, BMod), A, StA}
-        end,
-    Names = case Name of
-                undefined -> St1#st.names;
-                _ -> (St1#st.names)#{Name => E}
-            end,
-    St1#st{labels = (St1#st.labels)#{E => Label}, names = Names,
-           meta = (St1#st.meta)#{E => {Mod, App}}};
-learn(E, St = #st{labels = L, names = Names}) ->
-    Names1 = case name_of(E) of
-                 {ok, Name} ->
-                     case whereis(Name) of
-                         Pid when is_pid(Pid) -> Names#{Name => Pid};
-                         undefined -> Names
-                     end;
-                 false ->
-                     Names
-             end,
-    St1 = St#st{labels = L#{E => msgflow_fmt:label(E)}, names = Names1},
-    %% the pid a name stood for gets its label now too: reports show the
-    %% name's sends under that pid
-    case name_of(E) of
-        {ok, N} when is_map_key(N, Names1) -> learn(maps:get(N, Names1), St1);
-        _ -> St1
+%% A pair's history: its earlier windows with traffic, <<Window:32,
+%% Count:64>> each, oldest first, none before window Oldest; [] when none.
+hist_push(Hist, W, Count, Oldest) ->
+    H = case Hist of [] -> <<>>; _ -> Hist end,
+    case hist_from(<<H/binary, W:32, Count:64>>, Oldest) of
+        <<>> -> [];
+        H1 -> H1
     end.
 
-first_defined(undefined, B) -> B;
-first_defined(A, _) -> A.
+hist_from(<<W:32, _:64, Rest/binary>>, Oldest) when W < Oldest -> hist_from(Rest, Oldest);
+hist_from(H, _) -> H.
 
-%% application:get_application/1 of a live process, which depends only on
-%% its group leader: asked once per group leader (a few in most systems;
-%% the cache is dropped past ?MAX_GROUP_LEADERS).
-application_of(E, GL, St = #st{apps = Apps}) ->
-    case Apps of
-        #{GL := A} ->
-            {A, St};
-        _ ->
-            A = case application:get_application(E) of
-                    {ok, A1} -> A1;
-                    undefined -> undefined
-                end,
-            Apps1 = case map_size(Apps) >= ?MAX_GROUP_LEADERS of
-                        true -> #{};
-                        false -> Apps
-                    end,
-            {A, St#st{apps = Apps1#{GL => A}}}
+%% @doc The messages of one pair's row in each window from First to Last
+%% (closed or open windows), oldest first.  Any process; reads the row
+%% only, and finds First in the history by bisection.
+-spec counts_in(pos_integer(), pos_integer(), row()) -> [non_neg_integer()].
+counts_in(First, Last, _) when First > Last ->
+    [];
+counts_in(First, Last, {_, _, W, C, Hist, _}) ->
+    Known = hist_list(hist_from_bisect(Hist, First), Last) ++ [{W, C} || W >= First, W =< Last],
+    fill(First, Last, Known).
+
+fill(W, Last, _) when W > Last -> [];
+fill(W, Last, [{W, C} | Rest]) -> [C | fill(W + 1, Last, Rest)];
+fill(W, Last, Known) -> [0 | fill(W + 1, Last, Known)].
+
+hist_list(<<W:32, C:64, Rest/binary>>, Last) when W =< Last -> [{W, C} | hist_list(Rest, Last)];
+hist_list(_, _) -> [].
+
+%% The entries of a history from the first with a window >= First.
+hist_from_bisect([], _) ->
+    <<>>;
+hist_from_bisect(H, First) ->
+    N = byte_size(H) div 12,
+    Lo = bisect(H, First, 0, N),
+    binary:part(H, Lo * 12, (N - Lo) * 12).
+
+bisect(_, _, Lo, Hi) when Lo >= Hi -> Lo;
+bisect(H, First, Lo, Hi) ->
+    Mid = (Lo + Hi) div 2,
+    <<_:Mid/binary-unit:96, W:32, _/binary>> = H,
+    case W < First of
+        true -> bisect(H, First, Mid + 1, Hi);
+        false -> bisect(H, First, Lo, Mid)
     end.
 
-name_of(A) when is_atom(A) -> {ok, A};
-name_of({A, Node}) when is_atom(A), Node =:= node() -> {ok, A};
-name_of(_) -> false.
+%% @doc The highest rate (messages/s) of a pair's row over its closed
+%% windows: the peak kept in the row, and its last window when that has
+%% closed.  Durations of the kept windows by number; the others count as
+%% Interval ms.
+-spec peak_rate(row(), pos_integer(), #{pos_integer() => non_neg_integer()}, pos_integer()) ->
+          float().
+peak_rate({_, _, W, C, _, Peak}, Open, Durs, Interval) when W < Open ->
+    max(Peak, milli_rate(C, maps:get(W, Durs, Interval))) / 1000;
+peak_rate({_, _, _, _, _, Peak}, _, _, _) ->
+    Peak / 1000.
 
-close_window(St = #st{cur = Cur, win_start = Start, windows = Q,
-                      opts = #{windows := Keep}}) ->
+first_in_window(R, St = #st{wsenders = WS}) ->
+    St#st{wsenders = case WS of
+                         #{R := M} -> WS#{R := M + 1};
+                         _ -> WS#{R => 1}
+                     end}.
+
+%% Messages per 1000 s: an integer, so a pair's row holds no float.
+milli_rate(_, 0) -> 0;
+milli_rate(C, Ms) -> (C * 1000000) div Ms.
+
+close_window(St = #st{win_start = Start, closed = Closed, windows = Ws, durations = Durs,
+                      opts = #{windows := Keep}, labels = L}) ->
     Now = now_ms(),
-    Q1 = queue:in({Now, Now - Start, Cur, queue_lens(Cur, St)}, Q),
-    Q2 = case queue:len(Q1) > Keep of
-             true -> queue:drop(Q1);
-             false -> Q1
-         end,
-    Closed = St#st.closed + 1,
-    {Due, Later} = lists:partition(fun({At, _}) -> At =< Closed end, St#st.window_waiters),
+    N = Closed + 1,
+    W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
+          queue_lens => queue_lens(St)},
+    Ws1 = lists:sublist([W | Ws], Keep),
+    Durs1 = maps:remove(N - Keep, Durs#{N => Now - Start}),
+    {Due, Later} = lists:partition(fun({At, _}) -> At =< N end, St#st.window_waiters),
     [gen_server:reply(From, ok) || {_, From} <- Due],
-    prune_births(St#st{cur = #{}, win_start = Now, windows = Q2, closed = Closed,
-                       window_waiters = Later}).
+    St#st{win_start = Now, closed = N, windows = Ws1, durations = Durs1, wsenders = #{},
+          window_waiters = Later, labels = msgflow_labels:prune_births(L, N)}.
 
 %% message_queue_len of the local receivers that had the most senders in
 %% the window (fan-in candidates), read now.
-queue_lens(Cur, #st{names = Names}) ->
-    Senders = maps:fold(fun({S, R}, _, Acc) ->
-                                case canon(R, Names) of
-                                    P when is_pid(P), node(P) =:= node() ->
-                                        Acc#{P => [S | maps:get(P, Acc, [])]};
-                                    _ -> Acc
-                                end
-                        end, #{}, Cur),
-    Cands = [{length(lists:usort(Ss)), P} || {P, Ss} <- maps:to_list(Senders),
-                                            length(Ss) >= ?QLEN_MIN_SENDERS],
+queue_lens(#st{wsenders = WS, labels = L}) ->
+    Tables = msgflow_labels:tables(L),
+    Merged = maps:fold(fun(R, N, Acc) ->
+                               case msgflow_labels:canon(Tables, R) of
+                                   P when is_pid(P), node(P) =:= node() ->
+                                       Acc#{P => N + maps:get(P, Acc, 0)};
+                                   _ -> Acc
+                               end
+                       end, #{}, WS),
+    Cands = [{N, P} || {P, N} <- maps:to_list(Merged), N >= ?QLEN_MIN_SENDERS],
     Top = lists:sublist(lists:reverse(lists:sort(Cands)), ?QLEN_MAX_SAMPLED),
-    maps:from_list([{P, L} || {_, P} <- Top,
-                              {message_queue_len, L} <- [process_info(P, message_queue_len)]]).
+    maps:from_list([{P, Len} || {_, P} <- Top,
+                                {message_queue_len, Len} <- [process_info(P, message_queue_len)]]).
 
 now_ms() ->
     erlang:monotonic_time(millisecond).
 
-%%% Views
-
-sort_desc(KVs) ->
-    [{S, R, N} || {{S, R}, N} <- lists:reverse(lists:keysort(2, KVs))].
-
-%% A send to a registered name and a send to the pid holding it are one
-%% receiver whenever the name resolved.
-canon(A, Names) when is_atom(A) -> maps:get(A, Names, A);
-canon({A, Node}, Names) when is_atom(A), Node =:= node() -> canon(A, Names);
-canon(E, _) -> E.
-
-label(E, #st{labels = L}) ->
-    case L of
-        #{E := Label} -> Label;
-        _ -> msgflow_fmt:endpoint(E)
-    end.
-
-top_rows(N, St) ->
-    V = #{totals := Totals, recent := Recent, window_ms := WinMs, scale := Scale,
-          windows := Ws, endpoints := Ends} = view(St),
-    {Prev, PrevMs} = case {queue:is_empty(St#st.windows), lists:reverse(Ws)} of
-                         {false, [_, {_, D, W, _} | _]} -> {W, D};
-                         _ -> {#{}, 0}
-                     end,
-    Top = lists:sublist(sort_desc(maps:to_list(Totals)), N),
-    Label = fun(E) -> maps:get(label, maps:get(E, Ends)) end,
-    Rows = [#{sender => S, receiver => R,
-              sender_label => Label(S), receiver_label => Label(R),
-              count => C, rate => msgflow_report:rate(maps:get({S, R}, Recent, 0), WinMs, Scale),
-              prev_rate => case PrevMs of
-                               0 -> undefined;
-                               _ -> msgflow_report:rate(maps:get({S, R}, Prev, 0), PrevMs, Scale)
-                           end}
-            || {S, R, C} <- Top],
-    #{rows => Rows, window_ms => WinMs, events => maps:get(events, V),
-      pairs => map_size(Totals), running => St#st.running,
-      sample => maps:get(sample, St#st.opts)}.
-
-%% Everything the reports and hotspot rules read, in one map (see
-%% msgflow:export/3 for the dump built from it).  Pairs are merged by
-%% canon/2; windows are oldest first, their end in system time (ms).
-view(St = #st{names = Names}) ->
-    Group = fun(M) -> maps:fold(fun({S, R}, C, Acc) ->
-                                        bump({canon(S, Names), canon(R, Names)}, C, Acc)
-                                end, #{}, M) end,
-    Totals = Group(St#st.totals),
-    Offset = erlang:time_offset(millisecond),
-    Windows = [{End + Offset, Dur, Group(W), Q} || {End, Dur, W, Q} <- queue:to_list(St#st.windows)],
-    Ends = lists:usort(lists:append([[S, R] || {S, R} <- maps:keys(Totals)])),
-    Endpoints = maps:from_list([{E, endpoint_meta(E, St)} || E <- Ends]),
-    {WinMs, Recent} = last_window(St),
-    Scale = scale(St),
-    #{node => node(), recent => Group(Recent), taken_at => erlang:system_time(millisecond),
+handle(St = #st{opts = Opts}) ->
+    #{pairs => St#st.pairs, dead => St#st.dead, labels => msgflow_labels:tables(St#st.labels),
+      node => node(), running => St#st.running,
       started_at => St#st.started_at, stopped_at => St#st.stopped_at,
-      running => St#st.running, window_ms => WinMs, scale => Scale,
-      estimated => Scale =/= 1, sample => maps:get(sample, St#st.opts),
+      taken_at => erlang:system_time(millisecond),
+      closed => St#st.closed, open_ms => now_ms() - St#st.win_start,
+      windows => lists:reverse(St#st.windows),
+      interval => maps:get(interval, Opts), sample => maps:get(sample, Opts),
       events => St#st.events, dead_letters => St#st.dead_letters,
-      overflow => St#st.overflow, totals => Totals, dead => Group(St#st.dead),
-      windows => Windows, endpoints => Endpoints}.
-
-endpoint_meta(E, St = #st{meta = M}) ->
-    {Mod, App} = maps:get(E, M, {undefined, undefined}),
-    #{label => label(E, St), module => Mod, application => App,
-      node => node_of(E)}.
-
-scale(#st{opts = #{sample := {Traced, Period}}}) -> Period / Traced;
-scale(_) -> 1.
-
-%% Per-window counts of one pair (names resolved as in top/1), oldest
-%% first, then the open window.
-history(S0, R0, St = #st{names = Names}) ->
-    S = canon(S0, Names),
-    R = canon(R0, Names),
-    Offset = erlang:time_offset(millisecond),
-    Count = fun(W) -> maps:fold(fun({S1, R1}, C, A) ->
-                                        case {canon(S1, Names), canon(R1, Names)} of
-                                            {S, R} -> A + C;
-                                            _ -> A
-                                        end
-                                end, 0, W) end,
-    Closed = [#{at => End + Offset, window_ms => Dur, count => Count(W)}
-              || {End, Dur, W, _} <- queue:to_list(St#st.windows)],
-    Now = now_ms(),
-    Open = [#{at => Now + Offset, window_ms => Now - St#st.win_start, count => Count(St#st.cur),
-              open => true} || St#st.running],
-    Closed ++ Open.
-
-node_of({_, Node}) when is_atom(Node) -> Node;
-node_of(A) when is_atom(A) -> node();
-node_of(E) -> node(E).
-
-last_window(St) ->
-    case queue:peek_r(St#st.windows) of
-        {value, {_, Dur, W, _}} -> {Dur, W};
-        empty -> {now_ms() - St#st.win_start, St#st.cur}
-    end.
-
+      overflow => St#st.overflow, births_dropped => St#st.births_dropped}.
 
 info(St = #st{opts = Opts}) ->
     Tables = case St#st.session of
                  undefined -> St#st.last_info;
                  S -> try msgflow_tracer:session_info(S) catch error:_ -> #{} end
              end,
-    Alloc = try msgflow_tracer:allocator_info()
-            catch error:_ -> #{allocator => unavailable, jemalloc_error => <<"NIF not loaded">>}
-            end,
+    Lib = try msgflow_tracer:lib_info()
+          catch error:_ -> #{allocator => unavailable, jemalloc_error => <<"NIF not loaded">>,
+                             fast_extra => false}
+          end,
+    Words = lists:sum([ets:info(T, memory) || T <- [St#st.pairs, St#st.dead]
+                                                  ++ maps:values(msgflow_labels:tables(St#st.labels))]),
     #{running => St#st.running,
-      pairs => map_size(St#st.totals),
+      pairs => ets:info(St#st.pairs, size),
       events => St#st.events,
       dead_letters => St#st.dead_letters,
       overflow => St#st.overflow,
-      allocator => maps:get(allocator, Alloc),
-      jemalloc_error => maps:get(jemalloc_error, Alloc),
+      births_dropped => St#st.births_dropped,
+      allocator => maps:get(allocator, Lib),
+      jemalloc_error => maps:get(jemalloc_error, Lib),
+      fast_extra => maps:get(fast_extra, Lib),
       memory => maps:get(memory, Tables, 0),
+      store_memory => Words * erlang:system_info(wordsize),
       table_entries => maps:get(entries, Tables, 0),
       shards => maps:get(shards, Tables, 0),
-      windows => queue:len(St#st.windows),
+      windows => length(St#st.windows),
       sample => maps:get(sample, Opts),
       started_at => St#st.started_at,
       stopped_at => St#st.stopped_at,

@@ -1,8 +1,10 @@
 %%% @doc Hotspot rules over the windows the collector keeps (see
 %%% msgflow:hotspots/1 for the options and the shape of a finding).
-%%% Pure functions of the collector's view: no tracing, no process state.
+%%% Pure functions of a view (msgflow_view) by process with per-window
+%%% counts (spec/1 says which): no tracing, no process state.  hotspots/1
+%%% and the HTML report both run them here.
 -module(msgflow_hotspots).
--export([find/2, defaults/0]).
+-export([find/2, check/1, defaults/0, spec/1]).
 
 -export_type([finding/0]).
 
@@ -22,7 +24,25 @@ defaults() ->
       fan_out_receivers => 20,   %% distinct receivers of one sender
       dead_min => 1}.            %% dead letters from one sender, at least
 
-%% @doc Findings in View (from the collector), strongest first within each
+%% @doc The view the rules read, for options Opts (validated or not):
+%% pairs by process with traffic in the `windows' latest closed windows,
+%% their counts per window, and the dead letters.
+-spec spec(map()) -> msgflow_view:spec().
+spec(Opts) ->
+    N = case Opts of
+            #{windows := W} when is_integer(W), W > 0 -> W;
+            _ -> maps:get(windows, defaults())
+        end,
+    #{by => process, limit => all, windows => N, active => true, dead => true}.
+
+%% @doc `ok' when Opts are options find/2 takes, else
+%% `{error, {badopt, {Key, Value}}}' (or `{error, {badopt, Opts}}' for a
+%% non-map).
+-spec check(term()) -> ok | {error, {badopt, term()}}.
+check(Opts) when is_map(Opts) -> validate(maps:to_list(Opts));
+check(Opts) -> {error, {badopt, Opts}}.
+
+%% @doc Findings in View (built with spec/1), strongest first within each
 %% kind.  `{error, {badopt, {Key, Value}}}' for an unknown key or a value
 %% that is not a positive number.
 -spec find(map(), map()) -> [finding()] | {error, {badopt, {term(), term()}}}.
@@ -42,9 +62,24 @@ validate([{K, V} | Rest]) ->
         false -> {error, {badopt, {K, V}}}
     end.
 
-rules(View = #{windows := All, endpoints := Ends}, O = #{windows := N}) ->
-    Ws = lists:nthtail(max(0, length(All) - N), All),
-    Label = fun(E) -> maps:get(label, maps:get(E, Ends, #{}), msgflow_fmt:endpoint(E)) end,
+rules(View = #{windows := All, rows := Rows, endpoints := Ends}, O = #{windows := N}) ->
+    Kept = lists:nthtail(max(0, length(All) - N), All),
+    %% per window: {DurationMs, #{{S, R} => Messages}, #{Receiver => QueueLen}}
+    Counts = lists:foldl(
+               fun(#{sender := S, receiver := R, windows := Cs}, Acc) ->
+                       [case C of
+                            0 -> M;
+                            _ -> M#{{S, R} => C}
+                        end || {C, M} <- lists:zip(lists:nthtail(length(Cs) - length(Kept), Cs),
+                                                   Acc)]
+               end, [#{} || _ <- Kept], Rows),
+    Ws = [{D, C, Q} || {#{window_ms := D, queue_lens := Q}, C} <- lists:zip(Kept, Counts)],
+    Label = fun(E) ->
+                    case Ends of
+                        #{E := #{display := L}} -> L;
+                        _ -> msgflow_fmt:endpoint(E)
+                    end
+            end,
     Scale = maps:get(scale, View, 1),
     lists:append([fan_in(Ws, O, Label, Scale), hot_pair(Ws, O, Label, Scale),
                   spike(Ws, O, Label), fan_out(Ws, O, Label),
@@ -53,11 +88,11 @@ rules(View = #{windows := All, endpoints := Ends}, O = #{windows := N}) ->
 %% Many senders into one receiver whose queue grew from the first window
 %% looked at to the last.
 fan_in(Ws, #{fan_in_senders := MinS, queue_min := QMin}, Label, Scale) when length(Ws) >= 2 ->
-    {_, _, _, Q0} = hd(Ws),
-    {_, Dur, Last, QN} = lists:last(Ws),
+    {_, _, Q0} = hd(Ws),
+    {Dur, Last, QN} = lists:last(Ws),
     Senders = senders_by_receiver(Last),
     Found = [begin
-                 Lens = [maps:get(R, Q, 0) || {_, _, _, Q} <- Ws],
+                 Lens = [maps:get(R, Q, 0) || {_, _, Q} <- Ws],
                  Rate = msgflow_report:rate(lists:sum([C || {{_, R1}, C} <- maps:to_list(Last), R1 =:= R]),
                              Dur, Scale),
                  #{kind => fan_in, subject => R, label => Label(R),
@@ -78,7 +113,7 @@ fan_in(_, _, _, _) ->
 hot_pair([], _, _, _) ->
     [];
 hot_pair(Ws, #{hot_rate := Min}, Label, Scale) ->
-    {_, Dur, Last, _} = lists:last(Ws),
+    {Dur, Last, _} = lists:last(Ws),
     Found = [#{kind => hot_pair, subject => {S, R}, label => pair_label(S, R, Label),
                evidence => #{rate => Rate, count => C, window_ms => Dur},
                explanation => fmt("~ts: ~s msg/s (threshold ~s)",
@@ -90,7 +125,7 @@ hot_pair(Ws, #{hot_rate := Min}, Label, Scale) ->
 %% A pair whose last window is spike_factor times the mean of the earlier
 %% windows looked at (windows where it sent nothing count as 0).
 spike(Ws, #{spike_factor := K, spike_min := Min}, Label) when length(Ws) >= 3 ->
-    {Before, [{_, Dur, Last, _}]} = lists:split(length(Ws) - 1, Ws),
+    {Before, [{Dur, Last, _}]} = lists:split(length(Ws) - 1, Ws),
     Found = [#{kind => spike, subject => {S, R}, label => pair_label(S, R, Label),
                evidence => #{count => C, mean => Mean, factor => C / max(Mean, 1),
                              window_ms => Dur, windows => length(Before)},
@@ -99,7 +134,7 @@ spike(Ws, #{spike_factor := K, spike_min := Min}, Label) when length(Ws) >= 3 ->
                                   [pair_label(S, R, Label), C, C / max(Mean, 1),
                                    length(Before)])}
              || {{S, R}, C} <- maps:to_list(Last), C >= Min,
-                Mean <- [lists:sum([maps:get({S, R}, W, 0) || {_, _, W, _} <- Before])
+                Mean <- [lists:sum([maps:get({S, R}, W, 0) || {_, W, _} <- Before])
                          / length(Before)],
                 C >= K * Mean],
     by_desc(fun(#{evidence := #{factor := F}}) -> F end, Found);
@@ -109,7 +144,7 @@ spike(_, _, _) ->
 fan_out([], _, _) ->
     [];
 fan_out(Ws, #{fan_out_receivers := Min}, Label) ->
-    {_, Dur, Last, _} = lists:last(Ws),
+    {Dur, Last, _} = lists:last(Ws),
     BySender = maps:fold(fun({S, R}, C, Acc) ->
                                  {Rs, N} = maps:get(S, Acc, {[], 0}),
                                  Acc#{S => {[R | Rs], N + C}}
@@ -123,10 +158,10 @@ fan_out(Ws, #{fan_out_receivers := Min}, Label) ->
 
 %% Sends to processes that no longer existed, by sender, since start.
 dead_letters(#{dead := Dead}, #{dead_min := Min}, Label) ->
-    BySender = maps:fold(fun({S, R}, C, Acc) ->
-                                 {Rs, N} = maps:get(S, Acc, {[], 0}),
-                                 Acc#{S => {[R | Rs], N + C}}
-                         end, #{}, Dead),
+    BySender = lists:foldl(fun({S, R, C}, Acc) ->
+                                   {Rs, N} = maps:get(S, Acc, {[], 0}),
+                                   Acc#{S => {[R | Rs], N + C}}
+                           end, #{}, Dead),
     Found = [#{kind => dead_letters, subject => S, label => Label(S),
                evidence => #{count => N, receivers => length(Rs)},
                explanation => fmt("~ts sent ~b messages to ~b processes that did not "

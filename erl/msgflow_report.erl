@@ -1,9 +1,10 @@
-%%% @doc Reports built from one view of the collector (msgflow_collector
-%%% view/1): the communication matrix and the six export formats.  Pure
-%%% functions but for render(html, ...), which runs Graphviz's `dot' to lay
-%%% out the graph when it is installed.
+%%% @doc Reports rendered from views (msgflow_view): the communication
+%%% matrix and the six export formats.  views/2 says which views a format
+%%% reads; render/3 turns them into iodata.  Pure functions but for
+%%% render(html, ...), which runs Graphviz's `dot' to lay out the graph
+%%% when it is installed.
 -module(msgflow_report).
--export([matrix/2, render/3, dump/1, formats/0, groupings/0, json_encode/1, rate/3]).
+-export([views/2, matrix/1, render/3, dump/1, formats/0, json_encode/1, rate/3]).
 
 -define(DUMP_VERSION, 1).
 
@@ -11,75 +12,64 @@
 -spec formats() -> [atom()].
 formats() -> [csv, dot, json, etf, svg, html].
 
-%% @doc The matrix groupings.
--spec groupings() -> [atom()].
-groupings() -> [process, name, module, application, node].
+%% @doc The views Format reads, by name, for export options Opts (`by',
+%% `limit'): `rows' (all grouped by `by', or the `limit' busiest for dot),
+%% and for html also `top' (the 20 busiest pairs with their kept windows)
+%% and `hotspots' (what msgflow_hotspots reads).
+-spec views(atom(), map()) -> #{atom() => msgflow_view:spec()}.
+views(Format, Opts) ->
+    By = maps:get(by, Opts, process),
+    case Format of
+        etf -> #{rows => #{by => process}};
+        dot -> #{rows => #{by => By, limit => maps:get(limit, Opts, 200)}};
+        html -> #{rows => #{by => By}, top => #{by => process, limit => 20, windows => 1000000},
+                  hotspots => msgflow_hotspots:spec(#{})};
+        _ -> #{rows => #{by => By}}
+    end.
 
-%% @doc The communication matrix of View grouped by By (see msgflow:matrix/1).
--spec matrix(map(), atom()) -> map().
-matrix(View = #{totals := Totals, recent := Recent, window_ms := WinMs, scale := Scale}, By) ->
-    Key = fun(E) -> key(By, E, View) end,
-    Group = fun(M) -> maps:fold(fun({S, R}, C, Acc) -> bump({Key(S), Key(R)}, C, Acc) end,
-                                #{}, M) end,
-    Counts = Group(Totals),
-    Rec = Group(Recent),
-    Cells = maps:map(fun(K, C) -> #{count => C, rate => rate(maps:get(K, Rec, 0), WinMs, Scale)}
-                     end, Counts),
+%% @doc The communication matrix of a view with every row (see
+%% msgflow:matrix/1).
+-spec matrix(msgflow_view:view()) -> map().
+matrix(#{by := By, rows := Rows, window_ms := WinMs, estimated := Est}) ->
     #{by => By,
-      rows => lists:usort([S || {S, _} <- maps:keys(Counts)]),
-      cols => lists:usort([R || {_, R} <- maps:keys(Counts)]),
-      cells => Cells, window_ms => WinMs, estimated => Scale =/= 1}.
+      rows => lists:usort([S || #{sender := S} <- Rows]),
+      cols => lists:usort([R || #{receiver := R} <- Rows]),
+      cells => maps:from_list([{{S, R}, #{count => C, rate => Rate}}
+                               || #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]),
+      window_ms => WinMs, estimated => Est}.
 
-key(process, E, _) -> E;
-key(By, E, #{endpoints := Ends}) ->
-    Meta = maps:get(E, Ends, #{label => msgflow_fmt:endpoint(E), module => undefined,
-                              application => undefined, node => undefined}),
-    maps:get(case By of name -> label; _ -> By end, Meta).
+%% @doc The report in Format as iodata, from the views views/2 named (by
+%% name), or `{error, Reason}'.  Opts: `by', `limit' (rows and columns of
+%% the heatmap, edges of the graph; default 30 and 200), `hotspots'
+%% (findings shown in html).
+-spec render(atom(), #{atom() => msgflow_view:view()}, map()) -> iodata() | {error, term()}.
+render(csv, #{rows := V}, _Opts) -> csv(V);
+render(dot, #{rows := V}, Opts) -> dot(V, Opts);
+render(json, #{rows := V}, _Opts) -> json_encode(json_doc(V));
+render(etf, #{rows := V}, _Opts) -> term_to_binary(dump(V));
+render(svg, #{rows := V}, Opts) -> heatmap(V, Opts);
+render(html, Views, Opts) -> html(Views, Opts);
+render(Format, _Views, _Opts) -> {error, {unknown_format, Format}}.
 
-%% @doc The report in Format as iodata, or `{error, Reason}'.  Opts:
-%% `by' (a grouping, default process; etf always holds processes),
-%% `limit' (rows and columns of the heatmap, edges of the graph; default
-%% 30 and 200), `hotspots' (findings shown in html).
--spec render(atom(), map(), map()) -> iodata() | {error, term()}.
-render(csv, View, Opts) -> csv(ranked(View, Opts), labeller(View, Opts));
-render(dot, View, Opts) -> dot(ranked(View, Opts), View, Opts);
-render(json, View, Opts) -> json_encode(json_doc(ranked(View, Opts), View, Opts));
-render(etf, View, _Opts) -> term_to_binary(dump(View));
-render(svg, View, Opts) -> heatmap(View, Opts);
-render(html, View, Opts) -> html(View, Opts);
-render(Format, _View, _Opts) -> {error, {unknown_format, Format}}.
-
-%% Grouped pairs, busiest first: [{SenderKey, ReceiverKey, Count, Rate}].
-ranked(View, Opts) ->
-    #{cells := Cells} = matrix(View, maps:get(by, Opts, process)),
-    Rows = [{S, R, C, Rate} || {{S, R}, #{count := C, rate := Rate}} <- maps:to_list(Cells)],
-    lists:sort(fun({_, _, A, _}, {_, _, B, _}) -> A >= B end, Rows).
-
-%% fun(Key) -> {Text, Label}: for processes the endpoint as the VM gave it
-%% and its label; for a group key its text, twice.
-labeller(#{endpoints := Ends}, Opts) ->
-    case maps:get(by, Opts, process) of
-        process ->
-            fun(E) ->
-                    T = msgflow_fmt:endpoint(E),
-                    {T, maps:get(label, maps:get(E, Ends, #{}), T)}
-            end;
-        _ ->
-            fun(K) when is_binary(K) -> {K, K};
-               (K) -> T = msgflow_fmt:endpoint(K), {T, T}
-            end
+%% {Text, Display} of a row's key: for processes the endpoint as the VM
+%% gave it and its label (with the text beside a repeated label); for a
+%% group key its text, twice.
+texts(#{endpoints := Ends}, K) ->
+    case Ends of
+        #{K := #{text := T, display := D}} -> {T, D};
+        _ -> T = msgflow_fmt:endpoint(K), {T, T}
     end.
 
 %%% csv
 
-csv(Rows, Text) ->
+csv(View = #{rows := Rows}) ->
     [<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s\n">>
      | [begin
-            {SE, SL} = Text(S),
-            {RE, RL} = Text(R),
+            {SE, SL} = texts(View, S),
+            {RE, RL} = texts(View, R),
             [lists:join(",", [csv_field(F) || F <- [SE, RE, SL, RL, integer_to_binary(C),
                                                     float_text(Rate)]]), "\n"]
-        end || {S, R, C, Rate} <- Rows]].
+        end || #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]].
 
 csv_field(F) ->
     case binary:match(F, [<<",">>, <<"\"">>, <<"\n">>, <<"\r">>]) of
@@ -91,12 +81,10 @@ float_text(F) -> float_to_binary(float(F), [{decimals, 1}]).
 
 %%% dot
 
-dot(Rows0, View, Opts) ->
+dot(View = #{rows := Rows0, by := By}, Opts) ->
     Rows = lists:sublist(Rows0, maps:get(limit, Opts, 200)),
-    By = maps:get(by, Opts, process),
-    Text = labeller(View, Opts),
-    Max = lists:max([1 | [C || {_, _, C, _} <- Rows]]),
-    Nodes = lists:usort(lists:append([[S, R] || {S, R, _, _} <- Rows])),
+    Max = lists:max([1 | [C || #{count := C} <- Rows]]),
+    Nodes = lists:usort(lists:append([[S, R] || #{sender := S, receiver := R} <- Rows])),
     Ids = maps:from_list(lists:zip(Nodes, lists:seq(1, length(Nodes)))),
     ["digraph msgflow {\n",
      "  graph [rankdir=LR, fontname=\"Helvetica\", label=",
@@ -105,11 +93,11 @@ dot(Rows0, View, Opts) ->
                                msgflow_fmt:int(maps:get(events, View)), length(Rows)])),
      "];\n  node [shape=box, style=rounded, fontname=\"Helvetica\", fontsize=10];\n"
      "  edge [fontname=\"Helvetica\", fontsize=9, color=\"#b03a2e\"];\n",
-     [["  n", integer_to_list(maps:get(N, Ids)), " [label=", dot_string(element(2, Text(N))),
-       "];\n"] || N <- Nodes],
+     [["  n", integer_to_list(maps:get(N, Ids)), " [label=",
+       dot_string(element(2, texts(View, N))), "];\n"] || N <- Nodes],
      [["  n", integer_to_list(maps:get(S, Ids)), " -> n", integer_to_list(maps:get(R, Ids)),
        io_lib:format(" [weight=~b, penwidth=~.2f, label=", [1 + (99 * C) div Max, width(C, Max)]),
-       dot_string(msgflow_fmt:int(C)), "];\n"] || {S, R, C, _} <- Rows],
+       dot_string(msgflow_fmt:int(C)), "];\n"] || #{sender := S, receiver := R, count := C} <- Rows],
      "}\n"].
 
 width(C, Max) -> 1 + 7 * math:log(1 + C) / math:log(1 + Max).
@@ -121,10 +109,9 @@ dot_string(T) ->
 
 %%% json
 
-json_doc(Rows, View, Opts) ->
-    Text = labeller(View, Opts),
+json_doc(View = #{rows := Rows}) ->
     #{<<"format">> => <<"msgflow_report">>, <<"version">> => 1,
-      <<"by">> => atom_to_binary(maps:get(by, Opts, process)),
+      <<"by">> => atom_to_binary(maps:get(by, View)),
       <<"node">> => atom_to_binary(maps:get(node, View)),
       <<"taken_at_ms">> => maps:get(taken_at, View),
       <<"window_ms">> => maps:get(window_ms, View),
@@ -133,12 +120,12 @@ json_doc(Rows, View, Opts) ->
       <<"dead_letters">> => maps:get(dead_letters, View),
       <<"overflow">> => maps:get(overflow, View),
       <<"pairs">> => [begin
-                          {SE, SL} = Text(S),
-                          {RE, RL} = Text(R),
+                          {SE, SL} = texts(View, S),
+                          {RE, RL} = texts(View, R),
                           #{<<"sender">> => SE, <<"receiver">> => RE,
                             <<"sender_label">> => SL, <<"receiver_label">> => RL,
                             <<"messages">> => C, <<"msg_per_s">> => float(Rate)}
-                      end || {S, R, C, Rate} <- Rows]}.
+                      end || #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]}.
 
 %% @doc JSON text of a term made of maps with binary keys, lists, binaries,
 %% integers, floats and booleans: OTP's `json' module where present (OTP
@@ -192,9 +179,9 @@ json_escape(B) ->
 %% `endpoints'.  Messages are totals since start; WindowMessages those of
 %% the last window (`window_ms' long): the rate is WindowMessages * 1000 /
 %% window_ms * scale, where scale > 1 means sampling (an estimate).
--spec dump(map()) -> map().
-dump(View = #{totals := Totals, recent := Recent, endpoints := Ends}) ->
-    Order = maps:keys(Ends),
+-spec dump(msgflow_view:view()) -> map().
+dump(View = #{rows := Rows, endpoints := Ends}) ->
+    Order = lists:sort(maps:keys(Ends)),
     Idx = maps:from_list(lists:zip(Order, lists:seq(0, length(Order) - 1))),
     #{format => msgflow_dump, version => ?DUMP_VERSION,
       node => maps:get(node, View), taken_at => maps:get(taken_at, View),
@@ -207,28 +194,28 @@ dump(View = #{totals := Totals, recent := Recent, endpoints := Ends}) ->
                             maps:get(E, Ends),
                         {E, L, M, A, N}
                     end || E <- Order],
-      pairs => [{maps:get(S, Idx), maps:get(R, Idx), C, maps:get({S, R}, Recent, 0)}
-                || {{S, R}, C} <- lists:sort(maps:to_list(Totals))]}.
+      pairs => lists:sort([{maps:get(S, Idx), maps:get(R, Idx), C, W}
+                           || #{sender := S, receiver := R, count := C, last_count := W} <- Rows])}.
 
 %%% svg heatmap
 
 -define(CELL, 16).
 
-heatmap(View, Opts) ->
-    By = maps:get(by, Opts, process),
+heatmap(View = #{by := By, rows := AllRows}, Opts) ->
     Limit = maps:get(limit, Opts, 30),
-    #{cells := Cells} = matrix(View, By),
-    Sum = fun(Pos) -> maps:fold(fun(K, #{count := C}, Acc) -> bump(element(Pos, K), C, Acc) end,
-                                #{}, Cells) end,
+    Sum = fun(F) -> lists:foldl(fun(Row = #{count := C}, Acc) -> bump(F(Row), C, Acc) end,
+                                #{}, AllRows) end,
     Top = fun(M) -> [K || {K, _} <- lists:sublist(
                                        lists:sort(fun({_, A}, {_, B}) -> A >= B end,
                                                   maps:to_list(M)), Limit)] end,
-    Rows = Top(Sum(1)),
-    Cols = Top(Sum(2)),
-    Max = lists:max([1 | [C || {{S, R}, #{count := C}} <- maps:to_list(Cells),
-                               lists:member(S, Rows), lists:member(R, Cols)]]),
-    Text = labeller(View, Opts),
-    Name = fun(K) -> element(2, Text(K)) end,
+    Rows = Top(Sum(fun(#{sender := S}) -> S end)),
+    Cols = Top(Sum(fun(#{receiver := R}) -> R end)),
+    RowSet = maps:from_list([{K, []} || K <- Rows]),
+    ColSet = maps:from_list([{K, []} || K <- Cols]),
+    Cells = maps:from_list([{{S, R}, C} || #{sender := S, receiver := R, count := C} <- AllRows,
+                                           is_map_key(S, RowSet), is_map_key(R, ColSet)]),
+    Max = lists:max([1 | maps:values(Cells)]),
+    Name = fun(K) -> element(2, texts(View, K)) end,
     Lab = fun(K) -> string:trim(msgflow_fmt:cell(Name(K), 30, "..."), trailing) end,
     Left = 200,
     Topm = 190,
@@ -250,7 +237,7 @@ heatmap(View, Opts) ->
       || {J, R} <- Jx],
      [case maps:get({S, R}, Cells, undefined) of
           undefined -> [];
-          #{count := C} ->
+          C ->
               io_lib:format("<rect class=\"cell\" x=\"~b\" y=\"~b\" width=\"~b\" height=\"~b\" "
                             "fill=\"~s\" data-count=\"~b\"><title>~s -> ~s: ~s messages</title>"
                             "</rect>\n",
@@ -291,13 +278,17 @@ xml(T) ->
 
 %%% html
 
-html(View, Opts) ->
+html(Views = #{rows := View = #{by := By}, top := TopView}, Opts) ->
+    case graph_svg(View, Opts) of
+        {error, _} = E -> E;
+        Graph -> html(Views, View, By, TopView, Graph, Opts)
+    end.
+
+html(_Views, View, By, TopView = #{rows := Top}, Graph, Opts) ->
     Hot = maps:get(hotspots, Opts, []),
-    Rows = lists:sublist(ranked(View, Opts#{by => process}), 20),
-    Text = labeller(View, #{by => process}),
-    By = maps:get(by, Opts, process),
+    Node = xml(atom_to_list(maps:get(node, View))),
     ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n",
-     "<title>msgflow report: ", xml(atom_to_list(maps:get(node, View))), "</title>\n",
+     "<title>msgflow report: ", Node, "</title>\n",
      "<style>body{font-family:Helvetica,Arial,sans-serif;margin:1.5em;color:#222}"
      "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
      "td.n{text-align:right;font-variant-numeric:tabular-nums}"
@@ -305,9 +296,8 @@ html(View, Opts) ->
      "</head><body>\n<h1>msgflow report</h1>\n",
      io_lib:format("<p>Node <b>~s</b>: ~s messages between ~s pairs, ~s dead letters; "
                    "rates over the last ~s ms window~s.</p>\n",
-                   [xml(atom_to_list(maps:get(node, View))),
-                    msgflow_fmt:int(maps:get(events, View)),
-                    msgflow_fmt:int(map_size(maps:get(totals, View))),
+                   [Node, msgflow_fmt:int(maps:get(events, View)),
+                    msgflow_fmt:int(maps:get(pairs, View)),
                     msgflow_fmt:int(maps:get(dead_letters, View)),
                     msgflow_fmt:int(maps:get(window_ms, View)),
                     case maps:get(estimated, View) of
@@ -317,13 +307,19 @@ html(View, Opts) ->
      "<section id=\"heatmap\"><h2>Communication matrix by ", atom_to_list(By), "</h2>\n",
      heatmap(View, Opts), "</section>\n",
      "<section id=\"top\"><h2>Top pairs</h2>\n<table><tr><th>#</th><th>sender</th>"
-     "<th>receiver</th><th>messages</th><th>msg/s</th></tr>\n",
+     "<th>receiver</th><th>messages</th><th>msg/s</th><th>mean msg/s</th>"
+     "<th>peak msg/s</th></tr>\n",
      [io_lib:format("<tr><td class=\"n\">~b</td><td>~s</td><td>~s</td><td class=\"n\">~s</td>"
-                    "<td class=\"n\">~s</td></tr>\n",
-                    [I, xml(element(2, Text(S))), xml(element(2, Text(R))),
-                     msgflow_fmt:int(C), msgflow_fmt:rate(Rate)])
-      || {I, {S, R, C, Rate}} <- lists:zip(lists:seq(1, length(Rows)), Rows)],
+                    "<td class=\"n\">~s</td><td class=\"n\">~s</td><td class=\"n\">~s</td>"
+                    "</tr>\n",
+                    [I, xml(element(2, texts(TopView, S))), xml(element(2, texts(TopView, R))),
+                     msgflow_fmt:int(C), msgflow_fmt:rate(Rate), msgflow_fmt:rate(Mean),
+                     msgflow_fmt:rate(Peak)])
+      || {I, #{sender := S, receiver := R, count := C, rate := Rate, mean_rate := Mean,
+               peak_rate := Peak}} <- lists:zip(lists:seq(1, length(Top)), Top)],
      "</table></section>\n",
+     "<section id=\"rates\"><h2>Messages/s of the busiest pairs</h2>\n",
+     chart(TopView), "</section>\n",
      "<section id=\"hotspots\"><h2>Hotspots</h2>\n",
      case Hot of
          [] -> "<p>No findings.</p>\n";
@@ -331,38 +327,94 @@ html(View, Opts) ->
                           || #{kind := K, explanation := E} <- Hot], "</ul>\n"]
      end,
      "</section>\n<section id=\"graph\" class=\"graph\"><h2>Graph</h2>\n",
-     graph_svg(View, Opts), "</section>\n</body></html>\n"].
+     Graph, "</section>\n</body></html>\n"].
 
-%% The graph laid out by Graphviz, inline; a note when dot is missing.
-graph_svg(View, Opts) ->
+-define(CHART_PAIRS, 5).
+-define(CHART_COLOURS, ["#b03a2e", "#1f618d", "#239b56", "#b7950b", "#6c3483"]).
+
+%% A line chart (inline SVG) of messages/s per kept window for the
+%% busiest pairs of a view built with per-window counts.
+chart(View = #{rows := Rows0, windows := Ws, scale := Scale}) ->
+    Rows = lists:sublist([R || R = #{windows := _} <- Rows0], ?CHART_PAIRS),
+    case {Rows, length(Ws)} of
+        {[], _} -> "<p>No closed window yet.</p>\n";
+        {_, 0} -> "<p>No closed window yet.</p>\n";
+        {_, NW} ->
+            Rates = [[rate(C, D, Scale) || {C, #{window_ms := D}} <- lists:zip(Cs, Ws)]
+                     || #{windows := Cs} <- Rows],
+            Max = lists:max([1.0 | lists:append(Rates)]),
+            {Wd, Ht, L, T} = {640, 200, 60, 10},
+            X = fun(I) -> L + case NW of 1 -> 0; _ -> (I - 1) * (Wd - L - 10) / (NW - 1) end end,
+            Y = fun(V) -> T + (Ht - T - 30) * (1 - V / Max) end,
+            [io_lib:format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"~b\" "
+                           "height=\"~b\" class=\"msgflow-rates\" font-size=\"10\" "
+                           "font-family=\"Helvetica,Arial,sans-serif\">\n", [Wd, Ht + 18 * length(Rows)]),
+             io_lib:format("<line x1=\"~b\" y1=\"~b\" x2=\"~b\" y2=\"~b\" stroke=\"#888\"/>"
+                           "<text x=\"~b\" y=\"~b\" text-anchor=\"end\">~s</text>"
+                           "<text x=\"~b\" y=\"~b\" text-anchor=\"end\">0</text>"
+                           "<text x=\"~b\" y=\"~b\">~b windows, oldest left</text>\n",
+                           [L, Ht - 30, Wd - 10, Ht - 30, L - 4, T + 8, msgflow_fmt:rate(Max),
+                            L - 4, Ht - 30, L, Ht - 14, NW]),
+             [[io_lib:format("<polyline class=\"series\" fill=\"none\" stroke=\"~s\" "
+                             "stroke-width=\"1.5\" points=\"~s\"/>\n",
+                             [Colour, lists:join(" ", [io_lib:format("~.1f,~.1f", [float(X(I)), float(Y(V))])
+                                                       || {I, V} <- lists:zip(lists:seq(1, NW), Rs)])]),
+               io_lib:format("<text x=\"~b\" y=\"~b\" fill=\"~s\">~s</text>\n",
+                             [L, Ht + 18 * J - 4, Colour,
+                              xml([element(2, texts(View, S)), " -> ", element(2, texts(View, R))])])]
+              || {{J, Colour}, Rs, #{sender := S, receiver := R}}
+                     <- lists:zip3(lists:zip(lists:seq(1, length(Rows)),
+                                             lists:sublist(?CHART_COLOURS, length(Rows))),
+                                   Rates, Rows)],
+             "</svg>\n"]
+    end.
+
+-define(DOT_TIMEOUT, 30000).
+
+%% The graph laid out by Graphviz, inline, of the busiest `graph_limit'
+%% (60) rows; a note when dot is missing, fails or takes longer than
+%% ?DOT_TIMEOUT ms; `{error, {Reason, TmpFile}}' when its input cannot be
+%% written.
+graph_svg(View = #{rows := Rows}, Opts) ->
     case os:find_executable("dot") of
         false ->
             "<p>Graphviz (dot) is not installed: no graph.</p>\n";
         Dot ->
             Tmp = filename:join(tmp_dir(), "msgflow-" ++ integer_to_list(erlang:unique_integer(
                                                                           [positive])) ++ ".dot"),
-            ok = file:write_file(Tmp, dot(ranked(View, Opts), View,
-                                          Opts#{limit => maps:get(graph_limit, Opts, 60)})),
-            Port = open_port({spawn_executable, Dot},
-                             [{args, ["-Tsvg", Tmp]}, binary, exit_status, use_stdio,
-                              stderr_to_stdout]),
-            Out = collect(Port, []),
-            _ = file:delete(Tmp),
-            case Out of
-                {0, Svg} ->
-                    case binary:match(Svg, <<"<svg">>) of
-                        {Pos, _} -> binary:part(Svg, Pos, byte_size(Svg) - Pos);
-                        nomatch -> "<p>dot gave no SVG.</p>\n"
-                    end;
-                {Status, Msg} ->
-                    ["<p>dot failed (", integer_to_list(Status), "): ", xml(Msg), "</p>\n"]
+            Limited = View#{rows := lists:sublist(Rows, maps:get(graph_limit, Opts, 60))},
+            case file:write_file(Tmp, dot(Limited, #{limit => length(Rows)})) of
+                ok -> run_dot(Dot, Tmp);
+                {error, R} -> {error, {R, Tmp}}
             end
     end.
 
-collect(Port, Acc) ->
+run_dot(Dot, Tmp) ->
+    Port = open_port({spawn_executable, Dot},
+                     [{args, ["-Tsvg", Tmp]}, binary, exit_status, use_stdio, stderr_to_stdout]),
+    Out = collect(Port, [], erlang:monotonic_time(millisecond) + ?DOT_TIMEOUT),
+    _ = file:delete(Tmp),
+    case Out of
+        {0, Svg} ->
+            case binary:match(Svg, <<"<svg">>) of
+                {Pos, _} -> binary:part(Svg, Pos, byte_size(Svg) - Pos);
+                nomatch -> "<p>dot gave no SVG.</p>\n"
+            end;
+        timeout ->
+            io_lib:format("<p>dot took longer than ~b ms: no graph.</p>\n", [?DOT_TIMEOUT]);
+        {Status, Msg} ->
+            ["<p>dot failed (", integer_to_list(Status), "): ", xml(Msg), "</p>\n"]
+    end.
+
+collect(Port, Acc, Until) ->
     receive
-        {Port, {data, D}} -> collect(Port, [D | Acc]);
+        {Port, {data, D}} -> collect(Port, [D | Acc], Until);
         {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
+    after max(0, Until - erlang:monotonic_time(millisecond)) ->
+        {os_pid, OsPid} = erlang:port_info(Port, os_pid),
+        _ = os:cmd("kill -9 " ++ integer_to_list(OsPid)),
+        catch port_close(Port),
+        timeout
     end.
 
 tmp_dir() ->

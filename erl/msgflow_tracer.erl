@@ -12,7 +12,7 @@
 
 -export([enabled/3, enabled_send/3, trace_send/5, trace/5, enabled_procs/3, trace_procs/5]).
 -export([session_new/2, session_stop/1, snapshot/1, births_take/1, session_info/1,
-         allocator_info/0]).
+         lib_info/0]).
 
 -on_load(init/0).
 
@@ -115,7 +115,11 @@ snapshot(_Session) -> ?NOT_LOADED.
                                    max_pairs := pos_integer()}.
 session_info(_Session) -> ?NOT_LOADED.
 
-%% @doc Which allocator the tables use, and why jemalloc is not the one
-%% (empty binary when it is).
--spec allocator_info() -> #{allocator := jemalloc | enif, jemalloc_error := binary()}.
-allocator_info() -> ?NOT_LOADED.
+%% @doc What the library chose when it loaded: `allocator', the one the
+%% tables use, and `jemalloc_error', why jemalloc is not it (empty binary
+%% when it is); `fast_extra', whether trace_send reads the receiver from
+%% the words of the options map (the VM's layout was checked at load) or
+%% through enif_get_map_value.
+-spec lib_info() -> #{allocator := jemalloc | enif, jemalloc_error := binary(),
+                      fast_extra := boolean()}.
+lib_info() -> ?NOT_LOADED.

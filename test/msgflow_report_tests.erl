@@ -3,20 +3,28 @@
 -module(msgflow_report_tests).
 -include_lib("eunit/include/eunit.hrl").
 
-%% A view as msgflow_collector:view/1 makes it.  Windows: [{EndMs,
-%% DurationMs, #{{S, R} => Messages}, #{Receiver => QueueLen}}], oldest first.
+%% A view by process as msgflow_view:build/2 makes it with per-window
+%% counts.  Windows: [{EndMs, DurationMs, #{{S, R} => Messages},
+%% #{Receiver => QueueLen}}], oldest first.
 view(Windows, Dead) ->
-    Totals = lists:foldl(fun({_, _, W, _}, Acc) ->
-                                 maps:fold(fun(K, C, A) -> maps:update_with(K, fun(V) -> V + C end,
-                                                                            C, A) end, Acc, W)
-                         end, #{}, Windows),
-    Ends = lists:usort(lists:append([[S, R] || {S, R} <- maps:keys(Totals) ++ maps:keys(Dead)])),
-    {_, Ms, Recent, _} = lists:last(Windows),
-    #{node => node(), taken_at => 0, started_at => 0, stopped_at => undefined, running => true,
-      window_ms => Ms, scale => 1, estimated => false, sample => off,
-      events => lists:sum(maps:values(Totals)), dead_letters => lists:sum(maps:values(Dead)),
-      overflow => 0, totals => Totals, dead => Dead, recent => Recent, windows => Windows,
-      endpoints => maps:from_list([{E, #{label => atom_to_binary(E), module => m,
+    Pairs = lists:usort(lists:append([maps:keys(W) || {_, _, W, _} <- Windows])),
+    {_, Ms, _, _} = lists:last(Windows),
+    Rows = lists:reverse(lists:keysort(2,
+             [{P, lists:sum(Cs), Cs} || P <- Pairs,
+                                        Cs <- [[maps:get(P, W, 0) || {_, _, W, _} <- Windows]]])),
+    Ends = lists:usort(lists:append([[S, R] || {S, R} <- Pairs ++ maps:keys(Dead)])),
+    #{by => process, node => node(), taken_at => 0, started_at => 0, stopped_at => undefined,
+      running => true, window_ms => Ms, scale => 1, estimated => false, sample => off,
+      events => lists:sum([T || {_, T, _} <- Rows]), dead_letters => lists:sum(maps:values(Dead)),
+      overflow => 0, births_dropped => 0, pairs => length(Rows), groups => length(Rows),
+      rows => [#{sender => S, receiver => R, count => T, last_count => lists:last(Cs),
+                 rate => lists:last(Cs) * 1000 / Ms, prev_rate => undefined, mean_rate => 0.0,
+                 peak_rate => 0.0, windows => Cs} || {{S, R}, T, Cs} <- Rows],
+      windows => [#{n => I, at => End, window_ms => D, queue_lens => Q}
+                  || {I, {End, D, _, Q}} <- lists:zip(lists:seq(1, length(Windows)), Windows)],
+      dead => [{S, R, N} || {{S, R}, N} <- maps:to_list(Dead)],
+      endpoints => maps:from_list([{E, #{label => atom_to_binary(E), text => atom_to_binary(E),
+                                         display => atom_to_binary(E), module => m,
                                          application => undefined, node => node()}}
                                    || E <- Ends])}.
 
@@ -69,9 +77,10 @@ bad_options_test_() ->
 
 csv_quoting_test() ->
     V0 = view([win(1, #{{a, b} => 7})], #{}),
-    V = V0#{endpoints := maps:map(fun(a, M) -> M#{label := <<"x,\"y\"">>};
+    V = V0#{endpoints := maps:map(fun(a, M) -> M#{label := <<"x,\"y\"">>,
+                                                  display := <<"x,\"y\"">>};
                                      (_, M) -> M end, maps:get(endpoints, V0))},
-    Csv = iolist_to_binary(msgflow_report:render(csv, V, #{})),
+    Csv = iolist_to_binary(msgflow_report:render(csv, #{rows => V}, #{})),
     ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s\n"
                    "a,b,\"x,\"\"y\"\"\",b,7,7.0\n">>, Csv).
 
@@ -80,14 +89,33 @@ json_encoder_test() ->
     ?assertEqual(<<"{\"a\":[1,2.5,true,false,null],\"s\":\"q\\\"\\\\\\n\\t\\u0001é\"}"/utf8>>,
                  iolist_to_binary(msgflow_report:json_encode(Doc))).
 
+%% Rows keyed by group (a module, a label) print as their text.
 grouped_exports_test() ->
     V = view([win(1, #{{a, b} => 7, {c, b} => 5})], #{}),
-    Csv = iolist_to_binary(msgflow_report:render(csv, V, #{by => module})),
+    Row = fun(S, R, C) -> #{sender => S, receiver => R, count => C, last_count => C,
+                            rate => float(C), prev_rate => undefined, mean_rate => 0.0,
+                            peak_rate => 0.0} end,
+    ByModule = V#{by := module, rows := [Row(m, m, 12)], endpoints := #{}},
+    Csv = iolist_to_binary(msgflow_report:render(csv, #{rows => ByModule}, #{})),
     ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s\n"
                    "m,m,m,m,12,12.0\n">>, Csv),
-    Dot = iolist_to_binary(msgflow_report:render(dot, V, #{by => name})),
+    ByName = V#{by := name, rows := [Row(<<"a">>, <<"b">>, 7), Row(<<"c">>, <<"b">>, 5)],
+                endpoints := #{}},
+    Dot = iolist_to_binary(msgflow_report:render(dot, #{rows => ByName}, #{})),
     ?assertMatch({_, _}, binary:match(Dot, <<"n1 -> n2 [weight=100">>)),
-    ?assertEqual({error, {unknown_format, pdf}}, msgflow_report:render(pdf, V, #{})).
+    ?assertEqual({error, {unknown_format, pdf}}, msgflow_report:render(pdf, #{rows => V}, #{})).
+
+%% A label two processes share is shown with each one's pid.
+repeated_labels_test() ->
+    V0 = view([win(1, #{{a, c} => 7, {b, c} => 5})], #{}),
+    Ends = maps:get(endpoints, V0),
+    Same = fun(E, T) -> (maps:get(E, Ends))#{label := <<"h:init/1">>, text := T,
+                                             display := <<"h:init/1 ", T/binary>>} end,
+    V = V0#{endpoints := Ends#{a := Same(a, <<"<0.1.0>">>), b := Same(b, <<"<0.2.0>">>)}},
+    Csv = iolist_to_binary(msgflow_report:render(csv, #{rows => V}, #{})),
+    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s\n"
+                   "<0.1.0>,c,h:init/1 <0.1.0>,c,7,7.0\n<0.2.0>,c,h:init/1 <0.2.0>,c,5,5.0\n">>,
+                 Csv).
 
 kinds(K, Found) ->
     [F || F = #{kind := K1} <- Found, K1 =:= K].

@@ -120,6 +120,68 @@ int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
     return 0;
 }
 
+/* Labels that more than one endpoint of rows[0..n) has: a row shows the
+ * endpoint's text beside such a label, as msgflow's views do. */
+typedef struct {
+    const char *key[2]; /* label, "" */
+    const char *text;   /* the first endpoint seen with it */
+    int shared;
+    UT_hash_handle hh;
+} label_use;
+
+typedef struct {
+    label_use *table;
+    label_use *cells;
+} label_index;
+
+static void index_one(label_index *ix, size_t *used, const char *label, const char *text)
+{
+    label_use key = {{label, ""}, text, 0, {0}}, *found;
+    HASH_FIND(hh, ix->table, key.key, sizeof(key.key), found);
+    if (found) {
+        if (strcmp(found->text, text) != 0)
+            found->shared = 1;
+        return;
+    }
+    label_use *c = &ix->cells[(*used)++];
+    *c = key;
+    HASH_ADD(hh, ix->table, key, sizeof(c->key), c);
+}
+
+/* 0, or -1 when out of memory.  Only grouping by process has labels that
+ * differ from their keys; for groups the index stays empty. */
+static int index_labels(label_index *ix, const mf_row *rows, size_t n, int by_process)
+{
+    size_t used = 0;
+    ix->table = NULL;
+    ix->cells = NULL;
+    if (!by_process || n == 0)
+        return 0;
+    if (!(ix->cells = malloc(2 * n * sizeof(*ix->cells))))
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        index_one(ix, &used, rows[i].sender_label, rows[i].sender);
+        index_one(ix, &used, rows[i].receiver_label, rows[i].receiver);
+    }
+    return 0;
+}
+
+static int label_shared(const label_index *ix, const char *label)
+{
+    label_use *found;
+    const char *key[2] = {label, ""};
+    if (!ix->table)
+        return 0;
+    HASH_FIND(hh, ix->table, key, sizeof(key), found);
+    return found && found->shared;
+}
+
+static void index_free(label_index *ix)
+{
+    HASH_CLEAR(hh, ix->table);
+    free(ix->cells);
+}
+
 void mf_rows_free(mf_row *rows)
 {
     free(rows);
@@ -146,6 +208,26 @@ static const char *rate_text(double r, char *buf)
     return buf;
 }
 
+/* A rate in at most 7 columns, as msgflow:top/1 prints it: one decimal
+ * below 100, whole numbers with separators up to 999,999, then 1.2M. */
+static const char *short_rate(double r, char *buf)
+{
+    if (r < 99.95)
+        return rate_text(r, buf);
+    if (r < 999999.5)
+        return mf_int((uint64_t)(r + 0.5), buf);
+    sprintf(buf, "%.1fM", r / 1e6);
+    return buf;
+}
+
+static size_t utf8_len(const char *s)
+{
+    size_t total = 0;
+    for (const unsigned char *q = (const unsigned char *)s; *q; q++)
+        total += (*q & 0xC0) != 0x80;
+    return total;
+}
+
 /* Prints s left-aligned in exactly `width' columns (UTF-8 characters),
  * cut with the ellipsis (one column) when longer. */
 static void cell(FILE *out, const char *s, int width, const char *ellipsis)
@@ -170,27 +252,51 @@ static void cell(FILE *out, const char *s, int width, const char *ellipsis)
     fputs(ellipsis, out);
 }
 
+/* An endpoint's label in `width' columns; a shared label is cut to make
+ * room for the endpoint's text beside it. */
+static void endpoint_cell(FILE *out, const label_index *ix, const char *label, const char *text,
+                          int width, const char *ellipsis)
+{
+    if (!label_shared(ix, label)) {
+        cell(out, label, width, ellipsis);
+        return;
+    }
+    int tl = (int)utf8_len(text);
+    cell(out, label, width - tl - 1 > 1 ? width - tl - 1 : 1, ellipsis);
+    fprintf(out, " %s", text);
+}
+
 void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, size_t top,
                   const char *ellipsis)
 {
     char a[32], b[32], c[32];
-    fprintf(out, "msgflow %s on %s: %s messages, %s pairs; rate over the last %s ms\n",
+    fprintf(out, "msgflow %s on %s: %s messages, %s pairs; MSG/S over the last %s ms\n",
             d->running ? "running" : "stopped", d->node, mf_int(d->events, a), mf_int(n, b),
             mf_int(d->window_ms, c));
     if (d->scale > 1.0)
-        fprintf(out, "sampled: MSG/S are estimates (x%.1f)\n", d->scale);
-    fprintf(out, "%3s  ", "#");
-    cell(out, "SENDER", 24, ellipsis);
+        fprintf(out, "sampled: rates are estimates (x%.1f)\n", d->scale);
+    fprintf(out, "%3s ", "#");
+    cell(out, "SENDER", 20, ellipsis);
     fputc(' ', out);
-    cell(out, "RECEIVER", 24, ellipsis);
-    fprintf(out, " %11s %10s\n", "MESSAGES", "MSG/S");
+    cell(out, "RECEIVER", 20, ellipsis);
+    fprintf(out, " %9s %7s  %7s %7s\n", "MESSAGES", "MSG/S", "MEAN/S", "PEAK/S");
+    /* the mean over the run up to the dump; the dump keeps no peak */
+    long long run_ms = d->started_at >= 0 ? d->taken_at - d->started_at : 0;
+    label_index ix;
+    int by_process = n > 0 && rows[0].sender != rows[0].sender_label;
+    if (index_labels(&ix, rows, n < top ? n : top, by_process) != 0)
+        ix.table = NULL;
     for (size_t i = 0; i < n && i < top; i++) {
-        fprintf(out, "%3zu  ", i + 1);
-        cell(out, rows[i].sender_label, 24, ellipsis);
+        double mean = run_ms > 0 ? (double)rows[i].messages * 1000.0 / (double)run_ms * d->scale
+                                 : 0.0;
+        fprintf(out, "%3zu ", i + 1);
+        endpoint_cell(out, &ix, rows[i].sender_label, rows[i].sender, 20, ellipsis);
         fputc(' ', out);
-        cell(out, rows[i].receiver_label, 24, ellipsis);
-        fprintf(out, " %11s %10s\n", mf_int(rows[i].messages, a), rate_text(rows[i].rate, b));
+        endpoint_cell(out, &ix, rows[i].receiver_label, rows[i].receiver, 20, ellipsis);
+        fprintf(out, " %9s %7s ", mf_int(rows[i].messages, a), short_rate(rows[i].rate, b));
+        fprintf(out, " %7s %7s\n", short_rate(mean, c), "-");
     }
+    index_free(&ix);
 }
 
 static void csv_field(FILE *f, const char *s)
@@ -208,18 +314,44 @@ static void csv_field(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* A label, with the endpoint's text beside it when shared. */
+static void label_field(FILE *f, const label_index *ix, const char *label, const char *text)
+{
+    if (!label_shared(ix, label)) {
+        csv_field(f, label);
+        return;
+    }
+    size_t ll = strlen(label), tl = strlen(text);
+    char *both = malloc(ll + tl + 2);
+    if (!both) {
+        csv_field(f, label);
+        return;
+    }
+    memcpy(both, label, ll);
+    both[ll] = ' ';
+    memcpy(both + ll + 1, text, tl + 1);
+    csv_field(f, both);
+    free(both);
+}
+
 int mf_write_csv(FILE *f, const mf_row *rows, size_t n)
 {
+    label_index ix;
+    if (index_labels(&ix, rows, n, n > 0 && rows[0].sender != rows[0].sender_label) != 0)
+        return -1;
     fputs("sender,receiver,sender_label,receiver_label,messages,msg_per_s\n", f);
     for (size_t i = 0; i < n; i++) {
-        const char *fields[] = {rows[i].sender, rows[i].receiver, rows[i].sender_label,
-                                rows[i].receiver_label};
-        for (int k = 0; k < 4; k++) {
-            csv_field(f, fields[k]);
-            fputc(',', f);
-        }
+        csv_field(f, rows[i].sender);
+        fputc(',', f);
+        csv_field(f, rows[i].receiver);
+        fputc(',', f);
+        label_field(f, &ix, rows[i].sender_label, rows[i].sender);
+        fputc(',', f);
+        label_field(f, &ix, rows[i].receiver_label, rows[i].receiver);
+        fputc(',', f);
         fprintf(f, "%llu,%.1f\n", (unsigned long long)rows[i].messages, rows[i].rate);
     }
+    index_free(&ix);
     return ferror(f) ? -1 : 0;
 }
 

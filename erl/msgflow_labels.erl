@@ -1,0 +1,355 @@
+%%% @doc Endpoint labels: what a sender or receiver is called in every view.
+%%%
+%%% The collector owns the tables (protected ETS, so views read them from
+%%% the caller's process); this module is the only one that writes them and
+%%% the only one that reads a live process to name it:
+%%% <ul>
+%%% <li>`endpoints': `{Endpoint, Label, Module, Application}' for every
+%%%     endpoint of a pair, written the first time the endpoint shows up
+%%%     (while it may still be alive) and never changed;</li>
+%%% <li>`names': `{Name, Pid}', the pid a registered name stood for when a
+%%%     send to the name was first seen, so that views count a send to a
+%%%     name and a send to its pid as one receiver;</li>
+%%% <li>`births': `{Pid, Name, InitialCall, Tick}' from the `procs' trace
+%%%     events (spawn, register), so that a process that exits before the
+%%%     collector sees it keeps its name and initial call.</li>
+%%% </ul>
+%%% A label is the registered name, else (OTP 27+) the proc_lib label, else
+%%% proc_lib's initial call, else the initial call, else the pid; ports
+%%% show their driver; remote endpoints their node.
+-module(msgflow_labels).
+
+-export([new/0, delete/1, clear/1, tables/1, births/3, prune_births/2, learn/2,
+         canon/2, meta/2, label/1, module_of/1, describe/1, birth_call/1]).
+-export_type([labels/0, tables/0, meta/0]).
+
+%% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
+%% does not know it (it is only called where the VM supports it).
+-dialyzer({no_fail_call, [proc_lib_initial_call/1, dictionary_key_form/0]}).
+
+%% group leaders whose application is kept (see application_of/3)
+-define(MAX_GROUP_LEADERS, 1000).
+
+-record(labels, {
+    endpoints :: ets:tid(),
+    names :: ets:tid(),
+    births :: ets:tid(),
+    apps = #{} :: #{pid() => atom() | undefined}   %% application by group leader
+}).
+
+-opaque labels() :: #labels{}.
+%% What views need to read labels: the two tables, readable by any process.
+-type tables() :: #{endpoints := ets:tid(), names := ets:tid()}.
+%% An endpoint's label (binary), module and application (`undefined' when
+%% not known) and node.
+-type meta() :: #{label := binary(), module := module() | undefined,
+                  application := atom() | undefined, node := node()}.
+
+%% @doc New, empty tables owned by the calling process (the collector).
+-spec new() -> labels().
+new() ->
+    Opts = [set, protected, {read_concurrency, true}],
+    #labels{endpoints = ets:new(msgflow_endpoints, Opts),
+            names = ets:new(msgflow_names, Opts),
+            births = ets:new(msgflow_births, [set, private])}.
+
+%% @doc Deletes the tables.  Owner only.
+-spec delete(labels()) -> ok.
+delete(#labels{endpoints = E, names = N, births = B}) ->
+    _ = [ets:delete(T) || T <- [E, N, B]],
+    ok.
+
+%% @doc Forgets every label, name and birth (a new run).  Owner only.
+-spec clear(labels()) -> labels().
+clear(L = #labels{endpoints = E, names = N, births = B}) ->
+    _ = [ets:delete_all_objects(T) || T <- [E, N, B]],
+    L#labels{apps = #{}}.
+
+%% @doc The tables views read.
+-spec tables(labels()) -> tables().
+tables(#labels{endpoints = E, names = N}) ->
+    #{endpoints => E, names => N}.
+
+%% @doc Records births (msgflow_tracer:births_take/1) taken at Tick.  A
+%% register and a spawn of one process may come in any order.  Owner only.
+-spec births(labels(), [msgflow_tracer:birth()], non_neg_integer()) -> labels().
+births(L = #labels{births = B}, List, Tick) ->
+    lists:foreach(
+      fun({P, Name}) when is_atom(Name), Name =/= undefined ->
+              Call = case ets:lookup(B, P) of
+                         [{_, _, C, _}] -> C;
+                         [] -> undefined
+                     end,
+              ets:insert(B, {P, Name, Call, Tick});
+         ({P, What}) ->
+              Name = case ets:lookup(B, P) of
+                         [{_, N, _, _}] -> N;
+                         [] -> undefined
+                     end,
+              ets:insert(B, {P, Name, birth_call(What), Tick})
+      end, List),
+    L.
+
+%% @doc Forgets the births of processes that are gone and whose last pairs
+%% have had a whole tick to arrive (births older than Tick - 1).  Births
+%% of endpoints already labelled were dropped when they were labelled.
+%% Owner only.
+-spec prune_births(labels(), non_neg_integer()) -> labels().
+prune_births(L = #labels{births = B}, Tick) ->
+    Old = ets:select(B, [{{'$1', '_', '_', '$2'}, [{'<', '$2', Tick - 1}], ['$1']}]),
+    _ = [ets:delete(B, P) || P <- Old, not alive(P)],
+    L.
+
+alive(P) when is_pid(P) -> is_process_alive(P);
+alive(P) when is_port(P) -> erlang:port_info(P, id) =/= undefined.
+
+%% @doc Labels an endpoint the first time it shows up, while it may still
+%% be alive: a local process is read with one describe/1; what its spawn
+%% or register event said stands in for what can no longer be read once it
+%% exited.  A registered name also gets the pid it stands for (whereis/1
+%% now), and that pid its label.  Owner only.
+-spec learn(labels(), msgflow_tracer:endpoint()) -> labels().
+learn(L = #labels{endpoints = Ends}, E) ->
+    case ets:member(Ends, E) of
+        true -> L;
+        false -> learn_new(L, E)
+    end.
+
+learn_new(L = #labels{endpoints = Ends, births = B, names = Names}, E)
+  when is_pid(E), node(E) =:= node() ->
+    {BName, BCall} = case ets:lookup(B, E) of
+                         [{_, N0, C0, _}] -> ets:delete(B, E), {N0, C0};
+                         [] -> {undefined, undefined}
+                     end,
+    BMod = case BCall of {M0, _, _} -> M0; _ -> undefined end,
+    {Label, Name, Mod, App, L1} =
+        case describe(E) of
+            undefined ->
+                Dead = case {BName, BCall} of
+                           {undefined, {M, F, A}} -> msgflow_fmt:mfa(M, F, A);
+                           {undefined, undefined} -> msgflow_fmt:endpoint(E);
+                           _ -> atom_to_binary(BName)
+                       end,
+                {Dead, BName, BMod, undefined, L};
+            #{label := Live, name := LiveName, module := LiveMod, group_leader := GL} ->
+                {A, LA} = application_of(E, GL, L),
+                {Live, first_defined(LiveName, BName), first_defined(LiveMod, BMod), A, LA}
+        end,
+    _ = Name =/= undefined andalso ets:insert(Names, {Name, E}),
+    ets:insert(Ends, {E, Label, Mod, App}),
+    L1;
+learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
+    Pid = case name_of(E) of
+              {ok, Name} ->
+                  case whereis(Name) of
+                      P when is_pid(P) -> ets:insert(Names, {Name, P}), P;
+                      _ -> undefined
+                  end;
+              false ->
+                  undefined
+          end,
+    ets:insert(Ends, {E, label(E), undefined, undefined}),
+    %% the pid a name stood for gets its label now too: views show the
+    %% name's sends under that pid
+    case Pid of
+        undefined -> L;
+        _ -> learn(L, Pid)
+    end.
+
+first_defined(undefined, B) -> B;
+first_defined(A, _) -> A.
+
+%% application:get_application/1 of a live process, which depends only on
+%% its group leader: asked once per group leader (a few in most systems;
+%% the cache is dropped past ?MAX_GROUP_LEADERS).
+application_of(E, GL, L = #labels{apps = Apps}) ->
+    case Apps of
+        #{GL := A} ->
+            {A, L};
+        _ ->
+            A = case application:get_application(E) of
+                    {ok, A1} -> A1;
+                    undefined -> undefined
+                end,
+            Apps1 = case map_size(Apps) >= ?MAX_GROUP_LEADERS of
+                        true -> #{};
+                        false -> Apps
+                    end,
+            {A, L#labels{apps = Apps1#{GL => A}}}
+    end.
+
+name_of(A) when is_atom(A) -> {ok, A};
+name_of({A, Node}) when is_atom(A), Node =:= node() -> {ok, A};
+name_of(_) -> false.
+
+%% @doc The endpoint views show for E: the pid a local registered name
+%% stood for (when it resolved), else E itself.  Any process.
+-spec canon(tables(), msgflow_tracer:endpoint()) -> msgflow_tracer:endpoint().
+canon(#{names := Names}, A) when is_atom(A) ->
+    case ets:lookup(Names, A) of
+        [{_, P}] -> P;
+        [] -> A
+    end;
+canon(T, {A, Node}) when is_atom(A), Node =:= node() ->
+    case canon(T, A) of
+        P when is_pid(P) -> P;
+        _ -> {A, Node}
+    end;
+canon(_, E) ->
+    E.
+
+%% @doc What is known of an endpoint: label, module, application, node.
+%% An endpoint never seen gets its text and `undefined's.  Any process.
+-spec meta(tables(), msgflow_tracer:endpoint()) -> meta().
+meta(#{endpoints := Ends}, E) ->
+    {Label, Mod, App} = case ets:lookup(Ends, E) of
+                            [{_, L, M, A}] -> {L, M, A};
+                            [] -> {msgflow_fmt:endpoint(E), undefined, undefined}
+                        end,
+    #{label => Label, module => Mod, application => App, node => node_of(E)}.
+
+node_of({_, Node}) when is_atom(Node) -> Node;
+node_of(A) when is_atom(A) -> node();
+node_of(E) when is_pid(E); is_port(E); is_reference(E) -> node(E);
+node_of(_) -> node().
+
+%%% Reading the live system
+
+%% @doc A readable label for an endpoint, read from the live system now:
+%% a local process's registered name, else its proc_lib initial call
+%% (`'$initial_call''; before that, on OTP 27+, its `proc_lib:set_label/1'
+%% label), else its initial call `M:F/A', else the pid; a port's
+%% driver or command name; a remote endpoint with its node; an alias as
+%% `alias #Ref<..>'.  A dead local pid gets msgflow_fmt:endpoint/1.
+-spec label(msgflow_tracer:endpoint() | term()) -> binary().
+label(Pid) when is_pid(Pid), node(Pid) =:= node() ->
+    case describe(Pid) of
+        undefined -> msgflow_fmt:endpoint(Pid);
+        #{label := Label} -> Label
+    end;
+label(Port) when is_port(Port) ->
+    case erlang:port_info(Port, name) of
+        {name, Name} -> iolist_to_binary(["port ", Name]);
+        undefined -> msgflow_fmt:endpoint(Port)
+    end;
+label(Other) ->
+    msgflow_fmt:endpoint(Other).
+
+%% @doc The module a live local process runs: that of its proc_lib initial
+%% call, else of its initial call; `undefined' for anything else.
+-spec module_of(term()) -> module() | undefined.
+module_of(Pid) when is_pid(Pid), node(Pid) =:= node() ->
+    case describe(Pid) of
+        undefined -> undefined;
+        #{module := M} -> M
+    end;
+module_of(_) ->
+    undefined.
+
+%% @doc What a live local process says of itself, read with one
+%% process_info/2 call (and, for a process that is not registered, its
+%% proc_lib initial call): `label' as label/1 gives it; `module' as
+%% module_of/1; `name', its registered name or `undefined'; `group_leader'.
+%% `undefined' for a dead process.
+-spec describe(pid()) -> #{label := binary(), module := module() | undefined,
+                           name := atom(), group_leader := pid()} | undefined.
+describe(Pid) ->
+    case process_info(Pid, [registered_name, initial_call, group_leader]) of
+        undefined ->
+            undefined;
+        [{registered_name, Reg}, {initial_call, Init}, {group_leader, GL}] ->
+            Name = case Reg of [] -> undefined; _ -> Reg end,
+            %% only a process proc_lib started has its initial call in its
+            %% dictionary; reading that is one more round trip to it
+            PlCall = case Init of
+                         {proc_lib, init_p, _} -> proc_lib_initial_call(Pid);
+                         _ -> false
+                     end,
+            Module = case {PlCall, Init} of
+                         {{M, _, _}, _} -> M;
+                         {false, {M, _, _}} -> M;
+                         _ -> undefined
+                     end,
+            Label = if
+                        Name =/= undefined -> atom_to_binary(Name);
+                        true -> unnamed_label(Pid, PlCall, Init)
+                    end,
+            #{label => Label, module => Module, name => Name, group_leader => GL}
+    end.
+
+unnamed_label(Pid, PlCall, Init) ->
+    case proc_lib_label(Pid) of
+        undefined ->
+            case PlCall of
+                {M, F, A} -> msgflow_fmt:mfa(M, F, A);
+                false -> initial_call(Init, Pid)
+            end;
+        Label ->
+            Label
+    end.
+
+%% proc_lib:get_label/1 exists from OTP 27 on.
+proc_lib_label(Pid) ->
+    case erlang:function_exported(proc_lib, get_label, 1) of
+        true ->
+            try apply(proc_lib, get_label, [Pid]) of
+                undefined -> undefined;
+                L when is_binary(L) -> L;
+                L -> iolist_to_binary(io_lib:format("~0tp", [L]))
+            catch _:_ -> undefined
+            end;
+        false ->
+            undefined
+    end.
+
+%% @doc The initial call a birth (msgflow_tracer:births_take/1) gives a
+%% process, named the way proc_lib names it: `{Mod, init, 1}' for a
+%% gen_server or gen_statem, `{supervisor, Mod, 1}' for a supervisor.
+-spec birth_call(term()) -> {module(), atom(), arity()} | undefined.
+birth_call({proc_lib, {gen, init_it, Args}}) -> gen_call(Args);
+birth_call({proc_lib, {M, F, Args}}) when is_list(Args) -> {M, F, length(Args)};
+birth_call({M, F, A}) when is_atom(M), is_atom(F), is_integer(A) -> {M, F, A};
+birth_call(_) -> undefined.
+
+gen_call([gen_server, _, _, supervisor, {_, Mod, _}, _]) -> {supervisor, Mod, 1};
+gen_call([gen_server, _, _, _, supervisor, {_, Mod, _}, _]) -> {supervisor, Mod, 1};
+gen_call([gen_event | _]) -> {gen_event, init_it, 6};
+gen_call([_, _, _, Mod, _, _]) when is_atom(Mod), Mod =/= '_' -> {Mod, init, 1};
+gen_call([_, _, _, _, Mod | _]) when is_atom(Mod), Mod =/= '_' -> {Mod, init, 1};
+gen_call(Args) -> {gen, init_it, length(Args)}.
+
+proc_lib_initial_call(Pid) ->
+    %% OTP 26.2+ can read one key; before that, the whole dictionary.  Which
+    %% one this VM does is found out once.
+    Dict = case dictionary_key_form() of
+               true ->
+                   case process_info(Pid, {dictionary, '$initial_call'}) of
+                       {{dictionary, '$initial_call'}, V} -> [{'$initial_call', V}];
+                       _ -> []
+                   end;
+               false ->
+                   case process_info(Pid, dictionary) of
+                       {dictionary, D} -> D;
+                       undefined -> []
+                   end
+           end,
+    case lists:keyfind('$initial_call', 1, Dict) of
+        {_, {M, F, A}} when is_atom(M), is_atom(F) -> {M, F, A};
+        _ -> false
+    end.
+
+dictionary_key_form() ->
+    case persistent_term:get({?MODULE, dictionary_key_form}, unknown) of
+        unknown ->
+            Known = try process_info(self(), {dictionary, '$initial_call'}) of
+                        _ -> true
+                    catch error:badarg -> false
+                    end,
+            persistent_term:put({?MODULE, dictionary_key_form}, Known),
+            Known;
+        Known ->
+            Known
+    end.
+
+initial_call({M, F, A}, _Pid) -> msgflow_fmt:mfa(M, F, A);
+initial_call(_, Pid) -> msgflow_fmt:endpoint(Pid).

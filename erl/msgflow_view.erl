@@ -1,0 +1,324 @@
+%%% @doc The one view of the counts that every renderer reads (top,
+%%% matrix, hotspots, history, the exports and the ETF dump), built in one
+%%% place: build/2, from a store handle (msgflow_collector:store/1), in the
+%%% calling process.  It reads the collector's ETS tables and never calls
+%%% the collector.
+%%%
+%%% A view groups pairs by `process' (a send to a registered name and a
+%%% send to the pid holding it are one receiver), `name' (labels),
+%%% `module', `application' or `node'.  For the top N by process it picks
+%%% the N busiest pairs first (a threshold from a sample, then a select in
+%%% ETS of the rows above it) and labels those only; the other groupings
+%%% read every pair.
+-module(msgflow_view).
+
+-export([build/2, pairs/1, history/3, groupings/0]).
+-export_type([view/0, spec/0, row/0, key/0, grouping/0, endpoint_info/0]).
+
+-type grouping() :: process | name | module | application | node.
+%% A row's sender or receiver: an endpoint (by process), a label (by
+%% name), a module, application or node name.
+-type key() :: msgflow_tracer:endpoint() | binary() | atom().
+%% One row: messages since start, and in the last window; rates in messages/s: `rate' over the
+%% last closed window, `prev_rate' over the one before (undefined when
+%% there is none), `mean_rate' over the whole run, `peak_rate' the busiest
+%% closed window (for a row of one pair, since start; of several, over the
+%% kept windows); with `windows => K' in the spec, the messages in each of
+%% the K latest closed windows, oldest first.
+-type row() :: #{sender := key(), receiver := key(), count := pos_integer(),
+                 last_count := non_neg_integer(), rate := float(), prev_rate := float() | undefined,
+                 mean_rate := float(), peak_rate := float(),
+                 windows => [non_neg_integer()]}.
+%% What a view says of a key of its rows: `label' (name or initial call;
+%% for a group key its text), `text' (the endpoint as the VM shows it),
+%% `display' (the label, with the text beside it when another key of the
+%% view has the same label), `module', `application', `node'.
+-type endpoint_info() :: #{label := binary(), text := binary(), display := binary(),
+                           module := module() | undefined, application := atom() | undefined,
+                           node := node() | undefined}.
+-type view() :: #{by := grouping(), node := node(), running := boolean(),
+                  started_at := integer() | undefined, stopped_at := integer() | undefined,
+                  taken_at := integer(), window_ms := non_neg_integer(), scale := number(),
+                  estimated := boolean(), sample := off | {pos_integer(), pos_integer()},
+                  events := non_neg_integer(), dead_letters := non_neg_integer(),
+                  overflow := non_neg_integer(), births_dropped := non_neg_integer(),
+                  pairs := non_neg_integer(), groups := non_neg_integer() | undefined,
+                  rows := [row()], endpoints := #{key() => endpoint_info()},
+                  windows := [msgflow_collector:window()],
+                  dead := [{key(), key(), pos_integer()}]}.
+%% `by' (process), `limit' (all; else the N busiest rows), `windows'
+%% (0: per-window counts of the K latest closed windows in each row),
+%% `active' (false; true: only rows with messages in those windows),
+%% `dead' (false; true: dead letters by pair, grouped like the rows).
+-type spec() :: #{by => grouping(), limit => pos_integer() | all,
+                  windows => non_neg_integer(), active => boolean(), dead => boolean()}.
+
+-define(CHUNK, 10000).       %% rows per ets:select continuation
+-define(SAMPLE, 4096).       %% rows read to set the top-N threshold
+
+%% @doc The groupings.
+-spec groupings() -> [grouping()].
+groupings() -> [process, name, module, application, node].
+
+%% @doc The view of Store as Spec asks.  Rows busiest first.
+-spec build(msgflow_collector:store(), spec()) -> view().
+build(Store, Spec) ->
+    By = maps:get(by, Spec, process),
+    Limit = maps:get(limit, Spec, all),
+    K = min(maps:get(windows, Spec, 0), length(maps:get(windows, Store))),
+    Ctx = context(Store, K),
+    {Groups, NGroups} = case {By, Limit} of
+                            {process, N} when is_integer(N) -> top_by_process(Store, Ctx, N);
+                            _ -> all_groups(Store, Ctx, By, Limit, maps:get(active, Spec, false))
+                        end,
+    Rows = [row(G, Members, Ctx) || {G, Members} <- Groups],
+    Kept = maps:get(windows, Store),
+    #{by => By, node => maps:get(node, Store), running => maps:get(running, Store),
+      started_at => maps:get(started_at, Store), stopped_at => maps:get(stopped_at, Store),
+      taken_at => maps:get(taken_at, Store),
+      window_ms => maps:get(window_ms, Ctx), scale => maps:get(scale, Ctx),
+      estimated => maps:get(scale, Ctx) =/= 1, sample => maps:get(sample, Store),
+      events => maps:get(events, Store), dead_letters => maps:get(dead_letters, Store),
+      overflow => maps:get(overflow, Store), births_dropped => maps:get(births_dropped, Store),
+      pairs => ets:info(maps:get(pairs, Store), size), groups => NGroups,
+      rows => Rows, endpoints => endpoints(Rows, By, Store, Ctx),
+      windows => lists:nthtail(length(Kept) - K, Kept),
+      dead => case maps:get(dead, Spec, false) of
+                  true -> dead(Store, Ctx, By);
+                  false -> []
+              end}.
+
+%% Everything a row needs that is the same for all rows.
+context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval := I}, K) ->
+    {Last, WinMs} = case Ws of
+                        [] -> {Closed + 1, maps:get(open_ms, Store)};   %% the open window
+                        _ -> {Closed, maps:get(window_ms, lists:last(Ws))}
+                    end,
+    PrevMs = case lists:reverse(Ws) of
+                 [_, #{window_ms := P} | _] -> P;
+                 _ -> undefined
+             end,
+    RunMs = case Store of
+                #{started_at := undefined} -> 0;
+                #{stopped_at := undefined, taken_at := Now, started_at := S} -> Now - S;
+                #{stopped_at := Stop, started_at := S} -> Stop - S
+            end,
+    Scale = case Sample of {T, P2} -> P2 / T; off -> 1 end,
+    #{last => Last, window_ms => WinMs, prev_ms => PrevMs, run_ms => RunMs, scale => Scale,
+      k => K, open => Closed + 1, interval => I,
+      durations => maps:from_list([{N, D} || #{n := N, window_ms := D} <- Ws]),
+      labels => maps:get(labels, Store)}.
+
+%%% Choosing the rows
+
+%% The N busiest pairs by process.  Rows whose receiver is a local
+%% registered name are few and merged into their pid's row first; of the
+%% others only those at or above the N-th largest total of a sample can be
+%% among the N busiest, and ETS selects just those.
+top_by_process(#{pairs := T}, #{labels := Tables}, N) ->
+    Named = ets:select(T, [{{{'_', '$1'}, '_', '_', '_', '_', '_'}, [named_guard()], ['$_']}]),
+    Side = lists:foldl(fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+                               add_member({S, msgflow_labels:canon(Tables, R)}, Row, Acc)
+                       end, #{}, Named),
+    Thr = threshold(T, N),
+    Cands = ets:select(T, [{{{'_', '$1'}, '$2', '_', '_', '_', '_'},
+                            [{'>=', '$2', Thr}, {'not', named_guard()}], ['$_']}]),
+    Groups0 = lists:foldl(fun(Row = {Key, _, _, _, _, _}, Acc) -> add_member(Key, Row, Acc) end,
+                          Side, Cands),
+    %% a merged name's pid row may be below the threshold: fetch it
+    Groups = maps:fold(fun(Key, Members, Acc) ->
+                               case lists:keymember(Key, 1, Members) of
+                                   true -> Acc;
+                                   false -> Acc#{Key := ets:lookup(T, Key) ++ Members}
+                               end
+                       end, Groups0, Side),
+    {busiest(Groups, N), undefined}.
+
+%% Local registered names (atom, or {Name, node()}) as receivers.
+named_guard() ->
+    {'orelse', {is_atom, '$1'},
+     {'andalso', {is_tuple, '$1'}, {'==', {element, 2, '$1'}, node()}}}.
+
+%% The N-th largest total of the first ?SAMPLE rows that are not sends to
+%% a name (0 when there are fewer): a bound below the N-th largest of all.
+threshold(T, N) ->
+    case ets:select(T, [{{{'_', '$1'}, '$2', '_', '_', '_', '_'}, [{'not', named_guard()}],
+                         ['$2']}], ?SAMPLE) of
+        '$end_of_table' -> 0;
+        {Totals, _} when length(Totals) < N -> 0;
+        {Totals, _} -> lists:nth(N, lists:sort(fun erlang:'>='/2, Totals))
+    end.
+
+add_member(Key, Row, Acc) ->
+    case Acc of
+        #{Key := Ms} -> Acc#{Key := [Row | Ms]};
+        _ -> Acc#{Key => [Row]}
+    end.
+
+%% Every pair read, grouped; the busiest Limit of the groups.
+all_groups(#{pairs := T, labels := Tables}, #{k := K, last := Last}, By, Limit, Active) ->
+    KeyOf = key_fun(By, Tables),
+    Match = case Active andalso K > 0 of
+                true -> [{{'_', '_', '$1', '_', '_', '_'}, [{'>', '$1', Last - K}], ['$_']}];
+                false -> [{'_', [], ['$_']}]
+            end,
+    Groups = fold_select(T, Match,
+                         fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+                                 add_member({KeyOf(S), KeyOf(R)}, Row, Acc)
+                         end, #{}),
+    {busiest(Groups, Limit), map_size(Groups)}.
+
+fold_select(T, Match, Fun, Acc0) ->
+    fold_chunks(ets:select(T, Match, ?CHUNK), Fun, Acc0).
+
+fold_chunks('$end_of_table', _, Acc) -> Acc;
+fold_chunks({Rows, Cont}, Fun, Acc) ->
+    fold_chunks(ets:select(Cont), Fun, lists:foldl(Fun, Acc, Rows)).
+
+%% fun(Endpoint) -> the key of its group.  Labels, modules and
+%% applications are read once per view from the endpoints table.
+key_fun(process, Tables) ->
+    fun(E) -> msgflow_labels:canon(Tables, E) end;
+key_fun(node, Tables) ->
+    fun(E) -> maps:get(node, msgflow_labels:meta(Tables, msgflow_labels:canon(Tables, E))) end;
+key_fun(By, Tables = #{endpoints := Ends}) ->
+    Pos = case By of name -> 2; module -> 3; application -> 4 end,
+    Cache = maps:from_list(ets:select(Ends, [{{'$1', '$2', '$3', '$4'}, [],
+                                              [{{'$1', {element, Pos, {{'$1', '$2', '$3', '$4'}}}}}]}])),
+    fun(E0) ->
+            E = case is_atom(E0) orelse is_tuple(E0) of
+                    true -> msgflow_labels:canon(Tables, E0);
+                    false -> E0
+                end,
+            case Cache of
+                #{E := V} -> V;
+                _ when By =:= name -> msgflow_fmt:endpoint(E);
+                _ -> undefined
+            end
+    end.
+
+%% Groups busiest first, all or the first Limit: [{Key, Members}].
+busiest(Groups, Limit) ->
+    Totals = maps:fold(fun(Key, Ms, Acc) -> [{total(Ms), Key, Ms} | Acc] end, [], Groups),
+    Sorted = lists:sort(fun({A, Ka, _}, {B, Kb, _}) -> A > B orelse (A =:= B andalso Ka =< Kb) end,
+                        Totals),
+    Chosen = case Limit of
+                 all -> Sorted;
+                 N -> lists:sublist(Sorted, N)
+             end,
+    [{Key, Ms} || {_, Key, Ms} <- Chosen].
+
+total(Members) -> lists:foldl(fun(Row, A) -> A + element(2, Row) end, 0, Members).
+
+%%% Rows
+
+row({S, R}, Members, Ctx = #{last := Last, window_ms := WinMs, prev_ms := PrevMs,
+                              run_ms := RunMs, scale := Scale, k := K}) ->
+    Count = total(Members),
+    %% messages per window from the one before the last to the last, or
+    %% from the first of the K asked for when that is earlier
+    First = min(Last - 1, Last - K + 1),
+    PerWin = sum_lists([msgflow_collector:counts_in(max(1, First), Last, M) || M <- Members]),
+    Padded = lists:duplicate(max(0, 1 - First), 0) ++ PerWin,
+    [LastC, PrevC | _] = lists:reverse(Padded),
+    Row = #{sender => S, receiver => R, count => Count, last_count => LastC,
+            rate => msgflow_report:rate(LastC, WinMs, Scale),
+            prev_rate => case PrevMs of
+                             undefined -> undefined;
+                             _ -> msgflow_report:rate(PrevC, PrevMs, Scale)
+                         end,
+            mean_rate => msgflow_report:rate(Count, RunMs, Scale),
+            peak_rate => Scale * peak(Members, Ctx)},
+    case K of
+        0 -> Row;
+        _ -> Row#{windows => lists:nthtail(length(Padded) - K, Padded)}
+    end.
+
+sum_lists([L]) -> L;
+sum_lists([L | Ls]) -> lists:zipwith(fun erlang:'+'/2, L, sum_lists(Ls)).
+
+%% The busiest closed window: a row of one pair keeps its own since
+%% start; for several, the sum of their counts in each kept window.
+peak([Row], #{open := Open, durations := Durs, interval := I}) ->
+    msgflow_collector:peak_rate(Row, Open, Durs, I);
+peak(Members, #{open := Open, durations := Durs}) when map_size(Durs) > 0 ->
+    First = lists:min(maps:keys(Durs)),
+    Sums = sum_lists([msgflow_collector:counts_in(First, Open - 1, M) || M <- Members]),
+    lists:max([msgflow_report:rate(C, maps:get(W, Durs), 1)
+               || {W, C} <- lists:zip(lists:seq(First, Open - 1), Sums)]);
+peak(_, _) ->
+    0.0.
+
+%%% Endpoints
+
+endpoints(Rows, By, #{labels := Tables}, _Ctx) ->
+    Keys = lists:usort(lists:append([[S, R] || #{sender := S, receiver := R} <- Rows])),
+    Infos = [{Key, info(By, Key, Tables)} || Key <- Keys],
+    %% a label shared by several keys gets their text beside it
+    Seen = lists:foldl(fun({_, #{label := L}}, Acc) -> Acc#{L => maps:get(L, Acc, 0) + 1} end,
+                       #{}, Infos),
+    maps:from_list([{Key, I#{display => case maps:get(L, Seen) of
+                                             1 -> L;
+                                             _ -> <<L/binary, " ", T/binary>>
+                                         end}}
+                    || {Key, I = #{label := L, text := T}} <- Infos]).
+
+info(process, E, Tables) ->
+    (msgflow_labels:meta(Tables, E))#{text => msgflow_fmt:endpoint(E)};
+info(_, Key, _) ->
+    Text = case Key of
+               B when is_binary(B) -> B;
+               _ -> msgflow_fmt:endpoint(Key)
+           end,
+    #{label => Text, text => Text, module => undefined, application => undefined,
+      node => undefined}.
+
+%% Dead letters by pair, grouped like the rows.
+dead(#{dead := D, labels := Tables}, _Ctx, By) ->
+    KeyOf = key_fun(By, Tables),
+    M = lists:foldl(fun({{S, R}, N}, Acc) ->
+                            K = {KeyOf(S), KeyOf(R)},
+                            Acc#{K => N + maps:get(K, Acc, 0)}
+                    end, #{}, ets:tab2list(D)),
+    [{S, R, N} || {{S, R}, N} <- maps:to_list(M)].
+
+%%% Reads that are not views
+
+%% @doc Every pair as the VM reported it, `[{Sender, Receiver, Messages}]',
+%% busiest first.
+-spec pairs(msgflow_collector:store()) -> [{msgflow_tracer:endpoint(), msgflow_tracer:endpoint(),
+                                           pos_integer()}].
+pairs(#{pairs := T}) ->
+    All = lists:append(lists:reverse(
+                         fold_select(T, [{{{'$1', '$2'}, '$3', '_', '_', '_', '_'}, [],
+                                          [{{'$3', '$1', '$2'}}]}],
+                                     fun(X, Acc) -> [[X] | Acc] end, []))),
+    [{S, R, N} || {N, S, R} <- lists:reverse(lists:sort(All))].
+
+%% @doc One pair's messages per window, oldest first: the kept closed
+%% windows, then (while running) the open one with `open => true'.  A
+%% registered name and the pid holding it are one receiver.
+-spec history(msgflow_collector:store(), msgflow_tracer:endpoint(), msgflow_tracer:endpoint()) ->
+          [#{at := integer(), window_ms := non_neg_integer(), count := non_neg_integer(),
+             open => true}].
+history(Store = #{pairs := T, labels := Tables = #{names := Names}, windows := Ws,
+                  closed := Closed}, S0, R0) ->
+    S = msgflow_labels:canon(Tables, S0),
+    R = msgflow_labels:canon(Tables, R0),
+    NamesOfR = case is_pid(R) of
+                   true -> ets:select(Names, [{{'$1', R}, [], ['$1']}]);
+                   false -> []
+               end,
+    Keys = lists:usort([{S, R} | [{S, N} || N <- NamesOfR] ++ [{S, {N, node()}} || N <- NamesOfR]]),
+    Members = lists:append([ets:lookup(T, Key) || Key <- Keys]),
+    Open = Closed + 1,
+    First = case Ws of [] -> Open; [#{n := F} | _] -> F end,
+    Counts = case Members of
+                 [] -> lists:duplicate(Open - First + 1, 0);
+                 _ -> sum_lists([msgflow_collector:counts_in(First, Open, M) || M <- Members])
+             end,
+    {ClosedCounts, [OpenCount]} = lists:split(length(Counts) - 1, Counts),
+    [#{at => At, window_ms => D, count => C}
+     || {#{at := At, window_ms := D}, C} <- lists:zip(Ws, ClosedCounts)]
+        ++ [#{at => maps:get(taken_at, Store), window_ms => maps:get(open_ms, Store),
+              count => OpenCount, open => true} || maps:get(running, Store)].
