@@ -3,7 +3,7 @@
 REBAR ?= rebar3
 ERL_PA = -pa _build/default/lib/msgflow/ebin
 
-.PHONY: all deps build demo test bench fuzz clean
+.PHONY: all deps build demo test bench bench-scale fuzz clean
 
 all: build
 
@@ -34,6 +34,13 @@ bench: build
 	mkdir -p _build/bench
 	erlc -o _build/bench tools/bench/*.erl
 	erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench:main()'
+
+# What the views cost on a big node: 100,000 processes with 200,000 pairs,
+# and 1,000,000 pairs (a few minutes, ~2 GB).  Prints, judges nothing.
+bench-scale: build
+	mkdir -p _build/bench
+	erlc -o _build/bench tools/bench/*.erl
+	erl -noshell +P 1000000 $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_scale:main()'
 
 # libFuzzer on the dump decoder: FUZZ_JOBS processes for FUZZ_SECONDS each
 # (default 2 x 300 s = 10 CPU-minutes), from test/fuzz/corpus; new inputs

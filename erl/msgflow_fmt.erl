@@ -86,9 +86,14 @@ cell(Text, Width, Ellipsis) ->
 %% device, `~' on a latin1 one (as `erl -noshell' has).
 -spec ellipsis() -> string().
 ellipsis() ->
-    case lists:keyfind(encoding, 1, io:getopts()) of
-        {encoding, unicode} -> [16#2026];
-        _ -> "~"
+    case io:getopts() of
+        Opts when is_list(Opts) ->
+            case lists:keyfind(encoding, 1, Opts) of
+                {encoding, unicode} -> [16#2026];
+                _ -> "~"
+            end;
+        _ ->
+            "~"
     end.
 
 %% @doc Text right-aligned in Width columns (numbers are never cut).

@@ -71,7 +71,7 @@ build(Store, Spec) ->
                             {process, N} when is_integer(N) -> top_by_process(Store, Ctx, N);
                             _ -> all_groups(Store, Ctx, By, Limit, maps:get(active, Spec, false))
                         end,
-    Rows = [row(G, Members, Ctx) || {G, Members} <- Groups],
+    Rows = [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups],
     Kept = maps:get(windows, Store),
     #{by => By, node => maps:get(node, Store), running => maps:get(running, Store),
       started_at => maps:get(started_at, Store), stopped_at => maps:get(stopped_at, Store),
@@ -104,7 +104,11 @@ context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval :=
                 #{stopped_at := Stop, started_at := S} -> Stop - S
             end,
     Scale = case Sample of {T, P2} -> P2 / T; off -> 1 end,
-    #{last => Last, window_ms => WinMs, prev_ms => PrevMs, run_ms => RunMs, scale => Scale,
+    %% rows carry the counts of windows First..Last: at least the last
+    %% two (rate and trend), the last K when asked
+    First = min(Last - 1, Last - K + 1),
+    #{last => Last, first => First, zeros => lists:duplicate(Last - First + 1, 0),
+      window_ms => WinMs, prev_ms => PrevMs, run_ms => RunMs, scale => Scale,
       k => K, open => Closed + 1, interval => I,
       durations => maps:from_list([{N, D} || #{n := N, window_ms := D} <- Ws]),
       labels => maps:get(labels, Store)}.
@@ -113,18 +117,24 @@ context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval :=
 
 %% The N busiest pairs by process.  Rows whose receiver is a local
 %% registered name are few and merged into their pid's row first; of the
-%% others only those at or above the N-th largest total of a sample can be
-%% among the N busiest, and ETS selects just those.
-top_by_process(#{pairs := T}, #{labels := Tables}, N) ->
+%% others only those above the N-th largest total of a sample can be among
+%% the N busiest, and ETS selects just those, and at most N of those equal
+%% to it (ties are broken by table order).
+top_by_process(#{pairs := T}, Ctx = #{labels := Tables}, N) ->
     Named = ets:select(T, [{{{'_', '$1'}, '_', '_', '_', '_', '_'}, [named_guard()], ['$_']}]),
     Side = lists:foldl(fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
                                add_member({S, msgflow_labels:canon(Tables, R)}, Row, Acc)
                        end, #{}, Named),
     Thr = threshold(T, N),
-    Cands = ets:select(T, [{{{'_', '$1'}, '$2', '_', '_', '_', '_'},
-                            [{'>=', '$2', Thr}, {'not', named_guard()}], ['$_']}]),
+    Above = ets:select(T, [{{{'_', '$1'}, '$2', '_', '_', '_', '_'},
+                            [{'>', '$2', Thr}, {'not', named_guard()}], ['$_']}]),
+    Equal = case ets:select(T, [{{{'_', '$1'}, '$2', '_', '_', '_', '_'},
+                                 [{'==', '$2', Thr}, {'not', named_guard()}], ['$_']}], N) of
+                '$end_of_table' -> [];
+                {Eq, _} -> Eq
+            end,
     Groups0 = lists:foldl(fun(Row = {Key, _, _, _, _, _}, Acc) -> add_member(Key, Row, Acc) end,
-                          Side, Cands),
+                          Side, Above ++ Equal),
     %% a merged name's pid row may be below the threshold: fetch it
     Groups = maps:fold(fun(Key, Members, Acc) ->
                                case lists:keymember(Key, 1, Members) of
@@ -132,7 +142,11 @@ top_by_process(#{pairs := T}, #{labels := Tables}, N) ->
                                    false -> Acc#{Key := ets:lookup(T, Key) ++ Members}
                                end
                        end, Groups0, Side),
-    {busiest(Groups, N), undefined}.
+    Accs = maps:map(fun(_, Members) -> sum_rows(Members, Ctx) end, Groups),
+    {[{Key, Acc, maps:get(Key, Groups)} || {Key, Acc} <- busiest(Accs, N)], undefined}.
+
+sum_rows([Row | Rows], Ctx) ->
+    lists:foldl(fun(R, Acc) -> add_acc(acc(R, Ctx), Acc) end, acc(Row, Ctx), Rows).
 
 %% Local registered names (atom, or {Name, node()}) as receivers.
 named_guard() ->
@@ -155,18 +169,57 @@ add_member(Key, Row, Acc) ->
         _ -> Acc#{Key => [Row]}
     end.
 
-%% Every pair read, grouped; the busiest Limit of the groups.
-all_groups(#{pairs := T, labels := Tables}, #{k := K, last := Last}, By, Limit, Active) ->
+%% Every pair read, grouped; the busiest Limit of the groups.  A group is
+%% summed as its pairs are read (acc/2); for a limited view the pairs of
+%% the chosen groups of several pairs are read again, for their peak.
+all_groups(Store = #{pairs := T, labels := Tables}, Ctx = #{k := K, last := Last},
+           By, Limit, Active) ->
     KeyOf = key_fun(By, Tables),
     Match = case Active andalso K > 0 of
                 true -> [{{'_', '_', '$1', '_', '_', '_'}, [{'>', '$1', Last - K}], ['$_']}];
                 false -> [{'_', [], ['$_']}]
             end,
-    Groups = fold_select(T, Match,
-                         fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
-                                 add_member({KeyOf(S), KeyOf(R)}, Row, Acc)
-                         end, #{}),
-    {busiest(Groups, Limit), map_size(Groups)}.
+    Accs = fold_select(T, Match,
+                       fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+                               Key = {KeyOf(S), KeyOf(R)},
+                               A = acc(Row, Ctx),
+                               case Acc of
+                                   #{Key := B} -> Acc#{Key := add_acc(A, B)};
+                                   _ -> Acc#{Key => A}
+                               end
+                       end, #{}),
+    Chosen = busiest(Accs, Limit),
+    Members = case Limit of
+                  all -> #{};
+                  _ -> members([Key || {Key, {_, _, M, _, _}} <- Chosen, M > 1], Store, KeyOf, Match)
+              end,
+    {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], map_size(Accs)}.
+
+members([], _, _, _) ->
+    #{};
+members(Keys, #{pairs := T}, KeyOf, Match) ->
+    Want = maps:from_list([{K, []} || K <- Keys]),
+    fold_select(T, Match, fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+                                  Key = {KeyOf(S), KeyOf(R)},
+                                  case Want of
+                                      #{Key := _} -> add_member(Key, Row, Acc);
+                                      _ -> Acc
+                                  end
+                          end, #{}).
+
+%% One pair's part of a group: {Total, Counts, Pairs, Peak, Row}: Counts
+%% its messages per window from `first' to `last' (see context/2), Peak
+%% its own (messages/s), Row itself (for a group of one).
+acc(Row = {_, Total, W, _, _, _}, #{first := First, last := Last, zeros := Zeros,
+                                    open := Open, durations := Durs, interval := I}) ->
+    Counts = case W < First of
+                 true -> Zeros;
+                 false -> msgflow_collector:counts_in(First, Last, Row)
+             end,
+    {Total, Counts, 1, msgflow_collector:peak_rate(Row, Open, Durs, I), Row}.
+
+add_acc({T1, C1, N1, P1, _}, {T2, C2, N2, P2, R2}) ->
+    {T1 + T2, lists:zipwith(fun erlang:'+'/2, C1, C2), N1 + N2, max(P1, P2), R2}.
 
 fold_select(T, Match, Fun, Acc0) ->
     fold_chunks(ets:select(T, Match, ?CHUNK), Fun, Acc0).
@@ -197,30 +250,26 @@ key_fun(By, Tables = #{endpoints := Ends}) ->
             end
     end.
 
-%% Groups busiest first, all or the first Limit: [{Key, Members}].
-busiest(Groups, Limit) ->
-    Totals = maps:fold(fun(Key, Ms, Acc) -> [{total(Ms), Key, Ms} | Acc] end, [], Groups),
-    Sorted = lists:sort(fun({A, Ka, _}, {B, Kb, _}) -> A > B orelse (A =:= B andalso Ka =< Kb) end,
-                        Totals),
-    Chosen = case Limit of
-                 all -> Sorted;
-                 N -> lists:sublist(Sorted, N)
-             end,
-    [{Key, Ms} || {_, Key, Ms} <- Chosen].
-
-total(Members) -> lists:foldl(fun(Row, A) -> A + element(2, Row) end, 0, Members).
+%% Groups busiest first, all or the first Limit: [{Key, Acc}].
+busiest(Accs, Limit) ->
+    Sorted = lists:sort(fun({Ka, {A, _, _, _, _}}, {Kb, {B, _, _, _, _}}) ->
+                                A > B orelse (A =:= B andalso Ka =< Kb)
+                        end, maps:to_list(Accs)),
+    case Limit of
+        all -> Sorted;
+        N -> lists:sublist(Sorted, N)
+    end.
 
 %%% Rows
 
-row({S, R}, Members, Ctx = #{last := Last, window_ms := WinMs, prev_ms := PrevMs,
-                              run_ms := RunMs, scale := Scale, k := K}) ->
-    Count = total(Members),
-    %% messages per window from the one before the last to the last, or
-    %% from the first of the K asked for when that is earlier
-    First = min(Last - 1, Last - K + 1),
-    PerWin = sum_lists([msgflow_collector:counts_in(max(1, First), Last, M) || M <- Members]),
-    Padded = lists:duplicate(max(0, 1 - First), 0) ++ PerWin,
-    [LastC, PrevC | _] = lists:reverse(Padded),
+row({S, R}, {Count, PerWin, NPairs, BestPeak, _}, Members,
+    Ctx = #{window_ms := WinMs, prev_ms := PrevMs, run_ms := RunMs, scale := Scale, k := K}) ->
+    [LastC, PrevC | _] = lists:reverse(PerWin),
+    Peak = case {NPairs, Members} of
+               {1, _} -> BestPeak;
+               {_, undefined} -> BestPeak;        %% a view of every row: its busiest pair's
+               _ -> peak(Members, Ctx)
+           end,
     Row = #{sender => S, receiver => R, count => Count, last_count => LastC,
             rate => msgflow_report:rate(LastC, WinMs, Scale),
             prev_rate => case PrevMs of
@@ -228,19 +277,17 @@ row({S, R}, Members, Ctx = #{last := Last, window_ms := WinMs, prev_ms := PrevMs
                              _ -> msgflow_report:rate(PrevC, PrevMs, Scale)
                          end,
             mean_rate => msgflow_report:rate(Count, RunMs, Scale),
-            peak_rate => Scale * peak(Members, Ctx)},
+            peak_rate => Scale * Peak},
     case K of
         0 -> Row;
-        _ -> Row#{windows => lists:nthtail(length(Padded) - K, Padded)}
+        _ -> Row#{windows => lists:nthtail(length(PerWin) - K, PerWin)}
     end.
 
 sum_lists([L]) -> L;
 sum_lists([L | Ls]) -> lists:zipwith(fun erlang:'+'/2, L, sum_lists(Ls)).
 
-%% The busiest closed window: a row of one pair keeps its own since
-%% start; for several, the sum of their counts in each kept window.
-peak([Row], #{open := Open, durations := Durs, interval := I}) ->
-    msgflow_collector:peak_rate(Row, Open, Durs, I);
+%% The busiest closed window of a group of several pairs: the sum of
+%% their counts in each kept window.
 peak(Members, #{open := Open, durations := Durs}) when map_size(Durs) > 0 ->
     First = lists:min(maps:keys(Durs)),
     Sums = sum_lists([msgflow_collector:counts_in(First, Open - 1, M) || M <- Members]),
