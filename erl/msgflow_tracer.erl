@@ -53,9 +53,11 @@ priv_dir() ->
 -spec enabled(atom(), session(), pid() | port() | undefined) -> trace | discard | remove.
 enabled(_TraceTag, _Session, _Tracee) -> ?NOT_LOADED.
 
-%% @doc erl_tracer callback for `send' and `send_to_non_existing_process'.
--spec enabled_send(send | send_to_non_existing_process, session(), pid() | port()) ->
-          trace | remove.
+%% @doc erl_tracer callback for `send' and `send_to_non_existing_process':
+%% always `trace', reading nothing.  Whether the session still counts is
+%% answered by enabled/3 for `trace_status', which the VM asks when it
+%% schedules a traced process in.
+-spec enabled_send(send | send_to_non_existing_process, session(), pid() | port()) -> trace.
 enabled_send(_TraceTag, _Session, _Tracee) -> ?NOT_LOADED.
 
 %% @doc erl_tracer callback: counts one message for (Tracee, maps:get(extra, Opts)).
@@ -86,7 +88,8 @@ trace_procs(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
 births_take(_Session) -> ?NOT_LOADED.
 
 %% @doc A new session counting for at most MaxPairs table entries (a pair
-%% seen on N scheduler threads holds N entries).  Collector is monitored:
+%% seen on N scheduler threads holds N entries; the collector passes twice
+%% the `max_pairs' it caps distinct pairs at).  Collector is monitored:
 %% when it dies the session answers `remove' to the VM.  badarg on bad types.
 -spec session_new(pid(), pos_integer()) -> session().
 session_new(_Collector, _MaxPairs) -> ?NOT_LOADED.
@@ -95,9 +98,10 @@ session_new(_Collector, _MaxPairs) -> ?NOT_LOADED.
 -spec session_stop(session()) -> ok.
 session_stop(_Session) -> ?NOT_LOADED.
 
-%% @doc What was counted since the previous snapshot of this session (a
-%% dirty CPU NIF; tracing goes on meanwhile and nothing is lost or counted
-%% twice).  Pairs and DeadLetters are `[{Sender, Receiver, Messages}]'; a
+%% @doc What was counted since the previous snapshot of this session (on
+%% the caller's normal scheduler, in steps of at most ~0.5 ms with yields
+%% between them; tracing goes on meanwhile and nothing is lost or counted
+%% twice).  Raises `busy' while another snapshot of the session runs.  Pairs and DeadLetters are `[{Sender, Receiver, Messages}]'; a
 %% pair counted on several scheduler threads appears once per thread.
 %% DeadLetters (sends to non-existing processes) are also in Pairs.
 %% Overflow counts messages that found no entry because the cap was

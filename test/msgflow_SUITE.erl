@@ -10,7 +10,8 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
-         collector_killed/1, orphaned_session/1, session_owner_down/1, callbacks_direct/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
+         collector_killed/1, orphaned_session/1, session_owner_down/1, callbacks_direct/1,
+         layout_reads_on/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
@@ -27,8 +28,8 @@ all() ->
 groups() ->
     [{tracing, [sequence],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
-       collector_killed, orphaned_session, session_owner_down, callbacks_direct, max_pairs_overflow, bad_options, export_csv, sampling,
-       matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
+       collector_killed, orphaned_session, session_owner_down, callbacks_direct, layout_reads_on,
+       max_pairs_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing]},
      {allocators, [sequence],
@@ -316,6 +317,18 @@ max_pairs_overflow(_Config) ->
     ?assertEqual(10, length(msgflow:pairs())),
     ?assert(Entries =< 20),
     [begin unlink(P), exit(P, kill) end || P <- Sinks].
+
+%% The read of `extra' from the options map's words is on where the VM
+%% lays maps out as the NIF expects (64-bit OTP 25 to 27, checked at load),
+%% and info() says so; births_dropped is reported.
+layout_reads_on(_Config) ->
+    #{fast_extra := Fast} = msgflow_tracer:lib_info(),
+    Release = list_to_integer(erlang:system_info(otp_release)),
+    Expected = erlang:system_info(wordsize) =:= 8 andalso Release >= 25 andalso Release =< 27,
+    ?assertEqual({fast_extra, true}, {fast_extra, Fast orelse not Expected}),
+    ok = msgflow:start(#{procs => [self()]}),
+    ok = msgflow:stop(),
+    ?assertMatch(#{fast_extra := Fast, births_dropped := 0}, msgflow:info()).
 
 bad_options(Config) ->
     Dead = spawn(fun() -> ok end),

@@ -1,0 +1,64 @@
+/*
+ * mf_layout.h -- the NIF's reads of the VM's term layout, inline for the hot
+ * path; mf_layout.c checks them when the library loads.  These two files are
+ * the only ones that know how the VM lays out a term.
+ *
+ * What it owns: mf_flatmap_header, set once by mf_layout_load (under the
+ * code-loading lock) and only read after.  Any thread may call the inline
+ * readers.
+ */
+#ifndef MF_LAYOUT_H
+#define MF_LAYOUT_H
+
+#include <erl_nif.h>
+#include <stdint.h>
+
+#include "mf_atoms.h"
+
+#define MF_PID_TAG_MASK 0xFULL
+#define MF_PID_TAG 0x3ULL
+#define MF_ID_TAG 0x0ULL /* what the NIF's own ids carry in those bits */
+
+/* A local pid is an immediate whose low four bits are 0x3: the test
+ * enif_get_local_pid makes, without the call.  Its word is what
+ * ErlNifPid.pid would hold. */
+static inline int is_local_pid(ERL_NIF_TERM t)
+{
+    return ((uint64_t)t & MF_PID_TAG_MASK) == MF_PID_TAG;
+}
+
+/* The header word of a flat map, as the VM lays maps out, when
+ * mf_layout_load verified that get_extra reads a one-key map right; 0 to
+ * always ask enif_get_map_value. */
+extern uint64_t mf_flatmap_header __attribute__((visibility("hidden")));
+
+/* The value under `extra' in trace_send's options.  The VM passes a flat map
+ * with that one key: a boxed term whose words are the header, the size, the
+ * keys tuple, then the value.  Read so, it costs no call into the VM, whose
+ * map code is cold in the caches of a traced workload; any other map (or a
+ * layout not verified) goes to enif_get_map_value. */
+static inline int get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *to)
+{
+    if (mf_flatmap_header && ((uint64_t)opts & 0x3) == 0x2) {
+        const uint64_t *map = (const uint64_t *)((uint64_t)opts - 0x2);
+        if (map[0] == mf_flatmap_header && map[1] == 1) {
+            const uint64_t *keys = (const uint64_t *)(map[2] - 0x2);
+            if (keys[1] == (uint64_t)atom_extra) {
+                *to = (ERL_NIF_TERM)map[3];
+                return 1;
+            }
+        }
+    }
+    return enif_get_map_value(env, opts, atom_extra, to);
+}
+
+/* Checks both reads against this VM; called from load, after the atoms are
+ * made.  Returns 0 when a local pid's tag is not what is_local_pid tests
+ * (the library must then refuse to load: pair keys would mix up), 1
+ * otherwise; get_extra's fast read is on only if its check passed. */
+int mf_layout_load(ErlNifEnv *env);
+
+/* 1 when get_extra reads the map's words itself.  Any thread. */
+int mf_layout_fast_extra(void);
+
+#endif

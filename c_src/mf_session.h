@@ -1,0 +1,116 @@
+/*
+ * mf_session.h -- the session resource (the tracer state) and its slots,
+ * shared by the NIF's files.
+ *
+ * What it owns
+ * ------------
+ * A session is a resource.  Its term is the tracer state given to
+ * erlang:trace/3 as {tracer, msgflow_tracer, Session}, so the VM passes it to
+ * every callback, and it stays alive while any trace flag or the collector
+ * refers to it.  A session holds one slot per thread that has counted for it
+ * (schedulers and dirty schedulers alike): the slot's shard (mf_shard.h) and
+ * the terms the slot interned (mf_intern.h).
+ *
+ * Threads
+ * -------
+ * The tracer callbacks run on the tracee's scheduler thread; a thread claims
+ * its slot with one atomic add on the session's slot counter the first time
+ * it counts for the session, and is the only writer of that slot after.
+ * Threads past MF_MAX_SLOTS share one spill slot under a mutex (not
+ * expected: it would need more than that many scheduler threads).  The
+ * session NIFs (new, stop, info) run on the collector's scheduler.
+ *
+ * Memory: tables, interned terms and slots come from the allocator chosen at
+ * load (jemalloc arena, or enif_alloc); each session keeps a copy of it and
+ * frees through that copy.
+ */
+#ifndef MF_SESSION_H
+#define MF_SESSION_H
+
+#include <erl_nif.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "mf_alloc.h"
+#include "mf_atoms.h"
+#include "mf_shard.h"
+
+#define MF_MAX_SLOTS 2048
+
+typedef struct mf_intern mf_intern;
+typedef struct mf_slot mf_slot;
+typedef struct mf_session mf_session;
+
+enum { MF_ACTIVE = 0, MF_STOPPED = 1, MF_COLLECTOR_DOWN = 2 };
+
+struct mf_slot {
+    mf_shard *shard;
+    mf_session *session;
+    ErlNifEnv *env;         /* copies of interned terms; owner only */
+    mf_intern *interns;     /* uthash by hash; owner only */
+    _Atomic(mf_intern *) intern_list; /* newest first; for the reader */
+    _Atomic uint64_t ninterns;
+    ErlNifMutex *lock;      /* only for the spill slot */
+};
+
+/* Read on every traced send and schedule-in: `id', never written after
+ * creation, and `state', written once when the session stops or its
+ * collector dies; together, so both callbacks miss on one line at most.
+ * The padding keeps the fields written at claim and snapshot time at least
+ * a cache line away from them (a resource is only 8-byte aligned, so
+ * padding, not _Alignas). */
+struct mf_session {
+    uint64_t id;
+    _Atomic int state;
+    char pad_id[MF_CACHE_LINE];
+    ErlNifMonitor monitor;
+    int monitored;
+    mf_alloc alloc;
+    mf_limit limit;
+    _Atomic int taking;      /* 1 while a snapshot runs: one at a time */
+    ErlNifMutex *spill_lock; /* creation of the spill slot */
+    /* Births: spawn and register events since the last births_take, so that
+     * a process keeps its label after it exits.  Under births_lock. */
+    ErlNifMutex *births_lock;
+    ErlNifEnv *births_env;   /* owned; holds `births' */
+    ERL_NIF_TERM births;     /* list in births_env, newest first */
+    uint64_t nbirths;        /* in `births' */
+    uint64_t births_dropped; /* past MF_MAX_BIRTHS since the last take */
+    _Atomic(mf_slot *) spill;
+    _Atomic unsigned nslots; /* claimed, may exceed MF_MAX_SLOTS */
+    _Atomic(mf_slot *) slots[MF_MAX_SLOTS];
+};
+
+#define MF_HIDDEN __attribute__((visibility("hidden")))
+
+extern ErlNifResourceType *mf_session_rt MF_HIDDEN;
+
+/* Any thread: the session behind a tracer state, without a reference. */
+static inline int mf_get_session(ErlNifEnv *env, ERL_NIF_TERM t, mf_session **s)
+{
+    return enif_get_resource(env, t, mf_session_rt, (void **)s);
+}
+
+/* Load only.  Chooses the allocator every later session uses (jemalloc
+ * unless MSGFLOW_ALLOCATOR=enif or it cannot be set up), once per VM. */
+void mf_choose_allocator(void);
+
+/* "jemalloc" or "enif", and why jemalloc is not the one ("" when it is).
+ * Static strings; any thread. */
+const char *mf_allocator_name(void);
+const char *mf_jemalloc_error(void);
+
+/* Load and upgrade: opens (or takes over) the session resource type. */
+int mf_session_open_type(ErlNifEnv *env, ErlNifResourceFlags flags);
+
+/* The calling thread's new slot in s (it becomes the slot's only writer),
+ * or the shared spill slot past MF_MAX_SLOTS (its `lock' set: take it to
+ * count).  NULL when out of memory.  The session owns the slot. */
+mf_slot *mf_slot_claim(mf_session *s);
+
+/* The session NIFs: session_new/2, session_stop/1, session_info/1. */
+ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+
+#endif

@@ -1,0 +1,226 @@
+/*
+ * mf_snapshot.c -- the yielding snapshot (see mf_snapshot.h).
+ */
+#include "mf_snapshot.h"
+
+#include <string.h>
+
+#include "mf_intern.h"
+
+/*
+ * A snapshot in progress.  It yields between steps (enif_schedule_nif), so
+ * what it keeps across steps is C data only: the cursor, and the current
+ * slot's interned entries by seq.  Decoded terms are cached within one step
+ * only: a term of the process env not passed on as an argument does not
+ * survive the yield.
+ */
+typedef struct {
+    mf_session *session;      /* kept (enif_keep_resource) while we exist */
+    unsigned idx;             /* slot being taken: slots[idx], spill when idx == end */
+    unsigned end;             /* slots[] claimed when the take began */
+    unsigned count;           /* end, plus 1 when there is a spill slot */
+    mf_cursor cur;
+    mf_take_totals tot;
+    int finished;
+    const mf_intern **interns; /* current slot's, by seq; enif_alloc */
+    ERL_NIF_TERM *terms;       /* decoded this step; 0 = not yet */
+    uint64_t n;
+    /* valid during one step only */
+    ErlNifEnv *env;
+    mf_slot *slot;
+    ERL_NIF_TERM pairs, dead;
+} mf_take;
+
+static ErlNifResourceType *mf_take_rt;
+
+static void take_drop_index(mf_take *t)
+{
+    enif_free(t->interns);
+    enif_free(t->terms);
+    t->interns = NULL;
+    t->terms = NULL;
+    t->n = 0;
+}
+
+static void take_dtor(ErlNifEnv *env, void *obj)
+{
+    (void)env;
+    mf_take *t = obj;
+    take_drop_index(t);
+    if (t->session) {
+        if (!t->finished)
+            atomic_store(&t->session->taking, 0);
+        enif_release_resource(t->session);
+    }
+}
+
+/* Reader.  Indexes the slot's interned terms by seq; newer ones may appear
+ * while we read, so index again on a miss. */
+static int index_interns(mf_take *t)
+{
+    const mf_intern *e = atomic_load_explicit(&t->slot->intern_list, memory_order_acquire);
+    uint64_t need = e ? (e->id >> 4) + 1 : 0;
+    if (need <= t->n)
+        return 1;
+    const mf_intern **interns = enif_alloc(sizeof(*interns) * need);
+    ERL_NIF_TERM *terms = enif_alloc(sizeof(*terms) * need);
+    if (!interns || !terms) {
+        enif_free(interns);
+        enif_free(terms);
+        return 0;
+    }
+    memset(interns, 0, sizeof(*interns) * need);
+    memset(terms, 0, sizeof(*terms) * need);
+    for (; e; e = e->next)
+        interns[e->id >> 4] = e;
+    if (t->terms)
+        memcpy(terms, t->terms, sizeof(*terms) * t->n);
+    take_drop_index(t);
+    t->interns = interns;
+    t->terms = terms;
+    t->n = need;
+    return 1;
+}
+
+static ERL_NIF_TERM word_term(mf_take *t, uint64_t w)
+{
+    if ((w & MF_PID_TAG_MASK) == MF_PID_TAG) {
+        ErlNifPid pid;
+        pid.pid = (ERL_NIF_TERM)w;
+        return enif_make_pid(t->env, &pid);
+    }
+    uint64_t seq = w >> 4;
+    if (seq >= t->n && !index_interns(t))
+        return atom_undefined; /* out of memory */
+    if (seq >= t->n || !t->interns[seq])
+        return atom_undefined; /* cannot happen: interned before its pair was published */
+    if (!t->terms[seq]) {
+        ERL_NIF_TERM term;
+        const mf_intern *e = t->interns[seq];
+        if (enif_binary_to_term(t->env, e->etf, e->etf_len, &term, 0) == 0)
+            term = atom_undefined;
+        t->terms[seq] = term;
+    }
+    return t->terms[seq];
+}
+
+static ERL_NIF_TERM delta_tuple(mf_take *t, uint64_t from, uint64_t to, uint64_t delta)
+{
+    return enif_make_tuple3(t->env, word_term(t, from), word_term(t, to),
+                            enif_make_uint64(t->env, delta));
+}
+
+static void take_pair(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
+{
+    mf_take *t = ctx;
+    t->pairs = enif_make_list_cell(t->env, delta_tuple(t, from, to, delta), t->pairs);
+}
+
+static void take_dead(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
+{
+    mf_take *t = ctx;
+    t->dead = enif_make_list_cell(t->env, delta_tuple(t, from, to, delta), t->dead);
+}
+
+#define MF_TAKE_CHUNK 512       /* entries between clock reads */
+#define MF_TAKE_SLICE_US 500    /* at most this long on a scheduler per step */
+
+/* snapshot_step(Take, PairsAcc, DeadAcc): one step of snapshot/1. */
+static ERL_NIF_TERM nif_snapshot_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_take *t;
+    if (!enif_get_resource(env, argv[0], mf_take_rt, (void **)&t) || t->finished)
+        return enif_make_badarg(env);
+    mf_session *s = t->session;
+    t->env = env;
+    t->pairs = argv[1];
+    t->dead = argv[2];
+    if (t->terms)
+        memset(t->terms, 0, sizeof(*t->terms) * t->n); /* last step's terms are gone */
+    ErlNifTime began = enif_monotonic_time(ERL_NIF_USEC);
+    while (t->idx < t->count) {
+        mf_slot *slot = atomic_load_explicit(t->idx < t->end ? &s->slots[t->idx] : &s->spill,
+                                             memory_order_acquire);
+        if (!slot) {
+            /* claimed but not yet published: its counts go to the next take */
+            t->idx++;
+            continue;
+        }
+        if (t->slot != slot) {
+            take_drop_index(t);
+            t->slot = slot;
+        }
+        if (slot->lock)
+            enif_mutex_lock(slot->lock);
+        int done = mf_shard_take_some(slot->shard, &t->cur, take_pair, take_dead, t, &t->tot,
+                                      MF_TAKE_CHUNK);
+        if (slot->lock)
+            enif_mutex_unlock(slot->lock);
+        if (done) {
+            memset(&t->cur, 0, sizeof(t->cur));
+            t->idx++;
+        }
+        ErlNifTime now = enif_monotonic_time(ERL_NIF_USEC);
+        if (now - began >= MF_TAKE_SLICE_US && t->idx < t->count) {
+            int pct = (int)((now - began) / 10);
+            enif_consume_timeslice(env, pct > 100 ? 100 : pct);
+            ERL_NIF_TERM next[3] = {argv[0], t->pairs, t->dead};
+            t->slot = NULL; /* the index stays valid, the terms do not */
+            take_drop_index(t);
+            return enif_schedule_nif(env, "snapshot", 0, nif_snapshot_step, 3, next);
+        }
+    }
+    take_drop_index(t);
+    t->finished = 1;
+    atomic_store(&s->taking, 0);
+    return enif_make_tuple4(env, t->pairs, t->dead, enif_make_uint64(env, t->tot.overflow),
+                            enif_make_uint64(env, t->tot.overflow_dead));
+}
+
+/*
+ * snapshot(Session) -> {Pairs, DeadLetters, Overflow, OverflowDead}.
+ * What was counted since the previous snapshot:
+ *   Pairs       [{Sender, Receiver, Messages}], one tuple per pair per slot
+ *               (a pair whose sender ran on two threads appears twice);
+ *   DeadLetters [{Sender, Receiver, Messages}], sends to non-existing
+ *               processes (also in Pairs);
+ *   Overflow    messages that found no entry (cap reached), in no pair;
+ *   OverflowDead dead letters in no DeadLetters tuple.
+ * Runs on the caller's normal scheduler in steps of at most ~0.5 ms,
+ * yielding in between; the tracees keep counting meanwhile.  Raises badarg
+ * for a non-session and `busy' while another snapshot of the session runs.
+ */
+ERL_NIF_TERM mf_nif_snapshot(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!mf_get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&s->taking, &idle, 1))
+        return enif_raise_exception(env, atom_busy);
+    mf_take *t = enif_alloc_resource(mf_take_rt, sizeof(*t));
+    if (!t) {
+        atomic_store(&s->taking, 0);
+        return enif_raise_exception(env, atom_memory);
+    }
+    memset(t, 0, sizeof(*t));
+    enif_keep_resource(s);
+    t->session = s;
+    unsigned claimed = atomic_load_explicit(&s->nslots, memory_order_relaxed);
+    t->end = claimed > MF_MAX_SLOTS ? MF_MAX_SLOTS : claimed;
+    t->count = t->end + (claimed > MF_MAX_SLOTS ? 1 : 0);
+    ERL_NIF_TERM take = enif_make_resource(env, t);
+    enif_release_resource(t);
+    ERL_NIF_TERM args[3] = {take, enif_make_list(env, 0), enif_make_list(env, 0)};
+    return nif_snapshot_step(env, 3, args);
+}
+
+int mf_snapshot_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
+{
+    ErlNifResourceTypeInit take_init = {take_dtor, NULL, NULL, 0, NULL};
+    ErlNifResourceFlags tried;
+    mf_take_rt = enif_open_resource_type_x(env, "msgflow_take", &take_init, flags, &tried);
+    return mf_take_rt ? 0 : -1;
+}
