@@ -98,7 +98,7 @@ wait(Timeout) ->
 pairs() ->
     case msgflow_collector:store(true) of
         undefined -> [];
-        Store -> msgflow_view:pairs(Store)
+        Store -> msgflow_view:run(Store, fun() -> msgflow_view:pairs(Store) end)
     end.
 
 %% @doc Prints the 10 busiest pairs.
@@ -150,8 +150,11 @@ print_top(N, By, Prefix) ->
         undefined ->
             io:format("msgflow is not started~n");
         Store ->
-            View = msgflow_view:build(Store, #{by => By, limit => N}),
-            io:put_chars([Prefix, format_top(View)])
+            Text = msgflow_view:run(Store, fun() ->
+                                                   format_top(msgflow_view:build(
+                                                                Store, #{by => By, limit => N}))
+                                           end),
+            io:put_chars([Prefix, Text])
     end.
 
 live(N, By, Refresh, Until) ->
@@ -192,7 +195,10 @@ matrix(By) ->
             case msgflow_collector:store(true) of
                 undefined -> #{by => By, rows => [], cols => [], cells => #{}, window_ms => 0,
                                estimated => false};
-                Store -> msgflow_report:matrix(msgflow_view:build(Store, #{by => By}))
+                Store -> msgflow_view:run(Store, fun() ->
+                                                         msgflow_report:matrix(
+                                                           msgflow_view:build(Store, #{by => By}))
+                                                 end)
             end
     end.
 
@@ -251,17 +257,21 @@ export(Path, Format, Opts) ->
                 undefined ->
                     {error, not_started};
                 Store ->
-                    Views = maps:map(fun(_, Spec) -> msgflow_view:build(Store, Spec) end,
-                                     msgflow_report:views(Format, Opts)),
-                    Opts1 = case Views of
-                                #{hotspots := Hot} -> Opts#{hotspots => msgflow_hotspots:find(Hot, #{})};
-                                _ -> Opts
-                            end,
-                    case msgflow_report:render(Format, Views, Opts1) of
-                        {error, _} = E -> E;
-                        Data -> write_whole(Path, Data)
-                    end
+                    msgflow_view:run(Store, fun() -> export(Store, Path, Format, Opts) end)
             end
+    end.
+
+%% In the worker msgflow_view:run/2 gives it.
+export(Store, Path, Format, Opts) ->
+    Views = maps:map(fun(_, Spec) -> msgflow_view:build(Store, Spec) end,
+                     msgflow_report:views(Format, Opts)),
+    Opts1 = case Views of
+                #{hotspots := Hot} -> Opts#{hotspots => msgflow_hotspots:find(Hot, #{})};
+                _ -> Opts
+            end,
+    case msgflow_report:render(Format, Views, Opts1) of
+        {error, _} = E -> E;
+        Data -> write_whole(Path, Data)
     end.
 
 check_export_opts(Opts) when is_map(Opts) ->
@@ -284,7 +294,11 @@ check_export_opts(Opts) ->
 dump() ->
     case msgflow_collector:store(true) of
         undefined -> {error, not_started};
-        Store -> term_to_binary(msgflow_report:dump(msgflow_view:build(Store, #{by => process})))
+        Store -> msgflow_view:run(Store, fun() ->
+                                                 term_to_binary(msgflow_report:dump(
+                                                                  msgflow_view:build(
+                                                                    Store, #{by => process})))
+                                         end)
     end.
 
 %% @doc Same as `hotspots(#{})'.
@@ -318,8 +332,11 @@ hotspots(Opts) ->
             %% options are checked before a view is built
             case msgflow_hotspots:check(Opts) of
                 {error, _} = E -> E;
-                ok -> msgflow_hotspots:find(msgflow_view:build(Store, msgflow_hotspots:spec(Opts)),
-                                           Opts)
+                ok -> msgflow_view:run(Store, fun() ->
+                                                      msgflow_hotspots:find(
+                                                        msgflow_view:build(
+                                                          Store, msgflow_hotspots:spec(Opts)), Opts)
+                                              end)
             end
     end.
 

@@ -20,7 +20,7 @@
 -module(msgflow_labels).
 
 -export([new/0, delete/1, clear/1, tables/1, births/3, prune_births/2, learn/2,
-         canon/2, meta/2, label/1, module_of/1, describe/1, birth_call/1]).
+         canon/2, meta/2, node_of/1, label/1, module_of/1, describe/1, birth_call/1]).
 -export_type([labels/0, tables/0, meta/0]).
 
 %% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
@@ -208,6 +208,9 @@ meta(#{endpoints := Ends}, E) ->
                         end,
     #{label => Label, module => Mod, application => App, node => node_of(E)}.
 
+%% @doc The node of an endpoint: a pid's, port's or reference's own, the
+%% node of `{Name, Node}', this node for a registered name.
+-spec node_of(msgflow_tracer:endpoint() | term()) -> node().
 node_of({_, Node}) when is_atom(Node) -> Node;
 node_of(A) when is_atom(A) -> node();
 node_of(E) when is_pid(E); is_port(E); is_reference(E) -> node(E);

@@ -12,7 +12,7 @@
 %%% read every pair.
 -module(msgflow_view).
 
--export([build/2, pairs/1, history/3, groupings/0]).
+-export([build/2, run/2, pairs/1, history/3, groupings/0]).
 -export_type([view/0, spec/0, row/0, key/0, grouping/0, endpoint_info/0]).
 
 -type grouping() :: process | name | module | application | node.
@@ -59,6 +59,22 @@
 %% @doc The groupings.
 -spec groupings() -> [grouping()].
 groupings() -> [process, name, module, application, node].
+
+%% @doc Fun() run in a process of its own whose first heap is sized for
+%% the store (about 40 words a pair, at most 64M words), so that building
+%% a view of every pair does not run the garbage collector over and over,
+%% nor leave the caller's heap grown; its value is returned (copied), and
+%% what it raises is raised again here.
+-spec run(msgflow_collector:store(), fun(() -> Result)) -> Result.
+run(#{pairs := T}, Fun) ->
+    Words = min(64 * 1024 * 1024, max(233, 40 * ets:info(T, size))),
+    {Pid, Ref} = spawn_opt(fun() -> exit({done, try {ok, Fun()} catch C:R:St -> {C, R, St} end})
+                           end, [monitor, {min_heap_size, Words}]),
+    receive
+        {'DOWN', Ref, process, Pid, {done, {ok, Value}}} -> Value;
+        {'DOWN', Ref, process, Pid, {done, {C, R, St}}} -> erlang:raise(C, R, St);
+        {'DOWN', Ref, process, Pid, Other} -> exit(Other)
+    end.
 
 %% @doc The view of Store as Spec asks.  Rows busiest first.
 -spec build(msgflow_collector:store(), spec()) -> view().
@@ -142,7 +158,7 @@ top_by_process(#{pairs := T}, Ctx = #{labels := Tables}, N) ->
                                    false -> Acc#{Key := ets:lookup(T, Key) ++ Members}
                                end
                        end, Groups0, Side),
-    Accs = maps:map(fun(_, Members) -> sum_rows(Members, Ctx) end, Groups),
+    Accs = [{Key, sum_rows(Members, Ctx)} || {Key, Members} <- maps:to_list(Groups)],
     {[{Key, Acc, maps:get(Key, Groups)} || {Key, Acc} <- busiest(Accs, N)], undefined}.
 
 sum_rows([Row | Rows], Ctx) ->
@@ -175,25 +191,56 @@ add_member(Key, Row, Acc) ->
 all_groups(Store = #{pairs := T, labels := Tables}, Ctx = #{k := K, last := Last},
            By, Limit, Active) ->
     KeyOf = key_fun(By, Tables),
-    Match = case Active andalso K > 0 of
-                true -> [{{'_', '_', '$1', '_', '_', '_'}, [{'>', '$1', Last - K}], ['$_']}];
-                false -> [{'_', [], ['$_']}]
+    Guard = case Active andalso K > 0 of
+                true -> [{'>', '$2', Last - K}];
+                false -> []
             end,
-    Accs = fold_select(T, Match,
-                       fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
-                               Key = {KeyOf(S), KeyOf(R)},
-                               A = acc(Row, Ctx),
-                               case Acc of
-                                   #{Key := B} -> Acc#{Key := add_acc(A, B)};
-                                   _ -> Acc#{Key => A}
-                               end
-                       end, #{}),
+    Match = [{{{'_', '$1'}, '_', '$2', '_', '_', '_'}, Guard, ['$_']}],
+    Accs = case By of
+               process -> by_process(T, Guard, KeyOf, Ctx);
+               _ -> maps:to_list(
+                      fold_select(T, Match,
+                                  fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+                                          add_acc_to({KeyOf(S), KeyOf(R)}, acc(Row, Ctx), Acc)
+                                  end, #{}))
+           end,
     Chosen = busiest(Accs, Limit),
     Members = case Limit of
                   all -> #{};
                   _ -> members([Key || {Key, {_, _, M, _, _}} <- Chosen, M > 1], Store, KeyOf, Match)
               end,
-    {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], map_size(Accs)}.
+    {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], length(Accs)}.
+
+%% By process a pair is its own group but for sends to a local registered
+%% name, which join the pid's: those few are grouped in a map, the rest
+%% read as a list.
+by_process(T, Guard, KeyOf, Ctx) ->
+    Named = ets:select(T, [{{{'_', '$1'}, '_', '$2', '_', '_', '_'}, [named_guard() | Guard],
+                            ['$_']}]),
+    Side = lists:foldl(fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+                               add_acc_to({S, KeyOf(R)}, acc(Row, Ctx), Acc)
+                       end, #{}, Named),
+    Plain = fold_select(T, [{{{'_', '$1'}, '_', '$2', '_', '_', '_'},
+                             [{'not', named_guard()} | Guard], ['$_']}],
+                        fun(Row = {Key, _, _, _, _, _}, Acc) -> [{Key, acc(Row, Ctx)} | Acc] end,
+                        []),
+    case map_size(Side) of
+        0 -> Plain;
+        _ ->
+            {Merged, Left} = lists:mapfoldl(fun({Key, A}, Sd) ->
+                                                    case maps:take(Key, Sd) of
+                                                        {B, Sd1} -> {{Key, add_acc(B, A)}, Sd1};
+                                                        error -> {{Key, A}, Sd}
+                                                    end
+                                            end, Side, Plain),
+            maps:to_list(Left) ++ Merged
+    end.
+
+add_acc_to(Key, A, Acc) ->
+    case Acc of
+        #{Key := B} -> Acc#{Key := add_acc(A, B)};
+        _ -> Acc#{Key => A}
+    end.
 
 members([], _, _, _) ->
     #{};
@@ -210,14 +257,41 @@ members(Keys, #{pairs := T}, KeyOf, Match) ->
 %% One pair's part of a group: {Total, Counts, Pairs, Peak, Row}: Counts
 %% its messages per window from `first' to `last' (see context/2), Peak
 %% its own (messages/s), Row itself (for a group of one).
-acc(Row = {_, Total, W, _, _, _}, #{first := First, last := Last, zeros := Zeros,
-                                    open := Open, durations := Durs, interval := I}) ->
-    Counts = case W < First of
-                 true -> Zeros;
-                 false -> msgflow_collector:counts_in(First, Last, Row)
+acc(Row = {_, Total, W, C, Hist, Peak}, #{first := First, last := Last, zeros := Zeros,
+                                          k := K}) ->
+    Counts = if
+                 W < First -> Zeros;
+                 K =< 2 -> last_two(Last, W, C, Hist);
+                 true -> msgflow_collector:counts_in(First, Last, Row)
              end,
-    {Total, Counts, 1, msgflow_collector:peak_rate(Row, Open, Durs, I), Row}.
+    {Total, Counts, 1, Peak, Row}.
 
+%% [Previous, Last]: a row's messages in windows Last - 1 and Last, read
+%% from its newest entries only (the common case, and the cheap one).
+last_two(Last, Last, C, Hist) -> [hist_at(Hist, 1, Last - 1), C];
+last_two(Last, W, C, _) when W =:= Last - 1 -> [C, 0];
+last_two(Last, _, _, Hist) -> [hist_at(Hist, 2, Last - 1), hist_at(Hist, 1, Last)].
+
+%% The count of window W if it is in the I-th entry from the end of a
+%% history (entries are 12 bytes, windows ascending), else 0.
+hist_at([], _, _) ->
+    0;
+hist_at(Hist, I, W) ->
+    Skip = byte_size(Hist) - 12 * I,
+    case Skip >= 0 of
+        true ->
+            case Hist of
+                <<_:Skip/binary, W:32, C:64, _/binary>> -> C;
+                _ when I =:= 2 -> hist_at(Hist, 1, W);
+                _ -> 0
+            end;
+        false ->
+            0
+    end.
+
+%% Peak: a single pair's is read from its row when the row is made; for
+%% several, this is the highest peak kept in their rows (messages per
+%% 1000 s).
 add_acc({T1, C1, N1, P1, _}, {T2, C2, N2, P2, R2}) ->
     {T1 + T2, lists:zipwith(fun erlang:'+'/2, C1, C2), N1 + N2, max(P1, P2), R2}.
 
@@ -250,11 +324,11 @@ key_fun(By, Tables = #{endpoints := Ends}) ->
             end
     end.
 
-%% Groups busiest first, all or the first Limit: [{Key, Acc}].
+%% Groups busiest first, all or the first Limit: [{Key, Acc}] from a
+%% list of them.
 busiest(Accs, Limit) ->
-    Sorted = lists:sort(fun({Ka, {A, _, _, _, _}}, {Kb, {B, _, _, _, _}}) ->
-                                A > B orelse (A =:= B andalso Ka =< Kb)
-                        end, maps:to_list(Accs)),
+    Sorted = [{Key, Acc} || {_, Key, Acc} <- lists:sort([{-Total, Key, Acc}
+                                                         || {Key, Acc = {Total, _, _, _, _}} <- Accs])],
     case Limit of
         all -> Sorted;
         N -> lists:sublist(Sorted, N)
@@ -262,12 +336,13 @@ busiest(Accs, Limit) ->
 
 %%% Rows
 
-row({S, R}, {Count, PerWin, NPairs, BestPeak, _}, Members,
-    Ctx = #{window_ms := WinMs, prev_ms := PrevMs, run_ms := RunMs, scale := Scale, k := K}) ->
+row({S, R}, {Count, PerWin, NPairs, BestPeak, First}, Members,
+    Ctx = #{window_ms := WinMs, prev_ms := PrevMs, run_ms := RunMs, scale := Scale, k := K,
+            open := Open, durations := Durs, interval := I}) ->
     [LastC, PrevC | _] = lists:reverse(PerWin),
     Peak = case {NPairs, Members} of
-               {1, _} -> BestPeak;
-               {_, undefined} -> BestPeak;        %% a view of every row: its busiest pair's
+               {1, _} -> msgflow_collector:peak_rate(First, Open, Durs, I);
+               {_, undefined} -> BestPeak / 1000;  %% a view of every row: its busiest pair's
                _ -> peak(Members, Ctx)
            end,
     Row = #{sender => S, receiver => R, count => Count, last_count => LastC,
@@ -299,16 +374,36 @@ peak(_, _) ->
 %%% Endpoints
 
 endpoints(Rows, By, #{labels := Tables}, _Ctx) ->
-    Keys = lists:usort(lists:append([[S, R] || #{sender := S, receiver := R} <- Rows])),
-    Infos = [{Key, info(By, Key, Tables)} || Key <- Keys],
+    Keys = lists:foldl(fun(#{sender := S, receiver := R}, Acc) -> Acc#{S => [], R => []} end,
+                       #{}, Rows),
+    Meta = meta_fun(By, Tables, map_size(Keys)),
+    Infos = maps:map(fun(Key, _) -> Meta(Key) end, Keys),
     %% a label shared by several keys gets their text beside it
-    Seen = lists:foldl(fun({_, #{label := L}}, Acc) -> Acc#{L => maps:get(L, Acc, 0) + 1} end,
-                       #{}, Infos),
-    maps:from_list([{Key, I#{display => case maps:get(L, Seen) of
-                                             1 -> L;
-                                             _ -> <<L/binary, " ", T/binary>>
-                                         end}}
-                    || {Key, I = #{label := L, text := T}} <- Infos]).
+    Seen = maps:fold(fun(_, #{label := L}, Acc) -> Acc#{L => maps:get(L, Acc, 0) + 1} end,
+                     #{}, Infos),
+    maps:map(fun(_, I = #{label := L, text := T}) ->
+                     I#{display => case maps:get(L, Seen) of
+                                       1 -> L;
+                                       _ -> <<L/binary, " ", T/binary>>
+                                   end}
+             end, Infos).
+
+%% fun(Key) -> endpoint_info() less `display': for a few keys one lookup
+%% each, for many one read of the whole endpoints table.
+meta_fun(process, Tables = #{endpoints := Ends}, N) when N > 1000 ->
+    All = maps:from_list([{E, {L, M, A}} || {E, L, M, A} <- ets:tab2list(Ends)]),
+    fun(E) ->
+            Text = msgflow_fmt:endpoint(E),
+            case All of
+                #{E := {L, M, A}} ->
+                    #{label => L, text => Text, module => M, application => A,
+                      node => msgflow_labels:node_of(E)};
+                _ ->
+                    (msgflow_labels:meta(Tables, E))#{text => Text}
+            end
+    end;
+meta_fun(By, Tables, _) ->
+    fun(Key) -> info(By, Key, Tables) end.
 
 info(process, E, Tables) ->
     (msgflow_labels:meta(Tables, E))#{text => msgflow_fmt:endpoint(E)};
