@@ -25,6 +25,7 @@ typedef struct {
     const mf_intern **interns; /* current slot's, by seq; enif_alloc */
     ERL_NIF_TERM *terms;       /* decoded this step; 0 = not yet */
     uint64_t n;
+    uint64_t emitted;          /* deltas added in this step */
     /* valid during one step only */
     ErlNifEnv *env;
     mf_slot *slot;
@@ -114,28 +115,31 @@ static void take_pair(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
 {
     mf_take *t = ctx;
     t->pairs = enif_make_list_cell(t->env, delta_tuple(t, from, to, delta), t->pairs);
+    t->emitted++;
 }
 
 static void take_dead(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
 {
     mf_take *t = ctx;
     t->dead = enif_make_list_cell(t->env, delta_tuple(t, from, to, delta), t->dead);
+    t->emitted++;
 }
 
 #define MF_TAKE_CHUNK 512       /* entries between clock reads */
 #define MF_TAKE_SLICE_US 500    /* at most this long on a scheduler per step */
+#define MF_NEXT_DELTAS 4096     /* deltas snapshot_next returns, about */
 
-/* snapshot_step(Take, PairsAcc, DeadAcc): one step of snapshot/1. */
-static ERL_NIF_TERM nif_snapshot_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+enum { TAKE_DONE, TAKE_SLICE, TAKE_FULL };
+
+/* Runs the take on from where it stopped, adding to t->pairs and t->dead
+ * (terms of env), until it is done, ~0.5 ms have passed (TAKE_SLICE), or
+ * at least `max' deltas were added in this call (TAKE_FULL).  When done,
+ * the session may take again. */
+static int take_run(mf_take *t, ErlNifEnv *env, uint64_t max)
 {
-    (void)argc;
-    mf_take *t;
-    if (!enif_get_resource(env, argv[0], mf_take_rt, (void **)&t) || t->finished)
-        return enif_make_badarg(env);
     mf_session *s = t->session;
     t->env = env;
-    t->pairs = argv[1];
-    t->dead = argv[2];
+    t->emitted = 0;
     if (t->terms)
         memset(t->terms, 0, sizeof(*t->terms) * t->n); /* last step's terms are gone */
     ErlNifTime began = enif_monotonic_time(ERL_NIF_USEC);
@@ -161,20 +165,102 @@ static ERL_NIF_TERM nif_snapshot_step(ErlNifEnv *env, int argc, const ERL_NIF_TE
             memset(&t->cur, 0, sizeof(t->cur));
             t->idx++;
         }
+        if (t->idx >= t->count)
+            break;
         ErlNifTime now = enif_monotonic_time(ERL_NIF_USEC);
-        if (now - began >= MF_TAKE_SLICE_US && t->idx < t->count) {
+        int stop = t->emitted >= max ? TAKE_FULL
+                   : now - began >= MF_TAKE_SLICE_US ? TAKE_SLICE : TAKE_DONE;
+        if (stop != TAKE_DONE) {
             int pct = (int)((now - began) / 10);
-            enif_consume_timeslice(env, pct > 100 ? 100 : pct);
-            ERL_NIF_TERM next[3] = {argv[0], t->pairs, t->dead};
+            enif_consume_timeslice(env, pct > 100 ? 100 : pct < 1 ? 1 : pct);
             t->slot = NULL; /* the index stays valid, the terms do not */
             take_drop_index(t);
-            return enif_schedule_nif(env, "snapshot", 0, nif_snapshot_step, 3, next);
+            return stop;
         }
     }
     take_drop_index(t);
     t->finished = 1;
     atomic_store(&s->taking, 0);
+    return TAKE_DONE;
+}
+
+/* snapshot_step(Take, PairsAcc, DeadAcc): one step of snapshot/1. */
+static ERL_NIF_TERM nif_snapshot_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_take *t;
+    if (!enif_get_resource(env, argv[0], mf_take_rt, (void **)&t) || t->finished)
+        return enif_make_badarg(env);
+    t->pairs = argv[1];
+    t->dead = argv[2];
+    if (take_run(t, env, UINT64_MAX) != TAKE_DONE) {
+        ERL_NIF_TERM next[3] = {argv[0], t->pairs, t->dead};
+        return enif_schedule_nif(env, "snapshot", 0, nif_snapshot_step, 3, next);
+    }
     return enif_make_tuple4(env, t->pairs, t->dead, enif_make_uint64(env, t->tot.overflow),
+                            enif_make_uint64(env, t->tot.overflow_dead));
+}
+
+/* A new take of s, or an exception term (busy, memory) in *err. */
+static mf_take *take_new(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM *err)
+{
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&s->taking, &idle, 1)) {
+        *err = enif_raise_exception(env, atom_busy);
+        return NULL;
+    }
+    mf_take *t = enif_alloc_resource(mf_take_rt, sizeof(*t));
+    if (!t) {
+        atomic_store(&s->taking, 0);
+        *err = enif_raise_exception(env, atom_memory);
+        return NULL;
+    }
+    memset(t, 0, sizeof(*t));
+    enif_keep_resource(s);
+    t->session = s;
+    unsigned claimed = atomic_load_explicit(&s->nslots, memory_order_relaxed);
+    t->end = claimed > MF_MAX_SLOTS ? MF_MAX_SLOTS : claimed;
+    t->count = t->end + (claimed > MF_MAX_SLOTS ? 1 : 0);
+    return t;
+}
+
+/*
+ * snapshot_start(Session) -> Take, and snapshot_next(Take) ->
+ * {more, Pairs, DeadLetters} | {done, Pairs, DeadLetters, Overflow,
+ * OverflowDead}: the snapshot/1 below in chunks of about MF_NEXT_DELTAS
+ * deltas (or ~0.5 ms of work), so that the caller's heap never holds a
+ * whole snapshot.  Call snapshot_next until it says done; a take dropped
+ * before that lets the session take again when it is garbage collected.
+ * badarg for a non-session, a non-take or a finished take; `busy' while
+ * another take of the session runs.
+ */
+ERL_NIF_TERM mf_nif_snapshot_start(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    ERL_NIF_TERM err;
+    if (!mf_get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    mf_take *t = take_new(env, s, &err);
+    if (!t)
+        return err;
+    ERL_NIF_TERM take = enif_make_resource(env, t);
+    enif_release_resource(t);
+    return take;
+}
+
+ERL_NIF_TERM mf_nif_snapshot_next(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_take *t;
+    if (!enif_get_resource(env, argv[0], mf_take_rt, (void **)&t) || t->finished)
+        return enif_make_badarg(env);
+    t->pairs = enif_make_list(env, 0);
+    t->dead = enif_make_list(env, 0);
+    if (take_run(t, env, MF_NEXT_DELTAS) != TAKE_DONE)
+        return enif_make_tuple3(env, atom_more, t->pairs, t->dead);
+    return enif_make_tuple5(env, atom_done, t->pairs, t->dead,
+                            enif_make_uint64(env, t->tot.overflow),
                             enif_make_uint64(env, t->tot.overflow_dead));
 }
 
@@ -195,22 +281,12 @@ ERL_NIF_TERM mf_nif_snapshot(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
 {
     (void)argc;
     mf_session *s;
+    ERL_NIF_TERM err;
     if (!mf_get_session(env, argv[0], &s))
         return enif_make_badarg(env);
-    int idle = 0;
-    if (!atomic_compare_exchange_strong(&s->taking, &idle, 1))
-        return enif_raise_exception(env, atom_busy);
-    mf_take *t = enif_alloc_resource(mf_take_rt, sizeof(*t));
-    if (!t) {
-        atomic_store(&s->taking, 0);
-        return enif_raise_exception(env, atom_memory);
-    }
-    memset(t, 0, sizeof(*t));
-    enif_keep_resource(s);
-    t->session = s;
-    unsigned claimed = atomic_load_explicit(&s->nslots, memory_order_relaxed);
-    t->end = claimed > MF_MAX_SLOTS ? MF_MAX_SLOTS : claimed;
-    t->count = t->end + (claimed > MF_MAX_SLOTS ? 1 : 0);
+    mf_take *t = take_new(env, s, &err);
+    if (!t)
+        return err;
     ERL_NIF_TERM take = enif_make_resource(env, t);
     enif_release_resource(t);
     ERL_NIF_TERM args[3] = {take, enif_make_list(env, 0), enif_make_list(env, 0)};

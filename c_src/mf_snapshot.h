@@ -17,6 +17,9 @@
 /* Load and upgrade: opens (or takes over) the take resource type. */
 int mf_snapshot_open_type(ErlNifEnv *env, ErlNifResourceFlags flags);
 
+/* snapshot/1, and the same in chunks: snapshot_start/1, snapshot_next/1. */
 ERL_NIF_TERM mf_nif_snapshot(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_snapshot_start(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_snapshot_next(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 
 #endif

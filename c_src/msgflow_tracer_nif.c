@@ -250,6 +250,8 @@ static ErlNifFunc nif_funcs[] = {
     {"session_new", 2, mf_nif_session_new, 0},
     {"session_stop", 1, mf_nif_session_stop, 0},
     {"snapshot", 1, mf_nif_snapshot, 0},
+    {"snapshot_start", 1, mf_nif_snapshot_start, 0},
+    {"snapshot_next", 1, mf_nif_snapshot_next, 0},
     {"session_info", 1, mf_nif_session_info, 0},
     {"lib_info", 0, nif_lib_info, 0},
 };

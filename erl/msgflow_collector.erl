@@ -7,7 +7,7 @@
 %%%     PeakMilli}', one per distinct pair as the VM reported it.  Total is
 %%%     messages since start; LastCount the messages in window LastWindow,
 %%%     the latest window the pair had traffic in; History the pair's
-%%%     earlier windows with traffic, `<<Window:32, Count:64>>' each, oldest
+%%%     earlier windows with traffic, `<<Window:32, Count:32>>' each, oldest
 %%%     first, no older than the kept windows (`[]' when none); PeakMilli
 %%%     the highest rate of a closed window, in messages per 1000 s;</li>
 %%% <li>dead: `{{Sender, Receiver}, Messages}', sends to processes that did
@@ -44,6 +44,8 @@
 %% the NIF's table entries allowed per distinct pair (a pair counted on k
 %% scheduler threads holds k entries; see max_pairs in the README)
 -define(ENTRIES_PER_PAIR, 2).
+%% reductions one merged delta is worth (see add_pair/2)
+-define(MERGE_REDUCTIONS, 30).
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the
@@ -81,8 +83,9 @@
     dead :: ets:tid(),
     labels :: msgflow_labels:labels(),
     %% receivers of the open window and how many pairs into each had their
-    %% first messages of the window (distinct senders, for fan-in)
-    wsenders = #{} :: #{msgflow_tracer:endpoint() => pos_integer()},
+    %% first messages of the window (distinct senders, for fan-in): ETS,
+    %% {Receiver, Senders}, so that this heap stays small
+    wsenders :: ets:tid(),
     events = 0 :: non_neg_integer(),
     dead_letters = 0 :: non_neg_integer(),
     overflow = 0 :: non_neg_integer(),
@@ -111,9 +114,13 @@ store(Refresh) ->
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
     process_flag(trap_exit, true),
+    %% loaded now rather than by the first snapshot, which would wait on
+    %% the code server in the middle of its work
+    _ = [code:ensure_loaded(M) || M <- [msgflow_labels, msgflow_flags, msgflow_fmt,
+                                        msgflow_tracer]],
     clear_orphaned_flags(),
-    {ok, #st{pairs = ets:new(msgflow_pairs, [set, protected, {read_concurrency, true}]),
-             dead = ets:new(msgflow_dead, [set, protected]),
+    {ok, #st{pairs = new_pairs(), dead = new_dead(),
+             wsenders = new_wsenders(undefined),
              labels = msgflow_labels:new()}}.
 
 %% A collector that died while running left processes flagged for its
@@ -257,13 +264,16 @@ set_flags(Targets, Session, Opts, St) ->
 %% Forgets the counts and windows: a new run forgets the labels too, a
 %% reset keeps them (the endpoints are still what they were).
 clear(St = #st{pairs = P, dead = D}, What) ->
-    ets:delete_all_objects(P),
-    ets:delete_all_objects(D),
+    %% deleted whole (in the background) and made anew, not emptied object
+    %% by object, which would hold this process for a million pairs
+    ets:delete(P),
+    ets:delete(D),
     Labels = case What of
                  keep_labels -> St#st.labels;
                  new_run -> msgflow_labels:clear(St#st.labels)
              end,
-    St#st{closed = 0, windows = [], durations = #{}, wsenders = #{}, events = 0,
+    St#st{closed = 0, windows = [], durations = #{}, events = 0,
+          pairs = new_pairs(), dead = new_dead(), wsenders = new_wsenders(St#st.wsenders),
           dead_letters = 0, overflow = 0, labels = Labels}.
 
 %% What the flags were set on: a spec (all, new, existing) or the pids.
@@ -343,8 +353,8 @@ refresh(St) -> St.
 %% makes it raise `busy'.  Each way, skip the turn: nothing is lost, the
 %% next snapshot takes it.
 take(St = #st{session = Session}) ->
-    try msgflow_tracer:snapshot(Session) of
-        Snap -> merge(Snap, take_births(St))
+    try msgflow_tracer:snapshot_start(Session) of
+        Take -> take_chunks(Take, St)
     catch
         error:undef -> St;
         error:{not_loaded, _} -> St;
@@ -352,23 +362,31 @@ take(St = #st{session = Session}) ->
         error:busy -> St
     end.
 
-%% Births are taken after the snapshot: a process's spawn was recorded
-%% before it could send, so every sender in the snapshot that was spawned
-%% while tracing has its birth here.
-take_births(St = #st{session = Session, labels = L, closed = Tick}) ->
-    try all_births(Session, [], 0) of
-        {List, Dropped} ->
-            St#st{labels = msgflow_labels:births(L, List, Tick),
-                  births_dropped = St#st.births_dropped + Dropped}
-    catch
-        error:_ -> St
+%% The snapshot in chunks of about 4,096 deltas, each merged before the
+%% next is read, so this heap never holds a whole snapshot.
+take_chunks(Take, St) ->
+    case msgflow_tracer:snapshot_next(Take) of
+        {more, Pairs, Dead} ->
+            take_chunks(Take, merge({Pairs, Dead, 0, 0}, take_births(St)));
+        {done, Pairs, Dead, Overflow, OverflowDead} ->
+            merge({Pairs, Dead, Overflow, OverflowDead}, take_births(St))
     end.
 
-all_births(Session, Acc, Dropped) ->
-    {Chunk, D} = msgflow_tracer:births_take(Session),
-    case length(Chunk) < ?BIRTHS_CHUNK of
-        true -> {lists:append([Chunk | Acc]), Dropped + D};
-        false -> all_births(Session, [Chunk | Acc], Dropped + D)
+%% Births are taken after each chunk is read and before it is merged: a
+%% process's spawn was recorded before it could send, so every sender in
+%% the chunk that was spawned while tracing has its birth here.
+take_births(St = #st{session = Session}) ->
+    try msgflow_tracer:births_take(Session) of
+        {Chunk, Dropped} ->
+            St1 = St#st{labels = msgflow_labels:births(St#st.labels, Chunk, St#st.closed),
+                        births_dropped = St#st.births_dropped + Dropped},
+            %% a full chunk: there may be more
+            case length(Chunk) < ?BIRTHS_CHUNK of
+                true -> St1;
+                false -> take_births(St1)
+            end
+    catch
+        error:_ -> St
     end.
 
 merge({Pairs, Dead, Overflow, OverflowDead}, St) ->
@@ -384,6 +402,9 @@ merge({Pairs, Dead, Overflow, OverflowDead}, St) ->
 %% One delta of one pair (a pair counted on several threads comes once per
 %% thread).  A pair past max_pairs distinct pairs goes to overflow.
 add_pair({S, R, N}, St = #st{pairs = T, closed = C, events = E}) ->
+    %% a few ETS calls (more for a new pair, below): count them as the
+    %% work they are, so that a slice of merging stays well under 1 ms
+    erlang:bump_reductions(?MERGE_REDUCTIONS),
     K = {S, R},
     Open = C + 1,
     case ets:lookup(T, K) of
@@ -401,6 +422,8 @@ add_pair({S, R, N}, St = #st{pairs = T, closed = C, events = E}) ->
                 true ->
                     St#st{events = E + N, overflow = St#st.overflow + N};
                 false ->
+                    %% labelling reads the new endpoints from the VM
+                    erlang:bump_reductions(10 * ?MERGE_REDUCTIONS),
                     ets:insert(T, {K, N, Open, N, [], 0}),
                     L = msgflow_labels:learn(msgflow_labels:learn(St#st.labels, S), R),
                     first_in_window(R, St#st{events = E + N, labels = L})
@@ -408,15 +431,17 @@ add_pair({S, R, N}, St = #st{pairs = T, closed = C, events = E}) ->
     end.
 
 %% A pair's history: its earlier windows with traffic, <<Window:32,
-%% Count:64>> each, oldest first, none before window Oldest; [] when none.
+%% Count:32>> each, oldest first, none before window Oldest; [] when none.
+%% (A count past 2^32 - 1 messages in one window of one pair is kept as
+%% that.)
 hist_push(Hist, W, Count, Oldest) ->
     H = case Hist of [] -> <<>>; _ -> Hist end,
-    case hist_from(<<H/binary, W:32, Count:64>>, Oldest) of
+    case hist_from(<<H/binary, W:32, (min(Count, 16#FFFFFFFF)):32>>, Oldest) of
         <<>> -> [];
         H1 -> H1
     end.
 
-hist_from(<<W:32, _:64, Rest/binary>>, Oldest) when W < Oldest -> hist_from(Rest, Oldest);
+hist_from(<<W:32, _:32, Rest/binary>>, Oldest) when W < Oldest -> hist_from(Rest, Oldest);
 hist_from(H, _) -> H.
 
 %% @doc The messages of one pair's row in each window from First to Last
@@ -433,21 +458,21 @@ fill(W, Last, _) when W > Last -> [];
 fill(W, Last, [{W, C} | Rest]) -> [C | fill(W + 1, Last, Rest)];
 fill(W, Last, Known) -> [0 | fill(W + 1, Last, Known)].
 
-hist_list(<<W:32, C:64, Rest/binary>>, Last) when W =< Last -> [{W, C} | hist_list(Rest, Last)];
+hist_list(<<W:32, C:32, Rest/binary>>, Last) when W =< Last -> [{W, C} | hist_list(Rest, Last)];
 hist_list(_, _) -> [].
 
 %% The entries of a history from the first with a window >= First.
 hist_from_bisect([], _) ->
     <<>>;
 hist_from_bisect(H, First) ->
-    N = byte_size(H) div 12,
+    N = byte_size(H) div 8,
     Lo = bisect(H, First, 0, N),
-    binary:part(H, Lo * 12, (N - Lo) * 12).
+    binary:part(H, Lo * 8, (N - Lo) * 8).
 
 bisect(_, _, Lo, Hi) when Lo >= Hi -> Lo;
 bisect(H, First, Lo, Hi) ->
     Mid = (Lo + Hi) div 2,
-    <<_:Mid/binary-unit:96, W:32, _/binary>> = H,
+    <<_:Mid/binary-unit:64, W:32, _/binary>> = H,
     case W < First of
         true -> bisect(H, First, Mid + 1, Hi);
         false -> bisect(H, First, Lo, Mid)
@@ -465,10 +490,18 @@ peak_rate({_, _, _, _, _, Peak}, _, _, _) ->
     Peak / 1000.
 
 first_in_window(R, St = #st{wsenders = WS}) ->
-    St#st{wsenders = case WS of
-                         #{R := M} -> WS#{R := M + 1};
-                         _ -> WS#{R => 1}
-                     end}.
+    _ = ets:update_counter(WS, R, 1, {R, 0}),
+    St.
+
+new_pairs() -> ets:new(msgflow_pairs, [set, protected, {read_concurrency, true}]).
+
+new_dead() -> ets:new(msgflow_dead, [set, protected]).
+
+%% A new, empty table of window senders; the old one is deleted whole
+%% (which the VM does in the background), not emptied object by object.
+new_wsenders(Old) ->
+    _ = Old =/= undefined andalso ets:delete(Old),
+    ets:new(msgflow_window_senders, [set, private]).
 
 %% Messages per 1000 s: an integer, so a pair's row holds no float.
 milli_rate(_, 0) -> 0;
@@ -484,20 +517,38 @@ close_window(St = #st{win_start = Start, closed = Closed, windows = Ws, duration
     Durs1 = maps:remove(N - Keep, Durs#{N => Now - Start}),
     {Due, Later} = lists:partition(fun({At, _}) -> At =< N end, St#st.window_waiters),
     [gen_server:reply(From, ok) || {_, From} <- Due],
-    St#st{win_start = Now, closed = N, windows = Ws1, durations = Durs1, wsenders = #{},
+    St#st{win_start = Now, closed = N, windows = Ws1, durations = Durs1,
+          wsenders = new_wsenders(St#st.wsenders),
           window_waiters = Later, labels = msgflow_labels:prune_births(L, N)}.
 
 %% message_queue_len of the local receivers that had the most senders in
-%% the window (fan-in candidates), read now.
+%% the window (fan-in candidates), read now.  Only the ?QLEN_MAX_SAMPLED
+%% with the most senders are read: a threshold from a sample, then those
+%% above it and up to that many equal to it, from ETS (so that a window
+%% with 100,000 receivers costs no sort of them all); names join their
+%% pid's count.
 queue_lens(#st{wsenders = WS, labels = L}) ->
     Tables = msgflow_labels:tables(L),
-    Merged = maps:fold(fun(R, N, Acc) ->
-                               case msgflow_labels:canon(Tables, R) of
-                                   P when is_pid(P), node(P) =:= node() ->
-                                       Acc#{P => N + maps:get(P, Acc, 0)};
-                                   _ -> Acc
-                               end
-                       end, #{}, WS),
+    Thr = case ets:select(WS, [{{'_', '$1'}, [], ['$1']}], 1000) of
+              {Ns, _} when length(Ns) > ?QLEN_MAX_SAMPLED ->
+                  max(?QLEN_MIN_SENDERS,
+                      lists:nth(?QLEN_MAX_SAMPLED, lists:sort(fun erlang:'>='/2, Ns)));
+              _ -> ?QLEN_MIN_SENDERS
+          end,
+    Above = ets:select(WS, [{{'$1', '$2'}, [{'orelse', {'>', '$2', Thr}, {'not', {is_pid, '$1'}}}],
+                             ['$_']}]),
+    Equal = case ets:select(WS, [{{'$1', '$2'}, [{'==', '$2', Thr}, {is_pid, '$1'}], ['$_']}],
+                            ?QLEN_MAX_SAMPLED) of
+                '$end_of_table' -> [];
+                {Eq, _} -> Eq
+            end,
+    Merged = lists:foldl(fun({R, N}, Acc) ->
+                                 case msgflow_labels:canon(Tables, R) of
+                                     P when is_pid(P), node(P) =:= node() ->
+                                         Acc#{P => N + maps:get(P, Acc, 0)};
+                                     _ -> Acc
+                                 end
+                         end, #{}, Above ++ Equal),
     Cands = [{N, P} || {P, N} <- maps:to_list(Merged), N >= ?QLEN_MIN_SENDERS],
     Top = lists:sublist(lists:reverse(lists:sort(Cands)), ?QLEN_MAX_SAMPLED),
     maps:from_list([{P, Len} || {_, P} <- Top,

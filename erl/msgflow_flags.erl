@@ -63,25 +63,51 @@ resolve_one(Other) ->
 
 %% @doc Sets the flags for Session on the targets (a list: each pid or
 %% port; raises if one is gone).  A spec leaves msgflow's own processes
-%% untraced.
+%% untraced.  `all' and `existing' are set process by process (and `new'
+%% as the default for processes to come), not with one call over every
+%% process, which holds the scheduler for tens of ms on a node with
+%% 100,000 processes.
 -spec on(targets() | [pid() | port()], msgflow_tracer:session()) -> ok.
-on(Spec, Session) when is_atom(Spec) ->
-    _ = erlang:trace(Spec, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]),
-    _ = [catch erlang:trace(P, false, ?FLAGS) || Spec =/= new, P <- own_pids()],
+on(new, Session) ->
+    _ = erlang:trace(new, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]),
+    ok;
+on(Spec, Session) when Spec =:= all; Spec =:= existing ->
+    _ = Spec =:= all andalso on(new, Session),
+    Own = own_pids(),
+    each(fun(P) -> catch erlang:trace(P, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]) end,
+         fun() -> [P || P <- processes(), not lists:member(P, Own)] ++ erlang:ports() end),
     ok;
 on(Pids, Session) ->
     _ = [erlang:trace(P, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]) || P <- Pids],
     ok.
 
-%% @doc Clears the flags: of every process for a spec, else of each
-%% listed process or port (one that is gone is skipped).
+%% @doc Clears the flags: of every process and port for a spec (and the
+%% default for new processes), else of each listed process or port (one
+%% that is gone is skipped); process by process, as on/2 sets them.
 -spec off(targets() | [pid() | port()]) -> ok.
 off(Spec) when is_atom(Spec) ->
-    _ = (catch erlang:trace(all, false, ?FLAGS)),
+    _ = (catch erlang:trace(new, false, ?FLAGS)),
+    each(fun(P) -> catch erlang:trace(P, false, ?FLAGS) end,
+         fun() -> processes() ++ erlang:ports() end),
     ok;
 off(Pids) ->
     _ = [catch erlang:trace(P, false, ?FLAGS) || P <- Pids],
     ok.
+
+%% F on each of the pids and ports List() gives, each call counted as the
+%% work it is (a trace call locks the process), so that the process doing
+%% it is scheduled out in time.  In a process of its own whose heap holds
+%% the list from the start (no garbage collection over 100,000 pids).
+each(F, List) ->
+    Words = 3 * (erlang:system_info(process_count) + erlang:system_info(port_count)) + 1000,
+    {Pid, Ref} = spawn_opt(fun() ->
+                                   %% msgflow's own: untraced, though born
+                                   %% after `new' was set
+                                   _ = erlang:trace(self(), false, ?FLAGS),
+                                   lists:foreach(fun(X) -> erlang:bump_reductions(20), F(X) end,
+                                                 List())
+                           end, [monitor, {min_heap_size, Words}]),
+    receive {'DOWN', Ref, process, Pid, _} -> ok end.
 
 %% @doc The start of a traced slice when sampling: the targets' flags on
 %% again, but not those of processes untrace/1 dropped.
@@ -107,8 +133,9 @@ own_pids() ->
     %% The VM's dirty signal handlers answer process_info on processes that
     %% run dirty code; they loop by sending to themselves, so their traffic is
     %% mostly msgflow's own label and queue-length reads.
-    %% They are among the first processes the VM starts.
-    Handlers = [P || P <- lists:sublist(processes(), 16),
+    %% They are among the first processes the VM starts (looked up by
+    %% number: listing every process of a big node is not cheap).
+    Handlers = [P || N <- lists:seq(0, 24), P <- [list_to_pid("<0." ++ integer_to_list(N) ++ ".0>")],
                      process_info(P, initial_call) =:=
                          {initial_call, {erts_dirty_process_signal_handler, start, 0}}],
     [P || P <- [whereis(msgflow_collector), whereis(msgflow_sup) | Masters ++ Handlers],

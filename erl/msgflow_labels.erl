@@ -4,9 +4,12 @@
 %%% the caller's process); this module is the only one that writes them and
 %%% the only one that reads a live process to name it:
 %%% <ul>
-%%% <li>`endpoints': `{Endpoint, Label, Module, Application}' for every
-%%%     endpoint of a pair, written the first time the endpoint shows up
-%%%     (while it may still be alive) and never changed;</li>
+%%% <li>`endpoints': `{Endpoint, Kind}' for every endpoint of a pair,
+%%%     written the first time the endpoint shows up (while it may still be
+%%%     alive) and never changed;</li>
+%%% <li>`kinds': `{Kind, Label, Module, Application}', one per distinct
+%%%     triple (a node's 100,000 request handlers are one kind), so that
+%%%     an endpoint costs a small integer, not a copy of its label;</li>
 %%% <li>`names': `{Name, Pid}', the pid a registered name stood for when a
 %%%     send to the name was first seen, so that views count a send to a
 %%%     name and a send to its pid as one receiver;</li>
@@ -20,7 +23,7 @@
 -module(msgflow_labels).
 
 -export([new/0, delete/1, clear/1, tables/1, births/3, prune_births/2, learn/2,
-         canon/2, meta/2, node_of/1, label/1, module_of/1, describe/1, birth_call/1]).
+         canon/2, meta/2, all_meta/1, node_of/1, label/1, module_of/1, describe/1, birth_call/1]).
 -export_type([labels/0, tables/0, meta/0]).
 
 %% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
@@ -32,6 +35,8 @@
 
 -record(labels, {
     endpoints :: ets:tid(),
+    kinds :: ets:tid(),
+    kind_ids :: ets:tid(),                          %% {{Label, Mod, App}, Kind}
     names :: ets:tid(),
     births :: ets:tid(),
     apps = #{} :: #{pid() => atom() | undefined}   %% application by group leader
@@ -39,7 +44,7 @@
 
 -opaque labels() :: #labels{}.
 %% What views need to read labels: the two tables, readable by any process.
--type tables() :: #{endpoints := ets:tid(), names := ets:tid()}.
+-type tables() :: #{endpoints := ets:tid(), kinds := ets:tid(), names := ets:tid()}.
 %% An endpoint's label (binary), module and application (`undefined' when
 %% not known) and node.
 -type meta() :: #{label := binary(), module := module() | undefined,
@@ -48,27 +53,33 @@
 %% @doc New, empty tables owned by the calling process (the collector).
 -spec new() -> labels().
 new() ->
+    new_tables().
+
+new_tables() ->
     Opts = [set, protected, {read_concurrency, true}],
     #labels{endpoints = ets:new(msgflow_endpoints, Opts),
+            kinds = ets:new(msgflow_kinds, Opts),
+            kind_ids = ets:new(msgflow_kind_ids, [set, private]),
             names = ets:new(msgflow_names, Opts),
             births = ets:new(msgflow_births, [set, private])}.
 
 %% @doc Deletes the tables.  Owner only.
 -spec delete(labels()) -> ok.
-delete(#labels{endpoints = E, names = N, births = B}) ->
-    _ = [ets:delete(T) || T <- [E, N, B]],
+delete(#labels{endpoints = E, kinds = K, kind_ids = KI, names = N, births = B}) ->
+    _ = [ets:delete(T) || T <- [E, K, KI, N, B]],
     ok.
 
-%% @doc Forgets every label, name and birth (a new run).  Owner only.
+%% @doc Forgets every label, name and birth (a new run): the tables are
+%% deleted whole and made anew.  Owner only.
 -spec clear(labels()) -> labels().
-clear(L = #labels{endpoints = E, names = N, births = B}) ->
-    _ = [ets:delete_all_objects(T) || T <- [E, N, B]],
-    L#labels{apps = #{}}.
+clear(L) ->
+    ok = delete(L),
+    new_tables().
 
 %% @doc The tables views read.
 -spec tables(labels()) -> tables().
-tables(#labels{endpoints = E, names = N}) ->
-    #{endpoints => E, names => N}.
+tables(#labels{endpoints = E, kinds = K, names = N}) ->
+    #{endpoints => E, kinds => K, names => N}.
 
 %% @doc Records births (msgflow_tracer:births_take/1) taken at Tick.  A
 %% register and a spawn of one process may come in any order.  Owner only.
@@ -136,7 +147,7 @@ learn_new(L = #labels{endpoints = Ends, births = B, names = Names}, E)
                 {Live, first_defined(LiveName, BName), first_defined(LiveMod, BMod), A, LA}
         end,
     _ = Name =/= undefined andalso ets:insert(Names, {Name, E}),
-    ets:insert(Ends, {E, Label, Mod, App}),
+    ets:insert(Ends, {E, kind(L1, Label, Mod, App)}),
     L1;
 learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
     Pid = case name_of(E) of
@@ -148,12 +159,25 @@ learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
               false ->
                   undefined
           end,
-    ets:insert(Ends, {E, label(E), undefined, undefined}),
+    ets:insert(Ends, {E, kind(L, label(E), undefined, undefined)}),
     %% the pid a name stood for gets its label now too: views show the
     %% name's sends under that pid
     case Pid of
         undefined -> L;
         _ -> learn(L, Pid)
+    end.
+
+%% The kind of a (label, module, application) triple, made when new.
+kind(#labels{kinds = K, kind_ids = KI}, Label, Mod, App) ->
+    Triple = {Label, Mod, App},
+    case ets:lookup(KI, Triple) of
+        [{_, Id}] ->
+            Id;
+        [] ->
+            Id = ets:info(KI, size) + 1,
+            ets:insert(KI, {Triple, Id}),
+            ets:insert(K, {Id, Label, Mod, App}),
+            Id
     end.
 
 first_defined(undefined, B) -> B;
@@ -201,12 +225,22 @@ canon(_, E) ->
 %% @doc What is known of an endpoint: label, module, application, node.
 %% An endpoint never seen gets its text and `undefined's.  Any process.
 -spec meta(tables(), msgflow_tracer:endpoint()) -> meta().
-meta(#{endpoints := Ends}, E) ->
+meta(#{endpoints := Ends, kinds := Kinds}, E) ->
     {Label, Mod, App} = case ets:lookup(Ends, E) of
-                            [{_, L, M, A}] -> {L, M, A};
-                            [] -> {msgflow_fmt:endpoint(E), undefined, undefined}
+                            [{_, K}] ->
+                                [{_, L, M, A}] = ets:lookup(Kinds, K),
+                                {L, M, A};
+                            [] ->
+                                {msgflow_fmt:endpoint(E), undefined, undefined}
                         end,
     #{label => Label, module => Mod, application => App, node => node_of(E)}.
+
+%% @doc Every endpoint known: `#{Endpoint => {Label, Module, Application}}',
+%% read in one pass (for views of many endpoints).  Any process.
+-spec all_meta(tables()) -> #{msgflow_tracer:endpoint() => {binary(), atom(), atom()}}.
+all_meta(#{endpoints := Ends, kinds := Kinds}) ->
+    KM = maps:from_list([{K, {L, M, A}} || {K, L, M, A} <- ets:tab2list(Kinds)]),
+    maps:from_list([{E, maps:get(K, KM)} || {E, K} <- ets:tab2list(Ends)]).
 
 %% @doc The node of an endpoint: a pid's, port's or reference's own, the
 %% node of `{Name, Node}', this node for a registered name.

@@ -11,14 +11,17 @@
 %% An erl_tracer callback module (OTP 25 has no behaviour_info for it).
 
 -export([enabled/3, enabled_send/3, trace_send/5, trace/5, enabled_procs/3, trace_procs/5]).
--export([session_new/2, session_stop/1, snapshot/1, births_take/1, session_info/1,
+-export([session_new/2, session_stop/1, snapshot/1, snapshot_start/1, snapshot_next/1,
+         births_take/1, session_info/1,
          lib_info/0]).
 
 -on_load(init/0).
 
--export_type([session/0, endpoint/0, snapshot/0, birth/0]).
+-export_type([session/0, take/0, endpoint/0, snapshot/0, birth/0]).
 
 -opaque session() :: reference().
+%% A snapshot being taken in chunks (snapshot_start/1).
+-opaque take() :: reference().
 %% A sender (the tracee: pid or port) or a receiver as the VM reported it.
 -type endpoint() :: pid() | port() | atom() | {atom(), node()} | reference().
 %% {Pairs, DeadLetters, Overflow, OverflowDead}: see snapshot/1.
@@ -108,6 +111,23 @@ session_stop(_Session) -> ?NOT_LOADED.
 %% reached; OverflowDead the dead letters in no DeadLetters tuple.
 -spec snapshot(session()) -> snapshot().
 snapshot(_Session) -> ?NOT_LOADED.
+
+%% @doc snapshot/1 in chunks: a take of the session, from which
+%% snapshot_next/1 returns about 4,096 deltas (or ~0.5 ms of work) a call,
+%% so that the caller never holds a whole snapshot.  Raises `busy' while
+%% another snapshot of the session runs, badarg for a non-session.
+-spec snapshot_start(session()) -> take().
+snapshot_start(_Session) -> ?NOT_LOADED.
+
+%% @doc The next chunk of a take: `{more, Pairs, DeadLetters}', or at the
+%% end `{done, Pairs, DeadLetters, Overflow, OverflowDead}' (as in
+%% snapshot/1; the overflow figures cover the whole take).  badarg for a
+%% take that is done.
+-spec snapshot_next(take()) ->
+          {more, [{endpoint(), endpoint(), pos_integer()}], [{endpoint(), endpoint(), pos_integer()}]}
+        | {done, [{endpoint(), endpoint(), pos_integer()}], [{endpoint(), endpoint(), pos_integer()}],
+           non_neg_integer(), non_neg_integer()}.
+snapshot_next(_Take) -> ?NOT_LOADED.
 
 %% @doc The session's tables: `state' (active | stopped | collector_down),
 %% `shards' (threads that counted), `memory' (bytes held), `entries',

@@ -68,7 +68,11 @@ groupings() -> [process, name, module, application, node].
 -spec run(msgflow_collector:store(), fun(() -> Result)) -> Result.
 run(#{pairs := T}, Fun) ->
     Words = min(64 * 1024 * 1024, max(233, 40 * ets:info(T, size))),
-    {Pid, Ref} = spawn_opt(fun() -> exit({done, try {ok, Fun()} catch C:R:St -> {C, R, St} end})
+    {Pid, Ref} = spawn_opt(fun() ->
+                                   %% msgflow's own: its reads are not
+                                   %% traffic of the node's
+                                   _ = erlang:trace(self(), false, [send, procs]),
+                                   exit({done, try {ok, Fun()} catch C:R:St -> {C, R, St} end})
                            end, [monitor, {min_heap_size, Words}]),
     receive
         {'DOWN', Ref, process, Pid, {done, {ok, Value}}} -> Value;
@@ -273,15 +277,15 @@ last_two(Last, W, C, _) when W =:= Last - 1 -> [C, 0];
 last_two(Last, _, _, Hist) -> [hist_at(Hist, 2, Last - 1), hist_at(Hist, 1, Last)].
 
 %% The count of window W if it is in the I-th entry from the end of a
-%% history (entries are 12 bytes, windows ascending), else 0.
+%% history (entries are 8 bytes, windows ascending), else 0.
 hist_at([], _, _) ->
     0;
 hist_at(Hist, I, W) ->
-    Skip = byte_size(Hist) - 12 * I,
+    Skip = byte_size(Hist) - 8 * I,
     case Skip >= 0 of
         true ->
             case Hist of
-                <<_:Skip/binary, W:32, C:64, _/binary>> -> C;
+                <<_:Skip/binary, W:32, C:32, _/binary>> -> C;
                 _ when I =:= 2 -> hist_at(Hist, 1, W);
                 _ -> 0
             end;
@@ -308,10 +312,9 @@ key_fun(process, Tables) ->
     fun(E) -> msgflow_labels:canon(Tables, E) end;
 key_fun(node, Tables) ->
     fun(E) -> maps:get(node, msgflow_labels:meta(Tables, msgflow_labels:canon(Tables, E))) end;
-key_fun(By, Tables = #{endpoints := Ends}) ->
-    Pos = case By of name -> 2; module -> 3; application -> 4 end,
-    Cache = maps:from_list(ets:select(Ends, [{{'$1', '$2', '$3', '$4'}, [],
-                                              [{{'$1', {element, Pos, {{'$1', '$2', '$3', '$4'}}}}}]}])),
+key_fun(By, Tables) ->
+    Pos = case By of name -> 1; module -> 2; application -> 3 end,
+    Cache = maps:map(fun(_, Meta) -> element(Pos, Meta) end, msgflow_labels:all_meta(Tables)),
     fun(E0) ->
             E = case is_atom(E0) orelse is_tuple(E0) of
                     true -> msgflow_labels:canon(Tables, E0);
@@ -390,8 +393,8 @@ endpoints(Rows, By, #{labels := Tables}, _Ctx) ->
 
 %% fun(Key) -> endpoint_info() less `display': for a few keys one lookup
 %% each, for many one read of the whole endpoints table.
-meta_fun(process, Tables = #{endpoints := Ends}, N) when N > 1000 ->
-    All = maps:from_list([{E, {L, M, A}} || {E, L, M, A} <- ets:tab2list(Ends)]),
+meta_fun(process, Tables, N) when N > 1000 ->
+    All = msgflow_labels:all_meta(Tables),
     fun(E) ->
             Text = msgflow_fmt:endpoint(E),
             case All of
