@@ -23,7 +23,7 @@
 -module(msgflow_labels).
 
 -export([new/0, delete/1, clear/1, tables/1, births/3, prune_births/2, learn/2,
-         canon/2, meta/2, all_meta/1, node_of/1, label/1, module_of/1, describe/1, birth_call/1]).
+         canon/2, meta/2, all_meta/1, field_map/2, node_of/1, label/1, module_of/1, describe/1, birth_call/1]).
 -export_type([labels/0, tables/0, meta/0]).
 
 %% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
@@ -234,6 +234,14 @@ meta(#{endpoints := Ends, kinds := Kinds}, E) ->
                                 {msgflow_fmt:endpoint(E), undefined, undefined}
                         end,
     #{label => Label, module => Mod, application => App, node => node_of(E)}.
+
+%% @doc One field of every endpoint known: `#{Endpoint => Value}', read
+%% in one pass.  Any process.
+-spec field_map(tables(), label | module | application) -> #{msgflow_tracer:endpoint() => term()}.
+field_map(#{endpoints := Ends, kinds := Kinds}, Field) ->
+    Pos = case Field of label -> 2; module -> 3; application -> 4 end,
+    KM = maps:from_list([{element(1, K), element(Pos, K)} || K <- ets:tab2list(Kinds)]),
+    maps:from_list([{E, maps:get(K, KM)} || {E, K} <- ets:tab2list(Ends)]).
 
 %% @doc Every endpoint known: `#{Endpoint => {Label, Module, Application}}',
 %% read in one pass (for views of many endpoints).  Any process.

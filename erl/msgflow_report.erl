@@ -7,6 +7,7 @@
 -export([views/2, matrix/1, render/3, dump/1, formats/0, json_encode/1, rate/3]).
 
 -define(DUMP_VERSION, 1).
+-define(GRAPH_EDGES, 60).   %% edges of the graph in the HTML report
 
 %% @doc The export formats.
 -spec formats() -> [atom()].
@@ -22,8 +23,11 @@ views(Format, Opts) ->
     case Format of
         etf -> #{rows => #{by => process}};
         dot -> #{rows => #{by => By, limit => maps:get(limit, Opts, 200)}};
-        html -> #{rows => #{by => By}, top => #{by => process, limit => 20, windows => 1000000},
+        html -> #{rows => #{by => By, heatmap => maps:get(limit, Opts, 30),
+                            labelled => ?GRAPH_EDGES},
+                  top => #{by => process, limit => 20, windows => 1000000},
                   hotspots => msgflow_hotspots:spec(#{})};
+        svg -> #{rows => #{by => By, heatmap => maps:get(limit, Opts, 30), labelled => 0}};
         _ -> #{rows => #{by => By}}
     end.
 
@@ -201,15 +205,7 @@ dump(View = #{rows := Rows, endpoints := Ends}) ->
 
 -define(CELL, 16).
 
-heatmap(View = #{by := By, rows := AllRows}, Opts) ->
-    Limit = maps:get(limit, Opts, 30),
-    Sum = fun(F) -> lists:foldl(fun(Row = #{count := C}, Acc) -> bump(F(Row), C, Acc) end,
-                                #{}, AllRows) end,
-    Top = fun(M) -> [K || {K, _} <- lists:sublist(
-                                       lists:sort(fun({_, A}, {_, B}) -> A >= B end,
-                                                  maps:to_list(M)), Limit)] end,
-    Rows = Top(Sum(fun(#{sender := S}) -> S end)),
-    Cols = Top(Sum(fun(#{receiver := R}) -> R end)),
+heatmap(View = #{by := By, rows := AllRows, heatmap := #{rows := Rows, cols := Cols}}, _Opts) ->
     RowSet = maps:from_list([{K, []} || K <- Rows]),
     ColSet = maps:from_list([{K, []} || K <- Cols]),
     Cells = maps:from_list([{{S, R}, C} || #{sender := S, receiver := R, count := C} <- AllRows,
@@ -371,18 +367,18 @@ chart(View = #{rows := Rows0, windows := Ws, scale := Scale}) ->
 
 -define(DOT_TIMEOUT, 30000).
 
-%% The graph laid out by Graphviz, inline, of the busiest `graph_limit'
-%% (60) rows; a note when dot is missing, fails or takes longer than
+%% The graph laid out by Graphviz, inline, of the busiest ?GRAPH_EDGES
+%% rows; a note when dot is missing, fails or takes longer than
 %% ?DOT_TIMEOUT ms; `{error, {Reason, TmpFile}}' when its input cannot be
 %% written.
-graph_svg(View = #{rows := Rows}, Opts) ->
+graph_svg(View = #{rows := Rows}, _Opts) ->
     case os:find_executable("dot") of
         false ->
             "<p>Graphviz (dot) is not installed: no graph.</p>\n";
         Dot ->
             Tmp = filename:join(tmp_dir(), "msgflow-" ++ integer_to_list(erlang:unique_integer(
                                                                           [positive])) ++ ".dot"),
-            Limited = View#{rows := lists:sublist(Rows, maps:get(graph_limit, Opts, 60))},
+            Limited = View#{rows := lists:sublist(Rows, ?GRAPH_EDGES)},
             case file:write_file(Tmp, dot(Limited, #{limit => length(Rows)})) of
                 ok -> run_dot(Dot, Tmp);
                 {error, R} -> {error, {R, Tmp}}
@@ -425,12 +421,6 @@ tmp_dir() ->
     end.
 
 %%% helpers
-
-bump(K, N, M) ->
-    case M of
-        #{K := V} -> M#{K := V + N};
-        _ -> M#{K => N}
-    end.
 
 %% @doc Messages/s of C messages in a window of Ms ms, times Scale (the
 %% sampling factor, 1 when not sampling); 0.0 for an empty window.

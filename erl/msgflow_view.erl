@@ -45,13 +45,19 @@
                   pairs := non_neg_integer(), groups := non_neg_integer() | undefined,
                   rows := [row()], endpoints := #{key() => endpoint_info()},
                   windows := [msgflow_collector:window()],
-                  dead := [{key(), key(), pos_integer()}]}.
+                  dead := [{key(), key(), pos_integer()}],
+                  heatmap => #{rows := [key()], cols := [key()]}}.
 %% `by' (process), `limit' (all; else the N busiest rows), `windows'
 %% (0: per-window counts of the K latest closed windows in each row),
 %% `active' (false; true: only rows with messages in those windows),
-%% `dead' (false; true: dead letters by pair, grouped like the rows).
+%% `dead' (false; true: dead letters by pair, grouped like the rows),
+%% `heatmap' (none; L: the L senders and the L receivers with the most
+%% messages, as `heatmap => #{rows, cols}', busiest first),
+%% `labelled' (all; N: only the keys of the first N rows, and those of the
+%% heatmap, get endpoint info: for reports that show a few rows of many).
 -type spec() :: #{by => grouping(), limit => pos_integer() | all,
-                  windows => non_neg_integer(), active => boolean(), dead => boolean()}.
+                  windows => non_neg_integer(), active => boolean(), dead => boolean(),
+                  heatmap => pos_integer(), labelled => non_neg_integer() | all}.
 
 -define(CHUNK, 10000).       %% rows per ets:select continuation
 -define(SAMPLE, 4096).       %% rows read to set the top-N threshold
@@ -61,13 +67,13 @@
 groupings() -> [process, name, module, application, node].
 
 %% @doc Fun() run in a process of its own whose first heap is sized for
-%% the store (about 40 words a pair, at most 64M words), so that building
+%% the store (about 40 words a pair, at most 16M words: 128 MB), so that building
 %% a view of every pair does not run the garbage collector over and over,
 %% nor leave the caller's heap grown; its value is returned (copied), and
 %% what it raises is raised again here.
 -spec run(msgflow_collector:store(), fun(() -> Result)) -> Result.
 run(#{pairs := T}, Fun) ->
-    Words = min(64 * 1024 * 1024, max(233, 40 * ets:info(T, size))),
+    Words = min(16 * 1024 * 1024, max(233, 40 * ets:info(T, size))),
     {Pid, Ref} = spawn_opt(fun() ->
                                    %% msgflow's own: its reads are not
                                    %% traffic of the node's
@@ -93,7 +99,19 @@ build(Store, Spec) ->
                         end,
     Rows = [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups],
     Kept = maps:get(windows, Store),
-    #{by => By, node => maps:get(node, Store), running => maps:get(running, Store),
+    Heat = case Spec of
+               #{heatmap := L} -> #{heatmap => heatmap(Rows, L)};
+               _ -> #{}
+           end,
+    Labelled = case maps:get(labelled, Spec, all) of
+                   all -> Rows;
+                   NL -> lists:sublist(Rows, NL)
+               end,
+    HeatKeys = case Heat of
+                   #{heatmap := #{rows := HR, cols := HC}} -> HR ++ HC;
+                   _ -> []
+               end,
+    Heat#{by => By, node => maps:get(node, Store), running => maps:get(running, Store),
       started_at => maps:get(started_at, Store), stopped_at => maps:get(stopped_at, Store),
       taken_at => maps:get(taken_at, Store),
       window_ms => maps:get(window_ms, Ctx), scale => maps:get(scale, Ctx),
@@ -101,7 +119,7 @@ build(Store, Spec) ->
       events => maps:get(events, Store), dead_letters => maps:get(dead_letters, Store),
       overflow => maps:get(overflow, Store), births_dropped => maps:get(births_dropped, Store),
       pairs => ets:info(maps:get(pairs, Store), size), groups => NGroups,
-      rows => Rows, endpoints => endpoints(Rows, By, Store, Ctx),
+      rows => Rows, endpoints => endpoints(Labelled, HeatKeys, By, Store),
       windows => lists:nthtail(length(Kept) - K, Kept),
       dead => case maps:get(dead, Spec, false) of
                   true -> dead(Store, Ctx, By);
@@ -297,7 +315,10 @@ hist_at(Hist, I, W) ->
 %% several, this is the highest peak kept in their rows (messages per
 %% 1000 s).
 add_acc({T1, C1, N1, P1, _}, {T2, C2, N2, P2, R2}) ->
-    {T1 + T2, lists:zipwith(fun erlang:'+'/2, C1, C2), N1 + N2, max(P1, P2), R2}.
+    {T1 + T2, add_counts(C1, C2), N1 + N2, max(P1, P2), R2}.
+
+add_counts([A, B], [C, D]) -> [A + C, B + D];
+add_counts(L1, L2) -> lists:zipwith(fun erlang:'+'/2, L1, L2).
 
 fold_select(T, Match, Fun, Acc0) ->
     fold_chunks(ets:select(T, Match, ?CHUNK), Fun, Acc0).
@@ -313,8 +334,7 @@ key_fun(process, Tables) ->
 key_fun(node, Tables) ->
     fun(E) -> maps:get(node, msgflow_labels:meta(Tables, msgflow_labels:canon(Tables, E))) end;
 key_fun(By, Tables) ->
-    Pos = case By of name -> 1; module -> 2; application -> 3 end,
-    Cache = maps:map(fun(_, Meta) -> element(Pos, Meta) end, msgflow_labels:all_meta(Tables)),
+    Cache = msgflow_labels:field_map(Tables, case By of name -> label; _ -> By end),
     fun(E0) ->
             E = case is_atom(E0) orelse is_tuple(E0) of
                     true -> msgflow_labels:canon(Tables, E0);
@@ -376,9 +396,22 @@ peak(_, _) ->
 
 %%% Endpoints
 
-endpoints(Rows, By, #{labels := Tables}, _Ctx) ->
-    Keys = lists:foldl(fun(#{sender := S, receiver := R}, Acc) -> Acc#{S => [], R => []} end,
-                       #{}, Rows),
+%% The L senders and the L receivers of the most messages, busiest first.
+heatmap(Rows, L) ->
+    Sum = fun(F) -> lists:foldl(fun(Row = #{count := C}, Acc) ->
+                                        K = F(Row),
+                                        Acc#{K => C + maps:get(K, Acc, 0)}
+                                end, #{}, Rows) end,
+    Top = fun(M) -> [K || {_, K} <- lists:sublist(lists:reverse(lists:sort(
+                                                                   [{C, K} || {K, C} <- maps:to_list(M)])),
+                                                   L)] end,
+    #{rows => Top(Sum(fun(#{sender := S}) -> S end)),
+      cols => Top(Sum(fun(#{receiver := R}) -> R end))}.
+
+endpoints(Rows, Extra, By, #{labels := Tables}) ->
+    Keys0 = lists:foldl(fun(#{sender := S, receiver := R}, Acc) -> Acc#{S => [], R => []} end,
+                        #{}, Rows),
+    Keys = lists:foldl(fun(K, Acc) -> Acc#{K => []} end, Keys0, Extra),
     Meta = meta_fun(By, Tables, map_size(Keys)),
     Infos = maps:map(fun(Key, _) -> Meta(Key) end, Keys),
     %% a label shared by several keys gets their text beside it
