@@ -67,11 +67,9 @@ static mf_slot *claim(mf_session *s)
 
 /* ------------------------------------------------------ tracer callbacks */
 
-static inline ERL_NIF_TERM status_answer(ErlNifEnv *env, mf_session *s)
+static inline int active(const mf_session *s)
 {
-    (void)env;
-    return atomic_load_explicit(&s->state, memory_order_relaxed) == MF_ACTIVE ? atom_trace
-                                                                             : atom_remove;
+    return atomic_load_explicit(&s->state, memory_order_relaxed) == MF_ACTIVE;
 }
 
 /* enabled(TraceTag, TracerState, Tracee).  The VM asks trace_status each
@@ -82,11 +80,17 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
 {
     (void)argc;
     mf_session *s;
+    /* `remove' is the answer to trace_status only: the VM removes a tracer
+     * on that answer alone, and expects no other tag to get it (an
+     * assertion in its debug build).  A tracer state this library cannot
+     * read (the session of a deleted and purged instance of the module)
+     * or a stopped session is removed there, and discarded elsewhere. */
+    if (argv[0] == atom_trace_status)
+        return mf_get_session(env, argv[1], &s) && active(s) ? atom_trace : atom_remove;
     if (!mf_get_session(env, argv[1], &s))
-        return atom_remove;
-    if (argv[0] == atom_trace_status || argv[0] == atom_send ||
-        argv[0] == atom_send_to_non_existing_process)
-        return status_answer(env, s);
+        return atom_discard;
+    if (argv[0] == atom_send || argv[0] == atom_send_to_non_existing_process)
+        return active(s) ? atom_trace : atom_discard;
     return atom_discard;
 }
 
@@ -157,10 +161,9 @@ static ERL_NIF_TERM nif_enabled_procs(ErlNifEnv *env, int argc, const ERL_NIF_TE
 {
     (void)argc;
     mf_session *s;
-    if (!mf_get_session(env, argv[1], &s))
-        return atom_remove;
-    if (atomic_load_explicit(&s->state, memory_order_relaxed) != MF_ACTIVE)
-        return atom_remove;
+    /* never `remove' (see nif_enabled): trace_status goes to enabled/3 */
+    if (!mf_get_session(env, argv[1], &s) || !active(s))
+        return atom_discard;
     return argv[0] == atom_spawn || argv[0] == atom_register ? atom_trace : atom_discard;
 }
 

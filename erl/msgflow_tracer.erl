@@ -50,9 +50,11 @@ priv_dir() ->
 
 -define(NOT_LOADED, erlang:nif_error({not_loaded, [{module, ?MODULE}, {line, ?LINE}]})).
 
-%% @doc erl_tracer callback: `trace' while the session is active, `remove'
-%% once it was stopped or its collector died (also for `trace_status'),
-%% `discard' for tags other than send ones.
+%% @doc erl_tracer callback.  For `trace_status': `trace' while the
+%% session is active, `remove' once it was stopped, its collector died or
+%% it cannot be read (a session of a deleted instance of this module).
+%% For send tags: `trace' while active, else `discard'; `discard' for the
+%% other tags.
 -spec enabled(atom(), session(), pid() | port() | undefined) -> trace | discard | remove.
 enabled(_TraceTag, _Session, _Tracee) -> ?NOT_LOADED.
 
@@ -73,9 +75,9 @@ trace_send(_TraceTag, _Session, _Tracee, _Msg, _Opts) -> ?NOT_LOADED.
 trace(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
 
 %% @doc erl_tracer callback for the `procs' flag: `trace' for spawn and
-%% register (recorded as births), `discard' for the other tags, `remove'
-%% once the session stopped.
--spec enabled_procs(atom(), session(), pid() | port()) -> trace | discard | remove.
+%% register (recorded as births) while the session is active, `discard'
+%% otherwise (`remove' is only ever the answer to trace_status, enabled/3).
+-spec enabled_procs(atom(), session(), pid() | port()) -> trace | discard.
 enabled_procs(_TraceTag, _Session, _Tracee) -> ?NOT_LOADED.
 
 %% @doc erl_tracer callback: records a spawn (child and initial call) or a

@@ -15,7 +15,7 @@
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
-         reload_while_tracing/1, allocator_enif/1, allocator_jemalloc/1,
+         reload_while_tracing/1, delete_while_tracing/1, allocator_enif/1, allocator_jemalloc/1,
          allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, top_failures/1,
          remote_workload/0]).
 -export([exact_workload/0]).
@@ -31,7 +31,7 @@ groups() ->
        collector_killed, orphaned_session, session_owner_down, callbacks_direct, layout_reads_on,
        max_pairs_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
-       reload_while_tracing]},
+       reload_while_tracing, delete_while_tracing]},
      {allocators, [sequence],
       [allocator_enif, allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
@@ -841,6 +841,35 @@ reload_while_tracing(_Config) ->
     [?assertEqual({S, R, N}, lists:keyfind(R, 2, [P || P = {S1, _, _} <- Pairs, S1 =:= S]))
      || {S, R, N} <- Before ++ After],
     ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    ?assertEqual([], flagged()).
+
+%% Deleting and purging the tracer module while processes are traced with
+%% it (code:delete/1, code:purge/1), then loading it again, ten times under
+%% traffic: every traced process keeps answering (none spins inside the
+%% VM), the counts taken before stay, stop/0 leaves no flags, and a new
+%% run counts with the code loaded last.
+delete_while_tracing(_Config) ->
+    ok = msgflow:start(#{procs => all, interval => 10}),
+    Before = counted_burst(300),
+    Noise = [start_pingpong() || _ <- lists:seq(1, 4)],
+    [begin
+         _ = code:purge(msgflow_tracer),
+         _ = code:delete(msgflow_tracer),
+         _ = code:purge(msgflow_tracer),
+         [begin
+              P ! {self(), ping},
+              receive pong -> ok after 5000 -> ct:fail({no_answer, P, round, I}) end
+          end || P <- Noise],
+         {module, msgflow_tracer} = code:ensure_loaded(msgflow_tracer)
+     end || I <- lists:seq(1, 10)],
+    [stop_pingpong(P) || P <- Noise],
+    ok = msgflow:stop(),
+    Pairs = msgflow:pairs(),
+    [?assert(lists:member(E, Pairs)) || E <- Before],
+    ?assertEqual([], flagged()),
+    ok = msgflow:start(#{procs => all}),
+    _ = counted_burst(100),
+    ok = msgflow:stop(),
     ?assertEqual([], flagged()).
 
 %% A process sends N messages to a sink; returns the exact pairs expected

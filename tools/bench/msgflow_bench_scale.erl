@@ -164,14 +164,19 @@ stop_monitor(M) ->
 monitor_loop(Bench, Acc) ->
     receive
         {monitor, Pid, long_schedule, Info} when is_pid(Pid) ->
-            monitor_loop(Bench, [{Pid, proplists:get_value(timeout, Info)} | Acc]);
+            monitor_loop(Bench, [{Pid, proplists:get_value(timeout, Info),
+                                  {proplists:get_value(in, Info), proplists:get_value(out, Info)}}
+                                 | Acc]);
         {monitor, _, _, _} ->
             monitor_loop(Bench, Acc);
         {done, From} ->
             Own = [whereis(msgflow_collector), whereis(msgflow_sup)],
-            Mine = [Ms || {P, Ms} <- Acc, lists:member(P, Own)],
-            Caller = [Ms || {P, Ms} <- Acc, P =:= Bench],
+            Mine = [Ms || {P, Ms, _} <- Acc, lists:member(P, Own)],
+            Where = lists:sublist(lists:reverse(lists:sort([{Ms, W} || {P, Ms, W} <- Acc,
+                                                                       lists:member(P, Own)])), 3),
+            Caller = [Ms || {P, Ms, _} <- Acc, P =:= Bench],
             From ! {events, #{own => length(Mine), own_worst => lists:max([0 | Mine]),
+                              own_where => Where,
                               caller => length(Caller), caller_worst => lists:max([0 | Caller])}}
     end.
 
@@ -204,6 +209,8 @@ print(A, B) ->
     Row("long_schedule > 1 ms, caller", "",
         fun(#{long := #{caller := N, caller_worst := W}}) ->
                 io_lib:format("~b (worst ~b)", [N, W]) end),
+    [io:format("~nworst long_schedule of msgflow's processes, ~s: ~p", [Name, W])
+     || {Name, #{long := #{own_where := W}}} <- [{"100k", A}, {"1M", B}]],
     io:format("~nBefore this layout (issue 11, 100k processes, 200-300k pairs): top(20) "
               "2.9-4.7 s, matrix(name) 2.9-4.9 s, hotspots() 1.9-2.3 s, export html "
               "6.0-11.8 s.~n").
