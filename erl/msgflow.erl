@@ -311,7 +311,8 @@ hotspots() ->
 %% <ul>
 %% <li>`fan_in': a local receiver with at least `fan_in_senders' (10) senders in
 %%     the last window whose message_queue_len grew across the windows
-%%     looked at and is at least `queue_min' (10) messages;</li>
+%%     looked at and was at least `queue_min' (10) messages as each of the
+%%     last two closed;</li>
 %% <li>`hot_pair': a pair at `hot_rate' (10,000) msg/s or more in the last window;</li>
 %% <li>`spike': a pair with at least `spike_min' (100) messages in the last window,
 %%     `spike_factor' (5) times the mean of the windows before it;</li>

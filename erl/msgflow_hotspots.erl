@@ -87,9 +87,12 @@ rules(View = #{windows := All, rows := Rows, endpoints := Ends}, O = #{windows :
 
 %% Many senders into one receiver whose queue grew from the first window
 %% looked at to the last.
+%% The queue must be at least queue_min in the last two windows: one
+%% reading of a queue is an instant, and a receiver that keeps up can be
+%% caught with its senders' messages not yet read.
 fan_in(Ws, #{fan_in_senders := MinS, queue_min := QMin}, Label, Scale) when length(Ws) >= 2 ->
     {_, _, Q0} = hd(Ws),
-    {Dur, Last, QN} = lists:last(Ws),
+    [{Dur, Last, QN}, {_, _, QPrev} | _] = lists:reverse(Ws),
     Senders = senders_by_receiver(Last),
     Found = [begin
                  Lens = [maps:get(R, Q, 0) || {_, _, Q} <- Ws],
@@ -104,7 +107,7 @@ fan_in(Ws, #{fan_in_senders := MinS, queue_min := QMin}, Label, Scale) when leng
                                        hd(Lens), lists:last(Lens), length(Lens)])}
              end
              || {R, Ss} <- maps:to_list(Senders), length(Ss) >= MinS,
-                is_map_key(R, QN), maps:get(R, QN) >= QMin,
+                is_map_key(R, QN), maps:get(R, QN) >= QMin, maps:get(R, QPrev, 0) >= QMin,
                 maps:get(R, QN) > maps:get(R, Q0, 0)],
     by_desc(fun(#{evidence := #{senders := S}}) -> S end, Found);
 fan_in(_, _, _, _) ->

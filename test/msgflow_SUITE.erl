@@ -254,7 +254,8 @@ session_owner_down(_Config) ->
     receive {'DOWN', MRef, process, Owner, killed} -> ok end,
     ?assertEqual(collector_down, state_after(Session, active, 1000000)),
     ?assertEqual(remove, msgflow_tracer:enabled(trace_status, Session, Self)),
-    ?assertEqual(remove, msgflow_tracer:enabled(send, Session, Self)).
+    %% remove is the answer to trace_status only
+    ?assertEqual(discard, msgflow_tracer:enabled(send, Session, Self)).
 
 %% The tracer callbacks called as the VM calls them.  trace_send reads the
 %% receiver from a one-key options map itself and asks enif_get_map_value
@@ -281,7 +282,12 @@ callbacks_direct(_Config) ->
     ?assertEqual([{Self, Other, 1}], Dead),
     msgflow_tracer:session_stop(Session),
     ?assertEqual(remove, msgflow_tracer:enabled(trace_status, Session, Self)),
-    ?assertEqual(remove, msgflow_tracer:enabled(send, Session, Self)).
+    ?assertEqual(discard, msgflow_tracer:enabled(send, Session, Self)),
+    ?assertEqual(discard, msgflow_tracer:enabled_procs(spawn, Session, Self)),
+    %% a tracer state that is no session: removed on trace_status only
+    ?assertEqual(remove, msgflow_tracer:enabled(trace_status, make_ref(), Self)),
+    ?assertEqual(discard, msgflow_tracer:enabled(send, make_ref(), Self)),
+    ?assertEqual(discard, msgflow_tracer:enabled_procs(spawn, make_ref(), Self)).
 
 %% The session's state once it is no longer From, yielding at most Tries
 %% times in between.

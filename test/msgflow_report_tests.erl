@@ -38,12 +38,16 @@ fan_in_test_() ->
     Flat = view([win(I, Counts, #{srv => 20}) || I <- lists:seq(1, 5)], #{}),
     Few = view([win(I, maps:with([{s1, srv}], Counts), #{srv => 20 * I})
                 || I <- lists:seq(1, 5)], #{}),
+    %% a queue caught full once, as the last window closed
+    Blip = view([win(I, Counts, #{srv => case I of 5 -> 50; _ -> 0 end})
+                 || I <- lists:seq(1, 5)], #{}),
     [?_assertMatch([#{kind := fan_in, subject := srv,
                       evidence := #{senders := 12, rate := 1200.0,
                                     queue_len := [20, 40, 60, 80, 100]}}],
                    kinds(fan_in, msgflow_hotspots:find(Growing, #{}))),
      ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Flat, #{}))),
      ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Few, #{}))),
+     ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Blip, #{}))),
      ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Growing, #{fan_in_senders => 13}))),
      ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Growing, #{queue_min => 101})))].
 
