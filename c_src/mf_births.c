@@ -82,9 +82,9 @@ void mf_birth(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM pid, ERL_NIF_TERM what
  * the spawn and register events recorded and not yet taken (the newest
  * ones, oldest of them first);
  * Dropped counts those lost past the cap since the last call.  Call again
- * until fewer than MF_BIRTHS_CHUNK come back: the call that returns fewer
- * emptied the list under the lock, so it also frees the births env.  Any
- * normal scheduler; the work is bounded by the chunk (well under 1 ms). */
+ * until none come back (a call that takes the last ones also frees the
+ * births env, under the lock).  Any normal scheduler; the work is bounded
+ * by the chunk (well under 1 ms). */
 ERL_NIF_TERM mf_nif_births_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;

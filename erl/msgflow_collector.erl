@@ -39,8 +39,6 @@
 %% message queue length read when the window closes (for hotspots).
 -define(QLEN_MIN_SENDERS, 2).
 -define(QLEN_MAX_SAMPLED, 50).
-%% births_take/1 returns at most this many at a time (the NIF's chunk)
--define(BIRTHS_CHUNK, 4096).
 %% the NIF's table entries allowed per distinct pair (a pair counted on k
 %% scheduler threads holds k entries; see max_pairs in the README)
 -define(ENTRIES_PER_PAIR, 2).
@@ -380,10 +378,10 @@ take_births(St = #st{session = Session}) ->
         {Chunk, Dropped} ->
             St1 = St#st{labels = msgflow_labels:births(St#st.labels, Chunk, St#st.closed),
                         births_dropped = St#st.births_dropped + Dropped},
-            %% a full chunk: there may be more
-            case length(Chunk) < ?BIRTHS_CHUNK of
-                true -> St1;
-                false -> take_births(St1)
+            %% until the NIF has none left
+            case Chunk of
+                [] -> St1;
+                _ -> take_births(St1)
             end
     catch
         error:_ -> St
@@ -493,7 +491,8 @@ first_in_window(R, St = #st{wsenders = WS}) ->
     _ = ets:update_counter(WS, R, 1, {R, 0}),
     St.
 
-new_pairs() -> ets:new(msgflow_pairs, [set, protected, {read_concurrency, true}]).
+new_pairs() ->
+    ets:new(msgflow_pairs, [set, protected, {read_concurrency, true}]).
 
 new_dead() -> ets:new(msgflow_dead, [set, protected]).
 

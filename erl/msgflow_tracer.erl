@@ -85,9 +85,10 @@ enabled_procs(_TraceTag, _Session, _Tracee) -> ?NOT_LOADED.
 -spec trace_procs(atom(), session(), pid() | port(), term(), map()) -> ok.
 trace_procs(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
 
-%% @doc Up to 4,096 of the births recorded and not yet taken, and how many
-%% were dropped because more than 1,000,000 were waiting.  Call again until
-%% fewer than 4,096 come back; the order of births is not kept.  badarg
+%% @doc A chunk of the births recorded and not yet taken (a few thousand
+%% at most), and how many were dropped because more than 1,000,000 were
+%% waiting.  Call again until it returns none; the order of births is not
+%% kept.  badarg
 %% for a non-session.
 -spec births_take(session()) -> {[birth()], non_neg_integer()}.
 births_take(_Session) -> ?NOT_LOADED.

@@ -59,7 +59,7 @@
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all}.
 
--define(CHUNK, 10000).       %% rows per ets:select continuation
+-define(CHUNK, 2000).        %% rows per ets:select continuation
 -define(SAMPLE, 4096).       %% rows read to set the top-N threshold
 
 %% @doc The groupings.

@@ -579,6 +579,23 @@ export_bad_args(Config) ->
     ?assertEqual({error, {badarg, {colour, red}}}, msgflow:top(3, #{colour => red})),
     ?assertEqual({error, enoent}, file:read_file_info(P)),
     ?assertEqual([], filelib:wildcard(filename:join(Dir, "*.tmp"))),
+    %% the graph's input cannot be written: an error, and no report
+    Html = filename:join(Dir, "nograph.html"),
+    Tmp = os:getenv("TMPDIR"),
+    os:putenv("TMPDIR", "/nonexistent/tmp"),
+    try
+        case os:find_executable("dot") of
+            false -> ok;
+            _ -> ?assertMatch({error, {enoent, "/nonexistent/tmp/" ++ _}},
+                              msgflow:export(Html, html))
+        end
+    after
+        case Tmp of
+            false -> os:unsetenv("TMPDIR");
+            _ -> os:putenv("TMPDIR", Tmp)
+        end
+    end,
+    ?assertEqual({error, enoent}, file:read_file_info(Html)),
     [exit(Pid, kill) || Pid <- [S1, S2, Sink]].
 
 %% Processes that exit before any snapshot keep the label they had: a
