@@ -279,16 +279,9 @@ ERL_NIF_TERM mf_nif_snapshot_next(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
  */
 ERL_NIF_TERM mf_nif_snapshot(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    (void)argc;
-    mf_session *s;
-    ERL_NIF_TERM err;
-    if (!mf_get_session(env, argv[0], &s))
-        return enif_make_badarg(env);
-    mf_take *t = take_new(env, s, &err);
-    if (!t)
-        return err;
-    ERL_NIF_TERM take = enif_make_resource(env, t);
-    enif_release_resource(t);
+    ERL_NIF_TERM take = mf_nif_snapshot_start(env, argc, argv);
+    if (enif_is_exception(env, take))
+        return take;
     ERL_NIF_TERM args[3] = {take, enif_make_list(env, 0), enif_make_list(env, 0)};
     return nif_snapshot_step(env, 3, args);
 }

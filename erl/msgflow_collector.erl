@@ -43,7 +43,7 @@
 %% scheduler threads holds k entries; see max_pairs in the README)
 -define(ENTRIES_PER_PAIR, 2).
 %% reductions one merged delta is worth (see add_pair/2)
--define(MERGE_REDUCTIONS, 30).
+-define(MERGE_REDUCTIONS, 50).
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the

@@ -64,6 +64,19 @@ texts(#{endpoints := Ends}, K) ->
         _ -> T = msgflow_fmt:endpoint(K), {T, T}
     end.
 
+%% A key's display text in at most Width columns: a shared label is cut
+%% to keep the pid or port beside it.
+short_display(#{endpoints := Ends}, K, Width) ->
+    case Ends of
+        #{K := #{label := L, display := D, text := T}} when D =/= L ->
+            TL = string:length(T),
+            [string:trim(msgflow_fmt:cell(L, max(1, Width - TL - 1), "..."), trailing), " ", T];
+        #{K := #{display := D}} ->
+            string:trim(msgflow_fmt:cell(D, Width, "..."), trailing);
+        _ ->
+            string:trim(msgflow_fmt:cell(msgflow_fmt:endpoint(K), Width, "..."), trailing)
+    end.
+
 %%% csv
 
 csv(View = #{rows := Rows}) ->
@@ -212,7 +225,7 @@ heatmap(View = #{by := By, rows := AllRows, heatmap := #{rows := Rows, cols := C
                                            is_map_key(S, RowSet), is_map_key(R, ColSet)]),
     Max = lists:max([1 | maps:values(Cells)]),
     Name = fun(K) -> element(2, texts(View, K)) end,
-    Lab = fun(K) -> string:trim(msgflow_fmt:cell(Name(K), 30, "..."), trailing) end,
+    Lab = fun(K) -> short_display(View, K, 30) end,
     Left = 200,
     Topm = 190,
     W = Left + ?CELL * max(1, length(Cols)) + 120,

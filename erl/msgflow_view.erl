@@ -59,7 +59,8 @@
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all}.
 
--define(CHUNK, 2000).        %% rows per ets:select continuation
+-define(CHUNK, 500).         %% rows per ets:select continuation (and per hold
+                             %% of the table's read lock)
 -define(SAMPLE, 4096).       %% rows read to set the top-N threshold
 
 %% @doc The groupings.
