@@ -16,7 +16,7 @@
 #include "mf_session.h"
 
 #define MF_MAX_BIRTHS 1000000 /* kept between two births_take calls */
-#define MF_BIRTHS_CHUNK 4096  /* births_take returns at most this many */
+#define MF_BIRTHS_CHUNK 1024  /* births_take returns at most this many */
 
 /* Load only: the atoms births use. */
 void mf_births_load(ErlNifEnv *env);

@@ -86,20 +86,24 @@ tables(#labels{endpoints = E, kinds = K, names = N}) ->
 -spec births(labels(), [msgflow_tracer:birth()], non_neg_integer()) -> labels().
 births(L = #labels{births = B}, List, Tick) ->
     lists:foreach(
-      fun({P, Name}) when is_atom(Name), Name =/= undefined ->
-              Call = case ets:lookup(B, P) of
-                         [{_, _, C, _}] -> C;
-                         [] -> undefined
-                     end,
-              ets:insert(B, {P, Name, Call, Tick});
-         ({P, What}) ->
-              Name = case ets:lookup(B, P) of
-                         [{_, N, _, _}] -> N;
-                         [] -> undefined
-                     end,
-              ets:insert(B, {P, Name, birth_call(What), Tick})
-      end, List),
+      fun(Birth) -> erlang:bump_reductions(20), birth(B, Birth, Tick) end, List),
     L.
+
+birth(B, Birth, Tick) ->
+    case Birth of
+        {P, Name} when is_atom(Name), Name =/= undefined ->
+            Call = case ets:lookup(B, P) of
+                       [{_, _, C, _}] -> C;
+                       [] -> undefined
+                   end,
+            ets:insert(B, {P, Name, Call, Tick});
+        {P, What} ->
+            Name = case ets:lookup(B, P) of
+                       [{_, N, _, _}] -> N;
+                       [] -> undefined
+                   end,
+            ets:insert(B, {P, Name, birth_call(What), Tick})
+    end.
 
 %% @doc Forgets the births of processes that are gone and whose last pairs
 %% have had a whole tick to arrive (births older than Tick - 1).  Births
