@@ -12,8 +12,8 @@
 %%% For each it times the API calls (wall ms, median of 3 after one
 %%% warm-up, in the caller), counts the windows the collector closed while
 %%% views ran back to back for 3 s, the long_schedule events (> 1 ms) of
-%%% msgflow's own processes over the whole run, and memory per distinct
-%%% pair.  Prints a table beside the targets of issue 11; judges nothing.
+%%% msgflow's own processes over the whole run beside those of a control
+%%% process that only computes, and memory per distinct pair.  Prints a table beside the targets of issue 11; judges nothing.
 -module(msgflow_bench_scale).
 -export([main/0]).
 
@@ -149,17 +149,28 @@ null_gl() ->
         _ -> null_gl()
     end.
 
-%% long_schedule events over 1 ms, by process, while the workload runs.
+%% long_schedule events over 1 ms, by process, while the workload runs;
+%% and those of a control process that only computes in short bursts (its
+%% slices are ended by reductions alone, no ETS, no NIF): what this machine
+%% does to a slice by itself.
 start_monitor() ->
     Self = self(),
     M = spawn(fun() -> monitor_loop(Self, []) end),
+    Control = spawn(fun control/0),
+    register(msgflow_bench_control, Control),
     erlang:system_monitor(M, [{long_schedule, 1}]),
     M.
 
 stop_monitor(M) ->
     erlang:system_monitor(undefined),
     M ! {done, self()},
-    receive {events, E} -> E end.
+    receive {events, E} -> exit(whereis(msgflow_bench_control), kill), E end.
+
+%% About 1 ms of arithmetic (several slices, each ended by reductions),
+%% then 50 ms of rest (2% of a core), until killed.
+control() ->
+    _ = lists:sum(lists:seq(1, 50000)),
+    receive stop -> ok after 50 -> control() end.
 
 monitor_loop(Bench, Acc) ->
     receive
@@ -175,9 +186,12 @@ monitor_loop(Bench, Acc) ->
             Where = lists:sublist(lists:reverse(lists:sort([{Ms, W} || {P, Ms, W} <- Acc,
                                                                        lists:member(P, Own)])), 3),
             Caller = [Ms || {P, Ms, _} <- Acc, P =:= Bench],
+            Control = [Ms || {P, Ms, _} <- Acc, P =:= whereis(msgflow_bench_control)],
             From ! {events, #{own => length(Mine), own_worst => lists:max([0 | Mine]),
                               own_where => Where,
-                              caller => length(Caller), caller_worst => lists:max([0 | Caller])}}
+                              caller => length(Caller), caller_worst => lists:max([0 | Caller]),
+                              control => length(Control),
+                              control_worst => lists:max([0 | Control])}}
     end.
 
 %%% Table
@@ -206,6 +220,9 @@ print(A, B) ->
         fun(#{collector_heap := H}) -> io_lib:format("~.1f", [H / 1048576]) end),
     Row("long_schedule > 1 ms, msgflow", "0",
         fun(#{long := #{own := N, own_worst := W}}) -> io_lib:format("~b (worst ~b)", [N, W]) end),
+    Row("long_schedule > 1 ms, control", "",
+        fun(#{long := #{control := N, control_worst := W}}) ->
+                io_lib:format("~b (worst ~b)", [N, W]) end),
     Row("long_schedule > 1 ms, caller", "",
         fun(#{long := #{caller := N, caller_worst := W}}) ->
                 io_lib:format("~b (worst ~b)", [N, W]) end),
