@@ -125,17 +125,18 @@ static void take_dead(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
     t->emitted++;
 }
 
-#define MF_TAKE_CHUNK 512       /* entries between clock reads */
+#define MF_TAKE_CHUNK 256       /* entries between clock reads */
 #define MF_TAKE_SLICE_US 500    /* at most this long on a scheduler per step */
-#define MF_NEXT_DELTAS 4096     /* deltas snapshot_next returns, about */
+#define MF_NEXT_SLICE_US 250    /* ... per snapshot_next call */
+#define MF_NEXT_DELTAS 1024     /* deltas snapshot_next returns, about */
 
 enum { TAKE_DONE, TAKE_SLICE, TAKE_FULL };
 
 /* Runs the take on from where it stopped, adding to t->pairs and t->dead
- * (terms of env), until it is done, ~0.5 ms have passed (TAKE_SLICE), or
- * at least `max' deltas were added in this call (TAKE_FULL).  When done,
- * the session may take again. */
-static int take_run(mf_take *t, ErlNifEnv *env, uint64_t max)
+ * (terms of env), until it is done, `slice_us' have passed (TAKE_SLICE),
+ * or at least `max' deltas were added in this call (TAKE_FULL).  When
+ * done, the session may take again. */
+static int take_run(mf_take *t, ErlNifEnv *env, uint64_t max, ErlNifTime slice_us)
 {
     mf_session *s = t->session;
     t->env = env;
@@ -169,7 +170,7 @@ static int take_run(mf_take *t, ErlNifEnv *env, uint64_t max)
             break;
         ErlNifTime now = enif_monotonic_time(ERL_NIF_USEC);
         int stop = t->emitted >= max ? TAKE_FULL
-                   : now - began >= MF_TAKE_SLICE_US ? TAKE_SLICE : TAKE_DONE;
+                   : now - began >= slice_us ? TAKE_SLICE : TAKE_DONE;
         if (stop != TAKE_DONE) {
             int pct = (int)((now - began) / 10);
             enif_consume_timeslice(env, pct > 100 ? 100 : pct < 1 ? 1 : pct);
@@ -193,7 +194,7 @@ static ERL_NIF_TERM nif_snapshot_step(ErlNifEnv *env, int argc, const ERL_NIF_TE
         return enif_make_badarg(env);
     t->pairs = argv[1];
     t->dead = argv[2];
-    if (take_run(t, env, UINT64_MAX) != TAKE_DONE) {
+    if (take_run(t, env, UINT64_MAX, MF_TAKE_SLICE_US) != TAKE_DONE) {
         ERL_NIF_TERM next[3] = {argv[0], t->pairs, t->dead};
         return enif_schedule_nif(env, "snapshot", 0, nif_snapshot_step, 3, next);
     }
@@ -228,8 +229,8 @@ static mf_take *take_new(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM *err)
  * snapshot_start(Session) -> Take, and snapshot_next(Take) ->
  * {more, Pairs, DeadLetters} | {done, Pairs, DeadLetters, Overflow,
  * OverflowDead}: the snapshot/1 below in chunks of about MF_NEXT_DELTAS
- * deltas (or ~0.5 ms of work), so that the caller's heap never holds a
- * whole snapshot.  Call snapshot_next until it says done; a take dropped
+ * deltas (or ~0.25 ms of work), so that the caller's heap never holds a
+ * whole snapshot and no call holds its scheduler long.  Call snapshot_next until it says done; a take dropped
  * before that lets the session take again when it is garbage collected.
  * badarg for a non-session, a non-take or a finished take; `busy' while
  * another take of the session runs.
@@ -257,7 +258,12 @@ ERL_NIF_TERM mf_nif_snapshot_next(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
         return enif_make_badarg(env);
     t->pairs = enif_make_list(env, 0);
     t->dead = enif_make_list(env, 0);
-    if (take_run(t, env, MF_NEXT_DELTAS) != TAKE_DONE)
+    int r = take_run(t, env, MF_NEXT_DELTAS, MF_NEXT_SLICE_US);
+    /* the caller merges what it got before it asks again: it is scheduled
+     * out first, so that the merging and the next call do not add up to
+     * more than one short slice */
+    enif_consume_timeslice(env, 100);
+    if (r != TAKE_DONE)
         return enif_make_tuple3(env, atom_more, t->pairs, t->dead);
     return enif_make_tuple5(env, atom_done, t->pairs, t->dead,
                             enif_make_uint64(env, t->tot.overflow),

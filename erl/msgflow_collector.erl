@@ -360,7 +360,7 @@ take(St = #st{session = Session}) ->
         error:busy -> St
     end.
 
-%% The snapshot in chunks of about 4,096 deltas, each merged before the
+%% The snapshot in chunks of about 1,024 deltas, each merged before the
 %% next is read, so this heap never holds a whole snapshot.
 take_chunks(Take, St) ->
     case msgflow_tracer:snapshot_next(Take) of
@@ -492,7 +492,7 @@ first_in_window(R, St = #st{wsenders = WS}) ->
     St.
 
 new_pairs() ->
-    ets:new(msgflow_pairs, [set, protected, {read_concurrency, true}]).
+    ets:new(msgflow_pairs, [set, protected]).
 
 new_dead() -> ets:new(msgflow_dead, [set, protected]).
 

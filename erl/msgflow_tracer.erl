@@ -116,7 +116,7 @@ session_stop(_Session) -> ?NOT_LOADED.
 snapshot(_Session) -> ?NOT_LOADED.
 
 %% @doc snapshot/1 in chunks: a take of the session, from which
-%% snapshot_next/1 returns about 4,096 deltas (or ~0.5 ms of work) a call,
+%% snapshot_next/1 returns about 1,024 deltas (or ~0.25 ms of work) a call,
 %% so that the caller never holds a whole snapshot.  Raises `busy' while
 %% another snapshot of the session runs, badarg for a non-session.
 -spec snapshot_start(session()) -> take().

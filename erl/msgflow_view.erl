@@ -68,13 +68,13 @@
 groupings() -> [process, name, module, application, node].
 
 %% @doc Fun() run in a process of its own whose first heap is sized for
-%% the store (about 40 words a pair, at most 16M words: 128 MB), so that building
+%% the store (about 40 words a pair, at most 8M words: 64 MB), so that building
 %% a view of every pair does not run the garbage collector over and over,
 %% nor leave the caller's heap grown; its value is returned (copied), and
 %% what it raises is raised again here.
 -spec run(msgflow_collector:store(), fun(() -> Result)) -> Result.
 run(#{pairs := T}, Fun) ->
-    Words = min(16 * 1024 * 1024, max(233, 40 * ets:info(T, size))),
+    Words = min(8 * 1024 * 1024, max(233, 40 * ets:info(T, size))),
     {Pid, Ref} = spawn_opt(fun() ->
                                    %% msgflow's own: its reads are not
                                    %% traffic of the node's
