@@ -15,7 +15,7 @@
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
-         reload_while_tracing/1, delete_while_tracing/1, allocator_enif/1, allocator_jemalloc/1,
+         reload_while_tracing/1, delete_while_tracing/1, snapshot_busy/1, allocator_enif/1, allocator_jemalloc/1,
          allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, top_failures/1,
          remote_workload/0]).
 -export([exact_workload/0]).
@@ -31,7 +31,7 @@ groups() ->
        collector_killed, orphaned_session, session_owner_down, callbacks_direct, layout_reads_on,
        max_pairs_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
-       reload_while_tracing, delete_while_tracing]},
+       reload_while_tracing, delete_while_tracing, snapshot_busy]},
      {allocators, [sequence],
       [allocator_enif, allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
@@ -894,6 +894,31 @@ delete_while_tracing(_Config) ->
     _ = counted_burst(100),
     ok = msgflow:stop(),
     ?assertEqual([], flagged()).
+
+%% Another caller taking a snapshot of the collector's session at the same
+%% time makes the NIF answer `busy': the collector skips that turn and
+%% lives on with what it had; its next snapshot counts again.
+snapshot_busy(_Config) ->
+    ok = msgflow:start(#{procs => all, interval => 3600000}),
+    Collector = whereis(msgflow_collector),
+    Before = counted_burst(20),
+    {ok, Session} = application:get_env(msgflow, running),
+    Take = msgflow_tracer:snapshot_start(Session),
+    ?assertEqual({error, busy}, try msgflow_tracer:snapshot(Session) catch error:E -> {error, E} end),
+    Pairs = msgflow:pairs(),                   %% the collector's take is refused too
+    ?assertEqual(Collector, whereis(msgflow_collector)),
+    [?assert(lists:member(P, Pairs)) || P <- Before],
+    drain(Take),
+    After = counted_burst(30),                %% asserts pairs() has them: counting again
+    ok = msgflow:stop(),
+    ?assertEqual(Collector, whereis(msgflow_collector)),
+    [?assert(lists:member(P, msgflow:pairs())) || P <- Before ++ After].
+
+drain(Take) ->
+    case msgflow_tracer:snapshot_next(Take) of
+        {more, _, _} -> drain(Take);
+        {done, _, _, _, _} -> ok
+    end.
 
 %% A process sends N messages to a sink; returns the exact pairs expected
 %% and checks pairs/0 already holds them (pairs/0 takes a snapshot).
