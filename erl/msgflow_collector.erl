@@ -76,7 +76,9 @@
     win_start = 0 :: integer(),             %% monotonic ms of the open window
     closed = 0 :: non_neg_integer(),        %% windows closed since start
     windows = [] :: [window()],             %% kept closed windows, newest first
-    durations = #{} :: #{pos_integer() => non_neg_integer()},  %% of the kept windows
+    %% the kept windows' lengths by number (as in `windows'), for the
+    %% lookup each merged delta makes
+    durations = #{} :: #{pos_integer() => non_neg_integer()},
     pairs :: ets:tid(),
     dead :: ets:tid(),
     labels :: msgflow_labels:labels(),

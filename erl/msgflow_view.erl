@@ -123,7 +123,7 @@ build(Store, Spec) ->
       rows => Rows, endpoints => endpoints(Labelled, HeatKeys, By, Store),
       windows => lists:nthtail(length(Kept) - K, Kept),
       dead => case maps:get(dead, Spec, false) of
-                  true -> dead(Store, Ctx, By);
+                  true -> dead(Store, By);
                   false -> []
               end}.
 
@@ -453,7 +453,7 @@ info(_, Key, _) ->
       node => undefined}.
 
 %% Dead letters by pair, grouped like the rows.
-dead(#{dead := D, labels := Tables}, _Ctx, By) ->
+dead(#{dead := D, labels := Tables}, By) ->
     KeyOf = key_fun(By, Tables),
     M = lists:foldl(fun({{S, R}, N}, Acc) ->
                             K = {KeyOf(S), KeyOf(R)},
