@@ -1,12 +1,18 @@
 /*
  * mf_alloc.c -- libc and jemalloc allocators for the tables (see mf_alloc.h).
  *
- * jemalloc is reached only through dlopen/dlsym of its non-standard API
- * (mallocx, dallocx, mallctl).  Linking it would bind the plain malloc names
- * and, in beam.smp, fail the whole NIF load with "cannot allocate memory in
- * static TLS block" unless the VM was started with
- * GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384.  With dlopen that
- * failure is an answer we can report, and the NIF falls back to enif_alloc.
+ * jemalloc comes one of two ways:
+ *  - MF_JEMALLOC_STATIC: built from Debian's source by tools/jemalloc.sh
+ *    with a private prefix (mf_je_*, never the process's malloc) and no
+ *    initial-exec TLS, and linked into the NIF: it loads into a running VM
+ *    as it is;
+ *  - otherwise the system's libjemalloc.so.2, reached through dlopen/dlsym
+ *    of its non-standard API (mallocx, sdallocx, mallctl).  Linking that one
+ *    would bind the plain malloc names and, in beam.smp, fail the whole NIF
+ *    load with "cannot allocate memory in static TLS block" unless the VM
+ *    was started with GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384;
+ *    with dlopen that failure is an answer we can report.
+ * Either way a failure leaves the NIF on enif_alloc.
  */
 #include "mf_alloc.h"
 
@@ -15,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <jemalloc/jemalloc.h> /* MALLOCX_* flags only; functions via dlsym */
+/* The built one (mf_je_ names behind the usual ones) or the system's
+ * (MALLOCX_* flags only; its functions via dlsym). */
+#include <jemalloc/jemalloc.h>
 
 static void *libc_alloc(void *ctx, size_t size)
 {
@@ -40,38 +48,61 @@ typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
 static struct {
     mallocx_fn mallocx;
     sdallocx_fn sdallocx;
+    mallctl_fn mallctl;
+    unsigned arena;
     int flags;
 } je;
 
-static void *je_alloc(void *ctx, size_t size)
+static void *arena_alloc(void *ctx, size_t size)
 {
     (void)ctx;
     return je.mallocx(size ? size : 1, je.flags);
 }
 
-static void je_free(void *ctx, void *ptr, size_t size)
+static void arena_free(void *ctx, void *ptr, size_t size)
 {
     (void)ctx;
     if (ptr)
         je.sdallocx(ptr, size ? size : 1, MALLOCX_TCACHE_NONE);
 }
 
+/* The jemalloc functions: linked in, or from the system's library. */
+static int je_functions(mallocx_fn *mx, sdallocx_fn *sdx, mallctl_fn *mc, char *why,
+                        size_t why_len)
+{
+#ifdef MF_JEMALLOC_STATIC
+    (void)why;
+    (void)why_len;
+    *mx = mf_je_mallocx;
+    *sdx = mf_je_sdallocx;
+    *mc = mf_je_mallctl;
+    return 1;
+#else
+    void *h = dlopen("libjemalloc.so.2", RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(why, why_len, "%s", e ? e : "dlopen failed");
+        return 0;
+    }
+    *mx = (mallocx_fn)dlsym(h, "mallocx");
+    *sdx = (sdallocx_fn)dlsym(h, "sdallocx");
+    *mc = (mallctl_fn)dlsym(h, "mallctl");
+    if (!*mx || !*sdx || !*mc) {
+        snprintf(why, why_len, "libjemalloc.so.2 lacks mallocx/sdallocx/mallctl");
+        return 0; /* the handle stays open: harmless, and never used */
+    }
+    return 1;
+#endif
+}
+
 int mf_alloc_jemalloc(mf_alloc *out, char *why, size_t why_len)
 {
     if (!je.mallocx) {
-        void *h = dlopen("libjemalloc.so.2", RTLD_NOW | RTLD_LOCAL);
-        if (!h) {
-            const char *e = dlerror();
-            snprintf(why, why_len, "%s", e ? e : "dlopen failed");
+        mallocx_fn mx;
+        sdallocx_fn sdx;
+        mallctl_fn mc;
+        if (!je_functions(&mx, &sdx, &mc, why, why_len))
             return 0;
-        }
-        mallocx_fn mx = (mallocx_fn)dlsym(h, "mallocx");
-        sdallocx_fn sdx = (sdallocx_fn)dlsym(h, "sdallocx");
-        mallctl_fn mc = (mallctl_fn)dlsym(h, "mallctl");
-        if (!mx || !sdx || !mc) {
-            snprintf(why, why_len, "libjemalloc.so.2 lacks mallocx/sdallocx/mallctl");
-            return 0; /* the handle stays open: harmless, and never used */
-        }
         unsigned arena = 0;
         size_t sz = sizeof(arena);
         int rc = mc("arenas.create", &arena, &sz, NULL, 0);
@@ -80,14 +111,49 @@ int mf_alloc_jemalloc(mf_alloc *out, char *why, size_t why_len)
             return 0;
         }
         je.flags = (int)MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE;
+        je.arena = arena;
+        je.mallctl = mc;
         je.sdallocx = sdx;
         je.mallocx = mx; /* last: marks the set-up as done */
     }
-    out->alloc = je_alloc;
-    out->free = je_free;
+    out->alloc = arena_alloc;
+    out->free = arena_free;
     out->ctx = NULL;
     out->name = "jemalloc";
     if (why_len)
         why[0] = '\0';
+    return 1;
+}
+
+const char *mf_alloc_jemalloc_build(void)
+{
+#ifdef MF_JEMALLOC_STATIC
+    return "static";
+#else
+    return "system";
+#endif
+}
+
+int mf_alloc_jemalloc_stats(uint64_t *allocated, uint64_t *resident)
+{
+    if (!je.mallocx)
+        return 0;
+    uint64_t epoch = 1;
+    size_t sz = sizeof(epoch);
+    if (je.mallctl("epoch", &epoch, &sz, &epoch, sz) != 0)
+        return 0;
+    char name[64];
+    size_t small = 0, large = 0, res = 0, vsz = sizeof(size_t);
+    snprintf(name, sizeof(name), "stats.arenas.%u.small.allocated", je.arena);
+    if (je.mallctl(name, &small, &vsz, NULL, 0) != 0)
+        return 0;
+    snprintf(name, sizeof(name), "stats.arenas.%u.large.allocated", je.arena);
+    if (je.mallctl(name, &large, &vsz, NULL, 0) != 0)
+        return 0;
+    snprintf(name, sizeof(name), "stats.arenas.%u.resident", je.arena);
+    if (je.mallctl(name, &res, &vsz, NULL, 0) != 0)
+        return 0;
+    *allocated = small + large;
+    *resident = res;
     return 1;
 }

@@ -14,6 +14,7 @@
 #define MF_ALLOC_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct mf_alloc {
     /* Returns NULL on failure.  The caller owns the block and must give it
@@ -35,5 +36,14 @@ extern const mf_alloc mf_alloc_libc;
  * NIF calls it from load, under the code-loading lock).
  */
 int mf_alloc_jemalloc(mf_alloc *out, char *why, size_t why_len);
+
+/* "static" when jemalloc is linked in (built by tools/jemalloc.sh), else
+ * "system" (the system's library through dlopen).  Any thread. */
+const char *mf_alloc_jemalloc_build(void);
+
+/* Bytes allocated in msgflow's arena and resident for it, as jemalloc
+ * counts them (it refreshes its statistics first).  1, or 0 when jemalloc
+ * is not set up.  Any thread. */
+int mf_alloc_jemalloc_stats(uint64_t *allocated, uint64_t *resident);
 
 #endif

@@ -196,7 +196,8 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 /* ------------------------------------------------------------------- info */
 
 /* lib_info() -> #{allocator => jemalloc | enif, jemalloc_error => binary(),
- *                 fast_extra => boolean()} */
+ *                 jemalloc_build => static | system, fast_extra => boolean(),
+ *                 jemalloc_allocated => bytes, jemalloc_resident => bytes} */
 static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
@@ -205,11 +206,19 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     const char *err = mf_jemalloc_error();
     size_t len = strlen(err);
     memcpy(enif_make_new_binary(env, len, &why), err, len);
-    ERL_NIF_TERM keys[] = {atom_allocator, atom_jemalloc_error, atom_fast_extra};
-    ERL_NIF_TERM vals[] = {strcmp(mf_allocator_name(), "jemalloc") == 0 ? atom_jemalloc : atom_enif,
-                           why, mf_layout_fast_extra() ? atom_true : atom_false};
+    uint64_t allocated = 0, resident = 0;
+    int stats = strcmp(mf_allocator_name(), "jemalloc") == 0 &&
+                mf_alloc_jemalloc_stats(&allocated, &resident);
+    ERL_NIF_TERM keys[] = {atom_allocator, atom_jemalloc_error, atom_jemalloc_build,
+                           atom_fast_extra, atom_jemalloc_allocated, atom_jemalloc_resident};
+    ERL_NIF_TERM vals[] = {
+        strcmp(mf_allocator_name(), "jemalloc") == 0 ? atom_jemalloc : atom_enif, why,
+        enif_make_atom(env, mf_alloc_jemalloc_build()),
+        mf_layout_fast_extra() ? atom_true : atom_false,
+        stats ? enif_make_uint64(env, allocated) : atom_undefined,
+        stats ? enif_make_uint64(env, resident) : atom_undefined};
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, vals, 3, &map);
+    enif_make_map_from_arrays(env, keys, vals, 6, &map);
     return map;
 }
 

@@ -144,9 +144,14 @@ session_info(_Session) -> ?NOT_LOADED.
 
 %% @doc What the library chose when it loaded: `allocator', the one the
 %% tables use, and `jemalloc_error', why jemalloc is not it (empty binary
-%% when it is); `fast_extra', whether trace_send reads the receiver from
-%% the words of the options map (the VM's layout was checked at load) or
-%% through enif_get_map_value.
+%% when it is); `jemalloc_build', `static' (built from Debian's source and
+%% linked in) or `system' (the system's library through dlopen);
+%% `jemalloc_allocated' and `jemalloc_resident', bytes of msgflow's arena as
+%% jemalloc counts them (`undefined' on enif_alloc); `fast_extra', whether
+%% trace_send reads the receiver from the words of the options map (the
+%% VM's layout was checked at load) or through enif_get_map_value.
 -spec lib_info() -> #{allocator := jemalloc | enif, jemalloc_error := binary(),
-                      fast_extra := boolean()}.
+                      jemalloc_build := static | system, fast_extra := boolean(),
+                      jemalloc_allocated := non_neg_integer() | undefined,
+                      jemalloc_resident := non_neg_integer() | undefined}.
 lib_info() -> ?NOT_LOADED.

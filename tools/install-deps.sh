@@ -4,7 +4,7 @@
 # and fails.  On a system without dpkg it only says what it would need.
 PKGS="gcc libc6-dev make cmake rebar3 erlang-dev erlang-eunit erlang-common-test
 erlang-dialyzer erlang-inets erlang-tools erlang-proper erlang-proper-dev
-libjemalloc-dev libjemalloc2 uthash-dev graphviz chromium jq"
+libjemalloc-dev libjemalloc2 uthash-dev graphviz chromium jq bzip2"
 # `install-deps.sh fuzz': also clang and its libFuzzer runtime (make fuzz)
 [ "$1" = fuzz ] && PKGS="$PKGS clang libclang-rt-dev"
 
