@@ -438,19 +438,8 @@ format_top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events
                     <- lists:zip(lists:seq(1, length(Rows)), Rows)],
     [Head, Cols | Lines].
 
-%% A key's label in Width columns; a label other rows share is cut to make
-%% room for the pid (or port) beside it.
 endpoint_cell(#{endpoints := Ends}, K, Width, E) ->
-    case Ends of
-        #{K := #{label := L, display := L}} ->
-            msgflow_fmt:cell(L, Width, E);
-        #{K := #{label := L, text := T}} ->
-            TL = string:length(T),
-            [msgflow_fmt:cell(L, max(1, Width - TL - 1), E), " ", T,
-             lists:duplicate(max(0, TL + 1 - Width), [])];
-        _ ->
-            msgflow_fmt:cell(msgflow_fmt:endpoint(K), Width, E)
-    end.
+    msgflow_fmt:endpoint_cell(maps:get(K, Ends, undefined), K, Width, E).
 
 trend(_, undefined) -> " ";
 trend(Rate, Prev) when Rate > Prev * 1.1 -> "^";

@@ -26,7 +26,7 @@
 -module(msgflow_collector).
 -behaviour(gen_server).
 
--export([start_link/0, store/1, counts_in/3, peak_rate/4]).
+-export([start_link/0, store/1, counts_in/3, last_two/2, peak_rate/4]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 -export_type([store/0, window/0, row/0]).
 
@@ -476,6 +476,31 @@ bisect(H, First, Lo, Hi) ->
     case W < First of
         true -> bisect(H, First, Mid + 1, Hi);
         false -> bisect(H, First, Lo, Mid)
+    end.
+
+%% @doc `[Previous, Last]': counts_in(Last - 1, Last, Row), read from the
+%% row's newest entries only (what every view needs for rates and trends,
+%% so the cheap way).  Any process.
+-spec last_two(pos_integer(), row()) -> [non_neg_integer()].
+last_two(Last, {_, _, Last, C, Hist, _}) -> [hist_at(Hist, 1, Last - 1), C];
+last_two(Last, {_, _, W, C, _, _}) when W =:= Last - 1 -> [C, 0];
+last_two(Last, {_, _, _, _, Hist, _}) -> [hist_at(Hist, 2, Last - 1), hist_at(Hist, 1, Last)].
+
+%% The count of window W if it is in the I-th entry from the end of a
+%% history (windows ascending), else 0.
+hist_at([], _, _) ->
+    0;
+hist_at(Hist, I, W) ->
+    Skip = byte_size(Hist) - 8 * I,
+    case Skip >= 0 of
+        true ->
+            case Hist of
+                <<_:Skip/binary, W:32, C:32, _/binary>> -> C;
+                _ when I =:= 2 -> hist_at(Hist, 1, W);
+                _ -> 0
+            end;
+        false ->
+            0
     end.
 
 %% @doc The highest rate (messages/s) of a pair's row over its closed

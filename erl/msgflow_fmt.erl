@@ -3,7 +3,8 @@
 %%% column.  Pure: it reads nothing of the live system (msgflow_labels
 %%% does that).
 -module(msgflow_fmt).
--export([endpoint/1, int/1, rate/1, short_rate/1, cell/3, rcell/2, ellipsis/0, mfa/3]).
+-export([endpoint/1, int/1, rate/1, short_rate/1, cell/3, rcell/2, endpoint_cell/4, ellipsis/0,
+         mfa/3]).
 
 %% @doc `M:F/A' as a binary (A may be the argument list).
 -spec mfa(atom(), atom(), arity() | list()) -> binary().
@@ -81,6 +82,19 @@ cell(Text, Width, Ellipsis) ->
         L when L =< Width -> S ++ lists:duplicate(Width - L, $\s);
         _ -> string:slice(S, 0, Width - 1) ++ Ellipsis
     end.
+
+%% @doc An endpoint's label in Width columns, from what a view says of it
+%% (msgflow_view:endpoint_info(), or `undefined' for a key it did not
+%% label: its text then).  A label other keys share is cut to keep the
+%% endpoint's text (pid or port) beside it.
+-spec endpoint_cell(map() | undefined, term(), pos_integer(), string()) -> string().
+endpoint_cell(#{label := L, display := L}, _Key, Width, Ellipsis) ->
+    cell(L, Width, Ellipsis);
+endpoint_cell(#{label := L, text := T}, _Key, Width, Ellipsis) ->
+    cell(L, max(1, Width - string:length(T) - 1), Ellipsis) ++ " " ++
+        unicode:characters_to_list(T);
+endpoint_cell(undefined, Key, Width, Ellipsis) ->
+    cell(endpoint(Key), Width, Ellipsis).
 
 %% @doc The ellipsis the group leader can print: `\x{2026}' on a unicode
 %% device, `~' on a latin1 one (as `erl -noshell' has).

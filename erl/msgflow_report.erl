@@ -64,18 +64,10 @@ texts(#{endpoints := Ends}, K) ->
         _ -> T = msgflow_fmt:endpoint(K), {T, T}
     end.
 
-%% A key's display text in at most Width columns: a shared label is cut
-%% to keep the pid or port beside it.
+%% A key's label in at most Width columns (see msgflow_fmt:endpoint_cell/4).
 short_display(#{endpoints := Ends}, K, Width) ->
-    case Ends of
-        #{K := #{label := L, display := D, text := T}} when D =/= L ->
-            TL = string:length(T),
-            [string:trim(msgflow_fmt:cell(L, max(1, Width - TL - 1), "..."), trailing), " ", T];
-        #{K := #{display := D}} ->
-            string:trim(msgflow_fmt:cell(D, Width, "..."), trailing);
-        _ ->
-            string:trim(msgflow_fmt:cell(msgflow_fmt:endpoint(K), Width, "..."), trailing)
-    end.
+    string:trim(msgflow_fmt:endpoint_cell(maps:get(K, Ends, undefined), K, Width, "..."),
+                trailing).
 
 %%% csv
 

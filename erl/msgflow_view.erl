@@ -280,37 +280,14 @@ members(Keys, #{pairs := T}, KeyOf, Match) ->
 %% One pair's part of a group: {Total, Counts, Pairs, Peak, Row}: Counts
 %% its messages per window from `first' to `last' (see context/2), Peak
 %% its own (messages/s), Row itself (for a group of one).
-acc(Row = {_, Total, W, C, Hist, Peak}, #{first := First, last := Last, zeros := Zeros,
+acc(Row = {_, Total, W, _, _, Peak}, #{first := First, last := Last, zeros := Zeros,
                                           k := K}) ->
     Counts = if
                  W < First -> Zeros;
-                 K =< 2 -> last_two(Last, W, C, Hist);
+                 K =< 2 -> msgflow_collector:last_two(Last, Row);
                  true -> msgflow_collector:counts_in(First, Last, Row)
              end,
     {Total, Counts, 1, Peak, Row}.
-
-%% [Previous, Last]: a row's messages in windows Last - 1 and Last, read
-%% from its newest entries only (the common case, and the cheap one).
-last_two(Last, Last, C, Hist) -> [hist_at(Hist, 1, Last - 1), C];
-last_two(Last, W, C, _) when W =:= Last - 1 -> [C, 0];
-last_two(Last, _, _, Hist) -> [hist_at(Hist, 2, Last - 1), hist_at(Hist, 1, Last)].
-
-%% The count of window W if it is in the I-th entry from the end of a
-%% history (entries are 8 bytes, windows ascending), else 0.
-hist_at([], _, _) ->
-    0;
-hist_at(Hist, I, W) ->
-    Skip = byte_size(Hist) - 8 * I,
-    case Skip >= 0 of
-        true ->
-            case Hist of
-                <<_:Skip/binary, W:32, C:32, _/binary>> -> C;
-                _ when I =:= 2 -> hist_at(Hist, 1, W);
-                _ -> 0
-            end;
-        false ->
-            0
-    end.
 
 %% Peak: a single pair's is read from its row when the row is made; for
 %% several, this is the highest peak kept in their rows (messages per
