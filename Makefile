@@ -3,7 +3,7 @@
 REBAR ?= rebar3
 ERL_PA = -pa _build/default/lib/msgflow/ebin
 
-.PHONY: all deps build demo test bench bench-scale fuzz clean
+.PHONY: all deps build demo test bench bench-scale soak fuzz clean
 
 all: build
 
@@ -41,6 +41,14 @@ bench-scale: build
 	mkdir -p _build/bench
 	erlc -o _build/bench tools/bench/*.erl
 	erl -noshell +P 1000000 $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_scale:main()'
+	$(MAKE) --no-print-directory soak
+
+# msgflow left running under process churn (MSGFLOW_SOAK_S seconds, 600
+# by default); part of bench-scale
+soak: build
+	mkdir -p _build/bench
+	erlc -o _build/bench tools/bench/*.erl
+	erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_soak:main()'
 
 # libFuzzer on the dump decoder: FUZZ_JOBS processes for FUZZ_SECONDS each
 # (default 2 x 300 s = 10 CPU-minutes), from test/fuzz/corpus; new inputs

@@ -55,8 +55,7 @@ static struct {
 
 static void *arena_alloc(void *ctx, size_t size)
 {
-    (void)ctx;
-    return je.mallocx(size ? size : 1, je.flags);
+    return je.mallocx(size ? size : 1, (int)(intptr_t)ctx);
 }
 
 static void arena_free(void *ctx, void *ptr, size_t size)
@@ -118,11 +117,35 @@ int mf_alloc_jemalloc(mf_alloc *out, char *why, size_t why_len)
     }
     out->alloc = arena_alloc;
     out->free = arena_free;
-    out->ctx = NULL;
+    out->ctx = (void *)(intptr_t)je.flags;
     out->name = "jemalloc";
     if (why_len)
         why[0] = '\0';
     return 1;
+}
+
+int mf_alloc_heap(const mf_alloc *base, mf_alloc *out)
+{
+    *out = *base;
+    if (base->alloc != arena_alloc || !je.mallocx)
+        return 0;
+    unsigned arena = 0;
+    size_t sz = sizeof(arena);
+    if (je.mallctl("arenas.create", &arena, &sz, NULL, 0) != 0)
+        return 0;
+    out->ctx = (void *)(intptr_t)((int)MALLOCX_ARENA(arena) | MALLOCX_TCACHE_NONE);
+    return 1;
+}
+
+int mf_alloc_heap_drop(mf_alloc *heap)
+{
+    if (heap->alloc != arena_alloc || !je.mallocx || heap->ctx == (void *)(intptr_t)je.flags)
+        return 0;
+    /* MALLOCX_ARENA(a) is (a + 1) << 20 */
+    unsigned arena = (unsigned)((((intptr_t)heap->ctx) >> 20) & 0xFFF) - 1;
+    char name[64];
+    snprintf(name, sizeof(name), "arena.%u.destroy", arena);
+    return je.mallctl(name, NULL, NULL, NULL, 0) == 0;
 }
 
 const char *mf_alloc_jemalloc_build(void)
@@ -144,13 +167,18 @@ int mf_alloc_jemalloc_stats(uint64_t *allocated, uint64_t *resident)
         return 0;
     char name[64];
     size_t small = 0, large = 0, res = 0, vsz = sizeof(size_t);
-    snprintf(name, sizeof(name), "stats.arenas.%u.small.allocated", je.arena);
+#ifdef MF_JEMALLOC_STATIC
+    unsigned which = MALLCTL_ARENAS_ALL; /* every arena is msgflow's */
+#else
+    unsigned which = je.arena; /* the system's: the first arena only */
+#endif
+    snprintf(name, sizeof(name), "stats.arenas.%u.small.allocated", which);
     if (je.mallctl(name, &small, &vsz, NULL, 0) != 0)
         return 0;
-    snprintf(name, sizeof(name), "stats.arenas.%u.large.allocated", je.arena);
+    snprintf(name, sizeof(name), "stats.arenas.%u.large.allocated", which);
     if (je.mallctl(name, &large, &vsz, NULL, 0) != 0)
         return 0;
-    snprintf(name, sizeof(name), "stats.arenas.%u.resident", je.arena);
+    snprintf(name, sizeof(name), "stats.arenas.%u.resident", which);
     if (je.mallctl(name, &res, &vsz, NULL, 0) != 0)
         return 0;
     *allocated = small + large;

@@ -21,7 +21,7 @@ typedef struct mf_alloc {
      * back to free() of this same mf_alloc with the same size. */
     void *(*alloc)(void *ctx, size_t size);
     void (*free)(void *ctx, void *ptr, size_t size);
-    void *ctx;
+    void *ctx;         /* jemalloc: its mallocx flags (the arena) */
     const char *name; /* "jemalloc", "enif" or "malloc" (tests) */
 } mf_alloc;
 
@@ -37,13 +37,30 @@ extern const mf_alloc mf_alloc_libc;
  */
 int mf_alloc_jemalloc(mf_alloc *out, char *why, size_t why_len);
 
+/*
+ * A heap for one table generation, on `base': with jemalloc an arena of its
+ * own (so that mf_alloc_heap_drop frees every block in it at once), else
+ * `base' itself.  Returns 1 when *out is a new arena, 0 when it is a copy of
+ * `base' (enif, libc, or no arena could be made).  Any thread; jemalloc
+ * takes its own lock to make the arena.
+ */
+int mf_alloc_heap(const mf_alloc *base, mf_alloc *out);
+
+/* Frees every block of a heap mf_alloc_heap made an arena for, in one call
+ * (jemalloc's arena.<i>.destroy), and makes the arena's index free for
+ * reuse.  Returns 1 when done; 0 when `heap' is not such an arena or the
+ * call failed: the caller must then free each block itself.  Only when no
+ * thread can reach a block of the heap any more. */
+int mf_alloc_heap_drop(mf_alloc *heap);
+
 /* "static" when jemalloc is linked in (built by tools/jemalloc.sh), else
  * "system" (the system's library through dlopen).  Any thread. */
 const char *mf_alloc_jemalloc_build(void);
 
-/* Bytes allocated in msgflow's arena and resident for it, as jemalloc
- * counts them (it refreshes its statistics first).  1, or 0 when jemalloc
- * is not set up.  Any thread. */
+/* Bytes allocated in msgflow's arenas and resident for them, as jemalloc
+ * counts them (it refreshes its statistics first; arenas already dropped
+ * are not in them).  With the static build every arena of that jemalloc is
+ * msgflow's.  1, or 0 when jemalloc is not set up.  Any thread. */
 int mf_alloc_jemalloc_stats(uint64_t *allocated, uint64_t *resident);
 
 #endif

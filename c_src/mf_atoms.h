@@ -11,7 +11,8 @@
     X(send) X(send_to_non_existing_process) X(shards) X(state) X(stopped) X(trace)    \
     X(trace_status) X(undefined) X(spawn) X(register) X(proc_lib) X(init_p) X(fast_extra)   \
     X(true) X(false) X(more) X(done)  \
-    X(jemalloc_build) X(jemalloc_allocated) X(jemalloc_resident)
+    X(jemalloc_build) X(jemalloc_allocated) X(jemalloc_resident) X(rotations) X(retired) \
+    X(freed) X(alias_owner) X(replies)
 
 #define MF_ATOM_DECL(name) extern ERL_NIF_TERM atom_##name;
 MF_ATOMS(MF_ATOM_DECL)

@@ -6,12 +6,12 @@
 
 #include "mf_session.h"
 
-/* The interned-term tables (uthash) allocate through the slot that owns
- * them; each macro use below has `slot` in scope (and `oomed` for adds). */
-static void *slot_alloc(mf_slot *slot, size_t sz);
-static void slot_free(mf_slot *slot, void *p, size_t sz, int account);
-#define uthash_malloc(sz) slot_alloc(slot, (sz))
-#define uthash_free(ptr, sz) slot_free(slot, (ptr), (sz), 1)
+/* The interned-term tables (uthash) allocate through the generation that
+ * owns them; each macro use below has `g` in scope (and `oomed` for adds). */
+static void *gen_alloc(mf_gen *g, size_t sz);
+static void gen_free(mf_gen *g, void *p, size_t sz, int account);
+#define uthash_malloc(sz) gen_alloc(g, (sz))
+#define uthash_free(ptr, sz) gen_free(g, (ptr), (sz), 1)
 #define HASH_NONFATAL_OOM 1
 #define uthash_nonfatal_oom(obj) (oomed = 1)
 #define HASH_FUNCTION(keyptr, keylen, hashv) \
@@ -19,21 +19,21 @@ static void slot_free(mf_slot *slot, void *p, size_t sz, int account);
 
 #include "mf_intern.h"
 
-static void *slot_alloc(mf_slot *slot, size_t sz)
+static void *gen_alloc(mf_gen *g, size_t sz)
 {
-    void *p = slot->session->alloc.alloc(slot->session->alloc.ctx, sz);
+    void *p = g->heap.alloc(g->heap.ctx, sz);
     if (p)
-        mf_shard_account(slot->shard, (long)sz);
+        mf_shard_account(g->shard, (long)sz);
     return p;
 }
 
-static void slot_free(mf_slot *slot, void *p, size_t sz, int account)
+static void gen_free(mf_gen *g, void *p, size_t sz, int account)
 {
     if (!p)
         return;
-    slot->session->alloc.free(slot->session->alloc.ctx, p, sz);
+    g->heap.free(g->heap.ctx, p, sz);
     if (account)
-        mf_shard_account(slot->shard, -(long)sz);
+        mf_shard_account(g->shard, -(long)sz);
 }
 
 static uint64_t term_hash(ERL_NIF_TERM t)
@@ -42,27 +42,27 @@ static uint64_t term_hash(ERL_NIF_TERM t)
            enif_hash(ERL_NIF_INTERNAL_HASH, t, 0x85EBCA6Bu);
 }
 
-/* Owner thread of `slot` only (see mf_intern.h). */
-int mf_intern_term(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, uint64_t *id)
+/* Owner thread of `g` only (see mf_intern.h). */
+int mf_intern_term(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM t, uint64_t *id)
 {
     uint64_t h = term_hash(t);
     mf_intern *head, *e;
-    HASH_FIND(hh, slot->interns, &h, sizeof(h), head);
+    HASH_FIND(hh, g->interns, &h, sizeof(h), head);
     for (e = head; e; e = e->same) {
         if (enif_is_identical(e->term, t)) {
             *id = e->id;
             return 1;
         }
     }
-    if (mf_limit_full(&slot->session->limit))
+    if (mf_limit_full(&g->session->limit))
         return 0;
     ErlNifBinary bin;
     if (!enif_term_to_binary(env, t, &bin))
         return 0;
-    e = slot_alloc(slot, sizeof(*e));
-    unsigned char *etf = e ? slot_alloc(slot, bin.size) : NULL;
+    e = gen_alloc(g, sizeof(*e));
+    unsigned char *etf = e ? gen_alloc(g, bin.size) : NULL;
     if (!e || !etf) {
-        slot_free(slot, e, sizeof(*e), 1);
+        gen_free(g, e, sizeof(*e), 1);
         enif_release_binary(&bin);
         return 0;
     }
@@ -72,41 +72,41 @@ int mf_intern_term(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM t, uint64_t *id)
     e->etf = etf;
     e->etf_len = bin.size;
     enif_release_binary(&bin);
-    if (!slot->env && !(slot->env = enif_alloc_env())) {
-        slot_free(slot, etf, e->etf_len, 1);
-        slot_free(slot, e, sizeof(*e), 1);
+    if (!g->env && !(g->env = enif_alloc_env())) {
+        gen_free(g, etf, e->etf_len, 1);
+        gen_free(g, e, sizeof(*e), 1);
         return 0;
     }
-    e->term = enif_make_copy(slot->env, t);
-    uint64_t seq = atomic_load_explicit(&slot->ninterns, memory_order_relaxed);
+    e->term = enif_make_copy(g->env, t);
+    uint64_t seq = atomic_load_explicit(&g->ninterns, memory_order_relaxed);
     e->id = (seq << 4) | MF_ID_TAG;
     if (head) {
         e->same = head->same;
         head->same = e;
     } else {
         int oomed = 0;
-        HASH_ADD(hh, slot->interns, hash, sizeof(e->hash), e);
+        HASH_ADD(hh, g->interns, hash, sizeof(e->hash), e);
         if (oomed) {
-            slot_free(slot, etf, e->etf_len, 1);
-            slot_free(slot, e, sizeof(*e), 1);
+            gen_free(g, etf, e->etf_len, 1);
+            gen_free(g, e, sizeof(*e), 1);
             return 0;
         }
     }
-    e->next = atomic_load_explicit(&slot->intern_list, memory_order_relaxed);
-    atomic_store_explicit(&slot->intern_list, e, memory_order_release);
-    atomic_store_explicit(&slot->ninterns, seq + 1, memory_order_release);
+    e->next = atomic_load_explicit(&g->intern_list, memory_order_relaxed);
+    atomic_store_explicit(&g->intern_list, e, memory_order_release);
+    atomic_store_explicit(&g->ninterns, seq + 1, memory_order_release);
     *id = e->id;
     return 1;
 }
 
-void mf_intern_free_all(mf_slot *slot)
+void mf_intern_free_all(mf_gen *g)
 {
-    mf_intern *e = atomic_load_explicit(&slot->intern_list, memory_order_acquire);
-    HASH_CLEAR(hh, slot->interns);
+    mf_intern *e = atomic_load_explicit(&g->intern_list, memory_order_acquire);
+    HASH_CLEAR(hh, g->interns);
     while (e) {
         mf_intern *next = e->next;
-        slot_free(slot, e->etf, e->etf_len, 0);
-        slot_free(slot, e, sizeof(*e), 0);
+        gen_free(g, e->etf, e->etf_len, 0);
+        gen_free(g, e, sizeof(*e), 0);
         e = next;
     }
 }

@@ -1,10 +1,11 @@
 /*
- * mf_layout.c -- the load-time checks of the term layout mf_layout.h reads.
+ * mf_layout.c -- the load-time checks of the term layouts mf_layout.h reads.
  * Runs in load (one thread, under the code-loading lock).
  */
 #include "mf_layout.h"
 
 uint64_t mf_flatmap_header;
+uint64_t mf_pidref_header;
 
 /* The keys rest on a local pid being the only term whose low four bits are
  * MF_PID_TAG (see mf_endpoint_word).  Checked once here, so that a VM where
@@ -43,12 +44,53 @@ static void extra_layout_check(ErlNifEnv *env)
         mf_flatmap_header = 0;
 }
 
-int mf_layout_load(ErlNifEnv *env)
+/* Whether alias_owner may read an alias's owner: every alias given (made
+ * by alias/0 and by monitor/3, in this process and another) has one header
+ * word and its owner's pid in its fourth word, and no plain reference has
+ * that header.  Sets mf_pidref_header. */
+static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info)
+{
+    const ERL_NIF_TERM *el, *pair;
+    int arity;
+    ERL_NIF_TERM aliases, refs, head;
+    uint64_t header = 0, owner;
+    unsigned n = 0;
+    mf_pidref_header = 0;
+    if (sizeof(ERL_NIF_TERM) != 8 || !enif_get_tuple(env, info, &arity, &el) || arity != 2)
+        return;
+    for (aliases = el[0]; enif_get_list_cell(env, aliases, &head, &aliases); n++) {
+        if (!enif_get_tuple(env, head, &arity, &pair) || arity != 2 ||
+            !enif_is_ref(env, pair[0]) || !is_local_pid(pair[1]) ||
+            ((uint64_t)pair[0] & 0x3) != 0x2)
+            return;
+        const uint64_t *ref = (const uint64_t *)((uint64_t)pair[0] - 0x2);
+        if ((header && ref[0] != header) || ref[3] != (uint64_t)pair[1])
+            return;
+        header = ref[0];
+    }
+    if (n < 2)
+        return;
+    mf_pidref_header = header;
+    for (refs = el[1]; enif_get_list_cell(env, refs, &head, &refs);) {
+        if (!enif_is_ref(env, head) || alias_owner(head, &owner)) {
+            mf_pidref_header = 0;
+            return;
+        }
+    }
+}
+
+int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
 {
     if (!pid_layout_ok(env))
         return 0;
     extra_layout_check(env);
+    alias_layout_check(env, load_info);
     return 1;
+}
+
+int mf_layout_alias_owner(void)
+{
+    return mf_pidref_header != 0;
 }
 
 int mf_layout_fast_extra(void)

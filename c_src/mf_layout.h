@@ -3,8 +3,8 @@
  * path; mf_layout.c checks them when the library loads.  These two files are
  * the only ones that know how the VM lays out a term.
  *
- * What it owns: mf_flatmap_header, set once by mf_layout_load (under the
- * code-loading lock) and only read after.  Any thread may call the inline
+ * What it owns: mf_flatmap_header and mf_pidref_header, set once by
+ * mf_layout_load (under the code-loading lock) and only read after.  Any thread may call the inline
  * readers.
  */
 #ifndef MF_LAYOUT_H
@@ -18,6 +18,10 @@
 #define MF_PID_TAG_MASK 0xFULL
 #define MF_PID_TAG 0x3ULL
 #define MF_ID_TAG 0x0ULL /* what the NIF's own ids carry in those bits */
+/* A receiver word that stands for "an alias of the process whose pid word
+ * is w ^ MF_REPLY_FLIP": a reply to one of its aliases. */
+#define MF_REPLY_TAG 0x1ULL
+#define MF_REPLY_FLIP (MF_PID_TAG ^ MF_REPLY_TAG)
 
 /* A local pid is an immediate whose low four bits are 0x3: the test
  * enif_get_local_pid makes, without the call.  Its word is what
@@ -52,13 +56,41 @@ static inline int get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *to)
     return enif_get_map_value(env, opts, atom_extra, to);
 }
 
-/* Checks both reads against this VM; called from load, after the atoms are
- * made.  Returns 0 when a local pid's tag is not what is_local_pid tests
- * (the library must then refuse to load: pair keys would mix up), 1
- * otherwise; get_extra's fast read is on only if its check passed. */
-int mf_layout_load(ErlNifEnv *env);
+/* The header word of a local process alias (OTP 24+: a reference made by
+ * alias/0 or monitor/3's {alias, _}, as gen:call makes one per call), when
+ * mf_layout_load verified that such a reference holds its owner's pid in
+ * its fourth word; 0 to treat every reference as a receiver of its own. */
+extern uint64_t mf_pidref_header __attribute__((visibility("hidden")));
+
+/* The pid word of the process a local alias belongs to: the VM keeps it in
+ * the reference (to find the process a send to the alias goes to), so a
+ * reply to a gen:call's alias can be counted for its caller.  0 for any
+ * other term, or when the layout was not verified. */
+static inline int alias_owner(ERL_NIF_TERM t, uint64_t *owner)
+{
+    if (mf_pidref_header && ((uint64_t)t & 0x3) == 0x2) {
+        const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
+        if (ref[0] == mf_pidref_header && is_local_pid((ERL_NIF_TERM)ref[3])) {
+            *owner = ref[3];
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Checks the reads against this VM; called from load, after the atoms are
+ * made, with the load info msgflow_tracer passes: `{Aliases, Refs}', a
+ * list of {Alias, OwnerPid} and a list of references that are no aliases.
+ * Returns 0 when a local pid's tag is not what is_local_pid tests (the
+ * library must then refuse to load: pair keys would mix up), 1 otherwise;
+ * get_extra's fast read and alias_owner are on only if their checks
+ * passed. */
+int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info);
 
 /* 1 when get_extra reads the map's words itself.  Any thread. */
 int mf_layout_fast_extra(void);
+
+/* 1 when alias_owner reads an alias's owner.  Any thread. */
+int mf_layout_alias_owner(void);
 
 #endif

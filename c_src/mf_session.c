@@ -59,6 +59,92 @@ const char *mf_jemalloc_error(void)
     return mf_jemalloc_error_text;
 }
 
+/* ------------------------------------------------------------ generations */
+
+static _Atomic uint64_t mf_next_stamp = 1;
+
+/* A new, empty generation of s, made under `stamp'; NULL when out of
+ * memory.  Any thread (the one that will own it). */
+static mf_gen *gen_new(mf_session *s, uint64_t stamp)
+{
+    mf_alloc heap;
+    int own = mf_alloc_heap(&s->alloc, &heap);
+    mf_gen *g = heap.alloc(heap.ctx, sizeof(*g));
+    if (!g) {
+        if (own)
+            mf_alloc_heap_drop(&heap);
+        return NULL;
+    }
+    memset(g, 0, sizeof(*g));
+    g->heap = heap;
+    g->own_heap = own;
+    g->session = s;
+    g->stamp = stamp;
+    g->shard = mf_shard_new(&g->heap, &s->limit);
+    if (!g->shard) {
+        mf_gen_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void mf_gen_free(mf_gen *g)
+{
+    if (!g)
+        return;
+    if (g->env)
+        enif_free_env(g->env);
+    mf_alloc heap = g->heap; /* g is in it */
+    if (g->own_heap && mf_alloc_heap_drop(&heap))
+        return; /* shard, entries, interns and g, at once */
+    mf_intern_free_all(g);
+    mf_shard_free(g->shard);
+    heap.free(heap.ctx, g, sizeof(*g));
+}
+
+mf_gen *mf_slot_renew(mf_slot *slot, uint64_t stamp)
+{
+    mf_gen *old = atomic_load_explicit(&slot->gen, memory_order_relaxed);
+    if (old && old->stamp == stamp)
+        return old;
+    mf_gen *g = gen_new(slot->session, stamp);
+    if (!g)
+        return old;
+    atomic_store_explicit(&slot->gen, g, memory_order_release);
+    if (old) {
+        /* the old one is final from here: its entries leave the cap, and
+         * the snapshot takes what is left in it and frees it */
+        atomic_fetch_sub_explicit(&slot->session->limit.used, mf_shard_entries(old->shard),
+                                  memory_order_relaxed);
+        mf_gen *head = atomic_load_explicit(&slot->retired, memory_order_relaxed);
+        do
+            old->older = head;
+        while (!atomic_compare_exchange_weak_explicit(&slot->retired, &head, old,
+                                                      memory_order_release,
+                                                      memory_order_relaxed));
+    }
+    return g;
+}
+
+void mf_slot_free_retired(mf_slot *slot, mf_gen *g)
+{
+    mf_session *s = slot->session;
+    enif_mutex_lock(s->gens_lock);
+    mf_gen *head = g;
+    if (!atomic_compare_exchange_strong(&slot->retired, &head, g->older)) {
+        /* the owner pushed newer ones: g is further down, where only we
+         * write */
+        mf_gen *p = atomic_load_explicit(&slot->retired, memory_order_acquire);
+        while (p && p->older != g)
+            p = p->older;
+        if (p)
+            p->older = g->older;
+    }
+    s->gens_freed++;
+    enif_mutex_unlock(s->gens_lock);
+    mf_gen_free(g);
+}
+
 /* ------------------------------------------------------------------ slots */
 
 static mf_slot *slot_new(mf_session *s)
@@ -68,11 +154,12 @@ static mf_slot *slot_new(mf_session *s)
         return NULL;
     memset(slot, 0, sizeof(*slot));
     slot->session = s;
-    slot->shard = mf_shard_new(&s->alloc, &s->limit);
-    if (!slot->shard) {
+    mf_gen *g = gen_new(s, atomic_load_explicit(&s->stamp, memory_order_relaxed));
+    if (!g) {
         s->alloc.free(s->alloc.ctx, slot, sizeof(*slot));
         return NULL;
     }
+    atomic_store_explicit(&slot->gen, g, memory_order_relaxed);
     return slot;
 }
 
@@ -81,12 +168,15 @@ static void slot_destroy(mf_slot *slot)
 {
     if (!slot)
         return;
-    mf_intern_free_all(slot);
-    if (slot->env)
-        enif_free_env(slot->env);
+    mf_gen *r = atomic_load(&slot->retired);
+    while (r) {
+        mf_gen *older = r->older;
+        mf_gen_free(r);
+        r = older;
+    }
+    mf_gen_free(atomic_load(&slot->gen));
     if (slot->lock)
         enif_mutex_destroy(slot->lock);
-    mf_shard_free(slot->shard);
     mf_session *s = slot->session;
     s->alloc.free(s->alloc.ctx, slot, sizeof(*slot));
 }
@@ -126,6 +216,8 @@ static void session_dtor(ErlNifEnv *env, void *obj)
     slot_destroy(atomic_load(&s->spill));
     if (s->spill_lock)
         enif_mutex_destroy(s->spill_lock);
+    if (s->gens_lock)
+        enif_mutex_destroy(s->gens_lock);
     if (s->births_lock)
         enif_mutex_destroy(s->births_lock);
     if (s->births_env)
@@ -165,13 +257,15 @@ ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
         return enif_raise_exception(env, atom_memory);
     memset(s, 0, sizeof(*s));
     s->id = atomic_fetch_add(&mf_next_session_id, 1);
+    atomic_store(&s->stamp, atomic_fetch_add(&mf_next_stamp, 1));
     s->alloc = mf_active;
     s->limit.max = max;
     s->spill_lock = enif_mutex_create("msgflow_spill_claim");
+    s->gens_lock = enif_mutex_create("msgflow_gens");
     s->births_lock = enif_mutex_create("msgflow_births");
     ERL_NIF_TERM term = enif_make_resource(env, s);
     enif_release_resource(s);
-    if (!s->spill_lock || !s->births_lock)
+    if (!s->spill_lock || !s->gens_lock || !s->births_lock)
         return enif_raise_exception(env, atom_memory);
     if (enif_monitor_process(env, s, &collector, &s->monitor) != 0)
         atomic_store(&s->state, MF_COLLECTOR_DOWN);
@@ -195,31 +289,67 @@ ERL_NIF_TERM mf_nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return atom_ok;
 }
 
-/* session_info(Session) -> #{state, shards, memory (bytes), entries, max_pairs} */
+/* session_rotate(Session) -> ok.  A new stamp: each thread makes a new
+ * generation the next time it counts, and retires its current one. */
+ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!mf_get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    atomic_store(&s->stamp, atomic_fetch_add(&mf_next_stamp, 1));
+    atomic_fetch_add(&s->rotations, 1);
+    return atom_ok;
+}
+
+static void gen_figures(const mf_gen *g, uint64_t *bytes, uint64_t *entries)
+{
+    *bytes += sizeof(*g) + mf_shard_bytes(g->shard);
+    *entries += mf_shard_entries(g->shard);
+}
+
+/* session_info(Session) -> #{state, shards, memory (bytes), entries, max_pairs,
+ *   rotations, retired (generations not yet freed), freed (generations
+ *   freed)}.  memory and entries cover the retired generations too. */
 ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     mf_session *s;
     if (!mf_get_session(env, argv[0], &s))
         return enif_make_badarg(env);
-    uint64_t bytes = sizeof(*s), entries = 0, shards = 0;
+    uint64_t bytes = sizeof(*s), entries = 0, shards = 0, retired = 0, freed;
     unsigned n = atomic_load_explicit(&s->nslots, memory_order_relaxed);
+    enif_mutex_lock(s->gens_lock);
     for (unsigned i = 0; i < n && i <= MF_MAX_SLOTS; i++) {
         mf_slot *slot = atomic_load_explicit(i < MF_MAX_SLOTS ? &s->slots[i] : &s->spill,
                                              memory_order_acquire);
         if (!slot)
             continue;
         shards++;
-        bytes += sizeof(*slot) + mf_shard_bytes(slot->shard);
-        entries += mf_shard_entries(slot->shard);
+        bytes += sizeof(*slot);
+        /* the current one is never freed while the session lives */
+        gen_figures(atomic_load_explicit(&slot->gen, memory_order_acquire), &bytes, &entries);
+        for (mf_gen *r = atomic_load_explicit(&slot->retired, memory_order_acquire); r;
+             r = r->older) {
+            gen_figures(r, &bytes, &entries);
+            retired++;
+        }
     }
+    freed = s->gens_freed;
+    enif_mutex_unlock(s->gens_lock);
     int st = atomic_load(&s->state);
-    ERL_NIF_TERM keys[] = {atom_state, atom_shards, atom_memory, atom_entries, atom_max_pairs};
+    ERL_NIF_TERM keys[] = {atom_state,     atom_shards,    atom_memory, atom_entries,
+                           atom_max_pairs, atom_rotations, atom_retired, atom_freed};
     ERL_NIF_TERM vals[] = {
         st == MF_ACTIVE ? atom_active : st == MF_STOPPED ? atom_stopped : atom_collector_down,
-        enif_make_uint64(env, shards), enif_make_uint64(env, bytes),
-        enif_make_uint64(env, entries), enif_make_uint64(env, s->limit.max)};
+        enif_make_uint64(env, shards),
+        enif_make_uint64(env, bytes),
+        enif_make_uint64(env, entries),
+        enif_make_uint64(env, s->limit.max),
+        enif_make_uint64(env, atomic_load(&s->rotations)),
+        enif_make_uint64(env, retired),
+        enif_make_uint64(env, freed)};
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, vals, 5, &map);
+    enif_make_map_from_arrays(env, keys, vals, 8, &map);
     return map;
 }

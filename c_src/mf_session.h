@@ -8,21 +8,38 @@
  * erlang:trace/3 as {tracer, msgflow_tracer, Session}, so the VM passes it to
  * every callback, and it stays alive while any trace flag or the collector
  * refers to it.  A session holds one slot per thread that has counted for it
- * (schedulers and dirty schedulers alike): the slot's shard (mf_shard.h) and
- * the terms the slot interned (mf_intern.h).
+ * (schedulers and dirty schedulers alike).  A slot holds its thread's
+ * current generation (mf_gen: a shard, mf_shard.h, and the terms it
+ * interned, mf_intern.h) and the generations it retired that the snapshot
+ * has not yet freed.
+ *
+ * Generations
+ * -----------
+ * session_rotate/1 gives the session a new stamp.  A thread that counts
+ * under a stamp its generation was not made under makes a new generation,
+ * publishes it, and retires the old one (it never writes to it again); the
+ * snapshot then takes the old one's last counts and frees it, with its heap
+ * in one call when that is a jemalloc arena of its own.  So a pair that
+ * stops getting messages (its process exited) is gone from the tables one
+ * rotation and one snapshot later, and the cap counts the pairs of the
+ * current generations.  A thread that never counts again keeps its last
+ * generation until the session ends.
  *
  * Threads
  * -------
  * The tracer callbacks run on the tracee's scheduler thread; a thread claims
  * its slot with one atomic add on the session's slot counter the first time
- * it counts for the session, and is the only writer of that slot after.
- * Threads past MF_MAX_SLOTS share one spill slot under a mutex (not
- * expected: it would need more than that many scheduler threads).  The
- * session NIFs (new, stop, info) run on the collector's scheduler.
+ * it counts for the session, and is the only writer of that slot's
+ * generation after.  Threads past MF_MAX_SLOTS share one spill slot under a
+ * mutex (not expected: it would need more than that many scheduler threads).
+ * The session NIFs (new, stop, rotate, info) and the snapshot run on the
+ * collector's scheduler; freeing a retired generation and reading the
+ * retired lists (info) take the session's gens_lock, which the callbacks
+ * never take.
  *
- * Memory: tables, interned terms and slots come from the allocator chosen at
- * load (jemalloc arena, or enif_alloc); each session keeps a copy of it and
- * frees through that copy.
+ * Memory: each generation's tables and interned terms come from its heap
+ * (a jemalloc arena made for it, or the allocator chosen at load); slots
+ * from the allocator chosen at load.
  */
 #ifndef MF_SESSION_H
 #define MF_SESSION_H
@@ -43,13 +60,26 @@ typedef struct mf_session mf_session;
 
 enum { MF_ACTIVE = 0, MF_STOPPED = 1, MF_COLLECTOR_DOWN = 2 };
 
-struct mf_slot {
+typedef struct mf_gen mf_gen;
+
+/* One generation of a thread's tables. */
+struct mf_gen {
     mf_shard *shard;
     mf_session *session;
+    mf_alloc heap;          /* what the shard, its interns and this use */
+    int own_heap;           /* heap is an arena made for this generation */
+    uint64_t stamp;         /* the session's stamp it was made under */
     ErlNifEnv *env;         /* copies of interned terms; owner only */
     mf_intern *interns;     /* uthash by hash; owner only */
     _Atomic(mf_intern *) intern_list; /* newest first; for the reader */
     _Atomic uint64_t ninterns;
+    mf_gen *older;          /* next in the slot's retired list */
+};
+
+struct mf_slot {
+    _Atomic(mf_gen *) gen;     /* current; written by the owner only */
+    _Atomic(mf_gen *) retired; /* newest first; owner pushes, snapshot frees */
+    mf_session *session;
     ErlNifMutex *lock;      /* only for the spill slot */
 };
 
@@ -61,6 +91,7 @@ struct mf_slot {
  * padding, not _Alignas). */
 struct mf_session {
     uint64_t id;
+    _Atomic uint64_t stamp; /* changed by session_rotate only */
     _Atomic int state;
     char pad_id[MF_CACHE_LINE];
     ErlNifMonitor monitor;
@@ -69,6 +100,9 @@ struct mf_session {
     mf_limit limit;
     _Atomic int taking;      /* 1 while a snapshot runs: one at a time */
     ErlNifMutex *spill_lock; /* creation of the spill slot */
+    ErlNifMutex *gens_lock;  /* freeing retired generations; reading them */
+    _Atomic uint64_t rotations;
+    uint64_t gens_freed;     /* retired generations freed; under gens_lock */
     /* Births: spawn and register events since the last births_take, so that
      * a process keeps its label after it exits.  Under births_lock. */
     ErlNifMutex *births_lock;
@@ -105,12 +139,31 @@ int mf_session_open_type(ErlNifEnv *env, ErlNifResourceFlags flags);
 
 /* The calling thread's new slot in s (it becomes the slot's only writer),
  * or the shared spill slot past MF_MAX_SLOTS (its `lock' set: take it to
- * count).  NULL when out of memory.  The session owns the slot. */
+ * count), with a generation of the current stamp.  NULL when out of memory.
+ * The session owns the slot. */
 mf_slot *mf_slot_claim(mf_session *s);
 
-/* The session NIFs: session_new/2, session_stop/1, session_info/1. */
+/* The slot's generation for `stamp' (the session's, read by the caller):
+ * when the current one was made under another, a new one is made and
+ * published and the old one retired.  Owner thread only (or holding the
+ * spill slot's lock).  Out of memory: the current one, which keeps
+ * counting. */
+mf_gen *mf_slot_renew(mf_slot *slot, uint64_t stamp);
+
+/* Frees a generation and everything in it (its arena in one call when it
+ * has one).  Only when no thread can reach it: the snapshot, for a retired
+ * generation it has taken, under gens_lock; the destructor. */
+void mf_gen_free(mf_gen *g);
+
+/* Unlinks the retired generation g from slot's list and frees it; under
+ * the session's gens_lock.  Only the snapshot. */
+void mf_slot_free_retired(mf_slot *slot, mf_gen *g);
+
+/* The session NIFs: session_new/2, session_stop/1, session_rotate/1,
+ * session_info/1. */
 ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 
 #endif

@@ -308,9 +308,10 @@ static inline void take_entry(mf_entry *e, mf_delta_fn fn, void *ctx)
     }
 }
 
-int mf_shard_take_some(mf_shard *sh, mf_cursor *cur, mf_delta_fn pairs, mf_delta_fn dead,
-                       void *ctx, mf_take_totals *totals, unsigned budget)
+int mf_shard_take_some(mf_shard *sh, mf_cursor *cur, const mf_take_fns *fns, void *ctx,
+                       mf_take_totals *totals, unsigned budget)
 {
+    mf_delta_fn pairs = fns->pairs;
     for (;;) {
         switch (cur->phase) {
         case 0:
@@ -333,7 +334,7 @@ int mf_shard_take_some(mf_shard *sh, mf_cursor *cur, mf_delta_fn pairs, mf_delta
         case 2: {
             mf_entry *e = cur->next;
             for (; e && budget; e = e->next, budget--)
-                take_entry(e, cur->phase == 1 ? pairs : dead, ctx);
+                take_entry(e, cur->phase == 1 ? pairs : fns->dead, ctx);
             cur->next = e;
             if (e)
                 return 0;

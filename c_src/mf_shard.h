@@ -34,6 +34,10 @@
  * ERL_NIF_TERM of a call's env).  Sends to a non-existing process are counted
  * in the pair table like any send, and once more in a dead-letter table.
  *
+ * A shard is one generation of a thread's tables: the session retires it
+ * whole (the owner stops writing, the reader takes what is left, then it is
+ * freed), which is how pairs of processes long gone leave the tables.
+ *
  * A limit shared by the shards of one session caps the number of entries.
  * A send that would need an entry past the cap is added to the shard's
  * overflow tally instead, so the sum of all counts stays exact.
@@ -70,7 +74,8 @@ enum { MF_COUNTED = 0, MF_OVERFLOW = 1 };
  * The shard keeps pointers to `alloc` and `limit`: both must outlive it. */
 mf_shard *mf_shard_new(const mf_alloc *alloc, mf_limit *limit);
 
-/* Frees the shard and all its entries through its mf_alloc.  Only when no
+/* Frees the shard and all its entries through its mf_alloc, block by
+ * block (not needed when the whole heap is dropped at once).  Only when no
  * writer or reader can reach the shard any more. */
 void mf_shard_free(mf_shard *sh);
 
@@ -122,31 +127,37 @@ typedef struct mf_take_totals {
     uint64_t overflow_dead; /* of those, sends to non-existing processes */
 } mf_take_totals;
 
+/* What a take reports, and to whom; any may be NULL. */
+typedef struct mf_take_fns {
+    mf_delta_fn pairs; /* each pair whose count grew */
+    mf_delta_fn dead;  /* each dead-letter pair whose count grew */
+} mf_take_fns;
+
 /* Where a take stopped.  Zero it before the first mf_shard_take_some. */
 typedef struct mf_cursor {
-    int phase;     /* 0 cells, 1 pair list, 2 dead list, 3 totals, 4 done */
+    int phase;     /* 0 cells, 1 pairs, 2 dead, 3 totals, 4 done */
     void *next;    /* next entry to visit in the current list */
     unsigned cell; /* next cell to visit in phase 0 */
 } mf_cursor;
 
 /*
- * Reports what was counted since the previous take, in steps: `pairs' for
- * each pair entry, `dead' for each dead-letter entry (either may be NULL),
- * and the overflow tallies added to *totals.  Visits at most `budget'
+ * Reports what was counted since the previous take, in steps, to `fns'
+ * (see mf_take_fns), and the overflow tallies added to *totals.  Visits at most `budget'
  * entries from *cur on and returns 1 once the shard is done (totals are
  * added then), 0 when it stopped early.  Safe while the owner keeps
  * counting; at most one take per shard at a time (the caller serialises).  The caller may yield between steps; entries it has
  * not reached yet keep counting and are reported with their growth so far.
  * Entries published after the take began are left for the next take.
  */
-int mf_shard_take_some(mf_shard *sh, mf_cursor *cur, mf_delta_fn pairs, mf_delta_fn dead,
-                       void *ctx, mf_take_totals *totals, unsigned budget);
+int mf_shard_take_some(mf_shard *sh, mf_cursor *cur, const mf_take_fns *fns, void *ctx,
+                       mf_take_totals *totals, unsigned budget);
 
 /* Bytes held by the shard (entries, buckets, the shard itself).  Any thread;
  * the figure may lag the owner by an insert. */
 size_t mf_shard_bytes(const mf_shard *sh);
 
-/* Entries in the shard (pair and dead-letter).  Any thread, may lag. */
+/* Entries in the shard (pair and dead-letter), each of which took one from
+ * the session's limit.  Any thread, may lag. */
 uint64_t mf_shard_entries(const mf_shard *sh);
 
 /* Adds `delta` to the bytes the shard reports, for memory the caller keeps on

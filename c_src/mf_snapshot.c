@@ -9,8 +9,10 @@
 
 /*
  * A snapshot in progress.  It yields between steps (enif_schedule_nif), so
- * what it keeps across steps is C data only: the cursor, and the current
- * slot's interned entries by seq.  Decoded terms are cached within one step
+ * what it keeps across steps is C data only: the cursor, and the
+ * generation's interned entries by seq.  Each slot is taken in turn: its
+ * retired generations (each freed once taken: nobody writes to them any
+ * more), then its current one.  Decoded terms are cached within one step
  * only: a term of the process env not passed on as an argument does not
  * survive the yield.
  */
@@ -22,14 +24,16 @@ typedef struct {
     mf_cursor cur;
     mf_take_totals tot;
     int finished;
-    const mf_intern **interns; /* current slot's, by seq; enif_alloc */
+    mf_gen *gen;              /* being taken; NULL between generations */
+    int gen_retired;          /* gen is in the slot's retired list */
+    int current_done;         /* the slot's current generation was taken */
+    const mf_intern **interns; /* gen's, by seq; enif_alloc */
     ERL_NIF_TERM *terms;       /* decoded this step; 0 = not yet */
     uint64_t n;
     uint64_t emitted;          /* deltas added in this step */
     /* valid during one step only */
     ErlNifEnv *env;
-    mf_slot *slot;
-    ERL_NIF_TERM pairs, dead;
+    ERL_NIF_TERM pairs, dead, replies;
 } mf_take;
 
 static ErlNifResourceType *mf_take_rt;
@@ -55,11 +59,11 @@ static void take_dtor(ErlNifEnv *env, void *obj)
     }
 }
 
-/* Reader.  Indexes the slot's interned terms by seq; newer ones may appear
- * while we read, so index again on a miss. */
+/* Reader.  Indexes the generation's interned terms by seq; newer ones may
+ * appear while we read, so index again on a miss. */
 static int index_interns(mf_take *t)
 {
-    const mf_intern *e = atomic_load_explicit(&t->slot->intern_list, memory_order_acquire);
+    const mf_intern *e = atomic_load_explicit(&t->gen->intern_list, memory_order_acquire);
     uint64_t need = e ? (e->id >> 4) + 1 : 0;
     if (need <= t->n)
         return 1;
@@ -85,6 +89,8 @@ static int index_interns(mf_take *t)
 
 static ERL_NIF_TERM word_term(mf_take *t, uint64_t w)
 {
+    if ((w & MF_PID_TAG_MASK) == MF_REPLY_TAG)
+        w ^= MF_REPLY_FLIP; /* a reply to an alias: its owner */
     if ((w & MF_PID_TAG_MASK) == MF_PID_TAG) {
         ErlNifPid pid;
         pid.pid = (ERL_NIF_TERM)w;
@@ -111,10 +117,16 @@ static ERL_NIF_TERM delta_tuple(mf_take *t, uint64_t from, uint64_t to, uint64_t
                             enif_make_uint64(t->env, delta));
 }
 
+/* A pair's delta goes to Pairs, or to Replies when its receiver stands for
+ * the aliases of a process. */
 static void take_pair(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
 {
     mf_take *t = ctx;
-    t->pairs = enif_make_list_cell(t->env, delta_tuple(t, from, to, delta), t->pairs);
+    ERL_NIF_TERM d = delta_tuple(t, from, to, delta);
+    if ((to & MF_PID_TAG_MASK) == MF_REPLY_TAG)
+        t->replies = enif_make_list_cell(t->env, d, t->replies);
+    else
+        t->pairs = enif_make_list_cell(t->env, d, t->pairs);
     t->emitted++;
 }
 
@@ -125,6 +137,8 @@ static void take_dead(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
     t->emitted++;
 }
 
+static const mf_take_fns take_fns = {take_pair, take_dead};
+
 #define MF_TAKE_CHUNK 256       /* entries between clock reads */
 #define MF_TAKE_SLICE_US 500    /* at most this long on a scheduler per step */
 #define MF_NEXT_SLICE_US 250    /* ... per snapshot_next call */
@@ -132,7 +146,7 @@ static void take_dead(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
 
 enum { TAKE_DONE, TAKE_SLICE, TAKE_FULL };
 
-/* Runs the take on from where it stopped, adding to t->pairs and t->dead
+/* Runs the take on from where it stopped, adding to t->pairs, t->dead, t->replies
  * (terms of env), until it is done, `slice_us' have passed (TAKE_SLICE),
  * or at least `max' deltas were added in this call (TAKE_FULL).  When
  * done, the session may take again. */
@@ -152,30 +166,50 @@ static int take_run(mf_take *t, ErlNifEnv *env, uint64_t max, ErlNifTime slice_u
             t->idx++;
             continue;
         }
-        if (t->slot != slot) {
+        if (!t->gen) {
+            /* the next generation of this slot: the oldest retired... */
+            mf_gen *r = atomic_load_explicit(&slot->retired, memory_order_acquire);
+            while (r && r->older)
+                r = r->older;
+            if (r) {
+                t->gen = r;
+                t->gen_retired = 1;
+            } else if (!t->current_done) {
+                /* ...then the current one, which the owner may retire while
+                 * we take it: it is then freed by a later take only */
+                t->gen = atomic_load_explicit(&slot->gen, memory_order_acquire);
+                t->gen_retired = 0;
+            } else {
+                t->current_done = 0;
+                t->idx++;
+                continue;
+            }
+            memset(&t->cur, 0, sizeof(t->cur));
             take_drop_index(t);
-            t->slot = slot;
         }
         if (slot->lock)
             enif_mutex_lock(slot->lock);
-        int done = mf_shard_take_some(slot->shard, &t->cur, take_pair, take_dead, t, &t->tot,
+        int done = mf_shard_take_some(t->gen->shard, &t->cur, &take_fns, t, &t->tot,
                                       MF_TAKE_CHUNK);
         if (slot->lock)
             enif_mutex_unlock(slot->lock);
         if (done) {
-            memset(&t->cur, 0, sizeof(t->cur));
-            t->idx++;
+            take_drop_index(t);
+            if (t->gen_retired)
+                mf_slot_free_retired(slot, t->gen);
+            else
+                t->current_done = 1;
+            t->gen = NULL;
         }
-        if (t->idx >= t->count)
-            break;
         ErlNifTime now = enif_monotonic_time(ERL_NIF_USEC);
         int stop = t->emitted >= max ? TAKE_FULL
                    : now - began >= slice_us ? TAKE_SLICE : TAKE_DONE;
         if (stop != TAKE_DONE) {
             int pct = (int)((now - began) / 10);
             enif_consume_timeslice(env, pct > 100 ? 100 : pct < 1 ? 1 : pct);
-            t->slot = NULL; /* the index stays valid, the terms do not */
-            take_drop_index(t);
+            /* the index stays valid, the terms do not */
+            if (t->terms)
+                memset(t->terms, 0, sizeof(*t->terms) * t->n);
             return stop;
         }
     }
@@ -185,7 +219,7 @@ static int take_run(mf_take *t, ErlNifEnv *env, uint64_t max, ErlNifTime slice_u
     return TAKE_DONE;
 }
 
-/* snapshot_step(Take, PairsAcc, DeadAcc): one step of snapshot/1. */
+/* snapshot_step(Take, PairsAcc, DeadAcc, RepliesAcc): one step of snapshot/1. */
 static ERL_NIF_TERM nif_snapshot_step(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
@@ -194,11 +228,13 @@ static ERL_NIF_TERM nif_snapshot_step(ErlNifEnv *env, int argc, const ERL_NIF_TE
         return enif_make_badarg(env);
     t->pairs = argv[1];
     t->dead = argv[2];
+    t->replies = argv[3];
     if (take_run(t, env, UINT64_MAX, MF_TAKE_SLICE_US) != TAKE_DONE) {
-        ERL_NIF_TERM next[3] = {argv[0], t->pairs, t->dead};
-        return enif_schedule_nif(env, "snapshot", 0, nif_snapshot_step, 3, next);
+        ERL_NIF_TERM next[4] = {argv[0], t->pairs, t->dead, t->replies};
+        return enif_schedule_nif(env, "snapshot", 0, nif_snapshot_step, 4, next);
     }
-    return enif_make_tuple4(env, t->pairs, t->dead, enif_make_uint64(env, t->tot.overflow),
+    return enif_make_tuple5(env, t->pairs, t->dead, t->replies,
+                            enif_make_uint64(env, t->tot.overflow),
                             enif_make_uint64(env, t->tot.overflow_dead));
 }
 
@@ -227,8 +263,8 @@ static mf_take *take_new(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM *err)
 
 /*
  * snapshot_start(Session) -> Take, and snapshot_next(Take) ->
- * {more, Pairs, DeadLetters} | {done, Pairs, DeadLetters, Overflow,
- * OverflowDead}: the snapshot/1 below in chunks of about MF_NEXT_DELTAS
+ * {more, Pairs, DeadLetters, Replies} | {done, Pairs, DeadLetters, Replies,
+ * Overflow, OverflowDead}: the snapshot/1 below in chunks of about MF_NEXT_DELTAS
  * deltas (or ~0.25 ms of work), so that the caller's heap never holds a
  * whole snapshot and no call holds its scheduler long.  Call snapshot_next until it says done; a take dropped
  * before that lets the session take again when it is garbage collected.
@@ -258,25 +294,31 @@ ERL_NIF_TERM mf_nif_snapshot_next(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
         return enif_make_badarg(env);
     t->pairs = enif_make_list(env, 0);
     t->dead = enif_make_list(env, 0);
+    t->replies = enif_make_list(env, 0);
     int r = take_run(t, env, MF_NEXT_DELTAS, MF_NEXT_SLICE_US);
     /* the caller merges what it got before it asks again: it is scheduled
      * out first, so that the merging and the next call do not add up to
      * more than one short slice */
     enif_consume_timeslice(env, 100);
     if (r != TAKE_DONE)
-        return enif_make_tuple3(env, atom_more, t->pairs, t->dead);
-    return enif_make_tuple5(env, atom_done, t->pairs, t->dead,
+        return enif_make_tuple4(env, atom_more, t->pairs, t->dead, t->replies);
+    return enif_make_tuple6(env, atom_done, t->pairs, t->dead, t->replies,
                             enif_make_uint64(env, t->tot.overflow),
                             enif_make_uint64(env, t->tot.overflow_dead));
 }
 
 /*
- * snapshot(Session) -> {Pairs, DeadLetters, Overflow, OverflowDead}.
+ * snapshot(Session) -> {Pairs, DeadLetters, Replies, Overflow, OverflowDead}.
  * What was counted since the previous snapshot:
  *   Pairs       [{Sender, Receiver, Messages}], one tuple per pair per slot
  *               (a pair whose sender ran on two threads appears twice);
  *   DeadLetters [{Sender, Receiver, Messages}], sends to non-existing
- *               processes (also in Pairs);
+ *               processes (also in Pairs or Replies; a send to an alias
+ *               no longer active has the alias's owner as Receiver);
+ *   Replies     [{Sender, Owner, Messages}], sends to aliases of the local
+ *               process Owner (gen:call's replies), one tuple per sender
+ *               and owner, when lib_info() says alias_owner (else those
+ *               sends are in Pairs, to the alias);
  *   Overflow    messages that found no entry (cap reached), in no pair;
  *   OverflowDead dead letters in no DeadLetters tuple.
  * Runs on the caller's normal scheduler in steps of at most ~0.5 ms,
@@ -288,8 +330,9 @@ ERL_NIF_TERM mf_nif_snapshot(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
     ERL_NIF_TERM take = mf_nif_snapshot_start(env, argc, argv);
     if (enif_is_exception(env, take))
         return take;
-    ERL_NIF_TERM args[3] = {take, enif_make_list(env, 0), enif_make_list(env, 0)};
-    return nif_snapshot_step(env, 3, args);
+    ERL_NIF_TERM args[4] = {take, enif_make_list(env, 0), enif_make_list(env, 0),
+                            enif_make_list(env, 0)};
+    return nif_snapshot_step(env, 4, args);
 }
 
 int mf_snapshot_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)

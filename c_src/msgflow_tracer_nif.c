@@ -42,25 +42,36 @@ static void make_atoms(ErlNifEnv *env)
 
 /* ------------------------------------------------------------------ slots */
 
-/* The calling thread's slot for one session: valid while session_id
- * matches.  `shard` is the slot's shard when the slot is the thread's own,
- * NULL for the shared spill slot (which takes its lock): a send between two
- * local pids then reads nothing of the slot. */
+/* The calling thread's slot for one session, and its generation: valid
+ * while `stamp' is the session's (session_rotate changes it).  `gen' and
+ * `shard' are the thread's own generation and its shard, NULL for the
+ * shared spill slot (which takes its lock and reads its generation there):
+ * a send between two local pids then reads nothing of the slot. */
 static __thread struct {
+    uint64_t stamp;
     uint64_t session_id;
     mf_slot *slot;
+    mf_gen *gen;
     mf_shard *shard;
 } mf_tls;
 
-/* The calling thread's slot in s, claimed on first use and cached.  NULL:
+/* The calling thread's slot in s, claimed on its first send for s, with a
+ * generation of `stamp' (a new one after a rotation), and cached.  NULL:
  * out of memory. */
-static mf_slot *claim(mf_session *s)
+static mf_slot *find_slot(mf_session *s, uint64_t stamp)
 {
-    mf_slot *slot = mf_slot_claim(s);
-    if (slot) {
-        mf_tls.session_id = s->id;
-        mf_tls.slot = slot;
-        mf_tls.shard = slot->lock ? NULL : slot->shard;
+    mf_slot *slot = mf_tls.session_id == s->id ? mf_tls.slot : mf_slot_claim(s);
+    if (!slot)
+        return NULL;
+    mf_tls.session_id = s->id;
+    mf_tls.slot = slot;
+    mf_tls.stamp = stamp;
+    if (slot->lock) {
+        mf_tls.gen = NULL;
+        mf_tls.shard = NULL;
+    } else {
+        mf_tls.gen = mf_slot_renew(slot, stamp);
+        mf_tls.shard = mf_tls.gen->shard;
     }
     return slot;
 }
@@ -108,15 +119,29 @@ static ERL_NIF_TERM nif_enabled_send(ErlNifEnv *env, int argc, const ERL_NIF_TER
     return atom_trace;
 }
 
-/* Owner thread of `slot` (or holding the spill slot's lock). */
-static inline void count_send(ErlNifEnv *env, mf_slot *slot, ERL_NIF_TERM from, ERL_NIF_TERM to,
+/* The key word of a receiver: a reply to a local process's alias (such as
+ * gen:call's, one per call) is counted for the alias's owner, tagged as a
+ * reply (MF_REPLY_TAG), so that a million calls make one pair, not a
+ * million; anything else as mf_endpoint_word has it.  Owner thread. */
+static inline int receiver_word(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM to, uint64_t *w)
+{
+    uint64_t owner;
+    if (alias_owner(to, &owner)) {
+        *w = owner ^ MF_REPLY_FLIP;
+        return 1;
+    }
+    return mf_endpoint_word(env, g, to, w);
+}
+
+/* Owner thread of `g` (or holding the spill slot's lock). */
+static inline void count_send(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM from, ERL_NIF_TERM to,
                               int dead)
 {
     uint64_t f, t;
-    if (mf_endpoint_word(env, slot, from, &f) && mf_endpoint_word(env, slot, to, &t))
-        mf_shard_count(slot->shard, f, t, dead);
+    if (mf_endpoint_word(env, g, from, &f) && receiver_word(env, g, to, &t))
+        mf_shard_count(g->shard, f, t, dead);
     else
-        mf_shard_overflow(slot->shard, dead);
+        mf_shard_overflow(g->shard, dead);
 }
 
 /* trace_send(Tag, TracerState, Tracee, Message, #{extra => Receiver}) */
@@ -136,21 +161,22 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     if (!mf_get_session(env, argv[1], &s))
         return atom_ok;
     int dead = argv[0] == atom_send_to_non_existing_process; /* atoms: compare words */
+    uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
     mf_slot *slot;
-    if (mf_tls.session_id == s->id) {
+    if (mf_tls.stamp == stamp) {
         if (sh && is_local_pid(argv[2]) && is_local_pid(to)) {
             mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, dead);
             return atom_ok;
         }
         slot = mf_tls.slot;
-    } else if (!(slot = claim(s))) {
+    } else if (!(slot = find_slot(s, stamp))) {
         return atom_ok;
     }
     if (!slot->lock) {
-        count_send(env, slot, argv[2], to, dead);
+        count_send(env, mf_tls.gen, argv[2], to, dead);
     } else {
         enif_mutex_lock(slot->lock);
-        count_send(env, slot, argv[2], to, dead);
+        count_send(env, mf_slot_renew(slot, stamp), argv[2], to, dead);
         enif_mutex_unlock(slot->lock);
     }
     return atom_ok;
@@ -197,6 +223,7 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 
 /* lib_info() -> #{allocator => jemalloc | enif, jemalloc_error => binary(),
  *                 jemalloc_build => static | system, fast_extra => boolean(),
+ *                 alias_owner => boolean(),
  *                 jemalloc_allocated => bytes, jemalloc_resident => bytes} */
 static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -209,16 +236,18 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     uint64_t allocated = 0, resident = 0;
     int stats = strcmp(mf_allocator_name(), "jemalloc") == 0 &&
                 mf_alloc_jemalloc_stats(&allocated, &resident);
-    ERL_NIF_TERM keys[] = {atom_allocator, atom_jemalloc_error, atom_jemalloc_build,
-                           atom_fast_extra, atom_jemalloc_allocated, atom_jemalloc_resident};
+    ERL_NIF_TERM keys[] = {atom_allocator,      atom_jemalloc_error,     atom_jemalloc_build,
+                           atom_fast_extra,     atom_jemalloc_allocated, atom_jemalloc_resident,
+                           atom_alias_owner};
     ERL_NIF_TERM vals[] = {
         strcmp(mf_allocator_name(), "jemalloc") == 0 ? atom_jemalloc : atom_enif, why,
         enif_make_atom(env, mf_alloc_jemalloc_build()),
         mf_layout_fast_extra() ? atom_true : atom_false,
         stats ? enif_make_uint64(env, allocated) : atom_undefined,
-        stats ? enif_make_uint64(env, resident) : atom_undefined};
+        stats ? enif_make_uint64(env, resident) : atom_undefined,
+        mf_layout_alias_owner() ? atom_true : atom_false};
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, vals, 6, &map);
+    enif_make_map_from_arrays(env, keys, vals, 7, &map);
     return map;
 }
 
@@ -226,9 +255,8 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
 
 static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
-    (void)info;
     make_atoms(env);
-    if (!mf_layout_load(env))
+    if (!mf_layout_load(env, info))
         return 1;
     mf_births_load(env);
     mf_choose_allocator();
@@ -261,6 +289,7 @@ static ErlNifFunc nif_funcs[] = {
     {"births_take", 1, mf_nif_births_take, 0},
     {"session_new", 2, mf_nif_session_new, 0},
     {"session_stop", 1, mf_nif_session_stop, 0},
+    {"session_rotate", 1, mf_nif_session_rotate, 0},
     {"snapshot", 1, mf_nif_snapshot, 0},
     {"snapshot_start", 1, mf_nif_snapshot_start, 0},
     {"snapshot_next", 1, mf_nif_snapshot_next, 0},

@@ -44,7 +44,7 @@ reserved(A) ->
 
 %% @doc The endpoint as the VM reported it, in text: `<0.80.0>',
 %% `#Port<0.5>', `name', `{name,node@host}', `<9.80.0>@node@host',
-%% `alias #Ref<...>'.
+%% `alias #Ref<...>'; a group of exited endpoints `exited#Kind'.
 -spec endpoint(term()) -> binary().
 endpoint(Pid) when is_pid(Pid), node(Pid) =:= node() ->
     list_to_binary(pid_to_list(Pid));
@@ -54,6 +54,9 @@ endpoint(Ref) when is_reference(Ref) ->
     iolist_to_binary(["alias ", ref_to_list(Ref)]);
 endpoint(Atom) when is_atom(Atom) ->
     atom_to_binary(Atom);
+endpoint({exited, Kind, _Node}) when is_integer(Kind) ->
+    %% the exited endpoints of one kind (msgflow_labels:fold_key/2)
+    <<"exited#", (integer_to_binary(Kind))/binary>>;
 endpoint(Term) ->
     iolist_to_binary(io_lib:format("~0tp", [Term])).
 

@@ -4,9 +4,11 @@
 %%% the caller's process); this module is the only one that writes them and
 %%% the only one that reads a live process to name it:
 %%% <ul>
-%%% <li>`endpoints': `{Endpoint, Kind}' for every endpoint of a pair,
-%%%     written the first time the endpoint shows up (while it may still be
-%%%     alive) and never changed;</li>
+%%% <li>`endpoints': `{Endpoint, Kind, Rows}' for every endpoint of a row
+%%%     the collector holds, written the first time the endpoint shows up
+%%%     (while it may still be alive); Rows counts the collector's rows that
+%%%     name it (hold/2, release/2), and the endpoint of a process, port or
+%%%     alias is forgotten when none does any more;</li>
 %%% <li>`kinds': `{Kind, Label, Module, Application}', one per distinct
 %%%     triple (a node's 100,000 request handlers are one kind), so that
 %%%     an endpoint costs a small integer, not a copy of its label;</li>
@@ -17,14 +19,20 @@
 %%%     events (spawn, register), so that a process that exits before the
 %%%     collector sees it keeps its name and initial call.</li>
 %%% </ul>
+%%% An endpoint that exited is folded into a group (fold_key/2): `{exited,
+%%% Kind, Node}', which has the label, module and application of the
+%%% endpoint it stands for, and stands for every exited endpoint of that
+%%% kind.
 %%% A label is the registered name, else (OTP 27+) the proc_lib label, else
 %%% proc_lib's initial call, else the initial call, else the pid; ports
 %%% show their driver; remote endpoints their node.
 -module(msgflow_labels).
 
 -export([new/0, delete/1, clear/1, tables/1, births/3, prune_births/2, learn/2,
-         canon/2, meta/2, all_meta/1, field_map/2, node_of/1, label/1, module_of/1, describe/1, birth_call/1]).
--export_type([labels/0, tables/0, meta/0]).
+         hold/2, release/2, fold_key/2,
+         canon/2, meta/2, all_meta/1, field_map/2, kind_map/2, node_of/1, label/1, module_of/1,
+         describe/1, birth_call/1]).
+-export_type([labels/0, tables/0, meta/0, group/0]).
 
 %% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
 %% does not know it (it is only called where the VM supports it).
@@ -43,8 +51,10 @@
 }).
 
 -opaque labels() :: #labels{}.
-%% What views need to read labels: the two tables, readable by any process.
+%% What views need to read labels, readable by any process.
 -type tables() :: #{endpoints := ets:tid(), kinds := ets:tid(), names := ets:tid()}.
+%% The exited endpoints of one kind on one node (see fold_key/2).
+-type group() :: {exited, pos_integer(), node()}.
 %% An endpoint's label (binary), module and application (`undefined' when
 %% not known) and node.
 -type meta() :: #{label := binary(), module := module() | undefined,
@@ -121,7 +131,7 @@ alive(P) when is_port(P) -> erlang:port_info(P, id) =/= undefined.
 %% @doc Labels an endpoint the first time it shows up, while it may still
 %% be alive: a local process is read with one describe/1; what its spawn
 %% or register event said stands in for what can no longer be read once it
-%% exited.  A registered name also gets the pid it stands for (whereis/1
+%% exited (and `(unknown)' when there was none).  A registered name also gets the pid it stands for (whereis/1
 %% now), and that pid its label.  Owner only.
 -spec learn(labels(), msgflow_tracer:endpoint()) -> labels().
 learn(L = #labels{endpoints = Ends}, E) ->
@@ -140,9 +150,12 @@ learn_new(L = #labels{endpoints = Ends, births = B, names = Names}, E)
     {Label, Name, Mod, App, L1} =
         case describe(E) of
             undefined ->
+                %% exited before it was read, and spawned by a process not
+                %% traced (no birth): one kind for all such, so that they
+                %% fold into one group (views show the pid beside it)
                 Dead = case {BName, BCall} of
                            {undefined, {M, F, A}} -> msgflow_fmt:mfa(M, F, A);
-                           {undefined, undefined} -> msgflow_fmt:endpoint(E);
+                           {undefined, undefined} -> <<"(unknown)">>;
                            _ -> atom_to_binary(BName)
                        end,
                 {Dead, BName, BMod, undefined, L};
@@ -151,7 +164,7 @@ learn_new(L = #labels{endpoints = Ends, births = B, names = Names}, E)
                 {Live, first_defined(LiveName, BName), first_defined(LiveMod, BMod), A, LA}
         end,
     _ = Name =/= undefined andalso ets:insert(Names, {Name, E}),
-    ets:insert(Ends, {E, kind(L1, Label, Mod, App)}),
+    ets:insert(Ends, {E, kind(L1, Label, Mod, App), 0}),
     L1;
 learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
     Pid = case name_of(E) of
@@ -163,13 +176,74 @@ learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
               false ->
                   undefined
           end,
-    ets:insert(Ends, {E, kind(L, label(E), undefined, undefined)}),
-    %% the pid a name stood for gets its label now too: views show the
-    %% name's sends under that pid
+    %% aliases share one kind: there is one per call
+    Label = case is_reference(E) of
+                true -> <<"alias">>;
+                false -> label(E)
+            end,
+    ets:insert(Ends, {E, kind(L, Label, undefined, undefined), 0}),
+    %% the pid a name stood for gets its label now too (held by the name:
+    %% views show the name's sends under that pid)
     case Pid of
         undefined -> L;
-        _ -> learn(L, Pid)
+        _ -> hold(L, Pid)
     end.
+
+%% @doc learn/2, and one more row of the collector's names E.  Owner only.
+-spec hold(labels(), msgflow_tracer:endpoint() | group()) -> labels().
+hold(L, {exited, _, _}) ->
+    L;
+hold(L = #labels{endpoints = Ends}, E) ->
+    L1 = learn(L, E),
+    _ = ets:update_counter(Ends, E, {3, 1}),
+    L1.
+
+%% @doc One row fewer names E: a process, port or alias no row names is
+%% forgotten (names and remote endpoints stay: they are few, and cannot
+%% be seen to exit).  Owner only.
+-spec release(labels(), msgflow_tracer:endpoint() | group()) -> labels().
+release(L = #labels{endpoints = Ends}, E) ->
+    case mortal(E) andalso ets:member(Ends, E) of
+        true ->
+            case ets:update_counter(Ends, E, {3, -1}) of
+                N when N =< 0 -> ets:delete(Ends, E);
+                _ -> ok
+            end;
+        false ->
+            ok
+    end,
+    L.
+
+mortal(E) when is_pid(E) -> node(E) =:= node();
+mortal(E) -> is_port(E) orelse is_reference(E).
+
+%% @doc What a row's endpoint becomes when the row is folded: a local
+%% process or port that has exited becomes its group, `{exited, Kind,
+%% Node}', and an alias the group of aliases (the NIF counts the replies
+%% to local aliases for their owners; these are the others); any other
+%% endpoint stays as it is.  Owner only (it may label an endpoint it has
+%% not seen).
+-spec fold_key(labels(), msgflow_tracer:endpoint() | group()) ->
+          {msgflow_tracer:endpoint() | group(), labels()}.
+fold_key(L, R) when is_reference(R) ->
+    group(L, R);
+fold_key(L, P) when is_pid(P), node(P) =:= node() ->
+    case is_process_alive(P) of
+        true -> {P, L};
+        false -> group(L, P)
+    end;
+fold_key(L, P) when is_port(P) ->
+    case erlang:port_info(P, id) of
+        undefined -> group(L, P);
+        _ -> {P, L}
+    end;
+fold_key(L, E) ->
+    {E, L}.
+
+group(L = #labels{endpoints = Ends}, E) ->
+    L1 = learn(L, E),
+    [{_, Kind, _}] = ets:lookup(Ends, E),
+    {{exited, Kind, node_of(E)}, L1}.
 
 %% The kind of a (label, module, application) triple, made when new.
 kind(#labels{kinds = K, kind_ids = KI}, Label, Mod, App) ->
@@ -212,7 +286,7 @@ name_of(_) -> false.
 
 %% @doc The endpoint views show for E: the pid a local registered name
 %% stood for (when it resolved), else E itself.  Any process.
--spec canon(tables(), msgflow_tracer:endpoint()) -> msgflow_tracer:endpoint().
+-spec canon(tables(), msgflow_tracer:endpoint() | group()) -> msgflow_tracer:endpoint() | group().
 canon(#{names := Names}, A) when is_atom(A) ->
     case ets:lookup(Names, A) of
         [{_, P}] -> P;
@@ -228,10 +302,13 @@ canon(_, E) ->
 
 %% @doc What is known of an endpoint: label, module, application, node.
 %% An endpoint never seen gets its text and `undefined's.  Any process.
--spec meta(tables(), msgflow_tracer:endpoint()) -> meta().
+-spec meta(tables(), msgflow_tracer:endpoint() | group()) -> meta().
+meta(#{kinds := Kinds}, {exited, K, Node}) ->
+    [{_, L, M, A}] = ets:lookup(Kinds, K),
+    #{label => L, module => M, application => A, node => Node};
 meta(#{endpoints := Ends, kinds := Kinds}, E) ->
     {Label, Mod, App} = case ets:lookup(Ends, E) of
-                            [{_, K}] ->
+                            [{_, K, _}] ->
                                 [{_, L, M, A}] = ets:lookup(Kinds, K),
                                 {L, M, A};
                             [] ->
@@ -242,22 +319,29 @@ meta(#{endpoints := Ends, kinds := Kinds}, E) ->
 %% @doc One field of every endpoint known: `#{Endpoint => Value}', read
 %% in one pass.  Any process.
 -spec field_map(tables(), label | module | application) -> #{msgflow_tracer:endpoint() => term()}.
-field_map(#{endpoints := Ends, kinds := Kinds}, Field) ->
+field_map(T = #{endpoints := Ends}, Field) ->
+    KM = kind_map(T, Field),
+    maps:from_list([{E, maps:get(K, KM)} || {E, K, _} <- ets:tab2list(Ends)]).
+
+%% @doc One field of every kind: `#{Kind => Value}' (for groups of exited
+%% endpoints).  Any process.
+-spec kind_map(tables(), label | module | application) -> #{pos_integer() => term()}.
+kind_map(#{kinds := Kinds}, Field) ->
     Pos = case Field of label -> 2; module -> 3; application -> 4 end,
-    KM = maps:from_list([{element(1, K), element(Pos, K)} || K <- ets:tab2list(Kinds)]),
-    maps:from_list([{E, maps:get(K, KM)} || {E, K} <- ets:tab2list(Ends)]).
+    maps:from_list([{element(1, K), element(Pos, K)} || K <- ets:tab2list(Kinds)]).
 
 %% @doc Every endpoint known: `#{Endpoint => {Label, Module, Application}}',
 %% read in one pass (for views of many endpoints).  Any process.
 -spec all_meta(tables()) -> #{msgflow_tracer:endpoint() => {binary(), atom(), atom()}}.
 all_meta(#{endpoints := Ends, kinds := Kinds}) ->
     KM = maps:from_list([{K, {L, M, A}} || {K, L, M, A} <- ets:tab2list(Kinds)]),
-    maps:from_list([{E, maps:get(K, KM)} || {E, K} <- ets:tab2list(Ends)]).
+    maps:from_list([{E, maps:get(K, KM)} || {E, K, _} <- ets:tab2list(Ends)]).
 
 %% @doc The node of an endpoint: a pid's, port's or reference's own, the
 %% node of `{Name, Node}', this node for a registered name.
 -spec node_of(msgflow_tracer:endpoint() | term()) -> node().
 node_of({_, Node}) when is_atom(Node) -> Node;
+node_of({exited, _, Node}) -> Node;
 node_of(A) when is_atom(A) -> node();
 node_of(E) when is_pid(E); is_port(E); is_reference(E) -> node(E);
 node_of(_) -> node().

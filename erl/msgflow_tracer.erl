@@ -6,28 +6,31 @@
 %%% A session is an opaque NIF resource.  It is the tracer state:
 %%% `erlang:trace(Who, true, [send, {tracer, msgflow_tracer, Session}])'.
 %%% Its counts live in the NIF, per scheduler thread; `snapshot/1' takes
-%%% what was counted since the previous snapshot.
+%%% what was counted since the previous snapshot.  Each thread's tables are
+%%% a generation: `session_rotate/1' makes every thread start a new one,
+%%% and the next snapshot takes the last counts of the old ones and frees
+%%% them, so pairs that no longer get messages leave the NIF.
 -module(msgflow_tracer).
 %% An erl_tracer callback module (OTP 25 has no behaviour_info for it).
 
 -export([enabled/3, enabled_send/3, trace_send/5, trace/5, enabled_procs/3, trace_procs/5]).
--export([session_new/2, session_stop/1, snapshot/1, snapshot_start/1, snapshot_next/1,
+-export([session_new/2, session_stop/1, session_rotate/1, snapshot/1, snapshot_start/1, snapshot_next/1,
          births_take/1, session_info/1,
          lib_info/0]).
 
 -on_load(init/0).
 
--export_type([session/0, take/0, endpoint/0, snapshot/0, birth/0]).
+-export_type([session/0, take/0, endpoint/0, snapshot/0, delta/0, birth/0]).
 
 -opaque session() :: reference().
 %% A snapshot being taken in chunks (snapshot_start/1).
 -opaque take() :: reference().
 %% A sender (the tracee: pid or port) or a receiver as the VM reported it.
 -type endpoint() :: pid() | port() | atom() | {atom(), node()} | reference().
-%% {Pairs, DeadLetters, Overflow, OverflowDead}: see snapshot/1.
--type snapshot() :: {[{endpoint(), endpoint(), pos_integer()}],
-                     [{endpoint(), endpoint(), pos_integer()}],
-                     non_neg_integer(), non_neg_integer()}.
+%% {Pairs, DeadLetters, Replies, Overflow, OverflowDead}: see snapshot/1.
+-type snapshot() :: {[delta()], [delta()], [delta()], non_neg_integer(), non_neg_integer()}.
+%% {Sender, Receiver, Messages}
+-type delta() :: {endpoint(), endpoint(), pos_integer()}.
 
 %% What a spawn or register event said about a process: a registered name;
 %% the spawn's `{M, F, Arity}'; or for a proc_lib start `{proc_lib, {M, F,
@@ -38,7 +41,21 @@
 
 -spec init() -> ok | {error, term()}.
 init() ->
-    erlang:load_nif(filename:join(priv_dir(), "msgflow_tracer"), 0).
+    erlang:load_nif(filename:join(priv_dir(), "msgflow_tracer"), layout_samples()).
+
+%% Terms the library checks its reads of the VM's term layout against when
+%% it loads: aliases with their owners (made by alias/0 and by monitor/3,
+%% here and in another process), and references that are no aliases.
+layout_samples() ->
+    Self = self(),
+    A1 = alias(),
+    M = erlang:monitor(process, Self, [{alias, demonitor}]),
+    {Other, Ref} = spawn_monitor(fun() -> Self ! {alias, self(), alias()} end),
+    Theirs = receive {alias, Other, A2} -> [{A2, Other}] after 5000 -> [] end,
+    receive {'DOWN', Ref, process, Other, _} -> ok after 5000 -> ok end,
+    unalias(A1),
+    erlang:demonitor(M, [flush]),
+    {[{A1, Self}, {M, Self} | Theirs], [make_ref(), Ref]}.
 
 priv_dir() ->
     case code:priv_dir(msgflow) of
@@ -104,14 +121,28 @@ session_new(_Collector, _MaxPairs) -> ?NOT_LOADED.
 -spec session_stop(session()) -> ok.
 session_stop(_Session) -> ?NOT_LOADED.
 
+%% @doc Every thread starts a new generation of its tables the next time it
+%% counts; the next snapshot takes what is left in the old ones and frees
+%% them (a jemalloc arena each, dropped in one call).  Counts are never
+%% lost; the entries of the old generations stop counting against the cap.
+%% badarg for a non-session.
+-spec session_rotate(session()) -> ok.
+session_rotate(_Session) -> ?NOT_LOADED.
+
 %% @doc What was counted since the previous snapshot of this session (on
 %% the caller's normal scheduler, in steps of at most ~0.5 ms with yields
 %% between them; tracing goes on meanwhile and nothing is lost or counted
-%% twice).  Raises `busy' while another snapshot of the session runs.  Pairs and DeadLetters are `[{Sender, Receiver, Messages}]'; a
-%% pair counted on several scheduler threads appears once per thread.
-%% DeadLetters (sends to non-existing processes) are also in Pairs.
-%% Overflow counts messages that found no entry because the cap was
-%% reached; OverflowDead the dead letters in no DeadLetters tuple.
+%% twice).  Raises `busy' while another snapshot of the session runs.
+%% Pairs and DeadLetters are `[{Sender, Receiver, Messages}]'; a pair
+%% counted on several scheduler threads appears once per thread.
+%% Replies are `[{Sender, Owner, Messages}]', the sends to aliases of the
+%% local process Owner (a gen:call's reply goes to an alias of its caller,
+%% one per call, OTP 24+), counted per owner, when lib_info() says
+%% `alias_owner' (else they are in Pairs, to each alias).  DeadLetters
+%% (sends to non-existing processes and inactive aliases, whose owner is
+%% then the receiver) are also in Pairs or Replies.  Overflow counts
+%% messages that found no entry because the cap was reached; OverflowDead
+%% the dead letters in no DeadLetters tuple.
 -spec snapshot(session()) -> snapshot().
 snapshot(_Session) -> ?NOT_LOADED.
 
@@ -122,36 +153,46 @@ snapshot(_Session) -> ?NOT_LOADED.
 -spec snapshot_start(session()) -> take().
 snapshot_start(_Session) -> ?NOT_LOADED.
 
-%% @doc The next chunk of a take: `{more, Pairs, DeadLetters}', or at the
-%% end `{done, Pairs, DeadLetters, Overflow, OverflowDead}' (as in
-%% snapshot/1; the overflow figures cover the whole take).  badarg for a
-%% take that is done.
+%% @doc The next chunk of a take: `{more, Pairs, DeadLetters, Replies}', or
+%% at the end `{done, Pairs, DeadLetters, Replies, Overflow, OverflowDead}'
+%% (as in snapshot/1; the overflow figures cover the whole take).  badarg
+%% for a take that is done.
 -spec snapshot_next(take()) ->
-          {more, [{endpoint(), endpoint(), pos_integer()}], [{endpoint(), endpoint(), pos_integer()}]}
-        | {done, [{endpoint(), endpoint(), pos_integer()}], [{endpoint(), endpoint(), pos_integer()}],
-           non_neg_integer(), non_neg_integer()}.
+          {more, [delta()], [delta()], [delta()]}
+        | {done, [delta()], [delta()], [delta()], non_neg_integer(), non_neg_integer()}.
 snapshot_next(_Take) -> ?NOT_LOADED.
 
 %% @doc The session's tables: `state' (active | stopped | collector_down),
-%% `shards' (threads that counted), `memory' (bytes held), `entries',
-%% `max_pairs'.
+%% `shards' (threads that counted), `memory' (bytes held), `entries' (pair,
+%% dead-letter and call entries), `max_pairs' (the entry cap), `rotations'
+%% (session_rotate/1 calls), `retired' (old generations not yet freed: a
+%% thread retires its old one at its next send after a rotation, the next
+%% snapshot frees it), `freed' (old generations freed).  memory and entries
+%% include the retired generations.
 -spec session_info(session()) -> #{state := active | stopped | collector_down,
                                    shards := non_neg_integer(),
                                    memory := non_neg_integer(),
                                    entries := non_neg_integer(),
-                                   max_pairs := pos_integer()}.
+                                   max_pairs := pos_integer(),
+                                   rotations := non_neg_integer(),
+                                   retired := non_neg_integer(),
+                                   freed := non_neg_integer()}.
 session_info(_Session) -> ?NOT_LOADED.
 
 %% @doc What the library chose when it loaded: `allocator', the one the
 %% tables use, and `jemalloc_error', why jemalloc is not it (empty binary
 %% when it is); `jemalloc_build', `static' (built from Debian's source and
 %% linked in) or `system' (the system's library through dlopen);
-%% `jemalloc_allocated' and `jemalloc_resident', bytes of msgflow's arena as
+%% `jemalloc_allocated' and `jemalloc_resident', bytes of msgflow's arenas as
 %% jemalloc counts them (`undefined' on enif_alloc); `fast_extra', whether
 %% trace_send reads the receiver from the words of the options map (the
-%% VM's layout was checked at load) or through enif_get_map_value.
+%% VM's layout was checked at load) or through enif_get_map_value;
+%% `alias_owner', whether a send to a local alias is counted for the
+%% alias's owner, read from the alias's words (checked at load against
+%% aliases made for it), or to the alias as a receiver of its own.
 -spec lib_info() -> #{allocator := jemalloc | enif, jemalloc_error := binary(),
                       jemalloc_build := static | system, fast_extra := boolean(),
+                      alias_owner := boolean(),
                       jemalloc_allocated := non_neg_integer() | undefined,
                       jemalloc_resident := non_neg_integer() | undefined}.
 lib_info() -> ?NOT_LOADED.

@@ -4,8 +4,12 @@
 %%% calling process.  It reads the collector's ETS tables and never calls
 %%% the collector.
 %%%
-%%% A view groups pairs by `process' (a send to a registered name and a
-%%% send to the pid holding it are one receiver), `name' (labels),
+%%% A view reads the pairs and the folded rows (msgflow_collector) alike:
+%%% every message counted and not in overflow is in one row of it.  It
+%%% groups them by `process' (a send to a registered name and a send to
+%%% the pid holding it are one receiver, and the NIF counts a reply to a
+%%% gen:call's alias for its caller; exited processes are their group,
+%%% `{exited, Kind, Node}'), `name' (labels),
 %%% `module', `application' or `node'.  For the top N by process it picks
 %%% the N busiest pairs first (a threshold from a sample, then a select in
 %%% ETS of the rows above it) and labels those only; the other groupings
@@ -42,6 +46,7 @@
                   estimated := boolean(), sample := off | {pos_integer(), pos_integer()},
                   events := non_neg_integer(), dead_letters := non_neg_integer(),
                   overflow := non_neg_integer(), births_dropped := non_neg_integer(),
+                  folded := non_neg_integer(),
                   pairs := non_neg_integer(), groups := non_neg_integer() | undefined,
                   rows := [row()], endpoints := #{key() => endpoint_info()},
                   windows := [msgflow_collector:window()],
@@ -119,6 +124,7 @@ build(Store, Spec) ->
       estimated => maps:get(scale, Ctx) =/= 1, sample => maps:get(sample, Store),
       events => maps:get(events, Store), dead_letters => maps:get(dead_letters, Store),
       overflow => maps:get(overflow, Store), births_dropped => maps:get(births_dropped, Store),
+      folded => maps:get(folded_messages, Store),
       pairs => ets:info(maps:get(pairs, Store), size), groups => NGroups,
       rows => Rows, endpoints => endpoints(Labelled, HeatKeys, By, Store),
       windows => lists:nthtail(length(Kept) - K, Kept),
@@ -155,15 +161,16 @@ context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval :=
 %%% Choosing the rows
 
 %% The N busiest pairs by process.  Rows whose receiver is a local
-%% registered name are few and merged into their pid's row first; of the
-%% others only those above the N-th largest total of a sample can be among
-%% the N busiest, and ETS selects just those, and at most N of those equal
-%% to it (ties are broken by table order).
-top_by_process(#{pairs := T}, Ctx = #{labels := Tables}, N) ->
+%% registered name, and the folded rows, are few and merged
+%% into their pid's row first; of the others only those above the N-th
+%% largest total of a sample can be among the N busiest, and ETS selects
+%% just those, and at most N of those equal to it (ties are broken by
+%% table order).
+top_by_process(#{pairs := T, folded := F}, Ctx = #{labels := Tables}, N) ->
     Named = ets:select(T, [{{{'_', '$1'}, '_', '_', '_', '_', '_'}, [named_guard()], ['$_']}]),
     Side = lists:foldl(fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
                                add_member({S, msgflow_labels:canon(Tables, R)}, Row, Acc)
-                       end, #{}, Named),
+                       end, #{}, Named ++ ets:tab2list(F)),
     Thr = threshold(T, N),
     Above = ets:select(T, [{{{'_', '$1'}, '$2', '_', '_', '_', '_'},
                             [{'>', '$2', Thr}, {'not', named_guard()}], ['$_']}]),
@@ -211,7 +218,7 @@ add_member(Key, Row, Acc) ->
 %% Every pair read, grouped; the busiest Limit of the groups.  A group is
 %% summed as its pairs are read (acc/2); for a limited view the pairs of
 %% the chosen groups of several pairs are read again, for their peak.
-all_groups(Store = #{pairs := T, labels := Tables}, Ctx = #{k := K, last := Last},
+all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K, last := Last},
            By, Limit, Active) ->
     KeyOf = key_fun(By, Tables),
     Guard = case Active andalso K > 0 of
@@ -220,12 +227,12 @@ all_groups(Store = #{pairs := T, labels := Tables}, Ctx = #{k := K, last := Last
             end,
     Match = [{{{'_', '$1'}, '_', '$2', '_', '_', '_'}, Guard, ['$_']}],
     Accs = case By of
-               process -> by_process(T, Guard, KeyOf, Ctx);
-               _ -> maps:to_list(
-                      fold_select(T, Match,
-                                  fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
-                                          add_acc_to({KeyOf(S), KeyOf(R)}, acc(Row, Ctx), Acc)
-                                  end, #{}))
+               process -> by_process(T, F, Guard, KeyOf, Ctx);
+               _ ->
+                   Add = fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+                                 add_acc_to({KeyOf(S), KeyOf(R)}, acc(Row, Ctx), Acc)
+                         end,
+                   maps:to_list(fold_select(F, Match, Add, fold_select(T, Match, Add, #{})))
            end,
     Chosen = busiest(Accs, Limit),
     Members = case Limit of
@@ -235,11 +242,12 @@ all_groups(Store = #{pairs := T, labels := Tables}, Ctx = #{k := K, last := Last
     {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], length(Accs)}.
 
 %% By process a pair is its own group but for sends to a local registered
-%% name, which join the pid's: those few are grouped in a map, the rest
-%% read as a list.
-by_process(T, Guard, KeyOf, Ctx) ->
+%% name, which join the pid's, and the folded rows: those few
+%% are grouped in a map, the rest read as a list.
+by_process(T, F, Guard, KeyOf, Ctx) ->
     Named = ets:select(T, [{{{'_', '$1'}, '_', '$2', '_', '_', '_'}, [named_guard() | Guard],
-                            ['$_']}]),
+                            ['$_']}])
+        ++ ets:select(F, [{{{'_', '_'}, '_', '$2', '_', '_', '_'}, Guard, ['$_']}]),
     Side = lists:foldl(fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
                                add_acc_to({S, KeyOf(R)}, acc(Row, Ctx), Acc)
                        end, #{}, Named),
@@ -267,15 +275,16 @@ add_acc_to(Key, A, Acc) ->
 
 members([], _, _, _) ->
     #{};
-members(Keys, #{pairs := T}, KeyOf, Match) ->
+members(Keys, #{pairs := T, folded := F}, KeyOf, Match) ->
     Want = maps:from_list([{K, []} || K <- Keys]),
-    fold_select(T, Match, fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
-                                  Key = {KeyOf(S), KeyOf(R)},
-                                  case Want of
-                                      #{Key := _} -> add_member(Key, Row, Acc);
-                                      _ -> Acc
-                                  end
-                          end, #{}).
+    Add = fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+                  Key = {KeyOf(S), KeyOf(R)},
+                  case Want of
+                      #{Key := _} -> add_member(Key, Row, Acc);
+                      _ -> Acc
+                  end
+          end,
+    fold_select(F, Match, Add, fold_select(T, Match, Add, #{})).
 
 %% One pair's part of a group: {Total, Counts, Pairs, Peak, Row}: Counts
 %% its messages per window from `first' to `last' (see context/2), Peak
@@ -306,22 +315,27 @@ fold_chunks({Rows, Cont}, Fun, Acc) ->
     fold_chunks(ets:select(Cont), Fun, lists:foldl(Fun, Acc, Rows)).
 
 %% fun(Endpoint) -> the key of its group.  Labels, modules and
-%% applications are read once per view from the endpoints table.
+%% applications are read once per view from the endpoints table (and the
+%% kinds, for groups of exited endpoints).
 key_fun(process, Tables) ->
     fun(E) -> msgflow_labels:canon(Tables, E) end;
 key_fun(node, Tables) ->
-    fun(E) -> maps:get(node, msgflow_labels:meta(Tables, msgflow_labels:canon(Tables, E))) end;
+    fun(E) -> msgflow_labels:node_of(msgflow_labels:canon(Tables, E)) end;
 key_fun(By, Tables) ->
-    Cache = msgflow_labels:field_map(Tables, case By of name -> label; _ -> By end),
-    fun(E0) ->
-            E = case is_atom(E0) orelse is_tuple(E0) of
-                    true -> msgflow_labels:canon(Tables, E0);
-                    false -> E0
+    Field = case By of name -> label; _ -> By end,
+    Cache = msgflow_labels:field_map(Tables, Field),
+    Kinds = msgflow_labels:kind_map(Tables, Field),
+    fun({exited, Kind, _}) ->
+            maps:get(Kind, Kinds);
+       (E0) ->
+            E = case is_pid(E0) orelse is_port(E0) of
+                    false -> msgflow_labels:canon(Tables, E0);
+                    true -> E0
                 end,
             case Cache of
                 #{E := V} -> V;
-                _ when By =:= name -> msgflow_fmt:endpoint(E);
-                _ -> undefined
+                %% labelled after the cache was read
+                _ -> maps:get(Field, msgflow_labels:meta(Tables, E))
             end
     end.
 
@@ -406,7 +420,9 @@ endpoints(Rows, Extra, By, #{labels := Tables}) ->
 %% each, for many one read of the whole endpoints table.
 meta_fun(process, Tables, N) when N > 1000 ->
     All = msgflow_labels:all_meta(Tables),
-    fun(E) ->
+    fun(E = {exited, _, _}) ->
+            info(process, E, Tables);
+       (E) ->
             Text = msgflow_fmt:endpoint(E),
             case All of
                 #{E := {L, M, A}} ->
@@ -419,6 +435,9 @@ meta_fun(process, Tables, N) when N > 1000 ->
 meta_fun(By, Tables, _) ->
     fun(Key) -> info(By, Key, Tables) end.
 
+info(process, E = {exited, _, _}, Tables) ->
+    M = #{label := L} = msgflow_labels:meta(Tables, E),
+    M#{label => <<L/binary, " (exited)">>, text => msgflow_fmt:endpoint(E)};
 info(process, E, Tables) ->
     (msgflow_labels:meta(Tables, E))#{text => msgflow_fmt:endpoint(E)};
 info(_, Key, _) ->
@@ -453,11 +472,14 @@ pairs(#{pairs := T}) ->
 
 %% @doc One pair's messages per window, oldest first: the kept closed
 %% windows, then (while running) the open one with `open => true'.  A
-%% registered name and the pid holding it are one receiver.
+%% registered name and the pid holding it are one receiver; the pair's
+%% folded row (replies to the receiver's aliases, the pair's messages
+%% before it was folded) is in it too.  Endpoints may be groups of exited
+%% ones.
 -spec history(msgflow_collector:store(), msgflow_tracer:endpoint(), msgflow_tracer:endpoint()) ->
           [#{at := integer(), window_ms := non_neg_integer(), count := non_neg_integer(),
              open => true}].
-history(Store = #{pairs := T, labels := Tables = #{names := Names}, windows := Ws,
+history(Store = #{pairs := T, folded := Fo, labels := Tables = #{names := Names}, windows := Ws,
                   closed := Closed}, S0, R0) ->
     S = msgflow_labels:canon(Tables, S0),
     R = msgflow_labels:canon(Tables, R0),
@@ -466,7 +488,7 @@ history(Store = #{pairs := T, labels := Tables = #{names := Names}, windows := W
                    false -> []
                end,
     Keys = lists:usort([{S, R} | [{S, N} || N <- NamesOfR] ++ [{S, {N, node()}} || N <- NamesOfR]]),
-    Members = lists:append([ets:lookup(T, Key) || Key <- Keys]),
+    Members = lists:append([ets:lookup(T, Key) || Key <- Keys]) ++ ets:lookup(Fo, {S, R}),
     Open = Closed + 1,
     First = case Ws of [] -> Open; [#{n := F} | _] -> F end,
     Counts = case Members of

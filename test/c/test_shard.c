@@ -58,11 +58,13 @@ static void on_dead(void *ctx, uint64_t from, uint64_t to, uint64_t n)
     t->dead[from % NKEYS][to % NKEYS] += n;
 }
 
+static const mf_take_fns fns = {on_pair, on_dead};
+
 /* A whole take, in steps of `budget' entries. */
 static void take_in_steps(mf_shard *sh, void *ctx, mf_take_totals *tot, unsigned budget)
 {
     mf_cursor cur = {0, NULL, 0};
-    while (!mf_shard_take_some(sh, &cur, on_pair, on_dead, ctx, tot, budget))
+    while (!mf_shard_take_some(sh, &cur, &fns, ctx, tot, budget))
         ;
 }
 
@@ -220,6 +222,27 @@ static void test_jemalloc(int required)
     CHECK(mf_shard_entries(sh) == 500);
     mf_shard_free(sh);
     CHECK(strcmp(je.name, "jemalloc") == 0);
+
+    /* A generation's heap: an arena of its own, dropped in one call with
+     * everything in it. */
+    mf_alloc heap;
+    CHECK(mf_alloc_heap(&je, &heap) == 1);
+    CHECK(heap.ctx != je.ctx);
+    mf_limit lim2 = {0, 1u << 20};
+    mf_shard *g = mf_shard_new(&heap, &lim2);
+    CHECK(g != NULL);
+    for (uint64_t i = 0; i < 20000; i++)
+        mf_shard_count(g, (i << 4) | 3, 0x13, 0);
+    CHECK(mf_shard_entries(g) == 20000);
+    CHECK(mf_alloc_heap_drop(&heap) == 1);
+    CHECK(mf_alloc_heap_drop(&je) == 0); /* never the base arena */
+    /* dropped arenas are reused, so generations do not run out of them */
+    for (int i = 0; i < 5000; i++) {
+        CHECK(mf_alloc_heap(&je, &heap) == 1);
+        void *p = heap.alloc(heap.ctx, 100);
+        CHECK(p != NULL);
+        CHECK(mf_alloc_heap_drop(&heap) == 1);
+    }
 }
 
 /* With --require-jemalloc (run by ctest under GLIBC_TUNABLES) the jemalloc

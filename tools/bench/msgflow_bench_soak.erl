@@ -1,0 +1,174 @@
+%%% @doc The soak of `make bench-scale' (alone: `make soak'): msgflow left
+%%% running on a node that starts a process per request.
+%%%
+%%% 200 gen_servers; every 100 ms, 500 new clients (5,000 a second), each
+%%% making 20 `gen_server:call's to a server chosen at random and exiting.
+%%% Each call is a request to the server's pid and a reply to a fresh alias
+%%% (OTP 24+), so the node makes 10,000 new sender-receiver pairs of pids
+%%% and 100,000 aliases a second.  msgflow runs with `max_pairs => 50000'
+%%% and its defaults otherwise (1 s windows).
+%%%
+%%% Every 30 s it prints: clients started and calls made, the VM's memory
+%%% (erlang:memory(total)), the OS process's resident set, the collector's
+%%% (its heap and its ETS tables), the NIF's tables (msgflow's count, and
+%%% jemalloc's resident bytes for its arenas), the pairs held, the folded
+%%% rows, folded and overflow messages, and whether `events = pairs +
+%%% folded + overflow' holds in one store.  At the end: the targets of
+%%% issue 12 beside the figures, and top(10, #{by => name}).
+%%%
+%%% MSGFLOW_SOAK_S sets the length in seconds (600 by default).
+-module(msgflow_bench_soak).
+-behaviour(gen_server).
+
+-export([main/0, run/1, client/2, acceptor/0]).
+-export([init/1, handle_call/3, handle_cast/2]).
+
+-define(SERVERS, 200).
+-define(CLIENTS_PER_TICK, 500).
+-define(TICK_MS, 100).
+-define(CALLS, 20).
+-define(REPORT_MS, 30000).
+-define(MAX_PAIRS, 50000).
+
+-spec main() -> no_return().
+main() ->
+    Secs = case os:getenv("MSGFLOW_SOAK_S") of
+               false -> 600;
+               S -> list_to_integer(S)
+           end,
+    Code = try run(Secs) of ok -> 0
+           catch C:R:St -> io:format("soak failed: ~p:~p~n~p~n", [C, R, St]), 1
+           end,
+    erlang:halt(Code).
+
+%% @doc The soak for Secs seconds (msgflow's application started here).
+-spec run(pos_integer()) -> ok.
+run(Secs) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    io:format("~nmsgflow soak: ~b s, ~b servers, ~b new clients/s x ~b gen_server:calls, "
+              "max_pairs ~b; OTP ~s, ~b schedulers~n",
+              [Secs, ?SERVERS, ?CLIENTS_PER_TICK * 1000 div ?TICK_MS, ?CALLS, ?MAX_PAIRS,
+               erlang:system_info(otp_release), erlang:system_info(schedulers_online)]),
+    Servers = list_to_tuple([element(2, gen_server:start(?MODULE, [], []))
+                             || _ <- lists:seq(1, ?SERVERS)]),
+    ok = msgflow:start(#{max_pairs => ?MAX_PAIRS}),
+    ok = msgflow:untrace(self()),
+    %% clients are spawned by a traced process, as a listener's acceptor
+    %% would, so that msgflow has their births
+    Acceptor = spawn(?MODULE, acceptor, []),
+    io:format("~6s ~9s ~11s ~8s ~8s ~9s ~9s ~9s ~7s ~7s ~11s ~9s ~5s~n",
+              ["s", "clients", "calls", "VM MB", "RSS MB", "coll. MB", "NIF MB", "je res MB",
+               "pairs", "folded", "folded msg", "overflow", "exact"]),
+    Calls = counters:new(1, [write_concurrency]),
+    T0 = erlang:monotonic_time(millisecond),
+    Rows = loop({Acceptor, Servers}, Calls, T0, T0 + Secs * 1000, 0, T0 + ?REPORT_MS, []),
+    exit(Acceptor, kill),
+    {Clients, _} = lists:last(Rows),
+    summary(Secs, Clients, [R || {_, R} <- Rows]),   %% top while still running
+    ok = msgflow:stop(),
+    [gen_server:stop(element(I, Servers)) || I <- lists:seq(1, ?SERVERS)],
+    ok.
+
+%% Starts a tick's clients every ?TICK_MS ms (on time, not after the
+%% previous ones ended), and reports every ?REPORT_MS.
+loop(Who, Calls, T0, End, Started, NextReport, Rows) ->
+    Now = erlang:monotonic_time(millisecond),
+    if
+        Now >= End ->
+            lists:reverse([{Started, report(Now - T0, Started, Calls)} | Rows]);
+        Now >= NextReport ->
+            Row = report(Now - T0, Started, Calls),
+            loop(Who, Calls, T0, End, Started, NextReport + ?REPORT_MS,
+                 [{Started, Row} | Rows]);
+        true ->
+            {Acceptor, _} = Who,
+            Acceptor ! {start, Who, Calls},
+            Due = T0 + (Started div ?CLIENTS_PER_TICK + 1) * ?TICK_MS,
+            receive after max(0, Due - erlang:monotonic_time(millisecond)) -> ok end,
+            loop(Who, Calls, T0, End, Started + ?CLIENTS_PER_TICK, NextReport, Rows)
+    end.
+
+%% @private Starts a tick's clients when told.
+-spec acceptor() -> no_return().
+acceptor() ->
+    receive
+        {start, {_, Servers}, Calls} ->
+            [spawn(?MODULE, client, [element(rand:uniform(?SERVERS), Servers), Calls])
+             || _ <- lists:seq(1, ?CLIENTS_PER_TICK)],
+            acceptor()
+    end.
+
+%% @private A client: ?CALLS calls, then it exits.
+-spec client(pid(), counters:counters_ref()) -> ok.
+client(Server, Calls) ->
+    [ok = gen_server:call(Server, ping) || _ <- lists:seq(1, ?CALLS)],
+    counters:add(Calls, 1, ?CALLS).
+
+report(Ms, Started, Calls) ->
+    #{events := E, held := Held, folded := FM, overflow := O} = msgflow_collector:balance(),
+    Exact = E =:= Held + FM + O,
+    #{pairs := P, folded := F} = msgflow_collector:store(false),
+    Info = msgflow:info(),
+    Coll = element(2, process_info(whereis(msgflow_collector), memory))
+        + maps:get(store_memory, Info),
+    Je = case maps:get(jemalloc_resident, Info) of undefined -> 0; J -> J end,
+    R = #{s => Ms div 1000, vm => erlang:memory(total), rss => rss(), collector => Coll,
+          nif => maps:get(memory, Info), je => Je, pairs => ets:info(P, size),
+          folded_rows => ets:info(F, size), folded => FM, overflow => O, exact => Exact,
+          calls => counters:get(Calls, 1)},
+    io:format("~6b ~9s ~11s ~8.1f ~8.1f ~9.1f ~9.1f ~9.1f ~7b ~7b ~11s ~9s ~5s~n",
+              [Ms div 1000, msgflow_fmt:int(Started), msgflow_fmt:int(maps:get(calls, R)),
+               mb(maps:get(vm, R)), mb(maps:get(rss, R)), mb(Coll), mb(maps:get(nif, R)), mb(Je),
+               maps:get(pairs, R), maps:get(folded_rows, R), msgflow_fmt:int(FM),
+               msgflow_fmt:int(O), atom_to_list(Exact)]),
+    R.
+
+rss() ->
+    {ok, Status} = file:read_file("/proc/self/status"),
+    [Kb] = [binary_to_integer(string:trim(hd(string:split(V, "kB"))))
+            || <<"VmRSS:", V/binary>> <- binary:split(Status, <<"\n">>, [global])],
+    Kb * 1024.
+
+mb(B) -> B / 1048576.
+
+summary(Secs, Clients, Rows) ->
+    First = hd(Rows),     %% the first report, 30 s in
+    Last = lists:last(Rows),
+    AtMinute = case [R || R = #{s := S} <- Rows, S >= 60] of
+                   [M | _] -> M;
+                   [] -> First
+               end,
+    Growth = fun(K) ->
+                     G = 100 * (maps:get(K, Last) / max(1, maps:get(K, AtMinute)) - 1),
+                     io_lib:format("~s~.1f % (~.1f -> ~.1f MB)",
+                                   [case G >= 0 of true -> "+"; false -> "" end, G,
+                                    mb(maps:get(K, AtMinute)), mb(maps:get(K, Last))])
+             end,
+    io:format("~nafter ~b s: ~s clients (~b/s), ~s calls; memory from ~b s to the end:~n",
+              [Secs, msgflow_fmt:int(Clients), Clients div Secs,
+               msgflow_fmt:int(maps:get(calls, Last)), maps:get(s, AtMinute)]),
+    io:format("  ~-36s ~-10s ~s~n", ["", "target", "measured"]),
+    io:format("  ~-36s ~-10s ~s~n", ["overflow messages", "0", msgflow_fmt:int(maps:get(overflow, Last))]),
+    io:format("  ~-36s ~-10s ~s~n", ["VM memory (erlang:memory)", "< +10 %", Growth(vm)]),
+    io:format("  ~-36s ~-10s ~s~n", ["OS resident set", "< +10 %", Growth(rss)]),
+    io:format("  ~-36s ~-10s ~s~n", ["collector (heap and tables)", "< +10 %", Growth(collector)]),
+    io:format("  ~-36s ~-10s ~s~n", ["NIF tables", "< +10 %", Growth(nif)]),
+    io:format("  ~-36s ~-10s ~s~n", ["events = pairs + folded + overflow", "always",
+                                    atom_to_list(lists:all(fun(#{exact := X}) -> X end, Rows))]),
+    io:format("~ntop(10, #{by => name}), still running:~n"),
+    msgflow:top(10, #{by => name}).
+
+%%% The servers
+
+%% @private
+-spec init([]) -> {ok, non_neg_integer()}.
+init([]) -> {ok, 0}.
+
+%% @private
+-spec handle_call(ping, gen_server:from(), non_neg_integer()) ->
+          {reply, ok, non_neg_integer()}.
+handle_call(ping, _From, N) -> {reply, ok, N + 1}.
+
+%% @private
+-spec handle_cast(term(), non_neg_integer()) -> {noreply, non_neg_integer()}.
+handle_cast(_, N) -> {noreply, N}.
