@@ -19,6 +19,8 @@
          allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, top_failures/1,
          remote_workload/0]).
 -export([exact_workload/0]).
+-export([gen_call_two_edges/1, rotate_direct/1, rotate_under_load/1, churn_conserved/1, cap_live_pairs/1,
+         churn_server/0, churn_spawner/1, churn_client/2]).
 
 
 all() ->
@@ -30,7 +32,8 @@ groups() ->
        collector_killed, orphaned_session, session_owner_down, callbacks_direct, layout_reads_on,
        max_pairs_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
-       reload_while_tracing, delete_while_tracing, snapshot_busy]},
+       reload_while_tracing, delete_while_tracing, snapshot_busy,
+       gen_call_two_edges, rotate_direct, rotate_under_load, churn_conserved, cap_live_pairs]},
      {allocators, [sequence],
       [allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
@@ -1265,3 +1268,179 @@ on_peer(Env) ->
     after
         peer:stop(Peer)
     end.
+
+%%% Churn (issue 12)
+
+%% 1,000 gen_server:calls are two edges of 1,000 messages each by
+%% process: the replies go to a fresh alias each (OTP 24+), which the NIF
+%% counts for its owner, the caller; pairs() has the requests only.
+gen_call_two_edges(_Config) ->
+    {ok, Server} = gen_server:start(msgflow_slow_server, [], []),
+    Client = spawn(fun() ->
+                           receive go -> ok end,
+                           [0 = gen_server:call(Server, count) || _ <- lists:seq(1, 1000)]
+                   end),
+    Ref = monitor(process, Client),
+    ok = msgflow:start(#{procs => [Client, Server], interval => 3600000}),
+    Client ! go,
+    receive {'DOWN', Ref, process, Client, normal} -> ok end,
+    ok = msgflow:stop(),
+    Cells = maps:get(cells, msgflow:matrix(process)),
+    ?assertEqual(#{{Client, Server} => 1000, {Server, Client} => 1000},
+                 maps:map(fun(_, #{count := C}) -> C end, Cells)),
+    ?assertEqual([{Client, Server, 1000}], msgflow:pairs()),
+    ?assertMatch(#{events := 2000, folded := 1000, overflow := 0}, msgflow:info()),
+    ?assertEqual(1000, lists:sum([C || #{count := C} <- msgflow:history(Server, Client)])),
+    gen_server:stop(Server).
+
+%% The NIF's generations, called directly: after session_rotate/1 the
+%% thread counts in a new generation, the snapshot takes the last counts
+%% of the old one and frees it, and no count is lost or taken twice.
+rotate_direct(_Config) ->
+    Self = self(),
+    Session = msgflow_tracer:session_new(Self, 100),
+    [A, B] = [spawn(fun() -> ok end) || _ <- [1, 2]],
+    Send = fun(To, N) -> [ok = msgflow_tracer:trace_send(send, Session, Self, m, #{extra => To})
+                          || _ <- lists:seq(1, N)] end,
+    Send(A, 5),
+    ?assertEqual([{Self, A, 5}], summed(msgflow_tracer:snapshot(Session))),
+    Send(A, 2),                                  %% taken only with the old generation
+    ok = msgflow_tracer:session_rotate(Session),
+    Send(A, 3),
+    Send(B, 4),
+    #{rotations := 1, retired := Retired} = msgflow_tracer:session_info(Session),
+    ?assert(Retired >= 1),
+    ?assertEqual([{Self, A, 5}, {Self, B, 4}], summed(msgflow_tracer:snapshot(Session))),
+    #{retired := 0, freed := Freed, entries := Entries} = msgflow_tracer:session_info(Session),
+    ?assert(Freed >= 1),
+    ?assert(Entries >= 2 andalso Entries =< 4),  %% (A, B) on the threads this ran on
+    ?assertEqual([], summed(msgflow_tracer:snapshot(Session))),
+    msgflow_tracer:session_stop(Session).
+
+%% Generations retired and freed while 4 senders count on every scheduler,
+%% a rotation and a snapshot after another during 64,000 sends: each pair
+%% has its exact count.
+rotate_under_load(_Config) ->
+    ok = msgflow:start(#{procs => new, interval => 3600000}),
+    {ok, Session} = application:get_env(msgflow, running),
+    Sinks = [spawn(fun sink/0) || _ <- lists:seq(1, 8)],
+    Senders = [spawn(fun() ->
+                             receive go -> ok end,
+                             %% 100 bursts, 2 ms apart
+                             [begin [S ! m || _ <- lists:seq(1, 20), S <- Sinks],
+                                    receive after 2 -> ok end
+                              end || _ <- lists:seq(1, 100)]
+                     end) || _ <- lists:seq(1, 4)],
+    Refs = [monitor(process, S) || S <- Senders],
+    [S ! go || S <- Senders],
+    Rotations = rotate_until(Session, Refs, 0),
+    ok = msgflow:stop(),
+    #{freed := Freed} = msgflow_tracer:session_info(Session),
+    ct:log("~b rotations, ~b generations freed", [Rotations, Freed]),
+    ?assert(Freed > 0),
+    Pairs = msgflow:pairs(),
+    [?assertEqual({S, K, 2000}, lists:keyfind(K, 2, [P || P = {S1, _, _} <- Pairs, S1 =:= S]))
+     || S <- Senders, K <- Sinks],
+    [exit(P, kill) || P <- Sinks].
+
+rotate_until(Session, [], N) ->
+    _ = Session,
+    N;
+rotate_until(Session, [Ref | Refs], N) ->
+    ok = msgflow_tracer:session_rotate(Session),
+    _ = msgflow:pairs(),                       %% a snapshot: frees the retired
+    receive
+        {'DOWN', Ref, process, _, normal} -> rotate_until(Session, Refs, N + 1)
+    after 0 ->
+        rotate_until(Session, [Ref | Refs], N + 1)
+    end.
+
+summed({Pairs, [], [], 0, 0}) ->
+    lists:sort(maps:fold(fun({S, R}, N, Acc) -> [{S, R, N} | Acc] end, [],
+                         lists:foldl(fun({S, R, N}, M) -> maps:update_with({S, R}, fun(X) -> X + N end, N, M) end,
+                                     #{}, Pairs))).
+
+%% 60 short-lived clients, each 10 round trips with one of 3 servers: once
+%% they exited and two more windows closed, their pairs have left pairs()
+%% and their counts are in matrix(name) exactly; events = pairs + folded +
+%% overflow at each step.
+churn_conserved(_Config) ->
+    ok = msgflow:start(#{procs => new, interval => 50}),
+    Servers = [spawn(?MODULE, churn_server, []) || _ <- [1, 2, 3]],
+    Spawner = spawn(?MODULE, churn_spawner, [self()]),
+    Clients = start_clients(Spawner, 60, Servers, 10),
+    [receive {'DOWN', R, process, C, normal} -> ok end || {C, R} <- Clients],
+    balanced(),
+    ok = gen_server:call(msgflow_collector, {await_windows, 4}, 10000),
+    balanced(),
+    Pids = [C || {C, _} <- Clients],
+    ?assertEqual([], [P || P = {S, R, _} <- msgflow:pairs(),
+                           lists:member(S, Pids) orelse lists:member(R, Pids)]),
+    Cells = maps:get(cells, msgflow:matrix(name)),
+    Client = <<"msgflow_SUITE:churn_client/2">>,
+    Server = <<"msgflow_SUITE:churn_server/0">>,
+    ?assertMatch(#{{Client, Server} := #{count := 600}, {Server, Client} := #{count := 600}},
+                 Cells),
+    #{folded := Folded, overflow := 0} = msgflow:info(),
+    ?assert(Folded >= 1200),
+    ok = msgflow:stop(),
+    balanced(),
+    [exit(P, kill) || P <- [Spawner | Servers]].
+
+balanced() ->
+    #{events := E, held := H, folded := F, overflow := O} = msgflow_collector:balance(),
+    ?assertEqual(E, H + F + O).
+
+%% max_pairs bounds the pairs alive at once: 40 clients with 2 pairs each
+%% come and go in batches of 4 under max_pairs 20, and nothing overflows;
+%% then 25 new pairs alive at once overflow by exactly what is past the cap.
+cap_live_pairs(_Config) ->
+    ok = msgflow:start(#{procs => new, interval => 50, max_pairs => 20}),
+    Servers = [spawn(?MODULE, churn_server, [])],
+    Spawner = spawn(?MODULE, churn_spawner, [self()]),
+    [begin
+         Batch = start_clients(Spawner, 4, Servers, 3),
+         [receive {'DOWN', R, process, C, normal} -> ok end || {C, R} <- Batch],
+         ok = gen_server:call(msgflow_collector, {await_windows, 4}, 10000)
+     end || _ <- lists:seq(1, 10)],
+    ?assertMatch(#{overflow := 0, folded := F} when F >= 240, msgflow:info()),
+    Held = length(msgflow:pairs()),
+    Sinks = [spawn(fun sink/0) || _ <- lists:seq(1, 25)],
+    Sender = spawn(fun() -> receive go -> [S ! m || S <- Sinks] end end),
+    Ref = monitor(process, Sender),
+    Sender ! go,
+    receive {'DOWN', Ref, process, Sender, normal} -> ok end,
+    #{overflow := Over, pairs := Pairs} = msgflow:info(),
+    ?assertEqual(20, Pairs),
+    ?assertEqual(25 - (20 - Held), Over),
+    balanced(),
+    ok = msgflow:stop(),
+    [exit(P, kill) || P <- [Spawner | Servers ++ Sinks]].
+
+%% Clients started by Spawner, monitored, then let go: [{Pid, MonitorRef}].
+start_clients(Spawner, N, Servers, Trips) ->
+    Spawner ! {start, N, Servers, Trips},
+    Clients = receive {clients, Cs} -> [{C, monitor(process, C)} || C <- Cs] end,
+    [C ! go || {C, _} <- Clients],
+    Clients.
+
+%% @private A server of the churn tests: answers each {req, From}.
+churn_server() ->
+    receive {req, From} -> From ! rep, churn_server() end.
+
+%% @private Spawns the clients of the churn tests (a traced process, so
+%% that msgflow has their births); tells Parent their pids and monitors.
+churn_spawner(Parent) ->
+    receive
+        {start, N, Servers, Trips} ->
+            Cs = [spawn(?MODULE, churn_client, [lists:nth(1 + I rem length(Servers), Servers), Trips])
+                  || I <- lists:seq(1, N)],
+            Parent ! {clients, Cs},
+            churn_spawner(Parent)
+    end.
+
+%% @private A client of the churn tests: Trips round trips, then it exits.
+churn_client(Server, Trips) ->
+    receive go -> ok end,
+    [begin Server ! {req, self()}, receive rep -> ok end end || _ <- lists:seq(1, Trips)],
+    ok.
