@@ -6,7 +6,8 @@
 -module(msgflow_report).
 -export([views/2, matrix/1, render/3, dump/1, formats/0, json_encode/1, rate/3]).
 
--define(DUMP_VERSION, 1).
+%% 2: endpoints may be groups of exited ones, {exited, Kind, Node}
+-define(DUMP_VERSION, 2).
 -define(GRAPH_EDGES, 60).   %% edges of the graph in the HTML report
 
 %% @doc The export formats.

@@ -534,7 +534,7 @@ reports_all_formats(Config) ->
     %% etf dump
     {ok, Etf} = file:read_file(Path(etf)),
     Dump = binary_to_term(Etf),
-    ?assertMatch(#{format := msgflow_dump, version := 1, node := _, taken_at := _,
+    ?assertMatch(#{format := msgflow_dump, version := 2, node := _, taken_at := _,
                    window_ms := _, scale := 1, events := _, dead_letters := 0,
                    overflow := 0, endpoints := [_ | _], pairs := [_ | _]}, Dump),
     #{endpoints := Ends, pairs := DPairs} = Dump,
@@ -1049,8 +1049,8 @@ report_cli(Config) ->
            {"not ETF", <<"sender,receiver
 ">>, "not an Erlang external term"},
            {"other term", term_to_binary({hello, world}), "not a map"},
-           {"version 2", term_to_binary((binary_to_term(Bin))#{version := 2}),
-            "version 2 is not known"}],
+           {"version 3", term_to_binary((binary_to_term(Bin))#{version := 3}),
+            "version 3 is not known"}],
     [begin
          F = filename:join(Dir, "bad.etf"),
          ok = file:write_file(F, Data),

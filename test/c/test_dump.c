@@ -168,9 +168,10 @@ static void expect_refused(const char *what, ei_x_buff *x, const char *needle)
     mf_dump_free(&d);
 }
 
-/* A minimal valid dump with one endpoint and one pair; `version' and the
- * count are parameters. */
-static void small_dump(ei_x_buff *x, long version, int big_count)
+/* A minimal valid dump with one endpoint and one pair; `version', the
+ * count and the endpoint (the atom foo, or with `group' {exited, 7, n@h})
+ * are parameters. */
+static void small_dump(ei_x_buff *x, long version, int big_count, int group)
 {
     ei_x_new_with_version(x);
     ei_x_encode_map_header(x, 11);
@@ -195,7 +196,14 @@ static void small_dump(ei_x_buff *x, long version, int big_count)
     ei_x_encode_atom(x, "endpoints");
     ei_x_encode_list_header(x, 1);
     ei_x_encode_tuple_header(x, 5);
-    ei_x_encode_atom(x, "foo");
+    if (group) {
+        ei_x_encode_tuple_header(x, 3);
+        ei_x_encode_atom(x, "exited");
+        ei_x_encode_long(x, 7);
+        ei_x_encode_atom(x, "n@h");
+    } else {
+        ei_x_encode_atom(x, "foo");
+    }
     ei_x_encode_binary(x, "foo", 3);
     ei_x_encode_atom(x, "undefined");
     ei_x_encode_atom(x, "undefined");
@@ -223,7 +231,7 @@ static void bad_inputs(void)
     mf_dump d;
     char err[256];
 
-    small_dump(&x, 1, 0);
+    small_dump(&x, 1, 0, 0);
     CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "small dump: %s", err);
     CHECK(d.n_pairs == 1 && d.pairs[0].messages == 18446744073709551615ULL,
           "small dump: 2^64-1 messages not kept");
@@ -235,10 +243,21 @@ static void bad_inputs(void)
     expect_refused("trailing bytes", &x, "garbage");
     ei_x_free(&x);
 
-    small_dump(&x, 2, 0);
-    expect_refused("version 2", &x, "version 2 is not known");
+    /* version 2: a group of exited endpoints; not in a version 1 dump */
+    small_dump(&x, 2, 0, 1);
+    CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "group dump: %s", err);
+    CHECK(d.n_endpoints == 1 && d.endpoints[0].kind == MF_EP_GROUP &&
+              !strcmp(d.endpoints[0].text, "exited#7") && !strcmp(d.endpoints[0].node, "n@h"),
+          "group dump: endpoint");
+    mf_dump_free(&d);
     ei_x_free(&x);
-    small_dump(&x, 1, 1);
+    small_dump(&x, 1, 0, 1);
+    expect_refused("group in version 1", &x, "endpoint 0");
+    ei_x_free(&x);
+    small_dump(&x, 3, 0, 0);
+    expect_refused("version 3", &x, "version 3 is not known");
+    ei_x_free(&x);
+    small_dump(&x, 1, 1, 0);
     expect_refused("count 2^64", &x, "below 2^64");
     ei_x_free(&x);
 

@@ -237,6 +237,7 @@ typedef struct {
     const char *buf;
     int idx;
     const char *dump_node; /* known once `node' was read; may be NULL */
+    long version;          /* of the dump */
     char *err;
     size_t errlen;
 } dec;
@@ -348,8 +349,20 @@ static int dec_endpoint(dec *d, mf_endpoint *e)
         break;
     case ERL_SMALL_TUPLE_EXT: {
         int arity;
-        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 2 ||
-            !dec_atom(d, a) || !dec_atom(d, b))
+        long kind;
+        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || !dec_atom(d, a))
+            return 0;
+        if (arity == 3 && strcmp(a, "exited") == 0) {
+            /* {exited, Kind, Node}: the exited endpoints of one kind (v2) */
+            if (d->version < 2 || ei_decode_long(d->buf, &d->idx, &kind) != 0 ||
+                !dec_atom(d, b))
+                return 0;
+            e->kind = MF_EP_GROUP;
+            snprintf(text, sizeof(text), "exited#%ld", kind);
+            e->node = dup_str(b);
+            break;
+        }
+        if (arity != 2 || !dec_atom(d, b))
             return 0;
         e->kind = MF_EP_NAME_NODE;
         atom_text(a, qa, sizeof(qa));
@@ -457,7 +470,7 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     if (c.pos != len)
         return fail(err, errlen, "%zu bytes of garbage after the term", len - c.pos), -1;
 
-    dec d = {buf, 1, NULL, err, errlen};
+    dec d = {buf, 1, NULL, 0, err, errlen};
     int arity;
     if (ei_decode_map_header(buf, &d.idx, &arity) != 0)
         return fail(err, errlen, "not a msgflow dump: the term is not a map"), -1;
@@ -493,9 +506,10 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     d.idx = at[K_VERSION];
     if (at[K_VERSION] < 0 || ei_decode_long(buf, &d.idx, &out->version) != 0)
         return fail(err, errlen, "msgflow dump without a version"), -1;
-    if (out->version != MF_DUMP_VERSION)
-        return fail(err, errlen, "msgflow dump version %ld is not known (this reader knows %d)",
+    if (out->version < 1 || out->version > MF_DUMP_VERSION)
+        return fail(err, errlen, "msgflow dump version %ld is not known (this reader knows 1-%d)",
                     out->version, MF_DUMP_VERSION), -1;
+    d.version = out->version;
     for (int k = 0; k < K_N; k++)
         if (at[k] < 0 && k != K_STARTED && k != K_RUNNING)
             return fail(err, errlen, "msgflow dump without `%s'", names[k]), -1;

@@ -26,10 +26,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define MF_DUMP_VERSION 1
+/* 2: endpoints may be {exited, Kind, Node}, the exited endpoints of one
+ * kind (1 is read too) */
+#define MF_DUMP_VERSION 2
 #define MF_DUMP_MAX_DEPTH 16
 
-typedef enum { MF_EP_PID, MF_EP_PORT, MF_EP_ATOM, MF_EP_NAME_NODE, MF_EP_REF } mf_ep_kind;
+typedef enum {
+    MF_EP_PID,
+    MF_EP_PORT,
+    MF_EP_ATOM,
+    MF_EP_NAME_NODE,
+    MF_EP_REF,
+    MF_EP_GROUP /* the exited endpoints of one kind */
+} mf_ep_kind;
 
 typedef struct {
     mf_ep_kind kind;
