@@ -3,7 +3,9 @@
 %%%
 %%% Workloads (known counts per pair): a ring of 1,000 processes with 100
 %%% tokens in flight; 100 ping-pong pairs; 200 senders casting to one
-%%% gen_server; one process sending to itself.  Setups: untraced; the floor
+%%% gen_server; one process sending to itself; 100 clients making
+%%% gen_server:calls to 10 servers (each reply goes to a fresh alias,
+%%% which msgflow counts for its caller; `exact' checks the requests).  Setups: untraced; the floor
 %%% (a tracer NIF that does nothing); msgflow; msgflow sampled (10 ms traced
 %%% of every 100 ms); dbg-style (`{tracer, Pid}', a process counting pairs
 %%% in a map); the documentation's example NIF (sends `{trace, From, To}' to
@@ -21,7 +23,7 @@
 -export([init/1, handle_call/3, handle_cast/2]).
 
 -define(SETUPS, [untraced, floor, msgflow, msgflow_sampled, dbg_style, example_nif]).
--define(ALL_WORKLOADS, [ring, pingpong, fan_in, self_send]).
+-define(ALL_WORKLOADS, [ring, pingpong, fan_in, self_send, calls]).
 
 -spec main() -> no_return().
 main() ->
@@ -68,7 +70,7 @@ main() ->
 
 run(Setup, Workload, Scale) ->
     garbage_collect(),
-    #{pids := Pids, go := Go, expected := Expected, sends := Sends, done := Done} =
+    Plan = #{pids := Pids, go := Go, expected := Expected, sends := Sends, done := Done} =
         prepare(Workload, Scale),
     Tracer = trace_on(Setup, Pids),
     Sampler = start_sampler(),
@@ -83,9 +85,10 @@ run(Setup, Workload, Scale) ->
     {PeakMem, PeakRss} = stop_sampler(Sampler),
     trace_off(Setup, Pids),
     [exit(P, kill) || P <- Pids],
+    Checked = maps:get(senders, Plan, Pids),
     #{ns => (T1 - T0) / Sends, drain_ms => (T2 - T1) / 1.0e6, sends => Sends,
       cpu => (C2 - C0) / Sends,
-      mem => PeakMem, rss => PeakRss, exact => exact(Counts, Expected, Pids)}.
+      mem => PeakMem, rss => PeakRss, exact => exact(Counts, Expected, Checked)}.
 
 trace_on(untraced, _Pids) ->
     none;
@@ -194,6 +197,21 @@ prepare(fan_in, Scale) ->
     #{pids => [Server | Ss], sends => Senders * Casts, expected => Expected,
       go => fun() -> [S ! go || S <- Ss] end,
       done => fun() -> receive {fan_in_done, Server} -> ok end end};
+prepare(calls, Scale) ->
+    Clients = 100, Calls = max(1, round(1000 * Scale)),
+    Self = self(),
+    Servers = list_to_tuple([element(2, gen_server:start(?MODULE, {Self, 0}, []))
+                             || _ <- lists:seq(1, 10)]),
+    Cs = [begin
+              S = element(1 + I rem 10, Servers),
+              {spawn_link(fun() -> receive go -> ok end, call_n(S, Calls),
+                                   Self ! {calls_done, self()} end), S}
+          end || I <- lists:seq(1, Clients)],
+    Expected = lists:append([[{C, S, Calls}, {C, Self, 1}] || {C, S} <- Cs]),
+    #{pids => tuple_to_list(Servers) ++ [C || {C, _} <- Cs], senders => [C || {C, _} <- Cs],
+      sends => 2 * Clients * Calls, expected => Expected,
+      go => fun() -> [C ! go || {C, _} <- Cs] end,
+      done => fun() -> [receive {calls_done, C} -> ok end || {C, _} <- Cs] end};
 prepare(self_send, Scale) ->
     N = max(1, round(1000000 * Scale)),
     Self = self(),
@@ -223,6 +241,11 @@ cast_n(_Server, 0) -> ok;
 cast_n(Server, N) ->
     gen_server:cast(Server, msg),
     cast_n(Server, N - 1).
+
+call_n(_Server, 0) -> ok;
+call_n(Server, N) ->
+    ok = gen_server:call(Server, ping),
+    call_n(Server, N - 1).
 
 self_loop(0) -> ok;
 self_loop(N) ->
@@ -318,7 +341,8 @@ report(W, Results) ->
 describe(ring) -> "ring: 1,000 processes, 100 tokens in flight";
 describe(pingpong) -> "ping-pong: 100 pairs";
 describe(fan_in) -> "fan-in: 200 senders casting to one gen_server";
-describe(self_send) -> "self-send: one process sending to itself".
+describe(self_send) -> "self-send: one process sending to itself";
+describe(calls) -> "calls: 100 clients x gen_server:call, 10 servers (replies to aliases)".
 
 added(untraced, _) -> "-";
 added(_, A) -> io_lib:format("~.1f", [A]).
@@ -386,7 +410,7 @@ callbacks(Scale, Workloads, Results) ->
                                          maps:update_with(T, fun(L) -> [R | L] end, [R], Acc1)
                                  end, Acc, shuffle([floor, msgflow]))
              end, #{}, lists:seq(1, ?CALLBACK_RUNS)),
-    {Counted, _, Overflow, _} = msgflow_tracer:snapshot(Session),
+    {Counted, _, [], Overflow, _} = msgflow_tracer:snapshot(Session),
     msgflow_tracer:session_stop(Session),
     [exit(P, kill) || P <- Pids],
     Total = lists:sum([C || {_, _, C} <- Counted]) + Overflow,
@@ -482,7 +506,7 @@ snapshot_large(Scale) ->
     #{entries := Entries, memory := Bytes} = msgflow_tracer:session_info(Session),
     erlang:system_monitor(self(), [{long_schedule, 1}]),
     T0 = erlang:monotonic_time(microsecond),
-    {Pairs, _, _, _} = msgflow_tracer:snapshot(Session),
+    {Pairs, _, _, _, _} = msgflow_tracer:snapshot(Session),
     T1 = erlang:monotonic_time(microsecond),
     erlang:system_monitor(undefined),
     Long = flush_long([]),
