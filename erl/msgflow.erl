@@ -91,9 +91,13 @@ wait(Timeout) ->
         exit:{noproc, _} -> ok
     end.
 
-%% @doc Every pair counted since start, `[{Sender, Receiver, Messages}]',
-%% busiest first, receivers exactly as the VM reported them.  Exact: from
-%% the collector's tables, after a snapshot taken now while running.
+%% @doc The pairs held, `[{Sender, Receiver, Messages}]' (messages since
+%% start), busiest first, receivers exactly as the VM reported them.
+%% Exact: from the collector's tables, after a snapshot taken now while
+%% running.  A pair leaves once an end exited and it had no messages for
+%% two windows, and replies to local aliases are counted for their
+%% owners: both are in the views (top, matrix, history, reports) and in
+%% `info()''s `folded', never here.
 -spec pairs() -> [pair_count()].
 pairs() ->
     case msgflow_collector:store(true) of
@@ -203,17 +207,23 @@ matrix(By) ->
     end.
 
 %% @doc What msgflow is doing and holding:
-%% `running', `pairs' (distinct pairs counted), `events' (messages
-%% counted, overflow included), `dead_letters' (sends to non-existing
-%% processes), `overflow' (messages past `max_pairs'), `births_dropped'
-%% (spawn and register events lost because more than 1,000,000 waited
-%% between two snapshots: those processes may show as pids), `allocator'
-%% (`jemalloc' | `enif'), `fast_extra' (true when trace_send reads the
-%% receiver from the options map's words, checked against the VM at
-%% load; false: through enif_get_map_value), `memory' (bytes held by the
-%% NIF's tables), `store_memory' (bytes of the collector's ETS tables),
-%% `shards' (scheduler threads that counted), `table_entries', `windows',
-%% `started_at' / `stopped_at' (system time, ms), `opts'.
+%% `running', `pairs' (distinct pairs held), `events' (messages
+%% counted, overflow included), `folded' (messages in folded rows: pairs
+%% of exited endpoints, replies to aliases; `events' = sum of pairs() +
+%% `folded' + `overflow'), `folded_rows', `dead_letters' (sends to
+%% non-existing processes), `overflow' (messages past `max_pairs'),
+%% `births_dropped' (spawn and register events lost because more than
+%% 1,000,000 waited between two snapshots: those processes may show as
+%% pids), `rotations' (generations of the NIF's tables), `allocator'
+%% (`jemalloc' | `enif'), `jemalloc_build', `jemalloc_allocated' and
+%% `jemalloc_resident' (bytes of msgflow's arenas), `fast_extra' (true
+%% when trace_send reads the receiver from the options map's words,
+%% checked against the VM at load; false: through enif_get_map_value),
+%% `alias_owner' (true when a send to a local alias is counted for its
+%% owner, read from the alias, checked at load), `memory' (bytes held by
+%% the NIF's tables), `store_memory' (bytes of the collector's ETS
+%% tables), `shards' (scheduler threads that counted), `table_entries',
+%% `windows', `started_at' / `stopped_at' (system time, ms), `opts'.
 -spec info() -> map().
 info() ->
     call(info, #{running => false}).
@@ -357,8 +367,11 @@ untrace(Who) ->
 %% @doc The messages of one pair per window, oldest first: closed windows,
 %% then (while running) the open one with `open => true'.  `at' is the
 %% window's end in system time (ms).  A registered name and the pid holding
-%% it are the same endpoint.  `{error, not_started}' when msgflow never ran.
--spec history(endpoint(), endpoint()) ->
+%% it are the same endpoint; replies to the receiver's aliases and the
+%% pair's counts from before it was folded are in it.  Either end may be a
+%% group of exited endpoints, `{exited, Kind, Node}', as views show them.
+%% `{error, not_started}' when msgflow never ran.
+-spec history(endpoint() | msgflow_labels:group(), endpoint() | msgflow_labels:group()) ->
           [#{at := integer(), window_ms := non_neg_integer(), count := non_neg_integer(),
              open => true}] | {error, not_started}.
 history(Sender, Receiver) ->
@@ -378,13 +391,13 @@ help() ->
       "  msgflow:trace(Pid)  msgflow:untrace(name) add or drop one while running\n"
       "  msgflow:top()  msgflow:top(20)      busiest pairs, rate in the last window\n"
       "  msgflow:top(10, #{refresh => 1000, for => 10000})  live, with trend arrows\n"
-      "  msgflow:pairs()                     [{Sender, Receiver, Messages}], exact\n"
+      "  msgflow:pairs()                     [{Sender, Receiver, Messages}] held, exact\n"
       "  msgflow:matrix(name)                or process | module | application | node\n"
       "  msgflow:hotspots()                  fan_in, hot_pair, spike, fan_out, ...\n"
       "  msgflow:history(Sender, Receiver)   messages per window of one pair\n"
       "  msgflow:export(\"flow.html\", html)   or csv | dot | json | etf | svg\n"
       "  msgflow:export(\"m.svg\", svg, #{by => module, limit => 20})\n"
-      "  msgflow:info()                      counts, memory, allocator, options\n"
+      "  msgflow:info()                      counts, folded, memory, allocator\n"
       "  msgflow:reset()                     forget the counts, keep tracing\n"
       "  msgflow:stop()                      flags off; counts stay until start\n").
 
@@ -410,12 +423,15 @@ write_whole(Path, Data) ->
     end.
 
 format_top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events,
-                    pairs := Pairs, running := Running, sample := Sample}) ->
-    Head = [io_lib:format("msgflow ~s: ~s messages, ~s pairs~s; MSG/S over the last ~s ms~n",
+                    pairs := Pairs, groups := Groups, running := Running, sample := Sample}) ->
+    %% by process: the pairs held; grouped: the groups of the whole run
+    Count = case By of
+                process -> [msgflow_fmt:int(Pairs), " pairs"];
+                _ -> [msgflow_fmt:int(Groups), " groups by ", atom_to_list(By)]
+            end,
+    Head = [io_lib:format("msgflow ~s: ~s messages, ~s; MSG/S over the last ~s ms~n",
                           [case Running of true -> "running"; false -> "stopped" end,
-                           msgflow_fmt:int(Events), msgflow_fmt:int(Pairs),
-                           case By of process -> ""; _ -> [" by ", atom_to_list(By)] end,
-                           msgflow_fmt:int(WinMs)]),
+                           msgflow_fmt:int(Events), Count, msgflow_fmt:int(WinMs)]),
             case Sample of
                 off -> [];
                 {T, P} -> io_lib:format("sampled: traced ~b ms of every ~b; messages are "

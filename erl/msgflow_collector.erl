@@ -303,7 +303,9 @@ set_flags(Targets, Session, Opts, St) ->
     end.
 
 %% Forgets the counts and windows: a new run forgets the labels too, a
-%% reset keeps them (the endpoints are still what they were).
+%% reset keeps the kinds, names and births (the endpoints still are what
+%% they were) and forgets which endpoint has which, since no row holds
+%% them any more.
 clear(St = #st{pairs = P, folded_t = F, dead = D}, What) ->
     %% deleted whole (in the background) and made anew, not emptied object
     %% by object, which would hold this process for a million pairs
@@ -311,7 +313,7 @@ clear(St = #st{pairs = P, folded_t = F, dead = D}, What) ->
     ets:delete(F),
     ets:delete(D),
     Labels = case What of
-                 keep_labels -> St#st.labels;
+                 keep_labels -> msgflow_labels:forget_endpoints(St#st.labels);
                  new_run -> msgflow_labels:clear(St#st.labels)
              end,
     St#st{closed = 0, windows = [], durations = #{}, events = 0,
@@ -604,7 +606,8 @@ close_window(St = #st{win_start = Start, closed = Closed, windows = Ws, duration
     [gen_server:reply(From, ok) || {_, From} <- Due],
     sweep(St#st{win_start = Now, closed = N, windows = Ws1, durations = Durs1,
                 wsenders = new_wsenders(St#st.wsenders),
-                window_waiters = Later, labels = msgflow_labels:prune_births(L, N)}).
+                window_waiters = Later,
+                labels = msgflow_labels:purge(msgflow_labels:prune_births(L, N))}).
 
 %% message_queue_len of the local receivers that had the most senders in
 %% the window (fan-in candidates), read now.  Only the ?QLEN_MAX_SAMPLED
@@ -817,6 +820,7 @@ info(St = #st{opts = Opts}) ->
       jemalloc_allocated => maps:get(jemalloc_allocated, Lib, undefined),
       jemalloc_resident => maps:get(jemalloc_resident, Lib, undefined),
       fast_extra => maps:get(fast_extra, Lib),
+      alias_owner => maps:get(alias_owner, Lib, false),
       memory => maps:get(memory, Tables, 0),
       store_memory => Words * erlang:system_info(wordsize),
       table_entries => maps:get(entries, Tables, 0),

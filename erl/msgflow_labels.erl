@@ -29,7 +29,7 @@
 -module(msgflow_labels).
 
 -export([new/0, delete/1, clear/1, tables/1, births/3, prune_births/2, learn/2,
-         hold/2, release/2, fold_key/2,
+         hold/2, release/2, purge/1, fold_key/2, forget_endpoints/1,
          canon/2, meta/2, all_meta/1, field_map/2, kind_map/2, node_of/1, label/1, module_of/1,
          describe/1, birth_call/1]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
@@ -47,6 +47,10 @@
     kind_ids :: ets:tid(),                          %% {{Label, Mod, App}, Kind}
     names :: ets:tid(),
     births :: ets:tid(),
+    %% endpoints no row names any more, deleted a window later (views
+    %% built meanwhile may still read them): this window's, the last's
+    doomed = [] :: [msgflow_tracer:endpoint()],
+    doomed_before = [] :: [msgflow_tracer:endpoint()],
     apps = #{} :: #{pid() => atom() | undefined}   %% application by group leader
 }).
 
@@ -85,6 +89,14 @@ delete(#labels{endpoints = E, kinds = K, kind_ids = KI, names = N, births = B}) 
 clear(L) ->
     ok = delete(L),
     new_tables().
+
+%% @doc Forgets the endpoints (not their kinds, names or births): a reset
+%% dropped every row that held them; the live ones are read again when
+%% they show up.  Owner only.
+-spec forget_endpoints(labels()) -> labels().
+forget_endpoints(L = #labels{endpoints = Ends}) ->
+    true = ets:delete_all_objects(Ends),
+    L#labels{doomed = [], doomed_before = []}.
 
 %% @doc The tables views read.
 -spec tables(labels()) -> tables().
@@ -202,20 +214,27 @@ hold(L = #labels{endpoints = Ends}, E) ->
 %% forgotten (names and remote endpoints stay: they are few, and cannot
 %% be seen to exit).  Owner only.
 -spec release(labels(), msgflow_tracer:endpoint() | group()) -> labels().
-release(L = #labels{endpoints = Ends}, E) ->
+release(L = #labels{endpoints = Ends, doomed = Doomed}, E) ->
     case mortal(E) andalso ets:member(Ends, E) of
         true ->
             case ets:update_counter(Ends, E, {3, -1}) of
-                N when N =< 0 -> ets:delete(Ends, E);
-                _ -> ok
+                0 -> L#labels{doomed = [E | Doomed]};
+                _ -> L
             end;
         false ->
-            ok
-    end,
-    L.
+            L
+    end.
 
-mortal(E) when is_pid(E) -> node(E) =:= node();
-mortal(E) -> is_port(E) orelse is_reference(E).
+%% @doc Called as each window closes: deletes the endpoints released two
+%% windows ago that no row has named since (so that a view built from
+%% the tables meanwhile still finds their labels).  Owner only.
+-spec purge(labels()) -> labels().
+purge(L = #labels{endpoints = Ends, doomed = Doomed, doomed_before = Before}) ->
+    _ = [ets:delete(Ends, E) || E <- Before, [{_, _, Rows}] <- [ets:lookup(Ends, E)], Rows =< 0],
+    L#labels{doomed = [], doomed_before = Doomed}.
+
+mortal(E) when is_pid(E); is_port(E) -> node(E) =:= node();
+mortal(E) -> is_reference(E).
 
 %% @doc What a row's endpoint becomes when the row is folded: a local
 %% process or port that has exited becomes its group, `{exited, Kind,
@@ -232,7 +251,7 @@ fold_key(L, P) when is_pid(P), node(P) =:= node() ->
         true -> {P, L};
         false -> group(L, P)
     end;
-fold_key(L, P) when is_port(P) ->
+fold_key(L, P) when is_port(P), node(P) =:= node() ->
     case erlang:port_info(P, id) of
         undefined -> group(L, P);
         _ -> {P, L}

@@ -476,7 +476,8 @@ pairs(#{pairs := T}) ->
 %% folded row (replies to the receiver's aliases, the pair's messages
 %% before it was folded) is in it too.  Endpoints may be groups of exited
 %% ones.
--spec history(msgflow_collector:store(), msgflow_tracer:endpoint(), msgflow_tracer:endpoint()) ->
+-spec history(msgflow_collector:store(), msgflow_tracer:endpoint() | msgflow_labels:group(),
+              msgflow_tracer:endpoint() | msgflow_labels:group()) ->
           [#{at := integer(), window_ms := non_neg_integer(), count := non_neg_integer(),
              open => true}].
 history(Store = #{pairs := T, folded := Fo, labels := Tables = #{names := Names}, windows := Ws,

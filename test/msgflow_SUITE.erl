@@ -20,7 +20,7 @@
          remote_workload/0]).
 -export([exact_workload/0]).
 -export([gen_call_two_edges/1, rotate_direct/1, rotate_under_load/1, churn_conserved/1, cap_live_pairs/1,
-         churn_server/0, churn_spawner/1, churn_client/2]).
+         churn_server/0, churn_spawner/1, churn_client/2, rotations/0]).
 
 
 all() ->
@@ -970,7 +970,8 @@ stop_pingpong(P) ->
 %% msgflow's own arena of the jemalloc built from Debian's source and
 %% linked in (tools/jemalloc.sh), and info() gives jemalloc's figures for it.
 allocator_jemalloc(_Config) ->
-    {Expected, Got, Info} = on_peer([]),
+    {Rotations, {Expected, Got, Info}} = on_peer([]),
+    ?assertEqual(ok, Rotations),
     ?assertEqual(Expected, Got),
     ?assertMatch(#{allocator := jemalloc, jemalloc_error := <<>>, jemalloc_build := static},
                  Info),
@@ -981,7 +982,8 @@ allocator_jemalloc(_Config) ->
 
 %% MSGFLOW_ALLOCATOR=enif wins over jemalloc; there are no arena figures.
 allocator_enif_forced(_Config) ->
-    {Expected, Got, Info} = on_peer([{"MSGFLOW_ALLOCATOR", "enif"}]),
+    {Rotations, {Expected, Got, Info}} = on_peer([{"MSGFLOW_ALLOCATOR", "enif"}]),
+    ?assertEqual(ok, Rotations),
     ?assertEqual(Expected, Got),
     ?assertMatch(#{allocator := enif, jemalloc_allocated := undefined}, Info).
 
@@ -1264,7 +1266,8 @@ on_peer(Env) ->
     {ok, Peer, _Node} = peer:start_link(#{connection => standard_io, env => Env,
                                           args => lists:append([["-pa", P] || P <- Paths])}),
     try
-        peer:call(Peer, ?MODULE, exact_workload, [], 60000)
+        {peer:call(Peer, ?MODULE, rotations, [], 60000),
+     peer:call(Peer, ?MODULE, exact_workload, [], 60000)}
     after
         peer:stop(Peer)
     end.
@@ -1297,25 +1300,34 @@ gen_call_two_edges(_Config) ->
 %% thread counts in a new generation, the snapshot takes the last counts
 %% of the old one and frees it, and no count is lost or taken twice.
 rotate_direct(_Config) ->
+    ok = rotations().
+
+%% @private The checks of rotate_direct/1, run here and on the peers of the
+%% allocator tests (so that a generation is freed through each allocator):
+%% ok, or what differed.
+rotations() ->
     Self = self(),
     Session = msgflow_tracer:session_new(Self, 100),
     [A, B] = [spawn(fun() -> ok end) || _ <- [1, 2]],
     Send = fun(To, N) -> [ok = msgflow_tracer:trace_send(send, Session, Self, m, #{extra => To})
                           || _ <- lists:seq(1, N)] end,
     Send(A, 5),
-    ?assertEqual([{Self, A, 5}], summed(msgflow_tracer:snapshot(Session))),
+    First = summed(msgflow_tracer:snapshot(Session)),
     Send(A, 2),                                  %% taken only with the old generation
     ok = msgflow_tracer:session_rotate(Session),
     Send(A, 3),
     Send(B, 4),
-    #{rotations := 1, retired := Retired} = msgflow_tracer:session_info(Session),
-    ?assert(Retired >= 1),
-    ?assertEqual([{Self, A, 5}, {Self, B, 4}], summed(msgflow_tracer:snapshot(Session))),
-    #{retired := 0, freed := Freed, entries := Entries} = msgflow_tracer:session_info(Session),
-    ?assert(Freed >= 1),
-    ?assert(Entries >= 2 andalso Entries =< 4),  %% (A, B) on the threads this ran on
-    ?assertEqual([], summed(msgflow_tracer:snapshot(Session))),
-    msgflow_tracer:session_stop(Session).
+    #{rotations := Rotations, retired := Retired} = msgflow_tracer:session_info(Session),
+    Second = summed(msgflow_tracer:snapshot(Session)),
+    #{retired := Left, freed := Freed, entries := Entries} = msgflow_tracer:session_info(Session),
+    Third = summed(msgflow_tracer:snapshot(Session)),
+    msgflow_tracer:session_stop(Session),
+    Got = {First, Second, Third, Rotations, Retired >= 1, Left, Freed >= 1,
+           Entries >= 2 andalso Entries =< 4},  %% (A, B) on the threads this ran on
+    case {[{Self, A, 5}], [{Self, A, 5}, {Self, B, 4}], [], 1, true, 0, true, true} of
+        Got -> ok;
+        Want -> {want, Want, got, Got}
+    end.
 
 %% Generations retired and freed while 4 senders count on every scheduler,
 %% a rotation and a snapshot after another during 64,000 sends: each pair
