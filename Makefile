@@ -1,7 +1,21 @@
 # msgflow: the README's commands.  `make demo` and `make test` install the
 # Debian packages they need first (as root), or say which to install.
 REBAR ?= rebar3
-ERL_PA = -pa _build/default/lib/msgflow/ebin
+# OTP=27: the same targets on OTP 27, built once by tools/otp.sh (its own
+# rebar3 and CMake build directories: a NIF built with OTP 27's headers
+# does not load on OTP 25)
+OTP ?=
+ifneq ($(OTP),)
+OTP_BIN := $(shell tools/otp.sh $(OTP) | tail -n 1)
+ifeq ($(OTP_BIN),)
+$(error tools/otp.sh $(OTP) failed)
+endif
+export PATH := $(OTP_BIN):$(PATH)
+export REBAR_BASE_DIR := $(CURDIR)/_build/otp$(OTP)
+export MSGFLOW_CMAKE_DIR := _build/cmake-otp$(OTP)
+endif
+CMAKE_DIR = $(or $(MSGFLOW_CMAKE_DIR),_build/cmake)
+ERL_PA = -pa $(or $(REBAR_BASE_DIR),_build)/default/lib/msgflow/ebin
 
 .PHONY: all deps build demo test bench bench-scale soak fuzz clean
 
@@ -23,10 +37,11 @@ demo: build
 # runs msgflow-report and msgflow-top against a real node and writes
 # dumps), then the decoder's ctest on those dumps, under ASan/UBSan.
 test: build
-	cd _build/cmake && ctest --output-on-failure -LE dumps
+	@erl -noshell -eval 'io:format("OTP ~s~n", [erlang:system_info(otp_release)]), halt().'
+	cd $(CMAKE_DIR) && ctest --output-on-failure -LE dumps
 	$(REBAR) eunit
 	$(REBAR) ct
-	cd _build/cmake && ctest --output-on-failure -L dumps
+	cd $(CMAKE_DIR) && ctest --output-on-failure -L dumps
 
 # Cost per traced send under six tracer setups, side by side (a few
 # minutes; MSGFLOW_BENCH_QUICK=1 for a smoke run).  Prints, judges nothing.

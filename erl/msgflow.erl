@@ -437,6 +437,11 @@ format_top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events
                 {T, P} -> io_lib:format("sampled: traced ~b ms of every ~b; messages are "
                                         "those measured, rates are estimates (x~.1f)~n",
                                         [T, P, P / T])
+            end,
+            case maps:get(skipped, View, 0) of
+                0 -> [];
+                N -> io_lib:format("not counted: ~s processes or ports another "
+                                   "tracer traces (info())~n", [msgflow_fmt:int(N)])
             end],
     E = msgflow_fmt:ellipsis(),
     Cols = [msgflow_fmt:rcell("#", 3), " ", msgflow_fmt:cell("SENDER", 20, E), " ",

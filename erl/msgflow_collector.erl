@@ -80,11 +80,16 @@
                    interval := pos_integer(), sample := off | {pos_integer(), pos_integer()},
                    events := non_neg_integer(), dead_letters := non_neg_integer(),
                    overflow := non_neg_integer(), folded_messages := non_neg_integer(),
-                   births_dropped := non_neg_integer()}.
+                   skipped := non_neg_integer(), births_dropped := non_neg_integer()}.
 
 -record(st, {
     running = false :: boolean(),
     session :: msgflow_tracer:session() | undefined,
+    %% how the flags are set (msgflow_flags); the trace session's handle is
+    %% in it, and only here, so that the session dies with this process
+    tracing :: msgflow_flags:tracing() | undefined,
+    mode :: msgflow_flags:mode() | undefined,
+    skipped = {0, []} :: msgflow_flags:skipped(),
     opts = msgflow_opts:defaults() :: msgflow_opts:opts(),
     traced = [] :: [pid()],                 %% procs given as a list
     excluded = [] :: [pid() | port()],      %% untrace/1 while procs is a spec
@@ -159,9 +164,10 @@ init([]) ->
              wsenders = new_wsenders(undefined),
              labels = msgflow_labels:new()}}.
 
-%% A collector that died while running left processes flagged for its
-%% session (it keeps the session in the application environment while a
-%% run lasts).  Asking the VM for their tracer makes it ask the session's
+%% A collector that died while running in legacy mode left processes
+%% flagged for its session (it keeps the session in the application
+%% environment while such a run lasts; a trace session dies with the
+%% collector that held it).  Asking the VM for their tracer makes it ask the session's
 %% trace_status, which answers `remove' once the session is no longer
 %% active: that clears them.  The session's monitor on the dead collector
 %% marks it too, but a dying process leaves the process table before its
@@ -243,12 +249,12 @@ handle_info({duration_over, Run}, St = #st{run = Run, running = true}) ->
 %% by the tracer), so the traced processes pay nothing there.
 handle_info({slice_off, Run}, St = #st{run = Run, running = true,
                                        opts = #{sample := {Traced, Period}}}) ->
-    msgflow_flags:off(targets(St)),
+    msgflow_flags:off(St#st.tracing, targets(St)),
     erlang:send_after(Period - Traced, self(), {slice_on, Run}),
     {noreply, St};
-handle_info({slice_on, Run}, St = #st{run = Run, running = true, session = Session,
+handle_info({slice_on, Run}, St = #st{run = Run, running = true, tracing = T,
                                       opts = #{sample := {Traced, _}}}) ->
-    msgflow_flags:slice_on(targets(St), St#st.excluded, Session),
+    msgflow_flags:slice_on(T, targets(St), St#st.excluded),
     erlang:send_after(Traced, self(), {slice_off, Run}),
     {noreply, St};
 handle_info(_Msg, St) ->
@@ -262,25 +268,31 @@ terminate(_Reason, St) ->
 
 %%% Starting and stopping
 
-start_tracing(Opts = #{procs := Procs, max_pairs := Max}, St) ->
-    case msgflow_flags:resolve(Procs) of
-        {ok, Targets} ->
+start_tracing(Opts = #{procs := Procs, max_pairs := Max, trace_mode := Want}, St) ->
+    case {msgflow_flags:mode(Want), msgflow_flags:resolve(Procs)} of
+        {{ok, Mode}, {ok, Targets}} ->
             try msgflow_tracer:session_new(self(), Max * ?ENTRIES_PER_PAIR) of
-                Session -> set_flags(Targets, Session, Opts, St)
+                Session -> set_flags(Targets, Mode, Session, Opts, St)
             catch
                 error:undef -> {error, {nif_not_loaded, code:which(msgflow_tracer)}};
                 error:{not_loaded, _} = E -> {error, E}
             end;
-        {error, _} = E ->
+        {{error, _} = E, _} ->
+            E;
+        {_, {error, _} = E} ->
             E
     end.
 
-set_flags(Targets, Session, Opts, St) ->
-    try msgflow_flags:on(Targets, Session) of
-        ok ->
-            application:set_env(msgflow, running, Session),
+set_flags(Targets, Mode, Session, Opts, St) ->
+    T = msgflow_flags:begin_tracing(Mode, Session),
+    try msgflow_flags:on(T, Targets) of
+        {ok, Skipped} ->
+            %% legacy flags outlive a crash of this process: say where they
+            %% are for the collector that is started next
+            _ = Mode =:= legacy andalso application:set_env(msgflow, running, Session),
             Run = make_ref(),
-            St1 = clear(St#st{running = true, session = Session, opts = Opts,
+            St1 = clear(St#st{running = true, session = Session, tracing = T, mode = Mode,
+                              skipped = Skipped, opts = Opts,
                               traced = case Targets of L when is_list(L) -> L; _ -> [] end,
                               run = Run, started_at = erlang:system_time(millisecond),
                               stopped_at = undefined, win_start = now_ms(),
@@ -298,7 +310,8 @@ set_flags(Targets, Session, Opts, St) ->
     catch
         error:Reason ->
             msgflow_tracer:session_stop(Session),
-            msgflow_flags:off(Targets),
+            msgflow_flags:off(T, Targets),
+            msgflow_flags:end_tracing(T),
             {error, {trace_failed, Reason}}
     end.
 
@@ -328,20 +341,26 @@ targets(#st{traced = Pids}) -> Pids.
 %% msgflow:trace/1 while running: flags on one more process or port.
 trace_more(_Who, St = #st{running = false}) ->
     {{error, not_started}, St};
-trace_more(Who, St = #st{session = Session, traced = Traced, excluded = Ex}) ->
+trace_more(Who, St = #st{tracing = T, traced = Traced, excluded = Ex}) ->
     case msgflow_flags:resolve_one(Who) of
         {ok, P} ->
             case lists:member(P, msgflow_flags:own_pids()) of
                 true ->
                     {{error, {msgflow_process, Who}}, St};
                 false ->
-                    ok = msgflow_flags:on([P], Session),
+                    {ok, {N, Ps}} = msgflow_flags:on(T, [P]),
+                    {N0, Ps0} = St#st.skipped,
                     St1 = case St#st.opts of
                               #{procs := L} when is_list(L) ->
                                   St#st{traced = lists:usort([P | Traced])};
                               _ -> St
                           end,
-                    {ok, St1#st{excluded = lists:delete(P, Ex)}}
+                    Reply = case N of
+                                0 -> ok;
+                                _ -> {error, {traced_by_another_tool, P}}
+                            end,
+                    {Reply, St1#st{excluded = lists:delete(P, Ex),
+                                   skipped = {N0 + N, lists:sublist(Ps ++ Ps0, 5)}}}
             end;
         {error, _} = E ->
             {E, St}
@@ -353,7 +372,7 @@ trace_less(_Who, St = #st{running = false}) ->
 trace_less(Who, St = #st{traced = Traced, excluded = Ex}) ->
     case msgflow_flags:resolve_one(Who) of
         {ok, P} ->
-            msgflow_flags:off([P]),
+            msgflow_flags:off(St#st.tracing, [P]),
             St1 = case St#st.opts of
                       #{procs := L} when is_list(L) -> St#st{traced = lists:delete(P, Traced)};
                       _ -> St#st{excluded = lists:usort([P | Ex])}
@@ -363,12 +382,16 @@ trace_less(Who, St = #st{traced = Traced, excluded = Ex}) ->
             {E, St}
     end.
 
-%% Flags off, barrier, final snapshot: the store then holds every send
-%% traced before stop was called.
+%% Flags off (a trace session destroyed), barrier, final snapshot: the
+%% store then holds every send traced before stop was called.
 stop_tracing(St = #st{running = false}) ->
     St;
-stop_tracing(St = #st{session = Session}) ->
-    msgflow_flags:off(targets(St)),
+stop_tracing(St = #st{session = Session, tracing = T}) ->
+    case St#st.mode of
+        legacy -> msgflow_flags:off(T, targets(St));
+        session -> ok
+    end,
+    msgflow_flags:end_tracing(T),
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok end,
     St1 = close_window(take(St)),
@@ -377,7 +400,8 @@ stop_tracing(St = #st{session = Session}) ->
     application:unset_env(msgflow, running),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
     [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
-    St1#st{running = false, session = undefined, run = undefined, waiters = [],
+    St1#st{running = false, session = undefined, tracing = undefined, run = undefined,
+           waiters = [],
            window_waiters = [],
            stopped_at = erlang:system_time(millisecond), last_info = Info}.
 
@@ -792,6 +816,7 @@ handle(St = #st{opts = Opts}) ->
       interval => maps:get(interval, Opts), sample => maps:get(sample, Opts),
       events => St#st.events, dead_letters => St#st.dead_letters,
       overflow => St#st.overflow, folded_messages => St#st.folded,
+      skipped => element(1, St#st.skipped),
       births_dropped => St#st.births_dropped}.
 
 info(St = #st{opts = Opts}) ->
@@ -819,6 +844,9 @@ info(St = #st{opts = Opts}) ->
       jemalloc_build => maps:get(jemalloc_build, Lib, undefined),
       jemalloc_allocated => maps:get(jemalloc_allocated, Lib, undefined),
       jemalloc_resident => maps:get(jemalloc_resident, Lib, undefined),
+      trace_mode => St#st.mode,
+      skipped => element(1, St#st.skipped),
+      skipped_examples => element(2, St#st.skipped),
       fast_extra => maps:get(fast_extra, Lib),
       alias_owner => maps:get(alias_owner, Lib, false),
       memory => maps:get(memory, Tables, 0),

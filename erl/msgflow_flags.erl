@@ -1,20 +1,96 @@
 %%% @doc Trace flags: which processes and ports msgflow traces, set and
-%%% cleared in one place.  The collector calls it; it keeps no state.
+%%% cleared in one place.  The collector calls it and holds the tracing
+%%% value it returns; this module keeps no state.
 %%%
 %%% msgflow sets `send' (what is counted) and `procs' (spawn and register
 %%% events, so that a process keeps its name and initial call after it
-%%% exits) with `{tracer, msgflow_tracer, Session}'.  It never traces its
-%%% own processes (the collector, its supervisor, the application master)
-%%% nor ERTS's dirty process signal handlers.
+%%% exits) with its tracer module, msgflow_tracer, in one of two modes:
+%%% <ul>
+%%% <li>`session' (OTP 27+, where `trace:session_create/3' exists): a trace
+%%%     session of msgflow's own, so that a process another tool traces
+%%%     is counted too and that tool's flags are never touched; the session
+%%%     handle lives in the tracing value, which only the collector holds,
+%%%     so the session and all its flags go when the collector dies;</li>
+%%% <li>`legacy' (OTP 25/26, or asked for): the node's one legacy session,
+%%%     where a process has one tracer: a process or port that another
+%%%     tool already traces is left alone and reported as skipped, and
+%%%     flags are cleared only where msgflow's tracer is the one set.</li>
+%%% </ul>
+%%% It never traces its own processes (the collector, its supervisor, the
+%%% application master) nor ERTS's dirty process signal handlers.
 -module(msgflow_flags).
 
--export([resolve/1, resolve_one/1, on/2, off/1, own_pids/0, slice_on/3]).
--export_type([targets/0]).
+-export([mode/1, begin_tracing/2, end_tracing/1, resolve/1, resolve_one/1, on/2, off/2,
+         own_pids/0, slice_on/3, ours/2]).
+-export_type([targets/0, tracing/0, mode/0, skipped/0]).
 
 -define(FLAGS, [send, procs]).
+%% skipped processes kept as examples
+-define(EXAMPLES, 5).
 
 %% What the flags are set on: a process spec, or the pids of a list.
 -type targets() :: all | new | existing | [pid()].
+-type mode() :: session | legacy.
+%% How msgflow traces: its mode, the NIF session (the tracer state) and,
+%% in `session' mode, the trace session's handle.
+-opaque tracing() :: #{mode := mode(), nif := msgflow_tracer:session(), session => term()}.
+%% Processes and ports left alone because another tool traces them
+%% (legacy mode): how many, and a few of them.
+-type skipped() :: {non_neg_integer(), [pid() | port()]}.
+
+%% @doc The mode to trace in: `auto' is `session' where the VM has trace
+%% sessions (OTP 27+), else `legacy'.  `{error, {no_trace_sessions,
+%% Release}}' when `session' is asked for on a VM without them.
+-spec mode(auto | mode()) -> {ok, mode()} | {error, {no_trace_sessions, string()}}.
+mode(Want) ->
+    Has = sessions_available(),
+    case {Want, Has} of
+        {auto, true} -> {ok, session};
+        {auto, false} -> {ok, legacy};
+        {legacy, _} -> {ok, legacy};
+        {session, true} -> {ok, session};
+        {session, false} -> {error, {no_trace_sessions, erlang:system_info(otp_release)}}
+    end.
+
+sessions_available() ->
+    _ = code:ensure_loaded(trace),
+    erlang:function_exported(trace, session_create, 3).
+
+%% @doc A tracing value for the NIF session Nif: in `session' mode a new
+%% trace session named msgflow whose tracer is `{msgflow_tracer, Nif}'.
+%% Only the caller (the collector) may keep it.
+-spec begin_tracing(mode(), msgflow_tracer:session()) -> tracing().
+begin_tracing(legacy, Nif) ->
+    #{mode => legacy, nif => Nif};
+begin_tracing(session, Nif) ->
+    %% trace is OTP 27+: called through a variable, so that OTP 25's tools
+    %% do not look for it
+    Trace = trace,
+    #{mode => session, nif => Nif, session => Trace:session_create(msgflow, {msgflow_tracer, Nif}, [])}.
+
+%% @doc Ends tracing: in `session' mode the trace session is destroyed
+%% (every flag it set goes with it); in `legacy' mode nothing more (off/2
+%% cleared the flags).
+-spec end_tracing(tracing()) -> ok.
+end_tracing(#{mode := session, session := S}) ->
+    Trace = trace,
+    Trace:session_destroy(S);
+end_tracing(#{mode := legacy}) ->
+    ok.
+
+%% @doc Whether P (a process or port) has msgflow's flags of this tracing.
+-spec ours(tracing(), pid() | port() | new) -> boolean().
+ours(#{mode := session, session := S}, P) ->
+    Trace = trace,
+    case catch Trace:info(S, P, flags) of
+        {flags, [_ | _]} -> true;
+        _ -> false
+    end;
+ours(#{mode := legacy, nif := Nif}, P) ->
+    case catch erlang:trace_info(P, tracer) of
+        {tracer, {msgflow_tracer, Nif}} -> true;
+        _ -> false
+    end.
 
 %% @doc `procs' of start/1 resolved now: a spec as it is, a list's names
 %% to pids (msgflow's own processes left out).  `{error, {noproc, Who}}'
@@ -61,62 +137,99 @@ resolve_one(P) when is_port(P), node(P) =:= node() ->
 resolve_one(Other) ->
     {error, {badarg, Other}}.
 
-%% @doc Sets the flags for Session on the targets (a list: each pid or
-%% port; raises if one is gone).  A spec leaves msgflow's own processes
-%% untraced.  `all' and `existing' are set process by process (and `new'
-%% as the default for processes to come), not with one call over every
-%% process, which holds the scheduler for tens of ms on a node with
-%% 100,000 processes.
--spec on(targets() | [pid() | port()], msgflow_tracer:session()) -> ok.
-on(new, Session) ->
-    _ = erlang:trace(new, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]),
-    ok;
-on(Spec, Session) when Spec =:= all; Spec =:= existing ->
-    _ = Spec =:= all andalso on(new, Session),
+%% @doc Sets the flags on the targets (a list: each pid or port; raises
+%% if one is gone).  A spec leaves msgflow's own processes untraced.
+%% `all' and `existing' are set process by process (and `new' as the
+%% default for processes to come), not with one call over every process,
+%% which holds the scheduler for tens of ms on a node with 100,000
+%% processes.  In legacy mode a process or port another tool traces is
+%% left alone: returns those skipped.
+-spec on(tracing(), targets() | [pid() | port()]) -> {ok, skipped()}.
+on(T, new) ->
+    {ok, set_one(T, new, true, {0, []})};
+on(T, Spec) when Spec =:= all; Spec =:= existing ->
+    Skipped0 = case Spec of
+                   all -> set_one(T, new, true, {0, []});
+                   existing -> {0, []}
+               end,
     Own = own_pids(),
-    each(fun(P) -> catch erlang:trace(P, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]) end,
-         fun() -> [P || P <- processes(), not lists:member(P, Own)] ++ erlang:ports() end),
+    {ok, each(T, fun(P, Acc) -> set_one(T, P, true, Acc) end, Skipped0,
+              fun() -> [P || P <- processes(), not lists:member(P, Own)] ++ erlang:ports() end)};
+on(T, Pids) ->
+    {ok, lists:foldl(fun(P, Acc) -> set_one(T, P, true, Acc) end, {0, []}, Pids)}.
+
+%% @doc Clears msgflow's flags: of every process and port for a spec (and
+%% the default for new processes), else of each listed process or port
+%% (one that is gone is skipped); process by process, as on/2 sets them.
+%% Never another tool's: in legacy mode only where msgflow's tracer is
+%% set, and a session holds msgflow's flags only.
+-spec off(tracing(), targets() | [pid() | port()]) -> ok.
+off(T, Spec) when is_atom(Spec) ->
+    _ = set_one(T, new, false, {0, []}),
+    _ = each(T, fun(P, Acc) -> set_one(T, P, false, Acc) end, {0, []},
+             fun() -> processes() ++ erlang:ports() end),
     ok;
-on(Pids, Session) ->
-    _ = [erlang:trace(P, true, [{tracer, msgflow_tracer, Session} | ?FLAGS]) || P <- Pids],
+off(T, Pids) ->
+    _ = [set_one(T, P, false, {0, []}) || P <- Pids],
     ok.
 
-%% @doc Clears the flags: of every process and port for a spec (and the
-%% default for new processes), else of each listed process or port (one
-%% that is gone is skipped); process by process, as on/2 sets them.
--spec off(targets() | [pid() | port()]) -> ok.
-off(Spec) when is_atom(Spec) ->
-    _ = (catch erlang:trace(new, false, ?FLAGS)),
-    each(fun(P) -> catch erlang:trace(P, false, ?FLAGS) end,
-         fun() -> processes() ++ erlang:ports() end),
-    ok;
-off(Pids) ->
-    _ = [catch erlang:trace(P, false, ?FLAGS) || P <- Pids],
-    ok.
+%% The flags on or off on one process, port or `new'; Skipped counts a
+%% process legacy mode leaves to the tool that traces it.  A process that
+%% is gone is no error.
+set_one(#{mode := session, session := S}, P, How, Skipped) ->
+    Trace = trace,
+    _ = (catch case is_port(P) of
+                   true -> Trace:port(S, P, How, [send]);
+                   false -> Trace:process(S, P, How, ?FLAGS)
+               end),
+    Skipped;
+set_one(#{mode := legacy, nif := Nif}, P, How, Skipped = {N, Examples}) ->
+    case {How, catch erlang:trace_info(P, tracer)} of
+        {true, {tracer, Tracer}} when Tracer =:= []; element(1, Tracer) =:= msgflow_tracer ->
+            %% free, ours, or a msgflow session that has ended
+            _ = (catch erlang:trace(P, true, [{tracer, msgflow_tracer, Nif} | ?FLAGS])),
+            Skipped;
+        {true, {tracer, _Other}} ->
+            {N + 1, case length(Examples) < ?EXAMPLES of
+                        true -> [P | Examples];
+                        false -> Examples
+                    end};
+        {false, {tracer, {msgflow_tracer, Nif}}} ->
+            _ = (catch erlang:trace(P, false, ?FLAGS)),
+            Skipped;
+        _ ->
+            Skipped      %% gone, or another tool's flags: left as they are
+    end.
 
-%% F on each of the pids and ports List() gives, each call counted as the
-%% work it is (a trace call locks the process), so that the process doing
-%% it is scheduled out in time.  In a process of its own whose heap holds
-%% the list from the start (no garbage collection over 100,000 pids).
-each(F, List) ->
+%% F(Item, Acc) on each of the pids and ports List() gives, each call
+%% counted as the work it is (a trace call locks the process), so that the
+%% process doing it is scheduled out in time.  In a process of its own
+%% whose heap holds the list from the start (no garbage collection over
+%% 100,000 pids); returns the final Acc.
+each(T, F, Acc0, List) ->
     Words = 3 * (erlang:system_info(process_count) + erlang:system_info(port_count)) + 1000,
     {Pid, Ref} = spawn_opt(fun() ->
                                    %% msgflow's own: untraced, though born
                                    %% after `new' was set
-                                   _ = erlang:trace(self(), false, ?FLAGS),
-                                   lists:foreach(fun(X) -> erlang:bump_reductions(20), F(X) end,
-                                                 List())
+                                   _ = set_one(T, self(), false, Acc0),
+                                   exit({done, lists:foldl(fun(X, Acc) ->
+                                                                   erlang:bump_reductions(20),
+                                                                   F(X, Acc)
+                                                           end, Acc0, List())})
                            end, [monitor, {min_heap_size, Words}]),
-    receive {'DOWN', Ref, process, Pid, _} -> ok end.
+    receive
+        {'DOWN', Ref, process, Pid, {done, Acc}} -> Acc;
+        {'DOWN', Ref, process, Pid, Other} -> exit(Other)
+    end.
 
 %% @doc The start of a traced slice when sampling: the targets' flags on
 %% again, but not those of processes untrace/1 dropped.
--spec slice_on(targets(), [pid() | port()], msgflow_tracer:session()) -> ok.
-slice_on(Spec, Excluded, Session) when is_atom(Spec) ->
-    _ = (catch on(Spec, Session)),
-    off(Excluded);
-slice_on(Pids, _Excluded, Session) ->
-    _ = [catch on([P], Session) || P <- Pids],   %% some may have died
+-spec slice_on(tracing(), targets(), [pid() | port()]) -> ok.
+slice_on(T, Spec, Excluded) when is_atom(Spec) ->
+    _ = (catch on(T, Spec)),
+    off(T, Excluded);
+slice_on(T, Pids, _Excluded) ->
+    _ = [catch on(T, [P]) || P <- Pids],   %% some may have died
     ok.
 
 %% @doc Processes msgflow never traces: the collector, its supervisor, the

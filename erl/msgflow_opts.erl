@@ -11,15 +11,17 @@
                   max_pairs := pos_integer(),
                   duration := pos_integer() | infinity,
                   windows := pos_integer(),
-                  sample := {pos_integer(), pos_integer()} | off}.
+                  sample := {pos_integer(), pos_integer()} | off,
+                  trace_mode := auto | session | legacy}.
 
 %% @doc The options used where start/1 is given none:
 %% all processes, a snapshot every 1000 ms, at most 1,000,000 pairs,
-%% no time limit, the last 60 windows kept, no sampling.
+%% no time limit, the last 60 windows kept, no sampling, a trace session
+%% of its own where the VM has them (OTP 27+; `trace_mode').
 -spec defaults() -> opts().
 defaults() ->
     #{procs => all, interval => 1000, max_pairs => 1000000,
-      duration => infinity, windows => 60, sample => off}.
+      duration => infinity, windows => 60, sample => off, trace_mode => auto}.
 
 %% @doc `{ok, Opts}' with every default filled in, or
 %% `{error, {badopt, {Key, Value}}}' for the first bad or unknown option
@@ -55,4 +57,5 @@ valid(windows, N) -> is_integer(N) andalso N >= 1 andalso N =< 100000;
 valid(sample, off) -> true;
 valid(sample, {T, P}) ->
     is_integer(T) andalso is_integer(P) andalso T >= 1 andalso T < P andalso P =< 3600000;
+valid(trace_mode, M) -> M =:= auto orelse M =:= session orelse M =:= legacy;
 valid(_, _) -> false.

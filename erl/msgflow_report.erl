@@ -174,9 +174,9 @@ json_escape(B) ->
 %%% etf
 
 %% @doc The dump `export(Path, etf)' writes (term_to_binary of this map);
-%% msgflow-report reads it.  Version 1:
+%% msgflow-report reads it.  Version 2:
 %% ```
-%% #{format => msgflow_dump, version => 1,
+%% #{format => msgflow_dump, version => 2,
 %%   node => node(), taken_at => SystemMs, started_at => SystemMs | undefined,
 %%   running => boolean(), window_ms => Ms, scale => number(),
 %%   events => N, dead_letters => N, overflow => N,
@@ -184,7 +184,8 @@ json_escape(B) ->
 %%                  Application :: atom(), Node :: atom()}],
 %%   pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages}]}
 %% '''
-%% Endpoint is a pid, port, atom, `{Name, Node}' or reference; Module and
+%% Endpoint is a pid, port, atom, `{Name, Node}', reference or (version 2)
+%% `{exited, Kind, Node}', the exited endpoints of one kind; Module and
 %% Application are `undefined' when unknown.  Indexes count from 0 into
 %% `endpoints'.  Messages are totals since start; WindowMessages those of
 %% the last window (`window_ms' long): the rate is WindowMessages * 1000 /

@@ -21,6 +21,7 @@
 -export([exact_workload/0]).
 -export([gen_call_two_edges/1, rotate_direct/1, rotate_under_load/1, churn_conserved/1, cap_live_pairs/1,
          churn_server/0, churn_spawner/1, churn_client/2, rotations/0]).
+-export([other_tool_kept/1, dbg_alongside/1, session_dies_with_collector/1]).
 
 
 all() ->
@@ -33,7 +34,8 @@ groups() ->
        max_pairs_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing, delete_while_tracing, snapshot_busy,
-       gen_call_two_edges, rotate_direct, rotate_under_load, churn_conserved, cap_live_pairs]},
+       gen_call_two_edges, rotate_direct, rotate_under_load, churn_conserved, cap_live_pairs,
+       other_tool_kept, dbg_alongside, session_dies_with_collector]},
      {allocators, [sequence],
       [allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
@@ -124,7 +126,10 @@ receiver_kinds(_Config) ->
         receive {'DOWN', MRef, process, Dead, _} -> ok end,
         Sender = spawn_link(
                    fun() ->
-                           Port = open_port({spawn, "cat > /dev/null"}, [binary]),
+                           %% output only: a port that polls no input is
+                           %% seldom busy, and ERTS traces a send to a port
+                           %% only when it runs the command at once
+                           Port = open_port({spawn, "cat > /dev/null"}, [binary, out]),
                            Self ! {port, Port},
                            receive go -> ok end,
                            Local ! m,
@@ -1456,3 +1461,154 @@ churn_client(Server, Trips) ->
     receive go -> ok end,
     [begin Server ! {req, self()}, receive rep -> ok end end || _ <- lists:seq(1, Trips)],
     ok.
+
+%%% Other tracing tools (issue 13)
+
+%% The trace modes this VM has: legacy always, session on OTP 27+.
+modes() ->
+    case msgflow_flags:mode(session) of
+        {ok, session} -> [session, legacy];
+        {error, _} -> [legacy]
+    end.
+
+%% Another tool traces a worker's sends (a process tracer, as recon or
+%% redbug set) before msgflow starts: it gets every event before, during
+%% and after msgflow's run, and keeps its flags after stop.  In a session
+%% msgflow counts the worker too; in legacy mode it leaves the worker
+%% alone and says so.
+other_tool_kept(_Config) ->
+    [begin
+         Sink = spawn_link(fun sink/0),
+         W = spawn_link(fun worker/0),
+         Tool = spawn_link(fun() -> tool(Sink, 0) end),
+         1 = erlang:trace(W, true, [send, {tracer, Tool}]),
+         ok = msgflow:start(#{procs => all, trace_mode => Mode, interval => 3600000}),
+         ?assertMatch(#{trace_mode := Mode}, msgflow:info()),
+         ok = work(W, Sink, 100),
+         ok = msgflow:stop(),
+         ok = work(W, Sink, 50),
+         ?assertEqual({Mode, 150}, {Mode, tool_count(Tool, W)}),
+         ?assertEqual({Mode, {tracer, Tool}}, {Mode, erlang:trace_info(W, tracer)}),
+         ?assertEqual({Mode, {flags, [send]}}, {Mode, erlang:trace_info(W, flags)}),
+         ?assertEqual({Mode, []}, {Mode, flagged() -- [W]}),
+         Counted = [N || {S, R, N} <- msgflow:pairs(), S =:= W, R =:= Sink],
+         case Mode of
+             session ->
+                 ?assertEqual([100], Counted),
+                 ?assertMatch(#{skipped := 0}, msgflow:info());
+             legacy ->
+                 ?assertEqual([], Counted),
+                 #{skipped := Skipped, skipped_examples := Examples} = msgflow:info(),
+                 ?assert(Skipped >= 1),
+                 ?assert(lists:member(W, Examples))
+         end,
+         erlang:trace(W, false, [send]),
+         [begin unlink(P), exit(P, kill) end || P <- [Sink, W, Tool]]
+     end || Mode <- modes()].
+
+%% dbg traces a worker while msgflow runs: dbg's events are all there
+%% after msgflow stops, and msgflow's counts are exact where it traced the
+%% worker (in a session always; in legacy mode the worker has one tracer,
+%% and msgflow, there first, keeps it until it stops).
+dbg_alongside(_Config) ->
+    [begin
+         Sink = spawn_link(fun sink/0),
+         W = spawn_link(fun worker/0),
+         ok = msgflow:start(#{procs => all, trace_mode => Mode, interval => 3600000}),
+         Self = self(),
+         Seen = counters:new(1, []),
+         {ok, _} = dbg:tracer(process, {fun({trace, P, send, done, _}, D) when P =:= W ->
+                                                Self ! {dbg_done, counters:get(Seen, 1)}, D;
+                                           ({trace, P, send, m, To}, D) when P =:= W, To =:= Sink ->
+                                                counters:add(Seen, 1, 1), D;
+                                           (_, D) -> D
+                                        end, ok}),
+         DbgGot = dbg:p(W, [s]),
+         ok = work(W, Sink, 100),
+         ok = msgflow:stop(),
+         ok = work(W, Sink, 50),
+         Counted = [N || {S, R, N} <- msgflow:pairs(), S =:= W, R =:= Sink],
+         case {Mode, DbgGot} of
+             {session, {ok, [{matched, _, 1}]}} ->
+                 %% each in its own session: both see everything
+                 ?assertEqual([100], Counted),
+                 ?assertEqual(150, dbg_count());
+             {legacy, {ok, [{matched, _, 0, _}]}} ->
+                 %% the worker's one tracer is msgflow's: dbg is refused,
+                 %% and msgflow's stop does not take its flags away later
+                 ?assertEqual([100], Counted),
+                 ok = work(W, Sink, 10),
+                 ?assertEqual({flags, []}, erlang:trace_info(W, flags));
+             Other ->
+                 ct:fail({unexpected, Other})
+         end,
+         dbg:stop(),
+         [begin unlink(P), exit(P, kill) end || P <- [Sink, W]]
+     end || Mode <- modes()].
+
+%% The count dbg's handler had when it saw the worker's `done'.
+dbg_count() ->
+    receive {dbg_done, N} -> N after 10000 -> timeout end.
+
+%% On OTP 27+ the trace session lives as long as the collector: killed,
+%% the session is gone with all its flags, the node lives on, and the
+%% restarted collector starts clean.
+session_dies_with_collector(_Config) ->
+    case lists:member(session, modes()) of
+        false ->
+            {skip, "no trace sessions before OTP 27"};
+        true ->
+            Sink = spawn_link(fun sink/0),
+            W = spawn_link(fun worker/0),
+            ok = msgflow:start(#{procs => all}),
+            ?assertMatch(#{trace_mode := session}, msgflow:info()),
+            Trace = trace,
+            ?assert(lists:member(msgflow, Trace:session_info(W))),
+            Collector = whereis(msgflow_collector),
+            MRef = monitor(process, Collector),
+            exit(Collector, kill),
+            receive {'DOWN', MRef, process, Collector, killed} -> ok end,
+            ?assertEqual([], sessions_after(W, 1000000)),
+            ok = work(W, Sink, 10),              %% the node and the worker live on
+            ?assertEqual(undefined, application:get_env(msgflow, running)),
+            ok = msgflow:start(#{procs => [W]}),
+            ok = work(W, Sink, 5),
+            ok = msgflow:stop(),
+            ?assertEqual([{W, Sink, 5}], [P || P = {S, R, _} <- msgflow:pairs(), S =:= W, R =:= Sink]),
+            [begin unlink(P), exit(P, kill) end || P <- [Sink, W]]
+    end.
+
+%% msgflow's trace sessions on P once the dead collector's handle is
+%% gone, yielding at most Tries times in between.
+sessions_after(P, Tries) ->
+    Trace = trace,
+    case [S || S <- Trace:session_info(P), S =:= msgflow] of
+        [_ | _] when Tries > 0 -> erlang:yield(), sessions_after(P, Tries - 1);
+        Left -> Left
+    end.
+
+%% A worker: sends N messages to Sink when told, then `done' to the
+%% caller.
+worker() ->
+    receive {work, From, Sink, N} -> [Sink ! m || _ <- lists:seq(1, N)], From ! done end,
+    worker().
+
+%% W sends N messages to Sink; returns once they are sent and every trace
+%% event of them was delivered.
+work(W, Sink, N) ->
+    W ! {work, self(), Sink, N},
+    receive done -> ok end,
+    Ref = erlang:trace_delivered(W),
+    receive {trace_delivered, W, Ref} -> ok end.
+
+%% A process tracer, as another tool sets one: counts W's sends to Sink.
+tool(Sink, N) ->
+    receive
+        {trace, _, send, _, Sink} -> tool(Sink, N + 1);
+        {get, From} -> From ! {tool, N}, tool(Sink, N);
+        _ -> tool(Sink, N)
+    end.
+
+tool_count(Tool, _W) ->
+    Tool ! {get, self()},
+    receive {tool, N} -> N end.

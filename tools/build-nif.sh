@@ -1,16 +1,25 @@
 #!/bin/sh
 # Builds priv/msgflow_tracer.so and the C tests with CMake (run by rebar3's
 # compile hook and by make).  Quiet on success; prints the build log on error.
+# One build directory per OTP release (MSGFLOW_CMAKE_DIR, _build/cmake by
+# default; the Makefile's OTP=27 sets another): the NIF is built there with
+# the headers of the `erl' on PATH and copied into priv/ each time, so that
+# priv/ holds the one for the OTP release being built for.
 set -e
 cd "$(dirname "$0")/.."
-mkdir -p _build
-log=_build/cmake.log
+dir=${MSGFLOW_CMAKE_DIR:-_build/cmake}
+mkdir -p _build priv
+log=$dir.log
 # jemalloc from Debian's source, built once (tools/jemalloc.sh); without
 # it the NIF uses the system's libjemalloc or enif_alloc.
 je=$(tools/jemalloc.sh 2>>_build/jemalloc.err | tail -n 1) || je=""
-if cmake -S . -B _build/cmake -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+if cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
        -DMSGFLOW_JEMALLOC_DIR="$je" >"$log" 2>&1 &&
-   cmake --build _build/cmake -j 2 >>"$log" 2>&1; then
+   cmake --build "$dir" -j 2 >>"$log" 2>&1; then
+    # a new file, renamed over the old: a VM that has the old one loaded
+    # keeps it mapped
+    cp "$dir/msgflow_tracer.so" priv/.msgflow_tracer.so.new
+    mv priv/.msgflow_tracer.so.new priv/msgflow_tracer.so
     exit 0
 fi
 cat "$log" >&2

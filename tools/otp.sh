@@ -1,0 +1,99 @@
+#!/bin/sh
+# tools/otp.sh 27: builds Erlang/OTP 27 from Debian's trixie source package
+# (erlang 1:27.3.4.1+dfsg), and PropEr from trixie's erlang-proper source
+# for it, once, cached outside the clone in
+# ${MSGFLOW_OTP_CACHE:-$HOME/.cache/msgflow-otp}/27 (about 15 minutes on 2
+# cores the first time).  Prints that OTP's bin directory as its last line.
+#
+# The system's apt configuration is left as it is: the trixie deb-src entry
+# is given to apt-get through its -o options only.  Debian 12's compilers
+# build it; applications msgflow needs neither at run time nor in its tests
+# are skipped.  `tools/otp.sh 25' prints the system OTP's bin directory.
+set -e
+release=${1:-27}
+if [ "$release" = 25 ]; then
+    dirname "$(readlink -f "$(command -v erl)")" | sed 's#/lib/erlang/bin$#/bin#'
+    exit 0
+fi
+if [ "$release" != 27 ]; then
+    echo "msgflow: tools/otp.sh builds OTP 27 only (25 is the system's)" >&2
+    exit 2
+fi
+cache=${MSGFLOW_OTP_CACHE:-$HOME/.cache/msgflow-otp}
+prefix="$cache/27"
+work="$cache/27-build"
+if [ -x "$prefix/bin/erl" ] && [ -f "$prefix/done" ]; then
+    echo "$prefix/bin"
+    exit 0
+fi
+mkdir -p "$work/apt/lists/partial" "$work/apt/parts" "$work/src"
+log="$work/build.log"
+: >"$log"
+echo "msgflow: building OTP 27 in $work (once; log in $log)" >&2
+cat >"$work/apt/parts/msgflow-trixie-src.sources" <<EOF
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: trixie
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+apt_opts="-o Dir::Etc::SourceParts=$work/apt/parts -o Dir::Etc::SourceList=/dev/null
+-o Dir::State::Lists=$work/apt/lists -o APT::Sandbox::User=root"
+# shellcheck disable=SC2086
+apt-get $apt_opts update >>"$log" 2>&1 ||
+    { echo "msgflow: apt-get update for trixie's sources failed (see $log)" >&2; exit 1; }
+
+# The orig tarball of a source package (the mirror may lack the rest).
+fetch_orig() {
+    # shellcheck disable=SC2086
+    uri=$(apt-get $apt_opts source --print-uris "$1" 2>>"$log" |
+              grep -o "'[^']*\.orig\.tar\.[a-z0-9]*'" | head -n 1 | tr -d "'")
+    [ -n "$uri" ] || { echo "msgflow: no source of $1 in trixie (see $log)" >&2; exit 1; }
+    file="$work/src/$(basename "$uri")"
+    [ -s "$file" ] || /usr/lib/apt/apt-helper download-file "$uri" "$file" >>"$log" 2>&1 ||
+        { echo "msgflow: cannot fetch $uri (see $log)" >&2; exit 1; }
+    echo "$file"
+}
+
+otp_tar=$(fetch_orig erlang)
+proper_tar=$(fetch_orig erlang-proper)
+
+rm -rf "$work/otp" && mkdir -p "$work/otp"
+tar -xf "$otp_tar" -C "$work/otp" --strip-components=1
+cd "$work/otp"
+# what neither msgflow nor its tests use
+for app in wx megaco diameter odbc jinterface eldap snmp et observer reltool \
+           debugger mnesia ftp tftp os_mon ssh dialyzer edoc erl_docgen; do
+    [ -d "lib/$app" ] && touch "lib/$app/SKIP"
+done
+# the dfsg tarball lacks two jQuery files common_test's install copies
+for f in lib/common_test/priv/jquery-latest.js \
+         lib/common_test/priv/tablesorter/jquery.tablesorter.min.js; do
+    mkdir -p "$(dirname "$f")"
+    [ -f "$f" ] || : >"$f"
+done
+{
+    ./configure --prefix="$prefix" --without-javac --without-wx --without-odbc \
+        --without-megaco --without-observer --without-debugger --without-et &&
+        make -j2 && make install
+} >>"$log" 2>&1 || { echo "msgflow: OTP 27 did not build (see $log)" >&2; exit 1; }
+
+# PropEr for it: compiled with its erlc (vararg first: a parse transform
+# the other modules use)
+rm -rf "$work/proper" && mkdir -p "$work/proper"
+tar -xf "$proper_tar" -C "$work/proper" --strip-components=1
+cd "$work/proper"
+vsn=$(sed -n 's/.*{vsn, *"\([^"]*\)".*/\1/p' src/proper.app.src)
+dest="$prefix/lib/erlang/lib/proper-$vsn"
+mkdir -p "$dest/ebin" "$dest/include"
+{
+    "$prefix/bin/erlc" -I include -o "$dest/ebin" src/vararg.erl &&
+        "$prefix/bin/erlc" -I include -pa "$dest/ebin" -o "$dest/ebin" src/*.erl &&
+        cp include/*.hrl "$dest/include/" &&
+        sed "s/{modules, *\[\]}/{modules, [$(cd "$dest/ebin" && ls *.beam | sed 's/\.beam$//' | paste -sd, -)]}/" \
+            src/proper.app.src >"$dest/ebin/proper.app"
+} >>"$log" 2>&1 || { echo "msgflow: PropEr did not build for OTP 27 (see $log)" >&2; exit 1; }
+"$prefix/bin/erl" -noshell -eval 'ok = application:load(proper), halt().' >>"$log" 2>&1 ||
+    { echo "msgflow: PropEr does not load on OTP 27 (see $log)" >&2; exit 1; }
+echo "$prefix/bin" >"$prefix/done"
+echo "$prefix/bin"
