@@ -21,7 +21,7 @@
 -module(msgflow_flags).
 
 -export([mode/1, begin_tracing/2, end_tracing/1, resolve/1, resolve_one/1, on/2, off/2,
-         own_pids/0, slice_on/3, ours/2]).
+         own_pids/0, slice_on/3]).
 -export_type([targets/0, tracing/0, mode/0, skipped/0]).
 
 -define(FLAGS, [send, procs]).
@@ -77,20 +77,6 @@ end_tracing(#{mode := session, session := S}) ->
     Trace:session_destroy(S);
 end_tracing(#{mode := legacy}) ->
     ok.
-
-%% @doc Whether P (a process or port) has msgflow's flags of this tracing.
--spec ours(tracing(), pid() | port() | new) -> boolean().
-ours(#{mode := session, session := S}, P) ->
-    Trace = trace,
-    case catch Trace:info(S, P, flags) of
-        {flags, [_ | _]} -> true;
-        _ -> false
-    end;
-ours(#{mode := legacy, nif := Nif}, P) ->
-    case catch erlang:trace_info(P, tracer) of
-        {tracer, {msgflow_tracer, Nif}} -> true;
-        _ -> false
-    end.
 
 %% @doc `procs' of start/1 resolved now: a spec as it is, a list's names
 %% to pids (msgflow's own processes left out).  `{error, {noproc, Who}}'

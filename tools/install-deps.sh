@@ -5,8 +5,11 @@
 PKGS="gcc libc6-dev make cmake rebar3 erlang-dev erlang-eunit erlang-common-test
 erlang-dialyzer erlang-inets erlang-tools erlang-proper erlang-proper-dev
 libjemalloc-dev libjemalloc2 uthash-dev graphviz chromium jq bzip2"
-# `install-deps.sh fuzz': also clang and its libFuzzer runtime (make fuzz)
+# `install-deps.sh fuzz': also clang and its libFuzzer runtime (make fuzz);
+# `install-deps.sh otp': also what building OTP from source needs
+# (tools/otp.sh: crypto for ssl and rebar3, a terminal library for erts)
 [ "$1" = fuzz ] && PKGS="$PKGS clang libclang-rt-dev"
+[ "$1" = otp ] && PKGS="$PKGS perl libssl-dev libncurses-dev xz-utils"
 
 if ! command -v dpkg-query >/dev/null 2>&1; then
     echo "msgflow: no dpkg here; make sure these (Debian names) are installed:" $PKGS >&2

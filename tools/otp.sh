@@ -26,6 +26,7 @@ if [ -x "$prefix/bin/erl" ] && [ -f "$prefix/done" ]; then
     echo "$prefix/bin"
     exit 0
 fi
+"$(dirname "$0")/install-deps.sh" otp >&2 || exit 1
 mkdir -p "$work/apt/lists/partial" "$work/apt/parts" "$work/src"
 log="$work/build.log"
 : >"$log"
