@@ -88,10 +88,21 @@ csv_quoting_test() ->
     ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s\n"
                    "a,b,\"x,\"\"y\"\"\",b,7,7.0\n">>, Csv).
 
-json_encoder_test() ->
-    Doc = #{<<"a">> => [1, 2.5, true, false, null], <<"s">> => <<"q\"\\\n\t", 1, "é"/utf8>>},
-    ?assertEqual(<<"{\"a\":[1,2.5,true,false,null],\"s\":\"q\\\"\\\\\\n\\t\\u0001é\"}"/utf8>>,
-                 iolist_to_binary(msgflow_report:json_encode(Doc))).
+%% One output for both encoders: OTP's json (OTP 27+) and msgflow's own.
+json_encoder_test_() ->
+    Doc = #{<<"a">> => [1, 2.5, true, false, null],
+            <<"s">> => <<"q\"\\\n\t", 1, "é"/utf8, $\b, $\f, 16#0B, 16#1F, $\r, "/">>},
+    Want = <<"{\"a\":[1,2.5,true,false,null],"
+             "\"s\":\"q\\\"\\\\\\n\\t\\u0001é\\b\\f\\u000B\\u001F\\r/\"}"/utf8>>,
+    Otp = case code:ensure_loaded(json) of
+              {module, json} ->
+                  [{"OTP's json", ?_assertEqual(Want, iolist_to_binary(apply(json, encode, [Doc])))}];
+              _ ->
+                  []
+          end,
+    [{"fallback", ?_assertEqual(Want, iolist_to_binary(msgflow_report:json_fallback(Doc)))},
+     {"json_encode", ?_assertEqual(Want, iolist_to_binary(msgflow_report:json_encode(Doc)))}
+     | Otp].
 
 %% Rows keyed by group (a module, a label) print as their text.
 grouped_exports_test() ->
