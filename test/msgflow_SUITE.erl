@@ -21,7 +21,8 @@
 -export([exact_workload/0]).
 -export([gen_call_two_edges/1, rotate_direct/1, rotate_under_load/1, churn_conserved/1, cap_live_pairs/1,
          churn_server/0, churn_spawner/1, churn_client/2, rotations/0]).
--export([other_tool_kept/1, dbg_alongside/1, session_dies_with_collector/1]).
+-export([other_tool_kept/1, dbg_alongside/1, session_dies_with_collector/1,
+         proc_lib_labels/1]).
 
 
 all() ->
@@ -35,7 +36,7 @@ groups() ->
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing, delete_while_tracing, snapshot_busy,
        gen_call_two_edges, rotate_direct, rotate_under_load, churn_conserved, cap_live_pairs,
-       other_tool_kept, dbg_alongside, session_dies_with_collector]},
+       other_tool_kept, dbg_alongside, session_dies_with_collector, proc_lib_labels]},
      {allocators, [sequence],
       [allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
@@ -198,7 +199,9 @@ stop_leaves_no_flags(_Config) ->
 %% msgflow can start again.
 collector_killed(_Config) ->
     Echo = spawn_link(fun Loop() -> receive {From, M} -> From ! M, Loop() end end),
-    ok = msgflow:start(#{procs => all}),
+    %% the legacy session's flags outlive the collector (on OTP 27+ a trace
+    %% session goes with it: session_dies_with_collector)
+    ok = msgflow:start(#{procs => all, trace_mode => legacy}),
     {tracer, {msgflow_tracer, Session}} = erlang:trace_info(Echo, tracer),
     ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Session, Echo)),
     %% what a restarted collector finds (see orphaned_session)
@@ -915,7 +918,8 @@ delete_while_tracing(_Config) ->
 %% time makes the NIF answer `busy': the collector skips that turn and
 %% lives on with what it had; its next snapshot counts again.
 snapshot_busy(_Config) ->
-    ok = msgflow:start(#{procs => all, interval => 3600000}),
+    %% legacy mode: the NIF session is in the application environment
+    ok = msgflow:start(#{procs => all, interval => 3600000, trace_mode => legacy}),
     Collector = whereis(msgflow_collector),
     Before = counted_burst(20),
     {ok, Session} = application:get_env(msgflow, running),
@@ -1251,8 +1255,15 @@ synthetic_view(Totals) ->
 %%% Helpers
 
 %% Processes and ports that still carry a trace flag.
+%% Processes and ports with trace flags in the legacy session, or (OTP
+%% 27+) in a trace session named msgflow; `new' too.
 flagged() ->
-    [P || P <- processes() ++ erlang:ports(), erlang:trace_info(P, flags) =/= {flags, []}].
+    InSession = case lists:member(session, modes()) of
+                    true -> fun(P) -> Trace = trace, lists:member(msgflow, Trace:session_info(P)) end;
+                    false -> fun(_) -> false end
+                end,
+    [P || P <- [new | processes() ++ erlang:ports()],
+          erlang:trace_info(P, flags) =/= {flags, []} orelse InSession(P)].
 
 start_distribution() ->
     case node() of
@@ -1612,3 +1623,25 @@ tool(Sink, N) ->
 tool_count(Tool, _W) ->
     Tool ! {get, self()},
     receive {tool, N} -> N end.
+
+%% OTP 27+: a process labelled with proc_lib:set_label/1 has that label.
+proc_lib_labels(_Config) ->
+    case erlang:function_exported(proc_lib, set_label, 1) of
+        false ->
+            {skip, "proc_lib:set_label/1 is OTP 27+"};
+        true ->
+            Self = self(),
+            W = spawn_link(fun() -> ok = apply(proc_lib, set_label, [{worker, 7}]),
+                                    Self ! ready, sink() end),
+            receive ready -> ok end,
+            S = spawn(fun() -> receive go -> W ! m end end),
+            Ref = monitor(process, S),
+            ok = msgflow:start(#{procs => [S]}),
+            S ! go,
+            receive {'DOWN', Ref, process, S, normal} -> ok end,
+            ok = msgflow:stop(),
+            ?assertMatch([{_, 1}], [{K, C} || {K = {_, <<"{worker,7}">>}, #{count := C}}
+                                                  <- maps:to_list(maps:get(cells, msgflow:matrix(name)))]),
+            unlink(W),
+            exit(W, kill)
+    end.
