@@ -15,6 +15,8 @@ export REBAR_BASE_DIR := $(CURDIR)/_build/otp$(OTP)
 export MSGFLOW_CMAKE_DIR := _build/cmake-otp$(OTP)
 endif
 CMAKE_DIR = $(or $(MSGFLOW_CMAKE_DIR),_build/cmake)
+# Common Test's logs too: its index cache differs between releases
+CT_LOGDIR = $(if $(OTP),_build/otp$(OTP)/ct_logs,_build/ct_logs)
 ERL_PA = -pa $(or $(REBAR_BASE_DIR),_build)/default/lib/msgflow/ebin
 
 .PHONY: all deps build demo test bench bench-scale soak fuzz clean
@@ -40,7 +42,8 @@ test: build
 	@erl -noshell -eval 'io:format("OTP ~s~n", [erlang:system_info(otp_release)]), halt().'
 	cd $(CMAKE_DIR) && ctest --output-on-failure -LE dumps
 	$(REBAR) eunit
-	$(REBAR) ct
+	mkdir -p $(CT_LOGDIR)
+	$(REBAR) ct --logdir $(CT_LOGDIR)
 	cd $(CMAKE_DIR) && ctest --output-on-failure -L dumps
 
 # Cost per traced send under six tracer setups, side by side (a few
