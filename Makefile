@@ -51,6 +51,7 @@ test: build
 bench: build
 	mkdir -p _build/bench
 	erlc -o _build/bench tools/bench/*.erl
+	cp $(CMAKE_DIR)/bench/*.so _build/bench/
 	erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench:main()'
 
 # What the views cost on a big node: 100,000 processes with 200,000 pairs,
