@@ -674,9 +674,11 @@ now_ms() ->
 %% Folds the rows that are done with (see the module doc), when window N
 %% has closed: the rows whose last messages were in window N - 2 (so a
 %% process that exited then has had its last sends taken by two
-%% snapshots since), all of them; and a slice of the rows idle for longer,
-%% whose endpoints may have exited since (a pass over all of them takes
-%% at most ~32 windows).  Dead letters are folded in slices too.
+%% snapshots since), up to ?SWEEP_MIN of them; and a slice of the rows
+%% idle for longer, whose endpoints may have exited since (a pass over
+%% all of them takes at most ~32 windows).  Dead letters are folded in
+%% slices too.  So a window's sweep reads a bounded number of keys into
+%% this heap, however many pairs go idle at once.
 sweep(St = #st{closed = N}) when N < 3 ->
     St;
 sweep(St = #st{closed = N}) ->
@@ -685,7 +687,14 @@ sweep(St = #st{closed = N}) ->
     St2 = lists:foldl(
             fun(Which, S) ->
                     T = table(Which, S),
-                    Just = select_all(T, [{{'$1', '_', Idle, '_', '_', '_'}, [], ['$1']}]),
+                    %% at most ?SWEEP_MIN of them: the rest are the slow
+                    %% pass's from the next window on, so that a million
+                    %% pairs going idle at once never sit in this heap
+                    Just = case ets:select(T, [{{'$1', '_', Idle, '_', '_', '_'}, [], ['$1']}],
+                                           ?SWEEP_MIN) of
+                               {Keys, _} -> Keys;
+                               '$end_of_table' -> []
+                           end,
                     S1 = lists:foldl(fun(K, Acc) -> fold(Which, K, Acc) end, S, Just),
                     sweep_slice(Which, [{{'$1', '_', '$2', '_', '_', '_'}, [{'<', '$2', Idle}],
                                          ['$1']}], S1)
@@ -695,12 +704,6 @@ sweep(St = #st{closed = N}) ->
 table(pairs, #st{pairs = T}) -> T;
 table(folded, #st{folded_t = T}) -> T;
 table(dead, #st{dead = T}) -> T.
-
-select_all(T, MS) ->
-    select_rest(ets:select(T, MS, ?SWEEP_CHUNK), []).
-
-select_rest('$end_of_table', Acc) -> lists:append(Acc);
-select_rest({Keys, Cont}, Acc) -> select_rest(ets:select(Cont), [Keys | Acc]).
 
 %% The next keys of a pass over a table, at least ?SWEEP_MIN or 1/32 of
 %% the table, folded; the pass goes on in the next window where it
