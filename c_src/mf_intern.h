@@ -2,10 +2,11 @@
  * mf_intern.h -- ids for endpoints that are not local pids.
  *
  * What it owns: per generation (mf_gen), every port, atom, {Name, Node},
- * remote pid and alias reference its thread has counted a send to or from,
- * or seen as the alias of a call, as an mf_intern: a copy of the term in
- * an env the generation owns (for equality on the owner thread) and its
- * external format in the generation's heap (for the snapshot reader).  The interned term's id, whose low four bits
+ * remote pid and alias reference (one whose owner is not read, see
+ * alias_owner) its thread has counted a send to or from, as an mf_intern:
+ * a copy of the term in an env the generation owns (for equality on the
+ * owner thread) and its external format in the generation's heap (for the
+ * snapshot reader).  The interned term's id, whose low four bits
  * (MF_ID_TAG, 0x0) can never be those of a local pid's word (MF_PID_TAG,
  * 0x3), is what a pair key holds.
  *
