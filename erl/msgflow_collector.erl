@@ -283,8 +283,18 @@ start_tracing(Opts = #{procs := Procs, max_pairs := Max, trace_mode := Want}, St
             E
     end.
 
+%% A trace session that cannot be made (say, the VM's limit on sessions)
+%% is an error for the caller, not a crash of the collector.
 set_flags(Targets, Mode, Session, Opts, St) ->
-    T = msgflow_flags:begin_tracing(Mode, Session),
+    try msgflow_flags:begin_tracing(Mode, Session) of
+        T -> set_flags(T, Targets, Mode, Session, Opts, St)
+    catch
+        error:Reason ->
+            msgflow_tracer:session_stop(Session),
+            {error, {trace_failed, Reason}}
+    end.
+
+set_flags(T, Targets, Mode, Session, Opts, St) ->
     try msgflow_flags:on(T, Targets) of
         {ok, Skipped} ->
             %% legacy flags outlive a crash of this process: say where they

@@ -123,8 +123,8 @@ resolve_one(P) when is_port(P), node(P) =:= node() ->
 resolve_one(Other) ->
     {error, {badarg, Other}}.
 
-%% @doc Sets the flags on the targets (a list: each pid or port; raises
-%% if one is gone).  A spec leaves msgflow's own processes untraced.
+%% @doc Sets the flags on the targets (a list: each pid or port; one that
+%% is gone is left out).  A spec leaves msgflow's own processes untraced.
 %% `all' and `existing' are set process by process (and `new' as the
 %% default for processes to come), not with one call over every process,
 %% which holds the scheduler for tens of ms on a node with 100,000
