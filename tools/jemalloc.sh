@@ -18,18 +18,11 @@ if [ -f "$out/done" ]; then
     cat "$out/done"
     exit 0
 fi
-mkdir -p "$out/apt/lists/partial" "$out/apt/parts" "$out/src"
+mkdir -p "$out/src"
 log="$out/build.log"
 : >"$log"
-cat >"$out/apt/parts/msgflow-src.sources" <<EOF
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-apt_opts="-o Dir::Etc::SourceParts=$out/apt/parts -o Dir::Etc::SourceList=/dev/null
--o Dir::State::Lists=$out/apt/lists -o APT::Sandbox::User=root"
+. "$top/tools/apt-src.sh"
+apt_src "$out" bookworm
 {
     # shellcheck disable=SC2086
     apt-get $apt_opts update &&

@@ -27,19 +27,12 @@ if [ -x "$prefix/bin/erl" ] && [ -f "$prefix/done" ]; then
     exit 0
 fi
 "$(dirname "$0")/install-deps.sh" otp >&2 || exit 1
-mkdir -p "$work/apt/lists/partial" "$work/apt/parts" "$work/src"
+mkdir -p "$work/src"
 log="$work/build.log"
 : >"$log"
 echo "msgflow: building OTP 27 in $work (once; log in $log)" >&2
-cat >"$work/apt/parts/msgflow-trixie-src.sources" <<EOF
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: trixie
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-apt_opts="-o Dir::Etc::SourceParts=$work/apt/parts -o Dir::Etc::SourceList=/dev/null
--o Dir::State::Lists=$work/apt/lists -o APT::Sandbox::User=root"
+. "$(dirname "$0")/apt-src.sh"
+apt_src "$work" trixie
 # shellcheck disable=SC2086
 apt-get $apt_opts update >>"$log" 2>&1 ||
     { echo "msgflow: apt-get update for trixie's sources failed (see $log)" >&2; exit 1; }
