@@ -241,7 +241,7 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
                            atom_alias_owner};
     ERL_NIF_TERM vals[] = {
         strcmp(mf_allocator_name(), "jemalloc") == 0 ? atom_jemalloc : atom_enif, why,
-        enif_make_atom(env, mf_alloc_jemalloc_build()),
+        strcmp(mf_alloc_jemalloc_build(), "static") == 0 ? atom_static : atom_system,
         mf_layout_fast_extra() ? atom_true : atom_false,
         stats ? enif_make_uint64(env, allocated) : atom_undefined,
         stats ? enif_make_uint64(env, resident) : atom_undefined,
