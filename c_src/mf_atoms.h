@@ -12,7 +12,7 @@
     X(trace_status) X(undefined) X(spawn) X(register) X(proc_lib) X(init_p) X(fast_extra)   \
     X(true) X(false) X(more) X(done)  \
     X(jemalloc_build) X(jemalloc_allocated) X(jemalloc_resident) X(rotations) X(retired) \
-    X(freed) X(alias_owner) X(static) X(system)
+    X(freed) X(alias_owner) X(static) X(system) X(seq_trace) X(full) X(call)
 
 #define MF_ATOM_DECL(name) extern ERL_NIF_TERM atom_##name;
 MF_ATOMS(MF_ATOM_DECL)

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "mf_flow.h"
 #include "mf_intern.h"
 
 ErlNifResourceType *mf_session_rt;
@@ -222,6 +223,7 @@ static void session_dtor(ErlNifEnv *env, void *obj)
         enif_mutex_destroy(s->births_lock);
     if (s->births_env)
         enif_free_env(s->births_env);
+    mf_flow_free(s);
 }
 
 static void session_down(ErlNifEnv *env, void *obj, ErlNifPid *pid, ErlNifMonitor *mon)
@@ -242,6 +244,36 @@ int mf_session_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
     return mf_session_rt ? 0 : -1;
 }
 
+mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max, int kind,
+                            ERL_NIF_TERM *term)
+{
+    mf_session *s = enif_alloc_resource(mf_session_rt, sizeof(*s));
+    if (!s)
+        return NULL;
+    memset(s, 0, sizeof(*s));
+    s->id = atomic_fetch_add(&mf_next_session_id, 1);
+    atomic_store(&s->stamp, atomic_fetch_add(&mf_next_stamp, 1));
+    s->kind = kind;
+    s->alloc = mf_active;
+    s->limit.max = max;
+    s->spill_lock = enif_mutex_create("msgflow_spill_claim");
+    s->gens_lock = enif_mutex_create("msgflow_gens");
+    s->births_lock = enif_mutex_create("msgflow_births");
+    if (kind == MF_KIND_FLOW)
+        s->flow_lock = enif_mutex_create("msgflow_flow");
+    *term = enif_make_resource(env, s);
+    enif_release_resource(s);
+    if (!s->spill_lock || !s->gens_lock || !s->births_lock ||
+        (kind == MF_KIND_FLOW && !s->flow_lock))
+        return NULL;
+    ErlNifPid pid = *owner;
+    if (enif_monitor_process(env, s, &pid, &s->monitor) != 0)
+        atomic_store(&s->state, MF_COLLECTOR_DOWN);
+    else
+        s->monitored = 1;
+    return s;
+}
+
 /* session_new(CollectorPid, MaxPairs) -> Session.  The caller (the
  * collector) is monitored: when it dies the session answers remove. */
 ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
@@ -249,28 +281,12 @@ ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     (void)argc;
     ErlNifPid collector;
     ErlNifUInt64 max;
+    ERL_NIF_TERM term;
     if (!enif_get_local_pid(env, argv[0], &collector) || !enif_get_uint64(env, argv[1], &max) ||
         max == 0)
         return enif_make_badarg(env);
-    mf_session *s = enif_alloc_resource(mf_session_rt, sizeof(*s));
-    if (!s)
+    if (!mf_session_make(env, &collector, max, MF_KIND_SEND, &term))
         return enif_raise_exception(env, atom_memory);
-    memset(s, 0, sizeof(*s));
-    s->id = atomic_fetch_add(&mf_next_session_id, 1);
-    atomic_store(&s->stamp, atomic_fetch_add(&mf_next_stamp, 1));
-    s->alloc = mf_active;
-    s->limit.max = max;
-    s->spill_lock = enif_mutex_create("msgflow_spill_claim");
-    s->gens_lock = enif_mutex_create("msgflow_gens");
-    s->births_lock = enif_mutex_create("msgflow_births");
-    ERL_NIF_TERM term = enif_make_resource(env, s);
-    enif_release_resource(s);
-    if (!s->spill_lock || !s->gens_lock || !s->births_lock)
-        return enif_raise_exception(env, atom_memory);
-    if (enif_monitor_process(env, s, &collector, &s->monitor) != 0)
-        atomic_store(&s->state, MF_COLLECTOR_DOWN);
-    else
-        s->monitored = 1;
     return term;
 }
 

@@ -60,6 +60,13 @@ typedef struct mf_session mf_session;
 
 enum { MF_ACTIVE = 0, MF_STOPPED = 1, MF_COLLECTOR_DOWN = 2 };
 
+/* What a session counts: traced sends (the collector's), or seq_trace send
+ * events by label (a flow session, mf_flow.h: the flow keeper's).  A
+ * thread caches its slot of one session of each kind. */
+enum { MF_KIND_SEND = 0, MF_KIND_FLOW = 1, MF_KINDS = 2 };
+
+typedef struct mf_watch mf_watch;
+
 typedef struct mf_gen mf_gen;
 
 /* One generation of a thread's tables. */
@@ -93,6 +100,7 @@ struct mf_session {
     uint64_t id;
     _Atomic uint64_t stamp; /* changed by session_rotate only */
     _Atomic int state;
+    int kind;               /* MF_KIND_*, never changed */
     char pad_id[MF_CACHE_LINE];
     ErlNifMonitor monitor;
     int monitored;
@@ -110,6 +118,13 @@ struct mf_session {
     ERL_NIF_TERM births;     /* list in births_env, newest first */
     uint64_t nbirths;        /* in `births' */
     uint64_t births_dropped; /* past MF_MAX_BIRTHS since the last take */
+    /* Flow sessions only (mf_flow.c): the follow/1 labels whose events are
+     * kept, and the events, in flow_env.  Under flow_lock; nwatched is
+     * also read without it, to skip the lock when nothing is watched. */
+    ErlNifMutex *flow_lock;
+    _Atomic unsigned nwatched;
+    ErlNifEnv *flow_env;
+    mf_watch *watches;       /* MF_MAX_WATCHES of them, or NULL */
     _Atomic(mf_slot *) spill;
     _Atomic unsigned nslots; /* claimed, may exceed MF_MAX_SLOTS */
     _Atomic(mf_slot *) slots[MF_MAX_SLOTS];
@@ -158,6 +173,12 @@ void mf_gen_free(mf_gen *g);
 /* Unlinks the retired generation g from slot's list and frees it; under
  * the session's gens_lock.  Only the snapshot. */
 void mf_slot_free_retired(mf_slot *slot, mf_gen *g);
+
+/* A new session of `kind' monitoring `owner' (its state becomes
+ * collector_down when the owner dies), with a cap of `max' entries; *term
+ * is its resource term in env.  NULL when out of memory.  Any thread. */
+mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max, int kind,
+                            ERL_NIF_TERM *term);
 
 /* The session NIFs: session_new/2, session_stop/1, session_rotate/1,
  * session_info/1. */

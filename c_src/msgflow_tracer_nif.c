@@ -3,10 +3,13 @@
  * callbacks, the NIF table and load.  The rest of the NIF is in files of
  * its own: sessions and slots (mf_session), interning (mf_intern), births
  * (mf_births), the yielding snapshot (mf_snapshot), the reads that rely on
- * the VM's term layout (mf_layout), the per-thread tables (mf_shard).
+ * the VM's term layout (mf_layout), the per-thread tables (mf_shard),
+ * request flows' watches and call entries (mf_flow).
  *
  * What it owns: the atoms (made once in load, valid for the VM's life) and
- * each thread's cache of its slot (mf_tls).
+ * each thread's cache of its slot (mf_tls), one per session kind (the
+ * collector's session that counts sends, the flow keeper's that counts
+ * seq_trace events), so that a thread doing both keeps both.
  *
  * Threads: the enabled and trace callbacks run on the tracee's scheduler
  * thread.  A thread finds its slot through the thread-local cache tagged
@@ -22,6 +25,7 @@
 
 #include "mf_atoms.h"
 #include "mf_births.h"
+#include "mf_flow.h"
 #include "mf_intern.h"
 #include "mf_layout.h"
 #include "mf_session.h"
@@ -42,36 +46,40 @@ static void make_atoms(ErlNifEnv *env)
 
 /* ------------------------------------------------------------------ slots */
 
-/* The calling thread's slot for one session, and its generation: valid
- * while `stamp' is the session's (session_rotate changes it).  `gen' and
+/* The calling thread's slot for one session of each kind (MF_KIND_*), and
+ * its generation: valid while `stamp' is the session's (session_rotate
+ * changes it).  `gen' and
  * `shard' are the thread's own generation and its shard, NULL for the
  * shared spill slot (which takes its lock and reads its generation there):
  * a send between two local pids then reads nothing of the slot. */
-static __thread struct {
+typedef struct mf_tls_cache {
     uint64_t stamp;
     uint64_t session_id;
     mf_slot *slot;
     mf_gen *gen;
     mf_shard *shard;
-} mf_tls;
+} mf_tls_cache;
+static __thread mf_tls_cache mf_tls_all[MF_KINDS];
+#define mf_tls (mf_tls_all[MF_KIND_SEND])
 
 /* The calling thread's slot in s, claimed on its first send for s, with a
  * generation of `stamp' (a new one after a rotation), and cached.  NULL:
  * out of memory. */
 static mf_slot *find_slot(mf_session *s, uint64_t stamp)
 {
-    mf_slot *slot = mf_tls.session_id == s->id ? mf_tls.slot : mf_slot_claim(s);
+    mf_tls_cache *c = &mf_tls_all[s->kind];
+    mf_slot *slot = c->session_id == s->id ? c->slot : mf_slot_claim(s);
     if (!slot)
         return NULL;
-    mf_tls.session_id = s->id;
-    mf_tls.slot = slot;
-    mf_tls.stamp = stamp;
+    c->session_id = s->id;
+    c->slot = slot;
+    c->stamp = stamp;
     if (slot->lock) {
-        mf_tls.gen = NULL;
-        mf_tls.shard = NULL;
+        c->gen = NULL;
+        c->shard = NULL;
     } else {
-        mf_tls.gen = mf_slot_renew(slot, stamp);
-        mf_tls.shard = mf_tls.gen->shard;
+        c->gen = mf_slot_renew(slot, stamp);
+        c->shard = c->gen->shard;
     }
     return slot;
 }
@@ -96,12 +104,43 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
      * assertion in its debug build).  A tracer state this library cannot
      * read (the session of a deleted and purged instance of the module)
      * or a stopped session is removed there, and discarded elsewhere. */
-    if (argv[0] == atom_trace_status)
-        return mf_get_session(env, argv[1], &s) && active(s) ? atom_trace : atom_remove;
+    ERL_NIF_TERM answer;
+    if (argv[0] == atom_trace_status) {
+        if (mf_get_session(env, argv[1], &s))
+            return active(s) ? atom_trace : atom_remove;
+        /* a call entry's meta pattern (follow_calls) */
+        return mf_entry_status(env, argv[1], &answer) ? answer : atom_remove;
+    }
     if (!mf_get_session(env, argv[1], &s))
-        return atom_discard;
+        /* a call entry's meta pattern asks here: see nif_enabled_call */
+        return argv[0] == atom_call && mf_entry_call(env, argv[1], &answer) ? answer
+                                                                           : atom_discard;
     if (argv[0] == atom_send || argv[0] == atom_send_to_non_existing_process)
-        return active(s) ? atom_trace : atom_discard;
+        return active(s) && s->kind == MF_KIND_SEND ? atom_trace : atom_discard;
+    /* the system tracer asks before each seq_trace event of a token with
+     * any flag, and before a token send's serial is updated */
+    if (argv[0] == atom_seq_trace)
+        return active(s) && s->kind == MF_KIND_FLOW ? atom_trace : atom_discard;
+    return atom_discard;
+}
+
+/* enabled_call(call | return_to | ..., TracerState, Tracee): for a call
+ * entry, counts the call and answers `trace' for a sampled one (the
+ * pattern's match spec, which sets the trace token, runs only then), else
+ * `discard'.  `discard' for anything else.
+ *
+ * A meta pattern (what follow_calls sets) does not get here: ERTS 25-27
+ * asks a meta tracer module through trace_call/5's slot with three
+ * arguments, or, when the module has no trace_call/5, through enabled/3
+ * with tag `call'.  So the module has no trace_call/5 (a call event goes
+ * to trace/5, which ignores it) and enabled/3 answers `call' as this does;
+ * this one serves call flags set on processes. */
+static ERL_NIF_TERM nif_enabled_call(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    ERL_NIF_TERM answer;
+    if (argv[0] == atom_call && mf_entry_call(env, argv[1], &answer))
+        return answer;
     return atom_discard;
 }
 
@@ -209,11 +248,50 @@ static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     return atom_ok;
 }
 
+/* trace(seq_trace, FlowSession, Label, {send, {Prev, Cur}, From, To, _Msg},
+ * Opts): one message that carried a trace token with `send' set, counted
+ * by ({Label, From}, To) in the calling thread's shard of the flow session
+ * (the key's first word is the interned {Label, From}), and kept as an
+ * event when Label is watched (a follow/1 flow).  Anything else (print and
+ * 'receive' events, a state that is no flow session, odd shapes) is
+ * ignored. */
+static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
+{
+    mf_session *s;
+    const ERL_NIF_TERM *ev, *serial;
+    int arity, sarity;
+    if (!mf_get_session(env, argv[1], &s) || s->kind != MF_KIND_FLOW || !active(s) ||
+        !enif_get_tuple(env, argv[3], &arity, &ev) || arity != 5 || ev[0] != atom_send ||
+        !enif_get_tuple(env, ev[1], &sarity, &serial) || sarity != 2)
+        return atom_ok;
+    uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
+    mf_tls_cache *c = &mf_tls_all[MF_KIND_FLOW];
+    mf_slot *slot = c->session_id == s->id && c->stamp == stamp ? c->slot : find_slot(s, stamp);
+    if (slot) {
+        ERL_NIF_TERM key = enif_make_tuple2(env, argv[2], ev[2]);
+        if (!slot->lock) {
+            count_send(env, c->gen, key, ev[3], 0);
+        } else {
+            enif_mutex_lock(slot->lock);
+            count_send(env, mf_slot_renew(slot, stamp), key, ev[3], 0);
+            enif_mutex_unlock(slot->lock);
+        }
+    }
+    /* an event names a reply to a local alias by the alias's owner, as the
+     * counts do, so that the owner's next send finds it as its cause */
+    uint64_t owner;
+    ERL_NIF_TERM to = alias_owner(ev[3], &owner) ? (ERL_NIF_TERM)owner : ev[3];
+    mf_flow_event(env, s, argv[2], serial[0], serial[1], ev[2], to);
+    return atom_ok;
+}
+
 /* trace/5: the fallback for tags without their own callback. */
 static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     if (argv[0] == atom_send || argv[0] == atom_send_to_non_existing_process)
         return nif_trace_send(env, argc, argv);
+    if (argv[0] == atom_seq_trace)
+        return trace_seq(env, argv);
     if (argv[0] == atom_spawn || argv[0] == atom_register)
         return nif_trace_procs(env, argc, argv);
     return atom_ok;
@@ -262,7 +340,10 @@ static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     mf_choose_allocator();
     *priv = NULL;
     ErlNifResourceFlags flags = ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER;
-    return mf_session_open_type(env, flags) || mf_snapshot_open_type(env, flags) ? -1 : 0;
+    return mf_session_open_type(env, flags) || mf_snapshot_open_type(env, flags) ||
+                   mf_flow_open_type(env, flags)
+               ? -1
+               : 0;
 }
 
 /* Upgrade keeps the sessions of the old code: the resource type is taken
@@ -295,6 +376,13 @@ static ErlNifFunc nif_funcs[] = {
     {"snapshot_next", 1, mf_nif_snapshot_next, 0},
     {"session_info", 1, mf_nif_session_info, 0},
     {"lib_info", 0, nif_lib_info, 0},
+    {"enabled_call", 3, nif_enabled_call, 0},
+    {"flow_session_new", 2, mf_nif_flow_session_new, 0},
+    {"flow_watch", 3, mf_nif_flow_watch, 0},
+    {"flow_take", 2, mf_nif_flow_take, 0},
+    {"entry_new", 1, mf_nif_entry_new, 0},
+    {"entry_info", 1, mf_nif_entry_info, 0},
+    {"entry_stop", 1, mf_nif_entry_stop, 0},
 };
 
 ERL_NIF_INIT(msgflow_tracer, nif_funcs, on_load, NULL, on_upgrade, on_unload)

@@ -18,7 +18,8 @@
 -export([start/0, start/1, stop/0, reset/0, wait/1, help/0,
          trace/1, untrace/1,
          pairs/0, top/0, top/1, top/2, history/2, matrix/1, hotspots/0, hotspots/1,
-         info/0, export/2, export/3, dump/0]).
+         info/0, export/2, export/3, dump/0,
+         follow/1, follow/2, follow_calls/2, flows/0, unfollow/0]).
 
 -export_type([endpoint/0, pair_count/0]).
 
@@ -248,7 +249,11 @@ export(Path, Format) ->
 %% <li>`svg': a heatmap of the matrix, senders as rows and receivers as
 %%     columns, the top `limit' of each (default 30), log colour scale;</li>
 %% <li>`html': one self-contained page with the heatmap, the top pairs,
-%%     the hotspots and the graph (laid out by Graphviz when installed).</li>
+%%     the hotspots and the graph (laid out by Graphviz when installed),
+%%     and the request flows when there are any (follow_calls/2 summaries,
+%%     the last follow/2 flow as a sequence diagram);</li>
+%% <li>`mermaid': a Mermaid `sequenceDiagram' of the last follow/2 flow
+%%     (needs no start/1; `{error, no_flow}' before one).</li>
 %% </ul>
 %% Opts: `by' (a matrix/1 grouping, default `process'), `limit'.  Errors:
 %% `{error, {unknown_format, F}}', `{error, {badopt, {K, V}}}',
@@ -256,6 +261,12 @@ export(Path, Format) ->
 %% when the file cannot be written; nothing partial is left behind.
 -spec export(file:filename_all(), atom(), #{by => atom(), limit => pos_integer()}) ->
           ok | {error, term()}.
+export(Path, mermaid, Opts) ->
+    case {check_export_opts(Opts), msgflow_flow:last()} of
+        {{error, _} = E, _} -> E;
+        {ok, undefined} -> {error, no_flow};
+        {ok, Flow} -> write_whole(Path, msgflow_flow_render:mermaid(Flow))
+    end;
 export(Path, Format, Opts) ->
     case {lists:member(Format, msgflow_report:formats()), check_export_opts(Opts)} of
         {false, _} ->
@@ -276,7 +287,8 @@ export(Store, Path, Format, Opts) ->
     Views = maps:map(fun(_, Spec) -> msgflow_view:build(Store, Spec) end,
                      msgflow_report:views(Format, Opts)),
     Opts1 = case Views of
-                #{hotspots := Hot} -> Opts#{hotspots => msgflow_hotspots:find(Hot, #{})};
+                #{hotspots := Hot} -> Opts#{hotspots => msgflow_hotspots:find(Hot, #{}),
+                                            flows => {msgflow_flow:flows(), msgflow_flow:last()}};
                 _ -> Opts
             end,
     case msgflow_report:render(Format, Views, Opts1) of
@@ -380,6 +392,70 @@ history(Sender, Receiver) ->
         Store -> msgflow_view:history(Store, Sender, Receiver)
     end.
 
+%% @doc Same as `follow(Fun, #{})'.
+-spec follow(fun(() -> term())) -> {term(), msgflow_flow:flow()} | {error, term()}.
+follow(Fun) ->
+    follow(Fun, #{}).
+
+%% @doc Runs Fun() as one followed request and returns `{Result, Flow}':
+%% the calling process gets a trace token (seq_trace) with a fresh label
+%% and `send' set, runs Fun, gets its previous token back, then waits
+%% until the flow is quiet (no message of it counted for `settle' ms after
+%% an erlang:trace_delivered/1 barrier).  Every message the token went
+%% with, in any process of this node, is counted in the NIF.  Flow is
+%% `#{label, messages, pairs => [{Sender, Receiver, Messages}], processes,
+%% depth, duration_us, events, dropped, labels}' (see msgflow_flow:flow()):
+%% `depth' is the longest causal chain of messages, `events' the sends in
+%% causal order (at most `max_events'; `dropped' counts the rest), labels
+%% read while the flow ran.  Opts: `settle => Ms' (default 50),
+%% `max_events => N' (default 10,000), `print => true' prints a text
+%% sequence diagram.  Works with or without start/1.  Errors: `{error,
+%% {system_tracer_busy, Current}}' when another tool set the node's
+%% seq_trace system tracer (it is never replaced), `{error, {badopt,
+%% {K, V}}}', `{error, {badarg, Fun}}'.  An exception in Fun is raised
+%% again after the token is put back.  Ports do not pass the token on: a
+%% send to a port is in the flow, the port's reply is not (and leaves the
+%% receiver's token as it was, so what that process sends next still is).
+-spec follow(fun(() -> term()), #{settle => non_neg_integer(), max_events => non_neg_integer(),
+                                  print => boolean()}) ->
+          {term(), msgflow_flow:flow()} | {error, term()}.
+follow(Fun, Opts) ->
+    msgflow_flow:follow(Fun, Opts).
+
+%% @doc Follows every request at a function, with no code change: a meta
+%% call trace pattern on `{M, F, Arity}' (in a trace session of its own on
+%% OTP 27+) whose match spec gives the caller a trace token (label
+%% `{msgflow_calls, MFA}', `send' set) on one call in `sample'; every call
+%% is counted.  The summary is in flows/0.  The reply carries the token
+%% back to the caller, which then counts under the label until it
+%% receives a message without a token (a server likewise).  Opts:
+%% `sample => N' (default 1: every call), `for => Ms' (default 60,000;
+%% stops by itself), `max_events => N' per second looked at for depth
+%% (default 10,000).  Errors: `{error, {system_tracer_busy, Current}}',
+%% `{error, {no_such_function, MFA}}', `{error, {already_following,
+%% MFA}}', `{error, {meta_traced_by_another_tool, MFA}}' (before OTP 27),
+%% `{error, {badopt, {K, V}}}', `{error, {badarg, MFA}}'.
+-spec follow_calls(mfa(), #{sample => pos_integer(), for => pos_integer(),
+                            max_events => non_neg_integer()}) -> ok | {error, term()}.
+follow_calls(MFA, Opts) ->
+    msgflow_flow:follow_calls(MFA, Opts).
+
+%% @doc One summary per follow_calls/2 entry (running or stopped since):
+%% `#{entry, requests (followed), calls (counted), messages (of the
+%% followed requests), per_request (their mean), pairs => [{SenderLabel,
+%% ReceiverLabel, Messages}], depth (deepest chain), depth_exact, sample,
+%% running}', from a snapshot taken now.  Labels, not pids: each request
+%% has processes of its own; a local process that exited is `(exited)'.
+-spec flows() -> [msgflow_flow:summary()].
+flows() ->
+    msgflow_flow:flows().
+
+%% @doc Stops every follow_calls/2 entry (their summaries stay in flows/0)
+%% and puts back the system tracer msgflow set.
+-spec unfollow() -> ok.
+unfollow() ->
+    msgflow_flow:unfollow().
+
 %% @doc Prints the commands with one-line examples.
 -spec help() -> ok.
 help() ->
@@ -397,6 +473,11 @@ help() ->
       "  msgflow:history(Sender, Receiver)   messages per window of one pair\n"
       "  msgflow:export(\"flow.html\", html)   or csv | dot | json | etf | svg\n"
       "  msgflow:export(\"m.svg\", svg, #{by => module, limit => 20})\n"
+      "  msgflow:follow(fun() -> gen_server:call(cart, get) end, #{print => true})\n"
+      "                                      one request: its messages, causal order\n"
+      "  msgflow:follow_calls({cart, add, 2}, #{sample => 10})  every 10th call\n"
+      "  msgflow:flows()  msgflow:unfollow() summaries per entry; stop following\n"
+      "  msgflow:export(\"flow.mmd\", mermaid) the last followed request\n"
       "  msgflow:info()                      counts, folded, memory, allocator\n"
       "  msgflow:reset()                     forget the counts, keep tracing\n"
       "  msgflow:stop()                      flags off; counts stay until start\n").

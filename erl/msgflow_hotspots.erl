@@ -66,7 +66,9 @@ rules(View = #{windows := All, rows := Rows, endpoints := Ends}, O = #{windows :
     Kept = lists:nthtail(max(0, length(All) - N), All),
     %% per window: {DurationMs, #{{S, R} => Messages}, #{Receiver => QueueLen}}
     Counts = lists:foldl(
-               fun(#{sender := S, receiver := R, windows := Cs}, Acc) ->
+               fun(Row = #{sender := S, receiver := R}, Acc) ->
+                       %% no `windows' in a row before the first window closed
+                       Cs = maps:get(windows, Row, []),
                        [case C of
                             0 -> M;
                             _ -> M#{{S, R} => C}

@@ -46,7 +46,8 @@ matrix(#{by := By, rows := Rows, window_ms := WinMs, estimated := Est}) ->
 %% @doc The report in Format as iodata, from the views views/2 named (by
 %% name), or `{error, Reason}'.  Opts: `by', `limit' (rows and columns of
 %% the heatmap, edges of the graph; default 30 and 200), `hotspots'
-%% (findings shown in html).
+%% (findings shown in html), `flows' ({Summaries, LastFlow} of
+%% msgflow_flow, shown in html when there are any).
 -spec render(atom(), #{atom() => msgflow_view:view()}, map()) -> iodata() | {error, term()}.
 render(csv, #{rows := V}, _Opts) -> csv(V);
 render(dot, #{rows := V}, Opts) -> dot(V, Opts);
@@ -300,6 +301,7 @@ html(Views = #{rows := View = #{by := By}, top := TopView}, Opts) ->
 
 html(_Views, View, By, TopView = #{rows := Top}, Graph, Opts) ->
     Hot = maps:get(hotspots, Opts, []),
+    {Summaries, LastFlow} = maps:get(flows, Opts, {[], undefined}),
     Node = xml(atom_to_list(maps:get(node, View))),
     ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n",
      "<title>msgflow report: ", Node, "</title>\n",
@@ -340,7 +342,9 @@ html(_Views, View, By, TopView = #{rows := Top}, Graph, Opts) ->
          _ -> ["<ul>\n", [["<li><b>", atom_to_list(K), "</b> ", xml(E), "</li>\n"]
                           || #{kind := K, explanation := E} <- Hot], "</ul>\n"]
      end,
-     "</section>\n<section id=\"graph\" class=\"graph\"><h2>Graph</h2>\n",
+     "</section>\n",
+     msgflow_flow_render:html(Summaries, LastFlow),
+     "<section id=\"graph\" class=\"graph\"><h2>Graph</h2>\n",
      Graph, "</section>\n</body></html>\n"].
 
 -define(CHART_PAIRS, 5).

@@ -13,16 +13,25 @@
 -module(msgflow_tracer).
 %% An erl_tracer callback module (OTP 25 has no behaviour_info for it).
 
--export([enabled/3, enabled_send/3, trace_send/5, trace/5, enabled_procs/3, trace_procs/5]).
+-export([enabled/3, enabled_send/3, trace_send/5, trace/5, enabled_procs/3, trace_procs/5,
+         enabled_call/3]).
 -export([session_new/2, session_stop/1, session_rotate/1, snapshot/1, snapshot_start/1, snapshot_next/1,
          births_take/1, session_info/1,
          lib_info/0]).
+-export([flow_session_new/2, flow_watch/3, flow_take/2, entry_new/1, entry_info/1, entry_stop/1]).
 
 -on_load(init/0).
 
--export_type([session/0, take/0, endpoint/0, snapshot/0, delta/0, birth/0]).
+-export_type([session/0, take/0, endpoint/0, snapshot/0, delta/0, birth/0, entry/0, event/0]).
 
 -opaque session() :: reference().
+%% A call entry (entry_new/1): the tracer state of a meta call trace
+%% pattern that starts request flows.
+-opaque entry() :: reference().
+%% A seq_trace send kept for a watched label: {Prev, Cur, From, To,
+%% MonotonicUs}, Prev and Cur its serial (see seq_trace), MonotonicUs
+%% erlang:monotonic_time(microsecond) when it was counted.
+-type event() :: {non_neg_integer(), non_neg_integer(), pid() | atom(), endpoint(), integer()}.
 %% A snapshot being taken in chunks (snapshot_start/1).
 -opaque take() :: reference().
 %% A sender (the tracee: pid or port) or a receiver as the VM reported it.
@@ -87,9 +96,26 @@ enabled_send(_TraceTag, _Session, _Tracee) -> ?NOT_LOADED.
                  #{extra => term()}) -> ok.
 trace_send(_TraceTag, _Session, _Tracee, _Msg, _Opts) -> ?NOT_LOADED.
 
-%% @doc erl_tracer callback for the other tags: send tags are counted, the rest ignored.
+%% @doc erl_tracer callback for the other tags: send tags are counted;
+%% `seq_trace' with a flow session as the state (the system tracer that
+%% msgflow_flow sets): a `{send, {Prev, Cur}, From, To, _}' event is
+%% counted for `({Label, From}, To)' (Tracee is the label, any term) and
+%% kept as an event() when the label is watched; the rest is ignored,
+%% whatever its shape.
 -spec trace(atom(), session(), term(), term(), map()) -> ok.
 trace(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
+
+%% @doc erl_tracer callback for calls: with an entry as the state (a meta
+%% pattern of msgflow:follow_calls/2), counts the call and answers `trace'
+%% for one call in the entry's `every' (so that the pattern's match spec,
+%% which sets the trace token, runs for it), `discard' for the others and
+%% for any other state.  A meta pattern is answered by enabled/3 with tag
+%% `call' the same way: ERTS asks a meta tracer module there when the module
+%% has no trace_call/5 (and through trace_call/5's slot with three arguments
+%% when it has one), which is why this module has none; call events then
+%% go to trace/5, which ignores them.
+-spec enabled_call(atom(), entry() | session(), pid() | port()) -> trace | discard.
+enabled_call(_TraceTag, _State, _Tracee) -> ?NOT_LOADED.
 
 %% @doc erl_tracer callback for the `procs' flag: `trace' for spawn and
 %% register (recorded as births) while the session is active, `discard'
@@ -178,6 +204,39 @@ snapshot_next(_Take) -> ?NOT_LOADED.
                                    retired := non_neg_integer(),
                                    freed := non_neg_integer()}.
 session_info(_Session) -> ?NOT_LOADED.
+
+%% @doc A flow session: the tracer state of `seq_trace:set_system_tracer(
+%% {msgflow_tracer, FlowSession})'.  It counts seq_trace send events by
+%% ({Label, Sender}, Receiver) in at most MaxPairs table entries, taken with
+%% snapshot/1 like a session's; Keeper is monitored: once it died, every
+%% event is discarded.  badarg on bad types.
+-spec flow_session_new(pid(), pos_integer()) -> session().
+flow_session_new(_Keeper, _MaxPairs) -> ?NOT_LOADED.
+
+%% @doc Keeps the events of Label (at most MaxEvents; the number past it is
+%% counted) until flow_take/2.  `full' when 64 labels are watched already.
+-spec flow_watch(session(), term(), non_neg_integer()) -> ok | full.
+flow_watch(_FlowSession, _Label, _MaxEvents) -> ?NOT_LOADED.
+
+%% @doc The events kept for Label, in the order they were counted, and the
+%% number dropped past the cap; the watch ends.  `{[], 0}' for a label not
+%% watched.
+-spec flow_take(session(), term()) -> {[event()], non_neg_integer()}.
+flow_take(_FlowSession, _Label) -> ?NOT_LOADED.
+
+%% @doc A call entry sampling one call in Every (the first, then every
+%% Every-th), for `{meta, msgflow_tracer, Entry}'.
+-spec entry_new(pos_integer()) -> entry().
+entry_new(_Every) -> ?NOT_LOADED.
+
+%% @doc `{Calls, Sampled}': calls counted, and of those the ones sampled.
+-spec entry_info(entry()) -> {non_neg_integer(), non_neg_integer()}.
+entry_info(_Entry) -> ?NOT_LOADED.
+
+%% @doc Ends the entry: its pattern is removed by the VM at the next
+%% trace_status, and no call is counted after.
+-spec entry_stop(entry()) -> ok.
+entry_stop(_Entry) -> ?NOT_LOADED.
 
 %% @doc What the library chose when it loaded: `allocator', the one the
 %% tables use, and `jemalloc_error', why jemalloc is not it (empty binary

@@ -1,0 +1,73 @@
+/*
+ * mf_flow.h -- request flows: sequential-trace events, as the node's system
+ * tracer (seq_trace:set_system_tracer({msgflow_tracer, FlowSession})), and
+ * the call entries that start flows (msgflow:follow_calls/2).
+ *
+ * What it owns
+ * ------------
+ * - A flow session is an mf_session of kind MF_KIND_FLOW.  Its pair tables
+ *   count each seq_trace `send' event by (label, sender, receiver): the key's
+ *   first word is the interned term {Label, Sender}, the second the
+ *   receiver's word, so counting is the send path's (the calling thread's
+ *   shard, no lock, the message never copied).  This file owns the session's
+ *   watches: the labels of msgflow:follow/1 flows whose events are kept,
+ *   each with the events (serials, ends, time) in the session's flow_env,
+ *   up to the watch's cap (the rest is counted as dropped).
+ * - An entry is a resource of its own, the tracer state of a meta call
+ *   trace pattern: it counts the calls and answers `trace' to one in
+ *   `every', so that the pattern's match spec sets the trace token on that
+ *   call only.
+ *
+ * Threads
+ * -------
+ * mf_flow_event runs on the scheduler thread of the process that sent; it
+ * reads an atomic count of watches and, only when a follow/1 is running,
+ * takes the session's flow_lock to compare the label and keep the event.
+ * The watch NIFs (flow_watch/3, flow_take/2) run on the caller's scheduler
+ * and take the same lock, held for at most one watch's events (bounded by
+ * its cap).  Entries: entry_call runs on the caller's scheduler thread (one
+ * atomic add); entry_new/info/stop on any.
+ *
+ * Memory: watches and events in the session's flow_env (freed when the last
+ * watch is taken, and with the session); entries are resources (enif).
+ */
+#ifndef MF_FLOW_H
+#define MF_FLOW_H
+
+#include <erl_nif.h>
+
+#include "mf_session.h"
+
+#define MF_MAX_WATCHES 64
+
+/* Load and upgrade: opens (or takes over) the entry resource type. */
+int mf_flow_open_type(ErlNifEnv *env, ErlNifResourceFlags flags);
+
+/* The session's watches, freed with it.  Destructor only. */
+void mf_flow_free(mf_session *s);
+
+/* Keeps the event {Prev, Cur, From, To, TimeUs} of a seq_trace send
+ * carrying `label' when the label is watched and its cap allows.  Any
+ * scheduler thread; the terms are the caller's (copied). */
+void mf_flow_event(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM label, ERL_NIF_TERM prev,
+                   ERL_NIF_TERM cur, ERL_NIF_TERM from, ERL_NIF_TERM to);
+
+/* An entry behind a tracer state: 1 and its answer to enabled_call (`trace'
+ * for a sampled call, else `discard'), counting the call; 0 when the
+ * state is no entry.  Caller's thread. */
+int mf_entry_call(ErlNifEnv *env, ERL_NIF_TERM state, ERL_NIF_TERM *answer);
+
+/* An entry's answer to trace_status: 1 and `trace' while it is active,
+ * `remove' after entry_stop/1; 0 when the state is no entry. */
+int mf_entry_status(ErlNifEnv *env, ERL_NIF_TERM state, ERL_NIF_TERM *answer);
+
+/* The NIFs: flow_session_new/2, flow_watch/3, flow_take/2, entry_new/1,
+ * entry_info/1, entry_stop/1. */
+ERL_NIF_TERM mf_nif_flow_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_flow_watch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_flow_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_entry_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_entry_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_entry_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+
+#endif

@@ -1,0 +1,548 @@
+%%% @doc Request flows: who sends to whom for one request, from sequential
+%%% tracing (seq_trace), counted in the NIF.
+%%%
+%%% The flow keeper, a gen_server registered as `msgflow_flow', owns a
+%%% flow session (msgflow_tracer:flow_session_new/2) and makes it the
+%%% node's system tracer, `{msgflow_tracer, FlowSession}', while a flow is
+%%% followed; it puts `false' back when none is, and never replaces a
+%%% system tracer another tool set.  Every message that carries a trace
+%%% token with `send' set is counted in the NIF by (label, sender,
+%%% receiver) on the sender's scheduler thread; the keeper takes snapshots
+%%% of those counts and keeps, per label:
+%%% <ul>
+%%% <li>for a follow/2 flow (one request from the shell): the pairs by
+%%%     process, and the events with their serials, which the NIF keeps for
+%%%     that label only, up to `max_events';</li>
+%%% <li>for a follow_calls/2 entry (every request at a function): the pairs
+%%%     by endpoint label (registered name, initial call), since each
+%%%     request has processes of its own, so memory grows with the labels,
+%%%     never with requests; and the deepest causal chain, from the events
+%%%     of up to `max_events' sends per snapshot interval.</li>
+%%% </ul>
+%%% Views (flow/1's Flow and summary/1's Summary) are built here and
+%%% nowhere else; msgflow_flow_render prints and draws them.
+%%%
+%%% What the token goes with (seq_trace's rules): a message sent by a
+%%% process whose token is set carries it; a process that receives a
+%%% message takes that message's token, or clears its own when the message
+%%% has none.  So a server that took part in a flow keeps counting under
+%%% its label until it receives a message without a token, and the caller
+%%% of follow_calls/2's function gets the token back with the reply and
+%%% counts until it does.  Ports do not pass tokens on: a send to a port is
+%%% counted, what the port sends back is no message of the flow, and it
+%%% leaves its receiver's token as it was (a port's message has no token
+%%% information, which ERTS tells apart from no token).
+-module(msgflow_flow).
+-behaviour(gen_server).
+
+-export([follow/2, follow_calls/2, unfollow/0, flows/0, last/0, keeper/0]).
+-export([depths/2]).
+-export([start/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+
+-export_type([flow/0, summary/0, event/0]).
+
+-define(KEEPER, ?MODULE).
+-define(TICK_MS, 1000).          %% snapshots while an entry is followed
+-define(MAX_PAIRS, 200000).      %% the flow session's cap on table entries
+-define(ROTATE_TICKS, 10).       %% a new generation of its tables every 10 ticks
+
+%% A send in a flow, in causal order: `serial' as seq_trace gives it,
+%% `depth' the length of the causal chain it ends (1 for the first
+%% message), `at_us' microseconds since the flow's first event.
+-type event() :: #{serial := {non_neg_integer(), non_neg_integer()},
+                   from := msgflow:endpoint(), to := msgflow:endpoint(),
+                   depth := pos_integer(), at_us := non_neg_integer()}.
+%% One followed request: `messages' the token went with (exact),
+%% `pairs' by process, busiest first, `processes' (senders and receivers),
+%% `depth' the longest causal chain (of the events kept), `duration_us'
+%% from the first event to the last, `events' in causal order (at most
+%% `max_events'; `dropped' the ones past it), `labels' each endpoint's
+%% label, read while the flow ran.
+-type flow() :: #{label := term(), messages := non_neg_integer(),
+                  pairs := [{msgflow:endpoint(), msgflow:endpoint(), pos_integer()}],
+                  processes := [msgflow:endpoint()], depth := non_neg_integer(),
+                  duration_us := non_neg_integer(), events := [event()],
+                  dropped := non_neg_integer(), labels := #{msgflow:endpoint() => binary()}}.
+%% Every request at an entry point: `requests' followed (one call in
+%% `sample'), `calls' counted, `messages' of all followed requests,
+%% `per_request' their mean, `pairs' by endpoint label, busiest first,
+%% `depth' the deepest chain seen (`depth_exact => false' when events past
+%% `max_events' in an interval were not looked at), `running'.
+-type summary() :: #{entry := mfa(), requests := non_neg_integer(),
+                     calls := non_neg_integer(), messages := non_neg_integer(),
+                     per_request := float(), pairs := [{binary(), binary(), pos_integer()}],
+                     depth := non_neg_integer(), depth_exact := boolean(),
+                     sample := pos_integer(), running := boolean()}.
+
+-record(entry, {
+    mfa :: mfa(),
+    label :: term(),
+    res :: msgflow_tracer:entry(),
+    trace :: {session, term()} | legacy,
+    sample :: pos_integer(),
+    max_events :: non_neg_integer(),
+    timer :: reference() | undefined,
+    pairs = #{} :: #{{binary(), binary()} => pos_integer()},
+    messages = 0 :: non_neg_integer(),
+    known = #{} :: #{{term(), non_neg_integer()} => pos_integer()},
+    depth = 0 :: non_neg_integer(),
+    depth_exact = true :: boolean(),
+    running = true :: boolean(),
+    final :: summary() | undefined
+}).
+
+-record(st, {
+    fs :: msgflow_tracer:session(),
+    %% follow/2 labels: their pairs by process and endpoint labels
+    follows = #{} :: #{term() => #{pairs := #{{term(), term()} => pos_integer()},
+                                   labels := #{term() => binary()}, started := integer()}},
+    entries = [] :: [#entry{}],
+    last :: flow() | undefined,
+    next = 1 :: pos_integer(),
+    tick :: reference() | undefined,
+    ticks = 0 :: non_neg_integer()
+}).
+
+%%% API (called through msgflow)
+
+%% @doc See msgflow:follow/2.
+-spec follow(fun(() -> term()), map()) -> {term(), flow()} | {error, term()}.
+follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
+    case check(Opts, #{settle => 50, max_events => 10000, print => false}) of
+        {error, _} = E ->
+            E;
+        {ok, #{settle := Settle, max_events := Max, print := Print}} ->
+            case keeper_call({watch, Max}) of
+                {ok, Label} -> run_followed(Fun, Label, Settle, Print);
+                {error, _} = E -> E
+            end
+    end;
+follow(Fun, Opts) when is_function(Fun, 0) ->
+    {error, {badarg, Opts}};
+follow(Fun, _Opts) ->
+    {error, {badarg, Fun}}.
+
+run_followed(Fun, Label, Settle, Print) ->
+    Old = seq_trace:set_token([]),
+    _ = seq_trace:set_token(label, Label),
+    _ = seq_trace:set_token(send, true),
+    Result = try Fun()
+             catch Class:Reason:Stack ->
+                     _ = seq_trace:set_token(Old),
+                     _ = keeper_call({finish, Label}),
+                     erlang:raise(Class, Reason, Stack)
+             end,
+    _ = seq_trace:set_token([]),
+    wait_quiet(Label, Settle, -1),
+    Flow = keeper_call({finish, Label}),
+    _ = seq_trace:set_token(Old),
+    Print andalso io:put_chars(msgflow_flow_render:text(Flow)),
+    {Result, Flow}.
+
+%% Quiet: no message of the flow counted during one settle period, after
+%% the barrier (a message in flight to a traced process is delivered).
+wait_quiet(Label, Settle, Before) ->
+    receive after Settle -> ok end,
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok end,
+    case keeper_call({messages, Label}) of
+        Before -> ok;
+        Now -> wait_quiet(Label, Settle, Now)
+    end.
+
+%% @doc See msgflow:follow_calls/2.
+-spec follow_calls(mfa(), map()) -> ok | {error, term()}.
+follow_calls({M, F, A} = MFA, Opts) when is_atom(M), is_atom(F), is_integer(A), A >= 0,
+                                         is_map(Opts) ->
+    case check(Opts, #{sample => 1, for => 60000, max_events => 10000}) of
+        {error, _} = E -> E;
+        {ok, Valid} -> keeper_call({follow_calls, MFA, Valid})
+    end;
+follow_calls({_, _, _} = MFA, Opts) when is_map(Opts) ->
+    {error, {badarg, MFA}};
+follow_calls(MFA, Opts) when is_map(Opts) ->
+    {error, {badarg, MFA}};
+follow_calls(_MFA, Opts) ->
+    {error, {badarg, Opts}}.
+
+%% @doc See msgflow:unfollow/0.
+-spec unfollow() -> ok.
+unfollow() ->
+    case whereis(?KEEPER) of
+        undefined -> ok;
+        _ -> keeper_call(unfollow)
+    end.
+
+%% @doc See msgflow:flows/0.
+-spec flows() -> [summary()].
+flows() ->
+    case whereis(?KEEPER) of
+        undefined -> [];
+        _ -> keeper_call(flows)
+    end.
+
+%% @doc The last flow follow/2 returned, or `undefined'.
+-spec last() -> flow() | undefined.
+last() ->
+    case whereis(?KEEPER) of
+        undefined -> undefined;
+        _ -> keeper_call(last)
+    end.
+
+%% @doc The keeper's pid, or `undefined' (msgflow never traces it).
+-spec keeper() -> pid() | undefined.
+keeper() ->
+    whereis(?KEEPER).
+
+check(Opts, Defaults) ->
+    Bad = [{K, V} || {K, V} <- maps:to_list(Opts), not valid(K, V, Defaults)],
+    case Bad of
+        [] -> {ok, maps:merge(Defaults, Opts)};
+        [KV | _] -> {error, {badopt, KV}}
+    end.
+
+valid(K, _, Defaults) when not is_map_key(K, Defaults) -> false;
+valid(print, V, _) -> is_boolean(V);
+valid(settle, V, _) -> is_integer(V) andalso V >= 0 andalso V =< 60000;
+valid(max_events, V, _) -> is_integer(V) andalso V >= 0 andalso V =< 10000000;
+valid(sample, V, _) -> is_integer(V) andalso V > 0;
+valid(for, V, _) -> is_integer(V) andalso V > 0.
+
+%% The keeper is called with no trace token, so that nothing it does
+%% belongs to a flow.
+keeper_call(Request) ->
+    ok = ensure(),
+    Token = seq_trace:set_token([]),
+    try gen_server:call(?KEEPER, Request, infinity)
+    after _ = seq_trace:set_token(Token)
+    end.
+
+ensure() ->
+    case whereis(?KEEPER) of
+        undefined ->
+            case start() of
+                {ok, _} -> ok;
+                {error, {already_started, _}} -> ok
+            end;
+        _ ->
+            ok
+    end.
+
+%% @private Starts the keeper, linked to nothing: it outlives the shell
+%% command that started it, and holds the last flow and the summaries.
+-spec start() -> {ok, pid()} | {error, term()}.
+start() ->
+    gen_server:start({local, ?KEEPER}, ?MODULE, [], []).
+
+%%% The keeper
+
+%% @private
+-spec init([]) -> {ok, #st{}}.
+init([]) ->
+    process_flag(trap_exit, true),
+    {ok, #st{fs = msgflow_tracer:flow_session_new(self(), ?MAX_PAIRS)}}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
+handle_call({watch, Max}, _From, St = #st{next = N, fs = FS}) ->
+    case system_tracer(St) of
+        {error, _} = E ->
+            {reply, E, St};
+        ok ->
+            Label = {msgflow_follow, N},
+            case msgflow_tracer:flow_watch(FS, Label, Max) of
+                ok ->
+                    F = #{pairs => #{}, labels => #{},
+                          started => erlang:monotonic_time(microsecond)},
+                    {reply, {ok, Label}, St#st{next = N + 1,
+                                               follows = (St#st.follows)#{Label => F}}};
+                full ->
+                    {reply, {error, too_many_flows}, St}
+            end
+    end;
+handle_call({messages, Label}, _From, St0) ->
+    St = take(St0),
+    case St#st.follows of
+        #{Label := #{pairs := Pairs}} -> {reply, lists:sum(maps:values(Pairs)), St};
+        _ -> {reply, 0, St}
+    end;
+handle_call({finish, Label}, _From, St0) ->
+    St1 = take(St0),
+    #{Label := F} = St1#st.follows,
+    {Events, Dropped} = msgflow_tracer:flow_take(St1#st.fs, Label),
+    Flow = flow(Label, F, Events, Dropped),
+    St = release_tracer(St1#st{follows = maps:remove(Label, St1#st.follows), last = Flow}),
+    {reply, Flow, St};
+handle_call({follow_calls, MFA, Opts}, _From, St) ->
+    case lists:keymember(MFA, #entry.mfa, [E || E <- St#st.entries, E#entry.running]) of
+        true -> {reply, {error, {already_following, MFA}}, St};
+        false -> start_entry(MFA, Opts, St)
+    end;
+handle_call(unfollow, _From, St0) ->
+    St = take(St0),
+    {reply, ok, release_tracer(St#st{entries = [stop_entry(E) || E <- St#st.entries]})};
+handle_call(flows, _From, St0) ->
+    St = take(St0),
+    {reply, [summary(E) || E <- St#st.entries], St};
+handle_call(last, _From, St) ->
+    {reply, St#st.last, St};
+handle_call(Other, _From, St) ->
+    {reply, {error, {badarg, Other}}, St}.
+
+%% @private
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(_Msg, St) ->
+    {noreply, St}.
+
+%% @private
+-spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+handle_info(tick, St0 = #st{ticks = T, fs = FS}) ->
+    St = take(St0#st{tick = undefined, ticks = T + 1}),
+    %% pairs of requests long done leave the NIF's tables
+    T rem ?ROTATE_TICKS =:= ?ROTATE_TICKS - 1 andalso msgflow_tracer:session_rotate(FS),
+    {noreply, schedule(St)};
+handle_info({expire, MFA}, St0) ->
+    St = take(St0),
+    Entries = [case E of
+                   #entry{mfa = MFA, running = true} -> stop_entry(E);
+                   _ -> E
+               end || E <- St#st.entries],
+    {noreply, release_tracer(St#st{entries = Entries})};
+handle_info(_Msg, St) ->
+    {noreply, St}.
+
+%% @private
+-spec terminate(term(), #st{}) -> ok.
+terminate(_Reason, St) ->
+    _ = [stop_entry(E) || E <- St#st.entries],
+    case seq_trace:get_system_tracer() of
+        {msgflow_tracer, FS} when FS =:= St#st.fs -> _ = seq_trace:set_system_tracer(false);
+        _ -> ok
+    end,
+    ok.
+
+%% The system tracer is ours, or made ours when no one has one.  One that
+%% a dead keeper left (a flow session whose keeper died discards
+%% everything) is replaced.
+system_tracer(#st{fs = FS}) ->
+    case seq_trace:get_system_tracer() of
+        {msgflow_tracer, FS} ->
+            ok;
+        Current ->
+            Stale = case Current of
+                        {msgflow_tracer, Other} ->
+                            try msgflow_tracer:session_info(Other) of
+                                #{state := active} -> false;
+                                _ -> true
+                            catch error:badarg -> true
+                            end;
+                        _ ->
+                            false
+                    end,
+            case Current =:= false orelse Stale of
+                true -> _ = seq_trace:set_system_tracer({msgflow_tracer, FS}), ok;
+                false -> {error, {system_tracer_busy, Current}}
+            end
+    end.
+
+%% false again once nothing is followed, if it is still ours.
+release_tracer(St = #st{fs = FS, follows = Fs, entries = Es}) ->
+    case map_size(Fs) =:= 0 andalso not lists:keymember(true, #entry.running, Es) of
+        true ->
+            case seq_trace:get_system_tracer() of
+                {msgflow_tracer, FS} -> _ = seq_trace:set_system_tracer(false);
+                _ -> ok
+            end;
+        false ->
+            ok
+    end,
+    St.
+
+start_entry({M, _, _} = MFA, #{sample := Sample, for := For, max_events := Max}, St) ->
+    _ = code:ensure_loaded(M),
+    case system_tracer(St) of
+        {error, _} = E ->
+            {reply, E, St};
+        ok ->
+            Label = {msgflow_calls, MFA},
+            Res = msgflow_tracer:entry_new(Sample),
+            MS = [{'_', [], [{set_seq_token, label, {const, Label}},
+                             {set_seq_token, send, true}]}],
+            case set_pattern(MFA, MS, Res) of
+                {ok, Trace} ->
+                    ok = msgflow_tracer:flow_watch(St#st.fs, Label, Max),
+                    Timer = erlang:send_after(For, self(), {expire, MFA}),
+                    E = #entry{mfa = MFA, label = Label, res = Res, trace = Trace,
+                               sample = Sample, max_events = Max, timer = Timer},
+                    Others = [X || X <- St#st.entries, X#entry.mfa =/= MFA],
+                    {reply, ok, schedule(St#st{entries = Others ++ [E]})};
+                {error, _} = Err ->
+                    msgflow_tracer:entry_stop(Res),
+                    {reply, Err, release_tracer(St)}
+            end
+    end.
+
+%% A meta pattern with the entry as tracer state: in a trace session of its
+%% own on OTP 27+, else the node's (refused when another tool has a meta
+%% pattern on the function, which it would replace).
+set_pattern(MFA, MS, Res) ->
+    case msgflow_flags:mode(auto) of
+        {ok, session} ->
+            Trace = trace,
+            S = Trace:session_create(msgflow_calls, {msgflow_tracer, Res}, []),
+            case Trace:function(S, MFA, MS, [meta]) of
+                0 -> _ = Trace:session_destroy(S), {error, {no_such_function, MFA}};
+                _ -> {ok, {session, S}}
+            end;
+        {ok, legacy} ->
+            case erlang:trace_info(MFA, meta) of
+                {meta, Other} when Other =/= false, Other =/= undefined ->
+                    {error, {meta_traced_by_another_tool, MFA}};
+                _ ->
+                    case erlang:trace_pattern(MFA, MS, [{meta, msgflow_tracer, Res}]) of
+                        0 -> {error, {no_such_function, MFA}};
+                        _ -> {ok, legacy}
+                    end
+            end
+    end.
+
+stop_entry(E = #entry{running = false}) ->
+    E;
+stop_entry(E = #entry{mfa = MFA, res = Res, trace = Trace, timer = Timer}) ->
+    msgflow_tracer:entry_stop(Res),
+    case Trace of
+        {session, S} ->
+            Mod = trace,
+            _ = Mod:session_destroy(S);
+        legacy ->
+            case erlang:trace_info(MFA, meta) of
+                {meta, {msgflow_tracer, Res}} -> _ = erlang:trace_pattern(MFA, false, [meta]);
+                _ -> ok
+            end
+    end,
+    _ = is_reference(Timer) andalso erlang:cancel_timer(Timer),
+    E1 = E#entry{running = false, timer = undefined},
+    E1#entry{final = summary(E1)}.
+
+schedule(St = #st{tick = undefined, entries = Es}) ->
+    case lists:keymember(true, #entry.running, Es) of
+        true -> St#st{tick = erlang:send_after(?TICK_MS, self(), tick)};
+        false -> St
+    end;
+schedule(St) ->
+    St.
+
+%% One snapshot of the flow session into the follows and the entries;
+%% each running entry's events of the interval deepen its depth.
+take(St = #st{fs = FS, follows = Fs0, entries = Es0}) ->
+    {Pairs, _Dead, Replies, _Over, _OverDead} = msgflow_tracer:snapshot(FS),
+    Deltas = Pairs ++ Replies,
+    Fs = lists:foldl(fun add_follow/2, Fs0, Deltas),
+    ByLabel = lists:foldl(fun({{L, S}, R, N}, Acc) ->
+                                  maps:update_with(L, fun(Xs) -> [{S, R, N} | Xs] end,
+                                                   [{S, R, N}], Acc);
+                             (_, Acc) -> Acc
+                          end, #{}, Deltas),
+    Names = #{},
+    {Es, _} = lists:mapfoldl(fun(E, Ns) -> add_entry(E, maps:get(E#entry.label, ByLabel, []),
+                                                     FS, Ns) end,
+                             Names, Es0),
+    St#st{follows = Fs, entries = Es}.
+
+add_follow({{Label, S}, R, N}, Fs) ->
+    case Fs of
+        #{Label := F = #{pairs := P, labels := Ls}} ->
+            Fs#{Label := F#{pairs := maps:update_with({S, R}, fun(C) -> C + N end, N, P),
+                            labels := name(R, name(S, Ls))}};
+        _ ->
+            Fs
+    end;
+add_follow(_, Fs) ->
+    Fs.
+
+%% An endpoint's label, read the first time the flow shows it (while it
+%% is most likely alive).
+name(E, Ls) when is_map_key(E, Ls) -> Ls;
+name(E, Ls) -> Ls#{E => msgflow_labels:label(E)}.
+
+%% The same for an entry's summary, where a local process that exited is
+%% `(exited)': a pid would make one label per request.
+group_name(E, Ls) when is_map_key(E, Ls) -> Ls;
+group_name(E, Ls) when is_pid(E), node(E) =:= node() ->
+    Ls#{E => case is_process_alive(E) of
+                 true -> msgflow_labels:label(E);
+                 false -> <<"(exited)">>
+             end};
+group_name(E, Ls) -> name(E, Ls).
+
+add_entry(E = #entry{running = false}, _Deltas, _FS, Ns) ->
+    {E, Ns};
+add_entry(E = #entry{label = Label, pairs = P0, messages = M0, known = K0, depth = D0,
+                     max_events = Max}, Deltas, FS, Ns0) ->
+    {P, M, Ns} = lists:foldl(fun({S, R, N}, {P1, M1, Ns1}) ->
+                                     Ns2 = group_name(R, group_name(S, Ns1)),
+                                     Key = {maps:get(S, Ns2), maps:get(R, Ns2)},
+                                     {maps:update_with(Key, fun(C) -> C + N end, N, P1),
+                                      M1 + N, Ns2}
+                             end, {P0, M0, Ns0}, Deltas),
+    {Events, Dropped} = msgflow_tracer:flow_take(FS, Label),
+    ok = msgflow_tracer:flow_watch(FS, Label, Max),
+    {Depths, Known} = depths(Events, K0),
+    D = lists:max([D0 | [D1 || {_, D1} <- Depths]]),
+    %% the chains of this interval's events only link to the last one's
+    {E#entry{pairs = P, messages = M, known = Known, depth = D,
+             depth_exact = E#entry.depth_exact andalso Dropped =:= 0}, Ns}.
+
+%% @doc The depth of each event: 1 + that of the message its sender last
+%% received in the flow (seq_trace sets a send's Prev to the serial of
+%% that message), else 1.  Events are taken in serial order, in which a
+%% message always comes after the one that caused it (a process's serial
+%% counter never falls behind a serial it received).  Known maps
+%% `{Receiver, Serial}' to the depth of messages seen before; the result
+%% has the events' own entries in place of the older ones.
+-spec depths([msgflow_tracer:event()], #{{term(), non_neg_integer()} => pos_integer()}) ->
+          {[{msgflow_tracer:event(), pos_integer()}],
+           #{{term(), non_neg_integer()} => pos_integer()}}.
+depths(Events, Known0) ->
+    Sorted = lists:sort(fun({_, C1, _, _, T1}, {_, C2, _, _, T2}) -> {C1, T1} =< {C2, T2} end,
+                        Events),
+    {Out, _} = lists:mapfoldl(fun(Ev = {Prev, Cur, From, To, _}, K) ->
+                                      D = maps:get({From, Prev}, K, 0) + 1,
+                                      {{Ev, D}, K#{{To, Cur} => D}}
+                                  end, Known0, Sorted),
+    New = maps:from_list([{{To, Cur}, D} || {{_, Cur, _, To, _}, D} <- Out]),
+    {Out, case Events of [] -> Known0; _ -> New end}.
+
+%% The Flow of a follow/2 label.
+flow(Label, #{pairs := P, labels := Ls0}, Events, Dropped) ->
+    Pairs = lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
+                       [{S, R, N} || {{S, R}, N} <- maps:to_list(P)]),
+    {Depths, _} = depths(Events, #{}),
+    T0 = case Events of
+             [] -> 0;
+             _ -> lists:min([T || {_, _, _, _, T} <- Events])
+         end,
+    Evs = [#{serial => {Prev, Cur}, from => From, to => To, depth => D, at_us => T - T0}
+           || {{Prev, Cur, From, To, T}, D} <- Depths],
+    Procs = lists:usort(lists:append([[S, R] || {S, R, _} <- Pairs])),
+    Ls = lists:foldl(fun name/2, Ls0, Procs),
+    #{label => Label,
+      messages => lists:sum([N || {_, _, N} <- Pairs]),
+      pairs => Pairs,
+      processes => Procs,
+      depth => lists:max([0 | [D || {_, D} <- Depths]]),
+      duration_us => lists:max([0 | [T - T0 || {_, _, _, _, T} <- Events]]),
+      events => Evs,
+      dropped => Dropped,
+      labels => maps:with(Procs, Ls)}.
+
+summary(#entry{final = Final}) when Final =/= undefined ->
+    Final;
+summary(#entry{mfa = MFA, res = Res, pairs = P, messages = M, depth = D, depth_exact = X,
+               sample = Sample, running = Running}) ->
+    {Calls, Requests} = msgflow_tracer:entry_info(Res),
+    #{entry => MFA, requests => Requests, calls => Calls, messages => M,
+      per_request => case Requests of 0 -> 0.0; _ -> M / Requests end,
+      pairs => lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
+                          [{S, R, N} || {{S, R}, N} <- maps:to_list(P)]),
+      depth => D, depth_exact => X, sample => Sample, running => Running}.
