@@ -14,7 +14,6 @@ struct mf_watch {
     ERL_NIF_TERM label;  /* in flow_env */
     uint64_t max;        /* events kept at most */
     uint64_t kept;
-    uint64_t dropped;    /* past max */
     ERL_NIF_TERM events; /* list in flow_env, newest first */
 };
 
@@ -47,21 +46,21 @@ static mf_watch *find_watch(mf_session *s, ERL_NIF_TERM label)
 void mf_flow_event(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM label, ERL_NIF_TERM prev,
                    ERL_NIF_TERM cur, ERL_NIF_TERM from, ERL_NIF_TERM to)
 {
-    if (atomic_load_explicit(&s->nwatched, memory_order_relaxed) == 0 || !s->flow_lock)
+    /* once every watch is full, no event takes the lock */
+    if (atomic_load_explicit(&s->room, memory_order_relaxed) == 0 || !s->flow_lock)
         return;
     ErlNifTime now = enif_monotonic_time(ERL_NIF_USEC);
     enif_mutex_lock(s->flow_lock);
     mf_watch *w = find_watch(s, label);
-    if (w) {
-        if (w->kept >= w->max) {
-            w->dropped++;
-        } else {
+    if (w && w->kept < w->max) {
+        {
             ErlNifEnv *fe = s->flow_env;
             ERL_NIF_TERM ev = enif_make_tuple5(fe, enif_make_copy(fe, prev), enif_make_copy(fe, cur),
                                                enif_make_copy(fe, from), enif_make_copy(fe, to),
                                                enif_make_int64(fe, now));
             w->events = enif_make_list_cell(fe, ev, w->events);
             w->kept++;
+            atomic_fetch_sub_explicit(&s->room, 1, memory_order_relaxed);
         }
     }
     enif_mutex_unlock(s->flow_lock);
@@ -91,9 +90,9 @@ ERL_NIF_TERM mf_nif_flow_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TER
 }
 
 /* flow_watch(FlowSession, Label, MaxEvents) -> ok | full: from now on the
- * events of Label are kept, MaxEvents at most (0 keeps none).  `full' when
- * MF_MAX_WATCHES labels are watched.  A label watched already starts
- * again with no events. */
+ * events of Label are kept, MaxEvents at most (0 keeps none; the rest are
+ * only counted, as every event is).  `full' when MF_MAX_WATCHES labels are
+ * watched.  A label watched already starts again with no events. */
 ERL_NIF_TERM mf_nif_flow_watch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
@@ -117,9 +116,11 @@ ERL_NIF_TERM mf_nif_flow_watch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
                 atomic_fetch_add(&s->nwatched, 1);
             }
         if (w) {
+            atomic_fetch_sub(&s->room, w->max - w->kept);
             w->max = max;
-            w->kept = w->dropped = 0;
+            w->kept = 0;
             w->events = enif_make_list(s->flow_env, 0);
+            atomic_fetch_add(&s->room, max);
             res = atom_ok;
         }
     }
@@ -127,10 +128,9 @@ ERL_NIF_TERM mf_nif_flow_watch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     return res;
 }
 
-/* flow_take(FlowSession, Label) -> {Events, Dropped}: the events kept for
- * Label, oldest first, each {Prev, Cur, From, To, MonotonicUs}, and the
- * number dropped past the cap; the watch ends.  {[], 0} for a label not
- * watched.  The work is bounded by the watch's cap. */
+/* flow_take(FlowSession, Label) -> Events: the events kept for Label,
+ * oldest first, each {Prev, Cur, From, To, MonotonicUs}; the watch ends.
+ * [] for a label not watched.  The work is bounded by the watch's cap. */
 ERL_NIF_TERM mf_nif_flow_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
@@ -138,14 +138,13 @@ ERL_NIF_TERM mf_nif_flow_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     if (!get_flow_session(env, argv[0], &s))
         return enif_make_badarg(env);
     ERL_NIF_TERM out = enif_make_list(env, 0), head, list;
-    uint64_t dropped = 0;
     enif_mutex_lock(s->flow_lock);
     mf_watch *w = find_watch(s, argv[1]);
     if (w) {
         list = w->events;
         while (enif_get_list_cell(s->flow_env, list, &head, &list))
             out = enif_make_list_cell(env, enif_make_copy(env, head), out);
-        dropped = w->dropped;
+        atomic_fetch_sub(&s->room, w->max - w->kept);
         memset(w, 0, sizeof(*w));
         if (atomic_fetch_sub(&s->nwatched, 1) == 1) {
             enif_free_env(s->flow_env); /* the last watch: its terms go */
@@ -153,7 +152,7 @@ ERL_NIF_TERM mf_nif_flow_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
         }
     }
     enif_mutex_unlock(s->flow_lock);
-    return enif_make_tuple2(env, out, enif_make_uint64(env, dropped));
+    return out;
 }
 
 /* ------------------------------------------------------------- entries */

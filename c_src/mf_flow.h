@@ -10,9 +10,10 @@
  *   first word is the interned term {Label, Sender}, the second the
  *   receiver's word, so counting is the send path's (the calling thread's
  *   shard, no lock, the message never copied).  This file owns the session's
- *   watches: the labels of msgflow:follow/1 flows whose events are kept,
- *   each with the events (serials, ends, time) in the session's flow_env,
- *   up to the watch's cap (the rest is counted as dropped).
+ *   watches: the labels whose events are kept (msgflow:follow/1 flows, and
+ *   a slice of each follow_calls entry's per interval, for depth), each
+ *   with the events (serials, ends, time) in the session's flow_env, up
+ *   to the watch's cap; every event is counted all the same.
  * - An entry is a resource of its own, the tracer state of a meta call
  *   trace pattern: it counts the calls and answers `trace' to one in
  *   `every', so that the pattern's match spec sets the trace token on that
@@ -21,8 +22,9 @@
  * Threads
  * -------
  * mf_flow_event runs on the scheduler thread of the process that sent; it
- * reads an atomic count of watches and, only when a follow/1 is running,
- * takes the session's flow_lock to compare the label and keep the event.
+ * reads an atomic count of the room left in the watches and, only while
+ * some watch has room, takes the session's flow_lock to compare the label
+ * and keep the event.
  * The watch NIFs (flow_watch/3, flow_take/2) run on the caller's scheduler
  * and take the same lock, held for at most one watch's events (bounded by
  * its cap).  Entries: entry_call runs on the caller's scheduler thread (one

@@ -119,10 +119,12 @@ struct mf_session {
     uint64_t nbirths;        /* in `births' */
     uint64_t births_dropped; /* past MF_MAX_BIRTHS since the last take */
     /* Flow sessions only (mf_flow.c): the follow/1 labels whose events are
-     * kept, and the events, in flow_env.  Under flow_lock; nwatched is
-     * also read without it, to skip the lock when nothing is watched. */
+     * kept, and the events, in flow_env.  Under flow_lock; nwatched and
+     * room are also read without it, to skip the lock when nothing is
+     * watched or every watch is full. */
     ErlNifMutex *flow_lock;
     _Atomic unsigned nwatched;
+    _Atomic uint64_t room;   /* events the watches may still keep, all */
     ErlNifEnv *flow_env;
     mf_watch *watches;       /* MF_MAX_WATCHES of them, or NULL */
     _Atomic(mf_slot *) spill;

@@ -430,8 +430,8 @@ follow(Fun, Opts) ->
 %% back to the caller, which then counts under the label until it
 %% receives a message without a token (a server likewise).  Opts:
 %% `sample => N' (default 1: every call), `for => Ms' (default 60,000;
-%% stops by itself), `max_events => N' per second looked at for depth
-%% (default 10,000).  Errors: `{error, {system_tracer_busy, Current}}',
+%% stops by itself), `max_events => N' sends a second looked at for depth
+%% (default 1,000; once they are seen, sends take no lock for it).  Errors: `{error, {system_tracer_busy, Current}}',
 %% `{error, {no_such_function, MFA}}', `{error, {already_following,
 %% MFA}}', `{error, {meta_traced_by_another_tool, MFA}}' (before OTP 27),
 %% `{error, {badopt, {K, V}}}', `{error, {badarg, MFA}}'.

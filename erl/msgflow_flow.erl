@@ -17,7 +17,7 @@
 %%%     by endpoint label (registered name, initial call), since each
 %%%     request has processes of its own, so memory grows with the labels,
 %%%     never with requests; and the deepest causal chain, from the events
-%%%     of up to `max_events' sends per snapshot interval.</li>
+%%%     of up to `max_events' sends per snapshot interval (1 s).</li>
 %%% </ul>
 %%% Views (flow/1's Flow and summary/1's Summary) are built here and
 %%% nowhere else; msgflow_flow_render prints and draws them.
@@ -154,7 +154,7 @@ wait_quiet(Label, Settle, Before) ->
 -spec follow_calls(mfa(), map()) -> ok | {error, term()}.
 follow_calls({M, F, A} = MFA, Opts) when is_atom(M), is_atom(F), is_integer(A), A >= 0,
                                          is_map(Opts) ->
-    case check(Opts, #{sample => 1, for => 60000, max_events => 10000}) of
+    case check(Opts, #{sample => 1, for => 60000, max_events => 1000}) of
         {error, _} = E -> E;
         {ok, Valid} -> keeper_call({follow_calls, MFA, Valid})
     end;
@@ -269,8 +269,8 @@ handle_call({messages, Label}, _From, St0) ->
 handle_call({finish, Label}, _From, St0) ->
     St1 = take(St0),
     #{Label := F} = St1#st.follows,
-    {Events, Dropped} = msgflow_tracer:flow_take(St1#st.fs, Label),
-    Flow = flow(Label, F, Events, Dropped),
+    Events = msgflow_tracer:flow_take(St1#st.fs, Label),
+    Flow = flow(Label, F, Events),
     St = release_tracer(St1#st{follows = maps:remove(Label, St1#st.follows), last = Flow}),
     {reply, Flow, St};
 handle_call({follow_calls, MFA, Opts}, _From, St) ->
@@ -485,13 +485,14 @@ add_entry(E = #entry{label = Label, pairs = P0, messages = M0, known = K0, depth
                                      {maps:update_with(Key, fun(C) -> C + N end, N, P1),
                                       M1 + N, Ns2}
                              end, {P0, M0, Ns0}, Deltas),
-    {Events, Dropped} = msgflow_tracer:flow_take(FS, Label),
+    Events = msgflow_tracer:flow_take(FS, Label),
     ok = msgflow_tracer:flow_watch(FS, Label, Max),
     {Depths, Known} = depths(Events, K0),
     D = lists:max([D0 | [D1 || {_, D1} <- Depths]]),
-    %% the chains of this interval's events only link to the last one's
+    %% the chains of this interval's events only link to the last one's;
+    %% a full watch let some events of the interval go unseen
     {E#entry{pairs = P, messages = M, known = Known, depth = D,
-             depth_exact = E#entry.depth_exact andalso Dropped =:= 0}, Ns}.
+             depth_exact = E#entry.depth_exact andalso length(Events) < Max}, Ns}.
 
 %% @doc The depth of each event: 1 + that of the message its sender last
 %% received in the flow (seq_trace sets a send's Prev to the serial of
@@ -514,7 +515,7 @@ depths(Events, Known0) ->
     {Out, case Events of [] -> Known0; _ -> New end}.
 
 %% The Flow of a follow/2 label.
-flow(Label, #{pairs := P, labels := Ls0}, Events, Dropped) ->
+flow(Label, #{pairs := P, labels := Ls0}, Events) ->
     Pairs = lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
                        [{S, R, N} || {{S, R}, N} <- maps:to_list(P)]),
     {Depths, _} = depths(Events, #{}),
@@ -526,14 +527,16 @@ flow(Label, #{pairs := P, labels := Ls0}, Events, Dropped) ->
            || {{Prev, Cur, From, To, T}, D} <- Depths],
     Procs = lists:usort(lists:append([[S, R] || {S, R, _} <- Pairs])),
     Ls = lists:foldl(fun name/2, Ls0, Procs),
+    Messages = lists:sum([N || {_, _, N} <- Pairs]),
     #{label => Label,
-      messages => lists:sum([N || {_, _, N} <- Pairs]),
+      messages => Messages,
       pairs => Pairs,
       processes => Procs,
       depth => lists:max([0 | [D || {_, D} <- Depths]]),
       duration_us => lists:max([0 | [T - T0 || {_, _, _, _, T} <- Events]]),
       events => Evs,
-      dropped => Dropped,
+      %% every message is counted; the events past the cap were not kept
+      dropped => max(0, Messages - length(Events)),
       labels => maps:with(Procs, Ls)}.
 
 summary(#entry{final = Final}) when Final =/= undefined ->

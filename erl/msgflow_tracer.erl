@@ -213,15 +213,16 @@ session_info(_Session) -> ?NOT_LOADED.
 -spec flow_session_new(pid(), pos_integer()) -> session().
 flow_session_new(_Keeper, _MaxPairs) -> ?NOT_LOADED.
 
-%% @doc Keeps the events of Label (at most MaxEvents; the number past it is
-%% counted) until flow_take/2.  `full' when 64 labels are watched already.
+%% @doc Keeps the events of Label (at most MaxEvents; every event is
+%% counted in the pairs all the same) until flow_take/2.  While no watch
+%% has room left, an event takes no lock.  `full' when 64 labels are
+%% watched already.
 -spec flow_watch(session(), term(), non_neg_integer()) -> ok | full.
 flow_watch(_FlowSession, _Label, _MaxEvents) -> ?NOT_LOADED.
 
-%% @doc The events kept for Label, in the order they were counted, and the
-%% number dropped past the cap; the watch ends.  `{[], 0}' for a label not
-%% watched.
--spec flow_take(session(), term()) -> {[event()], non_neg_integer()}.
+%% @doc The events kept for Label, in the order they were counted; the
+%% watch ends.  `[]' for a label not watched.
+-spec flow_take(session(), term()) -> [event()].
 flow_take(_FlowSession, _Label) -> ?NOT_LOADED.
 
 %% @doc A call entry sampling one call in Every (the first, then every

@@ -19,7 +19,7 @@
 -module(msgflow_bench).
 -behaviour(gen_server).
 
--export([main/0]).
+-export([main/0, flow_request/2]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 -define(SETUPS, [untraced, floor, msgflow, msgflow_sampled, dbg_style, example_nif]).
@@ -64,6 +64,7 @@ main() ->
         ?ALL_WORKLOADS -> memory_flat(Scale), snapshot_large(Scale);
         _ -> ok
     end,
+    flows(Scale, Rounds),
     erlang:halt(0).
 
 %%% One run
@@ -451,6 +452,153 @@ msgflow_loop(Session, Pairs, N) ->
 
 yes_no(true) -> "yes";
 yes_no(false) -> "NO".
+
+%%% Request flows: what follow_calls/2 costs a request.  A chain of three
+%%% gen_servers (the first calls the second, which calls the third): 6
+%%% messages a request, plus the caller's `done', which goes with the token
+%%% the reply brought back.  Each request comes from a fresh process (so a
+%%% token never stays with a caller), 10 lanes at a time.  Setups:
+%%% untraced; the floor (every request followed, the system tracer a
+%%% tracer module that does nothing: what seq_trace costs by itself);
+%%% follow_calls on every request; on one in 100; and what tools do today, seq_trace to a process (the system tracer and the meta
+%%% tracer a process that counts pairs in a map; its drain is timed).
+
+-define(FLOW_LANES, 10).
+
+flows(Scale, Rounds) ->
+    Per = max(10, round(2000 * Scale)),          %% requests per lane
+    S3 = msgflow_bench_hop:start(undefined),
+    S2 = msgflow_bench_hop:start(S3),
+    S1 = msgflow_bench_hop:start(S2),
+    Setups = [untraced, floor, every, one_in_100, process],
+    Rs = lists:foldl(fun(_, Acc) ->
+                             lists:foldl(fun(Setup, A) ->
+                                                 R = flow_run(Setup, S1, Per),
+                                                 maps:update_with(Setup, fun(L) -> [R | L] end,
+                                                                  [R], A)
+                                         end, Acc, shuffle(Setups))
+                     end, #{}, lists:seq(1, Rounds)),
+    Requests = Per * ?FLOW_LANES,
+    Base = med(ns, maps:get(untraced, Rs)),
+    BaseCpu = med(cpu, maps:get(untraced, Rs)),
+    io:format("~nflows: 3-hop gen_server chain, a fresh caller per request, ~s requests "
+              "(~b lanes), ~b round(s), medians~n"
+              "  ~-28s ~12s ~10s ~14s ~10s ~9s ~s~n",
+              [msgflow_fmt:int(Requests), ?FLOW_LANES, Rounds, "setup", "ns/request",
+               "x untraced", "CPU ns/request", "x untraced", "followed", "msgs/request"]),
+    [begin
+         L = maps:get(Setup, Rs),
+         Ns = med(ns, L),
+         Cpu = med(cpu, L),
+         {Followed, PerReq} = maps:get(info, hd(L)),
+         io:format("  ~-28s ~12s ~10s ~14s ~10s ~9s ~s~n",
+                   [Name, msgflow_fmt:int(round(Ns / Requests)), ratio(Ns, Base, 2),
+                    msgflow_fmt:int(round(Cpu / Requests)), ratio(Cpu, BaseCpu, 2),
+                    msgflow_fmt:int(Followed), PerReq])
+     end || {Setup, Name} <- [{untraced, "untraced"}, {floor, "floor (no-op system tracer)"},
+                              {every, "follow_calls, every request"},
+                              {one_in_100, "follow_calls, 1 in 100"},
+                              {process, "seq_trace to a process"}]],
+    %% msgflow's own work: what following every request costs above the floor
+    Own = med(cpu, maps:get(every, Rs)) - med(cpu, maps:get(floor, Rs)),
+    io:format("  follow_calls' own work above the floor: ~s CPU ns per request, ~s per "
+              "message of the flow~n",
+              [msgflow_fmt:int(round(Own / Requests)), msgflow_fmt:int(round(Own / (Requests * 7)))]),
+    [gen_server:stop(P) || P <- [S1, S2, S3]],
+    ok.
+
+flow_run(Setup, S1, Per) ->
+    MFA = {?MODULE, flow_request, 2},
+    Counter = case Setup of
+                  untraced ->
+                      none;
+                  every ->
+                      ok = msgflow:follow_calls(MFA, #{sample => 1});
+                  one_in_100 ->
+                      ok = msgflow:follow_calls(MFA, #{sample => 100});
+                  floor ->
+                      false = seq_trace:set_system_tracer({bench_floor_tracer, []}),
+                      E = msgflow_tracer:entry_new(1),
+                      1 = erlang:trace_pattern(MFA, [{'_', [], [{set_seq_token, label, {const, {msgflow_calls, MFA}}},
+                                                               {set_seq_token, send, true}]}],
+                                               [{meta, msgflow_tracer, E}]),
+                      E;
+                  process ->
+                      C = spawn_link(fun() -> seq_counter(#{}) end),
+                      false = seq_trace:set_system_tracer(C),
+                      1 = erlang:trace_pattern(MFA, [{'_', [], [{set_seq_token, label, 1},
+                                                               {set_seq_token, send, true}]}],
+                                               [{meta, C}]),
+                      C
+              end,
+    Self = self(),
+    garbage_collect(),
+    C0 = cpu_ns(),
+    T0 = erlang:monotonic_time(nanosecond),
+    Lanes = [spawn_link(fun() -> flow_lane(S1, Per), Self ! {lane, self()} end)
+             || _ <- lists:seq(1, ?FLOW_LANES)],
+    [receive {lane, L} -> ok end || L <- Lanes],
+    Drained = case Counter of
+                  C2 when is_pid(C2) ->
+                      %% everything was sent to it before this: its drain
+                      C2 ! {sync, self()},
+                      receive {sync, C2, Counts} -> Counts end;
+                  _ -> #{}
+              end,
+    T1 = erlang:monotonic_time(nanosecond),
+    C1 = cpu_ns(),
+    {Followed, PerReq} = case Setup of
+                             untraced ->
+                                 {0, "-"};
+                             floor ->
+                                 erlang:trace_pattern(MFA, false, [meta]),
+                                 seq_trace:set_system_tracer(false),
+                                 {element(2, msgflow_tracer:entry_info(Counter)), "-"};
+                             process ->
+                                 erlang:trace_pattern(MFA, false, [meta]),
+                                 seq_trace:set_system_tracer(false),
+                                 unlink(Counter),
+                                 exit(Counter, kill),
+                                 Calls = maps:get(calls, Drained, 0),
+                                 Msgs = lists:sum([N || {{_, _}, N} <- maps:to_list(Drained)]),
+                                 {Calls, io_lib:format("~.1f", [Msgs / max(1, Calls)])};
+                             _ ->
+                                 [#{requests := Rq, per_request := PR}] = msgflow:flows(),
+                                 ok = msgflow:unfollow(),
+                                 {Rq, io_lib:format("~.1f", [PR])}
+                         end,
+    #{ns => T1 - T0, cpu => C1 - C0, info => {Followed, PerReq}}.
+
+%% A system tracer and meta tracer process: counts calls and pairs.
+seq_counter(M) ->
+    receive
+        {seq_trace, _Label, {send, _, From, To, _}} ->
+            seq_counter(maps:update_with({From, To}, fun(N) -> N + 1 end, 1, M));
+        {trace_ts, _, call, _, _} ->
+            seq_counter(maps:update_with(calls, fun(N) -> N + 1 end, 1, M));
+        {sync, From} ->
+            From ! {sync, self(), M},
+            seq_counter(M);
+        _ ->
+            seq_counter(M)
+    end.
+
+%% Requests one after the other, each from a process of its own.
+flow_lane(_S1, 0) ->
+    ok;
+flow_lane(S1, N) ->
+    Self = self(),
+    {Pid, Ref} = spawn_monitor(fun() -> N = flow_request(S1, N), Self ! {done, self()} end),
+    receive {done, Pid} -> ok end,
+    %% the `done' brought the token: drop it before the next request
+    _ = seq_trace:set_token([]),
+    receive {'DOWN', Ref, process, Pid, _} -> ok end,
+    flow_lane(S1, N - 1).
+
+%% @private The bench's entry point for follow_calls.
+-spec flow_request(pid(), term()) -> term().
+flow_request(S1, X) ->
+    gen_server:call(S1, {get, X}).
 
 %%% Memory: 10,000,000 sends between 1,000 pairs must not grow the VM.
 
