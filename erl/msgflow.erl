@@ -424,9 +424,9 @@ follow(Fun, Opts) ->
 
 %% @doc Follows every request at a function, with no code change: a meta
 %% call trace pattern on `{M, F, Arity}' (in a trace session of its own on
-%% OTP 27+) whose match spec gives the caller a trace token (label
-%% `{msgflow_calls, MFA}', `send' set) on one call in `sample'; every call
-%% is counted.  The summary is in flows/0.  The reply carries the token
+%% OTP 27+) whose match spec gives the caller a trace token (label the
+%% atom `'msgflow_calls M:F/A'', `send' set) on one call in `sample';
+%% every call is counted.  The summary is in flows/0.  The reply carries the token
 %% back to the caller, which then counts under the label until it
 %% receives a message without a token (a server likewise).  Opts:
 %% `sample => N' (default 1: every call), `for => Ms' (default 60,000;

@@ -1,9 +1,13 @@
 %%% @doc `make demo': msgflow on real OTP traffic.  Starts inets' httpd on
 %%% 127.0.0.1 (an ephemeral port), drives HTTP requests at it with httpc
 %%% from several client processes, counts every send on the node with
-%%% msgflow, then prints the busiest pairs, info() and the hotspots, and
-%%% writes the reports in all six formats (csv, dot, json, etf, svg, html).  The messages are OTP's own (httpd acceptors and request
-%%% handlers, httpc manager and handlers, sockets' ports), not a loop of ours.
+%%% msgflow, then prints the busiest pairs, info() and the hotspots; then
+%%% follows one httpc:request/1 with msgflow:follow/2 (a sequence diagram)
+%%% and every httpc:request/4 of a second load with follow_calls/2
+%%% (flows/0), and writes the reports in all six formats (csv, dot, json,
+%%% etf, svg, html) and the last flow as Mermaid.  The messages are OTP's
+%%% own (httpd acceptors and request handlers, httpc manager and handlers,
+%%% sockets' ports), not a loop of ours.
 -module(msgflow_demo).
 -export([main/0, run/1]).
 
@@ -53,12 +57,26 @@ run(#{clients := Clients, requests := Requests, out := Out}) ->
                                          [] -> "  none\n";
                                          Found -> [["  ", E, "\n"] || #{explanation := E} <- Found]
                                      end]),
+    io:format("~nmsgflow:follow(fun() -> httpc:request(Url) end, #{print => true}):~n"),
+    {{ok, {{_, 200, _}, _, _}}, #{messages := FlowMsgs}} =
+        msgflow:follow(fun() -> httpc:request(Url) end, #{print => true}),
+    true = FlowMsgs > 0,
+    io:format("~nmsgflow:follow_calls({httpc, request, 4}, #{}), then ~b clients x ~b "
+              "requests:~n", [2, 25]),
+    ok = msgflow:follow_calls({httpc, request, 4}, #{}),
+    Followers = [spawn_link(fun() -> client(Url, 25), Parent ! {done, self()} end)
+                 || _ <- lists:seq(1, 2)],
+    [receive {done, P} -> ok end || P <- Followers],
+    [Summary = #{requests := 50}] = msgflow:flows(),
+    ok = msgflow:unfollow(),
+    io:format("msgflow:flows():~n~p~n", [[Summary]]),
     io:format("~nreports:~n"),
     [begin
-         File = filename:absname(filename:join(Out, "msgflow-demo." ++ atom_to_list(F))),
-         ok = msgflow:export(File, F, #{by => case F of svg -> name; _ -> process end}),
-         io:format("  ~-5s ~s~n", [F, File])
-     end || F <- [csv, dot, json, etf, svg, html]],
+         Ext = case F of mermaid -> "mmd"; _ -> atom_to_list(F) end,
+         Path = filename:absname(filename:join(Out, "msgflow-demo." ++ Ext)),
+         ok = msgflow:export(Path, F, #{by => case F of svg -> name; _ -> process end}),
+         io:format("  ~-7s ~s~n", [F, Path])
+     end || F <- [csv, dot, json, etf, svg, html, mermaid]],
     ok = inets:stop(httpd, Httpd).
 
 client(_Url, 0) ->

@@ -125,6 +125,7 @@ follow(Fun, _Opts) ->
 run_followed(Fun, Label, Settle, Print) ->
     Old = seq_trace:set_token([]),
     _ = seq_trace:set_token(label, Label),
+    _ = seq_trace:set_token(serial, {0, 0}),
     _ = seq_trace:set_token(send, true),
     Result = try Fun()
              catch Class:Reason:Stack ->
@@ -364,9 +365,11 @@ start_entry({M, _, _} = MFA, #{sample := Sample, for := For, max_events := Max},
         {error, _} = E ->
             {reply, E, St};
         ok ->
-            Label = {msgflow_calls, MFA},
+            Label = entry_label(MFA),
             Res = msgflow_tracer:entry_new(Sample),
-            MS = [{'_', [], [{set_seq_token, label, {const, Label}},
+            %% serial {0, 0}: a request's first message starts a chain of
+            %% its own, not one after the caller's last followed request
+            MS = [{'_', [], [{set_seq_token, label, Label}, {set_seq_token, serial, {{0, 0}}},
                              {set_seq_token, send, true}]}],
             case set_pattern(MFA, MS, Res) of
                 {ok, Trace} ->
@@ -381,6 +384,13 @@ start_entry({M, _, _} = MFA, #{sample := Sample, for := For, max_events := Max},
                     {reply, Err, release_tracer(St)}
             end
     end.
+
+%% An entry's label: an atom.  A label a match spec sets must be an
+%% immediate term: ERTS (25-27) stores the label's term in the token as it
+%% is, and a tuple would point into the match spec's memory, not the
+%% process's heap (a node crashed on it).
+entry_label({M, F, A}) ->
+    list_to_atom(lists:flatten(io_lib:format("msgflow_calls ~s:~s/~b", [M, F, A]))).
 
 %% A meta pattern with the entry as tracer state: in a trace session of its
 %% own on OTP 27+, else the node's (refused when another tool has a meta

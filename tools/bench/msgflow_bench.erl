@@ -519,14 +519,14 @@ flow_run(Setup, S1, Per) ->
                   floor ->
                       false = seq_trace:set_system_tracer({bench_floor_tracer, []}),
                       E = msgflow_tracer:entry_new(1),
-                      1 = erlang:trace_pattern(MFA, [{'_', [], [{set_seq_token, label, {const, {msgflow_calls, MFA}}},
+                      1 = erlang:trace_pattern(MFA, [{'_', [], [{set_seq_token, label, msgflow_bench_floor},
                                                                {set_seq_token, send, true}]}],
                                                [{meta, msgflow_tracer, E}]),
                       E;
                   process ->
                       C = spawn_link(fun() -> seq_counter(#{}) end),
                       false = seq_trace:set_system_tracer(C),
-                      1 = erlang:trace_pattern(MFA, [{'_', [], [{set_seq_token, label, 1},
+                      1 = erlang:trace_pattern(MFA, [{'_', [], [{set_seq_token, label, msgflow_bench_seq},
                                                                {set_seq_token, send, true}]}],
                                                [{meta, C}]),
                       C
