@@ -409,7 +409,9 @@ follow(Fun) ->
 %% causal order (at most `max_events'; `dropped' counts the rest), labels
 %% read while the flow ran.  Opts: `settle => Ms' (default 50),
 %% `max_events => N' (default 10,000), `print => true' prints a text
-%% sequence diagram.  Works with or without start/1.  Errors: `{error,
+%% sequence diagram, `timeout => Ms' (default 10,000): a flow still going
+%% on then (a process that keeps the token and keeps sending) is returned
+%% as it is, with `quiet => false'.  Works with or without start/1.  Errors: `{error,
 %% {system_tracer_busy, Current}}' when another tool set the node's
 %% seq_trace system tracer (it is never replaced), `{error, {badopt,
 %% {K, V}}}', `{error, {badarg, Fun}}'.  An exception in Fun is raised
@@ -417,7 +419,7 @@ follow(Fun) ->
 %% send to a port is in the flow, the port's reply is not (and leaves the
 %% receiver's token as it was, so what that process sends next still is).
 -spec follow(fun(() -> term()), #{settle => non_neg_integer(), max_events => non_neg_integer(),
-                                  print => boolean()}) ->
+                                  print => boolean(), timeout => non_neg_integer()}) ->
           {term(), msgflow_flow:flow()} | {error, term()}.
 follow(Fun, Opts) ->
     msgflow_flow:follow(Fun, Opts).

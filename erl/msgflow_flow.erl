@@ -41,10 +41,15 @@
 
 -export_type([flow/0, summary/0, event/0]).
 
+%% seq_trace:get_system_tracer/0 and erlang:trace_info/2 return
+%% `{Module, State}' for a tracer module; OTP 25's specs do not say so.
+-dialyzer({no_match, [system_tracer/1, release_tracer/1, terminate/2, stop_entry/1]}).
+
 -define(KEEPER, ?MODULE).
 -define(TICK_MS, 1000).          %% snapshots while an entry is followed
 -define(MAX_PAIRS, 200000).      %% the flow session's cap on table entries
--define(ROTATE_TICKS, 10).       %% a new generation of its tables every 10 ticks
+-define(ROTATE_TICKS, 10).       %% a new generation of its tables every 10 ticks,
+                                 %% and whenever they are half full
 
 %% A send in a flow, in causal order: `serial' as seq_trace gives it,
 %% `depth' the length of the causal chain it ends (1 for the first
@@ -57,8 +62,9 @@
 %% `depth' the longest causal chain (of the events kept), `duration_us'
 %% from the first event to the last, `events' in causal order (at most
 %% `max_events'; `dropped' the ones past it), `labels' each endpoint's
-%% label, read while the flow ran.
--type flow() :: #{label := term(), messages := non_neg_integer(),
+%% label, read while the flow ran; `quiet' false when the flow still went
+%% on at follow/2's `timeout'.
+-type flow() :: #{label := term(), messages := non_neg_integer(), quiet => boolean(),
                   pairs := [{msgflow:endpoint(), msgflow:endpoint(), pos_integer()}],
                   processes := [msgflow:endpoint()], depth := non_neg_integer(),
                   duration_us := non_neg_integer(), events := [event()],
@@ -72,7 +78,8 @@
                      calls := non_neg_integer(), messages := non_neg_integer(),
                      per_request := float(), pairs := [{binary(), binary(), pos_integer()}],
                      depth := non_neg_integer(), depth_exact := boolean(),
-                     sample := pos_integer(), running := boolean()}.
+                     sample := pos_integer(), running := boolean(),
+                     overflow := non_neg_integer()}.
 
 -record(entry, {
     mfa :: mfa(),
@@ -87,6 +94,7 @@
     known = #{} :: #{{term(), non_neg_integer()} => pos_integer()},
     depth = 0 :: non_neg_integer(),
     depth_exact = true :: boolean(),
+    overflow = 0 :: non_neg_integer(),
     running = true :: boolean(),
     final :: summary() | undefined
 }).
@@ -108,12 +116,12 @@
 %% @doc See msgflow:follow/2.
 -spec follow(fun(() -> term()), map()) -> {term(), flow()} | {error, term()}.
 follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
-    case check(Opts, #{settle => 50, max_events => 10000, print => false}) of
+    case check(Opts, #{settle => 50, max_events => 10000, print => false, timeout => 10000}) of
         {error, _} = E ->
             E;
-        {ok, #{settle := Settle, max_events := Max, print := Print}} ->
+        {ok, #{settle := Settle, max_events := Max, print := Print, timeout := Timeout}} ->
             case keeper_call({watch, Max}) of
-                {ok, Label} -> run_followed(Fun, Label, Settle, Print);
+                {ok, Label} -> run_followed(Fun, Label, Settle, Timeout, Print);
                 {error, _} = E -> E
             end
     end;
@@ -122,7 +130,7 @@ follow(Fun, Opts) when is_function(Fun, 0) ->
 follow(Fun, _Opts) ->
     {error, {badarg, Fun}}.
 
-run_followed(Fun, Label, Settle, Print) ->
+run_followed(Fun, Label, Settle, Timeout, Print) ->
     Old = seq_trace:set_token([]),
     _ = seq_trace:set_token(label, Label),
     _ = seq_trace:set_token(serial, {0, 0}),
@@ -130,25 +138,34 @@ run_followed(Fun, Label, Settle, Print) ->
     Result = try Fun()
              catch Class:Reason:Stack ->
                      _ = seq_trace:set_token(Old),
-                     _ = keeper_call({finish, Label}),
+                     _ = keeper_call({finish, Label, false}),
                      erlang:raise(Class, Reason, Stack)
              end,
     _ = seq_trace:set_token([]),
-    wait_quiet(Label, Settle, -1),
-    Flow = keeper_call({finish, Label}),
+    Quiet = wait_quiet(Label, Settle, -1, erlang:monotonic_time(millisecond) + Timeout),
+    Finished = keeper_call({finish, Label, Quiet}),
     _ = seq_trace:set_token(Old),
-    Print andalso io:put_chars(msgflow_flow_render:text(Flow)),
-    {Result, Flow}.
+    case Finished of
+        #{} = Flow ->
+            Print andalso io:put_chars(msgflow_flow_render:text(Flow)),
+            {Result, Flow};
+        {error, _} = E ->
+            E
+    end.
 
 %% Quiet: no message of the flow counted during one settle period, after
 %% the barrier (a message in flight to a traced process is delivered).
-wait_quiet(Label, Settle, Before) ->
+%% false when the flow still went on at the deadline (a process that keeps
+%% the token and keeps sending, such as a loop sending to itself).
+wait_quiet(Label, Settle, Before, Deadline) ->
     receive after Settle -> ok end,
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok end,
     case keeper_call({messages, Label}) of
-        Before -> ok;
-        Now -> wait_quiet(Label, Settle, Now)
+        Before -> true;
+        Now ->
+            erlang:monotonic_time(millisecond) < Deadline andalso
+                wait_quiet(Label, Settle, Now, Deadline)
     end.
 
 %% @doc See msgflow:follow_calls/2.
@@ -205,6 +222,7 @@ check(Opts, Defaults) ->
 valid(K, _, Defaults) when not is_map_key(K, Defaults) -> false;
 valid(print, V, _) -> is_boolean(V);
 valid(settle, V, _) -> is_integer(V) andalso V >= 0 andalso V =< 60000;
+valid(timeout, V, _) -> is_integer(V) andalso V >= 0;
 valid(max_events, V, _) -> is_integer(V) andalso V >= 0 andalso V =< 10000000;
 valid(sample, V, _) -> is_integer(V) andalso V > 0;
 valid(for, V, _) -> is_integer(V) andalso V > 0.
@@ -212,10 +230,14 @@ valid(for, V, _) -> is_integer(V) andalso V > 0.
 %% The keeper is called with no trace token, so that nothing it does
 %% belongs to a flow.
 keeper_call(Request) ->
-    ok = ensure(),
-    Token = seq_trace:set_token([]),
-    try gen_server:call(?KEEPER, Request, infinity)
-    after _ = seq_trace:set_token(Token)
+    case ensure() of
+        ok ->
+            Token = seq_trace:set_token([]),
+            try gen_server:call(?KEEPER, Request, infinity)
+            after _ = seq_trace:set_token(Token)
+            end;
+        {error, _} = E ->
+            E
     end.
 
 ensure() ->
@@ -223,7 +245,8 @@ ensure() ->
         undefined ->
             case start() of
                 {ok, _} -> ok;
-                {error, {already_started, _}} -> ok
+                {error, {already_started, _}} -> ok;
+                {error, R} -> {error, {flow_keeper, R}}
             end;
         _ ->
             ok
@@ -267,13 +290,19 @@ handle_call({messages, Label}, _From, St0) ->
         #{Label := #{pairs := Pairs}} -> {reply, lists:sum(maps:values(Pairs)), St};
         _ -> {reply, 0, St}
     end;
-handle_call({finish, Label}, _From, St0) ->
+handle_call({finish, Label, Quiet}, _From, St0) ->
     St1 = take(St0),
-    #{Label := F} = St1#st.follows,
-    Events = msgflow_tracer:flow_take(St1#st.fs, Label),
-    Flow = flow(Label, F, Events),
-    St = release_tracer(St1#st{follows = maps:remove(Label, St1#st.follows), last = Flow}),
-    {reply, Flow, St};
+    case St1#st.follows of
+        #{Label := F} ->
+            Events = msgflow_tracer:flow_take(St1#st.fs, Label),
+            Flow = (flow(Label, F, Events))#{quiet => Quiet},
+            St = release_tracer(St1#st{follows = maps:remove(Label, St1#st.follows),
+                                       last = Flow}),
+            {reply, Flow, St};
+        _ ->
+            %% a keeper restarted meanwhile: the flow's counts are gone
+            {reply, {error, {unknown_flow, Label}}, St1}
+    end;
 handle_call({follow_calls, MFA, Opts}, _From, St) ->
     case lists:keymember(MFA, #entry.mfa, [E || E <- St#st.entries, E#entry.running]) of
         true -> {reply, {error, {already_following, MFA}}, St};
@@ -300,7 +329,7 @@ handle_cast(_Msg, St) ->
 handle_info(tick, St0 = #st{ticks = T, fs = FS}) ->
     St = take(St0#st{tick = undefined, ticks = T + 1}),
     %% pairs of requests long done leave the NIF's tables
-    T rem ?ROTATE_TICKS =:= ?ROTATE_TICKS - 1 andalso msgflow_tracer:session_rotate(FS),
+    _ = T rem ?ROTATE_TICKS =:= ?ROTATE_TICKS - 1 andalso rotate(FS),
     {noreply, schedule(St)};
 handle_info({expire, MFA}, St0) ->
     St = take(St0),
@@ -316,7 +345,7 @@ handle_info(_Msg, St) ->
 -spec terminate(term(), #st{}) -> ok.
 terminate(_Reason, St) ->
     _ = [stop_entry(E) || E <- St#st.entries],
-    case seq_trace:get_system_tracer() of
+    case current_system_tracer() of
         {msgflow_tracer, FS} when FS =:= St#st.fs -> _ = seq_trace:set_system_tracer(false);
         _ -> ok
     end,
@@ -326,7 +355,7 @@ terminate(_Reason, St) ->
 %% a dead keeper left (a flow session whose keeper died discards
 %% everything) is replaced.
 system_tracer(#st{fs = FS}) ->
-    case seq_trace:get_system_tracer() of
+    case current_system_tracer() of
         {msgflow_tracer, FS} ->
             ok;
         Current ->
@@ -350,7 +379,7 @@ system_tracer(#st{fs = FS}) ->
 release_tracer(St = #st{fs = FS, follows = Fs, entries = Es}) ->
     case map_size(Fs) =:= 0 andalso not lists:keymember(true, #entry.running, Es) of
         true ->
-            case seq_trace:get_system_tracer() of
+            case current_system_tracer() of
                 {msgflow_tracer, FS} -> _ = seq_trace:set_system_tracer(false);
                 _ -> ok
             end;
@@ -405,7 +434,7 @@ set_pattern(MFA, MS, Res) ->
                 _ -> {ok, {session, S}}
             end;
         {ok, legacy} ->
-            case erlang:trace_info(MFA, meta) of
+            case meta_tracer(MFA) of
                 {meta, Other} when Other =/= false, Other =/= undefined ->
                     {error, {meta_traced_by_another_tool, MFA}};
                 _ ->
@@ -425,7 +454,7 @@ stop_entry(E = #entry{mfa = MFA, res = Res, trace = Trace, timer = Timer}) ->
             Mod = trace,
             _ = Mod:session_destroy(S);
         legacy ->
-            case erlang:trace_info(MFA, meta) of
+            case meta_tracer(MFA) of
                 {meta, {msgflow_tracer, Res}} -> _ = erlang:trace_pattern(MFA, false, [meta]);
                 _ -> ok
             end
@@ -445,7 +474,10 @@ schedule(St) ->
 %% One snapshot of the flow session into the follows and the entries;
 %% each running entry's events of the interval deepen its depth.
 take(St = #st{fs = FS, follows = Fs0, entries = Es0}) ->
-    {Pairs, _Dead, Replies, _Over, _OverDead} = msgflow_tracer:snapshot(FS),
+    {Pairs, _Dead, Replies, Over, _OverDead} = msgflow_tracer:snapshot(FS),
+    %% the pairs of requests long done leave the tables before they fill
+    #{entries := InTables} = msgflow_tracer:session_info(FS),
+    _ = InTables >= ?MAX_PAIRS div 2 andalso rotate(FS),
     Deltas = Pairs ++ Replies,
     Fs = lists:foldl(fun add_follow/2, Fs0, Deltas),
     ByLabel = lists:foldl(fun({{L, S}, R, N}, Acc) ->
@@ -455,9 +487,22 @@ take(St = #st{fs = FS, follows = Fs0, entries = Es0}) ->
                           end, #{}, Deltas),
     Names = #{},
     {Es, _} = lists:mapfoldl(fun(E, Ns) -> add_entry(E, maps:get(E#entry.label, ByLabel, []),
-                                                     FS, Ns) end,
+                                                     FS, Over, Ns) end,
                              Names, Es0),
     St#st{follows = Fs, entries = Es}.
+
+%% The node's system tracer and a function's meta tracer.  OTP's specs
+%% leave out what a tracer module gives (`{Module, State}', which the VM
+%% returns; see the -dialyzer attribute).
+current_system_tracer() ->
+    seq_trace:get_system_tracer().
+
+meta_tracer(MFA) ->
+    erlang:trace_info(MFA, meta).
+
+rotate(FS) ->
+    ok = msgflow_tracer:session_rotate(FS),
+    true.
 
 add_follow({{Label, S}, R, N}, Fs) ->
     case Fs of
@@ -485,10 +530,10 @@ group_name(E, Ls) when is_pid(E), node(E) =:= node() ->
              end};
 group_name(E, Ls) -> name(E, Ls).
 
-add_entry(E = #entry{running = false}, _Deltas, _FS, Ns) ->
+add_entry(E = #entry{running = false}, _Deltas, _FS, _Over, Ns) ->
     {E, Ns};
 add_entry(E = #entry{label = Label, pairs = P0, messages = M0, known = K0, depth = D0,
-                     max_events = Max}, Deltas, FS, Ns0) ->
+                     max_events = Max, overflow = Over0}, Deltas, FS, Over, Ns0) ->
     {P, M, Ns} = lists:foldl(fun({S, R, N}, {P1, M1, Ns1}) ->
                                      Ns2 = group_name(R, group_name(S, Ns1)),
                                      Key = {maps:get(S, Ns2), maps:get(R, Ns2)},
@@ -501,7 +546,7 @@ add_entry(E = #entry{label = Label, pairs = P0, messages = M0, known = K0, depth
     D = lists:max([D0 | [D1 || {_, D1} <- Depths]]),
     %% the chains of this interval's events only link to the last one's;
     %% a full watch let some events of the interval go unseen
-    {E#entry{pairs = P, messages = M, known = Known, depth = D,
+    {E#entry{pairs = P, messages = M, known = Known, depth = D, overflow = Over0 + Over,
              depth_exact = E#entry.depth_exact andalso length(Events) < Max}, Ns}.
 
 %% @doc The depth of each event: 1 + that of the message its sender last
@@ -552,10 +597,10 @@ flow(Label, #{pairs := P, labels := Ls0}, Events) ->
 summary(#entry{final = Final}) when Final =/= undefined ->
     Final;
 summary(#entry{mfa = MFA, res = Res, pairs = P, messages = M, depth = D, depth_exact = X,
-               sample = Sample, running = Running}) ->
+               sample = Sample, running = Running, overflow = Over}) ->
     {Calls, Requests} = msgflow_tracer:entry_info(Res),
     #{entry => MFA, requests => Requests, calls => Calls, messages => M,
       per_request => case Requests of 0 -> 0.0; _ -> M / Requests end,
       pairs => lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
                           [{S, R, N} || {{S, R}, N} <- maps:to_list(P)]),
-      depth => D, depth_exact => X, sample => Sample, running => Running}.
+      depth => D, depth_exact => X, sample => Sample, running => Running, overflow => Over}.

@@ -25,6 +25,7 @@
          proc_lib_labels/1]).
 -export([follow_chain/1, follow_port/1, follow_calls_exact/1, follow_calls_sample/1,
          follow_system_tracer_busy/1, flow_callbacks_odd/1, follow_calls_errors/1,
+         follow_never_quiet/1,
          chain_hop/1, flow_request/1, flow_caller/3, flow_plain_caller/2]).
 
 
@@ -43,7 +44,8 @@ groups() ->
      %% request flows (seq_trace): the system tracer is node-global
      {flows, [sequence],
       [follow_chain, follow_port, follow_calls_exact, follow_calls_sample,
-       follow_system_tracer_busy, flow_callbacks_odd, follow_calls_errors]},
+       follow_system_tracer_busy, flow_callbacks_odd, follow_calls_errors,
+       follow_never_quiet]},
      {allocators, [sequence],
       [allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
@@ -1924,8 +1926,46 @@ follow_calls_errors(_Config) ->
     ?assertEqual({error, {already_following, {?MODULE, flow_request, 1}}},
                  msgflow:follow_calls({?MODULE, flow_request, 1}, #{})),
     ok = msgflow:unfollow(),
+    %% another tool's meta pattern on the function stays: before OTP 27
+    %% the function has one meta tracer, so follow_calls is refused; with
+    %% trace sessions both have theirs
+    MFA = {?MODULE, flow_request, 1},
+    1 = erlang:trace_pattern(MFA, true, [{meta, self()}]),
+    case msgflow_flags:mode(auto) of
+        {ok, legacy} ->
+            ?assertEqual({error, {meta_traced_by_another_tool, MFA}},
+                         msgflow:follow_calls(MFA, #{}));
+        {ok, session} ->
+            ok = msgflow:follow_calls(MFA, #{}),
+            ok = msgflow:unfollow()
+    end,
+    ?assertEqual({meta, self()}, erlang:trace_info(MFA, meta)),
+    erlang:trace_pattern(MFA, false, [meta]),
     %% an exception in Fun is raised again, with the token put back
     ?assertError(boom, msgflow:follow(fun() -> error(boom) end)),
     ?assertEqual([], seq_trace:get_token()),
     ?assertEqual(false, seq_trace:get_system_tracer()),
     ok.
+
+%% A process that keeps the token and sends to itself forever: follow/2
+%% returns at its timeout with what was counted, `quiet => false'.
+follow_never_quiet(_Config) ->
+    Looper = spawn_link(fun() -> receive start -> ok end, self_loop_forever() end),
+    T0 = erlang:monotonic_time(millisecond),
+    {ok, Flow} = msgflow:follow(fun() -> Looper ! start, ok end, #{timeout => 300}),
+    Ms = erlang:monotonic_time(millisecond) - T0,
+    ?assertMatch(#{quiet := false}, Flow),
+    ?assert(Ms >= 300 andalso Ms < 5000),
+    #{messages := M, pairs := [{Self, Looper, 1}, {Looper, Looper, Loops}]} =
+        maps:update_with(pairs, fun lists:sort/1, Flow),
+    ?assertEqual(self(), Self),
+    ?assertEqual(M, Loops + 1),
+    unlink(Looper),
+    exit(Looper, kill),
+    ?assertEqual(false, seq_trace:get_system_tracer()),
+    ok.
+
+self_loop_forever() ->
+    self() ! tick,
+    receive tick -> ok end,
+    self_loop_forever().

@@ -490,7 +490,10 @@ flows(Scale, Rounds) ->
          L = maps:get(Setup, Rs),
          Ns = med(ns, L),
          Cpu = med(cpu, L),
-         {Followed, PerReq} = maps:get(info, hd(L)),
+         %% every round's figure, so that one short count shows
+         PerReqs = lists:usort([PR || #{info := {_, PR}} <- L]),
+         {Followed, _} = maps:get(info, hd(L)),
+         PerReq = lists:join("/", PerReqs),
          io:format("  ~-28s ~12s ~10s ~14s ~10s ~9s ~s~n",
                    [Name, msgflow_fmt:int(round(Ns / Requests)), ratio(Ns, Base, 2),
                     msgflow_fmt:int(round(Cpu / Requests)), ratio(Cpu, BaseCpu, 2),
@@ -561,11 +564,11 @@ flow_run(Setup, S1, Per) ->
                                  exit(Counter, kill),
                                  Calls = maps:get(calls, Drained, 0),
                                  Msgs = lists:sum([N || {{_, _}, N} <- maps:to_list(Drained)]),
-                                 {Calls, io_lib:format("~.1f", [Msgs / max(1, Calls)])};
+                                 {Calls, lists:flatten(io_lib:format("~.1f", [Msgs / max(1, Calls)]))};
                              _ ->
                                  [#{requests := Rq, per_request := PR}] = msgflow:flows(),
                                  ok = msgflow:unfollow(),
-                                 {Rq, io_lib:format("~.1f", [PR])}
+                                 {Rq, lists:flatten(io_lib:format("~.1f", [PR]))}
                          end,
     #{ns => T1 - T0, cpu => C1 - C0, info => {Followed, PerReq}}.
 
