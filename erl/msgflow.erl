@@ -19,7 +19,7 @@
          trace/1, untrace/1,
          pairs/0, top/0, top/1, top/2, history/2, matrix/1, hotspots/0, hotspots/1,
          info/0, export/2, export/3, dump/0,
-         follow/1, follow/2, follow_calls/2, flows/0, unfollow/0]).
+         follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0]).
 
 -export_type([endpoint/0, pair_count/0]).
 
@@ -58,13 +58,40 @@ start() ->
 %% `{error, already_started}' while running, `{error, {nif_not_loaded, _}}'
 %% when priv/msgflow_tracer.so could not be loaded.
 %% Starting clears the data of the previous run.
+%%
+%% Across a cluster: `nodes => all' (this node and every connected visible
+%% node, and each that joins later) or `[node()]' starts msgflow on those
+%% nodes too, with the same options; each counts its own senders' sends,
+%% and the views (pairs, top, matrix, hotspots, history, exports, dump)
+%% cover them all (see msgflow_cluster and nodes/0).  `on_node_error =>
+%% abort' (default) fails the start with `{error, {nodes, [{Node,
+%% Reason}]}}' when a node cannot be started, `skip' goes on without it;
+%% `grace => Ms' (default 10,000) is how long a node keeps counting after
+%% it lost this one.
 -spec start(map()) -> ok | {error, term()}.
 start(Opts) ->
     case msgflow_opts:validate(Opts) of
-        {ok, Valid} ->
+        {ok, Valid = #{nodes := Nodes}} ->
             case application:ensure_all_started(msgflow) of
-                {ok, _} -> gen_server:call(?COLLECTOR, {start, Valid}, infinity);
+                {ok, _} -> start_nodes(Valid, Nodes);
                 {error, _} = E -> E
+            end;
+        {error, _} = E ->
+            E
+    end.
+
+%% This node first; then, for a cluster, the others (see msgflow_cluster).
+start_nodes(Opts, local) ->
+    case gen_server:call(?COLLECTOR, {start, Opts}, infinity) of
+        ok -> msgflow_cluster:forget();
+        {error, _} = E -> E
+    end;
+start_nodes(Opts, Nodes) ->
+    case gen_server:call(?COLLECTOR, {start, Opts#{nodes => local}}, infinity) of
+        ok ->
+            case msgflow_cluster:start(Opts, Nodes) of
+                ok -> ok;
+                {error, _} = E -> _ = gen_server:call(?COLLECTOR, stop, infinity), E
             end;
         {error, _} = E ->
             E
@@ -75,6 +102,7 @@ start(Opts) ->
 %% reset/0 or the next start.  `ok' also when not running.
 -spec stop() -> ok.
 stop() ->
+    ok = msgflow_cluster:stop(),
     call(stop, ok).
 
 %% @doc Forgets the counts (tracing, if on, goes on).
@@ -99,11 +127,19 @@ wait(Timeout) ->
 %% two windows, and replies to local aliases are counted for their
 %% owners: both are in the views (top, matrix, history, reports) and in
 %% `info()''s `folded', never here.
+%% Across a cluster: every node's pairs (each pair is on its sender's
+%% node), and a node that did not answer with the busiest pairs it last
+%% reported.
 -spec pairs() -> [pair_count()].
 pairs() ->
-    case msgflow_collector:store(true) of
-        undefined -> [];
-        Store -> msgflow_view:run(Store, fun() -> msgflow_view:pairs(Store) end)
+    case msgflow_cluster:members() of
+        [] ->
+            msgflow_cluster:local_pairs();
+        Nodes ->
+            Parts = msgflow_cluster:call_all([node() | Nodes], local_pairs, []),
+            Got = lists:append([Ps || {_, {ok, Ps}} <- Parts]),
+            Old = msgflow_cluster:last_pairs([N || {N, {error, _}} <- Parts]),
+            lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end, Got ++ Old)
     end.
 
 %% @doc Prints the 10 busiest pairs.
@@ -125,24 +161,28 @@ top(N) ->
 %% `by => process | name | module | application | node' (default
 %% process) groups the rows as matrix/1 does; `refresh => Ms' and
 %% `for => Ms' redraw the table every `refresh' ms (default 1000) for
-%% `for' ms (default 10000), then return.  `{error, {badarg, _}}' for a
-%% bad N or option.
+%% `for' ms (default 10000), then return; across a cluster, `node => N'
+%% shows one node's.  `{error, {badarg, _}}' for a bad N or option.
 -spec top(pos_integer(), #{by => msgflow_view:grouping(), refresh => pos_integer(),
-                           for => non_neg_integer()}) -> ok | {error, {badarg, term()}}.
+                           for => non_neg_integer(), node => node()}) ->
+          ok | {error, {badarg, term()}}.
 top(N, Opts) when is_integer(N), N > 0, is_map(Opts) ->
     Refresh = maps:get(refresh, Opts, 1000),
     For = maps:get(for, Opts, 10000),
     By = maps:get(by, Opts, process),
+    Node = maps:get(node, Opts, all),
     Live = is_map_key(refresh, Opts) orelse is_map_key(for, Opts),
-    case maps:keys(maps:without([refresh, for, by], Opts)) of
+    case maps:keys(maps:without([refresh, for, by, node], Opts)) of
         [K | _] -> {error, {badarg, {K, maps:get(K, Opts)}}};
         [] when not (is_integer(Refresh) andalso Refresh > 0) -> {error, {badarg, {refresh, Refresh}}};
         [] when not (is_integer(For) andalso For >= 0) -> {error, {badarg, {for, For}}};
+        [] when not is_atom(Node) -> {error, {badarg, {node, Node}}};
         [] ->
             case lists:member(By, msgflow_view:groupings()) of
                 false -> {error, {badarg, {by, By}}};
-                true when Live -> live(N, By, Refresh, erlang:monotonic_time(millisecond) + For);
-                true -> print_top(N, By, "")
+                true when Live -> live(N, By, Node, Refresh,
+                                       erlang:monotonic_time(millisecond) + For);
+                true -> print_top(N, By, Node, "")
             end
     end;
 top(N, Opts) when is_integer(N), N > 0 ->
@@ -150,26 +190,38 @@ top(N, Opts) when is_integer(N), N > 0 ->
 top(N, _Opts) ->
     {error, {badarg, N}}.
 
-print_top(N, By, Prefix) ->
-    case msgflow_collector:store(true) of
-        undefined ->
-            io:format("msgflow is not started~n");
-        Store ->
-            Text = msgflow_view:run(Store, fun() ->
-                                                   format_top(msgflow_view:build(
-                                                                Store, #{by => By, limit => N}))
-                                           end),
-            io:put_chars([Prefix, Text])
+print_top(N, By, Node, Prefix) ->
+    case with_view(#{by => By, limit => N}, Node, fun format_top/1) of
+        undefined -> io:format("msgflow is not started~n");
+        Text -> io:put_chars([Prefix, Text])
     end.
 
-live(N, By, Refresh, Until) ->
-    case print_top(N, By, "\e[H\e[2J") of
+%% Render(View) for the view Spec asks: of this node, or, while msgflow
+%% counts across a cluster, of every node (or the one Only names; see
+%% msgflow_cluster:view/2).  `undefined' when msgflow never ran.
+with_view(Spec, Only, Render) ->
+    case Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []) of
+        true ->
+            case msgflow_collector:store(true) of
+                undefined -> undefined;
+                Store -> msgflow_view:run(Store, fun() -> Render(msgflow_view:build(Store, Spec))
+                                                 end)
+            end;
+        false ->
+            case msgflow_cluster:view(Spec, Only) of
+                undefined -> undefined;
+                View -> Render(View)
+            end
+    end.
+
+live(N, By, Node, Refresh, Until) ->
+    case print_top(N, By, Node, "\e[H\e[2J") of
         ok ->
             Left = Until - erlang:monotonic_time(millisecond),
             case Left > 0 andalso whereis(?COLLECTOR) =/= undefined of
                 true ->
                     receive after min(Refresh, Left) -> ok end,
-                    live(N, By, Refresh, Until);
+                    live(N, By, Node, Refresh, Until);
                 false ->
                     ok
             end
@@ -189,7 +241,9 @@ live(N, By, Refresh, Until) ->
 %% `#{by, rows => [SenderKey], cols => [ReceiverKey], cells => #{{SenderKey,
 %% ReceiverKey} => #{count => Messages, rate => MessagesPerSecond}},
 %% window_ms, estimated}', where rate is over the last window (extrapolated
-%% when sampling: `estimated => true').  `{error, {badarg, By}}' for any
+%% when sampling: `estimated => true').  Across a cluster it covers every
+%% node; `matrix(node)' is then the node-by-node matrix, this node's
+%% traffic to the others in it.  `{error, {badarg, By}}' for any
 %% other By.
 -spec matrix(msgflow_view:grouping()) -> map() | {error, {badarg, term()}}.
 matrix(By) ->
@@ -197,13 +251,10 @@ matrix(By) ->
         false ->
             {error, {badarg, By}};
         true ->
-            case msgflow_collector:store(true) of
+            case with_view(#{by => By}, all, fun msgflow_report:matrix/1) of
                 undefined -> #{by => By, rows => [], cols => [], cells => #{}, window_ms => 0,
                                estimated => false};
-                Store -> msgflow_view:run(Store, fun() ->
-                                                         msgflow_report:matrix(
-                                                           msgflow_view:build(Store, #{by => By}))
-                                                 end)
+                M -> M
             end
     end.
 
@@ -274,18 +325,32 @@ export(Path, Format, Opts) ->
         {true, {error, _} = E} ->
             E;
         {true, ok} ->
-            case msgflow_collector:store(true) of
-                undefined ->
-                    {error, not_started};
-                Store ->
-                    msgflow_view:run(Store, fun() -> export(Store, Path, Format, Opts) end)
+            Only = maps:get(node, Opts, all),
+            case Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []) of
+                true ->
+                    case msgflow_collector:store(true) of
+                        undefined ->
+                            {error, not_started};
+                        Store ->
+                            Build = fun(Spec) -> msgflow_view:build(Store, Spec) end,
+                            msgflow_view:run(Store, fun() ->
+                                                            export(Build, Path, Format, Opts)
+                                                    end)
+                    end;
+                false ->
+                    case msgflow_cluster:view(#{by => process, limit => 1}, Only) of
+                        undefined -> {error, not_started};
+                        _ -> export(fun(Spec) -> msgflow_cluster:view(Spec, Only) end,
+                                    Path, Format, Opts)
+                    end
             end
     end.
 
-%% In the worker msgflow_view:run/2 gives it.
-export(Store, Path, Format, Opts) ->
-    Views = maps:map(fun(_, Spec) -> msgflow_view:build(Store, Spec) end,
-                     msgflow_report:views(Format, Opts)),
+%% Build(Spec) gives a view: of this node's store, in the worker
+%% msgflow_view:run/2 gives it, or of the cluster.
+export(Build, Path, Format, Opts) ->
+    Views = maps:map(fun(_, Spec) -> Build(Spec) end,
+                     msgflow_report:views(Format, maps:without([node], Opts))),
     Opts1 = case Views of
                 #{hotspots := Hot} -> Opts#{hotspots => msgflow_hotspots:find(Hot, #{}),
                                             flows => {msgflow_flow:flows(), msgflow_flow:last()}};
@@ -300,7 +365,8 @@ check_export_opts(Opts) when is_map(Opts) ->
     Bad = [{K, V} || {K, V} <- maps:to_list(Opts),
                      not (K =:= by andalso is_atom(V) andalso
                           lists:member(V, msgflow_view:groupings()))
-                     andalso not (K =:= limit andalso is_integer(V) andalso V > 0)],
+                     andalso not (K =:= limit andalso is_integer(V) andalso V > 0)
+                     andalso not (K =:= node andalso is_atom(V))],
     case Bad of
         [] -> ok;
         [KV | _] -> {error, {badopt, KV}}
@@ -314,13 +380,10 @@ check_export_opts(Opts) ->
 %% `{error, not_started}' when msgflow never ran.
 -spec dump() -> binary() | {error, not_started}.
 dump() ->
-    case msgflow_collector:store(true) of
+    case with_view(#{by => process}, all,
+                   fun(V) -> term_to_binary(msgflow_report:dump(V)) end) of
         undefined -> {error, not_started};
-        Store -> msgflow_view:run(Store, fun() ->
-                                                 term_to_binary(msgflow_report:dump(
-                                                                  msgflow_view:build(
-                                                                    Store, #{by => process})))
-                                         end)
+        Bin -> Bin
     end.
 
 %% @doc Same as `hotspots(#{})'.
@@ -347,21 +410,30 @@ hotspots() ->
 %% `{error, {badopt, {K, V}}}' for an unknown key or a non-positive value;
 %% `{error, not_started}' when msgflow never ran.
 -spec hotspots(map()) -> [msgflow_hotspots:finding()] | {error, term()}.
-hotspots(Opts) ->
-    case msgflow_collector:store(true) of
-        undefined ->
-            {error, not_started};
-        Store ->
-            %% options are checked before a view is built
-            case msgflow_hotspots:check(Opts) of
-                {error, _} = E -> E;
-                ok -> msgflow_view:run(Store, fun() ->
-                                                      msgflow_hotspots:find(
-                                                        msgflow_view:build(
-                                                          Store, msgflow_hotspots:spec(Opts)), Opts)
-                                              end)
+hotspots(Opts0) when is_map(Opts0) ->
+    Only = maps:get(node, Opts0, all),
+    Opts = maps:without([node], Opts0),
+    %% options are checked before a view is built
+    case msgflow_hotspots:check(Opts) of
+        {error, _} = E ->
+            E;
+        ok ->
+            Nodes = [N || N <- [node() | msgflow_cluster:members()],
+                          Only =:= all orelse N =:= Only],
+            case Nodes of
+                [Here] when Here =:= node() ->
+                    msgflow_cluster:local_hotspots(Opts);
+                _ ->
+                    %% each node finds its own: the rules read its windows
+                    Parts = msgflow_cluster:call_all(Nodes, local_hotspots, [Opts]),
+                    case [Fs || {_, {ok, Fs}} <- Parts, is_list(Fs)] of
+                        [] -> {error, not_started};
+                        Found -> lists:append(Found)
+                    end
             end
-    end.
+    end;
+hotspots(Opts) ->
+    {error, {badopt, Opts}}.
 
 %% @doc Adds a process or port (or registered name) to the running
 %% session, like `dbg:p(PidOrName, [send])'.  `{error, not_started}',
@@ -387,10 +459,32 @@ untrace(Who) ->
           [#{at := integer(), window_ms := non_neg_integer(), count := non_neg_integer(),
              open => true}] | {error, not_started}.
 history(Sender, Receiver) ->
-    case msgflow_collector:store(true) of
-        undefined -> {error, not_started};
-        Store -> msgflow_view:history(Store, Sender, Receiver)
+    %% a pair is counted on its sender's node
+    Where = case Sender of
+                {exited, _, N} -> N;
+                _ -> msgflow_labels:node_of(Sender)
+            end,
+    case lists:member(Where, msgflow_cluster:members()) of
+        true ->
+            case msgflow_cluster:call_all([Where], local_history, [Sender, Receiver]) of
+                [{_, {ok, H}}] -> H;
+                [{_, {error, Why}}] -> {error, {Where, Why}}
+            end;
+        false ->
+            msgflow_cluster:local_history(Sender, Receiver)
     end.
+
+%% @doc The nodes msgflow counts on, this one first: `#{node, status =>
+%% up | down | stale | incompatible, pairs, events, last_snapshot_ms,
+%% reason}'.  `down': the node left the cluster (its last figures and
+%% busiest pairs are kept; `reason' is net_kernel's); `stale': it has not
+%% answered a pull within two intervals; `incompatible': it cannot run
+%% this msgflow (another OTP release or NIF version).  `last_snapshot_ms'
+%% is how long before its last answer it took its last snapshot, by its
+%% own clock.  One entry (this node) when msgflow counts here only.
+-spec nodes() -> [msgflow_cluster:node_status()].
+nodes() ->
+    msgflow_cluster:nodes().
 
 %% @doc Same as `follow(Fun, #{})'.
 -spec follow(fun(() -> term())) -> {term(), msgflow_flow:flow()} | {error, term()}.
@@ -512,8 +606,12 @@ format_top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events
                 process -> [msgflow_fmt:int(Pairs), " pairs"];
                 _ -> [msgflow_fmt:int(Groups), " groups by ", atom_to_list(By)]
             end,
-    Head = [io_lib:format("msgflow ~s: ~s messages, ~s; MSG/S over the last ~s ms~n",
-                          [case Running of true -> "running"; false -> "stopped" end,
+    Where = case maps:get(nodes, View, [node()]) of
+                [_] -> "";
+                Ns -> io_lib:format(" on ~b nodes", [length(Ns)])
+            end,
+    Head = [io_lib:format("msgflow ~s~s: ~s messages, ~s; MSG/S over the last ~s ms~n",
+                          [case Running of true -> "running"; false -> "stopped" end, Where,
                            msgflow_fmt:int(Events), Count, msgflow_fmt:int(WinMs)]),
             case Sample of
                 off -> [];

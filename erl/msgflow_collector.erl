@@ -119,6 +119,9 @@
     births_dropped = 0 :: non_neg_integer(),
     last_info = #{} :: map(),               %% session_info at stop
     waiters = [] :: [gen_server:from()],
+    %% on a node a cluster's coordinator started: its monitor (counting
+    %% stops `grace' ms after it goes, so a partition cannot leave it on)
+    coordinator :: reference() | undefined,
     window_waiters = [] :: [{non_neg_integer(), gen_server:from()}]
 }).
 
@@ -245,6 +248,15 @@ handle_info({tick, Run}, St = #st{run = Run, running = true}) ->
     {noreply, schedule_tick(St1)};
 handle_info({duration_over, Run}, St = #st{run = Run, running = true}) ->
     {noreply, stop_tracing(St)};
+%% The coordinator of the cluster this node counts for went away (it
+%% stopped, its node went down, or the link to it broke): counting stops
+%% after the grace period unless a new run started meanwhile.
+handle_info({'DOWN', Ref, process, _, _}, St = #st{coordinator = Ref, run = Run,
+                                                    opts = #{grace := Grace}}) ->
+    erlang:send_after(Grace, self(), {coordinator_gone, Run}),
+    {noreply, St#st{coordinator = undefined}};
+handle_info({coordinator_gone, Run}, St = #st{run = Run, running = true}) ->
+    {noreply, stop_tracing(St)};
 %% Sampling: outside a traced slice the flags are really off (not discarded
 %% by the tracer), so the traced processes pay nothing there.
 handle_info({slice_off, Run}, St = #st{run = Run, running = true,
@@ -316,7 +328,11 @@ set_flags(T, Targets, Mode, Session, Opts, St) ->
                 #{sample := {Traced, _}} -> erlang:send_after(Traced, self(), {slice_off, Run});
                 #{sample := off} -> ok
             end,
-            {ok, schedule_tick(St1)}
+            Coord = case Opts of
+                        #{coordinator := C} -> erlang:monitor(process, C);
+                        _ -> undefined
+                    end,
+            {ok, schedule_tick(St1#st{coordinator = Coord})}
     catch
         error:Reason ->
             msgflow_tracer:session_stop(Session),
@@ -410,8 +426,9 @@ stop_tracing(St = #st{session = Session, tracing = T}) ->
     application:unset_env(msgflow, running),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
     [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
+    _ = is_reference(St1#st.coordinator) andalso erlang:demonitor(St1#st.coordinator, [flush]),
     St1#st{running = false, session = undefined, tracing = undefined, run = undefined,
-           waiters = [],
+           waiters = [], coordinator = undefined,
            window_waiters = [],
            stopped_at = erlang:system_time(millisecond), last_info = Info}.
 

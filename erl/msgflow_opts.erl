@@ -3,25 +3,37 @@
 -module(msgflow_opts).
 -export([validate/1, defaults/0]).
 
--export_type([opts/0, procs/0]).
+-export_type([opts/0, procs/0, nodes/0]).
 
 -type procs() :: all | new | existing | [pid() | atom()].
+%% Where to count: this node, this node and every connected visible node
+%% (and those that join), or a list.
+-type nodes() :: local | all | [node()].
 -type opts() :: #{procs := procs(),
                   interval := pos_integer(),
                   max_pairs := pos_integer(),
                   duration := pos_integer() | infinity,
                   windows := pos_integer(),
                   sample := {pos_integer(), pos_integer()} | off,
-                  trace_mode := auto | session | legacy}.
+                  trace_mode := auto | session | legacy,
+                  nodes := nodes(),
+                  on_node_error := abort | skip,
+                  grace := pos_integer(),
+                  coordinator => pid()}.
 
 %% @doc The options used where start/1 is given none:
 %% all processes, a snapshot every 1000 ms, at most 1,000,000 pairs,
 %% no time limit, the last 60 windows kept, no sampling, a trace session
-%% of its own where the VM has them (OTP 27+; `trace_mode').
+%% of its own where the VM has them (OTP 27+; `trace_mode'), this node
+%% only (`nodes'), a node that cannot be started fails the start
+%% (`on_node_error'), a node that lost its coordinator stops counting
+%% after 10 s (`grace').  `coordinator' (the pid of the cluster process
+%% that started this node's msgflow) is set by msgflow_cluster only.
 -spec defaults() -> opts().
 defaults() ->
     #{procs => all, interval => 1000, max_pairs => 1000000,
-      duration => infinity, windows => 60, sample => off, trace_mode => auto}.
+      duration => infinity, windows => 60, sample => off, trace_mode => auto,
+      nodes => local, on_node_error => abort, grace => 10000}.
 
 %% @doc `{ok, Opts}' with every default filled in, or
 %% `{error, {badopt, {Key, Value}}}' for the first bad or unknown option
@@ -58,4 +70,10 @@ valid(sample, off) -> true;
 valid(sample, {T, P}) ->
     is_integer(T) andalso is_integer(P) andalso T >= 1 andalso T < P andalso P =< 3600000;
 valid(trace_mode, M) -> M =:= auto orelse M =:= session orelse M =:= legacy;
+valid(nodes, N) when N =:= local; N =:= all -> true;
+valid(nodes, L) when is_list(L) ->
+    lists:all(fun is_atom/1, L) andalso length(L) =:= length(lists:usort(L));
+valid(on_node_error, E) -> E =:= abort orelse E =:= skip;
+valid(grace, N) -> is_integer(N) andalso N >= 1 andalso N =< 3600000;
+valid(coordinator, P) -> is_pid(P);
 valid(_, _) -> false.

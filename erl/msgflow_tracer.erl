@@ -66,12 +66,22 @@ layout_samples() ->
     erlang:demonitor(M, [flush]),
     {[{A1, Self}, {M, Self} | Theirs], [make_ref(), Ref]}.
 
+%% Where msgflow_tracer.so is: the application's `priv_dir' environment
+%% (set by msgflow_cluster on a node it loaded msgflow into with
+%% code:load_binary/3, where no code path leads to it), else the
+%% application's priv directory, else `priv' beside this module's ebin.
 priv_dir() ->
-    case code:priv_dir(msgflow) of
-        {error, bad_name} ->
-            filename:join(filename:dirname(filename:dirname(code:which(?MODULE))), "priv");
-        Dir ->
-            Dir
+    case application:get_env(msgflow, priv_dir) of
+        {ok, Dir} ->
+            Dir;
+        undefined ->
+            case code:priv_dir(msgflow) of
+                {error, bad_name} ->
+                    filename:join(filename:dirname(filename:dirname(code:which(?MODULE))),
+                                  "priv");
+                Dir ->
+                    Dir
+            end
     end.
 
 -define(NOT_LOADED, erlang:nif_error({not_loaded, [{module, ?MODULE}, {line, ?LINE}]})).

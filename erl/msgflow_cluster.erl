@@ -1,0 +1,486 @@
+%%% @doc msgflow across a cluster: the coordinator.
+%%%
+%%% Every send is counted once, on its sender's node: the receiving node
+%%% sees no send event.  So the cluster's communication matrix is the sum
+%%% of the nodes' tables, and each node keeps its own: `msgflow:start(#{nodes
+%%% => all | [node()]})' starts msgflow on this node and, over
+%%% distribution, on each node named, with this process (registered as
+%%% `msgflow_cluster') as their coordinator.  A node's collector monitors
+%%% the coordinator and stops counting `grace' ms after it goes (a
+%%% coordinator stopped, its node down, a partition), so tracing is never
+%%% left on.
+%%%
+%%% Code: a node without msgflow gets this node's modules with
+%%% code:load_binary/3 (embedded nodes included) and the NIF written to
+%%% its user cache directory (where msgflow-top writes it), after its OTP
+%%% release and NIF version were found to be this node's; a node that
+%%% differs is `incompatible', not a crash.
+%%%
+%%% Each interval the coordinator pulls every node's figures (events,
+%%% pairs, how long ago its last snapshot was taken, by its own clock) and,
+%%% every ?TOP_EVERY pulls, its busiest pairs: one request outstanding per
+%%% node; a node that has not answered within two intervals is `stale' and
+%%% the others go on.  net_kernel:monitor_nodes/2 tells it when a node goes
+%%% down (it keeps the node's last figures and busiest pairs, `down' with
+%%% the reason) and, with `nodes => all', when one joins (it is started).
+%%%
+%%% Views (top, matrix, hotspots, pairs, exports) are built on each node
+%%% from its own store, at the same time, and merged here
+%%% (msgflow_view:merge/2): rates come from each node's own windows, no
+%%% clocks are compared, and the coordinator holds no node's tables.  A
+%%% node that is down or does not answer within ?VIEW_TIMEOUT ms is in a
+%%% view with the busiest pairs it last reported, and `nodes/0' says so.
+-module(msgflow_cluster).
+-behaviour(gen_server).
+
+-export([start/2, stop/0, forget/0, members/0, nodes/0, view/2, call_all/3, labels/1]).
+-export([report/1, local_view/1, local_pairs/0, local_hotspots/1, local_history/2,
+         last_pairs/1]).
+-export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+-export_type([node_status/0]).
+
+-define(SERVER, ?MODULE).
+-define(VIEW_TIMEOUT, 5000).   %% ms a node has to build its part of a view
+-define(START_TIMEOUT, 30000). %% ms a node has to load msgflow and start
+-define(TOP_EVERY, 10).        %% pulls between two pulls of the busiest pairs
+-define(TOP_KEPT, 100).        %% busiest pairs kept per node for when it is gone
+
+%% What nodes/0 says of a node: `up' (answering), `down' (left the
+%% cluster; `reason'), `stale' (has not answered a pull within two
+%% intervals), `incompatible' (cannot run this msgflow; `reason');
+%% `pairs' and `events' as of its last answer, `last_snapshot_ms' how long
+%% before that answer its last snapshot was taken (by its clock).
+-type node_status() :: #{node := node(), status := up | down | stale | incompatible,
+                         pairs := non_neg_integer(), events := non_neg_integer(),
+                         last_snapshot_ms := non_neg_integer() | undefined,
+                         reason := term()}.
+
+-record(member, {
+    status = up :: up | down | stale | incompatible,
+    reason :: term(),
+    report = #{} :: map(),
+    top :: msgflow_view:view() | undefined,     %% busiest pairs it last reported
+    request :: {erpc:request_id(), integer()} | undefined,
+    pulls = 0 :: non_neg_integer()
+}).
+
+-record(st, {
+    opts :: msgflow_opts:opts(),
+    nodes :: all | [node()],
+    members = #{} :: #{node() => #member{}},
+    running = true :: boolean(),
+    tick :: reference() | undefined
+}).
+
+%%% API
+
+%% @doc Starts msgflow on the nodes Opts names (`nodes'), this node's being
+%% started already.  `ok', or `{error, {nodes, [{Node, Reason}]}}' when a
+%% node could not be started and `on_node_error' is `abort' (then none
+%% counts); with `skip' the others go on and nodes/0 says why.
+-spec start(msgflow_opts:opts(), all | [node()]) -> ok | {error, term()}.
+start(Opts, Nodes) ->
+    _ = stop(),
+    forget(),
+    Spec = #{id => ?SERVER, start => {?MODULE, start_link, [Opts, Nodes]},
+             restart => temporary, shutdown => 30000, type => worker},
+    case supervisor:start_child(msgflow_sup, Spec) of
+        {ok, _} ->
+            case gen_server:call(?SERVER, start_members, infinity) of
+                ok -> ok;
+                {error, _} = E -> forget(), E
+            end;
+        {error, _} = E ->
+            E
+    end.
+
+%% @doc Stops counting on every node and forgets them.  `ok' also when no
+%% cluster runs.
+-spec stop() -> ok.
+stop() ->
+    case whereis(?SERVER) of
+        undefined -> ok;
+        _ -> gen_server:call(?SERVER, stop, infinity)
+    end.
+
+%% @doc Forgets the cluster (a run on this node only starts).
+-spec forget() -> ok.
+forget() ->
+    _ = whereis(msgflow_sup) =/= undefined andalso
+        supervisor:terminate_child(msgflow_sup, ?SERVER) =:= ok,
+    ok.
+
+%% @doc The other nodes of the cluster msgflow counts on, whatever their
+%% status; `[]' when it counts on this node only.
+-spec members() -> [node()].
+members() ->
+    case whereis(?SERVER) of
+        undefined -> [];
+        _ -> try gen_server:call(?SERVER, members, infinity) catch exit:_ -> [] end
+    end.
+
+%% @doc Each node's status, this one first.
+-spec nodes() -> [node_status()].
+nodes() ->
+    Local = local_status(),
+    case whereis(?SERVER) of
+        undefined -> [Local];
+        _ -> [Local | gen_server:call(?SERVER, statuses, infinity)]
+    end.
+
+%% @doc A view of every node (or of the one `Only' names) as Spec asks:
+%% each node builds its own, the views are merged (msgflow_view:merge/2),
+%% and remote endpoints get the label their own node gives them.
+%% `undefined' when msgflow never ran here.
+-spec view(msgflow_view:spec(), all | node()) -> msgflow_view:view() | undefined.
+view(Spec, Only) ->
+    Nodes = [N || N <- [node() | members()], Only =:= all orelse N =:= Only],
+    Parts = call_all(Nodes, local_view, [Spec]),
+    Views = [V || {_, {ok, V = #{}}} <- Parts] ++ fallbacks(Parts, Spec),
+    case Views of
+        [] -> undefined;
+        _ -> with_remote_labels(msgflow_view:merge(local_first(Views), Spec))
+    end.
+
+%% A node that could not answer is in the view with the busiest pairs it
+%% last reported (by process; a grouped view leaves it out).
+fallbacks(Parts, Spec) ->
+    Failed = [N || {N, R} <- Parts, not (is_tuple(R) andalso element(1, R) =:= ok
+                                         andalso is_map(element(2, R)))],
+    case {Failed, maps:get(by, Spec, process), whereis(?SERVER)} of
+        {[], _, _} -> [];
+        {_, process, Pid} when is_pid(Pid) ->
+            [V || V <- gen_server:call(?SERVER, {tops, Failed}, infinity)];
+        _ -> []
+    end.
+
+local_first(Views) ->
+    {Here, There} = lists:partition(fun(#{node := N}) -> N =:= node() end, Views),
+    Here ++ There.
+
+%% @doc `{Node, Result}' for each node, in that order: Result is
+%% `{ok, msgflow_cluster:F(Args...)}' run there, or `{error, Reason}'
+%% (the node did not answer within ?VIEW_TIMEOUT ms, or failed).  All the
+%% nodes are asked at once; this node runs it in a process of its own.
+-spec call_all([node()], atom(), list()) -> [{node(), {ok, term()} | {error, term()}}].
+call_all(Nodes, F, Args) ->
+    Reqs = [{N, erpc:send_request(N, ?MODULE, F, Args)} || N <- Nodes],
+    Deadline = erlang:monotonic_time(millisecond) + ?VIEW_TIMEOUT,
+    [{N, try erpc:receive_response(R, {abs, Deadline}) of
+             {error, _} = E -> E;
+             V -> {ok, V}
+         catch
+             error:{erpc, timeout} -> {error, timeout};
+             error:{erpc, Why} -> {error, Why};
+             C:Why -> {error, {C, Why}}
+         end} || {N, R} <- Reqs].
+
+%% The labels of remote processes in the view's endpoints, asked of their
+%% own nodes (a process is named where it runs).
+with_remote_labels(View = #{endpoints := Ends}) ->
+    ByNode = maps:groups_from_list(fun node/1,
+                                   [P || P <- maps:keys(Ends), is_pid(P), node(P) =/= node()]),
+    Found = lists:foldl(fun({_, {ok, L}}, Acc) when is_map(L) -> maps:merge(Acc, L);
+                           (_, Acc) -> Acc
+                        end, #{},
+                        [R || {N, Ps} <- maps:to_list(ByNode),
+                              lists:member(N, members()),
+                              {_, R} <- call_all([N], labels, [Ps])]),
+    msgflow_view:relabel(View, Found);
+with_remote_labels(View) ->
+    View.
+
+%%% Run on every node (over erpc)
+
+%% @private This node's part of a view: built from its store in a process
+%% of its own.  `{error, not_started}' when msgflow never ran here.
+-spec local_view(msgflow_view:spec()) -> msgflow_view:view() | {error, not_started}.
+local_view(Spec) ->
+    case msgflow_collector:store(true) of
+        undefined -> {error, not_started};
+        Store -> msgflow_view:run(Store, fun() -> msgflow_view:build(Store, Spec) end)
+    end.
+
+%% @private This node's pairs (msgflow:pairs/0 of a node that counts on
+%% its own).
+-spec local_pairs() -> [msgflow:pair_count()].
+local_pairs() ->
+    case msgflow_collector:store(true) of
+        undefined -> [];
+        Store -> msgflow_view:run(Store, fun() -> msgflow_view:pairs(Store) end)
+    end.
+
+%% @private This node's hotspots, each with `node' added.
+-spec local_hotspots(map()) -> [msgflow_hotspots:finding()] | {error, not_started}.
+local_hotspots(Opts) ->
+    case msgflow_collector:store(true) of
+        undefined ->
+            {error, not_started};
+        Store ->
+            [F#{node => node()}
+             || F <- msgflow_view:run(Store, fun() ->
+                                                     msgflow_hotspots:find(
+                                                       msgflow_view:build(
+                                                         Store, msgflow_hotspots:spec(Opts)), Opts)
+                                             end)]
+    end.
+
+%% @private The history of a pair counted on this node.
+-spec local_history(term(), term()) -> list() | {error, not_started}.
+local_history(Sender, Receiver) ->
+    case msgflow_collector:store(true) of
+        undefined -> {error, not_started};
+        Store -> msgflow_view:history(Store, Sender, Receiver)
+    end.
+
+%% @doc The busiest pairs the nodes named last reported (for nodes that do
+%% not answer now).
+-spec last_pairs([node()]) -> [msgflow:pair_count()].
+last_pairs([]) ->
+    [];
+last_pairs(Nodes) ->
+    case whereis(?SERVER) of
+        undefined -> [];
+        _ -> [{S, R, C} || #{rows := Rows} <- gen_server:call(?SERVER, {tops, Nodes}, infinity),
+                           #{sender := S, receiver := R, count := C} <- Rows]
+    end.
+
+%% @private What this node says to its coordinator's pull: its figures and,
+%% when Top, its busiest pairs.
+-spec report(boolean()) -> map().
+report(Top) ->
+    case msgflow_collector:store(false) of
+        undefined ->
+            #{running => false, events => 0, pairs => 0, last_snapshot_ms => undefined};
+        Store = #{pairs := T} ->
+            R = #{running => maps:get(running, Store), events => maps:get(events, Store),
+                  pairs => ets:info(T, size),
+                  last_snapshot_ms => erlang:system_time(millisecond) - maps:get(taken_at, Store)},
+            case Top of
+                true -> R#{top => local_view(#{by => process, limit => ?TOP_KEPT})};
+                false -> R
+            end
+    end.
+
+%% @private The labels of these local processes, as this node gives them.
+-spec labels([pid()]) -> #{pid() => binary()}.
+labels(Pids) ->
+    maps:from_list([{P, msgflow_labels:label(P)} || P <- Pids, node(P) =:= node()]).
+
+local_status() ->
+    R = report(false),
+    #{node => node(), status => up, pairs => maps:get(pairs, R), events => maps:get(events, R),
+      last_snapshot_ms => maps:get(last_snapshot_ms, R), reason => undefined}.
+
+%%% The coordinator
+
+%% @private
+-spec start_link(msgflow_opts:opts(), all | [node()]) -> {ok, pid()} | {error, term()}.
+start_link(Opts, Nodes) ->
+    gen_server:start_link({local, ?SERVER}, ?MODULE, {Opts, Nodes}, []).
+
+%% @private
+-spec init({msgflow_opts:opts(), all | [node()]}) -> {ok, #st{}}.
+init({Opts, Nodes}) ->
+    process_flag(trap_exit, true),
+    ok = net_kernel:monitor_nodes(true, [nodedown_reason]),
+    {ok, #st{opts = Opts, nodes = Nodes, running = false}}.
+
+%% Each node named is started (all at once); with `abort', one that could
+%% not be makes the start fail and stops the others.
+start_members(St = #st{opts = Opts, nodes = Nodes}) ->
+    Targets = case Nodes of
+                  all -> erlang:nodes(visible);
+                  L -> [N || N <- L, N =/= node()]
+              end,
+    Self = self(),
+    Started = [{N, receive {started, Ref, R} -> R end}
+               || {N, Ref} <- [{N, spawn_start(Self, N, Opts)} || N <- Targets]],
+    Failed = [{N, R} || {N, {error, R}} <- Started],
+    case {Failed, maps:get(on_node_error, Opts)} of
+        {[_ | _], abort} ->
+            _ = [stop_member(N) || {N, ok} <- Started],
+            {{error, {nodes, Failed}}, St};
+        _ ->
+            Members = maps:from_list([{N, member(R)} || {N, R} <- Started]),
+            {ok, schedule(St#st{members = Members, running = true})}
+    end.
+
+spawn_start(Self, N, Opts) ->
+    Ref = make_ref(),
+    _ = spawn_link(fun() -> Self ! {started, Ref, start_member(N, Opts, Self)} end),
+    Ref.
+
+member(ok) -> #member{};
+member({error, {incompatible, Why}}) -> #member{status = incompatible, reason = Why};
+member({error, Why}) -> #member{status = down, reason = Why}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
+handle_call(start_members, _From, St) ->
+    {Reply, St1} = start_members(St),
+    {reply, Reply, St1};
+handle_call(members, _From, St) ->
+    {reply, maps:keys(St#st.members), St};
+handle_call(statuses, _From, St) ->
+    {reply, [status(N, M) || {N, M} <- lists:sort(maps:to_list(St#st.members))], St};
+handle_call({tops, Nodes}, _From, St) ->
+    {reply, [T || N <- Nodes, #member{top = T} <- [maps:get(N, St#st.members, #member{})],
+                  is_map(T)], St};
+handle_call(stop, _From, St) ->
+    _ = [stop_member(N) || {N, #member{status = S}} <- maps:to_list(St#st.members),
+                           S =/= down, S =/= incompatible],
+    {reply, ok, St#st{running = false}};
+handle_call(_Other, _From, St) ->
+    {reply, {error, unknown_call}, St}.
+
+%% @private
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(_Msg, St) ->
+    {noreply, St}.
+
+%% @private
+-spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+handle_info(tick, St = #st{running = true}) ->
+    {noreply, schedule(pull(St#st{tick = undefined}))};
+handle_info(tick, St) ->
+    {noreply, St#st{tick = undefined}};
+handle_info({nodedown, N, Info}, St = #st{members = Ms}) when is_map_key(N, Ms) ->
+    M = maps:get(N, Ms),
+    {noreply, St#st{members = Ms#{N := M#member{status = down, request = undefined,
+                                                reason = maps:get(nodedown_reason, Info,
+                                                                  nodedown)}}}};
+handle_info({nodeup, N, _}, St = #st{nodes = all, running = true, members = Ms, opts = Opts}) ->
+    %% a node that joins (or comes back) is started; its earlier counts,
+    %% if it had any, were its own run's
+    {noreply, St#st{members = Ms#{N => member(start_member(N, Opts, self()))}}};
+handle_info(Msg, St = #st{members = Ms}) ->
+    %% a pull's answer
+    case [{N, M, R} || {N, M = #member{request = {Id, _}}} <- maps:to_list(Ms),
+                       (R = check(Msg, Id)) =/= no_response] of
+        [{N, M, Result} | _] -> {noreply, St#st{members = Ms#{N := answered(M, Result)}}};
+        [] -> {noreply, St}
+    end.
+
+check(Msg, Id) ->
+    try erpc:check_response(Msg, Id) of
+        no_response -> no_response;
+        {response, R} -> {ok, R}
+    catch
+        error:{erpc, Why} -> {error, Why};
+        C:Why -> {error, {C, Why}}
+    end.
+
+answered(M, {ok, R = #{}}) ->
+    M#member{status = up, reason = undefined, request = undefined,
+             report = maps:remove(top, R),
+             top = case R of
+                       #{top := T = #{}} -> T;
+                       _ -> M#member.top
+                   end};
+answered(M, {error, Why}) ->
+    M#member{status = stale, reason = Why, request = undefined}.
+
+%% @private
+-spec terminate(term(), #st{}) -> ok.
+terminate(_Reason, _St) ->
+    ok.
+
+schedule(St = #st{opts = #{interval := I}}) ->
+    St#st{tick = erlang:send_after(I, self(), tick)}.
+
+%% One request outstanding per node: one that was not answered within two
+%% intervals makes its node stale until it is.
+pull(St = #st{members = Ms, opts = #{interval := I}}) ->
+    Now = erlang:monotonic_time(millisecond),
+    Ms1 = maps:map(fun(_, M = #member{status = S}) when S =:= down; S =:= incompatible -> M;
+                      (_, M = #member{request = {_, At}}) when Now - At > 2 * I ->
+                           M#member{status = stale, reason = no_answer};
+                      (_, M = #member{request = {_, _}}) -> M;
+                      (N, M = #member{pulls = P}) ->
+                           Top = P rem ?TOP_EVERY =:= 0,
+                           M#member{request = {erpc:send_request(N, ?MODULE, report, [Top]), Now},
+                                    pulls = P + 1}
+                   end, Ms),
+    St#st{members = Ms1}.
+
+status(N, #member{status = S, reason = Why, report = R}) ->
+    #{node => N, status => S, pairs => maps:get(pairs, R, 0), events => maps:get(events, R, 0),
+      last_snapshot_ms => maps:get(last_snapshot_ms, R, undefined), reason => Why}.
+
+%%% Starting and stopping a node
+
+start_member(N, Opts, Coordinator) ->
+    try
+        ok = compatible(N),
+        ok = ensure_code(N),
+        case erpc:call(N, msgflow, start, [Opts#{nodes => local, coordinator => Coordinator}],
+                       ?START_TIMEOUT) of
+            ok -> ok;
+            {error, _} = E -> E
+        end
+    catch
+        throw:{incompatible, _} = I -> {error, I};
+        throw:Why -> {error, Why};
+        error:{erpc, Why} -> {error, Why};
+        C:Why -> {error, {C, Why}}
+    end.
+
+stop_member(N) ->
+    catch erpc:call(N, msgflow, stop, [], ?START_TIMEOUT).
+
+%% The NIF is built for this node's release and NIF version; so are the
+%% beams (a beam of a newer release may not load on an older one).
+compatible(N) ->
+    Mine = {erlang:system_info(otp_release), erlang:system_info(nif_version)},
+    Theirs = {erpc:call(N, erlang, system_info, [otp_release], ?START_TIMEOUT),
+              erpc:call(N, erlang, system_info, [nif_version], ?START_TIMEOUT)},
+    case Theirs of
+        Mine -> ok;
+        {Rel, Nif} -> throw({incompatible, {otp_release, Rel, nif_version, Nif}})
+    end.
+
+%% msgflow's modules loaded with code:load_binary/3 (so also on an
+%% embedded node), its application spec loaded, and the NIF written to the
+%% node's user cache directory, under msgflow-cluster/priv, which is where
+%% msgflow_tracer looks for it: beside the ebin its file name says.
+ensure_code(N) ->
+    case erpc:call(N, code, which, [msgflow_cluster], ?START_TIMEOUT) of
+        File when is_list(File) ->
+            ok;
+        _ ->
+            Dir = filename:join(erpc:call(N, filename, basedir, [user_cache, "msgflow"]),
+                                "msgflow-cluster-" ++ erlang:system_info(otp_release)),
+            SoFile = filename:join([Dir, "priv", "msgflow_tracer.so"]),
+            {ok, So} = file:read_file(filename:join(code:priv_dir(msgflow), "msgflow_tracer.so")),
+            ok = erpc:call(N, filelib, ensure_path, [filename:join(Dir, "priv")]),
+            Tmp = SoFile ++ ".new",
+            ok = erpc:call(N, file, write_file, [Tmp, So]),
+            %% renamed over: a VM that loaded the old file keeps it mapped
+            ok = erpc:call(N, file, rename, [Tmp, SoFile]),
+            %% the application first, its environment saying where the NIF is
+            {ok, Keys} = application:get_all_key(msgflow),
+            Env = [{priv_dir, filename:join(Dir, "priv")} | proplists:get_value(env, Keys, [])],
+            AppSpec = {application, msgflow,
+                       [{env, Env} | [KV || KV = {K, _} <- Keys,
+                                            not lists:member(K, [env, start_phases])]]},
+            case erpc:call(N, application, load, [AppSpec]) of
+                ok -> ok;
+                {error, {already_loaded, msgflow}} ->
+                    erpc:call(N, application, set_env, [msgflow, priv_dir,
+                                                        filename:join(Dir, "priv")]);
+                {error, Why} -> throw({app_load, Why})
+            end,
+            {ok, Mods} = application:get_key(msgflow, modules),
+            %% the tracer last: its on_load loads the NIF
+            _ = [load_module(N, Dir, M) || M <- (Mods -- [msgflow_tracer]) ++ [msgflow_tracer]],
+            ok
+    end.
+
+load_module(N, Dir, M) ->
+    {M, Bin, _} = code:get_object_code(M),
+    File = filename:join([Dir, "ebin", atom_to_list(M) ++ ".beam"]),
+    case erpc:call(N, code, load_binary, [M, File, Bin], ?START_TIMEOUT) of
+        {module, M} -> ok;
+        {error, Why} -> throw({load_binary, M, Why})
+    end.
