@@ -33,7 +33,8 @@
 -module(msgflow_cluster).
 -behaviour(gen_server).
 
--export([start/2, stop/0, forget/0, members/0, nodes/0, view/2, call_all/3, labels/1]).
+-export([start/2, stop/0, forget/0, members/0, nodes/0, view/2, call_all/3, call_all/4,
+         labels/1, refresh/0]).
 -export([report/1, local_view/1, local_pairs/0, local_hotspots/1, local_history/2,
          last_pairs/1]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -119,6 +120,16 @@ members() ->
         _ -> try gen_server:call(?SERVER, members, infinity) catch exit:_ -> [] end
     end.
 
+%% @doc Pulls every node's figures and busiest pairs now and waits for the
+%% answers (at most ?VIEW_TIMEOUT ms): what a node that goes down after it
+%% keeps.  `ok' also when no cluster runs.
+-spec refresh() -> ok.
+refresh() ->
+    case whereis(?SERVER) of
+        undefined -> ok;
+        _ -> gen_server:call(?SERVER, refresh, infinity)
+    end.
+
 %% @doc Each node's status, this one first.
 -spec nodes() -> [node_status()].
 nodes() ->
@@ -164,7 +175,12 @@ local_first(Views) ->
 %% nodes are asked at once; this node runs it in a process of its own.
 -spec call_all([node()], atom(), list()) -> [{node(), {ok, term()} | {error, term()}}].
 call_all(Nodes, F, Args) ->
-    Reqs = [{N, erpc:send_request(N, ?MODULE, F, Args)} || N <- Nodes],
+    call_all(Nodes, ?MODULE, F, Args).
+
+%% @doc call_all/3 of M:F(Args...).
+-spec call_all([node()], module(), atom(), list()) -> [{node(), {ok, term()} | {error, term()}}].
+call_all(Nodes, M, F, Args) ->
+    Reqs = [{N, erpc:send_request(N, M, F, Args)} || N <- Nodes],
     Deadline = erlang:monotonic_time(millisecond) + ?VIEW_TIMEOUT,
     [{N, try erpc:receive_response(R, {abs, Deadline}) of
              {error, _} = E -> E;
@@ -180,12 +196,12 @@ call_all(Nodes, F, Args) ->
 with_remote_labels(View = #{endpoints := Ends}) ->
     ByNode = maps:groups_from_list(fun node/1,
                                    [P || P <- maps:keys(Ends), is_pid(P), node(P) =/= node()]),
-    Found = lists:foldl(fun({_, {ok, L}}, Acc) when is_map(L) -> maps:merge(Acc, L);
+    Members = members(),
+    Asked = [{N, Ps} || {N, Ps} <- maps:to_list(ByNode), lists:member(N, Members)],
+    Found = lists:foldl(fun({ok, L}, Acc) when is_map(L) -> maps:merge(Acc, L);
                            (_, Acc) -> Acc
                         end, #{},
-                        [R || {N, Ps} <- maps:to_list(ByNode),
-                              lists:member(N, members()),
-                              {_, R} <- call_all([N], labels, [Ps])]),
+                        [R || {N, Ps} <- Asked, {_, R} <- call_all([N], labels, [Ps])]),
     msgflow_view:relabel(View, Found);
 with_remote_labels(View) ->
     View.
@@ -320,6 +336,8 @@ member({error, Why}) -> #member{status = down, reason = Why}.
 handle_call(start_members, _From, St) ->
     {Reply, St1} = start_members(St),
     {reply, Reply, St1};
+handle_call(refresh, _From, St) ->
+    {reply, ok, pull_now(St)};
 handle_call(members, _From, St) ->
     {reply, maps:keys(St#st.members), St};
 handle_call(statuses, _From, St) ->
@@ -330,7 +348,8 @@ handle_call({tops, Nodes}, _From, St) ->
 handle_call(stop, _From, St) ->
     _ = [stop_member(N) || {N, #member{status = S}} <- maps:to_list(St#st.members),
                            S =/= down, S =/= incompatible],
-    {reply, ok, St#st{running = false}};
+    %% their final figures, for nodes/0
+    {reply, ok, pull_now(St#st{running = false})};
 handle_call(_Other, _From, St) ->
     {reply, {error, unknown_call}, St}.
 
@@ -348,8 +367,8 @@ handle_info(tick, St) ->
 handle_info({nodedown, N, Info}, St = #st{members = Ms}) when is_map_key(N, Ms) ->
     M = maps:get(N, Ms),
     {noreply, St#st{members = Ms#{N := M#member{status = down, request = undefined,
-                                                reason = maps:get(nodedown_reason, Info,
-                                                                  nodedown)}}}};
+                                                reason = proplists:get_value(
+                                                           nodedown_reason, Info, nodedown)}}}};
 handle_info({nodeup, N, _}, St = #st{nodes = all, running = true, members = Ms, opts = Opts}) ->
     %% a node that joins (or comes back) is started; its earlier counts,
     %% if it had any, were its own run's
@@ -380,6 +399,17 @@ answered(M, {ok, R = #{}}) ->
                    end};
 answered(M, {error, Why}) ->
     M#member{status = stale, reason = Why, request = undefined}.
+
+%% Every node's figures and busiest pairs, pulled and waited for.
+pull_now(St = #st{members = Ms}) ->
+    Asked = [N || {N, #member{status = S}} <- maps:to_list(Ms), S =/= down, S =/= incompatible],
+    Answers = maps:from_list(call_all(Asked, report, [true])),
+    St#st{members = maps:map(fun(N, M) ->
+                                     case Answers of
+                                         #{N := A} -> answered(M#member{request = undefined}, A);
+                                         _ -> M
+                                     end
+                             end, Ms)}.
 
 %% @private
 -spec terminate(term(), #st{}) -> ok.

@@ -37,6 +37,7 @@
 
 -export([follow/2, follow_calls/2, unfollow/0, flows/0, last/0, keeper/0]).
 -export([depths/2]).
+-export([part_watch/2, part_messages/1, part_finish/1]).
 -export([start/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -export_type([flow/0, summary/0, event/0]).
@@ -63,8 +64,12 @@
 %% from the first event to the last, `events' in causal order (at most
 %% `max_events'; `dropped' the ones past it), `labels' each endpoint's
 %% label, read while the flow ran; `quiet' false when the flow still went
-%% on at follow/2's `timeout'.
+%% on at follow/2's `timeout'; `nodes' the nodes whose counts are in it
+%% (across a cluster, each counts the sends of its own processes; `at_us'
+%% of another node's event is counted from that node's first event: clocks
+%% are not compared).
 -type flow() :: #{label := term(), messages := non_neg_integer(), quiet => boolean(),
+                  nodes => [node()],
                   pairs := [{msgflow:endpoint(), msgflow:endpoint(), pos_integer()}],
                   processes := [msgflow:endpoint()], depth := non_neg_integer(),
                   duration_us := non_neg_integer(), events := [event()],
@@ -121,8 +126,13 @@ follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
             E;
         {ok, #{settle := Settle, max_events := Max, print := Print, timeout := Timeout}} ->
             case keeper_call({watch, Max}) of
-                {ok, Label} -> run_followed(Fun, Label, Settle, Timeout, Print);
-                {error, _} = E -> E
+                {ok, Label} ->
+                    %% across a cluster, every node counts the label too
+                    _ = msgflow_cluster:call_all(msgflow_cluster:members(), ?MODULE, part_watch,
+                                                 [Label, Max]),
+                    run_followed(Fun, Label, Settle, Timeout, Print);
+                {error, _} = E ->
+                    E
             end
     end;
 follow(Fun, Opts) when is_function(Fun, 0) ->
@@ -138,12 +148,16 @@ run_followed(Fun, Label, Settle, Timeout, Print) ->
     Result = try Fun()
              catch Class:Reason:Stack ->
                      _ = seq_trace:set_token(Old),
-                     _ = keeper_call({finish, Label, false}),
+                     _ = msgflow_cluster:call_all(msgflow_cluster:members(), ?MODULE,
+                                                  part_finish, [Label]),
+                     _ = keeper_call({finish, Label, false, []}),
                      erlang:raise(Class, Reason, Stack)
              end,
     _ = seq_trace:set_token([]),
     Quiet = wait_quiet(Label, Settle, -1, erlang:monotonic_time(millisecond) + Timeout),
-    Finished = keeper_call({finish, Label, Quiet}),
+    Parts = [P || {_, {ok, P = #{}}} <- msgflow_cluster:call_all(msgflow_cluster:members(),
+                                                                  ?MODULE, part_finish, [Label])],
+    Finished = keeper_call({finish, Label, Quiet, Parts}),
     _ = seq_trace:set_token(Old),
     case Finished of
         #{} = Flow ->
@@ -161,7 +175,10 @@ wait_quiet(Label, Settle, Before, Deadline) ->
     receive after Settle -> ok end,
     Ref = erlang:trace_delivered(all),
     receive {trace_delivered, all, Ref} -> ok end,
-    case keeper_call({messages, Label}) of
+    Remote = [M || {_, {ok, M}} <- msgflow_cluster:call_all(msgflow_cluster:members(), ?MODULE,
+                                                            part_messages, [Label]),
+                   is_integer(M)],
+    case keeper_call({messages, Label}) + lists:sum(Remote) of
         Before -> true;
         Now ->
             erlang:monotonic_time(millisecond) < Deadline andalso
@@ -198,6 +215,24 @@ flows() ->
         undefined -> [];
         _ -> keeper_call(flows)
     end.
+
+%% @private On a node of a cluster: counts Label's flow here too (the
+%% coordinator's follow/2 started it).
+-spec part_watch(term(), non_neg_integer()) -> ok | {error, term()}.
+part_watch(Label, Max) ->
+    keeper_call({watch_label, Label, Max}).
+
+%% @private The messages of Label's flow counted here so far.
+-spec part_messages(term()) -> non_neg_integer() | {error, term()}.
+part_messages(Label) ->
+    keeper_call({messages, Label}).
+
+%% @private What this node counted of Label's flow (its pairs, labels and
+%% events, their times counted from this node's first event: clocks of
+%% different nodes are never compared); the watch here ends.
+-spec part_finish(term()) -> map() | {error, term()}.
+part_finish(Label) ->
+    keeper_call({part_finish, Label}).
 
 %% @doc The last flow follow/2 returned, or `undefined'.
 -spec last() -> flow() | undefined.
@@ -268,21 +303,27 @@ init([]) ->
 
 %% @private
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
-handle_call({watch, Max}, _From, St = #st{next = N, fs = FS}) ->
-    case system_tracer(St) of
-        {error, _} = E ->
-            {reply, E, St};
-        ok ->
-            Label = {msgflow_follow, N},
-            case msgflow_tracer:flow_watch(FS, Label, Max) of
-                ok ->
-                    F = #{pairs => #{}, labels => #{},
-                          started => erlang:monotonic_time(microsecond)},
-                    {reply, {ok, Label}, St#st{next = N + 1,
-                                               follows = (St#st.follows)#{Label => F}}};
-                full ->
-                    {reply, {error, too_many_flows}, St}
-            end
+handle_call({watch, Max}, _From, St = #st{next = N}) ->
+    %% the node in it: a cluster's nodes count it under the same label
+    Label = {msgflow_follow, node(), N},
+    case watch(Label, Max, St) of
+        {ok, St1} -> {reply, {ok, Label}, St1#st{next = N + 1}};
+        {error, _} = E -> {reply, E, St}
+    end;
+handle_call({watch_label, Label, Max}, _From, St) ->
+    case watch(Label, Max, St) of
+        {ok, St1} -> {reply, ok, St1};
+        {error, _} = E -> {reply, E, St}
+    end;
+handle_call({part_finish, Label}, _From, St0) ->
+    St1 = take(St0),
+    case St1#st.follows of
+        #{Label := #{pairs := P, labels := Ls}} ->
+            Events = relative(msgflow_tracer:flow_take(St1#st.fs, Label)),
+            St = release_tracer(St1#st{follows = maps:remove(Label, St1#st.follows)}),
+            {reply, #{node => node(), pairs => P, labels => Ls, events => Events}, St};
+        _ ->
+            {reply, {error, {unknown_flow, Label}}, St1}
     end;
 handle_call({messages, Label}, _From, St0) ->
     St = take(St0),
@@ -290,12 +331,29 @@ handle_call({messages, Label}, _From, St0) ->
         #{Label := #{pairs := Pairs}} -> {reply, lists:sum(maps:values(Pairs)), St};
         _ -> {reply, 0, St}
     end;
-handle_call({finish, Label, Quiet}, _From, St0) ->
+handle_call({finish, Label, Quiet, Parts}, _From, St0) ->
     St1 = take(St0),
     case St1#st.follows of
-        #{Label := F} ->
-            Events = msgflow_tracer:flow_take(St1#st.fs, Label),
-            Flow = (flow(Label, F, Events))#{quiet => Quiet},
+        #{Label := F0} ->
+            %% the other nodes' parts, if any: pairs summed (a send is
+            %% counted on its sender's node only), labels and events added
+            F = lists:foldl(fun(#{node := PN, pairs := P, labels := Ls},
+                                Acc = #{pairs := AP, labels := AL}) ->
+                                    %% a process is named as its own node names it
+                                    Own = maps:filter(fun(K, _) ->
+                                                              msgflow_labels:node_of(K) =:= PN
+                                                      end, Ls),
+                                    Acc#{pairs := maps:fold(fun(K, V, M) ->
+                                                                    maps:update_with(
+                                                                      K, fun(X) -> X + V end,
+                                                                      V, M)
+                                                            end, AP, P),
+                                         labels := maps:merge(maps:merge(Ls, AL), Own)}
+                            end, F0, Parts),
+            Events = relative(msgflow_tracer:flow_take(St1#st.fs, Label))
+                ++ lists:append([Es || #{events := Es} <- Parts]),
+            Flow = (flow(Label, F, Events))#{quiet => Quiet,
+                                             nodes => [node() | [PN || #{node := PN} <- Parts]]},
             St = release_tracer(St1#st{follows = maps:remove(Label, St1#st.follows),
                                        last = Flow}),
             {reply, Flow, St};
@@ -374,6 +432,29 @@ system_tracer(#st{fs = FS}) ->
                 false -> {error, {system_tracer_busy, Current}}
             end
     end.
+
+%% Starts keeping Label's flow on this node.
+watch(Label, Max, St = #st{fs = FS}) ->
+    case system_tracer(St) of
+        {error, _} = E ->
+            E;
+        ok ->
+            case msgflow_tracer:flow_watch(FS, Label, Max) of
+                ok ->
+                    F = #{pairs => #{}, labels => #{},
+                          started => erlang:monotonic_time(microsecond)},
+                    {ok, St#st{follows = (St#st.follows)#{Label => F}}};
+                full ->
+                    {error, too_many_flows}
+            end
+    end.
+
+%% Event times from this node's first event of the flow.
+relative([]) ->
+    [];
+relative(Events) ->
+    T0 = lists:min([T || {_, _, _, _, T} <- Events]),
+    [{P, C, F, To, T - T0} || {P, C, F, To, T} <- Events].
 
 %% false again once nothing is followed, if it is still ours.
 release_tracer(St = #st{fs = FS, follows = Fs, entries = Es}) ->
@@ -551,7 +632,7 @@ add_entry(E = #entry{label = Label, pairs = P0, messages = M0, known = K0, depth
 
 %% @doc The depth of each event: 1 + that of the message its sender last
 %% received in the flow (seq_trace sets a send's Prev to the serial of
-%% that message), else 1.  Events are taken in serial order, in which a
+%% that message; one sent to a name is found by its serial alone), else 1.  Events are taken in serial order, in which a
 %% message always comes after the one that caused it (a process's serial
 %% counter never falls behind a serial it received).  Known maps
 %% `{Receiver, Serial}' to the depth of messages seen before; the result
@@ -563,11 +644,24 @@ depths(Events, Known0) ->
     Sorted = lists:sort(fun({_, C1, _, _, T1}, {_, C2, _, _, T2}) -> {C1, T1} =< {C2, T2} end,
                         Events),
     {Out, _} = lists:mapfoldl(fun(Ev = {Prev, Cur, From, To, _}, K) ->
-                                      D = maps:get({From, Prev}, K, 0) + 1,
-                                      {{Ev, D}, K#{{To, Cur} => D}}
-                                  end, Known0, Sorted),
-    New = maps:from_list([{{To, Cur}, D} || {{_, Cur, _, To, _}, D} <- Out]),
+                                      D = parent_depth(From, Prev, K) + 1,
+                                      {{Ev, D}, known(To, Cur, D, K)}
+                              end, Known0, Sorted),
+    New = lists:foldl(fun({{_, Cur, _, To, _}, D}, M) -> known(To, Cur, D, M) end, #{}, Out),
     {Out, case Events of [] -> Known0; _ -> New end}.
+
+%% A message sent to a name ({Name, Node} on another node, an atom) is
+%% known by its serial alone: its receiver's pid is not in the event.
+known(To, Cur, D, K) when is_pid(To) -> K#{{To, Cur} => D};
+known(To, Cur, D, K) when is_port(To) -> K#{{To, Cur} => D};
+known(_Name, Cur, D, K) -> K#{{name, Cur} => D}.
+
+parent_depth(From, Prev, K) ->
+    case K of
+        #{{From, Prev} := D} -> D;
+        #{{name, Prev} := D} -> D;
+        _ -> 0
+    end.
 
 %% The Flow of a follow/2 label.
 flow(Label, #{pairs := P, labels := Ls0}, Events) ->

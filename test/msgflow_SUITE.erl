@@ -26,11 +26,15 @@
 -export([follow_chain/1, follow_port/1, follow_calls_exact/1, follow_calls_sample/1,
          follow_system_tracer_busy/1, flow_callbacks_odd/1, follow_calls_errors/1,
          follow_never_quiet/1,
+         cluster_exact/1, cluster_node_down/1, cluster_node_joins/1,
+         cluster_coordinator_killed/1, cluster_start_errors/1, cluster_flow/1,
+         peer_send/3, peer_call/3, peer_echo/0, flagged/0]).
+-export([
          chain_hop/1, flow_request/1, flow_caller/3, flow_plain_caller/2]).
 
 
 all() ->
-    [{group, tracing}, {group, flows}, {group, allocators}, {group, c_tools}].
+    [{group, tracing}, {group, flows}, {group, cluster}, {group, allocators}, {group, c_tools}].
 
 groups() ->
     [{tracing, [sequence],
@@ -46,6 +50,10 @@ groups() ->
       [follow_chain, follow_port, follow_calls_exact, follow_calls_sample,
        follow_system_tracer_busy, flow_callbacks_odd, follow_calls_errors,
        follow_never_quiet]},
+     %% msgflow over distribution, with peer nodes on this machine
+     {cluster, [sequence],
+      [cluster_exact, cluster_node_down, cluster_node_joins, cluster_coordinator_killed,
+       cluster_start_errors, cluster_flow]},
      {allocators, [sequence],
       [allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
@@ -1969,3 +1977,210 @@ self_loop_forever() ->
     self() ! tick,
     receive tick -> ok end,
     self_loop_forever().
+
+%%% Cluster (issue 15): peer nodes on this machine
+
+%% A peer with msgflow and this suite in its code path, or (Code = false)
+%% with neither: the coordinator loads msgflow into it.
+cluster_peer(Code) ->
+    _ = start_distribution(),
+    %% no global mesh among the peers: its partition checks would cut
+    %% connections as peers come and go
+    Args = ["-connect_all", "false"]
+        ++ case Code of
+               true -> lists:append([["-pa", filename:dirname(code:which(M))]
+                                     || M <- [msgflow, ?MODULE]]);
+               false -> []
+           end,
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args}),
+    {Peer, Node}.
+
+%% Run on a peer: N sends to Dest from a process of its own there.
+peer_send(Parent, Dest, N) ->
+    spawn(fun() -> [Dest ! {m, I} || I <- lists:seq(1, N)], Parent ! {sent, self()} end).
+
+%% Run on a peer: N gen_server:calls to Server from a process there.
+peer_call(Parent, Server, N) ->
+    spawn(fun() -> [X = gen_server:call(Server, {get, X}) || X <- lists:seq(1, N)],
+                   Parent ! {called, self()} end).
+
+peer_echo() ->
+    receive {From, Ref, X} -> From ! {Ref, X} end,
+    peer_echo().
+
+wait_status(Node, Status) ->
+    wait_status(Node, Status, 200).
+
+wait_status(Node, Status, 0) ->
+    ct:fail({status, Node, Status, msgflow:nodes()});
+wait_status(Node, Status, Tries) ->
+    case [S || S = #{node := N, status := St} <- msgflow:nodes(), N =:= Node, St =:= Status] of
+        [S] -> S;
+        [] -> receive after 50 -> wait_status(Node, Status, Tries - 1) end
+    end.
+
+%% Known traffic between three nodes, one of which starts without
+%% msgflow's code: pid sends, {Name, Node} sends, replies to aliases.
+%% Each pair is counted on its sender's node; pairs() and the matrices
+%% cover all three, exactly.
+cluster_exact(_Config) ->
+    {P1, N1} = cluster_peer(true),
+    {P2, N2} = cluster_peer(false),
+    try
+        ?assertEqual(non_existing, erpc:call(N2, code, which, [msgflow])),
+        Self = self(),
+        {ok, Db} = msgflow_flow_srv:start(flow_db, undefined),
+        Sink = spawn_link(fun sink/0),
+        Sink1 = erpc:call(N1, erlang, spawn, [timer, sleep, [infinity]]),
+        Sink2 = erpc:call(N2, erlang, spawn, [timer, sleep, [infinity]]),
+        true = erpc:call(N2, erlang, register, [cluster_sink2, Sink2]),
+        ok = msgflow:start(#{nodes => all, interval => 100}),
+        [#{node := Here} | Others] = msgflow:nodes(),
+        ?assertEqual({node(), lists:sort([N1, N2])}, {Here, lists:sort([N || #{node := N} <- Others])}),
+        ?assertEqual([up, up, up], [S || #{status := S} <- msgflow:nodes()]),
+        %% here -> N1: 10 pid sends
+        A = spawn(fun() -> [Sink1 ! {m, I} || I <- lists:seq(1, 10)], Self ! {sent, self()} end),
+        receive {sent, A} -> ok end,
+        %% N1 -> N2: 7 sends to {cluster_sink2, N2}
+        B = erpc:call(N1, ?MODULE, peer_send, [Self, {cluster_sink2, N2}, 7]),
+        receive {sent, B} -> ok end,
+        %% N2 (no suite code there) -> here: 5 sends, each from an erpc process
+        [true = erpc:call(N2, erlang, send, [Sink, {m, I}]) =:= {m, I} || I <- lists:seq(1, 5)],
+        %% N1 -> here: 6 gen_server:calls; the replies go to N1's aliases
+        C = erpc:call(N1, ?MODULE, peer_call, [Self, {flow_db, node()}, 6]),
+        receive {called, C} -> ok end,
+        ok = msgflow:stop(),
+        Pairs = msgflow:pairs(),
+        Of = fun(X) -> lists:sort([P || P = {S, _, _} <- Pairs, S =:= X]) end,
+        ?assertEqual(lists:sort([{A, Sink1, 10}, {A, Self, 1}]), Of(A)),
+        ?assertEqual(lists:sort([{B, {cluster_sink2, N2}, 7}, {B, Self, 1}]), Of(B)),
+        ?assertEqual(lists:sort([{C, {flow_db, node()}, 6}, {C, Self, 1}]), Of(C)),
+        ?assertEqual(5, lists:sum([X || {S, R, X} <- Pairs, R =:= Sink, node(S) =:= N2])),
+        %% the replies: counted on this node, to N1's aliases
+        Cells = maps:get(cells, msgflow:matrix(process)),
+        ?assertEqual(6, lists:sum([X || {{S, _}, #{count := X}} <- maps:to_list(Cells),
+                                        S =:= Db])),
+        %% the node matrix holds every message of every node
+        Nodes = msgflow:nodes(),
+        NodeCells = maps:get(cells, msgflow:matrix(node)),
+        ?assertEqual(lists:sum([E || #{events := E} <- Nodes]),
+                     lists:sum([X || #{count := X} <- maps:values(NodeCells)])),
+        ?assert(maps:is_key({N1, N2}, NodeCells) andalso maps:is_key({node(), N1}, NodeCells)),
+        %% a remote process is named by its own node
+        #{endpoints := Ends} = msgflow_cluster:view(#{by => process, limit => 200}, all),
+        ?assertMatch(#{Sink1 := #{label := <<"timer:sleep/1">>}}, Ends),
+        %% top covers them too, and says how many nodes
+        ct:capture_start(),
+        ok = msgflow:top(5),
+        ct:capture_stop(),
+        ?assertMatch({match, _}, re:run(lists:flatten(ct:capture_get()), "on 3 nodes")),
+        msgflow_flow_srv:stop(flow_db),
+        unlink(Sink),
+        exit(Sink, kill)
+    after
+        peer:stop(P1),
+        peer:stop(P2)
+    end,
+    ok.
+
+%% A peer that goes down keeps its counts (the busiest pairs it last
+%% reported), marked down with the reason; the others go on.
+cluster_node_down(_Config) ->
+    {P1, N1} = cluster_peer(true),
+    Sink = spawn_link(fun sink/0),
+    ok = msgflow:start(#{nodes => [N1], interval => 100}),
+    Self = self(),
+    B = erpc:call(N1, ?MODULE, peer_send, [Self, Sink, 9]),
+    receive {sent, B} -> ok end,
+    %% the last figures and busiest pairs it reports are what is kept
+    ok = msgflow_cluster:refresh(),
+    peer:stop(P1),
+    #{reason := Why} = wait_status(N1, down),
+    ?assertNotEqual(undefined, Why),
+    ?assertEqual(lists:sort([{B, Sink, 9}, {B, Self, 1}]),
+                 lists:sort([P || P = {S, _, _} <- msgflow:pairs(), S =:= B])),
+    %% this node still counts
+    A = spawn(fun() -> [Sink ! m || _ <- lists:seq(1, 3)], Self ! {sent, self()} end),
+    receive {sent, A} -> ok end,
+    ok = msgflow:stop(),
+    ?assertEqual(lists:sort([{A, Sink, 3}, {A, Self, 1}]),
+                 lists:sort([P || P = {S, _, _} <- msgflow:pairs(), S =:= A])),
+    unlink(Sink),
+    exit(Sink, kill),
+    ok.
+
+%% With nodes => all, a node that joins is started and counted.
+cluster_node_joins(_Config) ->
+    _ = start_distribution(),
+    Sink = spawn_link(fun sink/0),
+    ok = msgflow:start(#{nodes => all, interval => 100}),
+    {P1, N1} = cluster_peer(true),
+    try
+        wait_status(N1, up),
+        ?assertMatch(#{running := true}, erpc:call(N1, msgflow, info, [])),
+        Self = self(),
+        B = erpc:call(N1, ?MODULE, peer_send, [Self, Sink, 4]),
+        receive {sent, B} -> ok end,
+        ok = msgflow:stop(),
+        ?assertEqual(lists:sort([{B, Sink, 4}, {B, Self, 1}]),
+                     lists:sort([P || P = {S, _, _} <- msgflow:pairs(), S =:= B]))
+    after
+        peer:stop(P1)
+    end,
+    unlink(Sink),
+    exit(Sink, kill),
+    ok.
+
+%% The coordinator killed: each node stops counting by itself after its
+%% grace period.
+cluster_coordinator_killed(_Config) ->
+    {P1, N1} = cluster_peer(true),
+    try
+        ok = msgflow:start(#{nodes => [N1], interval => 100, grace => 300}),
+        ?assertMatch(#{running := true}, erpc:call(N1, msgflow, info, [])),
+        exit(whereis(msgflow_cluster), kill),
+        T0 = erlang:monotonic_time(millisecond),
+        ok = erpc:call(N1, msgflow, wait, [10000]),
+        ?assert(erlang:monotonic_time(millisecond) - T0 >= 250),
+        ?assertMatch(#{running := false}, erpc:call(N1, msgflow, info, [])),
+        ?assertEqual([], erpc:call(N1, ?MODULE, flagged, []))
+    after
+        peer:stop(P1)
+    end,
+    ok = msgflow:stop(),
+    ok.
+
+%% A node that cannot be started: the start fails and names it (abort),
+%% or goes on without it (skip).
+cluster_start_errors(_Config) ->
+    _ = start_distribution(),
+    Bad = 'msgflow_no_such_node@127.0.0.1',
+    ?assertMatch({error, {nodes, [{Bad, _}]}}, msgflow:start(#{nodes => [Bad]})),
+    ?assertMatch(#{running := false}, msgflow:info()),
+    ok = msgflow:start(#{nodes => [Bad], on_node_error => skip}),
+    ?assertMatch([#{status := up}, #{node := Bad, status := down}], msgflow:nodes()),
+    ?assertEqual({error, {badopt, {nodes, x}}}, msgflow:start(#{nodes => x})),
+    ok = msgflow:stop(),
+    ok.
+
+%% A request that crosses to another node: the flow has both nodes' sends.
+cluster_flow(_Config) ->
+    {P1, N1} = cluster_peer(true),
+    try
+        Echo = erpc:call(N1, erlang, spawn, [?MODULE, peer_echo, []]),
+        true = erpc:call(N1, erlang, register, [cluster_echo, Echo]),
+        ok = msgflow:start(#{nodes => [N1], interval => 100}),
+        Self = self(),
+        {x, Flow} = msgflow:follow(fun() -> Ref = make_ref(), {cluster_echo, N1} ! {Self, Ref, x},
+                                            receive {Ref, X} -> X end end),
+        ?assertMatch(#{messages := 2, depth := 2}, Flow),
+        ?assertEqual(lists:sort([{Self, {cluster_echo, N1}, 1}, {Echo, Self, 1}]),
+                     lists:sort(maps:get(pairs, Flow))),
+        ?assertEqual(lists:sort([node(), N1]), lists:sort(maps:get(nodes, Flow))),
+        ?assertEqual(<<"cluster_echo">>, maps:get(Echo, maps:get(labels, Flow))),
+        ?assertEqual(false, erpc:call(N1, seq_trace, get_system_tracer, [])),
+        ok = msgflow:stop()
+    after
+        peer:stop(P1)
+    end,
+    ok.
