@@ -32,6 +32,7 @@
 %%% view with the busiest pairs it last reported, and `nodes/0' says so.
 -module(msgflow_cluster).
 -behaviour(gen_server).
+-compile({no_auto_import, [nodes/0]}).  %% nodes/0 is ours: each node and its status
 
 -export([start/2, stop/0, forget/0, members/0, nodes/0, view/2, call_all/3, call_all/4,
          labels/1, refresh/0]).
@@ -150,7 +151,8 @@ view(Spec, Only) ->
     Views = [V || {_, {ok, V = #{}}} <- Parts] ++ fallbacks(Parts, Spec),
     case Views of
         [] -> undefined;
-        _ -> with_remote_labels(msgflow_view:merge(local_first(Views), Spec))
+        _ -> (with_remote_labels(msgflow_view:merge(local_first(Views), Spec)))#{
+               node_status => [S || S = #{node := N} <- nodes(), lists:member(N, Nodes)]}
     end.
 
 %% A node that could not answer is in the view with the busiest pairs it

@@ -6,8 +6,9 @@
 -module(msgflow_report).
 -export([views/2, matrix/1, render/3, dump/1, formats/0, json_encode/1, json_fallback/1, rate/3]).
 
-%% 2: endpoints may be groups of exited ones, {exited, Kind, Node}
--define(DUMP_VERSION, 2).
+%% 2: endpoints may be groups of exited ones, {exited, Kind, Node};
+%% 3: `nodes', the nodes whose counts are in it, with their status
+-define(DUMP_VERSION, 3).
 -define(GRAPH_EDGES, 60).   %% edges of the graph in the HTML report
 
 %% @doc The export formats.
@@ -186,16 +187,20 @@ json_escape(B) ->
 %%% etf
 
 %% @doc The dump `export(Path, etf)' writes (term_to_binary of this map);
-%% msgflow-report reads it.  Version 2:
+%% msgflow-report reads it.  Version 3:
 %% ```
-%% #{format => msgflow_dump, version => 2,
+%% #{format => msgflow_dump, version => 3,
 %%   node => node(), taken_at => SystemMs, started_at => SystemMs | undefined,
 %%   running => boolean(), window_ms => Ms, scale => number(),
 %%   events => N, dead_letters => N, overflow => N,
 %%   endpoints => [{Endpoint, Label :: binary(), Module :: atom(),
 %%                  Application :: atom(), Node :: atom()}],
-%%   pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages}]}
+%%   pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages}],
+%%   nodes => [{Node, Status :: up | down | stale | incompatible, Pairs, Events}]}
 %% '''
+%% `nodes' (version 3) lists the nodes whose counts are in the dump: this
+%% one alone, or every node of a cluster (msgflow_cluster), the dump's own
+%% `node' being the coordinator.
 %% Endpoint is a pid, port, atom, `{Name, Node}', reference or (version 2)
 %% `{exited, Kind, Node}', the exited endpoints of one kind; Module and
 %% Application are `undefined' when unknown.  Indexes count from 0 into
@@ -218,7 +223,13 @@ dump(View = #{rows := Rows, endpoints := Ends}) ->
                         {E, L, M, A, N}
                     end || E <- Order],
       pairs => lists:sort([{maps:get(S, Idx), maps:get(R, Idx), C, W}
-                           || #{sender := S, receiver := R, count := C, last_count := W} <- Rows])}.
+                           || #{sender := S, receiver := R, count := C, last_count := W} <- Rows]),
+      nodes => case View of
+                   #{node_status := NS} ->
+                       [{N, St, P, E} || #{node := N, status := St, pairs := P, events := E} <- NS];
+                   _ ->
+                       [{maps:get(node, View), up, maps:get(pairs, View), maps:get(events, View)}]
+               end}.
 
 %%% svg heatmap
 

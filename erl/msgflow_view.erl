@@ -52,7 +52,7 @@
                   windows := [msgflow_collector:window()],
                   dead := [{key(), key(), pos_integer()}],
                   heatmap => #{rows := [key()], cols := [key()]},
-                  nodes => [node()]}.
+                  nodes => [node()], node_status => [msgflow_cluster:node_status()]}.
 %% `by' (process), `limit' (all; else the N busiest rows), `windows'
 %% (0: per-window counts of the K latest closed windows in each row),
 %% `active' (false; true: only rows with messages in those windows),

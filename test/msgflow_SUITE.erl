@@ -560,7 +560,7 @@ reports_all_formats(Config) ->
     %% etf dump
     {ok, Etf} = file:read_file(Path(etf)),
     Dump = binary_to_term(Etf),
-    ?assertMatch(#{format := msgflow_dump, version := 2, node := _, taken_at := _,
+    ?assertMatch(#{format := msgflow_dump, version := 3, node := _, taken_at := _,
                    window_ms := _, scale := 1, events := _, dead_letters := 0,
                    overflow := 0, endpoints := [_ | _], pairs := [_ | _]}, Dump),
     #{endpoints := Ends, pairs := DPairs} = Dump,
@@ -2023,7 +2023,7 @@ wait_status(Node, Status, Tries) ->
 %% msgflow's code: pid sends, {Name, Node} sends, replies to aliases.
 %% Each pair is counted on its sender's node; pairs() and the matrices
 %% cover all three, exactly.
-cluster_exact(_Config) ->
+cluster_exact(Config) ->
     {P1, N1} = cluster_peer(true),
     {P2, N2} = cluster_peer(false),
     try
@@ -2074,6 +2074,17 @@ cluster_exact(_Config) ->
         ok = msgflow:top(5),
         ct:capture_stop(),
         ?assertMatch({match, _}, re:run(lists:flatten(ct:capture_get()), "on 3 nodes")),
+        %% the dump (version 3) names the three; msgflow-report prints them
+        Etf = filename:join(?config(priv_dir, Config), "cluster.etf"),
+        ok = msgflow:export(Etf, etf),
+        {ok, Bin} = file:read_file(Etf),
+        #{version := 3, nodes := DumpNodes, pairs := DumpPairs} = binary_to_term(Bin),
+        ?assertEqual(lists:sort([{N, up} || N <- [node(), N1, N2]]),
+                     lists:sort([{N, St} || {N, St, _, _} <- DumpNodes])),
+        ?assertEqual(lists:sum([X || {_, _, X, _} <- DumpPairs]),
+                     lists:sum([E || {_, _, _, E} <- DumpNodes])),
+        {0, Out} = run(tool("msgflow-report"), [Etf, "--top", "3"]),
+        ?assertMatch({match, _}, re:run(Out, "3 nodes: ")),
         msgflow_flow_srv:stop(flow_db),
         unlink(Sink),
         exit(Sink, kill)

@@ -171,10 +171,12 @@ static void expect_refused(const char *what, ei_x_buff *x, const char *needle)
 /* A minimal valid dump with one endpoint and one pair; `version', the
  * count and the endpoint (the atom foo, or with `group' {exited, 7, n@h})
  * are parameters. */
-static void small_dump(ei_x_buff *x, long version, int big_count, int group)
+/* A dump of one pair; nodes (version 3) != 0 adds a `nodes' list of two,
+ * < 0 a malformed one. */
+static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, int nodes)
 {
     ei_x_new_with_version(x);
-    ei_x_encode_map_header(x, 11);
+    ei_x_encode_map_header(x, nodes ? 12 : 11);
     ei_x_encode_atom(x, "format");
     ei_x_encode_atom(x, "msgflow_dump");
     ei_x_encode_atom(x, "version");
@@ -223,6 +225,25 @@ static void small_dump(ei_x_buff *x, long version, int big_count, int group)
     }
     ei_x_encode_long(x, 5);
     ei_x_encode_empty_list(x);
+    if (nodes) {
+        ei_x_encode_atom(x, "nodes");
+        ei_x_encode_list_header(x, 2);
+        const char *names[] = {"n@h", "m@h"}, *status[] = {"up", "down"};
+        for (int i = 0; i < 2; i++) {
+            ei_x_encode_tuple_header(x, nodes > 0 ? 4 : 3);
+            ei_x_encode_atom(x, names[i]);
+            ei_x_encode_atom(x, status[i]);
+            ei_x_encode_long(x, 3 + i);
+            if (nodes > 0)
+                ei_x_encode_long(x, 10 + i);
+        }
+        ei_x_encode_empty_list(x);
+    }
+}
+
+static void small_dump(ei_x_buff *x, long version, int big_count, int group)
+{
+    small_dump_n(x, version, big_count, group, 0);
 }
 
 static void bad_inputs(void)
@@ -254,8 +275,22 @@ static void bad_inputs(void)
     small_dump(&x, 1, 0, 1);
     expect_refused("group in version 1", &x, "endpoint 0");
     ei_x_free(&x);
+    /* version 3: the nodes of a cluster-wide dump; required there */
+    small_dump_n(&x, 3, 0, 1, 1);
+    CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "nodes dump: %s", err);
+    CHECK(d.n_nodes == 2 && !strcmp(d.nodes[1].name, "m@h") && !strcmp(d.nodes[1].status, "down") &&
+              d.nodes[1].pairs == 4 && d.nodes[1].events == 11,
+          "nodes dump: nodes");
+    mf_dump_free(&d);
+    ei_x_free(&x);
     small_dump(&x, 3, 0, 0);
-    expect_refused("version 3", &x, "version 3 is not known");
+    expect_refused("version 3 without nodes", &x, "without `nodes'");
+    ei_x_free(&x);
+    small_dump_n(&x, 3, 0, 0, -1);
+    expect_refused("a bad node entry", &x, "nodes: entry 0");
+    ei_x_free(&x);
+    small_dump(&x, 4, 0, 0);
+    expect_refused("version 4", &x, "version 4 is not known");
     ei_x_free(&x);
     small_dump(&x, 1, 1, 0);
     expect_refused("count 2^64", &x, "below 2^64");

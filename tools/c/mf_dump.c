@@ -452,6 +452,33 @@ static int dec_pairs(dec *d, mf_dump *out, size_t n_endpoints)
                : (fail(d->err, d->errlen, "pairs: not a proper list"), 0);
 }
 
+/* nodes => [{Node, Status, Pairs, Events}] (version 3). */
+static int dec_nodes(dec *d, mf_dump *out)
+{
+    int n;
+    if (ei_decode_list_header(d->buf, &d->idx, &n) != 0 || n < 0)
+        return fail(d->err, d->errlen, "nodes: not a list"), 0;
+    if (n == 0)
+        return 1;
+    out->nodes = calloc((size_t)n, sizeof(mf_node));
+    if (!out->nodes)
+        return fail(d->err, d->errlen, "out of memory"), 0;
+    for (int i = 0; i < n; i++) {
+        int arity;
+        char a[MAXATOMLEN_UTF8];
+        mf_node *nd = &out->nodes[i];
+        out->n_nodes = (size_t)i + 1; /* so that free sees what was set */
+        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 4 ||
+            !dec_atom(d, a) || !(nd->name = dup_str(a)) || !dec_atom(d, a) ||
+            !(nd->status = dup_str(a)) || !dec_u64(d, &nd->pairs) || !dec_u64(d, &nd->events))
+            return fail(d->err, d->errlen, "nodes: entry %d is not {Node, Status, Pairs, Events}",
+                        i), 0;
+    }
+    return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
+               ? 1
+               : (fail(d->err, d->errlen, "nodes: an improper list"), 0);
+}
+
 int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
@@ -476,11 +503,11 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         return fail(err, errlen, "not a msgflow dump: the term is not a map"), -1;
     /* Keys come in any order: note where each value is, then decode. */
     enum { K_FORMAT, K_VERSION, K_NODE, K_TAKEN, K_STARTED, K_RUNNING, K_WINDOW, K_SCALE,
-           K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_N };
+           K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_NODES, K_N };
     static const char *const names[K_N] = {"format", "version", "node", "taken_at",
                                            "started_at", "running", "window_ms", "scale",
                                            "events", "dead_letters", "overflow", "endpoints",
-                                           "pairs"};
+                                           "pairs", "nodes"};
     int at[K_N];
     for (int k = 0; k < K_N; k++)
         at[k] = -1;
@@ -511,7 +538,7 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
                     out->version, MF_DUMP_VERSION), -1;
     d.version = out->version;
     for (int k = 0; k < K_N; k++)
-        if (at[k] < 0 && k != K_STARTED && k != K_RUNNING)
+        if (at[k] < 0 && k != K_STARTED && k != K_RUNNING && (k != K_NODES || d.version >= 3))
             return fail(err, errlen, "msgflow dump without `%s'", names[k]), -1;
 
     d.idx = at[K_NODE];
@@ -566,6 +593,11 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     d.idx = at[K_PAIRS];
     if (!dec_pairs(&d, out, out->n_endpoints))
         goto bad;
+    if (d.version >= 3) {
+        d.idx = at[K_NODES];
+        if (!dec_nodes(&d, out))
+            goto bad;
+    }
     return 0;
 bad:
     mf_dump_free(out);
@@ -576,6 +608,11 @@ void mf_dump_free(mf_dump *d)
 {
     if (!d)
         return;
+    for (size_t i = 0; i < d->n_nodes; i++) {
+        free(d->nodes[i].name);
+        free(d->nodes[i].status);
+    }
+    free(d->nodes);
     for (size_t i = 0; i < d->n_endpoints; i++)
         endpoint_free(&d->endpoints[i]);
     free(d->endpoints);

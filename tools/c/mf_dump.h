@@ -28,7 +28,7 @@
 
 /* 2: endpoints may be {exited, Kind, Node}, the exited endpoints of one
  * kind (1 is read too) */
-#define MF_DUMP_VERSION 2
+#define MF_DUMP_VERSION 3 /* 2: group endpoints; 3: `nodes' */
 #define MF_DUMP_MAX_DEPTH 16
 
 typedef enum {
@@ -55,6 +55,14 @@ typedef struct {
     uint64_t window_messages; /* in the last window */
 } mf_pair;
 
+/* A node of a cluster-wide dump (version 3): its status when the dump
+ * was taken (up, down, stale, incompatible), its pairs and messages. */
+typedef struct {
+    char *name;
+    char *status;
+    uint64_t pairs, events;
+} mf_node;
+
 typedef struct {
     long version;
     char *node;
@@ -68,6 +76,8 @@ typedef struct {
     mf_endpoint *endpoints;
     size_t n_pairs;
     mf_pair *pairs;
+    size_t n_nodes;        /* version 3; 0 before */
+    mf_node *nodes;
 } mf_dump;
 
 /* Decodes the len bytes at buf into *out.  Returns 0, or -1 with a message

@@ -275,6 +275,14 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, siz
             mf_int(d->window_ms, c));
     if (d->scale > 1.0)
         fprintf(out, "sampled: rates are estimates (x%.1f)\n", d->scale);
+    if (d->n_nodes > 1) {
+        /* a cluster-wide dump (version 3): each node and its status */
+        fprintf(out, "%zu nodes:", d->n_nodes);
+        for (size_t i = 0; i < d->n_nodes; i++)
+            fprintf(out, " %s (%s, %s messages)", d->nodes[i].name, d->nodes[i].status,
+                    mf_int(d->nodes[i].events, a));
+        fputc('\n', out);
+    }
     fprintf(out, "%3s ", "#");
     cell(out, "SENDER", 20, ellipsis);
     fputc(' ', out);
