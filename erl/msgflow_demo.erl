@@ -8,6 +8,12 @@
 %%% etf, svg, html) and the last flow as Mermaid.  The messages are OTP's
 %%% own (httpd acceptors and request handlers, httpc manager and handlers,
 %%% sockets' ports), not a loop of ours.
+%%%
+%%% Then the same across three nodes: this one serves HTTP, two peer nodes
+%%% (one started without msgflow's code, which msgflow loads into it) make
+%%% the requests with httpc; msgflow counts on all three from here, and
+%%% the demo prints the node-by-node matrix, msgflow:nodes() and a
+%%% cluster-wide top.
 -module(msgflow_demo).
 -export([main/0, run/1]).
 
@@ -77,7 +83,58 @@ run(#{clients := Clients, requests := Requests, out := Out}) ->
          ok = msgflow:export(Path, F, #{by => case F of svg -> name; _ -> process end}),
          io:format("  ~-7s ~s~n", [F, Path])
      end || F <- [csv, dot, json, etf, svg, html, mermaid]],
+    ok = cluster(Url),
     ok = inets:stop(httpd, Httpd).
+
+%% httpc clients on two peer nodes, httpd here; msgflow on all three.
+cluster(Url) ->
+    _ = os:cmd("epmd -daemon"),
+    {ok, _} = net_kernel:start([list_to_atom("msgflow_demo_" ++ os:getpid()), shortnames]),
+    Ebin = filename:dirname(code:which(msgflow)),
+    {ok, P1, N1} = peer:start_link(#{name => peer:random_name(), args => ["-pa", Ebin]}),
+    {ok, P2, N2} = peer:start_link(#{name => peer:random_name()}),   %% no msgflow there
+    try
+        [{ok, _} = erpc:call(N, application, ensure_all_started, [inets]) || N <- [N1, N2]],
+        io:format("~n~ncluster: httpd here (~s), httpc on ~s and ~s (~s without msgflow's "
+                  "code)~nmsgflow:start(#{nodes => all, interval => 200})~n",
+                  [node(), N1, N2, N2]),
+        ok = msgflow:start(#{nodes => all, interval => 200}),
+        Parent = self(),
+        Clients = [spawn_link(fun() ->
+                                      %% each request from a process of its own on N
+                                      [{ok, {{_, 200, _}, _, _}} =
+                                           erpc:call(N, httpc, request, [Url])
+                                       || _ <- lists:seq(1, 100)],
+                                      Parent ! {done, self()}
+                              end) || N <- [N1, N2]],
+        [receive {done, C} -> ok end || C <- Clients],
+        ok = msgflow:stop(),
+        io:format("~nmsgflow:nodes():~n"),
+        [io:format("  ~-40s ~-6s ~8s messages ~6s pairs~n",
+                   [N, S, msgflow_fmt:int(E), msgflow_fmt:int(P)])
+         || #{node := N, status := S, events := E, pairs := P} <- msgflow:nodes()],
+        #{rows := Rows, cols := Cols, cells := Cells} = msgflow:matrix(node),
+        io:format("~nmsgflow:matrix(node), messages (sender's node down, receiver's across):~n"
+                  "  ~-40s ~s~n",
+                  ["", lists:join(" ", [io_lib:format("~12s", [short(C)]) || C <- Cols])]),
+        [io:format("  ~-40s ~s~n",
+                   [R, lists:join(" ", [io_lib:format("~12s",
+                                                      [case Cells of
+                                                           #{{R, C} := #{count := X}} ->
+                                                               msgflow_fmt:int(X);
+                                                           _ -> "-"
+                                                       end]) || C <- Cols])])
+         || R <- Rows],
+        io:format("~nmsgflow:top(10), every node:~n"),
+        ok = msgflow:top(10)
+    after
+        peer:stop(P1),
+        peer:stop(P2)
+    end,
+    ok.
+
+short(Node) ->
+    hd(string:split(atom_to_list(Node), "@")).
 
 client(_Url, 0) ->
     ok;

@@ -175,10 +175,28 @@ merge([Local | _] = Views, Spec) ->
                                _ -> length(Rows1)
                            end,
                  running => lists:any(fun(#{running := R}) -> R end, Views),
-                 endpoints => lists:foldl(fun(#{endpoints := E}, Acc) -> maps:merge(E, Acc) end,
-                                          #{}, Views),
+                 endpoints => merge_endpoints(Views),
                  dead => [{S, R, C} || {{S, R}, C} <- Dead],
                  nodes => [N || #{node := N} <- Views]}).
+
+%% Every view's endpoint info; the text of an endpoint a node showed as
+%% one of its own is written again as this node prints it (`<0.115.0>'
+%% there is `<12345.115.0>' here; its node is in its info).
+merge_endpoints(Views) ->
+    Here = node(),
+    All = lists:foldl(fun(#{endpoints := E, node := N}, Acc) ->
+                              E1 = case N of
+                                       Here -> E;
+                                       _ -> maps:map(fun(K, I) -> I#{text => here_text(K)} end,
+                                                     E)
+                                   end,
+                              maps:merge(E1, Acc)
+                      end, #{}, Views),
+    displays(All).
+
+here_text(P) when is_pid(P) -> list_to_binary(pid_to_list(P));
+here_text(P) when is_port(P) -> list_to_binary(erlang:port_to_list(P));
+here_text(K) -> msgflow_fmt:endpoint(K).
 
 %% A row's per-window counts as many as the merged view's windows: the
 %% latest ones, zeros before a node's first.
@@ -221,13 +239,13 @@ add_rows(A, B) ->
 %% again for the keys that changed.
 -spec relabel(view(), #{key() => binary()}) -> view().
 relabel(View = #{endpoints := Ends}, Labels) ->
-    Ends1 = maps:map(fun(K, I = #{text := T}) ->
+    Ends1 = maps:map(fun(K, I) ->
                              case Labels of
-                                 #{K := L} -> I#{label => L, display => <<L/binary, " ", T/binary>>};
+                                 #{K := L} -> I#{label => L};
                                  _ -> I
                              end
                      end, Ends),
-    View#{endpoints => Ends1}.
+    View#{endpoints => displays(Ends1)}.
 
 %% Everything a row needs that is the same for all rows.
 context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval := I}, K) ->
@@ -501,8 +519,10 @@ endpoints(Rows, Extra, By, #{labels := Tables}) ->
                         #{}, Rows),
     Keys = lists:foldl(fun(K, Acc) -> Acc#{K => []} end, Keys0, Extra),
     Meta = meta_fun(By, Tables, map_size(Keys)),
-    Infos = maps:map(fun(Key, _) -> Meta(Key) end, Keys),
-    %% a label shared by several keys gets their text beside it
+    displays(maps:map(fun(Key, _) -> Meta(Key) end, Keys)).
+
+%% A label shared by several keys gets their text beside it.
+displays(Infos) ->
     Seen = maps:fold(fun(_, #{label := L}, Acc) -> Acc#{L => maps:get(L, Acc, 0) + 1} end,
                      #{}, Infos),
     maps:map(fun(_, I = #{label := L, text := T}) ->
