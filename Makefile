@@ -19,7 +19,7 @@ CMAKE_DIR = $(or $(MSGFLOW_CMAKE_DIR),_build/cmake)
 CT_LOGDIR = $(if $(OTP),_build/otp$(OTP)/ct_logs,_build/ct_logs)
 ERL_PA = -pa $(or $(REBAR_BASE_DIR),_build)/default/lib/msgflow/ebin
 
-.PHONY: all deps build demo test bench bench-scale soak fuzz clean
+.PHONY: all deps build demo test bench bench-scale bench-cluster soak fuzz clean
 
 all: build
 
@@ -60,7 +60,16 @@ bench-scale: build
 	mkdir -p _build/bench
 	erlc -o _build/bench tools/bench/*.erl
 	erl -noshell +P 1000000 $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_scale:main()'
+	$(MAKE) --no-print-directory bench-cluster
 	$(MAKE) --no-print-directory soak
+
+# Views across a cluster: MSGFLOW_CLUSTER_NODES (10) peer nodes of
+# MSGFLOW_CLUSTER_PAIRS (200,000) pairs each, counted from this node; part
+# of bench-scale
+bench-cluster: build
+	mkdir -p _build/bench
+	erlc -o _build/bench tools/bench/*.erl
+	erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_cluster:main()'
 
 # msgflow left running under process churn (MSGFLOW_SOAK_S seconds, 600
 # by default); part of bench-scale

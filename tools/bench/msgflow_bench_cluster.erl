@@ -1,0 +1,138 @@
+%%% @doc `make bench-cluster' (also the end of `make bench-scale'): what
+%%% msgflow's views cost across a cluster.  Starts MSGFLOW_CLUSTER_NODES
+%%% (10) peer nodes on this machine, counts on all of them from this one
+%%% (`nodes => all'), and makes MSGFLOW_CLUSTER_PAIRS (200,000) distinct
+%%% pairs on each (2,000 senders x 100 receivers, one message each).  Then
+%%% it times top(20), matrix(node), nodes() and pairs() (the full merge),
+%%% wall ms, median of 3 after a warm-up, and samples this node's memory
+%%% (erlang:memory(total) and RSS) every 10 ms while they run.  Prints,
+%%% judges nothing.
+-module(msgflow_bench_cluster).
+-export([main/0, load/2]).
+
+-spec main() -> no_return().
+main() ->
+    Code = try run() of ok -> 0
+           catch C:R:St -> io:format("bench-cluster failed: ~p:~p~n~p~n", [C, R, St]), 1
+           end,
+    erlang:halt(Code).
+
+env(Name, Default) ->
+    case os:getenv(Name) of
+        false -> Default;
+        V -> list_to_integer(V)
+    end.
+
+run() ->
+    K = env("MSGFLOW_CLUSTER_NODES", 10),
+    Pairs = env("MSGFLOW_CLUSTER_PAIRS", 200000),
+    Receivers = 100,
+    Senders = max(1, Pairs div Receivers),
+    _ = os:cmd("epmd -daemon"),
+    {ok, _} = net_kernel:start([list_to_atom("msgflow_bench_" ++ os:getpid()), shortnames]),
+    {ok, _} = application:ensure_all_started(msgflow),
+    Paths = [filename:dirname(code:which(M)) || M <- [msgflow, ?MODULE]],
+    Peers = [begin
+                 {ok, P, N} = peer:start(#{name => peer:random_name(),
+                                           args => ["-connect_all", "false"]
+                                               ++ lists:append([["-pa", D] || D <- Paths])}),
+                 {P, N}
+             end || _ <- lists:seq(1, K)],
+    Nodes = [N || {_, N} <- Peers],
+    io:format("msgflow bench-cluster: ~b peer nodes on this machine (~b schedulers, "
+              "OTP ~s), ~s pairs each (~b senders x ~b receivers, one message each)~n",
+              [K, erlang:system_info(schedulers_online), erlang:system_info(otp_release),
+               msgflow_fmt:int(Senders * Receivers), Senders, Receivers]),
+    garbage_collect(),
+    Before = {erlang:memory(total), rss()},
+    ok = msgflow:start(#{nodes => all}),
+    T0 = erlang:monotonic_time(millisecond),
+    _ = [R || {_, {ok, R}} <- msgflow_cluster:call_all(Nodes, ?MODULE, load,
+                                                         [Senders, Receivers])],
+    %% every node took a snapshot of all of it
+    [ok = gen_server:call({msgflow_collector, N}, {await_windows, 1}, infinity)
+     || N <- [node() | Nodes]],
+    LoadMs = erlang:monotonic_time(millisecond) - T0,
+    Events = lists:sum([E || #{events := E} <- msgflow:nodes()]),
+    io:format("loaded in ~s ms: ~s messages counted on ~b nodes~n",
+              [msgflow_fmt:int(LoadMs), msgflow_fmt:int(Events), K + 1]),
+    Null = null_gl(),
+    Time = fun(F) ->
+                   _ = F(),
+                   Ms = [element(1, timer:tc(F)) div 1000 || _ <- lists:seq(1, 3)],
+                   lists:nth(2, lists:sort(Ms))
+           end,
+    Sampler = start_sampler(),
+    Top = Time(fun() -> quiet(Null, fun() -> msgflow:top(20) end) end),
+    Matrix = Time(fun() -> msgflow:matrix(node) end),
+    NodesMs = Time(fun() -> msgflow:nodes() end),
+    {ViewsPeakMem, ViewsPeakRss} = stop_sampler(Sampler),
+    Sampler2 = start_sampler(),
+    {PairsUs, All} = timer:tc(fun() -> msgflow:pairs() end),
+    NPairs = length(All),
+    {PairsPeakMem, PairsPeakRss} = stop_sampler(Sampler2),
+    ok = msgflow:stop(),
+    io:format("~n  ~-34s ~10s~n", ["call (this node, coordinator)", "ms"]),
+    [io:format("  ~-34s ~10s~n", [Name, msgflow_fmt:int(V)])
+     || {Name, V} <- [{"top(20)", Top}, {"matrix(node)", Matrix}, {"nodes()", NodesMs},
+                      {"pairs() (" ++ msgflow_fmt:int(NPairs) ++ " pairs, once)",
+                       PairsUs div 1000}]],
+    MB = fun(B) -> io_lib:format("~.1f MB", [B / 1048576]) end,
+    io:format("~n  coordinator memory: before start ~s (RSS ~s); peak during top/matrix/nodes "
+              "~s (RSS ~s); peak during pairs() ~s (RSS ~s)~n",
+              [MB(element(1, Before)), MB(element(2, Before)), MB(ViewsPeakMem),
+               MB(ViewsPeakRss), MB(PairsPeakMem), MB(PairsPeakRss)]),
+    [peer:stop(P) || {P, _} <- Peers],
+    ok.
+
+%% @doc On a peer: Senders processes each send one message to each of
+%% Receivers processes; returns once all were sent.
+-spec load(pos_integer(), pos_integer()) -> ok.
+load(Senders, Receivers) ->
+    Rs = [spawn(fun idle/0) || _ <- lists:seq(1, Receivers)],
+    Self = self(),
+    Ss = [spawn(fun() -> [R ! m || R <- Rs], Self ! {sent, self()}, idle() end)
+          || _ <- lists:seq(1, Senders)],
+    [receive {sent, S} -> ok end || S <- Ss],
+    ok.
+
+idle() ->
+    receive stop -> ok end.
+
+quiet(Null, F) ->
+    Old = group_leader(),
+    group_leader(Null, self()),
+    try F() after group_leader(Old, self()) end.
+
+null_gl() ->
+    spawn(fun Loop() ->
+                  receive
+                      {io_request, From, Ref, _} -> From ! {io_reply, Ref, ok}, Loop();
+                      _ -> Loop()
+                  end
+          end).
+
+start_sampler() ->
+    Self = self(),
+    spawn_link(fun() -> sample(Self, 0, 0) end).
+
+sample(Parent, Mem, Rss) ->
+    M = max(Mem, erlang:memory(total)),
+    R = max(Rss, rss()),
+    receive {stop, Parent} -> Parent ! {peak, self(), M, R}
+    after 10 -> sample(Parent, M, R)
+    end.
+
+stop_sampler(S) ->
+    S ! {stop, self()},
+    receive {peak, S, M, R} -> unlink(S), {M, R} end.
+
+rss() ->
+    case file:read_file("/proc/self/status") of
+        {ok, B} ->
+            case re:run(B, "VmRSS:\\s+(\\d+) kB", [{capture, all_but_first, binary}]) of
+                {match, [Kb]} -> binary_to_integer(Kb) * 1024;
+                nomatch -> 0
+            end;
+        _ -> 0
+    end.
