@@ -37,7 +37,8 @@
 
 -export([follow/2, follow_calls/2, unfollow/0, flows/0, last/0, keeper/0]).
 -export([depths/2]).
--export([part_watch/2, part_messages/1, part_finish/1]).
+-export([part_watch/2, part_messages/1, part_finish/1, part_track/2, part_unfollow/0,
+         part_flows/0]).
 -export([start/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -export_type([flow/0, summary/0, event/0]).
@@ -77,11 +78,13 @@
 %% Every request at an entry point: `requests' followed (one call in
 %% `sample'), `calls' counted, `messages' of all followed requests,
 %% `per_request' their mean, `pairs' by endpoint label, busiest first,
-%% `depth' the deepest chain seen (`depth_exact => false' when events past
+%% `depth' the deepest chain seen on one node (a chain that goes on on
+%% another node is counted there from 1; `depth_exact => false' when events past
 %% `max_events' in an interval were not looked at), `running'.
 -type summary() :: #{entry := mfa(), requests := non_neg_integer(),
                      calls := non_neg_integer(), messages := non_neg_integer(),
-                     per_request := float(), pairs := [{binary(), binary(), pos_integer()}],
+                     per_request := float(),
+                     pairs := [{binary() | pid(), binary() | pid(), pos_integer()}],
                      depth := non_neg_integer(), depth_exact := boolean(),
                      sample := pos_integer(), running := boolean(),
                      overflow := non_neg_integer()}.
@@ -89,8 +92,8 @@
 -record(entry, {
     mfa :: mfa(),
     label :: term(),
-    res :: msgflow_tracer:entry(),
-    trace :: {session, term()} | legacy,
+    res :: msgflow_tracer:entry() | none,      %% none: tracking another node's entry
+    trace :: {session, term()} | legacy | none,
     sample :: pos_integer(),
     max_events :: non_neg_integer(),
     timer :: reference() | undefined,
@@ -191,7 +194,17 @@ follow_calls({M, F, A} = MFA, Opts) when is_atom(M), is_atom(F), is_integer(A), 
                                          is_map(Opts) ->
     case check(Opts, #{sample => 1, for => 60000, max_events => 1000}) of
         {error, _} = E -> E;
-        {ok, Valid} -> keeper_call({follow_calls, MFA, Valid})
+        {ok, Valid = #{max_events := Max}} ->
+            case keeper_call({follow_calls, MFA, Valid}) of
+                ok ->
+                    %% across a cluster, the other nodes count its requests'
+                    %% sends too (the calls are counted where the pattern is)
+                    _ = msgflow_cluster:call_all(msgflow_cluster:members(), ?MODULE, part_track,
+                                                 [MFA, Max]),
+                    ok;
+                {error, _} = E ->
+                    E
+            end
     end;
 follow_calls({_, _, _} = MFA, Opts) when is_map(Opts) ->
     {error, {badarg, MFA}};
@@ -203,18 +216,63 @@ follow_calls(_MFA, Opts) ->
 %% @doc See msgflow:unfollow/0.
 -spec unfollow() -> ok.
 unfollow() ->
+    _ = msgflow_cluster:call_all(msgflow_cluster:members(), ?MODULE, part_unfollow, []),
+    part_unfollow().
+
+%% @doc See msgflow:flows/0.
+-spec flows() -> [summary()].
+flows() ->
+    case msgflow_cluster:members() of
+        [] ->
+            [name_summary(S) || S <- part_flows()];
+        Nodes ->
+            Parts = lists:append([S || {_, {ok, S}} <- msgflow_cluster:call_all(
+                                                          Nodes, ?MODULE, part_flows, []),
+                                       is_list(S)]),
+            [name_summary(merge_summary(S, [P || P = #{entry := E} <- Parts, E =:= Entry]))
+             || S = #{entry := Entry} <- part_flows()]
+    end.
+
+%% @private This node's summaries, other nodes' processes in them as pids.
+-spec part_flows() -> [summary()].
+part_flows() ->
+    case whereis(?KEEPER) of
+        undefined -> [];
+        _ -> keeper_call(flows)
+    end.
+
+%% @private Stops this node's entries.
+-spec part_unfollow() -> ok.
+part_unfollow() ->
     case whereis(?KEEPER) of
         undefined -> ok;
         _ -> keeper_call(unfollow)
     end.
 
-%% @doc See msgflow:flows/0.
--spec flows() -> [summary()].
-flows() ->
-    case whereis(?KEEPER) of
-        undefined -> [];
-        _ -> keeper_call(flows)
-    end.
+%% @private On a node of a cluster: counts the sends of MFA's followed
+%% requests here (the coordinator sets the pattern and counts the calls).
+-spec part_track(mfa(), non_neg_integer()) -> ok | {error, term()}.
+part_track(MFA, Max) ->
+    keeper_call({track, MFA, Max}).
+
+%% A summary with the other nodes' parts of the same entry: their pairs by
+%% label summed in, their messages added, the deepest chain of all; the
+%% calls and requests are where the pattern is.
+merge_summary(S, []) ->
+    S;
+merge_summary(S = #{pairs := P0, messages := M0, depth := D0, depth_exact := X0,
+                    overflow := O0, requests := Rq}, Parts) ->
+    Sum = lists:foldl(fun({A, B, N}, Acc) -> maps:update_with({A, B}, fun(X) -> X + N end,
+                                                               N, Acc) end,
+                      #{}, P0 ++ lists:append([P || #{pairs := P} <- Parts])),
+    M = M0 + lists:sum([X || #{messages := X} <- Parts]),
+    S#{pairs := lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
+                           [{A, B, N} || {{A, B}, N} <- maps:to_list(Sum)]),
+       messages := M,
+       per_request := case Rq of 0 -> 0.0; _ -> M / Rq end,
+       depth := lists:max([D0 | [D || #{depth := D} <- Parts]]),
+       depth_exact := X0 andalso lists:all(fun(#{depth_exact := X}) -> X end, Parts),
+       overflow := O0 + lists:sum([O || #{overflow := O} <- Parts])}.
 
 %% @private On a node of a cluster: counts Label's flow here too (the
 %% coordinator's follow/2 started it).
@@ -365,6 +423,18 @@ handle_call({follow_calls, MFA, Opts}, _From, St) ->
     case lists:keymember(MFA, #entry.mfa, [E || E <- St#st.entries, E#entry.running]) of
         true -> {reply, {error, {already_following, MFA}}, St};
         false -> start_entry(MFA, Opts, St)
+    end;
+handle_call({track, MFA, Max}, _From, St) ->
+    case system_tracer(St) of
+        {error, _} = E ->
+            {reply, E, St};
+        ok ->
+            Label = entry_label(MFA),
+            ok = msgflow_tracer:flow_watch(St#st.fs, Label, Max),
+            E = #entry{mfa = MFA, label = Label, res = none, trace = none, sample = 1,
+                       max_events = Max},
+            Others = [X || X <- St#st.entries, X#entry.mfa =/= MFA],
+            {reply, ok, schedule(St#st{entries = Others ++ [E]})}
     end;
 handle_call(unfollow, _From, St0) ->
     St = take(St0),
@@ -529,8 +599,10 @@ set_pattern(MFA, MS, Res) ->
 stop_entry(E = #entry{running = false}) ->
     E;
 stop_entry(E = #entry{mfa = MFA, res = Res, trace = Trace, timer = Timer}) ->
-    msgflow_tracer:entry_stop(Res),
+    _ = Res =/= none andalso msgflow_tracer:entry_stop(Res) =:= ok,
     case Trace of
+        none ->
+            ok;
         {session, S} ->
             Mod = trace,
             _ = Mod:session_destroy(S);
@@ -609,7 +681,25 @@ group_name(E, Ls) when is_pid(E), node(E) =:= node() ->
                  true -> msgflow_labels:label(E);
                  false -> <<"(exited)">>
              end};
+group_name(E, Ls) when is_pid(E) ->
+    %% another node's process: named where the summaries meet (flows/0),
+    %% by the node it runs on when that is the one asking
+    Ls#{E => E};
 group_name(E, Ls) -> name(E, Ls).
+
+%% A summary's remaining pids (processes of other nodes) by their labels,
+%% named here: this node's by group_name/2, others' as they print.
+name_summary(S = #{pairs := P}) ->
+    Name = fun(K) when is_pid(K), node(K) =:= node() ->
+                   maps:get(K, group_name(K, #{}));
+              (K) when is_pid(K) -> msgflow_labels:label(K);
+              (K) -> K
+           end,
+    Sum = lists:foldl(fun({A, B, N}, Acc) ->
+                              maps:update_with({Name(A), Name(B)}, fun(X) -> X + N end, N, Acc)
+                      end, #{}, P),
+    S#{pairs := lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
+                           [{A, B, N} || {{A, B}, N} <- maps:to_list(Sum)])}.
 
 add_entry(E = #entry{running = false}, _Deltas, _FS, _Over, Ns) ->
     {E, Ns};
@@ -692,7 +782,11 @@ summary(#entry{final = Final}) when Final =/= undefined ->
     Final;
 summary(#entry{mfa = MFA, res = Res, pairs = P, messages = M, depth = D, depth_exact = X,
                sample = Sample, running = Running, overflow = Over}) ->
-    {Calls, Requests} = msgflow_tracer:entry_info(Res),
+    %% a node that only counts the sends of another node's entry has no calls
+    {Calls, Requests} = case Res of
+                            none -> {0, 0};
+                            _ -> msgflow_tracer:entry_info(Res)
+                        end,
     #{entry => MFA, requests => Requests, calls => Calls, messages => M,
       per_request => case Requests of 0 -> 0.0; _ -> M / Requests end,
       pairs => lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,

@@ -28,7 +28,8 @@
          follow_never_quiet/1,
          cluster_exact/1, cluster_node_down/1, cluster_node_joins/1,
          cluster_coordinator_killed/1, cluster_start_errors/1, cluster_flow/1,
-         peer_send/3, peer_call/3, peer_echo/0, flagged/0]).
+         peer_send/3, peer_call/3, peer_echo/0, flagged/0, cluster_request/2,
+         cluster_caller/3]).
 -export([
          chain_hop/1, flow_request/1, flow_caller/3, flow_plain_caller/2]).
 
@@ -2190,8 +2191,38 @@ cluster_flow(_Config) ->
         ?assertEqual(lists:sort([node(), N1]), lists:sort(maps:get(nodes, Flow))),
         ?assertEqual(<<"cluster_echo">>, maps:get(Echo, maps:get(labels, Flow))),
         ?assertEqual(false, erpc:call(N1, seq_trace, get_system_tracer, [])),
+        %% follow_calls: the pattern and the calls are here, the echo's
+        %% replies are counted on N1, and flows() has both
+        ok = msgflow:follow_calls({?MODULE, cluster_request, 2}, #{}),
+        Callers = [spawn(?MODULE, cluster_caller, [Self, N1, I]) || I <- lists:seq(1, 3)],
+        [receive {done, C} -> ok end || C <- Callers],
+        _ = seq_trace:set_token([]),
+        [Summary] = msgflow:flows(),
+        Caller = <<"msgflow_SUITE:cluster_caller/3">>,
+        %% depth is each node's: a chain is not followed from node to node
+        ?assertMatch(#{requests := 3, calls := 3, messages := 9, depth := 1}, Summary),
+        ?assertEqual(lists:sort([{Caller, <<"{cluster_echo,'", (atom_to_binary(N1))/binary, "'}">>, 3},
+                                 {<<"cluster_echo">>, Caller, 3},
+                                 {Caller, <<"erlang:apply/2">>, 3}]),
+                     lists:sort(maps:get(pairs, Summary))),
+        ok = msgflow:unfollow(),
+        ?assertEqual(false, erpc:call(N1, seq_trace, get_system_tracer, [])),
+        [C ! exit || C <- Callers],
         ok = msgflow:stop()
     after
         peer:stop(P1)
     end,
     ok.
+
+%% The entry point of cluster_flow's follow_calls: a request answered by
+%% the echo on another node.
+cluster_request(Node, X) ->
+    Ref = make_ref(),
+    {cluster_echo, Node} ! {self(), Ref, X},
+    receive {Ref, Y} -> Y end.
+
+%% A caller that stays alive (so that its label is read) until `exit'.
+cluster_caller(Parent, Node, X) ->
+    X = cluster_request(Node, X),
+    Parent ! {done, self()},
+    receive exit -> ok end.
