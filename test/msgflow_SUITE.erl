@@ -28,6 +28,7 @@
          follow_never_quiet/1,
          cluster_exact/1, cluster_node_down/1, cluster_node_joins/1,
          cluster_coordinator_killed/1, cluster_start_errors/1, cluster_flow/1,
+         cluster_incompatible/1,
          peer_send/3, peer_call/3, peer_echo/0, flagged/0, cluster_request/2,
          cluster_caller/3]).
 -export([
@@ -54,7 +55,7 @@ groups() ->
      %% msgflow over distribution, with peer nodes on this machine
      {cluster, [sequence],
       [cluster_exact, cluster_node_down, cluster_node_joins, cluster_coordinator_killed,
-       cluster_start_errors, cluster_flow]},
+       cluster_start_errors, cluster_flow, cluster_incompatible]},
      {allocators, [sequence],
       [allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
@@ -1822,7 +1823,7 @@ follow_calls_exact(_Config) ->
     _ = seq_trace:set_token([]),
     [C ! go || C <- Callers],
     [receive {done, C} -> ok end || C <- Callers],
-    [Summary] = msgflow:flows(),
+    [Summary] = flows_of(flow_request),
     Caller = <<"msgflow_SUITE:flow_caller/3">>,
     Test = msgflow_labels:label(Self),
     ?assertMatch(#{entry := {?MODULE, flow_request, 1}, requests := 20, calls := 20,
@@ -1838,13 +1839,18 @@ follow_calls_exact(_Config) ->
     ?assertEqual(false, seq_trace:get_system_tracer()),
     %% stopped: further calls are neither counted nor followed
     ok = flow_request_n(5),
-    [Final] = msgflow:flows(),
+    [Final] = flows_of(flow_request),
     ?assertMatch(#{requests := 20, calls := 20, messages := 140, running := false}, Final),
     [C ! exit || C <- Callers],
     [msgflow_flow_srv:stop(N) || N <- [flow_srv, flow_db]],
     unlink(Sink),
     exit(Sink, kill),
     ok.
+
+%% The summaries of this suite's entry F (flows() keeps those of the
+%% entries stopped before).
+flows_of(F) ->
+    [S || S = #{entry := {?MODULE, F1, _}} <- msgflow:flows(), F1 =:= F].
 
 flow_request_n(N) ->
     Self = self(),
@@ -1861,7 +1867,7 @@ follow_calls_sample(_Config) ->
     %% one at a time: a server holds a followed request's token until the
     %% next request (without one) reaches it
     [ok = flow_request_n(1) || _ <- lists:seq(1, 50)],
-    [S] = msgflow:flows(),
+    [S] = flows_of(flow_request),
     %% each followed caller also sent `done' with the token
     ?assertMatch(#{requests := 5, calls := 50, messages := 25, depth := 5, sample := 10}, S),
     ok = msgflow:unfollow(),
@@ -2197,7 +2203,7 @@ cluster_flow(_Config) ->
         Callers = [spawn(?MODULE, cluster_caller, [Self, N1, I]) || I <- lists:seq(1, 3)],
         [receive {done, C} -> ok end || C <- Callers],
         _ = seq_trace:set_token([]),
-        [Summary] = msgflow:flows(),
+        [Summary] = flows_of(cluster_request),
         Caller = <<"msgflow_SUITE:cluster_caller/3">>,
         %% depth is each node's: a chain is not followed from node to node
         ?assertMatch(#{requests := 3, calls := 3, messages := 9, depth := 1}, Summary),
@@ -2226,3 +2232,49 @@ cluster_caller(Parent, Node, X) ->
     X = cluster_request(Node, X),
     Parent ! {done, self()},
     receive exit -> ok end.
+
+%% A node of another OTP release (Debian's OTP 25 beside the OTP 27 that
+%% tools/otp.sh builds, either way round) cannot run this msgflow: it is
+%% `incompatible', nothing is loaded into it, and nothing crashes.
+cluster_incompatible(_Config) ->
+    _ = start_distribution(),
+    Mine = erlang:system_info(otp_release),
+    Erls = ["/usr/bin/erl", filename:join([os:getenv("HOME"), ".cache", "msgflow-otp", "27",
+                                            "bin", "erl"])],
+    Other = [E || E <- Erls, filelib:is_regular(E),
+                  string:trim(os:cmd(E ++ " -noshell -eval 'io:format(\"~s\", "
+                                      "[erlang:system_info(otp_release)]), halt().'"))
+                      =/= Mine],
+    case Other of
+        [] ->
+            {skip, "no Erlang/OTP of another release on this machine"};
+        [Erl | _] ->
+            %% started by hand: peer's control protocol differs between
+            %% the releases
+            Name = "msgflow_other_" ++ os:getpid(),
+            N = list_to_atom(Name ++ "@" ++ lists:last(string:split(atom_to_list(node()), "@"))),
+            _ = os:cmd(Erl ++ " -sname " ++ Name ++ " -setcookie " ++
+                           atom_to_list(erlang:get_cookie()) ++
+                           " -connect_all false -detached -noinput"),
+            true = connect_within(N, 200),
+            try
+                ?assertMatch({error, {nodes, [{N, {incompatible, {otp_release, _, _, _}}}]}},
+                             msgflow:start(#{nodes => [N]})),
+                ok = msgflow:start(#{nodes => [N], on_node_error => skip}),
+                ?assertMatch([#{status := up}, #{node := N, status := incompatible,
+                                                 reason := {otp_release, _, _, _}}],
+                             msgflow:nodes()),
+                ?assertEqual(non_existing, erpc:call(N, code, which, [msgflow])),
+                ok = msgflow:stop()
+            after
+                erpc:cast(N, erlang, halt, [])
+            end
+    end.
+
+connect_within(_N, 0) ->
+    false;
+connect_within(N, Tries) ->
+    case net_kernel:connect_node(N) of
+        true -> true;
+        _ -> receive after 50 -> connect_within(N, Tries - 1) end
+    end.
