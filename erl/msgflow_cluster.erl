@@ -204,9 +204,7 @@ with_remote_labels(View = #{endpoints := Ends}) ->
                            (_, Acc) -> Acc
                         end, #{},
                         [R || {N, Ps} <- Asked, {_, R} <- call_all([N], labels, [Ps])]),
-    msgflow_view:relabel(View, Found);
-with_remote_labels(View) ->
-    View.
+    msgflow_view:relabel(View, Found).
 
 %%% Run on every node (over erpc)
 
@@ -229,7 +227,7 @@ local_pairs() ->
     end.
 
 %% @private This node's hotspots, each with `node' added.
--spec local_hotspots(map()) -> [msgflow_hotspots:finding()] | {error, not_started}.
+-spec local_hotspots(map()) -> [#{node := node(), atom() => term()}] | {error, not_started}.
 local_hotspots(Opts) ->
     case msgflow_collector:store(true) of
         undefined ->

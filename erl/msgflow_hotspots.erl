@@ -8,9 +8,10 @@
 
 -export_type([finding/0]).
 
+%% `node' (the node it was found on) when msgflow counts across a cluster.
 -type finding() :: #{kind := fan_in | hot_pair | spike | fan_out | dead_letters,
                      subject := term(), label := binary(), evidence := map(),
-                     explanation := binary()}.
+                     explanation := binary(), node => node()}.
 
 %% @doc The thresholds used when hotspots/1 is not given them.
 -spec defaults() -> map().
