@@ -1080,8 +1080,8 @@ report_cli(Config) ->
            {"not ETF", <<"sender,receiver
 ">>, "not an Erlang external term"},
            {"other term", term_to_binary({hello, world}), "not a map"},
-           {"version 3", term_to_binary((binary_to_term(Bin))#{version := 3}),
-            "version 3 is not known"}],
+           {"version 4", term_to_binary((binary_to_term(Bin))#{version := 4}),
+            "version 4 is not known"}],
     [begin
          F = filename:join(Dir, "bad.etf"),
          ok = file:write_file(F, Data),
