@@ -18,7 +18,8 @@
 %%%
 %%% Each interval the coordinator pulls every node's figures (events,
 %%% pairs, how long ago its last snapshot was taken, by its own clock) and,
-%%% every ?TOP_EVERY pulls, its busiest pairs: one request outstanding per
+%%% every ?TOP_EVERY pulls, its busiest pairs, from the node's collector
+%%% (never traced: a pull adds no edge): one request outstanding per
 %%% node; a node that has not answered within two intervals is `stale' and
 %%% the others go on.  net_kernel:monitor_nodes/2 tells it when a node goes
 %%% down (it keeps the node's last figures and busiest pairs, `down' with
@@ -33,10 +34,13 @@
 -module(msgflow_cluster).
 -behaviour(gen_server).
 -compile({no_auto_import, [nodes/0]}).  %% nodes/0 is ours: each node and its status
+%% erlang:trace_info/2 gives `{tracer, {Module, State}}' for a tracer
+%% module; OTP 25's spec does not say so.
+-dialyzer({no_match, [untraced/0]}).
 
 -export([start/2, stop/0, forget/0, members/0, nodes/0, view/2, call_all/3, call_all/4,
          labels/1, refresh/0]).
--export([report/1, local_view/1, local_pairs/0, local_hotspots/1, local_history/2,
+-export([report/2, local_view/1, local_pairs/0, local_hotspots/1, local_history/2,
          last_pairs/1]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 -export_type([node_status/0]).
@@ -62,7 +66,7 @@
     reason :: term(),
     report = #{} :: map(),
     top :: msgflow_view:view() | undefined,     %% busiest pairs it last reported
-    request :: {erpc:request_id(), integer()} | undefined,
+    request :: {gen_server:request_id(), integer()} | undefined,
     pulls = 0 :: non_neg_integer()
 }).
 
@@ -87,7 +91,10 @@ start(Opts, Nodes) ->
     Spec = #{id => ?SERVER, start => {?MODULE, start_link, [Opts, Nodes]},
              restart => temporary, shutdown => 30000, type => worker},
     case supervisor:start_child(msgflow_sup, Spec) of
-        {ok, _} ->
+        {ok, Pid} ->
+            %% started after this node's tracing began: its pulls are
+            %% msgflow's own, not the node's traffic
+            _ = msgflow:untrace(Pid),
             case gen_server:call(?SERVER, start_members, infinity) of
                 ok -> ok;
                 {error, _} = E -> forget(), E
@@ -212,6 +219,7 @@ with_remote_labels(View = #{endpoints := Ends}) ->
 %% of its own.  `{error, not_started}' when msgflow never ran here.
 -spec local_view(msgflow_view:spec()) -> msgflow_view:view() | {error, not_started}.
 local_view(Spec) ->
+    ok = untraced(),
     case msgflow_collector:store(true) of
         undefined -> {error, not_started};
         Store -> msgflow_view:run(Store, fun() -> msgflow_view:build(Store, Spec) end)
@@ -221,6 +229,7 @@ local_view(Spec) ->
 %% its own).
 -spec local_pairs() -> [msgflow:pair_count()].
 local_pairs() ->
+    ok = untraced(),
     case msgflow_collector:store(true) of
         undefined -> [];
         Store -> msgflow_view:run(Store, fun() -> msgflow_view:pairs(Store) end)
@@ -229,6 +238,7 @@ local_pairs() ->
 %% @private This node's hotspots, each with `node' added.
 -spec local_hotspots(map()) -> [#{node := node(), atom() => term()}] | {error, not_started}.
 local_hotspots(Opts) ->
+    ok = untraced(),
     case msgflow_collector:store(true) of
         undefined ->
             {error, not_started};
@@ -244,6 +254,7 @@ local_hotspots(Opts) ->
 %% @private The history of a pair counted on this node.
 -spec local_history(term(), term()) -> list() | {error, not_started}.
 local_history(Sender, Receiver) ->
+    ok = untraced(),
     case msgflow_collector:store(true) of
         undefined -> {error, not_started};
         Store -> msgflow_view:history(Store, Sender, Receiver)
@@ -261,30 +272,50 @@ last_pairs(Nodes) ->
                            #{sender := S, receiver := R, count := C} <- Rows]
     end.
 
-%% @private What this node says to its coordinator's pull: its figures and,
-%% when Top, its busiest pairs.
--spec report(boolean()) -> map().
-report(Top) ->
-    case msgflow_collector:store(false) of
-        undefined ->
-            #{running => false, events => 0, pairs => 0, last_snapshot_ms => undefined};
-        Store = #{pairs := T} ->
-            R = #{running => maps:get(running, Store), events => maps:get(events, Store),
-                  pairs => ets:info(T, size),
-                  last_snapshot_ms => erlang:system_time(millisecond) - maps:get(taken_at, Store)},
-            case Top of
-                true -> R#{top => local_view(#{by => process, limit => ?TOP_KEPT})};
-                false -> R
-            end
+%% The erpc process that runs a part of a view here is msgflow's own: with
+%% msgflow's legacy flags (before OTP 27) it clears them on itself; in a
+%% trace session it cannot, and its two or three messages (to the
+%% collector, the answer) are counted here.
+untraced() ->
+    %% only msgflow's: another tool's flags are never touched
+    case erlang:trace_info(self(), tracer) of
+        {tracer, {msgflow_tracer, _}} -> _ = erlang:trace(self(), false, [send, procs]);
+        _ -> ok
+    end,
+    ok.
+
+%% @private What this node says to its coordinator's pull (the collector
+%% calls it with its store): its figures and, when Top, its busiest pairs.
+%% `last_snapshot_ms' is how long ago its last snapshot was taken, by its
+%% own clock.
+-spec report(msgflow_collector:store(), boolean()) -> map().
+report(Store = #{pairs := T}, Top) ->
+    R = #{running => maps:get(running, Store), events => maps:get(events, Store),
+          pairs => ets:info(T, size),
+          last_snapshot_ms => case maps:get(snapshot_at, Store) of
+                                  undefined -> undefined;
+                                  At -> max(0, erlang:system_time(millisecond) - At)
+                              end},
+    case Top of
+        true -> R#{top => msgflow_view:run(Store, fun() ->
+                                                         msgflow_view:build(
+                                                           Store, #{by => process,
+                                                                    limit => ?TOP_KEPT})
+                                                 end)};
+        false -> R
     end.
 
 %% @private The labels of these local processes, as this node gives them.
 -spec labels([pid()]) -> #{pid() => binary()}.
 labels(Pids) ->
+    ok = untraced(),
     maps:from_list([{P, msgflow_labels:label(P)} || P <- Pids, node(P) =:= node()]).
 
 local_status() ->
-    R = report(false),
+    R = case msgflow_collector:store(false) of
+            undefined -> #{events => 0, pairs => 0, last_snapshot_ms => undefined};
+            Store -> report(Store, false)
+        end,
     #{node => node(), status => up, pairs => maps:get(pairs, R), events => maps:get(events, R),
       last_snapshot_ms => maps:get(last_snapshot_ms, R), reason => undefined}.
 
@@ -382,12 +413,10 @@ handle_info(Msg, St = #st{members = Ms}) ->
     end.
 
 check(Msg, Id) ->
-    try erpc:check_response(Msg, Id) of
-        no_response -> no_response;
-        {response, R} -> {ok, R}
-    catch
-        error:{erpc, Why} -> {error, Why};
-        C:Why -> {error, {C, Why}}
+    case gen_server:check_response(Msg, Id) of
+        no_reply -> no_response;
+        {reply, R} -> {ok, R};
+        {error, {Why, _}} -> {error, Why}
     end.
 
 answered(M, {ok, R = #{}}) ->
@@ -403,7 +432,15 @@ answered(M, {error, Why}) ->
 %% Every node's figures and busiest pairs, pulled and waited for.
 pull_now(St = #st{members = Ms}) ->
     Asked = [N || {N, #member{status = S}} <- maps:to_list(Ms), S =/= down, S =/= incompatible],
-    Answers = maps:from_list(call_all(Asked, report, [true])),
+    Reqs = [{N, gen_server:send_request({msgflow_collector, N}, {cluster_report, true})}
+            || N <- Asked],
+    Deadline = erlang:monotonic_time(millisecond) + ?VIEW_TIMEOUT,
+    Answers = maps:from_list(
+                [{N, case gen_server:receive_response(R, {abs, Deadline}) of
+                         {reply, Rep} -> {ok, Rep};
+                         timeout -> {error, timeout};
+                         {error, {Why, _}} -> {error, Why}
+                     end} || {N, R} <- Reqs]),
     St#st{members = maps:map(fun(N, M) ->
                                      case Answers of
                                          #{N := A} -> answered(M#member{request = undefined}, A);
@@ -429,7 +466,9 @@ pull(St = #st{members = Ms, opts = #{interval := I}}) ->
                       (_, M = #member{request = {_, _}}) -> M;
                       (N, M = #member{pulls = P}) ->
                            Top = P rem ?TOP_EVERY =:= 0,
-                           M#member{request = {erpc:send_request(N, ?MODULE, report, [Top]), Now},
+                           M#member{request = {gen_server:send_request(
+                                                          {msgflow_collector, N},
+                                                          {cluster_report, Top}), Now},
                                     pulls = P + 1}
                    end, Ms),
     St#st{members = Ms1}.

@@ -74,7 +74,7 @@
                    labels := msgflow_labels:tables(),
                    node := node(), running := boolean(),
                    started_at := integer() | undefined, stopped_at := integer() | undefined,
-                   taken_at := integer(),
+                   taken_at := integer(), snapshot_at := integer() | undefined,
                    closed := non_neg_integer(), open_ms := non_neg_integer(),
                    windows := [window()],
                    interval := pos_integer(), sample := off | {pos_integer(), pos_integer()},
@@ -122,6 +122,7 @@
     %% on a node a cluster's coordinator started: its monitor (counting
     %% stops `grace' ms after it goes, so a partition cannot leave it on)
     coordinator :: reference() | undefined,
+    snapshot_at :: integer() | undefined,   %% system time of the last snapshot
     window_waiters = [] :: [{non_neg_integer(), gen_server:from()}]
 }).
 
@@ -220,6 +221,16 @@ handle_call(balance, _From, St) ->
     Held = ets:foldl(fun(Row, A) -> A + element(2, Row) end, 0, St1#st.pairs),
     {reply, #{events => St1#st.events, held => Held, folded => St1#st.folded,
               overflow => St1#st.overflow}, St1};
+%% A cluster's coordinator pulls this node's figures (and busiest pairs)
+%% from here: this process is never traced, so a pull adds no edge.
+handle_call({cluster_report, Top}, _From, St) ->
+    %% the busiest pairs as of now: what the coordinator keeps if this
+    %% node goes
+    St1 = case Top of
+              true -> refresh(St);
+              false -> St
+          end,
+    {reply, msgflow_cluster:report(handle(St1), Top), St1};
 handle_call(info, _From, St) ->
     St1 = refresh(St),
     {reply, info(St1), St1};
@@ -450,7 +461,7 @@ refresh(St) -> St.
 %% next snapshot takes it.
 take(St = #st{session = Session}) ->
     try msgflow_tracer:snapshot_start(Session) of
-        Take -> take_chunks(Take, St)
+        Take -> take_chunks(Take, St#st{snapshot_at = erlang:system_time(millisecond)})
     catch
         error:undef -> St;
         error:{not_loaded, _} -> St;
@@ -840,7 +851,7 @@ handle(St = #st{opts = Opts}) ->
     #{pairs => St#st.pairs, folded => St#st.folded_t, dead => St#st.dead, labels => msgflow_labels:tables(St#st.labels),
       node => node(), running => St#st.running,
       started_at => St#st.started_at, stopped_at => St#st.stopped_at,
-      taken_at => erlang:system_time(millisecond),
+      taken_at => erlang:system_time(millisecond), snapshot_at => St#st.snapshot_at,
       closed => St#st.closed, open_ms => now_ms() - St#st.win_start,
       windows => lists:reverse(St#st.windows),
       interval => maps:get(interval, Opts), sample => maps:get(sample, Opts),

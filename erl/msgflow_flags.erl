@@ -219,7 +219,7 @@ slice_on(T, Pids, _Excluded) ->
     ok.
 
 %% @doc Processes msgflow never traces: the collector, its supervisor, the
-%% flow keeper,
+%% flow keeper, the cluster's coordinator,
 %% application master pair when msgflow runs as an application, and the
 %% VM's dirty signal handlers.
 -spec own_pids() -> [pid()].
@@ -238,6 +238,7 @@ own_pids() ->
     Handlers = [P || N <- lists:seq(0, 24), P <- [list_to_pid("<0." ++ integer_to_list(N) ++ ".0>")],
                      process_info(P, initial_call) =:=
                          {initial_call, {erts_dirty_process_signal_handler, start, 0}}],
-    [P || P <- [whereis(msgflow_collector), whereis(msgflow_sup), msgflow_flow:keeper()
+    [P || P <- [whereis(msgflow_collector), whereis(msgflow_sup), msgflow_flow:keeper(),
+                whereis(msgflow_cluster)
                 | Masters ++ Handlers],
           is_pid(P)].

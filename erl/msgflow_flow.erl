@@ -337,7 +337,10 @@ ensure() ->
     case whereis(?KEEPER) of
         undefined ->
             case start() of
-                {ok, _} -> ok;
+                {ok, Pid} ->
+                    %% msgflow's own: not counted when msgflow:start/1 runs
+                    _ = msgflow:untrace(Pid),
+                    ok;
                 {error, {already_started, _}} -> ok;
                 {error, R} -> {error, {flow_keeper, R}}
             end;

@@ -2063,6 +2063,11 @@ cluster_exact(Config) ->
         ?assertEqual(lists:sort([{B, {cluster_sink2, N2}, 7}, {B, Self, 1}]), Of(B)),
         ?assertEqual(lists:sort([{C, {flow_db, node()}, 6}, {C, Self, 1}]), Of(C)),
         ?assertEqual(5, lists:sum([X || {S, R, X} <- Pairs, R =:= Sink, node(S) =:= N2])),
+        %% the pulls add no edges: the coordinator and the collectors are
+        %% never traced
+        Own = [whereis(msgflow_cluster) | [erpc:call(N, erlang, whereis, [msgflow_collector])
+                                           || N <- [node(), N1, N2]]],
+        ?assertEqual([], [P || P = {S, _, _} <- Pairs, lists:member(S, Own)]),
         %% the replies: counted on this node, to N1's aliases
         Cells = maps:get(cells, msgflow:matrix(process)),
         ?assertEqual(6, lists:sum([X || {{S, _}, #{count := X}} <- maps:to_list(Cells),
