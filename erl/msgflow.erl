@@ -87,11 +87,24 @@ start_nodes(Opts, local) ->
         {error, _} = E -> E
     end;
 start_nodes(Opts, Nodes) ->
-    case gen_server:call(?COLLECTOR, {start, Opts#{nodes => local}}, infinity) of
+    Running = case msgflow_collector:store(false) of
+                  #{running := R} -> R;
+                  undefined -> false
+              end,
+    %% the coordinator before this node's tracing: it is msgflow's own
+    case Running orelse msgflow_cluster:prepare(Opts, Nodes) of
+        true ->
+            {error, already_started};
         ok ->
-            case msgflow_cluster:start(Opts, Nodes) of
-                ok -> ok;
-                {error, _} = E -> _ = gen_server:call(?COLLECTOR, stop, infinity), E
+            case gen_server:call(?COLLECTOR, {start, Opts#{nodes => local}}, infinity) of
+                ok ->
+                    case msgflow_cluster:start_members() of
+                        ok -> ok;
+                        {error, _} = E -> _ = gen_server:call(?COLLECTOR, stop, infinity), E
+                    end;
+                {error, _} = E ->
+                    msgflow_cluster:forget(),
+                    E
             end;
         {error, _} = E ->
             E

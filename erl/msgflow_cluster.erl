@@ -38,7 +38,7 @@
 %% module; OTP 25's spec does not say so.
 -dialyzer({no_match, [untraced/0]}).
 
--export([start/2, stop/0, forget/0, members/0, nodes/0, view/2, call_all/3, call_all/4,
+-export([start/2, prepare/2, start_members/0, stop/0, forget/0, members/0, nodes/0, view/2, call_all/3, call_all/4,
          labels/1, refresh/0]).
 -export([report/2, local_view/1, local_pairs/0, local_hotspots/1, local_history/2,
          last_pairs/1]).
@@ -86,21 +86,30 @@
 %% counts); with `skip' the others go on and nodes/0 says why.
 -spec start(msgflow_opts:opts(), all | [node()]) -> ok | {error, term()}.
 start(Opts, Nodes) ->
+    case prepare(Opts, Nodes) of
+        ok -> start_members();
+        {error, _} = E -> E
+    end.
+
+%% @doc The coordinator, idle: started before this node's tracing, so that
+%% it is among msgflow's own processes, which are never traced.
+-spec prepare(msgflow_opts:opts(), all | [node()]) -> ok | {error, term()}.
+prepare(Opts, Nodes) ->
     _ = stop(),
     forget(),
     Spec = #{id => ?SERVER, start => {?MODULE, start_link, [Opts, Nodes]},
              restart => temporary, shutdown => 30000, type => worker},
     case supervisor:start_child(msgflow_sup, Spec) of
-        {ok, Pid} ->
-            %% started after this node's tracing began: its pulls are
-            %% msgflow's own, not the node's traffic
-            _ = msgflow:untrace(Pid),
-            case gen_server:call(?SERVER, start_members, infinity) of
-                ok -> ok;
-                {error, _} = E -> forget(), E
-            end;
-        {error, _} = E ->
-            E
+        {ok, _} -> ok;
+        {error, _} = E -> E
+    end.
+
+%% @doc Starts msgflow on the nodes the prepared coordinator names.
+-spec start_members() -> ok | {error, term()}.
+start_members() ->
+    case gen_server:call(?SERVER, start_members, infinity) of
+        ok -> ok;
+        {error, _} = E -> forget(), E
     end.
 
 %% @doc Stops counting on every node and forgets them.  `ok' also when no
