@@ -118,9 +118,11 @@ stop() ->
     ok = msgflow_cluster:stop(),
     call(stop, ok).
 
-%% @doc Forgets the counts (tracing, if on, goes on).
+%% @doc Forgets the counts (tracing, if on, goes on), on every node of a
+%% cluster.
 -spec reset() -> ok.
 reset() ->
+    _ = msgflow_cluster:call_all(msgflow_cluster:members(), msgflow, reset, []),
     call(reset, ok).
 
 %% @doc Waits until counting stops (by `duration' or stop/0), at most
@@ -587,6 +589,9 @@ help() ->
       "  msgflow:follow_calls({cart, add, 2}, #{sample => 10})  every 10th call\n"
       "  msgflow:flows()  msgflow:unfollow() summaries per entry; stop following\n"
       "  msgflow:export(\"flow.mmd\", mermaid) the last followed request\n"
+      "  msgflow:start(#{nodes => all})      this node and every connected one\n"
+      "  msgflow:nodes()                     each node's status, pairs, messages\n"
+      "  msgflow:top(10, #{node => N})       one node of the cluster; matrix(node)\n"
       "  msgflow:info()                      counts, folded, memory, allocator\n"
       "  msgflow:reset()                     forget the counts, keep tracing\n"
       "  msgflow:stop()                      flags off; counts stay until start\n").
