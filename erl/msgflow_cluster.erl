@@ -38,8 +38,8 @@
 %% module; OTP 25's spec does not say so.
 -dialyzer({no_match, [untraced/0]}).
 
--export([start/2, prepare/2, start_members/0, stop/0, forget/0, members/0, nodes/0, view/2, call_all/3, call_all/4,
-         labels/1, refresh/0]).
+-export([prepare/2, start_members/0, stop/0, forget/0, members/0, nodes/0, view/2,
+         call_all/3, call_all/4, labels/1, refresh/0]).
 -export([report/2, local_view/1, local_pairs/0, local_hotspots/1, local_history/2,
          last_pairs/1]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -80,19 +80,9 @@
 
 %%% API
 
-%% @doc Starts msgflow on the nodes Opts names (`nodes'), this node's being
-%% started already.  `ok', or `{error, {nodes, [{Node, Reason}]}}' when a
-%% node could not be started and `on_node_error' is `abort' (then none
-%% counts); with `skip' the others go on and nodes/0 says why.
--spec start(msgflow_opts:opts(), all | [node()]) -> ok | {error, term()}.
-start(Opts, Nodes) ->
-    case prepare(Opts, Nodes) of
-        ok -> start_members();
-        {error, _} = E -> E
-    end.
-
-%% @doc The coordinator, idle: started before this node's tracing, so that
-%% it is among msgflow's own processes, which are never traced.
+%% @doc The coordinator of the nodes Opts names (`nodes'), idle: started
+%% before this node's tracing, so that it is among msgflow's own
+%% processes, which are never traced.  start_members/0 then starts them.
 -spec prepare(msgflow_opts:opts(), all | [node()]) -> ok | {error, term()}.
 prepare(Opts, Nodes) ->
     _ = stop(),
@@ -104,7 +94,11 @@ prepare(Opts, Nodes) ->
         {error, _} = E -> E
     end.
 
-%% @doc Starts msgflow on the nodes the prepared coordinator names.
+%% @doc Starts msgflow on the nodes the prepared coordinator names, this
+%% node's being started already.  `ok', or `{error, {nodes, [{Node,
+%% Reason}]}}' when a node could not be started and `on_node_error' is
+%% `abort' (then none counts and the coordinator is gone); with `skip'
+%% the others go on and nodes/0 says why.
 -spec start_members() -> ok | {error, term()}.
 start_members() ->
     case gen_server:call(?SERVER, start_members, infinity) of
@@ -112,8 +106,9 @@ start_members() ->
         {error, _} = E -> forget(), E
     end.
 
-%% @doc Stops counting on every node and forgets them.  `ok' also when no
-%% cluster runs.
+%% @doc Stops counting on every node.  The coordinator stays, with each
+%% node's final figures, so that the views still cover them until the
+%% next start (or forget/0).  `ok' also when no cluster runs.
 -spec stop() -> ok.
 stop() ->
     case whereis(?SERVER) of
@@ -179,7 +174,7 @@ fallbacks(Parts, Spec) ->
     case {Failed, maps:get(by, Spec, process), whereis(?SERVER)} of
         {[], _, _} -> [];
         {_, process, Pid} when is_pid(Pid) ->
-            [V || V <- gen_server:call(?SERVER, {tops, Failed}, infinity)];
+            gen_server:call(?SERVER, {tops, Failed}, infinity);
         _ -> []
     end.
 
