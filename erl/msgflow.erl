@@ -193,17 +193,22 @@ top(N, Opts) when is_integer(N), N > 0, is_map(Opts) ->
         [] when not (is_integer(For) andalso For >= 0) -> {error, {badarg, {for, For}}};
         [] when not is_atom(Node) -> {error, {badarg, {node, Node}}};
         [] ->
-            case lists:member(By, msgflow_view:groupings()) of
-                false -> {error, {badarg, {by, By}}};
-                true when Live -> live(N, By, Node, Refresh,
+            case {lists:member(By, msgflow_view:groupings()), known_node(Node)} of
+                {false, _} -> {error, {badarg, {by, By}}};
+                {_, false} -> {error, {badarg, {node, Node}}};
+                {true, true} when Live -> live(N, By, Node, Refresh,
                                        erlang:monotonic_time(millisecond) + For);
-                true -> print_top(N, By, Node, "")
+                {true, true} -> print_top(N, By, Node, "")
             end
     end;
 top(N, Opts) when is_integer(N), N > 0 ->
     {error, {badarg, Opts}};
 top(N, _Opts) ->
     {error, {badarg, N}}.
+
+%% `all', this node, or a node of the cluster msgflow counts on.
+known_node(all) -> true;
+known_node(Node) -> Node =:= node() orelse lists:member(Node, msgflow_cluster:members()).
 
 print_top(N, By, Node, Prefix) ->
     case with_view(#{by => By, limit => N}, Node, fun format_top/1) of
@@ -321,7 +326,8 @@ export(Path, Format) ->
 %% <li>`mermaid': a Mermaid `sequenceDiagram' of the last follow/2 flow
 %%     (needs no start/1; `{error, no_flow}' before one).</li>
 %% </ul>
-%% Opts: `by' (a matrix/1 grouping, default `process'), `limit'.  Errors:
+%% Opts: `by' (a matrix/1 grouping, default `process'), `limit', across a
+%% cluster `node' (one node's report).  Errors:
 %% `{error, {unknown_format, F}}', `{error, {badopt, {K, V}}}',
 %% `{error, not_started}' when msgflow never ran, `{error, {Reason, Path}}'
 %% when the file cannot be written; nothing partial is left behind.
@@ -341,8 +347,11 @@ export(Path, Format, Opts) ->
             E;
         {true, ok} ->
             Only = maps:get(node, Opts, all),
-            case Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []) of
-                true ->
+            Local = Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []),
+            case {known_node(Only), Local} of
+                {false, _} ->
+                    {error, {badopt, {node, Only}}};
+                {true, true} ->
                     case msgflow_collector:store(true) of
                         undefined ->
                             {error, not_started};
@@ -352,7 +361,7 @@ export(Path, Format, Opts) ->
                                                             export(Build, Path, Format, Opts)
                                                     end)
                     end;
-                false ->
+                {true, false} ->
                     case msgflow_cluster:view(#{by => process, limit => 1}, Only) of
                         undefined -> {error, not_started};
                         _ -> export(fun(Spec) -> msgflow_cluster:view(Spec, Only) end,
@@ -429,10 +438,12 @@ hotspots(Opts0) when is_map(Opts0) ->
     Only = maps:get(node, Opts0, all),
     Opts = maps:without([node], Opts0),
     %% options are checked before a view is built
-    case msgflow_hotspots:check(Opts) of
-        {error, _} = E ->
+    case {msgflow_hotspots:check(Opts), known_node(Only)} of
+        {{error, _} = E, _} ->
             E;
-        ok ->
+        {ok, false} ->
+            {error, {badopt, {node, Only}}};
+        {ok, true} ->
             Nodes = [N || N <- [node() | msgflow_cluster:members()],
                           Only =:= all orelse N =:= Only],
             case Nodes of

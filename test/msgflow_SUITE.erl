@@ -2086,6 +2086,16 @@ cluster_exact(Config) ->
         ok = msgflow:top(5),
         ct:capture_stop(),
         ?assertMatch({match, _}, re:run(lists:flatten(ct:capture_get()), "on 3 nodes")),
+        %% one node's; a node msgflow does not count on is a bad option
+        ct:capture_start(),
+        ok = msgflow:top(5, #{node => N1}),
+        ct:capture_stop(),
+        ?assertEqual(nomatch, re:run(lists:flatten(ct:capture_get()), "on 3 nodes")),
+        ?assertEqual({error, {badarg, {node, nope@nowhere}}}, msgflow:top(5, #{node => nope@nowhere})),
+        ?assertEqual({error, {badopt, {node, nope@nowhere}}},
+                     msgflow:hotspots(#{node => nope@nowhere})),
+        ?assertEqual({error, {badopt, {node, nope@nowhere}}},
+                     msgflow:export("/nonexistent/x.csv", csv, #{node => nope@nowhere})),
         %% the dump (version 3) names the three; msgflow-report prints them
         Etf = filename:join(?config(priv_dir, Config), "cluster.etf"),
         ok = msgflow:export(Etf, etf),
