@@ -43,8 +43,8 @@ static mf_watch *find_watch(mf_session *s, ERL_NIF_TERM label)
     return NULL;
 }
 
-void mf_flow_event(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM label, ERL_NIF_TERM prev,
-                   ERL_NIF_TERM cur, ERL_NIF_TERM from, ERL_NIF_TERM to)
+void mf_flow_event(mf_session *s, ERL_NIF_TERM label, ERL_NIF_TERM prev, ERL_NIF_TERM cur,
+                   ERL_NIF_TERM from, ERL_NIF_TERM to)
 {
     /* once every watch is full, no event takes the lock */
     if (atomic_load_explicit(&s->room, memory_order_relaxed) == 0 || !s->flow_lock)
@@ -53,18 +53,15 @@ void mf_flow_event(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM label, ERL_NIF_TE
     enif_mutex_lock(s->flow_lock);
     mf_watch *w = find_watch(s, label);
     if (w && w->kept < w->max) {
-        {
-            ErlNifEnv *fe = s->flow_env;
-            ERL_NIF_TERM ev = enif_make_tuple5(fe, enif_make_copy(fe, prev), enif_make_copy(fe, cur),
-                                               enif_make_copy(fe, from), enif_make_copy(fe, to),
-                                               enif_make_int64(fe, now));
-            w->events = enif_make_list_cell(fe, ev, w->events);
-            w->kept++;
-            atomic_fetch_sub_explicit(&s->room, 1, memory_order_relaxed);
-        }
+        ErlNifEnv *fe = s->flow_env;
+        ERL_NIF_TERM ev = enif_make_tuple5(fe, enif_make_copy(fe, prev), enif_make_copy(fe, cur),
+                                           enif_make_copy(fe, from), enif_make_copy(fe, to),
+                                           enif_make_int64(fe, now));
+        w->events = enif_make_list_cell(fe, ev, w->events);
+        w->kept++;
+        atomic_fetch_sub_explicit(&s->room, 1, memory_order_relaxed);
     }
     enif_mutex_unlock(s->flow_lock);
-    (void)env;
 }
 
 static int get_flow_session(ErlNifEnv *env, ERL_NIF_TERM t, mf_session **s)

@@ -50,9 +50,10 @@ void mf_flow_free(mf_session *s);
 
 /* Keeps the event {Prev, Cur, From, To, TimeUs} of a seq_trace send
  * carrying `label' when the label is watched and its cap allows.  Any
- * scheduler thread; the terms are the caller's (copied). */
-void mf_flow_event(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM label, ERL_NIF_TERM prev,
-                   ERL_NIF_TERM cur, ERL_NIF_TERM from, ERL_NIF_TERM to);
+ * scheduler thread; the terms are the caller's, copied into the session's
+ * flow_env (which the session owns). */
+void mf_flow_event(mf_session *s, ERL_NIF_TERM label, ERL_NIF_TERM prev, ERL_NIF_TERM cur,
+                   ERL_NIF_TERM from, ERL_NIF_TERM to);
 
 /* An entry behind a tracer state: 1 and its answer to enabled_call (`trace'
  * for a sampled call, else `discard'), counting the call; 0 when the

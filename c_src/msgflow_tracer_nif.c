@@ -281,7 +281,7 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
      * counts do, so that the owner's next send finds it as its cause */
     uint64_t owner;
     ERL_NIF_TERM to = alias_owner(ev[3], &owner) ? (ERL_NIF_TERM)owner : ev[3];
-    mf_flow_event(env, s, argv[2], serial[0], serial[1], ev[2], to);
+    mf_flow_event(s, argv[2], serial[0], serial[1], ev[2], to);
     return atom_ok;
 }
 
