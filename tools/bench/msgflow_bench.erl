@@ -20,6 +20,8 @@
 -behaviour(gen_server).
 
 -export([main/0, flow_request/2]).
+%% the memory sampler, for the other benches too
+-export([start_sampler/0, stop_sampler/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 -define(SETUPS, [untraced, floor, msgflow, msgflow_sampled, dbg_style, example_nif]).
@@ -276,6 +278,9 @@ cpu_ns() ->
 
 %%% Memory sampling (every 5 ms): peak erlang:memory(total) and OS RSS
 
+%% @doc A process sampling this node's memory until stop_sampler/1, which
+%% returns the peaks {ErlangMemoryTotal, Rss}, bytes.
+-spec start_sampler() -> pid().
 start_sampler() ->
     Self = self(),
     spawn_link(fun() -> sample(Self, 0, 0) end).
@@ -287,6 +292,7 @@ sample(Parent, Mem, Rss) ->
     after 5 -> sample(Parent, M, R)
     end.
 
+-spec stop_sampler(pid()) -> {non_neg_integer(), non_neg_integer()}.
 stop_sampler(S) ->
     S ! {stop, self()},
     receive {peak, S, M, R} -> unlink(S), {M, R} end.

@@ -5,7 +5,7 @@
 %%% pairs on each (2,000 senders x 100 receivers, one message each).  Then
 %%% it times top(20), matrix(node), nodes() and pairs() (the full merge),
 %%% wall ms, median of 3 after a warm-up, and samples this node's memory
-%%% (erlang:memory(total) and RSS) every 10 ms while they run.  Prints,
+%%% (erlang:memory(total) and RSS, msgflow_bench's sampler) while they run.  Prints,
 %%% judges nothing.
 -module(msgflow_bench_cluster).
 -export([main/0, load/2]).
@@ -44,7 +44,7 @@ run() ->
               [K, erlang:system_info(schedulers_online), erlang:system_info(otp_release),
                msgflow_fmt:int(Senders * Receivers), Senders, Receivers]),
     garbage_collect(),
-    Before = {erlang:memory(total), rss()},
+    Before = msgflow_bench:stop_sampler(msgflow_bench:start_sampler()),
     ok = msgflow:start(#{nodes => all}),
     T0 = erlang:monotonic_time(millisecond),
     _ = [R || {_, {ok, R}} <- msgflow_cluster:call_all(Nodes, ?MODULE, load,
@@ -56,21 +56,20 @@ run() ->
     Events = lists:sum([E || #{events := E} <- msgflow:nodes()]),
     io:format("loaded in ~s ms: ~s messages counted on ~b nodes~n",
               [msgflow_fmt:int(LoadMs), msgflow_fmt:int(Events), K + 1]),
-    Null = null_gl(),
     Time = fun(F) ->
                    _ = F(),
                    Ms = [element(1, timer:tc(F)) div 1000 || _ <- lists:seq(1, 3)],
                    lists:nth(2, lists:sort(Ms))
            end,
-    Sampler = start_sampler(),
-    Top = Time(fun() -> quiet(Null, fun() -> msgflow:top(20) end) end),
+    Sampler = msgflow_bench:start_sampler(),
+    Top = Time(fun() -> msgflow_bench_scale:quiet(fun() -> msgflow:top(20) end) end),
     Matrix = Time(fun() -> msgflow:matrix(node) end),
     NodesMs = Time(fun() -> msgflow:nodes() end),
-    {ViewsPeakMem, ViewsPeakRss} = stop_sampler(Sampler),
-    Sampler2 = start_sampler(),
+    {ViewsPeakMem, ViewsPeakRss} = msgflow_bench:stop_sampler(Sampler),
+    Sampler2 = msgflow_bench:start_sampler(),
     {PairsUs, All} = timer:tc(fun() -> msgflow:pairs() end),
     NPairs = length(All),
-    {PairsPeakMem, PairsPeakRss} = stop_sampler(Sampler2),
+    {PairsPeakMem, PairsPeakRss} = msgflow_bench:stop_sampler(Sampler2),
     ok = msgflow:stop(),
     io:format("~n  ~-34s ~10s~n", ["call (this node, coordinator)", "ms"]),
     [io:format("  ~-34s ~10s~n", [Name, msgflow_fmt:int(V)])
@@ -98,41 +97,3 @@ load(Senders, Receivers) ->
 
 idle() ->
     receive stop -> ok end.
-
-quiet(Null, F) ->
-    Old = group_leader(),
-    group_leader(Null, self()),
-    try F() after group_leader(Old, self()) end.
-
-null_gl() ->
-    spawn(fun Loop() ->
-                  receive
-                      {io_request, From, Ref, _} -> From ! {io_reply, Ref, ok}, Loop();
-                      _ -> Loop()
-                  end
-          end).
-
-start_sampler() ->
-    Self = self(),
-    spawn_link(fun() -> sample(Self, 0, 0) end).
-
-sample(Parent, Mem, Rss) ->
-    M = max(Mem, erlang:memory(total)),
-    R = max(Rss, rss()),
-    receive {stop, Parent} -> Parent ! {peak, self(), M, R}
-    after 10 -> sample(Parent, M, R)
-    end.
-
-stop_sampler(S) ->
-    S ! {stop, self()},
-    receive {peak, S, M, R} -> unlink(S), {M, R} end.
-
-rss() ->
-    case file:read_file("/proc/self/status") of
-        {ok, B} ->
-            case re:run(B, "VmRSS:\\s+(\\d+) kB", [{capture, all_but_first, binary}]) of
-                {match, [Kb]} -> binary_to_integer(Kb) * 1024;
-                nomatch -> 0
-            end;
-        _ -> 0
-    end.

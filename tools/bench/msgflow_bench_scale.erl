@@ -16,6 +16,8 @@
 %%% process that only computes, and memory per distinct pair.  Prints a table beside the targets of issue 11; judges nothing.
 -module(msgflow_bench_scale).
 -export([main/0]).
+%% output thrown away, for the other benches too
+-export([quiet/1]).
 
 -spec main() -> no_return().
 main() ->
@@ -136,6 +138,8 @@ tc(F) ->
     {(erlang:monotonic_time(microsecond) - T0) / 1000, V}.
 
 %% Runs F with a group leader that drops what it prints.
+%% @doc F() with its output (io to the group leader) thrown away.
+-spec quiet(fun(() -> T)) -> T.
 quiet(F) ->
     Old = group_leader(),
     GL = spawn(fun null_gl/0),
