@@ -125,31 +125,46 @@ ERL_NIF_TERM mf_nif_flow_watch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     return res;
 }
 
-/* flow_take(FlowSession, Label) -> Events: the events kept for Label,
- * oldest first, each {Prev, Cur, From, To, MonotonicUs}; the watch ends.
- * [] for a label not watched.  The work is bounded by the watch's cap. */
+#define MF_TAKE_CHUNK 500 /* events a flow_take call copies: 0.1-0.4 ms */
+
+/* flow_take(FlowSession, Label) -> {Events, more | done}: at most
+ * MF_TAKE_CHUNK of the events kept for Label, newest first, each {Prev,
+ * Cur, From, To, MonotonicUs}; call again while `more'.  The first call
+ * closes the watch to new events; the one that returns `done' ends it.
+ * {[], done} for a label not watched. */
 ERL_NIF_TERM mf_nif_flow_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     mf_session *s;
     if (!get_flow_session(env, argv[0], &s))
         return enif_make_badarg(env);
-    ERL_NIF_TERM out = enif_make_list(env, 0), head, list;
+    ERL_NIF_TERM out = enif_make_list(env, 0), head, rest;
+    ERL_NIF_TERM state = atom_done;
     enif_mutex_lock(s->flow_lock);
     mf_watch *w = find_watch(s, argv[1]);
     if (w) {
-        list = w->events;
-        while (enif_get_list_cell(s->flow_env, list, &head, &list))
-            out = enif_make_list_cell(env, enif_make_copy(env, head), out);
+        /* closed: no room left for new events */
         atomic_fetch_sub(&s->room, w->max - w->kept);
-        memset(w, 0, sizeof(*w));
-        if (atomic_fetch_sub(&s->nwatched, 1) == 1) {
-            enif_free_env(s->flow_env); /* the last watch: its terms go */
-            s->flow_env = NULL;
+        w->max = w->kept;
+        unsigned n = 0;
+        ERL_NIF_TERM cells[MF_TAKE_CHUNK];
+        while (n < MF_TAKE_CHUNK && enif_get_list_cell(s->flow_env, w->events, &head, &rest)) {
+            cells[n++] = enif_make_copy(env, head);
+            w->events = rest;
+        }
+        out = enif_make_list_from_array(env, cells, n);
+        if (enif_is_empty_list(s->flow_env, w->events)) {
+            memset(w, 0, sizeof(*w));
+            if (atomic_fetch_sub(&s->nwatched, 1) == 1) {
+                enif_free_env(s->flow_env); /* the last watch: its terms go */
+                s->flow_env = NULL;
+            }
+        } else {
+            state = atom_more;
         }
     }
     enif_mutex_unlock(s->flow_lock);
-    return out;
+    return enif_make_tuple2(env, out, state);
 }
 
 /* ------------------------------------------------------------- entries */

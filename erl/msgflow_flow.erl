@@ -380,7 +380,7 @@ handle_call({part_finish, Label}, _From, St0) ->
     St1 = take(St0),
     case St1#st.follows of
         #{Label := #{pairs := P, labels := Ls}} ->
-            Events = relative(msgflow_tracer:flow_take(St1#st.fs, Label)),
+            Events = relative(take_events(St1#st.fs, Label)),
             St = release_tracer(St1#st{follows = maps:remove(Label, St1#st.follows)}),
             {reply, #{node => node(), pairs => P, labels => Ls, events => Events}, St};
         _ ->
@@ -411,7 +411,7 @@ handle_call({finish, Label, Quiet, Parts}, _From, St0) ->
                                                             end, AP, P),
                                          labels := maps:merge(maps:merge(Ls, AL), Own)}
                             end, F0, Parts),
-            Events = relative(msgflow_tracer:flow_take(St1#st.fs, Label))
+            Events = relative(take_events(St1#st.fs, Label))
                 ++ lists:append([Es || #{events := Es} <- Parts]),
             Flow = (flow(Label, F, Events))#{quiet => Quiet,
                                              nodes => [node() | [PN || #{node := PN} <- Parts]]},
@@ -520,6 +520,17 @@ watch(Label, Max, St = #st{fs = FS}) ->
                 full ->
                     {error, too_many_flows}
             end
+    end.
+
+%% Every event kept for Label, in the order they were counted, taken in
+%% chunks (each NIF call short); the watch ends.
+take_events(FS, Label) ->
+    take_events(FS, Label, []).
+
+take_events(FS, Label, Acc) ->
+    case msgflow_tracer:flow_take(FS, Label) of
+        {Newest, more} -> take_events(FS, Label, [Newest | Acc]);
+        {Newest, done} -> lists:reverse(lists:append(lists:reverse([Newest | Acc])))
     end.
 
 %% Event times from this node's first event of the flow.
@@ -714,7 +725,7 @@ add_entry(E = #entry{label = Label, pairs = P0, messages = M0, known = K0, depth
                                      {maps:update_with(Key, fun(C) -> C + N end, N, P1),
                                       M1 + N, Ns2}
                              end, {P0, M0, Ns0}, Deltas),
-    Events = msgflow_tracer:flow_take(FS, Label),
+    Events = take_events(FS, Label),
     ok = msgflow_tracer:flow_watch(FS, Label, Max),
     {Depths, Known} = depths(Events, K0),
     D = lists:max([D0 | [D1 || {_, D1} <- Depths]]),

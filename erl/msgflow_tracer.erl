@@ -230,9 +230,12 @@ flow_session_new(_Keeper, _MaxPairs) -> ?NOT_LOADED.
 -spec flow_watch(session(), term(), non_neg_integer()) -> ok | full.
 flow_watch(_FlowSession, _Label, _MaxEvents) -> ?NOT_LOADED.
 
-%% @doc The events kept for Label, in the order they were counted; the
-%% watch ends.  `[]' for a label not watched.
--spec flow_take(session(), term()) -> [event()].
+%% @doc A chunk of the events kept for Label (at most 500 a call, so
+%% that a call stays well under a millisecond), newest first: `more' while
+%% some are left, `done' with the last chunk, when the watch ends.  The
+%% first call closes the watch to new events.  `{[], done}' for a label not
+%% watched.
+-spec flow_take(session(), term()) -> {[event()], more | done}.
 flow_take(_FlowSession, _Label) -> ?NOT_LOADED.
 
 %% @doc A call entry sampling one call in Every (the first, then every

@@ -1914,9 +1914,21 @@ flow_callbacks_odd(_Config) ->
     ok = msgflow_tracer:flow_watch(FS, <<"w">>, 2),
     [ok = msgflow_tracer:trace(seq_trace, FS, <<"w">>, {send, {I - 1, I}, Self, Self, m}, #{})
      || I <- lists:seq(1, 5)],
-    [{0, 1, Self, Self, _}, {1, 2, Self, Self, _}] = msgflow_tracer:flow_take(FS, <<"w">>),
-    ?assertEqual([], msgflow_tracer:flow_take(FS, <<"w">>)),
-    ?assertMatch({[{{<<"w">>, Self}, Self, 5}], [], [], 0, 0}, msgflow_tracer:snapshot(FS)),
+    {[{1, 2, Self, Self, _}, {0, 1, Self, Self, _}], done} = msgflow_tracer:flow_take(FS, <<"w">>),
+    ?assertEqual({[], done}, msgflow_tracer:flow_take(FS, <<"w">>)),
+    %% in chunks of 500, newest first; the watch is closed at the first
+    ok = msgflow_tracer:flow_watch(FS, <<"c">>, 1200),
+    [ok = msgflow_tracer:trace(seq_trace, FS, <<"c">>, {send, {I - 1, I}, Self, Self, m}, #{})
+     || I <- lists:seq(1, 1300)],
+    {C1, more} = msgflow_tracer:flow_take(FS, <<"c">>),
+    ok = msgflow_tracer:trace(seq_trace, FS, <<"c">>, {send, {0, 9999}, Self, Self, m}, #{}),
+    {C2, more} = msgflow_tracer:flow_take(FS, <<"c">>),
+    {C3, done} = msgflow_tracer:flow_take(FS, <<"c">>),
+    ?assertEqual({500, 500, 200}, {length(C1), length(C2), length(C3)}),
+    ?assertEqual(lists:seq(1200, 1, -1), [Cur || {_, Cur, _, _, _} <- C1 ++ C2 ++ C3]),
+    ?assertMatch({[{{<<"c">>, Self}, Self, 1301}, {{<<"w">>, Self}, Self, 5}], [], [], 0, 0},
+                 (fun({P, D, R, O, OD}) -> {lists:sort(P), D, R, O, OD} end)(
+                   msgflow_tracer:snapshot(FS))),
     %% an entry samples the first call, then every Every-th
     E = msgflow_tracer:entry_new(3),
     ?assertEqual([trace, discard, discard, trace, discard],
