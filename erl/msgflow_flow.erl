@@ -111,7 +111,7 @@
     fs :: msgflow_tracer:session(),
     %% follow/2 labels: their pairs by process and endpoint labels
     follows = #{} :: #{term() => #{pairs := #{{term(), term()} => pos_integer()},
-                                   labels := #{term() => binary()}, started := integer()}},
+                                   labels := #{term() => binary()}}},
     entries = [] :: [#entry{}],
     last :: flow() | undefined,
     next = 1 :: pos_integer(),
@@ -514,8 +514,7 @@ watch(Label, Max, St = #st{fs = FS}) ->
         ok ->
             case msgflow_tracer:flow_watch(FS, Label, Max) of
                 ok ->
-                    F = #{pairs => #{}, labels => #{},
-                          started => erlang:monotonic_time(microsecond)},
+                    F = #{pairs => #{}, labels => #{}},
                     {ok, St#st{follows = (St#st.follows)#{Label => F}}};
                 full ->
                     {error, too_many_flows}
