@@ -31,6 +31,26 @@ static inline int is_local_pid(ERL_NIF_TERM t)
     return ((uint64_t)t & MF_PID_TAG_MASK) == MF_PID_TAG;
 }
 
+/* Whether a word the VM passed to a callback is a term at all.  Where it
+ * has nothing to pass the VM passes THE_NON_VALUE, a word whose primary tag
+ * is a header's (0 in a release build): OTP 25 calls trace_send/5 with it
+ * as both the message and the options when a traced port exits.  No term's
+ * word has that tag, so a callback checks each argument it reads. */
+static inline int is_term(ERL_NIF_TERM t)
+{
+    return ((uint64_t)t & 0x3) != 0;
+}
+
+/* Whether argv[1] .. argv[argc - 1] are all terms (argv[0], the tag, is
+ * an atom the VM makes). */
+static inline int args_are_terms(int argc, const ERL_NIF_TERM argv[])
+{
+    for (int i = 1; i < argc; i++)
+        if (!is_term(argv[i]))
+            return 0;
+    return 1;
+}
+
 /* The header word of a flat map, as the VM lays maps out, when
  * mf_layout_load verified that get_extra reads a one-key map right; 0 to
  * always ask enif_get_map_value. */
@@ -40,9 +60,12 @@ extern uint64_t mf_flatmap_header __attribute__((visibility("hidden")));
  * with that one key: a boxed term whose words are the header, the size, the
  * keys tuple, then the value.  Read so, it costs no call into the VM, whose
  * map code is cold in the caches of a traced workload; any other map (or a
- * layout not verified) goes to enif_get_map_value. */
+ * layout not verified) goes to enif_get_map_value; no term (see is_term)
+ * has no `extra'. */
 static inline int get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *to)
 {
+    if (!is_term(opts))
+        return 0;
     if (mf_flatmap_header && ((uint64_t)opts & 0x3) == 0x2) {
         const uint64_t *map = (const uint64_t *)((uint64_t)opts - 0x2);
         if (map[0] == mf_flatmap_header && map[1] == 1) {

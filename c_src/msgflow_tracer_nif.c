@@ -97,7 +97,6 @@ static inline int active(const mf_session *s)
  * monitor on the collector (session_down) set. */
 static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    (void)argc;
     mf_session *s;
     /* `remove' is the answer to trace_status only: the VM removes a tracer
      * on that answer alone, and expects no other tag to get it (an
@@ -105,6 +104,8 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
      * read (the session of a deleted and purged instance of the module)
      * or a stopped session is removed there, and discarded elsewhere. */
     ERL_NIF_TERM answer;
+    if (!args_are_terms(argc, argv))
+        return argv[0] == atom_trace_status ? atom_remove : atom_discard;
     if (argv[0] == atom_trace_status) {
         if (mf_get_session(env, argv[1], &s))
             return active(s) ? atom_trace : atom_remove;
@@ -137,9 +138,8 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
  * this one serves call flags set on processes. */
 static ERL_NIF_TERM nif_enabled_call(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    (void)argc;
     ERL_NIF_TERM answer;
-    if (argv[0] == atom_call && mf_entry_call(env, argv[1], &answer))
+    if (args_are_terms(argc, argv) && argv[0] == atom_call && mf_entry_call(env, argv[1], &answer))
         return answer;
     return atom_discard;
 }
@@ -183,13 +183,17 @@ static inline void count_send(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM from, ERL_
         mf_shard_overflow(g->shard, dead);
 }
 
-/* trace_send(Tag, TracerState, Tracee, Message, #{extra => Receiver}) */
+/* trace_send(Tag, TracerState, Tracee, Message, #{extra => Receiver}).
+ * An event with no options map or no `extra' counts nothing: OTP 25 calls
+ * this with neither a message nor options (THE_NON_VALUE for both) when a
+ * traced port exits; the exit signals the port sends its links then are
+ * no messages, and no receiver is named.  The message is never read. */
 static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     mf_session *s;
     ERL_NIF_TERM to;
-    if (!get_extra(env, argv[4], &to))
+    if (!get_extra(env, argv[4], &to) || !is_term(argv[1]) || !is_term(argv[2]))
         return atom_ok;
     /* Start loading the pair's line of counts in this thread's shard before
      * the session is checked, so that the two cache misses overlap; if the
@@ -224,10 +228,9 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
 /* enabled_procs(Tag, TracerState, Tracee): spawn and register only. */
 static ERL_NIF_TERM nif_enabled_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    (void)argc;
     mf_session *s;
     /* never `remove' (see nif_enabled): trace_status goes to enabled/3 */
-    if (!mf_get_session(env, argv[1], &s) || !active(s))
+    if (!args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s) || !active(s))
         return atom_discard;
     return argv[0] == atom_spawn || argv[0] == atom_register ? atom_trace : atom_discard;
 }
@@ -236,10 +239,9 @@ static ERL_NIF_TERM nif_enabled_procs(ErlNifEnv *env, int argc, const ERL_NIF_TE
  * trace_procs(register, S, Tracee, Name, _): recorded as births. */
 static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
-    (void)argc;
     mf_session *s;
     ERL_NIF_TERM mfa;
-    if (!mf_get_session(env, argv[1], &s))
+    if (!args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s))
         return atom_ok;
     if (argv[0] == atom_spawn && enif_get_map_value(env, argv[4], atom_extra, &mfa))
         mf_birth(env, s, argv[3], mf_spawn_summary(env, mfa));
@@ -260,7 +262,8 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     mf_session *s;
     const ERL_NIF_TERM *ev, *serial;
     int arity, sarity;
-    if (!mf_get_session(env, argv[1], &s) || s->kind != MF_KIND_FLOW || !active(s) ||
+    if (!args_are_terms(5, argv) || !mf_get_session(env, argv[1], &s) ||
+        s->kind != MF_KIND_FLOW || !active(s) ||
         !enif_get_tuple(env, argv[3], &arity, &ev) || arity != 5 || ev[0] != atom_send ||
         !enif_get_tuple(env, ev[1], &sarity, &serial) || sarity != 2)
         return atom_ok;
@@ -285,7 +288,8 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     return atom_ok;
 }
 
-/* trace/5: the fallback for tags without their own callback. */
+/* trace/5: the fallback for tags without their own callback; each path
+ * checks the arguments it reads (is_term). */
 static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     if (argv[0] == atom_send || argv[0] == atom_send_to_non_existing_process)

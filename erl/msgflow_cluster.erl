@@ -515,22 +515,36 @@ compatible(N) ->
 
 %% msgflow's modules loaded with code:load_binary/3 (so also on an
 %% embedded node), its application spec loaded, and the NIF written to the
-%% node's user cache directory, under msgflow-cluster/priv, which is where
-%% msgflow_tracer looks for it: beside the ebin its file name says.
+%% node's user cache directory, under msgflow-cluster-Release-Hash/priv,
+%% which is where msgflow_tracer looks for it: beside the ebin its file name
+%% says.  Hash is of the NIF's bytes, so every node on a host that writes
+%% there writes the same bytes: each under a name of its own, renamed into
+%% place only when the file is not there yet, so that no VM maps a file
+%% that anyone is still writing.
 ensure_code(N) ->
     case erpc:call(N, code, which, [msgflow_cluster], ?START_TIMEOUT) of
         File when is_list(File) ->
             ok;
         _ ->
-            Dir = filename:join(erpc:call(N, filename, basedir, [user_cache, "msgflow"]),
-                                "msgflow-cluster-" ++ erlang:system_info(otp_release)),
-            SoFile = filename:join([Dir, "priv", "msgflow_tracer.so"]),
             {ok, So} = file:read_file(filename:join(code:priv_dir(msgflow), "msgflow_tracer.so")),
+            %% erlang:md5/1: a BIF, so no crypto application is needed
+            Hash = binary:encode_hex(binary:part(erlang:md5(So), 0, 8)),
+            Dir = filename:join(erpc:call(N, filename, basedir, [user_cache, "msgflow"]),
+                                "msgflow-cluster-" ++ erlang:system_info(otp_release) ++ "-"
+                                ++ string:lowercase(binary_to_list(Hash))),
+            SoFile = filename:join([Dir, "priv", "msgflow_tracer.so"]),
             ok = erpc:call(N, filelib, ensure_path, [filename:join(Dir, "priv")]),
-            Tmp = SoFile ++ ".new",
-            ok = erpc:call(N, file, write_file, [Tmp, So]),
-            %% renamed over: a VM that loaded the old file keeps it mapped
-            ok = erpc:call(N, file, rename, [Tmp, SoFile]),
+            case erpc:call(N, filelib, file_size, [SoFile]) =:= byte_size(So) of
+                true ->
+                    ok;
+                false ->
+                    Tmp = SoFile ++ "." ++ atom_to_list(N) ++ "."
+                        ++ integer_to_list(erlang:unique_integer([positive])),
+                    ok = erpc:call(N, file, write_file, [Tmp, So]),
+                    %% renamed over a file of the same bytes at most: a VM
+                    %% that mapped that one keeps it mapped
+                    ok = erpc:call(N, file, rename, [Tmp, SoFile])
+            end,
             %% the application first, its environment saying where the NIF is
             {ok, Keys} = application:get_all_key(msgflow),
             Env = [{priv_dir, filename:join(Dir, "priv")} | proplists:get_value(env, Keys, [])],
