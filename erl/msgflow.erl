@@ -337,7 +337,7 @@ export(Path, mermaid, Opts) ->
     case {check_export_opts(Opts), msgflow_flow:last()} of
         {{error, _} = E, _} -> E;
         {ok, undefined} -> {error, no_flow};
-        {ok, Flow} -> write_whole(Path, msgflow_flow_render:mermaid(Flow))
+        {ok, Flow} -> msgflow_file:write(Path, msgflow_flow_render:mermaid(Flow))
     end;
 export(Path, Format, Opts) ->
     case {lists:member(Format, msgflow_report:formats()), check_export_opts(Opts)} of
@@ -382,7 +382,7 @@ export(Build, Path, Format, Opts) ->
             end,
     case msgflow_report:render(Format, Views, Opts1) of
         {error, _} = E -> E;
-        Data -> write_whole(Path, Data)
+        Data -> msgflow_file:write(Path, Data)
     end.
 
 check_export_opts(Opts) when is_map(Opts) ->
@@ -613,19 +613,6 @@ call(Request, IfDown) ->
     case whereis(?COLLECTOR) of
         undefined -> IfDown;
         _ -> gen_server:call(?COLLECTOR, Request, infinity)
-    end.
-
-%% Write to a temporary file beside Path, then rename: no partial file.
-write_whole(Path, Data) ->
-    Tmp = iolist_to_binary([Path, ".tmp"]),
-    case file:write_file(Tmp, Data) of
-        ok ->
-            case file:rename(Tmp, Path) of
-                ok -> ok;
-                {error, R} -> _ = file:delete(Tmp), {error, {R, Path}}
-            end;
-        {error, R} ->
-            {error, {R, Path}}
     end.
 
 format_top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events,

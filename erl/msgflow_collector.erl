@@ -45,6 +45,8 @@
                 pos_integer(), non_neg_integer(), binary() | [], non_neg_integer()}.
 
 -define(SERVER, ?MODULE).
+%% the NIF session of a legacy run while it lasts (see init/1)
+-define(RUNNING, {?MODULE, running}).
 %% Receivers with at least this many senders in a window get their
 %% message queue length read when the window closes (for hotspots).
 -define(QLEN_MIN_SENDERS, 2).
@@ -169,8 +171,10 @@ init([]) ->
              labels = msgflow_labels:new()}}.
 
 %% A collector that died while running in legacy mode left processes
-%% flagged for its session (it keeps the session in the application
-%% environment while such a run lasts; a trace session dies with the
+%% flagged for its session (it keeps the session in a persistent term,
+%% ?RUNNING, while such a run lasts: not in the application environment,
+%% whose controller a collector stopping with the application would wait
+%% on; a trace session dies with the
 %% collector that held it).  Asking the VM for their tracer makes it ask the session's
 %% trace_status, which answers `remove' once the session is no longer
 %% active: that clears them.  The session's monitor on the dead collector
@@ -178,12 +182,13 @@ init([]) ->
 %% monitors fire, and the supervisor may restart us in between: so stop the
 %% session here first.
 clear_orphaned_flags() ->
-    case application:get_env(msgflow, running) of
-        {ok, Session} ->
+    case persistent_term:get(?RUNNING, undefined) of
+        undefined ->
+            ok;
+        Session ->
             _ = (catch msgflow_tracer:session_stop(Session)),
             _ = [erlang:trace_info(P, tracer) || P <- [new | processes() ++ erlang:ports()]],
-            application:unset_env(msgflow, running);
-        undefined ->
+            _ = persistent_term:erase(?RUNNING),
             ok
     end.
 
@@ -322,7 +327,7 @@ set_flags(T, Targets, Mode, Session, Opts, St) ->
         {ok, Skipped} ->
             %% legacy flags outlive a crash of this process: say where they
             %% are for the collector that is started next
-            _ = Mode =:= legacy andalso application:set_env(msgflow, running, Session),
+            _ = Mode =:= legacy andalso persistent_term:put(?RUNNING, Session),
             Run = make_ref(),
             St1 = clear(St#st{running = true, session = Session, tracing = T, mode = Mode,
                               skipped = Skipped, opts = Opts,
@@ -434,7 +439,7 @@ stop_tracing(St = #st{session = Session, tracing = T}) ->
     St1 = close_window(take(St)),
     Info = try msgflow_tracer:session_info(Session) catch error:_ -> #{} end,
     catch msgflow_tracer:session_stop(Session),
-    application:unset_env(msgflow, running),
+    _ = persistent_term:erase(?RUNNING),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
     [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
     _ = is_reference(St1#st.coordinator) andalso erlang:demonitor(St1#st.coordinator, [flush]),
@@ -471,12 +476,26 @@ take(St = #st{session = Session}) ->
 
 %% The snapshot in chunks of about 1,024 deltas, each merged before the
 %% next is read, so this heap never holds a whole snapshot.
+%% A chunk that cannot be read (the tracer module deleted or reloaded
+%% between two chunks: see take/1) ends the turn with the chunks merged so
+%% far; the rest stays in the NIF's tables or goes with the old module.
 take_chunks(Take, St) ->
-    case msgflow_tracer:snapshot_next(Take) of
+    case next_chunk(Take) of
         {more, Pairs, Dead, Replies} ->
             take_chunks(Take, merge({Pairs, Dead, Replies, 0, 0}, take_births(St)));
         {done, Pairs, Dead, Replies, Overflow, OverflowDead} ->
-            merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_births(St))
+            merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_births(St));
+        gone ->
+            St
+    end.
+
+next_chunk(Take) ->
+    try
+        msgflow_tracer:snapshot_next(Take)
+    catch
+        error:undef -> gone;
+        error:{not_loaded, _} -> gone;
+        error:badarg -> gone
     end.
 
 %% Births are taken after each chunk is read and before it is merged: a

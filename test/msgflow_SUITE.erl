@@ -227,7 +227,7 @@ collector_killed(_Config) ->
     {tracer, {msgflow_tracer, Session}} = erlang:trace_info(Echo, tracer),
     ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Session, Echo)),
     %% what a restarted collector finds (see orphaned_session)
-    ?assertEqual({ok, Session}, application:get_env(msgflow, running)),
+    ?assertEqual(Session, persistent_term:get({msgflow_collector, running}, undefined)),
     Collector = whereis(msgflow_collector),
     MRef = monitor(process, Collector),
     exit(Collector, kill),
@@ -265,7 +265,7 @@ orphaned_session(_Config) ->
     Session = receive {session, S} -> S end,
     Flagged = spawn_link(fun sink/0),
     1 = erlang:trace(Flagged, true, [send, {tracer, msgflow_tracer, Session}]),
-    application:set_env(msgflow, running, Session),
+    persistent_term:put({msgflow_collector, running}, Session),
     Collector = whereis(msgflow_collector),
     MRef = monitor(process, Collector),
     exit(Collector, kill),
@@ -274,7 +274,7 @@ orphaned_session(_Config) ->
     ?assert(is_pid(New) andalso New =/= Collector),
     ?assertMatch(#{state := stopped}, msgflow_tracer:session_info(Session)),
     ?assertEqual({trace, 0}, process_info(Flagged, trace)),
-    ?assertEqual(undefined, application:get_env(msgflow, running)),
+    ?assertEqual(undefined, persistent_term:get({msgflow_collector, running}, undefined)),
     unlink(Owner),
     exit(Owner, kill),
     unlink(Flagged),
@@ -940,11 +940,11 @@ delete_while_tracing(_Config) ->
 %% time makes the NIF answer `busy': the collector skips that turn and
 %% lives on with what it had; its next snapshot counts again.
 snapshot_busy(_Config) ->
-    %% legacy mode: the NIF session is in the application environment
+    %% legacy mode: the NIF session is in a persistent term
     ok = msgflow:start(#{procs => all, interval => 3600000, trace_mode => legacy}),
     Collector = whereis(msgflow_collector),
     Before = counted_burst(20),
-    {ok, Session} = application:get_env(msgflow, running),
+    Session = persistent_term:get({msgflow_collector, running}),
     Take = msgflow_tracer:snapshot_start(Session),
     ?assertEqual({error, busy}, try msgflow_tracer:snapshot(Session) catch error:E -> {error, E} end),
     Pairs = msgflow:pairs(),                   %% the collector's take is refused too
@@ -1371,9 +1371,9 @@ rotations() ->
 %% a rotation and a snapshot after another during 64,000 sends: each pair
 %% has its exact count.
 rotate_under_load(_Config) ->
-    %% legacy mode: the NIF session is in the application environment
+    %% legacy mode: the NIF session is in a persistent term
     ok = msgflow:start(#{procs => new, interval => 3600000, trace_mode => legacy}),
-    {ok, Session} = application:get_env(msgflow, running),
+    Session = persistent_term:get({msgflow_collector, running}),
     Sinks = [spawn(fun sink/0) || _ <- lists:seq(1, 8)],
     Senders = [spawn(fun() ->
                              receive go -> ok end,
@@ -1607,7 +1607,7 @@ session_dies_with_collector(_Config) ->
             receive {'DOWN', MRef, process, Collector, killed} -> ok end,
             ?assertEqual([], sessions_after(W, 1000000)),
             ok = work(W, Sink, 10),              %% the node and the worker live on
-            ?assertEqual(undefined, application:get_env(msgflow, running)),
+            ?assertEqual(undefined, persistent_term:get({msgflow_collector, running}, undefined)),
             ok = msgflow:start(#{procs => [W]}),
             ok = work(W, Sink, 5),
             ok = msgflow:stop(),

@@ -8,17 +8,20 @@
 
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
+-include_lib("kernel/include/file.hrl").
 
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([port_exits/1, cluster_port_exit_rounds/1]).
+-export([port_exits/1, cluster_port_exit_rounds/1, export_targets/1, purge_mid_snapshot/1,
+         application_stop/1]).
 
 all() ->
     [{group, faults}].
 
 groups() ->
     [{faults, [sequence],
-      [port_exits, cluster_port_exit_rounds]}].
+      [port_exits, cluster_port_exit_rounds, export_targets, purge_mid_snapshot,
+       application_stop]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -165,6 +168,107 @@ cluster_round(Cache) ->
         [peer:stop(P) || P <- [P1, P2, P3]]
     end.
 
+%%% 2. Export targets
+
+%% export/2 writes a regular file or a new name only, and writes it whole:
+%% a device node (made with mknod here), a directory and a FIFO are refused
+%% and left as they were; a symbolic link is written through (the link
+%% stays a link); a name of 255 characters works; ten exports to one path
+%% at once all succeed and leave one whole file; no temporary file is left.
+export_targets(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "targets"),
+    ok = filelib:ensure_path(Dir),
+    In = fun(Name) -> filename:join(Dir, Name) end,
+    ok = msgflow:start(#{interval => 3600000}),
+    _ = burst(40),
+    %% stopped: every export writes the same bytes
+    ok = msgflow:stop(),
+    Dev = In("null"),
+    "ok\n" = os:cmd("mknod " ++ Dev ++ " c 1 3 && echo ok"),
+    ?assertEqual({error, {not_a_regular_file, Dev}}, msgflow:export(Dev, csv)),
+    ?assertMatch({ok, #file_info{type = device}}, file:read_link_info(Dev)),
+    ?assertEqual({error, {not_a_regular_file, Dir}}, msgflow:export(Dir, csv)),
+    Fifo = In("fifo"),
+    "ok\n" = os:cmd("mkfifo " ++ Fifo ++ " && echo ok"),
+    ?assertEqual({error, {not_a_regular_file, Fifo}}, msgflow:export(Fifo, json)),
+    ?assertMatch({ok, #file_info{type = other}}, file:read_link_info(Fifo)),
+    %% a link to a device is refused; a link to a file is written through
+    ok = file:make_symlink(Dev, In("to-dev")),
+    ?assertEqual({error, {not_a_regular_file, In("to-dev")}}, msgflow:export(In("to-dev"), csv)),
+    ok = file:write_file(In("target.csv"), <<"old">>),
+    ok = file:make_symlink("target.csv", In("link.csv")),
+    ok = msgflow:export(In("link.csv"), csv),
+    ?assertMatch({ok, #file_info{type = symlink}}, file:read_link_info(In("link.csv"))),
+    {ok, <<"sender,", _/binary>>} = file:read_file(In("target.csv")),
+    %% a dangling link: its target is made
+    ok = file:make_symlink("made.csv", In("dangling.csv")),
+    ok = msgflow:export(In("dangling.csv"), csv),
+    {ok, <<"sender,", _/binary>>} = file:read_file(In("made.csv")),
+    Long = In(lists:duplicate(251, $x) ++ ".csv"),
+    ok = msgflow:export(Long, csv),
+    {ok, Whole} = file:read_file(Long),
+    %% ten at once to one path
+    Self = self(),
+    Same = In("same.csv"),
+    Ws = [spawn(fun() -> Self ! {exported, self(), msgflow:export(Same, csv)} end)
+          || _ <- lists:seq(1, 10)],
+    ?assertEqual(lists:duplicate(10, ok), [receive {exported, W, R} -> R end || W <- Ws]),
+    ?assert({ok, Whole} =:= file:read_file(Same)),
+    ?assertEqual([], filelib:wildcard(In(".msgflow-*"))),
+    ?assertEqual({error, {enoent, In("no/such/dir.csv")}}, msgflow:export(In("no/such/dir.csv"), csv)).
+
+%%% 5. The tracer module purged mid-snapshot
+
+%% 50 senders to 100 receivers each (5,000 pairs, several snapshot chunks)
+%% with a snapshot every 10 ms, and the tracer module purged, deleted,
+%% purged and loaded again, four times: the collector lives on (the same
+%% process) and keeps every count it had taken.
+purge_mid_snapshot(_Config) ->
+    Self = self(),
+    Sinks = [spawn(fun sink/0) || _ <- lists:seq(1, 100)],
+    ok = msgflow:start(#{interval => 10}),
+    Collector = whereis(msgflow_collector),
+    Senders = [spawn(fun() -> [S ! m || S <- Sinks], Self ! {sent, self()},
+                              receive stop -> ok end end) || _ <- lists:seq(1, 50)],
+    [receive {sent, S} -> ok end || S <- Senders],
+    Before = lists:sort([P || P = {S, _, _} <- msgflow:pairs(), lists:member(S, Senders)]),
+    ?assertEqual(50 * 101, length(Before)),
+    Loud = [spawn(fun() -> loud(Sinks) end) || _ <- lists:seq(1, 4)],
+    [begin
+         _ = code:purge(msgflow_tracer),
+         _ = code:delete(msgflow_tracer),
+         _ = code:purge(msgflow_tracer),
+         {module, msgflow_tracer} = code:ensure_loaded(msgflow_tracer)
+     end || _ <- lists:seq(1, 4)],
+    [exit(L, kill) || L <- Loud],
+    ?assertEqual(Collector, whereis(msgflow_collector)),
+    ok = msgflow:stop(),
+    Pairs = msgflow:pairs(),
+    ?assertEqual([], Before -- Pairs),
+    #{events := E, held := H, folded := F, overflow := O} = msgflow_collector:balance(),
+    ?assertEqual(E, H + F + O),
+    [exit(P, kill) || P <- Senders ++ Sinks].
+
+loud(Sinks) ->
+    [S ! m || S <- Sinks],
+    loud(Sinks).
+
+%%% 9. Stopping the application
+
+%% application:stop(msgflow) while counting: the collector ends with
+%% `shutdown' (it did its own stop in terminate), not killed by its
+%% supervisor after the 5 s shutdown limit; in either trace mode.
+application_stop(_Config) ->
+    [begin
+         ok = msgflow:start(#{trace_mode => Mode}),
+         Ref = monitor(process, whereis(msgflow_collector)),
+         ok = application:stop(msgflow),
+         receive {'DOWN', Ref, process, _, Why} -> ?assertEqual({Mode, shutdown}, {Mode, Why}) end,
+         ?assertEqual([], msgflow_SUITE:flagged()),
+         {ok, _} = application:ensure_all_started(msgflow)
+     end || Mode <- msgflow_SUITE:modes()],
+    ok.
+
 %%% Helpers
 
 %% A process on Node running the fun Src (Erlang text) with Bindings: an
@@ -174,3 +278,15 @@ spawn_on(Node, Src, Bindings) ->
     {ok, [Expr]} = erl_parse:parse_exprs(Tokens),
     {value, Fun, _} = erl_eval:expr(Expr, maps:to_list(Bindings)),
     spawn(Node, Fun).
+
+sink() ->
+    receive _ -> sink() end.
+
+%% N messages from a process of its own to another (both stay alive).
+burst(N) ->
+    Self = self(),
+    Sink = spawn(fun sink/0),
+    S = spawn(fun() -> [Sink ! m || _ <- lists:seq(1, N)], Self ! {burst, self()},
+                       receive after infinity -> ok end end),
+    receive {burst, S} -> ok end,
+    {S, Sink}.
