@@ -68,6 +68,10 @@ start() ->
 %% Reason}]}}' when a node cannot be started, `skip' goes on without it;
 %% `grace => Ms' (default 10,000) is how long a node keeps counting after
 %% it lost this one.
+%%
+%% `owner => Pid': the run stops `grace' ms after Pid exits or its node
+%% disconnects, so that a tool that started it cannot leave it on by
+%% dying (msgflow-top passes its own C node's pid).
 -spec start(map()) -> ok | {error, term()}.
 start(Opts) ->
     case msgflow_opts:validate(Opts) of

@@ -121,9 +121,11 @@
     births_dropped = 0 :: non_neg_integer(),
     last_info = #{} :: map(),               %% session_info at stop
     waiters = [] :: [gen_server:from()],
-    %% on a node a cluster's coordinator started: its monitor (counting
-    %% stops `grace' ms after it goes, so a partition cannot leave it on)
-    coordinator :: reference() | undefined,
+    %% monitors of the run's coordinator (on a node a cluster's
+    %% coordinator started) and its owner (`owner', as msgflow-top sets):
+    %% counting stops `grace' ms after either goes, so a partition or a
+    %% killed tool cannot leave it on
+    watched = [] :: [reference()],
     snapshot_at :: integer() | undefined,   %% system time of the last snapshot
     window_waiters = [] :: [{non_neg_integer(), gen_server:from()}]
 }).
@@ -264,14 +266,20 @@ handle_info({tick, Run}, St = #st{run = Run, running = true}) ->
     {noreply, schedule_tick(St1)};
 handle_info({duration_over, Run}, St = #st{run = Run, running = true}) ->
     {noreply, stop_tracing(St)};
-%% The coordinator of the cluster this node counts for went away (it
-%% stopped, its node went down, or the link to it broke): counting stops
-%% after the grace period unless a new run started meanwhile.
-handle_info({'DOWN', Ref, process, _, _}, St = #st{coordinator = Ref, run = Run,
+%% The coordinator of the cluster this node counts for, or the run's
+%% owner, went away (it stopped, its node went down, or the link to it
+%% broke): counting stops after the grace period unless a new run started
+%% meanwhile.
+handle_info({'DOWN', Ref, process, _, _}, St = #st{watched = W, run = Run,
                                                     opts = #{grace := Grace}}) ->
-    erlang:send_after(Grace, self(), {coordinator_gone, Run}),
-    {noreply, St#st{coordinator = undefined}};
-handle_info({coordinator_gone, Run}, St = #st{run = Run, running = true}) ->
+    case lists:member(Ref, W) of
+        true ->
+            erlang:send_after(Grace, self(), {watched_gone, Run}),
+            {noreply, St#st{watched = lists:delete(Ref, W)}};
+        false ->
+            {noreply, St}
+    end;
+handle_info({watched_gone, Run}, St = #st{run = Run, running = true}) ->
     {noreply, stop_tracing(St)};
 %% Sampling: outside a traced slice the flags are really off (not discarded
 %% by the tracer), so the traced processes pay nothing there.
@@ -344,11 +352,9 @@ set_flags(T, Targets, Mode, Session, Opts, St) ->
                 #{sample := {Traced, _}} -> erlang:send_after(Traced, self(), {slice_off, Run});
                 #{sample := off} -> ok
             end,
-            Coord = case Opts of
-                        #{coordinator := C} -> erlang:monitor(process, C);
-                        _ -> undefined
-                    end,
-            {ok, schedule_tick(St1#st{coordinator = Coord})}
+            Watched = [erlang:monitor(process, P) || K <- [coordinator, owner],
+                                                      P <- [maps:get(K, Opts, none)], is_pid(P)],
+            {ok, schedule_tick(St1#st{watched = Watched})}
     catch
         error:Reason ->
             msgflow_tracer:session_stop(Session),
@@ -442,9 +448,9 @@ stop_tracing(St = #st{session = Session, tracing = T}) ->
     _ = persistent_term:erase(?RUNNING),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
     [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
-    _ = is_reference(St1#st.coordinator) andalso erlang:demonitor(St1#st.coordinator, [flush]),
+    _ = [erlang:demonitor(R, [flush]) || R <- St1#st.watched],
     St1#st{running = false, session = undefined, tracing = undefined, run = undefined,
-           waiters = [], coordinator = undefined,
+           waiters = [], watched = [],
            window_waiters = [],
            stopped_at = erlang:system_time(millisecond), last_info = Info}.
 

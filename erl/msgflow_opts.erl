@@ -5,6 +5,13 @@
 
 -export_type([opts/0, procs/0, nodes/0]).
 
+%% A run asks for at most a year (send_after/3 takes no more than about
+%% 292,000 years, but nobody means more) and 10,000 kept windows (each
+%% window close walks the kept ones: 10,000 every 10 ms keeps up, 100,000
+%% did not).
+-define(MAX_DURATION, 365 * 24 * 3600 * 1000).
+-define(MAX_WINDOWS, 10000).
+
 -type procs() :: all | new | existing | [pid() | atom()].
 %% Where to count: this node, this node and every connected visible node
 %% (and those that join), or a list.
@@ -19,6 +26,7 @@
                   nodes := nodes(),
                   on_node_error := abort | skip,
                   grace := pos_integer(),
+                  owner => pid(),
                   coordinator => pid()}.
 
 %% @doc The options used where start/1 is given none:
@@ -27,8 +35,11 @@
 %% of its own where the VM has them (OTP 27+; `trace_mode'), this node
 %% only (`nodes'), a node that cannot be started fails the start
 %% (`on_node_error'), a node that lost its coordinator stops counting
-%% after 10 s (`grace').  `coordinator' (the pid of the cluster process
-%% that started this node's msgflow) is set by msgflow_cluster only.
+%% after 10 s (`grace').  `owner' (no default) is a process whose end
+%% ends the run `grace' ms later: it exits, or its node disconnects (a
+%% remote process, or msgflow-top's C node).  `coordinator' (the pid of
+%% the cluster process that started this node's msgflow) is set by
+%% msgflow_cluster only, and works the same way.
 -spec defaults() -> opts().
 defaults() ->
     #{procs => all, interval => 1000, max_pairs => 1000000,
@@ -64,8 +75,8 @@ valid(procs, L) when is_list(L), L =/= [] ->
 valid(interval, N) -> is_integer(N) andalso N >= 10 andalso N =< 3600000;
 valid(max_pairs, N) -> is_integer(N) andalso N >= 1 andalso N =< 1 bsl 32;
 valid(duration, infinity) -> true;
-valid(duration, N) -> is_integer(N) andalso N >= 1;
-valid(windows, N) -> is_integer(N) andalso N >= 1 andalso N =< 100000;
+valid(duration, N) -> is_integer(N) andalso N >= 1 andalso N =< ?MAX_DURATION;
+valid(windows, N) -> is_integer(N) andalso N >= 1 andalso N =< ?MAX_WINDOWS;
 valid(sample, off) -> true;
 valid(sample, {T, P}) ->
     is_integer(T) andalso is_integer(P) andalso T >= 1 andalso T < P andalso P =< 3600000;
@@ -76,4 +87,5 @@ valid(nodes, L) when is_list(L) ->
 valid(on_node_error, E) -> E =:= abort orelse E =:= skip;
 valid(grace, N) -> is_integer(N) andalso N >= 1 andalso N =< 3600000;
 valid(coordinator, P) -> is_pid(P);
+valid(owner, P) -> is_pid(P);
 valid(_, _) -> false.

@@ -20,7 +20,8 @@
          remote_workload/0]).
 -export([exact_workload/0]).
 %% helpers msgflow_fault_SUITE shares
--export([start_distribution/0, cluster_peer/1, modes/0, tool/1, run/2, run/3, root/0]).
+-export([start_distribution/0, cluster_peer/1, modes/0, tool/1, run/2, run/3, root/0,
+         start_node/0, stop_node/1]).
 -export([gen_call_two_edges/1, rotate_direct/1, rotate_under_load/1, churn_conserved/1, cap_live_pairs/1,
          churn_server/0, churn_spawner/1, churn_client/2, rotations/0]).
 -export([other_tool_kept/1, dbg_alongside/1, session_dies_with_collector/1,

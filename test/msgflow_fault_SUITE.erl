@@ -10,10 +10,11 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("kernel/include/file.hrl").
 
+-export([remote_burst/1]).
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([port_exits/1, cluster_port_exit_rounds/1, export_targets/1, purge_mid_snapshot/1,
-         application_stop/1]).
+         application_stop/1, top_signals/1, top_once_keeps_run/1]).
 
 all() ->
     [{group, faults}].
@@ -21,7 +22,7 @@ all() ->
 groups() ->
     [{faults, [sequence],
       [port_exits, cluster_port_exit_rounds, export_targets, purge_mid_snapshot,
-       application_stop]}].
+       application_stop, top_signals, top_once_keeps_run]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -268,6 +269,89 @@ application_stop(_Config) ->
          {ok, _} = application:ensure_all_started(msgflow)
      end || Mode <- msgflow_SUITE:modes()],
     ok.
+
+%%% 3. msgflow-top ended by a signal
+
+%% msgflow-top started a run on a node, then is ended by SIGHUP, SIGTERM,
+%% SIGINT or SIGQUIT, by its reader going away (| head -3: SIGPIPE), or by
+%% SIGKILL: each time the run stops with no process left flagged -- by
+%% msgflow-top itself, or (SIGKILL) by the node 2 s after the connection
+%% went away.
+top_signals(_Config) ->
+    {Node, Cookie} = msgflow_SUITE:start_node(),
+    Top = msgflow_SUITE:tool("msgflow-top"),
+    Cmd = Top ++ " --node " ++ atom_to_list(Node) ++ " --cookie " ++ Cookie ++ " --interval 50",
+    try
+        [begin
+             Pid = string:trim(os:cmd(Cmd ++ " >/dev/null 2>&1 & echo $!")),
+             until(fun() -> running(Node) end),
+             "" = os:cmd("kill -" ++ Sig ++ " " ++ Pid),
+             until(fun() -> not running(Node) end),
+             ?assertEqual({Sig, []}, {Sig, erpc:call(Node, msgflow_SUITE, flagged, [])})
+         end || Sig <- ["HUP", "TERM", "INT", "QUIT", "KILL"]],
+        %% the reader goes after three lines; msgflow-top stops the run
+        %% before it exits
+        Lines = os:cmd(Cmd ++ " | head -3"),
+        ?assertMatch([_, _, _], string:split(string:trim(Lines), "\n", all)),
+        ?assertNot(running(Node)),
+        ?assertEqual([], erpc:call(Node, msgflow_SUITE, flagged, []))
+    after
+        msgflow_SUITE:stop_node(Node)
+    end.
+
+%% false also before msgflow-top loaded msgflow's code there
+running(Node) ->
+    try erpc:call(Node, msgflow, info, []) of
+        #{running := R} -> R
+    catch
+        error:{exception, undef, _} -> false
+    end.
+
+%% Polls F every 20 ms until it holds, for at most 10 s (a process of
+%% another OS process: there is no message to wait for).
+until(F) ->
+    until(F, 500).
+
+until(F, 0) ->
+    ct:fail({never, F});
+until(F, N) ->
+    case F() of
+        true -> ok;
+        false -> receive after 20 -> until(F, N - 1) end
+    end.
+
+%%% 10. msgflow-top --once on a stopped run
+
+%% A node holds a stopped run (777 sends counted): `--once' shows it and
+%% starts nothing (the pair keeps its 777); `--once --start' starts a new
+%% run (which forgets it) and stops it again.
+top_once_keeps_run(_Config) ->
+    {Node, Cookie} = msgflow_SUITE:start_node(),
+    Top = msgflow_SUITE:tool("msgflow-top"),
+    Args = ["--node", atom_to_list(Node), "--cookie", Cookie, "--once", "--interval", "50"],
+    try
+        %% msgflow's code onto the node (it runs and stops a first run)
+        {0, _} = msgflow_SUITE:run(Top, Args),
+        ok = erpc:call(Node, msgflow, start, [#{procs => new}]),
+        {S, R} = erpc:call(Node, msgflow_fault_SUITE, remote_burst, [777]),
+        ok = erpc:call(Node, msgflow, stop, []),
+        Count = fun() -> [N || {S1, R1, N} <- erpc:call(Node, msgflow, pairs, []),
+                               S1 =:= S, R1 =:= R] end,
+        ?assertEqual([777], Count()),
+        {0, Out} = msgflow_SUITE:run(Top, Args),
+        ?assertMatch({{_, _}, _}, {binary:match(Out, <<"777">>), Out}),
+        ?assertEqual([777], Count()),
+        ?assertNot(running(Node)),
+        {0, _} = msgflow_SUITE:run(Top, Args ++ ["--start"]),
+        ?assertEqual([], Count()),
+        ?assertNot(running(Node))
+    after
+        msgflow_SUITE:stop_node(Node)
+    end.
+
+%% Run on a node of its own: burst/1 there.
+remote_burst(N) ->
+    burst(N).
 
 %%% Helpers
 

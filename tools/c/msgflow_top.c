@@ -1,14 +1,18 @@
 /*
  * msgflow-top --node NAME@HOST [--cookie C | --cookie-file F] [--interval Ms]
- *             [--top N] [--by G] [--once] [--keep]
+ *             [--top N] [--by G] [--once] [--keep] [--start]
  *
  * A C node (ei_connect, as erl_call is) that attaches to a running
  * distributed node, loads msgflow's code there over RPC when it is missing
  * (from this build: ebin and priv written to the node's user cache dir and
- * added to its code path), starts msgflow unless it already runs, and every
- * interval fetches msgflow:dump/0 (the ETF dump as a binary) and redraws the
- * top table.  Ctrl-C, --once (after one table) or the node going away end
- * it; tracing it started is stopped then, unless --keep.
+ * added to its code path), starts msgflow unless the node holds a run
+ * (running, or stopped: that one is shown as it is; --start starts anew),
+ * and every interval fetches msgflow:dump/0 (the ETF dump as a binary) and
+ * redraws the top table.  Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT, SIGPIPE),
+ * --once (after one table) or the node going away end it; tracing it
+ * started is stopped then, unless --keep.  Should it die without that
+ * (SIGKILL, a dropped connection), the node stops the run itself 2 s after
+ * the connection is gone (msgflow:start/1's `owner').
  *
  * Exit: 0 done; 1 a failure (the message says which); 2 bad usage.
  */
@@ -37,19 +41,23 @@
 #endif
 
 #define RPC_TIMEOUT_MS 30000
+/* how long the node keeps counting after this program's connection went
+ * away without a stop (see start_msgflow) */
+#define OWNER_GRACE_MS 2000
 
+/* Set by every signal that ends the program (INT, TERM, HUP, QUIT, PIPE):
+ * the loop then stops what it started and exits. */
 static volatile sig_atomic_t interrupted;
 
-static void on_sigint(int sig)
+static void on_signal(int sig)
 {
-    (void)sig;
-    interrupted = 1;
+    interrupted = sig;
 }
 
 static const char usage[] =
     "usage: msgflow-top --node NAME@HOST [--cookie C | --cookie-file F] [--interval Ms]\n"
     "                   [--top N] [--by process|name|module|application|node]\n"
-    "                   [--once] [--keep]\n";
+    "                   [--once] [--keep] [--start]\n";
 
 typedef struct {
     ei_cnode ec;
@@ -321,14 +329,23 @@ static int ensure_code(conn *c)
 
 /* ------------------------------------------------------------ the loop */
 
-/* msgflow:start(#{interval => I}): 1 started, 0 already running, -1 error. */
-static int start_msgflow(conn *c, long interval)
+/* msgflow:start(#{interval => I, owner => self(), grace => G}): 1 started,
+ * 0 already running, -1 error.  The owner is this C node's pid: the node
+ * stops the run OWNER_GRACE_MS after this program's connection is gone
+ * (however it ended, SIGKILL included), unless `keep'. */
+static int start_msgflow(conn *c, long interval, int keep)
 {
     ei_x_buff args, reply;
     args_new(&args, 1);
-    ei_x_encode_map_header(&args, 1);
+    ei_x_encode_map_header(&args, keep ? 1 : 3);
     ei_x_encode_atom(&args, "interval");
     ei_x_encode_long(&args, interval);
+    if (!keep) {
+        ei_x_encode_atom(&args, "owner");
+        ei_x_encode_pid(&args, ei_self(&c->ec));
+        ei_x_encode_atom(&args, "grace");
+        ei_x_encode_long(&args, OWNER_GRACE_MS);
+    }
     int rc = -1;
     char text[512];
     if (rpc(c, "msgflow", "start", &args, &reply) != 0) {
@@ -344,6 +361,36 @@ static int start_msgflow(conn *c, long interval)
     }
     ei_x_free(&reply);
     return rc;
+}
+
+/* Whether the node holds a run, running or stopped: msgflow:info()'s
+ * `started_at' is an integer.  1 yes, 0 no, -1 the node went away. */
+static int run_exists(conn *c)
+{
+    ei_x_buff args, reply;
+    args_new(&args, 0);
+    if (rpc(c, "msgflow", "info", &args, &reply) != 0) {
+        fprintf(stderr, "msgflow-top: %s went away\n", c->node);
+        return -1;
+    }
+    int idx = 0, arity, found = 0, type, size;
+    char key[MAXATOMLEN_UTF8];
+    if (ei_decode_map_header(reply.buff, &idx, &arity) == 0) {
+        for (int i = 0; i < arity; i++) {
+            if (ei_decode_atom(reply.buff, &idx, key) != 0)
+                break;
+            if (!strcmp(key, "started_at")) {
+                found = ei_get_type(reply.buff, &idx, &type, &size) == 0 &&
+                        (type == ERL_SMALL_INTEGER_EXT || type == ERL_INTEGER_EXT ||
+                         type == ERL_SMALL_BIG_EXT);
+                break;
+            }
+            if (ei_skip_term(reply.buff, &idx) != 0)
+                break;
+        }
+    }
+    ei_x_free(&reply);
+    return found;
 }
 
 static int stop_msgflow(conn *c)
@@ -397,7 +444,7 @@ int main(int argc, char **argv)
 {
     const char *node = NULL, *cookie = NULL, *cookie_file = NULL, *by_name = "process";
     long interval = 1000, top = 20;
-    int once = 0, keep = 0;
+    int once = 0, keep = 0, fresh = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int has_value = !strcmp(a, "--node") || !strcmp(a, "--cookie") ||
@@ -427,6 +474,8 @@ int main(int argc, char **argv)
             once = 1;
         } else if (!strcmp(a, "--keep")) {
             keep = 1;
+        } else if (!strcmp(a, "--start")) {
+            fresh = 1;
         } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             fputs(usage, stdout);
             return 0;
@@ -469,9 +518,14 @@ int main(int argc, char **argv)
     }
 
     struct sigaction sa = {0};
-    sa.sa_handler = on_sigint;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
+    sa.sa_handler = on_signal;
+    /* a reader of a pipe that went away (| head) is SIGPIPE, a closed
+     * terminal SIGHUP: each ends the loop like Ctrl-C, so what was
+     * started is stopped */
+    int ending[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGPIPE};
+    for (size_t i = 0; i < sizeof(ending) / sizeof(ending[0]); i++)
+        sigaction(ending[i], &sa, NULL);
+    int tty = isatty(STDOUT_FILENO);
     setlocale(LC_CTYPE, "");
     const char *lc = setlocale(LC_CTYPE, NULL);
     const char *ellipsis = lc && (strstr(lc, "UTF-8") || strstr(lc, "utf8")) ? "\xe2\x80\xa6"
@@ -482,7 +536,12 @@ int main(int argc, char **argv)
         return 1;
     if (ensure_code(&c) != 0)
         return 1;
-    int started = start_msgflow(&c, interval);
+    /* a run the node holds, running or stopped, is shown as it is: only
+     * --start (or no run at all) starts one, which clears the last */
+    int exists = fresh ? 0 : run_exists(&c);
+    if (exists < 0)
+        return 1;
+    int started = exists ? 0 : start_msgflow(&c, interval, keep);
     if (started < 0)
         return 1;
     int rc = 0, gone = 0;
@@ -498,10 +557,12 @@ int main(int argc, char **argv)
         mf_row *rows;
         size_t n;
         if (mf_group(&d, by, &rows, &n) == 0) {
-            if (!once)
+            /* screen codes to a terminal only, not into a pipe or file */
+            if (!once && tty)
                 fputs("\x1b[H\x1b[2J", stdout);
             mf_print_top(stdout, &d, rows, n, (size_t)top, ellipsis);
-            fflush(stdout);
+            if (fflush(stdout) != 0 || ferror(stdout))
+                interrupted = SIGPIPE; /* nobody reads any more */
             mf_rows_free(rows);
         }
         mf_dump_free(&d);
