@@ -31,6 +31,9 @@
 -type pair_count() :: {endpoint(), endpoint(), pos_integer()}.
 
 -define(COLLECTOR, msgflow_collector).
+%% the most rows a view may ask for (top/2's N, export's `limit'): more
+%% than any node holds pairs, less than what ETS limits take
+-define(MAX_ROWS, 100000000).
 
 %% @doc Same as `start(#{})': trace sends of all processes.
 -spec start() -> ok | {error, term()}.
@@ -86,7 +89,7 @@ start(Opts) ->
 
 %% This node first; then, for a cluster, the others (see msgflow_cluster).
 start_nodes(Opts, local) ->
-    case gen_server:call(?COLLECTOR, {start, Opts}, infinity) of
+    case call({start, Opts}, {error, collector_down}) of
         ok -> msgflow_cluster:forget();
         {error, _} = E -> E
     end;
@@ -100,11 +103,11 @@ start_nodes(Opts, Nodes) ->
         true ->
             {error, already_started};
         ok ->
-            case gen_server:call(?COLLECTOR, {start, Opts#{nodes => local}}, infinity) of
+            case call({start, Opts#{nodes => local}}, {error, collector_down}) of
                 ok ->
                     case msgflow_cluster:start_members() of
                         ok -> ok;
-                        {error, _} = E -> _ = gen_server:call(?COLLECTOR, stop, infinity), E
+                        {error, _} = E -> _ = call(stop, ok), E
                     end;
                 {error, _} = E ->
                     msgflow_cluster:forget(),
@@ -185,7 +188,7 @@ top(N) ->
 -spec top(pos_integer(), #{by => msgflow_view:grouping(), refresh => pos_integer(),
                            for => non_neg_integer(), node => node()}) ->
           ok | {error, {badarg, term()}}.
-top(N, Opts) when is_integer(N), N > 0, is_map(Opts) ->
+top(N, Opts) when is_integer(N), N > 0, N =< ?MAX_ROWS, is_map(Opts) ->
     Refresh = maps:get(refresh, Opts, 1000),
     For = maps:get(for, Opts, 10000),
     By = maps:get(by, Opts, process),
@@ -205,7 +208,7 @@ top(N, Opts) when is_integer(N), N > 0, is_map(Opts) ->
                 {true, true} -> print_top(N, By, Node, "")
             end
     end;
-top(N, Opts) when is_integer(N), N > 0 ->
+top(N, Opts) when is_integer(N), N > 0, N =< ?MAX_ROWS ->
     {error, {badarg, Opts}};
 top(N, _Opts) ->
     {error, {badarg, N}}.
@@ -393,7 +396,8 @@ check_export_opts(Opts) when is_map(Opts) ->
     Bad = [{K, V} || {K, V} <- maps:to_list(Opts),
                      not (K =:= by andalso is_atom(V) andalso
                           lists:member(V, msgflow_view:groupings()))
-                     andalso not (K =:= limit andalso is_integer(V) andalso V > 0)
+                     andalso not (K =:= limit andalso is_integer(V) andalso V > 0
+                                  andalso V =< ?MAX_ROWS)
                      andalso not (K =:= node andalso is_atom(V))],
     case Bad of
         [] -> ok;
@@ -613,10 +617,20 @@ help() ->
 
 %%% Internals
 
+%% Request to the collector; IfDown when there is none, or when it died
+%% before answering (its supervisor may be restarting it).
 call(Request, IfDown) ->
     case whereis(?COLLECTOR) of
-        undefined -> IfDown;
-        _ -> gen_server:call(?COLLECTOR, Request, infinity)
+        undefined ->
+            IfDown;
+        _ ->
+            try gen_server:call(?COLLECTOR, Request, infinity)
+            catch
+                exit:{noproc, _} -> IfDown;
+                exit:{normal, _} -> IfDown;
+                exit:{shutdown, _} -> IfDown;
+                exit:{killed, _} -> IfDown
+            end
     end.
 
 format_top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events,

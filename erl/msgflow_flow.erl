@@ -48,6 +48,9 @@
 -dialyzer({no_match, [system_tracer/1, release_tracer/1, terminate/2, stop_entry/1]}).
 
 -define(KEEPER, ?MODULE).
+%% the longest a follow may run or wait, in ms (a year: timers take more,
+%% nobody means more)
+-define(MAX_MS, 365 * 24 * 3600 * 1000).
 -define(TICK_MS, 1000).          %% snapshots while an entry is followed
 -define(MAX_PAIRS, 200000).      %% the flow session's cap on table entries
 -define(ROTATE_TICKS, 10).       %% a new generation of its tables every 10 ticks,
@@ -315,10 +318,10 @@ check(Opts, Defaults) ->
 valid(K, _, Defaults) when not is_map_key(K, Defaults) -> false;
 valid(print, V, _) -> is_boolean(V);
 valid(settle, V, _) -> is_integer(V) andalso V >= 0 andalso V =< 60000;
-valid(timeout, V, _) -> is_integer(V) andalso V >= 0;
+valid(timeout, V, _) -> is_integer(V) andalso V >= 0 andalso V =< ?MAX_MS;
 valid(max_events, V, _) -> is_integer(V) andalso V >= 0 andalso V =< 10000000;
-valid(sample, V, _) -> is_integer(V) andalso V > 0;
-valid(for, V, _) -> is_integer(V) andalso V > 0.
+valid(sample, V, _) -> is_integer(V) andalso V > 0 andalso V =< 1 bsl 32;
+valid(for, V, _) -> is_integer(V) andalso V > 0 andalso V =< ?MAX_MS.
 
 %% The keeper is called with no trace token, so that nothing it does
 %% belongs to a flow.

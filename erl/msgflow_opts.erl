@@ -70,7 +70,8 @@ check([{Key, Value} | Rest], Acc) ->
 
 valid(procs, P) when P =:= all; P =:= new; P =:= existing -> true;
 valid(procs, L) when is_list(L), L =/= [] ->
-    lists:all(fun(X) -> (is_pid(X) andalso node(X) =:= node()) orelse is_atom(X) end, L)
+    proper(L) andalso
+        lists:all(fun(X) -> (is_pid(X) andalso node(X) =:= node()) orelse is_atom(X) end, L)
         andalso length(L) =:= length(lists:usort(L));
 valid(interval, N) -> is_integer(N) andalso N >= 10 andalso N =< 3600000;
 valid(max_pairs, N) -> is_integer(N) andalso N >= 1 andalso N =< 1 bsl 32;
@@ -83,9 +84,16 @@ valid(sample, {T, P}) ->
 valid(trace_mode, M) -> M =:= auto orelse M =:= session orelse M =:= legacy;
 valid(nodes, N) when N =:= local; N =:= all -> true;
 valid(nodes, L) when is_list(L) ->
-    lists:all(fun is_atom/1, L) andalso length(L) =:= length(lists:usort(L));
+    proper(L) andalso lists:all(fun is_atom/1, L) andalso length(L) =:= length(lists:usort(L));
 valid(on_node_error, E) -> E =:= abort orelse E =:= skip;
 valid(grace, N) -> is_integer(N) andalso N >= 1 andalso N =< 3600000;
 valid(coordinator, P) -> is_pid(P);
 valid(owner, P) -> is_pid(P);
 valid(_, _) -> false.
+
+proper(L) ->
+    try length(L) of
+        _ -> true
+    catch
+        error:badarg -> false
+    end.

@@ -14,7 +14,7 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([port_exits/1, cluster_port_exit_rounds/1, export_targets/1, purge_mid_snapshot/1,
-         application_stop/1, top_signals/1, top_once_keeps_run/1]).
+         application_stop/1, top_signals/1, top_once_keeps_run/1, hostile_arguments/1]).
 
 all() ->
     [{group, faults}].
@@ -22,7 +22,7 @@ all() ->
 groups() ->
     [{faults, [sequence],
       [port_exits, cluster_port_exit_rounds, export_targets, purge_mid_snapshot,
-       application_stop, top_signals, top_once_keeps_run]}].
+       application_stop, top_signals, top_once_keeps_run, hostile_arguments]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -352,6 +352,51 @@ top_once_keeps_run(_Config) ->
 %% Run on a node of its own: burst/1 there.
 remote_burst(N) ->
     burst(N).
+
+%%% 12, 13. Hostile arguments
+
+%% What the API accepts it can carry out, and what it refuses comes back
+%% as `{error, _}', never as an exception or a crashed server: numbers too
+%% big for timers or ETS, improper lists, names that are valid but not
+%% Latin-1, atoms as paths; and start/0 while the collector is being
+%% killed over and over answers ok or `{error, _}' every time.
+hostile_arguments(Config) ->
+    Collector = whereis(msgflow_collector),
+    Keeper = msgflow_flow:keeper(),
+    Huge = 1 bsl 64,
+    ?assertEqual({error, {badopt, {duration, Huge}}}, msgflow:start(#{duration => Huge})),
+    ?assertEqual({error, {badopt, {windows, 100000}}},
+                 msgflow:start(#{windows => 100000, interval => 10})),
+    ?assertEqual({error, {badopt, {procs, [a | b]}}}, msgflow:start(#{procs => [a | b]})),
+    ?assertEqual({error, {badopt, {nodes, [a | b]}}}, msgflow:start(#{nodes => [a | b]})),
+    ?assertEqual({error, {badopt, {for, Huge}}}, msgflow:follow_calls({lists, seq, 3}, #{for => Huge})),
+    ?assertEqual({error, {badopt, {timeout, Huge}}}, msgflow:follow(fun() -> ok end, #{timeout => Huge})),
+    ?assertEqual(Collector, whereis(msgflow_collector)),
+    ?assertEqual(Keeper, msgflow_flow:keeper()),
+    %% the longest accepted duration is carried out (and stopped)
+    ok = msgflow:start(#{duration => 365 * 24 * 3600 * 1000, windows => 10000, interval => 10}),
+    _ = burst(10),
+    ?assertEqual({error, {badarg, Huge}}, msgflow:top(Huge)),
+    Dir = ?config(priv_dir, Config),
+    ?assertEqual({error, {badopt, {limit, Huge}}},
+                 msgflow:export(filename:join(Dir, "x.dot"), dot, #{limit => Huge})),
+    Euro = filename:join(Dir, "eur\x{20ac}.csv"),
+    ok = msgflow:export(Euro, csv),
+    {ok, <<"sender,", _/binary>>} = file:read_file(Euro),
+    AtomPath = list_to_atom(filename:join(Dir, "atom.csv")),
+    ok = msgflow:export(AtomPath, csv),
+    ?assert(filelib:is_regular(atom_to_list(AtomPath))),
+    ok = msgflow:stop(),
+    %% start/0 while the collector dies again and again
+    Results = [begin
+                   _ = [exit(P, kill) || P <- [whereis(msgflow_collector)], is_pid(P)],
+                   R = try msgflow:start() catch C:E -> {raised, C, E} end,
+                   _ = msgflow:stop(),
+                   R
+               end || _ <- lists:seq(1, 20)],
+    ?assertEqual([], [R || R <- Results, R =/= ok, element(1, R) =/= error]),
+    {ok, _} = application:ensure_all_started(msgflow),
+    ok.
 
 %%% Helpers
 
