@@ -126,10 +126,13 @@ stop() ->
     call(stop, ok).
 
 %% @doc Forgets the counts (tracing, if on, goes on), on every node of a
-%% cluster.
+%% cluster that this node's coordinator started (a node counting for
+%% another coordinator, or for itself, keeps its counts).
 -spec reset() -> ok.
 reset() ->
-    _ = msgflow_cluster:call_all(msgflow_cluster:members(), msgflow, reset, []),
+    %% each member resets only for the coordinator that started it
+    _ = msgflow_cluster:call_all(msgflow_cluster:members(), msgflow_collector, reset_for,
+                                 [whereis(msgflow_cluster)]),
     call(reset, ok).
 
 %% @doc Waits until counting stops (by `duration' or stop/0), at most

@@ -36,7 +36,8 @@
 -module(msgflow_collector).
 -behaviour(gen_server).
 
--export([start_link/0, store/1, balance/0, counts_in/3, last_two/2, peak_rate/4]).
+-export([start_link/0, store/1, balance/0, counts_in/3, last_two/2, peak_rate/4,
+         reset_for/1]).
 -export([init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 -export_type([store/0, window/0, row/0]).
 
@@ -159,6 +160,18 @@ balance() ->
         _ -> gen_server:call(?SERVER, balance, infinity)
     end.
 
+%% @doc Forgets the counts as reset does, only when this node's run was
+%% started by the cluster coordinator Coordinator (what a coordinator's
+%% reset/0 asks of its members); `{error, {not_coordinator, Coordinator}}'
+%% for any other run, so that one coordinator never erases the counts of
+%% a run another started.  `ok' when the collector is not running.
+-spec reset_for(pid() | undefined) -> ok | {error, {not_coordinator, term()}}.
+reset_for(Coordinator) ->
+    case whereis(?SERVER) of
+        undefined -> ok;
+        _ -> gen_server:call(?SERVER, {reset_for, Coordinator}, infinity)
+    end.
+
 %% @private
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
@@ -211,6 +224,11 @@ handle_call(reset, _From, St) ->
               false -> St
           end,
     {reply, ok, clear(St1#st{win_start = now_ms()}, keep_labels)};
+handle_call({reset_for, Coord}, From, St = #st{opts = #{coordinator := Coord}})
+  when is_pid(Coord) ->
+    handle_call(reset, From, St);
+handle_call({reset_for, Coord}, _From, St) ->
+    {reply, {error, {not_coordinator, Coord}}, St};
 handle_call({store, Refresh}, _From, St) ->
     St1 = case Refresh of
               true -> refresh(St);

@@ -116,6 +116,9 @@
     follows = #{} :: #{term() => #{pairs := #{{term(), term()} => pos_integer()},
                                    labels := #{term() => binary()}}},
     entries = [] :: [#entry{}],
+    %% the monitor of each follow/2 caller: a caller killed mid-flow ends
+    %% its watch (and the system tracer, if it was the last)
+    callers = #{} :: #{reference() => term()},
     last :: flow() | undefined,
     next = 1 :: pos_integer(),
     tick :: reference() | undefined,
@@ -367,12 +370,15 @@ init([]) ->
 
 %% @private
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
-handle_call({watch, Max}, _From, St = #st{next = N}) ->
+handle_call({watch, Max}, {Caller, _}, St = #st{next = N}) ->
     %% the node in it: a cluster's nodes count it under the same label
     Label = {msgflow_follow, node(), N},
     case watch(Label, Max, St) of
-        {ok, St1} -> {reply, {ok, Label}, St1#st{next = N + 1}};
-        {error, _} = E -> {reply, E, St}
+        {ok, St1} ->
+            Ref = monitor(process, Caller),
+            {reply, {ok, Label}, St1#st{next = N + 1, callers = (St1#st.callers)#{Ref => Label}}};
+        {error, _} = E ->
+            {reply, E, St}
     end;
 handle_call({watch_label, Label, Max}, _From, St) ->
     case watch(Label, Max, St) of
@@ -418,8 +424,8 @@ handle_call({finish, Label, Quiet, Parts}, _From, St0) ->
                 ++ lists:append([Es || #{events := Es} <- Parts]),
             Flow = (flow(Label, F, Events))#{quiet => Quiet,
                                              nodes => [node() | [PN || #{node := PN} <- Parts]]},
-            St = release_tracer(St1#st{follows = maps:remove(Label, St1#st.follows),
-                                       last = Flow}),
+            St2 = St1#st{follows = maps:remove(Label, St1#st.follows), last = Flow},
+            St = release_tracer(forget_caller(Label, St2)),
             {reply, Flow, St};
         _ ->
             %% a keeper restarted meanwhile: the flow's counts are gone
@@ -472,8 +478,21 @@ handle_info({expire, MFA}, St0) ->
                    _ -> E
                end || E <- St#st.entries],
     {noreply, release_tracer(St#st{entries = Entries})};
+%% A follow/2 caller died before its flow finished (killed, say): the
+%% flow is dropped and its watch ends.
+handle_info({'DOWN', Ref, process, _, _}, St0 = #st{callers = Cs}) when is_map_key(Ref, Cs) ->
+    Label = maps:get(Ref, Cs),
+    St = take(St0#st{callers = maps:remove(Ref, Cs)}),
+    _ = take_events(St#st.fs, Label),
+    {noreply, release_tracer(St#st{follows = maps:remove(Label, St#st.follows)})};
 handle_info(_Msg, St) ->
     {noreply, St}.
+
+%% The caller of the follow of Label no longer watched.
+forget_caller(Label, St = #st{callers = Cs}) ->
+    Refs = [R || {R, L} <- maps:to_list(Cs), L =:= Label],
+    _ = [demonitor(R, [flush]) || R <- Refs],
+    St#st{callers = maps:without(Refs, Cs)}.
 
 %% @private
 -spec terminate(term(), #st{}) -> ok.
@@ -641,9 +660,21 @@ schedule(St) ->
     St.
 
 %% One snapshot of the flow session into the follows and the entries;
-%% each running entry's events of the interval deepen its depth.
-take(St = #st{fs = FS, follows = Fs0, entries = Es0}) ->
-    {Pairs, _Dead, Replies, Over, _OverDead} = msgflow_tracer:snapshot(FS),
+%% each running entry's events of the interval deepen its depth.  While
+%% the tracer module is being loaded, the turn is skipped; once it was
+%% deleted and purged, the session cannot be read by the code loaded next
+%% (badarg): what it held is gone with the old code, the flows it counted
+%% keep what was taken, and a new session counts from here on.
+take(St = #st{fs = FS}) ->
+    try msgflow_tracer:snapshot(FS) of
+        Snap -> take(Snap, St)
+    catch
+        error:undef -> St;
+        error:{not_loaded, _} -> St;
+        error:badarg -> St#st{fs = msgflow_tracer:flow_session_new(self(), ?MAX_PAIRS)}
+    end.
+
+take({Pairs, _Dead, Replies, Over, _OverDead}, St = #st{fs = FS, follows = Fs0, entries = Es0}) ->
     %% the pairs of requests long done leave the tables before they fill
     #{entries := InTables} = msgflow_tracer:session_info(FS),
     _ = InTables >= ?MAX_PAIRS div 2 andalso rotate(FS),

@@ -14,7 +14,8 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([port_exits/1, cluster_port_exit_rounds/1, export_targets/1, purge_mid_snapshot/1,
-         application_stop/1, top_signals/1, top_once_keeps_run/1, hostile_arguments/1]).
+         application_stop/1, top_signals/1, top_once_keeps_run/1, hostile_arguments/1,
+         follow_caller_killed/1, two_coordinators/1]).
 
 all() ->
     [{group, faults}].
@@ -22,7 +23,8 @@ all() ->
 groups() ->
     [{faults, [sequence],
       [port_exits, cluster_port_exit_rounds, export_targets, purge_mid_snapshot,
-       application_stop, top_signals, top_once_keeps_run, hostile_arguments]}].
+       application_stop, top_signals, top_once_keeps_run, hostile_arguments,
+       follow_caller_killed, two_coordinators]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -277,14 +279,19 @@ application_stop(_Config) ->
 %% SIGKILL: each time the run stops with no process left flagged -- by
 %% msgflow-top itself, or (SIGKILL) by the node 2 s after the connection
 %% went away.
-top_signals(_Config) ->
+top_signals(Config) ->
+    Log = filename:join(?config(priv_dir, Config), "msgflow-top.log"),
     {Node, Cookie} = msgflow_SUITE:start_node(),
     Top = msgflow_SUITE:tool("msgflow-top"),
-    Cmd = Top ++ " --node " ++ atom_to_list(Node) ++ " --cookie " ++ Cookie ++ " --interval 50",
+    %% --start: each round starts a run anew (the last one is held, stopped)
+    Cmd = Top ++ " --node " ++ atom_to_list(Node) ++ " --cookie " ++ Cookie
+        ++ " --interval 50 --start",
     try
         [begin
-             Pid = string:trim(os:cmd(Cmd ++ " >/dev/null 2>&1 & echo $!")),
-             until(fun() -> running(Node) end),
+             Pid = string:trim(os:cmd(Cmd ++ " >/dev/null 2>>" ++ Log ++ " & echo $!")),
+             try until(fun() -> running(Node) end)
+             catch exit:{test_case_failed, _} -> ct:fail({not_started, Sig, file:read_file(Log)})
+             end,
              "" = os:cmd("kill -" ++ Sig ++ " " ++ Pid),
              until(fun() -> not running(Node) end),
              ?assertEqual({Sig, []}, {Sig, erpc:call(Node, msgflow_SUITE, flagged, [])})
@@ -307,10 +314,10 @@ running(Node) ->
         error:{exception, undef, _} -> false
     end.
 
-%% Polls F every 20 ms until it holds, for at most 10 s (a process of
+%% Polls F every 20 ms until it holds, for at most 30 s (a process of
 %% another OS process: there is no message to wait for).
 until(F) ->
-    until(F, 500).
+    until(F, 1500).
 
 until(F, 0) ->
     ct:fail({never, F});
@@ -397,6 +404,59 @@ hostile_arguments(Config) ->
     ?assertEqual([], [R || R <- Results, R =/= ok, element(1, R) =/= error]),
     {ok, _} = application:ensure_all_started(msgflow),
     ok.
+
+%%% 8. A follow/2 caller killed
+
+%% 70 callers of follow/2 (more than the NIF's 64 watches) are each killed
+%% inside their fun: each watch ends with its caller, the system tracer is
+%% msgflow's no more once the last is gone, and a follow afterwards works
+%% and counts exactly (a self-send: 1 message).
+follow_caller_killed(_Config) ->
+    Self = self(),
+    [begin
+         P = spawn(fun() -> msgflow:follow(fun() -> Self ! {inside, self()},
+                                                    receive after infinity -> ok end
+                                            end)
+                   end),
+         receive {inside, P} -> ok end,
+         exit(P, kill)
+     end || _ <- lists:seq(1, 70)],
+    %% the keeper gets each caller's DOWN from the caller, not from here:
+    %% no message says when the last has arrived
+    until(fun() -> seq_trace:get_system_tracer() =:= false end),
+    {ok, #{messages := 1}} = case msgflow:follow(fun() -> self() ! m, receive m -> ok end end) of
+                                 {ok, Flow} -> {ok, Flow};
+                                 Other -> {other, Other}
+                             end,
+    ?assertEqual(false, seq_trace:get_system_tracer()).
+
+%%% 7. Two coordinators
+
+%% This node coordinates a run on itself and peer P; a second coordinator
+%% B then starts with P and this node (both refuse it: already started,
+%% skipped) and calls reset/0: neither P's counts nor this node's are
+%% erased.
+two_coordinators(_Config) ->
+    Self = self(),
+    {PP, P} = msgflow_SUITE:cluster_peer(true),
+    {PB, B} = msgflow_SUITE:cluster_peer(true),
+    try
+        Sink = erpc:call(P, erlang, spawn, [timer, sleep, [infinity]]),
+        ok = msgflow:start(#{nodes => [P], interval => 3600000}),
+        S1 = erpc:call(P, msgflow_SUITE, peer_send, [Self, Sink, 40]),
+        receive {sent, S1} -> ok end,
+        {S2, R2} = burst(25),
+        ok = erpc:call(B, msgflow, start, [#{nodes => [P, node()], on_node_error => skip}]),
+        ok = erpc:call(B, msgflow, reset, []),
+        ok = erpc:call(B, msgflow, stop, []),
+        ok = msgflow:stop(),
+        Pairs = msgflow:pairs(),
+        ?assertEqual([{S1, Sink, 40}], [X || X = {S, R, _} <- Pairs, S =:= S1, R =:= Sink]),
+        ?assertEqual([{S2, R2, 25}], [X || X = {S, R, _} <- Pairs, S =:= S2, R =:= R2])
+    after
+        peer:stop(PP),
+        peer:stop(PB)
+    end.
 
 %%% Helpers
 

@@ -7,6 +7,7 @@
 
 #include <ei.h>
 #include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -575,14 +576,15 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     int type, size;
     ei_get_type(buf, &d.idx, &type, &size);
     if (type == ERL_FLOAT_EXT || type == NEW_FLOAT_EXT) {
-        if (ei_decode_double(buf, &d.idx, &out->scale) != 0 || !(out->scale >= 1.0)) {
-            fail(err, errlen, "scale: not a number >= 1");
+        if (ei_decode_double(buf, &d.idx, &out->scale) != 0 || !(out->scale >= 1.0) ||
+            !isfinite(out->scale)) {
+            fail(err, errlen, "scale: not a finite number >= 1");
             goto bad;
         }
     } else {
         uint64_t s;
         if (!dec_u64(&d, &s) || s < 1) {
-            fail(err, errlen, "scale: not a number >= 1");
+            fail(err, errlen, "scale: not a finite number >= 1");
             goto bad;
         }
         out->scale = (double)s;

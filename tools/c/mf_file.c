@@ -3,12 +3,20 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 char *mf_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
         return NULL;
+    /* a directory opens, and then fails to read as EIO: say what it is */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        errno = EISDIR;
+        return NULL;
+    }
     size_t cap = (size_t)1 << 16, n = 0;
     char *buf = malloc(cap);
     while (buf) {

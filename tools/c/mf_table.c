@@ -103,7 +103,10 @@ int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
         HASH_FIND(hh, table, g->key, sizeof(g->key), found);
         double rate = mf_dump_rate(d, p);
         if (found) {
-            rows[found->row].messages += p->messages;
+            /* saturating: a crafted dump's counts near 2^64 must not
+             * wrap into a small number */
+            uint64_t *m = &rows[found->row].messages;
+            *m = *m > UINT64_MAX - p->messages ? UINT64_MAX : *m + p->messages;
             rows[found->row].rate += rate;
             continue;
         }
