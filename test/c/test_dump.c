@@ -15,6 +15,8 @@
  * past 2^64, garbage after the term.
  */
 #include <dirent.h>
+#include <errno.h>
+#include <math.h>
 #include <ei.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -173,6 +175,11 @@ static void expect_refused(const char *what, ei_x_buff *x, const char *needle)
  * are parameters. */
 /* A dump of one pair; nodes (version 3) != 0 adds a `nodes' list of two,
  * < 0 a malformed one. */
+/* What crafted_dumps changes in small_dump_n's dump: how many (equal)
+ * pairs, and a `scale' given as a float (0: the integer 1). */
+static int dump_pairs = 1;
+static double dump_scale;
+
 static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, int nodes)
 {
     ei_x_new_with_version(x);
@@ -188,7 +195,10 @@ static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, i
     ei_x_encode_atom(x, "window_ms");
     ei_x_encode_long(x, 1000);
     ei_x_encode_atom(x, "scale");
-    ei_x_encode_long(x, 1);
+    if (dump_scale != 0)
+        ei_x_encode_double(x, dump_scale);
+    else
+        ei_x_encode_long(x, 1);
     ei_x_encode_atom(x, "events");
     ei_x_encode_ulonglong(x, 18446744073709551615ULL);
     ei_x_encode_atom(x, "dead_letters");
@@ -212,18 +222,20 @@ static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, i
     ei_x_encode_atom(x, "n@h");
     ei_x_encode_empty_list(x);
     ei_x_encode_atom(x, "pairs");
-    ei_x_encode_list_header(x, 1);
-    ei_x_encode_tuple_header(x, 4);
-    ei_x_encode_long(x, 0);
-    ei_x_encode_long(x, 0);
-    if (big_count) {
-        /* 2^64 as SMALL_BIG_EXT: 9 little-endian bytes, one past ulonglong */
-        const char big[] = {110, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-        ei_x_append_buf(x, big, sizeof(big));
-    } else {
-        ei_x_encode_ulonglong(x, 18446744073709551615ULL);
+    ei_x_encode_list_header(x, dump_pairs);
+    for (int i = 0; i < dump_pairs; i++) {
+        ei_x_encode_tuple_header(x, 4);
+        ei_x_encode_long(x, 0);
+        ei_x_encode_long(x, 0);
+        if (big_count) {
+            /* 2^64 as SMALL_BIG_EXT: 9 little-endian bytes, one past ulonglong */
+            const char big[] = {110, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+            ei_x_append_buf(x, big, sizeof(big));
+        } else {
+            ei_x_encode_ulonglong(x, 18446744073709551615ULL);
+        }
+        ei_x_encode_long(x, 5);
     }
-    ei_x_encode_long(x, 5);
     ei_x_encode_empty_list(x);
     if (nodes) {
         ei_x_encode_atom(x, "nodes");
@@ -244,6 +256,39 @@ static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, i
 static void small_dump(ei_x_buff *x, long version, int big_count, int group)
 {
     small_dump_n(x, version, big_count, group, 0);
+}
+
+/* Issue 20's crafted dumps: two pairs of 2^64 - 1 messages grouped into
+ * one row saturate (as every grouping does) instead of wrapping; a scale
+ * of infinity is refused; a directory is named as one. */
+static void crafted_dumps(void)
+{
+    ei_x_buff x;
+    mf_dump d;
+    char err[256];
+    dump_pairs = 2;
+    small_dump(&x, 1, 0, 0);
+    dump_pairs = 1;
+    CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "two pairs: %s", err);
+    mf_by bys[] = {MF_BY_PROCESS, MF_BY_NAME, MF_BY_MODULE, MF_BY_NODE};
+    for (size_t i = 0; i < sizeof(bys) / sizeof(bys[0]); i++) {
+        mf_row *rows;
+        size_t n;
+        CHECK(mf_group(&d, bys[i], &rows, &n) == 0 && n == 1 &&
+                  rows[0].messages == 18446744073709551615ULL,
+              "grouping %zu: two pairs of 2^64-1 did not saturate", i);
+        mf_rows_free(rows);
+    }
+    mf_dump_free(&d);
+    ei_x_free(&x);
+    dump_scale = INFINITY;
+    small_dump(&x, 1, 0, 0);
+    dump_scale = 0;
+    expect_refused("scale inf", &x, "finite");
+    ei_x_free(&x);
+    size_t len;
+    errno = 0;
+    CHECK(mf_read_file(".", &len) == NULL && errno == EISDIR, "a directory: errno %d", errno);
 }
 
 static void bad_inputs(void)
@@ -330,6 +375,7 @@ static void bad_inputs(void)
 int main(int argc, char **argv)
 {
     bad_inputs();
+    crafted_dumps();
     if (argc > 1) {
         DIR *dh = opendir(argv[1]);
         CHECK(dh != NULL, "no dump directory %s (the Common Test suite writes it)", argv[1]);
