@@ -305,7 +305,12 @@ matrix(By) ->
 %% owner, read from the alias, checked at load), `memory' (bytes held by
 %% the NIF's tables), `store_memory' (bytes of the collector's ETS
 %% tables), `shards' (scheduler threads that counted), `table_entries',
-%% `windows', `started_at' / `stopped_at' (system time, ms), `opts'.
+%% `windows', `started_at' / `stopped_at' (system time, ms), `opts',
+%% `trace_mode', `skipped' and `skipped_examples' (processes and ports
+%% another tool traced, legacy mode), `new_tracer' (`msgflow', or the
+%% tracer another tool set on new processes since the run started, as of
+%% the last window: legacy mode, where dbg:p(all, ...) takes them over;
+%% their sends are then not counted).
 -spec info() -> map().
 info() ->
     call(info, #{running => false}).
@@ -655,6 +660,12 @@ format_top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events
                 {T, P} -> io_lib:format("sampled: traced ~b ms of every ~b; messages are "
                                         "those measured, rates are estimates (x~.1f)~n",
                                         [T, P, P / T])
+            end,
+            case maps:get(new_tracer, View, msgflow) of
+                msgflow -> [];
+                Other -> io_lib:format("not counted: processes spawned since another tool "
+                                       "took over new processes (tracer ~0p; info())~n",
+                                       [Other])
             end,
             case maps:get(skipped, View, 0) of
                 0 -> [];

@@ -64,6 +64,9 @@
 -define(SWEEP_MIN, 20000).
 -define(ROTATE_EVERY, 30).
 -define(ALIAS_WINDOWS, 60).
+%% how long the tables a reset or a new run replaced are kept for the
+%% views still reading them, in ms
+-define(RETIRE_MS, 60000).
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the
@@ -83,7 +86,8 @@
                    interval := pos_integer(), sample := off | {pos_integer(), pos_integer()},
                    events := non_neg_integer(), dead_letters := non_neg_integer(),
                    overflow := non_neg_integer(), folded_messages := non_neg_integer(),
-                   skipped := non_neg_integer(), births_dropped := non_neg_integer()}.
+                   skipped := non_neg_integer(), births_dropped := non_neg_integer(),
+                   new_tracer := msgflow | term()}.
 
 -record(st, {
     running = false :: boolean(),
@@ -128,7 +132,10 @@
     %% killed tool cannot leave it on
     watched = [] :: [reference()],
     snapshot_at :: integer() | undefined,   %% system time of the last snapshot
-    window_waiters = [] :: [{non_neg_integer(), gen_server:from()}]
+    window_waiters = [] :: [{non_neg_integer(), gen_server:from()}],
+    %% in legacy mode with procs all or new: who traces new processes, as
+    %% of the last window (msgflow_flags:new_tracer/1)
+    new_tracer = msgflow :: msgflow | term()
 }).
 
 %% @private
@@ -281,7 +288,7 @@ handle_cast(_Msg, St) ->
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
 handle_info({tick, Run}, St = #st{run = Run, running = true}) ->
     St1 = maybe_rotate(close_window(take(St))),
-    {noreply, schedule_tick(St1)};
+    {noreply, schedule_tick(check_new(St1))};
 handle_info({duration_over, Run}, St = #st{run = Run, running = true}) ->
     {noreply, stop_tracing(St)};
 %% The coordinator of the cluster this node counts for, or the run's
@@ -310,6 +317,9 @@ handle_info({slice_on, Run}, St = #st{run = Run, running = true, tracing = T,
                                       opts = #{sample := {Traced, _}}}) ->
     msgflow_flags:slice_on(T, targets(St), St#st.excluded),
     erlang:send_after(Traced, self(), {slice_off, Run}),
+    {noreply, St};
+handle_info({retire, Tables}, St) ->
+    _ = [ets:delete(T) || T <- Tables],
     {noreply, St};
 handle_info(_Msg, St) ->
     {noreply, St}.
@@ -360,6 +370,7 @@ set_flags(T, Targets, Mode, Session, Opts, St) ->
                               traced = case Targets of L when is_list(L) -> L; _ -> [] end,
                               run = Run, started_at = erlang:system_time(millisecond),
                               stopped_at = undefined, win_start = now_ms(),
+                              new_tracer = msgflow,
                               last_info = #{}, births_dropped = 0, excluded = []},
                         new_run),
             case Opts of
@@ -386,15 +397,15 @@ set_flags(T, Targets, Mode, Session, Opts, St) ->
 %% they were) and forgets which endpoint has which, since no row holds
 %% them any more.
 clear(St = #st{pairs = P, folded_t = F, dead = D}, What) ->
-    %% deleted whole (in the background) and made anew, not emptied object
-    %% by object, which would hold this process for a million pairs
-    ets:delete(P),
-    ets:delete(F),
-    ets:delete(D),
-    Labels = case What of
-                 keep_labels -> msgflow_labels:forget_endpoints(St#st.labels);
-                 new_run -> msgflow_labels:clear(St#st.labels)
-             end,
+    %% made anew, not emptied object by object (which would hold this
+    %% process for a million pairs); the old tables are deleted whole (in
+    %% the background) ?RETIRE_MS later, so that a view that began before
+    %% reads the store as it was
+    {Labels, OldLabels} = case What of
+                              keep_labels -> msgflow_labels:forget_endpoints(St#st.labels);
+                              new_run -> msgflow_labels:clear(St#st.labels)
+                          end,
+    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D | OldLabels]}),
     St#st{closed = 0, windows = [], durations = #{}, events = 0,
           pairs = new_pairs(), folded_t = new_pairs(), dead = new_dead(),
           wsenders = new_wsenders(St#st.wsenders),
@@ -473,6 +484,13 @@ stop_tracing(St = #st{session = Session, tracing = T}) ->
            stopped_at = erlang:system_time(millisecond), last_info = Info}.
 
 %%% Snapshots and windows
+
+%% Whether new processes still come to msgflow (legacy mode, procs all or
+%% new): another tool may have set its tracer on `new' since.
+check_new(St = #st{opts = #{procs := P}, tracing = T}) when P =:= all; P =:= new ->
+    St#st{new_tracer = msgflow_flags:new_tracer(T)};
+check_new(St) ->
+    St.
 
 schedule_tick(St = #st{run = Run, opts = #{interval := I}}) ->
     erlang:send_after(I, self(), {tick, Run}),
@@ -901,6 +919,7 @@ handle(St = #st{opts = Opts}) ->
       events => St#st.events, dead_letters => St#st.dead_letters,
       overflow => St#st.overflow, folded_messages => St#st.folded,
       skipped => element(1, St#st.skipped),
+      new_tracer => St#st.new_tracer,
       births_dropped => St#st.births_dropped}.
 
 info(St = #st{opts = Opts}) ->
@@ -931,6 +950,7 @@ info(St = #st{opts = Opts}) ->
       trace_mode => St#st.mode,
       skipped => element(1, St#st.skipped),
       skipped_examples => element(2, St#st.skipped),
+      new_tracer => St#st.new_tracer,
       fast_extra => maps:get(fast_extra, Lib),
       alias_owner => maps:get(alias_owner, Lib, false),
       memory => maps:get(memory, Tables, 0),

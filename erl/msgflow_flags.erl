@@ -21,7 +21,7 @@
 -module(msgflow_flags).
 
 -export([mode/1, begin_tracing/2, end_tracing/1, resolve/1, resolve_one/1, on/2, off/2,
-         own_pids/0, slice_on/3]).
+         own_pids/0, slice_on/3, new_tracer/1]).
 -export_type([targets/0, tracing/0, mode/0, skipped/0]).
 
 -define(FLAGS, [send, procs]).
@@ -206,6 +206,21 @@ each(T, F, Acc0, List) ->
     receive
         {'DOWN', Ref, process, Pid, {done, Acc}} -> Acc;
         {'DOWN', Ref, process, Pid, Other} -> exit(Other)
+    end.
+
+%% @doc Who traces processes spawned from now on: `msgflow' while it is
+%% msgflow's session (always in `session' mode, where another tool has
+%% sessions of its own), else the tracer another tool set on `new' in the
+%% legacy session (`[]' when none is left), which then gets those
+%% processes instead of msgflow: msgflow cannot prevent it (dbg:p(all,
+%% ...) does it), but says so (info/0, top).
+-spec new_tracer(tracing()) -> msgflow | term().
+new_tracer(#{mode := session}) ->
+    msgflow;
+new_tracer(#{mode := legacy, nif := Nif}) ->
+    case erlang:trace_info(new, tracer) of
+        {tracer, {msgflow_tracer, Nif}} -> msgflow;
+        {tracer, Other} -> Other
     end.
 
 %% @doc The start of a traced slice when sampling: the targets' flags on

@@ -84,19 +84,22 @@ delete(#labels{endpoints = E, kinds = K, kind_ids = KI, names = N, births = B}) 
     ok.
 
 %% @doc Forgets every label, name and birth (a new run): the tables are
-%% deleted whole and made anew.  Owner only.
--spec clear(labels()) -> labels().
-clear(L) ->
-    ok = delete(L),
-    new_tables().
+%% made anew; the old ones the views read are returned for the owner to
+%% delete once no view can still be reading them (the private ones are
+%% deleted now).  Owner only.
+-spec clear(labels()) -> {labels(), [ets:tid()]}.
+clear(#labels{endpoints = E, kinds = K, kind_ids = KI, names = N, births = B}) ->
+    _ = [ets:delete(T) || T <- [KI, B]],
+    {new_tables(), [E, K, N]}.
 
 %% @doc Forgets the endpoints (not their kinds, names or births): a reset
 %% dropped every row that held them; the live ones are read again when
 %% they show up.  Owner only.
--spec forget_endpoints(labels()) -> labels().
+%% The old endpoints table is returned, as clear/1 returns its tables.
+-spec forget_endpoints(labels()) -> {labels(), [ets:tid()]}.
 forget_endpoints(L = #labels{endpoints = Ends}) ->
-    true = ets:delete_all_objects(Ends),
-    L#labels{doomed = [], doomed_before = []}.
+    {L#labels{endpoints = ets:new(msgflow_endpoints, [set, protected, {read_concurrency, true}]),
+              doomed = [], doomed_before = []}, [Ends]}.
 
 %% @doc The tables views read.
 -spec tables(labels()) -> tables().

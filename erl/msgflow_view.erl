@@ -47,6 +47,7 @@
                   events := non_neg_integer(), dead_letters := non_neg_integer(),
                   overflow := non_neg_integer(), births_dropped := non_neg_integer(),
                   folded := non_neg_integer(), skipped := non_neg_integer(),
+                  new_tracer => msgflow | term(),
                   pairs := non_neg_integer(), groups := non_neg_integer() | undefined,
                   rows := [row()], endpoints := #{key() => endpoint_info()},
                   windows := [msgflow_collector:window()],
@@ -80,7 +81,11 @@ groupings() -> [process, name, module, application, node].
 %% what it raises is raised again here.
 -spec run(msgflow_collector:store(), fun(() -> Result)) -> Result.
 run(#{pairs := T}, Fun) ->
-    Words = min(8 * 1024 * 1024, max(233, 40 * ets:info(T, size))),
+    Size = case ets:info(T, size) of
+               undefined -> 0;      %% the collector is gone: the view says so
+               N -> N
+           end,
+    Words = min(8 * 1024 * 1024, max(233, 40 * Size)),
     {Pid, Ref} = spawn_opt(fun() ->
                                    %% msgflow's own: its reads are not
                                    %% traffic of the node's
@@ -126,6 +131,7 @@ build(Store, Spec) ->
       events => maps:get(events, Store), dead_letters => maps:get(dead_letters, Store),
       overflow => maps:get(overflow, Store), births_dropped => maps:get(births_dropped, Store),
       folded => maps:get(folded_messages, Store), skipped => maps:get(skipped, Store),
+      new_tracer => maps:get(new_tracer, Store, msgflow),
       pairs => ets:info(maps:get(pairs, Store), size), groups => NGroups,
       rows => Rows, endpoints => endpoints(Labelled, HeatKeys, By, Store),
       windows => lists:nthtail(length(Kept) - K, Kept),

@@ -15,7 +15,8 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([port_exits/1, cluster_port_exit_rounds/1, export_targets/1, purge_mid_snapshot/1,
          application_stop/1, top_signals/1, top_once_keeps_run/1, hostile_arguments/1,
-         follow_caller_killed/1, two_coordinators/1]).
+         follow_caller_killed/1, two_coordinators/1, views_during_reset/1,
+         dbg_takes_new/1]).
 
 all() ->
     [{group, faults}].
@@ -24,7 +25,7 @@ groups() ->
     [{faults, [sequence],
       [port_exits, cluster_port_exit_rounds, export_targets, purge_mid_snapshot,
        application_stop, top_signals, top_once_keeps_run, hostile_arguments,
-       follow_caller_killed, two_coordinators]}].
+       follow_caller_killed, two_coordinators, views_during_reset, dbg_takes_new]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -456,6 +457,75 @@ two_coordinators(_Config) ->
     after
         peer:stop(PP),
         peer:stop(PB)
+    end.
+
+%%% 11. Views during reset and start
+
+%% One process resets 200 times and starts a new run 20 times while
+%% another reads every view over and over (pairs, top, matrix, hotspots,
+%% export, dump) and traffic goes on: no view ever raises.  The store
+%% a view took is kept whole until the view is done.
+views_during_reset(Config) ->
+    Self = self(),
+    Csv = filename:join(?config(priv_dir, Config), "during.csv"),
+    ok = msgflow:start(#{interval => 10}),
+    Sinks = [spawn(fun sink/0) || _ <- lists:seq(1, 20)],
+    Loud = [spawn(fun() -> loud(Sinks) end) || _ <- lists:seq(1, 2)],
+    Resetter = spawn(fun() ->
+                             [begin
+                                  ok = msgflow:reset(),
+                                  _ = I rem 10 =:= 0 andalso
+                                      (ok =:= msgflow:stop() andalso msgflow:start(#{interval => 10}))
+                              end || I <- lists:seq(1, 200)],
+                             Self ! {resets_done, self()}
+                     end),
+    Views = [fun() -> msgflow:pairs() end,
+             fun() -> msgflow:matrix(process) end,
+             fun() -> msgflow:matrix(name) end,
+             fun() -> msgflow:hotspots() end,
+             fun() -> msgflow:dump() end,
+             fun() -> msgflow:export(Csv, csv) end,
+             fun() -> ct:capture_start(), R = msgflow:top(5), ct:capture_stop(), R end],
+    Raised = read_views(Views, Resetter, []),
+    [exit(P, kill) || P <- Loud ++ Sinks],
+    ?assertEqual([], Raised).
+
+read_views(Views, Resetter, Raised) ->
+    R = [{C, E, hd(St)} || V <- Views, {raised, C, E, St} <- [try V(), ok
+                                                              catch C:E:St -> {raised, C, E, St}
+                                                              end]],
+    receive
+        {resets_done, Resetter} -> R ++ Raised
+    after 0 ->
+        read_views(Views, Resetter, R ++ Raised)
+    end.
+
+%%% 14. Another tool takes over new processes (legacy mode)
+
+%% dbg:p(all, [send]) after msgflow:start() in legacy mode gives dbg the
+%% processes spawned afterwards: msgflow cannot prevent it, but says so,
+%% in info() and in top's header, from the next window on.
+dbg_takes_new(_Config) ->
+    ok = msgflow:start(#{trace_mode => legacy, interval => 20}),
+    ok = gen_server:call(msgflow_collector, {await_windows, 1}, 10000),
+    ?assertMatch(#{new_tracer := msgflow}, msgflow:info()),
+    {ok, _} = dbg:tracer(process, {fun(_, N) -> N + 1 end, 0}),
+    try
+        {ok, _} = dbg:p(all, [send]),
+        ok = gen_server:call(msgflow_collector, {await_windows, 2}, 10000),
+        #{new_tracer := Tracer} = msgflow:info(),
+        ?assertNotEqual(msgflow, Tracer),
+        ct:capture_start(),
+        ok = msgflow:top(3),
+        ct:capture_stop(),
+        ?assertMatch({match, _}, re:run(lists:flatten(ct:capture_get()),
+                                        "another tool took over new processes"))
+    after
+        ok = msgflow:stop(),
+        dbg:stop(),
+        %% dbg's flags too (its stop/0 leaves them before OTP 27); msgflow's
+        %% are gone already
+        _ = erlang:trace(all, false, [all])
     end.
 
 %%% Helpers
