@@ -404,10 +404,13 @@ handle_info({nodedown, N, Info}, St = #st{members = Ms}) when is_map_key(N, Ms) 
     {noreply, St#st{members = Ms#{N := M#member{status = down, request = undefined,
                                                 reason = proplists:get_value(
                                                            nodedown_reason, Info, nodedown)}}}};
-handle_info({nodeup, N, _}, St = #st{nodes = all, running = true, members = Ms, opts = Opts}) ->
-    %% a node that joins (or comes back) is started; its earlier counts,
-    %% if it had any, were its own run's
-    {noreply, St#st{members = Ms#{N => member(start_member(N, Opts, self()))}}};
+handle_info({nodeup, N, _}, St = #st{nodes = Nodes, running = true, members = Ms, opts = Opts})
+  when Nodes =:= all; is_map_key(N, Ms) ->
+    %% a node that joins is started; one that comes back goes on with this
+    %% run (resume): if it still counts (back within its grace) it keeps
+    %% counting for this coordinator, if it stopped it starts again
+    %% keeping what it had counted
+    {noreply, St#st{members = Ms#{N => member(start_member(N, Opts#{resume => true}, self()))}}};
 handle_info(Msg, St = #st{members = Ms}) ->
     %% a pull's answer
     case [{N, M, R} || {N, M = #member{request = {Id, _}}} <- maps:to_list(Ms),

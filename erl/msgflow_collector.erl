@@ -130,7 +130,7 @@
     %% coordinator started) and its owner (`owner', as msgflow-top sets):
     %% counting stops `grace' ms after either goes, so a partition or a
     %% killed tool cannot leave it on
-    watched = [] :: [reference()],
+    watched = [] :: [{reference(), pid()}],
     snapshot_at :: integer() | undefined,   %% system time of the last snapshot
     window_waiters = [] :: [{non_neg_integer(), gen_server:from()}],
     %% in legacy mode with procs all or new: who traces new processes, as
@@ -216,6 +216,11 @@ clear_orphaned_flags() ->
 
 %% @private
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}} | {noreply, #st{}}.
+%% The coordinator that started this run is back (its node reconnected
+%% before the grace ended): the run goes on for it.
+handle_call({start, #{coordinator := C, resume := true}}, _From,
+            St = #st{running = true, opts = #{coordinator := C}, watched = W}) ->
+    {reply, ok, St#st{watched = [{erlang:monitor(process, C), C} | W]}};
 handle_call({start, _}, _From, St = #st{running = true}) ->
     {reply, {error, already_started}, St};
 handle_call({start, Opts}, _From, St) ->
@@ -295,17 +300,22 @@ handle_info({duration_over, Run}, St = #st{run = Run, running = true}) ->
 %% owner, went away (it stopped, its node went down, or the link to it
 %% broke): counting stops after the grace period unless a new run started
 %% meanwhile.
-handle_info({'DOWN', Ref, process, _, _}, St = #st{watched = W, run = Run,
-                                                    opts = #{grace := Grace}}) ->
-    case lists:member(Ref, W) of
+handle_info({'DOWN', Ref, process, Pid, _}, St = #st{watched = W, run = Run,
+                                                      opts = #{grace := Grace}}) ->
+    case lists:keymember(Ref, 1, W) of
         true ->
-            erlang:send_after(Grace, self(), {watched_gone, Run}),
-            {noreply, St#st{watched = lists:delete(Ref, W)}};
+            erlang:send_after(Grace, self(), {watched_gone, Run, Pid}),
+            {noreply, St#st{watched = lists:keydelete(Ref, 1, W)}};
         false ->
             {noreply, St}
     end;
-handle_info({watched_gone, Run}, St = #st{run = Run, running = true}) ->
-    {noreply, stop_tracing(St)};
+%% ... unless it came back meanwhile (a coordinator whose node reconnected
+%% within the grace: see the resuming start)
+handle_info({watched_gone, Run, Pid}, St = #st{run = Run, running = true, watched = W}) ->
+    case lists:keymember(Pid, 2, W) of
+        true -> {noreply, St};
+        false -> {noreply, stop_tracing(St)}
+    end;
 %% Sampling: outside a traced slice the flags are really off (not discarded
 %% by the tracer), so the traced processes pay nothing there.
 handle_info({slice_off, Run}, St = #st{run = Run, running = true,
@@ -365,14 +375,19 @@ set_flags(T, Targets, Mode, Session, Opts, St) ->
             %% are for the collector that is started next
             _ = Mode =:= legacy andalso persistent_term:put(?RUNNING, Session),
             Run = make_ref(),
-            St1 = clear(St#st{running = true, session = Session, tracing = T, mode = Mode,
-                              skipped = Skipped, opts = Opts,
-                              traced = case Targets of L when is_list(L) -> L; _ -> [] end,
-                              run = Run, started_at = erlang:system_time(millisecond),
-                              stopped_at = undefined, win_start = now_ms(),
-                              new_tracer = msgflow,
-                              last_info = #{}, births_dropped = 0, excluded = []},
-                        new_run),
+            St0 = St#st{running = true, session = Session, tracing = T, mode = Mode,
+                        skipped = Skipped, opts = Opts,
+                        traced = case Targets of L when is_list(L) -> L; _ -> [] end,
+                        run = Run, started_at = erlang:system_time(millisecond),
+                        stopped_at = undefined, win_start = now_ms(),
+                        new_tracer = msgflow,
+                        last_info = #{}, births_dropped = 0, excluded = []},
+            %% a coordinator restarting the node it had started (it
+            %% reconnected after the grace) keeps what was counted
+            St1 = case resumes(Opts, St) of
+                      true -> St0;
+                      false -> clear(St0, new_run)
+                  end,
             case Opts of
                 #{duration := infinity} -> ok;
                 #{duration := D} -> erlang:send_after(D, self(), {duration_over, Run})
@@ -381,8 +396,9 @@ set_flags(T, Targets, Mode, Session, Opts, St) ->
                 #{sample := {Traced, _}} -> erlang:send_after(Traced, self(), {slice_off, Run});
                 #{sample := off} -> ok
             end,
-            Watched = [erlang:monitor(process, P) || K <- [coordinator, owner],
-                                                      P <- [maps:get(K, Opts, none)], is_pid(P)],
+            Watched = [{erlang:monitor(process, P), P} || K <- [coordinator, owner],
+                                                           P <- [maps:get(K, Opts, none)],
+                                                           is_pid(P)],
             {ok, schedule_tick(St1#st{watched = Watched})}
     catch
         error:Reason ->
@@ -391,6 +407,9 @@ set_flags(T, Targets, Mode, Session, Opts, St) ->
             msgflow_flags:end_tracing(T),
             {error, {trace_failed, Reason}}
     end.
+
+resumes(#{resume := true, coordinator := C}, #st{opts = #{coordinator := C}}) -> true;
+resumes(_, _) -> false.
 
 %% Forgets the counts and windows: a new run forgets the labels too, a
 %% reset keeps the kinds, names and births (the endpoints still are what
@@ -477,7 +496,7 @@ stop_tracing(St = #st{session = Session, tracing = T}) ->
     _ = persistent_term:erase(?RUNNING),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
     [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
-    _ = [erlang:demonitor(R, [flush]) || R <- St1#st.watched],
+    _ = [erlang:demonitor(R, [flush]) || {R, _} <- St1#st.watched],
     St1#st{running = false, session = undefined, tracing = undefined, run = undefined,
            waiters = [], watched = [],
            window_waiters = [],

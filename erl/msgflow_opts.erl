@@ -27,6 +27,7 @@
                   on_node_error := abort | skip,
                   grace := pos_integer(),
                   owner => pid(),
+                  resume => boolean(),
                   coordinator => pid()}.
 
 %% @doc The options used where start/1 is given none:
@@ -39,7 +40,9 @@
 %% ends the run `grace' ms later: it exits, or its node disconnects (a
 %% remote process, or msgflow-top's C node).  `coordinator' (the pid of
 %% the cluster process that started this node's msgflow) is set by
-%% msgflow_cluster only, and works the same way.
+%% msgflow_cluster only, and works the same way; so is `resume' (a node
+%% it restarts after a disconnect goes on with the run, keeping its
+%% counts).
 -spec defaults() -> opts().
 defaults() ->
     #{procs => all, interval => 1000, max_pairs => 1000000,
@@ -89,6 +92,7 @@ valid(on_node_error, E) -> E =:= abort orelse E =:= skip;
 valid(grace, N) -> is_integer(N) andalso N >= 1 andalso N =< 3600000;
 valid(coordinator, P) -> is_pid(P);
 valid(owner, P) -> is_pid(P);
+valid(resume, B) -> is_boolean(B);
 valid(_, _) -> false.
 
 proper(L) ->

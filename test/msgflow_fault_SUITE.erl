@@ -16,7 +16,7 @@
 -export([port_exits/1, cluster_port_exit_rounds/1, export_targets/1, purge_mid_snapshot/1,
          application_stop/1, top_signals/1, top_once_keeps_run/1, hostile_arguments/1,
          follow_caller_killed/1, two_coordinators/1, views_during_reset/1,
-         dbg_takes_new/1]).
+         dbg_takes_new/1, reconnect_within_grace/1, reconnect_after_grace/1]).
 
 all() ->
     [{group, faults}].
@@ -25,7 +25,8 @@ groups() ->
     [{faults, [sequence],
       [port_exits, cluster_port_exit_rounds, export_targets, purge_mid_snapshot,
        application_stop, top_signals, top_once_keeps_run, hostile_arguments,
-       follow_caller_killed, two_coordinators, views_during_reset, dbg_takes_new]}].
+       follow_caller_killed, two_coordinators, views_during_reset, dbg_takes_new,
+       reconnect_within_grace, reconnect_after_grace]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -526,6 +527,60 @@ dbg_takes_new(_Config) ->
         %% dbg's flags too (its stop/0 leaves them before OTP 27); msgflow's
         %% are gone already
         _ = erlang:trace(all, false, [all])
+    end.
+
+%%% 6. A node that disconnects and reconnects
+
+%% A peer counted with `nodes => all, grace => 300' (500 messages from a
+%% process that stays alive, so that its pair stays in pairs()) loses
+%% its connection and gets it back at once: it keeps counting for this
+%% coordinator past its grace (6 windows of 100 ms later it still runs),
+%% is `up' again, and its 500 and 333 later messages are both counted.
+reconnect_within_grace(_Config) ->
+    reconnect(fun(_N) -> ok end).
+
+%% The same, reconnected only after the peer's grace ran out (it stopped
+%% counting): the coordinator starts it again, and it keeps the 500 it
+%% had counted beside the 333 after.
+reconnect_after_grace(_Config) ->
+    reconnect(fun(N) ->
+                      %% no message can tell: the peer is cut off
+                      receive after 1500 -> ok end,
+                      %% it stopped by itself (asked once reconnected)
+                      N
+              end).
+
+reconnect(Away) ->
+    Self = self(),
+    _ = msgflow_SUITE:start_distribution(),
+    Paths = lists:append([["-pa", filename:dirname(code:which(M))]
+                          || M <- [msgflow, msgflow_SUITE]]),
+    {ok, Peer, N} = peer:start_link(#{name => peer:random_name(), connection => standard_io,
+                                      args => ["-connect_all", "false" | Paths]}),
+    try
+        true = net_kernel:connect_node(N),
+        Sink = spawn(fun sink/0),
+        ok = msgflow:start(#{nodes => all, grace => 300, interval => 100}),
+        %% senders that stay alive: the pairs of an exited one fold away
+        Send = "fun() -> [To ! m || _ <- lists:seq(1, K)], Self ! {sent, self()},"
+               " receive stop -> ok end end",
+        A = spawn_on(N, Send, #{'To' => Sink, 'K' => 500, 'Self' => Self}),
+        receive {sent, A} -> ok end,
+        ok = msgflow_cluster:refresh(),
+        true = erlang:disconnect_node(N),
+        _ = Away(N),
+        true = net_kernel:connect_node(N),
+        until(fun() -> [up] =:= [S || #{node := X, status := S} <- msgflow:nodes(), X =:= N] end),
+        ok = peer:call(Peer, gen_server, call, [msgflow_collector, {await_windows, 6}, 10000]),
+        ?assertMatch(#{running := true}, peer:call(Peer, msgflow, info, [])),
+        B = spawn_on(N, Send, #{'To' => Sink, 'K' => 333, 'Self' => Self}),
+        receive {sent, B} -> ok end,
+        ok = msgflow:stop(),
+        Pairs = msgflow:pairs(),
+        ?assertEqual(lists:sort([{A, Sink, 500}, {B, Sink, 333}]),
+                     lists:sort([X || X = {S, R, _} <- Pairs, R =:= Sink, lists:member(S, [A, B])]))
+    after
+        peer:stop(Peer)
     end.
 
 %%% Helpers
