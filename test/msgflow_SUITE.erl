@@ -1285,8 +1285,11 @@ flagged() ->
                     true -> fun(P) -> Trace = trace, lists:keymember(msgflow, 1, Trace:session_info(P)) end;
                     false -> fun(_) -> false end
                 end,
-    [P || P <- [new | processes() ++ erlang:ports()],
-          erlang:trace_info(P, flags) =/= {flags, []} orelse InSession(P)].
+    Flagged = [P || P <- [new | processes() ++ erlang:ports()],
+                    erlang:trace_info(P, flags) =/= {flags, []} orelse InSession(P)],
+    %% one that was exiting as it was looked at carries nothing now
+    [P || P <- Flagged, P =:= new orelse (is_pid(P) andalso is_process_alive(P))
+                            orelse (is_port(P) andalso erlang:port_info(P) =/= undefined)].
 
 start_distribution() ->
     case node() of

@@ -58,14 +58,16 @@ end_per_testcase(_Case, _Config) ->
 %% them: exactly one {P, {exit_status, 0}} to its owner from each port
 %% whose program ended, nothing from a port closed by port_close/1 or by
 %% its owner's death, and one {P, closed} to its owner from a port closed
-%% by message.  (When a port's program ends, OTP 25 also reports a
-%% send of `{P, {control, <<>>}}' to an invalid pid; it is counted as
+%% by message.  (When a port's program ends, OTP 25 and 27 also report a
+%% send of `{P, {control, <<>>}}' to ERTS's invalid pid; it is counted as
 %% reported.)  A window is one hour, so no row folds before the check.
 port_exits(_Config) ->
     Node = msgflow_SUITE:start_distribution(),
-    %% as the VM prints it (the term itself does not compare equal to
-    %% what list_to_pid/1 makes of that)
-    Invalid = fun(R) -> is_pid(R) andalso pid_to_list(R) =:= "<0.32767.8191>" end,
+    %% ERTS's invalid pid, as OTP 25 and 27 print it (the term itself
+    %% does not compare equal to what list_to_pid/1 makes of that)
+    Invalid = fun(R) -> is_pid(R) andalso lists:member(pid_to_list(R), ["<0.32767.8191>",
+                                                                       "<0.268435455.4294967295>"])
+              end,
     [begin
          Self = self(),
          Open = fun(Cmd, Opts, Then) ->
@@ -269,7 +271,9 @@ application_stop(_Config) ->
          Ref = monitor(process, whereis(msgflow_collector)),
          ok = application:stop(msgflow),
          receive {'DOWN', Ref, process, _, Why} -> ?assertEqual({Mode, shutdown}, {Mode, Why}) end,
-         ?assertEqual([], msgflow_SUITE:flagged()),
+         ?assertEqual({Mode, []}, {Mode, [{P, erlang:trace_info(P, flags), erlang:trace_info(P, tracer),
+                                           catch process_info(P, [initial_call, current_function])}
+                                          || P <- msgflow_SUITE:flagged()]}),
          {ok, _} = application:ensure_all_started(msgflow)
      end || Mode <- msgflow_SUITE:modes()],
     ok.
@@ -504,8 +508,9 @@ read_views(Views, Resetter, Raised) ->
 %%% 14. Another tool takes over new processes (legacy mode)
 
 %% dbg:p(all, [send]) after msgflow:start() in legacy mode gives dbg the
-%% processes spawned afterwards: msgflow cannot prevent it, but says so,
-%% in info() and in top's header, from the next window on.
+%% processes spawned afterwards on OTP 25: msgflow cannot prevent it, but
+%% says so, in info() and in top's header, from the next window on.  (OTP
+%% 27 keeps msgflow's tracer on `new': then nothing is said.)
 dbg_takes_new(_Config) ->
     ok = msgflow:start(#{trace_mode => legacy, interval => 20}),
     ok = gen_server:call(msgflow_collector, {await_windows, 1}, 10000),
@@ -515,12 +520,19 @@ dbg_takes_new(_Config) ->
         {ok, _} = dbg:p(all, [send]),
         ok = gen_server:call(msgflow_collector, {await_windows, 2}, 10000),
         #{new_tracer := Tracer} = msgflow:info(),
-        ?assertNotEqual(msgflow, Tracer),
         ct:capture_start(),
         ok = msgflow:top(3),
         ct:capture_stop(),
-        ?assertMatch({match, _}, re:run(lists:flatten(ct:capture_get()),
-                                        "another tool took over new processes"))
+        Said = re:run(lists:flatten(ct:capture_get()), "another tool took over new processes"),
+        case erlang:trace_info(new, tracer) of
+            {tracer, {msgflow_tracer, _}} ->
+                %% this VM kept msgflow's tracer on `new' (OTP 27 does):
+                %% nothing to say
+                ?assertEqual({msgflow, nomatch}, {Tracer, Said});
+            {tracer, Other} ->
+                %% taken (OTP 25): said
+                ?assertMatch({Other, {match, _}}, {Tracer, Said})
+        end
     after
         ok = msgflow:stop(),
         dbg:stop(),
