@@ -16,7 +16,7 @@
 -export([port_exits/1, cluster_port_exit_rounds/1, export_targets/1, purge_mid_snapshot/1,
          application_stop/1, top_signals/1, top_once_keeps_run/1, hostile_arguments/1,
          follow_caller_killed/1, two_coordinators/1, views_during_reset/1,
-         dbg_takes_new/1, reconnect_within_grace/1, reconnect_after_grace/1]).
+         dbg_takes_new/1, reconnect_within_grace/1, reconnect_after_grace/1, api_storm/1]).
 
 all() ->
     [{group, faults}].
@@ -26,7 +26,7 @@ groups() ->
       [port_exits, cluster_port_exit_rounds, export_targets, purge_mid_snapshot,
        application_stop, top_signals, top_once_keeps_run, hostile_arguments,
        follow_caller_killed, two_coordinators, views_during_reset, dbg_takes_new,
-       reconnect_within_grace, reconnect_after_grace]}].
+       reconnect_within_grace, reconnect_after_grace, api_storm]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -594,6 +594,50 @@ reconnect(Away) ->
     after
         peer:stop(Peer)
     end.
+
+%%% The concurrent API storm
+
+%% 30 processes call the API at random, 150 calls each (start with and
+%% without options, stop, reset, trace/untrace, every view, exports, a
+%% follow): no call raises, and afterwards nothing is flagged and a new
+%% run counts exactly.
+api_storm(Config) ->
+    Self = self(),
+    Csv = filename:join(?config(priv_dir, Config), "storm.csv"),
+    Ops = [fun() -> msgflow:start() end,
+           fun() -> msgflow:start(#{interval => 10, procs => new}) end,
+           fun() -> msgflow:stop() end,
+           fun() -> msgflow:reset() end,
+           fun() -> msgflow:trace(self()) end,
+           fun() -> msgflow:untrace(self()) end,
+           fun() -> msgflow:pairs() end,
+           fun() -> msgflow:info() end,
+           fun() -> msgflow:matrix(name) end,
+           fun() -> msgflow:hotspots() end,
+           fun() -> msgflow:dump() end,
+           fun() -> msgflow:export(Csv, csv) end,
+           fun() -> msgflow:history(self(), self()) end,
+           fun() -> msgflow:flows() end,
+           fun() -> msgflow:follow(fun() -> self() ! m, receive m -> ok end end,
+                                   #{settle => 1}) end,
+           fun() -> ct:capture_start(), R = msgflow:top(3), ct:capture_stop(), R end],
+    Callers = [spawn(fun() ->
+                             rand:seed(exsss, {I, I * 7, I * 13}),
+                             Raised = [{C, E} || _ <- lists:seq(1, 150),
+                                                 Op <- [lists:nth(rand:uniform(length(Ops)), Ops)],
+                                                 {raised, C, E} <- [try Op(), ok
+                                                                    catch C:E -> {raised, C, E}
+                                                                    end]],
+                             Self ! {stormed, self(), Raised}
+                     end) || I <- lists:seq(1, 30)],
+    ?assertEqual([], lists:append([receive {stormed, P, R} -> R end || P <- Callers])),
+    ok = msgflow:stop(),
+    ok = msgflow:unfollow(),
+    ?assertEqual([], msgflow_SUITE:flagged()),
+    ok = msgflow:start(#{interval => 3600000}),
+    {S, R} = burst(100),
+    ok = msgflow:stop(),
+    ?assertEqual([{S, R, 100}], [X || X = {S1, R1, _} <- msgflow:pairs(), S1 =:= S, R1 =:= R]).
 
 %%% Helpers
 
