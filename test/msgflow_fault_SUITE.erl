@@ -10,13 +10,17 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("kernel/include/file.hrl").
 
--export([remote_burst/1]).
--export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
+-export([remote_burst/1, remote_sender/4]).
+-export([suite/0, all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([port_exits/1, cluster_port_exit_rounds/1, export_targets/1, purge_mid_snapshot/1,
          application_stop/1, top_signals/1, top_once_keeps_run/1, hostile_arguments/1,
          follow_caller_killed/1, two_coordinators/1, views_during_reset/1,
          dbg_takes_new/1, reconnect_within_grace/1, reconnect_after_grace/1, api_storm/1]).
+
+%% a case that hangs fails in minutes, not at CT's default of 30
+suite() ->
+    [{timetrap, {minutes, 5}}].
 
 all() ->
     [{group, faults}].
@@ -152,15 +156,14 @@ cluster_round(Cache) ->
         Sink2 = erpc:call(N2, erlang, spawn, [timer, sleep, [infinity]]),
         Sink1 = erpc:call(N1, erlang, spawn, [timer, sleep, [infinity]]),
         true = erpc:call(N1, erlang, register, [fault_sink1, Sink1]),
-        Send = "fun() -> [To ! m || _ <- lists:seq(1, N)], Self ! {sent, self()} end",
         %% once before, so that no code is loaded while counting
-        Warm = [spawn_on(N, Send, #{'To' => Self, 'N' => 0, 'Self' => Self}) || N <- [N1, N2]],
+        Warm = [sender_on(N, Self, 0, false) || N <- [N1, N2]],
         [receive {sent, W} -> ok end || W <- Warm],
         ok = msgflow:start(#{nodes => all, interval => 100}),
         %% N1 -> N2: 100; N2 -> {fault_sink1, N1}: 50; here -> N2: 30
-        A = spawn_on(N1, Send, #{'To' => Sink2, 'N' => 100, 'Self' => Self}),
-        B = spawn_on(N2, Send, #{'To' => {fault_sink1, N1}, 'N' => 50, 'Self' => Self}),
-        C = spawn_on(node(), Send, #{'To' => Sink2, 'N' => 30, 'Self' => Self}),
+        A = sender_on(N1, Sink2, 100, false),
+        B = sender_on(N2, {fault_sink1, N1}, 50, false),
+        C = sender_on(node(), Sink2, 30, false),
         [receive {sent, X} -> ok end || X <- [A, B, C]],
         ok = msgflow:stop(),
         Pairs = msgflow:pairs(),
@@ -563,7 +566,6 @@ reconnect_after_grace(_Config) ->
               end).
 
 reconnect(Away) ->
-    Self = self(),
     _ = msgflow_SUITE:start_distribution(),
     Paths = lists:append([["-pa", filename:dirname(code:which(M))]
                           || M <- [msgflow, msgflow_SUITE]]),
@@ -574,9 +576,7 @@ reconnect(Away) ->
         Sink = spawn(fun sink/0),
         ok = msgflow:start(#{nodes => all, grace => 300, interval => 100}),
         %% senders that stay alive: the pairs of an exited one fold away
-        Send = "fun() -> [To ! m || _ <- lists:seq(1, K)], Self ! {sent, self()},"
-               " receive stop -> ok end end",
-        A = spawn_on(N, Send, #{'To' => Sink, 'K' => 500, 'Self' => Self}),
+        A = sender_on(N, Sink, 500, true),
         receive {sent, A} -> ok end,
         ok = msgflow_cluster:refresh(),
         true = erlang:disconnect_node(N),
@@ -585,7 +585,7 @@ reconnect(Away) ->
         until(fun() -> [up] =:= [S || #{node := X, status := S} <- msgflow:nodes(), X =:= N] end),
         ok = peer:call(Peer, gen_server, call, [msgflow_collector, {await_windows, 6}, 10000]),
         ?assertMatch(#{running := true}, peer:call(Peer, msgflow, info, [])),
-        B = spawn_on(N, Send, #{'To' => Sink, 'K' => 333, 'Self' => Self}),
+        B = sender_on(N, Sink, 333, true),
         receive {sent, B} -> ok end,
         ok = msgflow:stop(),
         Pairs = msgflow:pairs(),
@@ -641,13 +641,24 @@ api_storm(Config) ->
 
 %%% Helpers
 
-%% A process on Node running the fun Src (Erlang text) with Bindings: an
-%% erl_eval fun, so that a node without this suite's code runs it.
-spawn_on(Node, Src, Bindings) ->
-    {ok, Tokens, _} = erl_scan:string(Src ++ "."),
-    {ok, [Expr]} = erl_parse:parse_exprs(Tokens),
-    {value, Fun, _} = erl_eval:expr(Expr, maps:to_list(Bindings)),
-    spawn(Node, Fun).
+%% A process on Node that sends K messages `m' to To, then `{sent, Pid}'
+%% to the caller, then exits or (Stay) waits.  This module is loaded there
+%% first if it is missing (a peer started without msgflow's code has no
+%% test code either).
+sender_on(Node, To, K, Stay) ->
+    case erpc:call(Node, code, is_loaded, [?MODULE]) of
+        false ->
+            {?MODULE, Bin, File} = code:get_object_code(?MODULE),
+            {module, ?MODULE} = erpc:call(Node, code, load_binary, [?MODULE, File, Bin]);
+        _ ->
+            ok
+    end,
+    spawn(Node, ?MODULE, remote_sender, [To, K, self(), Stay]).
+
+remote_sender(To, K, Parent, Stay) ->
+    [To ! m || _ <- lists:seq(1, K)],
+    Parent ! {sent, self()},
+    Stay andalso receive stop -> ok end.
 
 sink() ->
     receive _ -> sink() end.
