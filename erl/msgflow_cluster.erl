@@ -101,7 +101,7 @@ prepare(Opts, Nodes) ->
 %% the others go on and nodes/0 says why.
 -spec start_members() -> ok | {error, term()}.
 start_members() ->
-    case gen_server:call(?SERVER, start_members, infinity) of
+    case server_call(start_members, {error, cluster_stopped}) of
         ok -> ok;
         {error, _} = E -> forget(), E
     end.
@@ -111,10 +111,7 @@ start_members() ->
 %% next start (or forget/0).  `ok' also when no cluster runs.
 -spec stop() -> ok.
 stop() ->
-    case whereis(?SERVER) of
-        undefined -> ok;
-        _ -> gen_server:call(?SERVER, stop, infinity)
-    end.
+    server_call(stop, ok).
 
 %% @doc Forgets the cluster (a run on this node only starts).
 -spec forget() -> ok.
@@ -127,29 +124,19 @@ forget() ->
 %% status; `[]' when it counts on this node only.
 -spec members() -> [node()].
 members() ->
-    case whereis(?SERVER) of
-        undefined -> [];
-        _ -> try gen_server:call(?SERVER, members, infinity) catch exit:_ -> [] end
-    end.
+    server_call(members, []).
 
 %% @doc Pulls every node's figures and busiest pairs now and waits for the
 %% answers (at most ?VIEW_TIMEOUT ms): what a node that goes down after it
 %% keeps.  `ok' also when no cluster runs.
 -spec refresh() -> ok.
 refresh() ->
-    case whereis(?SERVER) of
-        undefined -> ok;
-        _ -> gen_server:call(?SERVER, refresh, infinity)
-    end.
+    server_call(refresh, ok).
 
 %% @doc Each node's status, this one first.
 -spec nodes() -> [node_status()].
 nodes() ->
-    Local = local_status(),
-    case whereis(?SERVER) of
-        undefined -> [Local];
-        _ -> [Local | gen_server:call(?SERVER, statuses, infinity)]
-    end.
+    [local_status() | server_call(statuses, [])].
 
 %% @doc A view of every node (or of the one `Only' names) as Spec asks:
 %% each node builds its own, the views are merged (msgflow_view:merge/2),
@@ -171,10 +158,9 @@ view(Spec, Only) ->
 fallbacks(Parts, Spec) ->
     Failed = [N || {N, R} <- Parts, not (is_tuple(R) andalso element(1, R) =:= ok
                                          andalso is_map(element(2, R)))],
-    case {Failed, maps:get(by, Spec, process), whereis(?SERVER)} of
-        {[], _, _} -> [];
-        {_, process, Pid} when is_pid(Pid) ->
-            gen_server:call(?SERVER, {tops, Failed}, infinity);
+    case {Failed, maps:get(by, Spec, process)} of
+        {[], _} -> [];
+        {_, process} -> server_call({tops, Failed}, []);
         _ -> []
     end.
 
@@ -270,10 +256,22 @@ local_history(Sender, Receiver) ->
 last_pairs([]) ->
     [];
 last_pairs(Nodes) ->
+    [{S, R, C} || #{rows := Rows} <- server_call({tops, Nodes}, []),
+                  #{sender := S, receiver := R, count := C} <- Rows].
+
+%% A call to the coordinator, or IfGone when there is none or it ends
+%% before it answers (a concurrent stop of the cluster, forget/0).
+server_call(Request, IfGone) ->
     case whereis(?SERVER) of
-        undefined -> [];
-        _ -> [{S, R, C} || #{rows := Rows} <- gen_server:call(?SERVER, {tops, Nodes}, infinity),
-                           #{sender := S, receiver := R, count := C} <- Rows]
+        undefined ->
+            IfGone;
+        _ ->
+            try gen_server:call(?SERVER, Request, infinity)
+            catch
+                exit:{Why, _} when Why =:= noproc; Why =:= normal; Why =:= shutdown;
+                                   Why =:= killed; element(1, Why) =:= shutdown ->
+                    IfGone
+            end
     end.
 
 %% The erpc process that runs a part of a view here is msgflow's own: with
