@@ -30,16 +30,22 @@ build: deps
 	$(REBAR) compile
 
 # The main job: msgflow on OTP's inets httpd driven by httpc.
+# The demo lives outside erl/, so it never ships to a node msgflow counts on.
 demo: build
-	erl -noshell $(ERL_PA) -eval 'msgflow_demo:main()'
+	mkdir -p _build/demo/ebin
+	erlc -o _build/demo/ebin tools/demo/msgflow_demo.erl
+	erl -noshell $(ERL_PA) -pa _build/demo/ebin -eval 'msgflow_demo:main()'
 	@echo; echo "msgflow-report on the demo's dump:"
 	_build/bin/msgflow-report _build/demo/msgflow-demo.etf --top 10 --by name
 
+# The call direction between the layers of erl/ (tools/check/layers.escript),
 # C unit tests (ctest), EUnit/PropEr, the Common Test suite (which also
 # runs msgflow-report and msgflow-top against a real node and writes
 # dumps), then the decoder's ctest on those dumps, under ASan/UBSan.
 test: build
 	@erl -noshell -eval 'io:format("OTP ~s~n", [erlang:system_info(otp_release)]), halt().'
+	tools/check/layers.escript --selftest
+	tools/check/layers.escript $(or $(REBAR_BASE_DIR),_build)/default/lib/msgflow/ebin
 	cd $(CMAKE_DIR) && ctest --output-on-failure -LE dumps
 	$(REBAR) eunit
 	mkdir -p $(CT_LOGDIR)

@@ -30,7 +30,6 @@
 %% {Sender, Receiver, Messages}
 -type pair_count() :: {endpoint(), endpoint(), pos_integer()}.
 
--define(COLLECTOR, msgflow_collector).
 %% the most rows a view may ask for (top/2's N, export's `limit'): more
 %% than any node holds pairs, less than what ETS limits take
 -define(MAX_ROWS, 100000000).
@@ -89,7 +88,7 @@ start(Opts) ->
 
 %% This node first; then, for a cluster, the others (see msgflow_cluster).
 start_nodes(Opts, local) ->
-    case call({start, Opts}, {error, collector_down}) of
+    case msgflow_collector:start(Opts) of
         ok -> msgflow_cluster:forget();
         {error, _} = E -> E
     end;
@@ -103,11 +102,11 @@ start_nodes(Opts, Nodes) ->
         true ->
             {error, already_started};
         ok ->
-            case call({start, Opts#{nodes => local}}, {error, collector_down}) of
+            case msgflow_collector:start(Opts#{nodes => local}) of
                 ok ->
                     case msgflow_cluster:start_members() of
                         ok -> ok;
-                        {error, _} = E -> _ = call(stop, ok), E
+                        {error, _} = E -> _ = msgflow_collector:stop(), E
                     end;
                 {error, _} = E ->
                     msgflow_cluster:forget(),
@@ -123,7 +122,7 @@ start_nodes(Opts, Nodes) ->
 -spec stop() -> ok.
 stop() ->
     ok = msgflow_cluster:stop(),
-    call(stop, ok).
+    msgflow_collector:stop().
 
 %% @doc Forgets the counts (tracing, if on, goes on), on every node of a
 %% cluster that this node's coordinator started (a node counting for
@@ -133,17 +132,13 @@ reset() ->
     %% each member resets only for the coordinator that started it
     _ = msgflow_cluster:call_all(msgflow_cluster:members(), msgflow_collector, reset_for,
                                  [whereis(msgflow_cluster)]),
-    call(reset, ok).
+    msgflow_collector:reset().
 
 %% @doc Waits until counting stops (by `duration' or stop/0), at most
 %% Timeout ms.  `ok', or `timeout'.
 -spec wait(timeout()) -> ok | timeout.
 wait(Timeout) ->
-    try gen_server:call(?COLLECTOR, wait, Timeout)
-    catch
-        exit:{timeout, _} -> timeout;
-        exit:{noproc, _} -> ok
-    end.
+    msgflow_collector:wait(Timeout).
 
 %% @doc The pairs held, `[{Sender, Receiver, Messages}]' (messages since
 %% start), busiest first, receivers exactly as the VM reported them.
@@ -248,7 +243,7 @@ live(N, By, Node, Refresh, Until) ->
     case print_top(N, By, Node, "\e[H\e[2J") of
         ok ->
             Left = Until - erlang:monotonic_time(millisecond),
-            case Left > 0 andalso whereis(?COLLECTOR) =/= undefined of
+            case Left > 0 andalso whereis(msgflow_collector) =/= undefined of
                 true ->
                     receive after min(Refresh, Left) -> ok end,
                     live(N, By, Node, Refresh, Until);
@@ -313,7 +308,7 @@ matrix(By) ->
 %% their sends are then not counted).
 -spec info() -> map().
 info() ->
-    call(info, #{running => false}).
+    msgflow_collector:info().
 
 %% @doc Same as `export(Path, Format, #{})'.
 -spec export(file:filename_all(), atom()) -> ok | {error, term()}.
@@ -482,13 +477,13 @@ hotspots(Opts) ->
 %% `{error, {noproc, Who}}'.
 -spec trace(pid() | port() | atom()) -> ok | {error, term()}.
 trace(Who) ->
-    call({trace, Who}, {error, not_started}).
+    msgflow_collector:trace(Who).
 
 %% @doc Stops counting the sends of a process or port; what it sent so far
 %% stays in the counts.  `{error, not_started}', `{error, {noproc, Who}}'.
 -spec untrace(pid() | port() | atom()) -> ok | {error, term()}.
 untrace(Who) ->
-    call({untrace, Who}, {error, not_started}).
+    msgflow_collector:untrace(Who).
 
 %% @doc The messages of one pair per window, oldest first: closed windows,
 %% then (while running) the open one with `open => true'.  `at' is the
@@ -624,22 +619,6 @@ help() ->
       "  msgflow:stop()                      flags off; counts stay until start\n").
 
 %%% Internals
-
-%% Request to the collector; IfDown when there is none, or when it died
-%% before answering (its supervisor may be restarting it).
-call(Request, IfDown) ->
-    case whereis(?COLLECTOR) of
-        undefined ->
-            IfDown;
-        _ ->
-            try gen_server:call(?COLLECTOR, Request, infinity)
-            catch
-                exit:{noproc, _} -> IfDown;
-                exit:{normal, _} -> IfDown;
-                exit:{shutdown, _} -> IfDown;
-                exit:{killed, _} -> IfDown
-            end
-    end.
 
 format_top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events,
                     pairs := Pairs, groups := Groups, running := Running, sample := Sample}) ->

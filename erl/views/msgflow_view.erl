@@ -50,7 +50,7 @@
                   new_tracer => msgflow | term(),
                   pairs := non_neg_integer(), groups := non_neg_integer() | undefined,
                   rows := [row()], endpoints := #{key() => endpoint_info()},
-                  windows := [msgflow_collector:window()],
+                  windows := [msgflow_store:window()],
                   dead := [{key(), key(), pos_integer()}],
                   heatmap => #{rows := [key()], cols := [key()]},
                   nodes => [node()], node_status => [msgflow_cluster:node_status()]}.
@@ -79,7 +79,7 @@ groupings() -> [process, name, module, application, node].
 %% a view of every pair does not run the garbage collector over and over,
 %% nor leave the caller's heap grown; its value is returned (copied), and
 %% what it raises is raised again here.
--spec run(msgflow_collector:store(), fun(() -> Result)) -> Result.
+-spec run(msgflow_store:store(), fun(() -> Result)) -> Result.
 run(#{pairs := T}, Fun) ->
     Size = case ets:info(T, size) of
                undefined -> 0;      %% the collector is gone: the view says so
@@ -99,7 +99,7 @@ run(#{pairs := T}, Fun) ->
     end.
 
 %% @doc The view of Store as Spec asks.  Rows busiest first.
--spec build(msgflow_collector:store(), spec()) -> view().
+-spec build(msgflow_store:store(), spec()) -> view().
 build(Store, Spec) ->
     By = maps:get(by, Spec, process),
     Limit = maps:get(limit, Spec, all),
@@ -287,23 +287,24 @@ context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval :=
 %% just those, and at most N of those equal to it (ties are broken by
 %% table order).
 top_by_process(#{pairs := T, folded := F}, Ctx = #{labels := Tables}, N) ->
-    Named = ets:select(T, [{{{'_', '$1'}, '_', '_', '_', '_', '_'}, [named_guard()], ['$_']}]),
-    Side = lists:foldl(fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+    Named = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}]),
+    Side = lists:foldl(fun(Row, Acc) ->
+                               {S, R} = msgflow_row:key(Row),
                                add_member({S, msgflow_labels:canon(Tables, R)}, Row, Acc)
                        end, #{}, Named ++ ets:tab2list(F)),
     Thr = threshold(T, N),
-    Above = ets:select(T, [{{{'_', '$1'}, '$2', '_', '_', '_', '_'},
+    Above = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
                             [{'>', '$2', Thr}, {'not', named_guard()}], ['$_']}]),
-    Equal = case ets:select(T, [{{{'_', '$1'}, '$2', '_', '_', '_', '_'},
+    Equal = case ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
                                  [{'==', '$2', Thr}, {'not', named_guard()}], ['$_']}], N) of
                 '$end_of_table' -> [];
                 {Eq, _} -> Eq
             end,
-    Groups0 = lists:foldl(fun(Row = {Key, _, _, _, _, _}, Acc) -> add_member(Key, Row, Acc) end,
+    Groups0 = lists:foldl(fun(Row, Acc) -> add_member(msgflow_row:key(Row), Row, Acc) end,
                           Side, Above ++ Equal),
     %% a merged name's pid row may be below the threshold: fetch it
     Groups = maps:fold(fun(Key, Members, Acc) ->
-                               case lists:keymember(Key, 1, Members) of
+                               case lists:any(fun(M) -> msgflow_row:key(M) =:= Key end, Members) of
                                    true -> Acc;
                                    false -> Acc#{Key := ets:lookup(T, Key) ++ Members}
                                end
@@ -322,7 +323,7 @@ named_guard() ->
 %% The N-th largest total of the first ?SAMPLE rows that are not sends to
 %% a name (0 when there are fewer): a bound below the N-th largest of all.
 threshold(T, N) ->
-    case ets:select(T, [{{{'_', '$1'}, '$2', '_', '_', '_', '_'}, [{'not', named_guard()}],
+    case ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}), [{'not', named_guard()}],
                          ['$2']}], ?SAMPLE) of
         '$end_of_table' -> 0;
         {Totals, _} when length(Totals) < N -> 0;
@@ -345,11 +346,12 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
                 true -> [{'>', '$2', Last - K}];
                 false -> []
             end,
-    Match = [{{{'_', '$1'}, '_', '$2', '_', '_', '_'}, Guard, ['$_']}],
+    Match = [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}), Guard, ['$_']}],
     Accs = case By of
                process -> by_process(T, F, Guard, KeyOf, Ctx);
                _ ->
-                   Add = fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+                   Add = fun(Row, Acc) ->
+                                 {S, R} = msgflow_row:key(Row),
                                  add_acc_to({KeyOf(S), KeyOf(R)}, acc(Row, Ctx), Acc)
                          end,
                    maps:to_list(fold_select(F, Match, Add, fold_select(T, Match, Add, #{})))
@@ -365,15 +367,16 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
 %% name, which join the pid's, and the folded rows: those few
 %% are grouped in a map, the rest read as a list.
 by_process(T, F, Guard, KeyOf, Ctx) ->
-    Named = ets:select(T, [{{{'_', '$1'}, '_', '$2', '_', '_', '_'}, [named_guard() | Guard],
+    Named = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}), [named_guard() | Guard],
                             ['$_']}])
-        ++ ets:select(F, [{{{'_', '_'}, '_', '$2', '_', '_', '_'}, Guard, ['$_']}]),
-    Side = lists:foldl(fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+        ++ ets:select(F, [{msgflow_row:pattern(#{window => '$2'}), Guard, ['$_']}]),
+    Side = lists:foldl(fun(Row, Acc) ->
+                               {S, R} = msgflow_row:key(Row),
                                add_acc_to({S, KeyOf(R)}, acc(Row, Ctx), Acc)
                        end, #{}, Named),
-    Plain = fold_select(T, [{{{'_', '$1'}, '_', '$2', '_', '_', '_'},
+    Plain = fold_select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}),
                              [{'not', named_guard()} | Guard], ['$_']}],
-                        fun(Row = {Key, _, _, _, _, _}, Acc) -> [{Key, acc(Row, Ctx)} | Acc] end,
+                        fun(Row, Acc) -> [{msgflow_row:key(Row), acc(Row, Ctx)} | Acc] end,
                         []),
     case map_size(Side) of
         0 -> Plain;
@@ -397,7 +400,8 @@ members([], _, _, _) ->
     #{};
 members(Keys, #{pairs := T, folded := F}, KeyOf, Match) ->
     Want = maps:from_list([{K, []} || K <- Keys]),
-    Add = fun(Row = {{S, R}, _, _, _, _, _}, Acc) ->
+    Add = fun(Row, Acc) ->
+                  {S, R} = msgflow_row:key(Row),
                   Key = {KeyOf(S), KeyOf(R)},
                   case Want of
                       #{Key := _} -> add_member(Key, Row, Acc);
@@ -409,14 +413,14 @@ members(Keys, #{pairs := T, folded := F}, KeyOf, Match) ->
 %% One pair's part of a group: {Total, Counts, Pairs, Peak, Row}: Counts
 %% its messages per window from `first' to `last' (see context/2), Peak
 %% its own (messages/s), Row itself (for a group of one).
-acc(Row = {_, Total, W, _, _, Peak}, #{first := First, last := Last, zeros := Zeros,
-                                          k := K}) ->
+acc(Row, #{first := First, last := Last, zeros := Zeros, k := K}) ->
+    W = msgflow_row:last_window(Row),
     Counts = if
                  W < First -> Zeros;
-                 K =< 2 -> msgflow_collector:last_two(Last, Row);
-                 true -> msgflow_collector:counts_in(First, Last, Row)
+                 K =< 2 -> msgflow_row:last_two(Last, Row);
+                 true -> msgflow_row:counts_in(First, Last, Row)
              end,
-    {Total, Counts, 1, Peak, Row}.
+    {msgflow_row:total(Row), Counts, 1, msgflow_row:peak_milli(Row), Row}.
 
 %% Peak: a single pair's is read from its row when the row is made; for
 %% several, this is the highest peak kept in their rows (messages per
@@ -476,17 +480,17 @@ row({S, R}, {Count, PerWin, NPairs, BestPeak, First}, Members,
             open := Open, durations := Durs, interval := I}) ->
     [LastC, PrevC | _] = lists:reverse(PerWin),
     Peak = case {NPairs, Members} of
-               {1, _} -> msgflow_collector:peak_rate(First, Open, Durs, I);
-               {_, undefined} -> BestPeak / 1000;  %% a view of every row: its busiest pair's
+               {1, _} -> msgflow_row:peak_rate(First, Open, Durs, I);
+               {_, undefined} -> msgflow_rate:milli_to_per_s(BestPeak);  %% a view of every row: its busiest pair's
                _ -> peak(Members, Ctx)
            end,
     Row = #{sender => S, receiver => R, count => Count, last_count => LastC,
-            rate => msgflow_report:rate(LastC, WinMs, Scale),
+            rate => msgflow_rate:per_s(LastC, WinMs, Scale),
             prev_rate => case PrevMs of
                              undefined -> undefined;
-                             _ -> msgflow_report:rate(PrevC, PrevMs, Scale)
+                             _ -> msgflow_rate:per_s(PrevC, PrevMs, Scale)
                          end,
-            mean_rate => msgflow_report:rate(Count, RunMs, Scale),
+            mean_rate => msgflow_rate:per_s(Count, RunMs, Scale),
             peak_rate => Scale * Peak},
     case K of
         0 -> Row;
@@ -500,8 +504,8 @@ sum_lists([L | Ls]) -> lists:zipwith(fun erlang:'+'/2, L, sum_lists(Ls)).
 %% their counts in each kept window.
 peak(Members, #{open := Open, durations := Durs}) when map_size(Durs) > 0 ->
     First = lists:min(maps:keys(Durs)),
-    Sums = sum_lists([msgflow_collector:counts_in(First, Open - 1, M) || M <- Members]),
-    lists:max([msgflow_report:rate(C, maps:get(W, Durs), 1)
+    Sums = sum_lists([msgflow_row:counts_in(First, Open - 1, M) || M <- Members]),
+    lists:max([msgflow_rate:per_s(C, maps:get(W, Durs), 1)
                || {W, C} <- lists:zip(lists:seq(First, Open - 1), Sums)]);
 peak(_, _) ->
     0.0.
@@ -583,11 +587,11 @@ dead(#{dead := D, labels := Tables}, By) ->
 
 %% @doc Every pair as the VM reported it, `[{Sender, Receiver, Messages}]',
 %% busiest first.
--spec pairs(msgflow_collector:store()) -> [{msgflow_tracer:endpoint(), msgflow_tracer:endpoint(),
+-spec pairs(msgflow_store:store()) -> [{msgflow_tracer:endpoint(), msgflow_tracer:endpoint(),
                                            pos_integer()}].
 pairs(#{pairs := T}) ->
     All = lists:append(lists:reverse(
-                         fold_select(T, [{{{'$1', '$2'}, '$3', '_', '_', '_', '_'}, [],
+                         fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, total => '$3'}), [],
                                           [{{'$3', '$1', '$2'}}]}],
                                      fun(X, Acc) -> [[X] | Acc] end, []))),
     [{S, R, N} || {N, S, R} <- lists:reverse(lists:sort(All))].
@@ -598,7 +602,7 @@ pairs(#{pairs := T}) ->
 %% folded row (replies to the receiver's aliases, the pair's messages
 %% before it was folded) is in it too.  Endpoints may be groups of exited
 %% ones.
--spec history(msgflow_collector:store(), msgflow_tracer:endpoint() | msgflow_labels:group(),
+-spec history(msgflow_store:store(), msgflow_tracer:endpoint() | msgflow_labels:group(),
               msgflow_tracer:endpoint() | msgflow_labels:group()) ->
           [#{at := integer(), window_ms := non_neg_integer(), count := non_neg_integer(),
              open => true}].
@@ -616,7 +620,7 @@ history(Store = #{pairs := T, folded := Fo, labels := Tables = #{names := Names}
     First = case Ws of [] -> Open; [#{n := F} | _] -> F end,
     Counts = case Members of
                  [] -> lists:duplicate(Open - First + 1, 0);
-                 _ -> sum_lists([msgflow_collector:counts_in(First, Open, M) || M <- Members])
+                 _ -> sum_lists([msgflow_row:counts_in(First, Open, M) || M <- Members])
              end,
     {ClosedCounts, [OpenCount]} = lists:split(length(Counts) - 1, Counts),
     [#{at => At, window_ms => D, count => C}

@@ -99,7 +99,7 @@ fan_in(Ws, #{fan_in_senders := MinS, queue_min := QMin}, Label, Scale) when leng
     Senders = senders_by_receiver(Last),
     Found = [begin
                  Lens = [maps:get(R, Q, 0) || {_, _, Q} <- Ws],
-                 Rate = msgflow_report:rate(lists:sum([C || {{_, R1}, C} <- maps:to_list(Last), R1 =:= R]),
+                 Rate = msgflow_rate:per_s(lists:sum([C || {{_, R1}, C} <- maps:to_list(Last), R1 =:= R]),
                              Dur, Scale),
                  #{kind => fan_in, subject => R, label => Label(R),
                    evidence => #{senders => length(Ss), rate => Rate, queue_len => Lens,
@@ -125,7 +125,7 @@ hot_pair(Ws, #{hot_rate := Min}, Label, Scale) ->
                explanation => fmt("~ts: ~s msg/s (threshold ~s)",
                                   [pair_label(S, R, Label), msgflow_fmt:rate(Rate),
                                    msgflow_fmt:rate(Min)])}
-             || {{S, R}, C} <- maps:to_list(Last), (Rate = msgflow_report:rate(C, Dur, Scale)) >= Min],
+             || {{S, R}, C} <- maps:to_list(Last), (Rate = msgflow_rate:per_s(C, Dur, Scale)) >= Min],
     by_desc(fun(#{evidence := #{rate := R}}) -> R end, Found).
 
 %% A pair whose last window is spike_factor times the mean of the earlier

@@ -49,7 +49,9 @@
 -define(VIEW_TIMEOUT, 5000).   %% ms a node has to build its part of a view
 -define(START_TIMEOUT, 30000). %% ms a node has to load msgflow and start
 -define(TOP_EVERY, 10).        %% pulls between two pulls of the busiest pairs
--define(TOP_KEPT, 100).        %% busiest pairs kept per node for when it is gone
+-define(TOP_KEPT, 100).
+%% what a node's collector runs for its coordinator's pull (report/2)
+-define(REPORT, {?MODULE, report}).        %% busiest pairs kept per node for when it is gone
 
 %% What nodes/0 says of a node: `up' (answering), `down' (left the
 %% cluster; `reason'), `stale' (has not answered a pull within two
@@ -286,11 +288,11 @@ untraced() ->
     end,
     ok.
 
-%% @private What this node says to its coordinator's pull (the collector
-%% calls it with its store): its figures and, when Top, its busiest pairs.
+%% @private What this node says to its coordinator's pull (its collector
+%% calls it with its store: msgflow_collector:send_store_request/3): its figures and, when Top, its busiest pairs.
 %% `last_snapshot_ms' is how long ago its last snapshot was taken, by its
 %% own clock.
--spec report(msgflow_collector:store(), boolean()) -> map().
+-spec report(msgflow_store:store(), boolean()) -> map().
 report(Store = #{pairs := T}, Top) ->
     R = #{running => maps:get(running, Store), events => maps:get(events, Store),
           pairs => ets:info(T, size),
@@ -437,7 +439,7 @@ answered(M, {error, Why}) ->
 %% Every node's figures and busiest pairs, pulled and waited for.
 pull_now(St = #st{members = Ms}) ->
     Asked = [N || {N, #member{status = S}} <- maps:to_list(Ms), S =/= down, S =/= incompatible],
-    Reqs = [{N, gen_server:send_request({msgflow_collector, N}, {cluster_report, true})}
+    Reqs = [{N, msgflow_collector:send_store_request(N, true, ?REPORT)}
             || N <- Asked],
     Deadline = erlang:monotonic_time(millisecond) + ?VIEW_TIMEOUT,
     Answers = maps:from_list(
@@ -471,9 +473,8 @@ pull(St = #st{members = Ms, opts = #{interval := I}}) ->
                       (_, M = #member{request = {_, _}}) -> M;
                       (N, M = #member{pulls = P}) ->
                            Top = P rem ?TOP_EVERY =:= 0,
-                           M#member{request = {gen_server:send_request(
-                                                          {msgflow_collector, N},
-                                                          {cluster_report, Top}), Now},
+                           M#member{request = {msgflow_collector:send_store_request(
+                                                 N, Top, ?REPORT), Now},
                                     pulls = P + 1}
                    end, Ms),
     St#st{members = Ms1}.

@@ -345,7 +345,7 @@ ensure() ->
             case start() of
                 {ok, Pid} ->
                     %% msgflow's own: not counted when msgflow:start/1 runs
-                    _ = msgflow:untrace(Pid),
+                    _ = msgflow_collector:untrace(Pid),
                     ok;
                 {error, {already_started, _}} -> ok;
                 {error, R} -> {error, {flow_keeper, R}}

@@ -1,0 +1,396 @@
+%%% @doc The collector: the process that owns a run.  It holds the trace
+%%% session and the flags (msgflow_flags), pulls a snapshot from the NIF
+%%% every `interval' ms into the store it owns (msgflow_store), closes the
+%%% windows, and stops counting when asked, when `duration' is over, or
+%%% `grace' ms after the run's coordinator or owner went.  Its one product
+%%% is a store handle (store/1), from which msgflow_view builds every view
+%%% in the caller's process, so a view of a million pairs never holds up
+%%% the snapshots.
+%%%
+%%% Every message this process takes is written here: the client API at
+%%% the top is the only way in (msgflow, msgflow_cluster and msgflow_flow
+%%% call it).  A call to a collector that is not there, or that ends
+%%% before it answers, returns the caller's fallback (see each function).
+-module(msgflow_collector).
+-behaviour(gen_server).
+
+-export([start/1, stop/0, reset/0, reset_for/1, trace/1, untrace/1, info/0, wait/1,
+         await_windows/2, store/1, balance/0, send_store_request/3]).
+-export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+
+-define(SERVER, ?MODULE).
+
+-record(st, {
+    running = false :: boolean(),
+    run :: msgflow_run:run() | undefined,   %% the session and flags (msgflow_run)
+    opts = msgflow_opts:defaults() :: msgflow_opts:opts(),
+    tag :: reference() | undefined,         %% tags this run's timers
+    started_at :: integer() | undefined,    %% erlang:system_time(millisecond)
+    stopped_at :: integer() | undefined,
+    store :: msgflow_store:state(),         %% the counts (msgflow_store)
+    last_info = #{} :: map(),               %% session_info at stop
+    last_run :: msgflow_run:run() | undefined,  %% the run that stopped last
+    waiters = [] :: [gen_server:from()],
+    %% monitors of the run's coordinator (on a node a cluster's
+    %% coordinator started) and its owner (`owner', as msgflow-top sets):
+    %% counting stops `grace' ms after either goes, so a partition or a
+    %% killed tool cannot leave it on
+    watched = [] :: [{reference(), pid()}],
+    window_waiters = [] :: [{non_neg_integer(), gen_server:from()}],
+    %% in legacy mode with procs all or new: who traces new processes, as
+    %% of the last window (msgflow_run:new_tracer/1)
+    new_tracer = msgflow :: msgflow | term()
+}).
+
+%%% Client API
+
+%% @doc Starts a run on this node with validated options
+%% (msgflow_opts:validate/1; `nodes' is ignored here).  `{error,
+%% already_started}', `{error, collector_down}' (the application is not
+%% running), or an error of msgflow_flags or the NIF.
+-spec start(msgflow_opts:opts()) -> ok | {error, term()}.
+start(Opts) -> call({start, Opts}, {error, collector_down}).
+
+%% @doc Stops counting: when it returns, the flags are off and every send
+%% traced before the call is in the store.  `ok' also when not running.
+-spec stop() -> ok.
+stop() -> call(stop, ok).
+
+%% @doc Forgets the counts (tracing, if on, goes on).
+-spec reset() -> ok.
+reset() -> call(reset, ok).
+
+%% @doc Forgets the counts as reset/0 does, only when this node's run was
+%% started by the cluster coordinator Coordinator (what a coordinator's
+%% reset asks of its members); `{error, {not_coordinator, Coordinator}}'
+%% for any other run, so that one coordinator never erases the counts of
+%% a run another started.  `ok' when the collector is not running.
+-spec reset_for(pid() | undefined) -> ok | {error, {not_coordinator, term()}}.
+reset_for(Coordinator) -> call({reset_for, Coordinator}, ok).
+
+%% @doc Flags on one more process or port (or registered name) of the
+%% running run.  `{error, not_started}', `{error, {noproc, Who}}',
+%% `{error, {msgflow_process, Who}}', `{error, {traced_by_another_tool, P}}'.
+-spec trace(pid() | port() | atom()) -> ok | {error, term()}.
+trace(Who) -> call({trace, Who}, {error, not_started}).
+
+%% @doc Flags off one process or port; what it sent so far stays.
+%% `{error, not_started}', `{error, {noproc, Who}}'.
+-spec untrace(pid() | port() | atom()) -> ok | {error, term()}.
+untrace(Who) -> call({untrace, Who}, {error, not_started}).
+
+%% @doc The run's figures after a snapshot taken now (msgflow:info/0 gives
+%% the keys); `#{running => false}' when the collector is not there.
+-spec info() -> map().
+info() -> call(info, #{running => false}).
+
+%% @doc Waits until counting stops, at most Timeout ms: `ok' (also when
+%% not running), or `timeout'.
+-spec wait(timeout()) -> ok | timeout.
+wait(Timeout) ->
+    try gen_server:call(?SERVER, wait, Timeout)
+    catch
+        exit:{timeout, _} -> timeout;
+        exit:{Why, _} when Why =:= noproc; Why =:= normal; Why =:= shutdown;
+                           Why =:= killed -> ok
+    end.
+
+%% @doc Returns once N more windows have closed (a barrier for tests and
+%% tools instead of sleeping): `ok', `not_running' when that cannot
+%% happen, `timeout' after Timeout ms.
+-spec await_windows(pos_integer(), timeout()) -> ok | not_running | timeout.
+await_windows(N, Timeout) ->
+    try gen_server:call(?SERVER, {await_windows, N}, Timeout)
+    catch
+        exit:{timeout, _} -> timeout;
+        exit:{Why, _} when Why =:= noproc; Why =:= normal; Why =:= shutdown;
+                           Why =:= killed -> not_running
+    end.
+
+%% @doc The store handle, taken after a snapshot when Refresh is true and
+%% counting is on: every send traced before the call is in its tables.
+%% `undefined' when the collector is not there (msgflow never started).
+-spec store(boolean()) -> msgflow_store:store() | undefined.
+store(Refresh) -> call({store, Refresh}, undefined).
+
+%% @doc Where every message counted is, read in one call after a snapshot
+%% (msgflow_store:balance/1): for tests and benchmarks.  `undefined' when
+%% the collector is not there.
+-spec balance() -> #{events := non_neg_integer(), held := non_neg_integer(),
+                     folded := non_neg_integer(), overflow := non_neg_integer()} | undefined.
+balance() -> call(balance, undefined).
+
+%% @doc Asks Node's collector for `M:F(Store, Refresh)', run in that
+%% collector with its store handle (after a snapshot when Refresh): what a
+%% cluster's coordinator pulls from each node, since that process is
+%% never traced and a pull adds no pair.  Answered as a gen_server request
+%% (gen_server:receive_response/2).
+-spec send_store_request(node(), boolean(), {module(), atom()}) -> gen_server:request_id().
+send_store_request(Node, Refresh, {M, F}) when is_atom(M), is_atom(F) ->
+    gen_server:send_request({?SERVER, Node}, {with_store, Refresh, {M, F}}).
+
+%% A call, or IfGone when there is no collector or it ends before it
+%% answers (the application stopping).
+call(Request, IfGone) ->
+    case whereis(?SERVER) of
+        undefined ->
+            IfGone;
+        _ ->
+            try gen_server:call(?SERVER, Request, infinity)
+            catch
+                exit:{Why, _} when Why =:= noproc; Why =:= normal; Why =:= shutdown;
+                                   Why =:= killed -> IfGone
+            end
+    end.
+
+%%% The server
+
+%% @private
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    gen_server:start_link({local, ?SERVER}, ?MODULE, [], []).
+
+%% @private
+-spec init([]) -> {ok, #st{}}.
+init([]) ->
+    process_flag(trap_exit, true),
+    %% loaded now rather than by the first snapshot, which would wait on
+    %% the code server in the middle of its work
+    _ = [code:ensure_loaded(M) || M <- [msgflow_labels, msgflow_flags, msgflow_fmt,
+                                        msgflow_tracer, msgflow_store, msgflow_fold,
+                                        msgflow_row, msgflow_hist, msgflow_rate]],
+    ok = msgflow_run:clear_orphaned(),
+    {ok, #st{store = msgflow_store:new()}}.
+
+%% @private
+-spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}} | {noreply, #st{}}.
+%% The coordinator that started this run is back (its node reconnected
+%% before the grace ended): the run goes on for it.
+handle_call({start, #{coordinator := C, resume := true}}, _From,
+            St = #st{running = true, opts = #{coordinator := C}, watched = W}) ->
+    {reply, ok, St#st{watched = [{erlang:monitor(process, C), C} | W]}};
+handle_call({start, _}, _From, St = #st{running = true}) ->
+    {reply, {error, already_started}, St};
+handle_call({start, Opts}, _From, St) ->
+    case start_tracing(Opts, St) of
+        {ok, St1} -> {reply, ok, St1};
+        {error, _} = E -> {reply, E, St}
+    end;
+handle_call(stop, _From, St) ->
+    {reply, ok, stop_tracing(St)};
+handle_call(reset, _From, St) ->
+    S = refresh(St),       %% drop what the NIF holds so far
+    {reply, ok, St#st{store = msgflow_store:clear(msgflow_store:restart_window(S), keep_labels)}};
+handle_call({reset_for, Coord}, From, St = #st{opts = #{coordinator := Coord}})
+  when is_pid(Coord) ->
+    handle_call(reset, From, St);
+handle_call({reset_for, Coord}, _From, St) ->
+    {reply, {error, {not_coordinator, Coord}}, St};
+handle_call({store, Refresh}, _From, St) ->
+    St1 = refreshed(Refresh, St),
+    {reply, handle(St1), St1};
+handle_call({with_store, Refresh, {M, F}}, _From, St) ->
+    St1 = refreshed(Refresh, St),
+    {reply, M:F(handle(St1), Refresh), St1};
+handle_call({Op, _}, _From, St = #st{running = false}) when Op =:= trace; Op =:= untrace ->
+    {reply, {error, not_started}, St};
+handle_call({Op, Who}, _From, St = #st{run = Run}) when Op =:= trace; Op =:= untrace ->
+    {Reply, Run1} = case Op of
+                        trace -> msgflow_run:trace(Run, Who);
+                        untrace -> msgflow_run:untrace(Run, Who)
+                    end,
+    {reply, Reply, St#st{run = Run1}};
+handle_call(balance, _From, St) ->
+    St1 = refreshed(true, St),
+    {reply, msgflow_store:balance(St1#st.store), St1};
+handle_call(info, _From, St) ->
+    St1 = refreshed(true, St),
+    {reply, info(St1), St1};
+handle_call({await_windows, _}, _From, St = #st{running = false}) ->
+    {reply, not_running, St};
+handle_call({await_windows, N}, From, St = #st{store = S, window_waiters = W}) ->
+    {noreply, St#st{window_waiters = [{msgflow_store:closed(S) + N, From} | W]}};
+handle_call(wait, From, St = #st{running = true, waiters = W}) ->
+    {noreply, St#st{waiters = [From | W]}};
+handle_call(wait, _From, St) ->
+    {reply, ok, St};
+handle_call(Other, _From, St) ->
+    {reply, {error, {unknown_call, Other}}, St}.
+
+%% @private
+-spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast(_Msg, St) ->
+    {noreply, St}.
+
+%% @private
+-spec handle_info(term(), #st{}) -> {noreply, #st{}}.
+handle_info({tick, Tag}, St = #st{tag = Tag, running = true, run = Run}) ->
+    St1 = close_window(St#st{store = refresh(St)}),
+    ok = msgflow_run:rotate(Run, maps:get(max_pairs, St#st.opts),
+                            msgflow_store:closed(St1#st.store)),
+    {noreply, schedule_tick(St1#st{new_tracer = msgflow_run:new_tracer(Run)})};
+handle_info({duration_over, Tag}, St = #st{tag = Tag, running = true}) ->
+    {noreply, stop_tracing(St)};
+%% The coordinator of the cluster this node counts for, or the run's
+%% owner, went away (it stopped, its node went down, or the link to it
+%% broke): counting stops after the grace period unless a new run started
+%% meanwhile.
+handle_info({'DOWN', Ref, process, Pid, _}, St = #st{watched = W, tag = Tag,
+                                                      opts = #{grace := Grace}}) ->
+    case lists:keymember(Ref, 1, W) of
+        true ->
+            erlang:send_after(Grace, self(), {watched_gone, Tag, Pid}),
+            {noreply, St#st{watched = lists:keydelete(Ref, 1, W)}};
+        false ->
+            {noreply, St}
+    end;
+%% ... unless it came back meanwhile (a coordinator whose node reconnected
+%% within the grace: see the resuming start)
+handle_info({watched_gone, Tag, Pid}, St = #st{tag = Tag, running = true, watched = W}) ->
+    case lists:keymember(Pid, 2, W) of
+        true -> {noreply, St};
+        false -> {noreply, stop_tracing(St)}
+    end;
+%% Sampling: outside a traced slice the flags are really off (not discarded
+%% by the tracer), so the traced processes pay nothing there.
+handle_info({slice_off, Tag}, St = #st{tag = Tag, running = true,
+                                       opts = #{sample := {Traced, Period}}}) ->
+    ok = msgflow_run:slice_off(St#st.run),
+    erlang:send_after(Period - Traced, self(), {slice_on, Tag}),
+    {noreply, St};
+handle_info({slice_on, Tag}, St = #st{tag = Tag, running = true,
+                                      opts = #{sample := {Traced, _}}}) ->
+    ok = msgflow_run:slice_on(St#st.run),
+    erlang:send_after(Traced, self(), {slice_off, Tag}),
+    {noreply, St};
+handle_info({retire, Tables}, St) ->
+    ok = msgflow_store:retire(Tables),
+    {noreply, St};
+handle_info(_Msg, St) ->
+    {noreply, St}.
+
+%% @private
+-spec terminate(term(), #st{}) -> ok.
+terminate(_Reason, St) ->
+    _ = stop_tracing(St),
+    ok.
+
+%%% Starting and stopping
+
+start_tracing(Opts, St) ->
+    case msgflow_run:begin_run(Opts) of
+        {ok, Run} ->
+            Tag = make_ref(),
+            S0 = msgflow_store:start_run(St#st.store, Opts),
+            %% a coordinator restarting the node it had started (it
+            %% reconnected after the grace) keeps what was counted
+            S1 = case resumes(Opts, St) of
+                     true -> S0;
+                     false -> msgflow_store:clear(S0, new_run)
+                 end,
+            _ = [erlang:send_after(D, self(), {duration_over, Tag})
+                 || #{duration := D} <- [Opts], D =/= infinity],
+            _ = [erlang:send_after(Traced, self(), {slice_off, Tag})
+                 || #{sample := {Traced, _}} <- [Opts]],
+            Watched = [{erlang:monitor(process, P), P} || K <- [coordinator, owner],
+                                                           P <- [maps:get(K, Opts, none)],
+                                                           is_pid(P)],
+            {ok, schedule_tick(St#st{running = true, run = Run, opts = Opts, tag = Tag,
+                                     started_at = erlang:system_time(millisecond),
+                                     stopped_at = undefined, store = S1, new_tracer = msgflow,
+                                     last_info = #{}, watched = Watched})};
+        {error, _} = E ->
+            E
+    end.
+
+resumes(#{resume := true, coordinator := C}, #st{opts = #{coordinator := C}}) -> true;
+resumes(_, _) -> false.
+
+%% Flags off (a trace session destroyed), barrier, final snapshot: the
+%% store then holds every send traced before stop was called.
+stop_tracing(St = #st{running = false}) ->
+    St;
+stop_tracing(St = #st{run = Run}) ->
+    ok = msgflow_run:flags_off(Run),
+    St1 = close_window(St#st{store = refresh(St)}),
+    Info = msgflow_run:close(Run),
+    [gen_server:reply(W, ok) || W <- St1#st.waiters],
+    [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
+    _ = [erlang:demonitor(R, [flush]) || {R, _} <- St1#st.watched],
+    St1#st{running = false, run = undefined, tag = undefined,
+           waiters = [], watched = [], window_waiters = [],
+           stopped_at = erlang:system_time(millisecond), last_info = Info, last_run = Run}.
+
+%%% Snapshots and windows
+
+%% The store with the NIF's counts so far merged in, while running.
+refresh(#st{running = true, run = Run, store = S}) ->
+    msgflow_store:take(msgflow_run:session(Run), S);
+refresh(#st{store = S}) -> S.
+
+refreshed(true, St) -> St#st{store = refresh(St)};
+refreshed(false, St) -> St.
+
+%% The open window closed; those waiting for it answered.
+close_window(St = #st{store = S}) ->
+    S1 = msgflow_store:close_window(S),
+    N = msgflow_store:closed(S1),
+    {Due, Later} = lists:partition(fun({At, _}) -> At =< N end, St#st.window_waiters),
+    [gen_server:reply(From, ok) || {_, From} <- Due],
+    St#st{store = S1, window_waiters = Later}.
+
+schedule_tick(St = #st{tag = Tag, opts = #{interval := I}}) ->
+    erlang:send_after(I, self(), {tick, Tag}),
+    St.
+
+handle(St = #st{opts = Opts}) ->
+    msgflow_store:handle(St#st.store,
+                         #{node => node(), running => St#st.running,
+                           started_at => St#st.started_at, stopped_at => St#st.stopped_at,
+                           interval => maps:get(interval, Opts), sample => maps:get(sample, Opts),
+                           skipped => element(1, skipped(St)),
+                           new_tracer => St#st.new_tracer}).
+
+info(St = #st{opts = Opts}) ->
+    Tables = case St#st.run of
+                 undefined -> St#st.last_info;
+                 Run -> msgflow_run:session_info(Run)
+             end,
+    Lib = try msgflow_tracer:lib_info()
+          catch error:_ -> #{allocator => unavailable, jemalloc_error => <<"NIF not loaded">>,
+                             fast_extra => false}
+          end,
+    maps:merge(msgflow_store:figures(St#st.store),
+               #{running => St#st.running,
+                 rotations => maps:get(rotations, Tables, 0),
+                 allocator => maps:get(allocator, Lib),
+                 jemalloc_error => maps:get(jemalloc_error, Lib),
+                 jemalloc_build => maps:get(jemalloc_build, Lib, undefined),
+                 jemalloc_allocated => maps:get(jemalloc_allocated, Lib, undefined),
+                 jemalloc_resident => maps:get(jemalloc_resident, Lib, undefined),
+                 trace_mode => case latest(St) of
+                                   undefined -> undefined;
+                                   R -> msgflow_run:mode(R)
+                               end,
+                 skipped => element(1, skipped(St)),
+                 skipped_examples => element(2, skipped(St)),
+                 new_tracer => St#st.new_tracer,
+                 fast_extra => maps:get(fast_extra, Lib),
+                 alias_owner => maps:get(alias_owner, Lib, false),
+                 memory => maps:get(memory, Tables, 0),
+                 table_entries => maps:get(entries, Tables, 0),
+                 shards => maps:get(shards, Tables, 0),
+                 sample => maps:get(sample, Opts),
+                 started_at => St#st.started_at,
+                 stopped_at => St#st.stopped_at,
+                 opts => Opts}).
+
+%% The run going on, else the one that stopped last.
+latest(#st{run = undefined, last_run = R}) -> R;
+latest(#st{run = R}) -> R.
+
+skipped(St) ->
+    case latest(St) of
+        undefined -> {0, []};
+        Run -> msgflow_run:skipped(Run)
+    end.

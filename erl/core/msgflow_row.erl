@@ -1,0 +1,116 @@
+%%% @doc The row format of the store's pairs and folded tables, in one
+%%% place: every reader and writer of a row goes through these functions
+%%% (match specs through pattern/1).  A row is
+%%% `{{Sender, Receiver}, Total, LastWindow, LastCount, History, PeakMilli}':
+%%% Total is messages since start; LastCount the messages in window
+%%% LastWindow, the latest window the pair had traffic in; History its
+%%% earlier windows with traffic (msgflow_hist); PeakMilli the highest
+%%% rate of a closed window, in messages per 1000 s (msgflow_rate).  Pure;
+%%% any process.
+-module(msgflow_row).
+-export([new/3, key/1, rekey/2, total/1, last_window/1, peak_milli/1, pattern/1, count_in_open/1, add/5,
+         merge/3, counts_in/3, last_two/2, peak_rate/4]).
+-export_type([row/0, pattern_fields/0]).
+
+-type row() :: {{msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}, pos_integer(),
+                pos_integer(), non_neg_integer(), msgflow_hist:hist(), non_neg_integer()}.
+%% The fields a match pattern names (others are '_').
+-type pattern_fields() :: #{key => term(), total => term(), window => term()}.
+
+%% @doc A new pair's row: N messages in window Open.
+-spec new(term(), pos_integer(), pos_integer()) -> row().
+new(Key, N, Open) -> {Key, N, Open, N, [], 0}.
+
+%% @doc The pair, `{Sender, Receiver}'.
+-spec key(row()) -> term().
+key(Row) -> element(1, Row).
+
+%% @doc The row under another pair (a folded row's group key).
+-spec rekey(row(), term()) -> row().
+rekey(Row, Key) -> setelement(1, Row, Key).
+
+%% @doc The highest rate of a closed window before the last, in messages
+%% per 1000 s.
+-spec peak_milli(row()) -> non_neg_integer().
+peak_milli(Row) -> element(6, Row).
+
+%% @doc Messages since start.
+-spec total(row()) -> non_neg_integer().
+total(Row) -> element(2, Row).
+
+%% @doc The latest window the pair had traffic in.
+-spec last_window(row()) -> pos_integer().
+last_window(Row) -> element(3, Row).
+
+%% @doc An ETS match pattern of a row with the named fields set (match
+%% variables or values) and the others '_'.
+-spec pattern(pattern_fields()) -> tuple().
+pattern(F) ->
+    {maps:get(key, F, '_'), maps:get(total, F, '_'), maps:get(window, F, '_'), '_', '_', '_'}.
+
+%% @doc The ets:update_counter/3 operations that add N messages to a row
+%% whose last window is the open one.
+-spec count_in_open(pos_integer()) -> [{pos_integer(), pos_integer()}].
+count_in_open(N) -> [{2, N}, {4, N}].
+
+%% @doc Row with N messages of window Open added, its last window (older
+%% than Open) moved to its history (none before window Oldest) and its
+%% peak updated from that window's length in Durs (ms by window; a window
+%% not in it counts as 0 ms: no rate).
+-spec add(row(), pos_integer(), pos_integer(), integer(), #{pos_integer() => non_neg_integer()}) ->
+          row().
+add({K, Total, W, Count, Hist, Peak}, N, Open, Oldest, Durs) ->
+    Peak1 = max(Peak, msgflow_rate:milli(Count, maps:get(W, Durs, 0))),
+    {K, Total + N, Open, N, msgflow_hist:push(Hist, W, Count, Oldest), Peak1}.
+
+%% @doc Two rows as one under key K: totals and counts per window added,
+%% the peak the highest of theirs and of the windows they now share
+%% (lengths in Durs); history kept from window Oldest.
+-spec merge(row(), row(), {term(), integer(), #{pos_integer() => non_neg_integer()}}) -> row().
+merge({_, T1, W1, C1, H1, P1}, {_, T2, W2, C2, H2, P2}, {K, Oldest, Durs}) ->
+    Ws = add_windows(msgflow_hist:entries(H1, W1 - 1) ++ [{W1, C1}],
+                     msgflow_hist:entries(H2, W2 - 1) ++ [{W2, C2}]),
+    {Earlier, [{W, C}]} = lists:split(length(Ws) - 1, Ws),
+    Peak = lists:max([P1, P2 | [msgflow_rate:milli(Cw, D)
+                                || {Wn, Cw} <- Ws, {ok, D} <- [maps:find(Wn, Durs)]]]),
+    {K, T1 + T2, W, C, msgflow_hist:encode(Earlier, Oldest), Peak}.
+
+add_windows([{W, A} | R1], [{W, B} | R2]) -> [{W, A + B} | add_windows(R1, R2)];
+add_windows([{W1, A} | R1], L2 = [{W2, _} | _]) when W1 < W2 -> [{W1, A} | add_windows(R1, L2)];
+add_windows(L1, [X | R2]) when L1 =/= [] -> [X | add_windows(L1, R2)];
+add_windows([], L2) -> L2;
+add_windows(L1, []) -> L1.
+
+%% @doc The messages of the row in each window from First to Last (closed
+%% or open windows), oldest first; First found in the history by
+%% bisection.
+-spec counts_in(pos_integer(), pos_integer(), row()) -> [non_neg_integer()].
+counts_in(First, Last, _) when First > Last ->
+    [];
+counts_in(First, Last, {_, _, W, C, Hist, _}) ->
+    Known = msgflow_hist:entries(msgflow_hist:from(Hist, First), Last)
+        ++ [{W, C} || W >= First, W =< Last],
+    fill(First, Last, Known).
+
+fill(W, Last, _) when W > Last -> [];
+fill(W, Last, [{W, C} | Rest]) -> [C | fill(W + 1, Last, Rest)];
+fill(W, Last, Known) -> [0 | fill(W + 1, Last, Known)].
+
+%% @doc `[Previous, Last]': counts_in(Last - 1, Last, Row), read from the
+%% row's newest entries only (what every view needs for rates and trends).
+-spec last_two(pos_integer(), row()) -> [non_neg_integer()].
+last_two(Last, {_, _, Last, C, Hist, _}) -> [msgflow_hist:at(Hist, 1, Last - 1), C];
+last_two(Last, {_, _, W, C, _, _}) when W =:= Last - 1 -> [C, 0];
+last_two(Last, {_, _, _, _, Hist, _}) ->
+    [msgflow_hist:at(Hist, 2, Last - 1), msgflow_hist:at(Hist, 1, Last)].
+
+%% @doc The highest rate (messages/s) of the row over its closed windows:
+%% the peak kept in it, and its last window when that has closed (Open is
+%% the open window).  Durations of the kept windows by number; the others
+%% count as Interval ms.
+-spec peak_rate(row(), pos_integer(), #{pos_integer() => non_neg_integer()}, pos_integer()) ->
+          float().
+peak_rate({_, _, W, C, _, Peak}, Open, Durs, Interval) when W < Open ->
+    msgflow_rate:milli_to_per_s(max(Peak, msgflow_rate:milli(C, maps:get(W, Durs, Interval))));
+peak_rate({_, _, _, _, _, Peak}, _, _, _) ->
+    msgflow_rate:milli_to_per_s(Peak).

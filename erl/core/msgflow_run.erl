@@ -1,0 +1,220 @@
+%%% @doc A run's tracing: the NIF session that counts, the trace flags
+%%% (msgflow_flags) and what they were set on.  The collector holds the
+%%% `run()' value and is the only process to call these functions with
+%%% it: the trace session's handle is in it, and only there, so that the
+%%% session dies with the collector.
+-module(msgflow_run).
+
+-export([begin_run/1, trace/2, untrace/2, slice_off/1, slice_on/1, flags_off/1, close/1,
+         session/1, mode/1, skipped/1, new_tracer/1, session_info/1, rotate/3,
+         clear_orphaned/0]).
+-export_type([run/0]).
+
+%% the NIF session of a legacy run while it lasts (see clear_orphaned/0)
+-define(RUNNING, {msgflow_collector, running}).
+%% the NIF's table entries allowed per distinct pair (a pair counted on k
+%% scheduler threads holds k entries; see max_pairs in the README)
+-define(ENTRIES_PER_PAIR, 2).
+%% windows between rotations of the NIF's tables (sooner when they are
+%% half full)
+-define(ROTATE_EVERY, 30).
+-define(SKIPPED_EXAMPLES, 5).
+
+-record(run, {
+    session :: msgflow_tracer:session(),
+    tracing :: msgflow_flags:tracing(),
+    mode :: msgflow_flags:mode(),
+    skipped = {0, []} :: msgflow_flags:skipped(),
+    procs :: msgflow_opts:procs(),
+    traced = [] :: [pid()],                 %% procs given as a list
+    excluded = [] :: [pid() | port()]       %% untrace/2 while procs is a spec
+}).
+-opaque run() :: #run{}.
+
+%% @doc A NIF session for the calling process and the flags set as the
+%% validated options say (`procs', `max_pairs', `trace_mode').  A trace
+%% session that cannot be made (say, the VM's limit on sessions) is an
+%% error for the caller: `{error, {trace_failed, Reason}}',
+%% `{error, {nif_not_loaded, Path}}', or an error of msgflow_flags.
+-spec begin_run(msgflow_opts:opts()) -> {ok, run()} | {error, term()}.
+begin_run(#{procs := Procs, max_pairs := Max, trace_mode := Want}) ->
+    case {msgflow_flags:mode(Want), msgflow_flags:resolve(Procs)} of
+        {{ok, Mode}, {ok, Targets}} ->
+            try msgflow_tracer:session_new(self(), Max * ?ENTRIES_PER_PAIR) of
+                Session -> begin_tracing(Targets, Mode, Session, Procs)
+            catch
+                error:undef -> {error, {nif_not_loaded, code:which(msgflow_tracer)}};
+                error:{not_loaded, _} = E -> {error, E}
+            end;
+        {{error, _} = E, _} ->
+            E;
+        {_, {error, _} = E} ->
+            E
+    end.
+
+begin_tracing(Targets, Mode, Session, Procs) ->
+    try msgflow_flags:begin_tracing(Mode, Session) of
+        T -> set_flags(T, Targets, Mode, Session, Procs)
+    catch
+        error:Reason ->
+            msgflow_tracer:session_stop(Session),
+            {error, {trace_failed, Reason}}
+    end.
+
+set_flags(T, Targets, Mode, Session, Procs) ->
+    try msgflow_flags:on(T, Targets) of
+        {ok, Skipped} ->
+            %% legacy flags outlive a crash of the collector: say where
+            %% they are for the collector that is started next
+            _ = Mode =:= legacy andalso persistent_term:put(?RUNNING, Session),
+            {ok, #run{session = Session, tracing = T, mode = Mode, skipped = Skipped,
+                      procs = Procs,
+                      traced = case Targets of L when is_list(L) -> L; _ -> [] end}}
+    catch
+        error:Reason ->
+            msgflow_tracer:session_stop(Session),
+            msgflow_flags:off(T, Targets),
+            msgflow_flags:end_tracing(T),
+            {error, {trace_failed, Reason}}
+    end.
+
+%% What the flags were set on: a spec (all, new, existing) or the pids.
+targets(#run{procs = P}) when is_atom(P) -> P;
+targets(#run{traced = Pids}) -> Pids.
+
+%% @doc Flags on one more process or port (or registered name).
+-spec trace(run(), term()) -> {ok | {error, term()}, run()}.
+trace(Run = #run{tracing = T, traced = Traced, excluded = Ex}, Who) ->
+    case msgflow_flags:resolve_one(Who) of
+        {ok, P} ->
+            case lists:member(P, msgflow_flags:own_pids()) of
+                true ->
+                    {{error, {msgflow_process, Who}}, Run};
+                false ->
+                    {ok, {N, Ps}} = msgflow_flags:on(T, [P]),
+                    {N0, Ps0} = Run#run.skipped,
+                    Reply = case N of
+                                0 -> ok;
+                                _ -> {error, {traced_by_another_tool, P}}
+                            end,
+                    {Reply, Run#run{traced = case Run#run.procs of
+                                                 L when is_list(L) -> lists:usort([P | Traced]);
+                                                 _ -> Traced
+                                             end,
+                                    excluded = lists:delete(P, Ex),
+                                    skipped = {N0 + N, lists:sublist(Ps ++ Ps0,
+                                                                     ?SKIPPED_EXAMPLES)}}}
+            end;
+        {error, _} = E ->
+            {E, Run}
+    end.
+
+%% @doc Flags off one process or port; what it sent so far stays counted.
+-spec untrace(run(), term()) -> {ok | {error, term()}, run()}.
+untrace(Run = #run{traced = Traced, excluded = Ex}, Who) ->
+    case msgflow_flags:resolve_one(Who) of
+        {ok, P} ->
+            msgflow_flags:off(Run#run.tracing, [P]),
+            {ok, case Run#run.procs of
+                     L when is_list(L) -> Run#run{traced = lists:delete(P, Traced)};
+                     _ -> Run#run{excluded = lists:usort([P | Ex])}
+                 end};
+        {error, _} = E ->
+            {E, Run}
+    end.
+
+%% @doc Sampling: the flags really off outside a traced slice (not
+%% discarded by the tracer), so the traced processes pay nothing there.
+-spec slice_off(run()) -> ok.
+slice_off(Run) ->
+    msgflow_flags:off(Run#run.tracing, targets(Run)),
+    ok.
+
+%% @doc The flags on again for a traced slice (but on those untraced).
+-spec slice_on(run()) -> ok.
+slice_on(Run) ->
+    msgflow_flags:slice_on(Run#run.tracing, targets(Run), Run#run.excluded),
+    ok.
+
+%% @doc The flags off (a trace session destroyed), then a barrier: every
+%% send traced before is in the NIF's tables when it returns.
+-spec flags_off(run()) -> ok.
+flags_off(Run = #run{tracing = T}) ->
+    case Run#run.mode of
+        legacy -> msgflow_flags:off(T, targets(Run));
+        session -> ok
+    end,
+    msgflow_flags:end_tracing(T),
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok end.
+
+%% @doc The NIF session stopped (after flags_off/1 and the last snapshot):
+%% its last session_info/1.
+-spec close(run()) -> map().
+close(#run{session = Session}) ->
+    Info = try msgflow_tracer:session_info(Session) catch error:_ -> #{} end,
+    catch msgflow_tracer:session_stop(Session),
+    _ = persistent_term:erase(?RUNNING),
+    Info.
+
+%% @doc The NIF session.
+-spec session(run()) -> msgflow_tracer:session().
+session(#run{session = S}) -> S.
+
+%% @doc `legacy' (trace flags of erlang:trace/3) or `session' (OTP 27's
+%% trace sessions).
+-spec mode(run()) -> msgflow_flags:mode().
+mode(#run{mode = M}) -> M.
+
+%% @doc Processes and ports another tool traced, and a few of them.
+-spec skipped(run()) -> msgflow_flags:skipped().
+skipped(#run{skipped = S}) -> S.
+
+%% @doc Who traces new processes now (legacy mode, procs all or new: dbg
+%% may have taken them over), else `msgflow'.
+-spec new_tracer(run()) -> msgflow | term().
+new_tracer(#run{procs = P, tracing = T}) when P =:= all; P =:= new -> msgflow_flags:new_tracer(T);
+new_tracer(_) -> msgflow.
+
+%% @doc The NIF session's figures (msgflow_tracer:session_info/1), `#{}'
+%% when it cannot be read.
+-spec session_info(run()) -> map().
+session_info(#run{session = S}) ->
+    try msgflow_tracer:session_info(S) catch error:_ -> #{} end.
+
+%% @doc The NIF's tables start a new generation every ?ROTATE_EVERY
+%% windows (Closed is the windows closed), or as soon as they hold half
+%% the entries MaxPairs allows: pairs that had no messages since then
+%% leave them (msgflow_tracer:session_rotate/1).
+-spec rotate(run(), pos_integer(), non_neg_integer()) -> ok.
+rotate(Run, MaxPairs, Closed) ->
+    Full = case session_info(Run) of
+               #{entries := E} -> E * 2 >= MaxPairs * ?ENTRIES_PER_PAIR;
+               _ -> false
+           end,
+    _ = (Full orelse Closed rem ?ROTATE_EVERY =:= 0)
+        andalso (catch msgflow_tracer:session_rotate(Run#run.session)),
+    ok.
+
+%% @doc For a collector that starts: a collector that died while running
+%% in legacy mode left processes flagged for its session (the session is
+%% kept in a persistent term, ?RUNNING, while such a run lasts: not in
+%% the application environment, whose controller a collector stopping
+%% with the application would wait on; a trace session dies with the
+%% collector that held it).  Asking the VM for their tracer makes it ask
+%% the session's trace_status, which answers `remove' once the session
+%% is no longer active: that clears them.  The session's monitor on the
+%% dead collector marks it too, but a dying process leaves the process
+%% table before its monitors fire, and the supervisor may restart the
+%% collector in between: so the session is stopped here first.
+-spec clear_orphaned() -> ok.
+clear_orphaned() ->
+    case persistent_term:get(?RUNNING, undefined) of
+        undefined ->
+            ok;
+        Session ->
+            _ = (catch msgflow_tracer:session_stop(Session)),
+            _ = [erlang:trace_info(P, tracer) || P <- [new | processes() ++ erlang:ports()]],
+            _ = persistent_term:erase(?RUNNING),
+            ok
+    end.

@@ -1,0 +1,340 @@
+%%% @doc msgflow's store: the counts of a run, in ETS tables the collector
+%%% process owns (protected: any process may read them, only the
+%%% collector writes), and the windows.  The collector calls these
+%%% functions with the state it holds (`#store{}', msgflow_store.hrl);
+%%% what views read is handle/2's map.
+%%% <ul>
+%%% <li>pairs: one row per distinct pair as the VM reported it
+%%%     (msgflow_row);</li>
+%%% <li>folded rows: rows of the same shape for the pairs that left
+%%%     `pairs' (msgflow_fold), and the replies to the aliases of a process
+%%%     (a gen:call's, one per call), which the NIF counts for the process
+%%%     and which are added at once to the row (sender, owner).  So `pairs'
+%%%     holds the pairs of live endpoints, memory grows with live processes
+%%%     and kinds, not with the run's length, and `events = sum of pairs +
+%%%     folded + overflow' at all times;</li>
+%%% <li>dead: `{{Sender, Receiver}, Messages}', sends to processes that did
+%%%     not exist (folded the same way);</li>
+%%% <li>the labels (msgflow_labels).</li>
+%%% </ul>
+%%% Windows are numbered from 1; the open one is `closed + 1'.  Merging
+%%% is the collector's only load: it grows with the distinct pairs per
+%%% window, never with the messages (the NIF counts them in the tracees'
+%%% own scheduler threads).
+-module(msgflow_store).
+-include("msgflow_store.hrl").
+
+-export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, close_window/1,
+         closed/1, handle/2, balance/1, figures/1]).
+-export_type([store/0, window/0, state/0]).
+
+%% Receivers with at least this many senders in a window get their
+%% message queue length read when the window closes (for hotspots).
+-define(QLEN_MIN_SENDERS, 2).
+-define(QLEN_MAX_SAMPLED, 50).
+%% reductions one merged delta is worth (see add_row/3)
+-define(MERGE_REDUCTIONS, 50).
+%% how long the tables a reset or a new run replaced are kept for the
+%% views still reading them, in ms
+-define(RETIRE_MS, 60000).
+
+-opaque state() :: #store{}.
+
+%% A closed window: its number, end (system time, ms), length (ms) and the
+%% message_queue_len, read as it closed, of the local receivers with the
+%% most senders in it.
+-type window() :: #{n := pos_integer(), at := integer(), window_ms := non_neg_integer(),
+                    queue_lens := #{pid() => non_neg_integer()}}.
+
+%% What views read (msgflow_view:build/2): the tables and the figures of
+%% the run, as of the call that returned it.
+-type store() :: #{pairs := ets:tid(), folded := ets:tid(), dead := ets:tid(),
+                   labels := msgflow_labels:tables(),
+                   node := node(), running := boolean(),
+                   started_at := integer() | undefined, stopped_at := integer() | undefined,
+                   taken_at := integer(), snapshot_at := integer() | undefined,
+                   closed := non_neg_integer(), open_ms := non_neg_integer(),
+                   windows := [window()],
+                   interval := pos_integer(), sample := off | {pos_integer(), pos_integer()},
+                   events := non_neg_integer(), dead_letters := non_neg_integer(),
+                   overflow := non_neg_integer(), folded_messages := non_neg_integer(),
+                   skipped := non_neg_integer(), births_dropped := non_neg_integer(),
+                   new_tracer := msgflow | term()}.
+
+%% @doc An empty store; its tables belong to the calling process.
+-spec new() -> state().
+new() ->
+    #store{pairs = new_rows(), folded_rows = new_rows(), dead = new_dead(),
+           wsenders = new_wsenders(undefined), labels = msgflow_labels:new()}.
+
+%% @doc The store set for a run with these options (`windows',
+%% `max_pairs'); its window opens now.
+-spec start_run(state(), msgflow_opts:opts()) -> state().
+start_run(S, #{windows := Keep, max_pairs := Max}) ->
+    restart_window(S#store{keep = Keep, max_pairs = Max, births_dropped = 0}).
+
+%% @doc The open window starts now.
+-spec restart_window(state()) -> state().
+restart_window(S) -> S#store{win_start = now_ms()}.
+
+%% @doc The counts and windows forgotten: a new run (`new_run') forgets
+%% the labels too, a reset (`keep_labels') keeps the kinds, names and
+%% births (the endpoints still are what they were) and forgets which
+%% endpoint has which, since no row holds them any more.  The tables are
+%% made anew, not emptied object by object (which would hold the collector
+%% for a million pairs); the old ones are sent to the calling process as
+%% `{retire, Tables}' ?RETIRE_MS later (then retire/1), so that a view
+%% that began before reads the store as it was.
+-spec clear(state(), keep_labels | new_run) -> state().
+clear(S = #store{pairs = P, folded_rows = F, dead = D}, What) ->
+    {Labels, OldLabels} = case What of
+                              keep_labels -> msgflow_labels:forget_endpoints(S#store.labels);
+                              new_run -> msgflow_labels:clear(S#store.labels)
+                          end,
+    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D | OldLabels]}),
+    S#store{closed = 0, windows = [], durations = #{}, events = 0,
+            pairs = new_rows(), folded_rows = new_rows(), dead = new_dead(),
+            wsenders = new_wsenders(S#store.wsenders),
+            dead_letters = 0, overflow = 0, folded_messages = 0, sweeps = #{},
+            labels = Labels}.
+
+%% @doc Deletes tables clear/2 replaced (deleted whole, which the VM does
+%% in the background).  The owner only.
+-spec retire([ets:tid()]) -> ok.
+retire(Tables) ->
+    _ = [ets:delete(T) || T <- Tables],
+    ok.
+
+%% @doc Windows closed since the run started.
+-spec closed(state()) -> non_neg_integer().
+closed(#store{closed = C}) -> C.
+
+%%% Taking a snapshot
+
+%% @doc Session's snapshot merged in.  The totals taken so far must survive
+%% whatever happens to the tracer module: while it is being loaded its
+%% NIFs are missing (undef); after it was deleted and purged, the code
+%% loaded next has a new session resource type and cannot read this
+%% session (badarg; the VM has by then removed the module's trace flags);
+%% another caller of snapshot/1 on this session makes it raise `busy'.
+%% Each way the turn is skipped: nothing is lost, the next snapshot takes
+%% it.
+-spec take(msgflow_tracer:session(), state()) -> state().
+take(Session, S) ->
+    try msgflow_tracer:snapshot_start(Session) of
+        Take -> take_chunks(Session, Take, S#store{snapshot_at = erlang:system_time(millisecond)})
+    catch
+        error:undef -> S;
+        error:{not_loaded, _} -> S;
+        error:badarg -> S;
+        error:busy -> S
+    end.
+
+%% The snapshot in chunks of about 1,024 deltas, each merged before the
+%% next is read, so this heap never holds a whole snapshot.  A chunk that
+%% cannot be read (the tracer module deleted or reloaded between two
+%% chunks: see take/2) ends the turn with the chunks merged so far; the
+%% rest stays in the NIF's tables or goes with the old module.
+take_chunks(Session, Take, S) ->
+    case next_chunk(Take) of
+        {more, Pairs, Dead, Replies} ->
+            take_chunks(Session, Take,
+                        merge({Pairs, Dead, Replies, 0, 0}, take_births(Session, S)));
+        {done, Pairs, Dead, Replies, Overflow, OverflowDead} ->
+            merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_births(Session, S));
+        gone ->
+            S
+    end.
+
+next_chunk(Take) ->
+    try
+        msgflow_tracer:snapshot_next(Take)
+    catch
+        error:undef -> gone;
+        error:{not_loaded, _} -> gone;
+        error:badarg -> gone
+    end.
+
+%% Births are taken after each chunk is read and before it is merged: a
+%% process's spawn was recorded before it could send, so every sender in
+%% the chunk that was spawned while tracing has its birth here.
+take_births(Session, S) ->
+    try msgflow_tracer:births_take(Session) of
+        {Chunk, Dropped} ->
+            S1 = S#store{labels = msgflow_labels:births(S#store.labels, Chunk, S#store.closed),
+                         births_dropped = S#store.births_dropped + Dropped},
+            %% until the NIF has none left
+            case Chunk of
+                [] -> S1;
+                _ -> take_births(Session, S1)
+            end
+    catch
+        error:_ -> S
+    end.
+
+merge({Pairs, Dead, Replies, Overflow, OverflowDead}, S) ->
+    S0 = lists:foldl(fun add_reply/2, S, Replies),
+    S1 = lists:foldl(fun(D, Acc) -> add_row(pairs, D, Acc) end, S0, Pairs),
+    {DeadN, L} = lists:foldl(fun({Sn, R, N}, {A, L0}) ->
+                                     {A + N, add_dead({Sn, R}, N, S1#store.dead, L0)}
+                             end, {OverflowDead, S1#store.labels}, Dead),
+    S1#store{overflow = S1#store.overflow + Overflow,
+             events = S1#store.events + Overflow, labels = L,
+             dead_letters = S1#store.dead_letters + DeadN}.
+
+%% N dead letters of a pair (a new row holds its endpoints' labels).
+add_dead(K = {Sn, R}, N, D, L) ->
+    case ets:insert_new(D, {K, N}) of
+        true -> msgflow_labels:hold(msgflow_labels:hold(L, Sn), R);
+        false -> _ = ets:update_counter(D, K, N), L
+    end.
+
+%% Replies to the aliases of a process, which the NIF counts for the
+%% process: added at once to the folded row (sender, owner), since each
+%% alias of a gen:call is used once.
+add_reply(D, S) ->
+    S1 = add_row(folded, D, S),
+    S1#store{folded_messages = S1#store.folded_messages + element(3, D)}.
+
+%% N messages of (Sn, R) in the open window, in the pairs or the folded
+%% rows (a pair counted on several threads comes once per thread).  A
+%% pair past max_pairs distinct pairs goes to overflow.
+add_row(Which, {Sn, R, N}, S = #store{closed = C, events = E}) ->
+    %% a few ETS calls (more for a new pair, below): count them as the
+    %% work they are, so that a slice of merging stays well under 1 ms
+    erlang:bump_reductions(?MERGE_REDUCTIONS),
+    T = case Which of pairs -> S#store.pairs; folded -> S#store.folded_rows end,
+    K = {Sn, R},
+    Open = C + 1,
+    case ets:lookup(T, K) of
+        [Row] ->
+            case msgflow_row:last_window(Row) of
+                Open ->
+                    _ = ets:update_counter(T, K, msgflow_row:count_in_open(N)),
+                    S#store{events = E + N};
+                _ ->
+                    ets:insert(T, msgflow_row:add(Row, N, Open, Open - S#store.keep,
+                                                  S#store.durations)),
+                    first_in_window(R, S#store{events = E + N})
+            end;
+        [] ->
+            case Which =:= pairs andalso ets:info(T, size) >= S#store.max_pairs of
+                true ->
+                    S#store{events = E + N, overflow = S#store.overflow + N};
+                false ->
+                    %% labelling reads the new endpoints from the VM
+                    erlang:bump_reductions(10 * ?MERGE_REDUCTIONS),
+                    ets:insert(T, msgflow_row:new(K, N, Open)),
+                    L = msgflow_labels:hold(msgflow_labels:hold(S#store.labels, Sn), R),
+                    first_in_window(R, S#store{events = E + N, labels = L})
+            end
+    end.
+
+first_in_window(R, S = #store{wsenders = WS}) ->
+    _ = ets:update_counter(WS, R, 1, {R, 0}),
+    S.
+
+%%% Windows
+
+%% @doc The open window closed now (the next opens): its length and queue
+%% lengths kept, then the rows done with are folded (msgflow_fold).
+-spec close_window(state()) -> state().
+close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durations = Durs,
+                        keep = Keep, labels = L}) ->
+    Now = now_ms(),
+    N = Closed + 1,
+    W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
+          queue_lens => queue_lens(S)},
+    msgflow_fold:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
+                               durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
+                               wsenders = new_wsenders(S#store.wsenders),
+                               labels = msgflow_labels:purge(msgflow_labels:prune_births(L, N))}).
+
+%% message_queue_len of the local receivers that had the most senders in
+%% the window (fan-in candidates), read now.  Only the ?QLEN_MAX_SAMPLED
+%% with the most senders are read: a threshold from a sample, then those
+%% above it and up to that many equal to it, from ETS (so that a window
+%% with 100,000 receivers costs no sort of them all); names join their
+%% pid's count.
+queue_lens(#store{wsenders = WS, labels = L}) ->
+    Tables = msgflow_labels:tables(L),
+    Thr = case ets:select(WS, [{{'_', '$1'}, [], ['$1']}], 1000) of
+              {Ns, _} when length(Ns) > ?QLEN_MAX_SAMPLED ->
+                  max(?QLEN_MIN_SENDERS,
+                      lists:nth(?QLEN_MAX_SAMPLED, lists:sort(fun erlang:'>='/2, Ns)));
+              _ -> ?QLEN_MIN_SENDERS
+          end,
+    Above = ets:select(WS, [{{'$1', '$2'}, [{'orelse', {'>', '$2', Thr}, {'not', {is_pid, '$1'}}}],
+                             ['$_']}]),
+    Equal = case ets:select(WS, [{{'$1', '$2'}, [{'==', '$2', Thr}, {is_pid, '$1'}], ['$_']}],
+                            ?QLEN_MAX_SAMPLED) of
+                '$end_of_table' -> [];
+                {Eq, _} -> Eq
+            end,
+    Merged = lists:foldl(fun({R, N}, Acc) ->
+                                 case msgflow_labels:canon(Tables, R) of
+                                     P when is_pid(P), node(P) =:= node() ->
+                                         Acc#{P => N + maps:get(P, Acc, 0)};
+                                     _ -> Acc
+                                 end
+                         end, #{}, Above ++ Equal),
+    Cands = [{N, P} || {P, N} <- maps:to_list(Merged), N >= ?QLEN_MIN_SENDERS],
+    Top = lists:sublist(lists:reverse(lists:sort(Cands)), ?QLEN_MAX_SAMPLED),
+    maps:from_list([{P, Len} || {_, P} <- Top,
+                                {message_queue_len, Len} <- [process_info(P, message_queue_len)]]).
+
+%%% What others read
+
+%% @doc The handle views read: the tables and figures of the store, with
+%% the run's own figures (Run: `node', `running', `started_at',
+%% `stopped_at', `interval', `sample', `skipped', `new_tracer').
+-spec handle(state(), map()) -> store().
+handle(S, Run) ->
+    Run#{pairs => S#store.pairs, folded => S#store.folded_rows, dead => S#store.dead,
+         labels => msgflow_labels:tables(S#store.labels),
+         taken_at => erlang:system_time(millisecond), snapshot_at => S#store.snapshot_at,
+         closed => S#store.closed, open_ms => now_ms() - S#store.win_start,
+         windows => lists:reverse(S#store.windows),
+         events => S#store.events, dead_letters => S#store.dead_letters,
+         overflow => S#store.overflow, folded_messages => S#store.folded_messages,
+         births_dropped => S#store.births_dropped}.
+
+%% @doc Where every message counted is: `events' (messages counted),
+%% `held' (the sum of the pairs' totals: reads every pair, about 10 ms
+%% for 100,000), `folded' (messages in folded rows), `overflow';
+%% `events = held + folded + overflow' always.
+-spec balance(state()) -> #{events := non_neg_integer(), held := non_neg_integer(),
+                            folded := non_neg_integer(), overflow := non_neg_integer()}.
+balance(S) ->
+    Held = ets:foldl(fun(Row, A) -> A + msgflow_row:total(Row) end, 0, S#store.pairs),
+    #{events => S#store.events, held => Held, folded => S#store.folded_messages,
+      overflow => S#store.overflow}.
+
+%% @doc The store's part of msgflow:info/0: figures, table sizes and the
+%% memory of its tables (bytes).
+-spec figures(state()) -> map().
+figures(S) ->
+    Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.folded_rows, S#store.dead]
+                                                  ++ maps:values(msgflow_labels:tables(S#store.labels))]),
+    #{pairs => ets:info(S#store.pairs, size),
+      events => S#store.events,
+      dead_letters => S#store.dead_letters,
+      overflow => S#store.overflow,
+      folded => S#store.folded_messages,
+      folded_rows => ets:info(S#store.folded_rows, size),
+      births_dropped => S#store.births_dropped,
+      store_memory => Words * erlang:system_info(wordsize),
+      windows => length(S#store.windows)}.
+
+new_rows() -> ets:new(msgflow_pairs, [set, protected]).
+
+new_dead() -> ets:new(msgflow_dead, [set, protected]).
+
+%% A new, empty table of window senders; the old one is deleted whole
+%% (which the VM does in the background), not emptied object by object.
+new_wsenders(Old) ->
+    _ = Old =/= undefined andalso ets:delete(Old),
+    ets:new(msgflow_window_senders, [set, private]).
+
+now_ms() ->
+    erlang:monotonic_time(millisecond).

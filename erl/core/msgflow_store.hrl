@@ -1,0 +1,29 @@
+%% The store's state, shared by msgflow_store (tables, merging, windows)
+%% and msgflow_fold (folding): no other module sees it.  The collector
+%% process holds it and is the only one to call either module with it.
+-record(store, {
+    pairs :: ets:tid(),                     %% rows of live pairs (msgflow_row)
+    folded_rows :: ets:tid(),               %% rows of folded pairs (msgflow_row)
+    dead :: ets:tid(),                      %% {{S, R}, Messages}
+    labels :: msgflow_labels:labels(),
+    %% receivers of the open window and how many pairs into each had their
+    %% first messages of the window (distinct senders, for fan-in): ETS,
+    %% {Receiver, Senders}, so that the collector's heap stays small
+    wsenders :: ets:tid(),
+    %% where the slow pass of the sweep is, per table
+    sweeps = #{} :: #{pairs | folded | dead => term()},
+    keep = 60 :: pos_integer(),             %% windows kept (the `windows' option)
+    max_pairs = 1 :: pos_integer(),
+    win_start = 0 :: integer(),             %% monotonic ms of the open window
+    closed = 0 :: non_neg_integer(),        %% windows closed since start
+    windows = [] :: [msgflow_store:window()],  %% kept closed windows, newest first
+    %% the kept windows' lengths by number, for the lookup each merged
+    %% delta makes
+    durations = #{} :: #{pos_integer() => non_neg_integer()},
+    events = 0 :: non_neg_integer(),
+    dead_letters = 0 :: non_neg_integer(),
+    overflow = 0 :: non_neg_integer(),
+    folded_messages = 0 :: non_neg_integer(),
+    births_dropped = 0 :: non_neg_integer(),
+    snapshot_at :: integer() | undefined    %% system time of the last snapshot
+}).

@@ -1,0 +1,70 @@
+#!/usr/bin/env escript
+%%% The call direction of msgflow's Erlang side, checked with OTP's xref
+%%% on the compiled modules: a module's layer is its folder under erl/
+%%% (a module at the top of erl/ is the facade), and calls go only the
+%%% ways ?ALLOWED lists, or within a layer.  `make test' runs it:
+%%%   tools/check/layers.escript EBIN_DIR      the check; exit 1 on a call
+%%%                                            against the direction
+%%%   tools/check/layers.escript --selftest    shows it catches one
+-mode(compile).
+
+%% The one place the allowed directions stand: layer => layers it may call.
+-define(ALLOWED, #{facade => [flows, cluster, render, views, core],
+                   flows => [cluster, render, views, core],
+                   cluster => [views, core],
+                   render => [views, core],
+                   views => [core],
+                   core => []}).
+
+main(["--selftest"]) ->
+    Layers = #{a => views, b => render, c => core},
+    case {against([{a, b}, {b, a}, {b, c}], Layers), against([{c, a}], Layers)} of
+        {[{a, b}], [{c, a}]} ->
+            io:format("layers self-test: a views->render call and a core->views call are "
+                      "caught~n");
+        Other ->
+            io:format("layers self-test FAILED: ~p~n", [Other]),
+            halt(1)
+    end;
+main([Ebin]) ->
+    Root = filename:join(filename:dirname(escript:script_name()), "../.."),
+    Layers = layers(filename:join(Root, "erl")),
+    {ok, _} = xref:start(?MODULE),
+    ok = xref:set_default(?MODULE, [{warnings, false}, {verbose, false}]),
+    {ok, _} = xref:add_directory(?MODULE, Ebin),
+    {ok, Edges} = xref:q(?MODULE, "ME ||| AM"),
+    Mine = [{A, B} || {A, B} <- Edges, is_map_key(A, Layers), is_map_key(B, Layers)],
+    Unplaced = [M || {M, _} <- lists:usort(Edges), lists:prefix("msgflow", atom_to_list(M)),
+                     not is_map_key(M, Layers)],
+    case {against(Mine, Layers), Unplaced} of
+        {[], []} ->
+            io:format("layers: ~b modules in ~b layers, ~b calls between modules, all in "
+                      "the allowed direction~n",
+                      [map_size(Layers), length(lists:usort(maps:values(Layers))), length(Mine)]);
+        {Bad, Unplaced} ->
+            [io:format("layers: ~s (~s) calls ~s (~s): not allowed~n",
+                       [A, maps:get(A, Layers), B, maps:get(B, Layers)]) || {A, B} <- Bad],
+            [io:format("layers: ~s is in no layer folder~n", [M]) || M <- Unplaced],
+            io:format("allowed: ~p~n", [?ALLOWED]),
+            halt(1)
+    end;
+main(_) ->
+    io:format("usage: layers.escript EBIN_DIR | --selftest~n"),
+    halt(2).
+
+%% module => layer, from where its source is.
+layers(Erl) ->
+    Top = [{M, facade} || M <- modules(Erl)],
+    Sub = [{M, list_to_atom(L)} || L <- lists:sort(filelib:wildcard("*", Erl)),
+                                  filelib:is_dir(filename:join(Erl, L)),
+                                  M <- modules(filename:join(Erl, L))],
+    maps:from_list(Top ++ Sub).
+
+modules(Dir) ->
+    [list_to_atom(filename:basename(F, ".erl")) || F <- filelib:wildcard(filename:join(Dir, "*.erl"))].
+
+%% The calls between layers that ?ALLOWED does not list.
+against(Edges, Layers) ->
+    [{A, B} || {A, B} <- Edges, A =/= B,
+               LA <- [maps:get(A, Layers)], LB <- [maps:get(B, Layers)],
+               LA =/= LB, not lists:member(LB, maps:get(LA, ?ALLOWED))].
