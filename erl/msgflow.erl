@@ -524,7 +524,7 @@ nodes() ->
     msgflow_cluster:nodes().
 
 %% @doc Same as `follow(Fun, #{})'.
--spec follow(fun(() -> term())) -> {term(), msgflow_flow:flow()} | {error, term()}.
+-spec follow(fun(() -> term())) -> {term(), msgflow_flow_view:flow()} | {error, term()}.
 follow(Fun) ->
     follow(Fun, #{}).
 
@@ -535,7 +535,7 @@ follow(Fun) ->
 %% an erlang:trace_delivered/1 barrier).  Every message the token went
 %% with, in any process of this node, is counted in the NIF.  Flow is
 %% `#{label, messages, pairs => [{Sender, Receiver, Messages}], processes,
-%% depth, duration_us, events, dropped, labels}' (see msgflow_flow:flow()):
+%% depth, duration_us, events, dropped, labels}' (see msgflow_flow_view:flow()):
 %% `depth' is the longest causal chain of messages, `events' the sends in
 %% causal order (at most `max_events'; `dropped' counts the rest), labels
 %% read while the flow ran.  Opts: `settle => Ms' (default 50),
@@ -551,7 +551,7 @@ follow(Fun) ->
 %% receiver's token as it was, so what that process sends next still is).
 -spec follow(fun(() -> term()), #{settle => non_neg_integer(), max_events => non_neg_integer(),
                                   print => boolean(), timeout => non_neg_integer()}) ->
-          {term(), msgflow_flow:flow()} | {error, term()}.
+          {term(), msgflow_flow_view:flow()} | {error, term()}.
 follow(Fun, Opts) ->
     msgflow_flow:follow(Fun, Opts).
 
@@ -579,7 +579,7 @@ follow_calls(MFA, Opts) ->
 %% ReceiverLabel, Messages}], depth (deepest chain), depth_exact, sample,
 %% running}', from a snapshot taken now.  Labels, not pids: each request
 %% has processes of its own; a local process that exited is `(exited)'.
--spec flows() -> [msgflow_flow:summary()].
+-spec flows() -> [msgflow_flow_view:summary()].
 flows() ->
     msgflow_flow:flows().
 

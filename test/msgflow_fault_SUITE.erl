@@ -175,7 +175,10 @@ cluster_round(Cache) ->
         ?assertMatch([_], filelib:wildcard(filename:join([Cache, "msgflow", "msgflow-cluster-*",
                                                           "priv", "msgflow_tracer.so"])))
     after
-        [peer:stop(P) || P <- [P1, P2, P3]]
+        %% all three were alive above; on OTP 25, peer:stop/1 of a
+        %% peer whose node is already going down can exit with noproc
+        %% (seen once in ~50 rounds in CI)
+        [catch peer:stop(P) || P <- [P1, P2, P3]]
     end.
 
 %%% 2. Export targets

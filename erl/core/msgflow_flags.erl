@@ -257,7 +257,7 @@ own_pids() ->
     Handlers = [P || N <- lists:seq(0, 24), P <- [list_to_pid("<0." ++ integer_to_list(N) ++ ".0>")],
                      process_info(P, initial_call) =:=
                          {initial_call, {erts_dirty_process_signal_handler, start, 0}}],
-    [P || P <- [whereis(msgflow_collector), whereis(msgflow_sup), whereis(msgflow_flow),
+    [P || P <- [whereis(msgflow_collector), whereis(msgflow_sup), whereis(msgflow_flow_keeper),
                 whereis(msgflow_cluster)
                 | Masters ++ Handlers],
           is_pid(P)].

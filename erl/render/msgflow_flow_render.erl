@@ -15,7 +15,7 @@
 %% a legend of the processes with their labels, then one row per event in
 %% causal order, microseconds since the first, depth, and an arrow between
 %% lifelines (a list when more than 8 processes took part), and the pairs.
--spec text(msgflow_flow:flow()) -> iodata().
+-spec text(msgflow_flow_view:flow()) -> iodata().
 text(Flow = #{label := Label, messages := M, processes := Procs, depth := D,
               duration_us := Us, events := Evs, dropped := Dropped, pairs := Pairs}) ->
     Lanes = lanes(Flow),
@@ -94,7 +94,7 @@ put_at(Line, Pos, Text) ->
 %% @doc A Flow as a Mermaid `sequenceDiagram': one participant per
 %% process (its label and pid), one message per event in causal order,
 %% labelled with its depth and serial.
--spec mermaid(msgflow_flow:flow()) -> iodata().
+-spec mermaid(msgflow_flow_view:flow()) -> iodata().
 mermaid(Flow = #{label := Label, events := Evs, messages := M, dropped := Dropped}) ->
     Lanes = lanes(Flow),
     Ids = maps:from_list(lists:zip(Lanes, ["P" ++ integer_to_list(I)
@@ -131,7 +131,7 @@ mermaid_text(T) ->
 %% @doc A Flow as an inline SVG sequence diagram: a lifeline per process
 %% (16 at most; the rest share the last), an arrow per event in causal
 %% order (the first 300).
--spec svg(msgflow_flow:flow()) -> iodata().
+-spec svg(msgflow_flow_view:flow()) -> iodata().
 svg(Flow = #{events := Evs0}) ->
     Lanes0 = lanes(Flow),
     {Lanes, Lane} = case length(Lanes0) > ?SVG_LANES of
@@ -200,7 +200,7 @@ shorten(B, N) ->
 %% @doc The report's flows section: a table of the follow_calls/2
 %% summaries and the last follow/2 flow, with that flow as a sequence
 %% diagram.  Empty when there are none.
--spec html([msgflow_flow:summary()], msgflow_flow:flow() | undefined) -> iodata().
+-spec html([msgflow_flow_view:summary()], msgflow_flow_view:flow() | undefined) -> iodata().
 html([], undefined) ->
     [];
 html(Summaries, Last) ->
