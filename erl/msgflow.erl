@@ -55,8 +55,9 @@ start() ->
 %%     measured; top/1's rates are extrapolated to the whole period and
 %%     marked as estimates.  Not with `procs => new' (default off).</li>
 %% </ul>
-%% Errors: `{error, {badopt, {Key, Value}}}' for a bad value or an unknown
-%% key, `{error, {noproc, PidOrName}}' for a procs entry that is not alive,
+%% Errors (one shape everywhere, msgflow_opts): `{error, {badopt, {Key,
+%% Value}, Allowed}}' for a bad value or an unknown key (Allowed: the
+%% values or the keys), options as a map or a keyword list; `{error, {noproc, PidOrName}}' for a procs entry that is not alive,
 %% `{error, already_started}' while running, `{error, {nif_not_loaded, _}}'
 %% when priv/msgflow_tracer.so could not be loaded.
 %% Starting clears the data of the previous run.
@@ -150,12 +151,14 @@ wait(Timeout) ->
 %% Across a cluster: every node's pairs (each pair is on its sender's
 %% node), and a node that did not answer with the busiest pairs it last
 %% reported.
--spec pairs() -> [pair_count()].
+-spec pairs() -> [pair_count()] | {error, not_started}.
 pairs() ->
-    case msgflow_cluster:members() of
-        [] ->
+    case {msgflow_cluster:members(), msgflow_collector:store(false)} of
+        {[], undefined} ->
+            {error, not_started};
+        {[], _} ->
             msgflow_cluster:local_pairs();
-        Nodes ->
+        {Nodes, _} ->
             Parts = msgflow_cluster:call_all([node() | Nodes], local_pairs, []),
             Got = lists:append([Ps || {_, {ok, Ps}} <- Parts]),
             Old = msgflow_cluster:last_pairs([N || {N, {error, _}} <- Parts]),
@@ -173,7 +176,7 @@ top() ->
 %% trend arrow against the window before (^ rose, v fell by more than
 %% 10%), MEAN/S over the whole run, PEAK/S of the busiest window.  A send
 %% to a registered name and one to the pid holding it are one row.
--spec top(pos_integer()) -> ok | {error, {badarg, term()}}.
+-spec top(pos_integer()) -> ok | {error, term()}.
 top(N) ->
     top(N, #{}).
 
@@ -182,42 +185,39 @@ top(N) ->
 %% process) groups the rows as matrix/1 does; `refresh => Ms' and
 %% `for => Ms' redraw the table every `refresh' ms (default 1000) for
 %% `for' ms (default 10000), then return; across a cluster, `node => N'
-%% shows one node's.  `{error, {badarg, _}}' for a bad N or option.
--spec top(pos_integer(), #{by => msgflow_view:grouping(), refresh => pos_integer(),
-                           for => non_neg_integer(), node => node()}) ->
-          ok | {error, {badarg, term()}}.
-top(N, Opts) when is_integer(N), N > 0, N =< ?MAX_ROWS, is_map(Opts) ->
-    Refresh = maps:get(refresh, Opts, 1000),
-    For = maps:get(for, Opts, 10000),
-    By = maps:get(by, Opts, process),
-    Node = maps:get(node, Opts, all),
-    Live = is_map_key(refresh, Opts) orelse is_map_key(for, Opts),
-    case maps:keys(maps:without([refresh, for, by, node], Opts)) of
-        [K | _] -> {error, {badarg, {K, maps:get(K, Opts)}}};
-        [] when not (is_integer(Refresh) andalso Refresh > 0) -> {error, {badarg, {refresh, Refresh}}};
-        [] when not (is_integer(For) andalso For >= 0) -> {error, {badarg, {for, For}}};
-        [] when not is_atom(Node) -> {error, {badarg, {node, Node}}};
-        [] ->
-            case {lists:member(By, msgflow_view:groupings()), known_node(Node)} of
-                {false, _} -> {error, {badarg, {by, By}}};
-                {_, false} -> {error, {badarg, {node, Node}}};
-                {true, true} when Live -> live(N, By, Node, Refresh,
-                                       erlang:monotonic_time(millisecond) + For);
-                {true, true} -> print_top(N, By, Node, "")
+%% shows one node's.  `{error, {badarg, {n, N}, Allowed}}' for a bad N,
+%% `{error, {badopt, {Key, Value}, Allowed}}' for a bad option,
+%% `{error, not_started}' before the first start.
+-spec top(pos_integer(), map() | [{atom(), term()}]) -> ok | msgflow_opts:error() | {error, not_started}.
+top(N, Opts0) ->
+    case {msgflow_opts:arg(n, N, {int, 1, ?MAX_ROWS, "rows"}), msgflow_opts:check(top, Opts0)} of
+        {{error, _} = E, _} ->
+            E;
+        {ok, {error, _} = E} ->
+            E;
+        {ok, {ok, #{by := By, refresh := Refresh, for := For, node := Node}}} ->
+            {ok, Given} = msgflow_opts:to_map(Opts0),
+            case check_node(Node) of
+                ok when is_map_key(refresh, Given); is_map_key(for, Given) ->
+                    live(N, By, Node, Refresh, erlang:monotonic_time(millisecond) + For);
+                ok ->
+                    print_top(N, By, Node, "");
+                {error, _} = E ->
+                    E
             end
-    end;
-top(N, Opts) when is_integer(N), N > 0, N =< ?MAX_ROWS ->
-    {error, {badarg, Opts}};
-top(N, _Opts) ->
-    {error, {badarg, N}}.
+    end.
 
-%% `all', this node, or a node of the cluster msgflow counts on.
-known_node(all) -> true;
-known_node(Node) -> Node =:= node() orelse lists:member(Node, msgflow_cluster:members()).
+%% `ok' for `all', this node, or a node of the cluster msgflow counts on.
+check_node(Node) ->
+    Known = [node() | msgflow_cluster:members()],
+    case Node =:= all orelse lists:member(Node, Known) of
+        true -> ok;
+        false -> {error, {badopt, {node, Node}, [all | Known]}}
+    end.
 
 print_top(N, By, Node, Prefix) ->
-    case with_view(#{by => By, limit => N}, Node, fun format_top/1) of
-        undefined -> io:format("msgflow is not started~n");
+    case with_view(#{by => By, limit => N}, Node, fun msgflow_text:top/1) of
+        undefined -> {error, not_started};
         Text -> io:put_chars([Prefix, Text])
     end.
 
@@ -241,6 +241,8 @@ with_view(Spec, Only, Render) ->
 
 live(N, By, Node, Refresh, Until) ->
     case print_top(N, By, Node, "\e[H\e[2J") of
+        {error, _} = E ->
+            E;
         ok ->
             Left = Until - erlang:monotonic_time(millisecond),
             case Left > 0 andalso whereis(msgflow_collector) =/= undefined of
@@ -268,17 +270,16 @@ live(N, By, Node, Refresh, Until) ->
 %% window_ms, estimated}', where rate is over the last window (extrapolated
 %% when sampling: `estimated => true').  Across a cluster it covers every
 %% node; `matrix(node)' is then the node-by-node matrix, this node's
-%% traffic to the others in it.  `{error, {badarg, By}}' for any
-%% other By.
--spec matrix(msgflow_view:grouping()) -> map() | {error, {badarg, term()}}.
+%% traffic to the others in it.  `{error, {badarg, {by, By}, Groupings}}'
+%% for any other By; `{error, not_started}' before the first start.
+-spec matrix(msgflow_view:grouping()) -> map() | msgflow_opts:error() | {error, not_started}.
 matrix(By) ->
-    case lists:member(By, msgflow_view:groupings()) of
-        false ->
-            {error, {badarg, By}};
-        true ->
+    case msgflow_opts:arg(by, By, {one_of, msgflow_view:groupings()}) of
+        {error, _} = E ->
+            E;
+        ok ->
             case with_view(#{by => By}, all, fun msgflow_report:matrix/1) of
-                undefined -> #{by => By, rows => [], cols => [], cells => #{}, window_ms => 0,
-                               estimated => false};
+                undefined -> {error, not_started};
                 M -> M
             end
     end.
@@ -338,45 +339,57 @@ export(Path, Format) ->
 %% </ul>
 %% Opts: `by' (a matrix/1 grouping, default `process'), `limit', across a
 %% cluster `node' (one node's report).  Errors:
-%% `{error, {unknown_format, F}}', `{error, {badopt, {K, V}}}',
+%% `{error, {badarg, {format, F}, Formats}}' (with a hint when Path and
+%% Format are swapped), `{error, {badopt, {K, V}, Allowed}}',
 %% `{error, not_started}' when msgflow never ran, `{error, {Reason, Path}}'
 %% when the file cannot be written; nothing partial is left behind.
--spec export(file:filename_all(), atom(), #{by => atom(), limit => pos_integer()}) ->
-          ok | {error, term()}.
-export(Path, mermaid, Opts) ->
-    case {check_export_opts(Opts), msgflow_flow:last()} of
+-spec export(file:filename_all(), atom(), map() | [{atom(), term()}]) -> ok | {error, term()}.
+export(Path, Format, Opts0) ->
+    case {check_format(Path, Format), msgflow_opts:check(export, Opts0)} of
         {{error, _} = E, _} -> E;
-        {ok, undefined} -> {error, no_flow};
-        {ok, Flow} -> msgflow_file:write(Path, msgflow_flow_render:mermaid(Flow))
-    end;
-export(Path, Format, Opts) ->
-    case {lists:member(Format, msgflow_report:formats()), check_export_opts(Opts)} of
-        {false, _} ->
-            {error, {unknown_format, Format}};
-        {true, {error, _} = E} ->
-            E;
-        {true, ok} ->
-            Only = maps:get(node, Opts, all),
-            Local = Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []),
-            case {known_node(Only), Local} of
-                {false, _} ->
-                    {error, {badopt, {node, Only}}};
-                {true, true} ->
-                    case msgflow_collector:store(true) of
-                        undefined ->
-                            {error, not_started};
-                        Store ->
-                            Build = fun(Spec) -> msgflow_view:build(Store, Spec) end,
-                            msgflow_view:run(Store, fun() ->
-                                                            export(Build, Path, Format, Opts)
-                                                    end)
-                    end;
-                {true, false} ->
-                    case msgflow_cluster:view(#{by => process, limit => 1}, Only) of
-                        undefined -> {error, not_started};
-                        _ -> export(fun(Spec) -> msgflow_cluster:view(Spec, Only) end,
-                                    Path, Format, Opts)
-                    end
+        {ok, {error, _} = E} -> E;
+        {ok, {ok, Opts = #{node := Only}}} ->
+            case check_node(Only) of
+                ok when Format =:= mermaid -> export_flow(Path);
+                ok -> export_view(Path, Format, Opts);
+                {error, _} = E -> E
+            end
+    end.
+
+%% A format msgflow writes; a path where the format goes (the arguments
+%% swapped) is named as such.
+check_format(Path, Format) ->
+    Formats = [mermaid | msgflow_report:formats()],
+    case lists:member(Format, Formats) of
+        true -> ok;
+        false when is_atom(Path), (is_binary(Format) orelse (is_list(Format) andalso Format =/= [])) ->
+            {error, {badarg, {format, Format},
+                     [iolist_to_binary(io_lib:format("export(~0p, ~0p): the path comes first",
+                                                     [Format, Path]))]}};
+        false -> msgflow_opts:arg(format, Format, {one_of, Formats})
+    end.
+
+export_flow(Path) ->
+    case msgflow_flow:last() of
+        undefined -> {error, no_flow};
+        Flow -> msgflow_file:write(Path, msgflow_flow_render:mermaid(Flow))
+    end.
+
+export_view(Path, Format, Opts = #{node := Only}) ->
+    case Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []) of
+        true ->
+            case msgflow_collector:store(true) of
+                undefined ->
+                    {error, not_started};
+                Store ->
+                    Build = fun(Spec) -> msgflow_view:build(Store, Spec) end,
+                    msgflow_view:run(Store, fun() -> export(Build, Path, Format, Opts) end)
+            end;
+        false ->
+            case msgflow_cluster:view(#{by => process, limit => 1}, Only) of
+                undefined -> {error, not_started};
+                _ -> export(fun(Spec) -> msgflow_cluster:view(Spec, Only) end,
+                            Path, Format, Opts)
             end
     end.
 
@@ -394,20 +407,6 @@ export(Build, Path, Format, Opts) ->
         {error, _} = E -> E;
         Data -> msgflow_file:write(Path, Data)
     end.
-
-check_export_opts(Opts) when is_map(Opts) ->
-    Bad = [{K, V} || {K, V} <- maps:to_list(Opts),
-                     not (K =:= by andalso is_atom(V) andalso
-                          lists:member(V, msgflow_view:groupings()))
-                     andalso not (K =:= limit andalso is_integer(V) andalso V > 0
-                                  andalso V =< ?MAX_ROWS)
-                     andalso not (K =:= node andalso is_atom(V))],
-    case Bad of
-        [] -> ok;
-        [KV | _] -> {error, {badopt, KV}}
-    end;
-check_export_opts(Opts) ->
-    {error, {badopt, Opts}}.
 
 %% @doc The ETF dump of the counts so far (what `export(Path, etf)'
 %% writes, documented in msgflow_report:dump/1) as a binary, from a
@@ -442,35 +441,36 @@ hotspots() ->
 %% </ul>
 %% `windows' (5) is how many of the latest closed windows are looked at;
 %% evidence figures are messages, msg/s, ms and queue lengths (messages).
-%% `{error, {badopt, {K, V}}}' for an unknown key or a non-positive value;
+%% `{error, {badopt, {K, V}, Allowed}}' for an unknown key or a
+%% non-positive value;
 %% `{error, not_started}' when msgflow never ran.
--spec hotspots(map()) -> [msgflow_hotspots:finding()] | {error, term()}.
-hotspots(Opts0) when is_map(Opts0) ->
-    Only = maps:get(node, Opts0, all),
-    Opts = maps:without([node], Opts0),
+-spec hotspots(map() | [{atom(), term()}]) -> [msgflow_hotspots:finding()] | {error, term()}.
+hotspots(Opts0) ->
     %% options are checked before a view is built
-    case {msgflow_hotspots:check(Opts), known_node(Only)} of
-        {{error, _} = E, _} ->
+    case msgflow_opts:check(hotspots, Opts0) of
+        {error, _} = E ->
             E;
-        {ok, false} ->
-            {error, {badopt, {node, Only}}};
-        {ok, true} ->
-            Nodes = [N || N <- [node() | msgflow_cluster:members()],
-                          Only =:= all orelse N =:= Only],
-            case Nodes of
-                [Here] when Here =:= node() ->
-                    msgflow_cluster:local_hotspots(Opts);
-                _ ->
-                    %% each node finds its own: the rules read its windows
-                    Parts = msgflow_cluster:call_all(Nodes, local_hotspots, [Opts]),
-                    case [Fs || {_, {ok, Fs}} <- Parts, is_list(Fs)] of
-                        [] -> {error, not_started};
-                        Found -> lists:append(Found)
+        {ok, Opts1 = #{node := Only}} ->
+            Opts = maps:without([node], Opts1),
+            case check_node(Only) of
+                {error, _} = E ->
+                    E;
+                ok ->
+                    Nodes = [N || N <- [node() | msgflow_cluster:members()],
+                                  Only =:= all orelse N =:= Only],
+                    case Nodes of
+                        [Here] when Here =:= node() ->
+                            msgflow_cluster:local_hotspots(Opts);
+                        _ ->
+                            %% each node finds its own: the rules read its windows
+                            Parts = msgflow_cluster:call_all(Nodes, local_hotspots, [Opts]),
+                            case [Fs || {_, {ok, Fs}} <- Parts, is_list(Fs)] of
+                                [] -> {error, not_started};
+                                Found -> lists:append(Found)
+                            end
                     end
             end
-    end;
-hotspots(Opts) ->
-    {error, {badopt, Opts}}.
+    end.
 
 %% @doc Adds a process or port (or registered name) to the running
 %% session, like `dbg:p(PidOrName, [send])'.  `{error, not_started}',
@@ -545,7 +545,7 @@ follow(Fun) ->
 %% as it is, with `quiet => false'.  Works with or without start/1.  Errors: `{error,
 %% {system_tracer_busy, Current}}' when another tool set the node's
 %% seq_trace system tracer (it is never replaced), `{error, {badopt,
-%% {K, V}}}', `{error, {badarg, Fun}}'.  An exception in Fun is raised
+%% {K, V}, Allowed}}', `{error, {badarg, {'fun', Fun}, Allowed}}'.  An exception in Fun is raised
 %% again after the token is put back.  Ports do not pass the token on: a
 %% send to a port is in the flow, the port's reply is not (and leaves the
 %% receiver's token as it was, so what that process sends next still is).
@@ -567,7 +567,8 @@ follow(Fun, Opts) ->
 %% (default 1,000; once they are seen, sends take no lock for it).  Errors: `{error, {system_tracer_busy, Current}}',
 %% `{error, {no_such_function, MFA}}', `{error, {already_following,
 %% MFA}}', `{error, {meta_traced_by_another_tool, MFA}}' (before OTP 27),
-%% `{error, {badopt, {K, V}}}', `{error, {badarg, MFA}}'.
+%% `{error, {badopt, {K, V}, Allowed}}', `{error, {badarg, {mfa, MFA},
+%% Allowed}}'.
 -spec follow_calls(mfa(), #{sample => pos_integer(), for => pos_integer(),
                             max_events => non_neg_integer()}) -> ok | {error, term()}.
 follow_calls(MFA, Opts) ->
@@ -589,88 +590,7 @@ flows() ->
 unfollow() ->
     msgflow_flow:unfollow().
 
-%% @doc Prints the commands with one-line examples.
+%% @doc Prints the commands with one-line examples and the error shape.
 -spec help() -> ok.
 help() ->
-    io:put_chars(
-      "msgflow: who sends messages to whom, how often\n"
-      "  msgflow:start()                     count the sends of all processes\n"
-      "  msgflow:start(#{procs => [Pid, name], interval => 500, duration => 60000})\n"
-      "  msgflow:start(#{sample => {100, 1000}})   trace 100 ms of every second\n"
-      "  msgflow:trace(Pid)  msgflow:untrace(name) add or drop one while running\n"
-      "  msgflow:top()  msgflow:top(20)      busiest pairs, rate in the last window\n"
-      "  msgflow:top(10, #{refresh => 1000, for => 10000})  live, with trend arrows\n"
-      "  msgflow:pairs()                     [{Sender, Receiver, Messages}] held, exact\n"
-      "  msgflow:matrix(name)                or process | module | application | node\n"
-      "  msgflow:hotspots()                  fan_in, hot_pair, spike, fan_out, ...\n"
-      "  msgflow:history(Sender, Receiver)   messages per window of one pair\n"
-      "  msgflow:export(\"flow.html\", html)   or csv | dot | json | etf | svg\n"
-      "  msgflow:export(\"m.svg\", svg, #{by => module, limit => 20})\n"
-      "  msgflow:follow(fun() -> gen_server:call(cart, get) end, #{print => true})\n"
-      "                                      one request: its messages, causal order\n"
-      "  msgflow:follow_calls({cart, add, 2}, #{sample => 10})  every 10th call\n"
-      "  msgflow:flows()  msgflow:unfollow() summaries per entry; stop following\n"
-      "  msgflow:export(\"flow.mmd\", mermaid) the last followed request\n"
-      "  msgflow:start(#{nodes => all})      this node and every connected one\n"
-      "  msgflow:nodes()                     each node's status, pairs, messages\n"
-      "  msgflow:top(10, #{node => N})       one node of the cluster; matrix(node)\n"
-      "  msgflow:info()                      counts, folded, memory, allocator\n"
-      "  msgflow:reset()                     forget the counts, keep tracing\n"
-      "  msgflow:stop()                      flags off; counts stay until start\n").
-
-%%% Internals
-
-format_top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events,
-                    pairs := Pairs, groups := Groups, running := Running, sample := Sample}) ->
-    %% by process: the pairs held; grouped: the groups of the whole run
-    Count = case By of
-                process -> [msgflow_fmt:int(Pairs), " pairs"];
-                _ -> [msgflow_fmt:int(Groups), " groups by ", atom_to_list(By)]
-            end,
-    Where = case maps:get(nodes, View, [node()]) of
-                [_] -> "";
-                Ns -> io_lib:format(" on ~b nodes", [length(Ns)])
-            end,
-    Head = [io_lib:format("msgflow ~s~s: ~s messages, ~s; MSG/S over the last ~s ms~n",
-                          [case Running of true -> "running"; false -> "stopped" end, Where,
-                           msgflow_fmt:int(Events), Count, msgflow_fmt:int(WinMs)]),
-            case Sample of
-                off -> [];
-                {T, P} -> io_lib:format("sampled: traced ~b ms of every ~b; messages are "
-                                        "those measured, rates are estimates (x~.1f)~n",
-                                        [T, P, P / T])
-            end,
-            case maps:get(new_tracer, View, msgflow) of
-                msgflow -> [];
-                Other -> io_lib:format("not counted: processes spawned since another tool "
-                                       "took over new processes (tracer ~0p; info())~n",
-                                       [Other])
-            end,
-            case maps:get(skipped, View, 0) of
-                0 -> [];
-                N -> io_lib:format("not counted: ~s processes or ports another "
-                                   "tracer traces (info())~n", [msgflow_fmt:int(N)])
-            end],
-    E = msgflow_fmt:ellipsis(),
-    Cols = [msgflow_fmt:rcell("#", 3), " ", msgflow_fmt:cell("SENDER", 20, E), " ",
-            msgflow_fmt:cell("RECEIVER", 20, E), " ", msgflow_fmt:rcell("MESSAGES", 9), " ",
-            msgflow_fmt:rcell("MSG/S", 7), "  ", msgflow_fmt:rcell("MEAN/S", 7), " ",
-            msgflow_fmt:rcell("PEAK/S", 7), "\n"],
-    Lines = [[msgflow_fmt:rcell(integer_to_list(I), 3), " ",
-              endpoint_cell(View, S, 20, E), " ", endpoint_cell(View, R, 20, E), " ",
-              msgflow_fmt:rcell(msgflow_fmt:int(C), 9), " ",
-              msgflow_fmt:rcell(msgflow_fmt:short_rate(Rate), 7), trend(Rate, Prev), " ",
-              msgflow_fmt:rcell(msgflow_fmt:short_rate(Mean), 7), " ",
-              msgflow_fmt:rcell(msgflow_fmt:short_rate(Peak), 7), "\n"]
-             || {I, #{sender := S, receiver := R, count := C, rate := Rate, prev_rate := Prev,
-                      mean_rate := Mean, peak_rate := Peak}}
-                    <- lists:zip(lists:seq(1, length(Rows)), Rows)],
-    [Head, Cols | Lines].
-
-endpoint_cell(#{endpoints := Ends}, K, Width, E) ->
-    msgflow_fmt:endpoint_cell(maps:get(K, Ends, undefined), K, Width, E).
-
-trend(_, undefined) -> " ";
-trend(Rate, Prev) when Rate > Prev * 1.1 -> "^";
-trend(Rate, Prev) when Rate < Prev * 0.9 -> "v";
-trend(_, _) -> " ".
+    io:put_chars(msgflow_text:help()).

@@ -398,21 +398,37 @@ bad_options(Config) ->
              {#{sample => {10, 10}}, {badopt, {sample, {10, 10}}}},
              {#{sample => 10}, {badopt, {sample, 10}}},
              {#{procs => new, sample => {1, 10}}, {badopt, {sample, {1, 10}}}},
-             {[{procs, all}], {badopt, [{procs, all}]}},
+             {procs_all, {badopt, procs_all}},
+             {[{procs, all}, oops], {badopt, [{procs, all}, oops]}},
              {#{procs => [no_such_process_name]}, {noproc, no_such_process_name}},
              {#{procs => [Dead]}, {noproc, Dead}}],
-    [?assertEqual({Opts, {error, Why}}, {Opts, msgflow:start(Opts)}) || {Opts, Why} <- Cases],
+    %% one shape: the offending value and a non-empty list of what is
+    %% allowed (the keys, for an unknown key)
+    Named = fun({error, {badopt, What, [_ | _] = Allowed}}) when is_list(Allowed) ->
+                    {error, {badopt, What}};
+               (Other) -> Other
+            end,
+    [?assertEqual({Opts, {error, Why}}, {Opts, Named(msgflow:start(Opts))}) || {Opts, Why} <- Cases],
+    ?assertEqual({error, {badopt, {bogus, 1}, lists:sort(maps:keys(msgflow_opts:defaults())
+                                                         ++ [coordinator, owner, resume])}},
+                 msgflow:start(#{bogus => 1})),
     ?assertMatch(#{running := false}, msgflow:info()),
     ok = msgflow:start(),
     ?assertEqual({error, already_started}, msgflow:start()),
     ?assertEqual({error, already_started}, msgflow:start(#{procs => existing})),
     ok = msgflow:stop(),
     ok = msgflow:stop(),
-    ?assertEqual({error, {badarg, 0}}, msgflow:top(0)),
+    ?assertEqual({error, {badarg, {n, 0}, [<<"an integer from 1 to 100000000 (rows)">>]}},
+                 msgflow:top(0)),
     Missing = "/nonexistent/dir/x.csv",
     ?assertEqual({error, {enoent, Missing}}, msgflow:export(Missing, csv)),
     Csv = filename:join(?config(priv_dir, Config), "x.csv"),
-    ?assertEqual({error, {unknown_format, bogus}}, msgflow:export(Csv, bogus)),
+    ?assertEqual({error, {badarg, {format, bogus}, [mermaid | msgflow_report:formats()]}},
+                 msgflow:export(Csv, bogus)),
+    %% the arguments swapped: the hint names the call that works
+    ?assertEqual({error, {badarg, {format, Csv},
+                          [iolist_to_binary(["export(\"", Csv, "\", csv): the path comes first"])]}},
+                 msgflow:export(csv, Csv)),
     ?assertEqual({error, enoent}, file:read_file_info(Csv)).
 
 %% The CSV holds every pair of pairs/0, with the same counts, and labels.
@@ -524,7 +540,8 @@ matrix_groupings(_Config) ->
     #{rows := Rows, cols := Cols} = msgflow:matrix(process),
     ?assertEqual(lists:sort([S1, S2]), Rows),
     ?assertEqual(lists:sort([Sink, Self]), Cols),
-    ?assertEqual({error, {badarg, bogus}}, msgflow:matrix(bogus)),
+    ?assertEqual({error, {badarg, {by, bogus}, [process, name, module, application, node]}},
+                 msgflow:matrix(bogus)),
     [exit(P, kill) || P <- [S1, S2, Sink]].
 
 mx_sender(Parent, Sink, {ByPid, ByName}) ->
@@ -610,15 +627,15 @@ export_bad_args(Config) ->
          ?assertEqual({error, {enoent, Missing}}, msgflow:export(Missing, F))
      end || F <- [csv, dot, json, etf, svg, html]],
     P = filename:join(Dir, "bad.out"),
-    ?assertEqual({error, {unknown_format, pdf}}, msgflow:export(P, pdf)),
-    ?assertEqual({error, {badopt, {by, bogus}}}, msgflow:export(P, csv, #{by => bogus})),
-    ?assertEqual({error, {badopt, {limit, 0}}}, msgflow:export(P, svg, #{limit => 0})),
-    ?assertEqual({error, {badopt, {colour, red}}}, msgflow:export(P, svg, #{colour => red})),
-    ?assertEqual({error, {badarg, bogus}}, msgflow:matrix(bogus)),
-    ?assertEqual({error, {badopt, {hot_rate, -1}}}, msgflow:hotspots(#{hot_rate => -1})),
-    ?assertEqual({error, {badopt, {nope, 1}}}, msgflow:hotspots(#{nope => 1})),
-    ?assertEqual({error, {badarg, {refresh, 0}}}, msgflow:top(3, #{refresh => 0})),
-    ?assertEqual({error, {badarg, {colour, red}}}, msgflow:top(3, #{colour => red})),
+    ?assertMatch({error, {badarg, {format, pdf}, [mermaid, csv | _]}}, msgflow:export(P, pdf)),
+    ?assertMatch({error, {badopt, {by, bogus}, [_ | _]}}, msgflow:export(P, csv, #{by => bogus})),
+    ?assertMatch({error, {badopt, {limit, 0}, [_ | _]}}, msgflow:export(P, svg, #{limit => 0})),
+    ?assertMatch({error, {badopt, {colour, red}, [_ | _]}}, msgflow:export(P, svg, #{colour => red})),
+    ?assertMatch({error, {badarg, {by, bogus}, [process | _]}}, msgflow:matrix(bogus)),
+    ?assertMatch({error, {badopt, {hot_rate, -1}, [_ | _]}}, msgflow:hotspots(#{hot_rate => -1})),
+    ?assertMatch({error, {badopt, {nope, 1}, [_ | _]}}, msgflow:hotspots(#{nope => 1})),
+    ?assertMatch({error, {badopt, {refresh, 0}, [_ | _]}}, msgflow:top(3, #{refresh => 0})),
+    ?assertMatch({error, {badopt, {colour, red}, [_ | _]}}, msgflow:top(3, #{colour => red})),
     ?assertEqual({error, enoent}, file:read_file_info(P)),
     ?assertEqual([], filelib:wildcard(filename:join(Dir, "*.tmp"))),
     %% the graph's input cannot be written: an error, and no report
@@ -742,7 +759,8 @@ trace_untrace(_Config) ->
     ok = msgflow:untrace(A),
     burst(A, 4),                        %% no longer traced
     ?assertEqual({error, {noproc, no_such_name}}, msgflow:trace(no_such_name)),
-    ?assertEqual({error, {badarg, "x"}}, msgflow:untrace("x")),
+    ?assertEqual({error, {badarg, {who, "x"}, [<<"a local pid, port or registered name">>]}},
+                 msgflow:untrace("x")),
     ok = msgflow:stop(),
     Self = self(),
     ?assertEqual(lists:sort([{A, Sink, 2}, {A, Self, 1}, {B, Sink, 5}, {B, Self, 1}]),
@@ -1950,11 +1968,11 @@ flow_callbacks_odd(_Config) ->
 follow_calls_errors(_Config) ->
     ?assertEqual({error, {no_such_function, {?MODULE, no_such_fun, 3}}},
                  msgflow:follow_calls({?MODULE, no_such_fun, 3}, #{})),
-    ?assertEqual({error, {badopt, {sample, 0}}},
+    ?assertMatch({error, {badopt, {sample, 0}, [_ | _]}},
                  msgflow:follow_calls({?MODULE, flow_request, 1}, #{sample => 0})),
-    ?assertEqual({error, {badopt, {bogus, 1}}}, msgflow:follow(fun() -> ok end, #{bogus => 1})),
-    ?assertEqual({error, {badarg, not_a_fun}}, msgflow:follow(not_a_fun, #{})),
-    ?assertEqual({error, {badarg, {a, b}}}, msgflow:follow_calls({a, b}, #{})),
+    ?assertMatch({error, {badopt, {bogus, 1}, [_ | _]}}, msgflow:follow(fun() -> ok end, #{bogus => 1})),
+    ?assertMatch({error, {badarg, {'fun', not_a_fun}, [_]}}, msgflow:follow(not_a_fun, #{})),
+    ?assertMatch({error, {badarg, {mfa, {a, b}}, [_]}}, msgflow:follow_calls({a, b}, #{})),
     ok = msgflow:follow_calls({?MODULE, flow_request, 1}, #{for => 60000}),
     ?assertEqual({error, {already_following, {?MODULE, flow_request, 1}}},
                  msgflow:follow_calls({?MODULE, flow_request, 1}, #{})),
@@ -2109,10 +2127,10 @@ cluster_exact(Config) ->
         ok = msgflow:top(5, #{node => N1}),
         ct:capture_stop(),
         ?assertEqual(nomatch, re:run(lists:flatten(ct:capture_get()), "on 3 nodes")),
-        ?assertEqual({error, {badarg, {node, nope@nowhere}}}, msgflow:top(5, #{node => nope@nowhere})),
-        ?assertEqual({error, {badopt, {node, nope@nowhere}}},
+        ?assertMatch({error, {badopt, {node, nope@nowhere}, [_ | _]}}, msgflow:top(5, #{node => nope@nowhere})),
+        ?assertMatch({error, {badopt, {node, nope@nowhere}, [_ | _]}},
                      msgflow:hotspots(#{node => nope@nowhere})),
-        ?assertEqual({error, {badopt, {node, nope@nowhere}}},
+        ?assertMatch({error, {badopt, {node, nope@nowhere}, [_ | _]}},
                      msgflow:export("/nonexistent/x.csv", csv, #{node => nope@nowhere})),
         %% the dump (version 3) names the three; msgflow-report prints them
         Etf = filename:join(?config(priv_dir, Config), "cluster.etf"),
@@ -2210,7 +2228,7 @@ cluster_start_errors(_Config) ->
     ?assertMatch(#{running := false}, msgflow:info()),
     ok = msgflow:start(#{nodes => [Bad], on_node_error => skip}),
     ?assertMatch([#{status := up}, #{node := Bad, status := down}], msgflow:nodes()),
-    ?assertEqual({error, {badopt, {nodes, x}}}, msgflow:start(#{nodes => x})),
+    ?assertMatch({error, {badopt, {nodes, x}, [_ | _]}}, msgflow:start(#{nodes => x})),
     ok = msgflow:stop(),
     ok.
 

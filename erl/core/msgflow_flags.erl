@@ -106,8 +106,8 @@ resolve_list([Pid | Rest], Own, Acc) ->
     end.
 
 %% @doc One process, port or registered name (trace/1, untrace/1).
-%% `{error, {noproc, Who}}', or `{error, {badarg, Who}}' for anything
-%% that is not a local pid, port or atom.
+%% `{error, {noproc, Who}}', or `{error, {badarg, {who, Who}, Allowed}}'
+%% for anything that is not a local pid, port or atom.
 -spec resolve_one(term()) -> {ok, pid() | port()} | {error, term()}.
 resolve_one(Name) when is_atom(Name) ->
     case whereis(Name) of
@@ -125,7 +125,7 @@ resolve_one(P) when is_port(P), node(P) =:= node() ->
         _ -> {ok, P}
     end;
 resolve_one(Other) ->
-    {error, {badarg, Other}}.
+    {error, {badarg, {who, Other}, [<<"a local pid, port or registered name">>]}}.
 
 %% @doc Sets the flags on the targets (a list: each pid or port; one that
 %% is gone is left out).  A spec leaves msgflow's own processes untraced.

@@ -1,16 +1,29 @@
-%%% @doc Checks and normalises the options of msgflow:start/1.  Pure: it
-%%% resolves no names and touches no process (the collector does that).
+%%% @doc The one checker of what users pass: the options of every call
+%%% that takes them (start/1, top/2, export/3, hotspots/1, follow/2,
+%%% follow_calls/2) and the arguments of the others, with one error shape:
+%%% <pre>
+%%%   {error, {badopt, {Key, Value}, Allowed}}    a bad or unknown option
+%%%   {error, {badarg, {Name, Value}, Allowed}}   a bad argument
+%%% </pre>
+%%% Allowed is a list: the atoms allowed, the known keys (for an unknown
+%%% key), or texts such as `<<"an integer from 10 to 3600000 (ms)">>'.
+%%% Options are a map or a keyword list (Elixir's `by: :name'; the first
+%%% of a repeated key counts).  Pure: it resolves no names and touches no
+%%% process.
 -module(msgflow_opts).
--export([validate/1, defaults/0]).
+-export([validate/1, defaults/0, check/2, defaults/1, arg/3, allowed/1, to_map/1]).
 
--export_type([opts/0, procs/0, nodes/0]).
+-export_type([opts/0, procs/0, nodes/0, call/0, rule/0, error/0]).
 
 %% A run asks for at most a year (send_after/3 takes no more than about
 %% 292,000 years, but nobody means more) and 10,000 kept windows (each
 %% window close walks the kept ones: 10,000 every 10 ms keeps up, 100,000
 %% did not).
--define(MAX_DURATION, 365 * 24 * 3600 * 1000).
+-define(MAX_MS, 365 * 24 * 3600 * 1000).
 -define(MAX_WINDOWS, 10000).
+%% rows a top or an export may ask for
+-define(MAX_ROWS, 100000000).
+-define(GROUPINGS, [process, name, module, application, node]).
 
 -type procs() :: all | new | existing | [pid() | atom()].
 %% Where to count: this node, this node and every connected visible node
@@ -29,6 +42,13 @@
                   owner => pid(),
                   resume => boolean(),
                   coordinator => pid()}.
+-type call() :: start | top | export | hotspots | follow | follow_calls.
+%% What a value may be: one of some atoms, an integer in a range (with
+%% its unit), a positive number, a boolean, a pid, an atom, or one of
+%% several rules.
+-type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
+              | boolean | pid | atom | procs | nodes | sample | {either, [rule()]}.
+-type error() :: {error, {badopt | badarg, term(), list()}}.
 
 %% @doc The options used where start/1 is given none:
 %% all processes, a snapshot every 1000 ms, at most 1,000,000 pairs,
@@ -45,55 +65,157 @@
 %% counts).
 -spec defaults() -> opts().
 defaults() ->
-    #{procs => all, interval => 1000, max_pairs => 1000000,
-      duration => infinity, windows => 60, sample => off, trace_mode => auto,
-      nodes => local, on_node_error => abort, grace => 10000}.
+    defaults(start).
 
-%% @doc `{ok, Opts}' with every default filled in, or
-%% `{error, {badopt, {Key, Value}}}' for the first bad or unknown option
-%% (in key order), or `{error, {badopt, Opts}}' when Opts is not a map.
--spec validate(term()) -> {ok, opts()} | {error, {badopt, term()}}.
-%% Sampling re-applies `procs' at every traced slice, which means nothing
-%% for `new': that combination is refused as `{badopt, {sample, Sample}}'.
-validate(Opts) when is_map(Opts) ->
-    case check(lists:sort(maps:to_list(Opts)), defaults()) of
-        {ok, #{procs := new, sample := {_, _} = S}} -> {error, {badopt, {sample, S}}};
-        Result -> Result
-    end;
-validate(Other) ->
-    {error, {badopt, Other}}.
+%% @doc The defaults of a call's options (those without one, such as
+%% `owner', are left out).
+-spec defaults(call()) -> map().
+defaults(Call) ->
+    maps:from_list([{K, D} || {K, {D, _}} <- maps:to_list(schema(Call)), D =/= none]).
 
-check([], Acc) ->
-    {ok, Acc};
-check([{Key, Value} | Rest], Acc) ->
-    case valid(Key, Value) of
-        true -> check(Rest, Acc#{Key => Value});
-        false -> {error, {badopt, {Key, Value}}}
+%% @doc start/1's options checked, every default filled in: check(start,
+%% Opts).  Sampling re-applies `procs' at every traced slice, which means
+%% nothing for `new': that combination is refused.
+-spec validate(term()) -> {ok, opts()} | error().
+validate(Opts) ->
+    case check(start, Opts) of
+        {ok, #{procs := new, sample := {_, _} = S}} ->
+            {error, {badopt, {sample, S}, [off, <<"{Traced, Period} with procs all, existing "
+                                                  "or a list (not new)">>]}};
+        Result ->
+            Result
     end.
 
+%% @doc A call's options checked: `{ok, Map}' with the defaults filled in,
+%% or the error for the first bad or unknown key (in key order).
+-spec check(call(), term()) -> {ok, map()} | error().
+check(Call, Opts0) ->
+    Schema = schema(Call),
+    case to_map(Opts0) of
+        {ok, Opts} ->
+            case first_bad(lists:sort(maps:to_list(Opts)), Schema) of
+                ok -> {ok, maps:merge(defaults(Call), Opts)};
+                {error, _} = E -> E
+            end;
+        error ->
+            {error, {badopt, Opts0, [<<"a map">>, <<"a keyword list">>]}}
+    end.
+
+first_bad([], _) ->
+    ok;
+first_bad([{K, V} | Rest], Schema) ->
+    case Schema of
+        #{K := {_, Rule}} ->
+            case valid(Rule, V) of
+                true -> first_bad(Rest, Schema);
+                false -> {error, {badopt, {K, V}, allowed(Rule)}}
+            end;
+        _ ->
+            {error, {badopt, {K, V}, lists:sort(maps:keys(Schema))}}
+    end.
+
+%% @doc `ok' when Value is allowed by Rule, else the badarg error naming
+%% the argument.
+-spec arg(atom(), term(), rule()) -> ok | error().
+arg(Name, Value, Rule) ->
+    case valid(Rule, Value) of
+        true -> ok;
+        false -> {error, {badarg, {Name, Value}, allowed(Rule)}}
+    end.
+
+%% @doc Options as a map: a map as it is, a keyword list (a proper list
+%% of `{Atom, Value}') as a map with the first value of each key.
+-spec to_map(term()) -> {ok, map()} | error.
+to_map(M) when is_map(M) ->
+    {ok, M};
+to_map(L) when is_list(L) ->
+    case proper(L) andalso lists:all(fun({K, _}) -> is_atom(K); (_) -> false end, L) of
+        true -> {ok, maps:from_list(lists:reverse(L))};
+        false -> error
+    end;
+to_map(_) ->
+    error.
+
+%% Every call's options: Key => {Default | none, Rule}.
+schema(start) ->
+    #{procs => {all, procs},
+      interval => {1000, {int, 10, 3600000, "ms"}},
+      max_pairs => {1000000, {int, 1, 1 bsl 32, "pairs"}},
+      duration => {infinity, {either, [{one_of, [infinity]}, {int, 1, ?MAX_MS, "ms"}]}},
+      windows => {60, {int, 1, ?MAX_WINDOWS, "windows"}},
+      sample => {off, sample},
+      trace_mode => {auto, {one_of, [auto, session, legacy]}},
+      nodes => {local, nodes},
+      on_node_error => {abort, {one_of, [abort, skip]}},
+      grace => {10000, {int, 1, 3600000, "ms"}},
+      coordinator => {none, pid},
+      owner => {none, pid},
+      resume => {none, boolean}};
+schema(top) ->
+    #{by => {process, {one_of, ?GROUPINGS}},
+      refresh => {1000, {int, 1, ?MAX_MS, "ms"}},
+      for => {10000, {int, 0, ?MAX_MS, "ms"}},
+      node => {all, atom}};
+schema(export) ->
+    #{by => {process, {one_of, ?GROUPINGS}},
+      limit => {none, {int, 1, ?MAX_ROWS, "rows"}},
+      node => {all, atom}};
+schema(hotspots) ->
+    #{node => {all, atom},
+      windows => {5, {int, 1, ?MAX_WINDOWS, "windows"}},      %% latest closed windows looked at
+      fan_in_senders => {10, pos_number},   %% distinct senders to call it fan-in
+      queue_min => {10, pos_number},        %% messages queued in the last window, at least
+      hot_rate => {10000, pos_number},      %% messages/s over the last window
+      spike_factor => {5, pos_number},      %% last window >= factor x mean of the earlier ones
+      spike_min => {100, pos_number},       %% messages in the last window, at least
+      fan_out_receivers => {20, pos_number},%% distinct receivers of one sender
+      dead_min => {1, pos_number}};         %% dead letters from one sender, at least
+schema(follow) ->
+    #{settle => {50, {int, 0, 60000, "ms"}},
+      max_events => {10000, {int, 0, 10000000, "events"}},
+      print => {false, boolean},
+      timeout => {10000, {int, 0, ?MAX_MS, "ms"}}};
+schema(follow_calls) ->
+    #{sample => {1, {int, 1, 1 bsl 32, "calls"}},
+      for => {60000, {int, 1, ?MAX_MS, "ms"}},
+      max_events => {1000, {int, 0, 10000000, "events"}}}.
+
+valid({one_of, As}, V) -> lists:member(V, As);
+valid({int, Min, Max, _}, V) -> is_integer(V) andalso V >= Min andalso V =< Max;
+valid(pos_number, V) -> is_number(V) andalso V > 0;
+valid(boolean, V) -> is_boolean(V);
+valid(pid, V) -> is_pid(V);
+valid(atom, V) -> is_atom(V);
+valid({either, Rules}, V) -> lists:any(fun(R) -> valid(R, V) end, Rules);
 valid(procs, P) when P =:= all; P =:= new; P =:= existing -> true;
 valid(procs, L) when is_list(L), L =/= [] ->
     proper(L) andalso
         lists:all(fun(X) -> (is_pid(X) andalso node(X) =:= node()) orelse is_atom(X) end, L)
         andalso length(L) =:= length(lists:usort(L));
-valid(interval, N) -> is_integer(N) andalso N >= 10 andalso N =< 3600000;
-valid(max_pairs, N) -> is_integer(N) andalso N >= 1 andalso N =< 1 bsl 32;
-valid(duration, infinity) -> true;
-valid(duration, N) -> is_integer(N) andalso N >= 1 andalso N =< ?MAX_DURATION;
-valid(windows, N) -> is_integer(N) andalso N >= 1 andalso N =< ?MAX_WINDOWS;
+valid(procs, _) -> false;
 valid(sample, off) -> true;
 valid(sample, {T, P}) ->
     is_integer(T) andalso is_integer(P) andalso T >= 1 andalso T < P andalso P =< 3600000;
-valid(trace_mode, M) -> M =:= auto orelse M =:= session orelse M =:= legacy;
+valid(sample, _) -> false;
 valid(nodes, N) when N =:= local; N =:= all -> true;
 valid(nodes, L) when is_list(L) ->
     proper(L) andalso lists:all(fun is_atom/1, L) andalso length(L) =:= length(lists:usort(L));
-valid(on_node_error, E) -> E =:= abort orelse E =:= skip;
-valid(grace, N) -> is_integer(N) andalso N >= 1 andalso N =< 3600000;
-valid(coordinator, P) -> is_pid(P);
-valid(owner, P) -> is_pid(P);
-valid(resume, B) -> is_boolean(B);
-valid(_, _) -> false.
+valid(nodes, _) -> false.
+
+%% @doc What Rule allows, as the error names it.
+-spec allowed(rule()) -> list().
+allowed({one_of, As}) -> As;
+allowed({int, Min, Max, Unit}) ->
+    [iolist_to_binary(io_lib:format("an integer from ~b to ~b (~s)", [Min, Max, Unit]))];
+allowed(pos_number) -> [<<"a number above 0">>];
+allowed(boolean) -> [true, false];
+allowed(pid) -> [<<"a pid">>];
+allowed(atom) -> [<<"an atom">>];
+allowed({either, Rules}) -> lists:append([allowed(R) || R <- Rules]);
+allowed(procs) -> [all, new, existing, <<"a list of local pids and registered names, "
+                                         "without repeats">>];
+allowed(sample) -> [off, <<"{Traced, Period}: integers, 1 =< Traced < Period =< 3600000 (ms)">>];
+allowed(nodes) -> [local, all, <<"a list of node names, without repeats">>].
 
 proper(L) ->
     try length(L) of

@@ -22,16 +22,15 @@
 -export([part_watch/2, part_messages/1, part_finish/1, part_track/2, part_unfollow/0,
          part_flows/0]).
 
-%% the longest a follow may run or wait, in ms (a year: timers take more,
-%% nobody means more)
--define(MAX_MS, 365 * 24 * 3600 * 1000).
-
 %%% API (called through msgflow)
 
 %% @doc See msgflow:follow/2.
--spec follow(fun(() -> term()), map()) -> {term(), msgflow_flow_view:flow()} | {error, term()}.
-follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
-    case check(Opts, #{settle => 50, max_events => 10000, print => false, timeout => 10000}) of
+-spec follow(fun(() -> term()), map() | [{atom(), term()}]) ->
+          {term(), msgflow_flow_view:flow()} | {error, term()}.
+follow(Fun, _Opts) when not is_function(Fun, 0) ->
+    {error, {badarg, {'fun', Fun}, [<<"a fun of arity 0">>]}};
+follow(Fun, Opts0) ->
+    case msgflow_opts:check(follow, Opts0) of
         {error, _} = E ->
             E;
         {ok, #{settle := Settle, max_events := Max, print := Print, timeout := Timeout}} ->
@@ -44,11 +43,7 @@ follow(Fun, Opts) when is_function(Fun, 0), is_map(Opts) ->
                 {error, _} = E ->
                     E
             end
-    end;
-follow(Fun, Opts) when is_function(Fun, 0) ->
-    {error, {badarg, Opts}};
-follow(Fun, _Opts) ->
-    {error, {badarg, Fun}}.
+    end.
 
 run_followed(Fun, Label, Settle, Timeout, Print) ->
     Old = seq_trace:set_token([]),
@@ -96,12 +91,12 @@ wait_quiet(Label, Settle, Before, Deadline) ->
     end.
 
 %% @doc See msgflow:follow_calls/2.
--spec follow_calls(mfa(), map()) -> ok | {error, term()}.
-follow_calls({M, F, A} = MFA, Opts) when is_atom(M), is_atom(F), is_integer(A), A >= 0,
-                                         is_map(Opts) ->
-    case check(Opts, #{sample => 1, for => 60000, max_events => 1000}) of
-        {error, _} = E -> E;
-        {ok, Valid = #{max_events := Max}} ->
+-spec follow_calls(mfa(), map() | [{atom(), term()}]) -> ok | {error, term()}.
+follow_calls(MFA, Opts0) ->
+    case {check_mfa(MFA), msgflow_opts:check(follow_calls, Opts0)} of
+        {{error, _} = E, _} -> E;
+        {ok, {error, _} = E} -> E;
+        {ok, {ok, Valid = #{max_events := Max}}} ->
             case msgflow_flow_keeper:call({follow_calls, MFA, Valid}) of
                 ok ->
                     %% across a cluster, the other nodes count its requests'
@@ -112,13 +107,10 @@ follow_calls({M, F, A} = MFA, Opts) when is_atom(M), is_atom(F), is_integer(A), 
                 {error, _} = E ->
                     E
             end
-    end;
-follow_calls({_, _, _} = MFA, Opts) when is_map(Opts) ->
-    {error, {badarg, MFA}};
-follow_calls(MFA, Opts) when is_map(Opts) ->
-    {error, {badarg, MFA}};
-follow_calls(_MFA, Opts) ->
-    {error, {badarg, Opts}}.
+    end.
+
+check_mfa({M, F, A}) when is_atom(M), is_atom(F), is_integer(A), A >= 0, A =< 255 -> ok;
+check_mfa(MFA) -> {error, {badarg, {mfa, MFA}, [<<"{Module, Function, Arity}">>]}}.
 
 %% @doc See msgflow:unfollow/0.
 -spec unfollow() -> ok.
@@ -192,19 +184,3 @@ last() ->
 -spec keeper() -> pid() | undefined.
 keeper() ->
     msgflow_flow_keeper:whereis().
-
-check(Opts, Defaults) ->
-    Bad = [{K, V} || {K, V} <- maps:to_list(Opts), not valid(K, V, Defaults)],
-    case Bad of
-        [] -> {ok, maps:merge(Defaults, Opts)};
-        [KV | _] -> {error, {badopt, KV}}
-    end.
-
-valid(K, _, Defaults) when not is_map_key(K, Defaults) -> false;
-valid(print, V, _) -> is_boolean(V);
-valid(settle, V, _) -> is_integer(V) andalso V >= 0 andalso V =< 60000;
-valid(timeout, V, _) -> is_integer(V) andalso V >= 0 andalso V =< ?MAX_MS;
-valid(max_events, V, _) -> is_integer(V) andalso V >= 0 andalso V =< 10000000;
-valid(sample, V, _) -> is_integer(V) andalso V > 0 andalso V =< 1 bsl 32;
-valid(for, V, _) -> is_integer(V) andalso V > 0 andalso V =< ?MAX_MS.
-

@@ -23,16 +23,16 @@
 %% is a device, directory, FIFO or socket; nothing was written),
 %% `{error, {eloop, Path}}' (links that lead round), `{error, {Posix,
 %% Path}}' from the file system (`enoent' for a directory that does not
-%% exist, `eacces', `enospc', ...), `{error, {badarg, Path}}' for
+%% exist, `eacces', `enospc', ...), `{error, {badarg, {path, Path}, Allowed}}' for
 %% something that is no file name.  A temporary file left by a failed
 %% write is deleted.
 -spec write(file:name_all(), iodata()) -> ok | {error, {atom(), term()}}.
 write(Path, Data) ->
     try filename:flatten(Path) of
-        Flat when Flat =:= ""; Flat =:= <<>> -> {error, {badarg, Path}};
+        Flat when Flat =:= ""; Flat =:= <<>> -> {error, {badarg, {path, Path}, [<<"a non-empty file name">>]}};
         Flat -> write(Flat, Path, Data, ?MAX_LINKS)
     catch
-        error:_ -> {error, {badarg, Path}}
+        error:_ -> {error, {badarg, {path, Path}, [<<"a non-empty file name">>]}}
     end.
 
 write(_Target, Path, _Data, 0) ->

@@ -4,7 +4,7 @@
 %%% counts (spec/1 says which): no tracing, no process state.  hotspots/1
 %%% and the HTML report both run them here.
 -module(msgflow_hotspots).
--export([find/2, check/1, defaults/0, spec/1]).
+-export([find/2, spec/1]).
 
 -export_type([finding/0]).
 
@@ -13,18 +13,6 @@
                      subject := term(), label := binary(), evidence := map(),
                      explanation := binary(), node => node()}.
 
-%% @doc The thresholds used when hotspots/1 is not given them.
--spec defaults() -> map().
-defaults() ->
-    #{windows => 5,              %% latest closed windows looked at
-      fan_in_senders => 10,      %% distinct senders to call it fan-in
-      queue_min => 10,           %% messages queued in the last window, at least
-      hot_rate => 10000,         %% messages/s over the last window
-      spike_factor => 5,         %% last window >= factor x mean of the earlier ones
-      spike_min => 100,          %% messages in the last window, at least
-      fan_out_receivers => 20,   %% distinct receivers of one sender
-      dead_min => 1}.            %% dead letters from one sender, at least
-
 %% @doc The view the rules read, for options Opts (validated or not):
 %% pairs by process with traffic in the `windows' latest closed windows,
 %% their counts per window, and the dead letters.
@@ -32,36 +20,16 @@ defaults() ->
 spec(Opts) ->
     N = case Opts of
             #{windows := W} when is_integer(W), W > 0 -> W;
-            _ -> maps:get(windows, defaults())
+            _ -> maps:get(windows, msgflow_opts:defaults(hotspots))
         end,
     #{by => process, limit => all, windows => N, active => true, dead => true}.
 
-%% @doc `ok' when Opts are options find/2 takes, else
-%% `{error, {badopt, {Key, Value}}}' (or `{error, {badopt, Opts}}' for a
-%% non-map).
--spec check(term()) -> ok | {error, {badopt, term()}}.
-check(Opts) when is_map(Opts) -> validate(maps:to_list(Opts));
-check(Opts) -> {error, {badopt, Opts}}.
-
 %% @doc Findings in View (built with spec/1), strongest first within each
-%% kind.  `{error, {badopt, {Key, Value}}}' for an unknown key or a value
-%% that is not a positive number.
--spec find(map(), map()) -> [finding()] | {error, {badopt, {term(), term()}}}.
-find(View, Opts) when is_map(Opts) ->
-    case validate(maps:to_list(Opts)) of
-        ok -> rules(View, maps:merge(defaults(), Opts));
-        {error, _} = E -> E
-    end;
-find(_View, Opts) ->
-    {error, {badopt, Opts}}.
-
-validate([]) -> ok;
-validate([{K, V} | Rest]) ->
-    case maps:is_key(K, defaults()) andalso is_number(V) andalso V > 0 andalso
-         (K =/= windows orelse is_integer(V)) of
-        true -> validate(Rest);
-        false -> {error, {badopt, {K, V}}}
-    end.
+%% kind.  Opts are thresholds checked by msgflow_opts:check(hotspots, _)
+%% (their defaults, msgflow_opts:defaults(hotspots), fill in the rest).
+-spec find(map(), map()) -> [finding()].
+find(View, Opts) ->
+    rules(View, maps:merge(maps:without([node], msgflow_opts:defaults(hotspots)), Opts)).
 
 rules(View = #{windows := All, rows := Rows, endpoints := Ends}, O = #{windows := N}) ->
     Kept = lists:nthtail(max(0, length(All) - N), All),

@@ -1,0 +1,95 @@
+%%% @doc Text renderers for the shell: the top table (top/1 of a view,
+%%% msgflow_view) and the help.  Pure: returns iodata, prints nothing.
+-module(msgflow_text).
+-export([top/1, help/0]).
+
+%% @doc The table msgflow:top/1,2 prints, from a view with a `limit':
+%% a header (run state, messages, pairs or groups, the window the rates
+%% are over, sampling, what is not counted) and one line per row.
+-spec top(msgflow_view:view()) -> iodata().
+top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events,
+                    pairs := Pairs, groups := Groups, running := Running, sample := Sample}) ->
+    %% by process: the pairs held; grouped: the groups of the whole run
+    Count = case By of
+                process -> [msgflow_fmt:int(Pairs), " pairs"];
+                _ -> [msgflow_fmt:int(Groups), " groups by ", atom_to_list(By)]
+            end,
+    Where = case maps:get(nodes, View, [node()]) of
+                [_] -> "";
+                Ns -> io_lib:format(" on ~b nodes", [length(Ns)])
+            end,
+    Head = [io_lib:format("msgflow ~s~s: ~s messages, ~s; MSG/S over the last ~s ms~n",
+                          [case Running of true -> "running"; false -> "stopped" end, Where,
+                           msgflow_fmt:int(Events), Count, msgflow_fmt:int(WinMs)]),
+            case Sample of
+                off -> [];
+                {T, P} -> io_lib:format("sampled: traced ~b ms of every ~b; messages are "
+                                        "those measured, rates are estimates (x~.1f)~n",
+                                        [T, P, P / T])
+            end,
+            case maps:get(new_tracer, View, msgflow) of
+                msgflow -> [];
+                Other -> io_lib:format("not counted: processes spawned since another tool "
+                                       "took over new processes (tracer ~0p; info())~n",
+                                       [Other])
+            end,
+            case maps:get(skipped, View, 0) of
+                0 -> [];
+                N -> io_lib:format("not counted: ~s processes or ports another "
+                                   "tracer traces (info())~n", [msgflow_fmt:int(N)])
+            end],
+    E = msgflow_fmt:ellipsis(),
+    Cols = [msgflow_fmt:rcell("#", 3), " ", msgflow_fmt:cell("SENDER", 20, E), " ",
+            msgflow_fmt:cell("RECEIVER", 20, E), " ", msgflow_fmt:rcell("MESSAGES", 9), " ",
+            msgflow_fmt:rcell("MSG/S", 7), "  ", msgflow_fmt:rcell("MEAN/S", 7), " ",
+            msgflow_fmt:rcell("PEAK/S", 7), "\n"],
+    Lines = [[msgflow_fmt:rcell(integer_to_list(I), 3), " ",
+              endpoint_cell(View, S, 20, E), " ", endpoint_cell(View, R, 20, E), " ",
+              msgflow_fmt:rcell(msgflow_fmt:int(C), 9), " ",
+              msgflow_fmt:rcell(msgflow_fmt:short_rate(Rate), 7), trend(Rate, Prev), " ",
+              msgflow_fmt:rcell(msgflow_fmt:short_rate(Mean), 7), " ",
+              msgflow_fmt:rcell(msgflow_fmt:short_rate(Peak), 7), "\n"]
+             || {I, #{sender := S, receiver := R, count := C, rate := Rate, prev_rate := Prev,
+                      mean_rate := Mean, peak_rate := Peak}}
+                    <- lists:zip(lists:seq(1, length(Rows)), Rows)],
+    [Head, Cols | Lines].
+
+endpoint_cell(#{endpoints := Ends}, K, Width, E) ->
+    msgflow_fmt:endpoint_cell(maps:get(K, Ends, undefined), K, Width, E).
+
+trend(_, undefined) -> " ";
+trend(Rate, Prev) when Rate > Prev * 1.1 -> "^";
+trend(Rate, Prev) when Rate < Prev * 0.9 -> "v";
+trend(_, _) -> " ".
+
+%% @doc msgflow:help/0's text.
+-spec help() -> iodata().
+help() ->
+      "msgflow: who sends messages to whom, how often\n"
+      "  msgflow:start()                     count the sends of all processes\n"
+      "  msgflow:start(#{procs => [Pid, name], interval => 500, duration => 60000})\n"
+      "  msgflow:start(#{sample => {100, 1000}})   trace 100 ms of every second\n"
+      "  msgflow:trace(Pid)  msgflow:untrace(name) add or drop one while running\n"
+      "  msgflow:top()  msgflow:top(20)      busiest pairs, rate in the last window\n"
+      "  msgflow:top(10, #{refresh => 1000, for => 10000})  live, with trend arrows\n"
+      "  msgflow:pairs()                     [{Sender, Receiver, Messages}] held, exact\n"
+      "  msgflow:matrix(name)                or process | module | application | node\n"
+      "  msgflow:hotspots()                  fan_in, hot_pair, spike, fan_out, ...\n"
+      "  msgflow:history(Sender, Receiver)   messages per window of one pair\n"
+      "  msgflow:export(\"flow.html\", html)   or csv | dot | json | etf | svg\n"
+      "  msgflow:export(\"m.svg\", svg, #{by => module, limit => 20})\n"
+      "  msgflow:follow(fun() -> gen_server:call(cart, get) end, #{print => true})\n"
+      "                                      one request: its messages, causal order\n"
+      "  msgflow:follow_calls({cart, add, 2}, #{sample => 10})  every 10th call\n"
+      "  msgflow:flows()  msgflow:unfollow() summaries per entry; stop following\n"
+      "  msgflow:export(\"flow.mmd\", mermaid) the last followed request\n"
+      "  msgflow:start(#{nodes => all})      this node and every connected one\n"
+      "  msgflow:nodes()                     each node's status, pairs, messages\n"
+      "  msgflow:top(10, #{node => N})       one node of the cluster; matrix(node)\n"
+      "  msgflow:info()                      counts, folded, memory, allocator\n"
+      "  msgflow:reset()                     forget the counts, keep tracing\n"
+      "  msgflow:stop()                      flags off; counts stay until start\n"
+      "Options are a map or a keyword list (Elixir: :msgflow.top(10, by: :name)).\n"
+      "Errors: {error, {badopt, {Key, Value}, Allowed}} for an option,\n"
+      "        {error, {badarg, {Name, Value}, Allowed}} for an argument,\n"
+      "        {error, not_started} from a view before the first start.\n".
