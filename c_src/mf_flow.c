@@ -125,10 +125,10 @@ ERL_NIF_TERM mf_nif_flow_watch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     return res;
 }
 
-#define MF_TAKE_CHUNK 500 /* events a flow_take call copies: 0.1-0.4 ms */
+#define MF_FLOW_EVENTS_PER_TAKE 500 /* events a flow_take call copies: 0.1-0.4 ms */
 
 /* flow_take(FlowSession, Label) -> {Events, more | done}: at most
- * MF_TAKE_CHUNK of the events kept for Label, newest first, each {Prev,
+ * MF_FLOW_EVENTS_PER_TAKE of the events kept for Label, newest first, each {Prev,
  * Cur, From, To, MonotonicUs}; call again while `more'.  The first call
  * closes the watch to new events; the one that returns `done' ends it.
  * {[], done} for a label not watched. */
@@ -147,8 +147,8 @@ ERL_NIF_TERM mf_nif_flow_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
         atomic_fetch_sub(&s->room, w->max - w->kept);
         w->max = w->kept;
         unsigned n = 0;
-        ERL_NIF_TERM cells[MF_TAKE_CHUNK];
-        while (n < MF_TAKE_CHUNK && enif_get_list_cell(s->flow_env, w->events, &head, &rest)) {
+        ERL_NIF_TERM cells[MF_FLOW_EVENTS_PER_TAKE];
+        while (n < MF_FLOW_EVENTS_PER_TAKE && enif_get_list_cell(s->flow_env, w->events, &head, &rest)) {
             cells[n++] = enif_make_copy(env, head);
             w->events = rest;
         }
@@ -169,12 +169,12 @@ ERL_NIF_TERM mf_nif_flow_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 
 /* ------------------------------------------------------------- entries */
 
-typedef struct mf_entry {
+typedef struct mf_call_entry {
     _Atomic uint64_t calls;
     _Atomic uint64_t sampled;
     uint64_t every;
     _Atomic int active;
-} mf_entry;
+} mf_call_entry;
 
 static ErlNifResourceType *mf_entry_rt;
 
@@ -187,7 +187,7 @@ int mf_flow_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
 
 int mf_entry_call(ErlNifEnv *env, ERL_NIF_TERM state, ERL_NIF_TERM *answer)
 {
-    mf_entry *e;
+    mf_call_entry *e;
     if (!enif_get_resource(env, state, mf_entry_rt, (void **)&e))
         return 0;
     if (!atomic_load_explicit(&e->active, memory_order_relaxed)) {
@@ -206,7 +206,7 @@ int mf_entry_call(ErlNifEnv *env, ERL_NIF_TERM state, ERL_NIF_TERM *answer)
 
 int mf_entry_status(ErlNifEnv *env, ERL_NIF_TERM state, ERL_NIF_TERM *answer)
 {
-    mf_entry *e;
+    mf_call_entry *e;
     if (!enif_get_resource(env, state, mf_entry_rt, (void **)&e))
         return 0;
     *answer = atomic_load_explicit(&e->active, memory_order_relaxed) ? atom_trace : atom_remove;
@@ -221,7 +221,7 @@ ERL_NIF_TERM mf_nif_entry_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     ErlNifUInt64 every;
     if (!enif_get_uint64(env, argv[0], &every) || every == 0)
         return enif_make_badarg(env);
-    mf_entry *e = enif_alloc_resource(mf_entry_rt, sizeof(*e));
+    mf_call_entry *e = enif_alloc_resource(mf_entry_rt, sizeof(*e));
     if (!e)
         return enif_raise_exception(env, atom_memory);
     memset(e, 0, sizeof(*e));
@@ -236,7 +236,7 @@ ERL_NIF_TERM mf_nif_entry_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 ERL_NIF_TERM mf_nif_entry_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    mf_entry *e;
+    mf_call_entry *e;
     if (!enif_get_resource(env, argv[0], mf_entry_rt, (void **)&e))
         return enif_make_badarg(env);
     return enif_make_tuple2(env, enif_make_uint64(env, atomic_load(&e->calls)),
@@ -247,7 +247,7 @@ ERL_NIF_TERM mf_nif_entry_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 ERL_NIF_TERM mf_nif_entry_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    mf_entry *e;
+    mf_call_entry *e;
     if (!enif_get_resource(env, argv[0], mf_entry_rt, (void **)&e))
         return enif_make_badarg(env);
     atomic_store(&e->active, 0);

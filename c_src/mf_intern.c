@@ -79,7 +79,7 @@ int mf_intern_term(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM t, uint64_t *id)
     }
     e->term = enif_make_copy(g->env, t);
     uint64_t seq = atomic_load_explicit(&g->ninterns, memory_order_relaxed);
-    e->id = (seq << 4) | MF_ID_TAG;
+    e->id = MF_ID_WORD(seq);
     if (head) {
         e->same = head->same;
         head->same = e;

@@ -42,7 +42,7 @@ int mf_intern_term(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM t, uint64_t *id);
  * its interned id. */
 static inline int mf_endpoint_word(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM t, uint64_t *w)
 {
-    if (is_local_pid(t)) {
+    if (mf_is_local_pid(t)) {
         *w = (uint64_t)t;
         return 1;
     }

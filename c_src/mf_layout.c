@@ -21,7 +21,7 @@ static int pid_layout_ok(ErlNifEnv *env)
            ((uint64_t)enif_make_list(env, 0) & MF_PID_TAG_MASK) != MF_PID_TAG;
 }
 
-/* Whether get_extra may read a one-key map itself: a map made here the way
+/* Whether mf_get_extra may read a one-key map itself: a map made here the way
  * the VM makes trace_send's options must read back right, and terms that
  * are not such a map must not pass for one.  Sets mf_flatmap_header. */
 static void extra_layout_check(ErlNifEnv *env)
@@ -36,7 +36,7 @@ static void extra_layout_check(ErlNifEnv *env)
         return;
     mf_flatmap_header = words[0];
     ERL_NIF_TERM keys2[2] = {atom_extra, atom_ok}, vals2[2] = {val, val};
-    if (!get_extra(env, map, &got) || got != val ||
+    if (!mf_get_extra(env, map, &got) || got != val ||
         !enif_make_map_from_arrays(env, keys2, vals2, 2, &other) ||
         ((const uint64_t *)((uint64_t)other - 0x2))[0] != mf_flatmap_header ||
         ((const uint64_t *)((uint64_t)enif_make_tuple2(env, key, val) - 0x2))[0] ==
@@ -60,7 +60,7 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info)
         return;
     for (aliases = el[0]; enif_get_list_cell(env, aliases, &head, &aliases); n++) {
         if (!enif_get_tuple(env, head, &arity, &pair) || arity != 2 ||
-            !enif_is_ref(env, pair[0]) || !is_local_pid(pair[1]) ||
+            !enif_is_ref(env, pair[0]) || !mf_is_local_pid(pair[1]) ||
             ((uint64_t)pair[0] & 0x3) != 0x2)
             return;
         const uint64_t *ref = (const uint64_t *)((uint64_t)pair[0] - 0x2);
@@ -72,7 +72,7 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info)
         return;
     mf_pidref_header = header;
     for (refs = el[1]; enif_get_list_cell(env, refs, &head, &refs);) {
-        if (!enif_is_ref(env, head) || alias_owner(head, &owner)) {
+        if (!enif_is_ref(env, head) || mf_alias_owner(head, &owner)) {
             mf_pidref_header = 0;
             return;
         }

@@ -18,6 +18,9 @@
 #define MF_PID_TAG_MASK 0xFULL
 #define MF_PID_TAG 0x3ULL
 #define MF_ID_TAG 0x0ULL /* what the NIF's own ids carry in those bits */
+#define MF_ID_SHIFT 4    /* an interned id is (sequence << MF_ID_SHIFT) | MF_ID_TAG */
+#define MF_ID_WORD(seq) (((uint64_t)(seq) << MF_ID_SHIFT) | MF_ID_TAG)
+#define MF_ID_SEQ(word) ((uint64_t)(word) >> MF_ID_SHIFT)
 /* A receiver word that stands for "an alias of the process whose pid word
  * is w ^ MF_REPLY_FLIP": a reply to one of its aliases. */
 #define MF_REPLY_TAG 0x1ULL
@@ -26,7 +29,7 @@
 /* A local pid is an immediate whose low four bits are 0x3: the test
  * enif_get_local_pid makes, without the call.  Its word is what
  * ErlNifPid.pid would hold. */
-static inline int is_local_pid(ERL_NIF_TERM t)
+static inline int mf_is_local_pid(ERL_NIF_TERM t)
 {
     return ((uint64_t)t & MF_PID_TAG_MASK) == MF_PID_TAG;
 }
@@ -36,23 +39,23 @@ static inline int is_local_pid(ERL_NIF_TERM t)
  * is a header's (0 in a release build): OTP 25 calls trace_send/5 with it
  * as both the message and the options when a traced port exits.  No term's
  * word has that tag, so a callback checks each argument it reads. */
-static inline int is_term(ERL_NIF_TERM t)
+static inline int mf_is_term(ERL_NIF_TERM t)
 {
     return ((uint64_t)t & 0x3) != 0;
 }
 
 /* Whether argv[1] .. argv[argc - 1] are all terms (argv[0], the tag, is
  * an atom the VM makes). */
-static inline int args_are_terms(int argc, const ERL_NIF_TERM argv[])
+static inline int mf_args_are_terms(int argc, const ERL_NIF_TERM argv[])
 {
     for (int i = 1; i < argc; i++)
-        if (!is_term(argv[i]))
+        if (!mf_is_term(argv[i]))
             return 0;
     return 1;
 }
 
 /* The header word of a flat map, as the VM lays maps out, when
- * mf_layout_load verified that get_extra reads a one-key map right; 0 to
+ * mf_layout_load verified that mf_get_extra reads a one-key map right; 0 to
  * always ask enif_get_map_value. */
 extern uint64_t mf_flatmap_header __attribute__((visibility("hidden")));
 
@@ -62,9 +65,9 @@ extern uint64_t mf_flatmap_header __attribute__((visibility("hidden")));
  * map code is cold in the caches of a traced workload; any other map (or a
  * layout not verified) goes to enif_get_map_value; no term (see is_term)
  * has no `extra'. */
-static inline int get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *to)
+static inline int mf_get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *to)
 {
-    if (!is_term(opts))
+    if (!mf_is_term(opts))
         return 0;
     if (mf_flatmap_header && ((uint64_t)opts & 0x3) == 0x2) {
         const uint64_t *map = (const uint64_t *)((uint64_t)opts - 0x2);
@@ -89,11 +92,11 @@ extern uint64_t mf_pidref_header __attribute__((visibility("hidden")));
  * the reference (to find the process a send to the alias goes to), so a
  * reply to a gen:call's alias can be counted for its caller.  0 for any
  * other term, or when the layout was not verified. */
-static inline int alias_owner(ERL_NIF_TERM t, uint64_t *owner)
+static inline int mf_alias_owner(ERL_NIF_TERM t, uint64_t *owner)
 {
     if (mf_pidref_header && ((uint64_t)t & 0x3) == 0x2) {
         const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
-        if (ref[0] == mf_pidref_header && is_local_pid((ERL_NIF_TERM)ref[3])) {
+        if (ref[0] == mf_pidref_header && mf_is_local_pid((ERL_NIF_TERM)ref[3])) {
             *owner = ref[3];
             return 1;
         }
@@ -104,13 +107,13 @@ static inline int alias_owner(ERL_NIF_TERM t, uint64_t *owner)
 /* Checks the reads against this VM; called from load, after the atoms are
  * made, with the load info msgflow_tracer passes: `{Aliases, Refs}', a
  * list of {Alias, OwnerPid} and a list of references that are no aliases.
- * Returns 0 when a local pid's tag is not what is_local_pid tests (the
+ * Returns 0 when a local pid's tag is not what mf_is_local_pid tests (the
  * library must then refuse to load: pair keys would mix up), 1 otherwise;
- * get_extra's fast read and alias_owner are on only if their checks
+ * mf_get_extra's fast read and alias_owner are on only if their checks
  * passed. */
 int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info);
 
-/* 1 when get_extra reads the map's words itself.  Any thread. */
+/* 1 when mf_get_extra reads the map's words itself.  Any thread. */
 int mf_layout_fast_extra(void);
 
 /* 1 when alias_owner reads an alias's owner.  Any thread. */

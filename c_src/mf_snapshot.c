@@ -64,7 +64,7 @@ static void take_dtor(ErlNifEnv *env, void *obj)
 static int index_interns(mf_take *t)
 {
     const mf_intern *e = atomic_load_explicit(&t->gen->intern_list, memory_order_acquire);
-    uint64_t need = e ? (e->id >> 4) + 1 : 0;
+    uint64_t need = e ? MF_ID_SEQ(e->id) + 1 : 0;
     if (need <= t->n)
         return 1;
     const mf_intern **interns = enif_alloc(sizeof(*interns) * need);
@@ -77,7 +77,7 @@ static int index_interns(mf_take *t)
     memset(interns, 0, sizeof(*interns) * need);
     memset(terms, 0, sizeof(*terms) * need);
     for (; e; e = e->next)
-        interns[e->id >> 4] = e;
+        interns[MF_ID_SEQ(e->id)] = e;
     if (t->terms)
         memcpy(terms, t->terms, sizeof(*terms) * t->n);
     take_drop_index(t);
@@ -96,7 +96,7 @@ static ERL_NIF_TERM word_term(mf_take *t, uint64_t w)
         pid.pid = (ERL_NIF_TERM)w;
         return enif_make_pid(t->env, &pid);
     }
-    uint64_t seq = w >> 4;
+    uint64_t seq = MF_ID_SEQ(w);
     if (seq >= t->n && !index_interns(t))
         return atom_undefined; /* out of memory */
     if (seq >= t->n || !t->interns[seq])
@@ -139,7 +139,7 @@ static void take_dead(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
 
 static const mf_take_fns take_fns = {take_pair, take_dead};
 
-#define MF_TAKE_CHUNK 256       /* entries between clock reads */
+#define MF_ENTRIES_PER_CLOCK_READ 256       /* entries between clock reads */
 #define MF_TAKE_SLICE_US 500    /* at most this long on a scheduler per step */
 #define MF_NEXT_SLICE_US 250    /* ... per snapshot_next call */
 #define MF_NEXT_DELTAS 1024     /* deltas snapshot_next returns, about */
@@ -190,7 +190,7 @@ static int take_run(mf_take *t, ErlNifEnv *env, uint64_t max, ErlNifTime slice_u
         if (slot->lock)
             enif_mutex_lock(slot->lock);
         int done = mf_shard_take_some(t->gen->shard, &t->cur, &take_fns, t, &t->tot,
-                                      MF_TAKE_CHUNK);
+                                      MF_ENTRIES_PER_CLOCK_READ);
         if (slot->lock)
             enif_mutex_unlock(slot->lock);
         if (done) {

@@ -104,7 +104,7 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
      * read (the session of a deleted and purged instance of the module)
      * or a stopped session is removed there, and discarded elsewhere. */
     ERL_NIF_TERM answer;
-    if (!args_are_terms(argc, argv))
+    if (!mf_args_are_terms(argc, argv))
         return argv[0] == atom_trace_status ? atom_remove : atom_discard;
     if (argv[0] == atom_trace_status) {
         if (mf_get_session(env, argv[1], &s))
@@ -139,7 +139,7 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
 static ERL_NIF_TERM nif_enabled_call(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     ERL_NIF_TERM answer;
-    if (args_are_terms(argc, argv) && argv[0] == atom_call && mf_entry_call(env, argv[1], &answer))
+    if (mf_args_are_terms(argc, argv) && argv[0] == atom_call && mf_entry_call(env, argv[1], &answer))
         return answer;
     return atom_discard;
 }
@@ -165,7 +165,7 @@ static ERL_NIF_TERM nif_enabled_send(ErlNifEnv *env, int argc, const ERL_NIF_TER
 static inline int receiver_word(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM to, uint64_t *w)
 {
     uint64_t owner;
-    if (alias_owner(to, &owner)) {
+    if (mf_alias_owner(to, &owner)) {
         *w = owner ^ MF_REPLY_FLIP;
         return 1;
     }
@@ -193,7 +193,7 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     (void)argc;
     mf_session *s;
     ERL_NIF_TERM to;
-    if (!get_extra(env, argv[4], &to) || !is_term(argv[1]) || !is_term(argv[2]))
+    if (!mf_get_extra(env, argv[4], &to) || !mf_is_term(argv[1]) || !mf_is_term(argv[2]))
         return atom_ok;
     /* Start loading the pair's line of counts in this thread's shard before
      * the session is checked, so that the two cache misses overlap; if the
@@ -207,7 +207,7 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
     mf_slot *slot;
     if (mf_tls.stamp == stamp) {
-        if (sh && is_local_pid(argv[2]) && is_local_pid(to)) {
+        if (sh && mf_is_local_pid(argv[2]) && mf_is_local_pid(to)) {
             mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, dead);
             return atom_ok;
         }
@@ -230,7 +230,7 @@ static ERL_NIF_TERM nif_enabled_procs(ErlNifEnv *env, int argc, const ERL_NIF_TE
 {
     mf_session *s;
     /* never `remove' (see nif_enabled): trace_status goes to enabled/3 */
-    if (!args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s) || !active(s))
+    if (!mf_args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s) || !active(s))
         return atom_discard;
     return argv[0] == atom_spawn || argv[0] == atom_register ? atom_trace : atom_discard;
 }
@@ -241,7 +241,7 @@ static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM
 {
     mf_session *s;
     ERL_NIF_TERM mfa;
-    if (!args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s))
+    if (!mf_args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s))
         return atom_ok;
     if (argv[0] == atom_spawn && enif_get_map_value(env, argv[4], atom_extra, &mfa))
         mf_birth(env, s, argv[3], mf_spawn_summary(env, mfa));
@@ -262,7 +262,7 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     mf_session *s;
     const ERL_NIF_TERM *ev, *serial;
     int arity, sarity;
-    if (!args_are_terms(5, argv) || !mf_get_session(env, argv[1], &s) ||
+    if (!mf_args_are_terms(5, argv) || !mf_get_session(env, argv[1], &s) ||
         s->kind != MF_KIND_FLOW || !active(s) ||
         !enif_get_tuple(env, argv[3], &arity, &ev) || arity != 5 || ev[0] != atom_send ||
         !enif_get_tuple(env, ev[1], &sarity, &serial) || sarity != 2)
@@ -283,7 +283,7 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     /* an event names a reply to a local alias by the alias's owner, as the
      * counts do, so that the owner's next send finds it as its cause */
     uint64_t owner;
-    ERL_NIF_TERM to = alias_owner(ev[3], &owner) ? (ERL_NIF_TERM)owner : ev[3];
+    ERL_NIF_TERM to = mf_alias_owner(ev[3], &owner) ? (ERL_NIF_TERM)owner : ev[3];
     mf_flow_event(s, argv[2], serial[0], serial[1], ev[2], to);
     return atom_ok;
 }

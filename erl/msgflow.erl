@@ -13,6 +13,9 @@
 %%% 2> msgflow:top().
 %%% 3> msgflow:stop().
 %%% '''
+%%%
+%%% Longer than ~400 lines for its docs: every public function is a few
+%%% lines that hand over to a layer, and its edoc is the API reference.
 -module(msgflow).
 
 -export([start/0, start/1, stop/0, reset/0, wait/1, help/0,
@@ -157,7 +160,7 @@ pairs() ->
         {[], undefined} ->
             {error, not_started};
         {[], _} ->
-            msgflow_cluster:local_pairs();
+            msgflow_cluster_node:local_pairs();
         {Nodes, _} ->
             Parts = msgflow_cluster:call_all([node() | Nodes], local_pairs, []),
             Got = lists:append([Ps || {_, {ok, Ps}} <- Parts]),
@@ -460,7 +463,7 @@ hotspots(Opts0) ->
                                   Only =:= all orelse N =:= Only],
                     case Nodes of
                         [Here] when Here =:= node() ->
-                            msgflow_cluster:local_hotspots(Opts);
+                            msgflow_cluster_node:local_hotspots(Opts);
                         _ ->
                             %% each node finds its own: the rules read its windows
                             Parts = msgflow_cluster:call_all(Nodes, local_hotspots, [Opts]),
@@ -508,7 +511,7 @@ history(Sender, Receiver) ->
                 [{_, {error, Why}}] -> {error, {Where, Why}}
             end;
         false ->
-            msgflow_cluster:local_history(Sender, Receiver)
+            msgflow_cluster_node:local_history(Sender, Receiver)
     end.
 
 %% @doc The nodes msgflow counts on, this one first: `#{node, status =>

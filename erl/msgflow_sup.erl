@@ -1,5 +1,9 @@
-%%% @private Supervises the collector.  A collector that dies is restarted
-%%% idle: the session it owned answers `remove', so its tracing ends.
+%%% @private Supervises the collector (permanent: a collector that dies is
+%%% restarted idle; the session it owned answers `remove', so its tracing
+%%% ends) and, while msgflow counts across a cluster, the coordinator
+%%% (msgflow_cluster, a temporary child started by msgflow:start/1).  The
+%%% flow keeper (msgflow_flow_keeper) is not supervised: it is started by
+%%% the first follow and outlives the shell command that asked.
 -module(msgflow_sup).
 -behaviour(supervisor).
 -export([start_link/0, init/1]).

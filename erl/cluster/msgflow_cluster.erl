@@ -27,21 +27,19 @@
 %%%
 %%% Views (top, matrix, hotspots, pairs, exports) are built on each node
 %%% from its own store, at the same time, and merged here
-%%% (msgflow_view:merge/2): rates come from each node's own windows, no
+%%% (msgflow_view_merge:merge/2): rates come from each node's own windows, no
 %%% clocks are compared, and the coordinator holds no node's tables.  A
 %%% node that is down or does not answer within ?VIEW_TIMEOUT ms is in a
 %%% view with the busiest pairs it last reported, and `nodes/0' says so.
+%%%
+%%% Slightly over ~400 lines: the coordinator's API and its server share
+%%% the member record.
 -module(msgflow_cluster).
 -behaviour(gen_server).
 -compile({no_auto_import, [nodes/0]}).  %% nodes/0 is ours: each node and its status
-%% erlang:trace_info/2 gives `{tracer, {Module, State}}' for a tracer
-%% module; OTP 25's spec does not say so.
--dialyzer({no_match, [untraced/0]}).
 
 -export([prepare/2, start_members/0, stop/0, forget/0, members/0, nodes/0, view/2,
-         call_all/3, call_all/4, labels/1, refresh/0]).
--export([report/2, local_view/1, local_pairs/0, local_hotspots/1, local_history/2,
-         last_pairs/1]).
+         call_all/3, call_all/4, refresh/0, last_pairs/1]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 -export_type([node_status/0]).
 
@@ -49,9 +47,8 @@
 -define(VIEW_TIMEOUT, 5000).   %% ms a node has to build its part of a view
 -define(START_TIMEOUT, 30000). %% ms a node has to load msgflow and start
 -define(TOP_EVERY, 10).        %% pulls between two pulls of the busiest pairs
--define(TOP_KEPT, 100).
-%% what a node's collector runs for its coordinator's pull (report/2)
--define(REPORT, {?MODULE, report}).        %% busiest pairs kept per node for when it is gone
+%% what a node's collector runs for its coordinator's pull
+-define(REPORT, {msgflow_cluster_node, report}).
 
 %% What nodes/0 says of a node: `up' (answering), `down' (left the
 %% cluster; `reason'), `stale' (has not answered a pull within two
@@ -141,7 +138,7 @@ nodes() ->
     [local_status() | server_call(statuses, [])].
 
 %% @doc A view of every node (or of the one `Only' names) as Spec asks:
-%% each node builds its own, the views are merged (msgflow_view:merge/2),
+%% each node builds its own, the views are merged (msgflow_view_merge:merge/2),
 %% and remote endpoints get the label their own node gives them.
 %% `undefined' when msgflow never ran here.
 -spec view(msgflow_view:spec(), all | node()) -> msgflow_view:view() | undefined.
@@ -151,7 +148,7 @@ view(Spec, Only) ->
     Views = [V || {_, {ok, V = #{}}} <- Parts] ++ fallbacks(Parts, Spec),
     case Views of
         [] -> undefined;
-        _ -> (with_remote_labels(msgflow_view:merge(local_first(Views), Spec)))#{
+        _ -> (with_remote_labels(msgflow_view_merge:merge(local_first(Views), Spec)))#{
                node_status => [S || S = #{node := N} <- nodes(), lists:member(N, Nodes)]}
     end.
 
@@ -171,12 +168,12 @@ local_first(Views) ->
     Here ++ There.
 
 %% @doc `{Node, Result}' for each node, in that order: Result is
-%% `{ok, msgflow_cluster:F(Args...)}' run there, or `{error, Reason}'
+%% `{ok, msgflow_cluster_node:F(Args...)}' run there, or `{error, Reason}'
 %% (the node did not answer within ?VIEW_TIMEOUT ms, or failed).  All the
 %% nodes are asked at once; this node runs it in a process of its own.
 -spec call_all([node()], atom(), list()) -> [{node(), {ok, term()} | {error, term()}}].
 call_all(Nodes, F, Args) ->
-    call_all(Nodes, ?MODULE, F, Args).
+    call_all(Nodes, msgflow_cluster_node, F, Args).
 
 %% @doc call_all/3 of M:F(Args...).
 -spec call_all([node()], module(), atom(), list()) -> [{node(), {ok, term()} | {error, term()}}].
@@ -203,54 +200,7 @@ with_remote_labels(View = #{endpoints := Ends}) ->
                            (_, Acc) -> Acc
                         end, #{},
                         [R || {N, Ps} <- Asked, {_, R} <- call_all([N], labels, [Ps])]),
-    msgflow_view:relabel(View, Found).
-
-%%% Run on every node (over erpc)
-
-%% @private This node's part of a view: built from its store in a process
-%% of its own.  `{error, not_started}' when msgflow never ran here.
--spec local_view(msgflow_view:spec()) -> msgflow_view:view() | {error, not_started}.
-local_view(Spec) ->
-    ok = untraced(),
-    case msgflow_collector:store(true) of
-        undefined -> {error, not_started};
-        Store -> msgflow_view:run(Store, fun() -> msgflow_view:build(Store, Spec) end)
-    end.
-
-%% @private This node's pairs (msgflow:pairs/0 of a node that counts on
-%% its own).
--spec local_pairs() -> [msgflow:pair_count()].
-local_pairs() ->
-    ok = untraced(),
-    case msgflow_collector:store(true) of
-        undefined -> [];
-        Store -> msgflow_view:run(Store, fun() -> msgflow_view:pairs(Store) end)
-    end.
-
-%% @private This node's hotspots, each with `node' added.
--spec local_hotspots(map()) -> [#{node := node(), atom() => term()}] | {error, not_started}.
-local_hotspots(Opts) ->
-    ok = untraced(),
-    case msgflow_collector:store(true) of
-        undefined ->
-            {error, not_started};
-        Store ->
-            [F#{node => node()}
-             || F <- msgflow_view:run(Store, fun() ->
-                                                     msgflow_hotspots:find(
-                                                       msgflow_view:build(
-                                                         Store, msgflow_hotspots:spec(Opts)), Opts)
-                                             end)]
-    end.
-
-%% @private The history of a pair counted on this node.
--spec local_history(term(), term()) -> list() | {error, not_started}.
-local_history(Sender, Receiver) ->
-    ok = untraced(),
-    case msgflow_collector:store(true) of
-        undefined -> {error, not_started};
-        Store -> msgflow_view:history(Store, Sender, Receiver)
-    end.
+    msgflow_view_merge:relabel(View, Found).
 
 %% @doc The busiest pairs the nodes named last reported (for nodes that do
 %% not answer now).
@@ -276,49 +226,10 @@ server_call(Request, IfGone) ->
             end
     end.
 
-%% The erpc process that runs a part of a view here is msgflow's own: with
-%% msgflow's legacy flags (before OTP 27) it clears them on itself; in a
-%% trace session it cannot, and its two or three messages (to the
-%% collector, the answer) are counted here.
-untraced() ->
-    %% only msgflow's: another tool's flags are never touched
-    case erlang:trace_info(self(), tracer) of
-        {tracer, {msgflow_tracer, _}} -> _ = erlang:trace(self(), false, [send, procs]);
-        _ -> ok
-    end,
-    ok.
-
-%% @private What this node says to its coordinator's pull (its collector
-%% calls it with its store: msgflow_collector:send_store_request/3): its figures and, when Top, its busiest pairs.
-%% `last_snapshot_ms' is how long ago its last snapshot was taken, by its
-%% own clock.
--spec report(msgflow_store:store(), boolean()) -> map().
-report(Store = #{pairs := T}, Top) ->
-    R = #{running => maps:get(running, Store), events => maps:get(events, Store),
-          pairs => ets:info(T, size),
-          last_snapshot_ms => case maps:get(snapshot_at, Store) of
-                                  undefined -> undefined;
-                                  At -> max(0, erlang:system_time(millisecond) - At)
-                              end},
-    case Top of
-        true -> R#{top => msgflow_view:run(Store, fun() ->
-                                                         msgflow_view:build(
-                                                           Store, #{by => process,
-                                                                    limit => ?TOP_KEPT})
-                                                 end)};
-        false -> R
-    end.
-
-%% @private The labels of these local processes, as this node gives them.
--spec labels([pid()]) -> #{pid() => binary()}.
-labels(Pids) ->
-    ok = untraced(),
-    maps:from_list([{P, msgflow_labels:label(P)} || P <- Pids, node(P) =:= node()]).
-
 local_status() ->
     R = case msgflow_collector:store(false) of
             undefined -> #{events => 0, pairs => 0, last_snapshot_ms => undefined};
-            Store -> report(Store, false)
+            Store -> msgflow_cluster_node:report(Store, false)
         end,
     #{node => node(), status => up, pairs => maps:get(pairs, R), events => maps:get(events, R),
       last_snapshot_ms => maps:get(last_snapshot_ms, R), reason => undefined}.
@@ -487,8 +398,8 @@ status(N, #member{status = S, reason = Why, report = R}) ->
 
 start_member(N, Opts, Coordinator) ->
     try
-        ok = compatible(N),
-        ok = ensure_code(N),
+        ok = msgflow_cluster_code:compatible(N, ?START_TIMEOUT),
+        ok = msgflow_cluster_code:ensure(N, ?START_TIMEOUT),
         case erpc:call(N, msgflow, start, [Opts#{nodes => local, coordinator => Coordinator}],
                        ?START_TIMEOUT) of
             ok -> ok;
@@ -503,73 +414,3 @@ start_member(N, Opts, Coordinator) ->
 
 stop_member(N) ->
     catch erpc:call(N, msgflow, stop, [], ?START_TIMEOUT).
-
-%% The NIF is built for this node's release and NIF version; so are the
-%% beams (a beam of a newer release may not load on an older one).
-compatible(N) ->
-    Mine = {erlang:system_info(otp_release), erlang:system_info(nif_version)},
-    Theirs = {erpc:call(N, erlang, system_info, [otp_release], ?START_TIMEOUT),
-              erpc:call(N, erlang, system_info, [nif_version], ?START_TIMEOUT)},
-    case Theirs of
-        Mine -> ok;
-        {Rel, Nif} -> throw({incompatible, {otp_release, Rel, nif_version, Nif}})
-    end.
-
-%% msgflow's modules loaded with code:load_binary/3 (so also on an
-%% embedded node), its application spec loaded, and the NIF written to the
-%% node's user cache directory, under msgflow-cluster-Release-Hash/priv,
-%% which is where msgflow_tracer looks for it: beside the ebin its file name
-%% says.  Hash is of the NIF's bytes, so every node on a host that writes
-%% there writes the same bytes: each under a name of its own, renamed into
-%% place only when the file is not there yet, so that no VM maps a file
-%% that anyone is still writing.
-ensure_code(N) ->
-    case erpc:call(N, code, which, [msgflow_cluster], ?START_TIMEOUT) of
-        File when is_list(File) ->
-            ok;
-        _ ->
-            {ok, So} = file:read_file(filename:join(code:priv_dir(msgflow), "msgflow_tracer.so")),
-            %% erlang:md5/1: a BIF, so no crypto application is needed
-            Hash = binary:encode_hex(binary:part(erlang:md5(So), 0, 8)),
-            Dir = filename:join(erpc:call(N, filename, basedir, [user_cache, "msgflow"]),
-                                "msgflow-cluster-" ++ erlang:system_info(otp_release) ++ "-"
-                                ++ string:lowercase(binary_to_list(Hash))),
-            SoFile = filename:join([Dir, "priv", "msgflow_tracer.so"]),
-            ok = erpc:call(N, filelib, ensure_path, [filename:join(Dir, "priv")]),
-            case erpc:call(N, filelib, file_size, [SoFile]) =:= byte_size(So) of
-                true ->
-                    ok;
-                false ->
-                    Tmp = SoFile ++ "." ++ atom_to_list(N) ++ "."
-                        ++ integer_to_list(erlang:unique_integer([positive])),
-                    ok = erpc:call(N, file, write_file, [Tmp, So]),
-                    %% renamed over a file of the same bytes at most: a VM
-                    %% that mapped that one keeps it mapped
-                    ok = erpc:call(N, file, rename, [Tmp, SoFile])
-            end,
-            %% the application first, its environment saying where the NIF is
-            {ok, Keys} = application:get_all_key(msgflow),
-            Env = [{priv_dir, filename:join(Dir, "priv")} | proplists:get_value(env, Keys, [])],
-            AppSpec = {application, msgflow,
-                       [{env, Env} | [KV || KV = {K, _} <- Keys,
-                                            not lists:member(K, [env, start_phases])]]},
-            case erpc:call(N, application, load, [AppSpec]) of
-                ok -> ok;
-                {error, {already_loaded, msgflow}} ->
-                    erpc:call(N, application, set_env, [msgflow, priv_dir,
-                                                        filename:join(Dir, "priv")]);
-                {error, Why} -> throw({app_load, Why})
-            end,
-            {ok, Mods} = application:get_key(msgflow, modules),
-            %% the tracer last: its on_load loads the NIF
-            _ = [load_module(N, Dir, M) || M <- (Mods -- [msgflow_tracer]) ++ [msgflow_tracer]],
-            ok
-    end.
-
-load_module(N, Dir, M) ->
-    {M, Bin, _} = code:get_object_code(M),
-    File = filename:join([Dir, "ebin", atom_to_list(M) ++ ".beam"]),
-    case erpc:call(N, code, load_binary, [M, File, Bin], ?START_TIMEOUT) of
-        {module, M} -> ok;
-        {error, Why} -> throw({load_binary, M, Why})
-    end.

@@ -26,12 +26,16 @@
 %%% A label is the registered name, else (OTP 27+) the proc_lib label, else
 %%% proc_lib's initial call, else the initial call, else the pid; ports
 %%% show their driver; remote endpoints their node.
+%%%
+%%% Longer than ~400 lines: the tables' writers (hold/release, folding
+%%% keys, births) and their readers share one record and its invariants
+%%% (a row's endpoints are held); split, each half would reach into the other.
 -module(msgflow_labels).
 
--export([new/0, delete/1, clear/1, tables/1, births/3, prune_births/2, learn/2,
+-export([new/0, clear/1, tables/1, births/3, prune_births/2,
          hold/2, release/2, purge/1, fold_key/2, forget_endpoints/1,
          canon/2, meta/2, all_meta/1, field_map/2, kind_map/2, node_of/1, label/1, module_of/1,
-         describe/1, birth_call/1]).
+         describe/1]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
 
 %% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
@@ -76,12 +80,6 @@ new_tables() ->
             kind_ids = ets:new(msgflow_kind_ids, [set, private]),
             names = ets:new(msgflow_names, Opts),
             births = ets:new(msgflow_births, [set, private])}.
-
-%% @doc Deletes the tables.  Owner only.
--spec delete(labels()) -> ok.
-delete(#labels{endpoints = E, kinds = K, kind_ids = KI, names = N, births = B}) ->
-    _ = [ets:delete(T) || T <- [E, K, KI, N, B]],
-    ok.
 
 %% @doc Forgets every label, name and birth (a new run): the tables are
 %% made anew; the old ones the views read are returned for the owner to
@@ -143,12 +141,11 @@ prune_births(L = #labels{births = B}, Tick) ->
 alive(P) when is_pid(P) -> is_process_alive(P);
 alive(P) when is_port(P) -> erlang:port_info(P, id) =/= undefined.
 
-%% @doc Labels an endpoint the first time it shows up, while it may still
+%% Labels an endpoint the first time it shows up, while it may still
 %% be alive: a local process is read with one describe/1; what its spawn
 %% or register event said stands in for what can no longer be read once it
 %% exited (and `(unknown)' when there was none).  A registered name also gets the pid it stands for (whereis/1
 %% now), and that pid its label.  Owner only.
--spec learn(labels(), msgflow_tracer:endpoint()) -> labels().
 learn(L = #labels{endpoints = Ends}, E) ->
     case ets:member(Ends, E) of
         true -> L;

@@ -20,6 +20,9 @@
 %%%     of up to `max_events' sends per snapshot interval (1 s).</li>
 %%% </ul>
 %%% Its messages are written here only: call/1 is the way in.
+%%%
+%%% Longer than ~400 lines: one gen_server whose state is two kinds of
+%%% watches (follows and entries) and the system tracer they share.
 -module(msgflow_flow_keeper).
 -behaviour(gen_server).
 

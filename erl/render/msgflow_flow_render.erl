@@ -4,7 +4,7 @@
 %%% functions of a Flow or Summaries; they read nothing else.
 -module(msgflow_flow_render).
 
--export([text/1, mermaid/1, svg/1, html/2]).
+-export([text/1, mermaid/1, html/2]).
 
 -define(COL, 12).          %% text: columns between two lifelines
 -define(TEXT_LANES, 8).    %% text: lifelines at most, else a list

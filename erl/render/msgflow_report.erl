@@ -3,8 +3,11 @@
 %%% reads; render/3 turns them into iodata.  Pure functions but for
 %%% render(html, ...), which runs Graphviz's `dot' to lay out the graph
 %%% when it is installed.
+%%%
+%%% Longer than ~400 lines: six formats, each a short renderer; the HTML
+%%% report's sections are most of it.
 -module(msgflow_report).
--export([views/2, matrix/1, render/3, dump/1, formats/0, json_encode/1, json_fallback/1, rate/3]).
+-export([views/2, matrix/1, render/3, dump/1, formats/0, json_encode/1, json_fallback/1]).
 
 %% 2: endpoints may be groups of exited ones, {exited, Kind, Node};
 %% 3: `nodes', the nodes whose counts are in it, with their status
@@ -369,7 +372,7 @@ chart(View = #{rows := Rows0, windows := Ws, scale := Scale}) ->
         {[], _} -> "<p>No closed window yet.</p>\n";
         {_, 0} -> "<p>No closed window yet.</p>\n";
         {_, NW} ->
-            Rates = [[rate(C, D, Scale) || {C, #{window_ms := D}} <- lists:zip(Cs, Ws)]
+            Rates = [[msgflow_rate:per_s(C, D, Scale) || {C, #{window_ms := D}} <- lists:zip(Cs, Ws)]
                      || #{windows := Cs} <- Rows],
             Max = lists:max([1.0 | lists:append(Rates)]),
             {Wd, Ht, L, T} = {640, 200, 60, 10},
@@ -452,11 +455,3 @@ tmp_dir() ->
         "" -> "/tmp";
         D -> D
     end.
-
-%%% helpers
-
-%% @doc Messages/s of C messages in a window of Ms ms, times Scale (the
-%% sampling factor, 1 when not sampling); 0.0 for an empty window.
--spec rate(non_neg_integer(), non_neg_integer(), number()) -> float().
-rate(_, 0, _) -> 0.0;
-rate(C, Ms, Scale) -> Scale * C * 1000 / Ms.

@@ -14,9 +14,12 @@
 %%% the N busiest pairs first (a threshold from a sample, then a select in
 %%% ETS of the rows above it) and labels those only; the other groupings
 %%% read every pair.
+%%%
+%%% Longer than ~400 lines: choosing the rows (top N by a threshold, all
+%%% groups, by process) is one algorithm over one context (context/2).
 -module(msgflow_view).
 
--export([build/2, run/2, pairs/1, history/3, groupings/0, merge/2, relabel/2]).
+-export([build/2, run/2, pairs/1, history/3, groupings/0]).
 -export_type([view/0, spec/0, row/0, key/0, grouping/0, endpoint_info/0]).
 
 -type grouping() :: process | name | module | application | node.
@@ -112,7 +115,7 @@ build(Store, Spec) ->
     Rows = [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups],
     Kept = maps:get(windows, Store),
     Heat = case Spec of
-               #{heatmap := L} -> #{heatmap => heatmap(Rows, L)};
+               #{heatmap := L} -> #{heatmap => msgflow_view_ends:heatmap(Rows, L)};
                _ -> #{}
            end,
     Labelled = case maps:get(labelled, Spec, all) of
@@ -133,125 +136,13 @@ build(Store, Spec) ->
       folded => maps:get(folded_messages, Store), skipped => maps:get(skipped, Store),
       new_tracer => maps:get(new_tracer, Store, msgflow),
       pairs => ets:info(maps:get(pairs, Store), size), groups => NGroups,
-      rows => Rows, endpoints => endpoints(Labelled, HeatKeys, By, Store),
+      rows => Rows, endpoints => msgflow_view_ends:endpoints(Labelled, HeatKeys, By,
+                                                       maps:get(labels, Store)),
       windows => lists:nthtail(length(Kept) - K, Kept),
       dead => case maps:get(dead, Spec, false) of
                   true -> dead(Store, By);
                   false -> []
               end}.
-
-%% @doc One view of the views several nodes built with the same Spec (see
-%% msgflow_cluster), the first being this node's.  Each send is counted on
-%% its sender's node only, so by process the rows of different nodes are
-%% different pairs and are put together as they are; grouped, rows with
-%% the same key are summed (counts, and rates, each taken over its own
-%% node's windows).  Totals are summed; the windows, the window length and
-%% sampling are the first view's, and each row's per-window counts are
-%% aligned to its windows from the latest back.  `nodes' lists the nodes
-%% whose views are in it.
--spec merge([view()], spec()) -> view().
-merge([Local | _] = Views, Spec) ->
-    By = maps:get(by, Spec, process),
-    K = length(maps:get(windows, Local)),
-    Rows0 = lists:append([[align(R, K) || R <- Rs] || #{rows := Rs} <- Views]),
-    Rows1 = case By of
-                process -> Rows0;
-                _ -> sum_rows(Rows0)
-            end,
-    Sorted = lists:sort(fun(#{count := A}, #{count := B}) -> A >= B end, Rows1),
-    Rows = case maps:get(limit, Spec, all) of
-               all -> Sorted;
-               N -> lists:sublist(Sorted, N)
-           end,
-    Sum = fun(Key) -> lists:sum([maps:get(Key, V) || V <- Views]) end,
-    Heat = case Spec of
-               #{heatmap := L} -> #{heatmap => heatmap(Rows, L)};
-               _ -> #{}
-           end,
-    Dead = maps:to_list(lists:foldl(fun({S, R, C}, Acc) ->
-                                            maps:update_with({S, R}, fun(X) -> X + C end, C, Acc)
-                                    end, #{}, lists:append([D || #{dead := D} <- Views]))),
-    maps:merge(Local, Heat#{
-                 rows => Rows,
-                 events => Sum(events), dead_letters => Sum(dead_letters),
-                 overflow => Sum(overflow), births_dropped => Sum(births_dropped),
-                 folded => Sum(folded), skipped => Sum(skipped), pairs => Sum(pairs),
-                 groups => case By of
-                               process -> maps:get(groups, Local);
-                               _ -> length(Rows1)
-                           end,
-                 running => lists:any(fun(#{running := R}) -> R end, Views),
-                 endpoints => merge_endpoints(Views),
-                 dead => [{S, R, C} || {{S, R}, C} <- Dead],
-                 nodes => [N || #{node := N} <- Views]}).
-
-%% Every view's endpoint info; the text of an endpoint a node showed as
-%% one of its own is written again as this node prints it (`<0.115.0>'
-%% there is `<12345.115.0>' here; its node is in its info).
-merge_endpoints(Views) ->
-    Here = node(),
-    All = lists:foldl(fun(#{endpoints := E, node := N}, Acc) ->
-                              E1 = case N of
-                                       Here -> E;
-                                       _ -> maps:map(fun(K, I) -> I#{text => here_text(K)} end,
-                                                     E)
-                                   end,
-                              maps:merge(E1, Acc)
-                      end, #{}, Views),
-    displays(All).
-
-here_text(P) when is_pid(P) -> list_to_binary(pid_to_list(P));
-here_text(P) when is_port(P) -> list_to_binary(erlang:port_to_list(P));
-here_text(K) -> msgflow_fmt:endpoint(K).
-
-%% A row's per-window counts as many as the merged view's windows: the
-%% latest ones, zeros before a node's first.
-align(Row = #{windows := W}, K) ->
-    L = length(W),
-    Row#{windows => case L >= K of
-                        true -> lists:nthtail(L - K, W);
-                        false -> lists:duplicate(K - L, 0) ++ W
-                    end};
-align(Row, _K) ->
-    Row.
-
-sum_rows(Rows) ->
-    maps:values(lists:foldl(fun(Row = #{sender := S, receiver := R}, Acc) ->
-                                    case Acc of
-                                        #{{S, R} := Old} -> Acc#{{S, R} := add_rows(Old, Row)};
-                                        _ -> Acc#{{S, R} => Row}
-                                    end
-                            end, #{}, Rows)).
-
-add_rows(A, B) ->
-    Plus = fun(undefined, undefined) -> undefined;
-              (undefined, Y) -> Y;
-              (X, undefined) -> X;
-              (X, Y) -> X + Y
-           end,
-    M = maps:map(fun(K, V) when K =:= count; K =:= last_count; K =:= rate; K =:= prev_rate;
-                                K =:= mean_rate; K =:= peak_rate ->
-                         Plus(V, maps:get(K, B));
-                    (windows, V) ->
-                         lists:zipwith(fun erlang:'+'/2, V, maps:get(windows, B, V));
-                    (_, V) ->
-                         V
-                 end, A),
-    M.
-
-%% @doc The view with the labels of some endpoints replaced: Labels maps an
-%% endpoint to the label its own node gave it (a remote process is named
-%% by its node, not by the one that sent to it).  Display texts are made
-%% again for the keys that changed.
--spec relabel(view(), #{key() => binary()}) -> view().
-relabel(View = #{endpoints := Ends}, Labels) ->
-    Ends1 = maps:map(fun(K, I) ->
-                             case Labels of
-                                 #{K := L} -> I#{label => L};
-                                 _ -> I
-                             end
-                     end, Ends),
-    View#{endpoints => displays(Ends1)}.
 
 %% Everything a row needs that is the same for all rows.
 context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval := I}, K) ->
@@ -510,69 +401,7 @@ peak(Members, #{open := Open, durations := Durs}) when map_size(Durs) > 0 ->
 peak(_, _) ->
     0.0.
 
-%%% Endpoints
-
-%% The L senders and the L receivers of the most messages, busiest first.
-heatmap(Rows, L) ->
-    Sum = fun(F) -> lists:foldl(fun(Row = #{count := C}, Acc) ->
-                                        K = F(Row),
-                                        Acc#{K => C + maps:get(K, Acc, 0)}
-                                end, #{}, Rows) end,
-    Top = fun(M) -> [K || {_, K} <- lists:sublist(lists:reverse(lists:sort(
-                                                                   [{C, K} || {K, C} <- maps:to_list(M)])),
-                                                   L)] end,
-    #{rows => Top(Sum(fun(#{sender := S}) -> S end)),
-      cols => Top(Sum(fun(#{receiver := R}) -> R end))}.
-
-endpoints(Rows, Extra, By, #{labels := Tables}) ->
-    Keys0 = lists:foldl(fun(#{sender := S, receiver := R}, Acc) -> Acc#{S => [], R => []} end,
-                        #{}, Rows),
-    Keys = lists:foldl(fun(K, Acc) -> Acc#{K => []} end, Keys0, Extra),
-    Meta = meta_fun(By, Tables, map_size(Keys)),
-    displays(maps:map(fun(Key, _) -> Meta(Key) end, Keys)).
-
-%% A label shared by several keys gets their text beside it.
-displays(Infos) ->
-    Seen = maps:fold(fun(_, #{label := L}, Acc) -> Acc#{L => maps:get(L, Acc, 0) + 1} end,
-                     #{}, Infos),
-    maps:map(fun(_, I = #{label := L, text := T}) ->
-                     I#{display => case maps:get(L, Seen) of
-                                       1 -> L;
-                                       _ -> <<L/binary, " ", T/binary>>
-                                   end}
-             end, Infos).
-
-%% fun(Key) -> endpoint_info() less `display': for a few keys one lookup
-%% each, for many one read of the whole endpoints table.
-meta_fun(process, Tables, N) when N > 1000 ->
-    All = msgflow_labels:all_meta(Tables),
-    fun(E = {exited, _, _}) ->
-            info(process, E, Tables);
-       (E) ->
-            Text = msgflow_fmt:endpoint(E),
-            case All of
-                #{E := {L, M, A}} ->
-                    #{label => L, text => Text, module => M, application => A,
-                      node => msgflow_labels:node_of(E)};
-                _ ->
-                    (msgflow_labels:meta(Tables, E))#{text => Text}
-            end
-    end;
-meta_fun(By, Tables, _) ->
-    fun(Key) -> info(By, Key, Tables) end.
-
-info(process, E = {exited, _, _}, Tables) ->
-    M = #{label := L} = msgflow_labels:meta(Tables, E),
-    M#{label => <<L/binary, " (exited)">>, text => msgflow_fmt:endpoint(E)};
-info(process, E, Tables) ->
-    (msgflow_labels:meta(Tables, E))#{text => msgflow_fmt:endpoint(E)};
-info(_, Key, _) ->
-    Text = case Key of
-               B when is_binary(B) -> B;
-               _ -> msgflow_fmt:endpoint(Key)
-           end,
-    #{label => Text, text => Text, module => undefined, application => undefined,
-      node => undefined}.
+%%% Dead letters
 
 %% Dead letters by pair, grouped like the rows.
 dead(#{dead := D, labels := Tables}, By) ->

@@ -1,13 +1,14 @@
 /*
  * mf_dump.h -- decodes msgflow's ETF dump (msgflow:export(Path, etf),
- * msgflow:dump/0), version 1, with ei.  Shared by msgflow-report and
- * msgflow-top.
+ * msgflow:dump/0), versions 1 to 3, with ei.  Shared by msgflow-report
+ * and msgflow-top.
  *
  * The dump is term_to_binary of
- *   #{format => msgflow_dump, version => 1, node, taken_at, started_at,
+ *   #{format => msgflow_dump, version => 3, node, taken_at, started_at,
  *     running, window_ms, scale, events, dead_letters, overflow,
  *     endpoints => [{Endpoint, Label, Module, Application, Node}],
- *     pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages}]}
+ *     pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages}],
+ *     nodes => [...]}          (version 3: a cluster's nodes, below)
  * (README, "Reports").
  *
  * Safety: ei's decoders trust the lengths inside the term, so the whole

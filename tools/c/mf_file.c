@@ -1,3 +1,10 @@
+/*
+ * mf_file.c -- reading a whole file (mf_file.h), for the C tools and their
+ * tests.
+ *
+ * Owns nothing between calls: no global state, any thread.  The buffer it
+ * returns is the caller's (malloc(); free it with free()).
+ */
 #include "mf_file.h"
 
 #include <errno.h>

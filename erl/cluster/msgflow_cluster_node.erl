@@ -1,0 +1,98 @@
+%%% @doc The parts of cluster views that run on every node (over erpc,
+%%% msgflow_cluster:call_all/3, or in its collector for the coordinator's
+%%% pull): each builds from its own store, in a process of its own, and
+%%% never calls the coordinator.
+-module(msgflow_cluster_node).
+-export([local_view/1, local_pairs/0, local_hotspots/1, local_history/2, report/2, labels/1]).
+
+%% erlang:trace_info/2 gives `{tracer, {Module, State}}' for a tracer
+%% module; OTP 25's spec does not say so.
+-dialyzer({no_match, [untraced/0]}).
+
+-define(TOP_KEPT, 100).        %% busiest pairs kept per node for when it is gone
+
+
+%% @doc This node's part of a view: built from its store in a process
+%% of its own.  `{error, not_started}' when msgflow never ran here.
+-spec local_view(msgflow_view:spec()) -> msgflow_view:view() | {error, not_started}.
+local_view(Spec) ->
+    ok = untraced(),
+    case msgflow_collector:store(true) of
+        undefined -> {error, not_started};
+        Store -> msgflow_view:run(Store, fun() -> msgflow_view:build(Store, Spec) end)
+    end.
+
+%% @doc This node's pairs (msgflow:pairs/0 of a node that counts on
+%% its own).
+-spec local_pairs() -> [msgflow:pair_count()].
+local_pairs() ->
+    ok = untraced(),
+    case msgflow_collector:store(true) of
+        undefined -> [];
+        Store -> msgflow_view:run(Store, fun() -> msgflow_view:pairs(Store) end)
+    end.
+
+%% @doc This node's hotspots, each with `node' added.
+-spec local_hotspots(map()) -> [#{node := node(), atom() => term()}] | {error, not_started}.
+local_hotspots(Opts) ->
+    ok = untraced(),
+    case msgflow_collector:store(true) of
+        undefined ->
+            {error, not_started};
+        Store ->
+            [F#{node => node()}
+             || F <- msgflow_view:run(Store, fun() ->
+                                                     msgflow_hotspots:find(
+                                                       msgflow_view:build(
+                                                         Store, msgflow_hotspots:spec(Opts)), Opts)
+                                             end)]
+    end.
+
+%% @doc The history of a pair counted on this node.
+-spec local_history(term(), term()) -> list() | {error, not_started}.
+local_history(Sender, Receiver) ->
+    ok = untraced(),
+    case msgflow_collector:store(true) of
+        undefined -> {error, not_started};
+        Store -> msgflow_view:history(Store, Sender, Receiver)
+    end.
+
+%% The erpc process that runs a part of a view here is msgflow's own: with
+%% msgflow's legacy flags (before OTP 27) it clears them on itself; in a
+%% trace session it cannot, and its two or three messages (to the
+%% collector, the answer) are counted here.
+untraced() ->
+    %% only msgflow's: another tool's flags are never touched
+    case erlang:trace_info(self(), tracer) of
+        {tracer, {msgflow_tracer, _}} -> _ = erlang:trace(self(), false, [send, procs]);
+        _ -> ok
+    end,
+    ok.
+
+%% @doc What this node says to its coordinator's pull (its collector
+%% calls it with its store: msgflow_collector:send_store_request/3): its figures and, when Top, its busiest pairs.
+%% `last_snapshot_ms' is how long ago its last snapshot was taken, by its
+%% own clock.
+-spec report(msgflow_store:store(), boolean()) -> map().
+report(Store = #{pairs := T}, Top) ->
+    R = #{running => maps:get(running, Store), events => maps:get(events, Store),
+          pairs => ets:info(T, size),
+          last_snapshot_ms => case maps:get(snapshot_at, Store) of
+                                  undefined -> undefined;
+                                  At -> max(0, erlang:system_time(millisecond) - At)
+                              end},
+    case Top of
+        true -> R#{top => msgflow_view:run(Store, fun() ->
+                                                         msgflow_view:build(
+                                                           Store, #{by => process,
+                                                                    limit => ?TOP_KEPT})
+                                                 end)};
+        false -> R
+    end.
+
+%% @doc The labels of these local processes, as this node gives them.
+-spec labels([pid()]) -> #{pid() => binary()}.
+labels(Pids) ->
+    ok = untraced(),
+    maps:from_list([{P, msgflow_labels:label(P)} || P <- Pids, node(P) =:= node()]).
+
