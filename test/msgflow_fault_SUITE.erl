@@ -519,12 +519,12 @@ read_views(Views, Resetter, Raised) ->
 %% 27 keeps msgflow's tracer on `new': then nothing is said.)
 dbg_takes_new(_Config) ->
     ok = msgflow:start(#{trace_mode => legacy, interval => 20}),
-    ok = gen_server:call(msgflow_collector, {await_windows, 1}, 10000),
+    ok = msgflow_collector:await_windows(1, 10000),
     ?assertMatch(#{new_tracer := msgflow}, msgflow:info()),
     {ok, _} = dbg:tracer(process, {fun(_, N) -> N + 1 end, 0}),
     try
         {ok, _} = dbg:p(all, [send]),
-        ok = gen_server:call(msgflow_collector, {await_windows, 2}, 10000),
+        ok = msgflow_collector:await_windows(2, 10000),
         #{new_tracer := Tracer} = msgflow:info(),
         ct:capture_start(),
         ok = msgflow:top(3),
@@ -586,7 +586,7 @@ reconnect(Away) ->
         _ = Away(N),
         true = net_kernel:connect_node(N),
         until(fun() -> [up] =:= [S || #{node := X, status := S} <- msgflow:nodes(), X =:= N] end),
-        ok = peer:call(Peer, gen_server, call, [msgflow_collector, {await_windows, 6}, 10000]),
+        ok = peer:call(Peer, msgflow_collector, await_windows, [6, 10000]),
         ?assertMatch(#{running := true}, peer:call(Peer, msgflow, info, [])),
         B = sender_on(N, Sink, 333, true),
         receive {sent, B} -> ok end,

@@ -214,17 +214,7 @@ last_pairs(Nodes) ->
 %% A call to the coordinator, or IfGone when there is none or it ends
 %% before it answers (a concurrent stop of the cluster, forget/0).
 server_call(Request, IfGone) ->
-    case whereis(?SERVER) of
-        undefined ->
-            IfGone;
-        _ ->
-            try gen_server:call(?SERVER, Request, infinity)
-            catch
-                exit:{Why, _} when Why =:= noproc; Why =:= normal; Why =:= shutdown;
-                                   Why =:= killed; element(1, Why) =:= shutdown ->
-                    IfGone
-            end
-    end.
+    msgflow_call:call(?SERVER, Request, IfGone).
 
 local_status() ->
     R = case msgflow_collector:store(false) of

@@ -88,11 +88,8 @@ info() -> call(info, #{running => false}).
 %% not running), or `timeout'.
 -spec wait(timeout()) -> ok | timeout.
 wait(Timeout) ->
-    try gen_server:call(?SERVER, wait, Timeout)
-    catch
-        exit:{timeout, _} -> timeout;
-        exit:{Why, _} when Why =:= noproc; Why =:= normal; Why =:= shutdown;
-                           Why =:= killed -> ok
+    try msgflow_call:call(?SERVER, wait, ok, Timeout)
+    catch exit:{timeout, _} -> timeout
     end.
 
 %% @doc Returns once N more windows have closed (a barrier for tests and
@@ -100,11 +97,8 @@ wait(Timeout) ->
 %% happen, `timeout' after Timeout ms.
 -spec await_windows(pos_integer(), timeout()) -> ok | not_running | timeout.
 await_windows(N, Timeout) ->
-    try gen_server:call(?SERVER, {await_windows, N}, Timeout)
-    catch
-        exit:{timeout, _} -> timeout;
-        exit:{Why, _} when Why =:= noproc; Why =:= normal; Why =:= shutdown;
-                           Why =:= killed -> not_running
+    try msgflow_call:call(?SERVER, {await_windows, N}, not_running, Timeout)
+    catch exit:{timeout, _} -> timeout
     end.
 
 %% @doc The store handle, taken after a snapshot when Refresh is true and
@@ -132,16 +126,7 @@ send_store_request(Node, Refresh, {M, F}) when is_atom(M), is_atom(F) ->
 %% A call, or IfGone when there is no collector or it ends before it
 %% answers (the application stopping).
 call(Request, IfGone) ->
-    case whereis(?SERVER) of
-        undefined ->
-            IfGone;
-        _ ->
-            try gen_server:call(?SERVER, Request, infinity)
-            catch
-                exit:{Why, _} when Why =:= noproc; Why =:= normal; Why =:= shutdown;
-                                   Why =:= killed -> IfGone
-            end
-    end.
+    msgflow_call:call(?SERVER, Request, IfGone).
 
 %%% The server
 

@@ -92,7 +92,7 @@ wait_count(C, N) ->
     end.
 
 await_windows(N) ->
-    ok = gen_server:call(msgflow_collector, {await_windows, N}, 120000).
+    ok = msgflow_collector:await_windows(N, 120000).
 
 %%% Measurements
 
