@@ -5,10 +5,6 @@
 -module(msgflow_cluster_node).
 -export([local_view/1, local_pairs/0, local_hotspots/1, local_history/2, report/2, labels/1]).
 
-%% erlang:trace_info/2 gives `{tracer, {Module, State}}' for a tracer
-%% module; OTP 25's spec does not say so.
--dialyzer({no_match, [untraced/0]}).
-
 -define(TOP_KEPT, 100).        %% busiest pairs kept per node for when it is gone
 
 
@@ -16,7 +12,7 @@
 %% of its own.  `{error, not_started}' when msgflow never ran here.
 -spec local_view(msgflow_view:spec()) -> msgflow_view:view() | {error, not_started}.
 local_view(Spec) ->
-    ok = untraced(),
+    ok = msgflow_flags:untrace_self(),
     case msgflow_collector:store(true) of
         undefined -> {error, not_started};
         Store -> msgflow_view:run(Store, fun() -> msgflow_view:build(Store, Spec) end)
@@ -26,7 +22,7 @@ local_view(Spec) ->
 %% its own).
 -spec local_pairs() -> [msgflow:pair_count()].
 local_pairs() ->
-    ok = untraced(),
+    ok = msgflow_flags:untrace_self(),
     case msgflow_collector:store(true) of
         undefined -> [];
         Store -> msgflow_view:run(Store, fun() -> msgflow_view:pairs(Store) end)
@@ -35,7 +31,7 @@ local_pairs() ->
 %% @doc This node's hotspots, each with `node' added.
 -spec local_hotspots(map()) -> [#{node := node(), atom() => term()}] | {error, not_started}.
 local_hotspots(Opts) ->
-    ok = untraced(),
+    ok = msgflow_flags:untrace_self(),
     case msgflow_collector:store(true) of
         undefined ->
             {error, not_started};
@@ -51,23 +47,11 @@ local_hotspots(Opts) ->
 %% @doc The history of a pair counted on this node.
 -spec local_history(term(), term()) -> list() | {error, not_started}.
 local_history(Sender, Receiver) ->
-    ok = untraced(),
+    ok = msgflow_flags:untrace_self(),
     case msgflow_collector:store(true) of
         undefined -> {error, not_started};
         Store -> msgflow_view:history(Store, Sender, Receiver)
     end.
-
-%% The erpc process that runs a part of a view here is msgflow's own: with
-%% msgflow's legacy flags (before OTP 27) it clears them on itself; in a
-%% trace session it cannot, and its two or three messages (to the
-%% collector, the answer) are counted here.
-untraced() ->
-    %% only msgflow's: another tool's flags are never touched
-    case erlang:trace_info(self(), tracer) of
-        {tracer, {msgflow_tracer, _}} -> _ = erlang:trace(self(), false, [send, procs]);
-        _ -> ok
-    end,
-    ok.
 
 %% @doc What this node says to its coordinator's pull (its collector
 %% calls it with its store: msgflow_collector:send_store_request/3): its figures and, when Top, its busiest pairs.
@@ -93,6 +77,6 @@ report(Store = #{pairs := T}, Top) ->
 %% @doc The labels of these local processes, as this node gives them.
 -spec labels([pid()]) -> #{pid() => binary()}.
 labels(Pids) ->
-    ok = untraced(),
+    ok = msgflow_flags:untrace_self(),
     maps:from_list([{P, msgflow_labels:label(P)} || P <- Pids, node(P) =:= node()]).
 

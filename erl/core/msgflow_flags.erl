@@ -20,13 +20,13 @@
 %%% application master) nor ERTS's dirty process signal handlers.
 -module(msgflow_flags).
 
--export([mode/1, begin_tracing/2, end_tracing/1, resolve/1, resolve_one/1, on/2, off/2,
+-export([untrace_self/0, mode/1, begin_tracing/2, end_tracing/1, resolve/1, resolve_one/1, on/2, off/2,
          own_pids/0, slice_on/3, new_tracer/1]).
 -export_type([targets/0, tracing/0, mode/0, skipped/0]).
 
 %% erlang:trace_info/2 returns `{tracer, {Module, State}}' for a tracer
 %% module; OTP 25's specs do not say so.
--dialyzer({no_match, [new_tracer/1]}).
+-dialyzer({no_match, [untrace_self/0, new_tracer/1]}).
 
 -define(FLAGS, [send, procs]).
 %% skipped processes kept as examples
@@ -261,3 +261,16 @@ own_pids() ->
                 whereis(msgflow_cluster)
                 | Masters ++ Handlers],
           is_pid(P)].
+
+%% @doc msgflow's legacy flags (before OTP 27) cleared on the calling
+%% process, one of msgflow's own (a view worker, an erpc process running
+%% a node's part of a view); another tool's flags are never touched.  In
+%% a trace session it cannot clear them: the process's two or three
+%% messages (to the collector, the answer) are then counted.
+-spec untrace_self() -> ok.
+untrace_self() ->
+    case erlang:trace_info(self(), tracer) of
+        {tracer, {msgflow_tracer, _}} -> _ = erlang:trace(self(), false, [send, procs]);
+        _ -> ok
+    end,
+    ok.

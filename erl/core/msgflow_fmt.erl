@@ -3,7 +3,7 @@
 %%% column.  Pure: it reads nothing of the live system (msgflow_labels
 %%% does that).
 -module(msgflow_fmt).
--export([endpoint/1, int/1, rate/1, short_rate/1, cell/3, rcell/2, endpoint_cell/4, ellipsis/0,
+-export([xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, rcell/2, endpoint_cell/4, ellipsis/0,
          mfa/3]).
 
 %% @doc `M:F/A' as a binary (A may be the argument list).
@@ -125,3 +125,11 @@ rcell(Text, Width) ->
 short_rate(R) when R < 99.95 -> rate(R);
 short_rate(R) when R < 999999.5 -> int(round(R));
 short_rate(R) -> float_to_list(R / 1.0e6, [{decimals, 1}]) ++ "M".
+
+%% @doc Text escaped for XML and HTML (& < > "), as a UTF-8 binary.
+-spec xml(unicode:chardata()) -> binary().
+xml(T) ->
+    B = unicode:characters_to_binary(T),
+    lists:foldl(fun({F, R}, Acc) -> binary:replace(Acc, F, R, [global]) end, B,
+                [{<<"&">>, <<"&amp;">>}, {<<"<">>, <<"&lt;">>}, {<<">">>, <<"&gt;">>},
+                 {<<"\"">>, <<"&quot;">>}]).

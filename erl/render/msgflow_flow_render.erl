@@ -164,8 +164,8 @@ svg(Flow = #{events := Evs0}) ->
                         "<text x=\"~b\" y=\"31\" text-anchor=\"middle\" fill=\"#666\">~ts</text>\n"
                         "<line x1=\"~b\" y1=\"35\" x2=\"~b\" y2=\"~b\" stroke=\"#999\" "
                         "stroke-dasharray=\"4,3\"/>\n",
-                        [Cx - 70, 140, Cx, xml(shorten(Name, 22)), Cx,
-                         xml(case P of others -> <<>>; _ -> msgflow_fmt:endpoint(P) end),
+                        [Cx - 70, 140, Cx, msgflow_fmt:xml(shorten(Name, 22)), Cx,
+                         msgflow_fmt:xml(case P of others -> <<>>; _ -> msgflow_fmt:endpoint(P) end),
                          Cx, Cx, H])
       end || {I, P} <- lists:zip(lists:seq(0, length(Lanes) - 1), Lanes)],
      [begin
@@ -210,10 +210,10 @@ html(Summaries, Last) ->
      [io_lib:format("<tr><td>~ts</td><td class=\"n\">~s</td><td class=\"n\">~s</td>"
                     "<td class=\"n\">~s</td><td class=\"n\">~.1f</td><td class=\"n\">~b~s</td>"
                     "<td>~ts</td></tr>\n",
-                    [xml(msgflow_fmt:mfa(M, F, A)), msgflow_fmt:int(Rq), msgflow_fmt:int(Calls),
+                    [msgflow_fmt:xml(msgflow_fmt:mfa(M, F, A)), msgflow_fmt:int(Rq), msgflow_fmt:int(Calls),
                      msgflow_fmt:int(Msgs), float(Per), D, case X of true -> ""; false -> "+" end,
                      case Pairs of
-                         [{S, R, N} | _] -> xml([S, " → ", R, " (", msgflow_fmt:int(N), ")"]);
+                         [{S, R, N} | _] -> msgflow_fmt:xml([S, " → ", R, " (", msgflow_fmt:int(N), ")"]);
                          [] -> ""
                      end])
       || #{entry := {M, F, A}, requests := Rq, calls := Calls, messages := Msgs,
@@ -225,7 +225,7 @@ html(Summaries, Last) ->
              io_lib:format("<tr><td>follow ~ts</td><td class=\"n\">1</td><td></td>"
                            "<td class=\"n\">~s</td><td class=\"n\">~s</td><td class=\"n\">~b</td>"
                            "<td>~b processes</td></tr>\n",
-                           [xml(io_lib:format("~0tp", [L])), msgflow_fmt:int(Msgs),
+                           [msgflow_fmt:xml(io_lib:format("~0tp", [L])), msgflow_fmt:int(Msgs),
                             msgflow_fmt:int(Msgs), D, length(Ps)])
      end,
      "</table>\n",
@@ -234,9 +234,3 @@ html(Summaries, Last) ->
          _ -> ["<h3>Last followed request</h3>\n<div class=\"graph\">", svg(Last), "</div>\n"]
      end,
      "</section>\n"]).
-
-xml(T) ->
-    lists:foldl(fun({A, B}, Acc) -> binary:replace(Acc, A, B, [global]) end,
-                unicode:characters_to_binary(T),
-                [{<<"&">>, <<"&amp;">>}, {<<"<">>, <<"&lt;">>}, {<<">">>, <<"&gt;">>},
-                 {<<"\"">>, <<"&quot;">>}]).

@@ -258,11 +258,11 @@ heatmap(View = #{by := By, rows := AllRows, heatmap := #{rows := Rows, cols := C
                    "viewBox=\"0 0 ~b ~b\" font-family=\"Helvetica,Arial,sans-serif\" "
                    "font-size=\"10\" class=\"msgflow-heatmap\">\n", [W, H, W, H]),
      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
-     "<text x=\"4\" y=\"14\" font-size=\"12\">", xml(Title), "</text>\n",
+     "<text x=\"4\" y=\"14\" font-size=\"12\">", msgflow_fmt:xml(Title), "</text>\n",
      [io_lib:format("<text x=\"~b\" y=\"~b\" text-anchor=\"end\" class=\"row-label\">~s</text>\n",
-                    [Left - 4, Topm + I * ?CELL + 12, xml(Lab(S))]) || {I, S} <- Ix],
+                    [Left - 4, Topm + I * ?CELL + 12, msgflow_fmt:xml(Lab(S))]) || {I, S} <- Ix],
      [io_lib:format("<text transform=\"translate(~b,~b) rotate(-60)\" class=\"col-label\">~s"
-                    "</text>\n", [Left + J * ?CELL + 11, Topm - 4, xml(Lab(R))])
+                    "</text>\n", [Left + J * ?CELL + 11, Topm - 4, msgflow_fmt:xml(Lab(R))])
       || {J, R} <- Jx],
      [case maps:get({S, R}, Cells, undefined) of
           undefined -> [];
@@ -271,7 +271,7 @@ heatmap(View = #{by := By, rows := AllRows, heatmap := #{rows := Rows, cols := C
                             "fill=\"~s\" data-count=\"~b\"><title>~s -> ~s: ~s messages</title>"
                             "</rect>\n",
                             [Left + J * ?CELL, Topm + I * ?CELL, ?CELL - 1, ?CELL - 1,
-                             colour(C, Max), C, xml(Name(S)), xml(Name(R)),
+                             colour(C, Max), C, msgflow_fmt:xml(Name(S)), msgflow_fmt:xml(Name(R)),
                              msgflow_fmt:int(C)])
       end || {I, S} <- Ix, {J, R} <- Jx],
      legend(Left + ?CELL * max(1, length(Cols)) + 20, Topm, Max),
@@ -299,11 +299,6 @@ legend(X, Y, Max) ->
      io_lib:format("<text x=\"~b\" y=\"~b\">0</text>", [X + 18, Y + Steps * 12 + 10]),
      "</g>\n"].
 
-xml(T) ->
-    B = unicode:characters_to_binary(T),
-    lists:foldl(fun({F, R}, Acc) -> binary:replace(Acc, F, R, [global]) end, B,
-                [{<<"&">>, <<"&amp;">>}, {<<"<">>, <<"&lt;">>}, {<<">">>, <<"&gt;">>},
-                 {<<"\"">>, <<"&quot;">>}]).
 
 %%% html
 
@@ -316,7 +311,7 @@ html(Views = #{rows := View = #{by := By}, top := TopView}, Opts) ->
 html(_Views, View, By, TopView = #{rows := Top}, Graph, Opts) ->
     Hot = maps:get(hotspots, Opts, []),
     {Summaries, LastFlow} = maps:get(flows, Opts, {[], undefined}),
-    Node = xml(atom_to_list(maps:get(node, View))),
+    Node = msgflow_fmt:xml(atom_to_list(maps:get(node, View))),
     ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n",
      "<title>msgflow report: ", Node, "</title>\n",
      "<style>body{font-family:Helvetica,Arial,sans-serif;margin:1.5em;color:#222}"
@@ -342,7 +337,7 @@ html(_Views, View, By, TopView = #{rows := Top}, Graph, Opts) ->
      [io_lib:format("<tr><td class=\"n\">~b</td><td>~s</td><td>~s</td><td class=\"n\">~s</td>"
                     "<td class=\"n\">~s</td><td class=\"n\">~s</td><td class=\"n\">~s</td>"
                     "</tr>\n",
-                    [I, xml(element(2, texts(TopView, S))), xml(element(2, texts(TopView, R))),
+                    [I, msgflow_fmt:xml(element(2, texts(TopView, S))), msgflow_fmt:xml(element(2, texts(TopView, R))),
                      msgflow_fmt:int(C), msgflow_fmt:rate(Rate), msgflow_fmt:rate(Mean),
                      msgflow_fmt:rate(Peak)])
       || {I, #{sender := S, receiver := R, count := C, rate := Rate, mean_rate := Mean,
@@ -353,7 +348,7 @@ html(_Views, View, By, TopView = #{rows := Top}, Graph, Opts) ->
      "<section id=\"hotspots\"><h2>Hotspots</h2>\n",
      case Hot of
          [] -> "<p>No findings.</p>\n";
-         _ -> ["<ul>\n", [["<li><b>", atom_to_list(K), "</b> ", xml(E), "</li>\n"]
+         _ -> ["<ul>\n", [["<li><b>", atom_to_list(K), "</b> ", msgflow_fmt:xml(E), "</li>\n"]
                           || #{kind := K, explanation := E} <- Hot], "</ul>\n"]
      end,
      "</section>\n",
@@ -393,7 +388,7 @@ chart(View = #{rows := Rows0, windows := Ws, scale := Scale}) ->
                                                        || {I, V} <- lists:zip(lists:seq(1, NW), Rs)])]),
                io_lib:format("<text x=\"~b\" y=\"~b\" fill=\"~s\">~s</text>\n",
                              [L, Ht + 18 * J - 4, Colour,
-                              xml([element(2, texts(View, S)), " -> ", element(2, texts(View, R))])])]
+                              msgflow_fmt:xml([element(2, texts(View, S)), " -> ", element(2, texts(View, R))])])]
               || {{J, Colour}, Rs, #{sender := S, receiver := R}}
                      <- lists:zip3(lists:zip(lists:seq(1, length(Rows)),
                                              lists:sublist(?CHART_COLOURS, length(Rows))),
@@ -435,7 +430,7 @@ run_dot(Dot, Tmp) ->
         timeout ->
             io_lib:format("<p>dot took longer than ~b ms: no graph.</p>\n", [?DOT_TIMEOUT]);
         {Status, Msg} ->
-            ["<p>dot failed (", integer_to_list(Status), "): ", xml(Msg), "</p>\n"]
+            ["<p>dot failed (", integer_to_list(Status), "): ", msgflow_fmt:xml(Msg), "</p>\n"]
     end.
 
 collect(Port, Acc, Until) ->

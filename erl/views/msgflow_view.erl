@@ -92,7 +92,7 @@ run(#{pairs := T}, Fun) ->
     {Pid, Ref} = spawn_opt(fun() ->
                                    %% msgflow's own: its reads are not
                                    %% traffic of the node's
-                                   _ = erlang:trace(self(), false, [send, procs]),
+                                   ok = msgflow_flags:untrace_self(),
                                    exit({done, try {ok, Fun()} catch C:R:St -> {C, R, St} end})
                            end, [monitor, {min_heap_size, Words}]),
     receive
