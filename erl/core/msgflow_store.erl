@@ -38,7 +38,8 @@
 %% views still reading them, in ms
 -define(RETIRE_MS, 60000).
 
--opaque state() :: #store{}.
+%% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
+-type state() :: #store{}.
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the
