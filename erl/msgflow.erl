@@ -14,8 +14,9 @@
 %%% 3> msgflow:stop().
 %%% '''
 %%%
-%%% Longer than ~400 lines for its docs: every public function is a few
-%%% lines that hand over to a layer, and its edoc is the API reference.
+%%% A little over ~400 lines for its docs: every public function checks
+%%% its arguments and hands over (msgflow_scope, a layer below), and its
+%%% edoc is the API reference.
 -module(msgflow).
 
 -export([start/0, start/1, stop/0, reset/0, wait/1, help/0,
@@ -83,38 +84,8 @@ start(Opts) ->
     case msgflow_opts:validate(Opts) of
         {ok, Valid = #{nodes := Nodes}} ->
             case application:ensure_all_started(msgflow) of
-                {ok, _} -> start_nodes(Valid, Nodes);
+                {ok, _} -> msgflow_scope:start_nodes(Valid, Nodes);
                 {error, _} = E -> E
-            end;
-        {error, _} = E ->
-            E
-    end.
-
-%% This node first; then, for a cluster, the others (see msgflow_cluster).
-start_nodes(Opts, local) ->
-    case msgflow_collector:start(Opts) of
-        ok -> msgflow_cluster:forget();
-        {error, _} = E -> E
-    end;
-start_nodes(Opts, Nodes) ->
-    Running = case msgflow_collector:store(false) of
-                  #{running := R} -> R;
-                  undefined -> false
-              end,
-    %% the coordinator before this node's tracing: it is msgflow's own
-    case Running orelse msgflow_cluster:prepare(Opts, Nodes) of
-        true ->
-            {error, already_started};
-        ok ->
-            case msgflow_collector:start(Opts#{nodes => local}) of
-                ok ->
-                    case msgflow_cluster:start_members() of
-                        ok -> ok;
-                        {error, _} = E -> _ = msgflow_collector:stop(), E
-                    end;
-                {error, _} = E ->
-                    msgflow_cluster:forget(),
-                    E
             end;
         {error, _} = E ->
             E
@@ -156,17 +127,7 @@ wait(Timeout) ->
 %% reported.
 -spec pairs() -> [pair_count()] | {error, not_started}.
 pairs() ->
-    case {msgflow_cluster:members(), msgflow_collector:store(false)} of
-        {[], undefined} ->
-            {error, not_started};
-        {[], _} ->
-            msgflow_cluster_node:local_pairs();
-        {Nodes, _} ->
-            Parts = msgflow_cluster:call_all([node() | Nodes], local_pairs, []),
-            Got = lists:append([Ps || {_, {ok, Ps}} <- Parts]),
-            Old = msgflow_cluster:last_pairs([N || {N, {error, _}} <- Parts]),
-            lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end, Got ++ Old)
-    end.
+    msgflow_scope:pairs().
 
 %% @doc Prints the 10 busiest pairs.
 -spec top() -> ok.
@@ -200,60 +161,13 @@ top(N, Opts0) ->
             E;
         {ok, {ok, #{by := By, refresh := Refresh, for := For, node := Node}}} ->
             {ok, Given} = msgflow_opts:to_map(Opts0),
-            case check_node(Node) of
+            case msgflow_scope:check_node(Node) of
                 ok when is_map_key(refresh, Given); is_map_key(for, Given) ->
-                    live(N, By, Node, Refresh, erlang:monotonic_time(millisecond) + For);
+                    msgflow_scope:live_top(N, By, Node, Refresh, erlang:monotonic_time(millisecond) + For);
                 ok ->
-                    print_top(N, By, Node, "");
+                    msgflow_scope:print_top(N, By, Node, "");
                 {error, _} = E ->
                     E
-            end
-    end.
-
-%% `ok' for `all', this node, or a node of the cluster msgflow counts on.
-check_node(Node) ->
-    Known = [node() | msgflow_cluster:members()],
-    case Node =:= all orelse lists:member(Node, Known) of
-        true -> ok;
-        false -> {error, {badopt, {node, Node}, [all | Known]}}
-    end.
-
-print_top(N, By, Node, Prefix) ->
-    case with_view(#{by => By, limit => N}, Node, fun msgflow_text:top/1) of
-        undefined -> {error, not_started};
-        Text -> io:put_chars([Prefix, Text])
-    end.
-
-%% Render(View) for the view Spec asks: of this node, or, while msgflow
-%% counts across a cluster, of every node (or the one Only names; see
-%% msgflow_cluster:view/2).  `undefined' when msgflow never ran.
-with_view(Spec, Only, Render) ->
-    case Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []) of
-        true ->
-            case msgflow_collector:store(true) of
-                undefined -> undefined;
-                Store -> msgflow_view:run(Store, fun() -> Render(msgflow_view:build(Store, Spec))
-                                                 end)
-            end;
-        false ->
-            case msgflow_cluster:view(Spec, Only) of
-                undefined -> undefined;
-                View -> Render(View)
-            end
-    end.
-
-live(N, By, Node, Refresh, Until) ->
-    case print_top(N, By, Node, "\e[H\e[2J") of
-        {error, _} = E ->
-            E;
-        ok ->
-            Left = Until - erlang:monotonic_time(millisecond),
-            case Left > 0 andalso whereis(msgflow_collector) =/= undefined of
-                true ->
-                    receive after min(Refresh, Left) -> ok end,
-                    live(N, By, Node, Refresh, Until);
-                false ->
-                    ok
             end
     end.
 
@@ -281,7 +195,7 @@ matrix(By) ->
         {error, _} = E ->
             E;
         ok ->
-            case with_view(#{by => By}, all, fun msgflow_report:matrix/1) of
+            case msgflow_scope:with_view(#{by => By}, all, fun msgflow_report:matrix/1) of
                 undefined -> {error, not_started};
                 M -> M
             end
@@ -348,67 +262,15 @@ export(Path, Format) ->
 %% when the file cannot be written; nothing partial is left behind.
 -spec export(file:filename_all(), atom(), map() | [{atom(), term()}]) -> ok | {error, term()}.
 export(Path, Format, Opts0) ->
-    case {check_format(Path, Format), msgflow_opts:check(export, Opts0)} of
+    case {msgflow_scope:check_format(Path, Format), msgflow_opts:check(export, Opts0)} of
         {{error, _} = E, _} -> E;
         {ok, {error, _} = E} -> E;
         {ok, {ok, Opts = #{node := Only}}} ->
-            case check_node(Only) of
-                ok when Format =:= mermaid -> export_flow(Path);
-                ok -> export_view(Path, Format, Opts);
+            case msgflow_scope:check_node(Only) of
+                ok when Format =:= mermaid -> msgflow_scope:export_flow(Path);
+                ok -> msgflow_scope:export_view(Path, Format, Opts);
                 {error, _} = E -> E
             end
-    end.
-
-%% A format msgflow writes; a path where the format goes (the arguments
-%% swapped) is named as such.
-check_format(Path, Format) ->
-    Formats = [mermaid | msgflow_report:formats()],
-    case lists:member(Format, Formats) of
-        true -> ok;
-        false when is_atom(Path), (is_binary(Format) orelse (is_list(Format) andalso Format =/= [])) ->
-            {error, {badarg, {format, Format},
-                     [iolist_to_binary(io_lib:format("export(~0p, ~0p): the path comes first",
-                                                     [Format, Path]))]}};
-        false -> msgflow_opts:arg(format, Format, {one_of, Formats})
-    end.
-
-export_flow(Path) ->
-    case msgflow_flow:last() of
-        undefined -> {error, no_flow};
-        Flow -> msgflow_file:write(Path, msgflow_flow_render:mermaid(Flow))
-    end.
-
-export_view(Path, Format, Opts = #{node := Only}) ->
-    case Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []) of
-        true ->
-            case msgflow_collector:store(true) of
-                undefined ->
-                    {error, not_started};
-                Store ->
-                    Build = fun(Spec) -> msgflow_view:build(Store, Spec) end,
-                    msgflow_view:run(Store, fun() -> export(Build, Path, Format, Opts) end)
-            end;
-        false ->
-            case msgflow_cluster:view(#{by => process, limit => 1}, Only) of
-                undefined -> {error, not_started};
-                _ -> export(fun(Spec) -> msgflow_cluster:view(Spec, Only) end,
-                            Path, Format, Opts)
-            end
-    end.
-
-%% Build(Spec) gives a view: of this node's store, in the worker
-%% msgflow_view:run/2 gives it, or of the cluster.
-export(Build, Path, Format, Opts) ->
-    Views = maps:map(fun(_, Spec) -> Build(Spec) end,
-                     msgflow_report:views(Format, maps:without([node], Opts))),
-    Opts1 = case Views of
-                #{hotspots := Hot} -> Opts#{hotspots => msgflow_hotspots:find(Hot, #{}),
-                                            flows => {msgflow_flow:flows(), msgflow_flow:last()}};
-                _ -> Opts
-            end,
-    case msgflow_report:render(Format, Views, Opts1) of
-        {error, _} = E -> E;
-        Data -> msgflow_file:write(Path, Data)
     end.
 
 %% @doc The ETF dump of the counts so far (what `export(Path, etf)'
@@ -417,7 +279,7 @@ export(Build, Path, Format, Opts) ->
 %% `{error, not_started}' when msgflow never ran.
 -spec dump() -> binary() | {error, not_started}.
 dump() ->
-    case with_view(#{by => process}, all,
+    case msgflow_scope:with_view(#{by => process}, all,
                    fun(V) -> term_to_binary(msgflow_report:dump(V)) end) of
         undefined -> {error, not_started};
         Bin -> Bin
@@ -449,31 +311,7 @@ hotspots() ->
 %% `{error, not_started}' when msgflow never ran.
 -spec hotspots(map() | [{atom(), term()}]) -> [msgflow_hotspots:finding()] | {error, term()}.
 hotspots(Opts0) ->
-    %% options are checked before a view is built
-    case msgflow_opts:check(hotspots, Opts0) of
-        {error, _} = E ->
-            E;
-        {ok, Opts1 = #{node := Only}} ->
-            Opts = maps:without([node], Opts1),
-            case check_node(Only) of
-                {error, _} = E ->
-                    E;
-                ok ->
-                    Nodes = [N || N <- [node() | msgflow_cluster:members()],
-                                  Only =:= all orelse N =:= Only],
-                    case Nodes of
-                        [Here] when Here =:= node() ->
-                            msgflow_cluster_node:local_hotspots(Opts);
-                        _ ->
-                            %% each node finds its own: the rules read its windows
-                            Parts = msgflow_cluster:call_all(Nodes, local_hotspots, [Opts]),
-                            case [Fs || {_, {ok, Fs}} <- Parts, is_list(Fs)] of
-                                [] -> {error, not_started};
-                                Found -> lists:append(Found)
-                            end
-                    end
-            end
-    end.
+    msgflow_scope:hotspots(Opts0).
 
 %% @doc Adds a process or port (or registered name) to the running
 %% session, like `dbg:p(PidOrName, [send])'.  `{error, not_started}',
@@ -499,20 +337,7 @@ untrace(Who) ->
           [#{at := integer(), window_ms := non_neg_integer(), count := non_neg_integer(),
              open => true}] | {error, not_started}.
 history(Sender, Receiver) ->
-    %% a pair is counted on its sender's node
-    Where = case Sender of
-                {exited, _, N} -> N;
-                _ -> msgflow_labels:node_of(Sender)
-            end,
-    case lists:member(Where, msgflow_cluster:members()) of
-        true ->
-            case msgflow_cluster:call_all([Where], local_history, [Sender, Receiver]) of
-                [{_, {ok, H}}] -> H;
-                [{_, {error, Why}}] -> {error, {Where, Why}}
-            end;
-        false ->
-            msgflow_cluster_node:local_history(Sender, Receiver)
-    end.
+    msgflow_scope:history(Sender, Receiver).
 
 %% @doc The nodes msgflow counts on, this one first: `#{node, status =>
 %% up | down | stale | incompatible, pairs, events, last_snapshot_ms,

@@ -458,7 +458,7 @@ export_csv(Config) ->
     %% label two processes share (the test case runs erlang:apply/2 too)
     %% has the pid beside it
     SLabel = <<"erlang:apply/2 ", (Endpoint(S))/binary>>,
-    SelfLabel = case msgflow_labels:label(self()) of
+    SelfLabel = case msgflow_describe:label(self()) of
                     <<"erlang:apply/2">> -> <<"erlang:apply/2 ", (Endpoint(self()))/binary>>;
                     Other -> Other
                 end,
@@ -520,9 +520,9 @@ matrix_groupings(_Config) ->
                      #{by := By, cells := Cells} = msgflow:matrix(By),
                      maps:map(fun(_, #{count := C}) -> C end, Cells)
              end,
-    SelfMod = msgflow_labels:module_of(Self),
+    SelfMod = msgflow_describe:module_of(Self),
     SelfApp = case application:get_application(Self) of {ok, A} -> A; undefined -> undefined end,
-    SelfLabel = msgflow_labels:label(Self),
+    SelfLabel = msgflow_describe:label(Self),
     %% keys may coincide (e.g. the test process in no application): sum
     Expect = fun(KVs) -> lists:foldl(fun({K, N}, M) -> maps:update_with(K, fun(V) -> V + N end,
                                                                         N, M) end,
@@ -685,7 +685,7 @@ labels_after_exit(_Config) ->
     ?assertEqual(4, Count(<<"msgflow_SUITE:short_lived/2">>, <<"erlang:apply/2">>)),
     ?assertEqual(5, Count(<<"msgflow_SUITE:short_lived/3">>, <<"erlang:apply/2">>)),
     %% proc_lib's ack of the start and the reply to which_children
-    ?assertEqual(2, Count(<<"supervisor:msgflow_SUITE/1">>, msgflow_labels:label(Self))),
+    ?assertEqual(2, Count(<<"supervisor:msgflow_SUITE/1">>, msgflow_describe:label(Self))),
     %% their module, from the spawn, for the module grouping
     MCells = maps:get(cells, msgflow:matrix(module)),
     ?assertMatch(#{count := 9}, maps:get({msgflow_SUITE, erlang}, MCells)),
@@ -1849,7 +1849,7 @@ follow_calls_exact(_Config) ->
     [receive {done, C} -> ok end || C <- Callers],
     [Summary] = flows_of(flow_request),
     Caller = <<"msgflow_SUITE:flow_caller/3">>,
-    Test = msgflow_labels:label(Self),
+    Test = msgflow_describe:label(Self),
     ?assertMatch(#{entry := {?MODULE, flow_request, 1}, requests := 20, calls := 20,
                    messages := 140, depth := 5, depth_exact := true, running := true},
                  Summary),

@@ -40,17 +40,17 @@ label_test_() ->
      end,
      fun({Named, Plain, Gen, _}) -> [P ! stop || P <- [Named, Plain, Gen]] end,
      fun({Named, Plain, Gen, Dead}) ->
-             [?_assertEqual(<<"msgflow_fmt_tests_named">>, msgflow_labels:label(Named)),
-              ?_assertEqual(<<"erlang:apply/2">>, msgflow_labels:label(Plain)),
-              ?_assertMatch(<<"msgflow_fmt_tests:", _/binary>>, msgflow_labels:label(Gen)),
-              ?_assertEqual(list_to_binary(pid_to_list(Dead)), msgflow_labels:label(Dead)),
-              ?_assertEqual(<<"some_name">>, msgflow_labels:label(some_name)),
+             [?_assertEqual(<<"msgflow_fmt_tests_named">>, msgflow_describe:label(Named)),
+              ?_assertEqual(<<"erlang:apply/2">>, msgflow_describe:label(Plain)),
+              ?_assertMatch(<<"msgflow_fmt_tests:", _/binary>>, msgflow_describe:label(Gen)),
+              ?_assertEqual(list_to_binary(pid_to_list(Dead)), msgflow_describe:label(Dead)),
+              ?_assertEqual(<<"some_name">>, msgflow_describe:label(some_name)),
               ?_assertMatch(#{label := <<"msgflow_fmt_tests_named">>, name := msgflow_fmt_tests_named,
                               module := erlang, group_leader := GL} when is_pid(GL),
-                            msgflow_labels:describe(Named)),
+                            msgflow_describe:describe(Named)),
               ?_assertMatch(#{name := undefined, module := msgflow_fmt_tests},
-                            msgflow_labels:describe(Gen)),
-              ?_assertEqual(undefined, msgflow_labels:describe(Dead))]
+                            msgflow_describe:describe(Gen)),
+              ?_assertEqual(undefined, msgflow_describe:describe(Dead))]
      end}.
 
 %% mfa/3 writes what ~w:~w/~w writes, quoting included.

@@ -118,7 +118,8 @@ grouped_exports_test() ->
                 endpoints := #{}},
     Dot = iolist_to_binary(msgflow_report:render(dot, #{rows => ByName}, #{})),
     ?assertMatch({_, _}, binary:match(Dot, <<"n1 -> n2 [weight=100">>)),
-    ?assertEqual({error, {unknown_format, pdf}}, msgflow_report:render(pdf, #{rows => V}, #{})).
+    ?assertEqual({error, {badarg, {format, pdf}, [csv, dot, json, etf, svg, html]}},
+                 msgflow_report:render(pdf, #{rows => V}, #{})).
 
 %% A label two processes share is shown with each one's pid.
 repeated_labels_test() ->

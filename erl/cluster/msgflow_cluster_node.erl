@@ -25,7 +25,7 @@ local_pairs() ->
     ok = msgflow_flags:untrace_self(),
     case msgflow_collector:store(true) of
         undefined -> [];
-        Store -> msgflow_view:run(Store, fun() -> msgflow_view:pairs(Store) end)
+        Store -> msgflow_view:run(Store, fun() -> msgflow_view_pairs:pairs(Store) end)
     end.
 
 %% @doc This node's hotspots, each with `node' added.
@@ -50,7 +50,7 @@ local_history(Sender, Receiver) ->
     ok = msgflow_flags:untrace_self(),
     case msgflow_collector:store(true) of
         undefined -> {error, not_started};
-        Store -> msgflow_view:history(Store, Sender, Receiver)
+        Store -> msgflow_view_pairs:history(Store, Sender, Receiver)
     end.
 
 %% @doc What this node says to its coordinator's pull (its collector
@@ -78,5 +78,5 @@ report(Store = #{pairs := T}, Top) ->
 -spec labels([pid()]) -> #{pid() => binary()}.
 labels(Pids) ->
     ok = msgflow_flags:untrace_self(),
-    maps:from_list([{P, msgflow_labels:label(P)} || P <- Pids, node(P) =:= node()]).
+    maps:from_list([{P, msgflow_describe:label(P)} || P <- Pids, node(P) =:= node()]).
 

@@ -9,8 +9,11 @@
 %%% any process.
 -module(msgflow_row).
 -export([new/3, key/1, rekey/2, total/1, last_window/1, peak_milli/1, pattern/1, count_in_open/1, add/5,
-         merge/3, counts_in/3, last_two/2, peak_rate/4]).
+         merge/3, counts_in/3, last_two/2, peak_rate/4, fold_select/4, sum_counts/1]).
 -export_type([row/0, pattern_fields/0]).
+
+-define(CHUNK, 500).         %% rows per ets:select continuation (and per hold
+                             %% of the table's read lock)
 
 -type row() :: {{msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}, pos_integer(),
                 pos_integer(), non_neg_integer(), msgflow_hist:hist(), non_neg_integer()}.
@@ -114,3 +117,20 @@ peak_rate({_, _, W, C, _, Peak}, Open, Durs, Interval) when W < Open ->
     msgflow_rate:milli_to_per_s(max(Peak, msgflow_rate:milli(C, maps:get(W, Durs, Interval))));
 peak_rate({_, _, _, _, _, Peak}, _, _, _) ->
     msgflow_rate:milli_to_per_s(Peak).
+
+%% @doc Fun folded over the rows of table T a match spec selects, read in
+%% chunks of ?CHUNK (so the table's read lock is held that long at most,
+%% and this heap never holds the whole result of a big select unfolded).
+-spec fold_select(ets:tid(), ets:match_spec(), fun((term(), Acc) -> Acc), Acc) -> Acc.
+fold_select(T, Match, Fun, Acc0) ->
+    fold_chunks(ets:select(T, Match, ?CHUNK), Fun, Acc0).
+
+fold_chunks('$end_of_table', _, Acc) -> Acc;
+fold_chunks({Rows, Cont}, Fun, Acc) ->
+    fold_chunks(ets:select(Cont), Fun, lists:foldl(Fun, Acc, Rows)).
+
+%% @doc Per-window counts of several rows (counts_in/3 of each, same
+%% windows) added window by window.
+-spec sum_counts([[non_neg_integer()], ...]) -> [non_neg_integer()].
+sum_counts([L]) -> L;
+sum_counts([L | Ls]) -> lists:zipwith(fun erlang:'+'/2, L, sum_counts(Ls)).

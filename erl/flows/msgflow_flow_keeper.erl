@@ -20,9 +20,6 @@
 %%%     of up to `max_events' sends per snapshot interval (1 s).</li>
 %%% </ul>
 %%% Its messages are written here only: call/1 is the way in.
-%%%
-%%% Longer than ~400 lines: one gen_server whose state is two kinds of
-%%% watches (follows and entries) and the system tracer they share.
 -module(msgflow_flow_keeper).
 -behaviour(gen_server).
 
@@ -31,7 +28,7 @@
 
 %% seq_trace:get_system_tracer/0 and erlang:trace_info/2 return
 %% `{Module, State}' for a tracer module; OTP 25's specs do not say so.
--dialyzer({no_match, [system_tracer/1, release_tracer/1, terminate/2, stop_entry/1]}).
+-dialyzer({no_match, [system_tracer/1, release_tracer/1, terminate/2]}).
 
 -define(KEEPER, ?MODULE).
 -define(TICK_MS, 1000).          %% snapshots while an entry is followed
@@ -39,30 +36,12 @@
 -define(ROTATE_TICKS, 10).       %% a new generation of its tables every 10 ticks,
                                  %% and whenever they are half full
 
--record(entry, {
-    mfa :: mfa(),
-    label :: term(),
-    res :: msgflow_tracer:entry() | none,      %% none: tracking another node's entry
-    trace :: {session, term()} | legacy | none,
-    sample :: pos_integer(),
-    max_events :: non_neg_integer(),
-    timer :: reference() | undefined,
-    pairs = #{} :: #{{binary(), binary()} => pos_integer()},
-    messages = 0 :: non_neg_integer(),
-    known = #{} :: #{{term(), non_neg_integer()} => pos_integer()},
-    depth = 0 :: non_neg_integer(),
-    depth_exact = true :: boolean(),
-    overflow = 0 :: non_neg_integer(),
-    running = true :: boolean(),
-    final :: msgflow_flow_view:summary() | undefined
-}).
-
 -record(st, {
     fs :: msgflow_tracer:session(),
     %% follow/2 labels: their pairs by process and endpoint labels
     follows = #{} :: #{term() => #{pairs := #{{term(), term()} => pos_integer()},
                                    labels := #{term() => binary()}}},
-    entries = [] :: [#entry{}],
+    entries = [] :: [msgflow_flow_entry:entry()],
     %% the monitor of each follow/2 caller: a caller killed mid-flow ends
     %% its watch (and the system tracer, if it was the last)
     callers = #{} :: #{reference() => term()},
@@ -171,28 +150,26 @@ handle_call({finish, Label, Quiet, Parts}, _From, St0) ->
             {reply, {error, {unknown_flow, Label}}, St1}
     end;
 handle_call({follow_calls, MFA, Opts}, _From, St) ->
-    case lists:keymember(MFA, #entry.mfa, [E || E <- St#st.entries, E#entry.running]) of
-        true -> {reply, {error, {already_following, MFA}}, St};
-        false -> start_entry(MFA, Opts, St)
+    case [E || E <- St#st.entries, msgflow_flow_entry:running(E),
+               msgflow_flow_entry:mfa(E) =:= MFA] of
+        [_ | _] -> {reply, {error, {already_following, MFA}}, St};
+        [] -> start_entry(MFA, Opts, St)
     end;
 handle_call({track, MFA, Max}, _From, St) ->
     case system_tracer(St) of
         {error, _} = E ->
             {reply, E, St};
         ok ->
-            Label = entry_label(MFA),
-            ok = msgflow_tracer:flow_watch(St#st.fs, Label, Max),
-            E = #entry{mfa = MFA, label = Label, res = none, trace = none, sample = 1,
-                       max_events = Max},
-            Others = [X || X <- St#st.entries, X#entry.mfa =/= MFA],
-            {reply, ok, schedule(St#st{entries = Others ++ [E]})}
+            E = msgflow_flow_entry:track(MFA, Max),
+            ok = msgflow_tracer:flow_watch(St#st.fs, msgflow_flow_entry:watch_label(E), Max),
+            {reply, ok, schedule(add_entry(E, St))}
     end;
 handle_call(unfollow, _From, St0) ->
     St = take(St0),
-    {reply, ok, release_tracer(St#st{entries = [stop_entry(E) || E <- St#st.entries]})};
+    {reply, ok, release_tracer(St#st{entries = [msgflow_flow_entry:stop(E) || E <- St#st.entries]})};
 handle_call(flows, _From, St0) ->
     St = take(St0),
-    {reply, [summary(E) || E <- St#st.entries], St};
+    {reply, [msgflow_flow_entry:summary(E) || E <- St#st.entries], St};
 handle_call(last, _From, St) ->
     {reply, St#st.last, St};
 handle_call(Other, _From, St) ->
@@ -212,8 +189,8 @@ handle_info(tick, St0 = #st{ticks = T, fs = FS}) ->
     {noreply, schedule(St)};
 handle_info({expire, MFA}, St0) ->
     St = take(St0),
-    Entries = [case E of
-                   #entry{mfa = MFA, running = true} -> stop_entry(E);
+    Entries = [case msgflow_flow_entry:mfa(E) of
+                   MFA -> msgflow_flow_entry:stop(E);
                    _ -> E
                end || E <- St#st.entries],
     {noreply, release_tracer(St#st{entries = Entries})};
@@ -236,7 +213,7 @@ forget_caller(Label, St = #st{callers = Cs}) ->
 %% @private
 -spec terminate(term(), #st{}) -> ok.
 terminate(_Reason, St) ->
-    _ = [stop_entry(E) || E <- St#st.entries],
+    _ = [msgflow_flow_entry:stop(E) || E <- St#st.entries],
     case current_system_tracer() of
         {msgflow_tracer, FS} when FS =:= St#st.fs -> _ = seq_trace:set_system_tracer(false);
         _ -> ok
@@ -302,7 +279,7 @@ relative(Events) ->
 
 %% false again once nothing is followed, if it is still ours.
 release_tracer(St = #st{fs = FS, follows = Fs, entries = Es}) ->
-    case map_size(Fs) =:= 0 andalso not lists:keymember(true, #entry.running, Es) of
+    case map_size(Fs) =:= 0 andalso not lists:any(fun msgflow_flow_entry:running/1, Es) of
         true ->
             case current_system_tracer() of
                 {msgflow_tracer, FS} -> _ = seq_trace:set_system_tracer(false);
@@ -313,85 +290,24 @@ release_tracer(St = #st{fs = FS, follows = Fs, entries = Es}) ->
     end,
     St.
 
-start_entry({M, _, _} = MFA, #{sample := Sample, for := For, max_events := Max}, St) ->
-    _ = code:ensure_loaded(M),
+start_entry(MFA, Opts, St) ->
     case system_tracer(St) of
         {error, _} = E ->
             {reply, E, St};
         ok ->
-            Label = entry_label(MFA),
-            Res = msgflow_tracer:entry_new(Sample),
-            %% serial {0, 0}: a request's first message starts a chain of
-            %% its own, not one after the caller's last followed request
-            MS = [{'_', [], [{set_seq_token, label, Label}, {set_seq_token, serial, {{0, 0}}},
-                             {set_seq_token, send, true}]}],
-            case set_pattern(MFA, MS, Res) of
-                {ok, Trace} ->
-                    ok = msgflow_tracer:flow_watch(St#st.fs, Label, Max),
-                    Timer = erlang:send_after(For, self(), {expire, MFA}),
-                    E = #entry{mfa = MFA, label = Label, res = Res, trace = Trace,
-                               sample = Sample, max_events = Max, timer = Timer},
-                    Others = [X || X <- St#st.entries, X#entry.mfa =/= MFA],
-                    {reply, ok, schedule(St#st{entries = Others ++ [E]})};
-                {error, _} = Err ->
-                    msgflow_tracer:entry_stop(Res),
-                    {reply, Err, release_tracer(St)}
+            case msgflow_flow_entry:start(MFA, Opts, St#st.fs) of
+                {ok, E} -> {reply, ok, schedule(add_entry(E, St))};
+                {error, _} = Err -> {reply, Err, release_tracer(St)}
             end
     end.
 
-%% An entry's label: an atom.  A label a match spec sets must be an
-%% immediate term: ERTS (25-27) stores the label's term in the token as it
-%% is, and a tuple would point into the match spec's memory, not the
-%% process's heap (a node crashed on it).
-entry_label({M, F, A}) ->
-    list_to_atom(lists:flatten(io_lib:format("msgflow_calls ~s:~s/~b", [M, F, A]))).
-
-%% A meta pattern with the entry as tracer state: in a trace session of its
-%% own on OTP 27+, else the node's (refused when another tool has a meta
-%% pattern on the function, which it would replace).
-set_pattern(MFA, MS, Res) ->
-    case msgflow_flags:mode(auto) of
-        {ok, session} ->
-            Trace = trace,
-            S = Trace:session_create(msgflow_calls, {msgflow_tracer, Res}, []),
-            case Trace:function(S, MFA, MS, [meta]) of
-                0 -> _ = Trace:session_destroy(S), {error, {no_such_function, MFA}};
-                _ -> {ok, {session, S}}
-            end;
-        {ok, legacy} ->
-            case meta_tracer(MFA) of
-                {meta, Other} when Other =/= false, Other =/= undefined ->
-                    {error, {meta_traced_by_another_tool, MFA}};
-                _ ->
-                    case erlang:trace_pattern(MFA, MS, [{meta, msgflow_tracer, Res}]) of
-                        0 -> {error, {no_such_function, MFA}};
-                        _ -> {ok, legacy}
-                    end
-            end
-    end.
-
-stop_entry(E = #entry{running = false}) ->
-    E;
-stop_entry(E = #entry{mfa = MFA, res = Res, trace = Trace, timer = Timer}) ->
-    _ = Res =/= none andalso msgflow_tracer:entry_stop(Res) =:= ok,
-    case Trace of
-        none ->
-            ok;
-        {session, S} ->
-            Mod = trace,
-            _ = Mod:session_destroy(S);
-        legacy ->
-            case meta_tracer(MFA) of
-                {meta, {msgflow_tracer, Res}} -> _ = erlang:trace_pattern(MFA, false, [meta]);
-                _ -> ok
-            end
-    end,
-    _ = is_reference(Timer) andalso erlang:cancel_timer(Timer),
-    E1 = E#entry{running = false, timer = undefined},
-    E1#entry{final = summary(E1)}.
+%% E in place of any earlier entry at its function.
+add_entry(E, St) ->
+    MFA = msgflow_flow_entry:mfa(E),
+    St#st{entries = [X || X <- St#st.entries, msgflow_flow_entry:mfa(X) =/= MFA] ++ [E]}.
 
 schedule(St = #st{tick = undefined, entries = Es}) ->
-    case lists:keymember(true, #entry.running, Es) of
+    case lists:any(fun msgflow_flow_entry:running/1, Es) of
         true -> St#st{tick = erlang:send_after(?TICK_MS, self(), tick)};
         false -> St
     end;
@@ -425,8 +341,7 @@ take({Pairs, _Dead, Replies, Over, _OverDead}, St = #st{fs = FS, follows = Fs0, 
                              (_, Acc) -> Acc
                           end, #{}, Deltas),
     Names = #{},
-    {Es, _} = lists:mapfoldl(fun(E, Ns) -> add_entry(E, maps:get(E#entry.label, ByLabel, []),
-                                                     FS, Over, Ns) end,
+    {Es, _} = lists:mapfoldl(fun(E, Ns) -> entry_interval(E, ByLabel, FS, Over, Ns) end,
                              Names, Es0),
     St#st{follows = Fs, entries = Es}.
 
@@ -435,9 +350,6 @@ take({Pairs, _Dead, Replies, Over, _OverDead}, St = #st{fs = FS, follows = Fs0, 
 %% returns; see the -dialyzer attribute).
 current_system_tracer() ->
     seq_trace:get_system_tracer().
-
-meta_tracer(MFA) ->
-    erlang:trace_info(MFA, meta).
 
 rotate(FS) ->
     ok = msgflow_tracer:session_rotate(FS),
@@ -454,37 +366,15 @@ add_follow({{Label, S}, R, N}, Fs) ->
 add_follow(_, Fs) ->
     Fs.
 
-add_entry(E = #entry{running = false}, _Deltas, _FS, _Over, Ns) ->
-    {E, Ns};
-add_entry(E = #entry{label = Label, pairs = P0, messages = M0, known = K0, depth = D0,
-                     max_events = Max, overflow = Over0}, Deltas, FS, Over, Ns0) ->
-    {P, M, Ns} = lists:foldl(fun({S, R, N}, {P1, M1, Ns1}) ->
-                                     Ns2 = msgflow_flow_view:group_name(R, msgflow_flow_view:group_name(S, Ns1)),
-                                     Key = {maps:get(S, Ns2), maps:get(R, Ns2)},
-                                     {maps:update_with(Key, fun(C) -> C + N end, N, P1),
-                                      M1 + N, Ns2}
-                             end, {P0, M0, Ns0}, Deltas),
-    Events = take_events(FS, Label),
-    ok = msgflow_tracer:flow_watch(FS, Label, Max),
-    {Depths, Known} = msgflow_flow_view:depths(Events, K0),
-    D = lists:max([D0 | [D1 || {_, D1} <- Depths]]),
-    %% the chains of this interval's events only link to the last one's;
-    %% a full watch let some events of the interval go unseen
-    {E#entry{pairs = P, messages = M, known = Known, depth = D, overflow = Over0 + Over,
-             depth_exact = E#entry.depth_exact andalso length(Events) < Max}, Ns}.
-
-%% An entry's summary: its final one once stopped.
-summary(#entry{final = Final}) when Final =/= undefined ->
-    Final;
-summary(#entry{mfa = MFA, res = Res, pairs = P, messages = M, depth = D, depth_exact = X,
-               sample = Sample, running = Running, overflow = Over}) ->
-    %% a node that only counts the sends of another node's entry has no calls
-    {Calls, Requests} = case Res of
-                            none -> {0, 0};
-                            _ -> msgflow_tracer:entry_info(Res)
-                        end,
-    #{entry => MFA, requests => Requests, calls => Calls, messages => M,
-      per_request => case Requests of 0 -> 0.0; _ -> M / Requests end,
-      pairs => lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
-                          [{S, R, N} || {{S, R}, N} <- maps:to_list(P)]),
-      depth => D, depth_exact => X, sample => Sample, running => Running, overflow => Over}.
+%% A running entry's interval: its deltas and the events kept for its
+%% label, whose watch starts again.
+entry_interval(E, ByLabel, FS, Over, Ns) ->
+    case msgflow_flow_entry:running(E) of
+        false ->
+            {E, Ns};
+        true ->
+            Label = msgflow_flow_entry:watch_label(E),
+            Events = take_events(FS, Label),
+            ok = msgflow_tracer:flow_watch(FS, Label, msgflow_flow_entry:max_events(E)),
+            msgflow_flow_entry:add(E, maps:get(Label, ByLabel, []), Events, Over, Ns)
+    end.

@@ -3,16 +3,14 @@
 %%% reads; render/3 turns them into iodata.  Pure functions but for
 %%% render(html, ...), which runs Graphviz's `dot' to lay out the graph
 %%% when it is installed.
-%%%
-%%% Longer than ~400 lines: six formats, each a short renderer; the HTML
-%%% report's sections are most of it.
 -module(msgflow_report).
 -export([views/2, matrix/1, render/3, dump/1, formats/0, json_encode/1, json_fallback/1]).
+%% for msgflow_report_html, which embeds them
+-export([heatmap/2, dot/2, texts/2]).
 
 %% 2: endpoints may be groups of exited ones, {exited, Kind, Node};
 %% 3: `nodes', the nodes whose counts are in it, with their status
 -define(DUMP_VERSION, 3).
--define(GRAPH_EDGES, 60).   %% edges of the graph in the HTML report
 
 %% @doc The export formats.
 -spec formats() -> [atom()].
@@ -28,10 +26,7 @@ views(Format, Opts) ->
     case Format of
         etf -> #{rows => #{by => process}};
         dot -> #{rows => #{by => By, limit => maps:get(limit, Opts, 200)}};
-        html -> #{rows => #{by => By, heatmap => maps:get(limit, Opts, 30),
-                            labelled => ?GRAPH_EDGES},
-                  top => #{by => process, limit => 20, windows => 1000000},
-                  hotspots => msgflow_hotspots:spec(#{})};
+        html -> msgflow_report_html:views(By, Opts);
         svg -> #{rows => #{by => By, heatmap => maps:get(limit, Opts, 30), labelled => 0}};
         _ -> #{rows => #{by => By}}
     end.
@@ -58,12 +53,13 @@ render(dot, #{rows := V}, Opts) -> dot(V, Opts);
 render(json, #{rows := V}, _Opts) -> json_encode(json_doc(V));
 render(etf, #{rows := V}, _Opts) -> term_to_binary(dump(V));
 render(svg, #{rows := V}, Opts) -> heatmap(V, Opts);
-render(html, Views, Opts) -> html(Views, Opts);
-render(Format, _Views, _Opts) -> {error, {unknown_format, Format}}.
+render(html, Views, Opts) -> msgflow_report_html:html(Views, Opts);
+render(Format, _Views, _Opts) -> msgflow_opts:arg(format, Format, {one_of, formats()}).
 
-%% {Text, Display} of a row's key: for processes the endpoint as the VM
+%% @doc {Text, Display} of a row's key: for processes the endpoint as the VM
 %% gave it and its label (with the text beside a repeated label); for a
 %% group key its text, twice.
+-spec texts(msgflow_view:view(), msgflow_view:key()) -> {binary(), binary()}.
 texts(#{endpoints := Ends}, K) ->
     case Ends of
         #{K := #{text := T, display := D}} -> {T, D};
@@ -96,6 +92,8 @@ float_text(F) -> float_to_binary(float(F), [{decimals, 1}]).
 
 %%% dot
 
+%% @doc The Graphviz digraph of a view's rows (Opts: `limit').
+-spec dot(msgflow_view:view(), map()) -> iodata().
 dot(View = #{rows := Rows0, by := By}, Opts) ->
     Rows = lists:sublist(Rows0, maps:get(limit, Opts, 200)),
     Max = lists:max([1 | [C || #{count := C} <- Rows]]),
@@ -238,6 +236,8 @@ dump(View = #{rows := Rows, endpoints := Ends}) ->
 
 -define(CELL, 16).
 
+%% @doc The SVG heatmap of a view built with `heatmap'.
+-spec heatmap(msgflow_view:view(), map()) -> iodata().
 heatmap(View = #{by := By, rows := AllRows, heatmap := #{rows := Rows, cols := Cols}}, _Opts) ->
     RowSet = maps:from_list([{K, []} || K <- Rows]),
     ColSet = maps:from_list([{K, []} || K <- Cols]),
@@ -298,155 +298,3 @@ legend(X, Y, Max) ->
      io_lib:format("<text x=\"~b\" y=\"~b\">~s</text>", [X + 18, Y + 10, msgflow_fmt:int(Max)]),
      io_lib:format("<text x=\"~b\" y=\"~b\">0</text>", [X + 18, Y + Steps * 12 + 10]),
      "</g>\n"].
-
-
-%%% html
-
-html(Views = #{rows := View = #{by := By}, top := TopView}, Opts) ->
-    case graph_svg(View, Opts) of
-        {error, _} = E -> E;
-        Graph -> html(Views, View, By, TopView, Graph, Opts)
-    end.
-
-html(_Views, View, By, TopView = #{rows := Top}, Graph, Opts) ->
-    Hot = maps:get(hotspots, Opts, []),
-    {Summaries, LastFlow} = maps:get(flows, Opts, {[], undefined}),
-    Node = msgflow_fmt:xml(atom_to_list(maps:get(node, View))),
-    ["<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n",
-     "<title>msgflow report: ", Node, "</title>\n",
-     "<style>body{font-family:Helvetica,Arial,sans-serif;margin:1.5em;color:#222}"
-     "table{border-collapse:collapse}td,th{padding:2px 8px;border-bottom:1px solid #ddd}"
-     "td.n{text-align:right;font-variant-numeric:tabular-nums}"
-     "section{margin-bottom:2em}.graph svg{max-width:100%;height:auto}</style>\n",
-     "</head><body>\n<h1>msgflow report</h1>\n",
-     io_lib:format("<p>Node <b>~s</b>: ~s messages between ~s pairs, ~s dead letters; "
-                   "rates over the last ~s ms window~s.</p>\n",
-                   [Node, msgflow_fmt:int(maps:get(events, View)),
-                    msgflow_fmt:int(maps:get(pairs, View)),
-                    msgflow_fmt:int(maps:get(dead_letters, View)),
-                    msgflow_fmt:int(maps:get(window_ms, View)),
-                    case maps:get(estimated, View) of
-                        true -> " (sampled: rates are estimates)";
-                        false -> ""
-                    end]),
-     "<section id=\"heatmap\"><h2>Communication matrix by ", atom_to_list(By), "</h2>\n",
-     heatmap(View, Opts), "</section>\n",
-     "<section id=\"top\"><h2>Top pairs</h2>\n<table><tr><th>#</th><th>sender</th>"
-     "<th>receiver</th><th>messages</th><th>msg/s</th><th>mean msg/s</th>"
-     "<th>peak msg/s</th></tr>\n",
-     [io_lib:format("<tr><td class=\"n\">~b</td><td>~s</td><td>~s</td><td class=\"n\">~s</td>"
-                    "<td class=\"n\">~s</td><td class=\"n\">~s</td><td class=\"n\">~s</td>"
-                    "</tr>\n",
-                    [I, msgflow_fmt:xml(element(2, texts(TopView, S))), msgflow_fmt:xml(element(2, texts(TopView, R))),
-                     msgflow_fmt:int(C), msgflow_fmt:rate(Rate), msgflow_fmt:rate(Mean),
-                     msgflow_fmt:rate(Peak)])
-      || {I, #{sender := S, receiver := R, count := C, rate := Rate, mean_rate := Mean,
-               peak_rate := Peak}} <- lists:zip(lists:seq(1, length(Top)), Top)],
-     "</table></section>\n",
-     "<section id=\"rates\"><h2>Messages/s of the busiest pairs</h2>\n",
-     chart(TopView), "</section>\n",
-     "<section id=\"hotspots\"><h2>Hotspots</h2>\n",
-     case Hot of
-         [] -> "<p>No findings.</p>\n";
-         _ -> ["<ul>\n", [["<li><b>", atom_to_list(K), "</b> ", msgflow_fmt:xml(E), "</li>\n"]
-                          || #{kind := K, explanation := E} <- Hot], "</ul>\n"]
-     end,
-     "</section>\n",
-     msgflow_flow_render:html(Summaries, LastFlow),
-     "<section id=\"graph\" class=\"graph\"><h2>Graph</h2>\n",
-     Graph, "</section>\n</body></html>\n"].
-
--define(CHART_PAIRS, 5).
--define(CHART_COLOURS, ["#b03a2e", "#1f618d", "#239b56", "#b7950b", "#6c3483"]).
-
-%% A line chart (inline SVG) of messages/s per kept window for the
-%% busiest pairs of a view built with per-window counts.
-chart(View = #{rows := Rows0, windows := Ws, scale := Scale}) ->
-    Rows = lists:sublist([R || R = #{windows := _} <- Rows0], ?CHART_PAIRS),
-    case {Rows, length(Ws)} of
-        {[], _} -> "<p>No closed window yet.</p>\n";
-        {_, 0} -> "<p>No closed window yet.</p>\n";
-        {_, NW} ->
-            Rates = [[msgflow_rate:per_s(C, D, Scale) || {C, #{window_ms := D}} <- lists:zip(Cs, Ws)]
-                     || #{windows := Cs} <- Rows],
-            Max = lists:max([1.0 | lists:append(Rates)]),
-            {Wd, Ht, L, T} = {640, 200, 60, 10},
-            X = fun(I) -> L + case NW of 1 -> 0; _ -> (I - 1) * (Wd - L - 10) / (NW - 1) end end,
-            Y = fun(V) -> T + (Ht - T - 30) * (1 - V / Max) end,
-            [io_lib:format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"~b\" "
-                           "height=\"~b\" class=\"msgflow-rates\" font-size=\"10\" "
-                           "font-family=\"Helvetica,Arial,sans-serif\">\n", [Wd, Ht + 18 * length(Rows)]),
-             io_lib:format("<line x1=\"~b\" y1=\"~b\" x2=\"~b\" y2=\"~b\" stroke=\"#888\"/>"
-                           "<text x=\"~b\" y=\"~b\" text-anchor=\"end\">~s</text>"
-                           "<text x=\"~b\" y=\"~b\" text-anchor=\"end\">0</text>"
-                           "<text x=\"~b\" y=\"~b\">~b windows, oldest left</text>\n",
-                           [L, Ht - 30, Wd - 10, Ht - 30, L - 4, T + 8, msgflow_fmt:rate(Max),
-                            L - 4, Ht - 30, L, Ht - 14, NW]),
-             [[io_lib:format("<polyline class=\"series\" fill=\"none\" stroke=\"~s\" "
-                             "stroke-width=\"1.5\" points=\"~s\"/>\n",
-                             [Colour, lists:join(" ", [io_lib:format("~.1f,~.1f", [float(X(I)), float(Y(V))])
-                                                       || {I, V} <- lists:zip(lists:seq(1, NW), Rs)])]),
-               io_lib:format("<text x=\"~b\" y=\"~b\" fill=\"~s\">~s</text>\n",
-                             [L, Ht + 18 * J - 4, Colour,
-                              msgflow_fmt:xml([element(2, texts(View, S)), " -> ", element(2, texts(View, R))])])]
-              || {{J, Colour}, Rs, #{sender := S, receiver := R}}
-                     <- lists:zip3(lists:zip(lists:seq(1, length(Rows)),
-                                             lists:sublist(?CHART_COLOURS, length(Rows))),
-                                   Rates, Rows)],
-             "</svg>\n"]
-    end.
-
--define(DOT_TIMEOUT, 30000).
-
-%% The graph laid out by Graphviz, inline, of the busiest ?GRAPH_EDGES
-%% rows; a note when dot is missing, fails or takes longer than
-%% ?DOT_TIMEOUT ms; `{error, {Reason, TmpFile}}' when its input cannot be
-%% written.
-graph_svg(View = #{rows := Rows}, _Opts) ->
-    case os:find_executable("dot") of
-        false ->
-            "<p>Graphviz (dot) is not installed: no graph.</p>\n";
-        Dot ->
-            Tmp = filename:join(tmp_dir(), "msgflow-" ++ integer_to_list(erlang:unique_integer(
-                                                                          [positive])) ++ ".dot"),
-            Limited = View#{rows := lists:sublist(Rows, ?GRAPH_EDGES)},
-            case file:write_file(Tmp, dot(Limited, #{limit => length(Rows)})) of
-                ok -> run_dot(Dot, Tmp);
-                {error, R} -> {error, {R, Tmp}}
-            end
-    end.
-
-run_dot(Dot, Tmp) ->
-    Port = open_port({spawn_executable, Dot},
-                     [{args, ["-Tsvg", Tmp]}, binary, exit_status, use_stdio, stderr_to_stdout]),
-    Out = collect(Port, [], erlang:monotonic_time(millisecond) + ?DOT_TIMEOUT),
-    _ = file:delete(Tmp),
-    case Out of
-        {0, Svg} ->
-            case binary:match(Svg, <<"<svg">>) of
-                {Pos, _} -> binary:part(Svg, Pos, byte_size(Svg) - Pos);
-                nomatch -> "<p>dot gave no SVG.</p>\n"
-            end;
-        timeout ->
-            io_lib:format("<p>dot took longer than ~b ms: no graph.</p>\n", [?DOT_TIMEOUT]);
-        {Status, Msg} ->
-            ["<p>dot failed (", integer_to_list(Status), "): ", msgflow_fmt:xml(Msg), "</p>\n"]
-    end.
-
-collect(Port, Acc, Until) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc], Until);
-        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
-    after max(0, Until - erlang:monotonic_time(millisecond)) ->
-        {os_pid, OsPid} = erlang:port_info(Port, os_pid),
-        _ = os:cmd("kill -9 " ++ integer_to_list(OsPid)),
-        catch port_close(Port),
-        timeout
-    end.
-
-tmp_dir() ->
-    case os:getenv("TMPDIR") of
-        false -> "/tmp";
-        "" -> "/tmp";
-        D -> D
-    end.

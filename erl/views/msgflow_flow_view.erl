@@ -113,7 +113,7 @@ merge_summary(S = #{pairs := P0, messages := M0, depth := D0, depth_exact := X0,
 %% is most likely alive).
 -spec name(term(), #{term() => term()}) -> #{term() => term()}.
 name(E, Ls) when is_map_key(E, Ls) -> Ls;
-name(E, Ls) -> Ls#{E => msgflow_labels:label(E)}.
+name(E, Ls) -> Ls#{E => msgflow_describe:label(E)}.
 
 %% @doc The same for an entry's summary, where a local process that exited is
 %% `(exited)': a pid would make one label per request.
@@ -121,7 +121,7 @@ name(E, Ls) -> Ls#{E => msgflow_labels:label(E)}.
 group_name(E, Ls) when is_map_key(E, Ls) -> Ls;
 group_name(E, Ls) when is_pid(E), node(E) =:= node() ->
     Ls#{E => case is_process_alive(E) of
-                 true -> msgflow_labels:label(E);
+                 true -> msgflow_describe:label(E);
                  false -> <<"(exited)">>
              end};
 group_name(E, Ls) when is_pid(E) ->
@@ -136,7 +136,7 @@ group_name(E, Ls) -> name(E, Ls).
 name_summary(S = #{pairs := P}) ->
     Name = fun(K) when is_pid(K), node(K) =:= node() ->
                    maps:get(K, group_name(K, #{}));
-              (K) when is_pid(K) -> msgflow_labels:label(K);
+              (K) when is_pid(K) -> msgflow_describe:label(K);
               (K) -> K
            end,
     Sum = lists:foldl(fun({A, B, N}, Acc) ->

@@ -14,12 +14,9 @@
 %%% the N busiest pairs first (a threshold from a sample, then a select in
 %%% ETS of the rows above it) and labels those only; the other groupings
 %%% read every pair.
-%%%
-%%% Longer than ~400 lines: choosing the rows (top N by a threshold, all
-%%% groups, by process) is one algorithm over one context (context/2).
 -module(msgflow_view).
 
--export([build/2, run/2, pairs/1, history/3, groupings/0]).
+-export([build/2, run/2, groupings/0]).
 -export_type([view/0, spec/0, row/0, key/0, grouping/0, endpoint_info/0]).
 
 -type grouping() :: process | name | module | application | node.
@@ -69,8 +66,6 @@
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all}.
 
--define(CHUNK, 500).         %% rows per ets:select continuation (and per hold
-                             %% of the table's read lock)
 -define(SAMPLE, 4096).       %% rows read to set the top-N threshold
 
 %% @doc The groupings.
@@ -245,7 +240,7 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
                                  {S, R} = msgflow_row:key(Row),
                                  add_acc_to({KeyOf(S), KeyOf(R)}, acc(Row, Ctx), Acc)
                          end,
-                   maps:to_list(fold_select(F, Match, Add, fold_select(T, Match, Add, #{})))
+                   maps:to_list(msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})))
            end,
     Chosen = busiest(Accs, Limit),
     Members = case Limit of
@@ -265,7 +260,7 @@ by_process(T, F, Guard, KeyOf, Ctx) ->
                                {S, R} = msgflow_row:key(Row),
                                add_acc_to({S, KeyOf(R)}, acc(Row, Ctx), Acc)
                        end, #{}, Named),
-    Plain = fold_select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}),
+    Plain = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}),
                              [{'not', named_guard()} | Guard], ['$_']}],
                         fun(Row, Acc) -> [{msgflow_row:key(Row), acc(Row, Ctx)} | Acc] end,
                         []),
@@ -299,7 +294,7 @@ members(Keys, #{pairs := T, folded := F}, KeyOf, Match) ->
                       _ -> Acc
                   end
           end,
-    fold_select(F, Match, Add, fold_select(T, Match, Add, #{})).
+    msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})).
 
 %% One pair's part of a group: {Total, Counts, Pairs, Peak, Row}: Counts
 %% its messages per window from `first' to `last' (see context/2), Peak
@@ -321,13 +316,6 @@ add_acc({T1, C1, N1, P1, _}, {T2, C2, N2, P2, R2}) ->
 
 add_counts([A, B], [C, D]) -> [A + C, B + D];
 add_counts(L1, L2) -> lists:zipwith(fun erlang:'+'/2, L1, L2).
-
-fold_select(T, Match, Fun, Acc0) ->
-    fold_chunks(ets:select(T, Match, ?CHUNK), Fun, Acc0).
-
-fold_chunks('$end_of_table', _, Acc) -> Acc;
-fold_chunks({Rows, Cont}, Fun, Acc) ->
-    fold_chunks(ets:select(Cont), Fun, lists:foldl(Fun, Acc, Rows)).
 
 %% fun(Endpoint) -> the key of its group.  Labels, modules and
 %% applications are read once per view from the endpoints table (and the
@@ -388,14 +376,12 @@ row({S, R}, {Count, PerWin, NPairs, BestPeak, First}, Members,
         _ -> Row#{windows => lists:nthtail(length(PerWin) - K, PerWin)}
     end.
 
-sum_lists([L]) -> L;
-sum_lists([L | Ls]) -> lists:zipwith(fun erlang:'+'/2, L, sum_lists(Ls)).
 
 %% The busiest closed window of a group of several pairs: the sum of
 %% their counts in each kept window.
 peak(Members, #{open := Open, durations := Durs}) when map_size(Durs) > 0 ->
     First = lists:min(maps:keys(Durs)),
-    Sums = sum_lists([msgflow_row:counts_in(First, Open - 1, M) || M <- Members]),
+    Sums = msgflow_row:sum_counts([msgflow_row:counts_in(First, Open - 1, M) || M <- Members]),
     lists:max([msgflow_rate:per_s(C, maps:get(W, Durs), 1)
                || {W, C} <- lists:zip(lists:seq(First, Open - 1), Sums)]);
 peak(_, _) ->
@@ -411,48 +397,3 @@ dead(#{dead := D, labels := Tables}, By) ->
                             Acc#{K => N + maps:get(K, Acc, 0)}
                     end, #{}, ets:tab2list(D)),
     [{S, R, N} || {{S, R}, N} <- maps:to_list(M)].
-
-%%% Reads that are not views
-
-%% @doc Every pair as the VM reported it, `[{Sender, Receiver, Messages}]',
-%% busiest first.
--spec pairs(msgflow_store:store()) -> [{msgflow_tracer:endpoint(), msgflow_tracer:endpoint(),
-                                           pos_integer()}].
-pairs(#{pairs := T}) ->
-    All = lists:append(lists:reverse(
-                         fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, total => '$3'}), [],
-                                          [{{'$3', '$1', '$2'}}]}],
-                                     fun(X, Acc) -> [[X] | Acc] end, []))),
-    [{S, R, N} || {N, S, R} <- lists:reverse(lists:sort(All))].
-
-%% @doc One pair's messages per window, oldest first: the kept closed
-%% windows, then (while running) the open one with `open => true'.  A
-%% registered name and the pid holding it are one receiver; the pair's
-%% folded row (replies to the receiver's aliases, the pair's messages
-%% before it was folded) is in it too.  Endpoints may be groups of exited
-%% ones.
--spec history(msgflow_store:store(), msgflow_tracer:endpoint() | msgflow_labels:group(),
-              msgflow_tracer:endpoint() | msgflow_labels:group()) ->
-          [#{at := integer(), window_ms := non_neg_integer(), count := non_neg_integer(),
-             open => true}].
-history(Store = #{pairs := T, folded := Fo, labels := Tables = #{names := Names}, windows := Ws,
-                  closed := Closed}, S0, R0) ->
-    S = msgflow_labels:canon(Tables, S0),
-    R = msgflow_labels:canon(Tables, R0),
-    NamesOfR = case is_pid(R) of
-                   true -> ets:select(Names, [{{'$1', R}, [], ['$1']}]);
-                   false -> []
-               end,
-    Keys = lists:usort([{S, R} | [{S, N} || N <- NamesOfR] ++ [{S, {N, node()}} || N <- NamesOfR]]),
-    Members = lists:append([ets:lookup(T, Key) || Key <- Keys]) ++ ets:lookup(Fo, {S, R}),
-    Open = Closed + 1,
-    First = case Ws of [] -> Open; [#{n := F} | _] -> F end,
-    Counts = case Members of
-                 [] -> lists:duplicate(Open - First + 1, 0);
-                 _ -> sum_lists([msgflow_row:counts_in(First, Open, M) || M <- Members])
-             end,
-    {ClosedCounts, [OpenCount]} = lists:split(length(Counts) - 1, Counts),
-    [#{at => At, window_ms => D, count => C}
-     || {#{at := At, window_ms := D}, C} <- lists:zip(Ws, ClosedCounts)]
-        ++ [#{at => maps:get(taken_at, Store), window_ms => maps:get(open_ms, Store),
-              count => OpenCount, open => true} || maps:get(running, Store)].

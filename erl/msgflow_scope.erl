@@ -1,0 +1,222 @@
+%%% @doc The scope of a call of the facade (msgflow): this node, or every
+%%% node of the cluster msgflow counts on (msgflow_cluster), or the one a
+%%% `node' option names.  Here a run starts on its nodes, and views,
+%%% pairs, hotspots, histories and exports are built where they must be.
+%%% msgflow's functions check their arguments and call these.
+-module(msgflow_scope).
+-export([start_nodes/2, check_node/1, with_view/3, print_top/4, live_top/5, pairs/0,
+         hotspots/1, history/2, check_format/2, export_flow/1, export_view/3]).
+
+%% @doc Starts a run with validated options: this node first; then, for
+%% a cluster (`nodes' all or a list), the others (see msgflow_cluster).
+-spec start_nodes(msgflow_opts:opts(), msgflow_opts:nodes()) -> ok | {error, term()}.
+start_nodes(Opts, local) ->
+    case msgflow_collector:start(Opts) of
+        ok -> msgflow_cluster:forget();
+        {error, _} = E -> E
+    end;
+start_nodes(Opts, Nodes) ->
+    Running = case msgflow_collector:store(false) of
+                  #{running := R} -> R;
+                  undefined -> false
+              end,
+    %% the coordinator before this node's tracing: it is msgflow's own
+    case Running orelse msgflow_cluster:prepare(Opts, Nodes) of
+        true ->
+            {error, already_started};
+        ok ->
+            case msgflow_collector:start(Opts#{nodes => local}) of
+                ok ->
+                    case msgflow_cluster:start_members() of
+                        ok -> ok;
+                        {error, _} = E -> _ = msgflow_collector:stop(), E
+                    end;
+                {error, _} = E ->
+                    msgflow_cluster:forget(),
+                    E
+            end;
+        {error, _} = E ->
+            E
+    end.
+
+
+%% @doc `ok' for `all', this node, or a node of the cluster msgflow counts
+%% on; else `{error, {badopt, {node, Node}, [all | Nodes]}}'.
+-spec check_node(term()) -> ok | msgflow_opts:error().
+check_node(Node) ->
+    Known = [node() | msgflow_cluster:members()],
+    case Node =:= all orelse lists:member(Node, Known) of
+        true -> ok;
+        false -> {error, {badopt, {node, Node}, [all | Known]}}
+    end.
+
+%% @doc Prints the top table (msgflow_text:top/1) after Prefix (a screen
+%% code for live views); `{error, not_started}' before any run.
+-spec print_top(pos_integer(), msgflow_view:grouping(), atom(), iodata()) ->
+          ok | {error, not_started}.
+print_top(N, By, Node, Prefix) ->
+    case with_view(#{by => By, limit => N}, Node, fun msgflow_text:top/1) of
+        undefined -> {error, not_started};
+        Text -> io:put_chars([Prefix, Text])
+    end.
+
+%% @doc Render(View) for the view Spec asks: of this node, or, while msgflow
+%% counts across a cluster, of every node (or the one Only names; see
+%% msgflow_cluster:view/2).  `undefined' when msgflow never ran.
+-spec with_view(msgflow_view:spec(), atom(), fun((msgflow_view:view()) -> R)) -> R | undefined.
+with_view(Spec, Only, Render) ->
+    case Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []) of
+        true ->
+            case msgflow_collector:store(true) of
+                undefined -> undefined;
+                Store -> msgflow_view:run(Store, fun() -> Render(msgflow_view:build(Store, Spec))
+                                                 end)
+            end;
+        false ->
+            case msgflow_cluster:view(Spec, Only) of
+                undefined -> undefined;
+                View -> Render(View)
+            end
+    end.
+
+%% @doc The top table redrawn every Refresh ms until Until (monotonic
+%% ms), or until the collector is gone.
+-spec live_top(pos_integer(), msgflow_view:grouping(), atom(), pos_integer(), integer()) ->
+          ok | {error, not_started}.
+live_top(N, By, Node, Refresh, Until) ->
+    case print_top(N, By, Node, "\e[H\e[2J") of
+        {error, _} = E ->
+            E;
+        ok ->
+            Left = Until - erlang:monotonic_time(millisecond),
+            case Left > 0 andalso whereis(msgflow_collector) =/= undefined of
+                true ->
+                    receive after min(Refresh, Left) -> ok end,
+                    live_top(N, By, Node, Refresh, Until);
+                false ->
+                    ok
+            end
+    end.
+
+
+%% @doc `ok' for a format msgflow writes; a path where the format goes
+%% (the arguments swapped) is named as such.
+-spec check_format(term(), term()) -> ok | msgflow_opts:error().
+check_format(Path, Format) ->
+    Formats = [mermaid | msgflow_report:formats()],
+    case lists:member(Format, Formats) of
+        true -> ok;
+        false when is_atom(Path), (is_binary(Format) orelse (is_list(Format) andalso Format =/= [])) ->
+            {error, {badarg, {format, Format},
+                     [iolist_to_binary(io_lib:format("export(~0p, ~0p): the path comes first",
+                                                     [Format, Path]))]}};
+        false -> msgflow_opts:arg(format, Format, {one_of, Formats})
+    end.
+
+%% @doc The last followed request as a Mermaid file; `{error, no_flow}'.
+-spec export_flow(file:filename_all()) -> ok | {error, term()}.
+export_flow(Path) ->
+    case msgflow_flow:last() of
+        undefined -> {error, no_flow};
+        Flow -> msgflow_file:write(Path, msgflow_flow_render:mermaid(Flow))
+    end.
+
+%% @doc A report of the counts in Format written to Path, from this
+%% node's store or the cluster's views (`node' in Opts).
+-spec export_view(file:filename_all(), atom(), map()) -> ok | {error, term()}.
+export_view(Path, Format, Opts = #{node := Only}) ->
+    case Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []) of
+        true ->
+            case msgflow_collector:store(true) of
+                undefined ->
+                    {error, not_started};
+                Store ->
+                    Build = fun(Spec) -> msgflow_view:build(Store, Spec) end,
+                    msgflow_view:run(Store, fun() -> export(Build, Path, Format, Opts) end)
+            end;
+        false ->
+            case msgflow_cluster:view(#{by => process, limit => 1}, Only) of
+                undefined -> {error, not_started};
+                _ -> export(fun(Spec) -> msgflow_cluster:view(Spec, Only) end,
+                            Path, Format, Opts)
+            end
+    end.
+
+%% Build(Spec) gives a view: of this node's store, in the worker
+%% msgflow_view:run/2 gives it, or of the cluster.
+export(Build, Path, Format, Opts) ->
+    Views = maps:map(fun(_, Spec) -> Build(Spec) end,
+                     msgflow_report:views(Format, maps:without([node], Opts))),
+    Opts1 = case Views of
+                #{hotspots := Hot} -> Opts#{hotspots => msgflow_hotspots:find(Hot, #{}),
+                                            flows => {msgflow_flow:flows(), msgflow_flow:last()}};
+                _ -> Opts
+            end,
+    case msgflow_report:render(Format, Views, Opts1) of
+        {error, _} = E -> E;
+        Data -> msgflow_file:write(Path, Data)
+    end.
+
+%% @doc msgflow:pairs/0: this node's pairs, or every node's (a node that
+%% does not answer with the busiest pairs it last reported).
+-spec pairs() -> [msgflow:pair_count()] | {error, not_started}.
+pairs() ->
+    case {msgflow_cluster:members(), msgflow_collector:store(false)} of
+        {[], undefined} ->
+            {error, not_started};
+        {[], _} ->
+            msgflow_cluster_node:local_pairs();
+        {Nodes, _} ->
+            Parts = msgflow_cluster:call_all([node() | Nodes], local_pairs, []),
+            Got = lists:append([Ps || {_, {ok, Ps}} <- Parts]),
+            Old = msgflow_cluster:last_pairs([N || {N, {error, _}} <- Parts]),
+            lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end, Got ++ Old)
+    end.
+
+%% @doc msgflow:hotspots/1: options checked, each node's findings from
+%% its own windows.
+-spec hotspots(term()) -> [msgflow_hotspots:finding()] | {error, term()}.
+hotspots(Opts0) ->
+    %% options are checked before a view is built
+    case msgflow_opts:check(hotspots, Opts0) of
+        {error, _} = E ->
+            E;
+        {ok, Opts1 = #{node := Only}} ->
+            Opts = maps:without([node], Opts1),
+            case check_node(Only) of
+                {error, _} = E ->
+                    E;
+                ok ->
+                    Nodes = [N || N <- [node() | msgflow_cluster:members()],
+                                  Only =:= all orelse N =:= Only],
+                    case Nodes of
+                        [Here] when Here =:= node() ->
+                            msgflow_cluster_node:local_hotspots(Opts);
+                        _ ->
+                            %% each node finds its own: the rules read its windows
+                            Parts = msgflow_cluster:call_all(Nodes, local_hotspots, [Opts]),
+                            case [Fs || {_, {ok, Fs}} <- Parts, is_list(Fs)] of
+                                [] -> {error, not_started};
+                                Found -> lists:append(Found)
+                            end
+                    end
+            end
+    end.
+
+%% @doc msgflow:history/2, asked of the sender's node.
+-spec history(term(), term()) -> list() | {error, term()}.
+history(Sender, Receiver) ->
+    %% a pair is counted on its sender's node
+    Where = case Sender of
+                {exited, _, N} -> N;
+                _ -> msgflow_labels:node_of(Sender)
+            end,
+    case lists:member(Where, msgflow_cluster:members()) of
+        true ->
+            case msgflow_cluster:call_all([Where], local_history, [Sender, Receiver]) of
+                [{_, {ok, H}}] -> H;
+                [{_, {error, Why}}] -> {error, {Where, Why}}
+            end;
+        false ->
+            msgflow_cluster_node:local_history(Sender, Receiver)
+    end.
