@@ -12,7 +12,8 @@
  *    load with "cannot allocate memory in static TLS block" unless the VM
  *    was started with GLIBC_TUNABLES=glibc.rtld.optional_static_tls=16384;
  *    with dlopen that failure is an answer we can report.
- * Either way a failure leaves the NIF on enif_alloc.
+ * Either way a failure leaves the NIF on enif_alloc.  The choice between
+ * them, made once per process, is held here too (mf_alloc_choose).
  */
 #include "mf_alloc.h"
 
@@ -184,4 +185,31 @@ int mf_alloc_jemalloc_stats(uint64_t *allocated, uint64_t *resident)
     *allocated = small + large;
     *resident = res;
     return 1;
+}
+
+/* Chosen by the first load of the NIF; never changed after. */
+static mf_alloc mf_chosen;
+static char mf_jemalloc_error_text[256];
+
+void mf_alloc_choose(const char *want, const mf_alloc *fallback)
+{
+    if (mf_chosen.alloc)
+        return;
+    if (strcmp(want, "enif") == 0) {
+        snprintf(mf_jemalloc_error_text, sizeof(mf_jemalloc_error_text), "MSGFLOW_ALLOCATOR=enif");
+        mf_chosen = *fallback;
+        return;
+    }
+    if (!mf_alloc_jemalloc(&mf_chosen, mf_jemalloc_error_text, sizeof(mf_jemalloc_error_text)))
+        mf_chosen = *fallback;
+}
+
+const mf_alloc *mf_alloc_chosen(void)
+{
+    return mf_chosen.alloc ? &mf_chosen : NULL;
+}
+
+const char *mf_alloc_jemalloc_error(void)
+{
+    return mf_jemalloc_error_text;
 }

@@ -53,6 +53,23 @@ int mf_alloc_heap(const mf_alloc *base, mf_alloc *out);
  * thread can reach a block of the heap any more. */
 int mf_alloc_heap_drop(mf_alloc *heap);
 
+/*
+ * The allocator every session of this process uses, chosen once (the NIF's
+ * load, under the code-loading lock; a later call keeps the first choice):
+ * jemalloc with an arena of its own unless `want' is "enif" (the value of
+ * MSGFLOW_ALLOCATOR) or jemalloc cannot be set up; then `fallback' (the
+ * NIF's enif_alloc one).  The answer is copied; any thread may read it
+ * after the choice.
+ */
+void mf_alloc_choose(const char *want, const mf_alloc *fallback);
+
+/* The chosen allocator (NULL before mf_alloc_choose).  Any thread. */
+const mf_alloc *mf_alloc_chosen(void);
+
+/* Why the chosen allocator is not jemalloc ("" when it is, or before the
+ * choice): a static string.  Any thread. */
+const char *mf_alloc_jemalloc_error(void);
+
 /* "static" when jemalloc is linked in (built by tools/jemalloc.sh), else
  * "system" (the system's library through dlopen).  Any thread. */
 const char *mf_alloc_jemalloc_build(void);

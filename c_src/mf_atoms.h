@@ -14,8 +14,15 @@
     X(jemalloc_build) X(jemalloc_allocated) X(jemalloc_resident) X(rotations) X(retired) \
     X(freed) X(alias_owner) X(static) X(system) X(seq_trace) X(full) X(call)
 
+/* Atoms whose text is no C name: atom_<name> is the atom <text>. */
+#define MF_ATOMS_NAMED(X) \
+    X(elided, "_") /* an argument births leave out */
+
 #define MF_ATOM_DECL(name) extern ERL_NIF_TERM atom_##name;
+#define MF_ATOM_DECL_NAMED(name, text) extern ERL_NIF_TERM atom_##name;
 MF_ATOMS(MF_ATOM_DECL)
+MF_ATOMS_NAMED(MF_ATOM_DECL_NAMED)
 #undef MF_ATOM_DECL
+#undef MF_ATOM_DECL_NAMED
 
 #endif

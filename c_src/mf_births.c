@@ -4,14 +4,9 @@
  */
 #include "mf_births.h"
 
+#include "mf_atoms.h"
+
 #define MF_BIRTH_ARGS 8 /* arguments of a proc_lib start kept */
-
-static ERL_NIF_TERM atom_elided; /* '_': an argument births leave out */
-
-void mf_births_load(ErlNifEnv *env)
-{
-    atom_elided = enif_make_atom(env, "_");
-}
 
 /* A bounded summary of a proc_lib start's argument list: atoms and pids as
  * they are, {_, Atom, _} as such (a supervisor's name), anything else '_'.
@@ -56,59 +51,61 @@ ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa)
     return enif_make_tuple3(env, el[0], el[1], enif_make_uint(env, len));
 }
 
-/* Any scheduler thread.  Appends {Pid, What} to the session's births. */
-void mf_birth(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM pid, ERL_NIF_TERM what)
+int mf_births_init(mf_births *b)
 {
-    ERL_NIF_TERM rec = enif_make_tuple2(env, pid, what);
-    enif_mutex_lock(s->births_lock);
-    if (s->nbirths >= MF_MAX_BIRTHS) {
-        s->births_dropped++;
-    } else {
-        if (!s->births_env && (s->births_env = enif_alloc_env()) != NULL)
-            s->births = enif_make_list(s->births_env, 0);
-        if (s->births_env) {
-            s->births = enif_make_list_cell(s->births_env, enif_make_copy(s->births_env, rec),
-                                            s->births);
-            s->nbirths++;
-        } else {
-            s->births_dropped++;
-        }
-    }
-    enif_mutex_unlock(s->births_lock);
+    b->lock = enif_mutex_create("msgflow_births");
+    return b->lock != NULL;
 }
 
-/* births_take(Session) -> {[{Pid, Name | {M, F, Arity} |
- * {proc_lib, {M, F, ArgsSummary}}}], Dropped}: at most MF_BIRTHS_CHUNK of
- * the spawn and register events recorded and not yet taken (the newest
- * ones, oldest of them first);
- * Dropped counts those lost past the cap since the last call.  Call again
- * until none come back (a call that takes the last ones also frees the
- * births env, under the lock).  Any normal scheduler; the work is bounded
- * by the chunk (well under 1 ms). */
-ERL_NIF_TERM mf_nif_births_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+void mf_births_free(mf_births *b)
 {
-    (void)argc;
-    mf_session *s;
-    if (!mf_get_session(env, argv[0], &s))
-        return enif_make_badarg(env);
+    if (b->lock)
+        enif_mutex_destroy(b->lock);
+    if (b->env)
+        enif_free_env(b->env);
+    b->lock = NULL;
+    b->env = NULL;
+}
+
+void mf_birth(ErlNifEnv *env, mf_births *b, ERL_NIF_TERM pid, ERL_NIF_TERM what)
+{
+    ERL_NIF_TERM rec = enif_make_tuple2(env, pid, what);
+    enif_mutex_lock(b->lock);
+    if (b->n >= MF_MAX_BIRTHS) {
+        b->dropped++;
+    } else {
+        if (!b->env && (b->env = enif_alloc_env()) != NULL)
+            b->list = enif_make_list(b->env, 0);
+        if (b->env) {
+            b->list = enif_make_list_cell(b->env, enif_make_copy(b->env, rec), b->list);
+            b->n++;
+        } else {
+            b->dropped++;
+        }
+    }
+    enif_mutex_unlock(b->lock);
+}
+
+ERL_NIF_TERM mf_births_take(ErlNifEnv *env, mf_births *b)
+{
     ERL_NIF_TERM out = enif_make_list(env, 0), head;
     unsigned n = 0;
-    enif_mutex_lock(s->births_lock);
-    if (s->births_env) {
-        ERL_NIF_TERM list = s->births;
-        while (n < MF_BIRTHS_CHUNK && enif_get_list_cell(s->births_env, list, &head, &list)) {
+    enif_mutex_lock(b->lock);
+    if (b->env) {
+        ERL_NIF_TERM list = b->list;
+        while (n < MF_BIRTHS_CHUNK && enif_get_list_cell(b->env, list, &head, &list)) {
             out = enif_make_list_cell(env, enif_make_copy(env, head), out);
             n++;
         }
-        s->births = list;
-        s->nbirths -= n;
-        if (s->nbirths == 0) {
-            enif_free_env(s->births_env);
-            s->births_env = NULL;
+        b->list = list;
+        b->n -= n;
+        if (b->n == 0) {
+            enif_free_env(b->env);
+            b->env = NULL;
         }
     }
-    uint64_t dropped = s->births_dropped;
-    s->births_dropped = 0;
-    enif_mutex_unlock(s->births_lock);
+    uint64_t dropped = b->dropped;
+    b->dropped = 0;
+    enif_mutex_unlock(b->lock);
     return enif_make_tuple2(env, out, enif_make_uint64(env, dropped));
 }

@@ -1,72 +1,18 @@
 /*
- * mf_flow.c -- request flows: watches of follow/1 labels with their events,
- * and call entries (see mf_flow.h for what it owns and which threads touch
- * it).  The seq_trace send events themselves are counted by the tracer
- * callback (msgflow_tracer_nif.c) like sends, in the flow session's shards.
+ * mf_flow.c -- request flows: the flow session's NIFs (its watches are
+ * mf_watch.c's) and call entries (see mf_flow.h for what it owns and which
+ * threads touch it).  The seq_trace send events themselves are counted by
+ * the tracer callback (msgflow_tracer_nif.c) like sends, in the flow
+ * session's shards.
  */
 #include "mf_flow.h"
 
 #include <stdatomic.h>
 #include <string.h>
 
-struct mf_watch {
-    int used;
-    ERL_NIF_TERM label;  /* in flow_env */
-    uint64_t max;        /* events kept at most */
-    uint64_t kept;
-    ERL_NIF_TERM events; /* list in flow_env, newest first */
-};
-
-/* ------------------------------------------------------------- watches */
-
-void mf_flow_free(mf_session *s)
-{
-    if (s->flow_env)
-        enif_free_env(s->flow_env);
-    s->flow_env = NULL;
-    if (s->watches)
-        enif_free(s->watches);
-    s->watches = NULL;
-    if (s->flow_lock)
-        enif_mutex_destroy(s->flow_lock);
-    s->flow_lock = NULL;
-}
-
-/* Under flow_lock: the watch of `label', or NULL. */
-static mf_watch *find_watch(mf_session *s, ERL_NIF_TERM label)
-{
-    if (!s->watches)
-        return NULL;
-    for (unsigned i = 0; i < MF_MAX_WATCHES; i++)
-        if (s->watches[i].used && enif_compare(s->watches[i].label, label) == 0)
-            return &s->watches[i];
-    return NULL;
-}
-
-void mf_flow_event(mf_session *s, ERL_NIF_TERM label, ERL_NIF_TERM prev, ERL_NIF_TERM cur,
-                   ERL_NIF_TERM from, ERL_NIF_TERM to)
-{
-    /* once every watch is full, no event takes the lock */
-    if (atomic_load_explicit(&s->room, memory_order_relaxed) == 0 || !s->flow_lock)
-        return;
-    ErlNifTime now = enif_monotonic_time(ERL_NIF_USEC);
-    enif_mutex_lock(s->flow_lock);
-    mf_watch *w = find_watch(s, label);
-    if (w && w->kept < w->max) {
-        ErlNifEnv *fe = s->flow_env;
-        ERL_NIF_TERM ev = enif_make_tuple5(fe, enif_make_copy(fe, prev), enif_make_copy(fe, cur),
-                                           enif_make_copy(fe, from), enif_make_copy(fe, to),
-                                           enif_make_int64(fe, now));
-        w->events = enif_make_list_cell(fe, ev, w->events);
-        w->kept++;
-        atomic_fetch_sub_explicit(&s->room, 1, memory_order_relaxed);
-    }
-    enif_mutex_unlock(s->flow_lock);
-}
-
 static int get_flow_session(ErlNifEnv *env, ERL_NIF_TERM t, mf_session **s)
 {
-    return mf_get_session(env, t, s) && (*s)->kind == MF_KIND_FLOW && (*s)->flow_lock;
+    return mf_get_session(env, t, s) && (*s)->kind == MF_KIND_FLOW && (*s)->watches.lock;
 }
 
 /* flow_session_new(KeeperPid, MaxPairs) -> FlowSession: the tracer state
@@ -97,35 +43,8 @@ ERL_NIF_TERM mf_nif_flow_watch(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
     ErlNifUInt64 max;
     if (!get_flow_session(env, argv[0], &s) || !enif_get_uint64(env, argv[2], &max))
         return enif_make_badarg(env);
-    ERL_NIF_TERM res = atom_full;
-    enif_mutex_lock(s->flow_lock);
-    if (!s->watches && (s->watches = enif_alloc(MF_MAX_WATCHES * sizeof(mf_watch))) != NULL)
-        memset(s->watches, 0, MF_MAX_WATCHES * sizeof(mf_watch));
-    if (!s->flow_env)
-        s->flow_env = enif_alloc_env();
-    if (s->watches && s->flow_env) {
-        mf_watch *w = find_watch(s, argv[1]);
-        for (unsigned i = 0; !w && i < MF_MAX_WATCHES; i++)
-            if (!s->watches[i].used) {
-                w = &s->watches[i];
-                w->used = 1;
-                w->label = enif_make_copy(s->flow_env, argv[1]);
-                atomic_fetch_add(&s->nwatched, 1);
-            }
-        if (w) {
-            atomic_fetch_sub(&s->room, w->max - w->kept);
-            w->max = max;
-            w->kept = 0;
-            w->events = enif_make_list(s->flow_env, 0);
-            atomic_fetch_add(&s->room, max);
-            res = atom_ok;
-        }
-    }
-    enif_mutex_unlock(s->flow_lock);
-    return res;
+    return mf_watches_watch(&s->watches, argv[1], max);
 }
-
-#define MF_FLOW_EVENTS_PER_TAKE 500 /* events a flow_take call copies: 0.1-0.4 ms */
 
 /* flow_take(FlowSession, Label) -> {Events, more | done}: at most
  * MF_FLOW_EVENTS_PER_TAKE of the events kept for Label, newest first, each {Prev,
@@ -138,33 +57,7 @@ ERL_NIF_TERM mf_nif_flow_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     mf_session *s;
     if (!get_flow_session(env, argv[0], &s))
         return enif_make_badarg(env);
-    ERL_NIF_TERM out = enif_make_list(env, 0), head, rest;
-    ERL_NIF_TERM state = atom_done;
-    enif_mutex_lock(s->flow_lock);
-    mf_watch *w = find_watch(s, argv[1]);
-    if (w) {
-        /* closed: no room left for new events */
-        atomic_fetch_sub(&s->room, w->max - w->kept);
-        w->max = w->kept;
-        unsigned n = 0;
-        ERL_NIF_TERM cells[MF_FLOW_EVENTS_PER_TAKE];
-        while (n < MF_FLOW_EVENTS_PER_TAKE && enif_get_list_cell(s->flow_env, w->events, &head, &rest)) {
-            cells[n++] = enif_make_copy(env, head);
-            w->events = rest;
-        }
-        out = enif_make_list_from_array(env, cells, n);
-        if (enif_is_empty_list(s->flow_env, w->events)) {
-            memset(w, 0, sizeof(*w));
-            if (atomic_fetch_sub(&s->nwatched, 1) == 1) {
-                enif_free_env(s->flow_env); /* the last watch: its terms go */
-                s->flow_env = NULL;
-            }
-        } else {
-            state = atom_more;
-        }
-    }
-    enif_mutex_unlock(s->flow_lock);
-    return enif_make_tuple2(env, out, state);
+    return mf_watches_take(env, &s->watches, argv[1]);
 }
 
 /* ------------------------------------------------------------- entries */

@@ -9,11 +9,10 @@
  *   count each seq_trace `send' event by (label, sender, receiver): the key's
  *   first word is the interned term {Label, Sender}, the second the
  *   receiver's word, so counting is the send path's (the calling thread's
- *   shard, no lock, the message never copied).  This file owns the session's
- *   watches: the labels whose events are kept (msgflow:follow/1 flows, and
- *   a slice of each follow_calls entry's per interval, for depth), each
- *   with the events (serials, ends, time) in the session's flow_env, up
- *   to the watch's cap; every event is counted all the same.
+ *   shard, no lock, the message never copied).  The session's watches
+ *   (mf_watch.h) keep the events of some labels (msgflow:follow/1 flows,
+ *   and a slice of each follow_calls entry's per interval, for depth), up
+ *   to each watch's cap; every event is counted all the same.
  * - An entry is a resource of its own, the tracer state of a meta call
  *   trace pattern: it counts the calls and answers `trace' to one in
  *   `every', so that the pattern's match spec sets the trace token on that
@@ -21,17 +20,12 @@
  *
  * Threads
  * -------
- * mf_flow_event runs on the scheduler thread of the process that sent; it
- * reads an atomic count of the room left in the watches and, only while
- * some watch has room, takes the session's flow_lock to compare the label
- * and keep the event.
- * The watch NIFs (flow_watch/3, flow_take/2) run on the caller's scheduler
- * and take the same lock, held for at most one watch's events (bounded by
- * its cap).  Entries: entry_call runs on the caller's scheduler thread (one
- * atomic add); entry_new/info/stop on any.
+ * The session NIFs (flow_session_new/2, flow_watch/3, flow_take/2) run on
+ * the caller's scheduler (the watches' threads: mf_watch.h).  Entries:
+ * entry_call runs on the caller's scheduler thread (one atomic add);
+ * entry_new/info/stop on any.
  *
- * Memory: watches and events in the session's flow_env (freed when the last
- * watch is taken, and with the session); entries are resources (enif).
+ * Memory: entries are resources (enif).
  */
 #ifndef MF_FLOW_H
 #define MF_FLOW_H
@@ -40,20 +34,8 @@
 
 #include "mf_session.h"
 
-#define MF_MAX_WATCHES 64
-
 /* Load and upgrade: opens (or takes over) the entry resource type. */
 int mf_flow_open_type(ErlNifEnv *env, ErlNifResourceFlags flags);
-
-/* The session's watches, freed with it.  Destructor only. */
-void mf_flow_free(mf_session *s);
-
-/* Keeps the event {Prev, Cur, From, To, TimeUs} of a seq_trace send
- * carrying `label' when the label is watched and its cap allows.  Any
- * scheduler thread; the terms are the caller's, copied into the session's
- * flow_env (which the session owns). */
-void mf_flow_event(mf_session *s, ERL_NIF_TERM label, ERL_NIF_TERM prev, ERL_NIF_TERM cur,
-                   ERL_NIF_TERM from, ERL_NIF_TERM to);
 
 /* An entry behind a tracer state: 1 and its answer to enabled_call (`trace'
  * for a sampled call, else `discard'), counting the call; 0 when the

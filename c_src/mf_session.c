@@ -1,106 +1,22 @@
 /*
  * mf_session.c -- sessions and slots (see mf_session.h for what it owns and
- * which threads touch it), and the allocator chosen at load.
+ * which threads touch it).
  */
 #include "mf_session.h"
 
 #include <string.h>
 
-#include "mf_flow.h"
-#include "mf_intern.h"
-
 ErlNifResourceType *mf_session_rt;
 static _Atomic uint64_t mf_next_session_id = 1;
-
-/* ------------------------------------------------------------- allocators */
-
-static void *enif_alloc_fn(void *ctx, size_t size)
-{
-    (void)ctx;
-    return enif_alloc(size);
-}
-
-static void enif_free_fn(void *ctx, void *ptr, size_t size)
-{
-    (void)ctx;
-    (void)size;
-    enif_free(ptr);
-}
-
-static const mf_alloc mf_alloc_enif = {enif_alloc_fn, enif_free_fn, NULL, "enif"};
-
-/* Chosen by the first load of this library; never changed after. */
-static mf_alloc mf_active;
-static char mf_jemalloc_error_text[256];
-
-void mf_choose_allocator(void)
-{
-    if (mf_active.alloc)
-        return;
-    char want[16] = "auto";
-    size_t len = sizeof(want);
-    if (enif_getenv("MSGFLOW_ALLOCATOR", want, &len) != 0)
-        strcpy(want, "auto");
-    if (strcmp(want, "enif") == 0) {
-        snprintf(mf_jemalloc_error_text, sizeof(mf_jemalloc_error_text), "MSGFLOW_ALLOCATOR=enif");
-        mf_active = mf_alloc_enif;
-        return;
-    }
-    if (!mf_alloc_jemalloc(&mf_active, mf_jemalloc_error_text, sizeof(mf_jemalloc_error_text)))
-        mf_active = mf_alloc_enif;
-}
-
-const char *mf_allocator_name(void)
-{
-    return mf_active.name;
-}
-
-const char *mf_jemalloc_error(void)
-{
-    return mf_jemalloc_error_text;
-}
 
 /* ------------------------------------------------------------ generations */
 
 static _Atomic uint64_t mf_next_stamp = 1;
 
-/* A new, empty generation of s, made under `stamp'; NULL when out of
- * memory.  Any thread (the one that will own it). */
+/* A new generation of s under `stamp'; NULL when out of memory. */
 static mf_gen *gen_new(mf_session *s, uint64_t stamp)
 {
-    mf_alloc heap;
-    int own = mf_alloc_heap(&s->alloc, &heap);
-    mf_gen *g = heap.alloc(heap.ctx, sizeof(*g));
-    if (!g) {
-        if (own)
-            mf_alloc_heap_drop(&heap);
-        return NULL;
-    }
-    memset(g, 0, sizeof(*g));
-    g->heap = heap;
-    g->own_heap = own;
-    g->session = s;
-    g->stamp = stamp;
-    g->shard = mf_shard_new(&g->heap, &s->limit);
-    if (!g->shard) {
-        mf_gen_free(g);
-        return NULL;
-    }
-    return g;
-}
-
-void mf_gen_free(mf_gen *g)
-{
-    if (!g)
-        return;
-    if (g->env)
-        enif_free_env(g->env);
-    mf_alloc heap = g->heap; /* g is in it */
-    if (g->own_heap && mf_alloc_heap_drop(&heap))
-        return; /* shard, entries, interns and g, at once */
-    mf_intern_free_all(g);
-    mf_shard_free(g->shard);
-    heap.free(heap.ctx, g, sizeof(*g));
+    return mf_gen_new(&s->alloc, &s->limit, stamp);
 }
 
 mf_gen *mf_slot_renew(mf_slot *slot, uint64_t stamp)
@@ -219,11 +135,8 @@ static void session_dtor(ErlNifEnv *env, void *obj)
         enif_mutex_destroy(s->spill_lock);
     if (s->gens_lock)
         enif_mutex_destroy(s->gens_lock);
-    if (s->births_lock)
-        enif_mutex_destroy(s->births_lock);
-    if (s->births_env)
-        enif_free_env(s->births_env);
-    mf_flow_free(s);
+    mf_births_free(&s->births);
+    mf_watches_free(&s->watches);
 }
 
 static void session_down(ErlNifEnv *env, void *obj, ErlNifPid *pid, ErlNifMonitor *mon)
@@ -254,17 +167,14 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
     s->id = atomic_fetch_add(&mf_next_session_id, 1);
     atomic_store(&s->stamp, atomic_fetch_add(&mf_next_stamp, 1));
     s->kind = kind;
-    s->alloc = mf_active;
+    s->alloc = *mf_alloc_chosen();
     s->limit.max = max;
     s->spill_lock = enif_mutex_create("msgflow_spill_claim");
     s->gens_lock = enif_mutex_create("msgflow_gens");
-    s->births_lock = enif_mutex_create("msgflow_births");
-    if (kind == MF_KIND_FLOW)
-        s->flow_lock = enif_mutex_create("msgflow_flow");
+    int parts = mf_births_init(&s->births) && (kind != MF_KIND_FLOW || mf_watches_init(&s->watches));
     *term = enif_make_resource(env, s);
     enif_release_resource(s);
-    if (!s->spill_lock || !s->gens_lock || !s->births_lock ||
-        (kind == MF_KIND_FLOW && !s->flow_lock))
+    if (!s->spill_lock || !s->gens_lock || !parts)
         return NULL;
     ErlNifPid pid = *owner;
     if (enif_monitor_process(env, s, &pid, &s->monitor) != 0)
@@ -318,12 +228,6 @@ ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return atom_ok;
 }
 
-static void gen_figures(const mf_gen *g, uint64_t *bytes, uint64_t *entries)
-{
-    *bytes += sizeof(*g) + mf_shard_bytes(g->shard);
-    *entries += mf_shard_entries(g->shard);
-}
-
 /* session_info(Session) -> #{state, shards, memory (bytes), entries, max_pairs,
  *   rotations, retired (generations not yet freed), freed (generations
  *   freed)}.  memory and entries cover the retired generations too. */
@@ -344,10 +248,10 @@ ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         shards++;
         bytes += sizeof(*slot);
         /* the current one is never freed while the session lives */
-        gen_figures(atomic_load_explicit(&slot->gen, memory_order_acquire), &bytes, &entries);
+        mf_gen_figures(atomic_load_explicit(&slot->gen, memory_order_acquire), &bytes, &entries);
         for (mf_gen *r = atomic_load_explicit(&slot->retired, memory_order_acquire); r;
              r = r->older) {
-            gen_figures(r, &bytes, &entries);
+            mf_gen_figures(r, &bytes, &entries);
             retired++;
         }
     }
@@ -368,4 +272,17 @@ ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, vals, 8, &map);
     return map;
+}
+
+/* births_take(Session) -> {[{Pid, Name | {M, F, Arity} |
+ * {proc_lib, {M, F, ArgsSummary}}}], Dropped}: the next chunk of the
+ * session's births (mf_births_take); call again until none come back.
+ * Any normal scheduler. */
+ERL_NIF_TERM mf_nif_births_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!mf_get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    return mf_births_take(env, &s->births);
 }

@@ -9,9 +9,11 @@
  * every callback, and it stays alive while any trace flag or the collector
  * refers to it.  A session holds one slot per thread that has counted for it
  * (schedulers and dirty schedulers alike).  A slot holds its thread's
- * current generation (mf_gen: a shard, mf_shard.h, and the terms it
- * interned, mf_intern.h) and the generations it retired that the snapshot
- * has not yet freed.
+ * current generation (mf_gen.h: a shard and the terms it interned) and the
+ * generations it retired that the snapshot has not yet freed.  A session
+ * also holds its births (mf_births.h) and, for a flow session, its watches
+ * (mf_watch.h): each made and freed by its own module, the session only
+ * calls them from its constructor and destructor.
  *
  * Generations
  * -----------
@@ -38,8 +40,8 @@
  * never take.
  *
  * Memory: each generation's tables and interned terms come from its heap
- * (a jemalloc arena made for it, or the allocator chosen at load); slots
- * from the allocator chosen at load.
+ * (a jemalloc arena made for it, or the allocator chosen at load,
+ * mf_alloc_chosen); slots from the allocator chosen at load.
  */
 #ifndef MF_SESSION_H
 #define MF_SESSION_H
@@ -50,11 +52,13 @@
 
 #include "mf_alloc.h"
 #include "mf_atoms.h"
+#include "mf_births.h"
+#include "mf_gen.h"
 #include "mf_shard.h"
+#include "mf_watch.h"
 
 #define MF_MAX_SLOTS 2048
 
-typedef struct mf_intern mf_intern;
 typedef struct mf_slot mf_slot;
 typedef struct mf_session mf_session;
 
@@ -64,24 +68,6 @@ enum { MF_ACTIVE = 0, MF_STOPPED = 1, MF_COLLECTOR_DOWN = 2 };
  * events by label (a flow session, mf_flow.h: the flow keeper's).  A
  * thread caches its slot of one session of each kind. */
 enum { MF_KIND_SEND = 0, MF_KIND_FLOW = 1, MF_KINDS = 2 };
-
-typedef struct mf_watch mf_watch;
-
-typedef struct mf_gen mf_gen;
-
-/* One generation of a thread's tables. */
-struct mf_gen {
-    mf_shard *shard;
-    mf_session *session;
-    mf_alloc heap;          /* what the shard, its interns and this use */
-    int own_heap;           /* heap is an arena made for this generation */
-    uint64_t stamp;         /* the session's stamp it was made under */
-    ErlNifEnv *env;         /* copies of interned terms; owner only */
-    mf_intern *interns;     /* uthash by hash; owner only */
-    _Atomic(mf_intern *) intern_list; /* newest first; for the reader */
-    _Atomic uint64_t ninterns;
-    mf_gen *older;          /* next in the slot's retired list */
-};
 
 struct mf_slot {
     _Atomic(mf_gen *) gen;     /* current; written by the owner only */
@@ -111,22 +97,8 @@ struct mf_session {
     ErlNifMutex *gens_lock;  /* freeing retired generations; reading them */
     _Atomic uint64_t rotations;
     uint64_t gens_freed;     /* retired generations freed; under gens_lock */
-    /* Births: spawn and register events since the last births_take, so that
-     * a process keeps its label after it exits.  Under births_lock. */
-    ErlNifMutex *births_lock;
-    ErlNifEnv *births_env;   /* owned; holds `births' */
-    ERL_NIF_TERM births;     /* list in births_env, newest first */
-    uint64_t nbirths;        /* in `births' */
-    uint64_t births_dropped; /* past MF_MAX_BIRTHS since the last take */
-    /* Flow sessions only (mf_flow.c): the follow/1 labels whose events are
-     * kept, and the events, in flow_env.  Under flow_lock; nwatched and
-     * room are also read without it, to skip the lock when nothing is
-     * watched or every watch is full. */
-    ErlNifMutex *flow_lock;
-    _Atomic unsigned nwatched;
-    _Atomic uint64_t room;   /* events the watches may still keep, all */
-    ErlNifEnv *flow_env;
-    mf_watch *watches;       /* MF_MAX_WATCHES of them, or NULL */
+    mf_births births;        /* spawn and register events not yet taken */
+    mf_watches watches;      /* flow sessions only (lock NULL otherwise) */
     _Atomic(mf_slot *) spill;
     _Atomic unsigned nslots; /* claimed, may exceed MF_MAX_SLOTS */
     _Atomic(mf_slot *) slots[MF_MAX_SLOTS];
@@ -141,15 +113,6 @@ static inline int mf_get_session(ErlNifEnv *env, ERL_NIF_TERM t, mf_session **s)
 {
     return enif_get_resource(env, t, mf_session_rt, (void **)s);
 }
-
-/* Load only.  Chooses the allocator every later session uses (jemalloc
- * unless MSGFLOW_ALLOCATOR=enif or it cannot be set up), once per VM. */
-void mf_choose_allocator(void);
-
-/* "jemalloc" or "enif", and why jemalloc is not the one ("" when it is).
- * Static strings; any thread. */
-const char *mf_allocator_name(void);
-const char *mf_jemalloc_error(void);
 
 /* Load and upgrade: opens (or takes over) the session resource type. */
 int mf_session_open_type(ErlNifEnv *env, ErlNifResourceFlags flags);
@@ -167,11 +130,6 @@ mf_slot *mf_slot_claim(mf_session *s);
  * counting. */
 mf_gen *mf_slot_renew(mf_slot *slot, uint64_t stamp);
 
-/* Frees a generation and everything in it (its arena in one call when it
- * has one).  Only when no thread can reach it: the snapshot, for a retired
- * generation it has taken, under gens_lock; the destructor. */
-void mf_gen_free(mf_gen *g);
-
 /* Unlinks the retired generation g from slot's list and frees it; under
  * the session's gens_lock.  Only the snapshot. */
 void mf_slot_free_retired(mf_slot *slot, mf_gen *g);
@@ -183,10 +141,11 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
                             ERL_NIF_TERM *term);
 
 /* The session NIFs: session_new/2, session_stop/1, session_rotate/1,
- * session_info/1. */
+ * session_info/1, births_take/1. */
 ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_births_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 
 #endif

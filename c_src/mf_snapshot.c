@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "mf_intern.h"
+#include "mf_gen.h"
 
 /*
  * A snapshot in progress.  It yields between steps (enif_schedule_nif), so
@@ -63,7 +63,7 @@ static void take_dtor(ErlNifEnv *env, void *obj)
  * appear while we read, so index again on a miss. */
 static int index_interns(mf_take *t)
 {
-    const mf_intern *e = atomic_load_explicit(&t->gen->intern_list, memory_order_acquire);
+    const mf_intern *e = atomic_load_explicit(&t->gen->interns.list, memory_order_acquire);
     uint64_t need = e ? MF_ID_SEQ(e->id) + 1 : 0;
     if (need <= t->n)
         return 1;

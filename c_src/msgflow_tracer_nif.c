@@ -1,12 +1,14 @@
 /*
  * msgflow_tracer_nif.c -- the erl_tracer module msgflow_tracer: its
  * callbacks, the NIF table and load.  The rest of the NIF is in files of
- * its own: sessions and slots (mf_session), interning (mf_intern), births
- * (mf_births), the yielding snapshot (mf_snapshot), the reads that rely on
- * the VM's term layout (mf_layout), the per-thread tables (mf_shard),
- * request flows' watches and call entries (mf_flow).
+ * its own: sessions and slots (mf_session), generations (mf_gen),
+ * interning (mf_intern), births (mf_births), the yielding snapshot
+ * (mf_snapshot), the reads that rely on the VM's term layout (mf_layout),
+ * the per-thread tables (mf_shard), the allocator (mf_alloc), request
+ * flows' watches (mf_watch) and their NIFs and call entries (mf_flow).
  *
- * What it owns: the atoms (made once in load, valid for the VM's life) and
+ * What it owns: the atoms (made once in load, valid for the VM's life), the
+ * enif_alloc allocator handed to mf_alloc_choose as the fallback, and
  * each thread's cache of its slot (mf_tls), one per session kind (the
  * collector's session that counts sends, the flow keeper's that counts
  * seq_trace events), so that a thread doing both keeps both.
@@ -34,14 +36,20 @@
 /* ------------------------------------------------------------------ atoms */
 
 #define MF_ATOM_DEF(name) ERL_NIF_TERM atom_##name;
+#define MF_ATOM_DEF_NAMED(name, text) ERL_NIF_TERM atom_##name;
 MF_ATOMS(MF_ATOM_DEF)
+MF_ATOMS_NAMED(MF_ATOM_DEF_NAMED)
 #undef MF_ATOM_DEF
+#undef MF_ATOM_DEF_NAMED
 
 static void make_atoms(ErlNifEnv *env)
 {
 #define MF_ATOM_MAKE(name) atom_##name = enif_make_atom(env, #name);
+#define MF_ATOM_MAKE_NAMED(name, text) atom_##name = enif_make_atom(env, text);
     MF_ATOMS(MF_ATOM_MAKE)
+    MF_ATOMS_NAMED(MF_ATOM_MAKE_NAMED)
 #undef MF_ATOM_MAKE
+#undef MF_ATOM_MAKE_NAMED
 }
 
 /* ------------------------------------------------------------------ slots */
@@ -169,7 +177,7 @@ static inline int receiver_word(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM to, uint
         *w = owner ^ MF_REPLY_FLIP;
         return 1;
     }
-    return mf_endpoint_word(env, g, to, w);
+    return mf_endpoint_word(env, &g->interns, to, w);
 }
 
 /* Owner thread of `g` (or holding the spill slot's lock). */
@@ -177,7 +185,7 @@ static inline void count_send(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM from, ERL_
                               int dead)
 {
     uint64_t f, t;
-    if (mf_endpoint_word(env, g, from, &f) && receiver_word(env, g, to, &t))
+    if (mf_endpoint_word(env, &g->interns, from, &f) && receiver_word(env, g, to, &t))
         mf_shard_count(g->shard, f, t, dead);
     else
         mf_shard_overflow(g->shard, dead);
@@ -244,9 +252,9 @@ static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     if (!mf_args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s))
         return atom_ok;
     if (argv[0] == atom_spawn && enif_get_map_value(env, argv[4], atom_extra, &mfa))
-        mf_birth(env, s, argv[3], mf_spawn_summary(env, mfa));
+        mf_birth(env, &s->births, argv[3], mf_spawn_summary(env, mfa));
     else if (argv[0] == atom_register && enif_is_atom(env, argv[3]))
-        mf_birth(env, s, argv[2], argv[3]);
+        mf_birth(env, &s->births, argv[2], argv[3]);
     return atom_ok;
 }
 
@@ -284,7 +292,7 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
      * counts do, so that the owner's next send finds it as its cause */
     uint64_t owner;
     ERL_NIF_TERM to = mf_alias_owner(ev[3], &owner) ? (ERL_NIF_TERM)owner : ev[3];
-    mf_flow_event(s, argv[2], serial[0], serial[1], ev[2], to);
+    mf_watches_event(&s->watches, argv[2], serial[0], serial[1], ev[2], to);
     return atom_ok;
 }
 
@@ -312,17 +320,17 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     (void)argc;
     (void)argv;
     ERL_NIF_TERM why;
-    const char *err = mf_jemalloc_error();
+    const char *err = mf_alloc_jemalloc_error();
+    int je = strcmp(mf_alloc_chosen()->name, "jemalloc") == 0;
     size_t len = strlen(err);
     memcpy(enif_make_new_binary(env, len, &why), err, len);
     uint64_t allocated = 0, resident = 0;
-    int stats = strcmp(mf_allocator_name(), "jemalloc") == 0 &&
-                mf_alloc_jemalloc_stats(&allocated, &resident);
+    int stats = je && mf_alloc_jemalloc_stats(&allocated, &resident);
     ERL_NIF_TERM keys[] = {atom_allocator,      atom_jemalloc_error,     atom_jemalloc_build,
                            atom_fast_extra,     atom_jemalloc_allocated, atom_jemalloc_resident,
                            atom_alias_owner};
     ERL_NIF_TERM vals[] = {
-        strcmp(mf_allocator_name(), "jemalloc") == 0 ? atom_jemalloc : atom_enif, why,
+        je ? atom_jemalloc : atom_enif, why,
         strcmp(mf_alloc_jemalloc_build(), "static") == 0 ? atom_static : atom_system,
         mf_layout_fast_extra() ? atom_true : atom_false,
         stats ? enif_make_uint64(env, allocated) : atom_undefined,
@@ -335,13 +343,38 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
 
 /* ----------------------------------------------------------- load/unload */
 
+static void *enif_alloc_fn(void *ctx, size_t size)
+{
+    (void)ctx;
+    return enif_alloc(size);
+}
+
+static void enif_free_fn(void *ctx, void *ptr, size_t size)
+{
+    (void)ctx;
+    (void)size;
+    enif_free(ptr);
+}
+
+/* Load only: the allocator every session uses (mf_alloc_choose), from
+ * MSGFLOW_ALLOCATOR (auto, the default, or enif), enif_alloc when
+ * jemalloc is not to be had. */
+static void choose_allocator(void)
+{
+    static const mf_alloc enif = {enif_alloc_fn, enif_free_fn, NULL, "enif"};
+    char want[16] = "auto";
+    size_t len = sizeof(want);
+    if (enif_getenv("MSGFLOW_ALLOCATOR", want, &len) != 0)
+        strcpy(want, "auto");
+    mf_alloc_choose(want, &enif);
+}
+
 static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
     make_atoms(env);
     if (!mf_layout_load(env, info))
         return 1;
-    mf_births_load(env);
-    mf_choose_allocator();
+    choose_allocator();
     *priv = NULL;
     ErlNifResourceFlags flags = ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER;
     return mf_session_open_type(env, flags) || mf_snapshot_open_type(env, flags) ||
