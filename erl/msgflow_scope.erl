@@ -170,7 +170,7 @@ pairs() ->
             Parts = msgflow_cluster:call_all([node() | Nodes], local_pairs, []),
             Got = lists:append([Ps || {_, {ok, Ps}} <- Parts]),
             Old = msgflow_cluster:last_pairs([N || {N, {error, _}} <- Parts]),
-            lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end, Got ++ Old)
+            msgflow_row:sorted_pairs(Got ++ Old)
     end.
 
 %% @doc msgflow:hotspots/1: options checked, each node's findings from

@@ -146,23 +146,12 @@ learn(L = #labels{endpoints = Ends}, E) ->
 
 learn_new(L = #labels{endpoints = Ends, births = B, names = Names}, E)
   when is_pid(E), node(E) =:= node() ->
-    {BName, BCall} = case ets:lookup(B, E) of
-                         [{_, N0, C0, _}] -> ets:delete(B, E), {N0, C0};
-                         [] -> {undefined, undefined}
-                     end,
+    {BName, BCall} = take_birth(B, E),
     BMod = case BCall of {M0, _, _} -> M0; _ -> undefined end,
     {Label, Name, Mod, App, L1} =
         case msgflow_describe:describe(E) of
             undefined ->
-                %% exited before it was read, and spawned by a process not
-                %% traced (no birth): one kind for all such, so that they
-                %% fold into one group (views show the pid beside it)
-                Dead = case {BName, BCall} of
-                           {undefined, {M, F, A}} -> msgflow_fmt:mfa(M, F, A);
-                           {undefined, undefined} -> <<"(unknown)">>;
-                           _ -> atom_to_binary(BName)
-                       end,
-                {Dead, BName, BMod, undefined, L};
+                {dead_label(BName, BCall), BName, BMod, undefined, L};
             #{label := Live, name := LiveName, module := LiveMod, group_leader := GL} ->
                 {A, LA} = application_of(E, GL, L),
                 {Live, first_defined(LiveName, BName), first_defined(LiveMod, BMod), A, LA}
@@ -192,6 +181,23 @@ learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
         undefined -> L;
         _ -> hold(L, Pid)
     end.
+
+%% The name and initial call a birth recorded for local pid E (taken:
+%% it is needed once), or undefined.
+take_birth(B, E) ->
+    case ets:lookup(B, E) of
+        [{_, N0, C0, _}] -> ets:delete(B, E), {N0, C0};
+        [] -> {undefined, undefined}
+    end.
+
+%% The label of a process that exited before it was read: its registered
+%% name or initial call from its birth, or, spawned by a process not traced
+%% (no birth), one label for all such, so that they fold into one group
+%% (views show the pid beside it).
+dead_label(undefined, {M, F, A}) -> msgflow_fmt:mfa(M, F, A);
+dead_label(undefined, undefined) -> <<"(unknown)">>;
+dead_label(Name, _) -> atom_to_binary(Name).
+
 
 %% @doc learn/2, and one more row of the collector's names E.  Owner only.
 -spec hold(labels(), msgflow_tracer:endpoint() | group()) -> labels().

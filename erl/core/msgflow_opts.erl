@@ -136,7 +136,8 @@ to_map(L) when is_list(L) ->
 to_map(_) ->
     error.
 
-%% Every call's options: Key => {Default | none, Rule}.
+%% Every call's options: Key => {Default | none, Rule}.  Over 40 lines: a
+%% table, one clause per call, one line per option; read, not run.
 schema(start) ->
     #{procs => {all, procs},
       interval => {1000, {int, 10, 3600000, "ms"}},

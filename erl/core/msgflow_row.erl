@@ -9,7 +9,8 @@
 %%% any process.
 -module(msgflow_row).
 -export([new/3, key/1, rekey/2, total/1, last_window/1, peak_milli/1, pattern/1, count_in_open/1, add/5,
-         merge/3, counts_in/3, last_two/2, peak_rate/4, fold_select/4, sum_counts/1]).
+         merge/3, counts_in/3, last_two/2, peak_rate/4, fold_select/4, sum_counts/1,
+         sorted_pairs/1]).
 -export_type([row/0, pattern_fields/0]).
 
 -define(CHUNK, 500).         %% rows per ets:select continuation (and per hold
@@ -134,3 +135,14 @@ fold_chunks({Rows, Cont}, Fun, Acc) ->
 -spec sum_counts([[non_neg_integer()], ...]) -> [non_neg_integer()].
 sum_counts([L]) -> L;
 sum_counts([L | Ls]) -> lists:zipwith(fun erlang:'+'/2, L, sum_counts(Ls)).
+
+%% @doc Pairs with their counts, most messages first: from a map
+%% `#{{Sender, Receiver} => Messages}' or a list of `{Sender, Receiver,
+%% Messages}'. Pairs of equal counts keep no particular order.
+-spec sorted_pairs(#{{term(), term()} => non_neg_integer()} |
+                   [{term(), term(), non_neg_integer()}]) ->
+          [{term(), term(), non_neg_integer()}].
+sorted_pairs(M) when is_map(M) ->
+    sorted_pairs([{S, R, N} || {{S, R}, N} <- maps:to_list(M)]);
+sorted_pairs(L) when is_list(L) ->
+    lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end, L).

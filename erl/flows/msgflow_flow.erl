@@ -135,18 +135,12 @@ flows() ->
 %% @private This node's summaries, other nodes' processes in them as pids.
 -spec part_flows() -> [msgflow_flow_view:summary()].
 part_flows() ->
-    case msgflow_flow_keeper:whereis() of
-        undefined -> [];
-        _ -> msgflow_flow_keeper:call(flows)
-    end.
+    msgflow_flow_keeper:query(flows, []).
 
 %% @private Stops this node's entries.
 -spec part_unfollow() -> ok.
 part_unfollow() ->
-    case msgflow_flow_keeper:whereis() of
-        undefined -> ok;
-        _ -> msgflow_flow_keeper:call(unfollow)
-    end.
+    msgflow_flow_keeper:query(unfollow, ok).
 
 %% @private On a node of a cluster: counts the sends of MFA's followed
 %% requests here (the coordinator sets the pattern and counts the calls).
@@ -175,10 +169,7 @@ part_finish(Label) ->
 %% @doc The last flow follow/2 returned, or `undefined'.
 -spec last() -> msgflow_flow_view:flow() | undefined.
 last() ->
-    case msgflow_flow_keeper:whereis() of
-        undefined -> undefined;
-        _ -> msgflow_flow_keeper:call(last)
-    end.
+    msgflow_flow_keeper:query(last, undefined).
 
 %% @doc The keeper's pid, or `undefined' (msgflow never traces it).
 -spec keeper() -> pid() | undefined.

@@ -173,6 +173,5 @@ summary(#entry{mfa = MFA, res = Res, pairs = P, messages = M, depth = D, depth_e
                         end,
     #{entry => MFA, requests => Requests, calls => Calls, messages => M,
       per_request => case Requests of 0 -> 0.0; _ -> M / Requests end,
-      pairs => lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
-                          [{S, R, N} || {{S, R}, N} <- maps:to_list(P)]),
+      pairs => msgflow_row:sorted_pairs(P),
       depth => D, depth_exact => X, sample => Sample, running => Running, overflow => Over}.

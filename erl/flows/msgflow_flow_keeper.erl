@@ -23,7 +23,7 @@
 -module(msgflow_flow_keeper).
 -behaviour(gen_server).
 
--export([call/1, whereis/0]).
+-export([call/1, query/2, whereis/0]).
 -export([start/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 %% seq_trace:get_system_tracer/0 and erlang:trace_info/2 return
@@ -58,13 +58,20 @@
 -spec call(term()) -> term().
 call(Request) ->
     case ensure() of
-        ok ->
-            Token = seq_trace:set_token([]),
-            try gen_server:call(?KEEPER, Request, infinity)
-            after _ = seq_trace:set_token(Token)
-            end;
-        {error, _} = E ->
-            E
+        ok -> without_token(fun() -> gen_server:call(?KEEPER, Request, infinity) end);
+        {error, _} = E -> E
+    end.
+
+%% @doc The keeper's answer to Request when it is running, else IfGone
+%% (also when it ends before it answers); never starts it.
+-spec query(term(), term()) -> term().
+query(Request, IfGone) ->
+    without_token(fun() -> msgflow_call:call(?KEEPER, Request, IfGone) end).
+
+without_token(F) ->
+    Token = seq_trace:set_token([]),
+    try F()
+    after _ = seq_trace:set_token(Token)
     end.
 
 ensure() ->
@@ -102,6 +109,8 @@ init([]) ->
 
 %% @private
 -spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
+%% Over 40 lines: one short clause per request (the longer ones call a
+%% function of their own below).
 handle_call({watch, Max}, {Caller, _}, St = #st{next = N}) ->
     %% the node in it: a cluster's nodes count it under the same label
     Label = {msgflow_follow, node(), N},
@@ -117,8 +126,38 @@ handle_call({watch_label, Label, Max}, _From, St) ->
         {ok, St1} -> {reply, ok, St1};
         {error, _} = E -> {reply, E, St}
     end;
-handle_call({part_finish, Label}, _From, St0) ->
-    St1 = take(St0),
+handle_call({part_finish, Label}, _From, St) ->
+    part_finish(Label, take(St));
+handle_call({messages, Label}, _From, St0) ->
+    St = take(St0),
+    case St#st.follows of
+        #{Label := #{pairs := Pairs}} -> {reply, lists:sum(maps:values(Pairs)), St};
+        _ -> {reply, 0, St}
+    end;
+handle_call({finish, Label, Quiet, Parts}, _From, St) ->
+    finish(Label, Quiet, Parts, take(St));
+handle_call({follow_calls, MFA, Opts}, _From, St) ->
+    case [E || E <- St#st.entries, msgflow_flow_entry:running(E),
+               msgflow_flow_entry:mfa(E) =:= MFA] of
+        [_ | _] -> {reply, {error, {already_following, MFA}}, St};
+        [] -> start_entry(MFA, Opts, St)
+    end;
+handle_call({track, MFA, Max}, _From, St) ->
+    track(MFA, Max, St);
+handle_call(unfollow, _From, St0) ->
+    St = take(St0),
+    {reply, ok, release_tracer(St#st{entries = [msgflow_flow_entry:stop(E) || E <- St#st.entries]})};
+handle_call(flows, _From, St0) ->
+    St = take(St0),
+    {reply, [msgflow_flow_entry:summary(E) || E <- St#st.entries], St};
+handle_call(last, _From, St) ->
+    {reply, St#st.last, St};
+handle_call(Other, _From, St) ->
+    {reply, {error, {badarg, Other}}, St}.
+
+%% A node of a cluster hands over what it counted of Label's flow; its
+%% watch ends.
+part_finish(Label, St1) ->
     case St1#st.follows of
         #{Label := #{pairs := P, labels := Ls}} ->
             Events = relative(take_events(St1#st.fs, Label)),
@@ -126,15 +165,11 @@ handle_call({part_finish, Label}, _From, St0) ->
             {reply, #{node => node(), pairs => P, labels => Ls, events => Events}, St};
         _ ->
             {reply, {error, {unknown_flow, Label}}, St1}
-    end;
-handle_call({messages, Label}, _From, St0) ->
-    St = take(St0),
-    case St#st.follows of
-        #{Label := #{pairs := Pairs}} -> {reply, lists:sum(maps:values(Pairs)), St};
-        _ -> {reply, 0, St}
-    end;
-handle_call({finish, Label, Quiet, Parts}, _From, St0) ->
-    St1 = take(St0),
+    end.
+
+%% follow/2's end: this node's part of Label's flow merged with the other
+%% nodes' Parts into the flow view, kept as the last one.
+finish(Label, Quiet, Parts, St1) ->
     case St1#st.follows of
         #{Label := F0} ->
             F = msgflow_flow_view:merge_parts(F0, Parts),
@@ -148,14 +183,10 @@ handle_call({finish, Label, Quiet, Parts}, _From, St0) ->
         _ ->
             %% a keeper restarted meanwhile: the flow's counts are gone
             {reply, {error, {unknown_flow, Label}}, St1}
-    end;
-handle_call({follow_calls, MFA, Opts}, _From, St) ->
-    case [E || E <- St#st.entries, msgflow_flow_entry:running(E),
-               msgflow_flow_entry:mfa(E) =:= MFA] of
-        [_ | _] -> {reply, {error, {already_following, MFA}}, St};
-        [] -> start_entry(MFA, Opts, St)
-    end;
-handle_call({track, MFA, Max}, _From, St) ->
+    end.
+
+%% A node of a cluster counts the followed requests of MFA here too.
+track(MFA, Max, St) ->
     case system_tracer(St) of
         {error, _} = E ->
             {reply, E, St};
@@ -163,17 +194,7 @@ handle_call({track, MFA, Max}, _From, St) ->
             E = msgflow_flow_entry:track(MFA, Max),
             ok = msgflow_tracer:flow_watch(St#st.fs, msgflow_flow_entry:watch_label(E), Max),
             {reply, ok, schedule(add_entry(E, St))}
-    end;
-handle_call(unfollow, _From, St0) ->
-    St = take(St0),
-    {reply, ok, release_tracer(St#st{entries = [msgflow_flow_entry:stop(E) || E <- St#st.entries]})};
-handle_call(flows, _From, St0) ->
-    St = take(St0),
-    {reply, [msgflow_flow_entry:summary(E) || E <- St#st.entries], St};
-handle_call(last, _From, St) ->
-    {reply, St#st.last, St};
-handle_call(Other, _From, St) ->
-    {reply, {error, {badarg, Other}}, St}.
+    end.
 
 %% @private
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.

@@ -10,6 +10,10 @@
 -define(TEXT_LANES, 8).    %% text: lifelines at most, else a list
 -define(SVG_EVENTS, 300).  %% svg: events drawn at most
 -define(SVG_LANES, 16).    %% svg: lifelines at most
+-define(SVG_LANE_W, 150). %% svg: width of a lane (px)
+-define(SVG_X0, 75).      %% svg: the first lifeline's x (px)
+-define(SVG_TOP, 50).     %% svg: the first arrow's y (px)
+-define(SVG_STEP, 22).    %% svg: px between arrows
 
 %% @doc A Flow as text: a header (messages, processes, depth, duration),
 %% a legend of the processes with their labels, then one row per event in
@@ -133,59 +137,54 @@ mermaid_text(T) ->
 %% order (the first 300).
 -spec svg(msgflow_flow_view:flow()) -> iodata().
 svg(Flow = #{events := Evs0}) ->
-    Lanes0 = lanes(Flow),
-    {Lanes, Lane} = case length(Lanes0) > ?SVG_LANES of
-                        true ->
-                            Kept = lists:sublist(Lanes0, ?SVG_LANES - 1),
-                            {Kept ++ [others], fun(P) -> case lists:member(P, Kept) of
-                                                             true -> P;
-                                                             false -> others
-                                                         end end};
-                        false ->
-                            {Lanes0, fun(P) -> P end}
-                    end,
+    {Lanes, Lane} = svg_lanes(lanes(Flow)),
     Evs = lists:sublist(Evs0, ?SVG_EVENTS),
-    W = 150,
-    X = fun(P) -> 75 + W * index(Lane(P), Lanes) end,
-    Top = 50,
-    Step = 22,
-    H = Top + Step * (length(Evs) + 1),
-    Width = W * length(Lanes),
+    X = fun(P) -> ?SVG_X0 + ?SVG_LANE_W * index(Lane(P), Lanes) end,
+    H = ?SVG_TOP + ?SVG_STEP * (length(Evs) + 1),
     utf8([io_lib:format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"~b\" height=\"~b\" "
                    "font-family=\"Helvetica,Arial,sans-serif\" font-size=\"11\">\n"
                    "<defs><marker id=\"mfa\" markerWidth=\"8\" markerHeight=\"8\" refX=\"7\" "
                    "refY=\"4\" orient=\"auto\"><path d=\"M0,0 L8,4 L0,8 z\" fill=\"#b03a2e\"/>"
-                   "</marker></defs>\n", [Width, H]),
-     [begin
-          Cx = 75 + W * I,
-          Name = case P of others -> <<"others">>; _ -> label(Flow, P) end,
-          io_lib:format("<rect x=\"~b\" y=\"5\" width=\"~b\" height=\"30\" rx=\"4\" fill=\"#eef\" "
-                        "stroke=\"#669\"/><text x=\"~b\" y=\"18\" text-anchor=\"middle\">~ts</text>"
-                        "<text x=\"~b\" y=\"31\" text-anchor=\"middle\" fill=\"#666\">~ts</text>\n"
-                        "<line x1=\"~b\" y1=\"35\" x2=\"~b\" y2=\"~b\" stroke=\"#999\" "
-                        "stroke-dasharray=\"4,3\"/>\n",
-                        [Cx - 70, 140, Cx, msgflow_fmt:xml(shorten(Name, 22)), Cx,
-                         msgflow_fmt:xml(case P of others -> <<>>; _ -> msgflow_fmt:endpoint(P) end),
-                         Cx, Cx, H])
-      end || {I, P} <- lists:zip(lists:seq(0, length(Lanes) - 1), Lanes)],
-     [begin
-          Y = Top + Step * K,
-          X1 = X(F),
-          X2 = X(T),
-          case X1 =:= X2 of
-              true ->
-                  io_lib:format("<path d=\"M~b,~b h25 v8 h-22\" fill=\"none\" stroke=\"#b03a2e\" "
-                                "marker-end=\"url(#mfa)\"/>\n", [X1, Y - 4]);
-              false ->
-                  io_lib:format("<line x1=\"~b\" y1=\"~b\" x2=\"~b\" y2=\"~b\" stroke=\"#b03a2e\" "
-                                "marker-end=\"url(#mfa)\"/><text x=\"~b\" y=\"~b\" "
-                                "text-anchor=\"middle\" fill=\"#444\">d~b {~b,~b}</text>\n",
-                                [X1, Y, X2 - sign(X2 - X1) * 2, Y, (X1 + X2) div 2, Y - 3, D,
-                                 P, C])
-          end
-      end || {K, #{from := F, to := T, depth := D, serial := {P, C}}}
-                 <- lists:zip(lists:seq(1, length(Evs)), Evs)],
-     "</svg>\n"]).
+                   "</marker></defs>\n", [?SVG_LANE_W * length(Lanes), H]),
+          [svg_lifeline(Flow, I, P, H) || {I, P} <- lists:enumerate(0, Lanes)],
+          [svg_arrow(?SVG_TOP + ?SVG_STEP * K, X(F), X(T), Ev)
+           || {K, Ev = #{from := F, to := T}} <- lists:enumerate(Evs)],
+          "</svg>\n"]).
+
+%% The lanes drawn, ?SVG_LANES at most (the rest share the last, `others'),
+%% and the lane of a process.
+svg_lanes(Lanes) when length(Lanes) > ?SVG_LANES ->
+    Kept = lists:sublist(Lanes, ?SVG_LANES - 1),
+    {Kept ++ [others], fun(P) -> case lists:member(P, Kept) of
+                                     true -> P;
+                                     false -> others
+                                 end end};
+svg_lanes(Lanes) ->
+    {Lanes, fun(P) -> P end}.
+
+%% Lane I's box (label, endpoint) and dashed lifeline down to H.
+svg_lifeline(Flow, I, P, H) ->
+    Cx = ?SVG_X0 + ?SVG_LANE_W * I,
+    Name = case P of others -> <<"others">>; _ -> label(Flow, P) end,
+    io_lib:format("<rect x=\"~b\" y=\"5\" width=\"~b\" height=\"30\" rx=\"4\" fill=\"#eef\" "
+                  "stroke=\"#669\"/><text x=\"~b\" y=\"18\" text-anchor=\"middle\">~ts</text>"
+                  "<text x=\"~b\" y=\"31\" text-anchor=\"middle\" fill=\"#666\">~ts</text>\n"
+                  "<line x1=\"~b\" y1=\"35\" x2=\"~b\" y2=\"~b\" stroke=\"#999\" "
+                  "stroke-dasharray=\"4,3\"/>\n",
+                  [Cx - 70, 140, Cx, msgflow_fmt:xml(shorten(Name, 22)), Cx,
+                   msgflow_fmt:xml(case P of others -> <<>>; _ -> msgflow_fmt:endpoint(P) end),
+                   Cx, Cx, H]).
+
+%% One event's arrow at height Y from X1 to X2 (a loop when both are one
+%% lane), labelled with its depth and serial.
+svg_arrow(Y, X, X, _Ev) ->
+    io_lib:format("<path d=\"M~b,~b h25 v8 h-22\" fill=\"none\" stroke=\"#b03a2e\" "
+                  "marker-end=\"url(#mfa)\"/>\n", [X, Y - 4]);
+svg_arrow(Y, X1, X2, #{depth := D, serial := {P, C}}) ->
+    io_lib:format("<line x1=\"~b\" y1=\"~b\" x2=\"~b\" y2=\"~b\" stroke=\"#b03a2e\" "
+                  "marker-end=\"url(#mfa)\"/><text x=\"~b\" y=\"~b\" "
+                  "text-anchor=\"middle\" fill=\"#444\">d~b {~b,~b}</text>\n",
+                  [X1, Y, X2 - sign(X2 - X1) * 2, Y, (X1 + X2) div 2, Y - 3, D, P, C]).
 
 sign(N) when N > 0 -> 1;
 sign(_) -> -1.

@@ -28,7 +28,7 @@ html(Views = #{rows := View = #{by := By}, top := TopView}, Opts) ->
         Graph -> html(Views, View, By, TopView, Graph, Opts)
     end.
 
-html(_Views, View, By, TopView = #{rows := Top}, Graph, Opts) ->
+html(_Views, View, By, TopView, Graph, Opts) ->
     Hot = maps:get(hotspots, Opts, []),
     {Summaries, LastFlow} = maps:get(flows, Opts, {[], undefined}),
     Node = msgflow_fmt:xml(atom_to_list(maps:get(node, View))),
@@ -39,42 +39,54 @@ html(_Views, View, By, TopView = #{rows := Top}, Graph, Opts) ->
      "td.n{text-align:right;font-variant-numeric:tabular-nums}"
      "section{margin-bottom:2em}.graph svg{max-width:100%;height:auto}</style>\n",
      "</head><body>\n<h1>msgflow report</h1>\n",
-     io_lib:format("<p>Node <b>~s</b>: ~s messages between ~s pairs, ~s dead letters; "
-                   "rates over the last ~s ms window~s.</p>\n",
-                   [Node, msgflow_fmt:int(maps:get(events, View)),
-                    msgflow_fmt:int(maps:get(pairs, View)),
-                    msgflow_fmt:int(maps:get(dead_letters, View)),
-                    msgflow_fmt:int(maps:get(window_ms, View)),
-                    case maps:get(estimated, View) of
-                        true -> " (sampled: rates are estimates)";
-                        false -> ""
-                    end]),
+     summary(Node, View),
      "<section id=\"heatmap\"><h2>Communication matrix by ", atom_to_list(By), "</h2>\n",
      msgflow_report:heatmap(View, Opts), "</section>\n",
-     "<section id=\"top\"><h2>Top pairs</h2>\n<table><tr><th>#</th><th>sender</th>"
+     top_table(TopView),
+     "<section id=\"rates\"><h2>Messages/s of the busiest pairs</h2>\n",
+     chart(TopView), "</section>\n",
+     hotspots(Hot),
+     msgflow_flow_render:html(Summaries, LastFlow),
+     "<section id=\"graph\" class=\"graph\"><h2>Graph</h2>\n",
+     Graph, "</section>\n</body></html>\n"].
+
+%% The sentence under the title: totals and the window.
+summary(Node, View) ->
+    io_lib:format("<p>Node <b>~s</b>: ~s messages between ~s pairs, ~s dead letters; "
+                  "rates over the last ~s ms window~s.</p>\n",
+                  [Node, msgflow_fmt:int(maps:get(events, View)),
+                   msgflow_fmt:int(maps:get(pairs, View)),
+                   msgflow_fmt:int(maps:get(dead_letters, View)),
+                   msgflow_fmt:int(maps:get(window_ms, View)),
+                   case maps:get(estimated, View) of
+                       true -> " (sampled: rates are estimates)";
+                       false -> ""
+                   end]).
+
+%% The top view's rows as a table.
+top_table(TopView = #{rows := Top}) ->
+    ["<section id=\"top\"><h2>Top pairs</h2>\n<table><tr><th>#</th><th>sender</th>"
      "<th>receiver</th><th>messages</th><th>msg/s</th><th>mean msg/s</th>"
      "<th>peak msg/s</th></tr>\n",
      [io_lib:format("<tr><td class=\"n\">~b</td><td>~s</td><td>~s</td><td class=\"n\">~s</td>"
                     "<td class=\"n\">~s</td><td class=\"n\">~s</td><td class=\"n\">~s</td>"
                     "</tr>\n",
-                    [I, msgflow_fmt:xml(element(2, msgflow_report:texts(TopView, S))), msgflow_fmt:xml(element(2, msgflow_report:texts(TopView, R))),
+                    [I, msgflow_fmt:xml(element(2, msgflow_report:texts(TopView, S))),
+                     msgflow_fmt:xml(element(2, msgflow_report:texts(TopView, R))),
                      msgflow_fmt:int(C), msgflow_fmt:rate(Rate), msgflow_fmt:rate(Mean),
                      msgflow_fmt:rate(Peak)])
       || {I, #{sender := S, receiver := R, count := C, rate := Rate, mean_rate := Mean,
-               peak_rate := Peak}} <- lists:zip(lists:seq(1, length(Top)), Top)],
-     "</table></section>\n",
-     "<section id=\"rates\"><h2>Messages/s of the busiest pairs</h2>\n",
-     chart(TopView), "</section>\n",
-     "<section id=\"hotspots\"><h2>Hotspots</h2>\n",
+               peak_rate := Peak}} <- lists:enumerate(Top)],
+     "</table></section>\n"].
+
+hotspots(Hot) ->
+    ["<section id=\"hotspots\"><h2>Hotspots</h2>\n",
      case Hot of
          [] -> "<p>No findings.</p>\n";
          _ -> ["<ul>\n", [["<li><b>", atom_to_list(K), "</b> ", msgflow_fmt:xml(E), "</li>\n"]
                           || #{kind := K, explanation := E} <- Hot], "</ul>\n"]
      end,
-     "</section>\n",
-     msgflow_flow_render:html(Summaries, LastFlow),
-     "<section id=\"graph\" class=\"graph\"><h2>Graph</h2>\n",
-     Graph, "</section>\n</body></html>\n"].
+     "</section>\n"].
 
 -define(CHART_PAIRS, 5).
 -define(CHART_COLOURS, ["#b03a2e", "#1f618d", "#239b56", "#b7950b", "#6c3483"]).

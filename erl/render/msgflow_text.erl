@@ -7,8 +7,13 @@
 %% a header (run state, messages, pairs or groups, the window the rates
 %% are over, sampling, what is not counted) and one line per row.
 -spec top(msgflow_view:view()) -> iodata().
-top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events,
-                    pairs := Pairs, groups := Groups, running := Running, sample := Sample}) ->
+top(View) ->
+    [top_head(View) | top_table(View)].
+
+%% The header: run state, messages, pairs or groups, the window the rates
+%% are over, sampling, what is not counted.
+top_head(View = #{by := By, window_ms := WinMs, events := Events, pairs := Pairs,
+                  groups := Groups, running := Running, sample := Sample}) ->
     %% by process: the pairs held; grouped: the groups of the whole run
     Count = case By of
                 process -> [msgflow_fmt:int(Pairs), " pairs"];
@@ -18,26 +23,28 @@ top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events,
                 [_] -> "";
                 Ns -> io_lib:format(" on ~b nodes", [length(Ns)])
             end,
-    Head = [io_lib:format("msgflow ~s~s: ~s messages, ~s; MSG/S over the last ~s ms~n",
-                          [case Running of true -> "running"; false -> "stopped" end, Where,
-                           msgflow_fmt:int(Events), Count, msgflow_fmt:int(WinMs)]),
-            case Sample of
-                off -> [];
-                {T, P} -> io_lib:format("sampled: traced ~b ms of every ~b; messages are "
-                                        "those measured, rates are estimates (x~.1f)~n",
-                                        [T, P, P / T])
-            end,
-            case maps:get(new_tracer, View, msgflow) of
-                msgflow -> [];
-                Other -> io_lib:format("not counted: processes spawned since another tool "
-                                       "took over new processes (tracer ~0p; info())~n",
-                                       [Other])
-            end,
-            case maps:get(skipped, View, 0) of
-                0 -> [];
-                N -> io_lib:format("not counted: ~s processes or ports another "
-                                   "tracer traces (info())~n", [msgflow_fmt:int(N)])
-            end],
+    [io_lib:format("msgflow ~s~s: ~s messages, ~s; MSG/S over the last ~s ms~n",
+                   [case Running of true -> "running"; false -> "stopped" end, Where,
+                    msgflow_fmt:int(Events), Count, msgflow_fmt:int(WinMs)]),
+     case Sample of
+         off -> [];
+         {T, P} -> io_lib:format("sampled: traced ~b ms of every ~b; messages are "
+                                 "those measured, rates are estimates (x~.1f)~n",
+                                 [T, P, P / T])
+     end,
+     case maps:get(new_tracer, View, msgflow) of
+         msgflow -> [];
+         Other -> io_lib:format("not counted: processes spawned since another tool "
+                                "took over new processes (tracer ~0p; info())~n", [Other])
+     end,
+     case maps:get(skipped, View, 0) of
+         0 -> [];
+         N -> io_lib:format("not counted: ~s processes or ports another "
+                            "tracer traces (info())~n", [msgflow_fmt:int(N)])
+     end].
+
+%% The column heads and a line per row.
+top_table(View = #{rows := Rows}) ->
     E = msgflow_fmt:ellipsis(),
     Cols = [msgflow_fmt:rcell("#", 3), " ", msgflow_fmt:cell("SENDER", 20, E), " ",
             msgflow_fmt:cell("RECEIVER", 20, E), " ", msgflow_fmt:rcell("MESSAGES", 9), " ",
@@ -50,9 +57,8 @@ top(View = #{rows := Rows, by := By, window_ms := WinMs, events := Events,
               msgflow_fmt:rcell(msgflow_fmt:short_rate(Mean), 7), " ",
               msgflow_fmt:rcell(msgflow_fmt:short_rate(Peak), 7), "\n"]
              || {I, #{sender := S, receiver := R, count := C, rate := Rate, prev_rate := Prev,
-                      mean_rate := Mean, peak_rate := Peak}}
-                    <- lists:zip(lists:seq(1, length(Rows)), Rows)],
-    [Head, Cols | Lines].
+                      mean_rate := Mean, peak_rate := Peak}} <- lists:enumerate(Rows)],
+    [Cols | Lines].
 
 endpoint_cell(#{endpoints := Ends}, K, Width, E) ->
     msgflow_fmt:endpoint_cell(maps:get(K, Ends, undefined), K, Width, E).

@@ -50,8 +50,7 @@
 %% `{Sender, Receiver}', `labels') and the events kept.
 -spec flow(term(), map(), [msgflow_tracer:event()]) -> flow().
 flow(Label, #{pairs := P, labels := Ls0}, Events) ->
-    Pairs = lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
-                       [{S, R, N} || {{S, R}, N} <- maps:to_list(P)]),
+    Pairs = msgflow_row:sorted_pairs(P),
     {Depths, _} = depths(Events, #{}),
     T0 = case Events of
              [] -> 0;
@@ -100,8 +99,7 @@ merge_summary(S = #{pairs := P0, messages := M0, depth := D0, depth_exact := X0,
                                                                N, Acc) end,
                       #{}, P0 ++ lists:append([P || #{pairs := P} <- Parts])),
     M = M0 + lists:sum([X || #{messages := X} <- Parts]),
-    S#{pairs := lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
-                           [{A, B, N} || {{A, B}, N} <- maps:to_list(Sum)]),
+    S#{pairs := msgflow_row:sorted_pairs(Sum),
        messages := M,
        per_request := case Rq of 0 -> 0.0; _ -> M / Rq end,
        depth := lists:max([D0 | [D || #{depth := D} <- Parts]]),
@@ -142,8 +140,7 @@ name_summary(S = #{pairs := P}) ->
     Sum = lists:foldl(fun({A, B, N}, Acc) ->
                               maps:update_with({Name(A), Name(B)}, fun(X) -> X + N end, N, Acc)
                       end, #{}, P),
-    S#{pairs := lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
-                           [{A, B, N} || {{A, B}, N} <- maps:to_list(Sum)])}.
+    S#{pairs := msgflow_row:sorted_pairs(Sum)}.
 
 %% @doc The depth of each event: 1 + that of the message its sender last
 %% received in the flow (seq_trace sets a send's Prev to the serial of

@@ -378,12 +378,15 @@ row({S, R}, {Count, PerWin, NPairs, BestPeak, First}, Members,
 
 
 %% The busiest closed window of a group of several pairs: the sum of
-%% their counts in each kept window.
+%% their counts in each kept window.  A window the store closed after it
+%% listed its durations (the collector runs on while a view is built) has
+%% no duration yet, and is left out.
 peak(Members, #{open := Open, durations := Durs}) when map_size(Durs) > 0 ->
     First = lists:min(maps:keys(Durs)),
     Sums = msgflow_row:sum_counts([msgflow_row:counts_in(First, Open - 1, M) || M <- Members]),
-    lists:max([msgflow_rate:per_s(C, maps:get(W, Durs), 1)
-               || {W, C} <- lists:zip(lists:seq(First, Open - 1), Sums)]);
+    lists:max([0.0 | [msgflow_rate:per_s(C, D, 1)
+                      || {W, C} <- lists:zip(lists:seq(First, Open - 1), Sums),
+                         {ok, D} <- [maps:find(W, Durs)]]]);
 peak(_, _) ->
     0.0.
 

@@ -4,8 +4,8 @@
  *
  * A C node (ei_connect, as erl_call is) that attaches to a running
  * distributed node, loads msgflow's code there over RPC when it is missing
- * (from this build: ebin and priv written to the node's user cache dir and
- * added to its code path), starts msgflow unless the node holds a run
+ * (from this build, through msgflow_cluster_code:install/1, as the cluster
+ * ships it: refused on a node of another OTP release), starts msgflow unless the node holds a run
  * (running, or stopped: that one is shown as it is; --start starts anew),
  * and every interval fetches msgflow:dump/0 (the ETF dump as a binary) and
  * redraws the top table.  Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT, SIGPIPE),
@@ -38,6 +38,14 @@
 
 #ifndef MSGFLOW_ROOT
 #define MSGFLOW_ROOT "."
+#endif
+/* what this build's beams and NIF are for (CMake asks the erl it builds
+ * with) */
+#ifndef MF_OTP_RELEASE
+#define MF_OTP_RELEASE "unknown"
+#endif
+#ifndef MF_NIF_VERSION
+#define MF_NIF_VERSION "unknown"
 #endif
 
 #define RPC_TIMEOUT_MS 30000
@@ -221,43 +229,59 @@ static int attach(conn *c, const char *cookie, const char *cookie_from)
 
 /* -------------------------------------------------------- loading code */
 
-static int write_remote_file(conn *c, const char *remote, const char *local)
+/* One file of the local build, read whole (mf_read_file); NULL on error,
+ * with a message. */
+static char *read_build_file(const char *dir, const char *name, size_t *len)
 {
-    size_t len;
-    char *data = mf_read_file(local, &len);
-    ei_x_buff args, reply;
-    int rc = -1;
-    if (data) {
-        args_new(&args, 2);
-        ei_x_encode_string(&args, remote);
-        ei_x_encode_binary(&args, data, (long)len);
-        if (rpc(c, "file", "write_file", &args, &reply) == 0 && reply_is_atom(&reply, "ok"))
-            rc = 0;
-        ei_x_free(&reply);
+    char path[PATH_MAX];
+    if ((size_t)snprintf(path, sizeof(path), "%s/%s", dir, name) >= sizeof(path)) {
+        fprintf(stderr, "msgflow-top: path too long: %s/%s\n", dir, name);
+        return NULL;
     }
-    free(data);
-    return rc;
+    char *data = mf_read_file(path, len);
+    if (!data)
+        fprintf(stderr, "msgflow-top: cannot read %s (run make; or set MSGFLOW_HOME)\n", path);
+    return data;
 }
 
-/* Calls mod:fun(Str) and copies a string reply into out. */
-static int rpc_string(conn *c, const char *mod, const char *fun, const char *arg, const char *arg2,
-                      char *out, size_t len)
+/* Encodes [{Module, Beam}] of every .beam in ebin into x; 0, or -1. */
+static int encode_beams(ei_x_buff *x, const char *ebin)
 {
-    ei_x_buff args, reply;
-    args_new(&args, arg2 ? 2 : 1);
-    ei_x_encode_atom(&args, arg);
-    if (arg2)
-        ei_x_encode_string(&args, arg2);
-    int rc = -1, idx = 0, type, size;
-    if (rpc(c, mod, fun, &args, &reply) == 0 &&
-        ei_get_type(reply.buff, &idx, &type, &size) == 0 && type == ERL_STRING_EXT &&
-        (size_t)size < len && ei_decode_string(reply.buff, &idx, out) == 0)
-        rc = 0;
-    ei_x_free(&reply);
-    return rc;
+    DIR *dh = opendir(ebin);
+    if (!dh) {
+        fprintf(stderr, "msgflow-top: no local build at %s (run make; or set MSGFLOW_HOME)\n",
+                ebin);
+        return -1;
+    }
+    struct dirent *de;
+    int failed = 0;
+    while (!failed && (de = readdir(dh)) != NULL) {
+        size_t n = strlen(de->d_name), len;
+        if (n <= 5 || strcmp(de->d_name + n - 5, ".beam") != 0 || n - 5 >= MAXATOMLEN)
+            continue;
+        char mod[MAXATOMLEN];
+        snprintf(mod, sizeof(mod), "%.*s", (int)(n - 5), de->d_name);
+        char *bin = read_build_file(ebin, de->d_name, &len);
+        if (!bin) {
+            failed = 1;
+            break;
+        }
+        ei_x_encode_list_header(x, 1);
+        ei_x_encode_tuple_header(x, 2);
+        ei_x_encode_atom(x, mod);
+        ei_x_encode_binary(x, bin, (long)len);
+        free(bin);
+    }
+    closedir(dh);
+    ei_x_encode_empty_list(x);
+    return failed ? -1 : 0;
 }
 
-/* msgflow present on the node?  If not, copy this build's ebin and priv. */
+/* msgflow present on the node?  If not, it is shipped from this build the
+ * way msgflow's cluster ships it: msgflow_cluster_code loaded there, and
+ * its install/1 given the bundle (release and NIF version this build is
+ * for, application spec, modules, NIF), which refuses a node of another
+ * release before it writes anything. */
 static int ensure_code(conn *c)
 {
     ei_x_buff args, reply;
@@ -270,61 +294,69 @@ static int ensure_code(conn *c)
         return -1;
     if (!missing)
         return 0;
+    fprintf(stderr, "msgflow-top: msgflow is not loaded on %s; loading this build's code there "
+                    "(the node's user cache directory)\n", c->node);
 
     const char *root = getenv("MSGFLOW_HOME") ? getenv("MSGFLOW_HOME") : MSGFLOW_ROOT;
-    char ebin[PATH_MAX], so[PATH_MAX], dir[1024], rpath[2048], lpath[PATH_MAX];
+    char ebin[PATH_MAX], priv[PATH_MAX], text[512];
     snprintf(ebin, sizeof(ebin), "%s/_build/default/lib/msgflow/ebin", root);
-    snprintf(so, sizeof(so), "%s/priv/msgflow_tracer.so", root);
-    if (rpc_string(c, "filename", "basedir", "user_cache", "msgflow", dir, sizeof(dir)) != 0) {
-        fprintf(stderr, "msgflow-top: cannot find a directory on %s to load msgflow into\n",
-                c->node);
+    snprintf(priv, sizeof(priv), "%s/priv", root);
+    size_t len;
+    char *loader = read_build_file(ebin, "msgflow_cluster_code.beam", &len);
+    if (!loader)
+        return -1;
+    args_new(&args, 3);
+    ei_x_encode_atom(&args, "msgflow_cluster_code");
+    ei_x_encode_string(&args, "msgflow_cluster_code.beam");
+    ei_x_encode_binary(&args, loader, (long)len);
+    free(loader);
+    r = rpc(c, "code", "load_binary", &args, &reply);
+    if (r == 0 && reply_is_atom(&reply, "error"))
+        r = -1;
+    int idx = 0, arity;
+    if (r == 0 && (ei_decode_tuple_header(reply.buff, &idx, &arity) != 0 || arity != 2 ||
+                   ei_skip_term(reply.buff, &idx) != 0 ||
+                   ei_decode_atom(reply.buff, &idx, text) != 0 ||
+                   strcmp(text, "msgflow_cluster_code") != 0)) {
+        reply_text(&reply, text, sizeof(text));
+        fprintf(stderr, "msgflow-top: %s cannot load this build's code (%s): it is built for "
+                        "OTP %s\n", c->node, text, MF_OTP_RELEASE);
+        r = -1;
+    }
+    ei_x_free(&reply);
+    if (r != 0)
+        return -1;
+
+    char *app = read_build_file(ebin, "msgflow.app", &len);
+    size_t so_len;
+    char *so = app ? read_build_file(priv, "msgflow_tracer.so", &so_len) : NULL;
+    args_new(&args, 1);
+    ei_x_encode_map_header(&args, 5);
+    ei_x_encode_atom(&args, "otp_release");
+    ei_x_encode_string(&args, MF_OTP_RELEASE);
+    ei_x_encode_atom(&args, "nif_version");
+    ei_x_encode_string(&args, MF_NIF_VERSION);
+    ei_x_encode_atom(&args, "app");
+    ei_x_encode_binary(&args, app ? app : "", app ? (long)len : 0);
+    ei_x_encode_atom(&args, "nif");
+    ei_x_encode_binary(&args, so ? so : "", so ? (long)so_len : 0);
+    ei_x_encode_atom(&args, "beams");
+    int failed = !app || !so || encode_beams(&args, ebin) != 0;
+    free(app);
+    free(so);
+    if (failed) {
+        ei_x_free(&args);
         return -1;
     }
-    fprintf(stderr, "msgflow-top: msgflow is not loaded on %s; copying it to %s there\n",
-            c->node, dir);
-    DIR *dh = opendir(ebin);
-    if (!dh) {
-        fprintf(stderr, "msgflow-top: no local build at %s (run make; or set MSGFLOW_HOME)\n",
-                ebin);
-        return -1;
+    r = rpc(c, "msgflow_cluster_code", "install", &args, &reply);
+    if (r == 0 && !reply_is_atom(&reply, "ok")) {
+        reply_text(&reply, text, sizeof(text));
+        fprintf(stderr, "msgflow-top: could not load msgflow on %s (this build is for OTP %s, "
+                        "NIF %s): %s\n", c->node, MF_OTP_RELEASE, MF_NIF_VERSION, text);
+        r = -1;
     }
-    /* filelib:ensure_path/1 makes dir/ebin and dir/priv */
-    int failed = 0;
-    const char *subdirs[] = {"ebin", "priv"};
-    for (int i = 0; i < 2 && !failed; i++) {
-        snprintf(rpath, sizeof(rpath), "%s/%s", dir, subdirs[i]);
-        args_new(&args, 1);
-        ei_x_encode_string(&args, rpath);
-        failed = rpc(c, "filelib", "ensure_path", &args, &reply) != 0 ||
-                 !reply_is_atom(&reply, "ok");
-        ei_x_free(&reply);
-    }
-    struct dirent *de;
-    while (!failed && (de = readdir(dh)) != NULL) {
-        size_t n = strlen(de->d_name);
-        if (!(n > 5 && !strcmp(de->d_name + n - 5, ".beam")) &&
-            !(n > 4 && !strcmp(de->d_name + n - 4, ".app")))
-            continue;
-        if ((size_t)snprintf(lpath, sizeof(lpath), "%s/%s", ebin, de->d_name) >= sizeof(lpath) ||
-            (size_t)snprintf(rpath, sizeof(rpath), "%s/ebin/%s", dir, de->d_name) >= sizeof(rpath))
-            failed = 1; /* a path too long to copy: give up rather than cut it */
-        else
-            failed = write_remote_file(c, rpath, lpath) != 0;
-    }
-    closedir(dh);
-    snprintf(rpath, sizeof(rpath), "%s/priv/msgflow_tracer.so", dir);
-    if (!failed)
-        failed = write_remote_file(c, rpath, so) != 0;
-    if (!failed) {
-        snprintf(rpath, sizeof(rpath), "%s/ebin", dir);
-        args_new(&args, 1);
-        ei_x_encode_string(&args, rpath);
-        failed = rpc(c, "code", "add_patha", &args, &reply) != 0 || !reply_is_atom(&reply, "true");
-        ei_x_free(&reply);
-    }
-    if (failed)
-        fprintf(stderr, "msgflow-top: could not copy msgflow's code to %s\n", c->node);
-    return failed ? -1 : 0;
+    ei_x_free(&reply);
+    return r;
 }
 
 /* ------------------------------------------------------------ the loop */
