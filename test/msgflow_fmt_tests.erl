@@ -53,13 +53,21 @@ label_test_() ->
               ?_assertEqual(undefined, msgflow_describe:describe(Dead))]
      end}.
 
-%% mfa/3 writes what ~w:~w/~w writes, quoting included.
+%% mfa/3 writes what ~w:~w/~w writes, quoting included; an Elixir module
+%% (`Elixir.' and more) as its alias, then `.F/A'.
 prop_mfa_as_format() ->
     Word = ?LET(Cs, list(oneof([range($a, $z), range($A, $Z), range($0, $9), $_, $@, $-, $., $\s])),
                 list_to_atom(Cs)),
-    Atom = oneof([Word, oneof(['after', 'receive', 'maybe', 'else', 'end', ok, 'Elixir.Foo', ''])]),
+    Atom = oneof([Word, oneof(['after', 'receive', 'maybe', 'else', 'end', ok, 'Elixir.Foo',
+                               'Elixir.', 'Elixir', ''])]),
     ?FORALL({M, F, A}, {Atom, Atom, range(0, 255)},
-            msgflow_fmt:mfa(M, F, A) =:= iolist_to_binary(io_lib:format("~w:~w/~w", [M, F, A]))).
+            msgflow_fmt:mfa(M, F, A) =:=
+                case atom_to_list(M) of
+                    "Elixir." ++ Alias when Alias =/= "" ->
+                        iolist_to_binary(io_lib:format("~ts.~w/~w", [Alias, F, A]));
+                    _ ->
+                        iolist_to_binary(io_lib:format("~w:~w/~w", [M, F, A]))
+                end).
 
 %% Removing the separators gives the plain digits back, and groups are 3 wide.
 prop_int_roundtrip() ->
@@ -79,3 +87,17 @@ prop_cell_width() ->
 proper_test_() ->
     [?_assert(proper:quickcheck(P, [{numtests, 500}, {to_file, user}]))
      || P <- [prop_int_roundtrip(), prop_cell_width(), prop_mfa_as_format()]].
+
+%% Elixir modules and names as Elixir writes them; Erlang ones unchanged.
+elixir_names_test() ->
+    ?assertEqual(<<"My.Worker.init/1">>, msgflow_fmt:mfa('Elixir.My.Worker', init, 1)),
+    ?assertEqual(<<"Task.Supervised.invoke_mfa/2">>,
+                 msgflow_fmt:mfa('Elixir.Task.Supervised', invoke_mfa, [a, b])),
+    ?assertEqual(<<"My.Worker.'-start/0-fun-0-'/0">>,
+                 msgflow_fmt:mfa('Elixir.My.Worker', '-start/0-fun-0-', 0)),
+    ?assertEqual(<<"Counter">>, msgflow_fmt:name('Elixir.Counter')),
+    ?assertEqual(<<"Elixir">>, msgflow_fmt:name('Elixir')),
+    ?assertEqual(<<"Elixir.">>, msgflow_fmt:name('Elixir.')),
+    ?assertEqual(<<"code_server">>, msgflow_fmt:name(code_server)),
+    ?assertEqual(<<"gen_server:init_it/6">>, msgflow_fmt:mfa(gen_server, init_it, 6)),
+    ?assertEqual(<<"'Elixir':f/0">>, msgflow_fmt:mfa('Elixir', f, 0)).

@@ -286,8 +286,8 @@ handle_call(stop, _From, St) ->
                            S =/= down, S =/= incompatible],
     %% their final figures, for nodes/0
     {reply, ok, pull_now(St#st{running = false})};
-handle_call(_Other, _From, St) ->
-    {reply, {error, unknown_call}, St}.
+handle_call(Other, _From, St) ->
+    {reply, {error, {unknown_call, Other}}, St}.
 
 %% @private
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.

@@ -14,8 +14,11 @@
 %% a local process's registered name, else its proc_lib initial call
 %% (`'$initial_call''; before that, on OTP 27+, its `proc_lib:set_label/1'
 %% label), else its initial call `M:F/A', else the pid; a port's
-%% driver or command name; a remote endpoint with its node; an alias as
-%% `alias #Ref<..>'.  A dead local pid gets msgflow_fmt:endpoint/1.
+%% driver or command name; a registered name as msgflow_fmt:name/1 writes
+%% it (an Elixir alias without `Elixir.'); a remote endpoint with its node;
+%% an alias as `alias #Ref<..>'.  A dead local pid gets
+%% msgflow_fmt:endpoint/1.  Module names in labels read as their language
+%% writes them (`My.Worker.init/1').
 -spec label(msgflow_tracer:endpoint() | term()) -> binary().
 label(Pid) when is_pid(Pid), node(Pid) =:= node() ->
     case describe(Pid) of
@@ -27,6 +30,8 @@ label(Port) when is_port(Port) ->
         {name, Name} -> iolist_to_binary(["port ", Name]);
         undefined -> msgflow_fmt:endpoint(Port)
     end;
+label(Name) when is_atom(Name) ->
+    msgflow_fmt:name(Name);
 label(Other) ->
     msgflow_fmt:endpoint(Other).
 
@@ -66,7 +71,7 @@ describe(Pid) ->
                          _ -> undefined
                      end,
             Label = if
-                        Name =/= undefined -> atom_to_binary(Name);
+                        Name =/= undefined -> msgflow_fmt:name(Name);
                         true -> unnamed_label(Pid, PlCall, Init)
                     end,
             #{label => Label, module => Module, name => Name, group_leader => GL}

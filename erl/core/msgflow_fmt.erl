@@ -4,15 +4,39 @@
 %%% does that).
 -module(msgflow_fmt).
 -export([xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, rcell/2, endpoint_cell/4, ellipsis/0,
-         mfa/3]).
+         mfa/3, name/1]).
 
-%% @doc `M:F/A' as a binary (A may be the argument list).
+%% @doc `M:F/A' as a binary (A may be the argument list); for an Elixir
+%% module as Elixir writes it, `My.Worker.init/1'.
 -spec mfa(atom(), atom(), arity() | list()) -> binary().
 mfa(M, F, A) when is_list(A) -> mfa(M, F, length(A));
 mfa(M, F, A) ->
     %% as ~w:~w/~w would write it; a collector labels every new process
     %% with it, so the common atoms skip io_lib's quoting rules
-    <<(atom_text(M))/binary, $:, (atom_text(F))/binary, $/, (integer_to_binary(A))/binary>>.
+    case elixir(M) of
+        false ->
+            <<(atom_text(M))/binary, $:, (atom_text(F))/binary, $/,
+              (integer_to_binary(A))/binary>>;
+        Alias ->
+            <<Alias/binary, $., (atom_text(F))/binary, $/, (integer_to_binary(A))/binary>>
+    end.
+
+%% @doc A module or registered name as a label: an Elixir alias without
+%% its `Elixir.' prefix (`'Elixir.My.Worker'' is `My.Worker'), any other
+%% atom's text as it is.
+-spec name(atom()) -> binary().
+name(Atom) ->
+    case elixir(Atom) of
+        false -> atom_to_binary(Atom);
+        Alias -> Alias
+    end.
+
+%% The alias an Elixir module name stands for, or false.
+elixir(Atom) ->
+    case atom_to_binary(Atom) of
+        <<"Elixir.", Alias/binary>> when Alias =/= <<>> -> Alias;
+        _ -> false
+    end.
 
 %% An atom as ~w writes it: bare when it is a lower-case letter followed by
 %% letters, digits, _ and @ and not a reserved word; else io_lib decides.

@@ -196,7 +196,7 @@ take_birth(B, E) ->
 %% (views show the pid beside it).
 dead_label(undefined, {M, F, A}) -> msgflow_fmt:mfa(M, F, A);
 dead_label(undefined, undefined) -> <<"(unknown)">>;
-dead_label(Name, _) -> atom_to_binary(Name).
+dead_label(Name, _) -> msgflow_fmt:name(Name).
 
 
 %% @doc learn/2, and one more row of the collector's names E.  Owner only.

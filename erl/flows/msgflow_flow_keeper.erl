@@ -153,7 +153,7 @@ handle_call(flows, _From, St0) ->
 handle_call(last, _From, St) ->
     {reply, St#st.last, St};
 handle_call(Other, _From, St) ->
-    {reply, {error, {badarg, Other}}, St}.
+    {reply, {error, {unknown_call, Other}}, St}.
 
 %% A node of a cluster hands over what it counted of Label's flow; its
 %% watch ends.

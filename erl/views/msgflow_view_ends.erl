@@ -70,9 +70,10 @@ info(process, E = {exited, _, _}, Tables) ->
     M#{label => <<L/binary, " (exited)">>, text => msgflow_fmt:endpoint(E)};
 info(process, E, Tables) ->
     (msgflow_labels:meta(Tables, E))#{text => msgflow_fmt:endpoint(E)};
-info(_, Key, _) ->
+info(By, Key, _) ->
     Text = case Key of
                B when is_binary(B) -> B;
+               M when By =:= module, is_atom(M) -> msgflow_fmt:name(M);
                _ -> msgflow_fmt:endpoint(Key)
            end,
     #{label => Text, text => Text, module => undefined, application => undefined,
