@@ -171,7 +171,8 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
     s->limit.max = max;
     s->spill_lock = enif_mutex_create("msgflow_spill_claim");
     s->gens_lock = enif_mutex_create("msgflow_gens");
-    int parts = mf_births_init(&s->births) && (kind != MF_KIND_FLOW || mf_watches_init(&s->watches));
+    int parts = mf_births_init(&s->births) &&
+                (kind != MF_KIND_FLOW || mf_watches_init(&s->watches));
     *term = enif_make_resource(env, s);
     enif_release_resource(s);
     if (!s->spill_lock || !s->gens_lock || !parts)
