@@ -2285,8 +2285,10 @@ cluster_caller(Parent, Node, X) ->
     receive exit -> ok end.
 
 %% A node of another OTP release (Debian's OTP 25 beside the OTP 27 that
-%% tools/otp.sh builds, either way round) cannot run this msgflow: it is
-%% `incompatible', nothing is loaded into it, and nothing crashes.
+%% tools/otp.sh builds, either way round) cannot run this msgflow, from
+%% msgflow:start/1 or from msgflow-top: it is
+%% `incompatible', msgflow is not loaded into it (msgflow-top leaves its
+%% loader, msgflow_cluster_code, there), and nothing crashes.
 cluster_incompatible(_Config) ->
     _ = start_distribution(),
     Mine = erlang:system_info(otp_release),
@@ -2316,7 +2318,19 @@ cluster_incompatible(_Config) ->
                                                  reason := {otp_release, _, _, _}}],
                              msgflow:nodes()),
                 ?assertEqual(non_existing, erpc:call(N, code, which, [msgflow])),
-                ok = msgflow:stop()
+                ok = msgflow:stop(),
+                %% msgflow-top ships through the same install/1: refused
+                %% with the node's release named, nothing written there
+                Rel = erpc:call(N, erlang, system_info, [otp_release]),
+                Cache = erpc:call(N, filename, basedir, [user_cache, "msgflow"]),
+                Before = file:list_dir(Cache),
+                {1, Out} = run(tool("msgflow-top"), ["--node", atom_to_list(N), "--cookie",
+                                                     atom_to_list(erlang:get_cookie()), "--once"]),
+                ?assertMatch({_, _}, binary:match(Out, iolist_to_binary(
+                                                         ["{incompatible, {otp_release, \"", Rel,
+                                                          "\""]))),
+                ?assertEqual(Before, file:list_dir(Cache)),
+                ?assertEqual(non_existing, erpc:call(N, code, which, [msgflow]))
             after
                 erpc:cast(N, erlang, halt, [])
             end

@@ -23,13 +23,17 @@
 %% {otp_release, Rel, nif_version, Nif}}'.  Timeout in ms per call.
 -spec compatible(node(), timeout()) -> ok.
 compatible(N, Timeout) ->
-    Mine = {erlang:system_info(otp_release), erlang:system_info(nif_version)},
-    Theirs = {erpc:call(N, erlang, system_info, [otp_release], Timeout),
-              erpc:call(N, erlang, system_info, [nif_version], Timeout)},
-    case Theirs of
-        Mine -> ok;
-        {Rel, Nif} -> throw({incompatible, {otp_release, Rel, nif_version, Nif}})
-    end.
+    same_build(release(), {erpc:call(N, erlang, system_info, [otp_release], Timeout),
+                           erpc:call(N, erlang, system_info, [nif_version], Timeout)}).
+
+%% This node's OTP release and NIF version.
+release() ->
+    {erlang:system_info(otp_release), erlang:system_info(nif_version)}.
+
+%% The one rule, for compatible/2 and install/1: a build runs only on the
+%% release and NIF version it was built for.  Throws the node's pair.
+same_build(Built, Built) -> ok;
+same_build(_, {Rel, Nif}) -> throw({incompatible, {otp_release, Rel, nif_version, Nif}}).
 
 %% @doc msgflow on node N: nothing when it is there (its code path has
 %% msgflow_cluster), else this module loaded there and install/1 called
@@ -61,8 +65,8 @@ bundle() ->
     {ok, Keys} = application:get_all_key(msgflow),
     Spec = {application, msgflow, [KV || KV = {K, _} <- Keys, K =/= start_phases]},
     {ok, Mods} = application:get_key(msgflow, modules),
-    #{otp_release => erlang:system_info(otp_release),
-      nif_version => erlang:system_info(nif_version),
+    {Rel, Nif} = release(),
+    #{otp_release => Rel, nif_version => Nif,
       app => unicode:characters_to_binary(io_lib:format("~tp.~n", [Spec])),
       beams => [{M, element(2, code:get_object_code(M))} || M <- Mods],
       nif => So}.
@@ -82,10 +86,8 @@ bundle() ->
 %% `{error, {load_binary, M, Why}}'.
 -spec install(bundle()) -> ok | {error, term()}.
 install(#{otp_release := Rel, nif_version := Nif, app := App, beams := Beams, nif := So}) ->
-    Here = {erlang:system_info(otp_release), erlang:system_info(nif_version)},
     try
-        Here =:= {Rel, Nif} orelse
-            throw({incompatible, {otp_release, element(1, Here), nif_version, element(2, Here)}}),
+        ok = same_build({Rel, Nif}, release()),
         Spec = app_spec(App),
         Dir = filename:join(filename:basedir(user_cache, "msgflow"),
                             "msgflow-cluster-" ++ Rel ++ "-" ++ hash(So)),

@@ -5,7 +5,7 @@
 %%% (msgflow_flow_keeper) holds the `entry()' values and is the only
 %%% process to call these functions with them.
 -module(msgflow_flow_entry).
--export([start/3, track/2, label/1, mfa/1, running/1, watch_label/1, max_events/1,
+-export([start/3, track/2, mfa/1, running/1, watch_label/1, max_events/1,
          stop/1, add/5, summary/1]).
 -export_type([entry/0]).
 
@@ -64,7 +64,7 @@ track(MFA, Max) ->
     #entry{mfa = MFA, label = label(MFA), res = none, trace = none, sample = 1,
            max_events = Max}.
 
-%% @doc An entry's label: an atom.  A label a match spec sets must be an
+%% An entry's label: an atom.  A label a match spec sets must be an
 %% immediate term: ERTS (25-27) stores the label's term in the token as it
 %% is, and a tuple would point into the match spec's memory, not the
 %% process's heap (a node crashed on it).
