@@ -1295,12 +1295,19 @@ synthetic_view(Totals) ->
 
 %%% Helpers
 
-%% Processes and ports that still carry a trace flag.
 %% Processes and ports with trace flags in the legacy session, or (OTP
 %% 27+) in a trace session named msgflow; `new' too.
 flagged() ->
     InSession = case lists:member(session, modes()) of
-                    true -> fun(P) -> Trace = trace, lists:keymember(msgflow, 1, Trace:session_info(P)) end;
+                    true ->
+                        fun(P) ->
+                                Trace = trace,
+                                %% `undefined' for one that exited since processes()
+                                case Trace:session_info(P) of
+                                    L when is_list(L) -> lists:keymember(msgflow, 1, L);
+                                    undefined -> false
+                                end
+                        end;
                     false -> fun(_) -> false end
                 end,
     Flagged = [P || P <- [new | processes() ++ erlang:ports()],
