@@ -12,11 +12,19 @@
     X(trace_status) X(undefined) X(spawn) X(register) X(proc_lib) X(init_p) X(fast_extra)   \
     X(true) X(false) X(more) X(done)  \
     X(jemalloc_build) X(jemalloc_allocated) X(jemalloc_resident) X(rotations) X(retired) \
-    X(freed) X(alias_owner) X(static) X(system) X(seq_trace) X(full) X(call)
+    X(freed) X(alias_owner) X(static) X(system) X(seq_trace) X(full) X(call)            \
+    X(cast) X(event) X(reply) X(exit) X(down) X(io) X(info) X(other) X(io_request)    \
+    X(io_reply) X(tuple) X(binary) X(bitstring) X(float) X(fun) X(integer) X(list)    \
+    X(map) X(pid) X(port) X(reference) X(max_kinds) X(fast_terms)
 
 /* Atoms whose text is no C name: atom_<name> is the atom <text>. */
 #define MF_ATOMS_NAMED(X) \
-    X(elided, "_") /* an argument births leave out */
+    X(elided, "_") /* an argument births leave out */                   \
+    X(gen_call, "$gen_call") X(gen_cast, "$gen_cast") X(gen_event, "$gen_event") \
+    X(gen_all_state_event, "$gen_all_state_event")                       \
+    X(gen_sync_event, "$gen_sync_event")                                 \
+    X(gen_sync_all_state_event, "$gen_sync_all_state_event")             \
+    X(EXIT, "EXIT") X(DOWN, "DOWN")
 
 #define MF_ATOM_DECL(name) extern ERL_NIF_TERM atom_##name;
 #define MF_ATOM_DECL_NAMED(name, text) extern ERL_NIF_TERM atom_##name;

@@ -27,7 +27,7 @@ ERL_NIF_TERM mf_nif_flow_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TER
     if (!enif_get_local_pid(env, argv[0], &keeper) || !enif_get_uint64(env, argv[1], &max) ||
         max == 0)
         return enif_make_badarg(env);
-    if (!mf_session_make(env, &keeper, max, MF_KIND_FLOW, &term))
+    if (!mf_session_make(env, &keeper, max, 0, MF_KIND_FLOW, &term))
         return enif_raise_exception(env, atom_memory);
     return term;
 }

@@ -4,8 +4,11 @@
  */
 #include "mf_layout.h"
 
+#include <string.h>
+
 uint64_t mf_flatmap_header;
 uint64_t mf_pidref_header;
+int mf_fast_terms;
 
 /* The keys rest on a local pid being the only term whose low four bits are
  * MF_PID_TAG (see mf_endpoint_word).  Checked once here, so that a VM where
@@ -79,13 +82,57 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info)
     }
 }
 
+/* Whether mf_is_atom and mf_get_tuple may read words themselves: they
+ * must answer as enif_is_atom and enif_get_tuple do for tuples of several
+ * sizes and for terms of every other type, boxed or not.  Sets
+ * mf_fast_terms. */
+static void terms_layout_check(ErlNifEnv *env)
+{
+    ERL_NIF_TERM bin, map, ref = enif_make_ref(env);
+    unsigned char *b = enif_make_new_binary(env, 100, &bin);
+    if (b)
+        memset(b, 0, 100);
+    enif_make_map_from_arrays(env, NULL, NULL, 0, &map);
+    ERL_NIF_TERM a = atom_ok, big = enif_make_uint64(env, ~(ErlNifUInt64)0);
+    ERL_NIF_TERM samples[] = {
+        a, atom_extra, enif_make_int(env, 3), enif_make_int(env, -7), big,
+        enif_make_double(env, 1.5), bin, enif_make_sub_binary(env, bin, 1, 20), map,
+        ref, enif_make_list(env, 0), enif_make_list2(env, a, a), enif_make_tuple(env, 0),
+        enif_make_tuple1(env, a), enif_make_tuple3(env, a, bin, big),
+        enif_make_tuple(env, 9, a, a, a, a, a, a, a, a, a), enif_make_string(env, "ab",
+                                                                            ERL_NIF_LATIN1)};
+    mf_fast_terms = 0;
+    ErlNifPid self;
+    unsigned n = sizeof(samples) / sizeof(samples[0]);
+    if (sizeof(ERL_NIF_TERM) != 8 || !b)
+        return;
+    int ok = 1;
+    for (unsigned i = 0; i <= n && ok; i++) {
+        ERL_NIF_TERM t = i < n ? samples[i] : enif_self(env, &self) ? enif_make_pid(env, &self) : a;
+        int arity1 = -1, arity2 = -1;
+        const ERL_NIF_TERM *e1 = NULL, *e2 = NULL;
+        mf_fast_terms = 0; /* what enif says */
+        int is1 = mf_is_atom(env, t), tu1 = mf_get_tuple(env, t, &arity1, &e1);
+        mf_fast_terms = 1; /* what the inline reads say */
+        int is2 = mf_is_atom(env, t), tu2 = mf_get_tuple(env, t, &arity2, &e2);
+        ok = is1 == is2 && tu1 == tu2 && (!tu1 || (arity1 == arity2 && e1 == e2));
+    }
+    mf_fast_terms = ok;
+}
+
 int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
 {
     if (!pid_layout_ok(env))
         return 0;
     extra_layout_check(env);
     alias_layout_check(env, load_info);
+    terms_layout_check(env);
     return 1;
+}
+
+int mf_layout_fast_terms(void)
+{
+    return mf_fast_terms != 0;
 }
 
 int mf_layout_alias_owner(void)

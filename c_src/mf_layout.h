@@ -104,6 +104,39 @@ static inline int mf_alias_owner(ERL_NIF_TERM t, uint64_t *owner)
     return 0;
 }
 
+/* 1 when mf_is_atom and mf_get_tuple read the term's words themselves
+ * (checked at load against enif_is_atom and enif_get_tuple); 0 to call
+ * those. */
+extern int mf_fast_terms __attribute__((visibility("hidden")));
+
+/* enif_is_atom, inline: an atom is an immediate whose low six bits are
+ * 0x0B.  Any thread. */
+static inline int mf_is_atom(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+    if (mf_fast_terms)
+        return ((uint64_t)t & 0x3F) == 0x0B;
+    return enif_is_atom(env, t);
+}
+
+/* enif_get_tuple, inline: a tuple is boxed (low two bits 0x2), and the
+ * word it points to is an arity header, (Arity << 6) | 0; its elements
+ * follow.  Read so, the kind of a message (mf_kind) costs no call into the
+ * VM.  Any thread. */
+static inline int mf_get_tuple(ErlNifEnv *env, ERL_NIF_TERM t, int *arity,
+                               const ERL_NIF_TERM **elems)
+{
+    if (!mf_fast_terms)
+        return enif_get_tuple(env, t, arity, elems);
+    if (((uint64_t)t & 0x3) != 0x2)
+        return 0;
+    const uint64_t *box = (const uint64_t *)((uint64_t)t - 0x2);
+    if ((box[0] & 0x3F) != 0)
+        return 0;
+    *arity = (int)(box[0] >> 6);
+    *elems = (const ERL_NIF_TERM *)(box + 1);
+    return 1;
+}
+
 /* Checks the reads against this VM; called from load, after the atoms are
  * made, with the load info msgflow_tracer passes: `{Aliases, Refs}', a
  * list of {Alias, OwnerPid} and a list of references that are no aliases.
@@ -118,5 +151,8 @@ int mf_layout_fast_extra(void);
 
 /* 1 when alias_owner reads an alias's owner.  Any thread. */
 int mf_layout_alias_owner(void);
+
+/* 1 when mf_is_atom and mf_get_tuple read terms themselves.  Any thread. */
+int mf_layout_fast_terms(void);
 
 #endif

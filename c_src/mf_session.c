@@ -157,8 +157,8 @@ int mf_session_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
     return mf_session_rt ? 0 : -1;
 }
 
-mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max, int kind,
-                            ERL_NIF_TERM *term)
+mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max,
+                            uint64_t max_kinds, int kind, ERL_NIF_TERM *term)
 {
     mf_session *s = enif_alloc_resource(mf_session_rt, sizeof(*s));
     if (!s)
@@ -169,6 +169,8 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
     s->kind = kind;
     s->alloc = *mf_alloc_chosen();
     s->limit.max = max;
+    s->limit.max_kinds = max_kinds;
+    s->kinds = max_kinds > 0;
     s->spill_lock = enif_mutex_create("msgflow_spill_claim");
     s->gens_lock = enif_mutex_create("msgflow_gens");
     int parts = mf_births_init(&s->births) &&
@@ -185,18 +187,21 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
     return s;
 }
 
-/* session_new(CollectorPid, MaxPairs) -> Session.  The caller (the
- * collector) is monitored: when it dies the session answers remove. */
+/* session_new(CollectorPid, MaxPairs, MaxKinds) -> Session: MaxPairs
+ * entries at most (all threads), MaxKinds kind words a pair may have in
+ * one thread's table (0: kinds off, sends are counted by pair alone).  The
+ * caller (the collector) is monitored: when it dies the session answers
+ * remove. */
 ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     ErlNifPid collector;
-    ErlNifUInt64 max;
+    ErlNifUInt64 max, max_kinds;
     ERL_NIF_TERM term;
     if (!enif_get_local_pid(env, argv[0], &collector) || !enif_get_uint64(env, argv[1], &max) ||
-        max == 0)
+        max == 0 || !enif_get_uint64(env, argv[2], &max_kinds) || max_kinds > 1000)
         return enif_make_badarg(env);
-    if (!mf_session_make(env, &collector, max, MF_KIND_SEND, &term))
+    if (!mf_session_make(env, &collector, max, max_kinds, MF_KIND_SEND, &term))
         return enif_raise_exception(env, atom_memory);
     return term;
 }
@@ -230,7 +235,7 @@ ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
 }
 
 /* session_info(Session) -> #{state, shards, memory (bytes), entries, max_pairs,
- *   rotations, retired (generations not yet freed), freed (generations
+ *   max_kinds (0: kinds off), rotations, retired (generations not yet freed), freed (generations
  *   freed)}.  memory and entries cover the retired generations too. */
 ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -259,8 +264,9 @@ ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     freed = s->gens_freed;
     enif_mutex_unlock(s->gens_lock);
     int st = atomic_load(&s->state);
-    ERL_NIF_TERM keys[] = {atom_state,     atom_shards,    atom_memory, atom_entries,
-                           atom_max_pairs, atom_rotations, atom_retired, atom_freed};
+    ERL_NIF_TERM keys[] = {atom_state,     atom_shards,    atom_memory,  atom_entries,
+                           atom_max_pairs, atom_rotations, atom_retired, atom_freed,
+                           atom_max_kinds};
     ERL_NIF_TERM vals[] = {
         st == MF_ACTIVE ? atom_active : st == MF_STOPPED ? atom_stopped : atom_collector_down,
         enif_make_uint64(env, shards),
@@ -269,9 +275,10 @@ ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         enif_make_uint64(env, s->limit.max),
         enif_make_uint64(env, atomic_load(&s->rotations)),
         enif_make_uint64(env, retired),
-        enif_make_uint64(env, freed)};
+        enif_make_uint64(env, freed),
+        enif_make_uint64(env, s->limit.max_kinds)};
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, vals, 8, &map);
+    enif_make_map_from_arrays(env, keys, vals, 9, &map);
     return map;
 }
 

@@ -87,6 +87,7 @@ struct mf_session {
     _Atomic uint64_t stamp; /* changed by session_rotate only */
     _Atomic int state;
     int kind;               /* MF_KIND_*, never changed */
+    int kinds;              /* 1: sends are counted with their kind word */
     char pad_id[MF_CACHE_LINE];
     ErlNifMonitor monitor;
     int monitored;
@@ -135,10 +136,11 @@ mf_gen *mf_slot_renew(mf_slot *slot, uint64_t stamp);
 void mf_slot_free_retired(mf_slot *slot, mf_gen *g);
 
 /* A new session of `kind' monitoring `owner' (its state becomes
- * collector_down when the owner dies), with a cap of `max' entries; *term
- * is its resource term in env.  NULL when out of memory.  Any thread. */
-mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max, int kind,
-                            ERL_NIF_TERM *term);
+ * collector_down when the owner dies), with a cap of `max' entries and of
+ * `max_kinds' kind words per pair and thread (0: kinds off); *term is its
+ * resource term in env.  NULL when out of memory.  Any thread. */
+mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max,
+                            uint64_t max_kinds, int kind, ERL_NIF_TERM *term);
 
 /* The session NIFs: session_new/2, session_stop/1, session_rotate/1,
  * session_info/1, births_take/1. */

@@ -21,7 +21,7 @@ typedef struct mf_entry mf_entry;
 #include <uthash.h>
 
 struct mf_entry {
-    uint64_t key[2];        /* from, to */
+    uint64_t key[3];        /* from, to, kind word */
     _Atomic uint64_t count; /* messages; written by the owner only */
     uint64_t seen;          /* count at the last take; reader only */
     mf_entry *next;         /* publish list; immutable once published */
@@ -35,9 +35,8 @@ struct mf_entry {
  * when it came is never in the cells later), and it is published to the
  * reader by the release store of its first count. */
 typedef struct mf_cell {
-    uint64_t key[2];        /* from, to; written before publication */
+    uint64_t key[3];        /* from, to, kind word; written before publication */
     _Atomic uint64_t count; /* messages; 0 while free; written by the owner only */
-    uint64_t seen;          /* count at the last take; reader only */
 } mf_cell;
 
 #define MF_CELLS (1u << MF_CELL_BITS)       /* 4,096 cells: 128 KiB */
@@ -48,6 +47,16 @@ _Static_assert(sizeof(mf_cell) == MF_CELL_BYTES, "mf_shard_prefetch's cell size"
  * direct-mapped front cache of entry pointers before it. */
 #define MF_FRONT_SLOTS 4096 /* power of two; 32 KiB of pointers */
 #define MF_SLAB_ENTRIES 64  /* entries per slab: 6 KiB on LP64 */
+
+/* How many kind words each pair has in this shard (cells and entries),
+ * for max_kinds: an open-addressing table of (from, to) with linear
+ * probing, half full at most, doubled when it gets there.  Owner only, and
+ * only when a kind word is new to the shard; the reader never looks. */
+typedef struct mf_pair_kinds {
+    uint64_t from, to;
+    uint64_t n; /* 0: a free slot */
+} mf_pair_kinds;
+#define MF_PAIR_KINDS_MIN 1024
 
 /* Entries come from slabs the shard owns, cache-line aligned, so no other
  * thread's data ever shares a line with a count this thread writes.
@@ -60,8 +69,8 @@ typedef struct mf_slab {
 } mf_slab;
 
 struct mf_shard {
-    /* Owner-written, but for the cells' `seen'.  First: mf_shard_prefetch
-     * finds a cell at its offset from the shard. */
+    /* Owner-written.  First: mf_shard_prefetch finds a cell at its offset
+     * from the shard. */
     _Alignas(MF_CACHE_LINE) mf_cell cells[MF_CELLS];
     mf_entry *front[MF_FRONT_SLOTS];    /* direct-mapped cache of pair entries */
     mf_entry *pairs;                    /* uthash head */
@@ -77,14 +86,20 @@ struct mf_shard {
     mf_limit *limit;
     void *base; /* what alloc returned, for the aligned shard itself */
     int oom;
-    /* Reader-written, on a line of its own. */
-    _Alignas(MF_CACHE_LINE) uint64_t seen_overflow;
+    mf_pair_kinds *kinds; /* NULL until a pair has a kind word */
+    uint64_t kinds_size;  /* slots, a power of two */
+    uint64_t kinds_used;
+    /* Reader-written, on lines of their own: the count of each cell at the
+     * last take, and the overflow tallies then. */
+    _Alignas(MF_CACHE_LINE) uint64_t seen[MF_CELLS];
+    uint64_t seen_overflow;
     uint64_t seen_overflow_dead;
 };
 
 static inline unsigned mf_mix(const uint64_t *k)
 {
-    uint64_t h = k[0] * 0x9E3779B97F4A7C15ULL ^ (k[1] + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL;
+    uint64_t h = k[0] * 0x9E3779B97F4A7C15ULL ^ (k[1] + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL ^
+                 k[2] * 0xD6E8FEB86659FD93ULL;
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ULL;
     h ^= h >> 32;
@@ -92,15 +107,22 @@ static inline unsigned mf_mix(const uint64_t *k)
 }
 
 /* Front-cache slot: the high bits of a two-multiply mix. */
-static inline unsigned mf_front_index(uint64_t from, uint64_t to)
+static inline unsigned mf_front_index(const uint64_t k[3])
 {
-    return (unsigned)(((from * 0x9E3779B97F4A7C15ULL) ^ to) * 0xC2B2AE3D27D4EB4FULL >> 52) &
+    return (unsigned)(((k[0] * 0x9E3779B97F4A7C15ULL) ^ mf_to_kind(k[1], k[2])) *
+                          0xC2B2AE3D27D4EB4FULL >>
+                      52) &
            (MF_FRONT_SLOTS - 1);
 }
 
 static inline int mf_keycmp(const uint64_t *a, const uint64_t *b)
 {
-    return !(a[0] == b[0] && a[1] == b[1]);
+    return !(a[0] == b[0] && a[1] == b[1] && a[2] == b[2]);
+}
+
+static inline int same_key(const uint64_t a[3], const uint64_t b[3])
+{
+    return a[0] == b[0] && a[1] == b[1] && a[2] == b[2];
 }
 
 static inline void owner_add(_Atomic uint64_t *w, uint64_t n)
@@ -153,6 +175,7 @@ void mf_shard_free(mf_shard *sh)
         prev = sl->prev;
         mf_shard_raw_free(sh, sl->base, sizeof(mf_slab) + MF_CACHE_LINE);
     }
+    mf_shard_raw_free(sh, sh->kinds, sh->kinds_size * sizeof(mf_pair_kinds));
     const mf_alloc *alloc = sh->alloc;
     alloc->free(alloc->ctx, sh->base, sizeof(mf_shard) + MF_CACHE_LINE);
 }
@@ -196,7 +219,7 @@ static mf_entry *slab_entry(mf_shard *sh)
 
 /* Finds or makes the entry for key in one table; NULL when none can be made. */
 static mf_entry *find_or_add(mf_shard *sh, mf_entry **table, _Atomic(mf_entry *) *list,
-                             const uint64_t key[2])
+                             const uint64_t key[3])
 {
     mf_entry *e;
     HASH_FIND(hh, *table, key, sizeof(e->key), e);
@@ -209,8 +232,7 @@ static mf_entry *find_or_add(mf_shard *sh, mf_entry **table, _Atomic(mf_entry *)
         atomic_fetch_sub_explicit(&sh->limit->used, 1, memory_order_relaxed);
         return NULL;
     }
-    e->key[0] = key[0];
-    e->key[1] = key[1];
+    memcpy(e->key, key, sizeof(e->key));
     sh->oom = 0;
     HASH_ADD(hh, *table, key, sizeof(e->key), e);
     if (sh->oom) {
@@ -233,27 +255,86 @@ void mf_shard_overflow(mf_shard *sh, int dead)
         owner_add(&sh->overflow_dead, 1);
 }
 
-/* Takes a free cell for a pair and counts its first message; 0 when the
+/* ---------------------------------------------- kind words per pair */
+
+static inline uint64_t kinds_slot(uint64_t from, uint64_t to, uint64_t mask)
+{
+    return (from * 0x9E3779B97F4A7C15ULL ^ to * 0xC2B2AE3D27D4EB4FULL) >> 20 & mask;
+}
+
+/* Doubles the table (or makes its first); 0 when out of memory.  The
+ * rehash is one pass over the old slots: at 1M pairs on one thread about
+ * 10 ms, once, as uthash's own bucket doubling is. */
+static int kinds_grow(mf_shard *sh)
+{
+    uint64_t size = sh->kinds ? sh->kinds_size * 2 : MF_PAIR_KINDS_MIN;
+    mf_pair_kinds *t = mf_shard_raw_alloc(sh, size * sizeof(*t));
+    if (!t)
+        return 0;
+    memset(t, 0, size * sizeof(*t));
+    for (uint64_t i = 0; sh->kinds && i < sh->kinds_size; i++) {
+        mf_pair_kinds *o = &sh->kinds[i];
+        if (!o->n)
+            continue;
+        uint64_t j = kinds_slot(o->from, o->to, size - 1);
+        while (t[j].n)
+            j = (j + 1) & (size - 1);
+        t[j] = *o;
+    }
+    mf_shard_raw_free(sh, sh->kinds, sh->kinds_size * sizeof(*t));
+    sh->kinds = t;
+    sh->kinds_size = size;
+    return 1;
+}
+
+/* Whether the new kind word key[2] may have a cell or an entry of its own
+ * for the pair (key[0], key[1]): yes while the pair has fewer than
+ * max_kinds in this shard (it then has one more), no past that (the caller
+ * counts the send under the kind's `other' word, always admitted).  Out of
+ * memory: admitted, uncounted. */
+static int kinds_admit(mf_shard *sh, const uint64_t key[3], uint64_t other)
+{
+    if (!key[2] || key[2] == other)
+        return 1;
+    if (2 * (sh->kinds_used + 1) > sh->kinds_size && !kinds_grow(sh))
+        return 1;
+    uint64_t mask = sh->kinds_size - 1;
+    uint64_t j = kinds_slot(key[0], key[1], mask);
+    for (; sh->kinds[j].n; j = (j + 1) & mask) {
+        mf_pair_kinds *k = &sh->kinds[j];
+        if (k->from == key[0] && k->to == key[1]) {
+            if (k->n >= sh->limit->max_kinds)
+                return 0;
+            k->n++;
+            return 1;
+        }
+    }
+    sh->kinds[j] = (mf_pair_kinds){key[0], key[1], 1};
+    sh->kinds_used++;
+    return 1;
+}
+
+/* ------------------------------------------------------------ counting */
+
+/* Takes a free cell for a key and counts its first message; 0 when the
  * session may not grow. */
-static int cell_take(mf_shard *sh, mf_cell *c, uint64_t from, uint64_t to)
+static int cell_take(mf_shard *sh, mf_cell *c, const uint64_t key[3])
 {
     if (!limit_take(sh->limit))
         return 0;
-    c->key[0] = from; /* `seen' is the reader's, zero since mf_shard_new */
-    c->key[1] = to;
+    memcpy(c->key, key, sizeof(c->key)); /* `seen' is the reader's, zero since mf_shard_new */
     owner_add(&sh->entries, 1);
     atomic_store_explicit(&c->count, 1, memory_order_release);
     return 1;
 }
 
-/* The second tier: a pair seen lately sits in its front slot, found with
- * one multiply and two compares, before uthash is asked. */
-static int count_entry(mf_shard *sh, uint64_t from, uint64_t to)
+/* The second tier: a key seen lately sits in its front slot, found with
+ * one multiply and three compares, before uthash is asked. */
+static int count_entry(mf_shard *sh, const uint64_t key[3])
 {
-    const uint64_t key[2] = {from, to};
-    mf_entry **slot = &sh->front[mf_front_index(from, to)];
+    mf_entry **slot = &sh->front[mf_front_index(key)];
     mf_entry *e = *slot;
-    if (!e || e->key[0] != from || e->key[1] != to) {
+    if (!e || !same_key(e->key, key)) {
         e = find_or_add(sh, &sh->pairs, &sh->pairs_list, key);
         if (!e)
             return 0;
@@ -263,33 +344,53 @@ static int count_entry(mf_shard *sh, uint64_t from, uint64_t to)
     return 1;
 }
 
-int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead)
+/* Is the key anywhere yet?  Only asked for a key whose line of cells was
+ * full: a key found nowhere is new. */
+static int entry_known(mf_shard *sh, const uint64_t key[3])
 {
-    const uint64_t key[2] = {from, to};
-    mf_cell *line = &sh->cells[mf_cell_first(from, to)];
-    int counted = -1;
+    mf_entry *e = sh->front[mf_front_index(key)];
+    if (e && same_key(e->key, key))
+        return 1;
+    HASH_FIND(hh, sh->pairs, key, sizeof(e->key), e);
+    return e != NULL;
+}
+
+/* Counts one message of key: 1 counted, 0 no room (cap or memory), -1 a
+ * new kind word the pair may not have (kinds_admit). */
+static int count_key(mf_shard *sh, const uint64_t key[3], uint64_t other)
+{
+    mf_cell *line = &sh->cells[mf_cell_first(key[0], mf_to_kind(key[1], key[2]))];
     for (unsigned i = 0; i < MF_CELLS_PER_LINE; i++) {
         mf_cell *c = &line[i];
         uint64_t n = atomic_load_explicit(&c->count, memory_order_relaxed);
-        if (n == 0) {
-            /* a free cell on the pair's line: the pair is nowhere yet */
-            counted = cell_take(sh, c, from, to);
-            break;
-        }
-        if (c->key[0] == from && c->key[1] == to) {
+        if (n == 0) /* a free cell on the key's line: the key is nowhere yet */
+            return kinds_admit(sh, key, other) ? cell_take(sh, c, key) : -1;
+        if (same_key(c->key, key)) {
             atomic_store_explicit(&c->count, n + 1, memory_order_relaxed);
-            counted = 1;
-            break;
+            return 1;
         }
     }
-    if (counted < 0)
-        counted = count_entry(sh, from, to);
+    if (key[2] && key[2] != other && !entry_known(sh, key) && !kinds_admit(sh, key, other))
+        return -1;
+    return count_entry(sh, key);
+}
+
+int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, uint64_t kind, uint64_t other,
+                   int dead)
+{
+    uint64_t key[3] = {from, to, kind};
+    int counted = count_key(sh, key, other);
+    if (counted < 0) {
+        key[2] = other;
+        counted = count_key(sh, key, other);
+    }
     if (!counted) {
         mf_shard_overflow(sh, dead);
         return MF_OVERFLOW;
     }
     if (dead) {
-        mf_entry *d = find_or_add(sh, &sh->dead, &sh->dead_list, key);
+        const uint64_t dkey[3] = {from, to, 0};
+        mf_entry *d = find_or_add(sh, &sh->dead, &sh->dead_list, dkey);
         if (d)
             owner_add(&d->count, 1);
         else
@@ -303,7 +404,7 @@ static inline void take_entry(mf_entry *e, mf_delta_fn fn, void *ctx)
     uint64_t now = atomic_load_explicit(&e->count, memory_order_relaxed);
     if (now != e->seen) {
         if (fn)
-            fn(ctx, e->key[0], e->key[1], now - e->seen);
+            fn(ctx, e->key[0], e->key[1], e->key[2], now - e->seen);
         e->seen = now;
     }
 }
@@ -319,10 +420,10 @@ int mf_shard_take_some(mf_shard *sh, mf_cursor *cur, const mf_take_fns *fns, voi
                 mf_cell *c = &sh->cells[cur->cell];
                 /* acquire: a count seen non-zero comes with its key */
                 uint64_t now = atomic_load_explicit(&c->count, memory_order_acquire);
-                if (now != c->seen) {
+                if (now != sh->seen[cur->cell]) {
                     if (pairs)
-                        pairs(ctx, c->key[0], c->key[1], now - c->seen);
-                    c->seen = now;
+                        pairs(ctx, c->key[0], c->key[1], c->key[2], now - sh->seen[cur->cell]);
+                    sh->seen[cur->cell] = now;
                 }
             }
             if (cur->cell < MF_CELLS)

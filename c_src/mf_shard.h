@@ -29,10 +29,14 @@
  * (`seen`) and reports `count - seen`: an increment is in exactly one delta,
  * never lost, never twice.
  *
- * Keys are two 64-bit words chosen by the caller (msgflow stores an
+ * Keys are three 64-bit words chosen by the caller: sender, receiver (an
  * ErlNifPid's word or an id the NIF gave an interned term, never an
- * ERL_NIF_TERM of a call's env).  Sends to a non-existing process are counted
- * in the pair table like any send, and once more in a dead-letter table.
+ * ERL_NIF_TERM of a call's env) and the message's kind word (mf_kind.h; 0
+ * with kinds off).  A pair has at most `max_kinds' kind words of its own in
+ * a shard; a send of another kind is counted under the word the caller
+ * names for it (that kind's `other'), so a pair's total stays exact.  Sends
+ * to a non-existing process are counted in the pair table like any send,
+ * and once more, without their kind, in a dead-letter table.
  *
  * A shard is one generation of a thread's tables: the session retires it
  * whole (the owner stops writing, the reader takes what is left, then it is
@@ -42,8 +46,10 @@
  * A send that would need an entry past the cap is added to the shard's
  * overflow tally instead, so the sum of all counts stays exact.
  *
- * Memory: 160 KiB per shard for the cells and the front cache, and for
- * each pair past the cells one mf_entry (96 bytes on LP64) taken from
+ * Memory: 192 KiB per shard for the cells, the reader's copy of their
+ * counts and the front cache; with kinds on, 48 bytes per pair for its
+ * count of kind words (a table at most half full); and for each key past
+ * the cells one mf_entry (104 bytes on LP64) taken from
  * cache-line aligned slabs of 64 the shard owns (so no other thread's data
  * shares a line with a count), plus uthash's bucket array; all of it from
  * the shard's mf_alloc.  The shard itself is cache-line aligned.
@@ -64,6 +70,7 @@
 typedef struct mf_limit {
     _Atomic uint64_t used; /* entries created, all shards */
     uint64_t max;          /* entries allowed, all shards */
+    uint64_t max_kinds;    /* kind words a pair may have in one shard */
 } mf_limit;
 
 typedef struct mf_shard mf_shard;
@@ -79,18 +86,27 @@ mf_shard *mf_shard_new(const mf_alloc *alloc, mf_limit *limit);
  * writer or reader can reach the shard any more. */
 void mf_shard_free(mf_shard *sh);
 
-/* Counts one message from `from` to `to`; `dead` != 0 for a send to a
- * non-existing process.  Owner thread only.  Returns MF_COUNTED, or
- * MF_OVERFLOW when the pair had no entry and none could be made (cap reached
+/* Counts one message from `from` to `to` of kind word `kind' (0: none);
+ * `other' is the word it is counted under when the pair has max_kinds
+ * other words in this shard (0 with kinds off); `dead` != 0 for a send to
+ * a non-existing process.  Owner thread only.  Returns MF_COUNTED, or
+ * MF_OVERFLOW when the key had no entry and none could be made (cap reached
  * or out of memory): the message then went to the overflow tally. */
-int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, int dead);
+int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, uint64_t kind, uint64_t other,
+                   int dead);
 
 /* The cells (the first tier) as mf_shard_prefetch needs to know them. */
 #define MF_CELL_BITS 12  /* 4,096 cells per shard */
-#define MF_CELL_BYTES 32 /* key, count, seen: two cells to a cache line */
+#define MF_CELL_BYTES 32 /* key, count: two cells to a cache line */
 
-/* The first of a pair's two cells, on one line: the high bits of a
- * two-multiply mix, even. */
+/* The receiver word mixed with the kind word, for the hashes. */
+static inline uint64_t mf_to_kind(uint64_t to, uint64_t kind)
+{
+    return to ^ kind * 0xD6E8FEB86659FD93ULL;
+}
+
+/* The first of a key's two cells, on one line: the high bits of a
+ * two-multiply mix of (from, mf_to_kind(to, kind)), even. */
 static inline unsigned mf_cell_first(uint64_t from, uint64_t to)
 {
     return (unsigned)((((from ^ 0x632BE59BD9B4E019ULL) * 0x9E3779B97F4A7C15ULL) ^ to) *
@@ -104,9 +120,11 @@ static inline unsigned mf_cell_first(uint64_t from, uint64_t to)
  * there.  Reads nothing: `sh' may even be stale or freed (a prefetch never
  * faults), which lets the caller issue it before it has checked that the
  * shard is still its own.  Any thread. */
-static inline void mf_shard_prefetch(const mf_shard *sh, uint64_t from, uint64_t to)
+static inline void mf_shard_prefetch(const mf_shard *sh, uint64_t from, uint64_t to,
+                                     uint64_t kind)
 {
-    __builtin_prefetch((const void *)((uintptr_t)sh + (uintptr_t)mf_cell_first(from, to) *
+    __builtin_prefetch((const void *)((uintptr_t)sh +
+                                      (uintptr_t)mf_cell_first(from, mf_to_kind(to, kind)) *
                                                           MF_CELL_BYTES),
                        1);
 }
@@ -118,9 +136,10 @@ void mf_shard_overflow(mf_shard *sh, int dead);
 /* 1 when the session's cap on entries is reached.  Any thread. */
 int mf_limit_full(const mf_limit *limit);
 
-/* Called by mf_shard_take_some once per entry whose count grew since the last
+/* Called by mf_shard_take_some once per key whose count grew since the last
  * take, with that growth (messages). */
-typedef void (*mf_delta_fn)(void *ctx, uint64_t from, uint64_t to, uint64_t delta);
+typedef void (*mf_delta_fn)(void *ctx, uint64_t from, uint64_t to, uint64_t kind,
+                            uint64_t delta);
 
 typedef struct mf_take_totals {
     uint64_t overflow;      /* messages that found no entry, since last take */

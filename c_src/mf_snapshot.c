@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "mf_gen.h"
+#include "mf_kind.h"
 
 /*
  * A snapshot in progress.  It yields between steps (enif_schedule_nif), so
@@ -111,18 +112,23 @@ static ERL_NIF_TERM word_term(mf_take *t, uint64_t w)
     return t->terms[seq];
 }
 
-static ERL_NIF_TERM delta_tuple(mf_take *t, uint64_t from, uint64_t to, uint64_t delta)
+/* {From, To, N}, or {From, To, N, Kind, Tag} for a key with a kind word. */
+static ERL_NIF_TERM delta_tuple(mf_take *t, uint64_t from, uint64_t to, uint64_t kind,
+                                uint64_t delta)
 {
-    return enif_make_tuple3(t->env, word_term(t, from), word_term(t, to),
-                            enif_make_uint64(t->env, delta));
+    ERL_NIF_TERM f = word_term(t, from), r = word_term(t, to);
+    ERL_NIF_TERM n = enif_make_uint64(t->env, delta);
+    if (!kind)
+        return enif_make_tuple3(t->env, f, r, n);
+    return enif_make_tuple5(t->env, f, r, n, mf_kind_atom(kind), mf_kind_tag(kind));
 }
 
 /* A pair's delta goes to Pairs, or to Replies when its receiver stands for
  * the aliases of a process. */
-static void take_pair(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
+static void take_pair(void *ctx, uint64_t from, uint64_t to, uint64_t kind, uint64_t delta)
 {
     mf_take *t = ctx;
-    ERL_NIF_TERM d = delta_tuple(t, from, to, delta);
+    ERL_NIF_TERM d = delta_tuple(t, from, to, kind, delta);
     if ((to & MF_PID_TAG_MASK) == MF_REPLY_TAG)
         t->replies = enif_make_list_cell(t->env, d, t->replies);
     else
@@ -130,10 +136,10 @@ static void take_pair(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
     t->emitted++;
 }
 
-static void take_dead(void *ctx, uint64_t from, uint64_t to, uint64_t delta)
+static void take_dead(void *ctx, uint64_t from, uint64_t to, uint64_t kind, uint64_t delta)
 {
     mf_take *t = ctx;
-    t->dead = enif_make_list_cell(t->env, delta_tuple(t, from, to, delta), t->dead);
+    t->dead = enif_make_list_cell(t->env, delta_tuple(t, from, to, kind, delta), t->dead);
     t->emitted++;
 }
 

@@ -29,6 +29,7 @@
 #include "mf_births.h"
 #include "mf_flow.h"
 #include "mf_intern.h"
+#include "mf_kind.h"
 #include "mf_layout.h"
 #include "mf_session.h"
 #include "mf_snapshot.h"
@@ -66,6 +67,7 @@ typedef struct mf_tls_cache {
     mf_slot *slot;
     mf_gen *gen;
     mf_shard *shard;
+    int kinds; /* the session counts kind words */
 } mf_tls_cache;
 static __thread mf_tls_cache mf_tls_all[MF_KINDS];
 #define mf_tls (mf_tls_all[MF_KIND_SEND])
@@ -82,6 +84,7 @@ static mf_slot *find_slot(mf_session *s, uint64_t stamp)
     c->session_id = s->id;
     c->slot = slot;
     c->stamp = stamp;
+    c->kinds = s->kinds;
     if (slot->lock) {
         c->gen = NULL;
         c->shard = NULL;
@@ -180,35 +183,43 @@ static inline int receiver_word(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM to, uint
     return mf_endpoint_word(env, &g->interns, to, w);
 }
 
-/* Owner thread of `g` (or holding the spill slot's lock). */
+/* Owner thread of `g` (or holding the spill slot's lock).  `msg' is the
+ * message when the session counts kinds, else 0 (no term's word is 0). */
 static inline void count_send(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM from, ERL_NIF_TERM to,
-                              int dead)
+                              ERL_NIF_TERM msg, int dead)
 {
     uint64_t f, t;
-    if (mf_endpoint_word(env, &g->interns, from, &f) && receiver_word(env, g, to, &t))
-        mf_shard_count(g->shard, f, t, dead);
-    else
+    if (mf_endpoint_word(env, &g->interns, from, &f) && receiver_word(env, g, to, &t)) {
+        uint64_t k = msg ? mf_kind_word(env, msg, (t & MF_PID_TAG_MASK) == MF_REPLY_TAG) : 0;
+        mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead);
+    } else {
         mf_shard_overflow(g->shard, dead);
+    }
 }
 
 /* trace_send(Tag, TracerState, Tracee, Message, #{extra => Receiver}).
  * An event with no options map or no `extra' counts nothing: OTP 25 calls
  * this with neither a message nor options (THE_NON_VALUE for both) when a
  * traced port exits; the exit signals the port sends its links then are
- * no messages, and no receiver is named.  The message is never read. */
+ * no messages, and no receiver is named.  With kinds on, the message is
+ * read in place for its kind word (mf_kind), never copied. */
 static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     mf_session *s;
     ERL_NIF_TERM to;
-    if (!mf_get_extra(env, argv[4], &to) || !mf_is_term(argv[1]) || !mf_is_term(argv[2]))
+    if (!mf_get_extra(env, argv[4], &to) || !mf_is_term(argv[1]) || !mf_is_term(argv[2]) ||
+        !mf_is_term(argv[3]))
         return atom_ok;
     /* Start loading the pair's line of counts in this thread's shard before
      * the session is checked, so that the two cache misses overlap; if the
-     * shard turns out to be another session's, the prefetch was wasted. */
+     * shard turns out to be another session's, the prefetch was wasted
+     * (and so was the kind word, when the cache's session counts kinds and
+     * this one does not: it is read again below). */
     mf_shard *sh = mf_tls.shard;
+    uint64_t kind = mf_tls.kinds ? mf_kind_word(env, argv[3], 0) : 0;
     if (sh)
-        mf_shard_prefetch(sh, (uint64_t)argv[2], (uint64_t)to);
+        mf_shard_prefetch(sh, (uint64_t)argv[2], (uint64_t)to, kind);
     if (!mf_get_session(env, argv[1], &s))
         return atom_ok;
     int dead = argv[0] == atom_send_to_non_existing_process; /* atoms: compare words */
@@ -216,18 +227,20 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     mf_slot *slot;
     if (mf_tls.stamp == stamp) {
         if (sh && mf_is_local_pid(argv[2]) && mf_is_local_pid(to)) {
-            mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, dead);
+            mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, kind,
+                           kind ? mf_kind_other(kind) : 0, dead);
             return atom_ok;
         }
         slot = mf_tls.slot;
     } else if (!(slot = find_slot(s, stamp))) {
         return atom_ok;
     }
+    ERL_NIF_TERM msg = s->kinds ? argv[3] : 0;
     if (!slot->lock) {
-        count_send(env, mf_tls.gen, argv[2], to, dead);
+        count_send(env, mf_tls.gen, argv[2], to, msg, dead);
     } else {
         enif_mutex_lock(slot->lock);
-        count_send(env, mf_slot_renew(slot, stamp), argv[2], to, dead);
+        count_send(env, mf_slot_renew(slot, stamp), argv[2], to, msg, dead);
         enif_mutex_unlock(slot->lock);
     }
     return atom_ok;
@@ -281,10 +294,10 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     if (slot) {
         ERL_NIF_TERM key = enif_make_tuple2(env, argv[2], ev[2]);
         if (!slot->lock) {
-            count_send(env, c->gen, key, ev[3], 0);
+            count_send(env, c->gen, key, ev[3], 0, 0);
         } else {
             enif_mutex_lock(slot->lock);
-            count_send(env, mf_slot_renew(slot, stamp), key, ev[3], 0);
+            count_send(env, mf_slot_renew(slot, stamp), key, ev[3], 0, 0);
             enif_mutex_unlock(slot->lock);
         }
     }
@@ -313,7 +326,7 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 
 /* lib_info() -> #{allocator => jemalloc | enif, jemalloc_error => binary(),
  *                 jemalloc_build => static | system, fast_extra => boolean(),
- *                 alias_owner => boolean(),
+ *                 alias_owner => boolean(), fast_terms => boolean(),
  *                 jemalloc_allocated => bytes, jemalloc_resident => bytes} */
 static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -328,16 +341,17 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     int stats = je && mf_alloc_jemalloc_stats(&allocated, &resident);
     ERL_NIF_TERM keys[] = {atom_allocator,      atom_jemalloc_error,     atom_jemalloc_build,
                            atom_fast_extra,     atom_jemalloc_allocated, atom_jemalloc_resident,
-                           atom_alias_owner};
+                           atom_alias_owner,    atom_fast_terms};
     ERL_NIF_TERM vals[] = {
         je ? atom_jemalloc : atom_enif, why,
         strcmp(mf_alloc_jemalloc_build(), "static") == 0 ? atom_static : atom_system,
         mf_layout_fast_extra() ? atom_true : atom_false,
         stats ? enif_make_uint64(env, allocated) : atom_undefined,
         stats ? enif_make_uint64(env, resident) : atom_undefined,
-        mf_layout_alias_owner() ? atom_true : atom_false};
+        mf_layout_alias_owner() ? atom_true : atom_false,
+        mf_layout_fast_terms() ? atom_true : atom_false};
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, vals, 7, &map);
+    enif_make_map_from_arrays(env, keys, vals, 8, &map);
     return map;
 }
 
@@ -405,7 +419,7 @@ static ErlNifFunc nif_funcs[] = {
     {"enabled_procs", 3, nif_enabled_procs, 0},
     {"trace_procs", 5, nif_trace_procs, 0},
     {"births_take", 1, mf_nif_births_take, 0},
-    {"session_new", 2, mf_nif_session_new, 0},
+    {"session_new", 3, mf_nif_session_new, 0},
     {"session_stop", 1, mf_nif_session_stop, 0},
     {"session_rotate", 1, mf_nif_session_rotate, 0},
     {"snapshot", 1, mf_nif_snapshot, 0},

@@ -142,6 +142,8 @@ schema(start) ->
     #{procs => {all, procs},
       interval => {1000, {int, 10, 3600000, "ms"}},
       max_pairs => {1000000, {int, 1, 1 bsl 32, "pairs"}},
+      kinds => {true, boolean},
+      max_kinds => {8, {int, 1, 1000, "kinds per pair"}},
       duration => {infinity, {either, [{one_of, [infinity]}, {int, 1, ?MAX_MS, "ms"}]}},
       windows => {60, {int, 1, ?MAX_WINDOWS, "windows"}},
       sample => {off, sample},

@@ -1,29 +1,61 @@
 %%% @doc The row format of the store's pairs and folded tables, in one
 %%% place: every reader and writer of a row goes through these functions
 %%% (match specs through pattern/1).  A row is
-%%% `{{Sender, Receiver}, Total, LastWindow, LastCount, History, PeakMilli}':
+%%% `{{Sender, Receiver}, Total, LastWindow, LastCount, History, PeakMilli,
+%%% Kinds}':
 %%% Total is messages since start; LastCount the messages in window
 %%% LastWindow, the latest window the pair had traffic in; History its
 %%% earlier windows with traffic (msgflow_hist); PeakMilli the highest
-%%% rate of a closed window, in messages per 1000 s (msgflow_rate).  Pure;
-%%% any process.
+%%% rate of a closed window, in messages per 1000 s (msgflow_rate); Kinds
+%%% the messages since start by kind and tag, `[{Kind, Tag, Messages}]'
+%%% (empty with kinds off; their sum is Total when every delta carried a
+%%% kind).  Pure; any process.
 -module(msgflow_row).
--export([new/3, key/1, rekey/2, total/1, last_window/1, peak_milli/1, pattern/1, count_in_open/1, add/5,
+-export([new/4, add_kind/4, add_in_open/2, kinds/1, key/1, rekey/2, total/1, last_window/1, peak_milli/1, pattern/1, count_in_open/1, add/5,
          merge/3, counts_in/3, last_two/2, peak_rate/4, fold_select/4, sum_counts/1,
          sorted_pairs/1]).
--export_type([row/0, pattern_fields/0]).
+-export_type([row/0, pattern_fields/0, kind_count/0]).
 
 -define(CHUNK, 500).         %% rows per ets:select continuation (and per hold
                              %% of the table's read lock)
 
 -type row() :: {{msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}, pos_integer(),
-                pos_integer(), non_neg_integer(), msgflow_hist:hist(), non_neg_integer()}.
+                pos_integer(), non_neg_integer(), msgflow_hist:hist(), non_neg_integer(),
+                [kind_count()]}.
+%% Messages of one kind and tag (msgflow_tracer:delta/0).
+-type kind_count() :: {msgflow_tracer:kind(), atom(), pos_integer()}.
 %% The fields a match pattern names (others are '_').
 -type pattern_fields() :: #{key => term(), total => term(), window => term()}.
 
-%% @doc A new pair's row: N messages in window Open.
--spec new(term(), pos_integer(), pos_integer()) -> row().
-new(Key, N, Open) -> {Key, N, Open, N, [], 0}.
+%% @doc A new pair's row: N messages in window Open, of kind and tag KT
+%% (`none' with kinds off).
+-spec new(term(), pos_integer(), pos_integer(), {atom(), atom()} | none) -> row().
+new(Key, N, Open, none) -> {Key, N, Open, N, [], 0, []};
+new(Key, N, Open, {K, T}) -> {Key, N, Open, N, [], 0, [{K, T, N}]}.
+
+%% @doc The row with N more messages of kind and tag KT in its kinds (not
+%% in its total: add/5 and count_in_open/1 do that).  A row that has Max
+%% kinds and tags already counts a new one as `{Kind, other}'.
+-spec add_kind(row(), pos_integer(), {atom(), atom()} | none, pos_integer()) -> row().
+add_kind(Row, _, none, _) ->
+    Row;
+add_kind(Row, N, {K, T}, Max) ->
+    setelement(7, Row, kind_add(element(7, Row), K, T, N, Max)).
+
+kind_add(Ks, K, T, N, Max) ->
+    case take_kind(K, T, Ks, []) of
+        {M, Rest} -> [{K, T, M + N} | Rest];
+        none when length(Ks) < Max; T =:= other -> [{K, T, N} | Ks];
+        none -> kind_add(Ks, K, other, N, Max)
+    end.
+
+take_kind(_, _, [], _) -> none;
+take_kind(K, T, [{K, T, M} | Rest], Seen) -> {M, lists:reverse(Seen, Rest)};
+take_kind(K, T, [E | Rest], Seen) -> take_kind(K, T, Rest, [E | Seen]).
+
+%% @doc Messages since start by kind and tag, most first.
+-spec kinds(row()) -> [kind_count()].
+kinds(Row) -> lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end, element(7, Row)).
 
 %% @doc The pair, `{Sender, Receiver}'.
 -spec key(row()) -> term().
@@ -50,12 +82,18 @@ last_window(Row) -> element(3, Row).
 %% variables or values) and the others '_'.
 -spec pattern(pattern_fields()) -> tuple().
 pattern(F) ->
-    {maps:get(key, F, '_'), maps:get(total, F, '_'), maps:get(window, F, '_'), '_', '_', '_'}.
+    {maps:get(key, F, '_'), maps:get(total, F, '_'), maps:get(window, F, '_'), '_', '_', '_',
+     '_'}.
 
 %% @doc The ets:update_counter/3 operations that add N messages to a row
 %% whose last window is the open one.
 -spec count_in_open(pos_integer()) -> [{pos_integer(), pos_integer()}].
 count_in_open(N) -> [{2, N}, {4, N}].
+
+%% @doc Row with N more messages in its last window, the open one (as
+%% count_in_open/1 does in ETS).
+-spec add_in_open(row(), pos_integer()) -> row().
+add_in_open({K, Total, W, Count, Hist, Peak, Ks}, N) -> {K, Total + N, W, Count + N, Hist, Peak, Ks}.
 
 %% @doc Row with N messages of window Open added, its last window (older
 %% than Open) moved to its history (none before window Oldest) and its
@@ -63,21 +101,22 @@ count_in_open(N) -> [{2, N}, {4, N}].
 %% not in it counts as 0 ms: no rate).
 -spec add(row(), pos_integer(), pos_integer(), integer(), #{pos_integer() => non_neg_integer()}) ->
           row().
-add({K, Total, W, Count, Hist, Peak}, N, Open, Oldest, Durs) ->
+add({K, Total, W, Count, Hist, Peak, Ks}, N, Open, Oldest, Durs) ->
     Peak1 = max(Peak, msgflow_rate:milli(Count, maps:get(W, Durs, 0))),
-    {K, Total + N, Open, N, msgflow_hist:push(Hist, W, Count, Oldest), Peak1}.
+    {K, Total + N, Open, N, msgflow_hist:push(Hist, W, Count, Oldest), Peak1, Ks}.
 
 %% @doc Two rows as one under key K: totals and counts per window added,
 %% the peak the highest of theirs and of the windows they now share
 %% (lengths in Durs); history kept from window Oldest.
 -spec merge(row(), row(), {term(), integer(), #{pos_integer() => non_neg_integer()}}) -> row().
-merge({_, T1, W1, C1, H1, P1}, {_, T2, W2, C2, H2, P2}, {K, Oldest, Durs}) ->
+merge({_, T1, W1, C1, H1, P1, K1}, {_, T2, W2, C2, H2, P2, K2}, {K, Oldest, Durs}) ->
     Ws = add_windows(msgflow_hist:entries(H1, W1 - 1) ++ [{W1, C1}],
                      msgflow_hist:entries(H2, W2 - 1) ++ [{W2, C2}]),
     {Earlier, [{W, C}]} = lists:split(length(Ws) - 1, Ws),
     Peak = lists:max([P1, P2 | [msgflow_rate:milli(Cw, D)
                                 || {Wn, Cw} <- Ws, {ok, D} <- [maps:find(Wn, Durs)]]]),
-    {K, T1 + T2, W, C, msgflow_hist:encode(Earlier, Oldest), Peak}.
+    Kinds = lists:foldl(fun({Kd, Tg, N}, Acc) -> kind_add(Acc, Kd, Tg, N, infinity) end, K1, K2),
+    {K, T1 + T2, W, C, msgflow_hist:encode(Earlier, Oldest), Peak, Kinds}.
 
 add_windows([{W, A} | R1], [{W, B} | R2]) -> [{W, A + B} | add_windows(R1, R2)];
 add_windows([{W1, A} | R1], L2 = [{W2, _} | _]) when W1 < W2 -> [{W1, A} | add_windows(R1, L2)];
@@ -91,7 +130,7 @@ add_windows(L1, []) -> L1.
 -spec counts_in(pos_integer(), pos_integer(), row()) -> [non_neg_integer()].
 counts_in(First, Last, _) when First > Last ->
     [];
-counts_in(First, Last, {_, _, W, C, Hist, _}) ->
+counts_in(First, Last, {_, _, W, C, Hist, _, _}) ->
     Known = msgflow_hist:entries(msgflow_hist:from(Hist, First), Last)
         ++ [{W, C} || W >= First, W =< Last],
     fill(First, Last, Known).
@@ -103,9 +142,9 @@ fill(W, Last, Known) -> [0 | fill(W + 1, Last, Known)].
 %% @doc `[Previous, Last]': counts_in(Last - 1, Last, Row), read from the
 %% row's newest entries only (what every view needs for rates and trends).
 -spec last_two(pos_integer(), row()) -> [non_neg_integer()].
-last_two(Last, {_, _, Last, C, Hist, _}) -> [msgflow_hist:at(Hist, 1, Last - 1), C];
-last_two(Last, {_, _, W, C, _, _}) when W =:= Last - 1 -> [C, 0];
-last_two(Last, {_, _, _, _, Hist, _}) ->
+last_two(Last, {_, _, Last, C, Hist, _, _}) -> [msgflow_hist:at(Hist, 1, Last - 1), C];
+last_two(Last, {_, _, W, C, _, _, _}) when W =:= Last - 1 -> [C, 0];
+last_two(Last, {_, _, _, _, Hist, _, _}) ->
     [msgflow_hist:at(Hist, 2, Last - 1), msgflow_hist:at(Hist, 1, Last)].
 
 %% @doc The highest rate (messages/s) of the row over its closed windows:
@@ -114,9 +153,9 @@ last_two(Last, {_, _, _, _, Hist, _}) ->
 %% count as Interval ms.
 -spec peak_rate(row(), pos_integer(), #{pos_integer() => non_neg_integer()}, pos_integer()) ->
           float().
-peak_rate({_, _, W, C, _, Peak}, Open, Durs, Interval) when W < Open ->
+peak_rate({_, _, W, C, _, Peak, _}, Open, Durs, Interval) when W < Open ->
     msgflow_rate:milli_to_per_s(max(Peak, msgflow_rate:milli(C, maps:get(W, Durs, Interval))));
-peak_rate({_, _, _, _, _, Peak}, _, _, _) ->
+peak_rate({_, _, _, _, _, Peak, _}, _, _, _) ->
     msgflow_rate:milli_to_per_s(Peak).
 
 %% @doc Fun folded over the rows of table T a match spec selects, read in

@@ -13,8 +13,9 @@
 %% the NIF session of a legacy run while it lasts (see clear_orphaned/0)
 -define(RUNNING, {msgflow_collector, running}).
 %% the NIF's table entries allowed per distinct pair (a pair counted on k
-%% scheduler threads holds k entries; see max_pairs in the README)
--define(ENTRIES_PER_PAIR, 2).
+%% scheduler threads holds k entries, one per kind of message it has with
+%% kinds on; see max_pairs in the README)
+-define(ENTRIES_PER_PAIR, 4).
 %% windows between rotations of the NIF's tables (sooner when they are
 %% half full)
 -define(ROTATE_EVERY, 30).
@@ -32,15 +33,20 @@
 -opaque run() :: #run{}.
 
 %% @doc A NIF session for the calling process and the flags set as the
-%% validated options say (`procs', `max_pairs', `trace_mode').  A trace
+%% validated options say (`procs', `max_pairs', `kinds', `max_kinds',
+%% `trace_mode').  A trace
 %% session that cannot be made (say, the VM's limit on sessions) is an
 %% error for the caller: `{error, {trace_failed, Reason}}',
 %% `{error, {nif_not_loaded, Path}}', or an error of msgflow_flags.
 -spec begin_run(msgflow_opts:opts()) -> {ok, run()} | {error, term()}.
-begin_run(#{procs := Procs, max_pairs := Max, trace_mode := Want}) ->
+begin_run(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
+    MaxKinds = case Opts of
+                   #{kinds := false} -> 0;
+                   _ -> maps:get(max_kinds, Opts, 8)
+               end,
     case {msgflow_flags:mode(Want), msgflow_flags:resolve(Procs)} of
         {{ok, Mode}, {ok, Targets}} ->
-            try msgflow_tracer:session_new(self(), Max * ?ENTRIES_PER_PAIR) of
+            try msgflow_tracer:session_new(self(), Max * ?ENTRIES_PER_PAIR, MaxKinds) of
                 Session -> begin_tracing(Targets, Mode, Session, Procs)
             catch
                 error:undef -> {error, {nif_not_loaded, code:which(msgflow_tracer)}};

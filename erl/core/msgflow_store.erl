@@ -69,10 +69,11 @@ new() ->
            wsenders = new_wsenders(undefined), labels = msgflow_labels:new()}.
 
 %% @doc The store set for a run with these options (`windows',
-%% `max_pairs'); its window opens now.
+%% `max_pairs', `max_kinds'); its window opens now.
 -spec start_run(state(), msgflow_opts:opts()) -> state().
-start_run(S, #{windows := Keep, max_pairs := Max}) ->
-    restart_window(S#store{keep = Keep, max_pairs = Max, births_dropped = 0}).
+start_run(S, #{windows := Keep, max_pairs := Max} = Opts) ->
+    restart_window(S#store{keep = Keep, max_pairs = Max, births_dropped = 0,
+                           max_kinds = maps:get(max_kinds, Opts, 8)}).
 
 %% @doc The open window starts now.
 -spec restart_window(state()) -> state().
@@ -198,9 +199,15 @@ add_reply(D, S) ->
     S1#store{folded_messages = S1#store.folded_messages + element(3, D)}.
 
 %% N messages of (Sn, R) in the open window, in the pairs or the folded
-%% rows (a pair counted on several threads comes once per thread).  A
-%% pair past max_pairs distinct pairs goes to overflow.
-add_row(Which, {Sn, R, N}, S = #store{closed = C, events = E}) ->
+%% rows (a pair counted on several threads comes once per thread), of
+%% kind and tag KT when the delta has them.  A pair past max_pairs
+%% distinct pairs goes to overflow.
+add_row(Which, {Sn, R, N}, S) ->
+    add_row(Which, Sn, R, N, none, S);
+add_row(Which, {Sn, R, N, Kind, Tag}, S) ->
+    add_row(Which, Sn, R, N, {Kind, Tag}, S).
+
+add_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E, max_kinds = MaxK}) ->
     %% a few ETS calls (more for a new pair, below): count them as the
     %% work they are, so that a slice of merging stays well under 1 ms
     erlang:bump_reductions(?MERGE_REDUCTIONS),
@@ -210,12 +217,16 @@ add_row(Which, {Sn, R, N}, S = #store{closed = C, events = E}) ->
     case ets:lookup(T, K) of
         [Row] ->
             case msgflow_row:last_window(Row) of
-                Open ->
+                Open when KT =:= none ->
                     _ = ets:update_counter(T, K, msgflow_row:count_in_open(N)),
                     S#store{events = E + N};
+                Open ->
+                    ets:insert(T, msgflow_row:add_kind(msgflow_row:add_in_open(Row, N), N, KT,
+                                                       MaxK)),
+                    S#store{events = E + N};
                 _ ->
-                    ets:insert(T, msgflow_row:add(Row, N, Open, Open - S#store.keep,
-                                                  S#store.durations)),
+                    Row1 = msgflow_row:add(Row, N, Open, Open - S#store.keep, S#store.durations),
+                    ets:insert(T, msgflow_row:add_kind(Row1, N, KT, MaxK)),
                     first_in_window(R, S#store{events = E + N})
             end;
         [] ->
@@ -225,7 +236,7 @@ add_row(Which, {Sn, R, N}, S = #store{closed = C, events = E}) ->
                 false ->
                     %% labelling reads the new endpoints from the VM
                     erlang:bump_reductions(10 * ?MERGE_REDUCTIONS),
-                    ets:insert(T, msgflow_row:new(K, N, Open)),
+                    ets:insert(T, msgflow_row:new(K, N, Open, KT)),
                     L = msgflow_labels:hold(msgflow_labels:hold(S#store.labels, Sn), R),
                     first_in_window(R, S#store{events = E + N, labels = L})
             end

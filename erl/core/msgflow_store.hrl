@@ -14,6 +14,7 @@
     sweeps = #{} :: #{pairs | folded | dead => term()},
     keep = 60 :: pos_integer(),             %% windows kept (the `windows' option)
     max_pairs = 1 :: pos_integer(),
+    max_kinds = 8 :: pos_integer(),         %% kinds and tags a row keeps
     win_start = 0 :: integer(),             %% monotonic ms of the open window
     closed = 0 :: non_neg_integer(),        %% windows closed since start
     windows = [] :: [msgflow_store:window()],  %% kept closed windows, newest first

@@ -15,14 +15,15 @@
 
 -export([enabled/3, enabled_send/3, trace_send/5, trace/5, enabled_procs/3, trace_procs/5,
          enabled_call/3]).
--export([session_new/2, session_stop/1, session_rotate/1, snapshot/1, snapshot_start/1, snapshot_next/1,
+-export([session_new/3, session_stop/1, session_rotate/1, snapshot/1, snapshot_start/1, snapshot_next/1,
          births_take/1, session_info/1,
          lib_info/0]).
 -export([flow_session_new/2, flow_watch/3, flow_take/2, entry_new/1, entry_info/1, entry_stop/1]).
 
 -on_load(init/0).
 
--export_type([session/0, take/0, endpoint/0, snapshot/0, delta/0, birth/0, entry/0, event/0]).
+-export_type([session/0, take/0, endpoint/0, snapshot/0, delta/0, kind/0, birth/0, entry/0,
+              event/0]).
 
 -opaque session() :: reference().
 %% A call entry (entry_new/1): the tracer state of a meta call trace
@@ -38,8 +39,17 @@
 -type endpoint() :: pid() | port() | atom() | {atom(), node()} | reference().
 %% {Pairs, DeadLetters, Replies, Overflow, OverflowDead}: see snapshot/1.
 -type snapshot() :: {[delta()], [delta()], [delta()], non_neg_integer(), non_neg_integer()}.
-%% {Sender, Receiver, Messages}
--type delta() :: {endpoint(), endpoint(), pos_integer()}.
+%% {Sender, Receiver, Messages}, and with kinds on {Sender, Receiver,
+%% Messages, Kind, Tag}: the kind read from the message (`call' for
+%% `{'$gen_call', From, Request}', `cast', `event' for `'$gen_event''
+%% and its all-state and sync variants, `system', `reply' for a reply to
+%% an alias, `exit' for `{'EXIT', _, _}', `down', `io', else `info') and
+%% its tag (the atom the request or message starts with, else the name of
+%% its type: `binary', `list', `map', `integer', `tuple', ...; `other' past
+%% MaxKinds).  Dead letters never carry a kind.
+-type delta() :: {endpoint(), endpoint(), pos_integer()}
+               | {endpoint(), endpoint(), pos_integer(), kind(), atom()}.
+-type kind() :: call | cast | event | system | reply | exit | down | io | info.
 
 %% What a spawn or register event said about a process: a registered name;
 %% the spawn's `{M, F, Arity}'; or for a proc_lib start `{proc_lib, {M, F,
@@ -146,12 +156,16 @@ trace_procs(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
 -spec births_take(session()) -> {[birth()], non_neg_integer()}.
 births_take(_Session) -> ?NOT_LOADED.
 
-%% @doc A new session counting for at most MaxPairs table entries (a pair
-%% seen on N scheduler threads holds N entries; the collector passes twice
-%% the `max_pairs' it caps distinct pairs at).  Collector is monitored:
-%% when it dies the session answers `remove' to the VM.  badarg on bad types.
--spec session_new(pid(), pos_integer()) -> session().
-session_new(_Collector, _MaxPairs) -> ?NOT_LOADED.
+%% @doc A new session counting for at most MaxEntries table entries (a
+%% pair seen on N scheduler threads holds N entries, one per kind of
+%% message; the collector passes four times the `max_pairs' it caps
+%% distinct pairs at).  MaxKinds (0 to 1000) is how many (kind, tag) a
+%% pair may have in one thread's table, past which its sends of a kind
+%% are counted as `{Kind, other}'; 0 counts by pair alone (kinds off: the
+%% message is never read).  Collector is monitored: when it dies the
+%% session answers `remove' to the VM.  badarg on bad types.
+-spec session_new(pid(), pos_integer(), non_neg_integer()) -> session().
+session_new(_Collector, _MaxEntries, _MaxKinds) -> ?NOT_LOADED.
 
 %% @doc Marks the session stopped: every later callback answers `remove'.
 -spec session_stop(session()) -> ok.

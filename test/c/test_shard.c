@@ -44,17 +44,20 @@ typedef struct {
     uint64_t pairs[NKEYS][NKEYS];
     uint64_t dead[NKEYS][NKEYS];
     uint64_t total;
+    uint64_t dead_kinds; /* dead-letter deltas with a kind word: none */
 } tally;
 
-static void on_pair(void *ctx, uint64_t from, uint64_t to, uint64_t n)
+static void on_pair(void *ctx, uint64_t from, uint64_t to, uint64_t kind, uint64_t n)
 {
     tally *t = ctx;
+    (void)kind;
     t->pairs[from % NKEYS][to % NKEYS] += n;
     t->total += n;
 }
-static void on_dead(void *ctx, uint64_t from, uint64_t to, uint64_t n)
+static void on_dead(void *ctx, uint64_t from, uint64_t to, uint64_t kind, uint64_t n)
 {
     tally *t = ctx;
+    t->dead_kinds += kind != 0;
     t->dead[from % NKEYS][to % NKEYS] += n;
 }
 
@@ -70,15 +73,15 @@ static void take_in_steps(mf_shard *sh, void *ctx, mf_take_totals *tot, unsigned
 
 static void test_counts_and_deltas(void)
 {
-    mf_limit lim = {0, 1000};
+    mf_limit lim = {0, 1000, 0};
     mf_shard *sh = mf_shard_new(&counting, &lim);
     CHECK(sh != NULL);
     for (int i = 0; i < 10; i++)
-        CHECK(mf_shard_count(sh, 1, 2, 0) == MF_COUNTED);
+        CHECK(mf_shard_count(sh, 1, 2, 0, 0, 0) == MF_COUNTED);
     for (int i = 0; i < 3; i++)
-        mf_shard_count(sh, 2, 1, 0);
-    mf_shard_count(sh, 1, 5, 1);
-    mf_shard_count(sh, 1, 5, 1);
+        mf_shard_count(sh, 2, 1, 0, 0, 0);
+    mf_shard_count(sh, 1, 5, 0, 0, 1);
+    mf_shard_count(sh, 1, 5, 0, 0, 1);
 
     tally t;
     memset(&t, 0, sizeof(t));
@@ -90,6 +93,7 @@ static void test_counts_and_deltas(void)
     CHECK(t.dead[1][5] == 2);
     CHECK(t.dead[1][2] == 0);
     CHECK(t.total == 15);
+    CHECK(t.dead_kinds == 0);
     CHECK(tot.overflow == 0 && tot.overflow_dead == 0);
     CHECK(mf_shard_entries(sh) == 4); /* 3 pairs + 1 dead-letter pair */
     CHECK(atomic_load(&lim.used) == 4);
@@ -98,7 +102,7 @@ static void test_counts_and_deltas(void)
     memset(&t, 0, sizeof(t));
     take_in_steps(sh, &t, &tot, ~0u);
     CHECK(t.total == 0);
-    mf_shard_count(sh, 1, 2, 0);
+    mf_shard_count(sh, 1, 2, 0, 0, 0);
     take_in_steps(sh, &t, &tot, ~0u);
     CHECK(t.total == 1 && t.pairs[1][2] == 1);
 
@@ -110,17 +114,17 @@ static void test_counts_and_deltas(void)
 
 static void test_cap_keeps_sum_exact(void)
 {
-    mf_limit lim = {0, 3};
+    mf_limit lim = {0, 3, 0};
     mf_shard *a = mf_shard_new(&counting, &lim);
     mf_shard *b = mf_shard_new(&counting, &lim);
     /* 2 entries in a, 1 in b, then the cap (3, shared) is reached. */
-    CHECK(mf_shard_count(a, 1, 1, 0) == MF_COUNTED);
-    CHECK(mf_shard_count(a, 1, 2, 0) == MF_COUNTED);
-    CHECK(mf_shard_count(b, 2, 2, 0) == MF_COUNTED);
-    CHECK(mf_shard_count(b, 3, 3, 0) == MF_OVERFLOW);
-    CHECK(mf_shard_count(a, 4, 4, 1) == MF_OVERFLOW);
-    CHECK(mf_shard_count(a, 1, 1, 0) == MF_COUNTED); /* existing pairs still count */
-    CHECK(mf_shard_count(a, 1, 2, 1) == MF_COUNTED); /* pair counted, its dead entry overflows */
+    CHECK(mf_shard_count(a, 1, 1, 0, 0, 0) == MF_COUNTED);
+    CHECK(mf_shard_count(a, 1, 2, 0, 0, 0) == MF_COUNTED);
+    CHECK(mf_shard_count(b, 2, 2, 0, 0, 0) == MF_COUNTED);
+    CHECK(mf_shard_count(b, 3, 3, 0, 0, 0) == MF_OVERFLOW);
+    CHECK(mf_shard_count(a, 4, 4, 0, 0, 1) == MF_OVERFLOW);
+    CHECK(mf_shard_count(a, 1, 1, 0, 0, 0) == MF_COUNTED); /* existing pairs still count */
+    CHECK(mf_shard_count(a, 1, 2, 0, 0, 1) == MF_COUNTED); /* pair counted, its dead entry overflows */
     CHECK(mf_limit_full(&lim));
 
     tally t;
@@ -146,14 +150,14 @@ static void *writer(void *arg)
 {
     (void)arg;
     for (uint64_t i = 0; i < WRITER_MSGS; i++)
-        mf_shard_count(race_shard, i % NKEYS, (i / NKEYS) % NKEYS, i % 1000 == 0);
+        mf_shard_count(race_shard, i % NKEYS, (i / NKEYS) % NKEYS, 0, 0, i % 1000 == 0);
     atomic_store(&writer_done, 1);
     return NULL;
 }
 
 static void test_concurrent_take_is_exact(void)
 {
-    mf_limit lim = {0, 1u << 20};
+    mf_limit lim = {0, 1u << 20, 0};
     race_shard = mf_shard_new(&counting, &lim);
     static tally t;
     memset(&t, 0, sizeof(t));
@@ -194,14 +198,84 @@ static void test_concurrent_take_is_exact(void)
 
 static void test_many_pairs_bytes(void)
 {
-    mf_limit lim = {0, 1u << 20};
+    mf_limit lim = {0, 1u << 20, 0};
     mf_shard *sh = mf_shard_new(&counting, &lim);
     const uint64_t n = 100000;
     for (uint64_t i = 0; i < n; i++)
-        mf_shard_count(sh, (i << 4) | 3, ((i * 7) << 4) | 3, 0);
+        mf_shard_count(sh, (i << 4) | 3, ((i * 7) << 4) | 3, 0, 0, 0);
     CHECK(mf_shard_entries(sh) == n);
     printf("100000 pairs: %.1f bytes per pair\n", (double)mf_shard_bytes(sh) / (double)n);
     mf_shard_free(sh);
+    CHECK(atomic_load(&live_bytes) == 0);
+}
+
+/* Kind words: a pair keeps max_kinds of its own in a shard, the sends of
+ * any further word go to that kind's `other' word, and every total stays
+ * exact, for pairs counted in cells and in entries alike. */
+#define K_TAGS 6
+#define K_OTHER 0x7770ULL
+typedef struct {
+    uint64_t own[NKEYS][K_TAGS + 1]; /* by pair (from) and tag */
+    uint64_t other[NKEYS];
+    uint64_t total;
+} kind_tally;
+
+static void on_kind(void *ctx, uint64_t from, uint64_t to, uint64_t kind, uint64_t n)
+{
+    kind_tally *t = ctx;
+    (void)to;
+    if ((kind & ~0xFULL) == K_OTHER)
+        t->other[(from >> 4) % NKEYS] += n;
+    else
+        t->own[(from >> 4) % NKEYS][(kind >> 4) % (K_TAGS + 1)] += n;
+    t->total += n;
+}
+
+static void test_kinds(void)
+{
+    static const mf_take_fns kfns = {on_kind, NULL};
+    mf_limit lim = {0, 1u << 20, 3};
+    mf_shard *sh = mf_shard_new(&counting, &lim);
+    /* 3,000 pairs, so that lines of cells fill and entries hold the rest;
+     * each pair sends tag t (1..6) t times, tags in turn */
+    const unsigned pairs = 3000;
+    for (unsigned round = 0; round < K_TAGS; round++)
+        for (unsigned p = 0; p < pairs; p++)
+            for (unsigned tag = round + 1; tag <= K_TAGS; tag++) {
+                uint64_t kw = ((uint64_t)tag << 4) | 1;
+                CHECK(mf_shard_count(sh, ((uint64_t)p << 4) | 3, 0x13, kw, K_OTHER | 1, 0) ==
+                      MF_COUNTED);
+            }
+    static kind_tally t;
+    memset(&t, 0, sizeof(t));
+    mf_take_totals tot = {0, 0};
+    mf_cursor cur = {0, NULL, 0};
+    while (!mf_shard_take_some(sh, &cur, &kfns, &t, &tot, 100))
+        ;
+    int exact = 1;
+    for (unsigned p = 0; p < NKEYS; p++) {
+        uint64_t per = pairs / NKEYS + (p < pairs % NKEYS);
+        for (unsigned tag = 1; tag <= 3; tag++)
+            exact &= t.own[p][tag] == per * tag;
+        exact &= t.own[p][4] + t.own[p][5] + t.own[p][6] == 0;
+        exact &= t.other[p] == per * (4 + 5 + 6);
+    }
+    CHECK(exact);
+    CHECK(t.total == (uint64_t)pairs * 21);
+    CHECK(mf_shard_entries(sh) == (uint64_t)pairs * 4); /* 3 own + other */
+    mf_shard_free(sh);
+
+    /* bytes per pair with two kind words each, as the bench prints them */
+    mf_limit lim2 = {0, 1u << 22, 8};
+    mf_shard *big = mf_shard_new(&counting, &lim2);
+    const uint64_t n = 100000;
+    for (uint64_t i = 0; i < n; i++)
+        for (uint64_t k = 1; k <= 2; k++)
+            mf_shard_count(big, (i << 4) | 3, ((i * 7) << 4) | 3, (k << 4) | 1, K_OTHER | 1, 0);
+    CHECK(mf_shard_entries(big) == 2 * n);
+    printf("100000 pairs with 2 kinds: %.1f bytes per pair\n",
+           (double)mf_shard_bytes(big) / (double)n);
+    mf_shard_free(big);
     CHECK(atomic_load(&live_bytes) == 0);
 }
 
@@ -214,11 +288,11 @@ static void test_jemalloc(int required)
         CHECK(!required);
         return;
     }
-    mf_limit lim = {0, 1000};
+    mf_limit lim = {0, 1000, 0};
     mf_shard *sh = mf_shard_new(&je, &lim);
     CHECK(sh != NULL);
     for (int i = 0; i < 500; i++)
-        mf_shard_count(sh, (uint64_t)i, 1, 0);
+        mf_shard_count(sh, (uint64_t)i, 1, 0, 0, 0);
     CHECK(mf_shard_entries(sh) == 500);
     mf_shard_free(sh);
     CHECK(strcmp(je.name, "jemalloc") == 0);
@@ -228,11 +302,11 @@ static void test_jemalloc(int required)
     mf_alloc heap;
     CHECK(mf_alloc_heap(&je, &heap) == 1);
     CHECK(heap.ctx != je.ctx);
-    mf_limit lim2 = {0, 1u << 20};
+    mf_limit lim2 = {0, 1u << 20, 0};
     mf_shard *g = mf_shard_new(&heap, &lim2);
     CHECK(g != NULL);
     for (uint64_t i = 0; i < 20000; i++)
-        mf_shard_count(g, (i << 4) | 3, 0x13, 0);
+        mf_shard_count(g, (i << 4) | 3, 0x13, 0, 0, 0);
     CHECK(mf_shard_entries(g) == 20000);
     CHECK(mf_alloc_heap_drop(&heap) == 1);
     CHECK(mf_alloc_heap_drop(&je) == 0); /* never the base arena */
@@ -254,6 +328,7 @@ int main(int argc, char **argv)
     test_cap_keeps_sum_exact();
     test_concurrent_take_is_exact();
     test_many_pairs_bytes();
+    test_kinds();
     test_jemalloc(require_je);
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

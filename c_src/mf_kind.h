@@ -1,0 +1,133 @@
+/*
+ * mf_kind.h -- the kind and tag of a message, read from the message term in
+ * trace_send, as one word (a "kind word") that joins the pair's key.
+ *
+ * What it owns: nothing but the table of kind atoms, made in load from
+ * mf_atoms.  A kind word is (Tag << MF_KIND_BITS) | Kind: Kind one of
+ * MF_K_* (never 0), Tag the word of an atom (atoms live as long as the VM,
+ * so the word stays a valid term for any env); 0 is "no kind" (kinds off,
+ * and dead letters).  Nothing is copied or allocated: the message is read
+ * in place (mf_layout's inline reads, or enif calls where those are off).
+ *
+ * Threads: any; reads the caller's terms and the atoms made at load.
+ */
+#ifndef MF_KIND_H
+#define MF_KIND_H
+
+#include <erl_nif.h>
+#include <stdint.h>
+
+#include "mf_atoms.h"
+#include "mf_layout.h"
+
+#define MF_KIND_BITS 4
+#define MF_KIND_MASK ((1ULL << MF_KIND_BITS) - 1)
+
+enum {
+    MF_K_NONE = 0,
+    MF_K_CALL = 1,   /* {'$gen_call', From, Request} */
+    MF_K_CAST = 2,   /* {'$gen_cast', Request} */
+    MF_K_EVENT = 3,  /* {'$gen_event', E}, {'$gen_all_state_event', E}, sync variants */
+    MF_K_SYSTEM = 4, /* {system, From, Request} */
+    MF_K_REPLY = 5,  /* a reply counted for its caller (to an alias) */
+    MF_K_EXIT = 6,   /* {'EXIT', From, Reason} */
+    MF_K_DOWN = 7,   /* {'DOWN', Ref, Type, Object, Info} */
+    MF_K_IO = 8,     /* {io_request, From, ReplyAs, Request}, {io_reply, ReplyAs, Reply} */
+    MF_K_INFO = 9,   /* anything else */
+    MF_K_COUNT = 10
+};
+
+/* The name of t's type as a tag (`binary', `list', `map', `integer', ...),
+ * for a term that is neither an atom nor a tuple.  Any thread. */
+ERL_NIF_TERM mf_kind_type_tag(ErlNifEnv *env, ERL_NIF_TERM t);
+
+static inline uint64_t mf_kind_make(ERL_NIF_TERM tag, unsigned kind)
+{
+    return ((uint64_t)tag << MF_KIND_BITS) | kind;
+}
+
+/* The tag of a term: itself for an atom, the first element of a tuple that
+ * starts with an atom, and for a pair whose first element is no atom
+ * ({Ref, Reply}, {Port, {data, D}}) the second's tag when that is an atom
+ * or starts with one; else the name of its type. */
+static inline ERL_NIF_TERM mf_kind_tag_of(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+    const ERL_NIF_TERM *e;
+    int n;
+    if (mf_is_atom(env, t))
+        return t;
+    if (mf_get_tuple(env, t, &n, &e)) {
+        if (n >= 1 && mf_is_atom(env, e[0]))
+            return e[0];
+        if (n == 2 && mf_is_atom(env, e[1]))
+            return e[1];
+        if (n == 2 && mf_get_tuple(env, e[1], &n, &e) && n >= 1 && mf_is_atom(env, e[0]))
+            return e[0];
+        return atom_tuple;
+    }
+    return mf_kind_type_tag(env, t);
+}
+
+/* The kind word of `msg' sent to a receiver; `reply' != 0 when the send
+ * is counted as a reply to an alias (its kind is then MF_K_REPLY, its tag
+ * that of the reply in {Ref, Reply}).  Never 0.  Inline: trace_send calls
+ * it on every send with kinds on.  Any thread. */
+static inline uint64_t mf_kind_word(ErlNifEnv *env, ERL_NIF_TERM msg, int reply)
+{
+    const ERL_NIF_TERM *e;
+    int n;
+    if (reply) {
+        /* {Alias, Reply}: gen's reply; anything else to an alias by its tag */
+        if (mf_get_tuple(env, msg, &n, &e) && n == 2)
+            return mf_kind_make(mf_kind_tag_of(env, e[1]), MF_K_REPLY);
+        return mf_kind_make(mf_kind_tag_of(env, msg), MF_K_REPLY);
+    }
+    if (!mf_get_tuple(env, msg, &n, &e) || n < 2 || !mf_is_atom(env, e[0]))
+        return mf_kind_make(mf_kind_tag_of(env, msg), MF_K_INFO);
+    ERL_NIF_TERM h = e[0]; /* atoms: compare words */
+    switch (n) {
+    case 2:
+        if (h == atom_gen_cast)
+            return mf_kind_make(mf_kind_tag_of(env, e[1]), MF_K_CAST);
+        if (h == atom_gen_event || h == atom_gen_all_state_event)
+            return mf_kind_make(mf_kind_tag_of(env, e[1]), MF_K_EVENT);
+        break;
+    case 3:
+        if (h == atom_gen_call)
+            return mf_kind_make(mf_kind_tag_of(env, e[2]), MF_K_CALL);
+        if (h == atom_EXIT)
+            return mf_kind_make(mf_kind_tag_of(env, e[2]), MF_K_EXIT);
+        if (h == atom_system)
+            return mf_kind_make(mf_kind_tag_of(env, e[2]), MF_K_SYSTEM);
+        if (h == atom_gen_sync_event || h == atom_gen_sync_all_state_event)
+            return mf_kind_make(mf_kind_tag_of(env, e[2]), MF_K_EVENT);
+        if (h == atom_io_reply)
+            return mf_kind_make(mf_kind_tag_of(env, e[2]), MF_K_IO);
+        break;
+    case 4:
+        if (h == atom_io_request)
+            return mf_kind_make(mf_kind_tag_of(env, e[3]), MF_K_IO);
+        break;
+    case 5:
+        if (h == atom_DOWN)
+            return mf_kind_make(mf_kind_tag_of(env, e[4]), MF_K_DOWN);
+        break;
+    }
+    return mf_kind_make(h, MF_K_INFO);
+}
+
+/* The same kind with the tag `other': where a pair's sends go past its
+ * max_kinds distinct kind words. */
+static inline uint64_t mf_kind_other(uint64_t kw)
+{
+    return ((uint64_t)atom_other << MF_KIND_BITS) | (kw & MF_KIND_MASK);
+}
+
+/* The kind atom and the tag atom of a non-zero kind word.  Any thread. */
+ERL_NIF_TERM mf_kind_atom(uint64_t kw);
+static inline ERL_NIF_TERM mf_kind_tag(uint64_t kw)
+{
+    return (ERL_NIF_TERM)(kw >> MF_KIND_BITS);
+}
+
+#endif
