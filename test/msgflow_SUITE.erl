@@ -261,7 +261,7 @@ collector_killed(_Config) ->
 %% flags left with it.
 orphaned_session(_Config) ->
     Self = self(),
-    Owner = spawn_link(fun() -> Self ! {session, msgflow_tracer:session_new(self(), 10)},
+    Owner = spawn_link(fun() -> Self ! {session, msgflow_tracer:session_new(self(), 10, 0)},
                                 receive stop -> ok end end),
     Session = receive {session, S} -> S end,
     Flagged = spawn_link(fun sink/0),
@@ -286,7 +286,7 @@ orphaned_session(_Config) ->
 %% while the owner exits, maybe after our 'DOWN': wait for it by yielding.
 session_owner_down(_Config) ->
     Self = self(),
-    Owner = spawn(fun() -> Self ! {session, msgflow_tracer:session_new(self(), 10)},
+    Owner = spawn(fun() -> Self ! {session, msgflow_tracer:session_new(self(), 10, 0)},
                            receive stop -> ok end end),
     Session = receive {session, S} -> S end,
     ?assertMatch(#{state := active}, msgflow_tracer:session_info(Session)),
@@ -304,7 +304,7 @@ session_owner_down(_Config) ->
 %% for any other map: both count; options without `extra' count nothing.
 callbacks_direct(_Config) ->
     Self = self(),
-    Session = msgflow_tracer:session_new(Self, 100),
+    Session = msgflow_tracer:session_new(Self, 100, 0),
     Other = spawn(fun() -> ok end),
     ?assertEqual(trace, msgflow_tracer:enabled_send(send, Session, Self)),
     ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Session, Self)),
@@ -1374,7 +1374,7 @@ rotate_direct(_Config) ->
 %% ok, or what differed.
 rotations() ->
     Self = self(),
-    Session = msgflow_tracer:session_new(Self, 100),
+    Session = msgflow_tracer:session_new(Self, 100, 0),
     [A, B] = [spawn(fun() -> ok end) || _ <- [1, 2]],
     Send = fun(To, N) -> [ok = msgflow_tracer:trace_send(send, Session, Self, m, #{extra => To})
                           || _ <- lists:seq(1, N)] end,
@@ -1937,7 +1937,7 @@ flow_callbacks_odd(_Config) ->
      || S <- [undefined, make_ref(), {x}, msgflow_tracer:entry_new(1)]],
     [?assertEqual(trace, msgflow_tracer:enabled(seq_trace, FS, T)) || T <- [Self, undefined]],
     [?assertEqual(discard, msgflow_tracer:enabled(seq_trace, S, Self))
-     || S <- [undefined, msgflow_tracer:session_new(self(), 10)]],
+     || S <- [undefined, msgflow_tracer:session_new(self(), 10, 0)]],
     ?assertEqual(discard, msgflow_tracer:enabled_call(call, undefined, Self)),
     {Pairs, [], [], 0, 0} = msgflow_tracer:snapshot(FS),
     ?assertEqual(lists:sort([{{L, Self}, Self, 1} || L <- Labels]), lists:sort(Pairs)),
