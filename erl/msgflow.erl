@@ -21,7 +21,7 @@
 
 -export([start/0, start/1, stop/0, reset/0, wait/1, help/0,
          trace/1, untrace/1,
-         pairs/0, top/0, top/1, top/2, history/2, matrix/1, hotspots/0, hotspots/1,
+         pairs/0, pairs/1, top/0, top/1, top/2, kinds/2, history/2, matrix/1, hotspots/0, hotspots/1,
          info/0, export/2, export/3, dump/0,
          follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0]).
 
@@ -129,6 +129,18 @@ wait(Timeout) ->
 pairs() ->
     msgflow_scope:pairs().
 
+%% @doc pairs/0 (`total'), or each pair's messages by kind and tag
+%% (`kinds'): `[{Sender, Receiver, Kind, Tag, Messages}]', busiest first,
+%% exact as pairs/0 is (a pair's kinds add up to its total; see
+%% msgflow_tracer:delta/0 for the kinds and tags).  `{error, {badarg,
+%% {with, W}, [total, kinds]}}' for anything else.
+-spec pairs(total | kinds) -> list() | msgflow_opts:error() | {error, not_started}.
+pairs(With) ->
+    case msgflow_opts:arg(with, With, {one_of, [total, kinds]}) of
+        ok -> msgflow_scope:pairs(With);
+        {error, _} = E -> E
+    end.
+
 %% @doc Prints the 10 busiest pairs.
 -spec top() -> ok.
 top() ->
@@ -144,9 +156,12 @@ top() ->
 top(N) ->
     top(N, #{}).
 
-%% @doc top/1 grouped and, with `refresh' or `for', live.  Opts:
-%% `by => process | name | module | application | node' (default
-%% process) groups the rows as matrix/1 does; `refresh => Ms' and
+%% @doc top/1 grouped, sorted and, with `refresh' or `for', live.  Opts:
+%% `by => process | name | module | application | node | kind' (default
+%% process) groups the rows as matrix/1 does (`kind': a row per kind and
+%% tag of message, e.g. `call get'); `sort => messages | rate | peak'
+%% (default messages since start; `rate' the last window's, so that a
+%% burst that ended drops out; `peak' the busiest window's); `refresh => Ms' and
 %% `for => Ms' redraw the table every `refresh' ms (default 1000) for
 %% `for' ms (default 10000), then return; across a cluster, `node => N'
 %% shows one node's.  `{error, {badarg, {n, N}, Allowed}}' for a bad N,
@@ -159,13 +174,15 @@ top(N, Opts0) ->
             E;
         {ok, {error, _} = E} ->
             E;
-        {ok, {ok, #{by := By, refresh := Refresh, for := For, node := Node}}} ->
+        {ok, {ok, #{by := By, sort := Sort, refresh := Refresh, for := For, node := Node}}} ->
             {ok, Given} = msgflow_opts:to_map(Opts0),
+            Spec = #{by => By, sort => Sort},
             case msgflow_scope:check_node(Node) of
                 ok when is_map_key(refresh, Given); is_map_key(for, Given) ->
-                    msgflow_scope:live_top(N, By, Node, Refresh, erlang:monotonic_time(millisecond) + For);
+                    msgflow_scope:live_top(N, Spec, Node, Refresh,
+                                           erlang:monotonic_time(millisecond) + For);
                 ok ->
-                    msgflow_scope:print_top(N, By, Node, "");
+                    msgflow_scope:print_top(N, Spec, Node, "");
                 {error, _} = E ->
                     E
             end
@@ -338,6 +355,38 @@ untrace(Who) ->
              open => true}] | {error, not_started}.
 history(Sender, Receiver) ->
     msgflow_scope:history(Sender, Receiver).
+
+%% @doc Prints what one sender sent one receiver, by kind and tag of
+%% message, most first, with each one's share (messages since start):
+%% `call get 4,980 91%'.  Sender and Receiver are pids, ports or
+%% registered names (the pair as top/1 shows it), or labels as binaries or
+%% strings (the group as `top(N, #{by => name})' shows it:
+%% `kinds("erlang:apply/2", ux_kv)' mixes the two: the names are then
+%% read as labels).  `{error, {badarg, {pair, {Sender, Receiver}},
+%% Allowed}}' when there is no such pair or group; `{error, not_started}'
+%% before the first start.
+-spec kinds(endpoint() | unicode:chardata(), endpoint() | unicode:chardata()) ->
+          ok | msgflow_opts:error() | {error, not_started}.
+kinds(Sender, Receiver) ->
+    ByName = not (is_endpoint(Sender) andalso is_endpoint(Receiver)),
+    Key = fun(E) when ByName, is_atom(E) -> msgflow_fmt:name(E);
+             (E) when ByName -> unicode:characters_to_binary(E);
+             (E) -> E
+          end,
+    Spec = #{by => case ByName of true -> name; false -> process end,
+             pair => {Key(Sender), Key(Receiver)}},
+    case msgflow_scope:with_view(Spec, all, fun msgflow_text:kinds/1) of
+        undefined ->
+            {error, not_started};
+        none ->
+            {error, {badarg, {pair, {Sender, Receiver}},
+                     [<<"a pair top/1 shows (pids, ports, names)">>,
+                      <<"a pair of labels top(N, #{by => name}) shows">>]}};
+        Text ->
+            io:put_chars(Text)
+    end.
+
+is_endpoint(E) -> is_pid(E) orelse is_port(E) orelse is_atom(E).
 
 %% @doc The nodes msgflow counts on, this one first: `#{node, status =>
 %% up | down | stale | incompatible, pairs, events, last_snapshot_ms,

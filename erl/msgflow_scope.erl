@@ -4,7 +4,7 @@
 %%% pairs, hotspots, histories and exports are built where they must be.
 %%% msgflow's functions check their arguments and call these.
 -module(msgflow_scope).
--export([start_nodes/2, check_node/1, with_view/3, print_top/4, live_top/5, pairs/0,
+-export([start_nodes/2, check_node/1, with_view/3, print_top/4, live_top/5, pairs/0, pairs/1,
          hotspots/1, history/2, check_format/2, export_flow/1, export_view/3]).
 
 %% @doc Starts a run with validated options: this node first; then, for
@@ -50,12 +50,14 @@ check_node(Node) ->
         false -> {error, {badopt, {node, Node}, [all | Known]}}
     end.
 
-%% @doc Prints the top table (msgflow_text:top/1) after Prefix (a screen
-%% code for live views); `{error, not_started}' before any run.
--spec print_top(pos_integer(), msgflow_view:grouping(), atom(), iodata()) ->
+%% @doc Prints the top table (msgflow_text:top/1) of the N first rows of
+%% the view Spec asks (`by', `sort') after Prefix (a screen code for live
+%% views); `{error, not_started}' before any run.
+-spec print_top(pos_integer(), msgflow_view:spec(), atom(), iodata()) ->
           ok | {error, not_started}.
-print_top(N, By, Node, Prefix) ->
-    case with_view(#{by => By, limit => N}, Node, fun msgflow_text:top/1) of
+print_top(N, Spec, Node, Prefix) ->
+    Width = msgflow_fmt:columns(),
+    case with_view(Spec#{limit => N}, Node, fun(V) -> msgflow_text:top(V, Width) end) of
         undefined -> {error, not_started};
         Text -> io:put_chars([Prefix, Text])
     end.
@@ -81,10 +83,10 @@ with_view(Spec, Only, Render) ->
 
 %% @doc The top table redrawn every Refresh ms until Until (monotonic
 %% ms), or until the collector is gone.
--spec live_top(pos_integer(), msgflow_view:grouping(), atom(), pos_integer(), integer()) ->
+-spec live_top(pos_integer(), msgflow_view:spec(), atom(), pos_integer(), integer()) ->
           ok | {error, not_started}.
-live_top(N, By, Node, Refresh, Until) ->
-    case print_top(N, By, Node, "\e[H\e[2J") of
+live_top(N, Spec, Node, Refresh, Until) ->
+    case print_top(N, Spec, Node, "\e[H\e[2J") of
         {error, _} = E ->
             E;
         ok ->
@@ -92,7 +94,7 @@ live_top(N, By, Node, Refresh, Until) ->
             case Left > 0 andalso whereis(msgflow_collector) =/= undefined of
                 true ->
                     receive after min(Refresh, Left) -> ok end,
-                    live_top(N, By, Node, Refresh, Until);
+                    live_top(N, Spec, Node, Refresh, Until);
                 false ->
                     ok
             end
@@ -161,11 +163,21 @@ export(Build, Path, Format, Opts) ->
 %% does not answer with the busiest pairs it last reported).
 -spec pairs() -> [msgflow:pair_count()] | {error, not_started}.
 pairs() ->
+    pairs(total).
+
+%% @doc msgflow:pairs/1: `total' as pairs/0, or `kinds': every
+%% (pair, kind, tag) of every node (no fallback for a node that did not
+%% answer).
+-spec pairs(total | kinds) -> list() | {error, not_started}.
+pairs(With) ->
     case {msgflow_cluster:members(), msgflow_collector:store(false)} of
         {[], undefined} ->
             {error, not_started};
         {[], _} ->
-            msgflow_cluster_node:local_pairs();
+            msgflow_cluster_node:local_pairs(With);
+        {Nodes, _} when With =:= kinds ->
+            Parts = msgflow_cluster:call_all([node() | Nodes], local_pairs, [kinds]),
+            lists:reverse(lists:keysort(5, lists:append([Ps || {_, {ok, Ps}} <- Parts])));
         {Nodes, _} ->
             Parts = msgflow_cluster:call_all([node() | Nodes], local_pairs, []),
             Got = lists:append([Ps || {_, {ok, Ps}} <- Parts]),

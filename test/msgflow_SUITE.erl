@@ -803,7 +803,7 @@ hist_sender(_Parent) ->
 %% help/0, top/1 and the live top/2 print lines of at most 80 columns;
 %% the live top redraws (clears the screen) each refresh and returns.
 shell_output(_Config) ->
-    Help = capture(fun() -> msgflow:help() end),
+    Help = msgflow_test_io:capture(fun() -> msgflow:help() end),
     [?assertEqual({L, true}, {L, string:length(L) =< 80}) || L <- lines(Help)],
     [?assertMatch({_, _}, binary:match(Help, <<"msgflow:", C/binary>>))
      || C <- [<<"start(">>, <<"stop()">>, <<"top(">>, <<"trace(">>, <<"untrace(">>,
@@ -811,7 +811,7 @@ shell_output(_Config) ->
     Sink = spawn(fun sink/0),
     S = spawn(fun() -> paced_casts(Sink, 1) end),
     ok = msgflow:start(#{procs => [S], interval => 50}),
-    Live = capture(fun() -> ok = msgflow:top(5, #{refresh => 60, for => 250}) end),
+    Live = msgflow_test_io:capture(fun() -> ok = msgflow:top(5, #{refresh => 60, for => 250}) end),
     exit(S, kill),
     ok = msgflow:stop(),
     ?assert(count(Live, <<"\e[H\e[2J">>) >= 3),
@@ -820,33 +820,6 @@ shell_output(_Config) ->
     exit(Sink, kill).
 
 %% Runs F with a group leader that keeps what F prints; returns it.
-capture(F) ->
-    Self = self(),
-    GL = spawn(fun() -> gl_loop([]) end),
-    P = spawn(fun() -> group_leader(GL, self()), F(), Self ! {captured, self()} end),
-    receive {captured, P} -> ok end,
-    GL ! {get, Self},
-    receive {gl_out, Out} -> Out end.
-
-gl_loop(Acc) ->
-    receive
-        {io_request, From, Ref, Req} ->
-            {Reply, Acc1} = gl_request(Req, Acc),
-            From ! {io_reply, Ref, Reply},
-            gl_loop(Acc1);
-        {get, From} ->
-            From ! {gl_out, unicode:characters_to_binary(lists:reverse(Acc))}
-    end.
-
-gl_request({put_chars, Enc, Chars}, Acc) ->
-    {ok, [unicode:characters_to_list(Chars, Enc) | Acc]};
-gl_request({put_chars, Enc, M, F, A}, Acc) ->
-    gl_request({put_chars, Enc, apply(M, F, A)}, Acc);
-gl_request(getopts, Acc) ->
-    {[{encoding, unicode}], Acc};
-gl_request(_, Acc) ->
-    {{error, enotsup}, Acc}.
-
 lines(Bin) ->
     [L || L <- string:split(binary:replace(Bin, <<"\e[H\e[2J">>, <<>>, [global]), "\n", all)].
 
@@ -1079,7 +1052,7 @@ report_cli(Config) ->
     %% its mean runs to the dump, not to stop
     Rows = fun(Text) -> [string:slice(L, 0, 63) || L <- lines(Text),
                          re:run(L, "^ +[0-9]+ ") =/= nomatch] end,
-    ErlTop = capture(fun() -> msgflow:top(10) end),
+    ErlTop = msgflow_test_io:capture(fun() -> msgflow:top(10) end),
     ?assertEqual(Rows(ErlTop), Rows(Out)),
     ?assertEqual(4, length(Rows(Out))),
     [begin

@@ -3,7 +3,7 @@
 %%% pull): each builds from its own store, in a process of its own, and
 %%% never calls the coordinator.
 -module(msgflow_cluster_node).
--export([local_view/1, local_pairs/0, local_hotspots/1, local_history/2, report/2, labels/1]).
+-export([local_view/1, local_pairs/0, local_pairs/1, local_hotspots/1, local_history/2, report/2, labels/1]).
 
 -define(TOP_KEPT, 100).        %% busiest pairs kept per node for when it is gone
 
@@ -22,10 +22,16 @@ local_view(Spec) ->
 %% its own).
 -spec local_pairs() -> [msgflow:pair_count()].
 local_pairs() ->
+    local_pairs(total).
+
+%% @doc This node's pairs, or with `kinds' its (pair, kind, tag) counts
+%% (msgflow_view_pairs:pairs/2).
+-spec local_pairs(total | kinds) -> list().
+local_pairs(With) ->
     ok = msgflow_flags:untrace_self(),
     case msgflow_collector:store(true) of
         undefined -> [];
-        Store -> msgflow_view:run(Store, fun() -> msgflow_view_pairs:pairs(Store) end)
+        Store -> msgflow_view:run(Store, fun() -> msgflow_view_pairs:pairs(Store, With) end)
     end.
 
 %% @doc This node's hotspots, each with `node' added.

@@ -3,8 +3,32 @@
 %%% column.  Pure: it reads nothing of the live system (msgflow_labels
 %%% does that).
 -module(msgflow_fmt).
--export([xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, rcell/2, endpoint_cell/4, ellipsis/0,
-         mfa/3, name/1]).
+-export([xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, mid_cell/3, rcell/2,
+         endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/2, columns/0]).
+
+%% @doc The terminal's width in columns (io:columns/0 of the caller's
+%% group leader), 80 where there is none.
+-spec columns() -> pos_integer().
+columns() ->
+    case io:columns() of
+        {ok, C} when C >= 40 -> C;
+        {ok, _} -> 40;
+        _ -> 80
+    end.
+
+%% @doc A kind and tag as the views write them: `call get', `reply',
+%% `info tick'.
+-spec kind(atom(), atom()) -> binary().
+kind(none, _) -> <<"-">>;
+kind(Kind, Tag) -> iolist_to_binary([atom_to_list(Kind), " ", name(Tag)]).
+
+%% @doc The main kind of a row's kinds with its share of Total, as the top
+%% table shows it: `call get 92%'; `-' with kinds off.
+-spec main_kind([{atom(), atom(), pos_integer()}], non_neg_integer()) -> binary().
+main_kind([], _) -> <<"-">>;
+main_kind([{K, T, N} | _], Total) when Total > 0 ->
+    iolist_to_binary([kind(K, T), io_lib:format(" ~b%", [min(100, round(100 * N / Total))])]);
+main_kind([{K, T, _} | _], _) -> kind(K, T).
 
 %% @doc `M:F/A' as a binary (A may be the argument list); for an Elixir
 %% module as Elixir writes it, `My.Worker.init/1'.
@@ -110,18 +134,31 @@ cell(Text, Width, Ellipsis) ->
         _ -> string:slice(S, 0, Width - 1) ++ Ellipsis
     end.
 
+%% @doc Text in Width columns, cut in its middle when longer, so that its
+%% end (a label's arity, `init/1', or a pid) stays: `xmpp_str…init/1'.
+-spec mid_cell(unicode:chardata(), pos_integer(), string()) -> string().
+mid_cell(Text, Width, Ellipsis) ->
+    S = unicode:characters_to_list(Text),
+    case string:length(S) of
+        L when L =< Width -> S ++ lists:duplicate(Width - L, $\s);
+        _ when Width < 3 -> string:slice(S, 0, Width);
+        L ->
+            Tail = (Width - 1) div 2,
+            string:slice(S, 0, Width - 1 - Tail) ++ Ellipsis ++ string:slice(S, L - Tail, Tail)
+    end.
+
 %% @doc An endpoint's label in Width columns, from what a view says of it
 %% (msgflow_view:endpoint_info(), or `undefined' for a key it did not
 %% label: its text then).  A label other keys share is cut to keep the
 %% endpoint's text (pid or port) beside it.
 -spec endpoint_cell(map() | undefined, term(), pos_integer(), string()) -> string().
 endpoint_cell(#{label := L, display := L}, _Key, Width, Ellipsis) ->
-    cell(L, Width, Ellipsis);
+    mid_cell(L, Width, Ellipsis);
 endpoint_cell(#{label := L, text := T}, _Key, Width, Ellipsis) ->
-    cell(L, max(1, Width - string:length(T) - 1), Ellipsis) ++ " " ++
+    mid_cell(L, max(1, Width - string:length(T) - 1), Ellipsis) ++ " " ++
         unicode:characters_to_list(T);
 endpoint_cell(undefined, Key, Width, Ellipsis) ->
-    cell(endpoint(Key), Width, Ellipsis).
+    mid_cell(endpoint(Key), Width, Ellipsis).
 
 %% @doc The ellipsis the group leader can print: `\x{2026}' on a unicode
 %% device, `~' on a latin1 one (as `erl -noshell' has).

@@ -23,7 +23,8 @@
 -define(MAX_WINDOWS, 10000).
 %% rows a top or an export may ask for
 -define(MAX_ROWS, 100000000).
--define(GROUPINGS, [process, name, module, application, node]).
+-define(GROUPINGS, [process, name, module, application, node, kind]).
+-define(SORTS, [messages, rate, peak]).
 
 -type procs() :: all | new | existing | [pid() | atom()].
 %% Where to count: this node, this node and every connected visible node
@@ -156,11 +157,13 @@ schema(start) ->
       resume => {none, boolean}};
 schema(top) ->
     #{by => {process, {one_of, ?GROUPINGS}},
+      sort => {messages, {one_of, ?SORTS}},
       refresh => {1000, {int, 1, ?MAX_MS, "ms"}},
       for => {10000, {int, 0, ?MAX_MS, "ms"}},
       node => {all, atom}};
 schema(export) ->
     #{by => {process, {one_of, ?GROUPINGS}},
+      sort => {messages, {one_of, ?SORTS}},
       limit => {none, {int, 1, ?MAX_ROWS, "rows"}},
       node => {all, atom}};
 schema(hotspots) ->

@@ -11,7 +11,7 @@
 %%% (empty with kinds off; their sum is Total when every delta carried a
 %%% kind).  Pure; any process.
 -module(msgflow_row).
--export([new/4, add_kind/4, add_in_open/2, kinds/1, key/1, rekey/2, total/1, last_window/1, peak_milli/1, pattern/1, count_in_open/1, add/5,
+-export([new/4, add_kind/4, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, total/1, last_window/1, peak_milli/1, pattern/1, count_in_open/1, add/5,
          merge/3, counts_in/3, last_two/2, peak_rate/4, fold_select/4, sum_counts/1,
          sorted_pairs/1]).
 -export_type([row/0, pattern_fields/0, kind_count/0]).
@@ -24,8 +24,9 @@
                 [kind_count()]}.
 %% Messages of one kind and tag (msgflow_tracer:delta/0).
 -type kind_count() :: {msgflow_tracer:kind(), atom(), pos_integer()}.
+-type deep_kinds() :: [row() | kind_count() | deep_kinds()].
 %% The fields a match pattern names (others are '_').
--type pattern_fields() :: #{key => term(), total => term(), window => term()}.
+-type pattern_fields() :: #{key => term(), total => term(), window => term(), kinds => term()}.
 
 %% @doc A new pair's row: N messages in window Open, of kind and tag KT
 %% (`none' with kinds off).
@@ -42,12 +43,22 @@ add_kind(Row, _, none, _) ->
 add_kind(Row, N, {K, T}, Max) ->
     setelement(7, Row, kind_add(element(7, Row), K, T, N, Max)).
 
+%% (`{Kind, other}' entries do not count towards Max: the NIF sends them
+%% in any order with the others.)
 kind_add(Ks, K, T, N, Max) ->
     case take_kind(K, T, Ks, []) of
         {M, Rest} -> [{K, T, M + N} | Rest];
-        none when length(Ks) < Max; T =:= other -> [{K, T, N} | Ks];
-        none -> kind_add(Ks, K, other, N, Max)
+        none when T =:= other -> [{K, T, N} | Ks];
+        none ->
+            case own(Ks, 0) < Max of
+                true -> [{K, T, N} | Ks];
+                false -> kind_add(Ks, K, other, N, Max)
+            end
     end.
+
+own([], A) -> A;
+own([{_, other, _} | R], A) -> own(R, A);
+own([_ | R], A) -> own(R, A + 1).
 
 take_kind(_, _, [], _) -> none;
 take_kind(K, T, [{K, T, M} | Rest], Seen) -> {M, lists:reverse(Seen, Rest)};
@@ -56,6 +67,27 @@ take_kind(K, T, [E | Rest], Seen) -> take_kind(K, T, Rest, [E | Seen]).
 %% @doc Messages since start by kind and tag, most first.
 -spec kinds(row()) -> [kind_count()].
 kinds(Row) -> lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end, element(7, Row)).
+
+%% @doc Kinds summed, most first, from a deep list whose leaves are rows
+%% and kind counts (a group's rows, several views' kinds lists).
+-spec sum_kinds(deep_kinds()) -> [kind_count()].
+sum_kinds([Row]) when tuple_size(Row) =:= 7 ->
+    kinds(Row);
+sum_kinds(Deep) ->
+    M = sum_kinds(Deep, #{}),
+    lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
+               [{Kd, Tg, N} || {{Kd, Tg}, N} <- maps:to_list(M)]).
+
+sum_kinds([], M) -> M;
+sum_kinds([H | T], M) -> sum_kinds(T, sum_kinds(H, M));
+sum_kinds({Kd, Tg, N}, M) -> add_kind_count(Kd, Tg, N, M);
+sum_kinds(Row, M) -> sum_kinds(element(7, Row), M).
+
+add_kind_count(Kd, Tg, N, M) ->
+    case M of
+        #{{Kd, Tg} := X} -> M#{{Kd, Tg} := X + N};
+        _ -> M#{{Kd, Tg} => N}
+    end.
 
 %% @doc The pair, `{Sender, Receiver}'.
 -spec key(row()) -> term().
@@ -83,7 +115,7 @@ last_window(Row) -> element(3, Row).
 -spec pattern(pattern_fields()) -> tuple().
 pattern(F) ->
     {maps:get(key, F, '_'), maps:get(total, F, '_'), maps:get(window, F, '_'), '_', '_', '_',
-     '_'}.
+     maps:get(kinds, F, '_')}.
 
 %% @doc The ets:update_counter/3 operations that add N messages to a row
 %% whose last window is the open one.

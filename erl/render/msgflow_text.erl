@@ -1,14 +1,21 @@
 %%% @doc Text renderers for the shell: the top table (top/1 of a view,
 %%% msgflow_view) and the help.  Pure: returns iodata, prints nothing.
 -module(msgflow_text).
--export([top/1, help/0]).
+-export([top/1, top/2, kinds/1, help/0]).
 
-%% @doc The table msgflow:top/1,2 prints, from a view with a `limit':
-%% a header (run state, messages, pairs or groups, the window the rates
-%% are over, sampling, what is not counted) and one line per row.
+%% @doc top/2 in 80 columns.
 -spec top(msgflow_view:view()) -> iodata().
 top(View) ->
-    [top_head(View) | top_table(View)].
+    top(View, 80).
+
+%% @doc The table msgflow:top/1,2 prints, from a view with a `limit', in
+%% Width columns: a header (run state, messages, pairs or groups, the
+%% window the rates are over, sampling, what is not counted) and one line
+%% per row.  Labels share what the numbers leave, cut in their middle;
+%% MEAN/S shows from 100 columns on.
+-spec top(msgflow_view:view(), pos_integer()) -> iodata().
+top(View, Width) ->
+    [top_head(View) | top_table(View, Width)].
 
 %% The header: run state, messages, pairs or groups, the window the rates
 %% are over, sampling, what is not counted.
@@ -43,30 +50,69 @@ top_head(View = #{by := By, window_ms := WinMs, events := Events, pairs := Pairs
                             "tracer traces (info())~n", [msgflow_fmt:int(N)])
      end].
 
-%% The column heads and a line per row.
-top_table(View = #{rows := Rows}) ->
+%% The column heads and a line per row: #, the two ends (by kind: the
+%% kind and the tag), the numbers, and the row's main kind with its share
+%% (KIND, but by kind).
+top_table(View = #{rows := Rows, by := By}, Width) ->
     E = msgflow_fmt:ellipsis(),
-    Cols = [msgflow_fmt:rcell("#", 3), " ", msgflow_fmt:cell("SENDER", 20, E), " ",
-            msgflow_fmt:cell("RECEIVER", 20, E), " ", msgflow_fmt:rcell("MESSAGES", 9), " ",
-            msgflow_fmt:rcell("MSG/S", 7), "  ", msgflow_fmt:rcell("MEAN/S", 7), " ",
-            msgflow_fmt:rcell("PEAK/S", 7), "\n"],
+    Mean = Width >= 100,
+    KindW = case By of kind -> 0; _ -> 18 end,
+    Fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + 1 + 7 + case Mean of true -> 8; false -> 0 end
+        + case KindW of 0 -> 0; _ -> KindW + 2 end,
+    EndW = case By of
+               kind -> 24;
+               _ -> max(8, (Width - 1 - Fixed) div 2)
+           end,
+    {SHead, RHead} = case By of kind -> {"KIND", "TAG"}; _ -> {"SENDER", "RECEIVER"} end,
+    Cols = [msgflow_fmt:rcell("#", 3), " ", msgflow_fmt:cell(SHead, EndW, E), " ",
+            msgflow_fmt:cell(RHead, EndW, E), " ", msgflow_fmt:rcell("MESSAGES", 9), " ",
+            msgflow_fmt:rcell("MSG/S", 7), " ",
+            [[" ", msgflow_fmt:rcell("MEAN/S", 7)] || Mean], " ",
+            msgflow_fmt:rcell("PEAK/S", 7), [["  ", msgflow_fmt:cell("KIND", KindW, E)] || KindW > 0],
+            "\n"],
     Lines = [[msgflow_fmt:rcell(integer_to_list(I), 3), " ",
-              endpoint_cell(View, S, 20, E), " ", endpoint_cell(View, R, 20, E), " ",
+              end_cell(View, S, EndW, E), " ", end_cell(View, R, EndW, E), " ",
               msgflow_fmt:rcell(msgflow_fmt:int(C), 9), " ",
-              msgflow_fmt:rcell(msgflow_fmt:short_rate(Rate), 7), trend(Rate, Prev), " ",
-              msgflow_fmt:rcell(msgflow_fmt:short_rate(Mean), 7), " ",
-              msgflow_fmt:rcell(msgflow_fmt:short_rate(Peak), 7), "\n"]
+              msgflow_fmt:rcell(msgflow_fmt:short_rate(Rate), 7), trend(Rate, Prev),
+              [[" ", msgflow_fmt:rcell(msgflow_fmt:short_rate(MeanR), 7)] || Mean], " ",
+              msgflow_fmt:rcell(msgflow_fmt:short_rate(Peak), 7),
+              [["  ", msgflow_fmt:mid_cell(msgflow_fmt:main_kind(Ks, C), KindW, E)] || KindW > 0],
+              "\n"]
              || {I, #{sender := S, receiver := R, count := C, rate := Rate, prev_rate := Prev,
-                      mean_rate := Mean, peak_rate := Peak}} <- lists:enumerate(Rows)],
+                      mean_rate := MeanR, peak_rate := Peak, kinds := Ks}} <- lists:enumerate(Rows)],
     [Cols | Lines].
 
-endpoint_cell(#{endpoints := Ends}, K, Width, E) ->
+end_cell(#{by := kind}, K, Width, E) ->
+    msgflow_fmt:cell(msgflow_fmt:name(K), Width, E);
+end_cell(#{endpoints := Ends}, K, Width, E) ->
     msgflow_fmt:endpoint_cell(maps:get(K, Ends, undefined), K, Width, E).
 
 trend(_, undefined) -> " ";
 trend(Rate, Prev) when Rate > Prev * 1.1 -> "^";
 trend(Rate, Prev) when Rate < Prev * 0.9 -> "v";
 trend(_, _) -> " ".
+
+%% @doc What msgflow:kinds/2 prints, from a view with a `pair': the pair
+%% and its messages, then a line per kind and tag with its messages and
+%% share; `none' when the view has no row.
+-spec kinds(msgflow_view:view()) -> iodata() | none.
+kinds(#{rows := []}) ->
+    none;
+kinds(View = #{rows := [#{sender := S, receiver := R, count := C, kinds := Ks}]}) ->
+    E = msgflow_fmt:ellipsis(),
+    [io_lib:format("~ts -> ~ts: ~s messages~n",
+                   [string:trim(end_cell(View, S, 60, E)), string:trim(end_cell(View, R, 60, E)),
+                    msgflow_fmt:int(C)]),
+     "  KIND    TAG                        MESSAGES  SHARE\n",
+     case Ks of
+         [] -> "  (kinds off: start(#{kinds => true}))\n";
+         _ -> [io_lib:format("  ~s ~s ~s ~s~n",
+                             [msgflow_fmt:cell(atom_to_list(K), 7, E),
+                              msgflow_fmt:mid_cell(msgflow_fmt:name(T), 24, E),
+                              msgflow_fmt:rcell(msgflow_fmt:int(N), 10),
+                              msgflow_fmt:rcell(io_lib:format("~.1f%", [100 * N / max(1, C)]), 6)])
+               || {K, T, N} <- Ks]
+     end].
 
 %% @doc msgflow:help/0's text.
 -spec help() -> iodata().
@@ -78,6 +124,8 @@ help() ->
       "  msgflow:trace(Pid)  msgflow:untrace(name) add or drop one while running\n"
       "  msgflow:top()  msgflow:top(20)      busiest pairs, rate in the last window\n"
       "  msgflow:top(10, #{refresh => 1000, for => 10000})  live, with trend arrows\n"
+      "  msgflow:top(10, #{by => kind})      or sort => rate | peak; kind: call get, cast ...\n"
+      "  msgflow:kinds(Sender, Receiver)     one pair's messages by kind and tag\n"
       "  msgflow:pairs()                     [{Sender, Receiver, Messages}] held, exact\n"
       "  msgflow:matrix(name)                or process | module | application | node\n"
       "  msgflow:hotspots()                  fan_in, hot_pair, spike, fan_out, ...\n"

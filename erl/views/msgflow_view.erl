@@ -10,28 +10,39 @@
 %%% the pid holding it are one receiver, and the NIF counts a reply to a
 %%% gen:call's alias for its caller; exited processes are their group,
 %%% `{exited, Kind, Node}'), `name' (labels),
-%%% `module', `application' or `node'.  For the top N by process it picks
+%%% `module', `application' or `node', or by the kind and tag of the
+%%% messages (`kind': a row per `{Kind, Tag}', its sender the kind and its
+%%% receiver the tag).  For the top N by process it picks
 %%% the N busiest pairs first (a threshold from a sample, then a select in
 %%% ETS of the rows above it) and labels those only; the other groupings
 %%% read every pair.
 -module(msgflow_view).
 
--export([build/2, run/2, groupings/0]).
+-export([build/2, run/2, groupings/0, sorts/0]).
 -export_type([view/0, spec/0, row/0, key/0, grouping/0, endpoint_info/0]).
 
--type grouping() :: process | name | module | application | node.
+-type grouping() :: process | name | module | application | node | kind.
+%% What rows are ranked by: messages since start, the rate of the last
+%% window, or the peak rate.
+-type sort() :: messages | rate | peak.
 %% A row's sender or receiver: an endpoint (by process), a label (by
-%% name), a module, application or node name.
+%% name), a module, application or node name; by kind, the kind and the
+%% tag.
 -type key() :: msgflow_tracer:endpoint() | binary() | atom().
 %% One row: messages since start, and in the last window; rates in messages/s: `rate' over the
 %% last closed window, `prev_rate' over the one before (undefined when
 %% there is none), `mean_rate' over the whole run, `peak_rate' the busiest
 %% closed window (for a row of one pair, since start; of several, over the
 %% kept windows); with `windows => K' in the spec, the messages in each of
-%% the K latest closed windows, oldest first.
+%% the K latest closed windows, oldest first; `kinds' the messages since
+%% start by kind and tag, most first (empty with kinds off).  By kind, a
+%% row's windows and rates are its pairs' apportioned by the kind's share
+%% of each pair's messages since start (kinds keep no windows of their
+%% own).
 -type row() :: #{sender := key(), receiver := key(), count := pos_integer(),
                  last_count := non_neg_integer(), rate := float(), prev_rate := float() | undefined,
                  mean_rate := float(), peak_rate := float(),
+                 kinds := [msgflow_row:kind_count()],
                  windows => [non_neg_integer()]}.
 %% What a view says of a key of its rows: `label' (name or initial call;
 %% for a group key its text), `text' (the endpoint as the VM shows it),
@@ -61,8 +72,14 @@
 %% `heatmap' (none; L: the L senders and the L receivers with the most
 %% messages, as `heatmap => #{rows, cols}', busiest first),
 %% `labelled' (all; N: only the keys of the first N rows, and those of the
-%% heatmap, get endpoint info: for reports that show a few rows of many).
--type spec() :: #{by => grouping(), limit => pos_integer() | all,
+%% heatmap, get endpoint info: for reports that show a few rows of many),
+%% `pair' (none; `{Sender, Receiver}': that row only, its ends as the
+%% grouping keys them, a registered name as its pid by process),
+%% `sort' (messages; rate: by the last window's rate; peak: by the peak
+%% rate, which for a group is its busiest pair's until the rows are
+%% chosen).
+-type spec() :: #{by => grouping(), limit => pos_integer() | all, sort => sort(),
+                  pair => {key(), key()},
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all}.
 
@@ -70,7 +87,11 @@
 
 %% @doc The groupings.
 -spec groupings() -> [grouping()].
-groupings() -> [process, name, module, application, node].
+groupings() -> [process, name, module, application, node, kind].
+
+%% @doc What rows may be ranked by.
+-spec sorts() -> [sort()].
+sorts() -> [messages, rate, peak].
 
 %% @doc Fun() run in a process of its own whose first heap is sized for
 %% the store (about 40 words a pair, at most 8M words: 64 MB), so that building
@@ -101,13 +122,23 @@ run(#{pairs := T}, Fun) ->
 build(Store, Spec) ->
     By = maps:get(by, Spec, process),
     Limit = maps:get(limit, Spec, all),
+    Sort = maps:get(sort, Spec, messages),
     K = min(maps:get(windows, Spec, 0), length(maps:get(windows, Store))),
-    Ctx = context(Store, K),
-    {Groups, NGroups} = case {By, Limit} of
-                            {process, N} when is_integer(N) -> top_by_process(Store, Ctx, N);
-                            _ -> all_groups(Store, Ctx, By, Limit, maps:get(active, Spec, false))
+    Ctx = (context(Store, K))#{sort => Sort},
+    {Groups, NGroups} = case {By, Limit, Sort} of
+                            {process, N, messages} when is_integer(N) ->
+                                top_by_process(Store, Ctx, N);
+                            _ ->
+                                all_groups(Store, Ctx, By, Limit, maps:get(active, Spec, false))
                         end,
-    Rows = [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups],
+    Rows = case Spec of
+               #{pair := {S0, R0}} ->
+                   Canon = key_fun(process, maps:get(labels, Store)),
+                   Want = case By of process -> {Canon(S0), Canon(R0)}; _ -> {S0, R0} end,
+                   [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups, G =:= Want];
+               _ ->
+                   [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups]
+           end,
     Kept = maps:get(windows, Store),
     Heat = case Spec of
                #{heatmap := L} -> #{heatmap => msgflow_view_ends:heatmap(Rows, L)};
@@ -196,7 +227,7 @@ top_by_process(#{pairs := T, folded := F}, Ctx = #{labels := Tables}, N) ->
                                end
                        end, Groups0, Side),
     Accs = [{Key, sum_rows(Members, Ctx)} || {Key, Members} <- maps:to_list(Groups)],
-    {[{Key, Acc, maps:get(Key, Groups)} || {Key, Acc} <- busiest(Accs, N)], undefined}.
+    {[{Key, Acc, maps:get(Key, Groups)} || {Key, Acc} <- busiest(Accs, N, Ctx)], undefined}.
 
 sum_rows([Row | Rows], Ctx) ->
     lists:foldl(fun(R, Acc) -> add_acc(acc(R, Ctx), Acc) end, acc(Row, Ctx), Rows).
@@ -235,6 +266,7 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
     Match = [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}), Guard, ['$_']}],
     Accs = case By of
                process -> by_process(T, F, Guard, KeyOf, Ctx);
+               kind -> by_kind(T, F, Match, Ctx);
                _ ->
                    Add = fun(Row, Acc) ->
                                  {S, R} = msgflow_row:key(Row),
@@ -242,10 +274,12 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
                          end,
                    maps:to_list(msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})))
            end,
-    Chosen = busiest(Accs, Limit),
-    Members = case Limit of
-                  all -> #{};
-                  _ -> members([Key || {Key, {_, _, M, _, _}} <- Chosen, M > 1], Store, KeyOf, Match)
+    Chosen = busiest(Accs, Limit, Ctx),
+    Members = case {Limit, By} of
+                  {all, _} -> #{};
+                  {_, kind} -> #{};       %% apportioned: no peak of their own
+                  _ -> members([Key || {Key, {_, _, M, _, _, _}} <- Chosen, M > 1], Store, KeyOf,
+                               Match)
               end,
     {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], length(Accs)}.
 
@@ -296,9 +330,11 @@ members(Keys, #{pairs := T, folded := F}, KeyOf, Match) ->
           end,
     msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})).
 
-%% One pair's part of a group: {Total, Counts, Pairs, Peak, Row}: Counts
-%% its messages per window from `first' to `last' (see context/2), Peak
-%% its own (messages/s), Row itself (for a group of one).
+%% One pair's part of a group: {Total, Counts, Pairs, Peak, Row, Kinds}:
+%% Counts its messages per window from `first' to `last' (see context/2),
+%% Peak its own (messages/s), Row itself (for a group of one), Kinds a
+%% list of its pairs' kinds lists (summed once the rows are chosen, so
+%% that grouping costs a cons a pair).
 acc(Row, #{first := First, last := Last, zeros := Zeros, k := K}) ->
     W = msgflow_row:last_window(Row),
     Counts = if
@@ -306,13 +342,33 @@ acc(Row, #{first := First, last := Last, zeros := Zeros, k := K}) ->
                  K =< 2 -> msgflow_row:last_two(Last, Row);
                  true -> msgflow_row:counts_in(First, Last, Row)
              end,
-    {msgflow_row:total(Row), Counts, 1, msgflow_row:peak_milli(Row), Row}.
+    {msgflow_row:total(Row), Counts, 1, msgflow_row:peak_milli(Row), Row, [Row]}.
 
 %% Peak: a single pair's is read from its row when the row is made; for
 %% several, this is the highest peak kept in their rows (messages per
 %% 1000 s).
-add_acc({T1, C1, N1, P1, _}, {T2, C2, N2, P2, R2}) ->
-    {T1 + T2, add_counts(C1, C2), N1 + N2, max(P1, P2), R2}.
+add_acc({T1, C1, N1, P1, _, K1}, {T2, C2, N2, P2, R2, K2}) ->
+    {T1 + T2, add_counts(C1, C2), N1 + N2, max(P1, P2), R2, [K1 | K2]}.
+
+%% By kind: each row's part apportioned to its kinds and tags by their
+%% share of its messages since start (a row without kinds goes to
+%% `{none, none}').
+by_kind(T, F, Match, Ctx) ->
+    Add = fun(Row, Acc) ->
+                  A = {Total, Counts, _, Peak, _, _} = acc(Row, Ctx),
+                  case msgflow_row:kinds(Row) of
+                      [] -> add_acc_to({none, none}, A, Acc);
+                      Ks ->
+                          lists:foldl(
+                            fun({Kd, Tg, N}, Acc1) ->
+                                    Sh = N / Total,
+                                    Part = {N, [round(C * Sh) || C <- Counts], 1,
+                                            round(Peak * Sh), Row, [[{Kd, Tg, N}]]},
+                                    add_acc_to({Kd, Tg}, Part, Acc1)
+                            end, Acc, Ks)
+                  end
+          end,
+    maps:to_list(msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{}))).
 
 add_counts([A, B], [C, D]) -> [A + C, B + D];
 add_counts(L1, L2) -> lists:zipwith(fun erlang:'+'/2, L1, L2).
@@ -322,6 +378,8 @@ add_counts(L1, L2) -> lists:zipwith(fun erlang:'+'/2, L1, L2).
 %% kinds, for groups of exited endpoints).
 key_fun(process, Tables) ->
     fun(E) -> msgflow_labels:canon(Tables, E) end;
+key_fun(kind, _) ->
+    fun(E) -> E end;          %% by kind, rows are not grouped by their ends
 key_fun(node, Tables) ->
     fun(E) -> msgflow_labels:node_of(msgflow_labels:canon(Tables, E)) end;
 key_fun(By, Tables) ->
@@ -342,11 +400,17 @@ key_fun(By, Tables) ->
             end
     end.
 
-%% Groups busiest first, all or the first Limit: [{Key, Acc}] from a
-%% list of them.
-busiest(Accs, Limit) ->
-    Sorted = [{Key, Acc} || {_, Key, Acc} <- lists:sort([{-Total, Key, Acc}
-                                                         || {Key, Acc = {Total, _, _, _, _}} <- Accs])],
+%% Groups busiest first by the view's sort, all or the first Limit:
+%% [{Key, Acc}] from a list of them.  The rate ranks by the last window's
+%% messages (the same window for every row), the peak by the highest peak
+%% kept in the group's rows.
+busiest(Accs, Limit, #{sort := Sort}) ->
+    Rank = fun({Total, _, _, _, _, _}) when Sort =:= messages -> Total;
+              ({_, Counts, _, _, _, _}) when Sort =:= rate -> lists:last(Counts);
+              ({_, _, _, Peak, _, _}) -> Peak
+           end,
+    Sorted = [{Key, Acc} || {_, _, Key, Acc} <- lists:sort([{-Rank(Acc), -element(1, Acc), Key, Acc}
+                                                            || {Key, Acc} <- Accs])],
     case Limit of
         all -> Sorted;
         N -> lists:sublist(Sorted, N)
@@ -354,7 +418,7 @@ busiest(Accs, Limit) ->
 
 %%% Rows
 
-row({S, R}, {Count, PerWin, NPairs, BestPeak, First}, Members,
+row({S, R}, {Count, PerWin, NPairs, BestPeak, First, KindLists}, Members,
     Ctx = #{window_ms := WinMs, prev_ms := PrevMs, run_ms := RunMs, scale := Scale, k := K,
             open := Open, durations := Durs, interval := I}) ->
     [LastC, PrevC | _] = lists:reverse(PerWin),
@@ -370,7 +434,8 @@ row({S, R}, {Count, PerWin, NPairs, BestPeak, First}, Members,
                              _ -> msgflow_rate:per_s(PrevC, PrevMs, Scale)
                          end,
             mean_rate => msgflow_rate:per_s(Count, RunMs, Scale),
-            peak_rate => Scale * Peak},
+            peak_rate => Scale * Peak,
+            kinds => msgflow_row:sum_kinds(KindLists)},
     case K of
         0 -> Row;
         _ -> Row#{windows => lists:nthtail(length(PerWin) - K, PerWin)}

@@ -94,15 +94,16 @@ add_rows(A, B) ->
               (X, undefined) -> X;
               (X, Y) -> X + Y
            end,
-    M = maps:map(fun(K, V) when K =:= count; K =:= last_count; K =:= rate; K =:= prev_rate;
+    maps:map(fun(K, V) when K =:= count; K =:= last_count; K =:= rate; K =:= prev_rate;
                                 K =:= mean_rate; K =:= peak_rate ->
                          Plus(V, maps:get(K, B));
                     (windows, V) ->
                          lists:zipwith(fun erlang:'+'/2, V, maps:get(windows, B, V));
+                    (kinds, V) ->
+                         msgflow_row:sum_kinds([V, maps:get(kinds, B, [])]);
                     (_, V) ->
                          V
-                 end, A),
-    M.
+                 end, A).
 
 %% @doc The view with the labels of some endpoints replaced: Labels maps an
 %% endpoint to the label its own node gave it (a remote process is named

@@ -3,7 +3,7 @@
 %%% window (msgflow:history/2).  Any process; reads the store's ETS
 %%% tables only.
 -module(msgflow_view_pairs).
--export([pairs/1, history/3]).
+-export([pairs/1, pairs/2, history/3]).
 
 %% @doc Every pair as the VM reported it, `[{Sender, Receiver, Messages}]',
 %% busiest first.
@@ -15,6 +15,19 @@ pairs(#{pairs := T}) ->
                                           [{{'$3', '$1', '$2'}}]}],
                                      fun(X, Acc) -> [[X] | Acc] end, []))),
     [{S, R, N} || {N, S, R} <- lists:reverse(lists:sort(All))].
+
+%% @doc pairs/1, or with `kinds' every (pair, kind, tag) as the VM
+%% reported the pair, `[{Sender, Receiver, Kind, Tag, Messages}]', busiest
+%% first (a pair counted with kinds off has none).
+-spec pairs(msgflow_store:store(), total | kinds) -> list().
+pairs(Store, total) ->
+    pairs(Store);
+pairs(#{pairs := T}, kinds) ->
+    All = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, kinds => '$3'}),
+                                       [], [{{'$1', '$2', '$3'}}]}],
+                                  fun({S, R, Ks}, Acc) -> [{N, S, R, K, Tg} || {K, Tg, N} <- Ks] ++ Acc
+                                  end, []),
+    [{S, R, K, Tg, N} || {N, S, R, K, Tg} <- lists:reverse(lists:sort(All))].
 
 %% @doc One pair's messages per window, oldest first: the kept closed
 %% windows, then (while running) the open one with `open => true'.  A

@@ -1,0 +1,176 @@
+%%% The kinds and tags of messages (issue 22): every (pair, kind, tag)
+%%% counted exactly against a workload of known kinds, max_kinds'
+%%% overflow, and kinds off.  Barriers are msgflow:stop/0 (flags off,
+%%% erlang:trace_delivered/1, final snapshot); cases run in sequence.
+-module(msgflow_kinds_SUITE).
+-include_lib("stdlib/include/assert.hrl").
+-export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
+-export([kinds_exact/1, kinds_max_overflow/1, kinds_off/1, kinds_views/1]).
+
+all() ->
+    [{group, kinds}].
+
+groups() ->
+    [{kinds, [sequence], [kinds_exact, kinds_max_overflow, kinds_off, kinds_views]}].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Config.
+
+end_per_suite(_Config) ->
+    ok = msgflow:stop(),
+    ok.
+
+-define(GETS, 40).
+-define(PUTS, 7).
+-define(CASTS, 30).
+-define(TICKS, 20).
+-define(BINS, 5).
+-define(EXITS, 3).
+-define(DOWNS, 2).
+-define(PACKETS, 4).
+
+%% Calls with `{get, K}' and `put', casts, `{tick, N}' infos (each making
+%% the server send itself a `'$gen_event''), `'EXIT'' and `'DOWN''
+%% messages (sent as messages: the exit and monitor signals the VM
+%% delivers are no sends), binaries, and a port's data: every count of
+%% every (pair, kind, tag) exact.
+kinds_exact(_Config) ->
+    {ok, Srv} = gen_server:start(msgflow_kinds_srv, [], []),
+    {Client, Port, PortOwner} = workload(Srv),
+    ok = msgflow:stop(),
+    Ends = [Client, Srv, Port, PortOwner],
+    Kinds = [E || E = {S, R, _, _, _} <- msgflow:pairs(kinds),
+                  lists:member(S, Ends), lists:member(R, Ends)],
+    %% the client's last call ({get, 0}) waits for the server to be done
+    Expected = lists:sort(
+                 [{Client, Srv, call, get, ?GETS + 1}, {Client, Srv, call, put, ?PUTS},
+                  {Client, Srv, cast, add, ?CASTS}, {Client, Srv, info, tick, ?TICKS},
+                  {Client, Srv, info, binary, ?BINS}, {Client, Srv, exit, shutdown, ?EXITS},
+                  {Client, Srv, down, normal, ?DOWNS},
+                  {Srv, Srv, event, xmlstreamelement, ?TICKS},
+                  {PortOwner, Port, info, command, ?PACKETS},
+                  {Port, PortOwner, info, data, ?PACKETS}]),
+    ?assertEqual(Expected, lists:sort(Kinds)),
+    %% the replies are folded into the views' (server, caller) row
+    Rows = view_rows(#{by => process, limit => all}),
+    #{kinds := SrvToClient} = row_of(Srv, Client, Rows),
+    ?assertEqual([{reply, ok, ?GETS + 1 + ?PUTS}], SrvToClient),
+    #{kinds := ClientToSrv, count := Total} = row_of(Client, Srv, Rows),
+    ?assertEqual(Total, lists:sum([N || {_, _, N} <- ClientToSrv])),
+    ?assertEqual({call, get, ?GETS + 1}, hd(ClientToSrv)),
+    #{events := Events, held := Held, folded := Folded, overflow := Over} =
+        msgflow_collector:balance(),
+    ?assertEqual(Events, Held + Folded + Over),
+    gen_server:stop(Srv).
+
+%% max_kinds 3: a pair keeps three (kind, tag) of its own, the others'
+%% messages are `{info, other}', and the pair's total stays exact.
+kinds_max_overflow(_Config) ->
+    Srv = spawn(fun sink/0),
+    Tags = [t1, t2, t3, t4, t5, t6],
+    Client = spawn(fun() -> receive go -> ok end,
+                            [[Srv ! {T, I} || I <- lists:seq(1, N)]
+                             || {N, T} <- lists:enumerate(Tags)] end),
+    Ref = monitor(process, Client),
+    ok = msgflow:start(#{procs => [Client], max_kinds => 3, interval => 3600000}),
+    Client ! go,
+    receive {'DOWN', Ref, process, Client, normal} -> ok end,
+    ok = msgflow:stop(),
+    Got = [{K, T, N} || {S, R, K, T, N} <- msgflow:pairs(kinds), S =:= Client, R =:= Srv],
+    {Other, Own} = lists:partition(fun({_, T, _}) -> T =:= other end, Got),
+    ?assertEqual(3, length(Own)),
+    [?assertEqual(index(T, Tags), N) || {info, T, N} <- Own],
+    ?assertEqual([{info, other, 21 - lists:sum([N || {_, _, N} <- Own])}], Other),
+    ?assertEqual([{Client, Srv, 21}], [P || P = {S, _, _} <- msgflow:pairs(), S =:= Client]),
+    exit(Srv, kill).
+
+%% kinds => false: no kinds anywhere, counts as before.
+kinds_off(_Config) ->
+    Srv = spawn(fun sink/0),
+    Client = spawn(fun() -> receive go -> ok end, [Srv ! {tick, I} || I <- lists:seq(1, 9)] end),
+    Ref = monitor(process, Client),
+    ok = msgflow:start(#{procs => [Client], kinds => false, interval => 3600000}),
+    Client ! go,
+    receive {'DOWN', Ref, process, Client, normal} -> ok end,
+    ok = msgflow:stop(),
+    ?assertEqual([], msgflow:pairs(kinds)),
+    ?assertEqual([{Client, Srv, 9}], msgflow:pairs()),
+    ?assertMatch(#{kinds := []}, row_of(Client, Srv, view_rows(#{by => process, limit => all}))),
+    exit(Srv, kill).
+
+%% top by kind and kinds/2 print what pairs(kinds) holds; options are
+%% checked.
+kinds_views(_Config) ->
+    {ok, Srv} = gen_server:start(msgflow_kinds_srv, [], []),
+    {Client, _, _} = workload(Srv),
+    ok = msgflow:stop(),
+    ByKind = view_rows(#{by => kind, limit => all}),
+    #{count := Gets} = row_of(call, get, ByKind),
+    ?assertEqual(?GETS + 1, Gets),
+    #{count := Events} = row_of(event, xmlstreamelement, ByKind),
+    ?assertEqual(?TICKS, Events),
+    Printed = msgflow_test_io:capture(fun() -> ok = msgflow:kinds(Client, Srv) end),
+    ?assertMatch({match, _}, re:run(Printed, "call +get +41 ")),
+    ?assertMatch({match, _}, re:run(Printed, "cast +add +30 ")),
+    ?assertEqual({error, {badopt, {sort, bad}, [messages, rate, peak]}},
+                 msgflow:top(3, #{sort => bad})),
+    ?assertMatch({error, {badarg, {pair, _}, _}}, msgflow:kinds(Srv, self())),
+    Top = msgflow_test_io:capture(fun() -> ok = msgflow:top(3, [{by, kind}]) end),
+    ?assertMatch({match, _}, re:run(Top, "call +get +41 ")),
+    gen_server:stop(Srv).
+
+%%% Helpers
+
+workload(Srv) ->
+    Self = self(),
+    PortOwner = spawn(fun() ->
+                              P = open_port({spawn, "cat"}, [binary, {packet, 4}]),
+                              Self ! {port, P},
+                              receive go -> ok end,
+                              [begin P ! {self(), {command, <<I>>}},
+                                     receive {P, {data, _}} -> ok end end
+                               || I <- lists:seq(1, ?PACKETS)],
+                              Self ! port_done,
+                              receive stop -> port_close(P) end
+                      end),
+    Port = receive {port, P} -> P end,
+    Client = spawn(fun() ->
+                           receive go -> ok end,
+                           [{ok, I} = gen_server:call(Srv, {get, I}) || I <- lists:seq(1, ?GETS)],
+                           [ok = gen_server:call(Srv, put) || _ <- lists:seq(1, ?PUTS)],
+                           [gen_server:cast(Srv, {add, I}) || I <- lists:seq(1, ?CASTS)],
+                           [Srv ! {tick, I} || I <- lists:seq(1, ?TICKS)],
+                           [Srv ! <<"bin">> || _ <- lists:seq(1, ?BINS)],
+                           [Srv ! {'EXIT', self(), shutdown} || _ <- lists:seq(1, ?EXITS)],
+                           [Srv ! {'DOWN', make_ref(), process, self(), normal}
+                            || _ <- lists:seq(1, ?DOWNS)],
+                           %% the server has handled all: its events are sent
+                           {ok, 0} = gen_server:call(Srv, {get, 0}),
+                           ok
+                   end),
+    Ref = monitor(process, Client),
+    ok = msgflow:start(#{procs => all, interval => 3600000}),
+    Client ! go,
+    PortOwner ! go,
+    receive {'DOWN', Ref, process, Client, normal} -> ok end,
+    receive port_done -> ok end,
+    PortOwner ! stop,
+    {Client, Port, PortOwner}.
+
+view_rows(Spec) ->
+    Store = msgflow_collector:store(true),
+    #{rows := Rows} = msgflow_view:build(Store, Spec),
+    Rows.
+
+row_of(S, R, Rows) ->
+    case [Row || Row = #{sender := S1, receiver := R1} <- Rows, S1 =:= S, R1 =:= R] of
+        [Row] -> Row;
+        [] -> error({no_row, S, R})
+    end.
+
+index(T, Tags) ->
+    length(lists:takewhile(fun(X) -> X =/= T end, Tags)) + 1.
+
+sink() ->
+    receive _ -> sink() end.
