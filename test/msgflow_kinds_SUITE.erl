@@ -5,13 +5,14 @@
 -module(msgflow_kinds_SUITE).
 -include_lib("stdlib/include/assert.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
--export([kinds_exact/1, kinds_max_overflow/1, kinds_off/1, kinds_views/1]).
+-export([kinds_exact/1, kinds_max_overflow/1, kinds_off/1, kinds_views/1, replies_no_fan_out/1]).
 
 all() ->
     [{group, kinds}].
 
 groups() ->
-    [{kinds, [sequence], [kinds_exact, kinds_max_overflow, kinds_off, kinds_views]}].
+    [{kinds, [sequence], [kinds_exact, kinds_max_overflow, kinds_off, kinds_views,
+                          replies_no_fan_out]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -120,7 +121,37 @@ kinds_views(_Config) ->
     ?assertMatch({match, _}, re:run(Top, "call +get +41 ")),
     gen_server:stop(Srv).
 
+%% A gen_server answering 50 callers sends to 50 receivers: its replies
+%% are no fan_out.  A process casting to 25 receivers is one, and the
+%% finding names the kind of what it sends.
+replies_no_fan_out(_Config) ->
+    {ok, Srv} = gen_server:start(msgflow_kinds_srv, [], []),
+    ok = msgflow:start(#{procs => all, interval => 100}),
+    Callers = [spawn(fun() -> paced_calls(Srv, 2) end) || _ <- lists:seq(1, 50)],
+    Sinks = [spawn(fun sink/0) || _ <- lists:seq(1, 25)],
+    Spreader = spawn(fun() -> spread(Sinks) end),
+    ok = msgflow_collector:await_windows(4, 10000),
+    Found = msgflow:hotspots(),
+    [exit(P, kill) || P <- [Spreader | Callers ++ Sinks]],
+    ok = msgflow:stop(),
+    ct:log("~p", [Found]),
+    FanOut = [F || F = #{kind := fan_out} <- Found],
+    ?assertMatch([#{subject := Spreader, evidence := #{receivers := 25, kind := {cast, m, 100}}}],
+                 FanOut),
+    gen_server:stop(Srv).
+
 %%% Helpers
+
+%% A call every Ms milliseconds until killed (the workload's pace).
+paced_calls(Srv, Ms) ->
+    {ok, 1} = gen_server:call(Srv, {get, 1}),
+    receive after Ms -> paced_calls(Srv, Ms) end.
+
+%% A cast to each of Sinks every 5 ms until killed.
+spread(Sinks) ->
+    [gen_server:cast(S, m) || S <- Sinks],
+    receive after 5 -> spread(Sinks) end.
+
 
 workload(Srv) ->
     Self = self(),

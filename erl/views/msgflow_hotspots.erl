@@ -52,9 +52,33 @@ rules(View = #{windows := All, rows := Rows, endpoints := Ends}, O = #{windows :
                     end
             end,
     Scale = maps:get(scale, View, 1),
-    lists:append([fan_in(Ws, O, Label, Scale), hot_pair(Ws, O, Label, Scale),
-                  spike(Ws, O, Label), fan_out(Ws, O, Label),
-                  dead_letters(View, O, Label)]).
+    Kinds = maps:from_list([{{S, R}, Ks} || #{sender := S, receiver := R, kinds := Ks} <- Rows]),
+    [with_kind(F, Kinds)
+     || F <- lists:append([fan_in(Ws, O, Label, Scale), hot_pair(Ws, O, Label, Scale),
+                           spike(Ws, O, Label), fan_out(Ws, O, Label, Kinds),
+                           dead_letters(View, O, Label)])].
+
+%% A finding with the dominant kind and tag of the traffic behind it
+%% (`kind => {Kind, Tag, SharePercent}' in its evidence, and in its
+%% explanation: `call get 97%'), from the kinds of the rows it is about:
+%% a pair's, or every row into (fan_in) or out of (fan_out) its subject.
+with_kind(F = #{kind := dead_letters}, _) ->
+    F;
+with_kind(F = #{kind := Rule, subject := Subj, evidence := Ev, explanation := Ex}, Kinds) ->
+    Rows = case Rule of
+               fan_in -> [Ks || {{_, R}, Ks} <- maps:to_list(Kinds), R =:= Subj];
+               fan_out -> [Ks || {{S, _}, Ks} <- maps:to_list(Kinds), S =:= Subj];
+               _ -> [maps:get(Subj, Kinds, [])]
+           end,
+    case msgflow_row:sum_kinds(Rows) of
+        [] ->
+            F;
+        Summed = [{K, T, N} | _] ->
+            Share = round(100 * N / lists:sum([C || {_, _, C} <- Summed])),
+            F#{evidence := Ev#{kind => {K, T, Share}},
+               explanation := iolist_to_binary([Ex, ", ", msgflow_fmt:kind(K, T),
+                                                io_lib:format(" ~b%", [Share])])}
+    end.
 
 %% Many senders into one receiver whose queue grew from the first window
 %% looked at to the last.
@@ -115,13 +139,21 @@ spike(Ws, #{spike_factor := K, spike_min := Min}, Label) when length(Ws) >= 3 ->
 spike(_, _, _) ->
     [].
 
-fan_out([], _, _) ->
+%% One sender sending to many receivers in the last window.  Replies do
+%% not count: a server answering many callers sends to each of them, but
+%% it is asked; a row's window is counted for the share of its messages
+%% that are no replies (all of it with kinds off).
+fan_out([], _, _, _) ->
     [];
-fan_out(Ws, #{fan_out_receivers := Min}, Label) ->
+fan_out(Ws, #{fan_out_receivers := Min}, Label, Kinds) ->
     {Dur, Last, _} = lists:last(Ws),
-    BySender = maps:fold(fun({S, R}, C, Acc) ->
-                                 {Rs, N} = maps:get(S, Acc, {[], 0}),
-                                 Acc#{S => {[R | Rs], N + C}}
+    BySender = maps:fold(fun({S, R}, C0, Acc) ->
+                                 case round(C0 * asked_share(maps:get({S, R}, Kinds, []))) of
+                                     0 -> Acc;
+                                     C ->
+                                         {Rs, N} = maps:get(S, Acc, {[], 0}),
+                                         Acc#{S => {[R | Rs], N + C}}
+                                 end
                          end, #{}, Last),
     Found = [#{kind => fan_out, subject => S, label => Label(S),
                evidence => #{receivers => length(Rs), count => N, window_ms => Dur},
@@ -142,6 +174,13 @@ dead_letters(#{dead := Dead}, #{dead_min := Min}, Label) ->
                                   "exist", [Label(S), N, length(Rs)])}
              || {S, {Rs, N}} <- maps:to_list(BySender), N >= Min],
     by_desc(fun(#{evidence := #{count := C}}) -> C end, Found).
+
+%% The share of a row's messages that are no replies (1 with kinds off).
+asked_share([]) ->
+    1;
+asked_share(Ks) ->
+    Replies = lists:sum([N || {reply, _, N} <- Ks]),
+    1 - Replies / lists:sum([N || {_, _, N} <- Ks]).
 
 senders_by_receiver(W) ->
     maps:map(fun(_, Ss) -> lists:usort(Ss) end,
