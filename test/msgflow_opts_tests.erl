@@ -54,8 +54,8 @@ keyword_list_test() ->
 %% An unknown key is named with the keys the call takes; a bad value with
 %% the values allowed: the same shape for every call.
 every_call_test_() ->
-    Groupings = [process, name, module, application, node],
-    [?_assertEqual({error, {badopt, {byy, name}, [by, for, node, refresh]}},
+    Groupings = [process, name, module, application, node, kind],
+    [?_assertEqual({error, {badopt, {byy, name}, [by, for, node, refresh, sort]}},
                    msgflow_opts:check(top, #{byy => name})),
      ?_assertEqual({error, {badopt, {intervall, 500},
                             lists:sort(maps:keys(msgflow_opts:defaults())

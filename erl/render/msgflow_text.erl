@@ -124,7 +124,7 @@ help() ->
       "  msgflow:trace(Pid)  msgflow:untrace(name) add or drop one while running\n"
       "  msgflow:top()  msgflow:top(20)      busiest pairs, rate in the last window\n"
       "  msgflow:top(10, #{refresh => 1000, for => 10000})  live, with trend arrows\n"
-      "  msgflow:top(10, #{by => kind})      or sort => rate | peak; kind: call get, cast ...\n"
+      "  msgflow:top(10, #{by => kind})      call get, cast ...; or sort => rate | peak\n"
       "  msgflow:kinds(Sender, Receiver)     one pair's messages by kind and tag\n"
       "  msgflow:pairs()                     [{Sender, Receiver, Messages}] held, exact\n"
       "  msgflow:matrix(name)                or process | module | application | node\n"

@@ -38,7 +38,7 @@
 %% start by kind and tag, most first (empty with kinds off).  By kind, a
 %% row's windows and rates are its pairs' apportioned by the kind's share
 %% of each pair's messages since start (kinds keep no windows of their
-%% own).
+%% own), and its peak the busier of the last two windows.
 -type row() :: #{sender := key(), receiver := key(), count := pos_integer(),
                  last_count := non_neg_integer(), rate := float(), prev_rate := float() | undefined,
                  mean_rate := float(), peak_rate := float(),
@@ -124,7 +124,7 @@ build(Store, Spec) ->
     Limit = maps:get(limit, Spec, all),
     Sort = maps:get(sort, Spec, messages),
     K = min(maps:get(windows, Spec, 0), length(maps:get(windows, Store))),
-    Ctx = (context(Store, K))#{sort => Sort},
+    Ctx = (context(Store, K))#{sort => Sort, by => By},
     {Groups, NGroups} = case {By, Limit, Sort} of
                             {process, N, messages} when is_integer(N) ->
                                 top_by_process(Store, Ctx, N);
@@ -423,6 +423,10 @@ row({S, R}, {Count, PerWin, NPairs, BestPeak, First, KindLists}, Members,
             open := Open, durations := Durs, interval := I}) ->
     [LastC, PrevC | _] = lists:reverse(PerWin),
     Peak = case {NPairs, Members} of
+               _ when map_get(by, Ctx) =:= kind ->
+                   %% apportioned: the busiest of the windows the row has
+                   lists:max([msgflow_rate:per_s(LastC, WinMs, 1)
+                              | [msgflow_rate:per_s(PrevC, PrevMs, 1) || PrevMs =/= undefined]]);
                {1, _} -> msgflow_row:peak_rate(First, Open, Durs, I);
                {_, undefined} -> msgflow_rate:milli_to_per_s(BestPeak);  %% a view of every row: its busiest pair's
                _ -> peak(Members, Ctx)

@@ -255,19 +255,57 @@ static void cell(FILE *out, const char *s, int width, const char *ellipsis)
     fputs(ellipsis, out);
 }
 
-/* An endpoint's label in `width' columns; a shared label is cut to make
- * room for the endpoint's text beside it. */
+/* Prints s in exactly `width' columns, cut in its middle when longer so
+ * that its end (an arity, a pid) stays, as msgflow_fmt:mid_cell/3 does:
+ * the first width - 1 - (width - 1) / 2 characters, the ellipsis, the
+ * last (width - 1) / 2; below 3 columns, the first `width'. */
+static void mid_cell(FILE *out, const char *s, int width, const char *ellipsis)
+{
+    int total = (int)utf8_len(s);
+    if (total <= width) {
+        cell(out, s, width, ellipsis);
+        return;
+    }
+    int tail = (width - 1) / 2, head = width - 1 - tail, cols = 0;
+    const unsigned char *p = (const unsigned char *)s;
+    if (width < 3) { /* too narrow for an ellipsis: the first characters */
+        for (; *p && cols < width; cols++)
+            do
+                fputc(*p++, out);
+            while ((*p & 0xC0) == 0x80);
+        return;
+    }
+    for (; *p && cols < total - tail; cols++) {
+        const unsigned char *start = p;
+        do
+            p++;
+        while ((*p & 0xC0) == 0x80);
+        if (cols < head)
+            fwrite(start, 1, (size_t)(p - start), out);
+        if (cols == head - 1)
+            fputs(ellipsis, out);
+    }
+    fputs((const char *)p, out);
+}
+
+/* An endpoint's label in `width' columns, cut in its middle; a shared
+ * label is cut to make room for the endpoint's text beside it. */
 static void endpoint_cell(FILE *out, const label_index *ix, const char *label, const char *text,
                           int width, const char *ellipsis)
 {
     if (!label_shared(ix, label)) {
-        cell(out, label, width, ellipsis);
+        mid_cell(out, label, width, ellipsis);
         return;
     }
     int tl = (int)utf8_len(text);
-    cell(out, label, width - tl - 1 > 1 ? width - tl - 1 : 1, ellipsis);
+    mid_cell(out, label, width - tl - 1 > 1 ? width - tl - 1 : 1, ellipsis);
     fprintf(out, " %s", text);
 }
+
+/* The top table's layout in 80 columns, as msgflow_text:top/2 lays it
+ * out there: no MEAN/S, a KIND column of 18, the ends sharing the rest. */
+#define MF_TOP_KIND_W 18
+#define MF_TOP_END_W ((80 - 1 - (3 + 1 + 1 + 1 + 9 + 1 + 8 + 1 + 7 + MF_TOP_KIND_W + 2)) / 2)
 
 void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, size_t top,
                   const char *ellipsis)
@@ -287,25 +325,23 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, siz
         fputc('\n', out);
     }
     fprintf(out, "%3s ", "#");
-    cell(out, "SENDER", 20, ellipsis);
+    cell(out, "SENDER", MF_TOP_END_W, ellipsis);
     fputc(' ', out);
-    cell(out, "RECEIVER", 20, ellipsis);
-    fprintf(out, " %9s %7s  %7s %7s\n", "MESSAGES", "MSG/S", "MEAN/S", "PEAK/S");
-    /* the mean over the run up to the dump; the dump keeps no peak */
-    long long run_ms = d->started_at >= 0 ? d->taken_at - d->started_at : 0;
+    cell(out, "RECEIVER", MF_TOP_END_W, ellipsis);
+    fprintf(out, " %9s %7s  %7s  %s\n", "MESSAGES", "MSG/S", "PEAK/S", "KIND");
     label_index ix;
     int by_process = n > 0 && rows[0].sender != rows[0].sender_label;
     if (index_labels(&ix, rows, n < top ? n : top, by_process) != 0)
         ix.table = NULL;
+    /* the dump keeps no peak, and (version 3) no kinds */
     for (size_t i = 0; i < n && i < top; i++) {
-        double mean = run_ms > 0 ? (double)rows[i].messages * 1000.0 / (double)run_ms * d->scale
-                                 : 0.0;
         fprintf(out, "%3zu ", i + 1);
-        endpoint_cell(out, &ix, rows[i].sender_label, rows[i].sender, 20, ellipsis);
+        endpoint_cell(out, &ix, rows[i].sender_label, rows[i].sender, MF_TOP_END_W, ellipsis);
         fputc(' ', out);
-        endpoint_cell(out, &ix, rows[i].receiver_label, rows[i].receiver, 20, ellipsis);
-        fprintf(out, " %9s %7s ", mf_int(rows[i].messages, a), short_rate(rows[i].rate, b));
-        fprintf(out, " %7s %7s\n", short_rate(mean, c), "-");
+        endpoint_cell(out, &ix, rows[i].receiver_label, rows[i].receiver, MF_TOP_END_W,
+                      ellipsis);
+        fprintf(out, " %9s %7s  %7s  %s\n", mf_int(rows[i].messages, a),
+                short_rate(rows[i].rate, b), "-", "-");
     }
     index_free(&ix);
 }
