@@ -212,7 +212,8 @@ matrix(By) ->
         {error, _} = E ->
             E;
         ok ->
-            case msgflow_scope:with_view(#{by => By}, all, fun msgflow_report:matrix/1) of
+            case msgflow_scope:with_view(#{by => By, kinds => false}, all,
+                                         fun msgflow_report:matrix/1) of
                 undefined -> {error, not_started};
                 M -> M
             end

@@ -73,13 +73,15 @@
 %% messages, as `heatmap => #{rows, cols}', busiest first),
 %% `labelled' (all; N: only the keys of the first N rows, and those of the
 %% heatmap, get endpoint info: for reports that show a few rows of many),
+%% `kinds' (true; false: rows' `kinds' left empty, for views that show
+%% none, which then do not sum them: the matrix),
 %% `pair' (none; `{Sender, Receiver}': that row only, its ends as the
 %% grouping keys them, a registered name as its pid by process),
 %% `sort' (messages; rate: by the last window's rate; peak: by the peak
 %% rate, which for a group is its busiest pair's until the rows are
 %% chosen).
 -type spec() :: #{by => grouping(), limit => pos_integer() | all, sort => sort(),
-                  pair => {key(), key()},
+                  pair => {key(), key()}, kinds => boolean(),
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all}.
 
@@ -124,7 +126,7 @@ build(Store, Spec) ->
     Limit = maps:get(limit, Spec, all),
     Sort = maps:get(sort, Spec, messages),
     K = min(maps:get(windows, Spec, 0), length(maps:get(windows, Store))),
-    Ctx = (context(Store, K))#{sort => Sort, by => By},
+    Ctx = (context(Store, K))#{sort => Sort, by => By, kinds => maps:get(kinds, Spec, true)},
     {Groups, NGroups} = case {By, Limit, Sort} of
                             {process, N, messages} when is_integer(N) ->
                                 top_by_process(Store, Ctx, N);
@@ -439,7 +441,10 @@ row({S, R}, {Count, PerWin, NPairs, BestPeak, First, KindLists}, Members,
                          end,
             mean_rate => msgflow_rate:per_s(Count, RunMs, Scale),
             peak_rate => Scale * Peak,
-            kinds => msgflow_row:sum_kinds(KindLists)},
+            kinds => case Ctx of
+                         #{kinds := true} -> msgflow_row:sum_kinds(KindLists);
+                         _ -> []
+                     end},
     case K of
         0 -> Row;
         _ -> Row#{windows => lists:nthtail(length(PerWin) - K, PerWin)}
