@@ -337,20 +337,27 @@ members(Keys, #{pairs := T, folded := F}, KeyOf, Match) ->
 %% Peak its own (messages/s), Row itself (for a group of one), Kinds a
 %% list of its pairs' kinds lists (summed once the rows are chosen, so
 %% that grouping costs a cons a pair).
-acc(Row, #{first := First, last := Last, zeros := Zeros, k := K}) ->
+acc(Row, #{first := First, last := Last, zeros := Zeros, k := K} = Ctx) ->
     W = msgflow_row:last_window(Row),
     Counts = if
                  W < First -> Zeros;
                  K =< 2 -> msgflow_row:last_two(Last, Row);
                  true -> msgflow_row:counts_in(First, Last, Row)
              end,
-    {msgflow_row:total(Row), Counts, 1, msgflow_row:peak_milli(Row), Row, [Row]}.
+    Kinds = case Ctx of
+                #{kinds := false} -> [];
+                _ -> [Row]
+            end,
+    {msgflow_row:total(Row), Counts, 1, msgflow_row:peak_milli(Row), Row, Kinds}.
 
 %% Peak: a single pair's is read from its row when the row is made; for
 %% several, this is the highest peak kept in their rows (messages per
 %% 1000 s).
 add_acc({T1, C1, N1, P1, _, K1}, {T2, C2, N2, P2, R2, K2}) ->
-    {T1 + T2, add_counts(C1, C2), N1 + N2, max(P1, P2), R2, [K1 | K2]}.
+    {T1 + T2, add_counts(C1, C2), N1 + N2, max(P1, P2), R2, add_kind_lists(K1, K2)}.
+
+add_kind_lists([], K2) -> K2;
+add_kind_lists(K1, K2) -> [K1 | K2].
 
 %% By kind: each row's part apportioned to its kinds and tags by their
 %% share of its messages since start (a row without kinds goes to
