@@ -369,25 +369,7 @@ history(Sender, Receiver) ->
 -spec kinds(endpoint() | unicode:chardata(), endpoint() | unicode:chardata()) ->
           ok | msgflow_opts:error() | {error, not_started}.
 kinds(Sender, Receiver) ->
-    ByName = not (is_endpoint(Sender) andalso is_endpoint(Receiver)),
-    Key = fun(E) when ByName, is_atom(E) -> msgflow_fmt:name(E);
-             (E) when ByName -> unicode:characters_to_binary(E);
-             (E) -> E
-          end,
-    Spec = #{by => case ByName of true -> name; false -> process end,
-             pair => {Key(Sender), Key(Receiver)}},
-    case msgflow_scope:with_view(Spec, all, fun msgflow_text:kinds/1) of
-        undefined ->
-            {error, not_started};
-        none ->
-            {error, {badarg, {pair, {Sender, Receiver}},
-                     [<<"a pair top/1 shows (pids, ports, names)">>,
-                      <<"a pair of labels top(N, #{by => name}) shows">>]}};
-        Text ->
-            io:put_chars(Text)
-    end.
-
-is_endpoint(E) -> is_pid(E) orelse is_port(E) orelse is_atom(E).
+    msgflow_scope:print_kinds(Sender, Receiver).
 
 %% @doc The nodes msgflow counts on, this one first: `#{node, status =>
 %% up | down | stale | incompatible, pairs, events, last_snapshot_ms,

@@ -4,7 +4,7 @@
 %%% pairs, hotspots, histories and exports are built where they must be.
 %%% msgflow's functions check their arguments and call these.
 -module(msgflow_scope).
--export([start_nodes/2, check_node/1, with_view/3, print_top/4, live_top/5, pairs/0, pairs/1,
+-export([start_nodes/2, check_node/1, with_view/3, print_top/4, live_top/5, pairs/0, pairs/1, print_kinds/2,
          hotspots/1, history/2, check_format/2, export_flow/1, export_view/3]).
 
 %% @doc Starts a run with validated options: this node first; then, for
@@ -80,6 +80,31 @@ with_view(Spec, Only, Render) ->
                 View -> Render(View)
             end
     end.
+
+%% @doc msgflow:kinds/2: the kinds table (msgflow_text:kinds/1) of one
+%% pair (pids, ports or names: by process) or one group (labels: by
+%% name), printed.
+-spec print_kinds(term(), term()) -> ok | msgflow_opts:error() | {error, not_started}.
+print_kinds(Sender, Receiver) ->
+    ByName = not (is_endpoint(Sender) andalso is_endpoint(Receiver)),
+    Key = fun(E) when ByName, is_atom(E) -> msgflow_fmt:name(E);
+             (E) when ByName -> unicode:characters_to_binary(E);
+             (E) -> E
+          end,
+    Spec = #{by => case ByName of true -> name; false -> process end,
+             pair => {Key(Sender), Key(Receiver)}},
+    case msgflow_scope:with_view(Spec, all, fun msgflow_text:kinds/1) of
+        undefined ->
+            {error, not_started};
+        none ->
+            {error, {badarg, {pair, {Sender, Receiver}},
+                     [<<"a pair top/1 shows (pids, ports, names)">>,
+                      <<"a pair of labels top(N, #{by => name}) shows">>]}};
+        Text ->
+            io:put_chars(Text)
+    end.
+
+is_endpoint(E) -> is_pid(E) orelse is_port(E) orelse is_atom(E).
 
 %% @doc The top table redrawn every Refresh ms until Until (monotonic
 %% ms), or until the collector is gone.

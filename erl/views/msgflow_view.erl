@@ -12,10 +12,10 @@
 %%% `{exited, Kind, Node}'), `name' (labels),
 %%% `module', `application' or `node', or by the kind and tag of the
 %%% messages (`kind': a row per `{Kind, Tag}', its sender the kind and its
-%%% receiver the tag).  For the top N by process it picks
-%%% the N busiest pairs first (a threshold from a sample, then a select in
-%%% ETS of the rows above it) and labels those only; the other groupings
-%%% read every pair.
+%%% receiver the tag).  Which rows, and how they are grouped, is
+%%% msgflow_view_groups'; this module makes the view and its rows.  For
+%%% the top N by process only the N busiest pairs are read and labelled;
+%%% the other groupings read every pair.
 -module(msgflow_view).
 
 -export([build/2, run/2, groupings/0, sorts/0]).
@@ -85,8 +85,6 @@
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all}.
 
--define(SAMPLE, 4096).       %% rows read to set the top-N threshold
-
 %% @doc The groupings.
 -spec groupings() -> [grouping()].
 groupings() -> [process, name, module, application, node, kind].
@@ -129,13 +127,14 @@ build(Store, Spec) ->
     Ctx = (context(Store, K))#{sort => Sort, by => By, kinds => maps:get(kinds, Spec, true)},
     {Groups, NGroups} = case {By, Limit, Sort} of
                             {process, N, messages} when is_integer(N) ->
-                                top_by_process(Store, Ctx, N);
+                                msgflow_view_groups:top_by_process(Store, Ctx, N);
                             _ ->
-                                all_groups(Store, Ctx, By, Limit, maps:get(active, Spec, false))
+                                msgflow_view_groups:all_groups(Store, Ctx, By, Limit,
+                                                                 maps:get(active, Spec, false))
                         end,
     Rows = case Spec of
                #{pair := {S0, R0}} ->
-                   Canon = key_fun(process, maps:get(labels, Store)),
+                   Canon = msgflow_view_groups:key_fun(process, maps:get(labels, Store)),
                    Want = case By of process -> {Canon(S0), Canon(R0)}; _ -> {S0, R0} end,
                    [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups, G =:= Want];
                _ ->
@@ -197,234 +196,6 @@ context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval :=
       durations => maps:from_list([{N, D} || #{n := N, window_ms := D} <- Ws]),
       labels => maps:get(labels, Store)}.
 
-%%% Choosing the rows
-
-%% The N busiest pairs by process.  Rows whose receiver is a local
-%% registered name, and the folded rows, are few and merged
-%% into their pid's row first; of the others only those above the N-th
-%% largest total of a sample can be among the N busiest, and ETS selects
-%% just those, and at most N of those equal to it (ties are broken by
-%% table order).
-top_by_process(#{pairs := T, folded := F}, Ctx = #{labels := Tables}, N) ->
-    Named = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}]),
-    Side = lists:foldl(fun(Row, Acc) ->
-                               {S, R} = msgflow_row:key(Row),
-                               add_member({S, msgflow_labels:canon(Tables, R)}, Row, Acc)
-                       end, #{}, Named ++ ets:tab2list(F)),
-    Thr = threshold(T, N),
-    Above = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
-                            [{'>', '$2', Thr}, {'not', named_guard()}], ['$_']}]),
-    Equal = case ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
-                                 [{'==', '$2', Thr}, {'not', named_guard()}], ['$_']}], N) of
-                '$end_of_table' -> [];
-                {Eq, _} -> Eq
-            end,
-    Groups0 = lists:foldl(fun(Row, Acc) -> add_member(msgflow_row:key(Row), Row, Acc) end,
-                          Side, Above ++ Equal),
-    %% a merged name's pid row may be below the threshold: fetch it
-    Groups = maps:fold(fun(Key, Members, Acc) ->
-                               case lists:any(fun(M) -> msgflow_row:key(M) =:= Key end, Members) of
-                                   true -> Acc;
-                                   false -> Acc#{Key := ets:lookup(T, Key) ++ Members}
-                               end
-                       end, Groups0, Side),
-    Accs = [{Key, sum_rows(Members, Ctx)} || {Key, Members} <- maps:to_list(Groups)],
-    {[{Key, Acc, maps:get(Key, Groups)} || {Key, Acc} <- busiest(Accs, N, Ctx)], undefined}.
-
-sum_rows([Row | Rows], Ctx) ->
-    lists:foldl(fun(R, Acc) -> add_acc(acc(R, Ctx), Acc) end, acc(Row, Ctx), Rows).
-
-%% Local registered names (atom, or {Name, node()}) as receivers.
-named_guard() ->
-    {'orelse', {is_atom, '$1'},
-     {'andalso', {is_tuple, '$1'}, {'==', {element, 2, '$1'}, node()}}}.
-
-%% The N-th largest total of the first ?SAMPLE rows that are not sends to
-%% a name (0 when there are fewer): a bound below the N-th largest of all.
-threshold(T, N) ->
-    case ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}), [{'not', named_guard()}],
-                         ['$2']}], ?SAMPLE) of
-        '$end_of_table' -> 0;
-        {Totals, _} when length(Totals) < N -> 0;
-        {Totals, _} -> lists:nth(N, lists:sort(fun erlang:'>='/2, Totals))
-    end.
-
-add_member(Key, Row, Acc) ->
-    case Acc of
-        #{Key := Ms} -> Acc#{Key := [Row | Ms]};
-        _ -> Acc#{Key => [Row]}
-    end.
-
-%% Every pair read, grouped; the busiest Limit of the groups.  A group is
-%% summed as its pairs are read (acc/2); for a limited view the pairs of
-%% the chosen groups of several pairs are read again, for their peak.
-all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K, last := Last},
-           By, Limit, Active) ->
-    KeyOf = key_fun(By, Tables),
-    Guard = case Active andalso K > 0 of
-                true -> [{'>', '$2', Last - K}];
-                false -> []
-            end,
-    Match = [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}), Guard, ['$_']}],
-    Accs = case By of
-               process -> by_process(T, F, Guard, KeyOf, Ctx);
-               kind -> by_kind(T, F, Match, Ctx);
-               _ ->
-                   Add = fun(Row, Acc) ->
-                                 {S, R} = msgflow_row:key(Row),
-                                 add_acc_to({KeyOf(S), KeyOf(R)}, acc(Row, Ctx), Acc)
-                         end,
-                   maps:to_list(msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})))
-           end,
-    Chosen = busiest(Accs, Limit, Ctx),
-    Members = case {Limit, By} of
-                  {all, _} -> #{};
-                  {_, kind} -> #{};       %% apportioned: no peak of their own
-                  _ -> members([Key || {Key, {_, _, M, _, _, _}} <- Chosen, M > 1], Store, KeyOf,
-                               Match)
-              end,
-    {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], length(Accs)}.
-
-%% By process a pair is its own group but for sends to a local registered
-%% name, which join the pid's, and the folded rows: those few
-%% are grouped in a map, the rest read as a list.
-by_process(T, F, Guard, KeyOf, Ctx) ->
-    Named = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}), [named_guard() | Guard],
-                            ['$_']}])
-        ++ ets:select(F, [{msgflow_row:pattern(#{window => '$2'}), Guard, ['$_']}]),
-    Side = lists:foldl(fun(Row, Acc) ->
-                               {S, R} = msgflow_row:key(Row),
-                               add_acc_to({S, KeyOf(R)}, acc(Row, Ctx), Acc)
-                       end, #{}, Named),
-    Plain = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}),
-                             [{'not', named_guard()} | Guard], ['$_']}],
-                        fun(Row, Acc) -> [{msgflow_row:key(Row), acc(Row, Ctx)} | Acc] end,
-                        []),
-    case map_size(Side) of
-        0 -> Plain;
-        _ ->
-            {Merged, Left} = lists:mapfoldl(fun({Key, A}, Sd) ->
-                                                    case maps:take(Key, Sd) of
-                                                        {B, Sd1} -> {{Key, add_acc(B, A)}, Sd1};
-                                                        error -> {{Key, A}, Sd}
-                                                    end
-                                            end, Side, Plain),
-            maps:to_list(Left) ++ Merged
-    end.
-
-add_acc_to(Key, A, Acc) ->
-    case Acc of
-        #{Key := B} -> Acc#{Key := add_acc(A, B)};
-        _ -> Acc#{Key => A}
-    end.
-
-members([], _, _, _) ->
-    #{};
-members(Keys, #{pairs := T, folded := F}, KeyOf, Match) ->
-    Want = maps:from_list([{K, []} || K <- Keys]),
-    Add = fun(Row, Acc) ->
-                  {S, R} = msgflow_row:key(Row),
-                  Key = {KeyOf(S), KeyOf(R)},
-                  case Want of
-                      #{Key := _} -> add_member(Key, Row, Acc);
-                      _ -> Acc
-                  end
-          end,
-    msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})).
-
-%% One pair's part of a group: {Total, Counts, Pairs, Peak, Row, Kinds}:
-%% Counts its messages per window from `first' to `last' (see context/2),
-%% Peak its own (messages/s), Row itself (for a group of one), Kinds a
-%% list of its pairs' kinds lists (summed once the rows are chosen, so
-%% that grouping costs a cons a pair).
-acc(Row, #{first := First, last := Last, zeros := Zeros, k := K} = Ctx) ->
-    W = msgflow_row:last_window(Row),
-    Counts = if
-                 W < First -> Zeros;
-                 K =< 2 -> msgflow_row:last_two(Last, Row);
-                 true -> msgflow_row:counts_in(First, Last, Row)
-             end,
-    Kinds = case Ctx of
-                #{kinds := false} -> [];
-                _ -> [Row]
-            end,
-    {msgflow_row:total(Row), Counts, 1, msgflow_row:peak_milli(Row), Row, Kinds}.
-
-%% Peak: a single pair's is read from its row when the row is made; for
-%% several, this is the highest peak kept in their rows (messages per
-%% 1000 s).
-add_acc({T1, C1, N1, P1, _, K1}, {T2, C2, N2, P2, R2, K2}) ->
-    {T1 + T2, add_counts(C1, C2), N1 + N2, max(P1, P2), R2, add_kind_lists(K1, K2)}.
-
-add_kind_lists([], K2) -> K2;
-add_kind_lists(K1, K2) -> [K1 | K2].
-
-%% By kind: each row's part apportioned to its kinds and tags by their
-%% share of its messages since start (a row without kinds goes to
-%% `{none, none}').
-by_kind(T, F, Match, Ctx) ->
-    Add = fun(Row, Acc) ->
-                  A = {Total, Counts, _, Peak, _, _} = acc(Row, Ctx),
-                  case msgflow_row:kinds(Row) of
-                      [] -> add_acc_to({none, none}, A, Acc);
-                      Ks ->
-                          lists:foldl(
-                            fun({Kd, Tg, N}, Acc1) ->
-                                    Sh = N / Total,
-                                    Part = {N, [round(C * Sh) || C <- Counts], 1,
-                                            round(Peak * Sh), Row, [[{Kd, Tg, N}]]},
-                                    add_acc_to({Kd, Tg}, Part, Acc1)
-                            end, Acc, Ks)
-                  end
-          end,
-    maps:to_list(msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{}))).
-
-add_counts([A, B], [C, D]) -> [A + C, B + D];
-add_counts(L1, L2) -> lists:zipwith(fun erlang:'+'/2, L1, L2).
-
-%% fun(Endpoint) -> the key of its group.  Labels, modules and
-%% applications are read once per view from the endpoints table (and the
-%% kinds, for groups of exited endpoints).
-key_fun(process, Tables) ->
-    fun(E) -> msgflow_labels:canon(Tables, E) end;
-key_fun(kind, _) ->
-    fun(E) -> E end;          %% by kind, rows are not grouped by their ends
-key_fun(node, Tables) ->
-    fun(E) -> msgflow_labels:node_of(msgflow_labels:canon(Tables, E)) end;
-key_fun(By, Tables) ->
-    Field = case By of name -> label; _ -> By end,
-    Cache = msgflow_labels:field_map(Tables, Field),
-    Kinds = msgflow_labels:kind_map(Tables, Field),
-    fun({exited, Kind, _}) ->
-            maps:get(Kind, Kinds);
-       (E0) ->
-            E = case is_pid(E0) orelse is_port(E0) of
-                    false -> msgflow_labels:canon(Tables, E0);
-                    true -> E0
-                end,
-            case Cache of
-                #{E := V} -> V;
-                %% labelled after the cache was read
-                _ -> maps:get(Field, msgflow_labels:meta(Tables, E))
-            end
-    end.
-
-%% Groups busiest first by the view's sort, all or the first Limit:
-%% [{Key, Acc}] from a list of them.  The rate ranks by the last window's
-%% messages (the same window for every row), the peak by the highest peak
-%% kept in the group's rows.
-busiest(Accs, Limit, #{sort := Sort}) ->
-    Rank = fun({Total, _, _, _, _, _}) when Sort =:= messages -> Total;
-              ({_, Counts, _, _, _, _}) when Sort =:= rate -> lists:last(Counts);
-              ({_, _, _, Peak, _, _}) -> Peak
-           end,
-    Sorted = [{Key, Acc} || {_, _, Key, Acc} <- lists:sort([{-Rank(Acc), -element(1, Acc), Key, Acc}
-                                                            || {Key, Acc} <- Accs])],
-    case Limit of
-        all -> Sorted;
-        N -> lists:sublist(Sorted, N)
-    end.
-
 %%% Rows
 
 row({S, R}, {Count, PerWin, NPairs, BestPeak, First, KindLists}, Members,
@@ -475,7 +246,7 @@ peak(_, _) ->
 
 %% Dead letters by pair, grouped like the rows.
 dead(#{dead := D, labels := Tables}, By) ->
-    KeyOf = key_fun(By, Tables),
+    KeyOf = msgflow_view_groups:key_fun(By, Tables),
     M = lists:foldl(fun({{S, R}, N}, Acc) ->
                             K = {KeyOf(S), KeyOf(R)},
                             Acc#{K => N + maps:get(K, Acc, 0)}

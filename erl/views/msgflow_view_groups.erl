@@ -1,0 +1,252 @@
+%%% @doc How a view (msgflow_view) chooses and groups its rows: the N
+%%% busiest pairs by process (a threshold from a sample, then a select in
+%%% ETS of the rows above it), or every pair read and grouped by a key
+%%% (key_fun/2: process, name, module, application, node) or apportioned
+%%% to its kinds; the groups ranked by the view's sort.  A group is an
+%%% `acc()' summed as its pairs are read; msgflow_view makes its row.
+%%% Reads the store's ETS tables only, in the calling process.
+-module(msgflow_view_groups).
+-export([top_by_process/3, all_groups/5, key_fun/2]).
+-export_type([acc/0]).
+
+%% One group: {Total, Counts, Pairs, PeakMilli, FirstRow, KindLists}
+%% (see acc/2).
+-type acc() :: {non_neg_integer(), [non_neg_integer()], pos_integer(), non_neg_integer(),
+                msgflow_row:row(), list()}.
+%% The groups chosen, each with its acc and its member rows (those of a
+%% limited view's groups of several pairs; else undefined), and how many
+%% groups there were (undefined when not counted).
+-type chosen() :: {[{{term(), term()}, acc(), [msgflow_row:row()] | undefined}],
+                   non_neg_integer() | undefined}.
+
+-define(SAMPLE, 4096).       %% rows read to set the top-N threshold
+
+%% The N busiest pairs by process.  Rows whose receiver is a local
+%% registered name, and the folded rows, are few and merged
+%% into their pid's row first; of the others only those above the N-th
+%% largest total of a sample can be among the N busiest, and ETS selects
+%% just those, and at most N of those equal to it (ties are broken by
+%% table order).
+-spec top_by_process(msgflow_store:store(), map(), pos_integer()) -> chosen().
+top_by_process(#{pairs := T, folded := F}, Ctx = #{labels := Tables}, N) ->
+    Named = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}]),
+    Side = lists:foldl(fun(Row, Acc) ->
+                               {S, R} = msgflow_row:key(Row),
+                               add_member({S, msgflow_labels:canon(Tables, R)}, Row, Acc)
+                       end, #{}, Named ++ ets:tab2list(F)),
+    Thr = threshold(T, N),
+    Above = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
+                            [{'>', '$2', Thr}, {'not', named_guard()}], ['$_']}]),
+    Equal = case ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
+                                 [{'==', '$2', Thr}, {'not', named_guard()}], ['$_']}], N) of
+                '$end_of_table' -> [];
+                {Eq, _} -> Eq
+            end,
+    Groups0 = lists:foldl(fun(Row, Acc) -> add_member(msgflow_row:key(Row), Row, Acc) end,
+                          Side, Above ++ Equal),
+    %% a merged name's pid row may be below the threshold: fetch it
+    Groups = maps:fold(fun(Key, Members, Acc) ->
+                               case lists:any(fun(M) -> msgflow_row:key(M) =:= Key end, Members) of
+                                   true -> Acc;
+                                   false -> Acc#{Key := ets:lookup(T, Key) ++ Members}
+                               end
+                       end, Groups0, Side),
+    Accs = [{Key, sum_rows(Members, Ctx)} || {Key, Members} <- maps:to_list(Groups)],
+    {[{Key, Acc, maps:get(Key, Groups)} || {Key, Acc} <- busiest(Accs, N, Ctx)], undefined}.
+
+sum_rows([Row | Rows], Ctx) ->
+    lists:foldl(fun(R, Acc) -> add_acc(acc(R, Ctx), Acc) end, acc(Row, Ctx), Rows).
+
+%% Local registered names (atom, or {Name, node()}) as receivers.
+named_guard() ->
+    {'orelse', {is_atom, '$1'},
+     {'andalso', {is_tuple, '$1'}, {'==', {element, 2, '$1'}, node()}}}.
+
+%% The N-th largest total of the first ?SAMPLE rows that are not sends to
+%% a name (0 when there are fewer): a bound below the N-th largest of all.
+threshold(T, N) ->
+    case ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}), [{'not', named_guard()}],
+                         ['$2']}], ?SAMPLE) of
+        '$end_of_table' -> 0;
+        {Totals, _} when length(Totals) < N -> 0;
+        {Totals, _} -> lists:nth(N, lists:sort(fun erlang:'>='/2, Totals))
+    end.
+
+add_member(Key, Row, Acc) ->
+    case Acc of
+        #{Key := Ms} -> Acc#{Key := [Row | Ms]};
+        _ -> Acc#{Key => [Row]}
+    end.
+
+%% Every pair read, grouped; the busiest Limit of the groups.  A group is
+%% summed as its pairs are read (acc/2); for a limited view the pairs of
+%% the chosen groups of several pairs are read again, for their peak.
+-spec all_groups(msgflow_store:store(), map(), msgflow_view:grouping(), pos_integer() | all,
+                 boolean()) -> chosen().
+all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K, last := Last},
+           By, Limit, Active) ->
+    KeyOf = key_fun(By, Tables),
+    Guard = case Active andalso K > 0 of
+                true -> [{'>', '$2', Last - K}];
+                false -> []
+            end,
+    Match = [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}), Guard, ['$_']}],
+    Accs = case By of
+               process -> by_process(T, F, Guard, KeyOf, Ctx);
+               kind -> by_kind(T, F, Match, Ctx);
+               _ ->
+                   Add = fun(Row, Acc) ->
+                                 {S, R} = msgflow_row:key(Row),
+                                 add_acc_to({KeyOf(S), KeyOf(R)}, acc(Row, Ctx), Acc)
+                         end,
+                   maps:to_list(msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})))
+           end,
+    Chosen = busiest(Accs, Limit, Ctx),
+    Members = case {Limit, By} of
+                  {all, _} -> #{};
+                  {_, kind} -> #{};       %% apportioned: no peak of their own
+                  _ -> members([Key || {Key, {_, _, M, _, _, _}} <- Chosen, M > 1], Store, KeyOf,
+                               Match)
+              end,
+    {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], length(Accs)}.
+
+%% By process a pair is its own group but for sends to a local registered
+%% name, which join the pid's, and the folded rows: those few
+%% are grouped in a map, the rest read as a list.
+by_process(T, F, Guard, KeyOf, Ctx) ->
+    Named = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}), [named_guard() | Guard],
+                            ['$_']}])
+        ++ ets:select(F, [{msgflow_row:pattern(#{window => '$2'}), Guard, ['$_']}]),
+    Side = lists:foldl(fun(Row, Acc) ->
+                               {S, R} = msgflow_row:key(Row),
+                               add_acc_to({S, KeyOf(R)}, acc(Row, Ctx), Acc)
+                       end, #{}, Named),
+    Plain = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}),
+                             [{'not', named_guard()} | Guard], ['$_']}],
+                        fun(Row, Acc) -> [{msgflow_row:key(Row), acc(Row, Ctx)} | Acc] end,
+                        []),
+    case map_size(Side) of
+        0 -> Plain;
+        _ ->
+            {Merged, Left} = lists:mapfoldl(fun({Key, A}, Sd) ->
+                                                    case maps:take(Key, Sd) of
+                                                        {B, Sd1} -> {{Key, add_acc(B, A)}, Sd1};
+                                                        error -> {{Key, A}, Sd}
+                                                    end
+                                            end, Side, Plain),
+            maps:to_list(Left) ++ Merged
+    end.
+
+add_acc_to(Key, A, Acc) ->
+    case Acc of
+        #{Key := B} -> Acc#{Key := add_acc(A, B)};
+        _ -> Acc#{Key => A}
+    end.
+
+members([], _, _, _) ->
+    #{};
+members(Keys, #{pairs := T, folded := F}, KeyOf, Match) ->
+    Want = maps:from_list([{K, []} || K <- Keys]),
+    Add = fun(Row, Acc) ->
+                  {S, R} = msgflow_row:key(Row),
+                  Key = {KeyOf(S), KeyOf(R)},
+                  case Want of
+                      #{Key := _} -> add_member(Key, Row, Acc);
+                      _ -> Acc
+                  end
+          end,
+    msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})).
+
+%% One pair's part of a group: {Total, Counts, Pairs, Peak, Row, Kinds}:
+%% Counts its messages per window from `first' to `last' (see context/2),
+%% Peak its own (messages/s), Row itself (for a group of one), Kinds a
+%% list of its pairs' kinds lists (summed once the rows are chosen, so
+%% that grouping costs a cons a pair).
+acc(Row, #{first := First, last := Last, zeros := Zeros, k := K} = Ctx) ->
+    W = msgflow_row:last_window(Row),
+    Counts = if
+                 W < First -> Zeros;
+                 K =< 2 -> msgflow_row:last_two(Last, Row);
+                 true -> msgflow_row:counts_in(First, Last, Row)
+             end,
+    Kinds = case Ctx of
+                #{kinds := false} -> [];
+                _ -> [Row]
+            end,
+    {msgflow_row:total(Row), Counts, 1, msgflow_row:peak_milli(Row), Row, Kinds}.
+
+%% Peak: a single pair's is read from its row when the row is made; for
+%% several, this is the highest peak kept in their rows (messages per
+%% 1000 s).
+add_acc({T1, C1, N1, P1, _, K1}, {T2, C2, N2, P2, R2, K2}) ->
+    {T1 + T2, add_counts(C1, C2), N1 + N2, max(P1, P2), R2, add_kind_lists(K1, K2)}.
+
+add_kind_lists([], K2) -> K2;
+add_kind_lists(K1, K2) -> [K1 | K2].
+
+%% By kind: each row's part apportioned to its kinds and tags by their
+%% share of its messages since start (a row without kinds goes to
+%% `{none, none}').
+by_kind(T, F, Match, Ctx) ->
+    Add = fun(Row, Acc) ->
+                  A = {Total, Counts, _, Peak, _, _} = acc(Row, Ctx),
+                  case msgflow_row:kinds(Row) of
+                      [] -> add_acc_to({none, none}, A, Acc);
+                      Ks ->
+                          lists:foldl(
+                            fun({Kd, Tg, N}, Acc1) ->
+                                    Sh = N / Total,
+                                    Part = {N, [round(C * Sh) || C <- Counts], 1,
+                                            round(Peak * Sh), Row, [[{Kd, Tg, N}]]},
+                                    add_acc_to({Kd, Tg}, Part, Acc1)
+                            end, Acc, Ks)
+                  end
+          end,
+    maps:to_list(msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{}))).
+
+add_counts([A, B], [C, D]) -> [A + C, B + D];
+add_counts(L1, L2) -> lists:zipwith(fun erlang:'+'/2, L1, L2).
+
+%% fun(Endpoint) -> the key of its group.  Labels, modules and
+%% applications are read once per view from the endpoints table (and the
+%% kinds, for groups of exited endpoints).
+-spec key_fun(msgflow_view:grouping(), msgflow_labels:tables()) -> fun((term()) -> term()).
+key_fun(process, Tables) ->
+    fun(E) -> msgflow_labels:canon(Tables, E) end;
+key_fun(kind, _) ->
+    fun(E) -> E end;          %% by kind, rows are not grouped by their ends
+key_fun(node, Tables) ->
+    fun(E) -> msgflow_labels:node_of(msgflow_labels:canon(Tables, E)) end;
+key_fun(By, Tables) ->
+    Field = case By of name -> label; _ -> By end,
+    Cache = msgflow_labels:field_map(Tables, Field),
+    Kinds = msgflow_labels:kind_map(Tables, Field),
+    fun({exited, Kind, _}) ->
+            maps:get(Kind, Kinds);
+       (E0) ->
+            E = case is_pid(E0) orelse is_port(E0) of
+                    false -> msgflow_labels:canon(Tables, E0);
+                    true -> E0
+                end,
+            case Cache of
+                #{E := V} -> V;
+                %% labelled after the cache was read
+                _ -> maps:get(Field, msgflow_labels:meta(Tables, E))
+            end
+    end.
+
+%% Groups busiest first by the view's sort, all or the first Limit:
+%% [{Key, Acc}] from a list of them.  The rate ranks by the last window's
+%% messages (the same window for every row), the peak by the highest peak
+%% kept in the group's rows.
+busiest(Accs, Limit, #{sort := Sort}) ->
+    Rank = fun({Total, _, _, _, _, _}) when Sort =:= messages -> Total;
+              ({_, Counts, _, _, _, _}) when Sort =:= rate -> lists:last(Counts);
+              ({_, _, _, Peak, _, _}) -> Peak
+           end,
+    Sorted = [{Key, Acc} || {_, _, Key, Acc} <- lists:sort([{-Rank(Acc), -element(1, Acc), Key, Acc}
+                                                            || {Key, Acc} <- Accs])],
+    case Limit of
+        all -> Sorted;
+        N -> lists:sublist(Sorted, N)
+    end.
