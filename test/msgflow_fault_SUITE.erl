@@ -626,11 +626,14 @@ api_storm(Config) ->
            fun() -> ct:capture_start(), R = msgflow:top(3), ct:capture_stop(), R end],
     Callers = [spawn(fun() ->
                              rand:seed(exsss, {I, I * 7, I * 13}),
-                             Raised = [{C, E} || _ <- lists:seq(1, 150),
-                                                 Op <- [lists:nth(rand:uniform(length(Ops)), Ops)],
-                                                 {raised, C, E} <- [try Op(), ok
-                                                                    catch C:E -> {raised, C, E}
-                                                                    end]],
+                             %% what was raised, with where (so that a rare race
+                             %% names its place when it fails)
+                             Raised = [{C, E, lists:sublist(St, 3)}
+                                       || _ <- lists:seq(1, 150),
+                                          Op <- [lists:nth(rand:uniform(length(Ops)), Ops)],
+                                          {raised, C, E, St} <- [try Op(), ok
+                                                                 catch C:E:St -> {raised, C, E, St}
+                                                                 end]],
                              Self ! {stormed, self(), Raised}
                      end) || I <- lists:seq(1, 30)],
     ?assertEqual([], lists:append([receive {stormed, P, R} -> R end || P <- Callers])),
