@@ -30,7 +30,7 @@
 
 -export([new/0, clear/1, tables/1, births/3, prune_births/2,
          hold/2, release/2, purge/1, fold_key/2, forget_endpoints/1,
-         canon/2, meta/2, all_meta/1, field_map/2, kind_map/2, node_of/1]).
+         canon/2, meta/2, all_meta/1, field_map/2, kind_field/3, kind_map/2, node_of/1]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
 
 
@@ -337,8 +337,27 @@ meta(#{endpoints := Ends, kinds := Kinds}, E) ->
 %% in one pass.  Any process.
 -spec field_map(tables(), label | module | application) -> #{msgflow_tracer:endpoint() => term()}.
 field_map(T = #{endpoints := Ends}, Field) ->
+    %% the endpoints first: the collector writes a kind before the
+    %% endpoints of it, so a kind read after them is there, unless it was
+    %% purged in between (then kind_field/3 says so)
+    EL = ets:tab2list(Ends),
     KM = kind_map(T, Field),
-    maps:from_list([{E, maps:get(K, KM)} || {E, K, _} <- ets:tab2list(Ends)]).
+    maps:from_list([{E, case KM of
+                            #{K := V} -> V;
+                            _ -> kind_field(T, K, Field)
+                        end} || {E, K, _} <- EL]).
+
+%% @doc One field of one kind, read from the table: for a kind a map of
+%% them (kind_map/2) read earlier does not have; `undefined' (a label
+%% `<<"?">>') for a kind no longer there.  Any process.
+-spec kind_field(tables(), pos_integer(), label | module | application) -> term().
+kind_field(#{kinds := Kinds}, K, Field) ->
+    Pos = case Field of label -> 2; module -> 3; application -> 4 end,
+    case ets:lookup(Kinds, K) of
+        [Row] -> element(Pos, Row);
+        [] when Field =:= label -> <<"?">>;
+        [] -> undefined
+    end.
 
 %% @doc One field of every kind: `#{Kind => Value}' (for groups of exited
 %% endpoints).  Any process.
@@ -350,9 +369,14 @@ kind_map(#{kinds := Kinds}, Field) ->
 %% @doc Every endpoint known: `#{Endpoint => {Label, Module, Application}}',
 %% read in one pass (for views of many endpoints).  Any process.
 -spec all_meta(tables()) -> #{msgflow_tracer:endpoint() => {binary(), atom(), atom()}}.
-all_meta(#{endpoints := Ends, kinds := Kinds}) ->
+all_meta(T = #{endpoints := Ends, kinds := Kinds}) ->
+    EL = ets:tab2list(Ends),                    %% first: see field_map/2
     KM = maps:from_list([{K, {L, M, A}} || {K, L, M, A} <- ets:tab2list(Kinds)]),
-    maps:from_list([{E, maps:get(K, KM)} || {E, K, _} <- ets:tab2list(Ends)]).
+    maps:from_list([{E, case KM of
+                            #{K := V} -> V;
+                            _ -> list_to_tuple([kind_field(T, K, F)
+                                                || F <- [label, module, application]])
+                        end} || {E, K, _} <- EL]).
 
 %% @doc The node of an endpoint: a pid's, port's or reference's own, the
 %% node of `{Name, Node}', this node for a registered name.

@@ -222,7 +222,11 @@ key_fun(By, Tables) ->
     Cache = msgflow_labels:field_map(Tables, Field),
     Kinds = msgflow_labels:kind_map(Tables, Field),
     fun({exited, Kind, _}) ->
-            maps:get(Kind, Kinds);
+            case Kinds of
+                #{Kind := V} -> V;
+                %% a group made after the map was read
+                _ -> msgflow_labels:kind_field(Tables, Kind, Field)
+            end;
        (E0) ->
             E = case is_pid(E0) orelse is_port(E0) of
                     false -> msgflow_labels:canon(Tables, E0);
