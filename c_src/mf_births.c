@@ -30,7 +30,11 @@ static ERL_NIF_TERM args_summary(ErlNifEnv *env, ERL_NIF_TERM list)
 
 /* What a spawn's {M, F, Args} says about the new process: {M, F, Arity},
  * or for proc_lib:init_p/5 {proc_lib, {M, F, ArgsSummary}} so that the
- * collector can name it as proc_lib would. */
+ * collector can name it as proc_lib would, or for a fun (erlang:apply/2
+ * with a fun, as spawn(Fun) reports it) {fun, Fun}, so that the collector
+ * can name the function the fun was written in (erlang:fun_info/2).  The
+ * fun goes into the births' env with its free variables: a copy of what
+ * the spawn itself just copied to the new process, once per spawn. */
 ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa)
 {
     const ERL_NIF_TERM *el;
@@ -47,6 +51,12 @@ ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa)
             return enif_make_tuple2(env, atom_proc_lib,
                                     enif_make_tuple3(env, a[2], a[3], args_summary(env, a[4])));
         }
+    }
+    if (el[0] == atom_erlang && el[1] == atom_apply && len == 2) {
+        ERL_NIF_TERM fun;
+        if (enif_get_list_cell(env, el[2], &fun, &(ERL_NIF_TERM){0}) &&
+            enif_term_type(env, fun) == ERL_NIF_TERM_TYPE_FUN)
+            return enif_make_tuple2(env, atom_fun, fun);
     }
     return enif_make_tuple3(env, el[0], el[1], enif_make_uint(env, len));
 }

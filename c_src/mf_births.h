@@ -38,7 +38,8 @@ void mf_births_free(mf_births *b);
 
 /* Any scheduler thread.  What a spawn's {M, F, Args} says about the new
  * process, as a term of env: {M, F, Arity}, or for proc_lib:init_p/5
- * {proc_lib, {M, F, ArgsSummary}}; `undefined' for anything else. */
+ * {proc_lib, {M, F, ArgsSummary}}, for a fun {fun, Fun}; `undefined' for
+ * anything else. */
 ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa);
 
 /* Any scheduler thread.  Appends {Pid, What} (copied) to b. */

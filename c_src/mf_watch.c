@@ -4,6 +4,8 @@
  */
 #include "mf_watch.h"
 
+#include "mf_kind.h"
+
 #include <string.h>
 
 #include "mf_atoms.h"
@@ -47,7 +49,7 @@ static mf_watch *find_watch(mf_watches *w, ERL_NIF_TERM label)
 }
 
 void mf_watches_event(mf_watches *ws, ERL_NIF_TERM label, ERL_NIF_TERM prev, ERL_NIF_TERM cur,
-                      ERL_NIF_TERM from, ERL_NIF_TERM to)
+                      ERL_NIF_TERM from, ERL_NIF_TERM to, uint64_t kind)
 {
     /* once every watch is full, no event takes the lock */
     if (atomic_load_explicit(&ws->room, memory_order_relaxed) == 0 || !ws->lock)
@@ -57,9 +59,10 @@ void mf_watches_event(mf_watches *ws, ERL_NIF_TERM label, ERL_NIF_TERM prev, ERL
     mf_watch *w = find_watch(ws, label);
     if (w && w->kept < w->max) {
         ErlNifEnv *fe = ws->env;
-        ERL_NIF_TERM ev = enif_make_tuple5(fe, enif_make_copy(fe, prev), enif_make_copy(fe, cur),
+        ERL_NIF_TERM ev = enif_make_tuple7(fe, enif_make_copy(fe, prev), enif_make_copy(fe, cur),
                                            enif_make_copy(fe, from), enif_make_copy(fe, to),
-                                           enif_make_int64(fe, now));
+                                           enif_make_int64(fe, now), mf_kind_atom(kind),
+                                           mf_kind_tag(kind));
         w->events = enif_make_list_cell(fe, ev, w->events);
         w->kept++;
         atomic_fetch_sub_explicit(&ws->room, 1, memory_order_relaxed);

@@ -4,7 +4,7 @@
  *
  * What it owns: an mf_watches (one per flow session, inside it): up to
  * MF_MAX_WATCHES labels, each with its events ({Prev, Cur, From, To,
- * MonotonicUs}, newest first) up to the watch's cap, all in an env of its
+ * MonotonicUs, Kind, Tag}, newest first) up to the watch's cap, all in an env of its
  * own that goes when the last watch is taken; its lock.  It makes and frees
  * them itself (mf_watches_init, mf_watches_free).
  *
@@ -45,11 +45,12 @@ int mf_watches_init(mf_watches *w);
  * destructor); safe on a zeroed or half-made one. */
 void mf_watches_free(mf_watches *w);
 
-/* Keeps the event {Prev, Cur, From, To, TimeUs} of a seq_trace send
- * carrying `label' when the label is watched and its cap allows.  Any
- * scheduler thread; the terms are the caller's, copied into w's env. */
+/* Keeps the event {Prev, Cur, From, To, TimeUs, Kind, Tag} of a seq_trace
+ * send carrying `label' when the label is watched and its cap allows;
+ * `kind' is the message's kind word (mf_kind.h; its atoms need no copy).
+ * Any scheduler thread; the terms are the caller's, copied into w's env. */
 void mf_watches_event(mf_watches *w, ERL_NIF_TERM label, ERL_NIF_TERM prev, ERL_NIF_TERM cur,
-                      ERL_NIF_TERM from, ERL_NIF_TERM to);
+                      ERL_NIF_TERM from, ERL_NIF_TERM to, uint64_t kind);
 
 /* From now on the events of `label' are kept, `max' at most: `ok', or
  * `full' when MF_MAX_WATCHES labels are watched (or out of memory).  A

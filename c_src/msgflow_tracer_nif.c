@@ -304,8 +304,10 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     /* an event names a reply to a local alias by the alias's owner, as the
      * counts do, so that the owner's next send finds it as its cause */
     uint64_t owner;
-    ERL_NIF_TERM to = mf_alias_owner(ev[3], &owner) ? (ERL_NIF_TERM)owner : ev[3];
-    mf_watches_event(&s->watches, argv[2], serial[0], serial[1], ev[2], to);
+    int reply = mf_alias_owner(ev[3], &owner);
+    ERL_NIF_TERM to = reply ? (ERL_NIF_TERM)owner : ev[3];
+    mf_watches_event(&s->watches, argv[2], serial[0], serial[1], ev[2], to,
+                     mf_kind_word(env, ev[4], reply));
     return atom_ok;
 }
 

@@ -323,7 +323,13 @@ hotspots() ->
 %%     that did not exist, since start.</li>
 %% </ul>
 %% `windows' (5) is how many of the latest closed windows are looked at;
-%% evidence figures are messages, msg/s, ms and queue lengths (messages).
+%% evidence figures are messages, msg/s, ms and queue lengths (messages),
+%% and `kind => {Kind, Tag, SharePercent}', the main kind of the traffic
+%% behind the finding.  Findings of one rule whose subjects share a label
+%% are one finding for the group: `members' (how many), `subject' the
+%% list of their subjects, evidence `#{members, min, max}' (each figure's
+%% lowest and highest): `21 x xmpp_stream_in:init/1: each sends to 24
+%% receivers, 769-812 messages in the last window'.
 %% `{error, {badopt, {K, V}, Allowed}}' for an unknown key or a
 %% non-positive value;
 %% `{error, not_started}' when msgflow never ran.

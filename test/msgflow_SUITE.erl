@@ -451,17 +451,15 @@ export_csv(Config) ->
     {ok, Bin} = file:read_file(Path),
     [Header | Rows0] = csv_rows(Bin),
     ?assertEqual([<<"sender">>, <<"receiver">>, <<"sender_label">>, <<"receiver_label">>,
-                  <<"messages">>, <<"msg_per_s">>], Header),
-    Rows = [list_to_tuple(lists:droplast(R)) || R <- Rows0],
+                  <<"messages">>, <<"msg_per_s">>, <<"kinds">>], Header),
+    Rows = [list_to_tuple(lists:sublist(R, 5)) || R <- Rows0],
+    ?assertEqual([[<<"info:m=42">>], [<<"info:done=1">>]],
+                 lists:sort(fun(A, B) -> A >= B end, [lists:nthtail(6, R) || R <- Rows0])),
     Endpoint = fun msgflow_fmt:endpoint/1,
-    %% the sends to the name and to the pid holding it are one row; a
-    %% label two processes share (the test case runs erlang:apply/2 too)
-    %% has the pid beside it
-    SLabel = <<"erlang:apply/2 ", (Endpoint(S))/binary>>,
-    SelfLabel = case msgflow_describe:label(self()) of
-                    <<"erlang:apply/2">> -> <<"erlang:apply/2 ", (Endpoint(self()))/binary>>;
-                    Other -> Other
-                end,
+    %% the sends to the name and to the pid holding it are one row; S,
+    %% spawned from a fun, is named by where the fun was written
+    SLabel = <<"msgflow_SUITE:export_csv/1 fun">>,
+    SelfLabel = msgflow_describe:label(self()),
     ?assertEqual(lists:sort([{Endpoint(S), Endpoint(Sink), SLabel, <<"msgflow_csv_sink">>,
                               <<"42">>},
                              {Endpoint(S), Endpoint(self()), SLabel, SelfLabel, <<"1">>}]),
@@ -569,7 +567,7 @@ reports_all_formats(Config) ->
     %% csv
     {ok, Csv} = file:read_file(Path(csv)),
     [_ | Rows] = csv_rows(Csv),
-    ?assertEqual(Want, lists:sort([{S, R, binary_to_integer(N)} || [S, R, _, _, N, _] <- Rows])),
+    ?assertEqual(Want, lists:sort([{S, R, binary_to_integer(N)} || [S, R, _, _, N, _, _] <- Rows])),
     %% dot
     {0, Svg} = run(os:find_executable("dot"), ["-Tsvg", Path(dot)]),
     ?assertMatch({_, _}, binary:match(Svg, <<"</svg>">>)),
@@ -582,14 +580,14 @@ reports_all_formats(Config) ->
     %% etf dump
     {ok, Etf} = file:read_file(Path(etf)),
     Dump = binary_to_term(Etf),
-    ?assertMatch(#{format := msgflow_dump, version := 3, node := _, taken_at := _,
+    ?assertMatch(#{format := msgflow_dump, version := 4, node := _, taken_at := _,
                    window_ms := _, scale := 1, events := _, dead_letters := 0,
                    overflow := 0, endpoints := [_ | _], pairs := [_ | _]}, Dump),
     #{endpoints := Ends, pairs := DPairs} = Dump,
     EndT = list_to_tuple(Ends),
     ?assertEqual(Pairs, lists:sort([{element(1, element(Si + 1, EndT)),
                                      element(1, element(Ri + 1, EndT)), N}
-                                    || {Si, Ri, N, W} <- DPairs, is_integer(W)])),
+                                    || {Si, Ri, N, W, _} <- DPairs, is_integer(W)])),
     ?assert(lists:member({Sink, <<"msgflow_mx_sink">>, timer, undefined, node()}, Ends)),
     %% svg heatmap: one cell per pair
     {ok, Heat} = file:read_file(Path(svg)),
@@ -659,7 +657,8 @@ export_bad_args(Config) ->
 
 %% Processes that exit before any snapshot keep the label they had: a
 %% registered name, proc_lib's initial call (a supervisor is named as
-%% proc_lib names it), or the spawn's M:F/A.  The interval is long, so the
+%% proc_lib names it), the spawn's M:F/A, or where the fun it was spawned
+%% from was written.  The interval is long, so the
 %% only snapshot is the one stop/0 takes, after they all exited.
 labels_after_exit(_Config) ->
     Self = self(),
@@ -668,6 +667,7 @@ labels_after_exit(_Config) ->
     Named = spawn(fun() -> register(msgflow_short, self()), short_lived(Sink, 3) end),
     Plain = spawn(?MODULE, short_lived, [Sink, 4]),
     Lib = proc_lib:spawn(?MODULE, short_lived, [Sink, 5, lib]),
+    Anon = spawn(fun() -> short_lived(Sink, 6) end),
     {ok, Sup} = supervisor:start_link(?MODULE, []),
     unlink(Sup),
     Ref = make_ref(),
@@ -676,19 +676,25 @@ labels_after_exit(_Config) ->
     SupRef = monitor(process, Sup),
     exit(Sup, kill),
     [begin MRef = monitor(process, P), receive {'DOWN', MRef, _, _, _} -> ok end end
-     || P <- [Named, Plain, Lib]],
+     || P <- [Named, Plain, Lib, Anon]],
     receive {'DOWN', SupRef, _, _, _} -> ok end,
     ok = msgflow:stop(),
     Cells = maps:get(cells, msgflow:matrix(name)),
     Count = fun(From, To) -> maps:get(count, maps:get({From, To}, Cells, #{count => 0})) end,
-    ?assertEqual(3, Count(<<"msgflow_short">>, <<"erlang:apply/2">>)),
-    ?assertEqual(4, Count(<<"msgflow_SUITE:short_lived/2">>, <<"erlang:apply/2">>)),
-    ?assertEqual(5, Count(<<"msgflow_SUITE:short_lived/3">>, <<"erlang:apply/2">>)),
+    %% Sink, spawned from `fun sink/0' before tracing, is read live: the
+    %% bottom of its stack
+    SinkL = <<"msgflow_SUITE:sink/0">>,
+    ?assertEqual(3, Count(<<"msgflow_short">>, SinkL)),
+    ?assertEqual(4, Count(<<"msgflow_SUITE:short_lived/2">>, SinkL)),
+    ?assertEqual(5, Count(<<"msgflow_SUITE:short_lived/3">>, SinkL)),
+    %% spawned from a fun and gone before it was read: its spawn event
+    %% named it
+    ?assertEqual(6, Count(<<"msgflow_SUITE:labels_after_exit/1 fun">>, SinkL)),
     %% proc_lib's ack of the start and the reply to which_children
     ?assertEqual(2, Count(<<"supervisor:msgflow_SUITE/1">>, msgflow_describe:label(Self))),
     %% their module, from the spawn, for the module grouping
     MCells = maps:get(cells, msgflow:matrix(module)),
-    ?assertMatch(#{count := 9}, maps:get({msgflow_SUITE, erlang}, MCells)),
+    ?assertMatch(#{count := 18}, maps:get({msgflow_SUITE, msgflow_SUITE}, MCells)),
     unlink(Sink),
     exit(Sink, kill).
 
@@ -1047,13 +1053,20 @@ report_cli(Config) ->
     ok = msgflow:export(Etf, etf),
     Report = tool("msgflow-report"),
     {0, Out} = run(Report, [Etf, "--top", "10"]),
-    %% #, sender, receiver, messages, msg/s in 80 columns (both lay the
-    %% table out alike): the dump keeps no peak, and no kinds yet
-    Rows = fun(Text) -> [string:slice(L, 0, 49) || L <- lines(Text),
-                         re:run(L, "^ +[0-9]+ ") =/= nomatch] end,
+    %% #, sender, receiver, messages and the main kind in 80 columns
+    %% (both lay the table out alike; the rates are of different windows)
+    Rows = fun(Text, Cols) ->
+                   [{string:slice(L, 0, Cols), string:slice(L, 62)}
+                    || L <- lines(Text), re:run(L, "^ +[0-9]+ ") =/= nomatch]
+           end,
     ErlTop = msgflow_test_io:capture(fun() -> msgflow:top(10) end),
-    ?assertEqual(Rows(ErlTop), Rows(Out)),
-    ?assertEqual(4, length(Rows(Out))),
+    ?assertEqual(Rows(ErlTop, 51), Rows(Out, 51)),
+    ?assertEqual(4, length(Rows(Out, 51))),
+    ?assertMatch([{_, <<"info m 100%", _/binary>>} | _], Rows(Out, 51)),
+    %% by kind: kind, tag and messages
+    {0, ByKind} = run(Report, [Etf, "--by", "kind", "--top", "20"]),
+    ErlByKind = msgflow_test_io:capture(fun() -> msgflow:top(20, #{by => kind}) end),
+    ?assertEqual([K || {K, _} <- Rows(ErlByKind, 63)], [K || {K, _} <- Rows(ByKind, 63)]),
     [begin
          CCsv = filename:join(Dir, "c-" ++ atom_to_list(By) ++ ".csv"),
          ECsv = filename:join(Dir, "e-" ++ atom_to_list(By) ++ ".csv"),
@@ -1061,7 +1074,9 @@ report_cli(Config) ->
          ok = msgflow:export(ECsv, csv, #{by => By}),
          {ok, C} = file:read_file(CCsv),
          {ok, E} = file:read_file(ECsv),
-         NoRate = fun(Bin) -> lists:sort([lists:droplast(R) || R <- csv_rows(Bin)]) end,
+         %% every column but msg_per_s (the rates are of different windows)
+         NoRate = fun(Bin) -> lists:sort([lists:sublist(R, 5) ++ lists:nthtail(6, R)
+                                          || R <- csv_rows(Bin)]) end,
          ?assertEqual({By, NoRate(E)}, {By, NoRate(C)})
      end || By <- [process, module]],
     Dot = filename:join(Dir, "c.dot"),
@@ -1073,8 +1088,8 @@ report_cli(Config) ->
            {"not ETF", <<"sender,receiver
 ">>, "not an Erlang external term"},
            {"other term", term_to_binary({hello, world}), "not a map"},
-           {"version 4", term_to_binary((binary_to_term(Bin))#{version := 4}),
-            "version 4 is not known"}],
+           {"version 5", term_to_binary((binary_to_term(Bin))#{version := 5}),
+            "version 5 is not known"}],
     [begin
          F = filename:join(Dir, "bad.etf"),
          ok = file:write_file(F, Data),
@@ -1216,14 +1231,19 @@ read_dump(Name) ->
 write_expect(Name, #{node := Node, events := Events, endpoints := Ends, pairs := Pairs},
              PerPair) ->
     EndT = list_to_tuple(Ends),
-    Head = io_lib:format("~s ~b ~b ~b ~b~n", [Node, length(Ends), length(Pairs), Events,
-                                              lists:sum([C || {_, _, C, _} <- Pairs])]),
+    Head = io_lib:format("~s ~b ~b ~b ~b ~b~n",
+                         [Node, length(Ends), length(Pairs), Events,
+                          lists:sum([C || {_, _, C, _, _} <- Pairs]),
+                          lists:sum([N || {_, _, _, _, Ks} <- Pairs, {_, _, N} <- Ks])]),
+    %% each pair, and its kinds as `kind:tag=N' in the dump's order
     Lines = [begin
                  {S, SL, _, _, _} = element(Si + 1, EndT),
                  {R, RL, _, _, _} = element(Ri + 1, EndT),
                  [c_text(S, Node), $\t, c_text(R, Node), $\t, SL, $\t, RL, $\t,
-                  integer_to_list(C), $\t, integer_to_list(W), $\n]
-             end || PerPair, {Si, Ri, C, W} <- Pairs],
+                  integer_to_list(C), $\t, integer_to_list(W), $\t,
+                  lists:join(" ", [io_lib:format("~s:~s=~b", [K, T, N]) || {K, T, N} <- Ks]),
+                  $\n]
+             end || PerPair, {Si, Ri, C, W, Ks} <- Pairs],
     ok = file:write_file(filename:join(dump_dir(), Name ++ ".expect"), [Head | Lines]).
 
 %% How tools/c/mf_dump.c renders an endpoint of a dump taken on Home.
@@ -1257,8 +1277,10 @@ synthetic_view(Totals) ->
       events => lists:sum(maps:values(Totals)), dead_letters => 0, overflow => 0,
       births_dropped => 0, pairs => map_size(Totals), groups => map_size(Totals),
       windows => [], dead => [],
+      %% one or two kinds a pair: calls, and a third of infos
       rows => [#{sender => S, receiver => R, count => N, last_count => 0, rate => 0.0,
-                 prev_rate => undefined, mean_rate => 0.0, peak_rate => 0.0}
+                 prev_rate => undefined, mean_rate => 0.0, peak_rate => 0.0,
+                 kinds => [{call, get, N - N div 3} | [{info, tick, N div 3} || N div 3 > 0]]}
                || {{S, R}, N} <- maps:to_list(Totals)],
       endpoints => maps:from_list([{E, #{label => T, text => T, display => T,
                                          module => undefined, application => undefined,
@@ -1917,7 +1939,8 @@ flow_callbacks_odd(_Config) ->
     ok = msgflow_tracer:flow_watch(FS, <<"w">>, 2),
     [ok = msgflow_tracer:trace(seq_trace, FS, <<"w">>, {send, {I - 1, I}, Self, Self, m}, #{})
      || I <- lists:seq(1, 5)],
-    {[{1, 2, Self, Self, _}, {0, 1, Self, Self, _}], done} = msgflow_tracer:flow_take(FS, <<"w">>),
+    {[{1, 2, Self, Self, _, info, m}, {0, 1, Self, Self, _, info, m}], done} =
+        msgflow_tracer:flow_take(FS, <<"w">>),
     ?assertEqual({[], done}, msgflow_tracer:flow_take(FS, <<"w">>)),
     %% in chunks of 500, newest first; the watch is closed at the first
     ok = msgflow_tracer:flow_watch(FS, <<"c">>, 1200),
@@ -1928,7 +1951,7 @@ flow_callbacks_odd(_Config) ->
     {C2, more} = msgflow_tracer:flow_take(FS, <<"c">>),
     {C3, done} = msgflow_tracer:flow_take(FS, <<"c">>),
     ?assertEqual({500, 500, 200}, {length(C1), length(C2), length(C3)}),
-    ?assertEqual(lists:seq(1200, 1, -1), [Cur || {_, Cur, _, _, _} <- C1 ++ C2 ++ C3]),
+    ?assertEqual(lists:seq(1200, 1, -1), [Cur || {_, Cur, _, _, _, _, _} <- C1 ++ C2 ++ C3]),
     ?assertMatch({[{{<<"c">>, Self}, Self, 1301}, {{<<"w">>, Self}, Self, 5}], [], [], 0, 0},
                  (fun({P, D, R, O, OD}) -> {lists:sort(P), D, R, O, OD} end)(
                    msgflow_tracer:snapshot(FS))),

@@ -4,15 +4,17 @@
 %%% erlang:trace_delivered/1, final snapshot); cases run in sequence.
 -module(msgflow_kinds_SUITE).
 -include_lib("stdlib/include/assert.hrl").
+-include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
--export([kinds_exact/1, kinds_max_overflow/1, kinds_off/1, kinds_views/1, replies_no_fan_out/1]).
+-export([kinds_exact/1, kinds_max_overflow/1, kinds_off/1, kinds_views/1, replies_no_fan_out/1,
+         flow_kinds/1]).
 
 all() ->
     [{group, kinds}].
 
 groups() ->
     [{kinds, [sequence], [kinds_exact, kinds_max_overflow, kinds_off, kinds_views,
-                          replies_no_fan_out]}].
+                          replies_no_fan_out, flow_kinds]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -36,7 +38,7 @@ end_per_suite(_Config) ->
 %% messages (sent as messages: the exit and monitor signals the VM
 %% delivers are no sends), binaries, and a port's data: every count of
 %% every (pair, kind, tag) exact.
-kinds_exact(_Config) ->
+kinds_exact(Config) ->
     {ok, Srv} = gen_server:start(msgflow_kinds_srv, [], []),
     {Client, Port, PortOwner} = workload(Srv),
     ok = msgflow:stop(),
@@ -63,6 +65,28 @@ kinds_exact(_Config) ->
     #{events := Events, held := Held, folded := Folded, overflow := Over} =
         msgflow_collector:balance(),
     ?assertEqual(Events, Held + Folded + Over),
+    %% the dump (version 4) read back by the C decoder: msgflow-report's
+    %% CSV by process has each pair's kinds, `kind:tag=N'
+    Etf = filename:join(?config(priv_dir, Config), "kinds.etf"),
+    Csv = filename:join(?config(priv_dir, Config), "kinds.csv"),
+    ok = msgflow:export(Etf, etf),
+    {0, _} = run(tool("msgflow-report"), [Etf, "--csv", Csv]),
+    {ok, CsvBin} = file:read_file(Csv),
+    Text = fun msgflow_fmt:endpoint/1,
+    CKinds = lists:sort(
+               [{S, R, binary_to_atom(K), binary_to_atom(T), binary_to_integer(N)}
+                || Line <- tl(string:split(CsvBin, "\n", all)), Line =/= <<>>,
+                   [SB, RB | Rest] <- [string:split(Line, ",", all)],
+                   S <- [E || E <- Ends, Text(E) =:= SB],
+                   R <- [E || E <- Ends, Text(E) =:= RB],
+                   KindsField <- [lists:last(Rest)],
+                   Entry <- string:lexemes(KindsField, " "),
+                   [K, T, N] <- [string:lexemes(Entry, ":=")]]),
+    ct:log("~p", [CKinds]),
+    %% the replies are folded into the (server, client) row in the views
+    %% and the dump alike
+    ?assertEqual(lists:sort(Expected ++ [{Srv, Client, reply, ok, ?GETS + 1 + ?PUTS}]),
+                 CKinds),
     gen_server:stop(Srv).
 
 %% max_kinds 3: a pair keeps three (kind, tag) of its own, the others'
@@ -140,7 +164,50 @@ replies_no_fan_out(_Config) ->
                  FanOut),
     gen_server:stop(Srv).
 
+%% A followed request records the kind and tag of each send: the call
+%% `{get, 1}' and its reply `{ok, 1}'; the sequence diagram labels its
+%% arrows with them.
+flow_kinds(Config) ->
+    {ok, Srv} = gen_server:start(msgflow_kinds_srv, [], []),
+    ok = msgflow:start(),
+    {{ok, 1}, Flow} = msgflow:follow(fun() -> gen_server:call(Srv, {get, 1}) end),
+    #{events := Evs} = Flow,
+    Self = self(),
+    ?assertEqual([{Self, Srv, call, get}, {Srv, Self, reply, ok}],
+                 [{F, T, K, Tg} || #{from := F, to := T, kind := K, tag := Tg} <- Evs]),
+    Mmd = filename:join(?config(priv_dir, Config), "flow.mmd"),
+    ok = msgflow:export(Mmd, mermaid),
+    {ok, Bin} = file:read_file(Mmd),
+    Arrows = [L || L <- binary:split(Bin, <<"\n">>, [global]), binary:match(L, <<"->>">>) =/= nomatch],
+    ?assertMatch([_, _], Arrows),
+    [A1, A2] = Arrows,
+    ?assertMatch({match, _}, re:run(A1, ": call get \\(d1 ")),
+    ?assertMatch({match, _}, re:run(A2, ": reply ok \\(d2 ")),
+    Text = iolist_to_binary(msgflow_flow_render:text(Flow)),
+    ?assertMatch({match, _}, re:run(Text, "call get \\{")),
+    ok = msgflow:stop(),
+    gen_server:stop(Srv).
+
 %%% Helpers
+
+%% A C tool of this build (make builds them into _build/bin).
+tool(Name) ->
+    Parts = filename:split(filename:dirname(code:which(msgflow))),
+    {Root, _} = lists:splitwith(fun(P) -> P =/= "_build" end, Parts),
+    Path = filename:join([filename:join(Root), "_build", "bin", Name]),
+    true = filelib:is_regular(Path),
+    Path.
+
+run(Exe, Args) ->
+    Port = open_port({spawn_executable, Exe}, [{args, Args}, binary, exit_status, use_stdio,
+                                                stderr_to_stdout]),
+    collect(Port, []).
+
+collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> collect(Port, [D | Acc]);
+        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
+    end.
 
 %% A call every Ms milliseconds until killed (the workload's pace).
 paced_calls(Srv, Ms) ->

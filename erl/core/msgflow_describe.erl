@@ -4,17 +4,19 @@
 %%% (while it may still be alive); views of flows call label/1.  Reads
 %%% process_info and port_info only; any process.
 -module(msgflow_describe).
--export([label/1, module_of/1, describe/1, birth_call/1]).
+-export([label/1, module_of/1, describe/1, describe/2, describe_port/1, birth_call/1]).
 
 %% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
 %% does not know it (it is only called where the VM supports it).
 -dialyzer({no_fail_call, [proc_lib_initial_call/1, dictionary_key_form/0]}).
 
 %% @doc A readable label for an endpoint, read from the live system now:
-%% a local process's registered name, else its proc_lib initial call
-%% (`'$initial_call''; before that, on OTP 27+, its `proc_lib:set_label/1'
-%% label), else its initial call `M:F/A', else the pid; a port's
-%% driver or command name; a registered name as msgflow_fmt:name/1 writes
+%% for a local process, its `proc_lib:set_label/1' label (OTP 27+; Elixir's
+%% `Process.set_label/1'), else its registered name, else its proc_lib
+%% initial call (`'$initial_call''), else, spawned from a fun, where the
+%% fun was written (`ux_load:start/0 fun', from the bottom of its stack),
+%% else its initial call `M:F/A', else the pid; a port's driver and the
+%% label of the process that owns it (`tcp_inet <- httpc_handler'); a registered name as msgflow_fmt:name/1 writes
 %% it (an Elixir alias without `Elixir.'); a remote endpoint with its node;
 %% an alias as `alias #Ref<..>'.  A dead local pid gets
 %% msgflow_fmt:endpoint/1.  Module names in labels read as their language
@@ -25,10 +27,10 @@ label(Pid) when is_pid(Pid), node(Pid) =:= node() ->
         undefined -> msgflow_fmt:endpoint(Pid);
         #{label := Label} -> Label
     end;
-label(Port) when is_port(Port) ->
-    case erlang:port_info(Port, name) of
-        {name, Name} -> iolist_to_binary(["port ", Name]);
-        undefined -> msgflow_fmt:endpoint(Port)
+label(Port) when is_port(Port), node(Port) =:= node() ->
+    case describe_port(Port) of
+        undefined -> msgflow_fmt:endpoint(Port);
+        #{label := Label} -> Label
     end;
 label(Name) when is_atom(Name) ->
     msgflow_fmt:name(Name);
@@ -54,6 +56,15 @@ module_of(_) ->
 -spec describe(pid()) -> #{label := binary(), module := module() | undefined,
                            name := atom(), group_leader := pid()} | undefined.
 describe(Pid) ->
+    describe(Pid, undefined).
+
+%% @doc describe/1 for a process whose spawn event gave Birth (a call of
+%% birth_call/1, or `undefined'): a process spawned from a fun is named
+%% by Birth, where the fun was written, rather than by its stack.
+-spec describe(pid(), {module(), atom(), arity()} | undefined) ->
+          #{label := binary(), module := module() | undefined,
+            name := atom(), group_leader := pid()} | undefined.
+describe(Pid, Birth) ->
     case process_info(Pid, [registered_name, initial_call, group_leader]) of
         undefined ->
             undefined;
@@ -65,27 +76,79 @@ describe(Pid) ->
                          {proc_lib, init_p, _} -> proc_lib_initial_call(Pid);
                          _ -> false
                      end,
-            Module = case {PlCall, Init} of
-                         {{M, _, _}, _} -> M;
-                         {false, {M, _, _}} -> M;
+            Call = case {PlCall, Init} of
+                       {{_, _, _}, _} -> PlCall;
+                       {false, {erlang, apply, 2}} when Birth =/= undefined -> Birth;
+                       {false, {erlang, apply, 2}} -> fun_call(Pid, Init);
+                       {false, _} -> Init
+                   end,
+            Module = case Call of
+                         {M, _, _} -> M;
                          _ -> undefined
                      end,
-            Label = if
-                        Name =/= undefined -> msgflow_fmt:name(Name);
-                        true -> unnamed_label(Pid, PlCall, Init)
+            Label = case proc_lib_label(Pid) of
+                        undefined when Name =/= undefined -> msgflow_fmt:name(Name);
+                        undefined -> initial_call(Call, Pid);
+                        L -> L
                     end,
             #{label => Label, module => Module, name => Name, group_leader => GL}
     end.
 
-unnamed_label(Pid, PlCall, Init) ->
-    case proc_lib_label(Pid) of
-        undefined ->
-            case PlCall of
-                {M, F, A} -> msgflow_fmt:mfa(M, F, A);
-                false -> initial_call(Init, Pid)
+%% A process spawned from a fun (initial call erlang:apply/2): the bottom
+%% frame of its stack, the fun itself (`{ux_load, '-start/0-fun-0-', 0}')
+%% or what the fun tail-called; Init when it cannot be read.  The bottom
+%% is read from process_info(Pid, backtrace), whole whatever the depth
+%% (current_stacktrace stops at backtrace_depth frames, and what it shows
+%% last would change as the process runs): the last function a frame
+%% returns into, else the one running.
+fun_call(Pid, Init) ->
+    case process_info(Pid, backtrace) of
+        {backtrace, Bin} ->
+            case re:run(Bin, "^(?:Program counter|0x[0-9a-f]+ Return addr)[^(]*"
+                             "\\(([^:()]+):(.+)/([0-9]+) \\+ [0-9]+\\)",
+                        [multiline, global, {capture, all_but_first, binary}]) of
+                {match, Frames} ->
+                    [M, F, A] = lists:last(Frames),
+                    try {atom(M), atom(F), binary_to_integer(A)}
+                    catch error:badarg -> Init
+                    end;
+                nomatch ->
+                    Init
             end;
-        Label ->
-            Label
+        undefined ->
+            Init
+    end.
+
+%% An existing atom from its text in a backtrace (quoted when it needs
+%% to be: `'-start/0-fun-0-'').
+atom(<<$', Rest/binary>>) ->
+    binary_to_existing_atom(binary:part(Rest, 0, byte_size(Rest) - 1));
+atom(B) ->
+    binary_to_existing_atom(B).
+
+%% @doc What a live local port says of itself: `label', its driver (or
+%% command) and the label of the process that owns it, `tcp_inet <-
+%% httpc_handler' (`port tcp_inet' when the owner is gone); `module', the
+%% owner's module (so that matrix(module) puts a socket with the code
+%% that reads it).  `undefined' for a closed port.
+-spec describe_port(port()) -> #{label := binary(), module := module() | undefined}
+                                   | undefined.
+describe_port(Port) ->
+    case erlang:port_info(Port, name) of
+        undefined ->
+            undefined;
+        {name, Name} ->
+            Owner = case erlang:port_info(Port, connected) of
+                        {connected, P} when is_pid(P), node(P) =:= node() -> describe(P);
+                        _ -> undefined
+                    end,
+            case Owner of
+                undefined ->
+                    #{label => iolist_to_binary(["port ", Name]), module => undefined};
+                #{label := OwnerLabel, module := Mod} ->
+                    #{label => unicode:characters_to_binary([Name, " <- ", OwnerLabel]),
+                      module => Mod}
+            end
     end.
 
 %% proc_lib:get_label/1 exists from OTP 27 on.
@@ -104,11 +167,19 @@ proc_lib_label(Pid) ->
 
 %% @doc The initial call a birth (msgflow_tracer:births_take/1) gives a
 %% process, named the way proc_lib names it: `{Mod, init, 1}' for a
-%% gen_server or gen_statem, `{supervisor, Mod, 1}' for a supervisor.
+%% gen_server or gen_statem, `{supervisor, Mod, 1}' for a supervisor; for
+%% a process spawned from a fun, the fun's module and own name.
 -spec birth_call(term()) -> {module(), atom(), arity()} | undefined.
 birth_call({proc_lib, {gen, init_it, Args}}) -> gen_call(Args);
 birth_call({proc_lib, {M, F, Args}}) when is_list(Args) -> {M, F, length(Args)};
 birth_call({M, F, A}) when is_atom(M), is_atom(F), is_integer(A) -> {M, F, A};
+birth_call({'fun', Fun}) when is_function(Fun) ->
+    %% the function the fun was written in: msgflow_fmt:mfa/3 reads
+    %% {ux_load, '-start/0-fun-0-', 0} as `ux_load:start/0 fun'
+    {module, M} = erlang:fun_info(Fun, module),
+    {name, F} = erlang:fun_info(Fun, name),
+    {arity, A} = erlang:fun_info(Fun, arity),
+    {M, F, A};
 birth_call(_) -> undefined.
 
 gen_call([gen_server, _, _, supervisor, {_, Mod, _}, _]) -> {supervisor, Mod, 1};

@@ -4,7 +4,7 @@
 %%% does that).
 -module(msgflow_fmt).
 -export([xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, mid_cell/3, rcell/2,
-         endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/2, columns/0]).
+         endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0]).
 
 %% @doc The terminal's width in columns (io:columns/0 of the caller's
 %% group leader), 80 where there is none.
@@ -22,19 +22,68 @@ columns() ->
 kind(none, _) -> <<"-">>;
 kind(Kind, Tag) -> iolist_to_binary([atom_to_list(Kind), " ", name(Tag)]).
 
-%% @doc The main kind of a row's kinds with its share of Total, as the top
-%% table shows it: `call get 92%'; `-' with kinds off.
--spec main_kind([{atom(), atom(), pos_integer()}], non_neg_integer()) -> binary().
-main_kind([], _) -> <<"-">>;
-main_kind([{K, T, N} | _], Total) when Total > 0 ->
-    iolist_to_binary([kind(K, T), io_lib:format(" ~b%", [min(100, round(100 * N / Total))])]);
-main_kind([{K, T, _} | _], _) -> kind(K, T).
+%% @doc The main kind of a row's kinds with its share of Total in Width
+%% columns, as the top table shows it: `call get 92%'; a long tag is cut
+%% (Ellipsis), the kind and the share never are; `-' with kinds off.
+-spec main_kind([{atom(), atom(), pos_integer()}], non_neg_integer(), pos_integer(),
+                string()) -> string().
+main_kind([], _, Width, Ellipsis) ->
+    cell("-", Width, Ellipsis);
+main_kind([{K, T, N} | _], Total, Width, Ellipsis) ->
+    Share = case Total > 0 of
+                true -> io_lib:format(" ~b%", [min(100, round(100 * N / Total))]);
+                false -> ""
+            end,
+    Kind = atom_to_list(K),
+    Room = Width - length(Kind) - 1 - length(lists:flatten(Share)),
+    Tag = unicode:characters_to_list(name(T)),
+    Text = case Room >= 2 of
+               true -> [Kind, " ", string:trim(cell(Tag, min(Room, string:length(Tag)), Ellipsis), trailing),
+                        Share];
+               false -> [Kind, Share]
+           end,
+    cell(Text, Width, Ellipsis).
 
 %% @doc `M:F/A' as a binary (A may be the argument list); for an Elixir
-%% module as Elixir writes it, `My.Worker.init/1'.
+%% module as Elixir writes it, `My.Worker.init/1'.  A fun's own name
+%% (`'-start/0-fun-0-'', as erlang:fun_info/2 and stack frames give it)
+%% reads as the function it was written in: `ux_load:start/0 fun'.
 -spec mfa(atom(), atom(), arity() | list()) -> binary().
 mfa(M, F, A) when is_list(A) -> mfa(M, F, length(A));
 mfa(M, F, A) ->
+    case fun_home(F) of
+        false ->
+            plain_mfa(M, F, A);
+        Home ->
+            case elixir(M) of
+                false -> <<(atom_text(M))/binary, $:, Home/binary, " fun">>;
+                Alias -> <<Alias/binary, $., Home/binary, " fun">>
+            end
+    end.
+
+%% `start/0' for a fun's name `'-start/0-fun-0-'' (also
+%% `'-start/0-lc$^0/1-0-'' and the like: the function is what comes
+%% between the first `-' and the next one), else false.
+fun_home(F) ->
+    case atom_to_binary(F) of
+        <<"-", Rest/binary>> ->
+            case binary:match(Rest, <<"-">>) of
+                {Pos, 1} ->
+                    Home = binary:part(Rest, 0, Pos),
+                    case string:split(Home, <<"/">>, trailing) of
+                        [Name, Arity] when Name =/= <<>> ->
+                            case catch binary_to_integer(Arity) of
+                                N when is_integer(N) -> Home;
+                                _ -> false
+                            end;
+                        _ -> false
+                    end;
+                nomatch -> false
+            end;
+        _ -> false
+    end.
+
+plain_mfa(M, F, A) ->
     %% as ~w:~w/~w would write it; a collector labels every new process
     %% with it, so the common atoms skip io_lib's quoting rules
     case elixir(M) of

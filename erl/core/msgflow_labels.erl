@@ -23,9 +23,10 @@
 %%% Kind, Node}', which has the label, module and application of the
 %%% endpoint it stands for, and stands for every exited endpoint of that
 %%% kind.
-%%% A label is the registered name, else (OTP 27+) the proc_lib label, else
-%%% proc_lib's initial call, else the initial call, else the pid; ports
-%%% show their driver; remote endpoints their node.
+%%% A label is (OTP 27+) the proc_lib label, else the registered name, else
+%%% proc_lib's initial call, else where a fun-spawned process's fun was
+%%% written, else the initial call, else the pid; ports show their driver
+%%% and owner (msgflow_describe:label/1); remote endpoints their node.
 -module(msgflow_labels).
 
 -export([new/0, clear/1, tables/1, births/3, prune_births/2,
@@ -149,7 +150,7 @@ learn_new(L = #labels{endpoints = Ends, births = B, names = Names}, E)
     {BName, BCall} = take_birth(B, E),
     BMod = case BCall of {M0, _, _} -> M0; _ -> undefined end,
     {Label, Name, Mod, App, L1} =
-        case msgflow_describe:describe(E) of
+        case msgflow_describe:describe(E, BCall) of
             undefined ->
                 {dead_label(BName, BCall), BName, BMod, undefined, L};
             #{label := Live, name := LiveName, module := LiveMod, group_leader := GL} ->
@@ -159,6 +160,13 @@ learn_new(L = #labels{endpoints = Ends, births = B, names = Names}, E)
     _ = Name =/= undefined andalso ets:insert(Names, {Name, E}),
     ets:insert(Ends, {E, kind(L1, Label, Mod, App), 0}),
     L1;
+learn_new(L = #labels{endpoints = Ends}, E) when is_port(E), node(E) =:= node() ->
+    {Label, Mod} = case msgflow_describe:describe_port(E) of
+                       undefined -> {msgflow_fmt:endpoint(E), undefined};
+                       #{label := L0, module := M0} -> {L0, M0}
+                   end,
+    ets:insert(Ends, {E, kind(L, Label, Mod, undefined), 0}),
+    L;
 learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
     Pid = case name_of(E) of
               {ok, Name} ->

@@ -66,7 +66,11 @@ take_kind(K, T, [E | Rest], Seen) -> take_kind(K, T, Rest, [E | Seen]).
 
 %% @doc Messages since start by kind and tag, most first.
 -spec kinds(row()) -> [kind_count()].
-kinds(Row) -> lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end, element(7, Row)).
+kinds(Row) -> lists:sort(fun most_first/2, element(7, Row)).
+
+%% Most messages first; equal counts by kind, then tag (one order for
+%% every view and export, and the C tools).
+most_first({K1, T1, A}, {K2, T2, B}) -> {-A, K1, T1} =< {-B, K2, T2}.
 
 %% @doc Kinds summed, most first, from a deep list whose leaves are rows
 %% and kind counts (a group's rows, several views' kinds lists).
@@ -75,8 +79,7 @@ sum_kinds([Row]) when tuple_size(Row) =:= 7 ->
     kinds(Row);
 sum_kinds(Deep) ->
     M = sum_kinds(Deep, #{}),
-    lists:sort(fun({_, _, A}, {_, _, B}) -> A >= B end,
-               [{Kd, Tg, N} || {{Kd, Tg}, N} <- maps:to_list(M)]).
+    lists:sort(fun most_first/2, [{Kd, Tg, N} || {{Kd, Tg}, N} <- maps:to_list(M)]).
 
 sum_kinds([], M) -> M;
 sum_kinds([H | T], M) -> sum_kinds(T, sum_kinds(H, M));

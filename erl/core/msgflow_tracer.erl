@@ -30,9 +30,11 @@
 %% pattern that starts request flows.
 -opaque entry() :: reference().
 %% A seq_trace send kept for a watched label: {Prev, Cur, From, To,
-%% MonotonicUs}, Prev and Cur its serial (see seq_trace), MonotonicUs
-%% erlang:monotonic_time(microsecond) when it was counted.
--type event() :: {non_neg_integer(), non_neg_integer(), pid() | atom(), endpoint(), integer()}.
+%% MonotonicUs, Kind, Tag}, Prev and Cur its serial (see seq_trace),
+%% MonotonicUs erlang:monotonic_time(microsecond) when it was counted, Kind
+%% and Tag the message's (as the counts name them: `call', `get').
+-type event() :: {non_neg_integer(), non_neg_integer(), pid() | atom(), endpoint(), integer(),
+                  kind(), atom()}.
 %% A snapshot being taken in chunks (snapshot_start/1).
 -opaque take() :: reference().
 %% A sender (the tracee: pid or port) or a receiver as the VM reported it.
@@ -56,7 +58,8 @@
 %% ArgsSummary}}', where ArgsSummary keeps atoms, pids and `{_, Atom, _}' of
 %% the first 8 arguments and writes `'_'' for any other argument.
 -type birth() :: {pid() | port(), atom() | {module(), atom(), arity()}
-                                 | {proc_lib, {module(), atom(), [term()]}} | undefined}.
+                                 | {proc_lib, {module(), atom(), [term()]}}
+                                 | {'fun', function()} | undefined}.
 
 -spec init() -> ok | {error, term()}.
 init() ->

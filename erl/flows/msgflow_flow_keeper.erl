@@ -295,8 +295,8 @@ take_events(FS, Label, Acc) ->
 relative([]) ->
     [];
 relative(Events) ->
-    T0 = lists:min([T || {_, _, _, _, T} <- Events]),
-    [{P, C, F, To, T - T0} || {P, C, F, To, T} <- Events].
+    T0 = lists:min([element(5, E) || E <- Events]),
+    [setelement(5, E, element(5, E) - T0) || E <- Events].
 
 %% false again once nothing is followed, if it is still ours.
 release_tracer(St = #st{fs = FS, follows = Fs, entries = Es}) ->

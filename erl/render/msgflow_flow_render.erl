@@ -32,9 +32,10 @@ text(Flow = #{label := Label, messages := M, processes := Procs, depth := D,
     Rows = case length(Lanes) =< ?TEXT_LANES of
                true -> [lanes_header(Lanes, Letters) | [lane_row(E, Lanes) || E <- Evs]];
                false -> [io_lib:format("~10s ~5s  ~s~n", ["us", "depth", "send"]) |
-                         [io_lib:format("~10b ~5b  ~s -> ~s~n",
-                                        [At, Dp, maps:get(F, Letters), maps:get(T, Letters)])
-                          || #{at_us := At, depth := Dp, from := F, to := T} <- Evs]]
+                         [io_lib:format("~10b ~5b  ~s -> ~s  ~ts~n",
+                                        [At, Dp, maps:get(F, Letters), maps:get(T, Letters),
+                                         ev_kind(E)])
+                          || E = #{at_us := At, depth := Dp, from := F, to := T} <- Evs]]
            end,
     More = case {Evs, Dropped} of
                {_, 0} -> [];
@@ -70,7 +71,11 @@ lanes_header(Lanes, Letters) ->
                        blank(length(Lanes)), lists:zip(lists:seq(0, length(Lanes) - 1), Lanes)),
     [io_lib:format("~10s ~5s  ", ["us", "depth"]), string:trim(Line, trailing), "\n"].
 
-lane_row(#{at_us := At, depth := D, from := F, to := T, serial := {P, C}}, Lanes) ->
+%% An event's kind and tag as its arrow's label: `call get', `reply ok'.
+ev_kind(E) ->
+    msgflow_fmt:kind(maps:get(kind, E, none), maps:get(tag, E, none)).
+
+lane_row(E = #{at_us := At, depth := D, from := F, to := T, serial := {P, C}}, Lanes) ->
     I = index(F, Lanes),
     J = index(T, Lanes),
     Base = lists:foldl(fun(K, Acc) -> put_at(Acc, K * ?COL, "|") end, blank(length(Lanes)),
@@ -83,7 +88,7 @@ lane_row(#{at_us := At, depth := D, from := F, to := T, serial := {P, C}}, Lanes
                 true -> put_at(Base, I * ?COL + 1, "<-'")
             end,
     [io_lib:format("~10b ~5b  ", [At, D]), string:trim(Arrow, trailing),
-     io_lib:format("  {~b,~b}~n", [P, C])].
+     io_lib:format("  ~ts {~b,~b}~n", [ev_kind(E), P, C])].
 
 index(X, L) -> index(X, L, 0).
 index(X, [X | _], I) -> I;
@@ -97,7 +102,7 @@ put_at(Line, Pos, Text) ->
 
 %% @doc A Flow as a Mermaid `sequenceDiagram': one participant per
 %% process (its label and pid), one message per event in causal order,
-%% labelled with its depth and serial.
+%% labelled with its kind and tag, depth and serial: `call get (d1 s0-1)'.
 -spec mermaid(msgflow_flow_view:flow()) -> iodata().
 mermaid(Flow = #{label := Label, events := Evs, messages := M, dropped := Dropped}) ->
     Lanes = lanes(Flow),
@@ -108,8 +113,9 @@ mermaid(Flow = #{label := Label, events := Evs, messages := M, dropped := Droppe
                    [mermaid_text(io_lib:format("~0tp", [Label])), M]),
      [["    participant ", maps:get(P, Ids), " as ",
        mermaid_text([label(Flow, P), " ", msgflow_fmt:endpoint(P)]), "\n"] || P <- Lanes],
-     [io_lib:format("    ~s->>~s: d~b s~b-~b~n", [maps:get(F, Ids), maps:get(T, Ids), D, P, C])
-      || #{from := F, to := T, depth := D, serial := {P, C}} <- Evs],
+     [io_lib:format("    ~s->>~s: ~ts (d~b s~b-~b)~n",
+                    [maps:get(F, Ids), maps:get(T, Ids), mermaid_text(ev_kind(E)), D, P, C])
+      || E = #{from := F, to := T, depth := D, serial := {P, C}} <- Evs],
      case Dropped of
          0 -> [];
          _ -> io_lib:format("    Note over ~s: ~b more sends not kept~n",
@@ -176,15 +182,17 @@ svg_lifeline(Flow, I, P, H) ->
                    Cx, Cx, H]).
 
 %% One event's arrow at height Y from X1 to X2 (a loop when both are one
-%% lane), labelled with its depth and serial.
+%% lane), labelled with its kind and tag, depth and serial.
 svg_arrow(Y, X, X, _Ev) ->
     io_lib:format("<path d=\"M~b,~b h25 v8 h-22\" fill=\"none\" stroke=\"#b03a2e\" "
                   "marker-end=\"url(#mfa)\"/>\n", [X, Y - 4]);
-svg_arrow(Y, X1, X2, #{depth := D, serial := {P, C}}) ->
+svg_arrow(Y, X1, X2, E = #{depth := D, serial := {P, C}}) ->
     io_lib:format("<line x1=\"~b\" y1=\"~b\" x2=\"~b\" y2=\"~b\" stroke=\"#b03a2e\" "
                   "marker-end=\"url(#mfa)\"/><text x=\"~b\" y=\"~b\" "
-                  "text-anchor=\"middle\" fill=\"#444\">d~b {~b,~b}</text>\n",
-                  [X1, Y, X2 - sign(X2 - X1) * 2, Y, (X1 + X2) div 2, Y - 3, D, P, C]).
+                  "text-anchor=\"middle\" fill=\"#444\">~ts <tspan fill=\"#999\">d~b {~b,~b}"
+                  "</tspan></text>\n",
+                  [X1, Y, X2 - sign(X2 - X1) * 2, Y, (X1 + X2) div 2, Y - 3,
+                   msgflow_fmt:xml(ev_kind(E)), D, P, C]).
 
 sign(N) when N > 0 -> 1;
 sign(_) -> -1.

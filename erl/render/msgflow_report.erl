@@ -9,8 +9,9 @@
 -export([heatmap/2, dot/2, texts/2]).
 
 %% 2: endpoints may be groups of exited ones, {exited, Kind, Node};
-%% 3: `nodes', the nodes whose counts are in it, with their status
--define(DUMP_VERSION, 3).
+%% 3: `nodes', the nodes whose counts are in it, with their status;
+%% 4: each pair's kinds
+-define(DUMP_VERSION, 4).
 
 %% @doc The export formats.
 -spec formats() -> [atom()].
@@ -74,13 +75,21 @@ short_display(#{endpoints := Ends}, K, Width) ->
 %%% csv
 
 csv(View = #{rows := Rows}) ->
-    [<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s\n">>
+    [<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds\n">>
      | [begin
             {SE, SL} = texts(View, S),
             {RE, RL} = texts(View, R),
             [lists:join(",", [csv_field(F) || F <- [SE, RE, SL, RL, integer_to_binary(C),
-                                                    float_text(Rate)]]), "\n"]
-        end || #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]].
+                                                    float_text(Rate),
+                                                    kinds_text(maps:get(kinds, Row, []))]]),
+             "\n"]
+        end || Row = #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]].
+
+%% A row's kinds in one CSV field, most first: `call:get=41 cast:add=30'
+%% (empty with kinds off).
+kinds_text(Ks) ->
+    iolist_to_binary(lists:join(" ", [[msgflow_fmt:name(K), ":", msgflow_fmt:name(T), "=",
+                                       integer_to_binary(N)] || {K, T, N} <- Ks])).
 
 csv_field(F) ->
     case binary:match(F, [<<",">>, <<"\"">>, <<"\n">>, <<"\r">>]) of
@@ -137,8 +146,12 @@ json_doc(View = #{rows := Rows}) ->
                           {RE, RL} = texts(View, R),
                           #{<<"sender">> => SE, <<"receiver">> => RE,
                             <<"sender_label">> => SL, <<"receiver_label">> => RL,
-                            <<"messages">> => C, <<"msg_per_s">> => float(Rate)}
-                      end || #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]}.
+                            <<"messages">> => C, <<"msg_per_s">> => float(Rate),
+                            <<"kinds">> => [#{<<"kind">> => atom_to_binary(K),
+                                              <<"tag">> => atom_to_binary(T),
+                                              <<"messages">> => N}
+                                            || {K, T, N} <- maps:get(kinds, Row, [])]}
+                      end || Row = #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]}.
 
 %% @doc JSON text of a term made of maps with binary keys, lists, binaries,
 %% integers, floats and booleans: OTP's `json' module where present (OTP
@@ -188,15 +201,16 @@ json_escape(B) ->
 %%% etf
 
 %% @doc The dump `export(Path, etf)' writes (term_to_binary of this map);
-%% msgflow-report reads it.  Version 3:
+%% msgflow-report reads it.  Version 4:
 %% ```
-%% #{format => msgflow_dump, version => 3,
+%% #{format => msgflow_dump, version => 4,
 %%   node => node(), taken_at => SystemMs, started_at => SystemMs | undefined,
 %%   running => boolean(), window_ms => Ms, scale => number(),
 %%   events => N, dead_letters => N, overflow => N,
 %%   endpoints => [{Endpoint, Label :: binary(), Module :: atom(),
 %%                  Application :: atom(), Node :: atom()}],
-%%   pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages}],
+%%   pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages,
+%%              [{Kind :: atom(), Tag :: atom(), KindMessages}]}],
 %%   nodes => [{Node, Status :: up | down | stale | incompatible, Pairs, Events}]}
 %% '''
 %% `nodes' (version 3) lists the nodes whose counts are in the dump: this
@@ -208,6 +222,8 @@ json_escape(B) ->
 %% `endpoints'.  Messages are totals since start; WindowMessages those of
 %% the last window (`window_ms' long): the rate is WindowMessages * 1000 /
 %% window_ms * scale, where scale > 1 means sampling (an estimate).
+%% The kinds (version 4) are the pair's messages by kind and tag, most
+%% first, summing to Messages (an empty list with kinds off).
 -spec dump(msgflow_view:view()) -> map().
 dump(View = #{rows := Rows, endpoints := Ends}) ->
     Order = lists:sort(maps:keys(Ends)),
@@ -223,8 +239,9 @@ dump(View = #{rows := Rows, endpoints := Ends}) ->
                             maps:get(E, Ends),
                         {E, L, M, A, N}
                     end || E <- Order],
-      pairs => lists:sort([{maps:get(S, Idx), maps:get(R, Idx), C, W}
-                           || #{sender := S, receiver := R, count := C, last_count := W} <- Rows]),
+      pairs => lists:sort([{maps:get(S, Idx), maps:get(R, Idx), C, W, maps:get(kinds, Row, [])}
+                           || Row = #{sender := S, receiver := R, count := C,
+                                      last_count := W} <- Rows]),
       nodes => case View of
                    #{node_status := NS} ->
                        [{N, St, P, E} || #{node := N, status := St, pairs := P, events := E} <- NS];

@@ -63,21 +63,31 @@ summary(Node, View) ->
                        false -> ""
                    end]).
 
-%% The top view's rows as a table.
+%% The top view's rows as a table; `kinds' the row's three main kinds and
+%% tags with their shares (all of them in its title).
 top_table(TopView = #{rows := Top}) ->
     ["<section id=\"top\"><h2>Top pairs</h2>\n<table><tr><th>#</th><th>sender</th>"
      "<th>receiver</th><th>messages</th><th>msg/s</th><th>mean msg/s</th>"
-     "<th>peak msg/s</th></tr>\n",
+     "<th>peak msg/s</th><th>kinds</th></tr>\n",
      [io_lib:format("<tr><td class=\"n\">~b</td><td>~s</td><td>~s</td><td class=\"n\">~s</td>"
                     "<td class=\"n\">~s</td><td class=\"n\">~s</td><td class=\"n\">~s</td>"
-                    "</tr>\n",
+                    "<td class=\"kinds\" title=\"~s\">~s</td></tr>\n",
                     [I, msgflow_fmt:xml(element(2, msgflow_report:texts(TopView, S))),
                      msgflow_fmt:xml(element(2, msgflow_report:texts(TopView, R))),
                      msgflow_fmt:int(C), msgflow_fmt:rate(Rate), msgflow_fmt:rate(Mean),
-                     msgflow_fmt:rate(Peak)])
-      || {I, #{sender := S, receiver := R, count := C, rate := Rate, mean_rate := Mean,
-               peak_rate := Peak}} <- lists:enumerate(Top)],
+                     msgflow_fmt:rate(Peak), msgflow_fmt:xml(kind_shares(Ks, C)),
+                     msgflow_fmt:xml(kind_shares(lists:sublist(Ks, 3), C))])
+      || {I, Row = #{sender := S, receiver := R, count := C, rate := Rate, mean_rate := Mean,
+                     peak_rate := Peak}} <- lists:enumerate(Top),
+         Ks <- [maps:get(kinds, Row, [])]],
      "</table></section>\n"].
+
+%% `call get 92%, cast add 8%'; `-' with kinds off.
+kind_shares([], _) ->
+    "-";
+kind_shares(Ks, Total) ->
+    lists:join(", ", [[msgflow_fmt:kind(K, T), io_lib:format(" ~b%", [round(100 * N / max(1, Total))])]
+                      || {K, T, N} <- Ks]).
 
 hotspots(Hot) ->
     ["<section id=\"hotspots\"><h2>Hotspots</h2>\n",

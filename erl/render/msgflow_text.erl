@@ -12,7 +12,8 @@ top(View) ->
 %% Width columns: a header (run state, messages, pairs or groups, the
 %% window the rates are over, sampling, what is not counted) and one line
 %% per row.  Labels share what the numbers leave, cut in their middle;
-%% MEAN/S shows from 100 columns on.
+%% MEAN/S and PEAK/S show from 100 columns on (PEAK/S always when sorted
+%% by peak).
 -spec top(msgflow_view:view(), pos_integer()) -> iodata().
 top(View, Width) ->
     [top_head(View) | top_table(View, Width)].
@@ -52,12 +53,16 @@ top_head(View = #{by := By, window_ms := WinMs, events := Events, pairs := Pairs
 
 %% The column heads and a line per row: #, the two ends (by kind: the
 %% kind and the tag), the numbers, and the row's main kind with its share
-%% (KIND, but by kind).
+%% (KIND, but by kind).  Below 100 columns MEAN/S is left out, and PEAK/S
+%% too unless the rows are sorted by it, so that the labels get the room.
 top_table(View = #{rows := Rows, by := By}, Width) ->
     E = msgflow_fmt:ellipsis(),
-    Mean = Width >= 100,
-    KindW = case By of kind -> 0; _ -> 18 end,
-    Fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + 1 + 7 + case Mean of true -> 8; false -> 0 end
+    Wide = Width >= 100,
+    Mean = Wide,
+    Peak = Wide orelse maps:get(sort, View, messages) =:= peak,
+    KindW = case By of kind -> 0; _ when Wide -> 18; _ -> 16 end,
+    Fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + case Mean of true -> 8; false -> 0 end
+        + case Peak of true -> 8; false -> 0 end
         + case KindW of 0 -> 0; _ -> KindW + 2 end,
     EndW = case By of
                kind -> 24;
@@ -67,19 +72,20 @@ top_table(View = #{rows := Rows, by := By}, Width) ->
     Cols = [msgflow_fmt:rcell("#", 3), " ", msgflow_fmt:cell(SHead, EndW, E), " ",
             msgflow_fmt:cell(RHead, EndW, E), " ", msgflow_fmt:rcell("MESSAGES", 9), " ",
             msgflow_fmt:rcell("MSG/S", 7), " ",
-            [[" ", msgflow_fmt:rcell("MEAN/S", 7)] || Mean], " ",
-            msgflow_fmt:rcell("PEAK/S", 7), [["  ", msgflow_fmt:cell("KIND", KindW, E)] || KindW > 0],
+            [[" ", msgflow_fmt:rcell("MEAN/S", 7)] || Mean],
+            [[" ", msgflow_fmt:rcell("PEAK/S", 7)] || Peak],
+            [["  ", msgflow_fmt:cell("KIND", KindW, E)] || KindW > 0],
             "\n"],
     Lines = [[msgflow_fmt:rcell(integer_to_list(I), 3), " ",
               end_cell(View, S, EndW, E), " ", end_cell(View, R, EndW, E), " ",
               msgflow_fmt:rcell(msgflow_fmt:int(C), 9), " ",
               msgflow_fmt:rcell(msgflow_fmt:short_rate(Rate), 7), trend(Rate, Prev),
-              [[" ", msgflow_fmt:rcell(msgflow_fmt:short_rate(MeanR), 7)] || Mean], " ",
-              msgflow_fmt:rcell(msgflow_fmt:short_rate(Peak), 7),
-              [["  ", msgflow_fmt:mid_cell(msgflow_fmt:main_kind(Ks, C), KindW, E)] || KindW > 0],
+              [[" ", msgflow_fmt:rcell(msgflow_fmt:short_rate(MeanR), 7)] || Mean],
+              [[" ", msgflow_fmt:rcell(msgflow_fmt:short_rate(PeakR), 7)] || Peak],
+              [["  ", msgflow_fmt:main_kind(Ks, C, KindW, E)] || KindW > 0],
               "\n"]
              || {I, #{sender := S, receiver := R, count := C, rate := Rate, prev_rate := Prev,
-                      mean_rate := MeanR, peak_rate := Peak, kinds := Ks}} <- lists:enumerate(Rows)],
+                      mean_rate := MeanR, peak_rate := PeakR, kinds := Ks}} <- lists:enumerate(Rows)],
     [Cols | Lines].
 
 end_cell(#{by := kind}, K, Width, E) ->

@@ -12,10 +12,12 @@
 
 %% A send in a flow, in causal order: `serial' as seq_trace gives it,
 %% `depth' the length of the causal chain it ends (1 for the first
-%% message), `at_us' microseconds since the flow's first event.
+%% message), `at_us' microseconds since the flow's first event, `kind'
+%% and `tag' the message's (`call', `get'; `reply', `ok').
 -type event() :: #{serial := {non_neg_integer(), non_neg_integer()},
                    from := msgflow:endpoint(), to := msgflow:endpoint(),
-                   depth := pos_integer(), at_us := non_neg_integer()}.
+                   depth := pos_integer(), at_us := non_neg_integer(),
+                   kind := msgflow_tracer:kind(), tag := atom()}.
 %% One followed request: `messages' the token went with (exact),
 %% `pairs' by process, busiest first, `processes' (senders and receivers),
 %% `depth' the longest causal chain (of the events kept), `duration_us'
@@ -54,10 +56,11 @@ flow(Label, #{pairs := P, labels := Ls0}, Events) ->
     {Depths, _} = depths(Events, #{}),
     T0 = case Events of
              [] -> 0;
-             _ -> lists:min([T || {_, _, _, _, T} <- Events])
+             _ -> lists:min([element(5, E) || E <- Events])
          end,
-    Evs = [#{serial => {Prev, Cur}, from => From, to => To, depth => D, at_us => T - T0}
-           || {{Prev, Cur, From, To, T}, D} <- Depths],
+    Evs = [#{serial => {Prev, Cur}, from => From, to => To, depth => D, at_us => T - T0,
+             kind => Kind, tag => Tag}
+           || {{Prev, Cur, From, To, T, Kind, Tag}, D} <- Depths],
     Procs = lists:usort(lists:append([[S, R] || {S, R, _} <- Pairs])),
     Ls = lists:foldl(fun name/2, Ls0, Procs),
     Messages = lists:sum([N || {_, _, N} <- Pairs]),
@@ -66,7 +69,7 @@ flow(Label, #{pairs := P, labels := Ls0}, Events) ->
       pairs => Pairs,
       processes => Procs,
       depth => lists:max([0 | [D || {_, D} <- Depths]]),
-      duration_us => lists:max([0 | [T - T0 || {_, _, _, _, T} <- Events]]),
+      duration_us => lists:max([0 | [element(5, E) - T0 || E <- Events]]),
       events => Evs,
       %% every message is counted; the events past the cap were not kept
       dropped => max(0, Messages - length(Events)),
@@ -153,13 +156,15 @@ name_summary(S = #{pairs := P}) ->
           {[{msgflow_tracer:event(), pos_integer()}],
            #{{term(), non_neg_integer()} => pos_integer()}}.
 depths(Events, Known0) ->
-    Sorted = lists:sort(fun({_, C1, _, _, T1}, {_, C2, _, _, T2}) -> {C1, T1} =< {C2, T2} end,
-                        Events),
-    {Out, _} = lists:mapfoldl(fun(Ev = {Prev, Cur, From, To, _}, K) ->
+    Sorted = lists:sort(fun(E1, E2) ->
+                                {element(2, E1), element(5, E1)} =< {element(2, E2), element(5, E2)}
+                        end, Events),
+    {Out, _} = lists:mapfoldl(fun(Ev = {Prev, Cur, From, To, _, _, _}, K) ->
                                       D = parent_depth(From, Prev, K) + 1,
                                       {{Ev, D}, known(To, Cur, D, K)}
                               end, Known0, Sorted),
-    New = lists:foldl(fun({{_, Cur, _, To, _}, D}, M) -> known(To, Cur, D, M) end, #{}, Out),
+    New = lists:foldl(fun({{_, Cur, _, To, _, _, _}, D}, M) -> known(To, Cur, D, M) end, #{},
+                      Out),
     {Out, case Events of [] -> Known0; _ -> New end}.
 
 %% A message sent to a name ({Name, Node} on another node, an atom) is

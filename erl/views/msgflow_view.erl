@@ -51,7 +51,7 @@
 -type endpoint_info() :: #{label := binary(), text := binary(), display := binary(),
                            module := module() | undefined, application := atom() | undefined,
                            node := node() | undefined}.
--type view() :: #{by := grouping(), node := node(), running := boolean(),
+-type view() :: #{by := grouping(), sort := sort(), node := node(), running := boolean(),
                   started_at := integer() | undefined, stopped_at := integer() | undefined,
                   taken_at := integer(), window_ms := non_neg_integer(), scale := number(),
                   estimated := boolean(), sample := off | {pos_integer(), pos_integer()},
@@ -153,7 +153,8 @@ build(Store, Spec) ->
                    #{heatmap := #{rows := HR, cols := HC}} -> HR ++ HC;
                    _ -> []
                end,
-    Heat#{by => By, node => maps:get(node, Store), running => maps:get(running, Store),
+    Heat#{by => By, sort => Sort, node => maps:get(node, Store),
+      running => maps:get(running, Store),
       started_at => maps:get(started_at, Store), stopped_at => maps:get(stopped_at, Store),
       taken_at => maps:get(taken_at, Store),
       window_ms => maps:get(window_ms, Ctx), scale => maps:get(scale, Ctx),

@@ -62,9 +62,10 @@ static void check_expect(const char *name, const mf_dump *d, FILE *ex)
     char line[8192];
     char node[1024];
     size_t ne, np;
-    unsigned long long events, sum;
+    unsigned long long events, sum, kinds_sum;
     CHECK(fgets(line, sizeof(line), ex) &&
-              sscanf(line, "%1023s %zu %zu %llu %llu", node, &ne, &np, &events, &sum) == 5,
+              sscanf(line, "%1023s %zu %zu %llu %llu %llu", node, &ne, &np, &events, &sum,
+                     &kinds_sum) == 6,
           "%s: bad expect header", name);
     CHECK(!strcmp(node, d->node), "%s: node %s, want %s", name, d->node, node);
     CHECK(d->n_endpoints == ne, "%s: %zu endpoints, want %zu", name, d->n_endpoints, ne);
@@ -75,6 +76,10 @@ static void check_expect(const char *name, const mf_dump *d, FILE *ex)
     for (size_t i = 0; i < d->n_pairs; i++)
         got_sum += d->pairs[i].messages;
     CHECK(got_sum == sum, "%s: messages sum %llu, want %llu", name, got_sum, sum);
+    unsigned long long got_kinds = 0;
+    for (size_t i = 0; i < d->n_pair_kinds; i++)
+        got_kinds += d->pair_kinds[i].messages;
+    CHECK(got_kinds == kinds_sum, "%s: kinds sum %llu, want %llu", name, got_kinds, kinds_sum);
     size_t i = 0;
     while (fgets(line, sizeof(line), ex)) {
         line[strcspn(line, "\n")] = 0;
@@ -84,9 +89,16 @@ static void check_expect(const char *name, const mf_dump *d, FILE *ex)
         const mf_pair *p = &d->pairs[i];
         const mf_endpoint *s = &d->endpoints[p->sender], *r = &d->endpoints[p->receiver];
         char want[8192];
-        snprintf(want, sizeof(want), "%s\t%s\t%s\t%s\t%llu\t%llu", s->text, r->text, s->label,
-                 r->label, (unsigned long long)p->messages,
-                 (unsigned long long)p->window_messages);
+        size_t o = (size_t)snprintf(want, sizeof(want), "%s\t%s\t%s\t%s\t%llu\t%llu\t", s->text,
+                                    r->text, s->label, r->label,
+                                    (unsigned long long)p->messages,
+                                    (unsigned long long)p->window_messages);
+        for (uint32_t j = 0; j < p->n_kinds && o < sizeof(want); j++) {
+            const mf_pair_kind *k = &d->pair_kinds[p->first_kind + j];
+            o += (size_t)snprintf(want + o, sizeof(want) - o, "%s%s:%s=%llu", j ? " " : "",
+                                  d->kind_names[k->name].kind, d->kind_names[k->name].tag,
+                                  (unsigned long long)k->messages);
+        }
         CHECK(!strcmp(line, want), "%s pair %zu:\n  got  %s\n  want %s", name, i, want, line);
         i++;
     }
@@ -114,7 +126,7 @@ static void check_dump_file(const char *dir, const char *name)
             fclose(ex);
         }
         /* grouping and the writers run over it too */
-        for (int by = MF_BY_PROCESS; by <= MF_BY_NODE; by++) {
+        for (int by = MF_BY_PROCESS; by <= MF_BY_KIND; by++) {
             mf_row *rows;
             size_t n;
             CHECK(mf_group(&d, (mf_by)by, &rows, &n) == 0, "%s: group", name);
@@ -126,8 +138,8 @@ static void check_dump_file(const char *dir, const char *name)
                 want += d.pairs[k].messages;
             CHECK(sum == want, "%s: grouping %d lost messages", name, by);
             FILE *null = fopen("/dev/null", "w");
-            mf_print_top(null, &d, rows, n, 10, "~");
-            CHECK(mf_write_csv(null, rows, n) == 0 && mf_write_dot(null, &d, rows, n, 200, "x") == 0,
+            mf_print_top(null, &d, rows, n, 10, (mf_by)by, "~");
+            CHECK(mf_write_csv(null, &d, rows, n) == 0 && mf_write_dot(null, &d, rows, n, 200, "x") == 0,
                   "%s: writers", name);
             fclose(null);
             mf_rows_free(rows);
@@ -178,6 +190,7 @@ static void expect_refused(const char *what, ei_x_buff *x, const char *needle)
 /* What crafted_dumps changes in small_dump_n's dump: how many (equal)
  * pairs, and a `scale' given as a float (0: the integer 1). */
 static int dump_pairs = 1;
+static int dump_kinds = 2; /* kinds per pair in a version 4 dump; -1: none */
 static double dump_scale;
 
 static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, int nodes)
@@ -224,7 +237,10 @@ static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, i
     ei_x_encode_atom(x, "pairs");
     ei_x_encode_list_header(x, dump_pairs);
     for (int i = 0; i < dump_pairs; i++) {
-        ei_x_encode_tuple_header(x, 4);
+        /* version 4: {S, R, Messages, Window, Kinds}; dump_kinds < 0 leaves
+         * the kinds out (a version 3 pair in a version 4 dump) */
+        int with_kinds = version >= 4 && dump_kinds >= 0;
+        ei_x_encode_tuple_header(x, with_kinds ? 5 : 4);
         ei_x_encode_long(x, 0);
         ei_x_encode_long(x, 0);
         if (big_count) {
@@ -235,6 +251,18 @@ static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, i
             ei_x_encode_ulonglong(x, 18446744073709551615ULL);
         }
         ei_x_encode_long(x, 5);
+        if (with_kinds) {
+            /* dump_kinds kinds: {call, get, 2^64 - 2}, {info, tick, 1}, ... */
+            if (dump_kinds)
+                ei_x_encode_list_header(x, dump_kinds);
+            for (int k = 0; k < dump_kinds; k++) {
+                ei_x_encode_tuple_header(x, 3);
+                ei_x_encode_atom(x, k == 0 ? "call" : "info");
+                ei_x_encode_atom(x, k == 0 ? "get" : k == 1 ? "tick" : "other");
+                ei_x_encode_ulonglong(x, k == 0 ? 18446744073709551614ULL : 1);
+            }
+            ei_x_encode_empty_list(x);
+        }
     }
     ei_x_encode_empty_list(x);
     if (nodes) {
@@ -334,8 +362,40 @@ static void bad_inputs(void)
     small_dump_n(&x, 3, 0, 0, -1);
     expect_refused("a bad node entry", &x, "nodes: entry 0");
     ei_x_free(&x);
-    small_dump(&x, 4, 0, 0);
-    expect_refused("version 4", &x, "version 4 is not known");
+    /* version 4: each pair's kinds, names kept once */
+    dump_pairs = 2;
+    small_dump_n(&x, 4, 0, 0, 1);
+    dump_pairs = 1;
+    CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "kinds dump: %s", err);
+    CHECK(d.n_pairs == 2 && d.n_pair_kinds == 4 && d.n_kind_names == 2 &&
+              d.pairs[1].first_kind == 2 && d.pairs[1].n_kinds == 2 &&
+              !strcmp(d.kind_names[d.pair_kinds[3].name].tag, "tick") &&
+              d.pair_kinds[2].messages == 18446744073709551614ULL,
+          "kinds dump: kinds");
+    {
+        mf_row *rows;
+        size_t n;
+        CHECK(mf_group(&d, MF_BY_KIND, &rows, &n) == 0 && n == 2 &&
+                  !strcmp(rows[0].sender, "call") && !strcmp(rows[0].receiver, "get") &&
+                  rows[0].messages == UINT64_MAX && rows[1].messages == 2,
+              "kinds dump: by kind (saturating)");
+        mf_rows_free(rows);
+    }
+    mf_dump_free(&d);
+    ei_x_free(&x);
+    dump_kinds = 3;
+    small_dump_n(&x, 4, 0, 0, 1);
+    CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0 && d.n_kind_names == 3,
+          "three kinds: %s", err);
+    mf_dump_free(&d);
+    ei_x_free(&x);
+    dump_kinds = -1;
+    small_dump_n(&x, 4, 0, 0, 1);
+    expect_refused("version 4 pair without kinds", &x, "pair 0: not {SenderIndex");
+    ei_x_free(&x);
+    dump_kinds = 2;
+    small_dump_n(&x, 5, 0, 0, 1);
+    expect_refused("version 5", &x, "version 5 is not known");
     ei_x_free(&x);
     small_dump(&x, 1, 1, 0);
     expect_refused("count 2^64", &x, "below 2^64");

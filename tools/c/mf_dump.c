@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
 
 /* External term format tags (erts/emulator/beam/external.h). */
 enum {
@@ -234,6 +235,13 @@ static void atom_text(const char *a, char *out, size_t outlen)
     out[o] = 0;
 }
 
+/* A kind name already seen while decoding: "kind\ttag" -> its index. */
+typedef struct {
+    char *key;
+    uint32_t idx;
+    UT_hash_handle hh;
+} kind_seen;
+
 typedef struct {
     const char *buf;
     int idx;
@@ -241,6 +249,8 @@ typedef struct {
     long version;          /* of the dump */
     char *err;
     size_t errlen;
+    kind_seen *kinds;      /* version 4: kind names seen, freed by decode */
+    size_t kinds_cap;      /* room in out->pair_kinds */
 } dec;
 
 static int dec_atom(dec *d, char *out)
@@ -421,6 +431,89 @@ static int dec_endpoints(dec *d, mf_dump *out)
                : (fail(d->err, d->errlen, "endpoints: not a proper list"), 0);
 }
 
+/* The index of kind name (kind, tag) in out->kind_names, added when new;
+ * -1 when out of memory. */
+static long kind_name(dec *d, mf_dump *out, const char *kind, const char *tag)
+{
+    size_t kl = strlen(kind), tl = strlen(tag);
+    char *key = malloc(kl + tl + 2);
+    kind_seen *found;
+    if (!key)
+        return -1;
+    memcpy(key, kind, kl);
+    key[kl] = '\t';
+    memcpy(key + kl + 1, tag, tl + 1);
+    HASH_FIND_STR(d->kinds, key, found);
+    if (found) {
+        free(key);
+        return found->idx;
+    }
+    mf_kind_name *grown = realloc(out->kind_names, (out->n_kind_names + 1) * sizeof(*grown));
+    kind_seen *k = malloc(sizeof(*k));
+    if (grown)
+        out->kind_names = grown;
+    if (!grown || !k || out->n_kind_names >= UINT32_MAX) {
+        free(key);
+        free(k);
+        return -1;
+    }
+    mf_kind_name *n = &out->kind_names[out->n_kind_names];
+    n->kind = dup_str(kind);
+    n->tag = dup_str(tag);
+    if (!n->kind || !n->tag) {
+        free(n->kind);
+        free(n->tag);
+        free(key);
+        free(k);
+        return -1;
+    }
+    k->key = key;
+    k->idx = (uint32_t)out->n_kind_names++;
+    HASH_ADD_KEYPTR(hh, d->kinds, k->key, strlen(k->key), k);
+    return k->idx;
+}
+
+/* A pair's kinds (version 4): [{Kind, Tag, Messages}], appended to
+ * out->pair_kinds.  0 with a message in d->err when malformed. */
+static int dec_pair_kinds(dec *d, mf_dump *out, mf_pair *p, int i)
+{
+    int n;
+    if (ei_decode_list_header(d->buf, &d->idx, &n) != 0 || n < 0)
+        return fail(d->err, d->errlen, "pair %d: kinds are not a list", i), 0;
+    p->first_kind = out->n_pair_kinds;
+    p->n_kinds = 0;
+    if (n == 0)
+        return 1;
+    if (out->n_pair_kinds + (size_t)n > d->kinds_cap) {
+        size_t cap = d->kinds_cap ? d->kinds_cap : 1024;
+        while (cap < out->n_pair_kinds + (size_t)n)
+            cap *= 2;
+        mf_pair_kind *grown = realloc(out->pair_kinds, cap * sizeof(*grown));
+        if (!grown)
+            return fail(d->err, d->errlen, "out of memory (kinds)"), 0;
+        out->pair_kinds = grown;
+        d->kinds_cap = cap;
+    }
+    for (int j = 0; j < n; j++) {
+        char kind[MAXATOMLEN_UTF8], tag[MAXATOMLEN_UTF8];
+        int arity;
+        mf_pair_kind *k = &out->pair_kinds[out->n_pair_kinds];
+        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 3 ||
+            !dec_atom(d, kind) || !dec_atom(d, tag) || !dec_u64(d, &k->messages))
+            return fail(d->err, d->errlen, "pair %d: kind %d is not {Kind, Tag, Messages}", i,
+                        j), 0;
+        long idx = kind_name(d, out, kind, tag);
+        if (idx < 0)
+            return fail(d->err, d->errlen, "out of memory (kind names)"), 0;
+        k->name = (uint32_t)idx;
+        out->n_pair_kinds++;
+        p->n_kinds++;
+    }
+    return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
+               ? 1
+               : (fail(d->err, d->errlen, "pair %d: kinds are not a proper list", i), 0);
+}
+
 static int dec_pairs(dec *d, mf_dump *out, size_t n_endpoints)
 {
     int n;
@@ -435,11 +528,15 @@ static int dec_pairs(dec *d, mf_dump *out, size_t n_endpoints)
         mf_pair *p = &out->pairs[i];
         int arity;
         uint64_t s, r;
-        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 4 ||
+        int want = d->version >= 4 ? 5 : 4;
+        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != want ||
             !dec_u64(d, &s) || !dec_u64(d, &r) || !dec_u64(d, &p->messages) ||
             !dec_u64(d, &p->window_messages))
             return fail(d->err, d->errlen, "pair %d: not {SenderIndex, ReceiverIndex, "
-                        "Messages, WindowMessages} of non-negative integers below 2^64", i), 0;
+                        "Messages, WindowMessages%s} of non-negative integers below 2^64", i,
+                        want == 5 ? ", Kinds" : ""), 0;
+        if (want == 5 && !dec_pair_kinds(d, out, p, i))
+            return 0;
         if (s >= n_endpoints || r >= n_endpoints)
             return fail(d->err, d->errlen, "pair %d: endpoint index %llu out of range "
                         "(%zu endpoints)", i, (unsigned long long)(s >= n_endpoints ? s : r),
@@ -498,7 +595,7 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     if (c.pos != len)
         return fail(err, errlen, "%zu bytes of garbage after the term", len - c.pos), -1;
 
-    dec d = {buf, 1, NULL, 0, err, errlen};
+    dec d = {buf, 1, NULL, 0, err, errlen, NULL, 0};
     int arity;
     if (ei_decode_map_header(buf, &d.idx, &arity) != 0)
         return fail(err, errlen, "not a msgflow dump: the term is not a map"), -1;
@@ -593,7 +690,14 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     if (!dec_endpoints(&d, out))
         goto bad;
     d.idx = at[K_PAIRS];
-    if (!dec_pairs(&d, out, out->n_endpoints))
+    int pairs_ok = dec_pairs(&d, out, out->n_endpoints);
+    kind_seen *k, *tmp;
+    HASH_ITER(hh, d.kinds, k, tmp) {
+        HASH_DEL(d.kinds, k);
+        free(k->key);
+        free(k);
+    }
+    if (!pairs_ok)
         goto bad;
     if (d.version >= 3) {
         d.idx = at[K_NODES];
@@ -619,6 +723,12 @@ void mf_dump_free(mf_dump *d)
         endpoint_free(&d->endpoints[i]);
     free(d->endpoints);
     free(d->pairs);
+    for (size_t i = 0; i < d->n_kind_names; i++) {
+        free(d->kind_names[i].kind);
+        free(d->kind_names[i].tag);
+    }
+    free(d->kind_names);
+    free(d->pair_kinds);
     free(d->node);
     memset(d, 0, sizeof(*d));
 }

@@ -1,13 +1,14 @@
 /*
  * mf_dump.h -- decodes msgflow's ETF dump (msgflow:export(Path, etf),
- * msgflow:dump/0), versions 1 to 3, with ei.  Shared by msgflow-report
+ * msgflow:dump/0), versions 1 to 4, with ei.  Shared by msgflow-report
  * and msgflow-top.
  *
  * The dump is term_to_binary of
- *   #{format => msgflow_dump, version => 3, node, taken_at, started_at,
+ *   #{format => msgflow_dump, version => 4, node, taken_at, started_at,
  *     running, window_ms, scale, events, dead_letters, overflow,
  *     endpoints => [{Endpoint, Label, Module, Application, Node}],
- *     pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages}],
+ *     pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages,
+ *                [{Kind, Tag, KindMessages}]}],  (version 4; 4-tuples before)
  *     nodes => [...]}          (version 3: a cluster's nodes, below)
  * (README, "Reports").
  *
@@ -29,7 +30,7 @@
 
 /* 2: endpoints may be {exited, Kind, Node}, the exited endpoints of one
  * kind (1 is read too) */
-#define MF_DUMP_VERSION 3 /* 2: group endpoints; 3: `nodes' */
+#define MF_DUMP_VERSION 4 /* 2: group endpoints; 3: `nodes'; 4: kinds */
 #define MF_DUMP_MAX_DEPTH 16
 
 typedef enum {
@@ -50,10 +51,25 @@ typedef struct {
     char *node;        /* node the endpoint lives on */
 } mf_endpoint;
 
+/* A kind of message and its tag as msgflow names them ("call", "get");
+ * each distinct one is kept once per dump. */
+typedef struct {
+    char *kind;
+    char *tag;
+} mf_kind_name;
+
+/* The messages of one kind and tag of a pair (version 4). */
+typedef struct {
+    uint32_t name;     /* index into kind_names */
+    uint64_t messages;
+} mf_pair_kind;
+
 typedef struct {
     size_t sender, receiver;  /* indexes into endpoints */
     uint64_t messages;        /* since start */
     uint64_t window_messages; /* in the last window */
+    size_t first_kind;        /* its kinds: pair_kinds[first_kind ..] */
+    uint32_t n_kinds;         /* 0 before version 4, or with kinds off */
 } mf_pair;
 
 /* A node of a cluster-wide dump (version 3): its status when the dump
@@ -79,6 +95,11 @@ typedef struct {
     mf_pair *pairs;
     size_t n_nodes;        /* version 3; 0 before */
     mf_node *nodes;
+    size_t n_kind_names;   /* version 4: the distinct kinds and tags */
+    mf_kind_name *kind_names;
+    size_t n_pair_kinds;   /* version 4: every pair's kinds, pair after pair,
+                            * most messages first within a pair */
+    mf_pair_kind *pair_kinds;
 } mf_dump;
 
 /* Decodes the len bytes at buf into *out.  Returns 0, or -1 with a message

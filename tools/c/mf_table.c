@@ -15,8 +15,9 @@ static double log1p_ratio(uint64_t c, uint64_t max)
 
 int mf_by_parse(const char *s, mf_by *by)
 {
-    static const char *const names[] = {"process", "name", "module", "application", "node"};
-    for (int i = 0; i < 5; i++)
+    static const char *const names[] = {"process", "name", "module", "application", "node",
+                                        "kind"};
+    for (int i = 0; i < 6; i++)
         if (strcmp(s, names[i]) == 0) {
             *by = (mf_by)i;
             return 0;
@@ -83,39 +84,175 @@ static int by_messages_desc(const void *a, const void *b)
     return c ? c : strcmp(x->receiver_label, y->receiver_label);
 }
 
+/* One kind of one row while rows' kinds are summed. */
+typedef struct {
+    size_t row;
+    uint32_t name;
+    uint64_t messages;
+} row_kind_acc;
+
+static int by_row_name(const void *a, const void *b)
+{
+    const row_kind_acc *x = a, *y = b;
+    if (x->row != y->row)
+        return x->row < y->row ? -1 : 1;
+    return x->name < y->name ? -1 : x->name > y->name;
+}
+
+/* Most messages first; equal counts by kind, then tag (msgflow_row's
+ * order), through the names' ranks. */
+static int kind_most_first(const void *a, const void *b)
+{
+    const mf_row_kind *x = a, *y = b;
+    if (x->messages != y->messages)
+        return x->messages < y->messages ? 1 : -1;
+    return x->rank < y->rank ? -1 : x->rank > y->rank;
+}
+
+static int name_order(const void *a, const void *b)
+{
+    const mf_kind_name *x = *(const mf_kind_name *const *)a, *y = *(const mf_kind_name *const *)b;
+    int c = strcmp(x->kind, y->kind);
+    return c ? c : strcmp(x->tag, y->tag);
+}
+
+/* rank[i]: the place of kind name i in (kind, tag) order.  NULL when out
+ * of memory (or there are no names). */
+static uint32_t *name_ranks(const mf_dump *d)
+{
+    if (d->n_kind_names == 0)
+        return NULL;
+    const mf_kind_name **by = malloc(d->n_kind_names * sizeof(*by));
+    uint32_t *rank = malloc(d->n_kind_names * sizeof(*rank));
+    if (!by || !rank) {
+        free(by);
+        free(rank);
+        return NULL;
+    }
+    for (size_t i = 0; i < d->n_kind_names; i++)
+        by[i] = &d->kind_names[i];
+    qsort(by, d->n_kind_names, sizeof(*by), name_order);
+    for (size_t i = 0; i < d->n_kind_names; i++)
+        rank[by[i] - d->kind_names] = (uint32_t)i;
+    free(by);
+    return rank;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+    /* saturating: a crafted dump's counts near 2^64 must not wrap into a
+     * small number */
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* The row of (key0, key1), added (with labels sl, rl) when new. */
+static size_t row_of(mf_row *rows, group *groups, group **table, size_t *n, const char *k0,
+                     const char *k1, const char *sl, const char *rl)
+{
+    group *g = &groups[*n], *found;
+    g->key[0] = k0;
+    g->key[1] = k1;
+    HASH_FIND(hh, *table, g->key, sizeof(g->key), found);
+    if (found)
+        return found->row;
+    rows[*n] = (mf_row){k0, k1, sl, rl, 0, 0.0, NULL, 0};
+    g->row = (*n)++;
+    HASH_ADD(hh, *table, key, sizeof(g->key), g);
+    return g->row;
+}
+
+/* The block mf_group() allocates: a header, then the rows; the kinds of
+ * all rows follow in a second allocation the header points to. */
+typedef struct {
+    mf_row_kind *kinds;
+} rows_header;
+
 int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
 {
-    mf_row *rows = d->n_pairs ? malloc(d->n_pairs * sizeof(*rows)) : NULL;
-    group *groups = d->n_pairs ? malloc(d->n_pairs * sizeof(*groups)) : NULL;
+    /* by kind, a row per distinct kind at most; else per pair at most */
+    size_t max_rows = by == MF_BY_KIND ? d->n_kind_names + 1 : d->n_pairs;
+    size_t hdr = (sizeof(rows_header) + sizeof(mf_row) - 1) / sizeof(mf_row);
+    mf_row *block = malloc((hdr + max_rows + 1) * sizeof(mf_row));
+    mf_row *rows = block ? block + hdr : NULL;
+    group *groups = max_rows ? malloc(max_rows * sizeof(*groups)) : NULL;
+    row_kind_acc *acc = d->n_pair_kinds ? malloc(d->n_pair_kinds * sizeof(*acc)) : NULL;
     group *table = NULL;
-    size_t n = 0;
-    if (d->n_pairs && (!rows || !groups)) {
-        free(rows);
+    size_t n = 0, n_acc = 0;
+    if (!block || (max_rows && !groups) || (d->n_pair_kinds && !acc)) {
+        free(block);
         free(groups);
+        free(acc);
         return -1;
     }
+    ((rows_header *)block)->kinds = NULL;
     for (size_t i = 0; i < d->n_pairs; i++) {
         const mf_pair *p = &d->pairs[i];
-        const char *sl, *rl;
-        group *g = &groups[n], *found;
-        g->key[0] = key_of(&d->endpoints[p->sender], by, &sl);
-        g->key[1] = key_of(&d->endpoints[p->receiver], by, &rl);
-        HASH_FIND(hh, table, g->key, sizeof(g->key), found);
         double rate = mf_dump_rate(d, p);
-        if (found) {
-            /* saturating: a crafted dump's counts near 2^64 must not
-             * wrap into a small number */
-            uint64_t *m = &rows[found->row].messages;
-            *m = *m > UINT64_MAX - p->messages ? UINT64_MAX : *m + p->messages;
-            rows[found->row].rate += rate;
+        if (by == MF_BY_KIND) {
+            if (p->n_kinds == 0) {
+                size_t r = row_of(rows, groups, &table, &n, "-", "-", "-", "-");
+                rows[r].messages = sat_add(rows[r].messages, p->messages);
+                rows[r].rate += rate;
+                continue;
+            }
+            for (uint32_t j = 0; j < p->n_kinds; j++) {
+                const mf_pair_kind *k = &d->pair_kinds[p->first_kind + j];
+                const mf_kind_name *kn = &d->kind_names[k->name];
+                size_t r = row_of(rows, groups, &table, &n, kn->kind, kn->tag, kn->kind, kn->tag);
+                rows[r].messages = sat_add(rows[r].messages, k->messages);
+                if (p->messages)
+                    rows[r].rate += rate * (double)k->messages / (double)p->messages;
+                acc[n_acc++] = (row_kind_acc){r, k->name, k->messages};
+            }
             continue;
         }
-        rows[n] = (mf_row){g->key[0], g->key[1], sl, rl, p->messages, rate};
-        g->row = n++;
-        HASH_ADD(hh, table, key, sizeof(g->key), g);
+        const char *sl, *rl, *k0, *k1;
+        k0 = key_of(&d->endpoints[p->sender], by, &sl);
+        k1 = key_of(&d->endpoints[p->receiver], by, &rl);
+        size_t r = row_of(rows, groups, &table, &n, k0, k1, sl, rl);
+        rows[r].messages = sat_add(rows[r].messages, p->messages);
+        rows[r].rate += rate;
+        for (uint32_t j = 0; j < p->n_kinds; j++) {
+            const mf_pair_kind *k = &d->pair_kinds[p->first_kind + j];
+            acc[n_acc++] = (row_kind_acc){r, k->name, k->messages};
+        }
     }
     HASH_CLEAR(hh, table);
     free(groups);
+    /* each row's kinds summed: sorted by (row, name), runs added up */
+    mf_row_kind *kinds = n_acc ? malloc(n_acc * sizeof(*kinds)) : NULL;
+    if (n_acc && !kinds) {
+        free(acc);
+        free(block);
+        return -1;
+    }
+    if (n_acc)
+        qsort(acc, n_acc, sizeof(*acc), by_row_name);
+    size_t nk = 0;
+    for (size_t i = 0; i < n_acc; i++) {
+        if (i > 0 && acc[i].row == acc[i - 1].row && acc[i].name == acc[i - 1].name) {
+            kinds[nk - 1].messages = sat_add(kinds[nk - 1].messages, acc[i].messages);
+            continue;
+        }
+        if (i == 0 || acc[i].row != acc[i - 1].row)
+            rows[acc[i].row].kinds = &kinds[nk];
+        kinds[nk++] = (mf_row_kind){acc[i].name, 0, acc[i].messages};
+        rows[acc[i].row].n_kinds++;
+    }
+    free(acc);
+    uint32_t *rank = name_ranks(d);
+    if (n_acc && !rank) {
+        free(kinds);
+        free(block);
+        return -1;
+    }
+    for (size_t i = 0; i < nk; i++)
+        kinds[i].rank = rank[kinds[i].name];
+    free(rank);
+    for (size_t r = 0; r < n; r++)
+        if (rows[r].n_kinds > 1)
+            qsort((void *)rows[r].kinds, rows[r].n_kinds, sizeof(mf_row_kind), kind_most_first);
+    ((rows_header *)block)->kinds = kinds;
     if (n)
         qsort(rows, n, sizeof(*rows), by_messages_desc);
     *rows_out = rows;
@@ -187,7 +324,12 @@ static void index_free(label_index *ix)
 
 void mf_rows_free(mf_row *rows)
 {
-    free(rows);
+    if (!rows)
+        return;
+    size_t hdr = (sizeof(rows_header) + sizeof(mf_row) - 1) / sizeof(mf_row);
+    mf_row *block = rows - hdr;
+    free(((rows_header *)block)->kinds);
+    free(block);
 }
 
 const char *mf_int(uint64_t v, char *buf)
@@ -303,17 +445,66 @@ static void endpoint_cell(FILE *out, const label_index *ix, const char *label, c
 }
 
 /* The top table's layout in 80 columns, as msgflow_text:top/2 lays it
- * out there: no MEAN/S, a KIND column of 18, the ends sharing the rest. */
-#define MF_TOP_KIND_W 18
-#define MF_TOP_END_W ((80 - 1 - (3 + 1 + 1 + 1 + 9 + 1 + 8 + 1 + 7 + MF_TOP_KIND_W + 2)) / 2)
+ * out there: no MEAN/S or PEAK/S, a KIND column of 16, the ends sharing
+ * the rest; by kind, KIND and TAG columns of 24 and no KIND column. */
+#define MF_TOP_KIND_W 16
+#define MF_TOP_END_W ((80 - 1 - (3 + 1 + 1 + 1 + 9 + 1 + 8 + MF_TOP_KIND_W + 2)) / 2)
+#define MF_TOP_KIND_END_W 24
+
+/* A module or tag as msgflow_fmt:name/1 writes it: an Elixir alias
+ * without its `Elixir.' prefix. */
+static const char *elixir_name(const char *s)
+{
+    return strncmp(s, "Elixir.", 7) == 0 && s[7] ? s + 7 : s;
+}
+
+/* A row's main kind with its share in `width' columns, as
+ * msgflow_fmt:main_kind/4 writes it: `call get 92%', the tag cut when
+ * long, the kind and share never; `-' without kinds. */
+static void main_kind_cell(FILE *out, const mf_dump *d, const mf_row *r, int width,
+                           const char *ellipsis)
+{
+    if (r->n_kinds == 0) {
+        cell(out, "-", width, ellipsis);
+        return;
+    }
+    const mf_kind_name *kn = &d->kind_names[r->kinds[0].name];
+    const char *tag = elixir_name(kn->tag);
+    char share[16] = "", text[1024];
+    if (r->messages > 0) {
+        uint64_t pct = (uint64_t)(100.0 * (double)r->kinds[0].messages / (double)r->messages + 0.5);
+        snprintf(share, sizeof(share), " %llu%%", (unsigned long long)(pct > 100 ? 100 : pct));
+    }
+    int room = width - (int)utf8_len(kn->kind) - 1 - (int)strlen(share);
+    if (room < 2) {
+        snprintf(text, sizeof(text), "%s%s", kn->kind, share);
+    } else {
+        int tl = (int)utf8_len(tag);
+        size_t o = (size_t)snprintf(text, sizeof(text), "%s ", kn->kind);
+        if (tl <= room) {
+            o += (size_t)snprintf(text + o, sizeof(text) - o, "%s", tag);
+        } else {
+            /* the first room - 1 characters, then the ellipsis */
+            const unsigned char *p = (const unsigned char *)tag;
+            for (int cols = 0; *p && cols < room - 1 && o + 5 < sizeof(text); cols++)
+                do
+                    text[o++] = (char)*p++;
+                while ((*p & 0xC0) == 0x80 && o + 1 < sizeof(text));
+            o += (size_t)snprintf(text + o, sizeof(text) - o, "%s", ellipsis);
+        }
+        snprintf(text + o, sizeof(text) - o, "%s", share);
+    }
+    cell(out, text, width, ellipsis);
+}
 
 void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, size_t top,
-                  const char *ellipsis)
+                  mf_by by, const char *ellipsis)
 {
     char a[32], b[32], c[32];
-    fprintf(out, "msgflow %s on %s: %s messages, %s pairs; MSG/S over the last %s ms\n",
+    int by_kind = by == MF_BY_KIND, end_w = by_kind ? MF_TOP_KIND_END_W : MF_TOP_END_W;
+    fprintf(out, "msgflow %s on %s: %s messages, %s %s; MSG/S over the last %s ms\n",
             d->running ? "running" : "stopped", d->node, mf_int(d->events, a), mf_int(n, b),
-            mf_int(d->window_ms, c));
+            by == MF_BY_PROCESS ? "pairs" : "groups", mf_int(d->window_ms, c));
     if (d->scale > 1.0)
         fprintf(out, "sampled: rates are estimates (x%.1f)\n", d->scale);
     if (d->n_nodes > 1) {
@@ -325,23 +516,37 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, siz
         fputc('\n', out);
     }
     fprintf(out, "%3s ", "#");
-    cell(out, "SENDER", MF_TOP_END_W, ellipsis);
+    cell(out, by_kind ? "KIND" : "SENDER", end_w, ellipsis);
     fputc(' ', out);
-    cell(out, "RECEIVER", MF_TOP_END_W, ellipsis);
-    fprintf(out, " %9s %7s  %7s  %s\n", "MESSAGES", "MSG/S", "PEAK/S", "KIND");
+    cell(out, by_kind ? "TAG" : "RECEIVER", end_w, ellipsis);
+    fprintf(out, " %9s %7s ", "MESSAGES", "MSG/S");
+    if (!by_kind) {
+        fputs("  ", out);
+        cell(out, "KIND", MF_TOP_KIND_W, ellipsis);
+    }
+    fputc('\n', out);
     label_index ix;
     int by_process = n > 0 && rows[0].sender != rows[0].sender_label;
     if (index_labels(&ix, rows, n < top ? n : top, by_process) != 0)
         ix.table = NULL;
-    /* the dump keeps no peak, and (version 3) no kinds */
     for (size_t i = 0; i < n && i < top; i++) {
         fprintf(out, "%3zu ", i + 1);
-        endpoint_cell(out, &ix, rows[i].sender_label, rows[i].sender, MF_TOP_END_W, ellipsis);
-        fputc(' ', out);
-        endpoint_cell(out, &ix, rows[i].receiver_label, rows[i].receiver, MF_TOP_END_W,
-                      ellipsis);
-        fprintf(out, " %9s %7s  %7s  %s\n", mf_int(rows[i].messages, a),
-                short_rate(rows[i].rate, b), "-", "-");
+        if (by_kind) {
+            cell(out, rows[i].sender, end_w, ellipsis);
+            fputc(' ', out);
+            cell(out, elixir_name(rows[i].receiver), end_w, ellipsis);
+        } else {
+            endpoint_cell(out, &ix, rows[i].sender_label, rows[i].sender, end_w, ellipsis);
+            fputc(' ', out);
+            endpoint_cell(out, &ix, rows[i].receiver_label, rows[i].receiver, end_w, ellipsis);
+        }
+        /* the dump keeps one window: no trend */
+        fprintf(out, " %9s %7s ", mf_int(rows[i].messages, a), short_rate(rows[i].rate, b));
+        if (!by_kind) {
+            fputs("  ", out);
+            main_kind_cell(out, d, &rows[i], MF_TOP_KIND_W, ellipsis);
+        }
+        fputc('\n', out);
     }
     index_free(&ix);
 }
@@ -381,12 +586,33 @@ static void label_field(FILE *f, const label_index *ix, const char *label, const
     free(both);
 }
 
-int mf_write_csv(FILE *f, const mf_row *rows, size_t n)
+/* A row's kinds in one CSV field, most first: `call:get=41 cast:add=30'. */
+static void kinds_field(FILE *f, const mf_dump *d, const mf_row *r)
+{
+    size_t len = 1;
+    for (size_t j = 0; j < r->n_kinds; j++) {
+        const mf_kind_name *kn = &d->kind_names[r->kinds[j].name];
+        len += strlen(kn->kind) + strlen(kn->tag) + 24;
+    }
+    char *text = malloc(len), *p = text;
+    if (!text)
+        return;
+    *p = 0;
+    for (size_t j = 0; j < r->n_kinds; j++) {
+        const mf_kind_name *kn = &d->kind_names[r->kinds[j].name];
+        p += sprintf(p, "%s%s:%s=%llu", j ? " " : "", elixir_name(kn->kind),
+                     elixir_name(kn->tag), (unsigned long long)r->kinds[j].messages);
+    }
+    csv_field(f, text);
+    free(text);
+}
+
+int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n)
 {
     label_index ix;
     if (index_labels(&ix, rows, n, n > 0 && rows[0].sender != rows[0].sender_label) != 0)
         return -1;
-    fputs("sender,receiver,sender_label,receiver_label,messages,msg_per_s\n", f);
+    fputs("sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds\n", f);
     for (size_t i = 0; i < n; i++) {
         csv_field(f, rows[i].sender);
         fputc(',', f);
@@ -396,7 +622,9 @@ int mf_write_csv(FILE *f, const mf_row *rows, size_t n)
         fputc(',', f);
         label_field(f, &ix, rows[i].receiver_label, rows[i].receiver);
         fputc(',', f);
-        fprintf(f, "%llu,%.1f\n", (unsigned long long)rows[i].messages, rows[i].rate);
+        fprintf(f, "%llu,%.1f,", (unsigned long long)rows[i].messages, rows[i].rate);
+        kinds_field(f, d, &rows[i]);
+        fputc('\n', f);
     }
     index_free(&ix);
     return ferror(f) ? -1 : 0;

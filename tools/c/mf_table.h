@@ -14,30 +14,52 @@
 
 #include "mf_dump.h"
 
-typedef enum { MF_BY_PROCESS, MF_BY_NAME, MF_BY_MODULE, MF_BY_APPLICATION, MF_BY_NODE } mf_by;
+typedef enum {
+    MF_BY_PROCESS,
+    MF_BY_NAME,
+    MF_BY_MODULE,
+    MF_BY_APPLICATION,
+    MF_BY_NODE,
+    MF_BY_KIND /* rows are (kind, tag): sender the kind, receiver the tag */
+} mf_by;
+
+/* A row's messages of one kind and tag (name indexes d->kind_names). */
+typedef struct {
+    uint32_t name;
+    uint32_t rank;     /* of the name in (kind, tag) order: ties go by it */
+    uint64_t messages;
+} mf_row_kind;
 
 typedef struct {
     const char *sender, *receiver;             /* endpoint text or group key */
     const char *sender_label, *receiver_label; /* label (the key again for groups) */
     uint64_t messages;                         /* since start */
     double rate;                               /* messages/s in the last window */
+    const mf_row_kind *kinds;                  /* most first, as msgflow's views order
+                                                * them; NULL when the dump has none */
+    size_t n_kinds;
 } mf_row;
 
-/* "process" | "name" | "module" | "application" | "node".  0 or -1. */
+/* "process" | "name" | "module" | "application" | "node" | "kind".  0 or -1. */
 int mf_by_parse(const char *s, mf_by *by);
 
-/* Groups d's pairs by `by', busiest first.  0, or -1 when out of memory. */
+/* Groups d's pairs by `by', busiest first, each row with its kinds summed.
+ * By kind, a pair's rate is shared among its kinds by their messages, as
+ * msgflow:top(N, #{by => kind}) shares it.  0, or -1 when out of memory.
+ * The rows and their kinds are one allocation: free with mf_rows_free(). */
 int mf_group(const mf_dump *d, mf_by by, mf_row **rows, size_t *n);
 void mf_rows_free(mf_row *rows);
 
-/* The top table: a summary line, then `#  SENDER  RECEIVER  MESSAGES  MSG/S'
- * for the first `top' rows, 80 columns wide; labels cut with `ellipsis'. */
+/* The top table: a summary line, then `#  SENDER  RECEIVER  MESSAGES  MSG/S
+ * KIND' for the first `top' rows, 80 columns wide, as msgflow:top/1 lays it
+ * out there; labels cut with `ellipsis'. */
 void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, size_t top,
-                  const char *ellipsis);
+                  mf_by by, const char *ellipsis);
 
-/* CSV with the header of msgflow:export/3, and a Graphviz digraph of the
- * `limit' busiest edges.  0, or -1 on a write error. */
-int mf_write_csv(FILE *f, const mf_row *rows, size_t n);
+/* CSV with the header and columns of msgflow:export/3 (kinds as
+ * `call:get=41 cast:add=30'), and a Graphviz digraph of the `limit'
+ * busiest edges.  0, or -1 on a write error. */
+int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n);
 int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t limit,
                  const char *by);
 

@@ -17,7 +17,7 @@
 #include "mf_table.h"
 
 static const char usage[] =
-    "usage: msgflow-report FILE.etf [--top N] [--by process|name|module|application|node]\n"
+    "usage: msgflow-report FILE.etf [--top N] [--by process|name|module|application|node|kind]\n"
     "                      [--csv OUT] [--dot OUT]\n";
 
 /* Writes with fn to path through a temporary file: all or nothing. */
@@ -54,7 +54,7 @@ typedef struct {
 static int csv_fn(FILE *f, void *c)
 {
     out_ctx *o = c;
-    return mf_write_csv(f, o->rows, o->n);
+    return mf_write_csv(f, o->d, o->rows, o->n);
 }
 
 static int dot_fn(FILE *f, void *c)
@@ -106,8 +106,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (mf_by_parse(by_name, &by) != 0) {
-        fprintf(stderr, "msgflow-report: --by %s: not process, name, module, application "
-                        "or node\n", by_name);
+        fprintf(stderr, "msgflow-report: --by %s: not process, name, module, application, "
+                        "node or kind\n", by_name);
         return 2;
     }
     size_t len;
@@ -135,7 +135,7 @@ int main(int argc, char **argv)
     const char *lc = setlocale(LC_CTYPE, NULL);
     const char *ellipsis = lc && (strstr(lc, "UTF-8") || strstr(lc, "utf8")) ? "\xe2\x80\xa6"
                                                                               : "~";
-    mf_print_top(stdout, &d, rows, n, (size_t)top, ellipsis);
+    mf_print_top(stdout, &d, rows, n, (size_t)top, by, ellipsis);
     int rc = 0;
     out_ctx o = {&d, rows, n, by_name};
     if (csv && write_file(csv, csv_fn, &o) != 0) {

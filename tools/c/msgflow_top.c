@@ -64,7 +64,7 @@ static void on_signal(int sig)
 
 static const char usage[] =
     "usage: msgflow-top --node NAME@HOST [--cookie C | --cookie-file F] [--interval Ms]\n"
-    "                   [--top N] [--by process|name|module|application|node]\n"
+    "                   [--top N] [--by process|name|module|application|node|kind]\n"
     "                   [--once] [--keep] [--start]\n";
 
 typedef struct {
@@ -592,7 +592,7 @@ int main(int argc, char **argv)
             /* screen codes to a terminal only, not into a pipe or file */
             if (!once && tty)
                 fputs("\x1b[H\x1b[2J", stdout);
-            mf_print_top(stdout, &d, rows, n, (size_t)top, ellipsis);
+            mf_print_top(stdout, &d, rows, n, (size_t)top, by, ellipsis);
             if (fflush(stdout) != 0 || ferror(stdout))
                 interrupted = SIGPIPE; /* nobody reads any more */
             mf_rows_free(rows);
