@@ -103,7 +103,8 @@ await_windows(N, Timeout) ->
 
 %% @doc The store handle, taken after a snapshot when Refresh is true and
 %% counting is on: every send traced before the call is in its tables.
-%% `undefined' when the collector is not there (msgflow never started).
+%% `undefined' when the collector is not there or never ran (msgflow
+%% never started, or no start succeeded).
 -spec store(boolean()) -> msgflow_store:store() | undefined.
 store(Refresh) -> call({store, Refresh}, undefined).
 
@@ -173,6 +174,10 @@ handle_call({reset_for, Coord}, From, St = #st{opts = #{coordinator := Coord}})
     handle_call(reset, From, St);
 handle_call({reset_for, Coord}, _From, St) ->
     {reply, {error, {not_coordinator, Coord}}, St};
+handle_call({store, _}, _From, St = #st{started_at = undefined}) ->
+    %% no run yet (a start that failed, say with the NIF not loaded):
+    %% nothing to view
+    {reply, undefined, St};
 handle_call({store, Refresh}, _From, St) ->
     St1 = refreshed(Refresh, St),
     {reply, handle(St1), St1};
