@@ -21,7 +21,8 @@
 
 -export([start/0, start/1, stop/0, reset/0, wait/1, help/0,
          trace/1, untrace/1,
-         pairs/0, pairs/1, top/0, top/1, top/2, kinds/2, history/2, matrix/1, hotspots/0, hotspots/1,
+         pairs/0, pairs/1, top/0, top/1, top/2, kinds/2, history/2, matrix/1, matrix/2,
+         hotspots/0, hotspots/1,
          info/0, export/2, export/3, dump/0,
          follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0]).
 
@@ -208,12 +209,29 @@ top(N, Opts0) ->
 %% for any other By; `{error, not_started}' before the first start.
 -spec matrix(msgflow_view:grouping()) -> map() | msgflow_opts:error() | {error, not_started}.
 matrix(By) ->
-    case msgflow_opts:arg(by, By, {one_of, msgflow_view:groupings()}) of
-        {error, _} = E ->
+    matrix(By, #{}).
+
+%% @doc matrix/1 of one kind of message: `kind => call' (a kind) or `kind
+%% => {call, get}' (a kind and its tag); the counts are those messages,
+%% the rates apportioned by their share of each row's.  Opts is a map or
+%% a keyword list; `{error, {badopt, {kind, K}, Allowed}}' for an unknown
+%% kind.
+-spec matrix(msgflow_view:grouping(), map() | [{atom(), term()}]) ->
+          map() | msgflow_opts:error() | {error, not_started}.
+matrix(By, Opts0) ->
+    case {msgflow_opts:arg(by, By, {one_of, msgflow_view:groupings()}),
+          msgflow_opts:check(matrix, Opts0)} of
+        {{error, _} = E, _} ->
             E;
-        ok ->
-            case msgflow_scope:with_view(#{by => By, kinds => false}, all,
-                                         fun msgflow_report:matrix/1) of
+        {ok, {error, _} = E} ->
+            E;
+        {ok, {ok, Opts}} ->
+            %% the matrix shows no kinds: a view without them costs less
+            Spec = case Opts of
+                       #{kind := K} -> #{by => By, kind => K};
+                       _ -> #{by => By, kinds => false}
+                   end,
+            case msgflow_scope:with_view(Spec, all, fun msgflow_report:matrix/1) of
                 undefined -> {error, not_started};
                 M -> M
             end

@@ -143,6 +143,14 @@ kinds_views(_Config) ->
     ?assertMatch({error, {badarg, {pair, _}, _}}, msgflow:kinds(Srv, self())),
     Top = msgflow_test_io:capture(fun() -> ok = msgflow:top(3, [{by, kind}]) end),
     ?assertMatch({match, _}, re:run(Top, "call +get +41 ")),
+    %% the matrix of one kind, or of a kind and tag: those messages only
+    Cell = fun(M) -> maps:get(count, maps:get({Client, Srv}, maps:get(cells, M))) end,
+    ?assertEqual(?GETS + 1 + ?PUTS, Cell(msgflow:matrix(process, #{kind => call}))),
+    ?assertEqual(?PUTS, Cell(msgflow:matrix(process, [{kind, {call, put}}]))),
+    ?assertEqual(?CASTS, Cell(msgflow:matrix(process, #{kind => cast}))),
+    ?assertEqual(error, maps:find({Client, Srv}, maps:get(cells, msgflow:matrix(process, #{kind => io})))),
+    ?assertMatch({error, {badopt, {kind, chat}, [call | _]}}, msgflow:matrix(name, #{kind => chat})),
+    ?assertMatch({error, {badopt, {kind, {call, 1}}, _}}, msgflow:matrix(name, #{kind => {call, 1}})),
     gen_server:stop(Srv).
 
 %% A gen_server answering 50 callers sends to 50 receivers: its replies

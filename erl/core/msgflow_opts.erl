@@ -25,6 +25,8 @@
 -define(MAX_ROWS, 100000000).
 -define(GROUPINGS, [process, name, module, application, node, kind]).
 -define(SORTS, [messages, rate, peak]).
+%% the kinds of message the tracer tells apart (msgflow_tracer:kind())
+-define(KINDS, [call, cast, event, system, reply, exit, down, io, info]).
 
 -type procs() :: all | new | existing | [pid() | atom()].
 %% Where to count: this node, this node and every connected visible node
@@ -43,12 +45,12 @@
                   owner => pid(),
                   resume => boolean(),
                   coordinator => pid()}.
--type call() :: start | top | export | hotspots | follow | follow_calls.
+-type call() :: start | top | matrix | export | hotspots | follow | follow_calls.
 %% What a value may be: one of some atoms, an integer in a range (with
 %% its unit), a positive number, a boolean, a pid, an atom, or one of
 %% several rules.
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
-              | boolean | pid | atom | procs | nodes | sample | {either, [rule()]}.
+              | boolean | pid | atom | procs | nodes | sample | kind | {either, [rule()]}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 
 %% @doc The options used where start/1 is given none:
@@ -161,6 +163,8 @@ schema(top) ->
       refresh => {1000, {int, 1, ?MAX_MS, "ms"}},
       for => {10000, {int, 0, ?MAX_MS, "ms"}},
       node => {all, atom}};
+schema(matrix) ->
+    #{kind => {none, kind}};
 schema(export) ->
     #{by => {process, {one_of, ?GROUPINGS}},
       sort => {messages, {one_of, ?SORTS}},
@@ -206,7 +210,9 @@ valid(sample, _) -> false;
 valid(nodes, N) when N =:= local; N =:= all -> true;
 valid(nodes, L) when is_list(L) ->
     proper(L) andalso lists:all(fun is_atom/1, L) andalso length(L) =:= length(lists:usort(L));
-valid(nodes, _) -> false.
+valid(nodes, _) -> false;
+valid(kind, {K, T}) -> lists:member(K, ?KINDS) andalso is_atom(T);
+valid(kind, K) -> lists:member(K, ?KINDS).
 
 %% @doc What Rule allows, as the error names it.
 -spec allowed(rule()) -> list().
@@ -221,7 +227,8 @@ allowed({either, Rules}) -> lists:append([allowed(R) || R <- Rules]);
 allowed(procs) -> [all, new, existing, <<"a list of local pids and registered names, "
                                          "without repeats">>];
 allowed(sample) -> [off, <<"{Traced, Period}: integers, 1 =< Traced < Period =< 3600000 (ms)">>];
-allowed(nodes) -> [local, all, <<"a list of node names, without repeats">>].
+allowed(nodes) -> [local, all, <<"a list of node names, without repeats">>];
+allowed(kind) -> ?KINDS ++ [<<"{Kind, Tag}: one of those and an atom">>].
 
 proper(L) ->
     try length(L) of

@@ -11,7 +11,7 @@
 %%% (empty with kinds off; their sum is Total when every delta carried a
 %%% kind).  Pure; any process.
 -module(msgflow_row).
--export([new/4, add_kind/4, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, total/1, last_window/1, peak_milli/1, pattern/1, count_in_open/1, add/5,
+-export([new/4, select_spec/3, add_kind/4, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, total/1, last_window/1, peak_milli/1, pattern/1, count_in_open/1, add/5,
          merge/3, counts_in/3, last_two/2, peak_rate/4, fold_select/4, sum_counts/1,
          sorted_pairs/1]).
 -export_type([row/0, pattern_fields/0, kind_count/0]).
@@ -119,6 +119,31 @@ last_window(Row) -> element(3, Row).
 pattern(F) ->
     {maps:get(key, F, '_'), maps:get(total, F, '_'), maps:get(window, F, '_'), '_', '_', '_',
      maps:get(kinds, F, '_')}.
+
+%% @doc A match spec for the rows pattern(F) and Guard match: each
+%% returned whole, or with Kinds false with an empty kinds list, so that
+%% a view that shows no kinds copies none out of the table.
+-spec select_spec(pattern_fields(), list(), boolean()) -> ets:match_spec().
+select_spec(F, Guard, true) ->
+    [{pattern(F), Guard, ['$_']}];
+select_spec(F, Guard, false) ->
+    %% every field bound ('$21'.. for those F leaves out), the kinds not
+    {Pat, _} = lists:mapfoldl(fun bind/2, 21, tuple_to_list(pattern(F#{kinds => '_'}))),
+    [Key | Rest] = lists:droplast(Pat),
+    [{list_to_tuple(Pat ++ []), Guard,
+      [{list_to_tuple([body(Key) | Rest] ++ [[]])}]}].
+
+bind('_', N) -> {var(N), N + 1};
+bind(T, N) when is_tuple(T) ->
+    {L, N1} = lists:mapfoldl(fun bind/2, N, tuple_to_list(T)),
+    {list_to_tuple(L), N1};
+bind(V, N) -> {V, N}.
+
+var(N) -> list_to_atom([$$ | integer_to_list(N)]).
+
+%% A pattern's term as a match spec body builds it (a tuple is {{...}}).
+body(T) when is_tuple(T) -> {list_to_tuple([body(X) || X <- tuple_to_list(T)])};
+body(X) -> X.
 
 %% @doc The ets:update_counter/3 operations that add N messages to a row
 %% whose last window is the open one.

@@ -77,11 +77,15 @@
 %% none, which then do not sum them: the matrix),
 %% `pair' (none; `{Sender, Receiver}': that row only, its ends as the
 %% grouping keys them, a registered name as its pid by process),
+%% `kind' (none; a kind, `call', or a kind and tag, `{call, get}': rows
+%% of those messages only, rates apportioned by their share; needs
+%% kinds),
 %% `sort' (messages; rate: by the last window's rate; peak: by the peak
 %% rate, which for a group is its busiest pair's until the rows are
 %% chosen).
 -type spec() :: #{by => grouping(), limit => pos_integer() | all, sort => sort(),
                   pair => {key(), key()}, kinds => boolean(),
+                  kind => msgflow_tracer:kind() | {msgflow_tracer:kind(), atom()},
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all}.
 
@@ -132,13 +136,17 @@ build(Store, Spec) ->
                                 msgflow_view_groups:all_groups(Store, Ctx, By, Limit,
                                                                  maps:get(active, Spec, false))
                         end,
-    Rows = case Spec of
+    Rows0 = case Spec of
                #{pair := {S0, R0}} ->
                    Canon = msgflow_view_groups:key_fun(process, maps:get(labels, Store)),
                    Want = case By of process -> {Canon(S0), Canon(R0)}; _ -> {S0, R0} end,
                    [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups, G =:= Want];
                _ ->
                    [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups]
+           end,
+    Rows = case Spec of
+               #{kind := Kind} -> only_kind(Rows0, Kind);
+               _ -> Rows0
            end,
     Kept = maps:get(windows, Store),
     Heat = case Spec of
@@ -171,6 +179,30 @@ build(Store, Spec) ->
                   true -> dead(Store, By);
                   false -> []
               end}.
+
+%% Rows restricted to one kind (`call') or kind and tag (`{call, get}'):
+%% a row's messages of it, its kinds those, its window counts and rates
+%% apportioned by their share of the row's messages (kinds keep no
+%% windows of their own); rows without any are left out.
+only_kind(Rows, Want) ->
+    Match = case Want of
+                {K, T} -> fun({K1, T1, _}) -> K1 =:= K andalso T1 =:= T end;
+                K -> fun({K1, _, _}) -> K1 =:= K end
+            end,
+    [begin
+         Share = N / C,
+         Scale = fun(undefined) -> undefined; (X) -> X * Share end,
+         R1 = Row#{count := N, kinds := Sel, last_count := round(LC * Share),
+                   rate := Scale(Rate), prev_rate := Scale(Prev), mean_rate := Scale(Mean),
+                   peak_rate := Scale(Peak)},
+         case Row of
+             #{windows := Ws} -> R1#{windows := [round(W * Share) || W <- Ws]};
+             _ -> R1
+         end
+     end || Row = #{count := C, kinds := Ks, last_count := LC, rate := Rate, prev_rate := Prev,
+                    mean_rate := Mean, peak_rate := Peak} <- Rows,
+            Sel <- [lists:filter(Match, Ks)],
+            (N = lists:sum([X || {_, _, X} <- Sel])) > 0].
 
 %% Everything a row needs that is the same for all rows.
 context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval := I}, K) ->

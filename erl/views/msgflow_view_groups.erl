@@ -90,7 +90,9 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
                 true -> [{'>', '$2', Last - K}];
                 false -> []
             end,
-    Match = [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}), Guard, ['$_']}],
+    %% a view that shows no kinds reads rows without them
+    Match = msgflow_row:select_spec(#{key => {'_', '$1'}, window => '$2'}, Guard,
+                                    By =:= kind orelse maps:get(kinds, Ctx, true)),
     Accs = case By of
                process -> by_process(T, F, Guard, KeyOf, Ctx);
                kind -> by_kind(T, F, Match, Ctx);

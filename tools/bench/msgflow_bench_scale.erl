@@ -6,8 +6,8 @@
 %%%     others in each of three windows (200,000 pairs, 600,000 sends);
 %%%     the processes stay alive, so stop() clears 100,000 traced
 %%%     processes;</li>
-%%% <li>`1M': 1,000 senders x 1,000 receivers, one message each
-%%%     (1,000,000 pairs).</li>
+%%% <li>`1M': 1,000 senders x 1,000 receivers, each pair of 1 to 3 kinds
+%%%     (an info, a call, a cast: 1,000,000 pairs, 2,000,000 messages).</li>
 %%% </ul>
 %%% For each it times the API calls (wall ms, median of 3 after one
 %%% warm-up, in the caller), counts the windows the collector closed while
@@ -61,7 +61,12 @@ workload_1m() ->
     Ss = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
     Monitor = start_monitor(),
     ok = msgflow:start(#{}),
-    run_senders([{S, Rs} || S <- Ss]),
+    %% 1 to 3 kinds a pair (an info, then a call, then a cast), 2,000,000
+    %% messages
+    Kinds = [m, {'$gen_call', {self(), tag}, {get, 1}}, {'$gen_cast', {add, 1}}],
+    run_senders([{S, [{R, lists:sublist(Kinds, 1 + (I + J) rem 3)}
+                      || {J, R} <- lists:enumerate(Rs)]}
+                 || {I, S} <- lists:enumerate(Ss)]),
     await_windows(2),
     R = measure(#{name => "1,000,000 pairs"}),
     {StopMs, _} = tc(fun() -> ok = msgflow:stop() end),
@@ -71,7 +76,13 @@ workload_1m() ->
 
 idle() ->
     receive
-        {send, Done, To} -> [P ! m || P <- To], counters:add(Done, 1, 1), idle();
+        {send, Done, To} ->
+            [case P of
+                 {Pid, Msgs} -> [Pid ! M || M <- Msgs];
+                 _ -> P ! m
+             end || P <- To],
+            counters:add(Done, 1, 1),
+            idle();
         _ -> idle()
     end.
 
