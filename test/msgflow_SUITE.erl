@@ -838,15 +838,7 @@ run(Exe, Args) ->
     run(Exe, Args, []).
 
 run(Exe, Args, Env) ->
-    Port = open_port({spawn_executable, Exe}, [{args, Args}, {env, Env}, binary, exit_status,
-                                                use_stdio, stderr_to_stdout]),
-    run_collect(Port, []).
-
-run_collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> run_collect(Port, [D | Acc]);
-        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
-    end.
+    msgflow_test_io:run(Exe, Args, Env).
 
 %% The page rendered by headless Chromium with no network: its DOM after
 %% load, and a PNG screenshot.
@@ -1203,9 +1195,7 @@ stop_node(Node) ->
 
 %% root/_build/bin/Name, root found from where rebar3 put this suite.
 tool(Name) ->
-    Path = filename:join([root(), "_build", "bin", Name]),
-    true = filelib:is_regular(Path),
-    Path.
+    msgflow_test_io:tool(Name).
 
 root() ->
     Parts = filename:split(filename:dirname(code:which(msgflow))),

@@ -70,7 +70,8 @@ kinds_exact(Config) ->
     Etf = filename:join(?config(priv_dir, Config), "kinds.etf"),
     Csv = filename:join(?config(priv_dir, Config), "kinds.csv"),
     ok = msgflow:export(Etf, etf),
-    {0, _} = run(tool("msgflow-report"), [Etf, "--csv", Csv]),
+    {0, _} = msgflow_test_io:run(msgflow_test_io:tool("msgflow-report"), [Etf, "--csv", Csv],
+                                 []),
     {ok, CsvBin} = file:read_file(Csv),
     Text = fun msgflow_fmt:endpoint/1,
     CKinds = lists:sort(
@@ -197,25 +198,6 @@ flow_kinds(Config) ->
     gen_server:stop(Srv).
 
 %%% Helpers
-
-%% A C tool of this build (make builds them into _build/bin).
-tool(Name) ->
-    Parts = filename:split(filename:dirname(code:which(msgflow))),
-    {Root, _} = lists:splitwith(fun(P) -> P =/= "_build" end, Parts),
-    Path = filename:join([filename:join(Root), "_build", "bin", Name]),
-    true = filelib:is_regular(Path),
-    Path.
-
-run(Exe, Args) ->
-    Port = open_port({spawn_executable, Exe}, [{args, Args}, binary, exit_status, use_stdio,
-                                                stderr_to_stdout]),
-    collect(Port, []).
-
-collect(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> collect(Port, [D | Acc]);
-        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
-    end.
 
 %% A call every Ms milliseconds until killed (the workload's pace).
 paced_calls(Srv, Ms) ->

@@ -144,3 +144,22 @@ repeated_labels_test() ->
 
 kinds(K, Found) ->
     [F || F = #{kind := K1} <- Found, K1 =:= K].
+
+%% The top table fits the width it is given: every line at most Width
+%% columns; MEAN/S and PEAK/S from 120 columns on; a long label cut in its
+%% middle keeps its arity; the KIND cell keeps the kind and the share.
+top_width_test_() ->
+    V0 = view([win(1, #{{a, b} => 92, {c, b} => 5})], #{}),
+    Long = <<"a_rather_long_module_name_for_a_worker:init/1">>,
+    Ends = maps:get(endpoints, V0),
+    V = V0#{sort => messages,
+            rows := [R#{kinds => [{call, a_long_request_tag_name, 90}, {cast, add, 2}]}
+                     || R <- maps:get(rows, V0)],
+            endpoints := Ends#{a := (maps:get(a, Ends))#{label := Long, display := Long}}},
+    Lines = fun(W) -> string:split(unicode:characters_to_list(msgflow_text:top(V, W)), "\n", all)
+            end,
+    [[?_assert(lists:all(fun(L) -> string:length(L) =< W end, Lines(W))) || W <- [80, 100, 120, 200]],
+     ?_assertEqual(nomatch, string:find(lists:nth(2, Lines(80)), "MEAN/S")),
+     ?_assertNotEqual(nomatch, string:find(lists:nth(2, Lines(120)), "MEAN/S")),
+     ?_assertMatch({match, _}, re:run(lists:nth(3, Lines(80)), "init/1 ", [unicode])),
+     ?_assertMatch({match, _}, re:run(lists:nth(3, Lines(80)), "call a_long.* 98%", [unicode]))].

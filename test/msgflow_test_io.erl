@@ -1,7 +1,34 @@
 %%% What a test prints, captured: capture(Fun) runs Fun in a process whose
-%%% group leader keeps what it is sent (a unicode device), and returns it.
+%%% group leader keeps what it is sent (a unicode device), and returns it;
+%%% and what a program prints: run/3 runs one (the C tools: tool/1) and
+%%% returns its exit status and output.
 -module(msgflow_test_io).
--export([capture/1]).
+-export([capture/1, tool/1, run/3]).
+
+%% @doc The path of a C tool of this build (make builds them into
+%% _build/bin); fails when it is not there.
+-spec tool(string()) -> file:filename().
+tool(Name) ->
+    Parts = filename:split(filename:dirname(code:which(msgflow))),
+    {Root, _} = lists:splitwith(fun(P) -> P =/= "_build" end, Parts),
+    Path = filename:join([filename:join(Root), "_build", "bin", Name]),
+    true = filelib:is_regular(Path),
+    Path.
+
+%% @doc {ExitStatus, Output} of Exe run with Args and environment Env,
+%% stderr with stdout.
+-spec run(file:filename(), [string()], [{string(), string() | false}]) ->
+          {non_neg_integer(), binary()}.
+run(Exe, Args, Env) ->
+    Port = open_port({spawn_executable, Exe}, [{args, Args}, {env, Env}, binary, exit_status,
+                                                use_stdio, stderr_to_stdout]),
+    collect(Port, []).
+
+collect(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> collect(Port, [D | Acc]);
+        {Port, {exit_status, S}} -> {S, iolist_to_binary(lists:reverse(Acc))}
+    end.
 
 -spec capture(fun(() -> term())) -> binary().
 capture(F) ->

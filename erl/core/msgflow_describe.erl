@@ -97,11 +97,27 @@ describe(Pid, Birth) ->
 %% A process spawned from a fun (initial call erlang:apply/2): the bottom
 %% frame of its stack, the fun itself (`{ux_load, '-start/0-fun-0-', 0}')
 %% or what the fun tail-called; Init when it cannot be read.  The bottom
-%% is read from process_info(Pid, backtrace), whole whatever the depth
-%% (current_stacktrace stops at backtrace_depth frames, and what it shows
-%% last would change as the process runs): the last function a frame
-%% returns into, else the one running.
+%% is the last frame of current_stacktrace when that is shorter than the
+%% VM's backtrace_depth (8 by default); a deeper stack is read whole from
+%% process_info(Pid, backtrace) (what current_stacktrace shows last would
+%% change as the process runs): the last function a frame returns into,
+%% else the one running.
 fun_call(Pid, Init) ->
+    %% most stacks are shallow: their whole stack is a short list, read
+    %% cheaply; only a stack as deep as the list goes is read as text
+    case process_info(Pid, current_stacktrace) of
+        {current_stacktrace, Stack} when length(Stack) < 8 ->
+            case lists:last([Init | [{M, F, A} || {M, F, A, _} <- Stack]]) of
+                {M, F, A} when is_list(A) -> {M, F, length(A)};
+                MFA -> MFA
+            end;
+        {current_stacktrace, _} ->
+            backtrace_bottom(Pid, Init);
+        undefined ->
+            Init
+    end.
+
+backtrace_bottom(Pid, Init) ->
     case process_info(Pid, backtrace) of
         {backtrace, Bin} ->
             case re:run(Bin, "^(?:Program counter|0x[0-9a-f]+ Return addr)[^(]*"

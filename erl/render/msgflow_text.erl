@@ -12,7 +12,7 @@ top(View) ->
 %% Width columns: a header (run state, messages, pairs or groups, the
 %% window the rates are over, sampling, what is not counted) and one line
 %% per row.  Labels share what the numbers leave, cut in their middle;
-%% MEAN/S and PEAK/S show from 100 columns on (PEAK/S always when sorted
+%% MEAN/S and PEAK/S show from 120 columns on (PEAK/S always when sorted
 %% by peak).
 -spec top(msgflow_view:view(), pos_integer()) -> iodata().
 top(View, Width) ->
@@ -53,11 +53,11 @@ top_head(View = #{by := By, window_ms := WinMs, events := Events, pairs := Pairs
 
 %% The column heads and a line per row: #, the two ends (by kind: the
 %% kind and the tag), the numbers, and the row's main kind with its share
-%% (KIND, but by kind).  Below 100 columns MEAN/S is left out, and PEAK/S
+%% (KIND, but by kind).  Below 120 columns MEAN/S is left out, and PEAK/S
 %% too unless the rows are sorted by it, so that the labels get the room.
 top_table(View = #{rows := Rows, by := By}, Width) ->
     E = msgflow_fmt:ellipsis(),
-    Wide = Width >= 100,
+    Wide = Width >= 120,
     Mean = Wide,
     Peak = Wide orelse maps:get(sort, View, messages) =:= peak,
     KindW = case By of kind -> 0; _ when Wide -> 18; _ -> 16 end,

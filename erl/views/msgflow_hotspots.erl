@@ -48,20 +48,19 @@ rules(View = #{windows := All, rows := Rows, endpoints := Ends}, O = #{windows :
                                                    Acc)]
                end, [#{} || _ <- Kept], Rows),
     Ws = [{D, C, Q} || {#{window_ms := D, queue_lens := Q}, C} <- lists:zip(Kept, Counts)],
-    Label = fun(E) ->
-                    case Ends of
-                        #{E := #{display := L}} -> L;
-                        _ -> msgflow_fmt:endpoint(E)
+    %% an endpoint's display (its label, with its pid when shared) or label
+    Field = fun(F) ->
+                    fun(E) ->
+                            case Ends of
+                                #{E := #{F := L}} -> L;
+                                _ -> msgflow_fmt:endpoint(E)
+                            end
                     end
             end,
+    Label = Field(display),
     Scale = maps:get(scale, View, 1),
     Kinds = maps:from_list([{{S, R}, Ks} || #{sender := S, receiver := R, kinds := Ks} <- Rows]),
-    Group = fun(E) ->
-                    case Ends of
-                        #{E := #{label := L}} -> L;
-                        _ -> msgflow_fmt:endpoint(E)
-                    end
-            end,
+    Group = Field(label),
     [with_kind(F, Kinds)
      || Found <- [fan_in(Ws, O, Label, Scale), hot_pair(Ws, O, Label, Scale),
                   spike(Ws, O, Label), fan_out(Ws, O, Label, Kinds),
