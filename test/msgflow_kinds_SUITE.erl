@@ -142,7 +142,7 @@ kinds_views(_Config) ->
     ?assertEqual({error, {badopt, {sort, bad}, [messages, rate, peak]}},
                  msgflow:top(3, #{sort => bad})),
     ?assertMatch({error, {badarg, {pair, _}, _}}, msgflow:kinds(Srv, self())),
-    Top = msgflow_test_io:capture(fun() -> ok = msgflow:top(3, [{by, kind}]) end),
+    Top = msgflow_test_io:capture(fun() -> ok = msgflow:top(50, [{by, kind}]) end),
     ?assertMatch({match, _}, re:run(Top, "call +get +41 ")),
     %% the matrix of one kind, or of a kind and tag: those messages only
     Cell = fun(M) -> maps:get(count, maps:get({Client, Srv}, maps:get(cells, M))) end,

@@ -4,7 +4,8 @@
 # One build directory per OTP release (MSGFLOW_CMAKE_DIR, _build/cmake by
 # default; the Makefile's OTP=27 sets another): the NIF is built there with
 # the headers of the `erl' on PATH and copied into priv/ each time, so that
-# priv/ holds the one for the OTP release being built for.
+# priv/ holds the one for the OTP release being built for; the C tools
+# likewise into _build/bin.
 set -e
 cd "$(dirname "$0")/.."
 dir=${MSGFLOW_CMAKE_DIR:-_build/cmake}
@@ -13,13 +14,22 @@ log=$dir.log
 # jemalloc from Debian's source, built once (tools/jemalloc.sh); without
 # it the NIF uses the system's libjemalloc or enif_alloc.
 je=$(tools/jemalloc.sh 2>>_build/jemalloc.err | tail -n 1) || je=""
+# rebar3's build directory for this release: msgflow-top ships its beams
+base=${REBAR_BASE_DIR:-_build}
+case $base in /*) ;; *) base=$PWD/$base ;; esac
 if cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-       -DMSGFLOW_JEMALLOC_DIR="$je" >"$log" 2>&1 &&
+       -DMSGFLOW_JEMALLOC_DIR="$je" \
+       -DMSGFLOW_EBIN_DIR="$base/default/lib/msgflow/ebin" >"$log" 2>&1 &&
    cmake --build "$dir" -j 2 >>"$log" 2>&1; then
-    # a new file, renamed over the old: a VM that has the old one loaded
-    # keeps it mapped
+    # new files, renamed over the old: a VM that has the old NIF loaded
+    # keeps it mapped, a running tool its binary
+    mkdir -p _build/bin
     cp "$dir/msgflow_tracer.so" priv/.msgflow_tracer.so.new
     mv priv/.msgflow_tracer.so.new priv/msgflow_tracer.so
+    for t in msgflow-report msgflow-top; do
+        cp "$dir/bin/$t" "_build/bin/.$t.new"
+        mv "_build/bin/.$t.new" "_build/bin/$t"
+    done
     exit 0
 fi
 cat "$log" >&2

@@ -191,11 +191,16 @@ birth_call({proc_lib, {M, F, Args}}) when is_list(Args) -> {M, F, length(Args)};
 birth_call({M, F, A}) when is_atom(M), is_atom(F), is_integer(A) -> {M, F, A};
 birth_call({'fun', Fun}) when is_function(Fun) ->
     %% the function the fun was written in: msgflow_fmt:mfa/3 reads
-    %% {ux_load, '-start/0-fun-0-', 0} as `ux_load:start/0 fun'
-    {module, M} = erlang:fun_info(Fun, module),
-    {name, F} = erlang:fun_info(Fun, name),
-    {arity, A} = erlang:fun_info(Fun, arity),
-    {M, F, A};
+    %% {ux_load, '-start/0-fun-0-', 0} as `ux_load:start/0 fun'; a fun
+    %% whose code is no longer loaded has no name (`[]'), and is only
+    %% erlang:apply/2
+    case {erlang:fun_info(Fun, module), erlang:fun_info(Fun, name)} of
+        {{module, M}, {name, F}} when is_atom(M), is_atom(F), F =/= [] ->
+            {arity, A} = erlang:fun_info(Fun, arity),
+            {M, F, A};
+        _ ->
+            {erlang, apply, 2}
+    end;
 birth_call(_) -> undefined.
 
 gen_call([gen_server, _, _, supervisor, {_, Mod, _}, _]) -> {supervisor, Mod, 1};

@@ -134,6 +134,7 @@ help() ->
       "  msgflow:kinds(Sender, Receiver)     one pair's messages by kind and tag\n"
       "  msgflow:pairs()                     [{Sender, Receiver, Messages}] held, exact\n"
       "  msgflow:matrix(name)                or process | module | application | node\n"
+      "  msgflow:matrix(name, #{kind => call})  one kind of message (or {call, get})\n"
       "  msgflow:hotspots()                  fan_in, hot_pair, spike, fan_out, ...\n"
       "  msgflow:history(Sender, Receiver)   messages per window of one pair\n"
       "  msgflow:export(\"flow.html\", html)   or csv | dot | json | etf | svg\n"

@@ -297,10 +297,13 @@ static int ensure_code(conn *c)
     fprintf(stderr, "msgflow-top: msgflow is not loaded on %s; loading this build's code there "
                     "(the node's user cache directory)\n", c->node);
 
-    const char *root = getenv("MSGFLOW_HOME") ? getenv("MSGFLOW_HOME") : MSGFLOW_ROOT;
+    /* this build's beams and NIF; MSGFLOW_HOME: a checkout's, its OTP 25
+     * build (_build/default, priv/) */
+    const char *home = getenv("MSGFLOW_HOME");
     char ebin[PATH_MAX], priv[PATH_MAX], text[512];
-    snprintf(ebin, sizeof(ebin), "%s/_build/default/lib/msgflow/ebin", root);
-    snprintf(priv, sizeof(priv), "%s/priv", root);
+    snprintf(ebin, sizeof(ebin), "%s%s", home ? home : MSGFLOW_EBIN,
+             home ? "/_build/default/lib/msgflow/ebin" : "");
+    snprintf(priv, sizeof(priv), "%s%s", home ? home : MSGFLOW_NIF_DIR, home ? "/priv" : "");
     size_t len;
     char *loader = read_build_file(ebin, "msgflow_cluster_code.beam", &len);
     if (!loader)
