@@ -144,6 +144,22 @@ static int reply_is_atom(ei_x_buff *reply, const char *atom)
     return ei_decode_atom(reply->buff, &idx, a) == 0 && strcmp(a, atom) == 0;
 }
 
+/* erlang:system_info(What) of the node as a string into out (a release,
+ * a NIF version); 0, or -1 when the node did not answer with one. */
+static int node_info(conn *c, const char *what, char *out, int len)
+{
+    ei_x_buff args, reply;
+    args_new(&args, 1);
+    ei_x_encode_atom(&args, what);
+    int r = rpc(c, "erlang", "system_info", &args, &reply);
+    int idx = 0, type, size;
+    if (r == 0 && (ei_get_type(reply.buff, &idx, &type, &size) != 0 || type != ERL_STRING_EXT ||
+                   size >= len || ei_decode_string(reply.buff, &idx, out) != 0))
+        r = -1;
+    ei_x_free(&reply);
+    return r;
+}
+
 /* --------------------------------------------------------- connecting */
 
 static int read_cookie(const char *file, char *cookie, size_t len)
@@ -296,6 +312,18 @@ static int ensure_code(conn *c)
         return 0;
     fprintf(stderr, "msgflow-top: msgflow is not loaded on %s; loading this build's code there "
                     "(the node's user cache directory)\n", c->node);
+    /* a node of another release could not even load this build's loader:
+     * refused here with the reason install/1 would give */
+    char rel[64], nif[64];
+    if (node_info(c, "otp_release", rel, sizeof(rel)) != 0 ||
+        node_info(c, "nif_version", nif, sizeof(nif)) != 0)
+        return -1;
+    if (strcmp(rel, MF_OTP_RELEASE) != 0 || strcmp(nif, MF_NIF_VERSION) != 0) {
+        fprintf(stderr, "msgflow-top: could not load msgflow on %s (this build is for OTP %s, "
+                        "NIF %s): {error, {incompatible, {otp_release, \"%s\", nif_version, "
+                        "\"%s\"}}}\n", c->node, MF_OTP_RELEASE, MF_NIF_VERSION, rel, nif);
+        return -1;
+    }
 
     /* this build's beams and NIF; MSGFLOW_HOME: a checkout's, its OTP 25
      * build (_build/default, priv/) */
