@@ -251,6 +251,7 @@ typedef struct {
     size_t errlen;
     kind_seen *kinds;      /* version 4: kind names seen, freed by decode */
     size_t kinds_cap;      /* room in out->pair_kinds */
+    size_t names_cap;      /* room in out->kind_names */
 } dec;
 
 static int dec_atom(dec *d, char *out)
@@ -448,13 +449,21 @@ static long kind_name(dec *d, mf_dump *out, const char *kind, const char *tag)
         free(key);
         return found->idx;
     }
-    mf_kind_name *grown = realloc(out->kind_names, (out->n_kind_names + 1) * sizeof(*grown));
-    kind_seen *k = malloc(sizeof(*k));
-    if (grown)
+    if (out->n_kind_names == d->names_cap) {
+        /* doubling: a crafted dump may hold a million distinct tags */
+        size_t cap = d->names_cap ? 2 * d->names_cap : 64;
+        mf_kind_name *grown = cap < UINT32_MAX ? realloc(out->kind_names, cap * sizeof(*grown))
+                                               : NULL;
+        if (!grown) {
+            free(key);
+            return -1;
+        }
         out->kind_names = grown;
-    if (!grown || !k || out->n_kind_names >= UINT32_MAX) {
+        d->names_cap = cap;
+    }
+    kind_seen *k = malloc(sizeof(*k));
+    if (!k) {
         free(key);
-        free(k);
         return -1;
     }
     mf_kind_name *n = &out->kind_names[out->n_kind_names];
@@ -595,7 +604,7 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     if (c.pos != len)
         return fail(err, errlen, "%zu bytes of garbage after the term", len - c.pos), -1;
 
-    dec d = {buf, 1, NULL, 0, err, errlen, NULL, 0};
+    dec d = {buf, 1, NULL, 0, err, errlen, NULL, 0, 0};
     int arity;
     if (ei_decode_map_header(buf, &d.idx, &arity) != 0)
         return fail(err, errlen, "not a msgflow dump: the term is not a map"), -1;
