@@ -13,6 +13,11 @@ mkdir -p _build priv
 log=$dir.log
 # jemalloc from Debian's source, built once (tools/jemalloc.sh); without
 # it the NIF uses the system's libjemalloc or enif_alloc.
+# (stdout: rebar3 shows a hook's stdout, not its stderr)
+if [ ! -f _build/jemalloc/done ]; then
+    echo "msgflow: building jemalloc from Debian's source into _build/jemalloc" \
+         "(about 2 minutes on 2 cores, once; log: _build/jemalloc/build.log)"
+fi
 je=$(tools/jemalloc.sh 2>>_build/jemalloc.err | tail -n 1) || je=""
 # rebar3's build directory for this release: msgflow-top ships its beams
 base=${REBAR_BASE_DIR:-_build}
