@@ -14,9 +14,9 @@
 %%% 3> msgflow:stop().
 %%% '''
 %%%
-%%% A little over ~400 lines for its docs: every public function checks
-%%% its arguments and hands over (msgflow_scope, a layer below), and its
-%%% edoc is the API reference.
+%%% Every public function checks its arguments and hands over
+%%% (msgflow_scope, a layer below); each doc says where the details are
+%%% (options, shapes, errors), beside the code they describe.
 -module(msgflow).
 
 -export([start/0, start/1, stop/0, reset/0, wait/1, help/0,
@@ -218,48 +218,13 @@ matrix(By) ->
 %% kind.
 -spec matrix(msgflow_view:grouping(), map() | [{atom(), term()}]) ->
           map() | msgflow_opts:error() | {error, not_started}.
-matrix(By, Opts0) ->
-    case {msgflow_opts:arg(by, By, {one_of, msgflow_view:groupings()}),
-          msgflow_opts:check(matrix, Opts0)} of
-        {{error, _} = E, _} ->
-            E;
-        {ok, {error, _} = E} ->
-            E;
-        {ok, {ok, Opts}} ->
-            %% the matrix shows no kinds: a view without them costs less
-            Spec = case Opts of
-                       #{kind := K} -> #{by => By, kind => K};
-                       _ -> #{by => By, kinds => false}
-                   end,
-            case msgflow_scope:with_view(Spec, all, fun msgflow_report:matrix/1) of
-                undefined -> {error, not_started};
-                M -> M
-            end
-    end.
+matrix(By, Opts) ->
+    msgflow_scope:matrix(By, Opts).
 
-%% @doc What msgflow is doing and holding:
-%% `running', `pairs' (distinct pairs held), `events' (messages
-%% counted, overflow included), `folded' (messages in folded rows: pairs
-%% of exited endpoints, replies to aliases; `events' = sum of pairs() +
-%% `folded' + `overflow'), `folded_rows', `dead_letters' (sends to
-%% non-existing processes), `overflow' (messages past `max_pairs'),
-%% `births_dropped' (spawn and register events lost because more than
-%% 1,000,000 waited between two snapshots: those processes may show as
-%% pids), `rotations' (generations of the NIF's tables), `allocator'
-%% (`jemalloc' | `enif'), `jemalloc_build', `jemalloc_allocated' and
-%% `jemalloc_resident' (bytes of msgflow's arenas), `fast_extra' (true
-%% when trace_send reads the receiver from the options map's words,
-%% checked against the VM at load; false: through enif_get_map_value),
-%% `alias_owner' (true when a send to a local alias is counted for its
-%% owner, read from the alias, checked at load), `memory' (bytes held by
-%% the NIF's tables), `store_memory' (bytes of the collector's ETS
-%% tables), `shards' (scheduler threads that counted), `table_entries',
-%% `windows', `started_at' / `stopped_at' (system time, ms), `opts',
-%% `trace_mode', `skipped' and `skipped_examples' (processes and ports
-%% another tool traced, legacy mode), `new_tracer' (`msgflow', or the
-%% tracer another tool set on new processes since the run started, as of
-%% the last window: legacy mode, where dbg:p(all, ...) takes them over;
-%% their sends are then not counted).
+%% @doc What msgflow is doing and holding, from a snapshot taken now:
+%% `running', `pairs', `events' (= sum of pairs() + `folded' +
+%% `overflow'), memory, allocator, trace mode and the checks made at load.
+%% Every key: msgflow_collector:info/0.
 -spec info() -> map().
 info() ->
     msgflow_collector:info().
@@ -270,26 +235,11 @@ export(Path, Format) ->
     export(Path, Format, #{}).
 
 %% @doc Writes a report of the counts so far to Path, from one snapshot
-%% (taken now while running).  Formats:
-%% <ul>
-%% <li>`csv': header `sender,receiver,sender_label,receiver_label,messages,msg_per_s',
-%%     then one row per pair, busiest first;</li>
-%% <li>`dot': a Graphviz digraph (edge weight and pen width by count) of the
-%%     busiest `limit' edges (default 200), for `dot -Tsvg';</li>
-%% <li>`json': `{"format":"msgflow_report","version":1,"by":..,"pairs":[{"sender",
-%%     "receiver","sender_label","receiver_label","messages","msg_per_s"}],...}'
-%%     (OTP's json module on OTP 27+, a built-in encoder before);</li>
-%% <li>`etf': `term_to_binary' of the versioned dump map documented in
-%%     msgflow_report:dump/1 (always by process), which msgflow-report reads;</li>
-%% <li>`svg': a heatmap of the matrix, senders as rows and receivers as
-%%     columns, the top `limit' of each (default 30), log colour scale;</li>
-%% <li>`html': one self-contained page with the heatmap, the top pairs,
-%%     the hotspots and the graph (laid out by Graphviz when installed),
-%%     and the request flows when there are any (follow_calls/2 summaries,
-%%     the last follow/2 flow as a sequence diagram);</li>
-%% <li>`mermaid': a Mermaid `sequenceDiagram' of the last follow/2 flow
-%%     (needs no start/1; `{error, no_flow}' before one).</li>
-%% </ul>
+%% (taken now while running): `csv', `dot', `json', `etf' (the dump
+%% msgflow-report reads, documented in msgflow_report:dump/1), `svg' (a
+%% heatmap), `html' (one self-contained page), or `mermaid' (the last
+%% follow/2 flow; `{error, no_flow}' before one).  What each holds, kinds
+%% included, is in the README's table of reports and in msgflow_report.
 %% Opts: `by' (a matrix/1 grouping, default `process'), `limit', across a
 %% cluster `node' (one node's report).  Errors:
 %% `{error, {badarg, {format, F}, Formats}}' (with a hint when Path and
@@ -326,31 +276,14 @@ dump() ->
 hotspots() ->
     hotspots(#{}).
 
-%% @doc Trouble found in the windows kept so far, each finding a map
-%% `#{kind, subject, label, evidence, explanation}':
-%% <ul>
-%% <li>`fan_in': a local receiver with at least `fan_in_senders' (10) senders in
-%%     the last window whose message_queue_len grew across the windows
-%%     looked at and was at least `queue_min' (10) messages as each of the
-%%     last two closed;</li>
-%% <li>`hot_pair': a pair at `hot_rate' (10,000) msg/s or more in the last window;</li>
-%% <li>`spike': a pair with at least `spike_min' (100) messages in the last window,
-%%     `spike_factor' (5) times the mean of the windows before it;</li>
-%% <li>`fan_out': a sender to `fan_out_receivers' (20) receivers or more in the last window;</li>
-%% <li>`dead_letters': a sender with at least `dead_min' (1) sends to processes
-%%     that did not exist, since start.</li>
-%% </ul>
-%% `windows' (5) is how many of the latest closed windows are looked at;
-%% evidence figures are messages, msg/s, ms and queue lengths (messages),
-%% and `kind => {Kind, Tag, SharePercent}', the main kind of the traffic
-%% behind the finding.  Findings of one rule whose subjects share a label
-%% are one finding for the group: `members' (how many), `subject' the
-%% list of their subjects, evidence `#{members, min, max}' (each figure's
-%% lowest and highest): `21 x xmpp_stream_in:init/1: each sends to 24
-%% receivers, 769-812 messages in the last window'.
-%% `{error, {badopt, {K, V}, Allowed}}' for an unknown key or a
-%% non-positive value;
-%% `{error, not_started}' when msgflow never ran.
+%% @doc Trouble found in the windows kept so far: findings `#{kind,
+%% subject, label, evidence, explanation}' of the rules `fan_in',
+%% `hot_pair', `spike', `fan_out' and `dead_letters', one per label group,
+%% each naming the main kind of its traffic.  Opts are the rules'
+%% thresholds and `windows'; the rules, their defaults and the findings'
+%% shape: msgflow_hotspots.  `{error, {badopt, {K, V}, Allowed}}' for an
+%% unknown key or a non-positive value; `{error, not_started}' when
+%% msgflow never ran.
 -spec hotspots(map() | [{atom(), term()}]) -> [msgflow_hotspots:finding()] | {error, term()}.
 hotspots(Opts0) ->
     msgflow_scope:hotspots(Opts0).
@@ -413,46 +346,22 @@ follow(Fun) ->
     follow(Fun, #{}).
 
 %% @doc Runs Fun() as one followed request and returns `{Result, Flow}':
-%% the calling process gets a trace token (seq_trace) with a fresh label
-%% and `send' set, runs Fun, gets its previous token back, then waits
-%% until the flow is quiet (no message of it counted for `settle' ms after
-%% an erlang:trace_delivered/1 barrier).  Every message the token went
-%% with, in any process of this node, is counted in the NIF.  Flow is
-%% `#{label, messages, pairs => [{Sender, Receiver, Messages}], processes,
-%% depth, duration_us, events, dropped, labels}' (see msgflow_flow_view:flow()):
-%% `depth' is the longest causal chain of messages, `events' the sends in
-%% causal order (at most `max_events'; `dropped' counts the rest), labels
-%% read while the flow ran.  Opts: `settle => Ms' (default 50),
-%% `max_events => N' (default 10,000), `print => true' prints a text
-%% sequence diagram, `timeout => Ms' (default 10,000): a flow still going
-%% on then (a process that keeps the token and keeps sending) is returned
-%% as it is, with `quiet => false'.  Works with or without start/1.  Errors: `{error,
-%% {system_tracer_busy, Current}}' when another tool set the node's
-%% seq_trace system tracer (it is never replaced), `{error, {badopt,
-%% {K, V}, Allowed}}', `{error, {badarg, {'fun', Fun}, Allowed}}'.  An exception in Fun is raised
-%% again after the token is put back.  Ports do not pass the token on: a
-%% send to a port is in the flow, the port's reply is not (and leaves the
-%% receiver's token as it was, so what that process sends next still is).
+%% every message Fun's work sets off, in any process of this node (and of
+%% the cluster's nodes), counted by (sender, receiver) with its causal
+%% depth, kind and tag.  Opts: `settle', `max_events', `print', `timeout'.
+%% Works with or without start/1.  The options, Flow's shape and the
+%% errors: msgflow_flow:follow/2.
 -spec follow(fun(() -> term()), #{settle => non_neg_integer(), max_events => non_neg_integer(),
                                   print => boolean(), timeout => non_neg_integer()}) ->
           {term(), msgflow_flow_view:flow()} | {error, term()}.
 follow(Fun, Opts) ->
     msgflow_flow:follow(Fun, Opts).
 
-%% @doc Follows every request at a function, with no code change: a meta
-%% call trace pattern on `{M, F, Arity}' (in a trace session of its own on
-%% OTP 27+) whose match spec gives the caller a trace token (label the
-%% atom `'msgflow_calls M:F/A'', `send' set) on one call in `sample';
-%% every call is counted.  The summary is in flows/0.  The reply carries the token
-%% back to the caller, which then counts under the label until it
-%% receives a message without a token (a server likewise).  Opts:
-%% `sample => N' (default 1: every call), `for => Ms' (default 60,000;
-%% stops by itself), `max_events => N' sends a second looked at for depth
-%% (default 1,000; once they are seen, sends take no lock for it).  Errors: `{error, {system_tracer_busy, Current}}',
-%% `{error, {no_such_function, MFA}}', `{error, {already_following,
-%% MFA}}', `{error, {meta_traced_by_another_tool, MFA}}' (before OTP 27),
-%% `{error, {badopt, {K, V}, Allowed}}', `{error, {badarg, {mfa, MFA},
-%% Allowed}}'.
+%% @doc Follows every request at a function, with no code change (a meta
+%% call trace pattern on `{M, F, Arity}'): one call in `sample' gets a
+%% trace token, every call is counted; the summaries are in flows/0.
+%% Opts: `sample', `for', `max_events'.  The options and the errors:
+%% msgflow_flow:follow_calls/2.
 -spec follow_calls(mfa(), #{sample => pos_integer(), for => pos_integer(),
                             max_events => non_neg_integer()}) -> ok | {error, term()}.
 follow_calls(MFA, Opts) ->

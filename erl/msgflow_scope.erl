@@ -4,7 +4,7 @@
 %%% pairs, hotspots, histories and exports are built where they must be.
 %%% msgflow's functions check their arguments and call these.
 -module(msgflow_scope).
--export([start_nodes/2, check_node/1, with_view/3, print_top/4, live_top/5, pairs/0, pairs/1, print_kinds/2,
+-export([start_nodes/2, check_node/1, with_view/3, print_top/4, live_top/5, pairs/0, pairs/1, print_kinds/2, matrix/2,
          hotspots/1, history/2, check_format/2, export_flow/1, export_view/3]).
 
 %% @doc Starts a run with validated options: this node first; then, for
@@ -78,6 +78,28 @@ with_view(Spec, Only, Render) ->
             case msgflow_cluster:view(Spec, Only) of
                 undefined -> undefined;
                 View -> Render(View)
+            end
+    end.
+
+%% @doc msgflow:matrix/2: By and Opts checked, then the matrix of the
+%% view they ask for (msgflow_report:matrix/1), of every node.
+-spec matrix(term(), term()) -> map() | msgflow_opts:error() | {error, not_started}.
+matrix(By, Opts0) ->
+    case {msgflow_opts:arg(by, By, {one_of, msgflow_view:groupings()}),
+          msgflow_opts:check(matrix, Opts0)} of
+        {{error, _} = E, _} ->
+            E;
+        {ok, {error, _} = E} ->
+            E;
+        {ok, {ok, Opts}} ->
+            %% the matrix shows no kinds: a view without them costs less
+            Spec = case Opts of
+                       #{kind := K} -> #{by => By, kind => K};
+                       _ -> #{by => By, kinds => false}
+                   end,
+            case with_view(Spec, all, fun msgflow_report:matrix/1) of
+                undefined -> {error, not_started};
+                M -> M
             end
     end.
 

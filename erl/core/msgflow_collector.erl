@@ -79,8 +79,17 @@ trace(Who) -> call({trace, Who}, {error, not_started}).
 -spec untrace(pid() | port() | atom()) -> ok | {error, term()}.
 untrace(Who) -> call({untrace, Who}, {error, not_started}).
 
-%% @doc The run's figures after a snapshot taken now (msgflow:info/0 gives
-%% the keys); `#{running => false}' when the collector is not there.
+%% @doc msgflow:info/0, after a snapshot taken now (`#{running =>
+%% false}' when the collector is not there): `running'; counts, in
+%% messages (`events' = sum of pairs() + `folded' + `overflow';
+%% `dead_letters', `births_dropped' spawn and register events lost past
+%% 1,000,000 between snapshots) and in rows (`pairs', `folded_rows',
+%% `table_entries', `windows', `shards'); memory in bytes (`memory' of the
+%% NIF's tables, `store_memory' of the ETS tables, `jemalloc_allocated',
+%% `jemalloc_resident'); `allocator', `jemalloc_build', `rotations'; the
+%% checks made at load (`fast_extra', `alias_owner'); `started_at' and
+%% `stopped_at' (system time, ms), `opts', `trace_mode'; and what other
+%% tools hold (`skipped', `skipped_examples', `new_tracer').
 -spec info() -> map().
 info() -> call(info, #{running => false}).
 

@@ -24,7 +24,27 @@
 
 %%% API (called through msgflow)
 
-%% @doc See msgflow:follow/2.
+%% @doc msgflow:follow/2: runs Fun() as one followed request and returns `{Result, Flow}':
+%% the calling process gets a trace token (seq_trace) with a fresh label
+%% and `send' set, runs Fun, gets its previous token back, then waits
+%% until the flow is quiet (no message of it counted for `settle' ms after
+%% an erlang:trace_delivered/1 barrier).  Every message the token went
+%% with, in any process of this node, is counted in the NIF.  Flow is
+%% `#{label, messages, pairs => [{Sender, Receiver, Messages}], processes,
+%% depth, duration_us, events, dropped, labels}' (see msgflow_flow_view:flow()):
+%% `depth' is the longest causal chain of messages, `events' the sends in
+%% causal order (at most `max_events'; `dropped' counts the rest), labels
+%% read while the flow ran.  Opts: `settle => Ms' (default 50),
+%% `max_events => N' (default 10,000), `print => true' prints a text
+%% sequence diagram, `timeout => Ms' (default 10,000): a flow still going
+%% on then (a process that keeps the token and keeps sending) is returned
+%% as it is, with `quiet => false'.  Works with or without start/1.  Errors: `{error,
+%% {system_tracer_busy, Current}}' when another tool set the node's
+%% seq_trace system tracer (it is never replaced), `{error, {badopt,
+%% {K, V}, Allowed}}', `{error, {badarg, {'fun', Fun}, Allowed}}'.  An exception in Fun is raised
+%% again after the token is put back.  Ports do not pass the token on: a
+%% send to a port is in the flow, the port's reply is not (and leaves the
+%% receiver's token as it was, so what that process sends next still is).
 -spec follow(fun(() -> term()), map() | [{atom(), term()}]) ->
           {term(), msgflow_flow_view:flow()} | {error, term()}.
 follow(Fun, _Opts) when not is_function(Fun, 0) ->
@@ -90,7 +110,20 @@ wait_quiet(Label, Settle, Before, Deadline) ->
                 wait_quiet(Label, Settle, Now, Deadline)
     end.
 
-%% @doc See msgflow:follow_calls/2.
+%% @doc msgflow:follow_calls/2: follows every request at a function, with no code change: a meta
+%% call trace pattern on `{M, F, Arity}' (in a trace session of its own on
+%% OTP 27+) whose match spec gives the caller a trace token (label the
+%% atom `'msgflow_calls M:F/A'', `send' set) on one call in `sample';
+%% every call is counted.  The summary is in flows/0.  The reply carries the token
+%% back to the caller, which then counts under the label until it
+%% receives a message without a token (a server likewise).  Opts:
+%% `sample => N' (default 1: every call), `for => Ms' (default 60,000;
+%% stops by itself), `max_events => N' sends a second looked at for depth
+%% (default 1,000; once they are seen, sends take no lock for it).  Errors: `{error, {system_tracer_busy, Current}}',
+%% `{error, {no_such_function, MFA}}', `{error, {already_following,
+%% MFA}}', `{error, {meta_traced_by_another_tool, MFA}}' (before OTP 27),
+%% `{error, {badopt, {K, V}, Allowed}}', `{error, {badarg, {mfa, MFA},
+%% Allowed}}'.
 -spec follow_calls(mfa(), map() | [{atom(), term()}]) -> ok | {error, term()}.
 follow_calls(MFA, Opts0) ->
     case {check_mfa(MFA), msgflow_opts:check(follow_calls, Opts0)} of

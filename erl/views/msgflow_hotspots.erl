@@ -1,8 +1,30 @@
-%%% @doc Hotspot rules over the windows the collector keeps (see
-%%% msgflow:hotspots/1 for the options and the shape of a finding).
+%%% @doc Hotspot rules over the windows the collector keeps.
 %%% Pure functions of a view (msgflow_view) by process with per-window
 %%% counts (spec/1 says which): no tracing, no process state.  hotspots/1
 %%% and the HTML report both run them here.
+%%%
+%%% The findings msgflow:hotspots/1 returns, each a map
+%%% `#{kind, subject, label, evidence, explanation}':
+%%% <ul>
+%%% <li>`fan_in': a local receiver with at least `fan_in_senders' (10) senders in
+%%%     the last window whose message_queue_len grew across the windows
+%%%     looked at and was at least `queue_min' (10) messages as each of the
+%%%     last two closed;</li>
+%%% <li>`hot_pair': a pair at `hot_rate' (10,000) msg/s or more in the last window;</li>
+%%% <li>`spike': a pair with at least `spike_min' (100) messages in the last window,
+%%%     `spike_factor' (5) times the mean of the windows before it;</li>
+%%% <li>`fan_out': a sender to `fan_out_receivers' (20) receivers or more in the last window;</li>
+%%% <li>`dead_letters': a sender with at least `dead_min' (1) sends to processes
+%%%     that did not exist, since start.</li>
+%%% </ul>
+%%% `windows' (5) is how many of the latest closed windows are looked at;
+%%% evidence figures are messages, msg/s, ms and queue lengths (messages),
+%%% and `kind => {Kind, Tag, SharePercent}', the main kind of the traffic
+%%% behind the finding.  Findings of one rule whose subjects share a label
+%%% are one finding for the group: `members' (how many), `subject' the
+%%% list of their subjects, evidence `#{members, min, max}' (each figure's
+%%% lowest and highest): `21 x xmpp_stream_in:init/1: each sends to 24
+%%% receivers, 769-812 messages in the last window'.
 -module(msgflow_hotspots).
 -export([find/2, spec/1]).
 
