@@ -48,8 +48,9 @@ static mf_watch *find_watch(mf_watches *w, ERL_NIF_TERM label)
     return NULL;
 }
 
-void mf_watches_event(mf_watches *ws, ERL_NIF_TERM label, ERL_NIF_TERM prev, ERL_NIF_TERM cur,
-                      ERL_NIF_TERM from, ERL_NIF_TERM to, uint64_t kind)
+void mf_watches_event(mf_watches *ws, ErlNifEnv *env, ERL_NIF_TERM label, ERL_NIF_TERM prev,
+                      ERL_NIF_TERM cur, ERL_NIF_TERM from, ERL_NIF_TERM to, ERL_NIF_TERM msg,
+                      int reply)
 {
     /* once every watch is full, no event takes the lock */
     if (atomic_load_explicit(&ws->room, memory_order_relaxed) == 0 || !ws->lock)
@@ -58,6 +59,7 @@ void mf_watches_event(mf_watches *ws, ERL_NIF_TERM label, ERL_NIF_TERM prev, ERL
     enif_mutex_lock(ws->lock);
     mf_watch *w = find_watch(ws, label);
     if (w && w->kept < w->max) {
+        uint64_t kind = mf_kind_word(env, msg, reply);
         ErlNifEnv *fe = ws->env;
         ERL_NIF_TERM ev = enif_make_tuple7(fe, enif_make_copy(fe, prev), enif_make_copy(fe, cur),
                                            enif_make_copy(fe, from), enif_make_copy(fe, to),

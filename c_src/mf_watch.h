@@ -46,11 +46,13 @@ int mf_watches_init(mf_watches *w);
 void mf_watches_free(mf_watches *w);
 
 /* Keeps the event {Prev, Cur, From, To, TimeUs, Kind, Tag} of a seq_trace
- * send carrying `label' when the label is watched and its cap allows;
- * `kind' is the message's kind word (mf_kind.h; its atoms need no copy).
+ * send of `msg' carrying `label' when the label is watched and its cap
+ * allows; Kind and Tag are read from msg (mf_kind_word; `reply' != 0 for a
+ * reply to an alias) only then, and are atoms: nothing copied for them.
  * Any scheduler thread; the terms are the caller's, copied into w's env. */
-void mf_watches_event(mf_watches *w, ERL_NIF_TERM label, ERL_NIF_TERM prev, ERL_NIF_TERM cur,
-                      ERL_NIF_TERM from, ERL_NIF_TERM to, uint64_t kind);
+void mf_watches_event(mf_watches *w, ErlNifEnv *env, ERL_NIF_TERM label, ERL_NIF_TERM prev,
+                      ERL_NIF_TERM cur, ERL_NIF_TERM from, ERL_NIF_TERM to, ERL_NIF_TERM msg,
+                      int reply);
 
 /* From now on the events of `label' are kept, `max' at most: `ok', or
  * `full' when MF_MAX_WATCHES labels are watched (or out of memory).  A

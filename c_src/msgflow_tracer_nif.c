@@ -306,8 +306,7 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     uint64_t owner;
     int reply = mf_alias_owner(ev[3], &owner);
     ERL_NIF_TERM to = reply ? (ERL_NIF_TERM)owner : ev[3];
-    mf_watches_event(&s->watches, argv[2], serial[0], serial[1], ev[2], to,
-                     mf_kind_word(env, ev[4], reply));
+    mf_watches_event(&s->watches, env, argv[2], serial[0], serial[1], ev[2], to, ev[4], reply);
     return atom_ok;
 }
 

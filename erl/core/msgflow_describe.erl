@@ -119,7 +119,10 @@ fun_call(Pid, Init) ->
 
 backtrace_bottom(Pid, Init) ->
     case process_info(Pid, backtrace) of
-        {backtrace, Bin} ->
+        {backtrace, Bin0} ->
+            %% the bottom frames are at its end: a deep stack's text is
+            %% long, the last 4 KB hold them
+            Bin = binary:part(Bin0, max(0, byte_size(Bin0) - 4096), min(4096, byte_size(Bin0))),
             case re:run(Bin, "^(?:Program counter|0x[0-9a-f]+ Return addr)[^(]*"
                              "\\(([^:()]+):(.+)/([0-9]+) \\+ [0-9]+\\)",
                         [multiline, global, {capture, all_but_first, binary}]) of
