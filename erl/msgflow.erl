@@ -19,9 +19,9 @@
 %%% (options, shapes, errors), beside the code they describe.
 -module(msgflow).
 
--export([start/0, start/1, stop/0, reset/0, wait/1, help/0,
+-export([start/0, start/1, start_on/2, stop/0, reset/0, wait/1, help/0,
          trace/1, untrace/1,
-         pairs/0, pairs/1, top/0, top/1, top/2, kinds/2, history/2, matrix/1, matrix/2,
+         pairs/0, pairs/1, top/0, top/1, top/2, kinds/2, history/2, matrix/1, matrix/2, view/2,
          hotspots/0, hotspots/1,
          info/0, export/2, export/3, dump/0,
          follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0]).
@@ -88,6 +88,41 @@ start(Opts) ->
                 {ok, _} -> msgflow_scope:start_nodes(Valid, Nodes);
                 {error, _} = E -> E
             end;
+        {error, _} = E ->
+            E
+    end.
+
+%% @doc Starts counting on node Node only, from a node of one's own: for
+%% a production node that does not have msgflow in its release.  This
+%% build's code and NIF are loaded there when it has none (into the
+%% node's user cache directory; refused, with nothing written, on a node
+%% of another OTP release or NIF version), then msgflow:start(Opts) runs
+%% there, and this node counts nothing.  Opts are start/1's (`procs' all,
+%% new or existing; not `nodes'); `duration' and `max_pairs' bound the
+%% run.  The run stops by itself `grace' ms (default 10,000) after this
+%% node's msgflow application stops or this node disconnects.  Look and
+%% stop there: `erpc:call(Node, msgflow, top, [])' prints here, as does
+%% every printed view; `erpc:call(Node, msgflow, stop, [])'.  Errors:
+%% start/1's; `{error, {badarg, {node, Node}, Allowed}}' for this node or
+%% one that cannot be reached; `{error, {incompatible, Why}}'.
+-spec start_on(node(), map() | [{atom(), term()}]) -> ok | {error, term()}.
+start_on(Node, Opts) ->
+    Reach = [<<"a node this one can connect to, not this one">>],
+    case msgflow_opts:validate(Opts) of
+        {ok, #{procs := P}} when is_list(P) ->
+            {error, {badopt, {procs, P}, [all, new, existing]}};
+        {ok, #{nodes := N}} when N =/= local ->
+            {error, {badopt, {nodes, N}, [<<"none: start_on/2 names its node">>]}};
+        {ok, Valid} when is_atom(Node), Node =/= node() ->
+            case net_kernel:connect_node(Node) of
+                true ->
+                    {ok, _} = application:ensure_all_started(msgflow),
+                    msgflow_cluster:start_on(Node, Valid, whereis(msgflow_sup));
+                _ ->
+                    {error, {badarg, {node, Node}, Reach}}
+            end;
+        {ok, _} ->
+            {error, {badarg, {node, Node}, Reach}};
         {error, _} = E ->
             E
     end.
@@ -189,25 +224,26 @@ top(N, Opts0) ->
             end
     end.
 
-%% @doc The communication matrix: every pair's total, grouped by
+%% @doc Prints the communication matrix: every pair's messages since
+%% start, senders down, receivers across, grouped by
 %% <ul>
 %% <li>`process': sender and receiver themselves (a registered name that
 %%     resolved counts as the pid holding it);</li>
 %% <li>`name': their labels (registered name, else initial call, ...);</li>
 %% <li>`module': the module of the initial call (proc_lib's first);</li>
 %% <li>`application': `application:get_application/1' of the process;</li>
-%% <li>`node': the node of the endpoint.</li>
+%% <li>`node': the node of the endpoint;</li>
+%% <li>`kind': the kind of message down, its tag across.</li>
 %% </ul>
 %% Module and application are read while a process is alive; otherwise,
-%% and for ports and remote endpoints, they are `undefined'.  Returns
-%% `#{by, rows => [SenderKey], cols => [ReceiverKey], cells => #{{SenderKey,
-%% ReceiverKey} => #{count => Messages, rate => MessagesPerSecond}},
-%% window_ms, estimated}', where rate is over the last window (extrapolated
-%% when sampling: `estimated => true').  Across a cluster it covers every
-%% node; `matrix(node)' is then the node-by-node matrix, this node's
-%% traffic to the others in it.  `{error, {badarg, {by, By}, Groupings}}'
-%% for any other By; `{error, not_started}' before the first start.
--spec matrix(msgflow_view:grouping()) -> map() | msgflow_opts:error() | {error, not_started}.
+%% and for ports and remote endpoints, they are `undefined'.  The busiest
+%% rows and columns that fit the terminal are shown, with each sender's
+%% and receiver's total, and a line says what was left out.  Across a
+%% cluster it covers every node; `matrix(node)' is then the node-by-node
+%% matrix.  The data: `view(matrix, #{by => By})'.  `{error, {badarg,
+%% {by, By}, Groupings}}' for any other By; `{error, not_started}' before
+%% the first start.
+-spec matrix(msgflow_view:grouping()) -> ok | msgflow_opts:error() | {error, not_started}.
 matrix(By) ->
     matrix(By, #{}).
 
@@ -217,9 +253,28 @@ matrix(By) ->
 %% a keyword list; `{error, {badopt, {kind, K}, Allowed}}' for an unknown
 %% kind.
 -spec matrix(msgflow_view:grouping(), map() | [{atom(), term()}]) ->
-          map() | msgflow_opts:error() | {error, not_started}.
-matrix(By, Opts) ->
-    msgflow_scope:matrix(By, Opts).
+          ok | msgflow_opts:error() | {error, not_started}.
+matrix(By, Opts0) ->
+    case {msgflow_opts:arg(by, By, {one_of, msgflow_view:groupings()}), msgflow_opts:to_map(Opts0)} of
+        {{error, _} = E, _} -> E;
+        {ok, {ok, Opts}} -> msgflow_scope:print(matrix, Opts#{by => By});
+        {ok, error} -> msgflow_opts:check(matrix, Opts0)
+    end.
+
+%% @doc The data behind a printed view, for programs: `Name' is `top',
+%% `matrix', `hotspots', `flows', `nodes' or `kinds', Opts the options of
+%% the function that prints it (a map or a keyword list; top's N is
+%% `limit', default 10; matrix's By is `by', default `name'; kinds' two
+%% ends are `pair => {Sender, Receiver}').  The values, busiest first:
+%% top a msgflow_view:view() (its `rows'), matrix a
+%% msgflow_view:matrix(), hotspots a list of msgflow_hotspots:finding(),
+%% flows `#{entries, last}', nodes a list of
+%% msgflow_cluster:node_status(), kinds a view of the pair's one row.
+%% Every option and error: msgflow_scope:view/2.
+-spec view(top | matrix | hotspots | flows | nodes | kinds, map() | [{atom(), term()}]) ->
+          term() | msgflow_opts:error() | {error, not_started}.
+view(Name, Opts) ->
+    msgflow_scope:view(Name, Opts).
 
 %% @doc What msgflow is doing and holding, from a snapshot taken now:
 %% `running', `pairs', `events' (= sum of pairs() + `folded' +
@@ -272,21 +327,21 @@ dump() ->
     end.
 
 %% @doc Same as `hotspots(#{})'.
--spec hotspots() -> [msgflow_hotspots:finding()] | {error, term()}.
+-spec hotspots() -> ok | {error, term()}.
 hotspots() ->
     hotspots(#{}).
 
-%% @doc Trouble found in the windows kept so far: findings `#{kind,
-%% subject, label, evidence, explanation}' of the rules `fan_in',
-%% `hot_pair', `spike', `fan_out' and `dead_letters', one per label group,
-%% each naming the main kind of its traffic.  Opts are the rules'
-%% thresholds and `windows'; the rules, their defaults and the findings'
-%% shape: msgflow_hotspots.  `{error, {badopt, {K, V}, Allowed}}' for an
-%% unknown key or a non-positive value; `{error, not_started}' when
-%% msgflow never ran.
--spec hotspots(map() | [{atom(), term()}]) -> [msgflow_hotspots:finding()] | {error, term()}.
-hotspots(Opts0) ->
-    msgflow_scope:hotspots(Opts0).
+%% @doc Prints the trouble found in the windows kept so far, a line per
+%% finding with its figures: the rules `fan_in', `hot_pair', `spike',
+%% `fan_out' and `dead_letters', one finding per label group, each naming
+%% the main kind of its traffic.  Opts are the rules' thresholds and
+%% `windows'; the rules, their defaults and the findings' shape:
+%% msgflow_hotspots; the findings as data: `view(hotspots, Opts)'.
+%% `{error, {badopt, {K, V}, Allowed}}' for an unknown key or a
+%% non-positive value; `{error, not_started}' when msgflow never ran.
+-spec hotspots(map() | [{atom(), term()}]) -> ok | {error, term()}.
+hotspots(Opts) ->
+    msgflow_scope:print(hotspots, Opts).
 
 %% @doc Adds a process or port (or registered name) to the running
 %% session, like `dbg:p(PidOrName, [send])'.  `{error, not_started}',
@@ -326,9 +381,10 @@ history(Sender, Receiver) ->
 -spec kinds(endpoint() | unicode:chardata(), endpoint() | unicode:chardata()) ->
           ok | msgflow_opts:error() | {error, not_started}.
 kinds(Sender, Receiver) ->
-    msgflow_scope:print_kinds(Sender, Receiver).
+    msgflow_scope:print(kinds, #{pair => {Sender, Receiver}}).
 
-%% @doc The nodes msgflow counts on, this one first: `#{node, status =>
+%% @doc Prints the nodes msgflow counts on, this one first, a line
+%% each; the data (`view(nodes, #{})'): `#{node, status =>
 %% up | down | stale | incompatible, pairs, events, last_snapshot_ms,
 %% reason}'.  `down': the node left the cluster (its last figures and
 %% busiest pairs are kept; `reason' is net_kernel's); `stale': it has not
@@ -336,9 +392,9 @@ kinds(Sender, Receiver) ->
 %% this msgflow (another OTP release or NIF version).  `last_snapshot_ms'
 %% is how long before its last answer it took its last snapshot, by its
 %% own clock.  One entry (this node) when msgflow counts here only.
--spec nodes() -> [msgflow_cluster:node_status()].
+-spec nodes() -> ok.
 nodes() ->
-    msgflow_cluster:nodes().
+    msgflow_scope:print(nodes, #{}).
 
 %% @doc Same as `follow(Fun, #{})'.
 -spec follow(fun(() -> term())) -> {term(), msgflow_flow_view:flow()} | {error, term()}.
@@ -367,15 +423,17 @@ follow(Fun, Opts) ->
 follow_calls(MFA, Opts) ->
     msgflow_flow:follow_calls(MFA, Opts).
 
-%% @doc One summary per follow_calls/2 entry (running or stopped since):
+%% @doc Prints a table per follow_calls/2 entry (running or stopped
+%% since) and the sequence diagram of the last follow/2.  The data
+%% (`view(flows, #{})'): `#{entries, last}', one summary per entry:
 %% `#{entry, requests (followed), calls (counted), messages (of the
 %% followed requests), per_request (their mean), pairs => [{SenderLabel,
 %% ReceiverLabel, Messages}], depth (deepest chain), depth_exact, sample,
 %% running}', from a snapshot taken now.  Labels, not pids: each request
 %% has processes of its own; a local process that exited is `(exited)'.
--spec flows() -> [msgflow_flow_view:summary()].
+-spec flows() -> ok.
 flows() ->
-    msgflow_flow:flows().
+    msgflow_scope:print(flows, #{}).
 
 %% @doc Stops every follow_calls/2 entry (their summaries stay in flows/0)
 %% and puts back the system tracer msgflow set.

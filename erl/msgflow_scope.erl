@@ -4,8 +4,8 @@
 %%% pairs, hotspots, histories and exports are built where they must be.
 %%% msgflow's functions check their arguments and call these.
 -module(msgflow_scope).
--export([start_nodes/2, check_node/1, with_view/3, print_top/4, live_top/5, pairs/0, pairs/1, print_kinds/2, matrix/2,
-         hotspots/1, history/2, check_format/2, export_flow/1, export_view/3]).
+-export([start_nodes/2, check_node/1, with_view/3, view/2, print/2, print_top/4, live_top/5,
+         pairs/0, pairs/1, history/2, check_format/2, export_flow/1, export_view/3]).
 
 %% @doc Starts a run with validated options: this node first; then, for
 %% a cluster (`nodes' all or a list), the others (see msgflow_cluster).
@@ -50,16 +50,22 @@ check_node(Node) ->
         false -> {error, {badopt, {node, Node}, [all | Known]}}
     end.
 
-%% @doc Prints the top table (msgflow_text:top/1) of the N first rows of
-%% the view Spec asks (`by', `sort') after Prefix (a screen code for live
-%% views); `{error, not_started}' before any run.
+%% @doc Prints the top table (msgflow_text:top/2) of the N first rows of
+%% the view Spec asks (`by', `sort'), in the terminal's width, after
+%% Prefix (a screen code for live views); `{error, not_started}' before
+%% any run.
 -spec print_top(pos_integer(), msgflow_view:spec(), atom(), iodata()) ->
           ok | {error, not_started}.
 print_top(N, Spec, Node, Prefix) ->
-    Width = msgflow_fmt:columns(),
-    case with_view(Spec#{limit => N}, Node, fun(V) -> msgflow_text:top(V, Width) end) of
+    case top_view(Spec#{limit => N}, Node) of
+        {error, _} = E -> E;
+        View -> io:put_chars([Prefix, msgflow_text:top(View, msgflow_fmt:columns())])
+    end.
+
+top_view(Spec, Node) ->
+    case with_view(Spec, Node, fun(V) -> V end) of
         undefined -> {error, not_started};
-        Text -> io:put_chars([Prefix, Text])
+        View -> View
     end.
 
 %% @doc Render(View) for the view Spec asks: of this node, or, while msgflow
@@ -81,33 +87,61 @@ with_view(Spec, Only, Render) ->
             end
     end.
 
-%% @doc msgflow:matrix/2: By and Opts checked, then the matrix of the
-%% view they ask for (msgflow_report:matrix/1), of every node.
--spec matrix(term(), term()) -> map() | msgflow_opts:error() | {error, not_started}.
-matrix(By, Opts0) ->
-    case {msgflow_opts:arg(by, By, {one_of, msgflow_view:groupings()}),
-          msgflow_opts:check(matrix, Opts0)} of
-        {{error, _} = E, _} ->
-            E;
-        {ok, {error, _} = E} ->
-            E;
-        {ok, {ok, Opts}} ->
-            %% the matrix shows no kinds: a view without them costs less
-            Spec = case Opts of
-                       #{kind := K} -> #{by => By, kind => K};
-                       _ -> #{by => By, kinds => false}
-                   end,
-            case with_view(Spec, all, fun msgflow_report:matrix/1) of
-                undefined -> {error, not_started};
-                M -> M
-            end
+%% @doc msgflow:view/2: the typed value behind a printed view, Opts
+%% checked (a map or a keyword list):
+%% <ul>
+%% <li>`top': `limit' (10), `by', `sort', `node' as top/2's: a
+%%     msgflow_view:view() of the `limit' busiest rows;</li>
+%% <li>`matrix': `by' (name), `kind' as matrix/2's: a
+%%     msgflow_view:matrix() of every node;</li>
+%% <li>`hotspots': hotspots/1's options: the findings
+%%     (msgflow_hotspots:finding());</li>
+%% <li>`flows': no options: `#{entries => [msgflow_flow_view:summary()],
+%%     last => msgflow_flow_view:flow() | undefined}' (follow_calls/2's
+%%     entries, the last follow/2);</li>
+%% <li>`nodes': no options: msgflow_cluster:nodes();</li>
+%% <li>`kinds': `pair => {Sender, Receiver}' (pids, ports or names as
+%%     top/1 shows them, or labels as binaries or strings, as `by =>
+%%     name' shows them): a view with that row, its kinds by tag.</li>
+%% </ul>
+%% Errors: `{error, {badarg, {view, Name}, Names}}', `{error, {badopt,
+%% {Key, Value}, Allowed}}', `{error, not_started}' for a view of the
+%% counts before the first start; kinds: `{error, {badarg, {pair, Pair},
+%% Allowed}}' for a pair with no messages.
+-spec view(atom(), term()) -> term() | msgflow_opts:error() | {error, not_started}.
+view(Name, Opts0) ->
+    Names = [top, matrix, hotspots, flows, nodes, kinds],
+    case msgflow_opts:arg(view, Name, {one_of, Names}) of
+        ok when Name =:= hotspots -> hotspots(Opts0);
+        ok -> case msgflow_opts:check(case Name of top -> view_top; _ -> Name end, Opts0) of
+                  {ok, Opts} -> view1(Name, Opts);
+                  {error, _} = E -> E
+              end;
+        {error, _} = E -> E
     end.
 
-%% @doc msgflow:kinds/2: the kinds table (msgflow_text:kinds/1) of one
-%% pair (pids, ports or names: by process) or one group (labels: by
-%% name), printed.
--spec print_kinds(term(), term()) -> ok | msgflow_opts:error() | {error, not_started}.
-print_kinds(Sender, Receiver) ->
+view1(top, #{limit := N, by := By, sort := Sort, node := Node}) ->
+    case check_node(Node) of
+        ok -> top_view(#{by => By, sort => Sort, limit => N}, Node);
+        {error, _} = E -> E
+    end;
+view1(matrix, Opts = #{by := By}) ->
+    %% the matrix shows no kinds: a view without them costs less
+    Spec = case Opts of
+               #{kind := K} when K =/= none -> #{by => By, kind => K};
+               _ -> #{by => By, kinds => false}
+           end,
+    case with_view(Spec, all, fun msgflow_view:matrix/1) of
+        undefined -> {error, not_started};
+        M -> M
+    end;
+view1(flows, _) ->
+    #{entries => msgflow_flow:flows(), last => msgflow_flow:last()};
+view1(nodes, _) ->
+    msgflow_cluster:nodes();
+view1(kinds, Opts) when not is_map_key(pair, Opts) ->
+    {error, {badopt, {pair, none}, msgflow_opts:allowed(pair)}};
+view1(kinds, #{pair := {Sender, Receiver}}) ->
     ByName = not (is_endpoint(Sender) andalso is_endpoint(Receiver)),
     Key = fun(E) when ByName, is_atom(E) -> msgflow_fmt:name(E);
              (E) when ByName -> unicode:characters_to_binary(E);
@@ -115,33 +149,86 @@ print_kinds(Sender, Receiver) ->
           end,
     Spec = #{by => case ByName of true -> name; false -> process end,
              pair => {Key(Sender), Key(Receiver)}},
-    case msgflow_scope:with_view(Spec, all, fun msgflow_text:kinds/1) of
+    case with_view(Spec, all, fun(V) -> V end) of
         undefined ->
             {error, not_started};
-        none ->
+        #{rows := []} ->
             {error, {badarg, {pair, {Sender, Receiver}},
                      [<<"a pair top/1 shows (pids, ports, names)">>,
                       <<"a pair of labels top(N, #{by => name}) shows">>]}};
-        Text ->
-            io:put_chars(Text)
+        View ->
+            View
     end.
+
+%% @doc Prints view Name (top, matrix, hotspots, flows, nodes, kinds) in
+%% the terminal's width and height and returns `ok', or the error view/2
+%% gives.
+-spec print(atom(), term()) -> ok | msgflow_opts:error() | {error, term()}.
+print(Name, Opts) ->
+    case view(Name, Opts) of
+        {error, _} = E -> E;
+        Value -> io:put_chars(render(Name, Value, Opts))
+    end.
+
+render(top, View, _) ->
+    msgflow_text:top(View, msgflow_fmt:columns());
+render(matrix, M, _) ->
+    msgflow_tables:matrix(M, msgflow_fmt:columns(), msgflow_fmt:rows());
+render(hotspots, Fs, Opts) ->
+    {ok, #{windows := W}} = msgflow_opts:check(hotspots, Opts),
+    msgflow_tables:hotspots(Fs, W, msgflow_fmt:columns());
+render(flows, Flows, _) ->
+    msgflow_tables:flows(Flows, msgflow_fmt:columns());
+render(nodes, Ns, _) ->
+    msgflow_tables:nodes(Ns, msgflow_fmt:columns());
+render(kinds, View, _) ->
+    msgflow_text:kinds(View).
 
 is_endpoint(E) -> is_pid(E) orelse is_port(E) orelse is_atom(E).
 
 %% @doc The top table redrawn every Refresh ms until Until (monotonic
-%% ms), or until the collector is gone.
+%% ms), until a line is entered on the caller's terminal (`q' + Enter, or
+%% Enter), or until the collector is gone.  Each redraw goes back over
+%% the last table only (cursor up, erase below), never over what was
+%% printed before.
 -spec live_top(pos_integer(), msgflow_view:spec(), atom(), pos_integer(), integer()) ->
           ok | {error, not_started}.
 live_top(N, Spec, Node, Refresh, Until) ->
-    case print_top(N, Spec, Node, "\e[H\e[2J") of
-        {error, _} = E ->
+    Self = self(),
+    Reader = spawn_link(fun() -> Self ! {?MODULE, self(), io:get_line("")} end),
+    try
+        live_top(N, Spec, Node, Refresh, Until, Reader, 0)
+    after
+        unlink(Reader),
+        exit(Reader, kill),
+        receive {?MODULE, Reader, _} -> ok after 0 -> ok end
+    end.
+
+live_top(N, Spec, Node, Refresh, Until, Reader, Drawn) ->
+    case top_view(Spec#{limit => N}, Node) of
+        {error, _} = E when Drawn =:= 0 ->
             E;
-        ok ->
+        {error, _} ->
+            ok;
+        View ->
             Left = Until - erlang:monotonic_time(millisecond),
+            Text = [msgflow_text:top(View, msgflow_fmt:columns()),
+                    io_lib:format("live, every ~s ms for ~s ms more: q + Enter ends it~n",
+                                  [msgflow_fmt:int(Refresh), msgflow_fmt:int(max(0, Left))])],
+            Back = case Drawn of
+                       0 -> "";
+                       _ -> io_lib:format("\e[~bF\e[J", [Drawn])
+                   end,
+            io:put_chars([Back, Text]),
+            Lines = length(string:split(unicode:characters_to_binary(Text), "\n", all)) - 1,
             case Left > 0 andalso whereis(msgflow_collector) =/= undefined of
                 true ->
-                    receive after min(Refresh, Left) -> ok end,
-                    live_top(N, Spec, Node, Refresh, Until);
+                    receive
+                        %% a line typed; eof or an error (no terminal) is no key
+                        {?MODULE, Reader, Line} when is_list(Line); is_binary(Line) -> ok
+                    after min(Refresh, Left) ->
+                        live_top(N, Spec, Node, Refresh, Until, Reader, Lines)
+                    end;
                 false ->
                     ok
             end
@@ -232,7 +319,7 @@ pairs(With) ->
             msgflow_row:sorted_pairs(Got ++ Old)
     end.
 
-%% @doc msgflow:hotspots/1: options checked, each node's findings from
+%% msgflow:view(hotspots, _): options checked, each node's findings from
 %% its own windows.
 -spec hotspots(term()) -> [msgflow_hotspots:finding()] | {error, term()}.
 hotspots(Opts0) ->

@@ -184,7 +184,7 @@ receiver_kinds(_Config) ->
         %% once: pairs() has it nowhere)
         ?assertMatch(#{alias_owner := true}, msgflow_tracer:lib_info()),
         ?assertMatch(#{{Sender, AliasOwner} := #{count := 1}},
-                     maps:get(cells, msgflow:matrix(process))),
+                     maps:get(cells, msgflow:view(matrix, #{by => process}))),
         %% every endpoint kind, for the C decoder's tests
         write_dump("kinds"),
         Sender ! stop,
@@ -515,7 +515,7 @@ matrix_groupings(_Config) ->
     Self = self(),
     {S1, S2, Sink} = mx_workload(),
     Counts = fun(By) ->
-                     #{by := By, cells := Cells} = msgflow:matrix(By),
+                     #{by := By, cells := Cells} = msgflow:view(matrix, #{by => By}),
                      maps:map(fun(_, #{count := C}) -> C end, Cells)
              end,
     SelfMod = msgflow_describe:module_of(Self),
@@ -535,9 +535,9 @@ matrix_groupings(_Config) ->
     ?assertEqual(Expect([{{undefined, undefined}, 15}, {{undefined, SelfApp}, 2}]),
                  Counts(application)),
     ?assertEqual(#{{node(), node()} => 17}, Counts(node)),
-    #{rows := Rows, cols := Cols} = msgflow:matrix(process),
-    ?assertEqual(lists:sort([S1, S2]), Rows),
-    ?assertEqual(lists:sort([Sink, Self]), Cols),
+    #{rows := Rows, cols := Cols} = msgflow:view(matrix, #{by => process}),
+    ?assertEqual(lists:sort([S1, S2]), lists:sort(Rows)),
+    ?assertEqual(lists:sort([Sink, Self]), lists:sort(Cols)),
     ?assertEqual({error, {badarg, {by, bogus}, [process, name, module, application, node, kind]}},
                  msgflow:matrix(bogus)),
     [exit(P, kill) || P <- [S1, S2, Sink]].
@@ -679,7 +679,7 @@ labels_after_exit(_Config) ->
      || P <- [Named, Plain, Lib, Anon]],
     receive {'DOWN', SupRef, _, _, _} -> ok end,
     ok = msgflow:stop(),
-    Cells = maps:get(cells, msgflow:matrix(name)),
+    Cells = maps:get(cells, msgflow:view(matrix, #{by => name})),
     Count = fun(From, To) -> maps:get(count, maps:get({From, To}, Cells, #{count => 0})) end,
     %% Sink, spawned from `fun sink/0' before tracing, is read live: the
     %% bottom of its stack
@@ -693,7 +693,7 @@ labels_after_exit(_Config) ->
     %% proc_lib's ack of the start and the reply to which_children
     ?assertEqual(2, Count(<<"supervisor:msgflow_SUITE/1">>, msgflow_describe:label(Self))),
     %% their module, from the spawn, for the module grouping
-    MCells = maps:get(cells, msgflow:matrix(module)),
+    MCells = maps:get(cells, msgflow:view(matrix, #{by => module})),
     ?assertMatch(#{count := 18}, maps:get({msgflow_SUITE, msgflow_SUITE}, MCells)),
     unlink(Sink),
     exit(Sink, kill).
@@ -717,7 +717,7 @@ hotspot_bottleneck(_Config) ->
     ok = msgflow:start(#{procs => all, interval => 100}),
     Senders = [spawn(fun() -> paced_casts(Server, 2) end) || _ <- lists:seq(1, 50)],
     ok = msgflow_collector:await_windows(6, 10000),
-    Found = msgflow:hotspots(),
+    Found = msgflow:view(hotspots, #{}),
     [exit(S, kill) || S <- Senders],
     ok = msgflow:stop(),
     ct:log("~p", [Found]),
@@ -737,7 +737,7 @@ hotspot_balanced(_Config) ->
     Pairs = [begin R = spawn(fun sink/0), {spawn(fun() -> paced_casts(R, 1) end), R} end
              || _ <- lists:seq(1, 50)],
     ok = msgflow_collector:await_windows(6, 10000),
-    Found = msgflow:hotspots(),
+    Found = msgflow:view(hotspots, #{}),
     [exit(P, kill) || P <- Senders ++ lists:append([[A, B] || {A, B} <- Pairs])],
     ok = msgflow:stop(),
     ct:log("~p", [Found]),
@@ -807,26 +807,30 @@ hist_sender(_Parent) ->
     hist_sender(_Parent).
 
 %% help/0, top/1 and the live top/2 print lines of at most 80 columns;
-%% the live top redraws (clears the screen) each refresh and returns.
+%% the live top redraws over its own last table (cursor up, erase below:
+%% never a screen clear) each refresh and returns.
 shell_output(_Config) ->
     Help = msgflow_test_io:capture(fun() -> msgflow:help() end),
     [?assertEqual({L, true}, {L, string:length(L) =< 80}) || L <- lines(Help)],
     [?assertMatch({_, _}, binary:match(Help, <<"msgflow:", C/binary>>))
      || C <- [<<"start(">>, <<"stop()">>, <<"top(">>, <<"trace(">>, <<"untrace(">>,
-              <<"history(">>, <<"hotspots()">>, <<"matrix(">>, <<"export(">>]],
+              <<"history(">>, <<"hotspots()">>, <<"matrix(">>, <<"export(">>, <<"view(">>,
+              <<"flows()">>, <<"nodes()">>, <<"kinds(">>, <<"start_on(">>]],
     Sink = spawn(fun sink/0),
     S = spawn(fun() -> paced_casts(Sink, 1) end),
     ok = msgflow:start(#{procs => [S], interval => 50}),
     Live = msgflow_test_io:capture(fun() -> ok = msgflow:top(5, #{refresh => 60, for => 250}) end),
     exit(S, kill),
     ok = msgflow:stop(),
-    ?assert(count(Live, <<"\e[H\e[2J">>) >= 3),
+    ?assertEqual(0, count(Live, <<"\e[2J">>)),
+    %% one pair: the head, the column heads, its row and the live line
+    ?assert(count(Live, <<"\e[4F\e[J">>) >= 2),
     [?assertEqual({L, true}, {L, string:length(L) =< 80}) || L <- lines(Live)],
     ?assertMatch({_, _}, binary:match(Live, <<"MSG/S">>)),
     exit(Sink, kill).
 
 lines(Bin) ->
-    [L || L <- string:split(binary:replace(Bin, <<"\e[H\e[2J">>, <<>>, [global]), "\n", all)].
+    [L || L <- string:split(binary:replace(Bin, <<"\e[4F\e[J">>, <<>>, [global]), "\n", all)].
 
 count(Bin, Pat) ->
     length(binary:matches(Bin, Pat)).
@@ -1339,7 +1343,7 @@ gen_call_two_edges(_Config) ->
     Client ! go,
     receive {'DOWN', Ref, process, Client, normal} -> ok end,
     ok = msgflow:stop(),
-    Cells = maps:get(cells, msgflow:matrix(process)),
+    Cells = maps:get(cells, msgflow:view(matrix, #{by => process})),
     ?assertEqual(#{{Client, Server} => 1000, {Server, Client} => 1000},
                  maps:map(fun(_, #{count := C}) -> C end, Cells)),
     ?assertEqual([{Client, Server, 1000}], msgflow:pairs()),
@@ -1440,7 +1444,7 @@ churn_conserved(_Config) ->
     Pids = [C || {C, _} <- Clients],
     ?assertEqual([], [P || P = {S, R, _} <- msgflow:pairs(),
                            lists:member(S, Pids) orelse lists:member(R, Pids)]),
-    Cells = maps:get(cells, msgflow:matrix(name)),
+    Cells = maps:get(cells, msgflow:view(matrix, #{by => name})),
     Client = <<"msgflow_SUITE:churn_client/2">>,
     Server = <<"msgflow_SUITE:churn_server/0">>,
     ?assertMatch(#{{Client, Server} := #{count := 600}, {Server, Client} := #{count := 600}},
@@ -1680,7 +1684,7 @@ proc_lib_labels(_Config) ->
             receive {'DOWN', Ref, process, S, normal} -> ok end,
             ok = msgflow:stop(),
             ?assertMatch([{_, 1}], [{K, C} || {K = {_, <<"{worker,7}">>}, #{count := C}}
-                                                  <- maps:to_list(maps:get(cells, msgflow:matrix(name)))]),
+                                                  <- maps:to_list(maps:get(cells, msgflow:view(matrix, #{by => name})))]),
             unlink(W),
             exit(W, kill)
     end.
@@ -1865,7 +1869,7 @@ follow_calls_exact(_Config) ->
 %% The summaries of this suite's entry F (flows() keeps those of the
 %% entries stopped before).
 flows_of(F) ->
-    [S || S = #{entry := {?MODULE, F1, _}} <- msgflow:flows(), F1 =:= F].
+    [S || S = #{entry := {?MODULE, F1, _}} <- maps:get(entries, msgflow:view(flows, #{})), F1 =:= F].
 
 flow_request_n(N) ->
     Self = self(),
@@ -2047,9 +2051,9 @@ wait_status(Node, Status) ->
     wait_status(Node, Status, 200).
 
 wait_status(Node, Status, 0) ->
-    ct:fail({status, Node, Status, msgflow:nodes()});
+    ct:fail({status, Node, Status, msgflow:view(nodes, #{})});
 wait_status(Node, Status, Tries) ->
-    case [S || S = #{node := N, status := St} <- msgflow:nodes(), N =:= Node, St =:= Status] of
+    case [S || S = #{node := N, status := St} <- msgflow:view(nodes, #{}), N =:= Node, St =:= Status] of
         [S] -> S;
         [] -> receive after 50 -> wait_status(Node, Status, Tries - 1) end
     end.
@@ -2070,9 +2074,9 @@ cluster_exact(Config) ->
         Sink2 = erpc:call(N2, erlang, spawn, [timer, sleep, [infinity]]),
         true = erpc:call(N2, erlang, register, [cluster_sink2, Sink2]),
         ok = msgflow:start(#{nodes => all, interval => 100}),
-        [#{node := Here} | Others] = msgflow:nodes(),
+        [#{node := Here} | Others] = msgflow:view(nodes, #{}),
         ?assertEqual({node(), lists:sort([N1, N2])}, {Here, lists:sort([N || #{node := N} <- Others])}),
-        ?assertEqual([up, up, up], [S || #{status := S} <- msgflow:nodes()]),
+        ?assertEqual([up, up, up], [S || #{status := S} <- msgflow:view(nodes, #{})]),
         %% here -> N1: 10 pid sends
         A = spawn(fun() -> [Sink1 ! {m, I} || I <- lists:seq(1, 10)], Self ! {sent, self()} end),
         receive {sent, A} -> ok end,
@@ -2097,12 +2101,12 @@ cluster_exact(Config) ->
                                            || N <- [node(), N1, N2]]],
         ?assertEqual([], [P || P = {S, _, _} <- Pairs, lists:member(S, Own)]),
         %% the replies: counted on this node, to N1's aliases
-        Cells = maps:get(cells, msgflow:matrix(process)),
+        Cells = maps:get(cells, msgflow:view(matrix, #{by => process})),
         ?assertEqual(6, lists:sum([X || {{S, _}, #{count := X}} <- maps:to_list(Cells),
                                         S =:= Db])),
         %% the node matrix holds every message of every node
-        Nodes = msgflow:nodes(),
-        NodeCells = maps:get(cells, msgflow:matrix(node)),
+        Nodes = msgflow:view(nodes, #{}),
+        NodeCells = maps:get(cells, msgflow:view(matrix, #{by => node})),
         ?assertEqual(lists:sum([E || #{events := E} <- Nodes]),
                      lists:sum([X || #{count := X} <- maps:values(NodeCells)])),
         ?assert(maps:is_key({N1, N2}, NodeCells) andalso maps:is_key({node(), N1}, NodeCells)),
@@ -2121,7 +2125,7 @@ cluster_exact(Config) ->
         ?assertEqual(nomatch, re:run(lists:flatten(ct:capture_get()), "on 3 nodes")),
         ?assertMatch({error, {badopt, {node, nope@nowhere}, [_ | _]}}, msgflow:top(5, #{node => nope@nowhere})),
         ?assertMatch({error, {badopt, {node, nope@nowhere}, [_ | _]}},
-                     msgflow:hotspots(#{node => nope@nowhere})),
+                     msgflow:view(hotspots, #{node => nope@nowhere})),
         ?assertMatch({error, {badopt, {node, nope@nowhere}, [_ | _]}},
                      msgflow:export("/nonexistent/x.csv", csv, #{node => nope@nowhere})),
         %% the dump (version 3) names the three; msgflow-report prints them
@@ -2219,7 +2223,7 @@ cluster_start_errors(_Config) ->
     ?assertMatch({error, {nodes, [{Bad, _}]}}, msgflow:start(#{nodes => [Bad]})),
     ?assertMatch(#{running := false}, msgflow:info()),
     ok = msgflow:start(#{nodes => [Bad], on_node_error => skip}),
-    ?assertMatch([#{status := up}, #{node := Bad, status := down}], msgflow:nodes()),
+    ?assertMatch([#{status := up}, #{node := Bad, status := down}], msgflow:view(nodes, #{})),
     ?assertMatch({error, {badopt, {nodes, x}, [_ | _]}}, msgflow:start(#{nodes => x})),
     ok = msgflow:stop(),
     ok.
@@ -2308,7 +2312,7 @@ cluster_incompatible(_Config) ->
                 ok = msgflow:start(#{nodes => [N], on_node_error => skip}),
                 ?assertMatch([#{status := up}, #{node := N, status := incompatible,
                                                  reason := {otp_release, _, _, _}}],
-                             msgflow:nodes()),
+                             msgflow:view(nodes, #{})),
                 ?assertEqual(non_existing, erpc:call(N, code, which, [msgflow])),
                 ok = msgflow:stop(),
                 %% msgflow-top ships through the same install/1: refused

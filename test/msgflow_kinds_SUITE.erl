@@ -146,10 +146,10 @@ kinds_views(_Config) ->
     ?assertMatch({match, _}, re:run(Top, "call +get +41 ")),
     %% the matrix of one kind, or of a kind and tag: those messages only
     Cell = fun(M) -> maps:get(count, maps:get({Client, Srv}, maps:get(cells, M))) end,
-    ?assertEqual(?GETS + 1 + ?PUTS, Cell(msgflow:matrix(process, #{kind => call}))),
-    ?assertEqual(?PUTS, Cell(msgflow:matrix(process, [{kind, {call, put}}]))),
-    ?assertEqual(?CASTS, Cell(msgflow:matrix(process, #{kind => cast}))),
-    ?assertEqual(error, maps:find({Client, Srv}, maps:get(cells, msgflow:matrix(process, #{kind => io})))),
+    ?assertEqual(?GETS + 1 + ?PUTS, Cell(msgflow:view(matrix, #{by => process, kind => call}))),
+    ?assertEqual(?PUTS, Cell(msgflow:view(matrix, [{by, process}, {kind, {call, put}}]))),
+    ?assertEqual(?CASTS, Cell(msgflow:view(matrix, #{by => process, kind => cast}))),
+    ?assertEqual(error, maps:find({Client, Srv}, maps:get(cells, msgflow:view(matrix, #{by => process, kind => io})))),
     ?assertMatch({error, {badopt, {kind, chat}, [call | _]}}, msgflow:matrix(name, #{kind => chat})),
     ?assertMatch({error, {badopt, {kind, {call, 1}}, _}}, msgflow:matrix(name, #{kind => {call, 1}})),
     gen_server:stop(Srv).
@@ -164,7 +164,7 @@ replies_no_fan_out(_Config) ->
     Sinks = [spawn(fun sink/0) || _ <- lists:seq(1, 25)],
     Spreader = spawn(fun() -> spread(Sinks) end),
     ok = msgflow_collector:await_windows(4, 10000),
-    Found = msgflow:hotspots(),
+    Found = msgflow:view(hotspots, #{}),
     [exit(P, kill) || P <- [Spreader | Callers ++ Sinks]],
     ok = msgflow:stop(),
     ct:log("~p", [Found]),

@@ -77,7 +77,7 @@ labels_recognised(_Config) ->
     receive port_done -> ok end,
     Labelled = label_me(Sink),
     ok = msgflow:stop(),
-    Cells = maps:get(cells, msgflow:matrix(name)),
+    Cells = maps:get(cells, msgflow:view(matrix, #{by => name})),
     Count = fun(From, To) -> maps:get(count, maps:get({From, To}, Cells, #{count => 0}), 0) end,
     ct:log("~p", [maps:keys(Cells)]),
     %% the two fun-spawned senders share their label: 3 + 4 hellos
@@ -100,7 +100,7 @@ labels_recognised(_Config) ->
                       end,
     %% by module: the port counts for its owner's module, an Elixir module
     %% as its atom (the key), labelled as Elixir writes it
-    MCells = maps:get(cells, msgflow:matrix(module)),
+    MCells = maps:get(cells, msgflow:view(matrix, #{by => module})),
     %% the port's 2 + 2, and on OTP 27 the labelled process's 5
     ?assertMatch(#{count := N} when N =:= 4 + Extra,
                  maps:get({msgflow_labels_SUITE, msgflow_labels_SUITE}, MCells)),
@@ -151,7 +151,7 @@ fan_out_grouped(_Config) ->
     ok = msgflow:start(#{procs => all, interval => 100}),
     Senders = [spawn(fun() -> spread(Sinks) end) || _ <- lists:seq(1, 21)],
     ok = msgflow_collector:await_windows(4, 10000),
-    Found = msgflow:hotspots(),
+    Found = msgflow:view(hotspots, #{}),
     [exit(P, kill) || P <- Senders ++ Sinks],
     ok = msgflow:stop(),
     ct:log("~p", [Found]),

@@ -38,7 +38,7 @@
 -behaviour(gen_server).
 -compile({no_auto_import, [nodes/0]}).  %% nodes/0 is ours: each node and its status
 
--export([prepare/2, start_members/0, stop/0, forget/0, members/0, nodes/0, view/2,
+-export([start_on/3, prepare/2, start_members/0, stop/0, forget/0, members/0, nodes/0, view/2,
          call_all/3, call_all/4, refresh/0, last_pairs/1]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 -export_type([node_status/0]).
@@ -386,12 +386,26 @@ status(N, #member{status = S, reason = Why, report = R}) ->
 
 %%% Starting and stopping a node
 
-start_member(N, Opts, Coordinator) ->
+%% @doc msgflow started on node N alone (msgflow:start_on/2), with
+%% validated options: this build's code loaded there when it is missing
+%% (refused on another OTP release or NIF version, as for a cluster's
+%% member), then its msgflow:start/1 with `owner => Owner', so that the
+%% run stops `grace' ms after Owner exits or this node disconnects.
+%% Errors: `{error, {incompatible, _}}', `{error, Why}' of the load, the
+%% RPC or msgflow:start/1 there.
+-spec start_on(node(), msgflow_opts:opts(), pid()) -> ok | {error, term()}.
+start_on(N, Opts, Owner) ->
+    start_member(N, maps:remove(coordinator, Opts#{owner => Owner}), none).
+
+start_member(N, Opts0, Coordinator) ->
+    Opts = case Coordinator of
+               none -> Opts0#{nodes => local};
+               _ -> Opts0#{nodes => local, coordinator => Coordinator}
+           end,
     try
         ok = msgflow_cluster_code:compatible(N, ?START_TIMEOUT),
         ok = msgflow_cluster_code:ensure(N, ?START_TIMEOUT),
-        case erpc:call(N, msgflow, start, [Opts#{nodes => local, coordinator => Coordinator}],
-                       ?START_TIMEOUT) of
+        case erpc:call(N, msgflow, start, [Opts], ?START_TIMEOUT) of
             ok -> ok;
             {error, _} = E -> E
         end

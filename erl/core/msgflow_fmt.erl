@@ -4,7 +4,7 @@
 %%% does that).
 -module(msgflow_fmt).
 -export([xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, mid_cell/3, rcell/2,
-         endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0]).
+         endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0]).
 
 %% @doc The terminal's width in columns (io:columns/0 of the caller's
 %% group leader), 80 where there is none.
@@ -14,6 +14,16 @@ columns() ->
         {ok, C} when C >= 40 -> C;
         {ok, _} -> 40;
         _ -> 80
+    end.
+
+%% @doc The terminal's height in lines (io:rows/0 of the caller's group
+%% leader), 24 where there is none.
+-spec rows() -> pos_integer().
+rows() ->
+    case io:rows() of
+        {ok, R} when R >= 10 -> R;
+        {ok, _} -> 10;
+        _ -> 24
     end.
 
 %% @doc A kind and tag as the views write them: `call get', `reply',

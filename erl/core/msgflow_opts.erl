@@ -45,12 +45,13 @@
                   owner => pid(),
                   resume => boolean(),
                   coordinator => pid()}.
--type call() :: start | top | matrix | export | hotspots | follow | follow_calls.
+-type call() :: start | top | view_top | matrix | kinds | flows | nodes | export | hotspots
+              | follow | follow_calls.
 %% What a value may be: one of some atoms, an integer in a range (with
 %% its unit), a positive number, a boolean, a pid, an atom, or one of
 %% several rules.
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
-              | boolean | pid | atom | procs | nodes | sample | kind | {either, [rule()]}.
+              | boolean | pid | pair | atom | procs | nodes | sample | kind | {either, [rule()]}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 
 %% @doc The options used where start/1 is given none:
@@ -163,8 +164,20 @@ schema(top) ->
       refresh => {1000, {int, 1, ?MAX_MS, "ms"}},
       for => {10000, {int, 0, ?MAX_MS, "ms"}},
       node => {all, atom}};
+schema(view_top) ->
+    #{limit => {10, {int, 1, ?MAX_ROWS, "rows"}},
+      by => {process, {one_of, ?GROUPINGS}},
+      sort => {messages, {one_of, ?SORTS}},
+      node => {all, atom}};
 schema(matrix) ->
-    #{kind => {none, kind}};
+    #{by => {name, {one_of, ?GROUPINGS}},
+      kind => {none, kind}};
+schema(kinds) ->
+    #{pair => {none, pair}};
+schema(flows) ->
+    #{};
+schema(nodes) ->
+    #{};
 schema(export) ->
     #{by => {process, {one_of, ?GROUPINGS}},
       sort => {messages, {one_of, ?SORTS}},
@@ -195,6 +208,7 @@ valid({int, Min, Max, _}, V) -> is_integer(V) andalso V >= Min andalso V =< Max;
 valid(pos_number, V) -> is_number(V) andalso V > 0;
 valid(boolean, V) -> is_boolean(V);
 valid(pid, V) -> is_pid(V);
+valid(pair, V) -> is_tuple(V) andalso tuple_size(V) =:= 2;
 valid(atom, V) -> is_atom(V);
 valid({either, Rules}, V) -> lists:any(fun(R) -> valid(R, V) end, Rules);
 valid(procs, P) when P =:= all; P =:= new; P =:= existing -> true;
@@ -222,6 +236,7 @@ allowed({int, Min, Max, Unit}) ->
 allowed(pos_number) -> [<<"a number above 0">>];
 allowed(boolean) -> [true, false];
 allowed(pid) -> [<<"a pid">>];
+allowed(pair) -> [<<"{Sender, Receiver}: pids, ports or names as top/1 shows them, or labels">>];
 allowed(atom) -> [<<"an atom">>];
 allowed({either, Rules}) -> lists:append([allowed(R) || R <- Rules]);
 allowed(procs) -> [all, new, existing, <<"a list of local pids and registered names, "

@@ -4,7 +4,7 @@
 %%% render(html, ...), which runs Graphviz's `dot' to lay out the graph
 %%% when it is installed.
 -module(msgflow_report).
--export([views/2, matrix/1, render/3, dump/1, formats/0, json_encode/1, json_fallback/1]).
+-export([views/2, render/3, dump/1, formats/0, json_encode/1, json_fallback/1]).
 %% for msgflow_report_html, which embeds them
 -export([heatmap/2, dot/2, texts/2]).
 
@@ -31,17 +31,6 @@ views(Format, Opts) ->
         svg -> #{rows => #{by => By, heatmap => maps:get(limit, Opts, 30), labelled => 0}};
         _ -> #{rows => #{by => By}}
     end.
-
-%% @doc The communication matrix of a view with every row (see
-%% msgflow:matrix/1).
--spec matrix(msgflow_view:view()) -> map().
-matrix(#{by := By, rows := Rows, window_ms := WinMs, estimated := Est}) ->
-    #{by => By,
-      rows => lists:usort([S || #{sender := S} <- Rows]),
-      cols => lists:usort([R || #{receiver := R} <- Rows]),
-      cells => maps:from_list([{{S, R}, #{count => C, rate => Rate}}
-                               || #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]),
-      window_ms => WinMs, estimated => Est}.
 
 %% @doc The report in Format as iodata, from the views views/2 named (by
 %% name), or `{error, Reason}'.  Opts: `by', `limit' (rows and columns of

@@ -199,10 +199,11 @@ fan_in(Ws, #{fan_in_senders := MinS, queue_min := QMin}, Label, Scale) when leng
                  #{kind => fan_in, subject => R, label => Label(R),
                    evidence => #{senders => length(Ss), rate => Rate, queue_len => Lens,
                                  window_ms => Dur},
-                   explanation => fmt("~ts: ~b senders, ~s msg/s in, queue ~b -> ~b over "
+                   explanation => fmt("~ts: ~s senders, ~s msg/s in, queue ~s -> ~s over "
                                       "~b windows",
-                                      [Label(R), length(Ss), msgflow_fmt:rate(Rate),
-                                       hd(Lens), lists:last(Lens), length(Lens)])}
+                                      [Label(R), msgflow_fmt:int(length(Ss)), msgflow_fmt:rate(Rate),
+                                       msgflow_fmt:int(hd(Lens)), msgflow_fmt:int(lists:last(Lens)),
+                                       length(Lens)])}
              end
              || {R, Ss} <- maps:to_list(Senders), length(Ss) >= MinS,
                 is_map_key(R, QN), maps:get(R, QN) >= QMin, maps:get(R, QPrev, 0) >= QMin,
@@ -230,9 +231,9 @@ spike(Ws, #{spike_factor := K, spike_min := Min}, Label) when length(Ws) >= 3 ->
     Found = [#{kind => spike, subject => {S, R}, label => pair_label(S, R, Label),
                evidence => #{count => C, mean => Mean, factor => C / max(Mean, 1),
                              window_ms => Dur, windows => length(Before)},
-               explanation => fmt("~ts: ~b messages in the last window, ~.1f x the "
+               explanation => fmt("~ts: ~s messages in the last window, ~.1f x the "
                                   "mean of the ~b before",
-                                  [pair_label(S, R, Label), C, C / max(Mean, 1),
+                                  [pair_label(S, R, Label), msgflow_fmt:int(C), C / max(Mean, 1),
                                    length(Before)])}
              || {{S, R}, C} <- maps:to_list(Last), C >= Min,
                 Mean <- [lists:sum([maps:get({S, R}, W, 0) || {_, W, _} <- Before])
@@ -260,8 +261,8 @@ fan_out(Ws, #{fan_out_receivers := Min}, Label, Kinds) ->
                          end, #{}, Last),
     Found = [#{kind => fan_out, subject => S, label => Label(S),
                evidence => #{receivers => length(Rs), count => N, window_ms => Dur},
-               explanation => fmt("~ts: ~b messages to ~b receivers in the last window",
-                                  [Label(S), N, length(Rs)])}
+               explanation => fmt("~ts: ~s messages to ~s receivers in the last window",
+                                  [Label(S), msgflow_fmt:int(N), msgflow_fmt:int(length(Rs))])}
              || {S, {Rs, N}} <- maps:to_list(BySender), length(Rs) >= Min],
     by_desc(fun(#{evidence := #{receivers := R}}) -> R end, Found).
 
@@ -273,8 +274,8 @@ dead_letters(#{dead := Dead}, #{dead_min := Min}, Label) ->
                            end, #{}, Dead),
     Found = [#{kind => dead_letters, subject => S, label => Label(S),
                evidence => #{count => N, receivers => length(Rs)},
-               explanation => fmt("~ts sent ~b messages to ~b processes that did not "
-                                  "exist", [Label(S), N, length(Rs)])}
+               explanation => fmt("~ts sent ~s messages to ~s processes that did not "
+                                  "exist", [Label(S), msgflow_fmt:int(N), msgflow_fmt:int(length(Rs))])}
              || {S, {Rs, N}} <- maps:to_list(BySender), N >= Min],
     by_desc(fun(#{evidence := #{count := C}}) -> C end, Found).
 

@@ -18,8 +18,8 @@
 %%% the other groupings read every pair.
 -module(msgflow_view).
 
--export([build/2, run/2, groupings/0, sorts/0]).
--export_type([view/0, spec/0, row/0, key/0, grouping/0, endpoint_info/0]).
+-export([build/2, run/2, groupings/0, sorts/0, matrix/1]).
+-export_type([view/0, spec/0, row/0, key/0, grouping/0, endpoint_info/0, matrix/0]).
 
 -type grouping() :: process | name | module | application | node | kind.
 %% What rows are ranked by: messages since start, the rate of the last
@@ -65,6 +65,19 @@
                   dead := [{key(), key(), pos_integer()}],
                   heatmap => #{rows := [key()], cols := [key()]},
                   nodes => [node()], node_status => [msgflow_cluster:node_status()]}.
+%% The communication matrix (matrix/1): `rows' the senders and `cols' the
+%% receivers, busiest first (messages sent, received); `cells' each
+%% pair's messages since start and rate (messages/s over the last window,
+%% extrapolated when sampling: `estimated'); `sent' and `received' each
+%% key's messages; `labels' each key's text as the views show it;
+%% `messages' the matrix's total.
+-type matrix() :: #{by := grouping(), rows := [key()], cols := [key()],
+                    cells := #{{key(), key()} => #{count := pos_integer(), rate := float()}},
+                    sent := #{key() => non_neg_integer()},
+                    received := #{key() => non_neg_integer()},
+                    labels := #{key() => binary()}, messages := non_neg_integer(),
+                    running := boolean(), window_ms := non_neg_integer(),
+                    estimated := boolean(), nodes => [node()]}.
 %% `by' (process), `limit' (all; else the N busiest rows), `windows'
 %% (0: per-window counts of the K latest closed windows in each row),
 %% `active' (false; true: only rows with messages in those windows),
@@ -285,3 +298,31 @@ dead(#{dead := D, labels := Tables}, By) ->
                             Acc#{K => N + maps:get(K, Acc, 0)}
                     end, #{}, ets:tab2list(D)),
     [{S, R, N} || {{S, R}, N} <- maps:to_list(M)].
+
+%% @doc The communication matrix of a view of every row (msgflow:view(matrix, _)).
+-spec matrix(view()) -> matrix().
+matrix(View = #{by := By, rows := Rows, window_ms := WinMs, estimated := Est, running := Run}) ->
+    Add = fun(K, N, M) -> maps:update_with(K, fun(X) -> X + N end, N, M) end,
+    {Sent, Recv} = lists:foldl(fun(#{sender := S, receiver := R, count := C}, {SA, RA}) ->
+                                       {Add(S, C, SA), Add(R, C, RA)}
+                               end, {#{}, #{}}, Rows),
+    Busiest = fun(M) -> [K || {_, K} <- lists:sort([{-N, K} || {K, N} <- maps:to_list(M)])] end,
+    Ends = maps:get(endpoints, View, #{}),
+    Label = fun(K) ->
+                    case Ends of
+                        #{K := #{display := D}} -> D;
+                        _ when By =:= kind -> msgflow_fmt:name(K);
+                        _ -> msgflow_fmt:endpoint(K)
+                    end
+            end,
+    Keys = lists:usort(maps:keys(Sent) ++ maps:keys(Recv)),
+    M = #{by => By, rows => Busiest(Sent), cols => Busiest(Recv),
+          cells => maps:from_list([{{S, R}, #{count => C, rate => Rate}}
+                                   || #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]),
+          sent => Sent, received => Recv, labels => maps:from_list([{K, Label(K)} || K <- Keys]),
+          messages => lists:sum(maps:values(Sent)), running => Run,
+          window_ms => WinMs, estimated => Est},
+    case View of
+        #{nodes := Ns} -> M#{nodes => Ns};
+        _ -> M
+    end.

@@ -589,7 +589,7 @@ flow_run(Setup, S1, Per) ->
                                  Msgs = lists:sum([N || {{_, _}, N} <- maps:to_list(Drained)]),
                                  {Calls, lists:flatten(io_lib:format("~.1f", [Msgs / max(1, Calls)]))};
                              _ ->
-                                 [#{requests := Rq, per_request := PR}] = msgflow:flows(),
+                                 #{entries := [#{requests := Rq, per_request := PR}]} = msgflow:view(flows, #{}),
                                  ok = msgflow:unfollow(),
                                  {Rq, lists:flatten(io_lib:format("~.1f", [PR]))}
                          end,

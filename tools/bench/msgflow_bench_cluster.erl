@@ -53,7 +53,7 @@ run() ->
     [ok = gen_server:call({msgflow_collector, N}, {await_windows, 1}, infinity)
      || N <- [node() | Nodes]],
     LoadMs = erlang:monotonic_time(millisecond) - T0,
-    Events = lists:sum([E || #{events := E} <- msgflow:nodes()]),
+    Events = lists:sum([E || #{events := E} <- msgflow:view(nodes, #{})]),
     io:format("loaded in ~s ms: ~s messages counted on ~b nodes~n",
               [msgflow_fmt:int(LoadMs), msgflow_fmt:int(Events), K + 1]),
     Time = fun(F) ->
@@ -63,8 +63,8 @@ run() ->
            end,
     Sampler = msgflow_bench:start_sampler(),
     Top = Time(fun() -> msgflow_bench_scale:quiet(fun() -> msgflow:top(20) end) end),
-    Matrix = Time(fun() -> msgflow:matrix(node) end),
-    NodesMs = Time(fun() -> msgflow:nodes() end),
+    Matrix = Time(fun() -> msgflow:view(matrix, #{by => node}) end),
+    NodesMs = Time(fun() -> msgflow:view(nodes, #{}) end),
     {ViewsPeakMem, ViewsPeakRss} = msgflow_bench:stop_sampler(Sampler),
     Sampler2 = msgflow_bench:start_sampler(),
     {PairsUs, All} = timer:tc(fun() -> msgflow:pairs() end),

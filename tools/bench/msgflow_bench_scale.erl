@@ -114,8 +114,8 @@ measure(R) ->
     Quiet = fun(F) -> fun() -> quiet(F) end end,
     Path = filename:absname("_build/bench-scale.html"),
     Calls = [{top, Quiet(fun() -> ok = msgflow:top(20) end)},
-             {matrix, fun() -> #{} = msgflow:matrix(name) end},
-             {hotspots, fun() -> true = is_list(msgflow:hotspots()) end},
+             {matrix, fun() -> #{} = msgflow:view(matrix, #{by => name}) end},
+             {hotspots, fun() -> true = is_list(msgflow:view(hotspots, #{})) end},
              {export, fun() -> ok = msgflow:export(Path, html) end},
              {pairs, fun() -> true = length(msgflow:pairs()) >= Pairs end}],
     Times = maps:from_list([{K, median3(F)} || {K, F} <- Calls]),
@@ -133,7 +133,7 @@ closed() ->
 
 views_until(Until) ->
     case erlang:monotonic_time(millisecond) < Until of
-        true -> _ = msgflow:matrix(name), _ = quiet(fun() -> msgflow:top(20) end),
+        true -> _ = msgflow:view(matrix, #{by => name}), _ = quiet(fun() -> msgflow:top(20) end),
                 views_until(Until);
         false -> ok
     end.

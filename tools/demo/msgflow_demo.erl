@@ -60,12 +60,13 @@ run(#{clients := Clients, requests := Requests, out := Out}) ->
     ok = msgflow:stop(),
     io:format("~b requests answered in ~b ms~n~n", [Clients * Requests, Ms]),
 
-    msgflow:top(20),
+    io:format("1> msgflow:top(20).~n"),
+    ok = msgflow:top(20),
+    io:format("~n2> msgflow:matrix(name).~n"),
+    ok = msgflow:matrix(name),
+    io:format("~n3> msgflow:hotspots().~n"),
+    ok = msgflow:hotspots(),
     io:format("~ninfo: ~p~n", [maps:without([opts, jemalloc_error], msgflow:info())]),
-    io:format("~nhotspots():~n~ts", [case msgflow:hotspots() of
-                                         [] -> "  none\n";
-                                         Found -> [["  ", E, "\n"] || #{explanation := E} <- Found]
-                                     end]),
     io:format("~nmsgflow:follow(fun() -> httpc:request(Url) end, #{print => true}):~n"),
     {{ok, {{_, 200, _}, _, _}}, #{messages := FlowMsgs}} =
         msgflow:follow(fun() -> httpc:request(Url) end, #{print => true}),
@@ -76,9 +77,10 @@ run(#{clients := Clients, requests := Requests, out := Out}) ->
     Followers = [spawn_link(fun() -> client(Url, 25), Parent ! {done, self()} end)
                  || _ <- lists:seq(1, 2)],
     ok = wait_clients(Followers),
-    [Summary = #{requests := 50}] = msgflow:flows(),
+    #{entries := [#{requests := 50}]} = msgflow:view(flows, #{}),
     ok = msgflow:unfollow(),
-    io:format("msgflow:flows():~n~p~n", [[Summary]]),
+    io:format("~nmsgflow:flows().~n"),
+    ok = msgflow:flows(),
     io:format("~nreports:~n"),
     [begin
          Ext = case F of mermaid -> "mmd"; _ -> atom_to_list(F) end,
@@ -115,22 +117,10 @@ cluster(Url) ->
                               end) || N <- [N1, N2]],
         ok = wait_clients(Clients),
         ok = msgflow:stop(),
-        io:format("~nmsgflow:nodes():~n"),
-        [io:format("  ~-40s ~-6s ~8s messages ~6s pairs~n",
-                   [N, S, msgflow_fmt:int(E), msgflow_fmt:int(P)])
-         || #{node := N, status := S, events := E, pairs := P} <- msgflow:nodes()],
-        #{rows := Rows, cols := Cols, cells := Cells} = msgflow:matrix(node),
-        io:format("~nmsgflow:matrix(node), messages (sender's node down, receiver's across):~n"
-                  "  ~-40s ~s~n",
-                  ["", lists:join(" ", [io_lib:format("~12s", [short(C)]) || C <- Cols])]),
-        [io:format("  ~-40s ~s~n",
-                   [R, lists:join(" ", [io_lib:format("~12s",
-                                                      [case Cells of
-                                                           #{{R, C} := #{count := X}} ->
-                                                               msgflow_fmt:int(X);
-                                                           _ -> "-"
-                                                       end]) || C <- Cols])])
-         || R <- Rows],
+        io:format("~nmsgflow:nodes().~n"),
+        ok = msgflow:nodes(),
+        io:format("~nmsgflow:matrix(node).~n"),
+        ok = msgflow:matrix(node),
         io:format("~nmsgflow:top(10), every node:~n"),
         ok = msgflow:top(10)
     after
@@ -150,9 +140,6 @@ wait_clients(Pids) ->
                                   error({client_timeout, P})
                           end
                   end, Pids).
-
-short(Node) ->
-    hd(string:split(atom_to_list(Node), "@")).
 
 client(_Url, 0) ->
     ok;
