@@ -4,7 +4,8 @@
 %%% pairs, hotspots, histories and exports are built where they must be.
 %%% msgflow's functions check their arguments and call these.
 -module(msgflow_scope).
--export([start_nodes/2, check_node/1, with_view/3, view/2, print/2, print_top/4, live_top/5,
+-export([start_nodes/2, check_node/1, with_view/3, view/2, print/2, render_text/3, print_top/4,
+         live_top/5,
          pairs/0, pairs/1, history/2, check_format/2, export_flow/1, export_view/3]).
 
 %% @doc Starts a run with validated options: this node first; then, for
@@ -100,6 +101,12 @@ with_view(Spec, Only, Render) ->
 %%     last => msgflow_flow_view:flow() | undefined}' (follow_calls/2's
 %%     entries, the last follow/2);</li>
 %% <li>`nodes': no options: msgflow_cluster:nodes();</li>
+%% <li>`process': `pid => Pid' (a local pid, or its text `"<0.80.0>"'):
+%%     what the process says of itself now (`label', `alive',
+%%     `message_queue_len' (messages), `memory' (bytes), `reductions',
+%%     `current_function', `status'; `undefined' once it exited) and its
+%%     busiest partners both ways since start, `sends_to' and
+%%     `receives_from', `[{Endpoint, Label, Messages}]' (at most 5 each);</li>
 %% <li>`kinds': `pair => {Sender, Receiver}' (pids, ports or names as
 %%     top/1 shows them, or labels as binaries or strings, as `by =>
 %%     name' shows them): a view with that row, its kinds by tag.</li>
@@ -110,7 +117,7 @@ with_view(Spec, Only, Render) ->
 %% Allowed}}' for a pair with no messages.
 -spec view(atom(), term()) -> term() | msgflow_opts:error() | {error, not_started}.
 view(Name, Opts0) ->
-    Names = [top, matrix, hotspots, flows, nodes, kinds],
+    Names = [top, matrix, hotspots, flows, nodes, kinds, process],
     case msgflow_opts:arg(view, Name, {one_of, Names}) of
         ok when Name =:= hotspots -> hotspots(Opts0);
         ok -> case msgflow_opts:check(case Name of top -> view_top; _ -> Name end, Opts0) of
@@ -134,6 +141,40 @@ view1(matrix, Opts = #{by := By}) ->
     case with_view(Spec, all, fun msgflow_view:matrix/1) of
         undefined -> {error, not_started};
         M -> M
+    end;
+view1(process, Opts) when not is_map_key(pid, Opts) ->
+    {error, {badopt, {pid, none}, msgflow_opts:allowed(pid_text)}};
+view1(process, #{pid := P0}) ->
+    P = if is_pid(P0) -> P0;
+           true -> try list_to_pid(unicode:characters_to_list(P0)) catch error:badarg -> P0 end
+        end,
+    case is_pid(P) andalso node(P) =:= node() of
+        false ->
+            {error, {badopt, {pid, P0}, msgflow_opts:allowed(pid_text)}};
+        true ->
+            Info = case erlang:process_info(P, [message_queue_len, memory, reductions,
+                                                current_function, status]) of
+                       undefined -> #{alive => false, message_queue_len => undefined,
+                                      memory => undefined, reductions => undefined,
+                                      current_function => undefined, status => undefined};
+                       L -> maps:put(alive, true, maps:from_list(L))
+                   end,
+            Partners = fun(V = #{rows := Rows}) ->
+                               Ends = maps:get(endpoints, V, #{}),
+                               Lab = fun(K) -> case Ends of
+                                                   #{K := #{display := D}} -> D;
+                                                   _ -> msgflow_fmt:endpoint(K)
+                                               end
+                                     end,
+                               {[{R, Lab(R), C} || #{sender := S, receiver := R, count := C} <- Rows, S =:= P],
+                                [{S, Lab(S), C} || #{sender := S, receiver := R, count := C} <- Rows, R =:= P]}
+                       end,
+            {Out, In} = case with_view(#{by => process, kinds => false}, node(), Partners) of
+                            undefined -> {[], []};
+                            Both -> Both
+                        end,
+            Info#{pid => P, label => msgflow_describe:label(P),
+                  sends_to => lists:sublist(Out, 5), receives_from => lists:sublist(In, 5)}
     end;
 view1(flows, _) ->
     #{entries => msgflow_flow:flows(), last => msgflow_flow:last()};
@@ -160,28 +201,40 @@ view1(kinds, #{pair := {Sender, Receiver}}) ->
             View
     end.
 
-%% @doc Prints view Name (top, matrix, hotspots, flows, nodes, kinds) in
-%% the terminal's width and height and returns `ok', or the error view/2
-%% gives.
+%% @doc Prints view Name (top, matrix, hotspots, flows, nodes, kinds,
+%% process) in the terminal's width and height and returns `ok', or the
+%% error view/2 gives.
 -spec print(atom(), term()) -> ok | msgflow_opts:error() | {error, term()}.
 print(Name, Opts) ->
     case view(Name, Opts) of
         {error, _} = E -> E;
-        Value -> io:put_chars(render(Name, Value, Opts))
+        Value -> io:put_chars(render(Name, Value, Opts, msgflow_fmt:columns(), msgflow_fmt:rows()))
     end.
 
-render(top, View, _) ->
-    msgflow_text:top(View, msgflow_fmt:columns());
-render(matrix, M, _) ->
-    msgflow_tables:matrix(M, msgflow_fmt:columns(), msgflow_fmt:rows());
-render(hotspots, Fs, Opts) ->
-    {ok, #{windows := W}} = msgflow_opts:check(hotspots, Opts),
-    msgflow_tables:hotspots(Fs, W, msgflow_fmt:columns());
-render(flows, Flows, _) ->
-    msgflow_tables:flows(Flows, msgflow_fmt:columns());
-render(nodes, Ns, _) ->
-    msgflow_tables:nodes(Ns, msgflow_fmt:columns());
-render(kinds, View, _) ->
+%% @doc The text print/2 prints, in Width columns (and 50 lines for the
+%% matrix), as a binary; or the error view/2 gives.  For a tool that
+%% shows it elsewhere (msgflow_remote).
+-spec render_text(atom(), term(), pos_integer()) -> binary() | {error, term()}.
+render_text(Name, Opts, Width) ->
+    case view(Name, Opts) of
+        {error, _} = E -> E;
+        Value -> unicode:characters_to_binary(render(Name, Value, Opts, Width, 50))
+    end.
+
+render(top, View, _, W, _) ->
+    msgflow_text:top(View, W);
+render(matrix, M, _, W, H) ->
+    msgflow_tables:matrix(M, W, H);
+render(hotspots, Fs, Opts, W, _) ->
+    {ok, #{windows := Ws}} = msgflow_opts:check(hotspots, Opts),
+    msgflow_tables:hotspots(Fs, Ws, W);
+render(flows, Flows, _, W, _) ->
+    msgflow_tables:flows(Flows, W);
+render(nodes, Ns, _, W, _) ->
+    msgflow_tables:nodes(Ns, W);
+render(process, P, _, W, _) ->
+    msgflow_tables:process(P, W);
+render(kinds, View, _, _, _) ->
     msgflow_text:kinds(View).
 
 is_endpoint(E) -> is_pid(E) orelse is_port(E) orelse is_atom(E).

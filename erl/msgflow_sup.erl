@@ -3,7 +3,8 @@
 %%% ends) and, while msgflow counts across a cluster, the coordinator
 %%% (msgflow_cluster, a temporary child started by msgflow:start/1).  The
 %%% flow keeper (msgflow_flow_keeper) is not supervised: it is started by
-%%% the first follow and outlives the shell command that asked.
+%%% the first follow and outlives the shell command that asked.  The
+%%% remote end (msgflow_remote) answers msgflow-top.
 -module(msgflow_sup).
 -behaviour(supervisor).
 -export([start_link/0, init/1]).
@@ -19,4 +20,10 @@ init([]) ->
                   restart => permanent,
                   shutdown => 5000,
                   type => worker},
-    {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, [Collector]}}.
+    %% msgflow-top's end on the node (its requests are not counted)
+    Remote = #{id => msgflow_remote,
+               start => {msgflow_remote, start_link, []},
+               restart => permanent,
+               shutdown => brutal_kill,
+               type => worker},
+    {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, [Collector, Remote]}}.

@@ -16,7 +16,7 @@
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
          reload_while_tracing/1, delete_while_tracing/1, snapshot_busy/1, allocator_jemalloc/1,
-         allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, top_failures/1,
+         allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, top_failures/1, top_keys/1,
          remote_workload/0]).
 -export([exact_workload/0]).
 %% helpers msgflow_fault_SUITE shares
@@ -63,7 +63,7 @@ groups() ->
       [allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
      %% ctest's dump_decoder reads (make test runs it after this suite)
-     {c_tools, [sequence], [write_dumps, report_cli, top_live, top_failures]}].
+     {c_tools, [sequence], [write_dumps, report_cli, top_live, top_failures, top_keys]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -1129,6 +1129,100 @@ top_live(_Config) ->
         ok = erpc:call(Node, msgflow, stop, [])
     after
         stop_node(Node)
+    end.
+
+%% msgflow-top as a person uses it: in a tmux terminal of 150 x 40,
+%% against a node with a known workload (wl_s1, wl_s2, wl_s3 send 100,
+%% 200, 300 messages `m' to wl_sink), the screen read after each key.  It
+%% shows the node's counts and none of its own requests, sorts, groups,
+%% filters, opens a row, shows its help and pause, quits on `q' with the
+%% terminal restored and the counting it started stopped; Ctrl-C does
+%% the same.
+top_keys(_Config) ->
+    case os:find_executable("tmux") of
+        false -> {skip, "tmux is not installed (make installs it)"};
+        Tmux -> top_keys_in(Tmux)
+    end.
+
+top_keys_in(Tmux) ->
+    {Node, Cookie} = start_node(),
+    Session = "mftop" ++ os:getpid(),
+    T = fun(Args) -> {0, Out} = run(Tmux, Args), Out end,
+    Screen = fun() -> T(["capture-pane", "-p", "-t", Session]) end,
+    %% the screen once it shows Re (it is redrawn every 200 ms)
+    Until = fun(Re) -> screen_until(Screen, Re, 100) end,
+    Keys = fun(Ks) -> T(["send-keys", "-t", Session | Ks]) end,
+    %% the terminal's mode after msgflow-top: icanon and echo back on
+    Cmd = lists:flatten(io_lib:format("~s --node ~s --cookie ~s --interval 200; echo EXITED $?; "
+                                      "stty -a | grep -o -- '-\\?icanon'; stty -a | grep -ow -- '-\\?echo'; sleep 60",
+                                      [tool("msgflow-top"), Node, Cookie])),
+    try
+        T(["new-session", "-d", "-s", Session, "-x", "150", "-y", "40", Cmd]),
+        Until("MESSAGES"),
+        ok = erpc:call(Node, ?MODULE, remote_workload, []),
+        S1 = Until("wl_s3 +wl_sink +300 "),
+        Rows = [L || L <- lines(S1), re:run(L, "^ +[0-9]+ ") =/= nomatch],
+        ?assertMatch([_, _, _ | _], Rows),
+        Ours = [{S, N} || L <- Rows, {match, [S, N]} <- [re:run(L, "^ +[0-9]+ (wl_s[0-9]) +wl_sink +([0-9,]+) ",
+                                                              [{capture, all_but_first, binary}])]],
+        ?assertEqual([{<<"wl_s3">>, <<"300">>}, {<<"wl_s2">>, <<"200">>}, {<<"wl_s1">>, <<"100">>}], Ours),
+        %% none of msgflow-top's own requests (rex, msgflow_remote) is counted
+        ?assertEqual(nomatch, re:run(S1, "msgflow_remote|erlang:apply|msgflow_collector")),
+        ?assertMatch({match, _}, re:run(S1, "sort messages \\| by process \\| filter - \\| every 200 ms")),
+        %% 150 columns: the ends are not cut at 20, PEAK/S is shown
+        ?assertMatch({match, _}, re:run(S1, "MSG/S +PEAK/S +KIND")),
+        Keys(["s"]),
+        Until("sort rate \\| by process"),
+        Keys(["s"]),
+        Until("sort peak \\| by process"),
+        Keys(["s", "g"]),
+        Until("sort messages \\| by name"),
+        Keys(["g", "g", "g", "g"]),
+        %% by kind: the 600 `m' messages are one row
+        Until("by kind"),
+        Until("^ +[0-9]+ info +m +600 "),
+        Keys(["g", "/", "w", "l", "_", "s", "2", "Enter"]),
+        S2 = Until("filter wl_s2"),
+        %% every row has wl_s2 at one end, the busiest first
+        Shown = [L || L <- lines(S2), re:run(L, "^ +[0-9]+ ") =/= nomatch],
+        ?assertEqual([], [L || L <- Shown, binary:match(L, <<"wl_s2">>) =:= nomatch]),
+        ?assertMatch({match, _}, re:run(hd(Shown), "^ +1 wl_s2 +wl_sink +200 ")),
+        Keys(["Enter"]),
+        S3 = Until("sends to"),
+        ?assertMatch({match, _}, re:run(S3, "^wl_s2 <[0-9.]+>$", [multiline])),
+        ?assertMatch({match, _}, re:run(S3, "queue 0 messages, memory [0-9,]+ bytes, reductions [0-9,]+", [])),
+        ?assertMatch({match, _}, re:run(S3, "^  wl_sink +200$", [multiline])),
+        Keys(["Escape"]),
+        Until("filter wl_s2 \\| every 200 ms \\| h: help"),
+        Keys(["h"]),
+        Until("msgflow-top keys"),
+        Keys(["x", "space"]),
+        Until("PAUSED"),
+        Keys(["q"]),
+        %% exit status 0, then stty's: canonical mode and echo back
+        Until("^EXITED 0\n^icanon\n^echo$"),
+        ?assertMatch(#{running := false}, erpc:call(Node, msgflow, info, [])),
+        T(["kill-session", "-t", Session]),
+        %% Ctrl-C: the same end
+        T(["new-session", "-d", "-s", Session, "-x", "100", "-y", "30",
+           re:replace(Cmd, "--interval 200", "--interval 200 --start", [{return, list}])]),
+        Until("running on"),
+        Keys(["C-c"]),
+        Until("^EXITED 0\n^icanon\n^echo$"),
+        ?assertMatch(#{running := false}, erpc:call(Node, msgflow, info, []))
+    after
+        _ = run(Tmux, ["kill-session", "-t", Session]),
+        stop_node(Node)
+    end.
+
+%% Screen() until it matches Re (multiline), tried every 100 ms at most
+%% N times: a terminal shows what a program drew some time after.
+screen_until(Screen, Re, N) ->
+    Out = Screen(),
+    case re:run(Out, Re, [multiline]) of
+        {match, _} -> Out;
+        nomatch when N > 0 -> receive after 100 -> screen_until(Screen, Re, N - 1) end;
+        nomatch -> ct:fail({screen, Re, Out})
     end.
 
 %% Clear messages and status 1: wrong cookie, unknown node, no epmd.

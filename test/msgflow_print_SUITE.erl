@@ -118,8 +118,11 @@ printed_views(_Config) ->
                  %% the rate rules off: the last window (closed by stop) is short
                  lines(fun() -> ok = msgflow:hotspots(#{hot_rate => 1.0e12, spike_min => 1.0e12}) end)),
               [Head, Here] = lines(fun() -> ok = msgflow:nodes() end),
-              ?assertEqual(<<"NODE          STATUS           PAIRS     MESSAGES   SNAPSHOT  REASON">>, Head),
-              ?assertMatch({match, _}, re:run(Here, "^nonode@nohost up +7 +97 +[0-9,]+ ms *$")),
+              %% the node's column is as wide as its name (12 at least)
+              Pad = lists:duplicate(max(12, length(atom_to_list(node()))) - 4, $\s),
+              ?assertEqual(iolist_to_binary(["NODE", Pad, " STATUS           PAIRS     MESSAGES   SNAPSHOT  REASON"]),
+                           Head),
+              ?assertMatch({match, _}, re:run(Here, ["^", atom_to_list(node()), " +up +7 +97 +[0-9,]+ ms *$"])),
               ?assertEqual(
                  [<<"ps_client_b -> ps_store: 18 messages">>,
                   <<"  KIND    TAG                        MESSAGES  SHARE">>,
@@ -147,13 +150,21 @@ view_data(_Config) ->
                            lists:sort([{K, C} || {K, #{count := C}} <- maps:to_list(Calls)])),
               ?assertMatch([#{kind := dead_letters, subject := B, evidence := #{count := 4, receivers := 2}}],
                            msgflow:view(hotspots, #{hot_rate => 1.0e12, spike_min => 1.0e12})),
-              ?assertMatch([#{node := nonode@nohost, status := up, pairs := 7, events := 97}],
+              Here = node(),
+              ?assertMatch([#{node := Here, status := up, pairs := 7, events := 97}],
                            msgflow:view(nodes, #{})),
               #{rows := [#{sender := B, receiver := Store, count := 18, kinds := Kinds}]} =
                   msgflow:view(kinds, #{pair => {ps_client_b, ps_store}}),
               ?assertEqual([{call, get, 13}, {cast, add, 5}], Kinds),
               #{rows := [#{count := 18}]} = msgflow:view(kinds, #{pair => {"ps_client_b", <<"ps_store">>}}),
-              ?assertMatch({error, {badarg, {view, bogus}, [top, matrix, hotspots, flows, nodes, kinds]}},
+              %% one process: what it says of itself, its partners both ways
+              #{label := <<"ps_client_b">>, alive := true, message_queue_len := 0,
+                sends_to := To, receives_from := From} = msgflow:view(process, #{pid => B}),
+              ?assertEqual([{Store, <<"ps_store">>, 18}], [T || T = {_, _, 18} <- To]),
+              ?assertEqual([{Store, <<"ps_store">>, 13}], From),
+              #{label := <<"ps_client_b">>} = msgflow:view(process, #{pid => pid_to_list(B)}),
+              ?assertMatch({error, {badopt, {pid, "<0.x>"}, _}}, msgflow:view(process, #{pid => "<0.x>"})),
+              ?assertMatch({error, {badarg, {view, bogus}, [top, matrix, hotspots, flows, nodes, kinds, process]}},
                            msgflow:view(bogus, #{})),
               ?assertMatch({error, {badopt, {limit, 0}, _}}, msgflow:view(top, #{limit => 0})),
               ?assertMatch({error, {badopt, {pair, none}, _}}, msgflow:view(kinds, #{})),

@@ -4,7 +4,7 @@
 # and fails.  On a system without dpkg it only says what it would need.
 PKGS="gcc libc6-dev make cmake rebar3 erlang-dev erlang-eunit erlang-common-test
 erlang-dialyzer erlang-inets erlang-tools erlang-proper erlang-proper-dev
-libjemalloc-dev libjemalloc2 uthash-dev graphviz chromium jq bzip2"
+libjemalloc-dev libjemalloc2 uthash-dev graphviz chromium jq bzip2 tmux elixir"
 # `install-deps.sh fuzz': also clang and its libFuzzer runtime (make fuzz);
 # `install-deps.sh otp': also what building OTP from source needs
 # (tools/otp.sh: crypto for ssl and rebar3, a terminal library for erts)

@@ -6,7 +6,7 @@
 %%% writes or loads anything.  ensure/2 is the coordinator's way there:
 %%% every remote step an erpc call with the caller's timeout.
 -module(msgflow_cluster_code).
--export([compatible/2, ensure/2, bundle/0, install/1]).
+-export([compatible/2, ensure/2, bundle/0, install/1, load_called/1]).
 -export_type([bundle/0]).
 
 %% What install/1 takes.  `app' is the text of the application spec (as in
@@ -95,7 +95,7 @@ install(#{otp_release := Rel, nif_version := Nif, app := App, beams := Beams, ni
         ok = load_app(Spec, filename:join(Dir, "priv")),
         {Last, Rest} = lists:partition(fun({M, _}) -> M =:= msgflow_tracer end, Beams),
         _ = [load_beam(Dir, M, Bin) || {M, Bin} <- Rest ++ Last],
-        ok
+        load_called([Bin || {_, Bin} <- Beams])
     catch
         throw:Why -> {error, Why}
     end.
@@ -159,3 +159,17 @@ load_beam(Dir, M, Bin) ->
                 {error, Why} -> throw({load_binary, M, Why})
             end
     end.
+
+%% @doc Loads every module the given beams (files or binaries) call that
+%% is not loaded yet, so that none is loaded later, through the code
+%% server, while msgflow counts (its answers to msgflow's processes would
+%% be counted).  A beam that cannot be read is skipped.  Always `ok'.
+-spec load_called([file:filename() | binary()]) -> ok.
+load_called(Beams) ->
+    Called = lists:usort([C || B <- Beams,
+                               {ok, {_, [{imports, Is}]}} <- [catch beam_lib:chunks(B, [imports])],
+                               {C, _, _} <- Is]),
+    %% trace and json: asked for by function_exported when they exist;
+    %% io_lib's formatting modules: what io_lib:format/2 calls
+    _ = code:ensure_modules_loaded((Called -- [trace, json]) ++ [io_lib_format, io_lib_pretty, epp]),
+    ok.

@@ -56,9 +56,20 @@ mode(Want) ->
         {session, false} -> {error, {no_trace_sessions, erlang:system_info(otp_release)}}
     end.
 
+%% Whether the VM has trace sessions, asked of the code server once per
+%% VM (a persistent term written once, never changed): on OTP 25 and 26
+%% `trace' does not exist, and each ensure_loaded would be a request to
+%% the code server, whose answer a run would count.
 sessions_available() ->
-    _ = code:ensure_loaded(trace),
-    erlang:function_exported(trace, session_create, 3).
+    case persistent_term:get({?MODULE, sessions}, unknown) of
+        unknown ->
+            _ = code:ensure_loaded(trace),
+            Has = erlang:function_exported(trace, session_create, 3),
+            persistent_term:put({?MODULE, sessions}, Has),
+            Has;
+        Has ->
+            Has
+    end.
 
 %% @doc A tracing value for the NIF session Nif: in `session' mode a new
 %% trace session named msgflow whose tracer is `{msgflow_tracer, Nif}'.
@@ -258,7 +269,7 @@ own_pids() ->
                      process_info(P, initial_call) =:=
                          {initial_call, {erts_dirty_process_signal_handler, start, 0}}],
     [P || P <- [whereis(msgflow_collector), whereis(msgflow_sup), whereis(msgflow_flow_keeper),
-                whereis(msgflow_cluster)
+                whereis(msgflow_cluster), whereis(msgflow_remote)
                 | Masters ++ Handlers],
           is_pid(P)].
 

@@ -45,13 +45,13 @@
                   owner => pid(),
                   resume => boolean(),
                   coordinator => pid()}.
--type call() :: start | top | view_top | matrix | kinds | flows | nodes | export | hotspots
+-type call() :: start | top | view_top | matrix | kinds | process | flows | nodes | export | hotspots
               | follow | follow_calls.
 %% What a value may be: one of some atoms, an integer in a range (with
 %% its unit), a positive number, a boolean, a pid, an atom, or one of
 %% several rules.
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
-              | boolean | pid | pair | atom | procs | nodes | sample | kind | {either, [rule()]}.
+              | boolean | pid | pair | pid_text | atom | procs | nodes | sample | kind | {either, [rule()]}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 
 %% @doc The options used where start/1 is given none:
@@ -174,6 +174,8 @@ schema(matrix) ->
       kind => {none, kind}};
 schema(kinds) ->
     #{pair => {none, pair}};
+schema(process) ->
+    #{pid => {none, pid_text}};
 schema(flows) ->
     #{};
 schema(nodes) ->
@@ -209,6 +211,7 @@ valid(pos_number, V) -> is_number(V) andalso V > 0;
 valid(boolean, V) -> is_boolean(V);
 valid(pid, V) -> is_pid(V);
 valid(pair, V) -> is_tuple(V) andalso tuple_size(V) =:= 2;
+valid(pid_text, V) -> is_pid(V) orelse is_binary(V) orelse (is_list(V) andalso io_lib:printable_list(V));
 valid(atom, V) -> is_atom(V);
 valid({either, Rules}, V) -> lists:any(fun(R) -> valid(R, V) end, Rules);
 valid(procs, P) when P =:= all; P =:= new; P =:= existing -> true;
@@ -236,6 +239,7 @@ allowed({int, Min, Max, Unit}) ->
 allowed(pos_number) -> [<<"a number above 0">>];
 allowed(boolean) -> [true, false];
 allowed(pid) -> [<<"a pid">>];
+allowed(pid_text) -> [<<"a local pid, or its text: \"<0.80.0>\"">>];
 allowed(pair) -> [<<"{Sender, Receiver}: pids, ports or names as top/1 shows them, or labels">>];
 allowed(atom) -> [<<"an atom">>];
 allowed({either, Rules}) -> lists:append([allowed(R) || R <- Rules]);

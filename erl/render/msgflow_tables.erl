@@ -5,7 +5,7 @@
 %%% thousands separators, rates are messages/s, as top's.  Pure: returns
 %%% iodata, prints nothing, reads nothing of the live system.
 -module(msgflow_tables).
--export([matrix/3, hotspots/3, nodes/2, flows/2]).
+-export([matrix/3, hotspots/3, nodes/2, flows/2, process/2]).
 
 -define(NUM_W, 9).    %% a cell of the matrix: up to 99,999,999
 -define(TOTAL_W, 11). %% the SENT column
@@ -177,3 +177,35 @@ flows(#{entries := Entries, last := Last}, Width) ->
 
 label(L) when is_binary(L) -> L;
 label(P) -> msgflow_fmt:endpoint(P).
+
+%% @doc One process (msgflow:view(process, _)): its label and pid, what
+%% it says of itself (queue in messages, memory in bytes, reductions,
+%% current function, status), and its busiest partners since start, to
+%% and from, with their messages.
+-spec process(map(), pos_integer()) -> iodata().
+process(P = #{pid := Pid, label := Label, alive := Alive}, Width) ->
+    E = msgflow_fmt:ellipsis(),
+    Num = fun(undefined) -> "-"; (N) -> msgflow_fmt:int(N) end,
+    Partners = fun(Title, Ps) ->
+                       [Title, "\n",
+                        case Ps of
+                            [] -> "  (none)\n";
+                            _ -> [["  ", msgflow_fmt:mid_cell(L, max(20, min(40, Width - 14)), E), " ",
+                                   msgflow_fmt:rcell(msgflow_fmt:int(C), 10), "\n"] || {_, L, C} <- Ps]
+                        end]
+               end,
+    [io_lib:format("~ts ~s~s~n", [Label, msgflow_fmt:endpoint(Pid),
+                                  case Alive of true -> ""; false -> " (exited)" end]),
+     case Alive of
+         true ->
+             #{current_function := {M, F, A}} = P,
+             io_lib:format("  queue ~s messages, memory ~s bytes, reductions ~s, ~s~n"
+                           "  in ~ts~n",
+                           [Num(maps:get(message_queue_len, P)), Num(maps:get(memory, P)),
+                            Num(maps:get(reductions, P)), maps:get(status, P),
+                            msgflow_fmt:mfa(M, F, A)]);
+         false ->
+             []
+     end,
+     Partners("sends to (messages since start):", maps:get(sends_to, P)),
+     Partners("receives from:", maps:get(receives_from, P))].

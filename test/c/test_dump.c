@@ -138,7 +138,16 @@ static void check_dump_file(const char *dir, const char *name)
                 want += d.pairs[k].messages;
             CHECK(sum == want, "%s: grouping %d lost messages", name, by);
             FILE *null = fopen("/dev/null", "w");
-            mf_print_top(null, &d, rows, n, 10, (mf_by)by, "~");
+            /* 80 and 200 columns; a page scrolled to row 3 with a cursor and peaks */
+            double *peaks = calloc(n ? n : 1, sizeof(double));
+            CHECK(peaks != NULL, "%s: peaks", name);
+            mf_top_layout lay = {.by = (mf_by)by, .width = 80, .first = 0, .top = 10,
+                                 .selected = -1, .peaks = NULL, .ellipsis = "~"};
+            mf_print_top(null, &d, rows, n, &lay);
+            mf_top_layout wide = {.by = (mf_by)by, .width = 200, .first = 3, .top = 5,
+                                  .selected = 4, .peaks = peaks, .ellipsis = "~"};
+            mf_print_top(null, &d, rows, n, &wide);
+            free(peaks);
             CHECK(mf_write_csv(null, &d, rows, n) == 0 && mf_write_dot(null, &d, rows, n, 200, "x") == 0,
                   "%s: writers", name);
             fclose(null);

@@ -444,12 +444,21 @@ static void endpoint_cell(FILE *out, const label_index *ix, const char *label, c
     fprintf(out, " %s", text);
 }
 
-/* The top table's layout in 80 columns, as msgflow_text:top/2 lays it
- * out there: no MEAN/S or PEAK/S, a KIND column of 16, the ends sharing
- * the rest; by kind, KIND and TAG columns of 24 and no KIND column. */
-#define MF_TOP_KIND_W 16
-#define MF_TOP_END_W ((80 - 1 - (3 + 1 + 1 + 1 + 9 + 1 + 8 + MF_TOP_KIND_W + 2)) / 2)
+/* The top table's layout in `width' columns, as msgflow_text:top/2 lays
+ * it out: a KIND column of 16 (18 from 120 columns), PEAK/S when peaks
+ * are given, the ends sharing the rest; by kind, KIND and TAG columns of
+ * 24 and no KIND column.  At 80 columns: the ends get 20 each. */
+#define MF_TOP_KIND_W(width) ((width) >= 120 ? 18 : 16)
 #define MF_TOP_KIND_END_W 24
+
+static int top_end_w(int width, int by_kind, int peak)
+{
+    if (by_kind)
+        return MF_TOP_KIND_END_W;
+    int fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + (peak ? 8 : 0) + MF_TOP_KIND_W(width) + 2;
+    int w = (width - 1 - fixed) / 2;
+    return w < 8 ? 8 : w;
+}
 
 /* A module or tag as msgflow_fmt:name/1 writes it: an Elixir alias
  * without its `Elixir.' prefix. */
@@ -497,14 +506,17 @@ static void main_kind_cell(FILE *out, const mf_dump *d, const mf_row *r, int wid
     cell(out, text, width, ellipsis);
 }
 
-void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, size_t top,
-                  mf_by by, const char *ellipsis)
+void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
+                  const mf_top_layout *lay)
 {
     char a[32], b[32], c[32];
-    int by_kind = by == MF_BY_KIND, end_w = by_kind ? MF_TOP_KIND_END_W : MF_TOP_END_W;
+    int width = lay->width < 40 ? 40 : lay->width, by_kind = lay->by == MF_BY_KIND;
+    int peak = lay->peaks != NULL, end_w = top_end_w(width, by_kind, peak);
+    int kind_w = MF_TOP_KIND_W(width);
+    const char *ellipsis = lay->ellipsis;
     fprintf(out, "msgflow %s on %s: %s messages, %s %s; MSG/S over the last %s ms\n",
             d->running ? "running" : "stopped", d->node, mf_int(d->events, a), mf_int(n, b),
-            by == MF_BY_PROCESS ? "pairs" : "groups", mf_int(d->window_ms, c));
+            lay->by == MF_BY_PROCESS ? "pairs" : "groups", mf_int(d->window_ms, c));
     if (d->scale > 1.0)
         fprintf(out, "sampled: rates are estimates (x%.1f)\n", d->scale);
     if (d->n_nodes > 1) {
@@ -520,16 +532,22 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, siz
     fputc(' ', out);
     cell(out, by_kind ? "TAG" : "RECEIVER", end_w, ellipsis);
     fprintf(out, " %9s %7s ", "MESSAGES", "MSG/S");
+    if (peak)
+        fprintf(out, " %7s", "PEAK/S");
     if (!by_kind) {
         fputs("  ", out);
-        cell(out, "KIND", MF_TOP_KIND_W, ellipsis);
+        cell(out, "KIND", kind_w, ellipsis);
     }
     fputc('\n', out);
+    size_t first = lay->first < n ? lay->first : n, end = first + lay->top < n ? first + lay->top : n;
     label_index ix;
     int by_process = n > 0 && rows[0].sender != rows[0].sender_label;
-    if (index_labels(&ix, rows, n < top ? n : top, by_process) != 0)
+    if (index_labels(&ix, rows + first, end - first, by_process) != 0)
         ix.table = NULL;
-    for (size_t i = 0; i < n && i < top; i++) {
+    for (size_t i = first; i < end; i++) {
+        int sel = lay->selected >= 0 && (size_t)lay->selected == i;
+        if (sel)
+            fputs("\x1b[7m", out);
         fprintf(out, "%3zu ", i + 1);
         if (by_kind) {
             cell(out, rows[i].sender, end_w, ellipsis);
@@ -542,10 +560,14 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, siz
         }
         /* the dump keeps one window: no trend */
         fprintf(out, " %9s %7s ", mf_int(rows[i].messages, a), short_rate(rows[i].rate, b));
+        if (peak)
+            fprintf(out, " %7s", short_rate(lay->peaks[i], c));
         if (!by_kind) {
             fputs("  ", out);
-            main_kind_cell(out, d, &rows[i], MF_TOP_KIND_W, ellipsis);
+            main_kind_cell(out, d, &rows[i], kind_w, ellipsis);
         }
+        if (sel)
+            fputs("\x1b[0m", out);
         fputc('\n', out);
     }
     index_free(&ix);

@@ -50,11 +50,23 @@ int mf_by_parse(const char *s, mf_by *by);
 int mf_group(const mf_dump *d, mf_by by, mf_row **rows, size_t *n);
 void mf_rows_free(mf_row *rows);
 
+/* How the top table is laid out: `width' columns (at least 40; at 80 as
+ * msgflow:top/1 there), rows first..first+top-1 (numbered from 1 as in
+ * the whole table), `selected' drawn in reverse video (-1: none; for a
+ * terminal only), `peaks' the PEAK/S of each row (NULL: no column). */
+typedef struct {
+    mf_by by;
+    int width;
+    size_t first, top;
+    long selected;
+    const double *peaks;
+    const char *ellipsis; /* cuts labels */
+} mf_top_layout;
+
 /* The top table: a summary line, then `#  SENDER  RECEIVER  MESSAGES  MSG/S
- * KIND' for the first `top' rows, 80 columns wide, as msgflow:top/1 lays it
- * out there; labels cut with `ellipsis'. */
-void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n, size_t top,
-                  mf_by by, const char *ellipsis);
+ * [PEAK/S]  KIND' for the rows the layout names. */
+void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
+                  const mf_top_layout *lay);
 
 /* CSV with the header and columns of msgflow:export/3 (kinds as
  * `call:get=41 cast:add=30'), and a Graphviz digraph of the `limit'

@@ -135,7 +135,9 @@ int main(int argc, char **argv)
     const char *lc = setlocale(LC_CTYPE, NULL);
     const char *ellipsis = lc && (strstr(lc, "UTF-8") || strstr(lc, "utf8")) ? "\xe2\x80\xa6"
                                                                               : "~";
-    mf_print_top(stdout, &d, rows, n, (size_t)top, by, ellipsis);
+    mf_top_layout lay = {.by = by, .width = 80, .first = 0, .top = (size_t)top, .selected = -1,
+                         .peaks = NULL, .ellipsis = ellipsis};
+    mf_print_top(stdout, &d, rows, n, &lay);
     int rc = 0;
     out_ctx o = {&d, rows, n, by_name};
     if (csv && write_file(csv, csv_fn, &o) != 0) {

@@ -5,14 +5,31 @@
  * A C node (ei_connect, as erl_call is) that attaches to a running
  * distributed node, loads msgflow's code there over RPC when it is missing
  * (from this build, through msgflow_cluster_code:install/1, as the cluster
- * ships it: refused on a node of another OTP release), starts msgflow unless the node holds a run
- * (running, or stopped: that one is shown as it is; --start starts anew),
- * and every interval fetches msgflow:dump/0 (the ETF dump as a binary) and
- * redraws the top table.  Ctrl-C (or SIGTERM, SIGHUP, SIGQUIT, SIGPIPE),
- * --once (after one table) or the node going away end it; tracing it
- * started is stopped then, unless --keep.  Should it die without that
- * (SIGKILL, a dropped connection), the node stops the run itself 2 s after
- * the connection is gone (msgflow:start/1's `owner').
+ * ships it: refused on a node of another OTP release), starts msgflow unless
+ * the node holds a run (running, or stopped: that one is shown as it is;
+ * --start starts anew), and every interval fetches msgflow:dump/0 (the ETF
+ * dump as a binary).  Its requests go to msgflow_remote, a process of
+ * msgflow's own that is never traced, so that they are not counted.
+ *
+ * On a terminal it is an interactive full-screen view (the alternate
+ * screen, keys read one at a time): s sorts (messages, rate, peak: the
+ * highest rate it has seen), g groups, / filters by a label substring, the
+ * arrows move a cursor, Enter and o open the row's sender or receiver (the
+ * node's msgflow:view(process, _), as the shell prints it), space pauses,
+ * + and - change the interval, h or ? shows the keys, q quits.  It uses
+ * the terminal's size and follows SIGWINCH.  When stdout is no terminal,
+ * or with --once, it prints plain tables (COLUMNS wide, else 80) and no
+ * control codes.
+ *
+ * q, a signal (INT, TERM, HUP, QUIT, PIPE) or the node going away end it:
+ * the terminal is restored, and the tracing it started is stopped, unless
+ * --keep.  Should it die without that (SIGKILL, a dropped connection), the
+ * node stops the run itself 2 s after the connection is gone
+ * (msgflow:start/1's `owner').
+ *
+ * Memory and threads: one thread.  The dump, its grouped rows and the
+ * screen's arrays are malloc'd here and freed before the next fetch; the
+ * peaks table (uthash) lives until the grouping changes.
  *
  * Exit: 0 done; 1 a failure (the message says which); 2 bad usage.
  */
@@ -29,6 +46,11 @@
 #include <time.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+
+#include <uthash.h>
 
 #include <ei.h>
 
@@ -390,7 +412,94 @@ static int ensure_code(conn *c)
     return r;
 }
 
-/* ------------------------------------------------------------ the loop */
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (!interrupted && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+/* --------------------------------------------- requests to msgflow_remote */
+
+/* Sends {msgflow_call, Self, Ref, Call} to the node's msgflow_remote (a
+ * process of msgflow's own, never traced: what this program asks is not
+ * counted) and waits for {msgflow_reply, Ref, Reply}.  `call' holds the
+ * encoded Call (no version byte) and is freed here; `reply' is set up
+ * here, holds Reply once this returns 0, and the caller frees it.  -1
+ * when the node did not answer within RPC_TIMEOUT_MS or went away. */
+static int call_node(conn *c, ei_x_buff *call, ei_x_buff *reply)
+{
+    static long next_ref = 1;
+    long ref = next_ref++;
+    ei_x_buff msg;
+    ei_x_new_with_version(&msg);
+    ei_x_encode_tuple_header(&msg, 4);
+    ei_x_encode_atom(&msg, "msgflow_call");
+    ei_x_encode_pid(&msg, ei_self(&c->ec));
+    ei_x_encode_long(&msg, ref);
+    ei_x_append_buf(&msg, call->buff, call->index);
+    ei_x_free(call);
+    ei_x_new(reply);
+    int rc = ei_reg_send_tmo(&c->ec, c->fd, "msgflow_remote", msg.buff, msg.index, RPC_TIMEOUT_MS);
+    ei_x_free(&msg);
+    if (rc < 0)
+        return -1;
+    for (;;) {
+        erlang_msg m;
+        reply->index = 0;
+        int r = ei_xreceive_msg_tmo(c->fd, &m, reply, RPC_TIMEOUT_MS);
+        if (r == ERL_TICK)
+            continue;
+        if (r == ERL_ERROR || r == ERL_TIMEOUT)
+            return -1;
+        if (m.msgtype != ERL_SEND && m.msgtype != ERL_REG_SEND)
+            continue;
+        int idx = 0, ver, arity;
+        long got;
+        char tag[MAXATOMLEN_UTF8];
+        if (ei_decode_version(reply->buff, &idx, &ver) < 0 ||
+            ei_decode_tuple_header(reply->buff, &idx, &arity) < 0 || arity != 3 ||
+            ei_decode_atom(reply->buff, &idx, tag) < 0 || strcmp(tag, "msgflow_reply") != 0 ||
+            ei_decode_long(reply->buff, &idx, &got) < 0 || got != ref)
+            continue; /* an answer to a request given up on, or not ours */
+        reply->index -= idx;
+        memmove(reply->buff, reply->buff + idx, (size_t)reply->index);
+        return 0;
+    }
+}
+
+/* A call with no arguments: `stop', `info', `dump'. */
+static int call_atom(conn *c, const char *what, ei_x_buff *reply)
+{
+    ei_x_buff call;
+    ei_x_new(&call);
+    ei_x_encode_atom(&call, what);
+    return call_node(c, &call, reply);
+}
+
+/* msgflow's application started on the node (once, over rex: nothing is
+ * counted yet, or the run is another's), so that msgflow_remote is there.
+ * 0, or -1 with a message. */
+static int ensure_started(conn *c)
+{
+    ei_x_buff args, reply;
+    args_new(&args, 1);
+    ei_x_encode_atom(&args, "msgflow");
+    int r = rpc(c, "application", "ensure_all_started", &args, &reply);
+    char text[512];
+    int idx = 0, arity;
+    char ok[MAXATOMLEN_UTF8];
+    if (r == 0 && (ei_decode_tuple_header(reply.buff, &idx, &arity) != 0 || arity != 2 ||
+                   ei_decode_atom(reply.buff, &idx, ok) != 0 || strcmp(ok, "ok") != 0)) {
+        reply_text(&reply, text, sizeof(text));
+        fprintf(stderr, "msgflow-top: cannot start msgflow on %s: %s\n", c->node, text);
+        r = -1;
+    } else if (r != 0) {
+        fprintf(stderr, "msgflow-top: %s went away\n", c->node);
+    }
+    ei_x_free(&reply);
+    return r;
+}
 
 /* msgflow:start(#{interval => I, owner => self(), grace => G}): 1 started,
  * 0 already running, -1 error.  The owner is this C node's pid: the node
@@ -398,20 +507,22 @@ static int ensure_code(conn *c)
  * (however it ended, SIGKILL included), unless `keep'. */
 static int start_msgflow(conn *c, long interval, int keep)
 {
-    ei_x_buff args, reply;
-    args_new(&args, 1);
-    ei_x_encode_map_header(&args, keep ? 1 : 3);
-    ei_x_encode_atom(&args, "interval");
-    ei_x_encode_long(&args, interval);
+    ei_x_buff call, reply;
+    ei_x_new(&call);
+    ei_x_encode_tuple_header(&call, 2);
+    ei_x_encode_atom(&call, "start");
+    ei_x_encode_map_header(&call, keep ? 1 : 3);
+    ei_x_encode_atom(&call, "interval");
+    ei_x_encode_long(&call, interval);
     if (!keep) {
-        ei_x_encode_atom(&args, "owner");
-        ei_x_encode_pid(&args, ei_self(&c->ec));
-        ei_x_encode_atom(&args, "grace");
-        ei_x_encode_long(&args, OWNER_GRACE_MS);
+        ei_x_encode_atom(&call, "owner");
+        ei_x_encode_pid(&call, ei_self(&c->ec));
+        ei_x_encode_atom(&call, "grace");
+        ei_x_encode_long(&call, OWNER_GRACE_MS);
     }
     int rc = -1;
     char text[512];
-    if (rpc(c, "msgflow", "start", &args, &reply) != 0) {
+    if (call_node(c, &call, &reply) != 0) {
         fprintf(stderr, "msgflow-top: %s went away\n", c->node);
     } else if (reply_is_atom(&reply, "ok")) {
         rc = 1;
@@ -430,9 +541,9 @@ static int start_msgflow(conn *c, long interval, int keep)
  * `started_at' is an integer.  1 yes, 0 no, -1 the node went away. */
 static int run_exists(conn *c)
 {
-    ei_x_buff args, reply;
-    args_new(&args, 0);
-    if (rpc(c, "msgflow", "info", &args, &reply) != 0) {
+    ei_x_buff reply;
+    if (call_atom(c, "info", &reply) != 0) {
+        ei_x_free(&reply);
         fprintf(stderr, "msgflow-top: %s went away\n", c->node);
         return -1;
     }
@@ -458,49 +569,622 @@ static int run_exists(conn *c)
 
 static int stop_msgflow(conn *c)
 {
-    ei_x_buff args, reply;
-    args_new(&args, 0);
-    int rc = rpc(c, "msgflow", "stop", &args, &reply) == 0 && reply_is_atom(&reply, "ok") ? 0 : -1;
+    ei_x_buff reply;
+    int rc = call_atom(c, "stop", &reply) == 0 && reply_is_atom(&reply, "ok") ? 0 : -1;
     ei_x_free(&reply);
     return rc;
 }
 
-/* Fetches and decodes msgflow:dump().  0, or -1 with a message printed;
+/* Fetches and decodes msgflow:dump().  0, or -1 with a message in err;
  * *gone set when the connection failed. */
-static int fetch(conn *c, mf_dump *d, int *gone)
+static int fetch(conn *c, mf_dump *d, int *gone, char *err, size_t errlen)
 {
-    ei_x_buff args, reply;
-    args_new(&args, 0);
+    ei_x_buff reply;
     int rc = -1, idx = 0, type, size;
     *gone = 0;
-    if (rpc(c, "msgflow", "dump", &args, &reply) != 0) {
+    if (call_atom(c, "dump", &reply) != 0) {
         *gone = 1;
-        fprintf(stderr, "msgflow-top: %s went away\n", c->node);
+        snprintf(err, errlen, "msgflow-top: %s went away", c->node);
     } else if (ei_get_type(reply.buff, &idx, &type, &size) == 0 && type == ERL_BINARY_EXT) {
         char *bin = malloc(size > 0 ? (size_t)size : 1);
         long got;
-        char err[256];
+        char why[256];
         if (bin && ei_decode_binary(reply.buff, &idx, bin, &got) == 0) {
-            if (mf_dump_decode(bin, (size_t)got, d, err, sizeof(err)) == 0)
+            if (mf_dump_decode(bin, (size_t)got, d, why, sizeof(why)) == 0)
                 rc = 0;
             else
-                fprintf(stderr, "msgflow-top: the dump from %s: %s\n", c->node, err);
+                snprintf(err, errlen, "msgflow-top: the dump from %s: %s", c->node, why);
         }
         free(bin);
     } else {
         char text[512];
         reply_text(&reply, text, sizeof(text));
-        fprintf(stderr, "msgflow-top: msgflow:dump() on %s: %s\n", c->node, text);
+        snprintf(err, errlen, "msgflow-top: msgflow:dump() on %s: %.300s", c->node, text);
     }
     ei_x_free(&reply);
     return rc;
 }
 
-static void sleep_ms(long ms)
+/* What the node prints for one process (msgflow:view(process, #{pid =>
+ * Text}) in `width' columns), malloc'd for the caller; NULL with a
+ * message in err. */
+static char *describe(conn *c, const char *pid_text, int width, char *err, size_t errlen)
 {
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    while (!interrupted && nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    ei_x_buff call, reply;
+    ei_x_new(&call);
+    ei_x_encode_tuple_header(&call, 4);
+    ei_x_encode_atom(&call, "print");
+    ei_x_encode_atom(&call, "process");
+    ei_x_encode_map_header(&call, 1);
+    ei_x_encode_atom(&call, "pid");
+    ei_x_encode_string(&call, pid_text);
+    ei_x_encode_long(&call, width < 40 ? 40 : width);
+    char *text = NULL;
+    int idx = 0, type, size;
+    if (call_node(c, &call, &reply) != 0) {
+        snprintf(err, errlen, "%s went away", c->node);
+    } else if (ei_get_type(reply.buff, &idx, &type, &size) == 0 && type == ERL_BINARY_EXT &&
+               (text = malloc((size_t)size + 1)) != NULL) {
+        long got;
+        if (ei_decode_binary(reply.buff, &idx, text, &got) == 0) {
+            text[got] = 0;
+        } else {
+            free(text);
+            text = NULL;
+        }
+    } else {
+        reply_text(&reply, err, errlen);
+    }
+    ei_x_free(&reply);
+    return text;
+}
+
+/* ---------------------------------------------------------- the screen */
+
+/* The terminal as it was, put back by term_restore on every way out. */
+static struct termios saved_tio;
+static int raw_on;
+static volatile sig_atomic_t resized;
+
+static void on_winch(int sig)
+{
+    (void)sig;
+    resized = 1;
+}
+
+static void term_restore(void)
+{
+    if (!raw_on)
+        return;
+    raw_on = 0;
+    /* cursor shown, attributes off, the main screen back */
+    fputs("\x1b[0m\x1b[?25h\x1b[?1049l", stdout);
+    fflush(stdout);
+    tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved_tio);
+}
+
+/* Keys one at a time, no echo, the alternate screen, the cursor hidden.
+ * 0, or -1 when stdin is no terminal. */
+static int term_raw(void)
+{
+    if (!isatty(STDIN_FILENO) || tcgetattr(STDIN_FILENO, &saved_tio) != 0)
+        return -1;
+    struct termios t = saved_tio;
+    t.c_lflag &= (tcflag_t) ~(ICANON | ECHO);
+    t.c_cc[VMIN] = 0;
+    t.c_cc[VTIME] = 0;
+    if (tcsetattr(STDIN_FILENO, TCSAFLUSH, &t) != 0)
+        return -1;
+    raw_on = 1;
+    atexit(term_restore);
+    fputs("\x1b[?1049h\x1b[?25l", stdout);
+    return 0;
+}
+
+static void term_size(int *cols, int *lines)
+{
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+        *cols = ws.ws_col;
+        *lines = ws.ws_row;
+    } else {
+        const char *c = getenv("COLUMNS");
+        *cols = c && atoi(c) >= 40 ? atoi(c) : 80;
+        *lines = 24;
+    }
+    if (*cols < 40)
+        *cols = 40;
+    if (*lines < 10)
+        *lines = 10;
+}
+
+enum { SORT_MESSAGES, SORT_RATE, SORT_PEAK };
+static const char *const sort_names[] = {"messages", "rate", "peak"};
+static const char *const by_names[] = {"process", "name", "module", "application", "node", "kind"};
+
+/* A row's highest rate seen since this program started showing the
+ * current grouping, by "sender\x01receiver". */
+typedef struct {
+    char *key;
+    double peak;
+    UT_hash_handle hh;
+} peak_entry;
+
+typedef struct {
+    /* what is shown */
+    mf_by by;
+    int sort;
+    char filter[128];
+    long selected;   /* index into the shown rows */
+    size_t first;    /* first shown row on screen */
+    int paused, help;
+    long interval;
+    /* typing a filter */
+    int typing;
+    char typed[128];
+    /* an opened row: the node's text for it */
+    char *detail;
+    /* a message for the status line */
+    char note[256];
+    peak_entry *peaks;
+} screen;
+
+static void peaks_clear(screen *s)
+{
+    peak_entry *e, *tmp;
+    HASH_ITER(hh, s->peaks, e, tmp) {
+        HASH_DEL(s->peaks, e);
+        free(e->key);
+        free(e);
+    }
+}
+
+static char *row_key(const mf_row *r)
+{
+    size_t a = strlen(r->sender), b = strlen(r->receiver);
+    char *k = malloc(a + b + 2);
+    if (k) {
+        memcpy(k, r->sender, a);
+        k[a] = '\x01';
+        memcpy(k + a + 1, r->receiver, b + 1);
+    }
+    return k;
+}
+
+/* The rows' peaks updated with their rates now (a new fetch). */
+static void peaks_update(screen *s, const mf_row *rows, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char *k = row_key(&rows[i]);
+        if (!k)
+            continue;
+        peak_entry *e;
+        HASH_FIND_STR(s->peaks, k, e);
+        if (e) {
+            free(k);
+            if (rows[i].rate > e->peak)
+                e->peak = rows[i].rate;
+        } else if ((e = malloc(sizeof(*e))) != NULL) {
+            e->key = k;
+            e->peak = rows[i].rate;
+            HASH_ADD_KEYPTR(hh, s->peaks, e->key, strlen(e->key), e);
+        } else {
+            free(k);
+        }
+    }
+}
+
+static double peak_of(screen *s, const mf_row *r)
+{
+    char *k = row_key(r);
+    peak_entry *e = NULL;
+    if (k)
+        HASH_FIND_STR(s->peaks, k, e);
+    free(k);
+    return e ? e->peak : r->rate;
+}
+
+typedef struct {
+    mf_row row;
+    double peak;
+} shown_row;
+
+static int sort_mode;
+static int by_sort(const void *a, const void *b)
+{
+    const shown_row *x = a, *y = b;
+    double kx, ky;
+    switch (sort_mode) {
+    case SORT_RATE:
+        kx = x->row.rate, ky = y->row.rate;
+        break;
+    case SORT_PEAK:
+        kx = x->peak, ky = y->peak;
+        break;
+    default:
+        kx = (double)x->row.messages, ky = (double)y->row.messages;
+    }
+    if (kx != ky)
+        return kx < ky ? 1 : -1;
+    return x->row.messages < y->row.messages ? 1 : x->row.messages > y->row.messages ? -1 : 0;
+}
+
+/* The rows the screen shows: those whose ends (label or text) hold the
+ * filter, sorted as asked.  Malloc'd arrays for the caller; -1 when out
+ * of memory. */
+static int shown(screen *s, const mf_row *rows, size_t n, mf_row **out, double **peaks, size_t *m)
+{
+    shown_row *tmp = malloc((n ? n : 1) * sizeof(*tmp));
+    *out = malloc((n ? n : 1) * sizeof(**out));
+    *peaks = malloc((n ? n : 1) * sizeof(**peaks));
+    if (!tmp || !*out || !*peaks) {
+        free(tmp);
+        free(*out);
+        free(*peaks);
+        return -1;
+    }
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const mf_row *r = &rows[i];
+        if (s->filter[0] && !strstr(r->sender_label, s->filter) && !strstr(r->receiver_label, s->filter) &&
+            !strstr(r->sender, s->filter) && !strstr(r->receiver, s->filter))
+            continue;
+        tmp[k].row = *r;
+        tmp[k].peak = peak_of(s, r);
+        k++;
+    }
+    sort_mode = s->sort;
+    qsort(tmp, k, sizeof(*tmp), by_sort);
+    for (size_t i = 0; i < k; i++) {
+        (*out)[i] = tmp[i].row;
+        (*peaks)[i] = tmp[i].peak;
+    }
+    free(tmp);
+    *m = k;
+    return 0;
+}
+
+static const char help_text[] =
+    "msgflow-top keys\n"
+    "  s            sort: messages, rate, peak (in turn)\n"
+    "  g            group: process, name, module, application, node, kind\n"
+    "  /            filter by a label substring (Enter applies, Esc cancels;\n"
+    "               an empty filter shows every row)\n"
+    "  Up/Down j/k  move the cursor; PgUp/PgDn a page\n"
+    "  Enter        open the selected row's sender (by process): its label,\n"
+    "               queue, memory, reductions, current function, partners\n"
+    "  o            open the selected row's receiver\n"
+    "  space        pause / go on\n"
+    "  + / -        show every 2x / 0.5x as often (interval)\n"
+    "  h or ?       this help; any key closes it\n"
+    "  q            quit (stops the counting msgflow-top started, unless --keep)\n";
+
+/* One frame: the table that fits, a status line, or the help, or an
+ * opened row; every line erased to its end, the rest of the screen below. */
+static void draw(screen *s, const mf_dump *d, const mf_row *rows, size_t n, const double *peaks,
+                 int cols, int lines, const char *ellipsis)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f)
+        return;
+    if (s->help) {
+        fputs(help_text, f);
+    } else if (s->detail) {
+        fputs(s->detail, f);
+        fputs("\n(Esc, Enter or q: back to the table)\n", f);
+    } else {
+        /* head lines, column heads, status line */
+        int head = 2 + (d->scale > 1.0) + (d->n_nodes > 1);
+        size_t fit = lines - head - 1 > 1 ? (size_t)(lines - head - 1) : 1;
+        if (s->selected >= (long)n)
+            s->selected = n ? (long)n - 1 : 0;
+        if (s->selected < 0)
+            s->selected = 0;
+        if ((size_t)s->selected < s->first)
+            s->first = (size_t)s->selected;
+        if ((size_t)s->selected >= s->first + fit)
+            s->first = (size_t)s->selected - fit + 1;
+        mf_top_layout lay = {.by = s->by, .width = cols, .first = s->first, .top = fit,
+                             .selected = s->selected, .peaks = peaks, .ellipsis = ellipsis};
+        mf_print_top(f, d, rows, n, &lay);
+    }
+    fclose(f);
+    fputs("\x1b[H", stdout);
+    /* each line erased to its end; at most lines - 1 of them */
+    int shown_lines = 0;
+    for (char *p = buf, *nl; p && *p && shown_lines < lines - 1; p = nl + 1, shown_lines++) {
+        nl = strchr(p, '\n');
+        if (!nl)
+            nl = p + strlen(p);
+        fwrite(p, 1, (size_t)(nl - p), stdout);
+        fputs("\x1b[K\n", stdout);
+        if (!*nl)
+            break;
+    }
+    free(buf);
+    fputs("\x1b[J", stdout);
+    /* the status line, at the bottom */
+    char st[512];
+    if (s->typing)
+        snprintf(st, sizeof(st), "filter: %s_", s->typed);
+    else
+        snprintf(st, sizeof(st), "sort %s | by %s | filter %s | every %ld ms%s | %s",
+                 sort_names[s->sort], by_names[s->by], s->filter[0] ? s->filter : "-",
+                 s->interval, s->paused ? " | PAUSED" : "",
+                 s->note[0] ? s->note : "h: help  q: quit");
+    fprintf(stdout, "\x1b[%d;1H\x1b[7m%-*.*s\x1b[0m", lines, cols, cols, st);
+    fflush(stdout);
+}
+
+/* A key as read: a character, or one of these for escape sequences. */
+enum { K_NONE = -1, K_UP = 1000, K_DOWN, K_PGUP, K_PGDN, K_ESC };
+
+/* Bytes read from the terminal and not yet taken as keys: a paste or
+ * fast typing brings several at once. */
+static unsigned char keybuf[64];
+static size_t keylen;
+
+static int read_key(void)
+{
+    if (keylen == 0) {
+        ssize_t r = read(STDIN_FILENO, keybuf, sizeof(keybuf));
+        if (r <= 0)
+            return K_NONE;
+        keylen = (size_t)r;
+    }
+    size_t used = 1;
+    int k = keybuf[0];
+    if (k == 0x1b) {
+        k = K_ESC;
+        if (keylen >= 3 && keybuf[1] == '[') {
+            used = 3;
+            switch (keybuf[2]) {
+            case 'A': k = K_UP; break;
+            case 'B': k = K_DOWN; break;
+            case '5': k = K_PGUP; used = keylen >= 4 && keybuf[3] == '~' ? 4 : 3; break;
+            case '6': k = K_PGDN; used = keylen >= 4 && keybuf[3] == '~' ? 4 : 3; break;
+            default: k = K_NONE;
+            }
+        }
+    }
+    memmove(keybuf, keybuf + used, keylen - used);
+    keylen -= used;
+    return k;
+}
+
+static long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* The interactive view until a key, a signal or the node ends it.  0,
+ * or 1 when the node went away (*gone) or answered with an error. */
+static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, int *gone)
+{
+    screen s = {.by = by, .sort = SORT_MESSAGES, .interval = interval};
+    mf_dump d;
+    int have = 0, rc = 0, cols, lines;
+    mf_row *rows = NULL, *vis = NULL;
+    double *peaks = NULL;
+    size_t n = 0, m = 0;
+    long next = now_ms();
+    char err[512] = "";
+    term_size(&cols, &lines);
+    for (;;) {
+        if (interrupted)
+            break;
+        int redraw = 0;
+        if (resized) {
+            resized = 0;
+            term_size(&cols, &lines);
+            redraw = 1;
+        }
+        if (!s.paused && now_ms() >= next) {
+            mf_dump nd;
+            if (fetch(c, &nd, gone, err, sizeof(err)) != 0) {
+                rc = 1;
+                break;
+            }
+            if (have) {
+                mf_rows_free(rows);
+                mf_dump_free(&d);
+            }
+            d = nd;
+            have = 1;
+            rows = NULL;
+            if (mf_group(&d, s.by, &rows, &n) != 0)
+                n = 0;
+            peaks_update(&s, rows, n);
+            next = now_ms() + s.interval;
+            redraw = 1;
+        }
+        /* keys */
+        struct pollfd pf[2] = {{.fd = STDIN_FILENO, .events = POLLIN}, {.fd = c->fd, .events = POLLIN}};
+        long wait = s.paused ? 1000 : next - now_ms();
+        if (!redraw && poll(pf, 2, wait < 0 ? 0 : (int)wait) > 0) {
+            if (pf[1].revents) {
+                /* a tick to answer, or the node gone (the connection
+                 * closed: nothing to read) */
+                char peek;
+                int closed = recv(c->fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+                if (!closed) {
+                    erlang_msg msg;
+                    ei_x_buff x;
+                    ei_x_new(&x);
+                    (void)ei_xreceive_msg_tmo(c->fd, &msg, &x, 100);
+                    ei_x_free(&x);
+                }
+                if (closed) {
+                    *gone = 1;
+                    snprintf(err, sizeof(err), "msgflow-top: %s went away", c->node);
+                    rc = 1;
+                    break;
+                }
+            }
+            int k;
+            while ((pf[0].revents || keylen) && (k = read_key()) != K_NONE) {
+                redraw = 1;
+                s.note[0] = 0;
+                if (s.typing) {
+                    size_t tl = strlen(s.typed);
+                    if (k == '\r' || k == '\n') {
+                        snprintf(s.filter, sizeof(s.filter), "%s", s.typed);
+                        s.typing = 0;
+                        s.selected = 0;
+                    } else if (k == K_ESC) {
+                        s.typing = 0;
+                    } else if ((k == 127 || k == 8) && tl > 0) {
+                        s.typed[tl - 1] = 0;
+                    } else if (k >= 32 && k < 127 && tl + 1 < sizeof(s.typed)) {
+                        s.typed[tl] = (char)k;
+                        s.typed[tl + 1] = 0;
+                    }
+                    continue;
+                }
+                if (s.help) {
+                    s.help = 0;
+                    if (k != 'q')
+                        continue;
+                }
+                if (s.detail) {
+                    free(s.detail);
+                    s.detail = NULL;
+                    continue;
+                }
+                switch (k) {
+                case 'q':
+                    goto done;
+                case 'h':
+                case '?':
+                    s.help = 1;
+                    break;
+                case 's':
+                    s.sort = (s.sort + 1) % 3;
+                    s.selected = 0;
+                    break;
+                case 'g':
+                    s.by = (mf_by)((s.by + 1) % 6);
+                    peaks_clear(&s);
+                    s.selected = 0;
+                    if (have) {
+                        mf_rows_free(rows);
+                        rows = NULL;
+                        if (mf_group(&d, s.by, &rows, &n) != 0)
+                            n = 0;
+                        peaks_update(&s, rows, n);
+                    }
+                    break;
+                case '/':
+                    s.typing = 1;
+                    snprintf(s.typed, sizeof(s.typed), "%s", s.filter);
+                    break;
+                case K_UP:
+                case 'k':
+                    s.selected--;
+                    break;
+                case K_DOWN:
+                case 'j':
+                    s.selected++;
+                    break;
+                case K_PGUP:
+                    s.selected -= lines - 4;
+                    break;
+                case K_PGDN:
+                    s.selected += lines - 4;
+                    break;
+                case ' ':
+                    s.paused = !s.paused;
+                    if (!s.paused)
+                        next = now_ms();
+                    break;
+                case '+':
+                    if (s.interval / 2 >= 100)
+                        s.interval /= 2;
+                    next = now_ms() + s.interval;
+                    break;
+                case '-':
+                    if (s.interval * 2 <= 60000)
+                        s.interval *= 2;
+                    next = now_ms() + s.interval;
+                    break;
+                case '\r':
+                case '\n':
+                case 'o':
+                    if (s.selected >= 0 && (size_t)s.selected < m) {
+                        const char *who = k == 'o' ? vis[s.selected].receiver : vis[s.selected].sender;
+                        if (s.by != MF_BY_PROCESS)
+                            snprintf(s.note, sizeof(s.note), "open works by process (g to group by it)");
+                        else if (who[0] != '<')
+                            snprintf(s.note, sizeof(s.note), "%.200s is no process", who);
+                        else if ((s.detail = describe(c, who, cols, err, sizeof(err))) == NULL)
+                            snprintf(s.note, sizeof(s.note), "%.200s", err);
+                    }
+                    break;
+                }
+            }
+        }
+        if (redraw && have) {
+            free(vis);
+            free(peaks);
+            vis = NULL;
+            peaks = NULL;
+            if (shown(&s, rows, n, &vis, &peaks, &m) != 0)
+                m = 0;
+            draw(&s, &d, vis, m, peaks, cols, lines, ellipsis);
+        }
+    }
+done:
+    free(vis);
+    free(peaks);
+    free(s.detail);
+    peaks_clear(&s);
+    if (have) {
+        mf_rows_free(rows);
+        mf_dump_free(&d);
+    }
+    term_restore();
+    if (err[0] && rc)
+        fprintf(stderr, "%s\n", err);
+    return rc;
+}
+
+/* Plain tables, no control codes: when stdout is no terminal, or --once. */
+static int plain(conn *c, mf_by by, long interval, long top, int once, const char *ellipsis,
+                 int *gone)
+{
+    const char *cs = getenv("COLUMNS");
+    int width = cs && atoi(cs) >= 40 ? atoi(cs) : 80;
+    char err[512];
+    while (!interrupted) {
+        sleep_ms(interval);
+        if (interrupted)
+            break;
+        mf_dump d;
+        if (fetch(c, &d, gone, err, sizeof(err)) != 0) {
+            fprintf(stderr, "%s\n", err);
+            return 1;
+        }
+        mf_row *rows;
+        size_t n;
+        if (mf_group(&d, by, &rows, &n) == 0) {
+            mf_top_layout lay = {.by = by, .width = width, .first = 0, .top = (size_t)top,
+                                 .selected = -1, .peaks = NULL, .ellipsis = ellipsis};
+            mf_print_top(stdout, &d, rows, n, &lay);
+            if (!once)
+                fputc('\n', stdout);
+            if (fflush(stdout) != 0 || ferror(stdout))
+                interrupted = SIGPIPE; /* nobody reads any more */
+            mf_rows_free(rows);
+        }
+        mf_dump_free(&d);
+        if (once)
+            break;
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -597,7 +1281,7 @@ int main(int argc, char **argv)
     conn c = {.node = fullnode};
     if (attach(&c, cookie, from) != 0)
         return 1;
-    if (ensure_code(&c) != 0)
+    if (ensure_code(&c) != 0 || ensure_started(&c) != 0)
         return 1;
     /* a run the node holds, running or stopped, is shown as it is: only
      * --start (or no run at all) starts one, which clears the last */
@@ -607,30 +1291,15 @@ int main(int argc, char **argv)
     int started = exists ? 0 : start_msgflow(&c, interval, keep);
     if (started < 0)
         return 1;
-    int rc = 0, gone = 0;
-    while (!interrupted) {
-        sleep_ms(interval);
-        if (interrupted)
-            break;
-        mf_dump d;
-        if (fetch(&c, &d, &gone) != 0) {
-            rc = 1;
-            break;
-        }
-        mf_row *rows;
-        size_t n;
-        if (mf_group(&d, by, &rows, &n) == 0) {
-            /* screen codes to a terminal only, not into a pipe or file */
-            if (!once && tty)
-                fputs("\x1b[H\x1b[2J", stdout);
-            mf_print_top(stdout, &d, rows, n, (size_t)top, by, ellipsis);
-            if (fflush(stdout) != 0 || ferror(stdout))
-                interrupted = SIGPIPE; /* nobody reads any more */
-            mf_rows_free(rows);
-        }
-        mf_dump_free(&d);
-        if (once)
-            break;
+    int gone = 0, rc;
+    /* interactive on a terminal (stdin and stdout), unless --once */
+    if (!once && tty && term_raw() == 0) {
+        struct sigaction wa = {0};
+        wa.sa_handler = on_winch;
+        sigaction(SIGWINCH, &wa, NULL);
+        rc = interactive(&c, by, interval, ellipsis, &gone);
+    } else {
+        rc = plain(&c, by, interval, top, once, ellipsis, &gone);
     }
     if (started == 1 && !keep && !gone && stop_msgflow(&c) != 0) {
         fprintf(stderr, "msgflow-top: could not stop msgflow on %s\n", c.node);
