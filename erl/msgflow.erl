@@ -67,15 +67,9 @@ start() ->
 %% when priv/msgflow_tracer.so could not be loaded.
 %% Starting clears the data of the previous run.
 %%
-%% Across a cluster: `nodes => all' (this node and every connected visible
-%% node, and each that joins later) or `[node()]' starts msgflow on those
-%% nodes too, with the same options; each counts its own senders' sends,
-%% and the views (pairs, top, matrix, hotspots, history, exports, dump)
-%% cover them all (see msgflow_cluster and nodes/0).  `on_node_error =>
-%% abort' (default) fails the start with `{error, {nodes, [{Node,
-%% Reason}]}}' when a node cannot be started, `skip' goes on without it;
-%% `grace => Ms' (default 10,000) is how long a node keeps counting after
-%% it lost this one.
+%% Across a cluster: `nodes => all | [node()]' starts msgflow on those
+%% nodes too (`on_node_error', `grace'); the views cover them all (see
+%% msgflow_cluster and nodes/0).
 %%
 %% `owner => Pid': the run stops `grace' ms after Pid exits or its node
 %% disconnects, so that a tool that started it cannot leave it on by
@@ -92,40 +86,15 @@ start(Opts) ->
             E
     end.
 
-%% @doc Starts counting on node Node only, from a node of one's own: for
-%% a production node that does not have msgflow in its release.  This
-%% build's code and NIF are loaded there when it has none (into the
-%% node's user cache directory; refused, with nothing written, on a node
-%% of another OTP release or NIF version), then msgflow:start(Opts) runs
-%% there, and this node counts nothing.  Opts are start/1's (`procs' all,
-%% new or existing; not `nodes'); `duration' and `max_pairs' bound the
-%% run.  The run stops by itself `grace' ms (default 10,000) after this
-%% node's msgflow application stops or this node disconnects.  Look and
-%% stop there: `erpc:call(Node, msgflow, top, [])' prints here, as does
-%% every printed view; `erpc:call(Node, msgflow, stop, [])'.  Errors:
-%% start/1's; `{error, {badarg, {node, Node}, Allowed}}' for this node or
-%% one that cannot be reached; `{error, {incompatible, Why}}'.
+%% @doc Starts counting on node Node only (not here), shipping this build
+%% there when it has no msgflow; for a node without msgflow in its
+%% release.  Opts are start/1's (`procs' all, new or existing; no
+%% `nodes').  What is shipped, where, what is refused, when the run stops
+%% by itself and the errors: msgflow_cluster:start_on/3; the recipe: the
+%% README's "On a running node".
 -spec start_on(node(), map() | [{atom(), term()}]) -> ok | {error, term()}.
 start_on(Node, Opts) ->
-    Reach = [<<"a node this one can connect to, not this one">>],
-    case msgflow_opts:validate(Opts) of
-        {ok, #{procs := P}} when is_list(P) ->
-            {error, {badopt, {procs, P}, [all, new, existing]}};
-        {ok, #{nodes := N}} when N =/= local ->
-            {error, {badopt, {nodes, N}, [<<"none: start_on/2 names its node">>]}};
-        {ok, Valid} when is_atom(Node), Node =/= node() ->
-            case net_kernel:connect_node(Node) of
-                true ->
-                    {ok, _} = application:ensure_all_started(msgflow),
-                    msgflow_cluster:start_on(Node, Valid, whereis(msgflow_sup));
-                _ ->
-                    {error, {badarg, {node, Node}, Reach}}
-            end;
-        {ok, _} ->
-            {error, {badarg, {node, Node}, Reach}};
-        {error, _} = E ->
-            E
-    end.
+    msgflow_scope:start_on(Node, Opts).
 
 %% @doc Stops counting.  When it returns, msgflow's trace flags are off and
 %% every send traced before the call is in pairs/0.  The data stays until
@@ -152,15 +121,11 @@ wait(Timeout) ->
     msgflow_collector:wait(Timeout).
 
 %% @doc The pairs held, `[{Sender, Receiver, Messages}]' (messages since
-%% start), busiest first, receivers exactly as the VM reported them.
-%% Exact: from the collector's tables, after a snapshot taken now while
-%% running.  A pair leaves once an end exited and it had no messages for
-%% two windows, and replies to local aliases are counted for their
-%% owners: both are in the views (top, matrix, history, reports) and in
-%% `info()''s `folded', never here.
-%% Across a cluster: every node's pairs (each pair is on its sender's
-%% node), and a node that did not answer with the busiest pairs it last
-%% reported.
+%% start), busiest first, receivers exactly as the VM reported them,
+%% exact (a snapshot taken now while running).  Pairs of exited ends and
+%% replies to local aliases are folded: in the views and `info()''s
+%% `folded', never here.  Across a cluster: every node's (see
+%% msgflow_scope:pairs/0).
 -spec pairs() -> [pair_count()] | {error, not_started}.
 pairs() ->
     msgflow_scope:pairs().
@@ -215,34 +180,24 @@ top(N, Opts0) ->
             Spec = #{by => By, sort => Sort},
             case msgflow_scope:check_node(Node) of
                 ok when is_map_key(refresh, Given); is_map_key(for, Given) ->
-                    msgflow_scope:live_top(N, Spec, Node, Refresh,
+                    msgflow_shell:live_top(N, Spec, Node, Refresh,
                                            erlang:monotonic_time(millisecond) + For);
                 ok ->
-                    msgflow_scope:print_top(N, Spec, Node, "");
+                    msgflow_shell:print_top(N, Spec, Node);
                 {error, _} = E ->
                     E
             end
     end.
 
 %% @doc Prints the communication matrix: every pair's messages since
-%% start, senders down, receivers across, grouped by
-%% <ul>
-%% <li>`process': sender and receiver themselves (a registered name that
-%%     resolved counts as the pid holding it);</li>
-%% <li>`name': their labels (registered name, else initial call, ...);</li>
-%% <li>`module': the module of the initial call (proc_lib's first);</li>
-%% <li>`application': `application:get_application/1' of the process;</li>
-%% <li>`node': the node of the endpoint;</li>
-%% <li>`kind': the kind of message down, its tag across.</li>
-%% </ul>
-%% Module and application are read while a process is alive; otherwise,
-%% and for ports and remote endpoints, they are `undefined'.  The busiest
-%% rows and columns that fit the terminal are shown, with each sender's
-%% and receiver's total, and a line says what was left out.  Across a
-%% cluster it covers every node; `matrix(node)' is then the node-by-node
-%% matrix.  The data: `view(matrix, #{by => By})'.  `{error, {badarg,
-%% {by, By}, Groupings}}' for any other By; `{error, not_started}' before
-%% the first start.
+%% start, senders down, receivers across (numbered), grouped by
+%% `process', `name' (labels), `module' (of the initial call), `application',
+%% `node' or `kind' (kind down, tag across), the busiest that fit the
+%% terminal, each sender's and receiver's total, and a line saying what
+%% was left out; across a cluster of every node.  The data and how keys
+%% are read: `view(matrix, #{by => By})' (msgflow_view:matrix/1).
+%% `{error, {badarg, {by, By}, Groupings}}' for any other By; `{error,
+%% not_started}' before the first start.
 -spec matrix(msgflow_view:grouping()) -> ok | msgflow_opts:error() | {error, not_started}.
 matrix(By) ->
     matrix(By, #{}).
@@ -257,7 +212,7 @@ matrix(By) ->
 matrix(By, Opts0) ->
     case {msgflow_opts:arg(by, By, {one_of, msgflow_view:groupings()}), msgflow_opts:to_map(Opts0)} of
         {{error, _} = E, _} -> E;
-        {ok, {ok, Opts}} -> msgflow_scope:print(matrix, Opts#{by => By});
+        {ok, {ok, Opts}} -> msgflow_shell:print(matrix, Opts#{by => By});
         {ok, error} -> msgflow_opts:check(matrix, Opts0)
     end.
 
@@ -341,7 +296,7 @@ hotspots() ->
 %% non-positive value; `{error, not_started}' when msgflow never ran.
 -spec hotspots(map() | [{atom(), term()}]) -> ok | {error, term()}.
 hotspots(Opts) ->
-    msgflow_scope:print(hotspots, Opts).
+    msgflow_shell:print(hotspots, Opts).
 
 %% @doc Adds a process or port (or registered name) to the running
 %% session, like `dbg:p(PidOrName, [send])'.  `{error, not_started}',
@@ -381,7 +336,7 @@ history(Sender, Receiver) ->
 -spec kinds(endpoint() | unicode:chardata(), endpoint() | unicode:chardata()) ->
           ok | msgflow_opts:error() | {error, not_started}.
 kinds(Sender, Receiver) ->
-    msgflow_scope:print(kinds, #{pair => {Sender, Receiver}}).
+    msgflow_shell:print(kinds, #{pair => {Sender, Receiver}}).
 
 %% @doc Prints the nodes msgflow counts on, this one first, a line
 %% each; the data (`view(nodes, #{})'): `#{node, status =>
@@ -394,7 +349,7 @@ kinds(Sender, Receiver) ->
 %% own clock.  One entry (this node) when msgflow counts here only.
 -spec nodes() -> ok.
 nodes() ->
-    msgflow_scope:print(nodes, #{}).
+    msgflow_shell:print(nodes, #{}).
 
 %% @doc Same as `follow(Fun, #{})'.
 -spec follow(fun(() -> term())) -> {term(), msgflow_flow_view:flow()} | {error, term()}.
@@ -433,7 +388,7 @@ follow_calls(MFA, Opts) ->
 %% has processes of its own; a local process that exited is `(exited)'.
 -spec flows() -> ok.
 flows() ->
-    msgflow_scope:print(flows, #{}).
+    msgflow_shell:print(flows, #{}).
 
 %% @doc Stops every follow_calls/2 entry (their summaries stay in flows/0)
 %% and puts back the system tracer msgflow set.

@@ -49,7 +49,7 @@ call(stop) -> msgflow:stop();
 call(info) -> msgflow:info();
 call(dump) -> msgflow:dump();
 call({print, View, Opts, Width}) when is_integer(Width), Width >= 40 ->
-    msgflow_scope:render_text(View, Opts, Width);
+    msgflow_shell:render_text(View, Opts, Width);
 call(Call) ->
     {error, {badarg, {call, Call}, [<<"{start, Opts}">>, stop, info, dump,
                                      <<"{print, View, Opts, Width}">>]}}.

@@ -2,10 +2,10 @@
 %%% node of the cluster msgflow counts on (msgflow_cluster), or the one a
 %%% `node' option names.  Here a run starts on its nodes, and views,
 %%% pairs, hotspots, histories and exports are built where they must be.
-%%% msgflow's functions check their arguments and call these.
+%%% msgflow's functions check their arguments and call these; what the
+%%% shell prints of the views is msgflow_shell's.
 -module(msgflow_scope).
--export([start_nodes/2, check_node/1, with_view/3, view/2, print/2, render_text/3, print_top/4,
-         live_top/5,
+-export([start_nodes/2, start_on/2, check_node/1, with_view/3, view/2,
          pairs/0, pairs/1, history/2, check_format/2, export_flow/1, export_view/3]).
 
 %% @doc Starts a run with validated options: this node first; then, for
@@ -41,6 +41,31 @@ start_nodes(Opts, Nodes) ->
     end.
 
 
+%% @doc msgflow:start_on/2: Node and Opts checked, msgflow's application
+%% started here (its supervisor is the run's owner), then
+%% msgflow_cluster:start_on/3.
+-spec start_on(term(), term()) -> ok | {error, term()}.
+start_on(Node, Opts) ->
+    Reach = [<<"a node this one can connect to, not this one">>],
+    case msgflow_opts:validate(Opts) of
+        {ok, #{procs := P}} when is_list(P) ->
+            {error, {badopt, {procs, P}, [all, new, existing]}};
+        {ok, #{nodes := N}} when N =/= local ->
+            {error, {badopt, {nodes, N}, [<<"none: start_on/2 names its node">>]}};
+        {ok, Valid} when is_atom(Node), Node =/= node() ->
+            case net_kernel:connect_node(Node) of
+                true ->
+                    {ok, _} = application:ensure_all_started(msgflow),
+                    msgflow_cluster:start_on(Node, Valid, whereis(msgflow_sup));
+                _ ->
+                    {error, {badarg, {node, Node}, Reach}}
+            end;
+        {ok, _} ->
+            {error, {badarg, {node, Node}, Reach}};
+        {error, _} = E ->
+            E
+    end.
+
 %% @doc `ok' for `all', this node, or a node of the cluster msgflow counts
 %% on; else `{error, {badopt, {node, Node}, [all | Nodes]}}'.
 -spec check_node(term()) -> ok | msgflow_opts:error().
@@ -49,24 +74,6 @@ check_node(Node) ->
     case Node =:= all orelse lists:member(Node, Known) of
         true -> ok;
         false -> {error, {badopt, {node, Node}, [all | Known]}}
-    end.
-
-%% @doc Prints the top table (msgflow_text:top/2) of the N first rows of
-%% the view Spec asks (`by', `sort'), in the terminal's width, after
-%% Prefix (a screen code for live views); `{error, not_started}' before
-%% any run.
--spec print_top(pos_integer(), msgflow_view:spec(), atom(), iodata()) ->
-          ok | {error, not_started}.
-print_top(N, Spec, Node, Prefix) ->
-    case top_view(Spec#{limit => N}, Node) of
-        {error, _} = E -> E;
-        View -> io:put_chars([Prefix, msgflow_text:top(View, msgflow_fmt:columns())])
-    end.
-
-top_view(Spec, Node) ->
-    case with_view(Spec, Node, fun(V) -> V end) of
-        undefined -> {error, not_started};
-        View -> View
     end.
 
 %% @doc Render(View) for the view Spec asks: of this node, or, while msgflow
@@ -86,6 +93,13 @@ with_view(Spec, Only, Render) ->
                 undefined -> undefined;
                 View -> Render(View)
             end
+    end.
+
+%% The view Spec asks for (`limit' rows), or `{error, not_started}'.
+top_view(Spec, Node) ->
+    case with_view(Spec, Node, fun(V) -> V end) of
+        undefined -> {error, not_started};
+        View -> View
     end.
 
 %% @doc msgflow:view/2: the typed value behind a printed view, Opts
@@ -201,92 +215,7 @@ view1(kinds, #{pair := {Sender, Receiver}}) ->
             View
     end.
 
-%% @doc Prints view Name (top, matrix, hotspots, flows, nodes, kinds,
-%% process) in the terminal's width and height and returns `ok', or the
-%% error view/2 gives.
--spec print(atom(), term()) -> ok | msgflow_opts:error() | {error, term()}.
-print(Name, Opts) ->
-    case view(Name, Opts) of
-        {error, _} = E -> E;
-        Value -> io:put_chars(render(Name, Value, Opts, msgflow_fmt:columns(), msgflow_fmt:rows()))
-    end.
-
-%% @doc The text print/2 prints, in Width columns (and 50 lines for the
-%% matrix), as a binary; or the error view/2 gives.  For a tool that
-%% shows it elsewhere (msgflow_remote).
--spec render_text(atom(), term(), pos_integer()) -> binary() | {error, term()}.
-render_text(Name, Opts, Width) ->
-    case view(Name, Opts) of
-        {error, _} = E -> E;
-        Value -> unicode:characters_to_binary(render(Name, Value, Opts, Width, 50))
-    end.
-
-render(top, View, _, W, _) ->
-    msgflow_text:top(View, W);
-render(matrix, M, _, W, H) ->
-    msgflow_tables:matrix(M, W, H);
-render(hotspots, Fs, Opts, W, _) ->
-    {ok, #{windows := Ws}} = msgflow_opts:check(hotspots, Opts),
-    msgflow_tables:hotspots(Fs, Ws, W);
-render(flows, Flows, _, W, _) ->
-    msgflow_tables:flows(Flows, W);
-render(nodes, Ns, _, W, _) ->
-    msgflow_tables:nodes(Ns, W);
-render(process, P, _, W, _) ->
-    msgflow_tables:process(P, W);
-render(kinds, View, _, _, _) ->
-    msgflow_text:kinds(View).
-
 is_endpoint(E) -> is_pid(E) orelse is_port(E) orelse is_atom(E).
-
-%% @doc The top table redrawn every Refresh ms until Until (monotonic
-%% ms), until a line is entered on the caller's terminal (`q' + Enter, or
-%% Enter), or until the collector is gone.  Each redraw goes back over
-%% the last table only (cursor up, erase below), never over what was
-%% printed before.
--spec live_top(pos_integer(), msgflow_view:spec(), atom(), pos_integer(), integer()) ->
-          ok | {error, not_started}.
-live_top(N, Spec, Node, Refresh, Until) ->
-    Self = self(),
-    Reader = spawn_link(fun() -> Self ! {?MODULE, self(), io:get_line("")} end),
-    try
-        live_top(N, Spec, Node, Refresh, Until, Reader, 0)
-    after
-        unlink(Reader),
-        exit(Reader, kill),
-        receive {?MODULE, Reader, _} -> ok after 0 -> ok end
-    end.
-
-live_top(N, Spec, Node, Refresh, Until, Reader, Drawn) ->
-    case top_view(Spec#{limit => N}, Node) of
-        {error, _} = E when Drawn =:= 0 ->
-            E;
-        {error, _} ->
-            ok;
-        View ->
-            Left = Until - erlang:monotonic_time(millisecond),
-            Text = [msgflow_text:top(View, msgflow_fmt:columns()),
-                    io_lib:format("live, every ~s ms for ~s ms more: q + Enter ends it~n",
-                                  [msgflow_fmt:int(Refresh), msgflow_fmt:int(max(0, Left))])],
-            Back = case Drawn of
-                       0 -> "";
-                       _ -> io_lib:format("\e[~bF\e[J", [Drawn])
-                   end,
-            io:put_chars([Back, Text]),
-            Lines = length(string:split(unicode:characters_to_binary(Text), "\n", all)) - 1,
-            case Left > 0 andalso whereis(msgflow_collector) =/= undefined of
-                true ->
-                    receive
-                        %% a line typed; eof or an error (no terminal) is no key
-                        {?MODULE, Reader, Line} when is_list(Line); is_binary(Line) -> ok
-                    after min(Refresh, Left) ->
-                        live_top(N, Spec, Node, Refresh, Until, Reader, Lines)
-                    end;
-                false ->
-                    ok
-            end
-    end.
-
 
 %% @doc `ok' for a format msgflow writes; a path where the format goes
 %% (the arguments swapped) is named as such.

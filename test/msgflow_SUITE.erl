@@ -236,7 +236,8 @@ collector_killed(_Config) ->
     %% the supervisor restarted the collector (which_children is served after
     %% the supervisor handled the exit): its init stopped the session, unless
     %% the session's monitor on the dead collector came first
-    [{msgflow_collector, New, worker, _}] = supervisor:which_children(msgflow_sup),
+    {msgflow_collector, New, worker, _} =
+        lists:keyfind(msgflow_collector, 1, supervisor:which_children(msgflow_sup)),
     ?assert(is_pid(New) andalso New =/= Collector),
     ?assertMatch(#{state := S} when S =:= stopped; S =:= collector_down,
                  msgflow_tracer:session_info(Session)),
@@ -271,7 +272,8 @@ orphaned_session(_Config) ->
     MRef = monitor(process, Collector),
     exit(Collector, kill),
     receive {'DOWN', MRef, process, Collector, killed} -> ok end,
-    [{msgflow_collector, New, worker, _}] = supervisor:which_children(msgflow_sup),
+    {msgflow_collector, New, worker, _} =
+        lists:keyfind(msgflow_collector, 1, supervisor:which_children(msgflow_sup)),
     ?assert(is_pid(New) andalso New =/= Collector),
     ?assertMatch(#{state := stopped}, msgflow_tracer:session_info(Session)),
     ?assertEqual({trace, 0}, process_info(Flagged, trace)),
@@ -1150,7 +1152,7 @@ top_keys_in(Tmux) ->
     T = fun(Args) -> {0, Out} = run(Tmux, Args), Out end,
     Screen = fun() -> T(["capture-pane", "-p", "-t", Session]) end,
     %% the screen once it shows Re (it is redrawn every 200 ms)
-    Until = fun(Re) -> screen_until(Screen, Re, 100) end,
+    Until = fun(Re) -> msgflow_test_io:screen_until(Screen, Re, 100) end,
     Keys = fun(Ks) -> T(["send-keys", "-t", Session | Ks]) end,
     %% the terminal's mode after msgflow-top: icanon and echo back on
     Cmd = lists:flatten(io_lib:format("~s --node ~s --cookie ~s --interval 200; echo EXITED $?; "
@@ -1213,16 +1215,6 @@ top_keys_in(Tmux) ->
     after
         _ = run(Tmux, ["kill-session", "-t", Session]),
         stop_node(Node)
-    end.
-
-%% Screen() until it matches Re (multiline), tried every 100 ms at most
-%% N times: a terminal shows what a program drew some time after.
-screen_until(Screen, Re, N) ->
-    Out = Screen(),
-    case re:run(Out, Re, [multiline]) of
-        {match, _} -> Out;
-        nomatch when N > 0 -> receive after 100 -> screen_until(Screen, Re, N - 1) end;
-        nomatch -> ct:fail({screen, Re, Out})
     end.
 
 %% Clear messages and status 1: wrong cookie, unknown node, no epmd.

@@ -3,7 +3,7 @@
 %%% and what a program prints: run/3 runs one (the C tools: tool/1) and
 %%% returns its exit status and output.
 -module(msgflow_test_io).
--export([capture/1, tool/1, run/3]).
+-export([capture/1, tool/1, run/3, run_in/4, screen_until/3]).
 
 %% @doc The path of a C tool of this build (make builds them into
 %% _build/bin); fails when it is not there.
@@ -23,6 +23,26 @@ run(Exe, Args, Env) ->
     Port = open_port({spawn_executable, Exe}, [{args, Args}, {env, Env}, binary, exit_status,
                                                 use_stdio, stderr_to_stdout]),
     collect(Port, []).
+
+%% @doc run/3 in directory Dir.
+-spec run_in(file:filename(), [string()], file:filename(), [{string(), string() | false}]) ->
+          {non_neg_integer(), binary()}.
+run_in(Exe, Args, Dir, Env) ->
+    Port = open_port({spawn_executable, Exe}, [{args, Args}, {cd, Dir}, {env, Env}, binary,
+                                                exit_status, use_stdio, stderr_to_stdout]),
+    collect(Port, []).
+
+%% @doc Screen() once it matches Re (multiline), tried every 100 ms at
+%% most N times (a terminal shows what a program drew some time after);
+%% the test fails with the last screen otherwise.
+-spec screen_until(fun(() -> binary()), iodata(), non_neg_integer()) -> binary().
+screen_until(Screen, Re, N) ->
+    Out = Screen(),
+    case re:run(Out, Re, [multiline]) of
+        {match, _} -> Out;
+        nomatch when N > 0 -> receive after 100 -> screen_until(Screen, Re, N - 1) end;
+        nomatch -> ct:fail({screen, Re, Out})
+    end.
 
 collect(Port, Acc) ->
     receive

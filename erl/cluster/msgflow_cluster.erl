@@ -387,12 +387,17 @@ status(N, #member{status = S, reason = Why, report = R}) ->
 %%% Starting and stopping a node
 
 %% @doc msgflow started on node N alone (msgflow:start_on/2), with
-%% validated options: this build's code loaded there when it is missing
-%% (refused on another OTP release or NIF version, as for a cluster's
-%% member), then its msgflow:start/1 with `owner => Owner', so that the
-%% run stops `grace' ms after Owner exits or this node disconnects.
-%% Errors: `{error, {incompatible, _}}', `{error, Why}' of the load, the
-%% RPC or msgflow:start/1 there.
+%% validated options: this build's code and NIF loaded there when it has
+%% none (into the node's `filename:basedir(user_cache, "msgflow")';
+%% refused before anything is written on another OTP release or NIF
+%% version, as for a cluster's member), then its msgflow:start/1 with
+%% `owner => Owner' (msgflow_sup of the calling node), so that the run
+%% stops `grace' ms (default 10,000) after Owner exits or this node
+%% disconnects.  Views are asked there (`erpc:call(N, msgflow, top, [])'
+%% prints on the caller's terminal).  Errors: `{error, {incompatible,
+%% _}}', `{error, Why}' of the load, the RPC or msgflow:start/1 there;
+%% msgflow:start_on/2 adds `{error, {badarg, {node, N}, _}}' for this node
+%% or one it cannot connect to.
 -spec start_on(node(), msgflow_opts:opts(), pid()) -> ok | {error, term()}.
 start_on(N, Opts, Owner) ->
     start_member(N, maps:remove(coordinator, Opts#{owner => Owner}), none).

@@ -1,0 +1,103 @@
+%%% @doc What the shell prints of the views (msgflow_scope:view/2): each
+%%% printed in the terminal's width and height (msgflow_text,
+%%% msgflow_tables), the live top, and the text msgflow_remote sends to
+%%% msgflow-top.  Renders views; builds none.
+-module(msgflow_shell).
+-export([print/2, render_text/3, print_top/3, live_top/5]).
+
+%% @doc Prints the top table (msgflow_text:top/2) of the N first rows of
+%% the view Spec asks (`by', `sort'), in the terminal's width;
+%% `{error, not_started}' before any run.
+-spec print_top(pos_integer(), msgflow_view:spec(), atom()) -> ok | {error, not_started}.
+print_top(N, Spec, Node) ->
+    case top_view(N, Spec, Node) of
+        {error, _} = E -> E;
+        View -> io:put_chars(msgflow_text:top(View, msgflow_fmt:columns()))
+    end.
+
+top_view(N, #{by := By, sort := Sort}, Node) ->
+    msgflow_scope:view(top, #{limit => N, by => By, sort => Sort, node => Node}).
+
+%% @doc Prints view Name (top, matrix, hotspots, flows, nodes, kinds,
+%% process) in the terminal's width and height and returns `ok', or the
+%% error view/2 gives.
+-spec print(atom(), term()) -> ok | msgflow_opts:error() | {error, term()}.
+print(Name, Opts) ->
+    case msgflow_scope:view(Name, Opts) of
+        {error, _} = E -> E;
+        Value -> io:put_chars(render(Name, Value, Opts, msgflow_fmt:columns(), msgflow_fmt:rows()))
+    end.
+
+%% @doc The text print/2 prints, in Width columns (and 50 lines for the
+%% matrix), as a binary; or the error view/2 gives.  For a tool that
+%% shows it elsewhere (msgflow_remote).
+-spec render_text(atom(), term(), pos_integer()) -> binary() | {error, term()}.
+render_text(Name, Opts, Width) ->
+    case msgflow_scope:view(Name, Opts) of
+        {error, _} = E -> E;
+        Value -> unicode:characters_to_binary(render(Name, Value, Opts, Width, 50))
+    end.
+
+render(top, View, _, W, _) ->
+    msgflow_text:top(View, W);
+render(matrix, M, _, W, H) ->
+    msgflow_tables:matrix(M, W, H);
+render(hotspots, Fs, Opts, W, _) ->
+    {ok, #{windows := Ws}} = msgflow_opts:check(hotspots, Opts),
+    msgflow_tables:hotspots(Fs, Ws, W);
+render(flows, Flows, _, W, _) ->
+    msgflow_tables:flows(Flows, W);
+render(nodes, Ns, _, W, _) ->
+    msgflow_tables:nodes(Ns, W);
+render(process, P, _, W, _) ->
+    msgflow_tables:process(P, W);
+render(kinds, View, _, _, _) ->
+    msgflow_text:kinds(View).
+
+%% @doc The top table redrawn every Refresh ms until Until (monotonic
+%% ms), until a line is entered on the caller's terminal (`q' + Enter, or
+%% Enter), or until the collector is gone.  Each redraw goes back over
+%% the last table only (cursor up, erase below), never over what was
+%% printed before.
+-spec live_top(pos_integer(), msgflow_view:spec(), atom(), pos_integer(), integer()) ->
+          ok | {error, not_started}.
+live_top(N, Spec, Node, Refresh, Until) ->
+    Self = self(),
+    Reader = spawn_link(fun() -> Self ! {?MODULE, self(), io:get_line("")} end),
+    try
+        live_top(N, Spec, Node, Refresh, Until, Reader, 0)
+    after
+        unlink(Reader),
+        exit(Reader, kill),
+        receive {?MODULE, Reader, _} -> ok after 0 -> ok end
+    end.
+
+live_top(N, Spec, Node, Refresh, Until, Reader, Drawn) ->
+    case top_view(N, Spec, Node) of
+        {error, _} = E when Drawn =:= 0 ->
+            E;
+        {error, _} ->
+            ok;
+        View ->
+            Left = Until - erlang:monotonic_time(millisecond),
+            Text = [msgflow_text:top(View, msgflow_fmt:columns()),
+                    io_lib:format("live, every ~s ms for ~s ms more: q + Enter ends it~n",
+                                  [msgflow_fmt:int(Refresh), msgflow_fmt:int(max(0, Left))])],
+            Back = case Drawn of
+                       0 -> "";
+                       _ -> io_lib:format("\e[~bF\e[J", [Drawn])
+                   end,
+            io:put_chars([Back, Text]),
+            Lines = length(string:split(unicode:characters_to_binary(Text), "\n", all)) - 1,
+            case Left > 0 andalso whereis(msgflow_collector) =/= undefined of
+                true ->
+                    receive
+                        %% a line typed; eof or an error (no terminal) is no key
+                        {?MODULE, Reader, Line} when is_list(Line); is_binary(Line) -> ok
+                    after min(Refresh, Left) ->
+                        live_top(N, Spec, Node, Refresh, Until, Reader, Lines)
+                    end;
+                false ->
+                    ok
+            end
+    end.
