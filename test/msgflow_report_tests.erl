@@ -163,3 +163,23 @@ top_width_test_() ->
      ?_assertNotEqual(nomatch, string:find(lists:nth(2, Lines(120)), "MEAN/S")),
      ?_assertMatch({match, _}, re:run(lists:nth(3, Lines(80)), "init/1 ", [unicode])),
      ?_assertMatch({match, _}, re:run(lists:nth(3, Lines(80)), "call a_long.* 98%", [unicode]))].
+
+%% The printed matrix in 80 columns: two labels that read the same cut in
+%% their middle are cut at their end instead; every line fits; a cell
+%% with no messages is `.'; what does not fit is named.
+matrix_text_test() ->
+    A = <<"tcp_inet <- httpc_handler:init/1">>,
+    B = <<"tcp_inet <- httpd_request_handler:init/1">>,
+    Cols = [list_to_binary("r" ++ integer_to_list(I)) || I <- lists:seq(1, 12)],
+    Cells = maps:from_list([{{S, C}, #{count => 10, rate => 1.0}} || S <- [A, B], C <- Cols]),
+    M = #{by => name, rows => [A, B], cols => Cols, cells => Cells,
+          sent => #{A => 120, B => 120}, received => maps:from_list([{C, 20} || C <- Cols]),
+          labels => maps:from_list([{K, K} || K <- [A, B | Cols]]), messages => 240,
+          running => false, window_ms => 1000, estimated => false},
+    Lines = string:split(unicode:characters_to_list(msgflow_tables:matrix(M, 80, 24)), "\n", all),
+    ?assert(lists:all(fun(L) -> string:length(L) =< 80 end, Lines)),
+    [_, _, Row1, Row2 | _] = Lines,
+    ?assertMatch({match, _}, re:run(Row1, "^  1 tcp_inet <- httpc_handler", [unicode])),
+    ?assertMatch({match, _}, re:run(Row2, "^  2 tcp_inet <- httpd_request", [unicode])),
+    ?assertMatch({match, _}, re:run(lists:last([L || L <- Lines, L =/= []]),
+                                    "^not shown: 8 more receivers \\(160 messages\\)")).

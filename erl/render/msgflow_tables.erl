@@ -25,8 +25,7 @@ matrix(M = #{by := By, rows := Rows0, cols := Cols0, messages := Total, running 
                 [_] -> "";
                 Ns -> io_lib:format(" on ~b nodes", [length(Ns)])
             end,
-    Head = io_lib:format("msgflow ~s~s: matrix by ~s, ~s messages since start, ~s senders x ~s "
-                         "receivers~n",
+    Head = io_lib:format("msgflow ~s~s: matrix by ~s, ~s messages, ~s senders x ~s receivers~n",
                          [state(Run), Where, By, msgflow_fmt:int(Total),
                           msgflow_fmt:int(length(Rows0)), msgflow_fmt:int(length(Cols0))]),
     %% the lines the table may take: the head, column heads, totals,
@@ -46,11 +45,12 @@ matrix(M = #{by := By, rows := Rows0, cols := Cols0, messages := Total, running 
                                 _ -> {Acc#{C => Next}, L ++ [{Next, C}], Next + 1}
                             end
                     end, {#{}, [], length(Rows) + 1}, Cols),
+    RowText = fit_labels(Rows, Labels, LabelW - 4, E),
     ColHeads = [msgflow_fmt:cell("FROM \\ TO", LabelW, E),
                 [msgflow_fmt:rcell(integer_to_list(maps:get(C, ColNum)), ?NUM_W) || C <- Cols],
                 msgflow_fmt:rcell("SENT", ?TOTAL_W), "\n"],
     Lines = [[msgflow_fmt:rcell(integer_to_list(maps:get(R, Num)), 3), " ",
-              msgflow_fmt:mid_cell(maps:get(R, Labels), LabelW - 4, E),
+              maps:get(R, RowText),
               [msgflow_fmt:rcell(case Cells of
                                      #{{R, C} := #{count := N}} -> msgflow_fmt:int(N);
                                      _ -> "."
@@ -67,6 +67,18 @@ matrix(M = #{by := By, rows := Rows0, cols := Cols0, messages := Total, running 
     [Head, ColHeads, Lines, Received, LegendLines,
      left_out(Rows0, Rows, Sent, "senders"), left_out(Cols0, Cols, Recv, "receivers")].
 
+%% Each key's label in Width columns, cut in its middle; labels that
+%% would read the same cut so (two `tcp_inet <- ht...andler:init/1') are
+%% cut at their end instead, where they differ sooner.
+fit_labels(Keys, Labels, Width, E) ->
+    Mid = [{K, msgflow_fmt:mid_cell(maps:get(K, Labels), Width, E)} || K <- Keys],
+    Seen = lists:foldl(fun({_, T}, Acc) -> maps:update_with(T, fun(N) -> N + 1 end, 1, Acc) end,
+                       #{}, Mid),
+    maps:from_list([case maps:get(T, Seen) of
+                        1 -> {K, T};
+                        _ -> {K, msgflow_fmt:cell(maps:get(K, Labels), Width, E)}
+                    end || {K, T} <- Mid]).
+
 state(true) -> "running";
 state(false) -> "stopped".
 
@@ -75,8 +87,7 @@ left_out(All, Shown, Counts, What) ->
         [] ->
             [];
         Out ->
-            io_lib:format("not shown: ~s more ~s (~s messages): a wider or taller terminal, "
-                          "or msgflow:view(matrix, Opts), has them~n",
+            io_lib:format("not shown: ~s more ~s (~s messages): msgflow:view(matrix, Opts)~n",
                           [msgflow_fmt:int(length(Out)), What,
                            msgflow_fmt:int(lists:sum([maps:get(K, Counts) || K <- Out]))])
     end.
