@@ -177,15 +177,10 @@ top(N, Opts0) ->
             E;
         {ok, {ok, #{by := By, sort := Sort, refresh := Refresh, for := For, node := Node}}} ->
             {ok, Given} = msgflow_opts:to_map(Opts0),
-            Spec = #{by => By, sort => Sort},
-            case msgflow_scope:check_node(Node) of
-                ok when is_map_key(refresh, Given); is_map_key(for, Given) ->
-                    msgflow_shell:live_top(N, Spec, Node, Refresh,
-                                           erlang:monotonic_time(millisecond) + For);
-                ok ->
-                    msgflow_shell:print_top(N, Spec, Node);
-                {error, _} = E ->
-                    E
+            Top = #{limit => N, by => By, sort => Sort, node => Node},
+            case is_map_key(refresh, Given) orelse is_map_key(for, Given) of
+                true -> msgflow_shell:live_top(Top, Refresh, erlang:monotonic_time(millisecond) + For);
+                false -> msgflow_shell:print(top, Top)
             end
     end.
 

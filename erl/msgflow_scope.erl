@@ -173,17 +173,14 @@ view1(process, #{pid := P0}) ->
                                       current_function => undefined, status => undefined};
                        L -> maps:put(alive, true, maps:from_list(L))
                    end,
+            %% its rows only: only they are labelled
             Partners = fun(V = #{rows := Rows}) ->
-                               Ends = maps:get(endpoints, V, #{}),
-                               Lab = fun(K) -> case Ends of
-                                                   #{K := #{display := D}} -> D;
-                                                   _ -> msgflow_fmt:endpoint(K)
-                                               end
-                                     end,
+                               Lab = fun(K) -> msgflow_view:display(V, K) end,
                                {[{R, Lab(R), C} || #{sender := S, receiver := R, count := C} <- Rows, S =:= P],
                                 [{S, Lab(S), C} || #{sender := S, receiver := R, count := C} <- Rows, R =:= P]}
                        end,
-            {Out, In} = case with_view(#{by => process, kinds => false}, node(), Partners) of
+            {Out, In} = case with_view(#{by => process, kinds => false, endpoint => P}, node(),
+                                       Partners) of
                             undefined -> {[], []};
                             Both -> Both
                         end,

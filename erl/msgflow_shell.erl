@@ -3,20 +3,7 @@
 %%% msgflow_tables), the live top, and the text msgflow_remote sends to
 %%% msgflow-top.  Renders views; builds none.
 -module(msgflow_shell).
--export([print/2, render_text/3, print_top/3, live_top/5]).
-
-%% @doc Prints the top table (msgflow_text:top/2) of the N first rows of
-%% the view Spec asks (`by', `sort'), in the terminal's width;
-%% `{error, not_started}' before any run.
--spec print_top(pos_integer(), msgflow_view:spec(), atom()) -> ok | {error, not_started}.
-print_top(N, Spec, Node) ->
-    case top_view(N, Spec, Node) of
-        {error, _} = E -> E;
-        View -> io:put_chars(msgflow_text:top(View, msgflow_fmt:columns()))
-    end.
-
-top_view(N, #{by := By, sort := Sort}, Node) ->
-    msgflow_scope:view(top, #{limit => N, by => By, sort => Sort, node => Node}).
+-export([print/2, render_text/3, live_top/3]).
 
 %% @doc Prints view Name (top, matrix, hotspots, flows, nodes, kinds,
 %% process) in the terminal's width and height and returns `ok', or the
@@ -59,21 +46,20 @@ render(kinds, View, _, _, _) ->
 %% Enter), or until the collector is gone.  Each redraw goes back over
 %% the last table only (cursor up, erase below), never over what was
 %% printed before.
--spec live_top(pos_integer(), msgflow_view:spec(), atom(), pos_integer(), integer()) ->
-          ok | {error, not_started}.
-live_top(N, Spec, Node, Refresh, Until) ->
+-spec live_top(map(), pos_integer(), integer()) -> ok | msgflow_opts:error() | {error, not_started}.
+live_top(Top, Refresh, Until) ->
     Self = self(),
     Reader = spawn_link(fun() -> Self ! {?MODULE, self(), io:get_line("")} end),
     try
-        live_top(N, Spec, Node, Refresh, Until, Reader, 0)
+        live_top(Top, Refresh, Until, Reader, 0)
     after
         unlink(Reader),
         exit(Reader, kill),
         receive {?MODULE, Reader, _} -> ok after 0 -> ok end
     end.
 
-live_top(N, Spec, Node, Refresh, Until, Reader, Drawn) ->
-    case top_view(N, Spec, Node) of
+live_top(Top, Refresh, Until, Reader, Drawn) ->
+    case msgflow_scope:view(top, Top) of
         {error, _} = E when Drawn =:= 0 ->
             E;
         {error, _} ->
@@ -95,7 +81,7 @@ live_top(N, Spec, Node, Refresh, Until, Reader, Drawn) ->
                         %% a line typed; eof or an error (no terminal) is no key
                         {?MODULE, Reader, Line} when is_list(Line); is_binary(Line) -> ok
                     after min(Refresh, Left) ->
-                        live_top(N, Spec, Node, Refresh, Until, Reader, Lines)
+                        live_top(Top, Refresh, Until, Reader, Lines)
                     end;
                 false ->
                     ok

@@ -160,7 +160,9 @@ view_data(_Config) ->
               %% one process: what it says of itself, its partners both ways
               #{label := <<"ps_client_b">>, alive := true, message_queue_len := 0,
                 sends_to := To, receives_from := From} = msgflow:view(process, #{pid => B}),
+              %% to the store (by name: one row), the two dead pids, ps_tester
               ?assertEqual([{Store, <<"ps_store">>, 18}], [T || T = {_, _, 18} <- To]),
+              ?assertEqual([1, 2, 2, 18], lists:sort([C || {_, _, C} <- To])),
               ?assertEqual([{Store, <<"ps_store">>, 13}], From),
               #{label := <<"ps_client_b">>} = msgflow:view(process, #{pid => pid_to_list(B)}),
               ?assertMatch({error, {badopt, {pid, "<0.x>"}, _}}, msgflow:view(process, #{pid => "<0.x>"})),

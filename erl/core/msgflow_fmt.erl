@@ -7,24 +7,19 @@
          endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0]).
 
 %% @doc The terminal's width in columns (io:columns/0 of the caller's
-%% group leader), 80 where there is none.
+%% group leader, at least 40), 80 where there is none.
 -spec columns() -> pos_integer().
 columns() ->
-    case io:columns() of
-        {ok, C} when C >= 40 -> C;
-        {ok, _} -> 40;
-        _ -> 80
-    end.
+    geometry(io:columns(), 40, 80).
 
 %% @doc The terminal's height in lines (io:rows/0 of the caller's group
-%% leader), 24 where there is none.
+%% leader, at least 10), 24 where there is none.
 -spec rows() -> pos_integer().
 rows() ->
-    case io:rows() of
-        {ok, R} when R >= 10 -> R;
-        {ok, _} -> 10;
-        _ -> 24
-    end.
+    geometry(io:rows(), 10, 24).
+
+geometry({ok, N}, Min, _) -> max(N, Min);
+geometry(_, _, Default) -> Default.
 
 %% @doc A kind and tag as the views write them: `call get', `reply',
 %% `info tick'.

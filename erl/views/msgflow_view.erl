@@ -18,7 +18,7 @@
 %%% the other groupings read every pair.
 -module(msgflow_view).
 
--export([build/2, run/2, groupings/0, sorts/0, matrix/1]).
+-export([build/2, run/2, groupings/0, sorts/0, matrix/1, display/2]).
 -export_type([view/0, spec/0, row/0, key/0, grouping/0, endpoint_info/0, matrix/0]).
 
 -type grouping() :: process | name | module | application | node | kind.
@@ -88,6 +88,8 @@
 %% heatmap, get endpoint info: for reports that show a few rows of many),
 %% `kinds' (true; false: rows' `kinds' left empty, for views that show
 %% none, which then do not sum them: the matrix),
+%% `endpoint' (none; a key: only the rows it is an end of, so that only
+%% they are labelled: one process's partners),
 %% `pair' (none; `{Sender, Receiver}': that row only, its ends as the
 %% grouping keys them, a registered name as its pid by process),
 %% `kind' (none; a kind, `call', or a kind and tag, `{call, get}': rows
@@ -97,7 +99,7 @@
 %% rate, which for a group is its busiest pair's until the rows are
 %% chosen).
 -type spec() :: #{by => grouping(), limit => pos_integer() | all, sort => sort(),
-                  pair => {key(), key()}, kinds => boolean(),
+                  pair => {key(), key()}, endpoint => key(), kinds => boolean(),
                   kind => msgflow_tracer:kind() | {msgflow_tracer:kind(), atom()},
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all}.
@@ -141,7 +143,13 @@ build(Store, Spec) ->
     Limit = maps:get(limit, Spec, all),
     Sort = maps:get(sort, Spec, messages),
     K = min(maps:get(windows, Spec, 0), length(maps:get(windows, Store))),
-    Ctx = (context(Store, K))#{sort => Sort, by => By, kinds => maps:get(kinds, Spec, true)},
+    Ctx0 = (context(Store, K))#{sort => Sort, by => By, kinds => maps:get(kinds, Spec, true)},
+    %% one endpoint's rows by process: only those are read
+    Ctx = case Spec of
+              #{endpoint := Only} when By =:= process ->
+                  Ctx0#{endpoint => (msgflow_view_groups:key_fun(process, maps:get(labels, Store)))(Only)};
+              _ -> Ctx0
+          end,
     {Groups, NGroups} = case {By, Limit, Sort} of
                             {process, N, messages} when is_integer(N) ->
                                 msgflow_view_groups:top_by_process(Store, Ctx, N);
@@ -154,6 +162,11 @@ build(Store, Spec) ->
                    Canon = msgflow_view_groups:key_fun(process, maps:get(labels, Store)),
                    Want = case By of process -> {Canon(S0), Canon(R0)}; _ -> {S0, R0} end,
                    [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups, G =:= Want];
+               #{endpoint := E0} ->
+                   Canon = msgflow_view_groups:key_fun(process, maps:get(labels, Store)),
+                   E = case By of process -> Canon(E0); _ -> E0 end,
+                   [row(G, Acc, Members, Ctx) || {G = {S, R}, Acc, Members} <- Groups,
+                                                 S =:= E orelse R =:= E];
                _ ->
                    [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups]
            end,
@@ -307,22 +320,26 @@ matrix(View = #{by := By, rows := Rows, window_ms := WinMs, estimated := Est, ru
                                        {Add(S, C, SA), Add(R, C, RA)}
                                end, {#{}, #{}}, Rows),
     Busiest = fun(M) -> [K || {_, K} <- lists:sort([{-N, K} || {K, N} <- maps:to_list(M)])] end,
-    Ends = maps:get(endpoints, View, #{}),
-    Label = fun(K) ->
-                    case Ends of
-                        #{K := #{display := D}} -> D;
-                        _ when By =:= kind -> msgflow_fmt:name(K);
-                        _ -> msgflow_fmt:endpoint(K)
-                    end
-            end,
     Keys = lists:usort(maps:keys(Sent) ++ maps:keys(Recv)),
     M = #{by => By, rows => Busiest(Sent), cols => Busiest(Recv),
           cells => maps:from_list([{{S, R}, #{count => C, rate => Rate}}
                                    || #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]),
-          sent => Sent, received => Recv, labels => maps:from_list([{K, Label(K)} || K <- Keys]),
+          sent => Sent, received => Recv, labels => maps:from_list([{K, display(View, K)} || K <- Keys]),
           messages => lists:sum(maps:values(Sent)), running => Run,
           window_ms => WinMs, estimated => Est},
     case View of
         #{nodes := Ns} -> M#{nodes => Ns};
         _ -> M
+    end.
+
+%% @doc The text a view shows for one of its keys: its `display' (the
+%% label, with the pid or port beside it when another key shares the
+%% label); for a key the view did not label, the endpoint as the VM
+%% shows it (by kind: the kind or tag).
+-spec display(view(), key()) -> binary().
+display(View, K) ->
+    case View of
+        #{endpoints := #{K := #{display := D}}} -> D;
+        #{by := kind} -> msgflow_fmt:name(K);
+        _ -> msgflow_fmt:endpoint(K)
     end.

@@ -115,16 +115,23 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
 %% By process a pair is its own group but for sends to a local registered
 %% name, which join the pid's, and the folded rows: those few
 %% are grouped in a map, the rest read as a list.
+%% With `endpoint => E' in Ctx only the rows E is an end of are read (and
+%% every send to a name, whose pid is known once it is read).
 by_process(T, F, Guard, KeyOf, Ctx) ->
+    Ends = case Ctx of
+               #{endpoint := E} -> [{'orelse', {'=:=', '$3', {const, E}}, {'=:=', '$1', {const, E}}}];
+               _ -> []
+           end,
     Named = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}), [named_guard() | Guard],
                             ['$_']}])
-        ++ ets:select(F, [{msgflow_row:pattern(#{window => '$2'}), Guard, ['$_']}]),
+        ++ ets:select(F, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}), Ends ++ Guard,
+                           ['$_']}]),
     Side = lists:foldl(fun(Row, Acc) ->
                                {S, R} = msgflow_row:key(Row),
                                add_acc_to({S, KeyOf(R)}, acc(Row, Ctx), Acc)
                        end, #{}, Named),
-    Plain = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}),
-                             [{'not', named_guard()} | Guard], ['$_']}],
+    Plain = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}),
+                             [{'not', named_guard()} | Ends ++ Guard], ['$_']}],
                         fun(Row, Acc) -> [{msgflow_row:key(Row), acc(Row, Ctx)} | Acc] end,
                         []),
     case map_size(Side) of
