@@ -34,7 +34,9 @@ build: deps
 demo: build
 	mkdir -p _build/demo/ebin
 	erlc -o _build/demo/ebin tools/demo/msgflow_demo.erl
-	erl -noshell $(ERL_PA) -pa _build/demo/ebin -eval 'msgflow_demo:main()'
+	@# from a terminal the demo keeps its page up, with live traffic, until Enter
+	erl -noshell $(ERL_PA) -pa _build/demo/ebin -eval 'msgflow_demo:main()' \
+	    $$([ -t 0 ] && echo -extra wait)
 	@echo; echo "msgflow-report on the demo's dump:"
 	_build/bin/msgflow-report _build/demo/msgflow-demo.etf --top 10 --by name
 
@@ -100,4 +102,4 @@ fuzz: build
 	@echo "fuzz: $(FUZZ_JOBS) x $(FUZZ_SECONDS) s, no finding"
 
 clean:
-	rm -rf _build priv/*.so
+	rm -rf _build priv/*.so priv/www/vendor

@@ -24,7 +24,8 @@
          pairs/0, pairs/1, top/0, top/1, top/2, kinds/2, history/2, matrix/1, matrix/2, view/2,
          hotspots/0, hotspots/1,
          info/0, export/2, export/3, dump/0,
-         follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0]).
+         follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0,
+         web/0, web/1, web_stop/0]).
 
 -export_type([endpoint/0, pair_count/0]).
 
@@ -259,6 +260,10 @@ export(Path, Format, Opts0) ->
         {ok, {ok, Opts = #{node := Only}}} ->
             case msgflow_scope:check_node(Only) of
                 ok when Format =:= mermaid -> msgflow_scope:export_flow(Path);
+                %% the page groups by name unless told
+                ok when Format =:= html ->
+                    {ok, Given} = msgflow_opts:to_map(Opts0),
+                    msgflow_scope:export_view(Path, Format, Opts#{by := maps:get(by, Given, name)});
                 ok -> msgflow_scope:export_view(Path, Format, Opts);
                 {error, _} = E -> E
             end
@@ -395,3 +400,36 @@ unfollow() ->
 -spec help() -> ok.
 help() ->
     io:put_chars(msgflow_text:help()).
+
+%% @doc Same as `web(#{})'.
+-spec web() -> {ok, string()} | {error, term()}.
+web() ->
+    web(#{}).
+
+%% @doc Serves msgflow's live web page from this node with OTP's inets
+%% httpd, until web_stop/0 or the application stops: the graph of the
+%% message flow grouped by name (or module, application, node, kind,
+%% process: chosen on the page), the top table, the matrix, hotspots,
+%% request flows, the nodes of a cluster and msgflow's own figures,
+%% updated every second; `/metrics' in Prometheus' text format on the
+%% same server.  Read-only: nothing on the page starts, stops or changes
+%% tracing.  Opts: `port' (7780; 0 for any free port), `ip' (loopback,
+%% `{127,0,0,1}'; `{0,0,0,0}' listens on every interface: see the
+%% README for an SSH tunnel instead), `metrics_edges' (100: edge series
+%% of /metrics, the busiest by name; the rest summed as `other').
+%% Returns `{ok, Url}'; errors: `{error, {badopt, {Key, Value},
+%% Allowed}}', `{error, {already_started, Url}}', `{error, {Reason,
+%% {port, Port}}}' when the port cannot be listened on (eaddrinuse).
+%% The page shows "not started" until start/1 has run.
+-spec web(map() | [{atom(), term()}]) -> {ok, string()} | {error, term()}.
+web(Opts0) ->
+    case msgflow_opts:check(web, Opts0) of
+        {ok, Opts} -> msgflow_web:start(Opts, msgflow_scope:web_source(Opts));
+        {error, _} = E -> E
+    end.
+
+%% @doc Stops the web server web/1 started: `ok', or `{error,
+%% not_started}'.  Counting goes on.
+-spec web_stop() -> ok | {error, not_started}.
+web_stop() ->
+    msgflow_web:stop().

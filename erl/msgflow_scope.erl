@@ -6,7 +6,8 @@
 %%% shell prints of the views is msgflow_shell's.
 -module(msgflow_scope).
 -export([start_nodes/2, start_on/2, check_node/1, with_view/3, view/2,
-         pairs/0, pairs/1, history/2, check_format/2, export_flow/1, export_view/3]).
+         pairs/0, pairs/1, history/2, check_format/2, export_flow/1, export_view/3,
+         web_source/1]).
 
 %% @doc Starts a run with validated options: this node first; then, for
 %% a cluster (`nodes' all or a list), the others (see msgflow_cluster).
@@ -237,25 +238,67 @@ export_flow(Path) ->
     end.
 
 %% @doc A report of the counts in Format written to Path, from this
-%% node's store or the cluster's views (`node' in Opts).
+%% node's store or the cluster's views (`node' in Opts).  `html' is the
+%% web page (msgflow_web_page) with its state inlined.
 -spec export_view(file:filename_all(), atom(), map()) -> ok | {error, term()}.
+export_view(Path, html, #{node := Only, by := By}) ->
+    case with_build(Only, fun(Build) -> web_state(Build, By, true) end) of
+        {error, _} = E -> E;
+        State ->
+            case msgflow_web_page:page({static, msgflow_report:json_encode(State)},
+                                       maps:get(<<"node">>, State)) of
+                {error, _} = E -> E;
+                Html -> msgflow_file:write(Path, Html)
+            end
+    end;
 export_view(Path, Format, Opts = #{node := Only}) ->
+    with_build(Only, fun(Build) -> export(Build, Path, Format, Opts) end).
+
+%% Fun(Build) where Build(Spec) gives a view of this node's store (Fun runs
+%% in the worker msgflow_view:run/2 gives it) or of the cluster's (`node'
+%% Only, or all); `{error, not_started}' when there are no counts.
+with_build(Only, Fun) ->
     case Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []) of
         true ->
             case msgflow_collector:store(true) of
                 undefined ->
                     {error, not_started};
                 Store ->
-                    Build = fun(Spec) -> msgflow_view:build(Store, Spec) end,
-                    msgflow_view:run(Store, fun() -> export(Build, Path, Format, Opts) end)
+                    msgflow_view:run(Store, fun() -> Fun(fun(Spec) -> msgflow_view:build(Store, Spec) end) end)
             end;
         false ->
             case msgflow_cluster:view(#{by => process, limit => 1}, Only) of
                 undefined -> {error, not_started};
-                _ -> export(fun(Spec) -> msgflow_cluster:view(Spec, Only) end,
-                            Path, Format, Opts)
+                _ -> Fun(fun(Spec) -> msgflow_cluster:view(Spec, Only) end)
             end
     end.
+
+%% @doc What msgflow_web serves (msgflow:web/1's checked Opts:
+%% `metrics_edges'): the page's state as JSON for a grouping, and
+%% `/metrics', each from one snapshot of this node or the cluster.
+-spec web_source(map()) -> msgflow_web:source().
+web_source(#{metrics_edges := Edges}) ->
+    fun({state, By}) ->
+            case with_build(all, fun(Build) -> web_state(Build, By, false) end) of
+                {error, _} = E -> E;
+                State -> {ok, msgflow_report:json_encode(State)}
+            end;
+       (metrics) ->
+            case with_build(all, fun(Build) -> Build(#{by => name}) end) of
+                {error, _} = E -> E;
+                View -> {ok, msgflow_prom:metrics(View, msgflow_collector:info(), Edges)}
+            end
+    end.
+
+%% The page's state from views Build gives, with the hotspots, the request
+%% flows, the nodes and msgflow's own figures.
+web_state(Build, By, Static) ->
+    Cluster = msgflow_cluster:members() =/= [],
+    Views = maps:map(fun(_, Spec) -> Build(Spec) end, msgflow_web_page:views(By, Cluster)),
+    msgflow_web_page:state(Views, #{hotspots => msgflow_hotspots:find(maps:get(hotspots, Views), #{}),
+                                    flows => {msgflow_flow:flows(), msgflow_flow:last()},
+                                    node_status => msgflow_cluster:nodes(),
+                                    info => msgflow_collector:info(), static => Static}).
 
 %% Build(Spec) gives a view: of this node's store, in the worker
 %% msgflow_view:run/2 gives it, or of the cluster.

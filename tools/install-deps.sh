@@ -4,7 +4,11 @@
 # and fails.  On a system without dpkg it only says what it would need.
 PKGS="gcc libc6-dev make cmake rebar3 erlang-dev erlang-eunit erlang-common-test
 erlang-dialyzer erlang-inets erlang-tools erlang-proper erlang-proper-dev
-libjemalloc-dev libjemalloc2 uthash-dev graphviz chromium jq bzip2 tmux elixir"
+libjemalloc-dev libjemalloc2 uthash-dev graphviz chromium jq bzip2 tmux elixir
+prometheus"
+# npm vendors the web page's JavaScript libraries (tools/web/vendor.sh);
+# a Node.js from elsewhere that has npm is kept
+command -v npm >/dev/null 2>&1 || PKGS="$PKGS nodejs npm"
 # `install-deps.sh fuzz': also clang and its libFuzzer runtime (make fuzz);
 # `install-deps.sh otp': also what building OTP from source needs
 # (tools/otp.sh: crypto for ssl and rebar3, a terminal library for erts)

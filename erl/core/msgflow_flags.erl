@@ -269,8 +269,8 @@ own_pids() ->
                      process_info(P, initial_call) =:=
                          {initial_call, {erts_dirty_process_signal_handler, start, 0}}],
     [P || P <- [whereis(msgflow_collector), whereis(msgflow_sup), whereis(msgflow_flow_keeper),
-                whereis(msgflow_cluster), whereis(msgflow_remote)
-                | Masters ++ Handlers],
+                whereis(msgflow_cluster), whereis(msgflow_remote), whereis(msgflow_web)
+                | Masters ++ Handlers ++ persistent_term:get({msgflow_web, own}, [])],
           is_pid(P)].
 
 %% @doc msgflow's legacy flags (before OTP 27) cleared on the calling

@@ -45,13 +45,15 @@
                   owner => pid(),
                   resume => boolean(),
                   coordinator => pid()}.
--type call() :: start | top | view_top | matrix | kinds | process | flows | nodes | export | hotspots
+-type call() :: start | top | view_top | matrix | kinds | process | flows | nodes | export | web
+              | hotspots
               | follow | follow_calls.
 %% What a value may be: one of some atoms, an integer in a range (with
 %% its unit), a positive number, a boolean, a pid, an atom, or one of
 %% several rules.
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
-              | boolean | pid | pair | pid_text | atom | procs | nodes | sample | kind | {either, [rule()]}.
+              | boolean | pid | pair | pid_text | atom | procs | nodes | sample | kind | ip
+              | {either, [rule()]}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 
 %% @doc The options used where start/1 is given none:
@@ -185,6 +187,10 @@ schema(export) ->
       sort => {messages, {one_of, ?SORTS}},
       limit => {none, {int, 1, ?MAX_ROWS, "rows"}},
       node => {all, atom}};
+schema(web) ->
+    #{port => {7780, {int, 0, 65535, "TCP port; 0: any free one"}},
+      ip => {{127, 0, 0, 1}, ip},
+      metrics_edges => {100, {int, 1, 100000, "edge series"}}};
 schema(hotspots) ->
     #{node => {all, atom},
       windows => {5, {int, 1, ?MAX_WINDOWS, "windows"}},      %% latest closed windows looked at
@@ -213,6 +219,7 @@ valid(pid, V) -> is_pid(V);
 valid(pair, V) -> is_tuple(V) andalso tuple_size(V) =:= 2;
 valid(pid_text, V) -> is_pid(V) orelse is_binary(V) orelse (is_list(V) andalso io_lib:printable_list(V));
 valid(atom, V) -> is_atom(V);
+valid(ip, V) -> (tuple_size_is(V, 4) orelse tuple_size_is(V, 8)) andalso inet:is_ip_address(V);
 valid({either, Rules}, V) -> lists:any(fun(R) -> valid(R, V) end, Rules);
 valid(procs, P) when P =:= all; P =:= new; P =:= existing -> true;
 valid(procs, L) when is_list(L), L =/= [] ->
@@ -242,12 +249,15 @@ allowed(pid) -> [<<"a pid">>];
 allowed(pid_text) -> [<<"a local pid, or its text: \"<0.80.0>\"">>];
 allowed(pair) -> [<<"{Sender, Receiver}: pids, ports or names as top/1 shows them, or labels">>];
 allowed(atom) -> [<<"an atom">>];
+allowed(ip) -> [<<"an IP address tuple: {127,0,0,1} (loopback), {0,0,0,0} (every interface)">>];
 allowed({either, Rules}) -> lists:append([allowed(R) || R <- Rules]);
 allowed(procs) -> [all, new, existing, <<"a list of local pids and registered names, "
                                          "without repeats">>];
 allowed(sample) -> [off, <<"{Traced, Period}: integers, 1 =< Traced < Period =< 3600000 (ms)">>];
 allowed(nodes) -> [local, all, <<"a list of node names, without repeats">>];
 allowed(kind) -> ?KINDS ++ [<<"{Kind, Tag}: one of those and an atom">>].
+
+tuple_size_is(V, N) -> is_tuple(V) andalso tuple_size(V) =:= N.
 
 proper(L) ->
     try length(L) of

@@ -1,11 +1,9 @@
 %%% @doc Reports rendered from views (msgflow_view): the communication
-%%% matrix and the six export formats.  views/2 says which views a format
-%%% reads; render/3 turns them into iodata.  Pure functions but for
-%%% render(html, ...), which runs Graphviz's `dot' to lay out the graph
-%%% when it is installed.
+%%% matrix and the export formats but html (the web page,
+%%% msgflow_web_page).  views/2 says which views a format reads; render/3
+%%% turns them into iodata.  Pure functions.
 -module(msgflow_report).
 -export([views/2, render/3, dump/1, formats/0, json_encode/1, json_fallback/1]).
-%% for msgflow_report_html, which embeds them
 -export([heatmap/2, dot/2, texts/2]).
 
 %% 2: endpoints may be groups of exited ones, {exited, Kind, Node};
@@ -18,32 +16,26 @@
 formats() -> [csv, dot, json, etf, svg, html].
 
 %% @doc The views Format reads, by name, for export options Opts (`by',
-%% `limit'): `rows' (all grouped by `by', or the `limit' busiest for dot),
-%% and for html also `top' (the 20 busiest pairs with their kept windows)
-%% and `hotspots' (what msgflow_hotspots reads).
+%% `limit'): `rows' (all grouped by `by', or the `limit' busiest for dot).
 -spec views(atom(), map()) -> #{atom() => msgflow_view:spec()}.
 views(Format, Opts) ->
     By = maps:get(by, Opts, process),
     case Format of
         etf -> #{rows => #{by => process}};
         dot -> #{rows => #{by => By, limit => maps:get(limit, Opts, 200)}};
-        html -> msgflow_report_html:views(By, Opts);
         svg -> #{rows => #{by => By, heatmap => maps:get(limit, Opts, 30), labelled => 0}};
         _ -> #{rows => #{by => By}}
     end.
 
 %% @doc The report in Format as iodata, from the views views/2 named (by
 %% name), or `{error, Reason}'.  Opts: `by', `limit' (rows and columns of
-%% the heatmap, edges of the graph; default 30 and 200), `hotspots'
-%% (findings shown in html), `flows' ({Summaries, LastFlow} of
-%% msgflow_flow, shown in html when there are any).
+%% the heatmap, edges of the graph; default 30 and 200).
 -spec render(atom(), #{atom() => msgflow_view:view()}, map()) -> iodata() | {error, term()}.
 render(csv, #{rows := V}, _Opts) -> csv(V);
 render(dot, #{rows := V}, Opts) -> dot(V, Opts);
 render(json, #{rows := V}, _Opts) -> json_encode(json_doc(V));
 render(etf, #{rows := V}, _Opts) -> term_to_binary(dump(V));
 render(svg, #{rows := V}, Opts) -> heatmap(V, Opts);
-render(html, Views, Opts) -> msgflow_report_html:html(Views, Opts);
 render(Format, _Views, _Opts) -> msgflow_opts:arg(format, Format, {one_of, formats()}).
 
 %% @doc {Text, Display} of a row's key: for processes the endpoint as the VM

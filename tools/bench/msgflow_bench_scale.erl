@@ -123,12 +123,24 @@ measure(R) ->
              {export, fun() -> ok = msgflow:export(Path, html) end},
              {pairs, fun() -> true = length(msgflow:pairs()) >= Pairs end}],
     Times = maps:from_list([{K, median3(F)} || {K, F} <- Calls]),
+    %% one refresh of the web page, in CPU ms of the whole VM (the views
+    %% run in worker processes): what msgflow_web asks its source for
+    Source = msgflow_scope:web_source(#{metrics_edges => 100}),
+    Web = [{web_name, fun() -> {ok, _} = Source({state, name}) end},
+           {web_process, fun() -> {ok, _} = Source({state, process}) end},
+           {web_metrics, fun() -> {ok, _} = Source(metrics) end},
+           {top_cpu, Quiet(fun() -> ok = msgflow:top(20) end)}],
+    Cpu0 = maps:from_list([{K, median3_cpu(F)} || {K, F} <- Web]),
+    %% five browsers asking at once share one computation
+    {ok, _} = msgflow:web(#{port => 0}),
+    Cpu = Cpu0#{web_shared => median3_cpu(fun() -> at_once(5, fun() -> {ok, _} = msgflow_web:get({state, name}) end) end)},
+    ok = msgflow:web_stop(),
     %% views back to back for 3 s: how many windows did the collector close?
     Closed0 = closed(),
     Until = erlang:monotonic_time(millisecond) + 3000,
     views_until(Until),
     Closed = closed() - Closed0,
-    R#{pairs => Pairs, times => Times, closed_3s => Closed,
+    R#{pairs => Pairs, times => Times, cpu => Cpu, closed_3s => Closed,
        store_bytes => StoreBytes, nif_bytes => NifBytes, entries => Entries,
        collector_heap => element(2, process_info(whereis(msgflow_collector), memory))}.
 
@@ -141,6 +153,26 @@ views_until(Until) ->
                 views_until(Until);
         false -> ok
     end.
+
+%% CPU ms of the whole VM (statistics(runtime)) F takes, median of 3 runs;
+%% a page's document is cached for 1 s, so runs are 1.1 s apart
+median3_cpu(F) ->
+    _ = F(),
+    Ts = lists:sort([begin
+                         timer:sleep(1100),
+                         {T0, _} = statistics(runtime),
+                         _ = F(),
+                         {T1, _} = statistics(runtime),
+                         T1 - T0
+                     end || _ <- [1, 2, 3]]),
+    lists:nth(2, Ts).
+
+%% F in N processes at once; returns when all are done.
+at_once(N, F) ->
+    Self = self(),
+    Pids = [spawn(fun() -> F(), Self ! {at_once, self()} end) || _ <- lists:seq(1, N)],
+    [receive {at_once, P} -> ok end || P <- Pids],
+    ok.
 
 median3(F) ->
     _ = F(),
@@ -229,6 +261,12 @@ print(A, B) ->
     Row("hotspots() ms", "300", Ms(hotspots)),
     Row("export(Path, html) ms", "2000", Ms(export)),
     Row("pairs() ms", "500", Ms(pairs)),
+    Cpu = fun(K) -> fun(#{cpu := C}) -> integer_to_list(maps:get(K, C)) end end,
+    Row("web refresh by name, CPU ms", "100", Cpu(web_name)),
+    Row("web refresh by process, CPU ms", "= top(20)", Cpu(web_process)),
+    Row("top(20), CPU ms", "", Cpu(top_cpu)),
+    Row("web /metrics, CPU ms", "", Cpu(web_metrics)),
+    Row("web, 5 browsers at once, CPU ms", "1 refresh", Cpu(web_shared)),
     Row("stop() ms", "1000", fun(#{stop := S}) -> io_lib:format("~.1f", [S]) end),
     Row("windows closed in 3 s of views", "3", fun(#{closed_3s := C}) -> integer_to_list(C) end),
     Row("Erlang-side bytes per pair", "200",

@@ -9,7 +9,8 @@
 -mode(compile).
 
 %% The one place the allowed directions stand: layer => layers it may call.
--define(ALLOWED, #{facade => [flows, cluster, render, views, core],
+-define(ALLOWED, #{facade => [web, flows, cluster, render, views, core],
+                   web => [render, views, core],
                    flows => [cluster, render, views, core],
                    cluster => [views, core],
                    render => [views, core],

@@ -50,6 +50,8 @@ run(#{clients := Clients, requests := Requests, out := Out}) ->
     io:format("httpd on ~s; ~b clients x ~b requests with httpc~n",
               [Url, Clients, Requests]),
 
+    Page = web_page(),
+    io:format("msgflow's live page: ~s (open it while the demo runs)~n", [Page]),
     ok = msgflow:start(#{interval => 200}),
     T0 = erlang:monotonic_time(millisecond),
     Parent = self(),
@@ -85,11 +87,35 @@ run(#{clients := Clients, requests := Requests, out := Out}) ->
     [begin
          Ext = case F of mermaid -> "mmd"; _ -> atom_to_list(F) end,
          Path = filename:absname(filename:join(Out, "msgflow-demo." ++ Ext)),
-         ok = msgflow:export(Path, F, #{by => case F of svg -> name; _ -> process end}),
+         ok = msgflow:export(Path, F, #{by => case F of svg -> name; html -> name; _ -> process end}),
          io:format("  ~-7s ~s~n", [F, Path])
      end || F <- [csv, dot, json, etf, svg, html, mermaid]],
     ok = cluster(Url),
+    case lists:member("wait", init:get_plain_arguments()) of
+        true -> live(Url, Page);
+        false -> ok
+    end,
+    ok = msgflow:web_stop(),
     ok = inets:stop(httpd, Httpd).
+
+%% msgflow:web/1 on its usual port, or any free one when that is taken.
+web_page() ->
+    case msgflow:web(#{}) of
+        {ok, Page} -> Page;
+        {error, {eaddrinuse, _}} -> {ok, Page} = msgflow:web(#{port => 0}), Page
+    end.
+
+%% From a terminal (make demo): a new run with two clients requesting
+%% every 20 ms, shown live on the page until Enter.
+live(Url, Page) ->
+    ok = msgflow:start(#{interval => 500}),
+    Clients = [spawn(fun Loop() -> _ = httpc:request(Url), timer:sleep(20), Loop() end)
+               || _ <- lists:seq(1, 2)],
+    io:format("~n~nmsgflow counts again, 2 clients requesting every 20 ms: the page at ~s shows "
+              "them live.~nPress Enter to end the demo.~n", [Page]),
+    _ = io:get_line(""),
+    [exit(C, kill) || C <- Clients],
+    ok = msgflow:stop().
 
 %% httpc clients on two peer nodes, httpd here; msgflow on all three.
 cluster(Url) ->

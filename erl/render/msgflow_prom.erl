@@ -1,0 +1,80 @@
+%%% @doc `/metrics' of msgflow's web server (msgflow_web) in the
+%%% Prometheus text format (version 0.0.4), rendered from a view grouped
+%%% by name (or another grouping) and msgflow:info/0's figures:
+%%% <ul>
+%%% <li>`msgflow_messages_total{sender, receiver, kind}' (counter): the
+%%%     messages of the `Edges' busiest grouped edges since the run
+%%%     started, by kind (`none' for messages counted without one); the
+%%%     other edges summed in one series, `sender="other",
+%%%     receiver="other", kind="other"' (which edges it holds changes as
+%%%     their ranks change);</li>
+%%% <li>msgflow's own: `msgflow_events_total', `msgflow_overflow_total',
+%%%     `msgflow_dead_letters_total', `msgflow_births_dropped_total'
+%%%     (counters, messages or births), `msgflow_pairs' (distinct pairs
+%%%     held), `msgflow_memory_bytes' (the NIF's tables and the store),
+%%%     `msgflow_running' (1 while counting).</li>
+%%% </ul>
+%%% Counters go back to 0 when a run starts or is reset, which
+%%% Prometheus reads as a counter reset.  Label values are escaped as the
+%%% format says (`\\', `"', newline): any label text is safe.
+-module(msgflow_prom).
+-export([metrics/3]).
+
+%% @doc The exposition text of View (its rows, busiest first, with kinds)
+%% and Info (msgflow:info/0), with at most Edges edge series.
+-spec metrics(msgflow_view:view(), map(), pos_integer()) -> iodata().
+metrics(View = #{rows := Rows}, Info, Edges) ->
+    {Shown, Rest} = lists:split(min(Edges, length(Rows)), Rows),
+    Series = lists:append([edge_series(View, Row) || Row <- Shown])
+        ++ case Rest of
+               [] -> [];
+               _ -> [{[{sender, <<"other">>}, {receiver, <<"other">>}, {kind, <<"other">>}],
+                      lists:sum([C || #{count := C} <- Rest])}]
+           end,
+    [family(<<"msgflow_messages_total">>, counter,
+            io_lib:format("Messages sent between groups by ~s since the run started, by kind; "
+                          "the busiest ~b edges, the rest in sender=\"other\".",
+                          [maps:get(by, View), Edges]),
+            Series),
+     own(<<"msgflow_events_total">>, counter, "Messages counted since the run started.",
+         maps:get(events, Info, 0)),
+     own(<<"msgflow_overflow_total">>, counter,
+         "Messages counted past max_pairs distinct pairs (not in any pair).",
+         maps:get(overflow, Info, 0)),
+     own(<<"msgflow_dead_letters_total">>, counter, "Messages sent to processes that did not exist.",
+         maps:get(dead_letters, Info, 0)),
+     own(<<"msgflow_births_dropped_total">>, counter,
+         "Process births the tracer could not keep (their processes are labelled later).",
+         maps:get(births_dropped, Info, 0)),
+     own(<<"msgflow_pairs">>, gauge, "Distinct sender-receiver pairs held.", maps:get(pairs, Info, 0)),
+     own(<<"msgflow_memory_bytes">>, gauge, "Memory of the tracer's tables and the store, in bytes.",
+         maps:get(memory, Info, 0) + maps:get(store_memory, Info, 0)),
+     own(<<"msgflow_running">>, gauge, "1 while msgflow counts, else 0.",
+         case maps:get(running, Info, false) of true -> 1; false -> 0 end)].
+
+%% An edge's series: one per kind of its messages, and `none' for those
+%% counted without a kind.
+edge_series(View, Row = #{sender := S, receiver := R, count := C}) ->
+    ByKind = lists:foldl(fun({K, _Tag, N}, Acc) -> Acc#{K => N + maps:get(K, Acc, 0)} end,
+                         #{}, maps:get(kinds, Row, [])),
+    None = C - lists:sum(maps:values(ByKind)),
+    Labels = [{sender, msgflow_view:display(View, S)}, {receiver, msgflow_view:display(View, R)}],
+    [{Labels ++ [{kind, atom_to_binary(K)}], N} || {K, N} <- lists:sort(maps:to_list(ByKind))]
+        ++ [{Labels ++ [{kind, <<"none">>}], None} || None > 0].
+
+family(Name, Type, Help, Series) ->
+    ["# HELP ", Name, " ", Help, "\n# TYPE ", Name, " ", atom_to_list(Type), "\n",
+     [[Name, "{", lists:join(",", [[atom_to_list(K), "=\"", escape(V), "\""] || {K, V} <- Ls]), "} ",
+       integer_to_list(N), "\n"] || {Ls, N} <- Series]].
+
+own(Name, Type, Help, Value) ->
+    ["# HELP ", Name, " ", Help, "\n# TYPE ", Name, " ", atom_to_list(Type), "\n",
+     Name, " ", integer_to_list(Value), "\n"].
+
+%% A label value as the text format wants it.
+escape(V) ->
+    unicode:characters_to_binary(lists:map(fun($\\) -> "\\\\";
+                 ($") -> "\\\"";
+                 ($\n) -> "\\n";
+                 (C) -> C
+              end, unicode:characters_to_list(V))).

@@ -1,0 +1,304 @@
+%%% @doc The web page's data and the page itself, rendered from views
+%%% (msgflow_view): state/2 turns the views views/2 names into the one
+%%% JSON document the page draws (the graph, the top table, the matrix,
+%%% hotspots, request flows, nodes and msgflow's own figures); page/2 is
+%%% the page, served by msgflow_web with the state fetched from
+%%% `/api/state', or written by `export(Path, html)' with the state and
+%%% every script inlined, so that the file shows the same views with no
+%%% node behind it.  Pure but for page/2, which reads priv/www.
+%%%
+%%% Every label goes to the page as a JSON string, and the page sets
+%%% text, never markup, from it (priv/www/msgflow.js).
+-module(msgflow_web_page).
+-export([views/2, state/2, page/2, vendor/0, www_dir/0, file/1]).
+
+%% edges the graph draws (the busiest; the rest summed in the state)
+-define(GRAPH_EDGES, 80).
+%% busiest pairs by process the page gets (top table, members, an edge's pairs)
+-define(PAIRS, 200).
+%% keys on each axis of the matrix (the rest summed in `other')
+-define(MATRIX_KEYS, 16).
+%% kept windows each edge's rates are given for
+-define(WINDOWS, 60).
+
+%% The libraries the page loads, in order, from priv/www/vendor
+%% (tools/web/vendor.sh puts them there from npm).
+-define(VENDOR, ["cytoscape.min.js", "layout-base.js", "cose-base.js", "cytoscape-fcose.js",
+                 "chart.umd.min.js", "mermaid.min.js"]).
+
+%% @doc The views the page reads for grouping By: `graph' (every group
+%% of By, with the kept windows' counts and kinds; by process the
+%% ?PAIRS busiest pairs), `pairs' (the
+%% ?PAIRS busiest pairs by process), `hotspots' (what msgflow_hotspots
+%% reads), and `nodes' (by node, when Cluster is true).
+-spec views(msgflow_view:grouping(), boolean()) -> #{atom() => msgflow_view:spec()}.
+views(By, Cluster) ->
+    %% by process, only the busiest pairs: every pair of a big node is no graph
+    Graph = case By of
+                process -> #{by => process, limit => ?PAIRS, windows => ?WINDOWS};
+                _ -> #{by => By, windows => ?WINDOWS}
+            end,
+    Base = #{graph => Graph,
+             pairs => #{by => process, limit => ?PAIRS, windows => ?WINDOWS},
+             hotspots => msgflow_hotspots:spec(#{})},
+    case Cluster andalso By =/= node of
+        true -> Base#{nodes => #{by => node, kinds => false}};
+        false -> Base
+    end.
+
+%% @doc The page's state from the views views/2 named and Extra:
+%% `hotspots' (msgflow_hotspots:finding()s), `flows' ({Summaries,
+%% LastFlow} of msgflow_flow), `node_status' (msgflow_cluster:nodes()),
+%% `info' (msgflow:info/0's map), `static' (true in an export).  A map
+%% with binary keys, for msgflow_report:json_encode/1; counts in
+%% messages, rates in messages/s, times in ms since 1970.
+-spec state(#{atom() => msgflow_view:view()}, map()) -> map().
+state(Views = #{graph := G = #{by := By}, pairs := P}, Extra) ->
+    Info = maps:get(info, Extra, #{}),
+    #{<<"node">> => atom_to_binary(maps:get(node, G)),
+      <<"running">> => maps:get(running, G),
+      <<"static">> => maps:get(static, Extra, false),
+      <<"taken_at">> => maps:get(taken_at, G),
+      <<"window_ms">> => maps:get(window_ms, G),
+      <<"estimated">> => maps:get(estimated, G),
+      <<"by">> => atom_to_binary(By),
+      <<"groupings">> => [atom_to_binary(B) || B <- msgflow_view:groupings()],
+      <<"windows">> => [#{<<"n">> => N, <<"at">> => At, <<"ms">> => Ms}
+                        || #{n := N, at := At, window_ms := Ms} <- last(?WINDOWS, maps:get(windows, G))],
+      <<"graph">> => graph(G),
+      <<"matrix">> => matrix(msgflow_view:matrix(G)),
+      <<"pairs">> => pairs(P, By),
+      <<"hotspots">> => [hotspot(F) || F <- maps:get(hotspots, Extra, [])],
+      <<"flows">> => flows(maps:get(flows, Extra, {[], undefined})),
+      <<"nodes">> => node_traffic(maps:get(node_status, Extra, []), maps:get(nodes, Views, undefined)),
+      <<"figures">> => #{<<"events">> => maps:get(events, G),
+                         <<"overflow">> => maps:get(overflow, G),
+                         <<"dead_letters">> => maps:get(dead_letters, G),
+                         <<"pairs">> => maps:get(pairs, G),
+                         <<"windows">> => length(maps:get(windows, G)),
+                         <<"dropped">> => maps:get(births_dropped, G),
+                         <<"memory_bytes">> => maps:get(memory, Info, 0)
+                             + maps:get(store_memory, Info, 0),
+                         <<"interval_ms">> => maps:get(interval, maps:get(opts, Info, #{}), 1000)}}.
+
+last(N, L) -> lists:nthtail(max(0, length(L) - N), L).
+
+%% The groups and the busiest ?GRAPH_EDGES edges between them; each
+%% group's messages sent and received over all its edges.
+graph(V = #{rows := Rows}) ->
+    Edges = lists:sublist(Rows, ?GRAPH_EDGES),
+    Left = lists:nthtail(length(Edges), Rows),
+    Sums = lists:foldl(fun(#{sender := S, receiver := R, count := C}, Acc) ->
+                               add(R, {0, C}, add(S, {C, 0}, Acc))
+                       end, #{}, Rows),
+    Shown = lists:usort(lists:append([[S, R] || #{sender := S, receiver := R} <- Edges])),
+    #{<<"groups">> => [begin
+                           {Sent, Recv} = maps:get(K, Sums),
+                           #{<<"id">> => id(K), <<"label">> => msgflow_view:display(V, K),
+                             <<"sent">> => Sent, <<"received">> => Recv}
+                       end || K <- Shown],
+      <<"edges">> => [edge(V, Row) || Row <- Edges],
+      <<"groups_total">> => map_size(Sums),
+      <<"edges_total">> => case maps:get(groups, V) of undefined -> length(Rows); N -> N end,
+      <<"left_out">> => lists:sum([C || #{count := C} <- Left])}.
+
+add(K, {A, B}, Acc) ->
+    {A0, B0} = maps:get(K, Acc, {0, 0}),
+    Acc#{K => {A0 + A, B0 + B}}.
+
+edge(_V, Row = #{sender := S, receiver := R, count := C}) ->
+    Kinds = maps:get(kinds, Row, []),
+    #{<<"s">> => id(S), <<"r">> => id(R), <<"count">> => C,
+      <<"rate">> => float(maps:get(rate, Row)), <<"peak">> => float(maps:get(peak_rate, Row)),
+      <<"kind">> => case Kinds of
+                        [{K, T, _} | _] -> msgflow_fmt:kind(K, T);
+                        [] -> <<"-">>
+                    end,
+      <<"kinds">> => kinds(Kinds),
+      <<"windows">> => last(?WINDOWS, maps:get(windows, Row, []))}.
+
+kinds(Kinds) ->
+    [#{<<"kind">> => atom_to_binary(K), <<"tag">> => msgflow_fmt:name(T), <<"messages">> => N}
+     || {K, T, N} <- Kinds].
+
+%% A group key as the page names it: its text (unique in a view).
+id(K) when is_binary(K) -> K;
+id(K) -> msgflow_fmt:endpoint(K).
+
+%% The matrix: the busiest ?MATRIX_KEYS keys, by messages sent and
+%% received, in one order on both axes; the rest summed as `other'.
+matrix(#{rows := Rows, cols := Cols, cells := Cells, sent := Sent, received := Recv,
+         labels := Labels}) ->
+    Total = fun(K) -> maps:get(K, Sent, 0) + maps:get(K, Recv, 0) end,
+    All = [K || {_, K} <- lists:sort([{-Total(K), K} || K <- lists:usort(Rows ++ Cols)])],
+    Keys = lists:sublist(All, ?MATRIX_KEYS),
+    Index = maps:from_list(lists:zip(Keys, lists:seq(1, length(Keys)))),
+    Other = length(Keys) + 1,
+    Grid = maps:fold(fun({S, R}, #{count := C}, Acc) ->
+                             At = {maps:get(S, Index, Other), maps:get(R, Index, Other)},
+                             Acc#{At => C + maps:get(At, Acc, 0)}
+                     end, #{}, Cells),
+    HasOther = length(All) > length(Keys),
+    N = case HasOther of true -> Other; false -> length(Keys) end,
+    #{<<"keys">> => [id(K) || K <- Keys],
+      <<"labels">> => [maps:get(K, Labels, id(K)) || K <- Keys],
+      <<"other">> => HasOther,
+      <<"other_keys">> => length(All) - length(Keys),
+      <<"cells">> => [[maps:get({I, J}, Grid, 0) || J <- lists:seq(1, N)] || I <- lists:seq(1, N)]}.
+
+%% The busiest pairs by process, each end with its group under By.
+pairs(V = #{rows := Rows, endpoints := Ends}, By) ->
+    Group = fun(K) ->
+                    Info = maps:get(K, Ends, #{}),
+                    case By of
+                        process -> msgflow_fmt:endpoint(K);
+                        name -> maps:get(label, Info, msgflow_fmt:endpoint(K));
+                        kind -> null;
+                        _ -> case maps:get(By, Info, undefined) of
+                                 undefined -> msgflow_fmt:endpoint(K);
+                                 A -> atom_to_binary(A)
+                             end
+                    end
+            end,
+    [#{<<"sender">> => msgflow_fmt:endpoint(S), <<"receiver">> => msgflow_fmt:endpoint(R),
+       <<"sender_label">> => msgflow_view:display(V, S),
+       <<"receiver_label">> => msgflow_view:display(V, R),
+       <<"sender_group">> => Group(S), <<"receiver_group">> => Group(R),
+       <<"count">> => C, <<"rate">> => float(maps:get(rate, Row)),
+       <<"peak">> => float(maps:get(peak_rate, Row)),
+       <<"kinds">> => kinds(maps:get(kinds, Row, [])),
+       <<"windows">> => last(?WINDOWS, maps:get(windows, Row, []))}
+     || Row = #{sender := S, receiver := R, count := C} <- Rows].
+
+hotspot(F = #{kind := K, label := L, explanation := E}) ->
+    #{<<"kind">> => atom_to_binary(K), <<"label">> => L, <<"explanation">> => E,
+      <<"node">> => atom_to_binary(maps:get(node, F, node()))}.
+
+%% Entry points with their per-request figures, and the last followed
+%% request as Mermaid's sequenceDiagram text (msgflow_flow_render).
+flows({Summaries, Last}) ->
+    #{<<"entries">> => [#{<<"entry">> => msgflow_fmt:mfa(M, F, A), <<"requests">> => Rq,
+                          <<"calls">> => Calls, <<"messages">> => Ms,
+                          <<"per_request">> => float(Per), <<"depth">> => D,
+                          <<"pairs">> => [#{<<"sender">> => text(S), <<"receiver">> => text(R),
+                                            <<"messages">> => N} || {S, R, N} <- lists:sublist(Ps, 5)]}
+                        || #{entry := {M, F, A}, requests := Rq, calls := Calls, messages := Ms,
+                             per_request := Per, depth := D, pairs := Ps} <- Summaries],
+      <<"last">> => case Last of
+                        undefined -> null;
+                        #{messages := M} ->
+                            #{<<"label">> => iolist_to_binary(io_lib:format("~0tp", [maps:get(label, Last)])),
+                              <<"messages">> => M,
+                              <<"mermaid">> => iolist_to_binary(msgflow_flow_render:mermaid(Last))}
+                    end}.
+
+text(B) when is_binary(B) -> B;
+text(E) -> msgflow_fmt:endpoint(E).
+
+node_traffic(Status, ByNode) ->
+    #{<<"status">> => [#{<<"node">> => atom_to_binary(N), <<"status">> => atom_to_binary(St),
+                         <<"pairs">> => P, <<"events">> => E,
+                         <<"last_snapshot_ms">> => case L of undefined -> null; _ -> L end}
+                       || #{node := N, status := St, pairs := P, events := E,
+                            last_snapshot_ms := L} <- Status],
+      <<"traffic">> => case ByNode of
+                           undefined -> [];
+                           #{rows := Rows} ->
+                               [#{<<"sender">> => id(S), <<"receiver">> => id(R), <<"messages">> => C,
+                                  <<"rate">> => float(Rate)}
+                                || #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]
+                       end}.
+
+%%% The page
+
+%% @doc The page: `live' loads its scripts and the state from the node
+%% that serves it (msgflow_web); `{static, StateJson}' has the scripts,
+%% the style and the state inlined.  `{error, {missing, File}}' when a
+%% file of priv/www is not there (the libraries are put there by the
+%% build: tools/web/vendor.sh).
+-spec page(live | {static, iodata()}, binary()) -> iodata() | {error, {missing, string()}}.
+page(Mode, Title) ->
+    case file(<<"index.html">>) of
+        {error, _} = E -> E;
+        {ok, Html} ->
+            Parts = case Mode of
+                        live -> {[["<link rel=\"stylesheet\" href=\"www/msgflow.css\">\n"]],
+                                 [["<script src=\"vendor/", F, "\"></script>\n"] || F <- ?VENDOR]
+                                 ++ ["<script src=\"www/msgflow.js\"></script>\n"]};
+                        {static, Json} -> inlined(Json)
+                    end,
+            case Parts of
+                {error, _} = E -> E;
+                {Head, Scripts} ->
+                    fill(Html, [{<<"@TITLE@">>, msgflow_fmt:xml(Title)}, {<<"@HEAD@">>, Head},
+                                {<<"@SCRIPTS@">>, Scripts}])
+            end
+    end.
+
+inlined(Json) ->
+    Files = [{vendor, F} || F <- ?VENDOR] ++ [{www, "msgflow.js"}],
+    case [{K, F} || {K, F} <- [{www, "msgflow.css"} | Files], not filelib:is_regular(path(K, F))] of
+        [{K, F} | _] -> {error, {missing, path(K, F)}};
+        [] ->
+            Read = fun(K, F) -> {ok, B} = file:read_file(path(K, F)), script_safe(B) end,
+            {["<style>", Read(www, "msgflow.css"), "</style>\n"],
+             %% the state first: the page's script reads it when it runs
+             ["<script type=\"application/json\" id=\"msgflow-state\">", json_safe(Json),
+              "</script>\n"
+              | [["<script>", Read(K, F), "\n</script>\n"] || {K, F} <- Files]]}
+    end.
+
+%% Text inside a <script> element ends at `</script' (any case): in a
+%% library's source it is written `<\/script', which means the same in a
+%% string or a regular expression.
+script_safe(B) ->
+    re:replace(B, "</(script)", "<\\\\/\\1", [global, caseless, {return, binary}]).
+
+%% The state as JSON in a <script> element: every `<' as `\u003c', which
+%% JSON reads as the same character.
+json_safe(Json) ->
+    binary:replace(iolist_to_binary(Json), <<"<">>, <<"\\u003c">>, [global]).
+
+fill(Html, []) -> Html;
+fill(Html, [{Mark, With} | Rest]) ->
+    [A, B] = binary:split(Html, Mark),
+    fill(iolist_to_binary([A, With, B]), Rest).
+
+%% @doc A file of the page (priv/www/Name, Name a plain file name from
+%% the page's own files or vendor/Name), or `{error, enoent}'.
+-spec file(binary()) -> {ok, binary()} | {error, enoent}.
+file(<<"vendor/", Name/binary>>) -> read(vendor, Name);
+file(Name) -> read(www, Name).
+
+read(Where, Name) ->
+    case plain(Name) of
+        true ->
+            case file:read_file(path(Where, Name)) of
+                {ok, B} -> {ok, B};
+                {error, _} -> {error, enoent}
+            end;
+        false -> {error, enoent}
+    end.
+
+%% A name of letters, digits, `.', `-', `_', not starting with `.': no
+%% way out of the folder.
+plain(<<C, _/binary>> = Name) when C =/= $. ->
+    lists:all(fun(X) -> (X >= $a andalso X =< $z) orelse (X >= $A andalso X =< $Z)
+                            orelse (X >= $0 andalso X =< $9) orelse X =:= $. orelse X =:= $-
+                            orelse X =:= $_ end, binary_to_list(Name));
+plain(_) -> false.
+
+path(www, F) -> filename:join(www_dir(), F);
+path(vendor, F) -> filename:join([www_dir(), "vendor", F]).
+
+%% @doc priv/www of this build.
+-spec www_dir() -> file:filename().
+www_dir() ->
+    case code:priv_dir(msgflow) of
+        {error, bad_name} -> filename:join([filename:dirname(code:which(?MODULE)), "..", "priv", "www"]);
+        Priv -> filename:join(Priv, "www")
+    end.
+
+%% @doc The library files the page loads, in order.
+-spec vendor() -> [string()].
+vendor() -> ?VENDOR.

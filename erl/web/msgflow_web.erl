@@ -1,0 +1,191 @@
+%%% @doc msgflow's web server: OTP's inets httpd (stand-alone, linked to
+%%% this process) serving the live page (msgflow_web_page), its state as
+%%% JSON at `/api/state?by=Grouping', and `/metrics' for Prometheus
+%%% (msgflow_prom).  Requests are answered by msgflow_web_httpd in
+%%% httpd's request processes; what they serve comes from this process,
+%%% which asks its Source for each document at most once per `refresh'
+%%% ms and hands the same bytes to every browser that asks within it: the
+%%% node computes one state per interval, however many pages are open.
+%%%
+%%% Source is a fun the facade gives (msgflow_scope:web_source/1):
+%%% `Source({state, By})' and `Source(metrics)' return `{ok, iodata()}'
+%%% or `{error, Reason}'.  The server is read-only: nothing it serves
+%%% starts, stops or changes tracing.  This process and httpd's request
+%%% processes are msgflow's own: never traced (msgflow_flags).
+-module(msgflow_web).
+-behaviour(gen_server).
+-export([start/2, stop/0, url/0, get/1]).
+-export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+
+-type request() :: {state, msgflow_view:grouping()} | metrics.
+-type source() :: fun((request()) -> {ok, iodata()} | {error, term()}).
+-export_type([request/0, source/0]).
+
+%% how long a computed document is served before the next is computed, ms
+-define(REFRESH_MS, 1000).
+%% how long a request waits for a document, ms (a state at a million pairs
+%% takes about a second to compute the first time)
+-define(CALL_MS, 60000).
+
+%% @doc Starts the server under msgflow_sup: Opts `port' (0: any free
+%% port), `ip' (an address tuple), `refresh' (ms).  `{ok, Url}', or
+%% `{error, {already_started, Url}}', or `{error, {Reason, {port,
+%% Port}}}' when httpd cannot listen there (eaddrinuse, eacces).
+-spec start(#{port := inet:port_number(), ip := inet:ip_address(), refresh => pos_integer()},
+            source()) -> {ok, string()} | {error, term()}.
+start(Opts, Source) ->
+    case url() of
+        undefined ->
+            Spec = #{id => ?MODULE, start => {?MODULE, start_link, [Opts, Source]},
+                     restart => temporary, shutdown => 5000, type => worker},
+            case supervisor:start_child(msgflow_sup, Spec) of
+                {ok, _} -> {ok, url()};
+                {error, {already_started, _}} -> {error, {already_started, url()}};
+                {error, {Reason, _Child}} when is_tuple(Reason) -> {error, Reason};
+                {error, _} = E -> E
+            end;
+        Url ->
+            {error, {already_started, Url}}
+    end.
+
+%% @doc Stops the server: `ok', or `{error, not_started}'.
+-spec stop() -> ok | {error, not_started}.
+stop() ->
+    case supervisor:terminate_child(msgflow_sup, ?MODULE) of
+        ok -> _ = supervisor:delete_child(msgflow_sup, ?MODULE), ok;
+        {error, not_found} -> {error, not_started}
+    end.
+
+%% @doc The page's address, `"http://127.0.0.1:7780/"', or undefined
+%% when the server is not running.
+-spec url() -> string() | undefined.
+url() ->
+    try persistent_term:get({?MODULE, url}) of
+        Url -> case whereis(?MODULE) of undefined -> undefined; _ -> Url end
+    catch
+        error:badarg -> undefined
+    end.
+
+%% @doc A document: the one computed within the last `refresh' ms, or a
+%% new one (computed once, whoever asks meanwhile waits for it).
+-spec get(request()) -> {ok, binary()} | {error, term()}.
+get(Request) ->
+    try
+        gen_server:call(?MODULE, {get, Request}, ?CALL_MS)
+    catch
+        exit:{noproc, _} -> {error, not_started};
+        exit:{timeout, _} -> {error, timeout}
+    end.
+
+%% @private
+-spec start_link(map(), source()) -> {ok, pid()} | {error, term()}.
+start_link(Opts, Source) ->
+    gen_server:start_link({local, ?MODULE}, ?MODULE, {Opts, Source}, []).
+
+%% @private
+-spec init({map(), source()}) -> {ok, map()} | {stop, term()}.
+init({Opts = #{port := Port, ip := Ip}, Source}) ->
+    ok = msgflow_flags:untrace_self(),
+    process_flag(trap_exit, true),
+    Www = msgflow_web_page:www_dir(),
+    Real = free_port(Port, Ip),
+    Config = [{port, Real}, {bind_address, Ip}, {ipfamily, family(Ip)},
+              {server_name, "msgflow"}, {server_root, Www}, {document_root, Www},
+              {modules, [msgflow_web_httpd]}, {keep_alive_timeout, 30},
+              {max_clients, 50}],
+    case application:ensure_all_started(inets) of
+        {ok, _} ->
+            case inets:start(httpd, Config, stand_alone) of
+                {ok, Httpd} ->
+                    %% httpd's own processes are msgflow's: untraced now,
+                    %% and left out when a run starts (msgflow_flags:own_pids/0)
+                    Own = tree(Httpd),
+                    persistent_term:put({?MODULE, own}, Own),
+                    _ = [msgflow_collector:untrace(P) || P <- Own],
+                    Url = lists:flatten(io_lib:format("http://~s:~b/", [host(Ip), Real])),
+                    persistent_term:put({?MODULE, url}, Url),
+                    {ok, #{httpd => Httpd, source => Source, cache => #{},
+                           refresh => maps:get(refresh, Opts, ?REFRESH_MS)}};
+                {error, Reason} ->
+                    {stop, {listen_error(Reason), {port, Port}}}
+            end;
+        {error, Reason} ->
+            {stop, {inets, Reason}}
+    end.
+
+%% A supervisor and the processes below it.
+tree(Sup) ->
+    Children = try supervisor:which_children(Sup) catch exit:_ -> [] end,
+    [Sup | lists:append([case Type of
+                             supervisor -> tree(P);
+                             worker -> [P]
+                         end || {_, P, Type, _} <- Children, is_pid(P)])].
+
+%% Port, or for 0 one the system gives as free now (a stand-alone httpd
+%% cannot say which port it was given).
+free_port(0, Ip) ->
+    case gen_tcp:listen(0, [{ip, Ip}, family(Ip)]) of
+        {ok, L} -> {ok, P} = inet:port(L), ok = gen_tcp:close(L), P;
+        {error, _} -> 0
+    end;
+free_port(Port, _) ->
+    Port.
+
+%% httpd's reasons come nested in its supervisors' failures: the socket's
+%% `{listen, Reason}' is the one to say.
+listen_error({listen, R}) -> R;
+listen_error(T) when is_tuple(T) ->
+    case [R || X <- tuple_to_list(T), R <- [listen_error(X)], R =/= T, R =/= X] of
+        [R | _] -> R;
+        [] -> T
+    end;
+listen_error(R) -> R.
+
+family(Ip) when tuple_size(Ip) =:= 8 -> inet6;
+family(_) -> inet.
+
+host({0, 0, 0, 0}) -> net_adm:localhost();
+host(Ip) when tuple_size(Ip) =:= 8 -> "[" ++ inet:ntoa(Ip) ++ "]";
+host(Ip) -> inet:ntoa(Ip).
+
+%% @private
+-spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
+handle_call({get, Request}, _From, S = #{cache := Cache, refresh := Refresh, source := Source}) ->
+    Now = erlang:monotonic_time(millisecond),
+    case Cache of
+        #{Request := {At, Doc}} when Now - At < Refresh ->
+            {reply, Doc, S};
+        _ ->
+            Doc = try Source(Request) of
+                      {ok, Data} -> {ok, iolist_to_binary(Data)};
+                      {error, _} = E -> E
+                  catch
+                      C:R -> {error, {C, R}}
+                  end,
+            %% a grouping nobody asked for within a minute is forgotten
+            Kept = maps:filter(fun(_, {At, _}) -> Now - At < 60000 end, Cache),
+            {reply, Doc, S#{cache := Kept#{Request => {erlang:monotonic_time(millisecond), Doc}}}}
+    end;
+handle_call(_, _From, S) ->
+    {reply, {error, unknown_call}, S}.
+
+%% @private
+-spec handle_cast(term(), map()) -> {noreply, map()}.
+handle_cast(_, S) -> {noreply, S}.
+
+%% @private
+-spec handle_info(term(), map()) -> {noreply, map()} | {stop, term(), map()}.
+handle_info({'EXIT', Httpd, Reason}, S = #{httpd := Httpd}) ->
+    {stop, {httpd, Reason}, S};
+handle_info(_, S) ->
+    {noreply, S}.
+
+%% @private
+-spec terminate(term(), map()) -> ok.
+terminate(_, #{httpd := Httpd}) ->
+    persistent_term:erase({?MODULE, url}),
+    persistent_term:erase({?MODULE, own}),
+    _ = inets:stop(stand_alone, Httpd),
+    ok;
+terminate(_, _) ->
+    ok.

@@ -1,0 +1,131 @@
+%%% @doc The request handler of msgflow's web server: an inets httpd
+%%% module (its `do/1' runs in httpd's request process, which it first
+%%% takes out of msgflow's tracing with its socket: the page's traffic is
+%%% msgflow's own).
+%%% GET (or HEAD) only; every other method gets 405.
+%%% <ul>
+%%% <li>`/' the live page (msgflow_web_page:page/2);</li>
+%%% <li>`/www/File', `/vendor/File' the page's script and style and the
+%%%     libraries vendored from npm (plain file names only);</li>
+%%% <li>`/api/state?by=Grouping' the page's state as JSON (`by' one of
+%%%     msgflow_view:groupings(), `name' when left out);</li>
+%%% <li>`/metrics' Prometheus' text format (msgflow_prom).</li>
+%%% </ul>
+%%% A bad parameter gets 400 with `{"error": ..., "allowed": [...]}', an
+%%% unknown path 404, a state msgflow cannot give (never started) 503.
+%%% Nothing a request holds reaches an atom table or a file name.
+-module(msgflow_web_httpd).
+-export([do/1]).
+-include_lib("inets/include/httpd.hrl").
+
+%% @private httpd's module callback.
+-spec do(#mod{}) -> {proceed, list()}.
+do(#mod{method = Method, request_uri = Uri, data = Data, socket = Socket}) ->
+    untrace_connection(Socket),
+    Response = case proplists:get_value(status, Data) of
+                   undefined when Method =:= "GET"; Method =:= "HEAD" -> route(Uri);
+                   undefined -> {405, "text/plain", <<"GET only\n">>};
+                   _ -> none        %% an earlier module answered
+               end,
+    case Response of
+        none -> {proceed, Data};
+        {Code, Type, Body} ->
+            Bin = iolist_to_binary(Body),
+            Head = [{code, Code}, {content_type, Type},
+                    {content_length, integer_to_list(byte_size(Bin))},
+                    {cache_control, "no-store"},
+                    {"x-content-type-options", "nosniff"},
+                    {"content-security-policy",
+                     "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'"}],
+            {proceed, [{response, {response, Head, case Method of "HEAD" -> []; _ -> Bin end}}]}
+    end.
+
+%% A connection's request process and its socket are msgflow's own: taken
+%% out of the run's tracing at its first request (the messages before it,
+%% a few per connection, are counted; a browser keeps its connection).
+untrace_connection(Socket) ->
+    case get(msgflow_untraced) of
+        true -> ok;
+        undefined ->
+            put(msgflow_untraced, true),
+            _ = msgflow_collector:untrace(self()),
+            _ = is_port(Socket) andalso msgflow_collector:untrace(Socket),
+            ok
+    end.
+
+route(Uri) ->
+    case uri_string:parse(Uri) of
+        #{path := Path} = U ->
+            case query(maps:get(query, U, "")) of
+                {ok, Q} -> route(Path, Q);
+                error -> bad(<<"query">>, [<<"key=value pairs, percent-encoded">>])
+            end;
+        _ ->
+            bad(<<"path">>, [<<"a path the page uses">>])
+    end.
+
+query(Q) ->
+    case uri_string:dissect_query(Q) of
+        L when is_list(L) ->
+            try {ok, [{unicode:characters_to_binary(K), unicode:characters_to_binary(V)}
+                      || {K, V} <- L]}
+            catch
+                _:_ -> error
+            end;
+        _ -> error
+    end.
+
+route(P, _) when P =:= "/"; P =:= "/index.html" ->
+    case msgflow_web_page:page(live, atom_to_binary(node())) of
+        {error, {missing, F}} -> missing(F);
+        Html -> {200, "text/html; charset=utf-8", Html}
+    end;
+route("/www/" ++ Name, _) ->
+    static(list_to_binary(Name));
+route("/vendor/" ++ Name, _) ->
+    static(<<"vendor/", (list_to_binary(Name))/binary>>);
+route("/api/state", Q) ->
+    Names = [atom_to_binary(G) || G <- msgflow_view:groupings()],
+    case proplists:get_value(<<"by">>, Q, <<"name">>) of
+        By when is_binary(By) ->
+            case lists:member(By, Names) of
+                true -> doc({state, binary_to_existing_atom(By)}, "application/json");
+                false -> bad(<<"by">>, Names)
+            end;
+        _ -> bad(<<"by">>, Names)
+    end;
+route("/metrics", _) ->
+    doc(metrics, "text/plain; version=0.0.4; charset=utf-8");
+route(_, _) ->
+    {404, "text/plain", <<"not found: the page is at /\n">>}.
+
+doc(Request, Type) ->
+    case msgflow_web:get(Request) of
+        {ok, Bin} -> {200, Type, Bin};
+        {error, not_started} ->
+            {503, "application/json", <<"{\"error\":\"msgflow has not been started on this node: "
+                                        "msgflow:start/1\"}">>};
+        {error, Reason} ->
+            {500, "application/json",
+             msgflow_report:json_encode(#{<<"error">> => iolist_to_binary(io_lib:format("~0tp", [Reason]))})}
+    end.
+
+static(Name) ->
+    case msgflow_web_page:file(Name) of
+        {ok, Bin} -> {200, type(filename:extension(Name)), Bin};
+        {error, enoent} -> {404, "text/plain", <<"not found\n">>}
+    end.
+
+type(<<".js">>) -> "text/javascript; charset=utf-8";
+type(<<".css">>) -> "text/css; charset=utf-8";
+type(<<".html">>) -> "text/html; charset=utf-8";
+type(_) -> "text/plain; charset=utf-8".
+
+bad(What, Allowed) ->
+    {400, "application/json",
+     msgflow_report:json_encode(#{<<"error">> => <<"bad ", What/binary>>, <<"allowed">> => Allowed})}.
+
+missing(F) ->
+    {500, "text/plain",
+     ["msgflow: the page's file ", F, " is missing: the build puts the libraries there "
+      "(tools/web/vendor.sh needs npm)\n"]}.

@@ -1,0 +1,539 @@
+// msgflow's web page: draws the state the node serves at api/state (or the
+// one an export embedded in #msgflow-state) with the libraries vendored from
+// npm: Cytoscape.js and its fcose layout for the graph, Chart.js for an
+// edge's rate, Mermaid for a followed request's sequence diagram.
+// Every label is set as text (textContent, canvas labels), never as markup.
+(function () {
+  'use strict';
+
+  var REFRESH_MS = 1000;
+  var EDGE_LABELS = 15;           // edges that carry their rate as a label
+  var KIND_COLORS = {
+    call: '#2563eb', cast: '#16a34a', reply: '#7c3aed', info: '#64748b', event: '#ea580c',
+    system: '#92400e', exit: '#dc2626', down: '#db2777', io: '#0891b2', '-': '#94a3b8'
+  };
+
+  var embedded = document.getElementById('msgflow-state');
+  var state = null;
+  var by = 'name';
+  var paused = false;
+  var updates = 0;
+  var selected = null;            // {type: 'group' | 'edge', id}
+  var sortKey = 'count';
+  var cy = null;
+  var cyBy = null;
+  var chart = null;
+  var lastSequence = null;
+  var sequenceCount = 0;
+
+  // ---- small helpers -------------------------------------------------
+
+  function $(id) { return document.getElementById(id); }
+
+  // el('td', {class: 'n'}, 'text', child...): strings become text nodes
+  function el(tag, attrs) {
+    var e = document.createElement(tag);
+    var k;
+    for (k in (attrs || {})) {
+      if (k === 'class') e.className = attrs[k];
+      else if (k === 'title') e.title = attrs[k];
+      else e.setAttribute(k, attrs[k]);
+    }
+    for (var i = 2; i < arguments.length; i++) {
+      var c = arguments[i];
+      if (c === null || c === undefined) continue;
+      e.appendChild(typeof c === 'object' ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function clear(node) { while (node.firstChild) node.removeChild(node.firstChild); return node; }
+
+  var intFmt = new Intl.NumberFormat('en-US');
+  function int(n) { return intFmt.format(Math.round(n)); }
+  function rate(r) { return r >= 100 ? int(r) : r >= 10 ? r.toFixed(1) : r.toFixed(2); }
+  function bytes(b) {
+    var u = ['B', 'KiB', 'MiB', 'GiB'], i = 0;
+    while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
+    return (i ? b.toFixed(1) : b) + ' ' + u[i];
+  }
+  function time(ms) { return new Date(ms).toLocaleTimeString(); }
+  function kindOf(k) { return (k || '-').split(' ')[0]; }
+  function kindColor(k) { return KIND_COLORS[kindOf(k)] || '#94a3b8'; }
+  function kindPill(k) {
+    var s = el('span', {class: 'kind'}, k || '-');
+    s.style.background = kindColor(k);
+    return s;
+  }
+  function td(text, cls, title) {
+    return el('td', {class: cls || '', title: title === undefined ? String(text) : title}, text);
+  }
+
+  function showError(text) {
+    var e = $('error');
+    e.hidden = !text;
+    e.textContent = text || '';
+  }
+
+  // ---- the state -----------------------------------------------------
+
+  function fetchState() {
+    var url = 'api/state?by=' + encodeURIComponent(by);
+    return fetch(url, {cache: 'no-store'}).then(function (r) {
+      return r.json().then(function (body) {
+        if (!r.ok) throw new Error(body.error || ('HTTP ' + r.status));
+        return body;
+      });
+    }).then(function (s) {
+      showError(null);
+      if (!paused) apply(s);
+    }).catch(function (err) {
+      showError('No update from the node: ' + err.message +
+                (state ? ' (showing what it sent at ' + time(state.taken_at) + ')' : ''));
+    });
+  }
+
+  function apply(s) {
+    state = s;
+    updates++;
+    document.body.setAttribute('data-updates', String(updates));
+    document.body.setAttribute('data-taken-at', String(s.taken_at));
+    renderHeader();
+    renderGraph();
+    renderTop();
+    renderMatrix();
+    renderHotspots();
+    renderFlows();
+    renderNodes();
+    renderFooter();
+    renderDetails();
+  }
+
+  // ---- header and footer ---------------------------------------------
+
+  function renderHeader() {
+    $('node').textContent = state.node;
+    var st = $('status');
+    st.className = 'status' + (state.static ? ' static' : state.running ? '' : ' stopped');
+    st.textContent = state.static ? 'exported ' + new Date(state.taken_at).toLocaleString()
+                                  : state.running ? 'counting' : 'stopped';
+    var sel = $('by');
+    if (sel.options.length === 0) {
+      state.groupings.forEach(function (g) { sel.appendChild(el('option', {value: g}, g)); });
+    }
+    sel.value = state.by;
+    sel.disabled = !!state.static;
+    $('updated').textContent = state.static ? '' :
+      (paused ? 'paused at ' : 'updated ') + time(state.taken_at);
+    var legend = clear($('legend'));
+    var seen = {};
+    state.graph.edges.forEach(function (e) { seen[kindOf(e.kind)] = true; });
+    Object.keys(seen).sort().forEach(function (k) {
+      var i = el('i');
+      i.style.background = kindColor(k);
+      legend.appendChild(el('span', {}, i, k));
+    });
+  }
+
+  function renderFooter() {
+    var f = state.figures;
+    var items = [
+      ['messages counted', int(f.events)], ['pairs', int(f.pairs)],
+      ['overflow', int(f.overflow)], ['dead letters', int(f.dead_letters)],
+      ['memory', bytes(f.memory_bytes)], ['windows kept', int(f.windows)],
+      ['births dropped', int(f.dropped)], ['window', int(state.window_ms) + ' ms'],
+      ['snapshot', time(state.taken_at)]
+    ];
+    var foot = clear($('figures'));
+    foot.appendChild(el('span', {}, 'msgflow\'s own figures:'));
+    items.forEach(function (it) { foot.appendChild(el('span', {}, it[0] + ' ', el('b', {}, it[1]))); });
+  }
+
+  // ---- the graph -----------------------------------------------------
+
+  function graphStyle() {
+    return [
+      {selector: 'node', style: {
+        'label': 'data(label)', 'width': 'data(size)', 'height': 'data(size)',
+        'background-color': '#94a3b8', 'border-width': 2, 'border-color': '#475569',
+        'font-size': 11, 'color': '#1d232a', 'text-valign': 'bottom', 'text-margin-y': 4,
+        'text-wrap': 'ellipsis', 'text-max-width': 170, 'text-background-color': '#ffffff',
+        'text-background-opacity': 0.85, 'text-background-padding': 2}},
+      {selector: 'node:selected', style: {'border-color': '#2563eb', 'border-width': 4}},
+      {selector: 'edge', style: {
+        'width': 'data(width)', 'line-color': 'data(color)', 'target-arrow-color': 'data(color)',
+        'target-arrow-shape': 'triangle', 'arrow-scale': 0.9, 'curve-style': 'bezier',
+        'opacity': 0.8, 'label': 'data(label)', 'font-size': 10, 'color': '#334155',
+        'text-rotation': 'autorotate', 'text-background-color': '#ffffff',
+        'text-background-opacity': 0.85, 'text-background-padding': 1,
+        'loop-direction': '-45deg', 'loop-sweep': '-60deg'}},
+      {selector: 'edge:selected', style: {'opacity': 1, 'line-style': 'solid', 'z-index': 10,
+        'overlay-color': '#2563eb', 'overlay-opacity': 0.15}}
+    ];
+  }
+
+  function ensureGraph() {
+    if (cy) return true;
+    if (typeof cytoscape === 'undefined') {
+      showError('The graph library (Cytoscape.js) is missing from priv/www/vendor: ' +
+                'the build puts it there with npm (tools/web/vendor.sh).');
+      return false;
+    }
+    if (typeof cytoscapeFcose !== 'undefined') cytoscape.use(cytoscapeFcose);
+    cy = cytoscape({container: $('graph'), style: graphStyle(), minZoom: 0.1, maxZoom: 4,
+                    wheelSensitivity: 0.3, boxSelectionEnabled: false});
+    cy.on('tap', 'node', function (ev) { select({type: 'group', id: ev.target.id()}); });
+    cy.on('tap', 'edge', function (ev) { select({type: 'edge', id: ev.target.id()}); });
+    cy.on('tap', function (ev) { if (ev.target === cy) select(null); });
+    return true;
+  }
+
+  function edgeId(e) { return e.s + '\u0000' + e.r; }
+
+  function renderGraph() {
+    var g = state.graph;
+    $('graph-note').textContent = 'by ' + state.by + ': ' + int(g.groups.length) + ' of ' +
+      int(g.groups_total) + ' groups, ' + int(g.edges.length) + ' of ' + int(g.edges_total) +
+      ' edges' + (g.left_out ? ' (' + int(g.left_out) + ' messages on edges not drawn)' : '') +
+      '; nodes sized by messages, edges by ' + (g.edges.some(function (e) { return e.rate > 0; }) ? 'rate' : 'messages');
+    if (!ensureGraph()) return;
+    var first = cyBy !== state.by;
+    if (first) { cy.elements().remove(); cyBy = state.by; }
+    var maxMsg = 1, maxRate = 0, maxCount = 1;
+    g.groups.forEach(function (n) { maxMsg = Math.max(maxMsg, n.sent + n.received); });
+    g.edges.forEach(function (e) { maxRate = Math.max(maxRate, e.rate); maxCount = Math.max(maxCount, e.count); });
+    // edges by rate; by messages once nothing moves (a stopped run)
+    var byCount = maxRate === 0;
+    var weight = function (e) {
+      return byCount ? Math.log(1 + e.count) / Math.log(1 + maxCount) : Math.log(1 + e.rate) / Math.log(1 + maxRate);
+    };
+    var byRate = g.edges.slice().sort(function (a, b) { return b.rate - a.rate; });
+    var labelled = {};
+    byRate.slice(0, EDGE_LABELS).forEach(function (e) { if (e.rate > 0) labelled[edgeId(e)] = true; });
+    var want = {}, added = [];
+    cy.batch(function () {
+      g.groups.forEach(function (n) {
+        var m = n.sent + n.received;
+        var data = {id: n.id, label: n.label, sent: n.sent, received: n.received,
+                    size: 18 + 46 * Math.log(1 + m) / Math.log(1 + maxMsg)};
+        want[n.id] = true;
+        var node = cy.getElementById(n.id);
+        if (node.empty()) { cy.add({group: 'nodes', data: data}); added.push(n.id); }
+        else node.data(data);
+      });
+      g.edges.forEach(function (e) {
+        var id = edgeId(e);
+        var data = {id: id, source: e.s, target: e.r, count: e.count, rate: e.rate,
+                    kind: e.kind, color: kindColor(e.kind),
+                    width: 1 + 9 * weight(e),
+                    label: labelled[id] ? rate(e.rate) + '/s' : ''};
+        want[id] = true;
+        var edge = cy.getElementById(id);
+        if (edge.empty()) cy.add({group: 'edges', data: data});
+        else edge.data(data);
+      });
+      cy.elements().forEach(function (x) { if (!want[x.id()]) x.remove(); });
+    });
+    if (first || added.length) layout(first, added);
+  }
+
+  // fcose lays out the groups once, and again only when groups appear,
+  // with the ones already drawn held where they are (no jump per update).
+  function layout(first, added) {
+    var isNew = {};
+    added.forEach(function (id) { isNew[id] = true; });
+    var opts = {name: typeof cytoscapeFcose !== 'undefined' ? 'fcose' : 'cose', animate: false,
+                randomize: first, nodeDimensionsIncludeLabels: true, packComponents: true,
+                idealEdgeLength: 160, nodeRepulsion: 45000, nodeSeparation: 120, gravity: 0.15, quality: 'proof'};
+    if (!first) {
+      added.forEach(function (id) {
+        // a new group starts beside one it is connected to
+        var n = cy.getElementById(id);
+        var nb = n.neighborhood('node').filter(function (x) { return !isNew[x.id()]; });
+        var at = nb.length ? nb[0].position() : {x: 0, y: 0};
+        n.position({x: at.x + 60 * (Math.random() - 0.5), y: at.y + 60 * (Math.random() - 0.5)});
+      });
+      opts.fixedNodeConstraint = cy.nodes().filter(function (n) { return !isNew[n.id()]; })
+        .map(function (n) { var p = n.position(); return {nodeId: n.id(), position: {x: p.x, y: p.y}}; });
+      if (opts.fixedNodeConstraint.length === 0) delete opts.fixedNodeConstraint;
+    }
+    cy.layout(opts).run();
+    if (first) cy.fit(undefined, 30);
+  }
+
+  // ---- details of a group or an edge ---------------------------------
+
+  function select(sel) {
+    selected = sel;
+    if (cy) {
+      cy.elements().unselect();
+      if (sel) cy.getElementById(sel.id).select();
+    }
+    renderDetails();
+  }
+
+  function renderDetails() {
+    var body = clear($('details-body'));
+    var box = document.querySelector('.chart-box');
+    $('details-hint').hidden = !!selected;
+    box.hidden = true;
+    if (!selected || !state) { $('details-title').textContent = 'Details'; return; }
+    if (selected.type === 'group') groupDetails(body);
+    else edgeDetails(body, box);
+  }
+
+  function groupDetails(body) {
+    var g = state.graph.groups.filter(function (n) { return n.id === selected.id; })[0];
+    if (!g) { $('details-title').textContent = 'Details'; body.appendChild(el('p', {class: 'muted'}, 'Not among the groups drawn now.')); return; }
+    $('details-title').textContent = g.label;
+    body.appendChild(el('p', {}, 'Sent ', el('b', {}, int(g.sent)), ' messages, received ',
+                        el('b', {}, int(g.received)), ' (by ' + state.by + ').'));
+    if (state.by === 'kind') return;
+    var members = {};
+    state.pairs.forEach(function (p) {
+      [['sender', 'sender_group', 'sender_label', 'sent'], ['receiver', 'receiver_group', 'receiver_label', 'received']]
+        .forEach(function (side) {
+          if (p[side[1]] !== g.id) return;
+          var m = members[p[side[0]]] || (members[p[side[0]]] = {pid: p[side[0]], label: p[side[2]], sent: 0, received: 0});
+          m[side[3]] += p.count;
+        });
+    });
+    var list = Object.keys(members).map(function (k) { return members[k]; })
+      .sort(function (a, b) { return (b.sent + b.received) - (a.sent + a.received); });
+    body.appendChild(el('h3', {}, 'Members (' + list.length + ' among the busiest pairs)'));
+    var t = el('table', {class: 'members'}, el('thead', {}, el('tr', {}, el('th', {}, 'process'),
+              el('th', {}, 'label'), el('th', {class: 'n'}, 'sent'), el('th', {class: 'n'}, 'received'))));
+    var tb = el('tbody');
+    list.slice(0, 50).forEach(function (m) {
+      tb.appendChild(el('tr', {}, td(m.pid), td(m.label, 'label'), td(int(m.sent), 'n'), td(int(m.received), 'n')));
+    });
+    t.appendChild(tb);
+    body.appendChild(t);
+  }
+
+  function edgeDetails(body, box) {
+    var e = state.graph.edges.filter(function (x) { return edgeId(x) === selected.id; })[0];
+    if (!e) { $('details-title').textContent = 'Details'; body.appendChild(el('p', {class: 'muted'}, 'Not among the edges drawn now.')); return; }
+    var label = function (id) {
+      var g = state.graph.groups.filter(function (n) { return n.id === id; })[0];
+      return g ? g.label : id;
+    };
+    $('details-title').textContent = label(e.s) + ' \u2192 ' + label(e.r);
+    body.appendChild(el('p', {}, el('b', {}, int(e.count)), ' messages; ', el('b', {}, rate(e.rate)),
+                        ' msg/s in the last window, peak ', el('b', {}, rate(e.peak)), ' msg/s; mostly ', kindPill(e.kind)));
+    if (e.kinds.length) {
+      var kt = el('table', {class: 'kinds'}, el('thead', {}, el('tr', {}, el('th', {}, 'kind'), el('th', {}, 'tag'),
+                 el('th', {class: 'n'}, 'messages'))));
+      var kb = el('tbody');
+      e.kinds.forEach(function (k) { kb.appendChild(el('tr', {}, el('td', {}, kindPill(k.kind)), td(k.tag), td(int(k.messages), 'n'))); });
+      kt.appendChild(kb);
+      body.appendChild(el('h3', {}, 'Kinds'));
+      body.appendChild(kt);
+    }
+    drawRate(box, e);
+    var pairs = state.pairs.filter(function (p) { return p.sender_group === e.s && p.receiver_group === e.r; });
+    body.appendChild(el('h3', {}, 'Busiest pairs (' + pairs.length + ')'));
+    var t = el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'sender'), el('th', {}, 'receiver'),
+              el('th', {class: 'n'}, 'messages'))));
+    var tb = el('tbody');
+    pairs.slice(0, 20).forEach(function (p) {
+      tb.appendChild(el('tr', {}, td(p.sender_label + ' ' + p.sender, 'label'),
+                        td(p.receiver_label + ' ' + p.receiver, 'label'), td(int(p.count), 'n')));
+    });
+    t.appendChild(tb);
+    body.appendChild(t);
+  }
+
+  // the edge's messages/s in each kept window
+  function drawRate(box, e) {
+    if (typeof Chart === 'undefined' || !e.windows.length) return;
+    box.hidden = false;
+    var ws = state.windows.slice(-e.windows.length);
+    var labels = ws.map(function (w) { return time(w.at); });
+    var data = e.windows.map(function (c, i) { return ws[i] && ws[i].ms ? c * 1000 / ws[i].ms : 0; });
+    if (chart) {
+      chart.data.labels = labels;
+      chart.data.datasets[0].data = data;
+      chart.data.datasets[0].borderColor = kindColor(e.kind);
+      chart.update('none');
+      return;
+    }
+    chart = new Chart($('rate-chart'), {
+      type: 'line',
+      data: {labels: labels, datasets: [{label: 'msg/s', data: data, borderColor: kindColor(e.kind),
+                                         pointRadius: 0, tension: 0.2, fill: false}]},
+      options: {animation: false, maintainAspectRatio: false, plugins: {legend: {display: false},
+                title: {display: true, text: 'messages/s per window'}},
+                scales: {y: {beginAtZero: true}, x: {ticks: {maxTicksLimit: 6}}}}
+    });
+  }
+
+  // ---- the top table -------------------------------------------------
+
+  function renderTop() {
+    var f = $('filter').value.trim().toLowerCase();
+    var rows = state.pairs.filter(function (p) {
+      return !f || [p.sender, p.receiver, p.sender_label, p.receiver_label]
+        .some(function (t) { return String(t).toLowerCase().indexOf(f) >= 0; });
+    }).sort(function (a, b) { return b[sortKey] - a[sortKey] || b.count - a.count; });
+    var tb = clear(document.querySelector('#top tbody'));
+    rows.forEach(function (p, i) {
+      var k = p.kinds.length ? p.kinds[0].kind + ' ' + p.kinds[0].tag : '-';
+      tb.appendChild(el('tr', {},
+        td(i + 1, 'n'),
+        td(p.sender_label, 'label', p.sender_label + ' ' + p.sender),
+        td(p.receiver_label, 'label', p.receiver_label + ' ' + p.receiver),
+        td(int(p.count), 'n'), td(rate(p.rate), 'n'), td(rate(p.peak), 'n'),
+        el('td', {}, kindPill(k))));
+    });
+    document.querySelectorAll('#top th.sort').forEach(function (th) {
+      th.classList.toggle('active', th.getAttribute('data-sort') === sortKey);
+    });
+  }
+
+  // ---- the matrix ----------------------------------------------------
+
+  function renderMatrix() {
+    var m = state.matrix;
+    var t = clear($('matrix'));
+    $('matrix-note').textContent = 'by ' + state.by + ', messages since start; the same order on both axes' +
+      (m.other ? ', ' + int(m.other_keys) + ' more in "other"' : '');
+    if (!m.keys.length) { t.appendChild(el('tr', {}, el('td', {class: 'muted'}, 'No messages yet.'))); return; }
+    var n = m.cells.length;
+    var names = m.labels.slice();
+    if (m.other) names.push('other (' + int(m.other_keys) + ')');
+    var max = 1;
+    m.cells.forEach(function (r) { r.forEach(function (v) { max = Math.max(max, v); }); });
+    var head = el('tr', {}, el('th', {}, 'from \\ to'));
+    for (var j = 0; j < n; j++) head.appendChild(el('th', {class: 'col', title: names[j]}, j + 1));
+    t.appendChild(el('thead', {}, head));
+    var tb = el('tbody');
+    for (var i = 0; i < n; i++) {
+      var tr = el('tr', {}, el('th', {class: 'row', title: names[i]}, (i + 1) + ' ' + names[i]));
+      for (j = 0; j < n; j++) {
+        var v = m.cells[i][j];
+        var c = td(v ? int(v) : '\u00b7', 'cell' + (i === j ? ' diag' : ''), names[i] + ' \u2192 ' + names[j] + ': ' + int(v));
+        if (v) {
+          var a = 0.1 + 0.85 * Math.log(1 + v) / Math.log(1 + max);
+          c.style.background = 'rgba(37, 99, 235, ' + a.toFixed(3) + ')';
+          if (a > 0.55) c.style.color = '#fff';
+        }
+        tr.appendChild(c);
+      }
+      tb.appendChild(tr);
+    }
+    t.appendChild(tb);
+  }
+
+  // ---- hotspots, flows, nodes ----------------------------------------
+
+  function renderHotspots() {
+    var tb = clear(document.querySelector('#hotspots tbody'));
+    if (!state.hotspots.length) {
+      tb.appendChild(el('tr', {}, el('td', {class: 'muted'}, 'No hotspot in the latest windows.')));
+      return;
+    }
+    state.hotspots.forEach(function (h) {
+      tb.appendChild(el('tr', {}, el('td', {}, el('span', {class: 'pill'}, h.kind.replace('_', ' '))),
+                        td(h.label, 'label'), el('td', {class: 'explain'}, h.explanation)));
+    });
+  }
+
+  function renderFlows() {
+    var f = state.flows;
+    var tb = clear(document.querySelector('#flows tbody'));
+    if (!f.entries.length) {
+      tb.appendChild(el('tr', {}, el('td', {class: 'muted', colspan: '6'},
+        'No request followed: msgflow:follow_calls(Entry, Opts) follows requests at an entry point.')));
+    }
+    f.entries.forEach(function (e) {
+      tb.appendChild(el('tr', {}, td(e.entry), td(int(e.requests), 'n'), td(int(e.calls), 'n'),
+        td(e.per_request.toFixed(1), 'n'), td(int(e.depth), 'n'),
+        td(e.pairs.map(function (p) { return p.sender + ' \u2192 ' + p.receiver + ' ' + int(p.messages); }).join('; '), 'label')));
+    });
+    var seq = $('sequence');
+    if (!f.last) {
+      $('sequence-title').textContent = '';
+      clear(seq);
+      lastSequence = null;
+      return;
+    }
+    $('sequence-title').textContent = 'The last followed request: ' + f.last.label + ', ' +
+      int(f.last.messages) + ' messages';
+    if (f.last.mermaid === lastSequence) return;
+    lastSequence = f.last.mermaid;
+    if (typeof mermaid === 'undefined') { seq.textContent = f.last.mermaid; return; }
+    mermaid.render('msgflow-seq-' + (++sequenceCount), f.last.mermaid).then(function (out) {
+      seq.innerHTML = out.svg;      // Mermaid's own SVG, sanitized in its strict mode
+    }).catch(function (err) { seq.textContent = 'Mermaid: ' + err.message; });
+  }
+
+  function renderNodes() {
+    var n = state.nodes;
+    // a node counting on its own has no cluster to show
+    $('nodes-section').hidden = n.status.length < 2;
+    var tb = clear(document.querySelector('#nodes tbody'));
+    n.status.forEach(function (s) {
+      tb.appendChild(el('tr', {}, td(s.node), el('td', {}, el('span', {class: 'pill'}, s.status)),
+        td(int(s.pairs), 'n'), td(int(s.events), 'n'),
+        td(s.last_snapshot_ms === null ? '-' : int(s.last_snapshot_ms) + ' ms ago', 'n')));
+    });
+    var tt = clear(document.querySelector('#node-traffic tbody'));
+    n.traffic.forEach(function (r) {
+      tt.appendChild(el('tr', {}, td(r.sender), td(r.receiver), td(int(r.messages), 'n'), td(rate(r.rate), 'n')));
+    });
+  }
+
+  // ---- start ---------------------------------------------------------
+
+  function start() {
+    if (typeof mermaid !== 'undefined') {
+      mermaid.initialize({startOnLoad: false, securityLevel: 'strict', theme: 'neutral'});
+    }
+    $('pause').addEventListener('click', function () {
+      paused = !paused;
+      this.setAttribute('aria-pressed', String(paused));
+      this.textContent = paused ? 'Resume' : 'Pause';
+      if (state) renderHeader();
+    });
+    $('by').addEventListener('change', function () {
+      by = this.value;
+      selected = null;
+      fetchState();
+    });
+    $('filter').addEventListener('input', function () { if (state) renderTop(); });
+    document.querySelectorAll('#top th.sort').forEach(function (th) {
+      th.addEventListener('click', function () { sortKey = th.getAttribute('data-sort'); if (state) renderTop(); });
+    });
+    // for the browser test and for a person at the console
+    window.msgflow = {
+      state: function () { return state; },
+      updates: function () { return updates; },
+      graph: function () {
+        if (!cy) return null;
+        return {groups: cy.nodes().map(function (n) { return {id: n.id(), label: n.data('label'),
+                                                              sent: n.data('sent'), received: n.data('received')}; }),
+                edges: cy.edges().map(function (e) { return {s: e.data('source'), r: e.data('target'),
+                                                             count: e.data('count'), kind: e.data('kind')}; })};
+      },
+      select: select,
+      // where a group's node is drawn, in the page's coordinates (to click it)
+      position: function (id) {
+        var n = cy && cy.getElementById(id);
+        if (!n || n.empty()) return null;
+        var box = $('graph').getBoundingClientRect(), p = n.renderedPosition();
+        return {x: box.left + p.x, y: box.top + p.y};
+      }
+    };
+    if (embedded) {
+      $('pause').hidden = true;
+      apply(JSON.parse(embedded.textContent));
+    } else {
+      fetchState();
+      setInterval(function () { if (!paused) fetchState(); }, REFRESH_MS);
+    }
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();

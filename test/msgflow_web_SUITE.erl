@@ -1,0 +1,447 @@
+%%% msgflow's web page and /metrics (issue 24), on a workload of known
+%%% counts (only its processes traced, msgflow:stop/0 or
+%%% erlang:trace_delivered/1 and a snapshot as the barriers):
+%%% <ul>
+%%% <li>browser: Debian's Chromium, driven headless by playwright-core
+%%%     (test/web/browser.js, installed by the build into _build/npm),
+%%%     loads the live page: the graph has the workload's groups and edges
+%%%     with their counts, the top table is top/2's, an update arrives after
+%%%     new traffic, clicking a group opens its members, a process named
+%%%     `<img src=x onerror=alert(1)>' shows as those characters (no image,
+%%%     no dialog), and the static export shows the same graph with the
+%%%     server stopped.  Screenshots under _build/web/;</li>
+%%% <li>requests: bad paths and parameters get 400/404, other methods 405,
+%%%     and the server and msgflow go on;</li>
+%%% <li>prometheus: /metrics passes `promtool check metrics', and a real
+%%%     Prometheus server (Debian's) scrapes it and returns the series
+%%%     through its query API.</li>
+%%% </ul>
+-module(msgflow_web_SUITE).
+-include_lib("stdlib/include/assert.hrl").
+-include_lib("common_test/include/ct.hrl").
+-export([all/0, groups/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
+         end_per_testcase/2]).
+-export([browser/1, requests/1, prometheus/1, options/1]).
+-export([sink/0, sender/3, store_loop/1]).
+
+-define(EVIL, '<img src=x onerror=alert(1)>').
+-define(SRC_SENDS, 120).
+-define(EVIL_SENDS, 7).
+-define(CALLS, 40).
+-define(MORE, 30).
+
+all() ->
+    [{group, web}].
+
+groups() ->
+    [{web, [sequence], [options, requests, browser, prometheus]}].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    {ok, _} = application:ensure_all_started(inets),
+    Config.
+
+end_per_suite(_Config) ->
+    _ = msgflow:stop(),
+    ok.
+
+init_per_testcase(_, Config) ->
+    _ = msgflow:web_stop(),
+    Config.
+
+end_per_testcase(_, _Config) ->
+    _ = msgflow:web_stop(),
+    [catch exit(whereis(N), kill) || N <- [web_sink, web_src, web_store, web_client, ?EVIL]],
+    ok.
+
+%% The workload: `web_src' sends ?SRC_SENDS messages to `web_sink',
+%% ?EVIL sends ?EVIL_SENDS, `web_client' makes ?CALLS gen_server-style
+%% calls to `web_store' (a call and a reply each).  Only those are traced;
+%% returns when all is counted (stop/0 takes the last snapshot).
+workload() ->
+    Self = self(),
+    Sink = spawn(?MODULE, sink, []),
+    register(web_sink, Sink),
+    Store = spawn(?MODULE, store_loop, [0]),
+    register(web_store, Store),
+    Src = spawn(?MODULE, sender, [web_src, Sink, Self]),
+    Evil = spawn(?MODULE, sender, [?EVIL, Sink, Self]),
+    Client = spawn(fun() ->
+                           register(web_client, self()),
+                           receive go -> ok end,
+                           [pong = gen_server:call(web_store, ping) || _ <- lists:seq(1, ?CALLS)],
+                           Self ! {done, self()},
+                           receive stop -> ok end
+                   end),
+    [receive {named, P} -> ok end || P <- [Src, Evil]],
+    wait_registered(web_client),
+    ok = msgflow:start(#{procs => [Src, Evil, Client, Store], interval => 300}),
+    Src ! {go, ?SRC_SENDS},
+    Evil ! {go, ?EVIL_SENDS},
+    Client ! go,
+    [receive {done, P} -> ok end || P <- [Src, Evil, Client]],
+    {Src, Evil, Client, Store}.
+
+wait_registered(Name) ->
+    case whereis(Name) of
+        undefined -> timer:sleep(5), wait_registered(Name);
+        _ -> ok
+    end.
+
+sink() ->
+    receive _ -> sink() end.
+
+sender(Name, Sink, Tester) ->
+    register(Name, self()),
+    Tester ! {named, self()},
+    sender_loop(Sink, Tester).
+
+sender_loop(Sink, Tester) ->
+    receive
+        {go, N} ->
+            [Sink ! {hello, I} || I <- lists:seq(1, N)],
+            Tester ! {done, self()},
+            sender_loop(Sink, Tester)
+    end.
+
+store_loop(N) ->
+    receive
+        {'$gen_call', From, ping} -> gen_server:reply(From, pong), store_loop(N + 1)
+    end.
+
+%% A snapshot with everything sent so far in it.
+barrier(Pids) ->
+    [begin Ref = erlang:trace_delivered(P), receive {trace_delivered, P, Ref} -> ok end end
+     || P <- Pids],
+    _ = msgflow:info(),
+    ok.
+
+%% Bad options name the offending value; a port in use is an error, not
+%% a crash; a second start says where the first is.
+options(_Config) ->
+    ?assertMatch({error, {badopt, {port, -1}, [_]}}, msgflow:web(#{port => -1})),
+    ?assertMatch({error, {badopt, {ip, "0.0.0.0"}, [_]}}, msgflow:web(#{ip => "0.0.0.0"})),
+    ?assertMatch({error, {badopt, {colour, red}, [_ | _]}}, msgflow:web(#{colour => red})),
+    {ok, Url} = msgflow:web(#{port => 0}),
+    ?assertMatch("http://127.0.0.1:" ++ _, Url),
+    ?assertEqual({error, {already_started, Url}}, msgflow:web(#{port => 0})),
+    ok = msgflow:web_stop(),
+    ?assertEqual({error, not_started}, msgflow:web_stop()),
+    {ok, L} = gen_tcp:listen(0, [{ip, {127, 0, 0, 1}}]),
+    {ok, Port} = inet:port(L),
+    try
+        ?assertMatch({error, {eaddrinuse, {port, Port}}}, msgflow:web(#{port => Port}))
+    after
+        gen_tcp:close(L)
+    end,
+    ?assertEqual(undefined, whereis(msgflow_web)).
+
+%% What a request may not do: no crash of the server or of msgflow, and
+%% the page still answers.
+requests(_Config) ->
+    {ok, Url} = msgflow:web(#{port => 0}),
+    %% before any run: the page loads, its state says why there is none
+    {200, _, Page} = http_get(Url),
+    ?assertNotEqual(nomatch, binary:match(Page, <<"vendor/cytoscape.min.js">>)),
+    _ = msgflow:stop(),
+    {Src, Evil, Client, Store} = workload(),
+    barrier([Src, Evil, Client, Store]),
+    {200, _, _} = http_get(Url ++ "api/state"),
+    %% sent as they are (httpc would refuse or normalise some)
+    [?assertEqual({Q, 400}, {Q, raw_status(Url, Q)})
+     || Q <- ["/api/state?by=bogus", "/api/state?by=%ZZ", "/api/state?by=%C3%28",
+              "/api/state?by=" ++ lists:duplicate(300, $a), "/api/state?by=name&by"]],
+    [?assertEqual({P, 404}, {P, raw_status(Url, P)})
+     || P <- ["/nope", "/www/../../etc/passwd", "/www/%2e%2e/%2e%2e/%2e%2e/etc/passwd", "/vendor/../../rebar.config",
+              "/www/.hidden", "/api/statex", "/vendor/", "/www/msgflow.js%00.png"]],
+    {ok, {{_, 405, _}, _, _}} = httpc:request(post, {Url ++ "api/state", [], "text/plain", "x"},
+                                              [], [{body_format, binary}]),
+    {200, Headers, Js} = http_get(Url ++ "www/msgflow.js"),
+    ?assertEqual("text/javascript; charset=utf-8", proplists:get_value("content-type", Headers)),
+    ?assert(byte_size(Js) > 1000),
+    {200, _, _} = http_get(Url ++ "vendor/cytoscape.min.js"),
+    %% the server and the run are still there, counts intact
+    {200, _, State} = http_get(Url ++ "api/state?by=process"),
+    ?assertNotEqual(nomatch, binary:match(State, <<"\"by\":\"process\"">>)),
+    ok = msgflow:stop(),
+    %% and three `done' messages to this process
+    ?assertEqual(?SRC_SENDS + ?EVIL_SENDS + 2 * ?CALLS + 3, maps:get(events, msgflow:info())),
+    [P ! stop || P <- [Src, Evil, Client]].
+
+%% The live page in Chromium: groups and edges with their counts, the top
+%% table, an update, a click, the hostile name as text, the static export.
+browser(Config) ->
+    Node = os:find_executable("node"),
+    Driver = filename:join([root(), "_build", "npm", "node_modules", "playwright-core"]),
+    case {Node, filelib:is_dir(Driver), os:find_executable("chromium")} of
+        {false, _, _} -> {skip, "no node (make deps installs nodejs)"};
+        {_, false, _} -> {skip, "no playwright-core in _build/npm (tools/web/vendor.sh)"};
+        {_, _, false} -> {skip, "no chromium (make deps installs it)"};
+        {_, true, _} -> browser(Config, Node)
+    end.
+
+browser(Config, Node) ->
+    Shots = filename:join([root(), "_build", "web"]),
+    ok = filelib:ensure_path(Shots),
+    _ = msgflow:stop(),
+    {Src, Evil, Client, Store} = workload(),
+    barrier([Src, Evil, Client, Store]),
+    {ok, Url} = msgflow:web(#{port => 0}),
+    B = browser_open(Node, Url, Shots),
+    try
+        #{<<"graph">> := G, <<"top">> := Top, <<"dialogs">> := 0, <<"images">> := 0,
+          <<"error">> := null, <<"external">> := 0, <<"pageErrors">> := []} = step(B, "open"),
+        Me = label(self()),
+        Edges = edges(G),
+        %% each worker also told this process once that it was done
+        ?assertEqual(#{{<<"web_src">>, <<"web_sink">>} => ?SRC_SENDS,
+                       {atom_to_binary(?EVIL), <<"web_sink">>} => ?EVIL_SENDS,
+                       {<<"web_client">>, <<"web_store">>} => ?CALLS,
+                       {<<"web_store">>, <<"web_client">>} => ?CALLS,
+                       {<<"web_src">>, Me} => 1, {atom_to_binary(?EVIL), Me} => 1,
+                       {<<"web_client">>, Me} => 1}, Edges),
+        ?assertEqual(lists:sort([<<"web_src">>, <<"web_sink">>, atom_to_binary(?EVIL),
+                                 <<"web_client">>, <<"web_store">>, Me]),
+                     lists:sort([Id || #{<<"id">> := Id} <- maps:get(<<"groups">>, G)])),
+        %% the top table is top/2's, row by row: labels and messages
+        #{rows := Rows} = View = msgflow:view(top, #{limit => 10}),
+        ?assertEqual([{msgflow_view:display(View, S), msgflow_view:display(View, R),
+                       list_to_binary(msgflow_fmt:int(C))}
+                      || #{sender := S, receiver := R, count := C} <- Rows],
+                     [{S, R, C} || [_, S, R, C | _] <- Top]),
+        %% the hostile name is there as its characters
+        ?assert(lists:member([atom_to_binary(?EVIL), <<"web_sink">>, <<"7">>],
+                             [[S, R, C] || [_, S, R, C | _] <- Top])),
+        %% more traffic: the page updates by itself
+        #{<<"updates">> := U0} = step(B, "wait " ++ json([<<"web_src", 0, "web_sink">>, ?SRC_SENDS])),
+        Src ! {go, ?MORE},
+        receive {done, Src} -> ok end,
+        barrier([Src]),
+        #{<<"updates">> := U1} = step(B, "wait " ++ json([<<"web_src", 0, "web_sink">>,
+                                                           ?SRC_SENDS + ?MORE])),
+        ?assert(U1 > U0),
+        %% a click on a group opens its members
+        #{<<"title">> := <<"web_sink">>, <<"members">> := [[SinkPid, <<"web_sink">>, <<"0">>, Got]]}
+            = step(B, "click " ++ json(<<"web_sink">>)),
+        ?assertEqual(list_to_binary(pid_to_list(whereis(web_sink))), SinkPid),
+        ?assertEqual(list_to_binary(msgflow_fmt:int(?SRC_SENDS + ?MORE + ?EVIL_SENDS)), Got),
+        #{<<"file">> := _} = step(B, "shot web-live"),
+        %% the export, opened with the server gone, draws the same graph
+        Html = filename:join(?config(priv_dir, Config), "msgflow.html"),
+        ok = msgflow:export(Html, html),
+        ok = msgflow:web_stop(),
+        #{<<"graph">> := G2, <<"dialogs">> := 0, <<"images">> := 0, <<"external">> := 0,
+          <<"pageErrors">> := []} = step(B, "static " ++ Html),
+        ?assertEqual(Edges#{{<<"web_src">>, <<"web_sink">>} := ?SRC_SENDS + ?MORE,
+                            {<<"web_src">>, Me} := 2}, edges(G2)),
+        #{<<"file">> := _} = step(B, "shot web-static"),
+        ct:log("screenshots: ~s/web-live.png, web-static.png", [Shots])
+    after
+        catch port_command(B, "quit\n"),
+        catch port_close(B)
+    end,
+    ok = msgflow:stop(),
+    [P ! stop || P <- [Src, Evil, Client]].
+
+label(Pid) ->
+    msgflow_view:display(msgflow:view(top, #{limit => 10}), Pid).
+
+edges(#{<<"edges">> := Es}) ->
+    maps:from_list([{{S, R}, C} || #{<<"s">> := S, <<"r">> := R, <<"count">> := C} <- Es]).
+
+browser_open(Node, Url, Shots) ->
+    open_port({spawn_executable, Node},
+              [{args, [filename:join([root(), "test", "web", "browser.js"]), Url, Shots]},
+               {env, [{"NODE_PATH", filename:join([root(), "_build", "npm", "node_modules"])}]},
+               {line, 1 bsl 20}, use_stdio, binary, exit_status]).
+
+%% One step of browser.js: its JSON answer.
+step(B, Line) ->
+    port_command(B, [Line, "\n"]),
+    Answer = read_line(B, []),
+    ct:log("~s -> ~ts", [Line, Answer]),
+    case decode(Answer) of
+        #{<<"error">> := E} = M when is_binary(E), not is_map_key(<<"graph">>, M) ->
+            ct:fail({browser, Line, E});
+        M -> M
+    end.
+
+read_line(B, Acc) ->
+    receive
+        {B, {data, {noeol, D}}} -> read_line(B, [Acc, D]);
+        {B, {data, {eol, D}}} -> iolist_to_binary([Acc, D]);
+        {B, {exit_status, S}} -> ct:fail({browser_exited, S})
+    after 60000 -> ct:fail(browser_timeout)
+    end.
+
+%% /metrics: promtool accepts it, and Prometheus scrapes it.
+prometheus(Config) ->
+    case {os:find_executable("promtool"), os:find_executable("prometheus")} of
+        {false, _} -> {skip, "no promtool (make deps installs prometheus)"};
+        {_, false} -> {skip, "no prometheus (make deps installs it)"};
+        {Promtool, Prom} -> prometheus(Config, Promtool, Prom)
+    end.
+
+prometheus(Config, Promtool, Prom) ->
+    Dir = ?config(priv_dir, Config),
+    _ = msgflow:stop(),
+    {Src, Evil, Client, Store} = workload(),
+    ok = msgflow:stop(),
+    {ok, Url} = msgflow:web(#{port => 0, metrics_edges => 2}),
+    {200, Headers, Text} = http_get(Url ++ "metrics"),
+    ?assertEqual("text/plain; version=0.0.4; charset=utf-8",
+                 proplists:get_value("content-type", Headers)),
+    Lines = binary:split(Text, <<"\n">>, [global, trim]),
+    %% the two busiest edges, one kind each, the rest in `other'
+    [First, Second, Other] = [L || <<"msgflow_messages_total{", _/binary>> = L <- Lines],
+    ?assertEqual(<<"msgflow_messages_total{sender=\"web_src\",receiver=\"web_sink\",kind=\"info\"} 120">>,
+                 First),
+    ?assert(lists:member(Second,
+                         [<<"msgflow_messages_total{sender=\"web_client\",receiver=\"web_store\",kind=\"call\"} 40">>,
+                          <<"msgflow_messages_total{sender=\"web_store\",receiver=\"web_client\",kind=\"reply\"} 40">>])),
+    ?assertEqual(<<"msgflow_messages_total{sender=\"other\",receiver=\"other\",kind=\"other\"} ",
+                   (integer_to_binary(?CALLS + ?EVIL_SENDS + 3))/binary>>, Other),
+    Events = ?SRC_SENDS + ?EVIL_SENDS + 2 * ?CALLS + 3,
+    ?assert(lists:member(<<"msgflow_events_total ", (integer_to_binary(Events))/binary>>, Lines)),
+    File = filename:join(Dir, "metrics.txt"),
+    ok = file:write_file(File, Text),
+    {0, Check} = msgflow_test_io:run(os:find_executable("sh"), ["-c", Promtool ++ " check metrics < " ++ File], []),
+    ct:log("promtool: ~s", [Check]),
+    %% a real Prometheus scrapes it every second
+    PromPort = free_port(),
+    Conf = filename:join(Dir, "prometheus.yml"),
+    ok = file:write_file(Conf, io_lib:format(
+        "global:~n  scrape_interval: 1s~nscrape_configs:~n  - job_name: msgflow~n"
+        "    static_configs:~n      - targets: ['127.0.0.1:~b']~n", [port_of(Url)])),
+    P = open_port({spawn_executable, Prom},
+                  [{args, ["--config.file=" ++ Conf, "--storage.tsdb.path=" ++ filename:join(Dir, "tsdb"),
+                           "--web.listen-address=127.0.0.1:" ++ integer_to_list(PromPort)]},
+                   exit_status, stderr_to_stdout, binary]),
+    {os_pid, OsPid} = erlang:port_info(P, os_pid),
+    try
+        Q = "http://127.0.0.1:" ++ integer_to_list(PromPort) ++ "/api/v1/query?query="
+            ++ uri_string:quote("msgflow_messages_total{sender=\"web_src\"}"),
+        Result = poll(fun() ->
+                              case httpc:request(get, {Q, []}, [], [{body_format, binary}]) of
+                                  {ok, {{_, 200, _}, _, Body}} ->
+                                      case binary:match(Body, <<"\"web_sink\"">>) of
+                                          nomatch -> false;
+                                          _ -> {true, Body}
+                                      end;
+                                  _ -> false
+                              end
+                      end, 300),
+        ct:log("prometheus answered: ~s", [Result]),
+        ?assertNotEqual(nomatch, binary:match(Result, <<"\"120\"]">>))
+    after
+        os:cmd("kill " ++ integer_to_list(OsPid)),
+        catch port_close(P)
+    end,
+    [Pid ! stop || Pid <- [Src, Evil, Client]],
+    _ = Store,
+    ok.
+
+poll(_, 0) -> ct:fail(prometheus_never_answered);
+poll(F, N) ->
+    case F() of
+        {true, V} -> V;
+        false -> timer:sleep(100), poll(F, N - 1)
+    end.
+
+free_port() ->
+    {ok, L} = gen_tcp:listen(0, [{ip, {127, 0, 0, 1}}]),
+    {ok, P} = inet:port(L),
+    gen_tcp:close(L),
+    P.
+
+http_get(Url) ->
+    {ok, {{_, Code, _}, Headers, Body}} = httpc:request(get, {Url, []}, [], [{body_format, binary}]),
+    {Code, Headers, Body}.
+
+%% The status of a GET of Path sent byte for byte.
+raw_status(Url, Path) ->
+    {ok, S} = gen_tcp:connect("127.0.0.1", port_of(Url), [binary, {active, false}]),
+    ok = gen_tcp:send(S, ["GET ", Path, " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"]),
+    {ok, <<"HTTP/1.1 ", Code:3/binary, _/binary>>} = gen_tcp:recv(S, 0, 10000),
+    gen_tcp:close(S),
+    binary_to_integer(Code).
+
+port_of(Url) ->
+    #{port := P} = uri_string:parse(Url),
+    P.
+
+root() ->
+    %% the suite runs from _build/.../logs; the repository is where rebar3 ran
+    {ok, Cwd} = file:get_cwd(),
+    find_root(Cwd).
+
+find_root("/") -> error(no_repository_root);
+find_root(Dir) ->
+    case filelib:is_regular(filename:join(Dir, "rebar.config")) andalso
+         filelib:is_dir(filename:join(Dir, "erl")) of
+        true -> Dir;
+        false -> find_root(filename:dirname(Dir))
+    end.
+
+json(T) ->
+    binary_to_list(iolist_to_binary(msgflow_report:json_encode(T))).
+
+decode(Bin) ->
+    case code:ensure_loaded(json) of
+        {module, json} -> apply(json, decode, [Bin]);
+        _ -> mini_decode(Bin)
+    end.
+
+%% OTP 25 has no json module: the answers are read with a small decoder
+%% (objects, arrays, strings, numbers, true/false/null).
+mini_decode(Bin) ->
+    {V, Rest} = value(skip(Bin)),
+    <<>> = skip(Rest),
+    V.
+
+value(<<"{", R/binary>>) -> object(skip(R), #{});
+value(<<"[", R/binary>>) -> array(skip(R), []);
+value(<<"\"", R/binary>>) -> string(R, []);
+value(<<"true", R/binary>>) -> {true, R};
+value(<<"false", R/binary>>) -> {false, R};
+value(<<"null", R/binary>>) -> {null, R};
+value(B) -> number(B).
+
+object(<<"}", R/binary>>, M) -> {M, R};
+object(B, M) ->
+    {K, R1} = value(B),
+    <<":", R2/binary>> = skip(R1),
+    {V, R3} = value(skip(R2)),
+    case skip(R3) of
+        <<",", R4/binary>> -> object(skip(R4), M#{K => V});
+        <<"}", R4/binary>> -> {M#{K => V}, R4}
+    end.
+
+array(<<"]", R/binary>>, L) -> {lists:reverse(L), R};
+array(B, L) ->
+    {V, R1} = value(B),
+    case skip(R1) of
+        <<",", R2/binary>> -> array(skip(R2), [V | L]);
+        <<"]", R2/binary>> -> {lists:reverse([V | L]), R2}
+    end.
+
+string(<<"\"", R/binary>>, Acc) -> {unicode:characters_to_binary(lists:reverse(Acc)), R};
+string(<<"\\u", H:4/binary, R/binary>>, Acc) -> string(R, [binary_to_integer(H, 16) | Acc]);
+string(<<"\\", C, R/binary>>, Acc) ->
+    string(R, [case C of $n -> $\n; $t -> $\t; $r -> $\r; $b -> $\b; $f -> $\f; _ -> C end | Acc]);
+string(<<C/utf8, R/binary>>, Acc) -> string(R, [C | Acc]).
+
+number(B) ->
+    {match, [N]} = re:run(B, "^-?[0-9]+(\\.[0-9]+)?([eE][-+]?[0-9]+)?", [{capture, first, binary}]),
+    R = binary:part(B, byte_size(N), byte_size(B) - byte_size(N)),
+    V = try binary_to_integer(N) catch error:badarg -> binary_to_float(normalize(N)) end,
+    {V, R}.
+
+normalize(N) ->
+    case binary:match(N, <<".">>) of
+        nomatch -> re:replace(N, "([eE])", ".0\\1", [{return, binary}]);
+        _ -> N
+    end.
+
+skip(<<C, R/binary>>) when C =:= $\s; C =:= $\n; C =:= $\t; C =:= $\r -> skip(R);
+skip(B) -> B.

@@ -1,0 +1,95 @@
+// The browser half of msgflow_web_SUITE: drives Debian's Chromium
+// (headless) with playwright-core through msgflow's web page, one step per
+// line the suite writes on stdin, and answers each with one JSON line on
+// stdout.  Usage: node browser.js URL OUT_DIR   (NODE_PATH: _build/npm/node_modules)
+//   open           load URL, wait for the graph: {graph, top, dialogs, images}
+//   wait EDGE N    wait until the edge "S\u0000R" (JSON string) counts N: {count, updates}
+//   click GROUP    click the group's node on the canvas: {title, members}
+//   shot NAME      a screenshot OUT_DIR/NAME.png: {file}
+//   static FILE    open file://FILE (no server behind it): {graph, top, dialogs, images}
+//   quit
+'use strict';
+const { chromium } = require('playwright-core');
+const readline = require('readline');
+
+const [url, outDir] = process.argv.slice(2);
+const send = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
+
+async function waitFor(page, fn, arg, ms) {
+  await page.waitForFunction(fn, arg, { timeout: ms || 15000, polling: 100 });
+}
+
+async function snapshot(page, dialogs) {
+  return page.evaluate((d) => ({
+    graph: window.msgflow.graph(),
+    top: Array.from(document.querySelectorAll('#top tbody tr')).map((tr) =>
+      Array.from(tr.children).map((td) => td.textContent)),
+    matrix: Array.from(document.querySelectorAll('#matrix th.row')).map((th) => th.textContent),
+    dialogs: d,
+    images: document.querySelectorAll('img').length,
+    title: document.title,
+    error: document.getElementById('error').hidden ? null : document.getElementById('error').textContent
+  }), dialogs);
+}
+
+(async () => {
+  const browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    args: ['--no-sandbox', '--disable-gpu']
+  });
+  const page = await browser.newPage({ viewport: { width: 1400, height: 1000 } });
+  // the page may load from its node (or its own file) only: anything else
+  // is refused and counted
+  let external = 0;
+  await page.route('**/*', (route) => {
+    const u = new URL(route.request().url());
+    if (u.protocol === 'file:' || u.protocol === 'data:' || u.hostname === '127.0.0.1') return route.continue();
+    external++;
+    return route.abort();
+  });
+  let dialogs = 0;
+  const errors = [];
+  page.on('dialog', async (d) => { dialogs++; await d.dismiss(); });
+  page.on('pageerror', (e) => errors.push(String(e)));
+  const rl = readline.createInterface({ input: process.stdin });
+  for await (const line of rl) {
+    const [cmd, ...rest] = line.split(' ');
+    const arg = rest.join(' ');
+    try {
+      if (cmd === 'open' || cmd === 'static') {
+        await page.goto(cmd === 'open' ? url : 'file://' + arg);
+        await waitFor(page, () => window.msgflow && window.msgflow.graph() &&
+                      window.msgflow.graph().edges.length > 0);
+        send(Object.assign(await snapshot(page, dialogs), { pageErrors: errors, external }));
+      } else if (cmd === 'wait') {
+        const [edge, n] = JSON.parse(arg);
+        await waitFor(page, ([e, n]) => {
+          const g = window.msgflow.graph();
+          return g && g.edges.some((x) => x.s + '\u0000' + x.r === e && x.count === n);
+        }, [edge, n]);
+        send(await page.evaluate(() => ({ updates: window.msgflow.updates() })));
+      } else if (cmd === 'click') {
+        const id = JSON.parse(arg);
+        const at = await page.evaluate((id) => window.msgflow.position(id), id);
+        await page.mouse.click(at.x, at.y);
+        await waitFor(page, () => document.querySelector('#details-body table'));
+        send(await page.evaluate(() => ({
+          title: document.getElementById('details-title').textContent,
+          members: Array.from(document.querySelectorAll('#details-body tbody tr')).map((tr) =>
+            Array.from(tr.children).map((td) => td.textContent))
+        })));
+      } else if (cmd === 'shot') {
+        const file = outDir + '/' + arg + '.png';
+        await page.screenshot({ path: file, fullPage: true });
+        send({ file });
+      } else if (cmd === 'quit') {
+        break;
+      } else {
+        send({ error: 'unknown step ' + cmd });
+      }
+    } catch (e) {
+      send({ error: String(e), pageErrors: errors });
+    }
+  }
+  await browser.close();
+})().catch((e) => { send({ error: String(e) }); process.exit(1); });
