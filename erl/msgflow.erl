@@ -424,7 +424,11 @@ web() ->
 -spec web(map() | [{atom(), term()}]) -> {ok, string()} | {error, term()}.
 web(Opts0) ->
     case msgflow_opts:check(web, Opts0) of
-        {ok, Opts} -> msgflow_web:start(Opts, msgflow_scope:web_source(Opts));
+        {ok, Opts} ->
+            case application:ensure_all_started(msgflow) of
+                {ok, _} -> msgflow_web:start(Opts, msgflow_scope:web_source(Opts));
+                {error, _} = E -> E
+            end;
         {error, _} = E -> E
     end.
 

@@ -119,6 +119,10 @@ barrier(Pids) ->
 %% Bad options name the offending value; a port in use is an error, not
 %% a crash; a second start says where the first is.
 options(_Config) ->
+    %% before msgflow's application is started: web/1 starts it
+    ok = application:stop(msgflow),
+    {ok, _} = msgflow:web(#{port => 0}),
+    ok = msgflow:web_stop(),
     ?assertMatch({error, {badopt, {port, -1}, [_]}}, msgflow:web(#{port => -1})),
     ?assertMatch({error, {badopt, {ip, "0.0.0.0"}, [_]}}, msgflow:web(#{ip => "0.0.0.0"})),
     ?assertMatch({error, {badopt, {colour, red}, [_ | _]}}, msgflow:web(#{colour => red})),
