@@ -274,8 +274,9 @@ with_build(Only, Fun) ->
     end.
 
 %% @doc What msgflow_web serves (msgflow:web/1's checked Opts:
-%% `metrics_edges'): the page's state as JSON for a grouping, and
-%% `/metrics', each from one snapshot of this node or the cluster.
+%% `metrics_edges'): the page's state as JSON for a grouping, the
+%% hotspots as JSON, and `/metrics', each from one snapshot of this node
+%% or the cluster.
 -spec web_source(map()) -> msgflow_web:source().
 web_source(#{metrics_edges := Edges}) ->
     fun({state, By}) ->
@@ -283,22 +284,35 @@ web_source(#{metrics_edges := Edges}) ->
                 {error, _} = E -> E;
                 State -> {ok, msgflow_report:json_encode(State)}
             end;
+       (hotspots) ->
+            case with_build(all, fun(Build) -> msgflow_hotspots:find(Build(msgflow_hotspots:spec(#{})), #{}) end) of
+                {error, _} = E -> E;
+                Found -> {ok, msgflow_report:json_encode(msgflow_web_page:hotspots(Found))}
+            end;
        (metrics) ->
             case with_build(all, fun(Build) -> Build(#{by => name}) end) of
                 {error, _} = E -> E;
-                View -> {ok, msgflow_prom:metrics(View, msgflow_collector:info(), Edges)}
+                View -> {ok, msgflow_prom:metrics(View, msgflow_collector:info_as_is(), Edges)}
             end
     end.
 
-%% The page's state from views Build gives, with the hotspots, the request
-%% flows, the nodes and msgflow's own figures.
+%% The page's state from views Build gives, with the request flows, the
+%% nodes and msgflow's own figures; a static page (an export) has the
+%% hotspots in it too, a live one fetches them apart.
 web_state(Build, By, Static) ->
     Cluster = msgflow_cluster:members() =/= [],
-    Views = maps:map(fun(_, Spec) -> Build(Spec) end, msgflow_web_page:views(By, Cluster)),
-    msgflow_web_page:state(Views, #{hotspots => msgflow_hotspots:find(maps:get(hotspots, Views), #{}),
+    %% a spec asked for twice (the graph and the pairs, by process) is built once
+    Specs = msgflow_web_page:views(By, Cluster),
+    Built = maps:from_list([{Spec, Build(Spec)} || Spec <- lists:usort(maps:values(Specs))]),
+    Views = maps:map(fun(_, Spec) -> maps:get(Spec, Built) end, Specs),
+    Hot = case Static of
+              true -> msgflow_hotspots:find(Build(msgflow_hotspots:spec(#{})), #{});
+              false -> []
+          end,
+    msgflow_web_page:state(Views, #{hotspots => Hot,
                                     flows => {msgflow_flow:flows(), msgflow_flow:last()},
                                     node_status => msgflow_cluster:nodes(),
-                                    info => msgflow_collector:info(), static => Static}).
+                                    info => msgflow_collector:info_as_is(), static => Static}).
 
 %% Build(Spec) gives a view: of this node's store, in the worker
 %% msgflow_view:run/2 gives it, or of the cluster.

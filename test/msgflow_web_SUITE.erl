@@ -151,6 +151,7 @@ requests(_Config) ->
     {Src, Evil, Client, Store} = workload(),
     barrier([Src, Evil, Client, Store]),
     {200, _, _} = http_get(Url ++ "api/state"),
+    {200, _, <<"[", _/binary>>} = http_get(Url ++ "api/hotspots"),
     %% sent as they are (httpc would refuse or normalise some)
     [?assertEqual({Q, 400}, {Q, raw_status(Url, Q)})
      || Q <- ["/api/state?by=bogus", "/api/state?by=%ZZ", "/api/state?by=%C3%28",
@@ -168,6 +169,15 @@ requests(_Config) ->
     {200, _, State} = http_get(Url ++ "api/state?by=process"),
     ?assertNotEqual(nomatch, binary:match(State, <<"\"by\":\"process\"">>)),
     ok = msgflow:stop(),
+    %% views by name read the store's groups, summed as deltas were merged:
+    %% they hold what the pairs hold, grouped by their ends' labels
+    #{rows := ByProcess, endpoints := Ends} = msgflow:view(top, #{limit => 1000}),
+    Label = fun(K) -> maps:get(label, maps:get(K, Ends)) end,
+    Regrouped = lists:foldl(fun(#{sender := S, receiver := R, count := C}, Acc) ->
+                                    maps:update_with({Label(S), Label(R)}, fun(X) -> X + C end, C, Acc)
+                            end, #{}, ByProcess),
+    #{cells := Cells} = msgflow:view(matrix, #{by => name}),
+    ?assertEqual(Regrouped, maps:map(fun(_, #{count := C}) -> C end, Cells)),
     %% and three `done' messages to this process
     ?assertEqual(?SRC_SENDS + ?EVIL_SENDS + 2 * ?CALLS + 3, maps:get(events, msgflow:info())),
     [P ! stop || P <- [Src, Evil, Client]].

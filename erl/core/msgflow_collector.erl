@@ -14,7 +14,7 @@
 -module(msgflow_collector).
 -behaviour(gen_server).
 
--export([start/1, stop/0, reset/0, reset_for/1, trace/1, untrace/1, info/0, wait/1,
+-export([start/1, stop/0, reset/0, reset_for/1, trace/1, untrace/1, info/0, info_as_is/0, wait/1,
          await_windows/2, store/1, balance/0, send_store_request/3]).
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -92,6 +92,11 @@ untrace(Who) -> call({untrace, Who}, {error, not_started}).
 %% tools hold (`skipped', `skipped_examples', `new_tracer').
 -spec info() -> map().
 info() -> call(info, #{running => false}).
+
+%% @doc info/0 without the snapshot (the figures as of the last one), for
+%% a caller that has just taken one (store(true)): the web page.
+-spec info_as_is() -> map().
+info_as_is() -> call(info_as_is, #{running => false}).
 
 %% @doc Waits until counting stops, at most Timeout ms: `ok' (also when
 %% not running), or `timeout'.
@@ -207,6 +212,8 @@ handle_call(balance, _From, St) ->
 handle_call(info, _From, St) ->
     St1 = refreshed(true, St),
     {reply, info(St1), St1};
+handle_call(info_as_is, _From, St) ->
+    {reply, info(St), St};
 handle_call({await_windows, _}, _From, St = #st{running = false}) ->
     {reply, not_running, St};
 handle_call({await_windows, N}, From, St = #st{store = S, window_waiters = W}) ->

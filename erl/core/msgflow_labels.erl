@@ -30,7 +30,7 @@
 -module(msgflow_labels).
 
 -export([new/0, clear/1, tables/1, births/3, prune_births/2,
-         hold/2, release/2, purge/1, fold_key/2, forget_endpoints/1,
+         hold/2, release/2, purge/1, fold_key/2, forget_endpoints/1, group_end/2,
          canon/2, meta/2, all_meta/1, field_map/2, kind_field/3, kind_map/2, node_of/1]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
 
@@ -269,6 +269,25 @@ group(L = #labels{endpoints = Ends}, E) ->
     L1 = learn(L, E),
     [{_, Kind, _}] = ets:lookup(Ends, E),
     {{exited, Kind, node_of(E)}, L1}.
+
+%% @doc The group an endpoint's messages are merged into (the store's
+%% groups): `{Kind, Node}', its label kind and node; a registered name's
+%% is its pid's (as views count them), an exited group's its own.  An
+%% endpoint not seen yet is labelled (a name's pid, read now).  Owner only.
+-spec group_end(labels(), msgflow_tracer:endpoint() | group()) ->
+          {{pos_integer(), node()}, labels()}.
+group_end(L, {exited, K, Node}) ->
+    {{K, Node}, L};
+group_end(L = #labels{endpoints = Ends, names = Names}, E0) ->
+    E = canon(#{names => Names}, E0),
+    case ets:lookup(Ends, E) of
+        [{_, K, _}] ->
+            {{K, node_of(E)}, L};
+        [] ->
+            L1 = learn(L, E),
+            [{_, K, _}] = ets:lookup(Ends, E),
+            {{K, node_of(E)}, L1}
+    end.
 
 %% The kind of a (label, module, application) triple, made when new.
 kind(#labels{kinds = K, kind_ids = KI}, Label, Mod, App) ->

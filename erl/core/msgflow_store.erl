@@ -15,6 +15,12 @@
 %%%     folded + overflow' at all times;</li>
 %%% <li>dead: `{{Sender, Receiver}, Messages}', sends to processes that did
 %%%     not exist (folded the same way);</li>
+%%% <li>groups: the same messages by the label kinds and nodes of their
+%%%     ends (msgflow_labels:group_end/2), rows of the same shape keyed
+%%%     `{{KindS, NodeS}, {KindR, NodeR}}', added to as each delta is
+%%%     merged, so that views by name, module, application or node read
+%%%     one row per pair of label kinds instead of every pair; an
+%%%     endpoint's kind is the one it had when its messages were merged;</li>
 %%% <li>the labels (msgflow_labels).</li>
 %%% </ul>
 %%% Windows are numbered from 1; the open one is `closed + 1'.  Merging
@@ -50,6 +56,7 @@
 %% What views read (msgflow_view:build/2): the tables and the figures of
 %% the run, as of the call that returned it.
 -type store() :: #{pairs := ets:tid(), folded := ets:tid(), dead := ets:tid(),
+                   groups := ets:tid(),
                    labels := msgflow_labels:tables(),
                    node := node(), running := boolean(),
                    started_at := integer() | undefined, stopped_at := integer() | undefined,
@@ -65,7 +72,7 @@
 %% @doc An empty store; its tables belong to the calling process.
 -spec new() -> state().
 new() ->
-    #store{pairs = new_rows(), folded_rows = new_rows(), dead = new_dead(),
+    #store{pairs = new_rows(), folded_rows = new_rows(), dead = new_dead(), groups = new_rows(),
            wsenders = new_wsenders(undefined), labels = msgflow_labels:new()}.
 
 %% @doc The store set for a run with these options (`windows',
@@ -88,14 +95,14 @@ restart_window(S) -> S#store{win_start = now_ms()}.
 %% `{retire, Tables}' ?RETIRE_MS later (then retire/1), so that a view
 %% that began before reads the store as it was.
 -spec clear(state(), keep_labels | new_run) -> state().
-clear(S = #store{pairs = P, folded_rows = F, dead = D}, What) ->
+clear(S = #store{pairs = P, folded_rows = F, dead = D, groups = G}, What) ->
     {Labels, OldLabels} = case What of
                               keep_labels -> msgflow_labels:forget_endpoints(S#store.labels);
                               new_run -> msgflow_labels:clear(S#store.labels)
                           end,
-    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D | OldLabels]}),
+    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G | OldLabels]}),
     S#store{closed = 0, windows = [], durations = #{}, events = 0,
-            pairs = new_rows(), folded_rows = new_rows(), dead = new_dead(),
+            pairs = new_rows(), folded_rows = new_rows(), dead = new_dead(), groups = new_rows(),
             wsenders = new_wsenders(S#store.wsenders),
             dead_letters = 0, overflow = 0, folded_messages = 0, sweeps = #{},
             labels = Labels}.
@@ -207,7 +214,38 @@ add_row(Which, {Sn, R, N}, S) ->
 add_row(Which, {Sn, R, N, Kind, Tag}, S) ->
     add_row(Which, Sn, R, N, {Kind, Tag}, S).
 
-add_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E, max_kinds = MaxK}) ->
+add_row(Which, Sn, R, N, KT, S0) ->
+    S = add_pair_row(Which, Sn, R, N, KT, S0),
+    case S#store.overflow =:= S0#store.overflow of
+        true -> add_group(Sn, R, N, KT, S);
+        false -> S              %% in no pair: in no group either
+    end.
+
+%% The delta's messages added to the row of its ends' label kinds (made
+%% when new; never folded: there are as many as pairs of kinds).
+add_group(Sn, R, N, KT, S = #store{groups = G, closed = C, max_kinds = MaxK}) ->
+    erlang:bump_reductions(?MERGE_REDUCTIONS),
+    {GS, L1} = msgflow_labels:group_end(S#store.labels, Sn),
+    {GR, L2} = msgflow_labels:group_end(L1, R),
+    K = {GS, GR},
+    Open = C + 1,
+    case ets:lookup(G, K) of
+        [Row] ->
+            case msgflow_row:last_window(Row) of
+                Open when KT =:= none ->
+                    _ = ets:update_counter(G, K, msgflow_row:count_in_open(N));
+                Open ->
+                    ets:insert(G, msgflow_row:add_kind(msgflow_row:add_in_open(Row, N), N, KT, MaxK));
+                _ ->
+                    Row1 = msgflow_row:add(Row, N, Open, Open - S#store.keep, S#store.durations),
+                    ets:insert(G, msgflow_row:add_kind(Row1, N, KT, MaxK))
+            end;
+        [] ->
+            ets:insert(G, msgflow_row:new(K, N, Open, KT))
+    end,
+    S#store{labels = L2}.
+
+add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E, max_kinds = MaxK}) ->
     %% a few ETS calls (more for a new pair, below): count them as the
     %% work they are, so that a slice of merging stays well under 1 ms
     erlang:bump_reductions(?MERGE_REDUCTIONS),
@@ -303,6 +341,7 @@ queue_lens(#store{wsenders = WS, labels = L}) ->
 -spec handle(state(), map()) -> store().
 handle(S, Run) ->
     Run#{pairs => S#store.pairs, folded => S#store.folded_rows, dead => S#store.dead,
+         groups => S#store.groups,
          labels => msgflow_labels:tables(S#store.labels),
          taken_at => erlang:system_time(millisecond), snapshot_at => S#store.snapshot_at,
          closed => S#store.closed, open_ms => now_ms() - S#store.win_start,
@@ -326,7 +365,8 @@ balance(S) ->
 %% memory of its tables (bytes).
 -spec figures(state()) -> map().
 figures(S) ->
-    Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.folded_rows, S#store.dead]
+    Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.folded_rows, S#store.dead,
+                                                    S#store.groups]
                                                   ++ maps:values(msgflow_labels:tables(S#store.labels))]),
     #{pairs => ets:info(S#store.pairs, size),
       events => S#store.events,
@@ -334,6 +374,7 @@ figures(S) ->
       overflow => S#store.overflow,
       folded => S#store.folded_messages,
       folded_rows => ets:info(S#store.folded_rows, size),
+      group_rows => ets:info(S#store.groups, size),
       births_dropped => S#store.births_dropped,
       store_memory => Words * erlang:system_info(wordsize),
       windows => length(S#store.windows)}.

@@ -5,6 +5,11 @@
     pairs :: ets:tid(),                     %% rows of live pairs (msgflow_row)
     folded_rows :: ets:tid(),               %% rows of folded pairs (msgflow_row)
     dead :: ets:tid(),                      %% {{S, R}, Messages}
+    %% the pairs' and folded rows' messages by the labels of their ends:
+    %% rows (msgflow_row) keyed {{KindS, NodeS}, {KindR, NodeR}}, kept as
+    %% deltas are merged, that views by name, module, application or node
+    %% read instead of every pair
+    groups :: ets:tid(),
     labels :: msgflow_labels:labels(),
     %% receivers of the open window and how many pairs into each had their
     %% first messages of the window (distinct senders, for fan-in): ETS,

@@ -10,7 +10,7 @@
 %%% Every label goes to the page as a JSON string, and the page sets
 %%% text, never markup, from it (priv/www/msgflow.js).
 -module(msgflow_web_page).
--export([views/2, state/2, page/2, vendor/0, www_dir/0, file/1]).
+-export([views/2, state/2, hotspots/1, page/2, vendor/0, www_dir/0, file/1]).
 
 %% edges the graph draws (the busiest; the rest summed in the state)
 -define(GRAPH_EDGES, 80).
@@ -27,28 +27,29 @@
 -define(VENDOR, ["cytoscape.min.js", "layout-base.js", "cose-base.js", "cytoscape-fcose.js",
                  "chart.umd.min.js", "mermaid.min.js"]).
 
-%% @doc The views the page reads for grouping By: `graph' (every group
-%% of By, with the kept windows' counts and kinds; by process the
-%% ?PAIRS busiest pairs), `pairs' (the
-%% ?PAIRS busiest pairs by process), `hotspots' (what msgflow_hotspots
-%% reads), and `nodes' (by node, when Cluster is true).
+%% @doc The views the page's state reads for grouping By: `graph' (every
+%% group of By, with the kept windows' counts and kinds; by process the
+%% ?PAIRS busiest pairs), `pairs' (the ?PAIRS busiest pairs by process),
+%% and `nodes' (by node, when Cluster is true).  The hotspots are a
+%% document of their own (hotspots/1), asked for less often: their view
+%% reads every active pair.
 -spec views(msgflow_view:grouping(), boolean()) -> #{atom() => msgflow_view:spec()}.
 views(By, Cluster) ->
     %% by process, only the busiest pairs: every pair of a big node is no graph
+    Pairs = #{by => process, limit => ?PAIRS, windows => ?WINDOWS},
     Graph = case By of
-                process -> #{by => process, limit => ?PAIRS, windows => ?WINDOWS};
+                process -> Pairs;
                 _ -> #{by => By, windows => ?WINDOWS}
             end,
-    Base = #{graph => Graph,
-             pairs => #{by => process, limit => ?PAIRS, windows => ?WINDOWS},
-             hotspots => msgflow_hotspots:spec(#{})},
+    Base = #{graph => Graph, pairs => Pairs},
     case Cluster andalso By =/= node of
         true -> Base#{nodes => #{by => node, kinds => false}};
         false -> Base
     end.
 
 %% @doc The page's state from the views views/2 named and Extra:
-%% `hotspots' (msgflow_hotspots:finding()s), `flows' ({Summaries,
+%% `hotspots' (msgflow_hotspots:finding()s; none in the live page's
+%% state, which fetches them apart), `flows' ({Summaries,
 %% LastFlow} of msgflow_flow), `node_status' (msgflow_cluster:nodes()),
 %% `info' (msgflow:info/0's map), `static' (true in an export).  A map
 %% with binary keys, for msgflow_report:json_encode/1; counts in
@@ -69,7 +70,7 @@ state(Views = #{graph := G = #{by := By}, pairs := P}, Extra) ->
       <<"graph">> => graph(G),
       <<"matrix">> => matrix(msgflow_view:matrix(G)),
       <<"pairs">> => pairs(P, By),
-      <<"hotspots">> => [hotspot(F) || F <- maps:get(hotspots, Extra, [])],
+      <<"hotspots">> => hotspots(maps:get(hotspots, Extra, [])),
       <<"flows">> => flows(maps:get(flows, Extra, {[], undefined})),
       <<"nodes">> => node_traffic(maps:get(node_status, Extra, []), maps:get(nodes, Views, undefined)),
       <<"figures">> => #{<<"events">> => maps:get(events, G),
@@ -170,6 +171,12 @@ pairs(V = #{rows := Rows, endpoints := Ends}, By) ->
        <<"kinds">> => kinds(maps:get(kinds, Row, [])),
        <<"windows">> => last(?WINDOWS, maps:get(windows, Row, []))}
      || Row = #{sender := S, receiver := R, count := C} <- Rows].
+
+%% @doc Hotspot findings as the page shows them (a list for
+%% msgflow_report:json_encode/1).
+-spec hotspots([msgflow_hotspots:finding()]) -> [map()].
+hotspots(Findings) ->
+    [hotspot(F) || F <- Findings].
 
 hotspot(F = #{kind := K, label := L, explanation := E}) ->
     #{<<"kind">> => atom_to_binary(K), <<"label">> => L, <<"explanation">> => E,

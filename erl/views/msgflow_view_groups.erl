@@ -85,7 +85,13 @@ add_member(Key, Row, Acc) ->
                  boolean()) -> chosen().
 all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K, last := Last},
            By, Limit, Active) ->
-    KeyOf = key_fun(By, Tables),
+    %% by labels or nodes, the store's groups are read: one row per pair
+    %% of label kinds, summed as deltas were merged (msgflow_store)
+    Labelled = lists:member(By, [name, module, application, node]) andalso is_map_key(groups, Store),
+    KeyOf = case Labelled of
+                true -> group_key_fun(By, Tables);
+                false -> key_fun(By, Tables)
+            end,
     Guard = case Active andalso K > 0 of
                 true -> [{'>', '$2', Last - K}];
                 false -> []
@@ -101,14 +107,23 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
                                  {S, R} = msgflow_row:key(Row),
                                  add_acc_to({KeyOf(S), KeyOf(R)}, acc(Row, Ctx), Acc)
                          end,
-                   maps:to_list(msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})))
+                   case Labelled of
+                       true ->
+                           maps:to_list(msgflow_row:fold_select(maps:get(groups, Store), Match, Add, #{}));
+                       false ->
+                           maps:to_list(msgflow_row:fold_select(F, Match, Add,
+                                                                msgflow_row:fold_select(T, Match, Add, #{})))
+                   end
            end,
     Chosen = busiest(Accs, Limit, Ctx),
     Members = case {Limit, By} of
                   {all, _} -> #{};
                   {_, kind} -> #{};       %% apportioned: no peak of their own
-                  _ -> members([Key || {Key, {_, _, M, _, _, _}} <- Chosen, M > 1], Store, KeyOf,
-                               Match)
+                  _ -> members([Key || {Key, {_, _, M, _, _, _}} <- Chosen, M > 1],
+                               case Labelled of
+                                   true -> [maps:get(groups, Store)];
+                                   false -> [T, F]
+                               end, KeyOf, Match)
               end,
     {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], length(Accs)}.
 
@@ -154,7 +169,7 @@ add_acc_to(Key, A, Acc) ->
 
 members([], _, _, _) ->
     #{};
-members(Keys, #{pairs := T, folded := F}, KeyOf, Match) ->
+members(Keys, Tables, KeyOf, Match) ->
     Want = maps:from_list([{K, []} || K <- Keys]),
     Add = fun(Row, Acc) ->
                   {S, R} = msgflow_row:key(Row),
@@ -164,7 +179,7 @@ members(Keys, #{pairs := T, folded := F}, KeyOf, Match) ->
                       _ -> Acc
                   end
           end,
-    msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})).
+    lists:foldl(fun(T, Acc) -> msgflow_row:fold_select(T, Match, Add, Acc) end, #{}, Tables).
 
 %% One pair's part of a group: {Total, Counts, Pairs, Peak, Row, Kinds}:
 %% Counts its messages per window from `first' to `last' (see context/2),
@@ -245,6 +260,21 @@ key_fun(By, Tables) ->
                 #{E := V} -> V;
                 %% labelled after the cache was read
                 _ -> maps:get(Field, msgflow_labels:meta(Tables, E))
+            end
+    end.
+
+%% fun({Kind, Node}) -> the key of its group, for a row of the store's
+%% groups (msgflow_labels:group_end/2): the kind's label, module or
+%% application, or the node.  The kinds are read once per view.
+group_key_fun(node, _) ->
+    fun({_, Node}) -> Node end;
+group_key_fun(By, Tables) ->
+    Field = case By of name -> label; _ -> By end,
+    Kinds = msgflow_labels:kind_map(Tables, Field),
+    fun({K, _}) ->
+            case Kinds of
+                #{K := V} -> V;
+                _ -> msgflow_labels:kind_field(Tables, K, Field)
             end
     end.
 

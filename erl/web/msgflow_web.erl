@@ -10,8 +10,8 @@
 %%% spends at most about a tenth of a scheduler on it.
 %%%
 %%% Source is a fun the facade gives (msgflow_scope:web_source/1):
-%%% `Source({state, By})' and `Source(metrics)' return `{ok, iodata()}'
-%%% or `{error, Reason}'.  The server is read-only: nothing it serves
+%%% `Source({state, By})', `Source(hotspots)' and `Source(metrics)' return
+%%% `{ok, iodata()}' or `{error, Reason}'.  The server is read-only: nothing it serves
 %%% starts, stops or changes tracing.  This process and httpd's request
 %%% processes are msgflow's own: never traced (msgflow_flags).
 -module(msgflow_web).
@@ -19,7 +19,7 @@
 -export([start/2, stop/0, url/0, get/1]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
--type request() :: {state, msgflow_view:grouping()} | metrics.
+-type request() :: {state, msgflow_view:grouping()} | hotspots | metrics.
 -type source() :: fun((request()) -> {ok, iodata()} | {error, term()}).
 -export_type([request/0, source/0]).
 

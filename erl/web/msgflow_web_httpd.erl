@@ -9,6 +9,7 @@
 %%%     libraries vendored from npm (plain file names only);</li>
 %%% <li>`/api/state?by=Grouping' the page's state as JSON (`by' one of
 %%%     msgflow_view:groupings(), `name' when left out);</li>
+%%% <li>`/api/hotspots' the hotspots as JSON (the page asks every 5 s);</li>
 %%% <li>`/metrics' Prometheus' text format (msgflow_prom).</li>
 %%% </ul>
 %%% A bad parameter gets 400 with `{"error": ..., "allowed": [...]}', an
@@ -94,6 +95,8 @@ route("/api/state", Q) ->
             end;
         _ -> bad(<<"by">>, Names)
     end;
+route("/api/hotspots", _) ->
+    doc(hotspots, "application/json");
 route("/metrics", _) ->
     doc(metrics, "text/plain; version=0.0.4; charset=utf-8");
 route(_, _) ->

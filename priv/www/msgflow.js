@@ -7,6 +7,8 @@
   'use strict';
 
   var REFRESH_MS = 1000;
+  var HOTSPOTS_MS = 5000;         // their view reads every active pair: less often
+  var hotspots = null;            // the live page's, fetched apart
   var EDGE_LABELS = 15;           // edges that carry their rate as a label
   var KIND_COLORS = {
     call: '#2563eb', cast: '#16a34a', reply: '#7c3aed', info: '#64748b', event: '#ea580c',
@@ -91,6 +93,14 @@
       showError('No update from the node: ' + err.message +
                 (state ? ' (showing what it sent at ' + time(state.taken_at) + ')' : ''));
     });
+  }
+
+  function fetchHotspots() {
+    return fetch('api/hotspots', {cache: 'no-store'}).then(function (r) {
+      return r.ok ? r.json() : null;
+    }).then(function (h) {
+      if (h && !paused) { hotspots = h; if (state) renderHotspots(); }
+    }).catch(function () { /* the state's fetch says what is wrong */ });
   }
 
   function apply(s) {
@@ -185,7 +195,17 @@
     cy.on('tap', 'node', function (ev) { select({type: 'group', id: ev.target.id()}); });
     cy.on('tap', 'edge', function (ev) { select({type: 'edge', id: ev.target.id()}); });
     cy.on('tap', function (ev) { if (ev.target === cy) select(null); });
+    // labels keep a readable size on screen when a big graph is zoomed out
+    cy.on('zoom', readableLabels);
     return true;
+  }
+
+  function readableLabels() {
+    var z = Math.min(1, cy.zoom());
+    cy.batch(function () {
+      cy.nodes().style('font-size', Math.min(26, 11 / z));
+      cy.edges().style('font-size', Math.min(22, 10 / z));
+    });
   }
 
   function edgeId(e) { return e.s + '\u0000' + e.r; }
@@ -235,6 +255,7 @@
       cy.elements().forEach(function (x) { if (!want[x.id()]) x.remove(); });
     });
     if (first || added.length) layout(first, added);
+    readableLabels();
   }
 
   // fcose lays out the groups once, and again only when groups appear,
@@ -429,11 +450,12 @@
 
   function renderHotspots() {
     var tb = clear(document.querySelector('#hotspots tbody'));
-    if (!state.hotspots.length) {
+    var list = state.static ? state.hotspots : (hotspots || []);
+    if (!list.length) {
       tb.appendChild(el('tr', {}, el('td', {class: 'muted'}, 'No hotspot in the latest windows.')));
       return;
     }
-    state.hotspots.forEach(function (h) {
+    list.forEach(function (h) {
       tb.appendChild(el('tr', {}, el('td', {}, el('span', {class: 'pill'}, h.kind.replace('_', ' '))),
                         td(h.label, 'label'), el('td', {class: 'explain'}, h.explanation)));
     });
@@ -530,7 +552,9 @@
       apply(JSON.parse(embedded.textContent));
     } else {
       fetchState();
+      fetchHotspots();
       setInterval(function () { if (!paused) fetchState(); }, REFRESH_MS);
+      setInterval(function () { if (!paused) fetchHotspots(); }, HOTSPOTS_MS);
     }
   }
 
