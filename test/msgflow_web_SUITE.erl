@@ -21,7 +21,7 @@
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
--export([browser/1, requests/1, prometheus/1, options/1]).
+-export([browser/1, requests/1, prometheus/1, options/1, cluster/1]).
 -export([sink/0, sender/3, store_loop/1]).
 
 -define(EVIL, '<img src=x onerror=alert(1)>').
@@ -34,7 +34,7 @@ all() ->
     [{group, web}].
 
 groups() ->
-    [{web, [sequence], [options, requests, browser, prometheus]}].
+    [{web, [sequence], [options, requests, browser, prometheus, cluster]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -354,6 +354,37 @@ prometheus(Config, Promtool, Prom) ->
     [Pid ! stop || Pid <- [Src, Evil, Client]],
     _ = Store,
     ok.
+
+%% On a coordinator the page's state has every node with its status, and
+%% the node-to-node traffic the matrix by node has.
+cluster(_Config) ->
+    {Peer, Node} = msgflow_SUITE:cluster_peer(true),
+    try
+        _ = msgflow:stop(),
+        Sink = spawn(?MODULE, sink, []),
+        ok = msgflow:start(#{nodes => all, interval => 300}),
+        {ok, Url} = msgflow:web(#{port => 0}),
+        Self = self(),
+        P = erpc:call(Node, msgflow_SUITE, peer_send, [Self, Sink, 25]),
+        receive {sent, P} -> ok end,
+        ok = msgflow:stop(),
+        {200, _, Body} = http_get(Url ++ "api/state"),
+        #{<<"nodes">> := #{<<"status">> := Status, <<"traffic">> := Traffic}} = decode(Body),
+        ?assertEqual(lists:sort([{atom_to_binary(N), <<"up">>} || N <- [node(), Node]]),
+                     lists:sort([{N, St} || #{<<"node">> := N, <<"status">> := St} <- Status])),
+        #{cells := Cells} = msgflow:view(matrix, #{by => node}),
+        ?assertEqual(maps:from_list([{{atom_to_binary(S), atom_to_binary(R)}, C}
+                                     || {{S, R}, #{count := C}} <- maps:to_list(Cells)]),
+                     maps:from_list([{{S, R}, C} || #{<<"sender">> := S, <<"receiver">> := R,
+                                                       <<"messages">> := C} <- Traffic])),
+        %% the peer's 25 sends and its `sent' to this node are in it
+        Me = node(),
+        #{{Node, Me} := #{count := FromPeer}} = Cells,
+        ?assert(FromPeer >= 26)
+    after
+        _ = msgflow:stop(),
+        peer:stop(Peer)
+    end.
 
 poll(_, 0) -> ct:fail(prometheus_never_answered);
 poll(F, N) ->

@@ -203,7 +203,7 @@
   function readableLabels() {
     var z = Math.min(1, cy.zoom());
     cy.batch(function () {
-      cy.nodes().style('font-size', Math.min(26, 11 / z));
+      cy.nodes().style({'font-size': Math.min(26, 11 / z), 'text-max-width': Math.min(420, 170 / z)});
       cy.edges().style('font-size', Math.min(22, 10 / z));
     });
   }
