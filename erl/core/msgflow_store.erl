@@ -223,29 +223,36 @@ add_row(Which, Sn, R, N, KT, S0) ->
 
 %% The delta's messages added to the row of its ends' label kinds (made
 %% when new; never folded: there are as many as pairs of kinds).
-add_group(Sn, R, N, KT, S = #store{groups = G, closed = C, max_kinds = MaxK}) ->
+add_group(Sn, R, N, KT, S = #store{groups = G, closed = C}) ->
     erlang:bump_reductions(?MERGE_REDUCTIONS),
     {GS, L1} = msgflow_labels:group_end(S#store.labels, Sn),
     {GR, L2} = msgflow_labels:group_end(L1, R),
     K = {GS, GR},
-    Open = C + 1,
     case ets:lookup(G, K) of
-        [Row] ->
-            case msgflow_row:last_window(Row) of
-                Open when KT =:= none ->
-                    _ = ets:update_counter(G, K, msgflow_row:count_in_open(N));
-                Open ->
-                    ets:insert(G, msgflow_row:add_kind(msgflow_row:add_in_open(Row, N), N, KT, MaxK));
-                _ ->
-                    Row1 = msgflow_row:add(Row, N, Open, Open - S#store.keep, S#store.durations),
-                    ets:insert(G, msgflow_row:add_kind(Row1, N, KT, MaxK))
-            end;
-        [] ->
-            ets:insert(G, msgflow_row:new(K, N, Open, KT))
+        [Row] -> _ = add_to_row(G, K, Row, N, KT, S);
+        [] -> ets:insert(G, msgflow_row:new(K, N, C + 1, KT))
     end,
     S#store{labels = L2}.
 
-add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E, max_kinds = MaxK}) ->
+%% N messages (of kind and tag KT, or none) added to Row, the row of key K
+%% in table T, in the open window: `open' when Row had messages in it
+%% already, `first' when these are its first of the window.
+add_to_row(T, K, Row, N, KT, #store{closed = C, max_kinds = MaxK, keep = Keep, durations = Durs}) ->
+    Open = C + 1,
+    case msgflow_row:last_window(Row) of
+        Open when KT =:= none ->
+            _ = ets:update_counter(T, K, msgflow_row:count_in_open(N)),
+            open;
+        Open ->
+            ets:insert(T, msgflow_row:add_kind(msgflow_row:add_in_open(Row, N), N, KT, MaxK)),
+            open;
+        _ ->
+            Row1 = msgflow_row:add(Row, N, Open, Open - Keep, Durs),
+            ets:insert(T, msgflow_row:add_kind(Row1, N, KT, MaxK)),
+            first
+    end.
+
+add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
     %% a few ETS calls (more for a new pair, below): count them as the
     %% work they are, so that a slice of merging stays well under 1 ms
     erlang:bump_reductions(?MERGE_REDUCTIONS),
@@ -254,18 +261,9 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E, max_kinds =
     Open = C + 1,
     case ets:lookup(T, K) of
         [Row] ->
-            case msgflow_row:last_window(Row) of
-                Open when KT =:= none ->
-                    _ = ets:update_counter(T, K, msgflow_row:count_in_open(N)),
-                    S#store{events = E + N};
-                Open ->
-                    ets:insert(T, msgflow_row:add_kind(msgflow_row:add_in_open(Row, N), N, KT,
-                                                       MaxK)),
-                    S#store{events = E + N};
-                _ ->
-                    Row1 = msgflow_row:add(Row, N, Open, Open - S#store.keep, S#store.durations),
-                    ets:insert(T, msgflow_row:add_kind(Row1, N, KT, MaxK)),
-                    first_in_window(R, S#store{events = E + N})
+            case add_to_row(T, K, Row, N, KT, S) of
+                open -> S#store{events = E + N};
+                first -> first_in_window(R, S#store{events = E + N})
             end;
         [] ->
             case Which =:= pairs andalso ets:info(T, size) >= S#store.max_pairs of

@@ -99,7 +99,7 @@ graph(V = #{rows := Rows}) ->
                            #{<<"id">> => id(K), <<"label">> => msgflow_view:display(V, K),
                              <<"sent">> => Sent, <<"received">> => Recv}
                        end || K <- Shown],
-      <<"edges">> => [edge(V, Row) || Row <- Edges],
+      <<"edges">> => [edge(Row) || Row <- Edges],
       <<"groups_total">> => map_size(Sums),
       <<"edges_total">> => case maps:get(groups, V) of undefined -> length(Rows); N -> N end,
       <<"left_out">> => lists:sum([C || #{count := C} <- Left])}.
@@ -108,7 +108,7 @@ add(K, {A, B}, Acc) ->
     {A0, B0} = maps:get(K, Acc, {0, 0}),
     Acc#{K => {A0 + A, B0 + B}}.
 
-edge(_V, Row = #{sender := S, receiver := R, count := C}) ->
+edge(Row = #{sender := S, receiver := R, count := C}) ->
     Kinds = maps:get(kinds, Row, []),
     #{<<"s">> => id(S), <<"r">> => id(R), <<"count">> => C,
       <<"rate">> => float(maps:get(rate, Row)), <<"peak">> => float(maps:get(peak_rate, Row)),
