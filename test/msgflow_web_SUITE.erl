@@ -240,6 +240,13 @@ browser(Config, Node) ->
         ?assertEqual(list_to_binary(pid_to_list(whereis(web_sink))), SinkPid),
         ?assertEqual(list_to_binary(msgflow_fmt:int(?SRC_SENDS + ?MORE + ?EVIL_SENDS)), Got),
         #{<<"file">> := _} = step(B, "shot web-live"),
+        %% a click on an edge: its kinds, its rate chart, its busiest pairs
+        #{<<"title">> := <<"web_client \x{2192} web_store"/utf8>>, <<"kinds">> := [[<<"call">>, <<"ping">>, <<"40">>]],
+          <<"chart">> := true, <<"pairs">> := [[ClientText, StoreText, <<"40">>]]}
+            = step(B, "clickedge " ++ json([<<"web_client">>, <<"web_store">>])),
+        ?assertEqual(<<"web_client ", (list_to_binary(pid_to_list(Client)))/binary>>, ClientText),
+        ?assertEqual(<<"web_store ", (list_to_binary(pid_to_list(Store)))/binary>>, StoreText),
+        #{<<"file">> := _} = step(B, "shot web-edge"),
         %% the export, opened with the server gone, draws the same graph
         Html = filename:join(?config(priv_dir, Config), "msgflow.html"),
         ok = msgflow:export(Html, html),
@@ -249,7 +256,7 @@ browser(Config, Node) ->
         ?assertEqual(Edges#{{<<"web_src">>, <<"web_sink">>} := ?SRC_SENDS + ?MORE,
                             {<<"web_src">>, Me} := 2}, edges(G2)),
         #{<<"file">> := _} = step(B, "shot web-static"),
-        ct:log("screenshots: ~s/web-live.png, web-static.png", [Shots])
+        ct:log("screenshots: ~s/web-live.png, web-edge.png, web-static.png", [Shots])
     after
         catch port_command(B, "quit\n"),
         catch port_close(B)

@@ -539,11 +539,13 @@
                                                              count: e.data('count'), kind: e.data('kind')}; })};
       },
       select: select,
-      // where a group's node is drawn, in the page's coordinates (to click it)
+      // where a group's node, or an edge's middle, is drawn, in the page's
+      // coordinates (to click it)
       position: function (id) {
-        var n = cy && cy.getElementById(id);
-        if (!n || n.empty()) return null;
-        var box = $('graph').getBoundingClientRect(), p = n.renderedPosition();
+        var x = cy && cy.getElementById(id);
+        if (!x || x.empty()) return null;
+        var box = $('graph').getBoundingClientRect();
+        var p = x.isNode() ? x.renderedPosition() : x.renderedMidpoint();
         return {x: box.left + p.x, y: box.top + p.y};
       }
     };

@@ -5,6 +5,7 @@
 //   open           load URL, wait for the graph: {graph, top, dialogs, images}
 //   wait EDGE N    wait until the edge "S\u0000R" (JSON string) counts N: {count, updates}
 //   click GROUP    click the group's node on the canvas: {title, members}
+//   clickedge [S, R]  click the edge's middle: {title, kinds, chart, pairs}
 //   shot NAME      a screenshot OUT_DIR/NAME.png: {file}
 //   static FILE    open file://FILE (no server behind it): {graph, top, dialogs, images}
 //   quit
@@ -78,6 +79,23 @@ async function snapshot(page, dialogs) {
           members: Array.from(document.querySelectorAll('#details-body tbody tr')).map((tr) =>
             Array.from(tr.children).map((td) => td.textContent))
         })));
+      } else if (cmd === 'clickedge') {
+        const [s, r] = JSON.parse(arg);
+        const at = await page.evaluate((id) => window.msgflow.position(id), s + '\u0000' + r);
+        await page.mouse.click(at.x, at.y);
+        await waitFor(page, () => document.querySelector('#details-body table.kinds'));
+        send(await page.evaluate(() => {
+          const rows = (sel) => Array.from(document.querySelectorAll(sel)).map((tr) =>
+            Array.from(tr.children).map((td) => td.textContent));
+          const tables = document.querySelectorAll('#details-body table');
+          return {
+            title: document.getElementById('details-title').textContent,
+            kinds: rows('#details-body table.kinds tbody tr'),
+            chart: !document.querySelector('.chart-box').hidden,
+            pairs: Array.from(tables[tables.length - 1].querySelectorAll('tbody tr')).map((tr) =>
+              Array.from(tr.children).map((td) => td.textContent))
+          };
+        }));
       } else if (cmd === 'shot') {
         const file = outDir + '/' + arg + '.png';
         await page.screenshot({ path: file, fullPage: true });
