@@ -56,7 +56,7 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info)
     const ERL_NIF_TERM *el, *pair;
     int arity;
     ERL_NIF_TERM aliases, refs, head;
-    uint64_t header = 0, owner;
+    uint64_t header = 0, owner, ids[64];
     unsigned n = 0;
     mf_pidref_header = 0;
     if (sizeof(ERL_NIF_TERM) != 8 || !enif_get_tuple(env, info, &arity, &el) || arity != 2)
@@ -70,6 +70,13 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info)
         if ((header && ref[0] != header) || ref[3] != (uint64_t)pair[1])
             return;
         header = ref[0];
+        /* mf_alias_id: every alias given has an id of its own */
+        uint64_t id = ref[1] ^ (ref[2] * 0x9E3779B97F4A7C15ULL);
+        for (unsigned i = 0; i < n && i < 64; i++)
+            if (ids[i] == id)
+                return;
+        if (n < 64)
+            ids[n] = id;
     }
     if (n < 2)
         return;

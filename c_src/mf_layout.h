@@ -104,6 +104,23 @@ static inline int mf_alias_owner(ERL_NIF_TERM t, uint64_t *owner)
     return 0;
 }
 
+/* A word that names a local alias among the live ones: its reference's
+ * number, the two words between the header and the owner (checked at load:
+ * aliases made one after another get different ids).  For the round trip
+ * of a sampled call: the request carries the alias, the reply is sent to
+ * it.  0 when t is no local alias, or the layout was not verified. */
+static inline int mf_alias_id(ERL_NIF_TERM t, uint64_t *id)
+{
+    if (mf_pidref_header && ((uint64_t)t & 0x3) == 0x2) {
+        const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
+        if (ref[0] == mf_pidref_header && mf_is_local_pid((ERL_NIF_TERM)ref[3])) {
+            *id = ref[1] ^ (ref[2] * 0x9E3779B97F4A7C15ULL);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* 1 when mf_is_atom and mf_get_tuple read the term's words themselves
  * (checked at load against enif_is_atom and enif_get_tuple); 0 to call
  * those. */

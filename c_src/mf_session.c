@@ -4,6 +4,8 @@
  */
 #include "mf_session.h"
 
+#include "mf_kind.h"
+
 #include <string.h>
 
 ErlNifResourceType *mf_session_rt;
@@ -137,6 +139,7 @@ static void session_dtor(ErlNifEnv *env, void *obj)
         enif_mutex_destroy(s->gens_lock);
     mf_births_free(&s->births);
     mf_watches_free(&s->watches);
+    mf_calls_free(atomic_load(&s->calls));
 }
 
 static void session_down(ErlNifEnv *env, void *obj, ErlNifPid *pid, ErlNifMonitor *mon)
@@ -293,4 +296,93 @@ ERL_NIF_TERM mf_nif_births_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     if (!mf_get_session(env, argv[0], &s))
         return enif_make_badarg(env);
     return mf_births_take(env, &s->births);
+}
+
+/* calls_config(Session, Sample, TimeoutMs) -> ok: the session notes 1 in
+ * Sample gen:calls per thread (their request and the reply to its alias),
+ * and gives up as unanswered those without a reply after TimeoutMs.  Once
+ * per session, before its tracing starts (the collector); a second call
+ * changes nothing.  badarg for Sample 0 or over 2^31, or a flow session;
+ * `memory' raised when the tables cannot be made. */
+ERL_NIF_TERM mf_nif_calls_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    unsigned sample;
+    ErlNifUInt64 timeout_ms;
+    if (!mf_get_session(env, argv[0], &s) || s->kind != MF_KIND_SEND ||
+        !enif_get_uint(env, argv[1], &sample) || sample == 0 || sample > (1u << 31) ||
+        !enif_get_uint64(env, argv[2], &timeout_ms) || timeout_ms > (1ULL << 40))
+        return enif_make_badarg(env);
+    if (atomic_load(&s->calls))
+        return atom_ok;
+    mf_calls *c = mf_calls_new(&s->alloc, sample, timeout_ms * 1000000ULL);
+    if (!c)
+        return enif_raise_exception(env, atom_memory);
+    mf_calls *none = NULL;
+    if (!atomic_compare_exchange_strong(&s->calls, &none, c))
+        mf_calls_free(c);
+    return atom_ok;
+}
+
+/* calls_take(Session) -> {Edges, #{busy, displaced}}: the round trips
+ * noted since the last take, after the calls past their timeout were given
+ * up as unanswered.  Edges: [{Caller, Server, Kind, Tag, Sampled,
+ * Unanswered, [{Bucket, Count}]}], Caller a local pid, Server a local pid
+ * or a registered name, Bucket as call_buckets/0 numbers them (nonzero
+ * ones only).  busy and displaced are totals since the session began:
+ * samples given up because their slot was being read, and calls given up
+ * as unanswered because their slot was needed.  `[]' when calls are off.
+ * The collector, on its own scheduler: the edges are a few per caller and
+ * server in an interval. */
+ERL_NIF_TERM mf_nif_calls_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!mf_get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    mf_calls *c = atomic_load(&s->calls);
+    ERL_NIF_TERM list = enif_make_list(env, 0), figures;
+    if (c) {
+        mf_call_edge *all = mf_calls_take(c, (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
+        for (mf_call_edge *e = all; e; e = e->next) {
+            ERL_NIF_TERM hist = enif_make_list(env, 0);
+            for (unsigned b = MF_CALL_BUCKETS; b-- > 0;)
+                if (e->buckets[b])
+                    hist = enif_make_list_cell(env, enif_make_tuple2(env, enif_make_uint(env, b),
+                                                                     enif_make_uint(env, e->buckets[b])),
+                                               hist);
+            ERL_NIF_TERM items[7] = {(ERL_NIF_TERM)e->caller, (ERL_NIF_TERM)e->server,
+                                     mf_kind_atom(e->kind), mf_kind_tag(e->kind),
+                                     enif_make_uint64(env, e->sampled),
+                                     enif_make_uint64(env, e->unanswered), hist};
+            list = enif_make_list_cell(env, enif_make_tuple_from_array(env, items, 7), list);
+        }
+        mf_calls_free_edges(c, all);
+    }
+    ERL_NIF_TERM keys[2] = {atom_busy, atom_displaced};
+    ERL_NIF_TERM vals[2] = {enif_make_uint64(env, c ? atomic_load(&c->busy) : 0),
+                            enif_make_uint64(env, c ? atomic_load(&c->displaced) : 0)};
+    enif_make_map_from_arrays(env, keys, vals, 2, &figures);
+    return enif_make_tuple2(env, list, figures);
+}
+
+/* call_buckets() -> [{Low, High}]: each histogram bucket's bounds in ns,
+ * by number from 0 (Low included, High excluded; the last bucket's High is
+ * `infinity').  Any process. */
+ERL_NIF_TERM mf_nif_call_buckets(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    (void)argv;
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    for (unsigned b = MF_CALL_BUCKETS; b-- > 0;) {
+        uint64_t hi = mf_call_bucket_high(b);
+        list = enif_make_list_cell(
+            env,
+            enif_make_tuple2(env, enif_make_uint64(env, mf_call_bucket_low(b)),
+                             hi == UINT64_MAX ? atom_infinity
+                                              : enif_make_uint64(env, hi)),
+            list);
+    }
+    return list;
 }

@@ -53,6 +53,7 @@
 #include "mf_alloc.h"
 #include "mf_atoms.h"
 #include "mf_births.h"
+#include "mf_calls.h"
 #include "mf_gen.h"
 #include "mf_shard.h"
 #include "mf_watch.h"
@@ -100,6 +101,9 @@ struct mf_session {
     uint64_t gens_freed;     /* retired generations freed; under gens_lock */
     mf_births births;        /* spawn and register events not yet taken */
     mf_watches watches;      /* flow sessions only (lock NULL otherwise) */
+    /* sampled calls' round trips (mf_calls): set once by calls_config,
+     * before tracing starts; NULL when off */
+    _Atomic(mf_calls *) calls;
     _Atomic(mf_slot *) spill;
     _Atomic unsigned nslots; /* claimed, may exceed MF_MAX_SLOTS */
     _Atomic(mf_slot *) slots[MF_MAX_SLOTS];
@@ -149,5 +153,8 @@ ERL_NIF_TERM mf_nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
 ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_births_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_calls_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_calls_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_call_buckets(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 
 #endif

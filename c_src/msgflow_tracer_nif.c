@@ -27,6 +27,7 @@
 
 #include "mf_atoms.h"
 #include "mf_births.h"
+#include "mf_calls.h"
 #include "mf_flow.h"
 #include "mf_intern.h"
 #include "mf_kind.h"
@@ -68,6 +69,11 @@ typedef struct mf_tls_cache {
     mf_gen *gen;
     mf_shard *shard;
     int kinds; /* the session counts kind words */
+    /* calls this thread sends before it notes the next one's round trip
+     * (mf_calls): counted down on each request, reset to the session's
+     * sample when it reaches 0; 0 for a session new to the thread, whose
+     * first call is noted */
+    int call_countdown;
 } mf_tls_cache;
 static __thread mf_tls_cache mf_tls_all[MF_KINDS];
 #define mf_tls (mf_tls_all[MF_KIND_SEND])
@@ -81,6 +87,8 @@ static mf_slot *find_slot(mf_session *s, uint64_t stamp)
     mf_slot *slot = c->session_id == s->id ? c->slot : mf_slot_claim(s);
     if (!slot)
         return NULL;
+    if (c->session_id != s->id)
+        c->call_countdown = 0;
     c->session_id = s->id;
     c->slot = slot;
     c->stamp = stamp;
@@ -183,15 +191,57 @@ static inline int receiver_word(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM to, uint
     return mf_endpoint_word(env, &g->interns, to, w);
 }
 
+/* A gen:call's request {'$gen_call', {Caller, [alias | Alias]}, Request}
+ * (or {Caller, Alias}) from a local pid to a local pid or a registered
+ * name, noted for its round trip (mf_calls) when it is the sampled one of
+ * this thread's calls.  Reads the message in place; only a sampled call
+ * reads the clock.  Any scheduler thread (the caller's). */
+static void note_call(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM from, ERL_NIF_TERM to,
+                      ERL_NIF_TERM msg, uint64_t kind)
+{
+    /* the cache is this session's: trace_send found the slot through it */
+    if (--mf_tls.call_countdown > 0)
+        return;
+    mf_calls *c = atomic_load_explicit(&s->calls, memory_order_acquire);
+    mf_tls.call_countdown = c ? (int)c->sample : 1 << 20;
+    const ERL_NIF_TERM *e, *f;
+    int n;
+    ERL_NIF_TERM alias, head, tail;
+    uint64_t id;
+    if (!c || !mf_is_local_pid(from) || !(mf_is_local_pid(to) || mf_is_atom(env, to)) ||
+        !mf_get_tuple(env, msg, &n, &e) || n != 3 || !mf_get_tuple(env, e[1], &n, &f) || n != 2)
+        return;
+    alias = enif_get_list_cell(env, f[1], &head, &tail) ? tail : f[1];
+    if (mf_alias_id(alias, &id))
+        mf_calls_request(c, id, (uint64_t)from, (uint64_t)to, kind,
+                         (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
+}
+
+/* A reply sent to the local alias `to': when it answers a sampled call
+ * (one load of the in-flight bitmap says whether it may), its round trip.
+ * Any scheduler thread (the server's). */
+static inline void reply_call(mf_session *s, ERL_NIF_TERM to)
+{
+    mf_calls *c = atomic_load_explicit(&s->calls, memory_order_relaxed);
+    uint64_t id;
+    if (c && mf_alias_id(to, &id) && mf_calls_maybe(c, id))
+        mf_calls_reply(c, id, (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
+}
+
 /* Owner thread of `g` (or holding the spill slot's lock).  `msg' is the
  * message when the session counts kinds, else 0 (no term's word is 0). */
-static inline void count_send(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM from, ERL_NIF_TERM to,
-                              ERL_NIF_TERM msg, int dead)
+static inline void count_send(ErlNifEnv *env, mf_session *s, mf_gen *g, ERL_NIF_TERM from,
+                              ERL_NIF_TERM to, ERL_NIF_TERM msg, int dead)
 {
     uint64_t f, t;
     if (mf_endpoint_word(env, &g->interns, from, &f) && receiver_word(env, g, to, &t)) {
-        uint64_t k = msg ? mf_kind_word(env, msg, (t & MF_PID_TAG_MASK) == MF_REPLY_TAG) : 0;
+        int reply = (t & MF_PID_TAG_MASK) == MF_REPLY_TAG;
+        uint64_t k = msg ? mf_kind_word(env, msg, reply) : 0;
         mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead);
+        if (reply)
+            reply_call(s, to);
+        else if ((k & MF_KIND_MASK) == MF_K_CALL)
+            note_call(env, s, from, to, msg, k);
     } else {
         mf_shard_overflow(g->shard, dead);
     }
@@ -229,6 +279,8 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
         if (sh && mf_is_local_pid(argv[2]) && mf_is_local_pid(to)) {
             mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, kind,
                            kind ? mf_kind_other(kind) : 0, dead);
+            if ((kind & MF_KIND_MASK) == MF_K_CALL)
+                note_call(env, s, argv[2], to, argv[3], kind);
             return atom_ok;
         }
         slot = mf_tls.slot;
@@ -237,10 +289,10 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     }
     ERL_NIF_TERM msg = s->kinds ? argv[3] : 0;
     if (!slot->lock) {
-        count_send(env, mf_tls.gen, argv[2], to, msg, dead);
+        count_send(env, s, mf_tls.gen, argv[2], to, msg, dead);
     } else {
         enif_mutex_lock(slot->lock);
-        count_send(env, mf_slot_renew(slot, stamp), argv[2], to, msg, dead);
+        count_send(env, s, mf_slot_renew(slot, stamp), argv[2], to, msg, dead);
         enif_mutex_unlock(slot->lock);
     }
     return atom_ok;
@@ -294,10 +346,10 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     if (slot) {
         ERL_NIF_TERM key = enif_make_tuple2(env, argv[2], ev[2]);
         if (!slot->lock) {
-            count_send(env, c->gen, key, ev[3], 0, 0);
+            count_send(env, s, c->gen, key, ev[3], 0, 0);
         } else {
             enif_mutex_lock(slot->lock);
-            count_send(env, mf_slot_renew(slot, stamp), key, ev[3], 0, 0);
+            count_send(env, s, mf_slot_renew(slot, stamp), key, ev[3], 0, 0);
             enif_mutex_unlock(slot->lock);
         }
     }
@@ -420,6 +472,9 @@ static ErlNifFunc nif_funcs[] = {
     {"enabled_procs", 3, nif_enabled_procs, 0},
     {"trace_procs", 5, nif_trace_procs, 0},
     {"births_take", 1, mf_nif_births_take, 0},
+    {"calls_config", 3, mf_nif_calls_config, 0},
+    {"calls_take", 1, mf_nif_calls_take, 0},
+    {"call_buckets", 0, mf_nif_call_buckets, 0},
     {"session_new", 3, mf_nif_session_new, 0},
     {"session_stop", 1, mf_nif_session_stop, 0},
     {"session_rotate", 1, mf_nif_session_rotate, 0},

@@ -25,7 +25,7 @@
          hotspots/0, hotspots/1,
          info/0, export/2, export/3, dump/0,
          follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0,
-         web/0, web/1, web_stop/0]).
+         web/0, web/1, web_stop/0, calls/0, calls/1]).
 
 -export_type([endpoint/0, pair_count/0]).
 
@@ -437,3 +437,20 @@ web(Opts0) ->
 -spec web_stop() -> ok | {error, not_started}.
 web_stop() ->
     msgflow_web:stop().
+
+%% @doc Same as `calls(#{})'.
+-spec calls() -> ok | {error, term()}.
+calls() ->
+    calls(#{}).
+
+%% @doc Prints how long calls wait, per call edge and request tag, busiest
+%% total wait first: the calls (exact), the round trips sampled (1 in
+%% `call_sample' per scheduler, start/1's option, 64 by default), their
+%% p50, p99 and max, and the unanswered ones (no reply within
+%% `call_timeout').  A round trip is the time from the request's send to
+%% the reply's send: queueing and handling at the server.  Opts: `by'
+%% (process; name, module, application, node), `limit'.  The data:
+%% `view(calls, Opts)' (msgflow_calls_view:view()).  This node's calls.
+-spec calls(map() | [{atom(), term()}]) -> ok | {error, term()}.
+calls(Opts) ->
+    msgflow_shell:print(calls, Opts).

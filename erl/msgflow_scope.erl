@@ -122,6 +122,10 @@ top_view(Spec, Node) ->
 %%     `current_function', `status'; `undefined' once it exited) and its
 %%     busiest partners both ways since start, `sends_to' and
 %%     `receives_from', `[{Endpoint, Label, Messages}]' (at most 5 each);</li>
+%% <li>`calls': `by' (process), `limit' (all): this node's call edges
+%%     with their round trips (msgflow_calls_view:view()): `calls' (exact),
+%%     `sampled', `unanswered', `p50', `p90', `p99', `max', `mean' (µs),
+%%     busiest total wait first;</li>
 %% <li>`kinds': `pair => {Sender, Receiver}' (pids, ports or names as
 %%     top/1 shows them, or labels as binaries or strings, as `by =>
 %%     name' shows them): a view with that row, its kinds by tag.</li>
@@ -132,7 +136,7 @@ top_view(Spec, Node) ->
 %% Allowed}}' for a pair with no messages.
 -spec view(atom(), term()) -> term() | msgflow_opts:error() | {error, not_started}.
 view(Name, Opts0) ->
-    Names = [top, matrix, hotspots, flows, nodes, kinds, process],
+    Names = [top, matrix, hotspots, flows, nodes, kinds, process, calls],
     case msgflow_opts:arg(view, Name, {one_of, Names}) of
         ok when Name =:= hotspots -> hotspots(Opts0);
         ok -> case msgflow_opts:check(case Name of top -> view_top; _ -> Name end, Opts0) of
@@ -187,6 +191,18 @@ view1(process, #{pid := P0}) ->
                         end,
             Info#{pid => P, label => msgflow_describe:label(P),
                   sends_to => lists:sublist(Out, 5), receives_from => lists:sublist(In, 5)}
+    end;
+view1(calls, Opts) ->
+    case msgflow_collector:store(true) of
+        undefined ->
+            {error, not_started};
+        Store ->
+            Sample = case maps:get(opts, msgflow_collector:info_as_is(), #{}) of
+                         #{kinds := false} -> off;
+                         #{call_sample := S} -> S;
+                         _ -> off
+                     end,
+            msgflow_view:run(Store, fun() -> msgflow_calls_view:build(Store, Opts#{sample => Sample}) end)
     end;
 view1(flows, _) ->
     #{entries => msgflow_flow:flows(), last => msgflow_flow:last()};

@@ -27,6 +27,8 @@ render_text(Name, Opts, Width) ->
 
 render(top, View, _, W, _) ->
     msgflow_text:top(View, W);
+render(calls, View, _, W, _) ->
+    msgflow_tables:calls(View, W);
 render(matrix, M, _, W, H) ->
     msgflow_tables:matrix(M, W, H);
 render(hotspots, Fs, Opts, W, _) ->

@@ -804,7 +804,8 @@ shell_output(_Config) ->
     [?assertMatch({_, _}, binary:match(Help, <<"msgflow:", C/binary>>))
      || C <- [<<"start(">>, <<"stop()">>, <<"top(">>, <<"trace(">>, <<"untrace(">>,
               <<"history(">>, <<"hotspots()">>, <<"matrix(">>, <<"export(">>, <<"view(">>,
-              <<"flows()">>, <<"nodes()">>, <<"kinds(">>, <<"start_on(">>]],
+              <<"flows()">>, <<"nodes()">>, <<"kinds(">>, <<"start_on(">>, <<"calls()">>,
+              <<"web()">>]],
     Sink = spawn(fun sink/0),
     S = spawn(fun() -> paced_casts(Sink, 1) end),
     ok = msgflow:start(#{procs => [S], interval => 50}),

@@ -166,7 +166,7 @@ view_data(_Config) ->
               ?assertEqual([{Store, <<"ps_store">>, 13}], From),
               #{label := <<"ps_client_b">>} = msgflow:view(process, #{pid => pid_to_list(B)}),
               ?assertMatch({error, {badopt, {pid, "<0.x>"}, _}}, msgflow:view(process, #{pid => "<0.x>"})),
-              ?assertMatch({error, {badarg, {view, bogus}, [top, matrix, hotspots, flows, nodes, kinds, process]}},
+              ?assertMatch({error, {badarg, {view, bogus}, [top, matrix, hotspots, flows, nodes, kinds, process, calls]}},
                            msgflow:view(bogus, #{})),
               ?assertMatch({error, {badopt, {limit, 0}, _}}, msgflow:view(top, #{limit => 0})),
               ?assertMatch({error, {badopt, {pair, none}, _}}, msgflow:view(kinds, #{})),

@@ -4,7 +4,8 @@
 %%% does that).
 -module(msgflow_fmt).
 -export([xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, mid_cell/3, rcell/2,
-         endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0]).
+         endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0,
+         micros/1]).
 
 %% @doc The terminal's width in columns (io:columns/0 of the caller's
 %% group leader, at least 40), 80 where there is none.
@@ -180,6 +181,16 @@ rate(R) ->
 
 %% @doc Text left-aligned in exactly Width columns; longer text is cut and
 %% ends with Ellipsis (one column wide).
+%% @doc A duration given in µs as a person reads it: `38us', `2.1ms',
+%% `1.20s'; `-' for undefined.
+-spec micros(number() | undefined) -> string().
+micros(undefined) -> "-";
+micros(U) when U < 10 -> lists:flatten(io_lib:format("~.1fus", [float(U)]));
+micros(U) when U < 1000 -> lists:flatten(io_lib:format("~bus", [round(U)]));
+micros(U) when U < 10000 -> lists:flatten(io_lib:format("~.2fms", [U / 1000]));
+micros(U) when U < 1000000 -> lists:flatten(io_lib:format("~.1fms", [U / 1000]));
+micros(U) -> lists:flatten(io_lib:format("~.2fs", [U / 1000000])).
+
 -spec cell(unicode:chardata(), pos_integer(), string()) -> string().
 cell(Text, Width, Ellipsis) ->
     S = unicode:characters_to_list(Text),

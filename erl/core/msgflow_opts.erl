@@ -42,10 +42,12 @@
                   nodes := nodes(),
                   on_node_error := abort | skip,
                   grace := pos_integer(),
+                  call_sample => off | pos_integer(),
+                  call_timeout => pos_integer(),
                   owner => pid(),
                   resume => boolean(),
                   coordinator => pid()}.
--type call() :: start | top | view_top | matrix | kinds | process | flows | nodes | export | web
+-type call() :: start | top | view_top | matrix | kinds | process | flows | nodes | export | web | calls
               | hotspots
               | follow | follow_calls.
 %% What a value may be: one of some atoms, an integer in a range (with
@@ -150,6 +152,9 @@ schema(start) ->
       max_pairs => {1000000, {int, 1, 1 bsl 32, "pairs"}},
       kinds => {true, boolean},
       max_kinds => {8, {int, 1, 1000, "kinds per pair"}},
+      %% the round trip of 1 in call_sample gen:calls per scheduler thread
+      call_sample => {64, {either, [{one_of, [off]}, {int, 1, 1 bsl 31, "calls"}]}},
+      call_timeout => {5000, {int, 1, ?MAX_MS, "ms"}},
       duration => {infinity, {either, [{one_of, [infinity]}, {int, 1, ?MAX_MS, "ms"}]}},
       windows => {60, {int, 1, ?MAX_WINDOWS, "windows"}},
       sample => {off, sample},
@@ -180,6 +185,9 @@ schema(process) ->
     #{pid => {none, pid_text}};
 schema(flows) ->
     #{};
+schema(calls) ->
+    #{by => {process, {one_of, [process, name, module, application, node]}},
+      limit => {all, {either, [{one_of, [all]}, {int, 1, ?MAX_ROWS, "rows"}]}}};
 schema(nodes) ->
     #{};
 schema(export) ->

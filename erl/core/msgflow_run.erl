@@ -34,7 +34,7 @@
 
 %% @doc A NIF session for the calling process and the flags set as the
 %% validated options say (`procs', `max_pairs', `kinds', `max_kinds',
-%% `trace_mode').  A trace
+%% `call_sample', `call_timeout', `trace_mode').  A trace
 %% session that cannot be made (say, the VM's limit on sessions) is an
 %% error for the caller: `{error, {trace_failed, Reason}}',
 %% `{error, {nif_not_loaded, Path}}', or an error of msgflow_flags.
@@ -47,7 +47,13 @@ begin_run(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
     case {msgflow_flags:mode(Want), msgflow_flags:resolve(Procs)} of
         {{ok, Mode}, {ok, Targets}} ->
             try msgflow_tracer:session_new(self(), Max * ?ENTRIES_PER_PAIR, MaxKinds) of
-                Session -> begin_tracing(Targets, Mode, Session, Procs)
+                Session ->
+                    %% round trips of sampled calls: their requests are
+                    %% told by their kind, so with kinds only
+                    _ = MaxKinds > 0 andalso maps:get(call_sample, Opts, off) =/= off andalso
+                        msgflow_tracer:calls_config(Session, maps:get(call_sample, Opts),
+                                                    maps:get(call_timeout, Opts, 5000)),
+                    begin_tracing(Targets, Mode, Session, Procs)
             catch
                 error:undef -> {error, {nif_not_loaded, code:which(msgflow_tracer)}};
                 error:{not_loaded, _} = E -> {error, E}

@@ -21,6 +21,10 @@
 %%%     merged, so that views by name, module, application or node read
 %%%     one row per pair of label kinds instead of every pair; an
 %%%     endpoint's kind is the one it had when its messages were merged;</li>
+%%% <li>calls: the round trips of sampled calls by call edge
+%%%     (msgflow_call_row), merged from msgflow_tracer:calls_take/1 with
+%%%     each snapshot; an edge whose caller or server exited is folded into
+%%%     their groups as a window closes;</li>
 %%% <li>the labels (msgflow_labels).</li>
 %%% </ul>
 %%% Windows are numbered from 1; the open one is `closed + 1'.  Merging
@@ -56,7 +60,8 @@
 %% What views read (msgflow_view:build/2): the tables and the figures of
 %% the run, as of the call that returned it.
 -type store() :: #{pairs := ets:tid(), folded := ets:tid(), dead := ets:tid(),
-                   groups := ets:tid(),
+                   groups := ets:tid(), calls := ets:tid(),
+                   call_figures := #{busy := non_neg_integer(), displaced := non_neg_integer()},
                    labels := msgflow_labels:tables(),
                    node := node(), running := boolean(),
                    started_at := integer() | undefined, stopped_at := integer() | undefined,
@@ -73,7 +78,7 @@
 -spec new() -> state().
 new() ->
     #store{pairs = new_rows(), folded_rows = new_rows(), dead = new_dead(), groups = new_rows(),
-           wsenders = new_wsenders(undefined), labels = msgflow_labels:new()}.
+           calls = new_calls(), wsenders = new_wsenders(undefined), labels = msgflow_labels:new()}.
 
 %% @doc The store set for a run with these options (`windows',
 %% `max_pairs', `max_kinds'); its window opens now.
@@ -95,14 +100,15 @@ restart_window(S) -> S#store{win_start = now_ms()}.
 %% `{retire, Tables}' ?RETIRE_MS later (then retire/1), so that a view
 %% that began before reads the store as it was.
 -spec clear(state(), keep_labels | new_run) -> state().
-clear(S = #store{pairs = P, folded_rows = F, dead = D, groups = G}, What) ->
+clear(S = #store{pairs = P, folded_rows = F, dead = D, groups = G, calls = Calls}, What) ->
     {Labels, OldLabels} = case What of
                               keep_labels -> msgflow_labels:forget_endpoints(S#store.labels);
                               new_run -> msgflow_labels:clear(S#store.labels)
                           end,
-    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G | OldLabels]}),
+    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls | OldLabels]}),
     S#store{closed = 0, windows = [], durations = #{}, events = 0,
             pairs = new_rows(), folded_rows = new_rows(), dead = new_dead(), groups = new_rows(),
+            calls = new_calls(), call_figures = #{busy => 0, displaced => 0},
             wsenders = new_wsenders(S#store.wsenders),
             dead_letters = 0, overflow = 0, folded_messages = 0, sweeps = #{},
             labels = Labels}.
@@ -131,7 +137,8 @@ closed(#store{closed = C}) -> C.
 -spec take(msgflow_tracer:session(), state()) -> state().
 take(Session, S) ->
     try msgflow_tracer:snapshot_start(Session) of
-        Take -> take_chunks(Session, Take, S#store{snapshot_at = erlang:system_time(millisecond)})
+        Take -> take_calls(Session, take_chunks(Session, Take,
+                                                S#store{snapshot_at = erlang:system_time(millisecond)}))
     catch
         error:undef -> S;
         error:{not_loaded, _} -> S;
@@ -154,6 +161,51 @@ take_chunks(Session, Take, S) ->
         gone ->
             S
     end.
+
+%% The sampled calls' round trips since the last take, added to their
+%% edges' rows in the open window.  Sessions that sample none give none.
+take_calls(Session, S = #store{calls = T, closed = C}) ->
+    try msgflow_tracer:calls_take(Session) of
+        {Edges, Figures} ->
+            Open = C + 1,
+            lists:foreach(
+              fun({Caller, Server, Kind, Tag, Sampled, Unanswered, Hist}) ->
+                      erlang:bump_reductions(?MERGE_REDUCTIONS),
+                      K = {Caller, Server, Kind, Tag},
+                      D = {Sampled, Unanswered, Hist},
+                      ets:insert(T, case ets:lookup(T, K) of
+                                        [Row] -> msgflow_call_row:add(Row, D, Open);
+                                        [] -> msgflow_call_row:new(K, D, Open)
+                                    end)
+              end, Edges),
+            S#store{call_figures = Figures}
+    catch
+        error:_ -> S
+    end.
+
+%% Call edges whose caller or server exited, folded into their groups
+%% (msgflow_labels:fold_key/2), as a window closes: the table holds the
+%% edges of live processes and one per group of exited ones.
+fold_calls(S = #store{calls = T, labels = L0}) ->
+    Dead = fun(E) -> (is_pid(E) andalso node(E) =:= node() andalso not is_process_alive(E)) end,
+    Gone = [Row || Row <- ets:tab2list(T),
+                   {Caller, Server, _, _} <- [msgflow_call_row:key(Row)],
+                   Dead(Caller) orelse Dead(Server)],
+    L = lists:foldl(
+          fun(Row, L1) ->
+                  {Caller, Server, Kind, Tag} = msgflow_call_row:key(Row),
+                  {C1, L2} = msgflow_labels:fold_key(L1, Caller),
+                  {S1, L3} = msgflow_labels:fold_key(L2, Server),
+                  K = {C1, S1, Kind, Tag},
+                  ets:delete(T, msgflow_call_row:key(Row)),
+                  Row1 = msgflow_call_row:rekey(Row, K),
+                  ets:insert(T, case ets:lookup(T, K) of
+                                    [Old] -> msgflow_call_row:merge(Old, Row1);
+                                    [] -> Row1
+                                end),
+                  L3
+          end, L0, Gone),
+    S#store{labels = L}.
 
 next_chunk(Take) ->
     try
@@ -287,12 +339,13 @@ first_in_window(R, S = #store{wsenders = WS}) ->
 %% @doc The open window closed now (the next opens): its length and queue
 %% lengths kept, then the rows done with are folded (msgflow_fold).
 -spec close_window(state()) -> state().
-close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durations = Durs,
-                        keep = Keep, labels = L}) ->
+close_window(S0 = #store{win_start = Start, closed = Closed, windows = Ws, durations = Durs,
+                         keep = Keep}) ->
     Now = now_ms(),
     N = Closed + 1,
     W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
-          queue_lens => queue_lens(S)},
+          queue_lens => queue_lens(S0)},
+    S = #store{labels = L} = fold_calls(S0),
     msgflow_fold:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
                                durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
                                wsenders = new_wsenders(S#store.wsenders),
@@ -339,7 +392,7 @@ queue_lens(#store{wsenders = WS, labels = L}) ->
 -spec handle(state(), map()) -> store().
 handle(S, Run) ->
     Run#{pairs => S#store.pairs, folded => S#store.folded_rows, dead => S#store.dead,
-         groups => S#store.groups,
+         groups => S#store.groups, calls => S#store.calls, call_figures => S#store.call_figures,
          labels => msgflow_labels:tables(S#store.labels),
          taken_at => erlang:system_time(millisecond), snapshot_at => S#store.snapshot_at,
          closed => S#store.closed, open_ms => now_ms() - S#store.win_start,
@@ -364,7 +417,7 @@ balance(S) ->
 -spec figures(state()) -> map().
 figures(S) ->
     Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.folded_rows, S#store.dead,
-                                                    S#store.groups]
+                                                    S#store.groups, S#store.calls]
                                                   ++ maps:values(msgflow_labels:tables(S#store.labels))]),
     #{pairs => ets:info(S#store.pairs, size),
       events => S#store.events,
@@ -373,6 +426,9 @@ figures(S) ->
       folded => S#store.folded_messages,
       folded_rows => ets:info(S#store.folded_rows, size),
       group_rows => ets:info(S#store.groups, size),
+      call_edges => ets:info(S#store.calls, size),
+      calls_busy => maps:get(busy, S#store.call_figures),
+      calls_displaced => maps:get(displaced, S#store.call_figures),
       births_dropped => S#store.births_dropped,
       store_memory => Words * erlang:system_info(wordsize),
       windows => length(S#store.windows)}.
@@ -380,6 +436,8 @@ figures(S) ->
 new_rows() -> ets:new(msgflow_pairs, [set, protected]).
 
 new_dead() -> ets:new(msgflow_dead, [set, protected]).
+
+new_calls() -> ets:new(msgflow_calls, [set, protected]).
 
 %% A new, empty table of window senders; the old one is deleted whole
 %% (which the VM does in the background), not emptied object by object.

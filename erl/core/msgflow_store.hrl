@@ -10,6 +10,11 @@
     %% deltas are merged, that views by name, module, application or node
     %% read instead of every pair
     groups :: ets:tid(),
+    %% sampled calls' round trips by call edge (msgflow_call_row)
+    calls :: ets:tid(),
+    %% the tracer's figures of them (msgflow_tracer:calls_take/1)
+    call_figures = #{busy => 0, displaced => 0} :: #{busy := non_neg_integer(),
+                                                    displaced := non_neg_integer()},
     labels :: msgflow_labels:labels(),
     %% receivers of the open window and how many pairs into each had their
     %% first messages of the window (distinct senders, for fan-in): ETS,

@@ -15,6 +15,7 @@
 
 -export([enabled/3, enabled_send/3, trace_send/5, trace/5, enabled_procs/3, trace_procs/5,
          enabled_call/3]).
+-export([calls_config/3, calls_take/1, call_buckets/0]).
 -export([session_new/3, session_stop/1, session_rotate/1, snapshot/1, snapshot_start/1, snapshot_next/1,
          births_take/1, session_info/1,
          lib_info/0]).
@@ -167,6 +168,31 @@ births_take(_Session) -> ?NOT_LOADED.
 %% are counted as `{Kind, other}'; 0 counts by pair alone (kinds off: the
 %% message is never read).  Collector is monitored: when it dies the
 %% session answers `remove' to the VM.  badarg on bad types.
+%% @doc The session notes the round trip of 1 in Sample gen:calls per
+%% scheduler thread (their request, and the reply to its alias), and gives
+%% up as unanswered those with no reply after TimeoutMs.  Once per
+%% session, before its tracing starts (the collector).  Needs kinds on.
+-spec calls_config(session(), pos_integer(), non_neg_integer()) -> ok.
+calls_config(_Session, _Sample, _TimeoutMs) -> ?NOT_LOADED.
+
+%% @doc The round trips noted since the last take, by call edge:
+%% `{[{Caller, Server, Kind, Tag, Sampled, Unanswered, [{Bucket,
+%% Count}]}], #{busy, displaced}}', Server a local pid or a registered
+%% name, Bucket numbered as call_buckets/0 numbers them; `busy' (samples
+%% given up: their slot was being read) and `displaced' (calls given up as
+%% unanswered: their slot was needed) since the session began.  The
+%% collector only.
+-spec calls_take(session()) ->
+          {[{pid(), pid() | atom(), kind(), atom(), non_neg_integer(), non_neg_integer(),
+             [{non_neg_integer(), pos_integer()}]}],
+           #{busy := non_neg_integer(), displaced := non_neg_integer()}}.
+calls_take(_Session) -> ?NOT_LOADED.
+
+%% @doc The round-trip histogram's buckets, by number from 0: `{Low,
+%% High}' in ns (Low included, High excluded).  Any process.
+-spec call_buckets() -> [{non_neg_integer(), pos_integer() | infinity}].
+call_buckets() -> ?NOT_LOADED.
+
 -spec session_new(pid(), pos_integer(), non_neg_integer()) -> session().
 session_new(_Collector, _MaxEntries, _MaxKinds) -> ?NOT_LOADED.
 

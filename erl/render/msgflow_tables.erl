@@ -5,7 +5,7 @@
 %%% thousands separators, rates are messages/s, as top's.  Pure: returns
 %%% iodata, prints nothing, reads nothing of the live system.
 -module(msgflow_tables).
--export([matrix/3, hotspots/3, nodes/2, flows/2, process/2]).
+-export([matrix/3, hotspots/3, nodes/2, flows/2, process/2, calls/2]).
 
 -define(NUM_W, 9).    %% a cell of the matrix: up to 99,999,999
 -define(TOTAL_W, 11). %% the SENT column
@@ -78,6 +78,40 @@ fit_labels(Keys, Labels, Width, E) ->
                         1 -> {K, T};
                         _ -> {K, msgflow_fmt:cell(maps:get(K, Labels), Width, E)}
                     end || {K, T} <- Mid]).
+
+%% @doc The calls view (msgflow_calls_view:view()) in Width columns: one
+%% line per call edge and tag, busiest total wait first: its calls (exact),
+%% the round trips sampled, their p50, p99 and max, the unanswered.
+-spec calls(msgflow_calls_view:view(), pos_integer()) -> iodata().
+calls(#{entries := Es, running := Run, by := By, sample := Sample}, Width) ->
+    E = msgflow_fmt:ellipsis(),
+    Head = io_lib:format("msgflow ~s: ~s call edges by ~s, round trips of ~s (request sent to "
+                         "reply sent)~n",
+                         [state(Run), msgflow_fmt:int(length(Es)), By,
+                          case Sample of
+                              off -> "none: call_sample => off";
+                              1 -> "every call";
+                              N -> io_lib:format("1 in ~b calls per scheduler", [N])
+                          end]),
+    %% the numbers take 49 columns, the call 14, the two ends the rest
+    EndW = max(12, (Width - 49 - 14 - 3) div 2),
+    Line = fun(C, S, K, Calls, Sampled, P50, P99, Max, U) ->
+                   [msgflow_fmt:mid_cell(C, EndW, E), " ", msgflow_fmt:mid_cell(S, EndW, E), " ",
+                    msgflow_fmt:cell(K, 14, E),
+                    io_lib:format("~9s ~7s ~7s ~7s ~7s ~6s~n", [Calls, Sampled, P50, P99, Max, U])]
+           end,
+    [Head,
+     Line("CALLER", "SERVER", "CALL", "CALLS", "SAMPLED", "P50", "P99", "MAX", "UNANS"),
+     case Es of
+         [] -> "  no call sampled yet
+";
+         _ -> [Line(CL, SL, msgflow_fmt:kind(K, T),
+                    case Calls of undefined -> "?"; _ -> msgflow_fmt:int(Calls) end,
+                    msgflow_fmt:int(Sa), msgflow_fmt:micros(P50), msgflow_fmt:micros(P99),
+                    msgflow_fmt:micros(Max), msgflow_fmt:int(U))
+               || #{caller_label := CL, server_label := SL, kind := K, tag := T, calls := Calls,
+                    sampled := Sa, p50 := P50, p99 := P99, max := Max, unanswered := U} <- Es]
+     end].
 
 state(true) -> "running";
 state(false) -> "stopped".

@@ -24,7 +24,10 @@
 -export([start_sampler/0, stop_sampler/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
--define(SETUPS, [untraced, floor, msgflow, msgflow_sampled, dbg_style, example_nif]).
+%% msgflow: its defaults (call round trips of 1 in 64 calls sampled);
+%% msgflow_no_rtt: the same with call_sample => off
+-define(SETUPS, [untraced, floor, msgflow, msgflow_no_rtt, msgflow_sampled, dbg_style,
+                 example_nif]).
 -define(ALL_WORKLOADS, [ring, pingpong, fan_in, self_send, calls]).
 
 -spec main() -> no_return().
@@ -101,6 +104,9 @@ trace_on(floor, Pids) ->
 trace_on(msgflow, Pids) ->
     ok = msgflow:start(#{procs => Pids}),
     none;
+trace_on(msgflow_no_rtt, Pids) ->
+    ok = msgflow:start(#{procs => Pids, call_sample => off}),
+    none;
 trace_on(msgflow_sampled, Pids) ->
     ok = msgflow:start(#{procs => Pids, sample => {10, 100}}),
     none;
@@ -116,13 +122,14 @@ trace_on(example_nif, Pids) ->
 %% What the setup counted, once complete: the drain is the time this takes.
 collect(Setup, _, _) when Setup =:= untraced; Setup =:= floor ->
     none;
-collect(Setup, _, _) when Setup =:= msgflow; Setup =:= msgflow_sampled ->
+collect(Setup, _, _) when Setup =:= msgflow; Setup =:= msgflow_no_rtt;
+                          Setup =:= msgflow_sampled ->
     %% pairs/0 takes a snapshot: every send made so far is in it.  Stopping
     %% (clearing the flags) comes after, untimed, as for the other setups.
     Pairs = msgflow:pairs(),
     case Setup of
-        msgflow -> maps:from_list([{{S, R}, N} || {S, R, N} <- Pairs]);
-        msgflow_sampled -> estimate
+        msgflow_sampled -> estimate;
+        _ -> maps:from_list([{{S, R}, N} || {S, R, N} <- Pairs])
     end;
 collect(_, Counter, _) ->
     Ref = erlang:trace_delivered(all),
@@ -132,7 +139,8 @@ collect(_, Counter, _) ->
 
 trace_off(Setup, Pids) when Setup =:= floor; Setup =:= dbg_style; Setup =:= example_nif ->
     [catch erlang:trace(P, false, [send]) || P <- Pids];
-trace_off(Setup, _) when Setup =:= msgflow; Setup =:= msgflow_sampled ->
+trace_off(Setup, _) when Setup =:= msgflow; Setup =:= msgflow_no_rtt;
+                          Setup =:= msgflow_sampled ->
     ok = msgflow:stop();
 trace_off(untraced, _) ->
     ok.
@@ -411,19 +419,25 @@ callbacks(Scale, Workloads, Results) ->
                            || {A, B} <- lists:zip(Pids, tl(Pids) ++ [hd(Pids)])]),
     Off = msgflow_tracer:session_new(self(), 100000, 0),
     On = msgflow_tracer:session_new(self(), 100000, 8),
-    Sessions = #{floor => [], msgflow => Off, msgflow_kinds => On},
+    %% kinds on and round trips of 1 in 64 calls (the defaults)
+    Rtt = msgflow_tracer:session_new(self(), 100000, 8),
+    ok = msgflow_tracer:calls_config(Rtt, 64, 5000),
+    Sessions = #{floor => [], msgflow => Off, msgflow_kinds => On, msgflow_rtt => Rtt},
     Runs = lists:foldl(
              fun(_, Acc) ->
                      lists:foldl(fun(T, Acc1) ->
                                          R = call_loop(T, maps:get(T, Sessions), Pairs, N),
                                          maps:update_with(T, fun(L) -> [R | L] end, [R], Acc1)
-                                 end, Acc, shuffle([floor, msgflow, msgflow_kinds]))
+                                 end, Acc, shuffle([floor, msgflow, msgflow_kinds, msgflow_rtt]))
              end, #{}, lists:seq(1, ?CALLBACK_RUNS)),
-    Exact = [callbacks_exact(S, N, K) || {S, K} <- [{Off, none}, {On, {call, get}}]],
+    {RttEdges, _} = msgflow_tracer:calls_take(Rtt),
+    Exact = [callbacks_exact(S, N, K) || {S, K} <- [{Off, none}, {On, {call, get}},
+                                                    {Rtt, {call, get}}]],
     [exit(P, kill) || P <- Pids],
     Floor = lists:min(maps:get(floor, Runs)),
     Own = lists:min(maps:get(msgflow, Runs)) - Floor,
     OwnK = lists:min(maps:get(msgflow_kinds, Runs)) - Floor,
+    OwnR = lists:min(maps:get(msgflow_rtt, Runs)) - Floor,
     FloorAdded = [{W, med(cpu, maps:get({W, floor}, Results)) -
                           med(cpu, maps:get({W, untraced}, Results))} || W <- Workloads],
     io:format("~ncallbacks called directly, ~b runs of ~s calls over 1,000 pairs, message "
@@ -432,7 +446,10 @@ callbacks(Scale, Workloads, Results) ->
               "(+~.1f ns; counts exact: ~s); on the floors above that is msgflow/floor~s~n",
               [?CALLBACK_RUNS, msgflow_fmt:int(N), Floor, Floor + Own, Own, OwnK, OwnK - Own,
                yes_no(lists:all(fun(E) -> E end, Exact)),
-               [io_lib:format(" ~s ~s", [W, ratio(F + Own, F, 2)]) || {W, F} <- FloorAdded]]).
+               [io_lib:format(" ~s ~s", [W, ratio(F + Own, F, 2)]) || {W, F} <- FloorAdded]]),
+    io:format("  with round trips of 1 in 64 calls noted (every request an alias's call, no "
+              "reply): ~.1f ns per send (+~.1f ns over kinds on; ~b calls given up unanswered)~n",
+              [OwnR, OwnR - OwnK, lists:sum([U || {_, _, _, _, _, U, _} <- RttEdges])]).
 
 %% Every call counted, in 1,000 pairs, under the kind expected.  (A pair
 %% comes once per slot that counted it: a thread that turns to the other
@@ -446,7 +463,8 @@ callbacks_exact(Session, N, Kind) ->
                          || D <- Counted]),
     Total =:= N * ?CALLBACK_RUNS andalso length(Pairs) =:= 1000 andalso Kinds =:= [Kind].
 
--define(BENCH_MSG, {'$gen_call', {self(), make_ref()}, {get, 1}}).
+%% a gen:call's request: its tag an alias, as OTP 24+ sends it
+-define(BENCH_MSG, {'$gen_call', {self(), [alias | alias()]}, {get, 1}}).
 
 call_loop(Tracer, Session, Pairs, N) ->
     Msg = ?BENCH_MSG,

@@ -1,0 +1,126 @@
+%%% Round trips of calls (issue 25): a server whose handle_call sleeps a
+%%% known time per request tag, called by one client with every call
+%%% sampled (`call_sample => 1'): exact call counts, as many round trips as
+%%% calls, p50 in the histogram's bucket of the known time, `unanswered'
+%%% exact for calls that time out on purpose; with 1 in 4 sampled, a
+%%% quarter of the calls; with `call_sample => off', none.  Barriers:
+%%% msgflow_collector:await_windows/2 (the sweep of unanswered calls runs
+%%% with each snapshot) and msgflow:stop/0; cases run in sequence.
+-module(msgflow_calls_SUITE).
+-behaviour(gen_server).
+-include_lib("stdlib/include/assert.hrl").
+-include_lib("common_test/include/ct.hrl").
+-export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
+-export([round_trips/1, sampled_one_in_four/1, off/1, printed/1]).
+-export([init/1, handle_call/3, handle_cast/2]).
+
+-define(SLOW, 10).      %% calls of {slow, 20}
+-define(FAST, 200).     %% calls of fast
+-define(NEVER, 3).      %% calls the server never answers (timeout 50 ms)
+
+all() ->
+    [{group, calls}].
+
+groups() ->
+    [{calls, [sequence], [round_trips, sampled_one_in_four, off, printed]}].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Config.
+
+end_per_suite(_Config) ->
+    _ = msgflow:stop(),
+    ok.
+
+init([]) -> {ok, 0}.
+handle_call({slow, Ms}, _From, N) -> timer:sleep(Ms), {reply, ok, N + 1};
+handle_call(fast, _From, N) -> {reply, ok, N + 1};
+handle_call(never, _From, N) -> {noreply, N}.
+handle_cast(_, N) -> {noreply, N}.
+
+%% The server (registered `calls_srv') and a client making the calls when
+%% told; only they are traced.  Returns the view once the unanswered calls
+%% are past call_timeout (200 ms) and swept.
+run(Sample) ->
+    {ok, Srv} = gen_server:start({local, calls_srv}, ?MODULE, [], []),
+    Self = self(),
+    Client = spawn(fun() ->
+                           receive go -> ok end,
+                           [ok = gen_server:call(calls_srv, {slow, 20}) || _ <- lists:seq(1, ?SLOW)],
+                           [ok = gen_server:call(Srv, fast) || _ <- lists:seq(1, ?FAST)],
+                           [{'EXIT', {timeout, _}} = catch gen_server:call(Srv, never, 50)
+                            || _ <- lists:seq(1, ?NEVER)],
+                           Self ! {done, self()},
+                           receive stop -> ok end
+                   end),
+    ok = msgflow:start(#{procs => [Client, Srv], call_sample => Sample, call_timeout => 200,
+                         interval => 100}),
+    Client ! go,
+    receive {done, Client} -> ok end,
+    %% past call_timeout: three windows of 100 ms, each with its snapshot
+    ok = msgflow_collector:await_windows(3, 10000),
+    ok = msgflow:stop(),
+    View = msgflow:view(calls, #{}),
+    Client ! stop,
+    gen_server:stop(Srv),
+    {Client, Srv, View}.
+
+by_tag(#{entries := Es}) ->
+    maps:from_list([{T, E} || E = #{tag := T} <- Es]).
+
+%% Every call sampled: as many round trips as calls, the slow ones' p50 in
+%% the bucket of 20 ms, the unanswered ones exact.
+round_trips(_Config) ->
+    {Client, Srv, View} = run(1),
+    #{slow := Slow, fast := Fast, never := Never} = Tags = by_tag(View),
+    ?assertEqual(3, map_size(Tags)),
+    ?assertMatch(#{caller := Client, server := Srv, kind := call, server_label := <<"calls_srv">>},
+                 Slow),
+    ?assertMatch(#{calls := ?SLOW, sampled := ?SLOW, unanswered := 0}, Slow),
+    ?assertMatch(#{calls := ?FAST, sampled := ?FAST, unanswered := 0}, Fast),
+    ?assertMatch(#{calls := ?NEVER, sampled := 0, unanswered := ?NEVER, p50 := undefined}, Never),
+    %% 20 ms of sleep take 20 to 22 ms: one bucket, [16.8, 25.2) ms
+    Buckets = msgflow_tracer:call_buckets(),
+    [{Lo, Hi}] = [B || B = {L, H} <- Buckets, L =< 20000000, H =/= infinity, 22000000 < H],
+    ?assertEqual((Lo + Hi) / 2000, maps:get(p50, Slow)),
+    ?assert(maps:get(p99, Slow) >= maps:get(p50, Slow)),
+    ?assert(maps:get(max, Slow) >= maps:get(p99, Slow)),
+    %% the fast ones return at once: well under the slow ones
+    ?assert(maps:get(p50, Fast) < 1000),
+    %% total wait orders them: the slow ones first
+    #{entries := [#{tag := slow} | _]} = View,
+    ok.
+
+%% 1 in 4 calls sampled on this one client's thread(s): a quarter of each
+%% tag's calls (within the one that may straddle), exact call counts.
+sampled_one_in_four(_Config) ->
+    {_, _, View} = run(4),
+    #{slow := Slow, fast := Fast} = by_tag(View),
+    ?assertMatch(#{calls := ?SLOW}, Slow),
+    ?assertMatch(#{calls := ?FAST}, Fast),
+    Sampled = maps:get(sampled, Slow) + maps:get(sampled, Fast)
+        + maps:get(unanswered, maps:get(never, by_tag(View), #{unanswered => 0})),
+    %% a thread counts down its own calls: with the client on one or two
+    %% schedulers, (213 - 1) div 4 to 213 div 4 + 2 of them
+    ?assert(Sampled >= (?SLOW + ?FAST + ?NEVER) div 4 - 1),
+    ?assert(Sampled =< (?SLOW + ?FAST + ?NEVER) div 4 + 2),
+    ok.
+
+%% Off: no round trips, and the counts as ever.
+off(_Config) ->
+    {_, _, View} = run(off),
+    ?assertMatch(#{entries := [], sample := off}, View),
+    ok.
+
+%% calls/0 prints the edges, busiest total wait first.
+printed(_Config) ->
+    _ = run(1),
+    Out = msgflow_test_io:capture(fun() -> ok = msgflow:calls() end),
+    ct:log("~ts", [Out]),
+    [Head, Cols, First, Second, Third] = string:split(string:trim(Out, trailing), "\n", all),
+    ?assertMatch({match, _}, re:run(Head, "^msgflow stopped: 3 call edges by process, round trips of every call")),
+    ?assertMatch({match, _}, re:run(Cols, "^CALLER +SERVER +CALL +CALLS +SAMPLED +P50 +P99 +MAX +UNANS$")),
+    ?assertMatch({match, _}, re:run(First, "calls_srv +call slow +10 +10 +21\\.0ms")),
+    ?assertMatch({match, _}, re:run(Second, "calls_srv +call fast +200 +200 ")),
+    ?assertMatch({match, _}, re:run(Third, "calls_srv +call never +3 +0 +- +- +- +3$")),
+    ok.
