@@ -308,7 +308,12 @@ web_source(#{metrics_edges := Edges}) ->
        (metrics) ->
             case with_build(all, fun(Build) -> Build(#{by => name}) end) of
                 {error, _} = E -> E;
-                View -> {ok, msgflow_prom:metrics(View, msgflow_collector:info_as_is(), Edges)}
+                View ->
+                    Calls = case view1(calls, #{by => name, limit => all}) of
+                                {error, _} -> none;
+                                C -> C
+                            end,
+                    {ok, msgflow_prom:metrics(View, Calls, msgflow_collector:info_as_is(), Edges)}
             end
     end.
 
@@ -325,7 +330,11 @@ web_state(Build, By, Static) ->
               true -> msgflow_hotspots:find(Build(msgflow_hotspots:spec(#{})), #{});
               false -> []
           end,
-    msgflow_web_page:state(Views, #{hotspots => Hot,
+    Calls = case By =/= kind andalso view1(calls, #{by => By, limit => all}) of
+                #{entries := _} = C -> C;
+                _ -> none
+            end,
+    msgflow_web_page:state(Views, #{hotspots => Hot, calls => Calls,
                                     flows => {msgflow_flow:flows(), msgflow_flow:last()},
                                     node_status => msgflow_cluster:nodes(),
                                     info => msgflow_collector:info_as_is(), static => Static}).

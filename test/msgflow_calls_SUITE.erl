@@ -89,6 +89,11 @@ round_trips(_Config) ->
     ?assert(maps:get(p50, Fast) < 1000),
     %% total wait orders them: the slow ones first
     #{entries := [#{tag := slow} | _]} = View,
+    %% hotspots: with p99 of 10 ms or more called slow, the slow edge only
+    Found = [F || F = #{kind := slow_calls} <- msgflow:view(hotspots, #{slow_call_ms => 10})],
+    ?assertMatch([#{subject := {Client, Srv, call, slow}, label := <<_/binary>>,
+                    evidence := #{p99_us := _, calls := ?SLOW}}], Found),
+    ?assertEqual([], [F || F = #{kind := slow_calls} <- msgflow:view(hotspots, #{})]),
     ok.
 
 %% 1 in 4 calls sampled on this one client's thread(s): a quarter of each

@@ -242,8 +242,12 @@ browser(Config, Node) ->
         #{<<"file">> := _} = step(B, "shot web-live"),
         %% a click on an edge: its kinds, its rate chart, its busiest pairs
         #{<<"title">> := <<"web_client \x{2192} web_store"/utf8>>, <<"kinds">> := [[<<"call">>, <<"ping">>, <<"40">>]],
-          <<"chart">> := true, <<"pairs">> := [[ClientText, StoreText, <<"40">>]]}
+          <<"chart">> := true, <<"pairs">> := [[ClientText, StoreText, <<"40">>]],
+          <<"calls">> := [[<<"call ping">>, <<"40">>, Sampled, _P50, _P99, _Max, <<"0">>]]}
             = step(B, "clickedge " ++ json([<<"web_client">>, <<"web_store">>])),
+        %% its round trips: 1 in 64 calls per scheduler thread, the first
+        %% on each sampled: of 40 calls on one or two threads, 1 to 2
+        ?assert(lists:member(Sampled, [<<"1">>, <<"2">>])),
         ?assertEqual(<<"web_client ", (list_to_binary(pid_to_list(Client)))/binary>>, ClientText),
         ?assertEqual(<<"web_store ", (list_to_binary(pid_to_list(Store)))/binary>>, StoreText),
         #{<<"file">> := _} = step(B, "shot web-edge"),

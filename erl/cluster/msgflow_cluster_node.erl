@@ -47,6 +47,8 @@ local_hotspots(Opts) ->
                                                      msgflow_hotspots:find(
                                                        msgflow_view:build(
                                                          Store, msgflow_hotspots:spec(Opts)), Opts)
+                                                     ++ msgflow_hotspots:slow_calls(
+                                                          msgflow_calls_view:build(Store, #{}), Opts)
                                              end)]
     end.
 

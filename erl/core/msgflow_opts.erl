@@ -208,7 +208,9 @@ schema(hotspots) ->
       spike_factor => {5, pos_number},      %% last window >= factor x mean of the earlier ones
       spike_min => {100, pos_number},       %% messages in the last window, at least
       fan_out_receivers => {20, pos_number},%% distinct receivers of one sender
-      dead_min => {1, pos_number}};         %% dead letters from one sender, at least
+      dead_min => {1, pos_number},          %% dead letters from one sender, at least
+      slow_call_ms => {100, pos_number},    %% a call edge's p99, ms, at least
+      slow_growth => {3, pos_number}};      %% last window's p99 >= growth x the one before
 schema(follow) ->
     #{settle => {50, {int, 0, 60000, "ms"}},
       max_events => {10000, {int, 0, 10000000, "events"}},

@@ -8,6 +8,11 @@
 %%%     other edges summed in one series, `sender="other",
 %%%     receiver="other", kind="other"' (which edges it holds changes as
 %%%     their ranks change);</li>
+%%% <li>`msgflow_call_duration_seconds{caller, server, tag}' (histogram):
+%%%     the round trips of sampled calls (request sent to reply sent) of
+%%%     the `Edges' call edges with the most total wait, by name, with a
+%%%     bucket per power of two from 256 ns; `_sum' is estimated from the
+%%%     buckets' middles;</li>
 %%% <li>msgflow's own: `msgflow_events_total', `msgflow_overflow_total',
 %%%     `msgflow_dead_letters_total', `msgflow_births_dropped_total'
 %%%     (counters, messages or births), `msgflow_pairs' (distinct pairs
@@ -18,12 +23,13 @@
 %%% Prometheus reads as a counter reset.  Label values are escaped as the
 %%% format says (`\\', `"', newline): any label text is safe.
 -module(msgflow_prom).
--export([metrics/3]).
+-export([metrics/4]).
 
-%% @doc The exposition text of View (its rows, busiest first, with kinds)
-%% and Info (msgflow:info/0), with at most Edges edge series.
--spec metrics(msgflow_view:view(), map(), pos_integer()) -> iodata().
-metrics(View = #{rows := Rows}, Info, Edges) ->
+%% @doc The exposition text of View (its rows, busiest first, with kinds),
+%% Calls (a msgflow_calls_view:view() by name, or none) and Info
+%% (msgflow:info/0), with at most Edges edge series and call edges.
+-spec metrics(msgflow_view:view(), msgflow_calls_view:view() | none, map(), pos_integer()) -> iodata().
+metrics(View = #{rows := Rows}, Calls, Info, Edges) ->
     {Shown, Rest} = lists:split(min(Edges, length(Rows)), Rows),
     Series = lists:append([edge_series(View, Row) || Row <- Shown])
         ++ case Rest of
@@ -36,6 +42,7 @@ metrics(View = #{rows := Rows}, Info, Edges) ->
                           "the busiest ~b edges, the rest in sender=\"other\".",
                           [maps:get(by, View), Edges]),
             Series),
+     call_histograms(Calls, Edges),
      own(<<"msgflow_events_total">>, counter, "Messages counted since the run started.",
          maps:get(events, Info, 0)),
      own(<<"msgflow_overflow_total">>, counter,
@@ -61,6 +68,34 @@ edge_series(View, Row = #{sender := S, receiver := R, count := C}) ->
     Labels = [{sender, msgflow_view:display(View, S)}, {receiver, msgflow_view:display(View, R)}],
     [{Labels ++ [{kind, atom_to_binary(K)}], N} || {K, N} <- lists:sort(maps:to_list(ByKind))]
         ++ [{Labels ++ [{kind, <<"none">>}], None} || None > 0].
+
+%% The call edges' histograms: cumulative buckets at each power of two
+%% (the tracer's buckets two by two), +Inf, the sum and the count.
+call_histograms(none, _) ->
+    [];
+call_histograms(#{entries := Es0}, Edges) ->
+    Es = lists:sublist([E || E = #{sampled := S} <- Es0, S > 0], Edges),
+    Bounds = msgflow_call_row:buckets(),
+    %% the upper bounds that are powers of two (every second bucket's), in s
+    Les = [{B, Hi} || B <- lists:seq(0, tuple_size(Bounds) - 1),
+                      {_, Hi} <- [element(B + 1, Bounds)], is_integer(Hi), Hi band (Hi - 1) =:= 0],
+    Name = <<"msgflow_call_duration_seconds">>,
+    ["# HELP ", Name, " Round trips of sampled calls (request sent to reply sent), by call edge "
+     "and request tag.\n# TYPE ", Name, " histogram\n",
+     [begin
+          Ls = [{caller, CL}, {server, SL}, {tag, msgflow_fmt:name(T)}],
+          Labels = fun(Extra) -> lists:join(",", [[atom_to_list(K), "=\"", escape(V), "\""]
+                                                 || {K, V} <- Ls ++ Extra]) end,
+          [[[Name, "_bucket{", Labels([{le, le(Hi)}]), "} ",
+             integer_to_list(lists:sum([N || {B1, N} <- H, B1 =< B])), "\n"] || {B, Hi} <- Les],
+           Name, "_bucket{", Labels([{le, <<"+Inf">>}]), "} ", integer_to_list(S), "\n",
+           Name, "_sum{", Labels([]), "} ", float_to_list(Mean * S / 1.0e6, [{decimals, 9}]), "\n",
+           Name, "_count{", Labels([]), "} ", integer_to_list(S), "\n"]
+      end || #{caller_label := CL, server_label := SL, tag := T, hist := H, sampled := S,
+               mean := Mean} <- Es]].
+
+le(Ns) ->
+    list_to_binary(float_to_list(Ns / 1.0e9, [short])).
 
 family(Name, Type, Help, Series) ->
     ["# HELP ", Name, " ", Help, "\n# TYPE ", Name, " ", atom_to_list(Type), "\n",

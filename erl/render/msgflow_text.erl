@@ -137,7 +137,7 @@ help() ->
       "  msgflow:matrix(name, #{kind => call})  one kind of message (or {call, get})\n"
       "  msgflow:hotspots()                  fan_in, hot_pair, spike, fan_out, ...\n"
       "  msgflow:flows()                     follow_calls/2 entries, the last follow/1\n"
-      "  msgflow:calls()                     how long calls wait: p50, p99 per call edge\n"
+      "  msgflow:calls()                     how long calls wait, p50 and p99 per edge\n"
       "  msgflow:nodes()                     each node's status, pairs, messages\n"
       "Data (for programs; the same options):\n"
       "  msgflow:view(top, #{limit => 20})   or matrix, hotspots, flows, nodes, kinds\n"

@@ -51,7 +51,8 @@ views(By, Cluster) ->
 %% `hotspots' (msgflow_hotspots:finding()s; none in the live page's
 %% state, which fetches them apart), `flows' ({Summaries,
 %% LastFlow} of msgflow_flow), `node_status' (msgflow_cluster:nodes()),
-%% `info' (msgflow:info/0's map), `static' (true in an export).  A map
+%% `info' (msgflow:info/0's map), `calls' (a msgflow_calls_view:view()
+%% of the same grouping, or none), `static' (true in an export).  A map
 %% with binary keys, for msgflow_report:json_encode/1; counts in
 %% messages, rates in messages/s, times in ms since 1970.
 -spec state(#{atom() => msgflow_view:view()}, map()) -> map().
@@ -71,6 +72,7 @@ state(Views = #{graph := G = #{by := By}, pairs := P}, Extra) ->
       <<"matrix">> => matrix(msgflow_view:matrix(G)),
       <<"pairs">> => pairs(P, By),
       <<"hotspots">> => hotspots(maps:get(hotspots, Extra, [])),
+      <<"calls">> => calls(maps:get(calls, Extra, none)),
       <<"flows">> => flows(maps:get(flows, Extra, {[], undefined})),
       <<"nodes">> => node_traffic(maps:get(node_status, Extra, []), maps:get(nodes, Views, undefined)),
       <<"figures">> => #{<<"events">> => maps:get(events, G),
@@ -199,6 +201,19 @@ flows({Summaries, Last}) ->
                               <<"messages">> => M,
                               <<"mermaid">> => iolist_to_binary(msgflow_flow_render:mermaid(Last))}
                     end}.
+
+%% The call edges with their sampled round trips (µs), keyed as the
+%% graph's edges are.
+calls(none) ->
+    [];
+calls(#{entries := Es}) ->
+    Num = fun(undefined) -> null; (X) -> float(X) end,
+    [#{<<"s">> => id(C), <<"r">> => id(S), <<"kind">> => atom_to_binary(K),
+       <<"tag">> => msgflow_fmt:name(T), <<"calls">> => case N of undefined -> null; _ -> N end,
+       <<"sampled">> => Sa, <<"unanswered">> => U, <<"p50">> => Num(P50), <<"p99">> => Num(P99),
+       <<"max">> => Num(Max)}
+     || #{caller := C, server := S, kind := K, tag := T, calls := N, sampled := Sa,
+          unanswered := U, p50 := P50, p99 := P99, max := Max} <- Es].
 
 text(B) when is_binary(B) -> B;
 text(E) -> msgflow_fmt:endpoint(E).

@@ -13,8 +13,10 @@
 %% the pair's kinds; undefined when the tag was past the pair's
 %% max_kinds), `sampled' the round trips measured, `unanswered' the
 %% sampled calls with no reply within call_timeout, the round trip's
-%% quantiles and mean in µs (undefined with no round trip), `wait_ms' the
-%% calls' estimated total wait (calls × mean, ms), and the ends' labels.
+%% quantiles and mean in µs (undefined with no round trip), `p99_last' and
+%% `p99_prev' those of the last closed window and the one before it,
+%% `wait_ms' the calls' estimated total wait (calls × mean, ms), and the
+%% ends' labels.
 -type entry() :: #{caller := term(), server := term(), kind := atom(), tag := atom(),
                    caller_label := binary(), server_label := binary(),
                    calls := non_neg_integer() | undefined, sampled := non_neg_integer(),
@@ -22,6 +24,7 @@
                    p50 := float() | undefined, p90 := float() | undefined,
                    p99 := float() | undefined, max := float() | undefined,
                    mean := float() | undefined, wait_ms := float(),
+                   p99_last := float() | undefined, p99_prev := float() | undefined,
                    hist := msgflow_call_row:hist()}.
 -type view() :: #{by := msgflow_view:grouping(), node := node(), running := boolean(),
                   entries := [entry()], sample := pos_integer() | off,
@@ -32,7 +35,7 @@
 %% labels'), busiest total wait first, at most `limit' (all).
 -spec build(msgflow_store:store(), #{by => msgflow_view:grouping(), limit => pos_integer() | all,
                                      sample => pos_integer() | off}) -> view().
-build(Store = #{calls := T, labels := Tables}, Opts) ->
+build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
     By = case maps:get(by, Opts, process) of kind -> process; B -> B end,
     Canon = msgflow_view_groups:key_fun(process, Tables),
     KeyOf = msgflow_view_groups:key_fun(By, Tables),
@@ -41,7 +44,8 @@ build(Store = #{calls := T, labels := Tables}, Opts) ->
                        {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
                        Calls = calls(Store, C0, S0, Kind, Tag),
                        K = {KeyOf(Canon(C0)), KeyOf(Canon(S0)), Kind, Tag},
-                       {N0, S1, U1, H1} = maps:get(K, Acc, {0, 0, 0, []}),
+                       {N0, S1, U1, H1, L1, P1} = maps:get(K, Acc, {0, 0, 0, [], [], []}),
+                       {LH, PH} = msgflow_call_row:recent(Row, Last),
                        N = case {N0, Calls} of
                                {undefined, _} -> undefined;
                                {_, undefined} -> undefined;
@@ -49,7 +53,9 @@ build(Store = #{calls := T, labels := Tables}, Opts) ->
                            end,
                        Acc#{K => {N, S1 + msgflow_call_row:sampled(Row),
                                   U1 + msgflow_call_row:unanswered(Row),
-                                  msgflow_call_row:add_hists(H1, msgflow_call_row:hist(Row))}}
+                                  msgflow_call_row:add_hists(H1, msgflow_call_row:hist(Row)),
+                                  msgflow_call_row:add_hists(L1, LH),
+                                  msgflow_call_row:add_hists(P1, PH)}}
                end, #{}, ets:tab2list(T)),
     Label = fun(K) -> label(By, K, Tables) end,
     Entries = [entry(K, V, Label) || {K, V} <- maps:to_list(Groups)],
@@ -65,8 +71,10 @@ build(Store = #{calls := T, labels := Tables}, Opts) ->
                      L -> lists:sublist(Sorted, L)
                  end}.
 
-entry({C, S, Kind, Tag}, {Calls, Sampled, Unanswered, Hist}, Label) ->
+entry({C, S, Kind, Tag}, {Calls, Sampled, Unanswered, Hist, LastHist, PrevHist}, Label) ->
     [P50, P90, P99, Max] = msgflow_call_row:percentiles(Hist, [0.5, 0.9, 0.99, 1]),
+    [P99Last] = msgflow_call_row:percentiles(LastHist, [0.99]),
+    [P99Prev] = msgflow_call_row:percentiles(PrevHist, [0.99]),
     Mean = mean(Hist),
     Wait = case {Calls, Mean} of
                {undefined, undefined} -> 0.0;
@@ -78,6 +86,7 @@ entry({C, S, Kind, Tag}, {Calls, Sampled, Unanswered, Hist}, Label) ->
       caller_label => Label(C), server_label => Label(S),
       calls => Calls, sampled => Sampled, unanswered => Unanswered,
       p50 => P50, p90 => P90, p99 => P99, max => Max, mean => Mean, wait_ms => Wait,
+      p99_last => P99Last, p99_prev => P99Prev,
       hist => Hist}.
 
 %% The mean round trip of a histogram, µs, from its buckets' middles.

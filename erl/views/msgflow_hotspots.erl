@@ -15,7 +15,11 @@
 %%%     `spike_factor' (5) times the mean of the windows before it;</li>
 %%% <li>`fan_out': a sender to `fan_out_receivers' (20) receivers or more in the last window;</li>
 %%% <li>`dead_letters': a sender with at least `dead_min' (1) sends to processes
-%%%     that did not exist, since start.</li>
+%%%     that did not exist, since start;</li>
+%%% <li>`slow_calls' (slow_calls/2, from the calls view): a call edge whose
+%%%     sampled round trips have a p99 of `slow_call_ms' (100) or more since
+%%%     start, or whose last window's p99 is `slow_growth' (3) times the
+%%%     window before's and at least `slow_call_ms' / 10.</li>
 %%% </ul>
 %%% `windows' (5) is how many of the latest closed windows are looked at;
 %%% evidence figures are messages, msg/s, ms and queue lengths (messages),
@@ -26,14 +30,14 @@
 %%% lowest and highest): `21 x xmpp_stream_in:init/1: each sends to 24
 %%% receivers, 769-812 messages in the last window'.
 -module(msgflow_hotspots).
--export([find/2, spec/1]).
+-export([find/2, spec/1, slow_calls/2]).
 
 -export_type([finding/0]).
 
 %% `node' (the node it was found on) when msgflow counts across a cluster.
 %% `members' (and `subject' the list of the members' subjects) when the
 %% finding stands for several subjects that share a label (find/2).
--type finding() :: #{kind := fan_in | hot_pair | spike | fan_out | dead_letters,
+-type finding() :: #{kind := fan_in | hot_pair | spike | fan_out | dead_letters | slow_calls,
                      subject := term(), label := binary(), evidence := map(),
                      explanation := binary(), members => pos_integer(), node => node()}.
 
@@ -278,6 +282,34 @@ dead_letters(#{dead := Dead}, #{dead_min := Min}, Label) ->
                                   "exist", [Label(S), msgflow_fmt:int(N), msgflow_fmt:int(length(Rs))])}
              || {S, {Rs, N}} <- maps:to_list(BySender), N >= Min],
     by_desc(fun(#{evidence := #{count := C}}) -> C end, Found).
+
+%% @doc Slow call edges in a calls view (msgflow_calls_view:build/2),
+%% slowest p99 first.  Opts as find/2's (`slow_call_ms', `slow_growth').
+-spec slow_calls(msgflow_calls_view:view(), map()) -> [finding()].
+slow_calls(#{entries := Es}, Opts0) ->
+    #{slow_call_ms := Ms, slow_growth := Growth} =
+        maps:merge(msgflow_opts:defaults(hotspots), Opts0),
+    Found = [#{kind => slow_calls, subject => {C, S, Kind, Tag}, label => Label,
+               evidence => #{p99_us => P99, p50_us => P50, calls => Calls, sampled => Sampled,
+                             p99_last_us => Last, p99_prev_us => Prev},
+               explanation => fmt("~ts: ~s ~ts calls, p99 ~s (p50 ~s) over ~s sampled; last "
+                                  "window p99 ~s, the one before ~s",
+                                  [Label, Kind, msgflow_fmt:name(Tag), msgflow_fmt:micros(P99),
+                                   msgflow_fmt:micros(P50), msgflow_fmt:int(Sampled),
+                                   msgflow_fmt:micros(Last), msgflow_fmt:micros(Prev)])}
+             || #{caller := C, server := S, kind := Kind, tag := Tag, caller_label := CL,
+                  server_label := SL, p99 := P99, p50 := P50, calls := Calls, sampled := Sampled,
+                  p99_last := Last, p99_prev := Prev} <- Es,
+                Label <- [iolist_to_binary([CL, " -> ", SL])],
+                slow(P99, Ms * 1000) orelse growing(Last, Prev, Growth, Ms * 100)],
+    by_desc(fun(#{evidence := #{p99_us := P}}) -> P end, Found).
+
+slow(undefined, _) -> false;
+slow(P99, Limit) -> P99 >= Limit.
+
+growing(Last, Prev, Growth, Min) when is_number(Last), is_number(Prev) ->
+    Last >= Min andalso Last >= Growth * Prev;
+growing(_, _, _, _) -> false.
 
 %% The share of a row's messages that are no replies (1 with kinds off).
 asked_share([]) ->

@@ -352,6 +352,25 @@
       body.appendChild(kt);
     }
     drawRate(box, e);
+    var calls = (state.calls || []).filter(function (c) { return c.s === e.s && c.r === e.r; });
+    if (calls.length) {
+      var us = function (v) {
+        return v === null ? '-' : v < 1000 ? v.toFixed(v < 10 ? 1 : 0) + ' \u00b5s'
+          : v < 1e6 ? (v / 1000).toFixed(v < 1e4 ? 2 : 1) + ' ms' : (v / 1e6).toFixed(2) + ' s';
+      };
+      var ct = el('table', {class: 'calls'}, el('thead', {}, el('tr', {}, el('th', {}, 'call'),
+                 el('th', {class: 'n'}, 'calls'), el('th', {class: 'n'}, 'sampled'), el('th', {class: 'n'}, 'p50'),
+                 el('th', {class: 'n'}, 'p99'), el('th', {class: 'n'}, 'max'), el('th', {class: 'n'}, 'unans.'))));
+      var cb = el('tbody');
+      calls.forEach(function (c) {
+        cb.appendChild(el('tr', {}, td(c.kind + ' ' + c.tag), td(c.calls === null ? '?' : int(c.calls), 'n'),
+                          td(int(c.sampled), 'n'), td(us(c.p50), 'n'), td(us(c.p99), 'n'), td(us(c.max), 'n'),
+                          td(int(c.unanswered), 'n')));
+      });
+      ct.appendChild(cb);
+      body.appendChild(el('h3', {}, 'Round trips (request sent to reply sent, sampled calls)'));
+      body.appendChild(ct);
+    }
     var pairs = state.pairs.filter(function (p) { return p.sender_group === e.s && p.receiver_group === e.r; });
     body.appendChild(el('h3', {}, 'Busiest pairs (' + pairs.length + ')'));
     var t = el('table', {}, el('thead', {}, el('tr', {}, el('th', {}, 'sender'), el('th', {}, 'receiver'),

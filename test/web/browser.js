@@ -92,6 +92,7 @@ async function snapshot(page, dialogs) {
             title: document.getElementById('details-title').textContent,
             kinds: rows('#details-body table.kinds tbody tr'),
             chart: !document.querySelector('.chart-box').hidden,
+            calls: rows('#details-body table.calls tbody tr'),
             pairs: Array.from(tables[tables.length - 1].querySelectorAll('tbody tr')).map((tr) =>
               Array.from(tr.children).map((td) => td.textContent))
           };
