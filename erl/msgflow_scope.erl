@@ -122,10 +122,10 @@ top_view(Spec, Node) ->
 %%     `current_function', `status'; `undefined' once it exited) and its
 %%     busiest partners both ways since start, `sends_to' and
 %%     `receives_from', `[{Endpoint, Label, Messages}]' (at most 5 each);</li>
-%% <li>`calls': `by' (process), `limit' (all): this node's call edges
-%%     with their round trips (msgflow_calls_view:view()): `calls' (exact),
-%%     `sampled', `unanswered', `p50', `p90', `p99', `max', `mean' (µs),
-%%     busiest total wait first;</li>
+%% <li>`calls': `by' (process), `limit' (all): the call edges with their
+%%     round trips (msgflow_calls_view:view()), of every node of a
+%%     cluster added up: `calls' (exact), `sampled', `unanswered', `p50',
+%%     `p90', `p99', `max', `mean' (µs), busiest total wait first;</li>
 %% <li>`kinds': `pair => {Sender, Receiver}' (pids, ports or names as
 %%     top/1 shows them, or labels as binaries or strings, as `by =>
 %%     name' shows them): a view with that row, its kinds by tag.</li>
@@ -192,17 +192,24 @@ view1(process, #{pid := P0}) ->
             Info#{pid => P, label => msgflow_describe:label(P),
                   sends_to => lists:sublist(Out, 5), receives_from => lists:sublist(In, 5)}
     end;
-view1(calls, Opts) ->
-    case msgflow_collector:store(true) of
-        undefined ->
-            {error, not_started};
-        Store ->
-            Sample = case maps:get(opts, msgflow_collector:info_as_is(), #{}) of
-                         #{kinds := false} -> off;
-                         #{call_sample := S} -> S;
-                         _ -> off
-                     end,
-            msgflow_view:run(Store, fun() -> msgflow_calls_view:build(Store, Opts#{sample => Sample}) end)
+view1(calls, Opts0) ->
+    Sample = case maps:get(opts, msgflow_collector:info_as_is(), #{}) of
+                 #{kinds := false} -> off;
+                 #{call_sample := S} -> S;
+                 _ -> off
+             end,
+    Opts = Opts0#{sample => Sample},
+    %% each node its own calls (a call is measured where both its halves
+    %% are seen), added up here
+    case [node() | msgflow_cluster:members()] of
+        [_] ->
+            msgflow_cluster_node:local_calls(Opts);
+        Nodes ->
+            case [V || {_, {ok, V = #{entries := _}}} <- msgflow_cluster:call_all(Nodes, local_calls,
+                                                                                   [Opts])] of
+                [] -> {error, not_started};
+                Views -> msgflow_calls_view:merge(Views, maps:get(limit, Opts, all))
+            end
     end;
 view1(flows, _) ->
     #{entries => msgflow_flow:flows(), last => msgflow_flow:last()};

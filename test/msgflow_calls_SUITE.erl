@@ -11,7 +11,7 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
--export([round_trips/1, sampled_one_in_four/1, off/1, printed/1]).
+-export([round_trips/1, sampled_one_in_four/1, off/1, printed/1, cluster/1, peer_client/3]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 -define(SLOW, 10).      %% calls of {slow, 20}
@@ -22,7 +22,7 @@ all() ->
     [{group, calls}].
 
 groups() ->
-    [{calls, [sequence], [round_trips, sampled_one_in_four, off, printed]}].
+    [{calls, [sequence], [round_trips, sampled_one_in_four, off, printed, cluster]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -116,6 +116,37 @@ off(_Config) ->
     {_, _, View} = run(off),
     ?assertMatch(#{entries := [], sample := off}, View),
     ok.
+
+%% Across a cluster: calls on a peer node (client and server there) and
+%% here are each measured where they run, and view(calls) adds them up.
+cluster(_Config) ->
+    {Peer, Node} = msgflow_SUITE:cluster_peer(true),
+    try
+        _ = msgflow:stop(),
+        {ok, Here} = gen_server:start(?MODULE, [], []),
+        {ok, There} = erpc:call(Node, gen_server, start, [?MODULE, [], []]),
+        ok = msgflow:start(#{nodes => all, call_sample => 1, interval => 200}),
+        Self = self(),
+        C1 = erpc:call(Node, ?MODULE, peer_client, [There, 30, Self]),
+        C2 = peer_client(Here, 20, Self),
+        [receive {called, C} -> ok end || C <- [C1, C2]],
+        ok = msgflow:stop(),
+        #{entries := Es} = msgflow:view(calls, #{}),
+        %% the clients exited: their edges are their groups', on their nodes
+        NodeOf = fun({exited, _, N}) -> N; (P) -> node(P) end,
+        Fast = lists:sort([{NodeOf(C), NodeOf(S), N, Sa} || #{caller := C, server := S, tag := fast,
+                                                           calls := N, sampled := Sa} <- Es]),
+        ?assertEqual(lists:sort([{Node, Node, 30, 30}, {node(), node(), 20, 20}]), Fast)
+    after
+        _ = msgflow:stop(),
+        peer:stop(Peer)
+    end.
+
+%% Run on a node: N fast calls to Server from a process of its own, then
+%% {called, Pid} to Parent.
+peer_client(Server, N, Parent) ->
+    spawn(fun() -> [ok = gen_server:call(Server, fast) || _ <- lists:seq(1, N)],
+                   Parent ! {called, self()} end).
 
 %% calls/0 prints the edges, busiest total wait first.
 printed(_Config) ->

@@ -3,7 +3,8 @@
 %%% pull): each builds from its own store, in a process of its own, and
 %%% never calls the coordinator.
 -module(msgflow_cluster_node).
--export([local_view/1, local_pairs/0, local_pairs/1, local_hotspots/1, local_history/2, report/2, labels/1]).
+-export([local_view/1, local_pairs/0, local_pairs/1, local_hotspots/1, local_history/2, report/2, labels/1,
+         local_calls/1]).
 
 -define(TOP_KEPT, 100).        %% busiest pairs kept per node for when it is gone
 
@@ -16,6 +17,17 @@ local_view(Spec) ->
     case msgflow_collector:store(true) of
         undefined -> {error, not_started};
         Store -> msgflow_view:run(Store, fun() -> msgflow_view:build(Store, Spec) end)
+    end.
+
+%% @doc This node's call edges (msgflow_calls_view:build/2 with Opts:
+%% `by', `limit', `sample'), built from its store in a process of its own.
+%% `{error, not_started}' when msgflow never ran here.
+-spec local_calls(map()) -> msgflow_calls_view:view() | {error, not_started}.
+local_calls(Opts) ->
+    ok = msgflow_flags:untrace_self(),
+    case msgflow_collector:store(true) of
+        undefined -> {error, not_started};
+        Store -> msgflow_view:run(Store, fun() -> msgflow_calls_view:build(Store, Opts) end)
     end.
 
 %% @doc This node's pairs (msgflow:pairs/0 of a node that counts on

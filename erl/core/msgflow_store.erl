@@ -184,13 +184,16 @@ take_calls(Session, S = #store{calls = T, closed = C}) ->
     end.
 
 %% Call edges whose caller or server exited, folded into their groups
-%% (msgflow_labels:fold_key/2), as a window closes: the table holds the
-%% edges of live processes and one per group of exited ones.
-fold_calls(S = #store{calls = T, labels = L0}) ->
+%% (msgflow_labels:fold_key/2) as a window closes, once their pair was
+%% folded (msgflow_fold, just before): the table holds the edges of live
+%% processes and one per group of exited ones, keyed as their pairs are,
+%% so that a view finds each edge's exact count in its pair's kinds.
+fold_calls(S = #store{calls = T, pairs = P, labels = L0}) ->
     Dead = fun(E) -> (is_pid(E) andalso node(E) =:= node() andalso not is_process_alive(E)) end,
     Gone = [Row || Row <- ets:tab2list(T),
                    {Caller, Server, _, _} <- [msgflow_call_row:key(Row)],
-                   Dead(Caller) orelse Dead(Server)],
+                   Dead(Caller) orelse Dead(Server),
+                   not ets:member(P, {Caller, Server})],
     L = lists:foldl(
           fun(Row, L1) ->
                   {Caller, Server, Kind, Tag} = msgflow_call_row:key(Row),
@@ -337,19 +340,19 @@ first_in_window(R, S = #store{wsenders = WS}) ->
 %%% Windows
 
 %% @doc The open window closed now (the next opens): its length and queue
-%% lengths kept, then the rows done with are folded (msgflow_fold).
+%% lengths kept, then the rows done with are folded (msgflow_fold), and
+%% the call edges of the pairs folded.
 -spec close_window(state()) -> state().
-close_window(S0 = #store{win_start = Start, closed = Closed, windows = Ws, durations = Durs,
-                         keep = Keep}) ->
+close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durations = Durs,
+                        keep = Keep, labels = L}) ->
     Now = now_ms(),
     N = Closed + 1,
     W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
-          queue_lens => queue_lens(S0)},
-    S = #store{labels = L} = fold_calls(S0),
-    msgflow_fold:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
+          queue_lens => queue_lens(S)},
+    fold_calls(msgflow_fold:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
                                durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
                                wsenders = new_wsenders(S#store.wsenders),
-                               labels = msgflow_labels:purge(msgflow_labels:prune_births(L, N))}).
+                               labels = msgflow_labels:purge(msgflow_labels:prune_births(L, N))})).
 
 %% message_queue_len of the local receivers that had the most senders in
 %% the window (fan-in candidates), read now.  Only the ?QLEN_MAX_SAMPLED

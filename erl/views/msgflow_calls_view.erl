@@ -6,7 +6,7 @@
 %%% caller's receive, nor a network's).  Built in the calling process from
 %%% the store's tables; reads nothing else.
 -module(msgflow_calls_view).
--export([build/2]).
+-export([build/2, merge/2]).
 -export_type([entry/0, view/0]).
 
 %% One call edge: `calls' the requests counted (exact, every call, from
@@ -58,18 +58,53 @@ build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
                                   msgflow_call_row:add_hists(P1, PH)}}
                end, #{}, ets:tab2list(T)),
     Label = fun(K) -> label(By, K, Tables) end,
-    Entries = [entry(K, V, Label) || {K, V} <- maps:to_list(Groups)],
-    Sorted = lists:sort(fun(A, B) -> {maps:get(wait_ms, A), maps:get(sampled, A)}
-                                         >= {maps:get(wait_ms, B), maps:get(sampled, B)} end,
-                        Entries),
+    Sorted = sort([entry(K, V, Label) || {K, V} <- maps:to_list(Groups)]),
     #{by => By, node => maps:get(node, Store), running => maps:get(running, Store),
       sample => maps:get(sample, Opts, off),
       busy => maps:get(busy, maps:get(call_figures, Store)),
       displaced => maps:get(displaced, maps:get(call_figures, Store)),
-      entries => case maps:get(limit, Opts, all) of
-                     all -> Sorted;
-                     L -> lists:sublist(Sorted, L)
-                 end}.
+      entries => limit(Sorted, maps:get(limit, Opts, all))}.
+
+%% @doc Several nodes' views as one (a cluster's): the edges of one key
+%% added (calls, round trips, unanswered, histograms: a call is measured
+%% on the node that sees both its halves), the quantiles taken again from
+%% the sums; busiest total wait first, at most Limit.
+-spec merge([view()], pos_integer() | all) -> view().
+merge([First | _] = Views, Limit) ->
+    Add = fun(undefined, _) -> undefined; (_, undefined) -> undefined; (A, B) -> A + B end,
+    Sum = lists:foldl(
+            fun(#{entries := Es}, Acc) ->
+                    lists:foldl(
+                      fun(E = #{caller := C, server := S, kind := K, tag := T}, Acc1) ->
+                              Key = {C, S, K, T},
+                              Next = case Acc1 of
+                                         #{Key := {N, Sa, U, H, L, P, Labels}} ->
+                                             {Add(N, maps:get(calls, E)), Sa + maps:get(sampled, E),
+                                              U + maps:get(unanswered, E),
+                                              msgflow_call_row:add_hists(H, maps:get(hist, E)),
+                                              L, P, Labels};
+                                         _ ->
+                                             {maps:get(calls, E), maps:get(sampled, E),
+                                              maps:get(unanswered, E), maps:get(hist, E), [], [],
+                                              {maps:get(caller_label, E), maps:get(server_label, E)}}
+                                     end,
+                              Acc1#{Key => Next}
+                      end, Acc, Es)
+            end, #{}, Views),
+    Entries = [(entry(K, {N, Sa, U, H, L, P}, fun(_) -> <<>> end))#{caller_label => CL,
+                                                                   server_label => SL}
+               || {K, {N, Sa, U, H, L, P, {CL, SL}}} <- maps:to_list(Sum)],
+    First#{running => lists:any(fun(#{running := R}) -> R end, Views),
+           busy => lists:sum([B || #{busy := B} <- Views]),
+           displaced => lists:sum([D || #{displaced := D} <- Views]),
+           entries => limit(sort(Entries), Limit)}.
+
+sort(Entries) ->
+    lists:sort(fun(A, B) -> {maps:get(wait_ms, A), maps:get(sampled, A)}
+                                >= {maps:get(wait_ms, B), maps:get(sampled, B)} end, Entries).
+
+limit(Es, all) -> Es;
+limit(Es, L) -> lists:sublist(Es, L).
 
 entry({C, S, Kind, Tag}, {Calls, Sampled, Unanswered, Hist, LastHist, PrevHist}, Label) ->
     [P50, P90, P99, Max] = msgflow_call_row:percentiles(Hist, [0.5, 0.9, 0.99, 1]),
