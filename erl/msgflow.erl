@@ -275,8 +275,9 @@ export(Path, Format, Opts0) ->
 %% `{error, not_started}' when msgflow never ran.
 -spec dump() -> binary() | {error, not_started}.
 dump() ->
+    Calls = msgflow_scope:calls_view(process),
     case msgflow_scope:with_view(#{by => process}, all,
-                   fun(V) -> term_to_binary(msgflow_report:dump(V)) end) of
+                   fun(V) -> term_to_binary(msgflow_report:dump(V, Calls)) end) of
         undefined -> {error, not_started};
         Bin -> Bin
     end.

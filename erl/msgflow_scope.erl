@@ -5,7 +5,7 @@
 %%% msgflow's functions check their arguments and call these; what the
 %%% shell prints of the views is msgflow_shell's.
 -module(msgflow_scope).
--export([start_nodes/2, start_on/2, check_node/1, with_view/3, view/2,
+-export([start_nodes/2, start_on/2, check_node/1, with_view/3, view/2, calls_view/1,
          pairs/0, pairs/1, history/2, check_format/2, export_flow/1, export_view/3,
          web_source/1]).
 
@@ -238,6 +238,19 @@ view1(kinds, #{pair := {Sender, Receiver}}) ->
 
 is_endpoint(E) -> is_pid(E) orelse is_port(E) orelse is_atom(E).
 
+%% @doc The calls view by By (by process for a grouping calls have not),
+%% or none.
+-spec calls_view(atom()) -> msgflow_calls_view:view() | none.
+calls_view(By) ->
+    Group = case lists:member(By, [process, name, module, application, node]) of
+                true -> By;
+                false -> process
+            end,
+    case view1(calls, #{by => Group, limit => all}) of
+        #{entries := _} = V -> V;
+        _ -> none
+    end.
+
 %% @doc `ok' for a format msgflow writes; a path where the format goes
 %% (the arguments swapped) is named as such.
 -spec check_format(term(), term()) -> ok | msgflow_opts:error().
@@ -316,11 +329,8 @@ web_source(#{metrics_edges := Edges}) ->
             case with_build(all, fun(Build) -> Build(#{by => name}) end) of
                 {error, _} = E -> E;
                 View ->
-                    Calls = case view1(calls, #{by => name, limit => all}) of
-                                {error, _} -> none;
-                                C -> C
-                            end,
-                    {ok, msgflow_prom:metrics(View, Calls, msgflow_collector:info_as_is(), Edges)}
+                    {ok, msgflow_prom:metrics(View, calls_view(name), msgflow_collector:info_as_is(),
+                                              Edges)}
             end
     end.
 
@@ -337,9 +347,9 @@ web_state(Build, By, Static) ->
               true -> msgflow_hotspots:find(Build(msgflow_hotspots:spec(#{})), #{});
               false -> []
           end,
-    Calls = case By =/= kind andalso view1(calls, #{by => By, limit => all}) of
-                #{entries := _} = C -> C;
-                _ -> none
+    Calls = case By of
+                kind -> none;
+                _ -> calls_view(By)
             end,
     msgflow_web_page:state(Views, #{hotspots => Hot, calls => Calls,
                                     flows => {msgflow_flow:flows(), msgflow_flow:last()},
@@ -351,10 +361,10 @@ web_state(Build, By, Static) ->
 export(Build, Path, Format, Opts) ->
     Views = maps:map(fun(_, Spec) -> Build(Spec) end,
                      msgflow_report:views(Format, maps:without([node], Opts))),
-    Opts1 = case Views of
-                #{hotspots := Hot} -> Opts#{hotspots => msgflow_hotspots:find(Hot, #{}),
-                                            flows => {msgflow_flow:flows(), msgflow_flow:last()}};
-                _ -> Opts
+    %% json and the ETF dump carry the call edges' round trips
+    Opts1 = case lists:member(Format, [json, etf]) of
+                true -> Opts#{calls => calls_view(maps:get(by, Opts, process))};
+                false -> Opts
             end,
     case msgflow_report:render(Format, Views, Opts1) of
         {error, _} = E -> E;

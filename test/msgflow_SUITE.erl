@@ -582,7 +582,7 @@ reports_all_formats(Config) ->
     %% etf dump
     {ok, Etf} = file:read_file(Path(etf)),
     Dump = binary_to_term(Etf),
-    ?assertMatch(#{format := msgflow_dump, version := 4, node := _, taken_at := _,
+    ?assertMatch(#{format := msgflow_dump, version := 5, node := _, taken_at := _, calls := [],
                    window_ms := _, scale := 1, events := _, dead_letters := 0,
                    overflow := 0, endpoints := [_ | _], pairs := [_ | _]}, Dump),
     #{endpoints := Ends, pairs := DPairs} = Dump,
@@ -2209,7 +2209,7 @@ cluster_exact(Config) ->
         Etf = filename:join(?config(priv_dir, Config), "cluster.etf"),
         ok = msgflow:export(Etf, etf),
         {ok, Bin} = file:read_file(Etf),
-        #{version := 4, nodes := DumpNodes, pairs := DumpPairs} = binary_to_term(Bin),
+        #{version := 5, nodes := DumpNodes, pairs := DumpPairs} = binary_to_term(Bin),
         ?assertEqual(lists:sort([{N, up} || N <- [node(), N1, N2]]),
                      lists:sort([{N, St} || {N, St, _, _} <- DumpNodes])),
         ?assertEqual(lists:sum([X || {_, _, X, _, _} <- DumpPairs]),

@@ -11,7 +11,8 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
--export([round_trips/1, sampled_one_in_four/1, off/1, printed/1, cluster/1, peer_client/3]).
+-export([round_trips/1, sampled_one_in_four/1, off/1, printed/1, exports/1, cluster/1,
+         peer_client/3]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 -define(SLOW, 10).      %% calls of {slow, 20}
@@ -22,7 +23,7 @@ all() ->
     [{group, calls}].
 
 groups() ->
-    [{calls, [sequence], [round_trips, sampled_one_in_four, off, printed, cluster]}].
+    [{calls, [sequence], [round_trips, sampled_one_in_four, off, printed, exports, cluster]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -115,6 +116,30 @@ sampled_one_in_four(_Config) ->
 off(_Config) ->
     {_, _, View} = run(off),
     ?assertMatch(#{entries := [], sample := off}, View),
+    ok.
+
+%% The JSON export (read by jq) and the ETF dump (version 5, read by
+%% msgflow-report) carry the call edges.
+exports(Config) ->
+    _ = run(1),
+    Dir = ?config(priv_dir, Config),
+    Json = filename:join(Dir, "calls.json"),
+    Etf = filename:join(Dir, "calls.etf"),
+    ok = msgflow:export(Json, json),
+    ok = msgflow:export(Etf, etf),
+    {0, Rows} = msgflow_test_io:run(os:find_executable("jq"),
+                                    ["-r", ".calls[] | [.server_label, .tag, .calls, .sampled, "
+                                     ".unanswered] | @tsv", Json], []),
+    ?assertEqual(["calls_srv\tfast\t200\t200\t0", "calls_srv\tnever\t3\t0\t3",
+                  "calls_srv\tslow\t10\t10\t0"],
+                 lists:sort(string:split(string:trim(binary_to_list(Rows)), "\n", all))),
+    #{version := 5, calls := Calls} = binary_to_term(element(2, file:read_file(Etf))),
+    ?assertEqual(3, length(Calls)),
+    {0, Out} = msgflow_test_io:run(msgflow_test_io:tool("msgflow-report"), [Etf, "--top", "5"], []),
+    ct:log("~s", [Out]),
+    ?assertMatch({match, _}, re:run(Out, "call edges: 3, round trips of sampled calls")),
+    ?assertMatch({match, _}, re:run(Out, "calls_srv +call slow +10 +10 +21\\.0ms")),
+    ?assertMatch({match, _}, re:run(Out, "calls_srv +call never +3 +0 +- +- +- +3")),
     ok.
 
 %% Across a cluster: calls on a peer node (client and server there) and

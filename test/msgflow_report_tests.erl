@@ -94,7 +94,7 @@ csv_quoting_test() ->
     ?assertMatch({_, _}, binary:match(CsvK, <<",7,7.0,call:get=5 info:Tick=2\n">>)),
     Json = iolist_to_binary(msgflow_report:render(json, #{rows => VK}, #{})),
     ?assertMatch({_, _}, binary:match(Json, <<"{\"kind\":\"call\",\"messages\":5,\"tag\":\"get\"}">>)),
-    #{version := 4, pairs := [{_, _, 7, 7, [{call, get, 5}, {info, 'Elixir.Tick', 2}]}]} =
+    #{version := 5, pairs := [{_, _, 7, 7, [{call, get, 5}, {info, 'Elixir.Tick', 2}]}]} =
         binary_to_term(iolist_to_binary(msgflow_report:render(etf, #{rows => VK}, #{}))).
 
 %% One output for both encoders: OTP's json (OTP 27+) and msgflow's own.

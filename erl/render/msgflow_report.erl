@@ -3,13 +3,13 @@
 %%% msgflow_web_page).  views/2 says which views a format reads; render/3
 %%% turns them into iodata.  Pure functions.
 -module(msgflow_report).
--export([views/2, render/3, dump/1, formats/0, json_encode/1, json_fallback/1]).
+-export([views/2, render/3, dump/1, dump/2, formats/0, json_encode/1, json_fallback/1]).
 -export([heatmap/2, dot/2, texts/2]).
 
 %% 2: endpoints may be groups of exited ones, {exited, Kind, Node};
 %% 3: `nodes', the nodes whose counts are in it, with their status;
-%% 4: each pair's kinds
--define(DUMP_VERSION, 4).
+%% 4: each pair's kinds; 5: `calls', the call edges' round trips
+-define(DUMP_VERSION, 5).
 
 %% @doc The export formats.
 -spec formats() -> [atom()].
@@ -33,8 +33,8 @@ views(Format, Opts) ->
 -spec render(atom(), #{atom() => msgflow_view:view()}, map()) -> iodata() | {error, term()}.
 render(csv, #{rows := V}, _Opts) -> csv(V);
 render(dot, #{rows := V}, Opts) -> dot(V, Opts);
-render(json, #{rows := V}, _Opts) -> json_encode(json_doc(V));
-render(etf, #{rows := V}, _Opts) -> term_to_binary(dump(V));
+render(json, #{rows := V}, Opts) -> json_encode((json_doc(V))#{<<"calls">> => json_calls(Opts)});
+render(etf, #{rows := V}, Opts) -> term_to_binary(dump(V, maps:get(calls, Opts, none)));
 render(svg, #{rows := V}, Opts) -> heatmap(V, Opts);
 render(Format, _Views, _Opts) -> msgflow_opts:arg(format, Format, {one_of, formats()}).
 
@@ -179,12 +179,30 @@ json_escape(B) ->
          _ -> <<C/utf8>>
      end || <<C/utf8>> <= B].
 
+%% The call edges' round trips (Opts' `calls', a msgflow_calls_view:view()),
+%% quantiles in µs (null without a round trip).
+json_calls(Opts) ->
+    Num = fun(undefined) -> null; (X) -> X end,
+    case maps:get(calls, Opts, none) of
+        none -> [];
+        #{entries := Es} ->
+            [#{<<"caller">> => msgflow_fmt:endpoint(C), <<"server">> => msgflow_fmt:endpoint(S),
+               <<"caller_label">> => CL, <<"server_label">> => SL,
+               <<"kind">> => atom_to_binary(K), <<"tag">> => msgflow_fmt:name(T),
+               <<"calls">> => Num(N), <<"sampled">> => Sa, <<"unanswered">> => U,
+               <<"p50_us">> => Num(P50), <<"p90_us">> => Num(P90), <<"p99_us">> => Num(P99),
+               <<"max_us">> => Num(Max)}
+             || #{caller := C, server := S, caller_label := CL, server_label := SL, kind := K,
+                  tag := T, calls := N, sampled := Sa, unanswered := U, p50 := P50, p90 := P90,
+                  p99 := P99, max := Max} <- Es]
+    end.
+
 %%% etf
 
 %% @doc The dump `export(Path, etf)' writes (term_to_binary of this map);
-%% msgflow-report reads it.  Version 4:
+%% msgflow-report reads it.  Version 5:
 %% ```
-%% #{format => msgflow_dump, version => 4,
+%% #{format => msgflow_dump, version => 5,
 %%   node => node(), taken_at => SystemMs, started_at => SystemMs | undefined,
 %%   running => boolean(), window_ms => Ms, scale => number(),
 %%   events => N, dead_letters => N, overflow => N,
@@ -192,8 +210,15 @@ json_escape(B) ->
 %%                  Application :: atom(), Node :: atom()}],
 %%   pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages,
 %%              [{Kind :: atom(), Tag :: atom(), KindMessages}]}],
-%%   nodes => [{Node, Status :: up | down | stale | incompatible, Pairs, Events}]}
+%%   nodes => [{Node, Status :: up | down | stale | incompatible, Pairs, Events}],
+%%   calls => [{CallerText, CallerLabel, ServerText, ServerLabel, Kind, Tag,
+%%              Calls | undefined, Sampled, Unanswered,
+%%              P50Ns | undefined, P90Ns | undefined, P99Ns | undefined, MaxNs | undefined}]}
 %% '''
+%% `calls' (version 5) are the call edges' round trips (dump/2): each
+%% edge's ends as texts and labels, its exact calls, the round trips
+%% sampled and the unanswered calls, and the round trip's quantiles in
+%% ns.
 %% `nodes' (version 3) lists the nodes whose counts are in the dump: this
 %% one alone, or every node of a cluster (msgflow_cluster), the dump's own
 %% `node' being the coordinator.
@@ -206,7 +231,16 @@ json_escape(B) ->
 %% The kinds (version 4) are the pair's messages by kind and tag, most
 %% first, summing to Messages (an empty list with kinds off).
 -spec dump(msgflow_view:view()) -> map().
-dump(View = #{rows := Rows, endpoints := Ends}) ->
+dump(View) ->
+    dump(View, none).
+
+%% @doc dump/1 with the call edges' round trips of a calls view
+%% (msgflow_calls_view:view(), or none): `calls => [{CallerText,
+%% CallerLabel, ServerText, ServerLabel, Kind, Tag, Calls, Sampled,
+%% Unanswered, P50, P90, P99, Max}]', the texts and labels binaries, Calls
+%% an integer or `undefined', the quantiles integers in ns or `undefined'.
+-spec dump(msgflow_view:view(), msgflow_calls_view:view() | none) -> map().
+dump(View = #{rows := Rows, endpoints := Ends}, Calls) ->
     Order = lists:sort(maps:keys(Ends)),
     Idx = maps:from_list(lists:zip(Order, lists:seq(0, length(Order) - 1))),
     #{format => msgflow_dump, version => ?DUMP_VERSION,
@@ -228,6 +262,16 @@ dump(View = #{rows := Rows, endpoints := Ends}) ->
                        [{N, St, P, E} || #{node := N, status := St, pairs := P, events := E} <- NS];
                    _ ->
                        [{maps:get(node, View), up, maps:get(pairs, View), maps:get(events, View)}]
+               end,
+      calls => case Calls of
+                   none -> [];
+                   #{entries := Es} ->
+                       Ns = fun(undefined) -> undefined; (Us) -> round(Us * 1000) end,
+                       [{msgflow_fmt:endpoint(C), CL, msgflow_fmt:endpoint(S), SL, K, T, N, Sa, U,
+                         Ns(P50), Ns(P90), Ns(P99), Ns(Max)}
+                        || #{caller := C, server := S, caller_label := CL, server_label := SL,
+                             kind := K, tag := T, calls := N, sampled := Sa, unanswered := U,
+                             p50 := P50, p90 := P90, p99 := P99, max := Max} <- Es]
                end}.
 
 %%% svg heatmap

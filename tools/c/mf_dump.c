@@ -586,6 +586,53 @@ static int dec_nodes(dec *d, mf_dump *out)
                : (fail(d->err, d->errlen, "nodes: an improper list"), 0);
 }
 
+/* An integer, or `undefined' as -1. */
+static int dec_opt_ll(dec *d, long long *v)
+{
+    char a[MAXATOMLEN_UTF8];
+    int save = d->idx;
+    if (ei_decode_longlong(d->buf, &d->idx, v) == 0)
+        return *v >= 0;
+    d->idx = save;
+    if (!dec_atom(d, a) || strcmp(a, "undefined") != 0)
+        return 0;
+    *v = -1;
+    return 1;
+}
+
+/* calls => [{CallerText, CallerLabel, ServerText, ServerLabel, Kind, Tag,
+ * Calls, Sampled, Unanswered, P50, P90, P99, Max}] (version 5). */
+static int dec_calls(dec *d, mf_dump *out)
+{
+    int n;
+    if (ei_decode_list_header(d->buf, &d->idx, &n) != 0 || n < 0)
+        return fail(d->err, d->errlen, "calls: not a list"), 0;
+    if (n == 0)
+        return 1;
+    out->calls = calloc((size_t)n, sizeof(mf_call));
+    if (!out->calls)
+        return fail(d->err, d->errlen, "out of memory"), 0;
+    for (int i = 0; i < n; i++) {
+        int arity;
+        char a[MAXATOMLEN_UTF8];
+        mf_call *c = &out->calls[i];
+        out->n_calls = (size_t)i + 1; /* so that free sees what was set */
+        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 13 ||
+            !dec_binary_str(d, &c->caller) || !dec_binary_str(d, &c->caller_label) ||
+            !dec_binary_str(d, &c->server) || !dec_binary_str(d, &c->server_label) ||
+            !dec_atom(d, a) || !(c->kind = dup_str(a)) || !dec_atom(d, a) ||
+            !(c->tag = dup_str(a)) || !dec_opt_ll(d, &c->calls) || !dec_u64(d, &c->sampled) ||
+            !dec_u64(d, &c->unanswered) || !dec_opt_ll(d, &c->p50_ns) ||
+            !dec_opt_ll(d, &c->p90_ns) || !dec_opt_ll(d, &c->p99_ns) || !dec_opt_ll(d, &c->max_ns))
+            return fail(d->err, d->errlen, "calls: entry %d is not {Caller, CallerLabel, Server, "
+                        "ServerLabel, Kind, Tag, Calls, Sampled, Unanswered, P50, P90, P99, "
+                        "Max}", i), 0;
+    }
+    return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
+               ? 1
+               : (fail(d->err, d->errlen, "calls: an improper list"), 0);
+}
+
 int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
@@ -610,11 +657,11 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         return fail(err, errlen, "not a msgflow dump: the term is not a map"), -1;
     /* Keys come in any order: note where each value is, then decode. */
     enum { K_FORMAT, K_VERSION, K_NODE, K_TAKEN, K_STARTED, K_RUNNING, K_WINDOW, K_SCALE,
-           K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_NODES, K_N };
+           K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_NODES, K_CALLS, K_N };
     static const char *const names[K_N] = {"format", "version", "node", "taken_at",
                                            "started_at", "running", "window_ms", "scale",
                                            "events", "dead_letters", "overflow", "endpoints",
-                                           "pairs", "nodes"};
+                                           "pairs", "nodes", "calls"};
     int at[K_N];
     for (int k = 0; k < K_N; k++)
         at[k] = -1;
@@ -645,7 +692,8 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
                     out->version, MF_DUMP_VERSION), -1;
     d.version = out->version;
     for (int k = 0; k < K_N; k++)
-        if (at[k] < 0 && k != K_STARTED && k != K_RUNNING && (k != K_NODES || d.version >= 3))
+        if (at[k] < 0 && k != K_STARTED && k != K_RUNNING && (k != K_NODES || d.version >= 3) &&
+            (k != K_CALLS || d.version >= 5))
             return fail(err, errlen, "msgflow dump without `%s'", names[k]), -1;
 
     d.idx = at[K_NODE];
@@ -713,6 +761,11 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         if (!dec_nodes(&d, out))
             goto bad;
     }
+    if (d.version >= 5) {
+        d.idx = at[K_CALLS];
+        if (!dec_calls(&d, out))
+            goto bad;
+    }
     return 0;
 bad:
     mf_dump_free(out);
@@ -728,6 +781,16 @@ void mf_dump_free(mf_dump *d)
         free(d->nodes[i].status);
     }
     free(d->nodes);
+    for (size_t i = 0; i < d->n_calls; i++) {
+        mf_call *c = &d->calls[i];
+        free(c->caller);
+        free(c->caller_label);
+        free(c->server);
+        free(c->server_label);
+        free(c->kind);
+        free(c->tag);
+    }
+    free(d->calls);
     for (size_t i = 0; i < d->n_endpoints; i++)
         endpoint_free(&d->endpoints[i]);
     free(d->endpoints);

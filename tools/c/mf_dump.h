@@ -1,15 +1,16 @@
 /*
  * mf_dump.h -- decodes msgflow's ETF dump (msgflow:export(Path, etf),
- * msgflow:dump/0), versions 1 to 4, with ei.  Shared by msgflow-report
+ * msgflow:dump/0), versions 1 to 5, with ei.  Shared by msgflow-report
  * and msgflow-top.
  *
  * The dump is term_to_binary of
- *   #{format => msgflow_dump, version => 4, node, taken_at, started_at,
+ *   #{format => msgflow_dump, version => 5, node, taken_at, started_at,
  *     running, window_ms, scale, events, dead_letters, overflow,
  *     endpoints => [{Endpoint, Label, Module, Application, Node}],
  *     pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages,
  *                [{Kind, Tag, KindMessages}]}],  (version 4; 4-tuples before)
- *     nodes => [...]}          (version 3: a cluster's nodes, below)
+ *     nodes => [...],          (version 3: a cluster's nodes, below)
+ *     calls => [...]}          (version 5: call edges' round trips, below)
  * (README, "Reports").
  *
  * Safety: ei's decoders trust the lengths inside the term, so the whole
@@ -30,7 +31,7 @@
 
 /* 2: endpoints may be {exited, Kind, Node}, the exited endpoints of one
  * kind (1 is read too) */
-#define MF_DUMP_VERSION 4 /* 2: group endpoints; 3: `nodes'; 4: kinds */
+#define MF_DUMP_VERSION 5 /* 2: group endpoints; 3: `nodes'; 4: kinds; 5: `calls' */
 #define MF_DUMP_MAX_DEPTH 16
 
 typedef enum {
@@ -80,6 +81,17 @@ typedef struct {
     uint64_t pairs, events;
 } mf_node;
 
+/* A call edge's round trips (version 5): its ends as texts and labels,
+ * the request's kind and tag, its calls (-1: not known), the round trips
+ * sampled and the calls that got no reply, and the round trip's quantiles
+ * in ns (-1: no round trip). */
+typedef struct {
+    char *caller, *caller_label, *server, *server_label, *kind, *tag;
+    long long calls;
+    uint64_t sampled, unanswered;
+    long long p50_ns, p90_ns, p99_ns, max_ns;
+} mf_call;
+
 typedef struct {
     long version;
     char *node;
@@ -95,6 +107,8 @@ typedef struct {
     mf_pair *pairs;
     size_t n_nodes;        /* version 3; 0 before */
     mf_node *nodes;
+    size_t n_calls;        /* version 5; 0 before */
+    mf_call *calls;
     size_t n_kind_names;   /* version 4: the distinct kinds and tags */
     mf_kind_name *kind_names;
     size_t n_pair_kinds;   /* version 4: every pair's kinds, pair after pair,

@@ -63,6 +63,50 @@ static int dot_fn(FILE *f, void *c)
     return mf_write_dot(f, o->d, o->rows, o->n, 200, o->by);
 }
 
+/* A duration in ns as a person reads it: 38us, 2.1ms, 1.20s; - for none. */
+static void duration(char *out, size_t len, long long ns)
+{
+    if (ns < 0)
+        snprintf(out, len, "-");
+    else if (ns < 10000)
+        snprintf(out, len, "%.1fus", (double)ns / 1e3);
+    else if (ns < 1000000)
+        snprintf(out, len, "%lldus", (ns + 500) / 1000);
+    else if (ns < 10000000)
+        snprintf(out, len, "%.2fms", (double)ns / 1e6);
+    else if (ns < 1000000000)
+        snprintf(out, len, "%.1fms", (double)ns / 1e6);
+    else
+        snprintf(out, len, "%.2fs", (double)ns / 1e9);
+}
+
+/* The dump's call edges (version 5), as msgflow:calls/0 prints them: the
+ * first `top', busiest total wait first (the dump's order). */
+static void print_calls(FILE *f, const mf_dump *d, size_t top)
+{
+    if (d->n_calls == 0)
+        return;
+    fprintf(f, "\ncall edges: %zu, round trips of sampled calls (request sent to reply sent)\n",
+            d->n_calls);
+    fprintf(f, "%-22s %-22s %-14s %9s %7s %7s %7s %7s %6s\n", "CALLER", "SERVER", "CALL", "CALLS",
+            "SAMPLED", "P50", "P99", "MAX", "UNANS");
+    for (size_t i = 0; i < d->n_calls && i < top; i++) {
+        const mf_call *c = &d->calls[i];
+        char call[64], calls[24], p50[16], p99[16], max[16];
+        snprintf(call, sizeof(call), "%s %s", c->kind, c->tag);
+        if (c->calls < 0)
+            snprintf(calls, sizeof(calls), "?");
+        else
+            snprintf(calls, sizeof(calls), "%lld", c->calls);
+        duration(p50, sizeof(p50), c->p50_ns);
+        duration(p99, sizeof(p99), c->p99_ns);
+        duration(max, sizeof(max), c->max_ns);
+        fprintf(f, "%-22.22s %-22.22s %-14.14s %9s %7llu %7s %7s %7s %6llu\n", c->caller_label,
+                c->server_label, call, calls, (unsigned long long)c->sampled, p50, p99, max,
+                (unsigned long long)c->unanswered);
+    }
+}
+
 int main(int argc, char **argv)
 {
     const char *file = NULL, *csv = NULL, *dot = NULL, *by_name = "process";
@@ -138,6 +182,7 @@ int main(int argc, char **argv)
     mf_top_layout lay = {.by = by, .width = 80, .first = 0, .top = (size_t)top, .selected = -1,
                          .peaks = NULL, .ellipsis = ellipsis};
     mf_print_top(stdout, &d, rows, n, &lay);
+    print_calls(stdout, &d, (size_t)top);
     int rc = 0;
     out_ctx o = {&d, rows, n, by_name};
     if (csv && write_file(csv, csv_fn, &o) != 0) {
