@@ -200,12 +200,16 @@ static void expect_refused(const char *what, ei_x_buff *x, const char *needle)
  * pairs, and a `scale' given as a float (0: the integer 1). */
 static int dump_pairs = 1;
 static int dump_kinds = 2; /* kinds per pair in a version 4 dump; -1: none */
+/* a version 5 dump's calls: 1 adds one call edge, 0 an empty list, -1 no
+ * `calls' at all, -2 an entry of the wrong shape */
+static int dump_calls = 1;
 static double dump_scale;
 
 static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, int nodes)
 {
     ei_x_new_with_version(x);
-    ei_x_encode_map_header(x, nodes ? 12 : 11);
+    int with_calls = version >= 5 && dump_calls >= -2 && dump_calls != -1;
+    ei_x_encode_map_header(x, (nodes ? 12 : 11) + with_calls);
     ei_x_encode_atom(x, "format");
     ei_x_encode_atom(x, "msgflow_dump");
     ei_x_encode_atom(x, "version");
@@ -285,6 +289,34 @@ static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, i
             ei_x_encode_long(x, 3 + i);
             if (nodes > 0)
                 ei_x_encode_long(x, 10 + i);
+        }
+        ei_x_encode_empty_list(x);
+    }
+    if (with_calls) {
+        /* {Caller, CallerLabel, Server, ServerLabel, Kind, Tag, Calls,
+         * Sampled, Unanswered, P50, P90, P99, Max} */
+        ei_x_encode_atom(x, "calls");
+        if (dump_calls > 0) {
+            ei_x_encode_list_header(x, 1);
+            ei_x_encode_tuple_header(x, 13);
+            ei_x_encode_binary(x, "<0.80.0>", 8);
+            ei_x_encode_binary(x, "client", 6);
+            ei_x_encode_binary(x, "<0.81.0>", 8);
+            ei_x_encode_binary(x, "kv", 2);
+            ei_x_encode_atom(x, "call");
+            ei_x_encode_atom(x, "get");
+            ei_x_encode_long(x, 171812);
+            ei_x_encode_long(x, 2684);
+            ei_x_encode_long(x, 1);
+            ei_x_encode_long(x, 38000);
+            ei_x_encode_long(x, 90000);
+            ei_x_encode_long(x, 2100000);
+            ei_x_encode_atom(x, "undefined");
+        } else if (dump_calls == -2) {
+            ei_x_encode_list_header(x, 1);
+            ei_x_encode_tuple_header(x, 2);
+            ei_x_encode_atom(x, "call");
+            ei_x_encode_atom(x, "get");
         }
         ei_x_encode_empty_list(x);
     }
@@ -404,7 +436,25 @@ static void bad_inputs(void)
     ei_x_free(&x);
     dump_kinds = 2;
     small_dump_n(&x, 5, 0, 0, 1);
-    expect_refused("version 5", &x, "version 5 is not known");
+    CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0 && d.n_calls == 1 &&
+              strcmp(d.calls[0].server_label, "kv") == 0 && d.calls[0].calls == 171812 &&
+              d.calls[0].sampled == 2684 && d.calls[0].unanswered == 1 &&
+              d.calls[0].p50_ns == 38000 && d.calls[0].p99_ns == 2100000 &&
+              d.calls[0].max_ns == -1,
+          "version 5 with a call edge: %s", err);
+    mf_dump_free(&d);
+    ei_x_free(&x);
+    dump_calls = -1;
+    small_dump_n(&x, 5, 0, 0, 1);
+    expect_refused("version 5 without calls", &x, "without `calls'");
+    ei_x_free(&x);
+    dump_calls = -2;
+    small_dump_n(&x, 5, 0, 0, 1);
+    expect_refused("version 5 with a bad call edge", &x, "calls: entry 0 is not");
+    ei_x_free(&x);
+    dump_calls = 1;
+    small_dump_n(&x, 6, 0, 0, 1);
+    expect_refused("version 6", &x, "version 6 is not known");
     ei_x_free(&x);
     small_dump(&x, 1, 1, 0);
     expect_refused("count 2^64", &x, "below 2^64");
