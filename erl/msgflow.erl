@@ -16,7 +16,8 @@
 %%%
 %%% Every public function checks its arguments and hands over
 %%% (msgflow_scope, a layer below); each doc says where the details are
-%%% (options, shapes, errors), beside the code they describe.
+%%% (options, shapes, errors), beside the code they describe.  (Over 400
+%%% lines: it is little but those docs, one per public function.)
 -module(msgflow).
 
 -export([start/0, start/1, start_on/2, stop/0, reset/0, wait/1, help/0,
@@ -427,7 +428,7 @@ web(Opts0) ->
     case msgflow_opts:check(web, Opts0) of
         {ok, Opts} ->
             case application:ensure_all_started(msgflow) of
-                {ok, _} -> msgflow_web:start(Opts, msgflow_scope:web_source(Opts));
+                {ok, _} -> msgflow_web:start(Opts, msgflow_web_source:source(Opts));
                 {error, _} = E -> E
             end;
         {error, _} = E -> E

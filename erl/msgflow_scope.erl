@@ -5,9 +5,8 @@
 %%% msgflow's functions check their arguments and call these; what the
 %%% shell prints of the views is msgflow_shell's.
 -module(msgflow_scope).
--export([start_nodes/2, start_on/2, check_node/1, with_view/3, view/2, calls_view/1,
-         pairs/0, pairs/1, history/2, check_format/2, export_flow/1, export_view/3,
-         web_source/1]).
+-export([start_nodes/2, start_on/2, check_node/1, with_view/3, with_build/2, view/2, calls_view/1,
+         pairs/0, pairs/1, history/2, check_format/2, export_flow/1, export_view/3]).
 
 %% @doc Starts a run with validated options: this node first; then, for
 %% a cluster (`nodes' all or a list), the others (see msgflow_cluster).
@@ -278,7 +277,7 @@ export_flow(Path) ->
 %% web page (msgflow_web_page) with its state inlined.
 -spec export_view(file:filename_all(), atom(), map()) -> ok | {error, term()}.
 export_view(Path, html, #{node := Only, by := By}) ->
-    case with_build(Only, fun(Build) -> web_state(Build, By, true) end) of
+    case with_build(Only, fun(Build) -> msgflow_web_source:state(Build, By, true) end) of
         {error, _} = E -> E;
         State ->
             case msgflow_web_page:page({static, msgflow_report:json_encode(State)},
@@ -290,9 +289,11 @@ export_view(Path, html, #{node := Only, by := By}) ->
 export_view(Path, Format, Opts = #{node := Only}) ->
     with_build(Only, fun(Build) -> export(Build, Path, Format, Opts) end).
 
-%% Fun(Build) where Build(Spec) gives a view of this node's store (Fun runs
-%% in the worker msgflow_view:run/2 gives it) or of the cluster's (`node'
-%% Only, or all); `{error, not_started}' when there are no counts.
+%% @doc Fun(Build) where Build(Spec) gives a view of this node's store (Fun
+%% runs in the worker msgflow_view:run/2 gives it) or of the cluster's
+%% (`node' Only, or all); `{error, not_started}' when there are no counts.
+-spec with_build(atom(), fun((fun((msgflow_view:spec()) -> msgflow_view:view())) -> R)) ->
+          R | {error, not_started}.
 with_build(Only, Fun) ->
     case Only =:= node() orelse (Only =:= all andalso msgflow_cluster:members() =:= []) of
         true ->
@@ -308,53 +309,6 @@ with_build(Only, Fun) ->
                 _ -> Fun(fun(Spec) -> msgflow_cluster:view(Spec, Only) end)
             end
     end.
-
-%% @doc What msgflow_web serves (msgflow:web/1's checked Opts:
-%% `metrics_edges'): the page's state as JSON for a grouping, the
-%% hotspots as JSON, and `/metrics', each from one snapshot of this node
-%% or the cluster.
--spec web_source(map()) -> msgflow_web:source().
-web_source(#{metrics_edges := Edges}) ->
-    fun({state, By}) ->
-            case with_build(all, fun(Build) -> web_state(Build, By, false) end) of
-                {error, _} = E -> E;
-                State -> {ok, msgflow_report:json_encode(State)}
-            end;
-       (hotspots) ->
-            case with_build(all, fun(Build) -> msgflow_hotspots:find(Build(msgflow_hotspots:spec(#{})), #{}) end) of
-                {error, _} = E -> E;
-                Found -> {ok, msgflow_report:json_encode(msgflow_web_page:hotspots(Found))}
-            end;
-       (metrics) ->
-            case with_build(all, fun(Build) -> Build(#{by => name}) end) of
-                {error, _} = E -> E;
-                View ->
-                    {ok, msgflow_prom:metrics(View, calls_view(name), msgflow_collector:info_as_is(),
-                                              Edges)}
-            end
-    end.
-
-%% The page's state from views Build gives, with the request flows, the
-%% nodes and msgflow's own figures; a static page (an export) has the
-%% hotspots in it too, a live one fetches them apart.
-web_state(Build, By, Static) ->
-    Cluster = msgflow_cluster:members() =/= [],
-    %% a spec asked for twice (the graph and the pairs, by process) is built once
-    Specs = msgflow_web_page:views(By, Cluster),
-    Built = maps:from_list([{Spec, Build(Spec)} || Spec <- lists:usort(maps:values(Specs))]),
-    Views = maps:map(fun(_, Spec) -> maps:get(Spec, Built) end, Specs),
-    Hot = case Static of
-              true -> msgflow_hotspots:find(Build(msgflow_hotspots:spec(#{})), #{});
-              false -> []
-          end,
-    Calls = case By of
-                kind -> none;
-                _ -> calls_view(By)
-            end,
-    msgflow_web_page:state(Views, #{hotspots => Hot, calls => Calls,
-                                    flows => {msgflow_flow:flows(), msgflow_flow:last()},
-                                    node_status => msgflow_cluster:nodes(),
-                                    info => msgflow_collector:info_as_is(), static => Static}).
 
 %% Build(Spec) gives a view: of this node's store, in the worker
 %% msgflow_view:run/2 gives it, or of the cluster.

@@ -1074,8 +1074,10 @@ report_cli(Config) ->
            {"not ETF", <<"sender,receiver
 ">>, "not an Erlang external term"},
            {"other term", term_to_binary({hello, world}), "not a map"},
-           {"version 5", term_to_binary((binary_to_term(Bin))#{version := 5}),
-            "version 5 is not known"}],
+           {"version 6", term_to_binary((binary_to_term(Bin))#{version := 6}),
+            "version 6 is not known"},
+           {"version 5 without calls", term_to_binary(maps:remove(calls, binary_to_term(Bin))),
+            "without `calls'"}],
     [begin
          F = filename:join(Dir, "bad.etf"),
          ok = file:write_file(F, Data),

@@ -27,6 +27,8 @@
 %%%     their groups as a window closes;</li>
 %%% <li>the labels (msgflow_labels).</li>
 %%% </ul>
+%%% (A little over 400 lines: the pairs, the folded rows and the groups
+%%% share one row update, add_to_row/6, which keeps them here together.)
 %%% Windows are numbered from 1; the open one is `closed + 1'.  Merging
 %%% is the collector's only load: it grows with the distinct pairs per
 %%% window, never with the messages (the NIF counts them in the tracees'
@@ -162,53 +164,16 @@ take_chunks(Session, Take, S) ->
             S
     end.
 
-%% The sampled calls' round trips since the last take, added to their
-%% edges' rows in the open window.  Sessions that sample none give none.
+%% The sampled calls' round trips since the last take (msgflow_store_calls).
 take_calls(Session, S = #store{calls = T, closed = C}) ->
-    try msgflow_tracer:calls_take(Session) of
-        {Edges, Figures} ->
-            Open = C + 1,
-            lists:foreach(
-              fun({Caller, Server, Kind, Tag, Sampled, Unanswered, Hist}) ->
-                      erlang:bump_reductions(?MERGE_REDUCTIONS),
-                      K = {Caller, Server, Kind, Tag},
-                      D = {Sampled, Unanswered, Hist},
-                      ets:insert(T, case ets:lookup(T, K) of
-                                        [Row] -> msgflow_call_row:add(Row, D, Open);
-                                        [] -> msgflow_call_row:new(K, D, Open)
-                                    end)
-              end, Edges),
-            S#store{call_figures = Figures}
-    catch
-        error:_ -> S
+    case msgflow_store_calls:take(Session, T, C + 1) of
+        none -> S;
+        Figures -> S#store{call_figures = Figures}
     end.
 
-%% Call edges whose caller or server exited, folded into their groups
-%% (msgflow_labels:fold_key/2) as a window closes, once their pair was
-%% folded (msgflow_fold, just before): the table holds the edges of live
-%% processes and one per group of exited ones, keyed as their pairs are,
-%% so that a view finds each edge's exact count in its pair's kinds.
-fold_calls(S = #store{calls = T, pairs = P, labels = L0}) ->
-    Dead = fun(E) -> (is_pid(E) andalso node(E) =:= node() andalso not is_process_alive(E)) end,
-    Gone = [Row || Row <- ets:tab2list(T),
-                   {Caller, Server, _, _} <- [msgflow_call_row:key(Row)],
-                   Dead(Caller) orelse Dead(Server),
-                   not ets:member(P, {Caller, Server})],
-    L = lists:foldl(
-          fun(Row, L1) ->
-                  {Caller, Server, Kind, Tag} = msgflow_call_row:key(Row),
-                  {C1, L2} = msgflow_labels:fold_key(L1, Caller),
-                  {S1, L3} = msgflow_labels:fold_key(L2, Server),
-                  K = {C1, S1, Kind, Tag},
-                  ets:delete(T, msgflow_call_row:key(Row)),
-                  Row1 = msgflow_call_row:rekey(Row, K),
-                  ets:insert(T, case ets:lookup(T, K) of
-                                    [Old] -> msgflow_call_row:merge(Old, Row1);
-                                    [] -> Row1
-                                end),
-                  L3
-          end, L0, Gone),
-    S#store{labels = L}.
+%% The call edges of the pairs folded (msgflow_store_calls).
+fold_calls(S = #store{calls = T, pairs = P, labels = L}) ->
+    S#store{labels = msgflow_store_calls:fold(T, P, L)}.
 
 next_chunk(Take) ->
     try

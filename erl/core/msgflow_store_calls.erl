@@ -1,0 +1,60 @@
+%%% @doc The store's call edges (the `calls' table, rows of
+%%% msgflow_call_row): the round trips the tracer took merged in, and the
+%%% edges of exited processes folded.  The collector's process calls these
+%%% with the tables msgflow_store gives it (it owns them).
+-module(msgflow_store_calls).
+-export([take/3, fold/3]).
+
+%% reductions one merged edge is worth (as msgflow_store counts a delta)
+-define(MERGE_REDUCTIONS, 50).
+
+%% @doc The sampled calls' round trips since the last take
+%% (msgflow_tracer:calls_take/1), added to their edges' rows in table T in
+%% window Open; the tracer's figures (`busy', `displaced'), or none when
+%% the session cannot be read (sessions that sample none give no edges).
+-spec take(msgflow_tracer:session(), ets:tid(), pos_integer()) -> map() | none.
+take(Session, T, Open) ->
+    try msgflow_tracer:calls_take(Session) of
+        {Edges, Figures} ->
+            lists:foreach(
+              fun({Caller, Server, Kind, Tag, Sampled, Unanswered, Hist}) ->
+                      erlang:bump_reductions(?MERGE_REDUCTIONS),
+                      K = {Caller, Server, Kind, Tag},
+                      D = {Sampled, Unanswered, Hist},
+                      ets:insert(T, case ets:lookup(T, K) of
+                                        [Row] -> msgflow_call_row:add(Row, D, Open);
+                                        [] -> msgflow_call_row:new(K, D, Open)
+                                    end)
+              end, Edges),
+            Figures
+    catch
+        error:_ -> none
+    end.
+
+%% @doc Call edges in T whose caller or server exited, folded into their
+%% groups (msgflow_labels:fold_key/2) once their pair left the pairs
+%% table P (msgflow_fold folded it): T holds the edges of live processes
+%% and one per group of exited ones, keyed as their pairs are, so that a
+%% view finds each edge's exact count in its pair's kinds.  Returns the
+%% labels L as fold_key left them.
+-spec fold(ets:tid(), ets:tid(), msgflow_labels:labels()) -> msgflow_labels:labels().
+fold(T, P, L0) ->
+    Dead = fun(E) -> is_pid(E) andalso node(E) =:= node() andalso not is_process_alive(E) end,
+    Gone = [Row || Row <- ets:tab2list(T),
+                   {Caller, Server, _, _} <- [msgflow_call_row:key(Row)],
+                   Dead(Caller) orelse Dead(Server),
+                   not ets:member(P, {Caller, Server})],
+    lists:foldl(
+      fun(Row, L1) ->
+              {Caller, Server, Kind, Tag} = msgflow_call_row:key(Row),
+              {C1, L2} = msgflow_labels:fold_key(L1, Caller),
+              {S1, L3} = msgflow_labels:fold_key(L2, Server),
+              K = {C1, S1, Kind, Tag},
+              ets:delete(T, msgflow_call_row:key(Row)),
+              Row1 = msgflow_call_row:rekey(Row, K),
+              ets:insert(T, case ets:lookup(T, K) of
+                                [Old] -> msgflow_call_row:merge(Old, Row1);
+                                [] -> Row1
+                            end),
+              L3
+      end, L0, Gone).
