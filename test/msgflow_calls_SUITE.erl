@@ -184,4 +184,11 @@ printed(_Config) ->
     ?assertMatch({match, _}, re:run(First, "calls_srv +call slow +10 +10 +21\\.0ms")),
     ?assertMatch({match, _}, re:run(Second, "calls_srv +call fast +200 +200 ")),
     ?assertMatch({match, _}, re:run(Third, "calls_srv +call never +3 +0 +- +- +- +3$")),
+    %% top's rows of calls show their round trips' p99 from 120 columns on
+    Top = iolist_to_binary(msgflow_text:top(msgflow:view(top, #{limit => 5}), 120)),
+    ct:log("~ts", [Top]),
+    ?assertMatch({match, _}, re:run(Top, "PEAK/S CALL P99  KIND")),
+    ?assertMatch({match, _}, re:run(Top, "calls_srv .* 21\\.0ms  call fast")),
+    Narrow = iolist_to_binary(msgflow_text:top(msgflow:view(top, #{limit => 5}), 80)),
+    ?assertEqual(nomatch, re:run(Narrow, "P99")),
     ok.

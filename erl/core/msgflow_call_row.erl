@@ -13,7 +13,7 @@
 %%% (the store writes the rows, views read them).
 -module(msgflow_call_row).
 -export([new/3, add/3, key/1, rekey/2, merge/2, sampled/1, unanswered/1, hist/1, recent/2,
-         add_hists/2, percentiles/2, buckets/0]).
+         add_hists/2, percentiles/2, buckets/0, of_pair/3]).
 -export_type([row/0, hist/0, key/0]).
 
 -type key() :: {msgflow_tracer:endpoint() | msgflow_labels:group(), msgflow_tracer:endpoint() | msgflow_labels:group(),
@@ -73,6 +73,12 @@ recent({_, _, _, _, W, WH, PH}, Last) ->
         W =:= Last - 1 -> {[], WH};
         true -> {[], []}
     end.
+
+%% @doc The rows of table T whose caller and server are Caller and Server
+%% (a pair's call edges, one per tag).
+-spec of_pair(ets:tid(), term(), term()) -> [row()].
+of_pair(T, Caller, Server) ->
+    ets:select(T, [{{{Caller, Server, '_', '_'}, '_', '_', '_', '_', '_', '_'}, [], ['$_']}]).
 
 %% @doc Two histograms added.
 -spec add_hists(hist(), hist()) -> hist().

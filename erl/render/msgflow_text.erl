@@ -13,7 +13,8 @@ top(View) ->
 %% window the rates are over, sampling, what is not counted) and one line
 %% per row.  Labels share what the numbers leave, cut in their middle;
 %% MEAN/S and PEAK/S show from 120 columns on (PEAK/S always when sorted
-%% by peak).
+%% by peak), and so does CALL P99 when a row has round trips of sampled
+%% calls (msgflow:calls/0).
 -spec top(msgflow_view:view(), pos_integer()) -> iodata().
 top(View, Width) ->
     [top_head(View) | top_table(View, Width)].
@@ -60,9 +61,11 @@ top_table(View = #{rows := Rows, by := By}, Width) ->
     Wide = Width >= 120,
     Mean = Wide,
     Peak = Wide orelse maps:get(sort, View, messages) =:= peak,
+    P99 = Wide andalso lists:any(fun(Row) -> is_map_key(call_p99, Row) end, Rows),
     KindW = case By of kind -> 0; _ when Wide -> 18; _ -> 16 end,
     Fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + case Mean of true -> 8; false -> 0 end
         + case Peak of true -> 8; false -> 0 end
+        + case P99 of true -> 9; false -> 0 end
         + case KindW of 0 -> 0; _ -> KindW + 2 end,
     EndW = case By of
                kind -> 24;
@@ -74,6 +77,7 @@ top_table(View = #{rows := Rows, by := By}, Width) ->
             msgflow_fmt:rcell("MSG/S", 7), " ",
             [[" ", msgflow_fmt:rcell("MEAN/S", 7)] || Mean],
             [[" ", msgflow_fmt:rcell("PEAK/S", 7)] || Peak],
+            [[" ", msgflow_fmt:rcell("CALL P99", 8)] || P99],
             [["  ", msgflow_fmt:cell("KIND", KindW, E)] || KindW > 0],
             "\n"],
     Lines = [[msgflow_fmt:rcell(integer_to_list(I), 3), " ",
@@ -82,10 +86,14 @@ top_table(View = #{rows := Rows, by := By}, Width) ->
               msgflow_fmt:rcell(msgflow_fmt:short_rate(Rate), 7), trend(Rate, Prev),
               [[" ", msgflow_fmt:rcell(msgflow_fmt:short_rate(MeanR), 7)] || Mean],
               [[" ", msgflow_fmt:rcell(msgflow_fmt:short_rate(PeakR), 7)] || Peak],
+              [[" ", msgflow_fmt:rcell(case Row of
+                                           #{call_p99 := P} -> msgflow_fmt:micros(P);
+                                           _ -> ""
+                                       end, 8)] || P99],
               [["  ", msgflow_fmt:main_kind(Ks, C, KindW, E)] || KindW > 0],
               "\n"]
-             || {I, #{sender := S, receiver := R, count := C, rate := Rate, prev_rate := Prev,
-                      mean_rate := MeanR, peak_rate := PeakR, kinds := Ks}} <- lists:enumerate(Rows)],
+             || {I, Row = #{sender := S, receiver := R, count := C, rate := Rate, prev_rate := Prev,
+                            mean_rate := MeanR, peak_rate := PeakR, kinds := Ks}} <- lists:enumerate(Rows)],
     [Cols | Lines].
 
 end_cell(#{by := kind}, K, Width, E) ->

@@ -39,11 +39,13 @@
 %% row's windows and rates are its pairs' apportioned by the kind's share
 %% of each pair's messages since start (kinds keep no windows of their
 %% own), and its peak the busier of the last two windows.
+%% (`call_p99', in a limited view by process: the p99 of the round trips
+%% of the pair's sampled calls, µs, where it has any.)
 -type row() :: #{sender := key(), receiver := key(), count := pos_integer(),
                  last_count := non_neg_integer(), rate := float(), prev_rate := float() | undefined,
                  mean_rate := float(), peak_rate := float(),
                  kinds := [msgflow_row:kind_count()],
-                 windows => [non_neg_integer()]}.
+                 windows => [non_neg_integer()], call_p99 => float()}.
 %% What a view says of a key of its rows: `label' (name or initial call;
 %% for a group key its text), `text' (the endpoint as the VM shows it),
 %% `display' (the label, with the text beside it when another key of the
@@ -170,9 +172,13 @@ build(Store, Spec) ->
                _ ->
                    [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups]
            end,
-    Rows = case Spec of
+    Rows1 = case Spec of
                #{kind := Kind} -> only_kind(Rows0, Kind);
                _ -> Rows0
+           end,
+    Rows = case {By, Limit, Store} of
+               {process, Top, #{calls := CallsT}} when is_integer(Top) -> with_p99(Rows1, CallsT);
+               _ -> Rows1
            end,
     Kept = maps:get(windows, Store),
     Heat = case Spec of
@@ -205,6 +211,20 @@ build(Store, Spec) ->
                   true -> dead(Store, By);
                   false -> []
               end}.
+
+%% The rows of a limited view by process with the p99 of their sampled
+%% calls' round trips (`call_p99', µs), where they have any.
+with_p99(Rows, CallsT) ->
+    [case msgflow_call_row:of_pair(CallsT, S, R) of
+         [] -> Row;
+         Edges ->
+             Hist = lists:foldl(fun(E, H) -> msgflow_call_row:add_hists(H, msgflow_call_row:hist(E)) end,
+                                [], Edges),
+             case msgflow_call_row:percentiles(Hist, [0.99]) of
+                 [undefined] -> Row;
+                 [P99] -> Row#{call_p99 => P99}
+             end
+     end || Row = #{sender := S, receiver := R} <- Rows].
 
 %% Rows restricted to one kind (`call') or kind and tag (`{call, get}'):
 %% a row's messages of it, its kinds those, its window counts and rates
