@@ -315,10 +315,13 @@ with_build(Only, Fun) ->
 export(Build, Path, Format, Opts) ->
     Views = maps:map(fun(_, Spec) -> Build(Spec) end,
                      msgflow_report:views(Format, maps:without([node], Opts))),
-    %% json and the ETF dump carry the call edges' round trips
-    Opts1 = case lists:member(Format, [json, etf]) of
-                true -> Opts#{calls => calls_view(maps:get(by, Opts, process))};
-                false -> Opts
+    %% csv, json and the ETF dump carry the call edges' round trips (the
+    %% dump by process)
+    Opts1 = case Format of
+                etf -> Opts#{calls => calls_view(process)};
+                _ when Format =:= json; Format =:= csv ->
+                    Opts#{calls => calls_view(maps:get(by, Opts, process))};
+                _ -> Opts
             end,
     case msgflow_report:render(Format, Views, Opts1) of
         {error, _} = E -> E;

@@ -453,9 +453,9 @@ export_csv(Config) ->
     {ok, Bin} = file:read_file(Path),
     [Header | Rows0] = csv_rows(Bin),
     ?assertEqual([<<"sender">>, <<"receiver">>, <<"sender_label">>, <<"receiver_label">>,
-                  <<"messages">>, <<"msg_per_s">>, <<"kinds">>], Header),
+                  <<"messages">>, <<"msg_per_s">>, <<"kinds">>, <<"call_rtt_us">>], Header),
     Rows = [list_to_tuple(lists:sublist(R, 5)) || R <- Rows0],
-    ?assertEqual([[<<"info:m=42">>], [<<"info:done=1">>]],
+    ?assertEqual([[<<"info:m=42">>, <<>>], [<<"info:done=1">>, <<>>]],
                  lists:sort(fun(A, B) -> A >= B end, [lists:nthtail(6, R) || R <- Rows0])),
     Endpoint = fun msgflow_fmt:endpoint/1,
     %% the sends to the name and to the pid holding it are one row; S,
@@ -569,7 +569,7 @@ reports_all_formats(Config) ->
     %% csv
     {ok, Csv} = file:read_file(Path(csv)),
     [_ | Rows] = csv_rows(Csv),
-    ?assertEqual(Want, lists:sort([{S, R, binary_to_integer(N)} || [S, R, _, _, N, _, _] <- Rows])),
+    ?assertEqual(Want, lists:sort([{S, R, binary_to_integer(N)} || [S, R, _, _, N, _, _, _] <- Rows])),
     %% dot
     {0, Svg} = run(os:find_executable("dot"), ["-Tsvg", Path(dot)]),
     ?assertMatch({_, _}, binary:match(Svg, <<"</svg>">>)),

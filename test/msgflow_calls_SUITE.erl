@@ -140,6 +140,22 @@ exports(Config) ->
     ?assertMatch({match, _}, re:run(Out, "call edges: 3, round trips of sampled calls")),
     ?assertMatch({match, _}, re:run(Out, "calls_srv +call slow +10 +10 +21\\.0ms")),
     ?assertMatch({match, _}, re:run(Out, "calls_srv +call never +3 +0 +- +- +- +3")),
+    %% the CSV's call_rtt_us, from msgflow and from msgflow-report alike
+    Csv = filename:join(Dir, "calls.csv"),
+    CCsv = filename:join(Dir, "calls_c.csv"),
+    ok = msgflow:export(Csv, csv),
+    {0, _} = msgflow_test_io:run(msgflow_test_io:tool("msgflow-report"), [Etf, "--csv", CCsv], []),
+    Rtt = fun(F) ->
+                  {ok, B} = file:read_file(F),
+                  [H | Ls] = string:split(string:trim(B), "\n", all),
+                  ?assertMatch({_, _}, binary:match(H, <<",kinds,call_rtt_us">>)),
+                  %% the rows to the server (its label the fourth field)
+                  [lists:last(Fs) || L <- Ls, Fs <- [string:split(L, ",", all)],
+                                     lists:nth(4, Fs) =:= <<"calls_srv">>]
+          end,
+    [Line] = Rtt(Csv),
+    ?assertMatch({match, _}, re:run(Line, "^fast:[0-9]+:[0-9]+ slow:20972:20972$")),
+    ?assertEqual([Line], Rtt(CCsv)),
     ok.
 
 %% Across a cluster: calls on a peer node (client and server there) and

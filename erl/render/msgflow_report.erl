@@ -31,7 +31,7 @@ views(Format, Opts) ->
 %% name), or `{error, Reason}'.  Opts: `by', `limit' (rows and columns of
 %% the heatmap, edges of the graph; default 30 and 200).
 -spec render(atom(), #{atom() => msgflow_view:view()}, map()) -> iodata() | {error, term()}.
-render(csv, #{rows := V}, _Opts) -> csv(V);
+render(csv, #{rows := V}, Opts) -> csv(V, maps:get(calls, Opts, none));
 render(dot, #{rows := V}, Opts) -> dot(V, Opts);
 render(json, #{rows := V}, Opts) -> json_encode((json_doc(V))#{<<"calls">> => json_calls(Opts)});
 render(etf, #{rows := V}, Opts) -> term_to_binary(dump(V, maps:get(calls, Opts, none)));
@@ -55,16 +55,40 @@ short_display(#{endpoints := Ends}, K, Width) ->
 
 %%% csv
 
-csv(View = #{rows := Rows}) ->
-    [<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds\n">>
+csv(View = #{rows := Rows}, Calls) ->
+    Rtt = call_rtt(View, Calls),
+    [<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n">>
      | [begin
             {SE, SL} = texts(View, S),
             {RE, RL} = texts(View, R),
             [lists:join(",", [csv_field(F) || F <- [SE, RE, SL, RL, integer_to_binary(C),
                                                     float_text(Rate),
-                                                    kinds_text(maps:get(kinds, Row, []))]]),
+                                                    kinds_text(maps:get(kinds, Row, [])),
+                                                    maps:get({S, R}, Rtt, <<>>)]]),
              "\n"]
         end || Row = #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]].
+
+%% Each row's call round trips in one CSV field (Calls: a calls view of
+%% the same grouping, process or name): `Tag:P50:P99' in µs, rounded, for
+%% each tag of its call edges with any, by tag: `get:38:2100 put:90:4200'.
+call_rtt(_, none) ->
+    #{};
+call_rtt(#{by := By}, #{by := By, entries := Es}) when By =:= process; By =:= name ->
+    ByPair = lists:foldl(fun(#{caller := C, server := S, tag := T, p50 := P50, p99 := P99}, Acc)
+                               when P50 =/= undefined ->
+                                 maps:update_with({C, S}, fun(L) -> [{T, P50, P99} | L] end,
+                                                  [{T, P50, P99}], Acc);
+                            (_, Acc) -> Acc
+                         end, #{}, Es),
+    maps:map(fun(_, L) ->
+                     iolist_to_binary(lists:join(" ", [[msgflow_fmt:name(T), ":", us(P50), ":", us(P99)]
+                                                       || {T, P50, P99} <- lists:sort(L)]))
+             end, ByPair);
+call_rtt(_, _) ->
+    #{}.
+
+%% µs as the dump's ns rounded to µs: round(ns) then (ns + 500) div 1000
+us(Us) -> integer_to_list((round(Us * 1000) + 500) div 1000).
 
 %% A row's kinds in one CSV field, most first: `call:get=41 cast:add=30'
 %% (empty with kinds off).

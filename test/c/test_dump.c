@@ -148,7 +148,7 @@ static void check_dump_file(const char *dir, const char *name)
                                   .selected = 4, .peaks = peaks, .ellipsis = "~"};
             mf_print_top(null, &d, rows, n, &wide);
             free(peaks);
-            CHECK(mf_write_csv(null, &d, rows, n) == 0 && mf_write_dot(null, &d, rows, n, 200, "x") == 0,
+            CHECK(mf_write_csv(null, &d, rows, n, MF_BY_PROCESS) == 0 && mf_write_dot(null, &d, rows, n, 200, "x") == 0,
                   "%s: writers", name);
             fclose(null);
             mf_rows_free(rows);

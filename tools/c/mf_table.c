@@ -629,12 +629,40 @@ static void kinds_field(FILE *f, const mf_dump *d, const mf_row *r)
     free(text);
 }
 
-int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n)
+/* The row's call round trips (version 5 dumps, which have them by
+ * process), as msgflow's CSV has them: `Tag:P50:P99' (µs, rounded) for
+ * each tag of the row's call edges, by tag, matched by their ends' texts;
+ * none by another grouping (the dump has no histograms to add up). */
+static void calls_field(FILE *f, const mf_dump *d, const mf_row *r, mf_by by)
+{
+    const mf_call *found[64];
+    size_t n = 0;
+    if (by != MF_BY_PROCESS)
+        return;
+    for (size_t i = 0; i < d->n_calls && n < 64; i++) {
+        const mf_call *c = &d->calls[i];
+        if (c->p50_ns >= 0 && strcmp(c->caller, r->sender) == 0 &&
+            strcmp(c->server, r->receiver) == 0)
+            found[n++] = c;
+    }
+    /* by tag (few: an insertion sort) */
+    for (size_t i = 1; i < n; i++)
+        for (size_t j = i; j > 0 && strcmp(found[j - 1]->tag, found[j]->tag) > 0; j--) {
+            const mf_call *t = found[j];
+            found[j] = found[j - 1];
+            found[j - 1] = t;
+        }
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%s%s:%lld:%lld", i ? " " : "", found[i]->tag, (found[i]->p50_ns + 500) / 1000,
+                (found[i]->p99_ns + 500) / 1000);
+}
+
+int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, mf_by by)
 {
     label_index ix;
     if (index_labels(&ix, rows, n, n > 0 && rows[0].sender != rows[0].sender_label) != 0)
         return -1;
-    fputs("sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds\n", f);
+    fputs("sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n", f);
     for (size_t i = 0; i < n; i++) {
         csv_field(f, rows[i].sender);
         fputc(',', f);
@@ -646,6 +674,8 @@ int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n)
         fputc(',', f);
         fprintf(f, "%llu,%.1f,", (unsigned long long)rows[i].messages, rows[i].rate);
         kinds_field(f, d, &rows[i]);
+        fputc(',', f);
+        calls_field(f, d, &rows[i], by);
         fputc('\n', f);
     }
     index_free(&ix);

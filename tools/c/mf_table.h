@@ -71,7 +71,7 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
 /* CSV with the header and columns of msgflow:export/3 (kinds as
  * `call:get=41 cast:add=30'), and a Graphviz digraph of the `limit'
  * busiest edges.  0, or -1 on a write error. */
-int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n);
+int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, mf_by by);
 int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t limit,
                  const char *by);
 

@@ -54,7 +54,8 @@ typedef struct {
 static int csv_fn(FILE *f, void *c)
 {
     out_ctx *o = c;
-    return mf_write_csv(f, o->d, o->rows, o->n);
+    mf_by by;
+    return mf_by_parse(o->by, &by) == 0 ? mf_write_csv(f, o->d, o->rows, o->n, by) : -1;
 }
 
 static int dot_fn(FILE *f, void *c)
