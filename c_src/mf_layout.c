@@ -71,7 +71,7 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info)
             return;
         header = ref[0];
         /* mf_alias_id: every alias given has an id of its own */
-        uint64_t id = ref[1] ^ (ref[2] * 0x9E3779B97F4A7C15ULL);
+        uint64_t id = mf_pidref_id(ref);
         for (unsigned i = 0; i < n && i < 64; i++)
             if (ids[i] == id)
                 return;

@@ -88,20 +88,36 @@ static inline int mf_get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *
  * its fourth word; 0 to treat every reference as a receiver of its own. */
 extern uint64_t mf_pidref_header __attribute__((visibility("hidden")));
 
+/* The words of a local alias (a reference with its owner's pid inside,
+ * laid out as mf_layout_load verified), or NULL for any other term or when
+ * the layout was not verified.  Any thread. */
+static inline const uint64_t *mf_pidref(ERL_NIF_TERM t)
+{
+    if (mf_pidref_header && ((uint64_t)t & 0x3) == 0x2) {
+        const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
+        if (ref[0] == mf_pidref_header && mf_is_local_pid((ERL_NIF_TERM)ref[3]))
+            return ref;
+    }
+    return NULL;
+}
+
+/* The id of a local alias from its words (mf_pidref): its reference's
+ * number, the two words between the header and the owner. */
+static inline uint64_t mf_pidref_id(const uint64_t *ref)
+{
+    return ref[1] ^ (ref[2] * 0x9E3779B97F4A7C15ULL);
+}
+
 /* The pid word of the process a local alias belongs to: the VM keeps it in
  * the reference (to find the process a send to the alias goes to), so a
  * reply to a gen:call's alias can be counted for its caller.  0 for any
  * other term, or when the layout was not verified. */
 static inline int mf_alias_owner(ERL_NIF_TERM t, uint64_t *owner)
 {
-    if (mf_pidref_header && ((uint64_t)t & 0x3) == 0x2) {
-        const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
-        if (ref[0] == mf_pidref_header && mf_is_local_pid((ERL_NIF_TERM)ref[3])) {
-            *owner = ref[3];
-            return 1;
-        }
-    }
-    return 0;
+    const uint64_t *ref = mf_pidref(t);
+    if (ref)
+        *owner = ref[3];
+    return ref != NULL;
 }
 
 /* A word that names a local alias among the live ones: its reference's
@@ -111,14 +127,10 @@ static inline int mf_alias_owner(ERL_NIF_TERM t, uint64_t *owner)
  * it.  0 when t is no local alias, or the layout was not verified. */
 static inline int mf_alias_id(ERL_NIF_TERM t, uint64_t *id)
 {
-    if (mf_pidref_header && ((uint64_t)t & 0x3) == 0x2) {
-        const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
-        if (ref[0] == mf_pidref_header && mf_is_local_pid((ERL_NIF_TERM)ref[3])) {
-            *id = ref[1] ^ (ref[2] * 0x9E3779B97F4A7C15ULL);
-            return 1;
-        }
-    }
-    return 0;
+    const uint64_t *ref = mf_pidref(t);
+    if (ref)
+        *id = mf_pidref_id(ref);
+    return ref != NULL;
 }
 
 /* 1 when mf_is_atom and mf_get_tuple read the term's words themselves

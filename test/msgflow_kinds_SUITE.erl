@@ -65,7 +65,7 @@ kinds_exact(Config) ->
     #{events := Events, held := Held, folded := Folded, overflow := Over} =
         msgflow_collector:balance(),
     ?assertEqual(Events, Held + Folded + Over),
-    %% the dump (version 4) read back by the C decoder: msgflow-report's
+    %% the dump (version 5) read back by the C decoder: msgflow-report's
     %% CSV by process has each pair's kinds, `kind:tag=N'
     Etf = filename:join(?config(priv_dir, Config), "kinds.etf"),
     Csv = filename:join(?config(priv_dir, Config), "kinds.csv"),
@@ -80,7 +80,7 @@ kinds_exact(Config) ->
                    [SB, RB | Rest] <- [string:split(Line, ",", all)],
                    S <- [E || E <- Ends, Text(E) =:= SB],
                    R <- [E || E <- Ends, Text(E) =:= RB],
-                   KindsField <- [lists:last(Rest)],
+                   KindsField <- [lists:nth(5, Rest)],   %% kinds, the seventh field
                    Entry <- string:lexemes(KindsField, " "),
                    [K, T, N] <- [string:lexemes(Entry, ":=")]]),
     ct:log("~p", [CKinds]),
