@@ -16,8 +16,7 @@
 %%%
 %%% Every public function checks its arguments and hands over
 %%% (msgflow_scope, a layer below); each doc says where the details are
-%%% (options, shapes, errors), beside the code they describe.  (Over 400
-%%% lines: it is little but those docs, one per public function.)
+%%% (options, shapes, errors), beside the code they describe.
 -module(msgflow).
 
 -export([start/0, start/1, start_on/2, stop/0, reset/0, wait/1, help/0,
@@ -36,10 +35,6 @@
 -type endpoint() :: msgflow_tracer:endpoint().
 %% {Sender, Receiver, Messages}
 -type pair_count() :: {endpoint(), endpoint(), pos_integer()}.
-
-%% the most rows a view may ask for (top/2's N, export's `limit'): more
-%% than any node holds pairs, less than what ETS limits take
--define(MAX_ROWS, 100000000).
 
 %% @doc Same as `start(#{})': trace sends of all processes.
 -spec start() -> ok | {error, term()}.
@@ -171,20 +166,8 @@ top(N) ->
 %% `{error, {badopt, {Key, Value}, Allowed}}' for a bad option,
 %% `{error, not_started}' before the first start.
 -spec top(pos_integer(), map() | [{atom(), term()}]) -> ok | msgflow_opts:error() | {error, not_started}.
-top(N, Opts0) ->
-    case {msgflow_opts:arg(n, N, {int, 1, ?MAX_ROWS, "rows"}), msgflow_opts:check(top, Opts0)} of
-        {{error, _} = E, _} ->
-            E;
-        {ok, {error, _} = E} ->
-            E;
-        {ok, {ok, #{by := By, sort := Sort, refresh := Refresh, for := For, node := Node}}} ->
-            {ok, Given} = msgflow_opts:to_map(Opts0),
-            Top = #{limit => N, by => By, sort => Sort, node => Node},
-            case is_map_key(refresh, Given) orelse is_map_key(for, Given) of
-                true -> msgflow_shell:live_top(Top, Refresh, erlang:monotonic_time(millisecond) + For);
-                false -> msgflow_shell:print(top, Top)
-            end
-    end.
+top(N, Opts) ->
+    msgflow_shell:top(N, Opts).
 
 %% @doc Prints the communication matrix: every pair's messages since
 %% start, senders down, receivers across (numbered), grouped by
@@ -206,24 +189,23 @@ matrix(By) ->
 %% kind.
 -spec matrix(msgflow_view:grouping(), map() | [{atom(), term()}]) ->
           ok | msgflow_opts:error() | {error, not_started}.
-matrix(By, Opts0) ->
-    case {msgflow_opts:arg(by, By, {one_of, msgflow_view:groupings()}), msgflow_opts:to_map(Opts0)} of
-        {{error, _} = E, _} -> E;
-        {ok, {ok, Opts}} -> msgflow_shell:print(matrix, Opts#{by => By});
-        {ok, error} -> msgflow_opts:check(matrix, Opts0)
-    end.
+matrix(By, Opts) ->
+    msgflow_shell:matrix(By, Opts).
 
 %% @doc The data behind a printed view, for programs: `Name' is `top',
-%% `matrix', `hotspots', `flows', `nodes' or `kinds', Opts the options of
+%% `matrix', `hotspots', `flows', `nodes', `kinds', `calls' or `process', Opts the options of
 %% the function that prints it (a map or a keyword list; top's N is
 %% `limit', default 10; matrix's By is `by', default `name'; kinds' two
 %% ends are `pair => {Sender, Receiver}').  The values, busiest first:
 %% top a msgflow_view:view() (its `rows'), matrix a
 %% msgflow_view:matrix(), hotspots a list of msgflow_hotspots:finding(),
 %% flows `#{entries, last}', nodes a list of
-%% msgflow_cluster:node_status(), kinds a view of the pair's one row.
+%% msgflow_cluster:node_status(), kinds a view of the pair's one row,
+%% calls a msgflow_calls_view:view(), process what a process says of
+%% itself and its busiest partners.
 %% Every option and error: msgflow_scope:view/2.
--spec view(top | matrix | hotspots | flows | nodes | kinds, map() | [{atom(), term()}]) ->
+-spec view(top | matrix | hotspots | flows | nodes | kinds | calls | process,
+           map() | [{atom(), term()}]) ->
           term() | msgflow_opts:error() | {error, not_started}.
 view(Name, Opts) ->
     msgflow_scope:view(Name, Opts).
@@ -254,21 +236,8 @@ export(Path, Format) ->
 %% `{error, not_started}' when msgflow never ran, `{error, {Reason, Path}}'
 %% when the file cannot be written; nothing partial is left behind.
 -spec export(file:filename_all(), atom(), map() | [{atom(), term()}]) -> ok | {error, term()}.
-export(Path, Format, Opts0) ->
-    case {msgflow_scope:check_format(Path, Format), msgflow_opts:check(export, Opts0)} of
-        {{error, _} = E, _} -> E;
-        {ok, {error, _} = E} -> E;
-        {ok, {ok, Opts = #{node := Only}}} ->
-            case msgflow_scope:check_node(Only) of
-                ok when Format =:= mermaid -> msgflow_scope:export_flow(Path);
-                %% the page groups by name unless told
-                ok when Format =:= html ->
-                    {ok, Given} = msgflow_opts:to_map(Opts0),
-                    msgflow_scope:export_view(Path, Format, Opts#{by := maps:get(by, Given, name)});
-                ok -> msgflow_scope:export_view(Path, Format, Opts);
-                {error, _} = E -> E
-            end
-    end.
+export(Path, Format, Opts) ->
+    msgflow_export:export(Path, Format, Opts).
 
 %% @doc The ETF dump of the counts so far (what `export(Path, etf)'
 %% writes, documented in msgflow_report:dump/1) as a binary, from a
@@ -276,12 +245,7 @@ export(Path, Format, Opts0) ->
 %% `{error, not_started}' when msgflow never ran.
 -spec dump() -> binary() | {error, not_started}.
 dump() ->
-    Calls = msgflow_scope:calls_view(process),
-    case msgflow_scope:with_view(#{by => process}, all,
-                   fun(V) -> term_to_binary(msgflow_report:dump(V, Calls)) end) of
-        undefined -> {error, not_started};
-        Bin -> Bin
-    end.
+    msgflow_export:dump().
 
 %% @doc Same as `hotspots(#{})'.
 -spec hotspots() -> ok | {error, term()}.
@@ -408,31 +372,14 @@ help() ->
 web() ->
     web(#{}).
 
-%% @doc Serves msgflow's live web page from this node with OTP's inets
-%% httpd, until web_stop/0 or the application stops: the graph of the
-%% message flow grouped by name (or module, application, node, kind,
-%% process: chosen on the page), the top table, the matrix, hotspots,
-%% request flows, the nodes of a cluster and msgflow's own figures,
-%% updated every second; `/metrics' in Prometheus' text format on the
-%% same server.  Read-only: nothing on the page starts, stops or changes
-%% tracing.  Opts: `port' (7780; 0 for any free port), `ip' (loopback,
-%% `{127,0,0,1}'; `{0,0,0,0}' listens on every interface: see the
-%% README for an SSH tunnel instead), `metrics_edges' (100: edge series
-%% of /metrics, the busiest by name; the rest summed as `other').
-%% Returns `{ok, Url}'; errors: `{error, {badopt, {Key, Value},
-%% Allowed}}', `{error, {already_started, Url}}', `{error, {Reason,
-%% {port, Port}}}' when the port cannot be listened on (eaddrinuse).
-%% The page shows "not started" until start/1 has run.
+%% @doc Serves the live web page and `/metrics' from this node (OTP's
+%% inets httpd) until web_stop/0 or the application stops: `{ok, Url}'.
+%% Read-only.  Options (`port', `ip', `metrics_edges'), errors and what
+%% is served: msgflow_web_source:start/1; the page: README, "In the
+%% browser".
 -spec web(map() | [{atom(), term()}]) -> {ok, string()} | {error, term()}.
-web(Opts0) ->
-    case msgflow_opts:check(web, Opts0) of
-        {ok, Opts} ->
-            case application:ensure_all_started(msgflow) of
-                {ok, _} -> msgflow_web:start(Opts, msgflow_web_source:source(Opts));
-                {error, _} = E -> E
-            end;
-        {error, _} = E -> E
-    end.
+web(Opts) ->
+    msgflow_web_source:start(Opts).
 
 %% @doc Stops the web server web/1 started: `ok', or `{error,
 %% not_started}'.  Counting goes on.
@@ -445,14 +392,10 @@ web_stop() ->
 calls() ->
     calls(#{}).
 
-%% @doc Prints how long calls wait, per call edge and request tag, busiest
-%% total wait first: the calls (exact), the round trips sampled (1 in
-%% `call_sample' per scheduler, start/1's option, 64 by default), their
-%% p50, p99 and max, and the unanswered ones (no reply within
-%% `call_timeout').  A round trip is the time from the request's send to
-%% the reply's send: queueing and handling at the server.  Opts: `by'
-%% (process; name, module, application, node), `limit'.  The data:
-%% `view(calls, Opts)' (msgflow_calls_view:view()).  This node's calls.
+%% @doc Prints how long calls wait per call edge and request tag: calls
+%% (exact), round trips sampled (start/1's `call_sample'), p50, p99, max,
+%% unanswered.  Opts `by', `limit'; the data, view(calls, Opts), and what
+%% a round trip is: msgflow_calls_view.
 -spec calls(map() | [{atom(), term()}]) -> ok | {error, term()}.
 calls(Opts) ->
     msgflow_shell:print(calls, Opts).

@@ -1,12 +1,13 @@
 %%% @doc The scope of a call of the facade (msgflow): this node, or every
 %%% node of the cluster msgflow counts on (msgflow_cluster), or the one a
 %%% `node' option names.  Here a run starts on its nodes, and views,
-%%% pairs, hotspots, histories and exports are built where they must be.
+%%% pairs, hotspots and histories are built where they must be (exports:
+%%% msgflow_export; what the web page serves: msgflow_web_source).
 %%% msgflow's functions check their arguments and call these; what the
 %%% shell prints of the views is msgflow_shell's.
 -module(msgflow_scope).
 -export([start_nodes/2, start_on/2, check_node/1, with_view/3, with_build/2, view/2, calls_view/1,
-         pairs/0, pairs/1, history/2, check_format/2, export_flow/1, export_view/3]).
+         pairs/0, pairs/1, history/2]).
 
 %% @doc Starts a run with validated options: this node first; then, for
 %% a cluster (`nodes' all or a list), the others (see msgflow_cluster).
@@ -250,45 +251,6 @@ calls_view(By) ->
         _ -> none
     end.
 
-%% @doc `ok' for a format msgflow writes; a path where the format goes
-%% (the arguments swapped) is named as such.
--spec check_format(term(), term()) -> ok | msgflow_opts:error().
-check_format(Path, Format) ->
-    Formats = [mermaid | msgflow_report:formats()],
-    case lists:member(Format, Formats) of
-        true -> ok;
-        false when is_atom(Path), (is_binary(Format) orelse (is_list(Format) andalso Format =/= [])) ->
-            {error, {badarg, {format, Format},
-                     [iolist_to_binary(io_lib:format("export(~0p, ~0p): the path comes first",
-                                                     [Format, Path]))]}};
-        false -> msgflow_opts:arg(format, Format, {one_of, Formats})
-    end.
-
-%% @doc The last followed request as a Mermaid file; `{error, no_flow}'.
--spec export_flow(file:filename_all()) -> ok | {error, term()}.
-export_flow(Path) ->
-    case msgflow_flow:last() of
-        undefined -> {error, no_flow};
-        Flow -> msgflow_file:write(Path, msgflow_flow_render:mermaid(Flow))
-    end.
-
-%% @doc A report of the counts in Format written to Path, from this
-%% node's store or the cluster's views (`node' in Opts).  `html' is the
-%% web page (msgflow_web_page) with its state inlined.
--spec export_view(file:filename_all(), atom(), map()) -> ok | {error, term()}.
-export_view(Path, html, #{node := Only, by := By}) ->
-    case with_build(Only, fun(Build) -> msgflow_web_source:state(Build, By, true) end) of
-        {error, _} = E -> E;
-        State ->
-            case msgflow_web_page:page({static, msgflow_report:json_encode(State)},
-                                       maps:get(<<"node">>, State)) of
-                {error, _} = E -> E;
-                Html -> msgflow_file:write(Path, Html)
-            end
-    end;
-export_view(Path, Format, Opts = #{node := Only}) ->
-    with_build(Only, fun(Build) -> export(Build, Path, Format, Opts) end).
-
 %% @doc Fun(Build) where Build(Spec) gives a view of this node's store (Fun
 %% runs in the worker msgflow_view:run/2 gives it) or of the cluster's
 %% (`node' Only, or all); `{error, not_started}' when there are no counts.
@@ -308,24 +270,6 @@ with_build(Only, Fun) ->
                 undefined -> {error, not_started};
                 _ -> Fun(fun(Spec) -> msgflow_cluster:view(Spec, Only) end)
             end
-    end.
-
-%% Build(Spec) gives a view: of this node's store, in the worker
-%% msgflow_view:run/2 gives it, or of the cluster.
-export(Build, Path, Format, Opts) ->
-    Views = maps:map(fun(_, Spec) -> Build(Spec) end,
-                     msgflow_report:views(Format, maps:without([node], Opts))),
-    %% csv, json and the ETF dump carry the call edges' round trips (the
-    %% dump by process)
-    Opts1 = case Format of
-                etf -> Opts#{calls => calls_view(process)};
-                _ when Format =:= json; Format =:= csv ->
-                    Opts#{calls => calls_view(maps:get(by, Opts, process))};
-                _ -> Opts
-            end,
-    case msgflow_report:render(Format, Views, Opts1) of
-        {error, _} = E -> E;
-        Data -> msgflow_file:write(Path, Data)
     end.
 
 %% @doc msgflow:pairs/0: this node's pairs, or every node's (a node that

@@ -3,7 +3,38 @@
 %%% msgflow_tables), the live top, and the text msgflow_remote sends to
 %%% msgflow-top.  Renders views; builds none.
 -module(msgflow_shell).
--export([print/2, render_text/3, live_top/3]).
+-export([print/2, render_text/3, live_top/3, top/2, matrix/2]).
+
+%% the most rows top/2 may ask for: more than any node holds pairs, less
+%% than what ETS limits take
+-define(MAX_ROWS, 100000000).
+
+%% @doc msgflow:top/2: N and Opts checked, then the table printed once, or
+%% redrawn live when `refresh' or `for' is given (live_top/3).
+-spec top(term(), term()) -> ok | msgflow_opts:error() | {error, not_started}.
+top(N, Opts0) ->
+    case {msgflow_opts:arg(n, N, {int, 1, ?MAX_ROWS, "rows"}), msgflow_opts:check(top, Opts0)} of
+        {{error, _} = E, _} ->
+            E;
+        {ok, {error, _} = E} ->
+            E;
+        {ok, {ok, #{by := By, sort := Sort, refresh := Refresh, for := For, node := Node}}} ->
+            {ok, Given} = msgflow_opts:to_map(Opts0),
+            Top = #{limit => N, by => By, sort => Sort, node => Node},
+            case is_map_key(refresh, Given) orelse is_map_key(for, Given) of
+                true -> live_top(Top, Refresh, erlang:monotonic_time(millisecond) + For);
+                false -> print(top, Top)
+            end
+    end.
+
+%% @doc msgflow:matrix/2: By checked, then the matrix printed.
+-spec matrix(term(), term()) -> ok | msgflow_opts:error() | {error, not_started}.
+matrix(By, Opts0) ->
+    case {msgflow_opts:arg(by, By, {one_of, msgflow_view:groupings()}), msgflow_opts:to_map(Opts0)} of
+        {{error, _} = E, _} -> E;
+        {ok, {ok, Opts}} -> print(matrix, Opts#{by => By});
+        {ok, error} -> msgflow_opts:check(matrix, Opts0)
+    end.
 
 %% @doc Prints view Name (top, matrix, hotspots, flows, nodes, kinds,
 %% process) in the terminal's width and height and returns `ok', or the

@@ -5,7 +5,33 @@
 %%% layer gets its documents through the fun source/1 makes, and calls
 %%% nothing above it.
 -module(msgflow_web_source).
--export([source/1, state/3]).
+-export([start/1, source/1, state/3]).
+
+%% @doc msgflow:web/1: serves msgflow's live page from this node with
+%% OTP's inets httpd (msgflow_web), msgflow's application started if it
+%% is not, until msgflow:web_stop/0 or the application stops: the graph of
+%% the message flow (by name, or another grouping chosen on the page), the
+%% top table, the matrix, hotspots, request flows, the nodes of a cluster,
+%% msgflow's own figures, updated every second; `/metrics' in Prometheus'
+%% text format on the same server.  Read-only: nothing served starts,
+%% stops or changes tracing.  Opts: `port' (7780; 0 for any free port),
+%% `ip' (loopback, `{127,0,0,1}'; `{0,0,0,0}' listens on every interface:
+%% the README shows an SSH tunnel instead), `metrics_edges' (100: edge
+%% series of /metrics, the busiest by name, the rest summed as `other').
+%% `{ok, Url}'; errors: `{error, {badopt, {Key, Value}, Allowed}}',
+%% `{error, {already_started, Url}}', `{error, {Reason, {port, Port}}}'
+%% when the port cannot be listened on (eaddrinuse).  The page says "not
+%% started" until msgflow:start/1 has run.
+-spec start(term()) -> {ok, string()} | {error, term()}.
+start(Opts0) ->
+    case msgflow_opts:check(web, Opts0) of
+        {ok, Opts} ->
+            case application:ensure_all_started(msgflow) of
+                {ok, _} -> msgflow_web:start(Opts, source(Opts));
+                {error, _} = E -> E
+            end;
+        {error, _} = E -> E
+    end.
 
 %% @doc What msgflow_web serves (msgflow:web/1's checked Opts:
 %% `metrics_edges'): the page's state as JSON for a grouping, the
