@@ -180,12 +180,13 @@ static ERL_NIF_TERM nif_enabled_send(ErlNifEnv *env, int argc, const ERL_NIF_TER
 /* The key word of a receiver: a reply to a local process's alias (such as
  * gen:call's, one per call) is counted for the alias's owner, tagged as a
  * reply (MF_REPLY_TAG), so that a million calls make one pair, not a
- * million; anything else as mf_endpoint_word has it.  Owner thread. */
-static inline int receiver_word(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM to, uint64_t *w)
+ * million, and *alias is the alias's words (for its round trip); anything
+ * else as mf_endpoint_word has it, *alias NULL.  Owner thread. */
+static inline int receiver_word(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM to, uint64_t *w,
+                                const uint64_t **alias)
 {
-    uint64_t owner;
-    if (mf_alias_owner(to, &owner)) {
-        *w = owner ^ MF_REPLY_FLIP;
+    if ((*alias = mf_pidref(to))) {
+        *w = (*alias)[3] ^ MF_REPLY_FLIP;
         return 1;
     }
     return mf_endpoint_word(env, &g->interns, to, w);
@@ -217,15 +218,17 @@ static void note_call(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM from, ERL_NIF_
                          (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
 }
 
-/* A reply sent to the local alias `to': when it answers a sampled call
- * (one load of the in-flight bitmap says whether it may), its round trip.
- * Any scheduler thread (the server's). */
-static inline void reply_call(mf_session *s, ERL_NIF_TERM to)
+/* A reply sent to a local alias (its words, as receiver_word read them):
+ * when it answers a sampled call (one load of the in-flight bitmap says
+ * whether it may), its round trip.  Any scheduler thread (the server's). */
+static inline void reply_call(mf_session *s, const uint64_t *alias)
 {
     mf_calls *c = atomic_load_explicit(&s->calls, memory_order_relaxed);
-    uint64_t id;
-    if (c && mf_alias_id(to, &id) && mf_calls_maybe(c, id))
-        mf_calls_reply(c, id, (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
+    if (c) {
+        uint64_t id = mf_pidref_id(alias);
+        if (mf_calls_maybe(c, id))
+            mf_calls_reply(c, id, (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
+    }
 }
 
 /* Owner thread of `g` (or holding the spill slot's lock).  `msg' is the
@@ -234,12 +237,12 @@ static inline void count_send(ErlNifEnv *env, mf_session *s, mf_gen *g, ERL_NIF_
                               ERL_NIF_TERM to, ERL_NIF_TERM msg, int dead)
 {
     uint64_t f, t;
-    if (mf_endpoint_word(env, &g->interns, from, &f) && receiver_word(env, g, to, &t)) {
-        int reply = (t & MF_PID_TAG_MASK) == MF_REPLY_TAG;
-        uint64_t k = msg ? mf_kind_word(env, msg, reply) : 0;
+    const uint64_t *alias;
+    if (mf_endpoint_word(env, &g->interns, from, &f) && receiver_word(env, g, to, &t, &alias)) {
+        uint64_t k = msg ? mf_kind_word(env, msg, alias != NULL) : 0;
         mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead);
-        if (reply)
-            reply_call(s, to);
+        if (alias)
+            reply_call(s, alias);
         else if ((k & MF_KIND_MASK) == MF_K_CALL)
             note_call(env, s, from, to, msg, k);
     } else {

@@ -171,9 +171,10 @@ take_calls(Session, S = #store{calls = T, closed = C}) ->
         Figures -> S#store{call_figures = Figures}
     end.
 
-%% The call edges of the pairs folded (msgflow_store_calls).
-fold_calls(S = #store{calls = T, pairs = P, labels = L}) ->
-    S#store{labels = msgflow_store_calls:fold(T, P, L)}.
+%% The call edges of the pairs folded, a slice a window (msgflow_store_calls).
+fold_calls(S = #store{calls = T, pairs = P, labels = L, sweeps = Sw}) ->
+    {L1, Next} = msgflow_store_calls:fold(T, P, L, maps:get(calls, Sw, start)),
+    S#store{labels = L1, sweeps = Sw#{calls => Next}}.
 
 next_chunk(Take) ->
     try
@@ -405,7 +406,8 @@ new_rows() -> ets:new(msgflow_pairs, [set, protected]).
 
 new_dead() -> ets:new(msgflow_dead, [set, protected]).
 
-new_calls() -> ets:new(msgflow_calls, [set, protected]).
+%% ordered: a pair's call edges are one range of keys (msgflow_call_row:of_pair/3)
+new_calls() -> ets:new(msgflow_calls, [ordered_set, protected]).
 
 %% A new, empty table of window senders; the old one is deleted whole
 %% (which the VM does in the background), not emptied object by object.

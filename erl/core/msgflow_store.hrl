@@ -21,7 +21,7 @@
     %% {Receiver, Senders}, so that the collector's heap stays small
     wsenders :: ets:tid(),
     %% where the slow pass of the sweep is, per table
-    sweeps = #{} :: #{pairs | folded | dead => term()},
+    sweeps = #{} :: #{pairs | folded | dead | calls => term()},
     keep = 60 :: pos_integer(),             %% windows kept (the `windows' option)
     max_pairs = 1 :: pos_integer(),
     max_kinds = 8 :: pos_integer(),         %% kinds and tags a row keeps

@@ -3,10 +3,12 @@
 %%% edges of exited processes folded.  The collector's process calls these
 %%% with the tables msgflow_store gives it (it owns them).
 -module(msgflow_store_calls).
--export([take/3, fold/3]).
+-export([take/3, fold/4]).
 
 %% reductions one merged edge is worth (as msgflow_store counts a delta)
 -define(MERGE_REDUCTIONS, 50).
+%% call edges looked at for folding as a window closes
+-define(SLICE, 2000).
 
 %% @doc The sampled calls' round trips since the last take
 %% (msgflow_tracer:calls_take/1), added to their edges' rows in table T in
@@ -35,26 +37,38 @@ take(Session, T, Open) ->
 %% groups (msgflow_labels:fold_key/2) once their pair left the pairs
 %% table P (msgflow_fold folded it): T holds the edges of live processes
 %% and one per group of exited ones, keyed as their pairs are, so that a
-%% view finds each edge's exact count in its pair's kinds.  Returns the
-%% labels L as fold_key left them.
--spec fold(ets:tid(), ets:tid(), msgflow_labels:labels()) -> msgflow_labels:labels().
-fold(T, P, L0) ->
+%% view finds each edge's exact count in its pair's kinds.  ?SLICE edges
+%% are looked at a window, from where the last slice ended (Cont: `start'
+%% or what the last call returned), so that a window's close does not
+%% grow with the edges.  Returns the labels as fold_key left them and
+%% where the next slice starts.
+-spec fold(ets:tid(), ets:tid(), msgflow_labels:labels(), start | term()) ->
+          {msgflow_labels:labels(), start | term()}.
+fold(T, P, L0, Cont) ->
+    {Rows, Next} = case slice(T, Cont) of
+                       '$end_of_table' -> {[], start};
+                       {Rs, C} -> {Rs, C}
+                   end,
     Dead = fun(E) -> is_pid(E) andalso node(E) =:= node() andalso not is_process_alive(E) end,
-    Gone = [Row || Row <- ets:tab2list(T),
+    Gone = [Row || Row <- Rows,
                    {Caller, Server, _, _} <- [msgflow_call_row:key(Row)],
                    Dead(Caller) orelse Dead(Server),
                    not ets:member(P, {Caller, Server})],
-    lists:foldl(
-      fun(Row, L1) ->
-              {Caller, Server, Kind, Tag} = msgflow_call_row:key(Row),
-              {C1, L2} = msgflow_labels:fold_key(L1, Caller),
-              {S1, L3} = msgflow_labels:fold_key(L2, Server),
-              K = {C1, S1, Kind, Tag},
-              ets:delete(T, msgflow_call_row:key(Row)),
-              Row1 = msgflow_call_row:rekey(Row, K),
-              ets:insert(T, case ets:lookup(T, K) of
-                                [Old] -> msgflow_call_row:merge(Old, Row1);
-                                [] -> Row1
-                            end),
-              L3
-      end, L0, Gone).
+    L = lists:foldl(
+          fun(Row, L1) ->
+                  {Caller, Server, Kind, Tag} = msgflow_call_row:key(Row),
+                  {C1, L2} = msgflow_labels:fold_key(L1, Caller),
+                  {S1, L3} = msgflow_labels:fold_key(L2, Server),
+                  K = {C1, S1, Kind, Tag},
+                  ets:delete(T, msgflow_call_row:key(Row)),
+                  Row1 = msgflow_call_row:rekey(Row, K),
+                  ets:insert(T, case ets:lookup(T, K) of
+                                    [Old] -> msgflow_call_row:merge(Old, Row1);
+                                    [] -> Row1
+                                end),
+                  L3
+          end, L0, Gone),
+    {L, Next}.
+
+slice(T, start) -> ets:select(T, [{'_', [], ['$_']}], ?SLICE);
+slice(_, Cont) -> ets:select(Cont).

@@ -13,15 +13,7 @@
 #include "mf_alloc.h"
 #include "mf_calls.h"
 
-static int failures;
-
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                          \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 /* sampled and unanswered summed over a taken list, which is freed */
 static void sum_edges(mf_calls *c, mf_call_edge *l, uint64_t *sampled, uint64_t *unanswered,

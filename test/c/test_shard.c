@@ -11,15 +11,7 @@
 #include "mf_alloc.h"
 #include "mf_shard.h"
 
-static int failures;
-
-#define CHECK(cond)                                                              \
-    do {                                                                         \
-        if (!(cond)) {                                                           \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures++;                                                          \
-        }                                                                        \
-    } while (0)
+#include "check.h"
 
 /* An allocator that counts what is out, over libc. */
 static _Atomic long live_bytes, live_blocks;
