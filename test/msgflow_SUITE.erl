@@ -809,7 +809,8 @@ shell_output(_Config) ->
     Sink = spawn(fun sink/0),
     S = spawn(fun() -> paced_casts(Sink, 1) end),
     ok = msgflow:start(#{procs => [S], interval => 50}),
-    Live = msgflow_test_io:capture(fun() -> ok = msgflow:top(5, #{refresh => 60, for => 250}) end),
+    %% a second: 16 refreshes when idle, two at least on a busy machine
+    Live = msgflow_test_io:capture(fun() -> ok = msgflow:top(5, #{refresh => 60, for => 1000}) end),
     exit(S, kill),
     ok = msgflow:stop(),
     ?assertEqual(0, count(Live, <<"\e[2J">>)),

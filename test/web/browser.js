@@ -17,7 +17,7 @@ const [url, outDir] = process.argv.slice(2);
 const send = (obj) => process.stdout.write(JSON.stringify(obj) + '\n');
 
 async function waitFor(page, fn, arg, ms) {
-  await page.waitForFunction(fn, arg, { timeout: ms || 15000, polling: 100 });
+  await page.waitForFunction(fn, arg, { timeout: ms || 60000, polling: 100 });
 }
 
 async function snapshot(page, dialogs) {
