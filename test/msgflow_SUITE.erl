@@ -42,7 +42,7 @@ all() ->
     [{group, tracing}, {group, flows}, {group, cluster}, {group, allocators}, {group, c_tools}].
 
 groups() ->
-    [{tracing, [sequence],
+    [{tracing, [],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
        collector_killed, orphaned_session, session_owner_down, callbacks_direct, layout_reads_on,
        max_pairs_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
@@ -51,19 +51,19 @@ groups() ->
        gen_call_two_edges, rotate_direct, rotate_under_load, churn_conserved, cap_live_pairs,
        other_tool_kept, dbg_alongside, session_dies_with_collector, proc_lib_labels]},
      %% request flows (seq_trace): the system tracer is node-global
-     {flows, [sequence],
+     {flows, [],
       [follow_chain, follow_port, follow_calls_exact, follow_calls_sample,
        follow_system_tracer_busy, flow_callbacks_odd, follow_calls_errors,
        follow_never_quiet]},
      %% msgflow over distribution, with peer nodes on this machine
-     {cluster, [sequence],
+     {cluster, [],
       [cluster_exact, cluster_node_down, cluster_node_joins, cluster_coordinator_killed,
        cluster_start_errors, cluster_flow, cluster_incompatible]},
-     {allocators, [sequence],
+     {allocators, [],
       [allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
      %% ctest's dump_decoder reads (make test runs it after this suite)
-     {c_tools, [sequence], [write_dumps, report_cli, top_live, top_failures, top_keys]}].
+     {c_tools, [], [write_dumps, report_cli, top_live, top_failures, top_keys]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -412,8 +412,11 @@ bad_options(Config) ->
             end,
     [?assertEqual({Opts, {error, Why}}, {Opts, Named(msgflow:start(Opts))}) || {Opts, Why} <- Cases],
     ?assertEqual({error, {badopt, {bogus, 1}, lists:sort(maps:keys(msgflow_opts:defaults())
-                                                         ++ [coordinator, owner, resume])}},
+                                                         ++ [owner])}},
                  msgflow:start(#{bogus => 1})),
+    %% what msgflow's cluster gives a node it starts is no user's option
+    [?assertMatch({error, {badopt, {K, _}, [_ | _]}}, msgflow:start(#{K => V}))
+     || {K, V} <- [{coordinator, self()}, {resume, true}]],
     ?assertMatch(#{running := false}, msgflow:info()),
     ok = msgflow:start(),
     ?assertEqual({error, already_started}, msgflow:start()),
@@ -582,15 +585,17 @@ reports_all_formats(Config) ->
     %% etf dump
     {ok, Etf} = file:read_file(Path(etf)),
     Dump = binary_to_term(Etf),
-    ?assertMatch(#{format := msgflow_dump, version := 5, node := _, taken_at := _, calls := [],
-                   window_ms := _, scale := 1, events := _, dead_letters := 0,
-                   overflow := 0, endpoints := [_ | _], pairs := [_ | _]}, Dump),
-    #{endpoints := Ends, pairs := DPairs} = Dump,
-    EndT = list_to_tuple(Ends),
-    ?assertEqual(Pairs, lists:sort([{element(1, element(Si + 1, EndT)),
-                                     element(1, element(Ri + 1, EndT)), N}
-                                    || {Si, Ri, N, W, _} <- DPairs, is_integer(W)])),
-    ?assert(lists:member({Sink, <<"msgflow_mx_sink">>, timer, undefined, node()}, Ends)),
+    ?assertMatch(#{format := msgflow_dump, version := 6, by := process, node := _, taken_at := _,
+                   calls := [], window_ms := _, scale := 1, events := _, dead_letters := 0,
+                   overflow := 0, endpoints := [_ | _], rows := [_ | _]}, Dump),
+    #{endpoints := Ends, rows := DRows} = Dump,
+    EndT = list_to_tuple([E || #{endpoint := E} <- Ends]),
+    ?assertEqual(Pairs, lists:sort([{element(Si + 1, EndT), element(Ri + 1, EndT), N}
+                                    || #{sender := Si, receiver := Ri, messages := N,
+                                         window_messages := W} <- DRows, is_integer(W)])),
+    ?assert(lists:member(#{endpoint => Sink, label => <<"msgflow_mx_sink">>, module => timer,
+                           application => undefined, node => node()},
+                         [maps:with([endpoint, label, module, application, node], E) || E <- Ends])),
     %% svg heatmap: one cell per pair
     {ok, Heat} = file:read_file(Path(svg)),
     ?assertEqual(4, count(Heat, <<"class=\"cell\"">>)),
@@ -710,7 +715,7 @@ hotspot_bottleneck(_Config) ->
     [exit(S, kill) || S <- Senders],
     ok = msgflow:stop(),
     ct:log("~p", [Found]),
-    FanIn = [F || F = #{kind := fan_in} <- Found],
+    FanIn = [F || F = #{rule := fan_in} <- Found],
     ?assertMatch([#{subject := Server, label := <<"msgflow_slow_server:init/1">>,
                     evidence := #{senders := 50, queue_len := [_, _, _, _, _]}}], FanIn),
     [#{evidence := #{queue_len := Lens}}] = FanIn,
@@ -730,7 +735,7 @@ hotspot_balanced(_Config) ->
     [exit(P, kill) || P <- Senders ++ lists:append([[A, B] || {A, B} <- Pairs])],
     ok = msgflow:stop(),
     ct:log("~p", [Found]),
-    ?assertEqual([], [F || F = #{kind := fan_in} <- Found]),
+    ?assertEqual([], [F || F = #{rule := fan_in} <- Found]),
     exit(Sink, kill).
 
 %% A cast every Ms milliseconds until killed (the workload's pace, not a
@@ -1013,21 +1018,21 @@ write_dumps(_Config) ->
     ok = msgflow:start(#{procs => [Idle]}),
     ok = msgflow:stop(),
     write_dump("empty"),
-    ?assertMatch(#{pairs := [], endpoints := []}, read_dump("empty")),
+    ?assertMatch(#{rows := [], endpoints := []}, read_dump("empty")),
     unlink(Idle),
     exit(Idle, kill),
     Pid = fun(N) -> list_to_pid("<0." ++ integer_to_list(N) ++ ".0>") end,
     Big = synthetic_view(#{{Pid(1), Pid(2)} => 1 bsl 40, {Pid(2), Pid(1)} => 1 bsl 63,
                            {Pid(3), some_name} => 1 bsl 32}),
-    ok = file:write_file(filename:join(Dir, "big.etf"), term_to_binary(msgflow_report:dump(Big))),
+    ok = file:write_file(filename:join(Dir, "big.etf"), term_to_binary(msgflow_dump:of_top(Big, none, []))),
     write_expect("big", read_dump("big"), true),
     Pairs = maps:from_list([{{Pid(1000 + S), Pid(3000 + R)}, 1 + (S * R) rem 97}
                             || S <- lists:seq(1, 1000), R <- lists:seq(1, 1000)]),
     Million = synthetic_view(Pairs),
     ok = file:write_file(filename:join(Dir, "million.etf"),
-                         term_to_binary(msgflow_report:dump(Million))),
+                         term_to_binary(msgflow_dump:of_top(Million, none, []))),
     Dump = read_dump("million"),
-    ?assertEqual(1000000, length(maps:get(pairs, Dump))),
+    ?assertEqual(1000000, length(maps:get(rows, Dump))),
     write_expect("million", Dump, false).
 
 %% msgflow-report on a dump of a known workload prints the rows top/1
@@ -1075,10 +1080,12 @@ report_cli(Config) ->
            {"not ETF", <<"sender,receiver
 ">>, "not an Erlang external term"},
            {"other term", term_to_binary({hello, world}), "not a map"},
-           {"version 6", term_to_binary((binary_to_term(Bin))#{version := 6}),
-            "version 6 is not known"},
-           {"version 5 without calls", term_to_binary(maps:remove(calls, binary_to_term(Bin))),
-            "without `calls'"}],
+           {"version 7", term_to_binary((binary_to_term(Bin))#{version := 7}),
+            "version 7 is not known"},
+           {"version 6 without calls", term_to_binary(maps:remove(calls, binary_to_term(Bin))),
+            "without `calls'"},
+           {"version 6 with a row that is no map",
+            term_to_binary((binary_to_term(Bin))#{rows := [{0, 1, 2, 3, []}]}), "row 0: not a map"}],
     [begin
          F = filename:join(Dir, "bad.etf"),
          ok = file:write_file(F, Data),
@@ -1298,48 +1305,29 @@ read_dump(Name) ->
     binary_to_term(Bin).
 
 %% The expect file test/c/test_dump.c checks the decoder against: a
-%% summary line, then (when PerPair) each pair as the decoder must render it.
-write_expect(Name, #{node := Node, events := Events, endpoints := Ends, pairs := Pairs},
+%% summary line, then (when PerPair) each row as the decoder must render it
+%% (a version 6 dump names its ends' texts).
+write_expect(Name, #{node := Node, events := Events, endpoints := Ends, rows := Rows},
              PerPair) ->
     EndT = list_to_tuple(Ends),
     Head = io_lib:format("~s ~b ~b ~b ~b ~b~n",
-                         [Node, length(Ends), length(Pairs), Events,
-                          lists:sum([C || {_, _, C, _, _} <- Pairs]),
-                          lists:sum([N || {_, _, _, _, Ks} <- Pairs, {_, _, N} <- Ks])]),
-    %% each pair, and its kinds as `kind:tag=N' in the dump's order
+                         [Node, length(Ends), length(Rows), Events,
+                          lists:sum([C || #{messages := C} <- Rows]),
+                          lists:sum([N || #{kinds := Ks} <- Rows, #{messages := N} <- Ks])]),
+    %% each row, and its kinds as `kind:tag=N' in the dump's order
     Lines = [begin
-                 {S, SL, _, _, _} = element(Si + 1, EndT),
-                 {R, RL, _, _, _} = element(Ri + 1, EndT),
-                 [c_text(S, Node), $\t, c_text(R, Node), $\t, SL, $\t, RL, $\t,
+                 #{text := S, label := SL} = element(Si + 1, EndT),
+                 #{text := R, label := RL} = element(Ri + 1, EndT),
+                 [S, $\t, R, $\t, SL, $\t, RL, $\t,
                   integer_to_list(C), $\t, integer_to_list(W), $\t,
-                  lists:join(" ", [io_lib:format("~s:~s=~b", [K, T, N]) || {K, T, N} <- Ks]),
+                  lists:join(" ", [io_lib:format("~s:~s=~b", [K, T, N])
+                                   || #{kind := K, tag := T, messages := N} <- Ks]),
                   $\n]
-             end || PerPair, {Si, Ri, C, W, Ks} <- Pairs],
+             end || PerPair, #{sender := Si, receiver := Ri, messages := C, window_messages := W,
+                               kinds := Ks} <- Rows],
     ok = file:write_file(filename:join(dump_dir(), Name ++ ".expect"), [Head | Lines]).
 
-%% How tools/c/mf_dump.c renders an endpoint of a dump taken on Home.
-c_text(P, Home) when is_pid(P) ->
-    [_, N, S] = string:lexemes(string:trim(pid_to_list(P), both, "<>"), "."),
-    case node(P) of
-        Home -> ["<0.", N, ".", S, ">"];
-        Other -> ["<", N, ".", S, ">@", atom_to_list(Other)]
-    end;
-c_text(P, Home) when is_port(P) ->
-    [_, N] = string:lexemes(string:trim(erlang:port_to_list(P), both, "#Port<>"), "."),
-    case node(P) of
-        Home -> ["#Port<0.", N, ">"];
-        Other -> ["#Port<", N, ">@", atom_to_list(Other)]
-    end;
-c_text(R, Home) when is_reference(R) ->
-    [_ | Ws] = string:lexemes(string:trim(erlang:ref_to_list(R), both, "#Ref<>"), "."),
-    ["alias #Ref<0.", lists:join(".", Ws), ">",
-     case node(R) of Home -> []; Other -> ["@", atom_to_list(Other)] end];
-c_text(A, _) when is_atom(A) ->
-    atom_to_list(A);
-c_text({A, N}, _) ->
-    io_lib:format("~0tp", [{A, N}]).
-
-%% A view by process as msgflow_view:build/2 makes it, over the given
+%% A view by process as msgflow_rows:build/2 makes it, over the given
 %% totals.
 synthetic_view(Totals) ->
     Ends = lists:usort(lists:append([[S, R] || {S, R} <- maps:keys(Totals)])),
@@ -2191,7 +2179,7 @@ cluster_exact(Config) ->
                      lists:sum([X || #{count := X} <- maps:values(NodeCells)])),
         ?assert(maps:is_key({N1, N2}, NodeCells) andalso maps:is_key({node(), N1}, NodeCells)),
         %% a remote process is named by its own node
-        #{endpoints := Ends} = msgflow_cluster:view(#{by => process, limit => 200}, all),
+        #{endpoints := Ends} = msgflow:view(top, #{by => process, limit => 200}),
         ?assertMatch(#{Sink1 := #{label := <<"timer:sleep/1">>}}, Ends),
         %% top covers them too, and says how many nodes
         ct:capture_start(),
@@ -2212,11 +2200,11 @@ cluster_exact(Config) ->
         Etf = filename:join(?config(priv_dir, Config), "cluster.etf"),
         ok = msgflow:export(Etf, etf),
         {ok, Bin} = file:read_file(Etf),
-        #{version := 5, nodes := DumpNodes, pairs := DumpPairs} = binary_to_term(Bin),
+        #{version := 6, nodes := DumpNodes, rows := DumpRows} = binary_to_term(Bin),
         ?assertEqual(lists:sort([{N, up} || N <- [node(), N1, N2]]),
-                     lists:sort([{N, St} || {N, St, _, _} <- DumpNodes])),
-        ?assertEqual(lists:sum([X || {_, _, X, _, _} <- DumpPairs]),
-                     lists:sum([E || {_, _, _, E} <- DumpNodes])),
+                     lists:sort([{N, St} || #{node := N, status := St} <- DumpNodes])),
+        ?assertEqual(lists:sum([X || #{messages := X} <- DumpRows]),
+                     lists:sum([E || #{events := E} <- DumpNodes])),
         {0, Out} = run(tool("msgflow-report"), [Etf, "--top", "3"]),
         ?assertMatch({match, _}, re:run(Out, "3 nodes: ")),
         msgflow_flow_srv:stop(flow_db),

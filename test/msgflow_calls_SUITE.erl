@@ -24,7 +24,7 @@ all() ->
     [{group, calls}].
 
 groups() ->
-    [{calls, [sequence], [round_trips, sampled_one_in_four, off, printed, exports, cluster]}].
+    [{calls, [], [round_trips, sampled_one_in_four, off, printed, exports, cluster]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -106,7 +106,7 @@ round_trips(_Config) ->
     %% any other whose p99 reached 10 ms (none on an idle machine; the
     %% growth rule kept out of it); above every edge's p99, none
     Slow10 = fun(Opts) ->
-                     [F || F = #{kind := slow_calls}
+                     [F || F = #{rule := slow_calls}
                                <- msgflow:view(hotspots, Opts#{slow_growth => 1.0e9})]
              end,
     Found = Slow10(#{slow_call_ms => 10}),
@@ -157,7 +157,7 @@ exports(Config) ->
     ?assertEqual(["calls_srv\tfast\t200\t200\t0", "calls_srv\tnever\t3\t0\t3",
                   "calls_srv\tslow\t10\t10\t0"],
                  lists:sort(string:split(string:trim(binary_to_list(Rows)), "\n", all))),
-    #{version := 5, calls := Calls} = binary_to_term(element(2, file:read_file(Etf))),
+    #{version := 6, calls := Calls} = binary_to_term(element(2, file:read_file(Etf))),
     ?assertEqual(3, length(Calls)),
     {0, Out} = msgflow_test_io:run(msgflow_test_io:tool("msgflow-report"), [Etf, "--top", "5"], []),
     ct:log("~s", [Out]),
@@ -231,7 +231,7 @@ printed(_Config) ->
     ?assertMatch({match, _}, re:run(Second, "calls_srv +call fast +200 +200 ")),
     ?assertMatch({match, _}, re:run(Third, "calls_srv +call never +3 +0 +- +- +- +3$")),
     %% top's rows of calls show their round trips' p99 from 120 columns on
-    Top = iolist_to_binary(msgflow_text:top(msgflow:view(top, #{limit => 5}), 120)),
+    Top = iolist_to_binary(msgflow_top_view:text(msgflow:view(top, #{limit => 5}), #{}, #{width => 120, height => 50})),
     ct:log("~ts", [Top]),
     ?assertMatch({match, _}, re:run(Top, "PEAK/S CALL P99  KIND")),
     %% the edge's p99 over its 210 round trips is a slow call's: from the
@@ -240,7 +240,7 @@ printed(_Config) ->
                                [{capture, all_but_first, list}]),
     ?assert(1000 * list_to_float(TopP99) >= P50 - 50),
     ?assert(1000 * list_to_float(TopP99) =< Max + 50),
-    Narrow = iolist_to_binary(msgflow_text:top(msgflow:view(top, #{limit => 5}), 80)),
+    Narrow = iolist_to_binary(msgflow_top_view:text(msgflow:view(top, #{limit => 5}), #{}, #{width => 80, height => 50})),
     ?assertEqual(nomatch, re:run(Narrow, "P99")),
     ok.
 

@@ -26,7 +26,7 @@ all() ->
     [{group, faults}].
 
 groups() ->
-    [{faults, [sequence],
+    [{faults, [],
       [port_exits, cluster_port_exit_rounds, export_targets, purge_mid_snapshot,
        application_stop, top_signals, top_once_keeps_run, hostile_arguments,
        follow_caller_killed, two_coordinators, views_during_reset, dbg_takes_new,

@@ -13,7 +13,7 @@ all() ->
     [{group, kinds}].
 
 groups() ->
-    [{kinds, [sequence], [kinds_exact, kinds_max_overflow, kinds_off, kinds_views,
+    [{kinds, [], [kinds_exact, kinds_max_overflow, kinds_off, kinds_views,
                           replies_no_fan_out, flow_kinds]}].
 
 init_per_suite(Config) ->
@@ -168,7 +168,7 @@ replies_no_fan_out(_Config) ->
     [exit(P, kill) || P <- [Spreader | Callers ++ Sinks]],
     ok = msgflow:stop(),
     ct:log("~p", [Found]),
-    FanOut = [F || F = #{kind := fan_out} <- Found],
+    FanOut = [F || F = #{rule := fan_out} <- Found],
     ?assertMatch([#{subject := Spreader, evidence := #{receivers := 25, kind := {cast, m, 100}}}],
                  FanOut),
     gen_server:stop(Srv).
@@ -248,7 +248,7 @@ workload(Srv) ->
 
 view_rows(Spec) ->
     Store = msgflow_collector:store(true),
-    #{rows := Rows} = msgflow_view:build(Store, Spec),
+    #{rows := Rows} = msgflow_rows:build(Store, Spec),
     Rows.
 
 row_of(S, R, Rows) ->

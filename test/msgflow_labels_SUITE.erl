@@ -14,7 +14,7 @@ all() ->
     [{group, labels}].
 
 groups() ->
-    [{labels, [sequence], [labels_recognised, fan_out_grouped]}].
+    [{labels, [], [labels_recognised, fan_out_grouped]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -159,8 +159,8 @@ fan_out_grouped(_Config) ->
     ?assertMatch([#{subject := [_ | _], members := 21, label := Label,
                     evidence := #{members := 21, min := #{receivers := 24},
                                   max := #{receivers := 24}, kind := {cast, m, 100}}}],
-                 [F || F = #{kind := fan_out} <- Found]),
-    [#{subject := Subjects, explanation := Text}] = [F || F = #{kind := fan_out} <- Found],
+                 [F || F = #{rule := fan_out} <- Found]),
+    [#{subject := Subjects, explanation := Text}] = [F || F = #{rule := fan_out} <- Found],
     ?assertEqual(lists:sort(Senders), lists:sort(Subjects)),
     ?assertMatch({match, _}, re:run(Text, "^21 x msgflow_labels_SUITE:fan_out_grouped/1 fun: "
                                           "each sends to 24 receivers, [0-9,-]+ messages in the "

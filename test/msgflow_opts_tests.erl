@@ -49,36 +49,52 @@ keyword_list_test() ->
     ?assertEqual({ok, Map}, msgflow_opts:validate([{interval, 500}, {procs, existing}])),
     ?assertEqual({ok, Map}, msgflow_opts:validate([{interval, 500}, {procs, existing},
                                                    {interval, 20}])),
-    ?assertMatch({ok, #{by := name, refresh := 1000}}, msgflow_opts:check(top, [{by, name}])).
+    ?assertMatch({ok, #{by := name, limit := 10}}, msgflow_opts:check(view(top), [{by, name}])).
+
+%% A view's options as the query path checks them: its own and, for a
+%% view built on every node, `node' and `timeout'.
+view(Name) ->
+    {ok, Schema} = msgflow_query:options(Name),
+    Schema.
 
 %% An unknown key is named with the keys the call takes; a bad value with
 %% the values allowed: the same shape for every call.
 every_call_test_() ->
     Groupings = [process, name, module, application, node, kind],
-    [?_assertEqual({error, {badopt, {byy, name}, [by, for, node, refresh, sort]}},
-                   msgflow_opts:check(top, #{byy => name})),
+    [?_assertEqual({error, {badopt, {byy, name}, [by, filter, limit, node, sort, timeout, windows]}},
+                   msgflow_opts:check(view(top), #{byy => name})),
+     ?_assertEqual({error, {badopt, {byy, name}, [by, filter, limit, node, sort, timeout, windows]}},
+                   msgflow_query:run(top, #{byy => name})),
      ?_assertEqual({error, {badopt, {intervall, 500},
-                            lists:sort(maps:keys(msgflow_opts:defaults())
-                                       ++ [coordinator, owner, resume])}},
-                   msgflow_opts:check(start, #{intervall => 500})),
+                            lists:sort(maps:keys(msgflow_opts:defaults()) ++ [owner])}},
+                   msgflow_opts:check(msgflow_opts:schema(start), #{intervall => 500})),
+     %% internal options are no user's
+     ?_assertMatch({error, {badopt, {coordinator, _}, [_ | _]}},
+                   msgflow_opts:validate(#{coordinator => self()})),
+     ?_assertMatch({error, {badopt, {resume, true}, [_ | _]}},
+                   msgflow_opts:validate(#{resume => true})),
      ?_assertEqual({error, {badopt, {by, bogus}, Groupings}},
-                   msgflow_opts:check(top, #{by => bogus})),
+                   msgflow_opts:check(view(top), #{by => bogus})),
      ?_assertEqual({error, {badopt, {by, bogus}, Groupings}},
-                   msgflow_opts:check(export, #{by => bogus})),
+                   msgflow_opts:check(msgflow_export:options(), #{by => bogus})),
      ?_assertEqual({error, {badopt, {hot_rate, 0}, [<<"a number above 0">>]}},
-                   msgflow_opts:check(hotspots, #{hot_rate => 0})),
+                   msgflow_opts:check(view(hotspots), #{hot_rate => 0})),
      ?_assertEqual({error, {badopt, {print, yes}, [true, false]}},
-                   msgflow_opts:check(follow, #{print => yes})),
+                   msgflow_opts:check(msgflow_flow:options(follow), #{print => yes})),
      ?_assertEqual({error, {badopt, {sample, 0}, [<<"an integer from 1 to 4294967296 (calls)">>]}},
-                   msgflow_opts:check(follow_calls, #{sample => 0})),
+                   msgflow_opts:check(msgflow_flow:options(follow_calls), #{sample => 0})),
      ?_assertEqual({error, {badopt, {duration, never},
                             [infinity, <<"an integer from 1 to 31536000000 (ms)">>]}},
-                   msgflow_opts:check(start, #{duration => never})),
+                   msgflow_opts:check(msgflow_opts:schema(start), #{duration => never})),
+     ?_assertEqual({error, {badarg, {view, bogus}, msgflow_view:names()}},
+                   msgflow_query:run(bogus, #{})),
      ?_assertEqual({error, {badarg, {by, bogus}, Groupings}},
                    msgflow_opts:arg(by, bogus, {one_of, Groupings})),
      ?_assertEqual(ok, msgflow_opts:arg(by, name, {one_of, Groupings}))].
 
-%% Every call's defaults pass its own check.
+%% Every call's defaults pass its own check, every view's too.
 defaults_pass_test_() ->
-    [?_assertEqual({ok, msgflow_opts:defaults(C)}, msgflow_opts:check(C, msgflow_opts:defaults(C)))
-     || C <- [start, top, export, hotspots, follow, follow_calls]].
+    [?_assertEqual({ok, msgflow_opts:defaults(S)}, msgflow_opts:check(S, msgflow_opts:defaults(S)))
+     || S <- [msgflow_opts:schema(start), msgflow_export:options(), msgflow_flow:options(follow),
+              msgflow_flow:options(follow_calls)]
+            ++ [view(N) || N <- msgflow_view:names()]].

@@ -18,7 +18,7 @@ all() ->
     [{group, recipes}].
 
 groups() ->
-    [{recipes, [sequence], [start_on_node, rebar3_release, mix_project]}].
+    [{recipes, [], [start_on_node, rebar3_release, mix_project]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),

@@ -3,7 +3,7 @@
 -module(msgflow_report_tests).
 -include_lib("eunit/include/eunit.hrl").
 
-%% A view by process as msgflow_view:build/2 makes it with per-window
+%% A view by process as msgflow_rows:build/2 makes it with per-window
 %% counts.  Windows: [{EndMs, DurationMs, #{{S, R} => Messages},
 %% #{Receiver => QueueLen}}], oldest first.
 view(Windows, Dead) ->
@@ -41,42 +41,42 @@ fan_in_test_() ->
     %% a queue caught full once, as the last window closed
     Blip = view([win(I, Counts, #{srv => case I of 5 -> 50; _ -> 0 end})
                  || I <- lists:seq(1, 5)], #{}),
-    [?_assertMatch([#{kind := fan_in, subject := srv,
+    [?_assertMatch([#{rule := fan_in, subject := srv,
                       evidence := #{senders := 12, rate := 1200.0,
                                     queue_len := [20, 40, 60, 80, 100]}}],
-                   kinds(fan_in, msgflow_hotspots:find(Growing, #{}))),
-     ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Flat, #{}))),
-     ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Few, #{}))),
-     ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Blip, #{}))),
-     ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Growing, #{fan_in_senders => 13}))),
-     ?_assertEqual([], kinds(fan_in, msgflow_hotspots:find(Growing, #{queue_min => 101})))].
+                   of_rule(fan_in, msgflow_hotspots:find(Growing, #{}))),
+     ?_assertEqual([], of_rule(fan_in, msgflow_hotspots:find(Flat, #{}))),
+     ?_assertEqual([], of_rule(fan_in, msgflow_hotspots:find(Few, #{}))),
+     ?_assertEqual([], of_rule(fan_in, msgflow_hotspots:find(Blip, #{}))),
+     ?_assertEqual([], of_rule(fan_in, msgflow_hotspots:find(Growing, #{fan_in_senders => 13}))),
+     ?_assertEqual([], of_rule(fan_in, msgflow_hotspots:find(Growing, #{queue_min => 101})))].
 
 hot_pair_and_spike_test_() ->
     Calm = [win(I, #{{a, b} => 50, {c, d} => 50}) || I <- lists:seq(1, 4)],
     V = view(Calm ++ [win(5, #{{a, b} => 20000, {c, d} => 60})], #{}),
-    [?_assertMatch([#{kind := hot_pair, subject := {a, b}, evidence := #{rate := 20000.0}}],
-                   kinds(hot_pair, msgflow_hotspots:find(V, #{}))),
-     ?_assertMatch([#{kind := spike, subject := {a, b}, evidence := #{count := 20000,
+    [?_assertMatch([#{rule := hot_pair, subject := {a, b}, evidence := #{rate := 20000.0}}],
+                   of_rule(hot_pair, msgflow_hotspots:find(V, #{}))),
+     ?_assertMatch([#{rule := spike, subject := {a, b}, evidence := #{count := 20000,
                                                                        mean := 50.0}}],
-                   kinds(spike, msgflow_hotspots:find(V, #{}))),
-     ?_assertEqual(2, length(kinds(hot_pair, msgflow_hotspots:find(V, #{hot_rate => 60})))),
-     ?_assertEqual([], kinds(spike, msgflow_hotspots:find(V, #{spike_factor => 401})))].
+                   of_rule(spike, msgflow_hotspots:find(V, #{}))),
+     ?_assertEqual(2, length(of_rule(hot_pair, msgflow_hotspots:find(V, #{hot_rate => 60})))),
+     ?_assertEqual([], of_rule(spike, msgflow_hotspots:find(V, #{spike_factor => 401})))].
 
 fan_out_and_dead_letters_test_() ->
     Rs = [list_to_atom("r" ++ integer_to_list(I)) || I <- lists:seq(1, 25)],
     V = view([win(1, maps:from_list([{{bcast, R}, 2} || R <- Rs]))],
              #{{bcast, r1} => 3, {other, r2} => 1}),
-    [?_assertMatch([#{kind := fan_out, subject := bcast,
+    [?_assertMatch([#{rule := fan_out, subject := bcast,
                       evidence := #{receivers := 25, count := 50}}],
-                   kinds(fan_out, msgflow_hotspots:find(V, #{}))),
+                   of_rule(fan_out, msgflow_hotspots:find(V, #{}))),
      ?_assertMatch([#{subject := bcast, evidence := #{count := 3}},
                     #{subject := other, evidence := #{count := 1}}],
-                   kinds(dead_letters, msgflow_hotspots:find(V, #{}))),
-     ?_assertEqual(1, length(kinds(dead_letters, msgflow_hotspots:find(V, #{dead_min => 2}))))].
+                   of_rule(dead_letters, msgflow_hotspots:find(V, #{}))),
+     ?_assertEqual(1, length(of_rule(dead_letters, msgflow_hotspots:find(V, #{dead_min => 2}))))].
 
 bad_options_test_() ->
     [?_assertMatch({error, {badopt, {Bad, Val}, [_ | _]}},
-                   msgflow_opts:check(hotspots, #{Bad => Val}))
+                   msgflow_opts:check(msgflow_hotspots:options(), #{Bad => Val}))
      || {Bad, Val} <- [{hot_rate, 0}, {hot_rate, fast}, {windows, 1.5}, {nope, 1}]].
 
 csv_quoting_test() ->
@@ -84,18 +84,20 @@ csv_quoting_test() ->
     V = V0#{endpoints := maps:map(fun(a, M) -> M#{label := <<"x,\"y\"">>,
                                                   display := <<"x,\"y\"">>};
                                      (_, M) -> M end, maps:get(endpoints, V0))},
-    Csv = iolist_to_binary(msgflow_report:render(csv, #{rows => V}, #{})),
+    Csv = iolist_to_binary(msgflow_report:csv(V, none)),
     ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n"
                    "a,b,\"x,\"\"y\"\"\",b,7,7.0,,\n">>, Csv),
     %% kinds, most first, an Elixir tag as Elixir writes it
     [Row] = maps:get(rows, V),
     VK = V#{rows := [Row#{kinds => [{call, get, 5}, {info, 'Elixir.Tick', 2}]}]},
-    CsvK = iolist_to_binary(msgflow_report:render(csv, #{rows => VK}, #{})),
+    CsvK = iolist_to_binary(msgflow_report:csv(VK, none)),
     ?assertMatch({_, _}, binary:match(CsvK, <<",7,7.0,call:get=5 info:Tick=2,\n">>)),
-    Json = iolist_to_binary(msgflow_report:render(json, #{rows => VK}, #{})),
+    Json = iolist_to_binary(msgflow_report:json(VK, none)),
     ?assertMatch({_, _}, binary:match(Json, <<"{\"kind\":\"call\",\"messages\":5,\"tag\":\"get\"}">>)),
-    #{version := 5, pairs := [{_, _, 7, 7, [{call, get, 5}, {info, 'Elixir.Tick', 2}]}]} =
-        binary_to_term(iolist_to_binary(msgflow_report:render(etf, #{rows => VK}, #{}))).
+    #{version := 6, rows := [#{messages := 7, window_messages := 7,
+                               kinds := [#{kind := call, tag := get, messages := 5},
+                                         #{kind := info, tag := 'Elixir.Tick', messages := 2}]}]} =
+        msgflow_dump:of_top(VK, none, []).
 
 %% One output for both encoders: OTP's json (OTP 27+) and msgflow's own.
 json_encoder_test_() ->
@@ -120,15 +122,14 @@ grouped_exports_test() ->
                             rate => float(C), prev_rate => undefined, mean_rate => 0.0,
                             peak_rate => 0.0} end,
     ByModule = V#{by := module, rows := [Row(m, m, 12)], endpoints := #{}},
-    Csv = iolist_to_binary(msgflow_report:render(csv, #{rows => ByModule}, #{})),
+    Csv = iolist_to_binary(msgflow_report:csv(ByModule, none)),
     ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n"
                    "m,m,m,m,12,12.0,,\n">>, Csv),
     ByName = V#{by := name, rows := [Row(<<"a">>, <<"b">>, 7), Row(<<"c">>, <<"b">>, 5)],
                 endpoints := #{}},
-    Dot = iolist_to_binary(msgflow_report:render(dot, #{rows => ByName}, #{})),
+    Dot = iolist_to_binary(msgflow_report:dot(ByName, 200)),
     ?assertMatch({_, _}, binary:match(Dot, <<"n1 -> n2 [weight=100">>)),
-    ?assertEqual({error, {badarg, {format, pdf}, [csv, dot, json, etf, svg, html]}},
-                 msgflow_report:render(pdf, #{rows => V}, #{})).
+    ?assertEqual([csv, dot, json, etf, svg, html], msgflow_report:formats()).
 
 %% A label two processes share is shown with each one's pid.
 repeated_labels_test() ->
@@ -137,13 +138,13 @@ repeated_labels_test() ->
     Same = fun(E, T) -> (maps:get(E, Ends))#{label := <<"h:init/1">>, text := T,
                                              display := <<"h:init/1 ", T/binary>>} end,
     V = V0#{endpoints := Ends#{a := Same(a, <<"<0.1.0>">>), b := Same(b, <<"<0.2.0>">>)}},
-    Csv = iolist_to_binary(msgflow_report:render(csv, #{rows => V}, #{})),
+    Csv = iolist_to_binary(msgflow_report:csv(V, none)),
     ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n"
                    "<0.1.0>,c,h:init/1 <0.1.0>,c,7,7.0,,\n<0.2.0>,c,h:init/1 <0.2.0>,c,5,5.0,,\n">>,
                  Csv).
 
-kinds(K, Found) ->
-    [F || F = #{kind := K1} <- Found, K1 =:= K].
+of_rule(K, Found) ->
+    [F || F = #{rule := K1} <- Found, K1 =:= K].
 
 %% The top table fits the width it is given: every line at most Width
 %% columns; MEAN/S and PEAK/S from 120 columns on; a long label cut in its
@@ -156,7 +157,7 @@ top_width_test_() ->
             rows := [R#{kinds => [{call, a_long_request_tag_name, 90}, {cast, add, 2}]}
                      || R <- maps:get(rows, V0)],
             endpoints := Ends#{a := (maps:get(a, Ends))#{label := Long, display := Long}}},
-    Lines = fun(W) -> string:split(unicode:characters_to_list(msgflow_text:top(V, W)), "\n", all)
+    Lines = fun(W) -> string:split(unicode:characters_to_list(msgflow_top_view:text(V, #{}, #{width => W, height => 50})), "\n", all)
             end,
     [[?_assert(lists:all(fun(L) -> string:length(L) =< W end, Lines(W))) || W <- [80, 100, 120, 200]],
      ?_assertEqual(nomatch, string:find(lists:nth(2, Lines(80)), "MEAN/S")),
@@ -176,7 +177,7 @@ matrix_text_test() ->
           sent => #{A => 120, B => 120}, received => maps:from_list([{C, 20} || C <- Cols]),
           labels => maps:from_list([{K, K} || K <- [A, B | Cols]]), messages => 240,
           running => false, window_ms => 1000, estimated => false},
-    Lines = string:split(unicode:characters_to_list(msgflow_tables:matrix(M, 80, 24)), "\n", all),
+    Lines = string:split(unicode:characters_to_list(msgflow_matrix_view:text(M, #{}, #{width => 80, height => 24})), "\n", all),
     ?assert(lists:all(fun(L) -> string:length(L) =< 80 end, Lines)),
     [_, _, Row1, Row2 | _] = Lines,
     ?assertMatch({match, _}, re:run(Row1, "^  1 tcp_inet <- httpc_handler", [unicode])),

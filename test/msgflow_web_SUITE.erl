@@ -34,7 +34,7 @@ all() ->
     [{group, web}].
 
 groups() ->
-    [{web, [sequence], [options, requests, browser, prometheus, cluster]}].
+    [{web, [], [options, requests, browser, prometheus, cluster]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -219,7 +219,7 @@ browser(Config, Node) ->
                      lists:sort([Id || #{<<"id">> := Id} <- maps:get(<<"groups">>, G)])),
         %% the top table is top/2's, row by row: labels and messages
         #{rows := Rows} = View = msgflow:view(top, #{limit => 10}),
-        ?assertEqual([{msgflow_view:display(View, S), msgflow_view:display(View, R),
+        ?assertEqual([{msgflow_rows:display(View, S), msgflow_rows:display(View, R),
                        list_to_binary(msgflow_fmt:int(C))}
                       || #{sender := S, receiver := R, count := C} <- Rows],
                      [{S, R, C} || [_, S, R, C | _] <- Top]),
@@ -269,7 +269,7 @@ browser(Config, Node) ->
     [P ! stop || P <- [Src, Evil, Client]].
 
 label(Pid) ->
-    msgflow_view:display(msgflow:view(top, #{limit => 10}), Pid).
+    msgflow_rows:display(msgflow:view(top, #{limit => 10}), Pid).
 
 edges(#{<<"edges">> := Es}) ->
     maps:from_list([{{S, R}, C} || #{<<"s">> := S, <<"r">> := R, <<"count">> := C} <- Es]).

@@ -1,88 +1,143 @@
-%%% @doc msgflow across a cluster: the coordinator.
+%%% @doc msgflow across a cluster: starting a run on its nodes, and the
+%%% coordinator that watches them.
 %%%
 %%% Every send is counted once, on its sender's node: the receiving node
 %%% sees no send event.  So the cluster's communication matrix is the sum
 %%% of the nodes' tables, and each node keeps its own: `msgflow:start(#{nodes
 %%% => all | [node()]})' starts msgflow on this node and, over
-%%% distribution, on each node named, with this process (registered as
-%%% `msgflow_cluster') as their coordinator.  A node's collector monitors
-%%% the coordinator and stops counting `grace' ms after it goes (a
-%%% coordinator stopped, its node down, a partition), so tracing is never
-%%% left on.
+%%% distribution, on each node named, with the coordinator (a process of
+%%% this node, registered as `msgflow_cluster') as their coordinator.  A
+%%% node's collector monitors the coordinator and stops counting `grace'
+%%% ms after it goes (a coordinator stopped, its node down, a partition),
+%%% so tracing is never left on.
 %%%
 %%% Code: a node without msgflow gets this node's modules with
 %%% code:load_binary/3 (embedded nodes included) and the NIF written to
 %%% its user cache directory (where msgflow-top writes it), after its OTP
 %%% release and NIF version were found to be this node's; a node that
-%%% differs is `incompatible', not a crash.
+%%% differs is `incompatible', not a crash (msgflow_cluster_code).
 %%%
-%%% Each interval the coordinator pulls every node's figures (events,
-%%% pairs, how long ago its last snapshot was taken, by its own clock) and,
-%%% every ?TOP_EVERY pulls, its busiest pairs, from the node's collector
-%%% (never traced: a pull adds no edge): one request outstanding per
-%%% node; a node that has not answered within two intervals is `stale' and
-%%% the others go on.  net_kernel:monitor_nodes/2 tells it when a node goes
-%%% down (it keeps the node's last figures and busiest pairs, `down' with
-%%% the reason) and, with `nodes => all', when one joins (it is started).
+%%% The coordinator does only its own work and never waits: a node is
+%%% started (loaded, checked, its msgflow started: up to three steps of
+%%% 30 s) by a process of its own, `starting' meanwhile; each interval it
+%%% asks every node for its figures (events, pairs, how long ago its last
+%%% snapshot was taken, by its own clock) and, every ?TOP_EVERY asks, its
+%%% busiest pairs, with erpc: the node answers from a process of its own
+%%% (report/1), one request outstanding per node, and a node that has not
+%%% answered within two intervals is `stale' while the others go on.
+%%% net_kernel:monitor_nodes/2 tells it when a node goes down (its last
+%%% figures and busiest pairs are kept, `down' with the reason) and, with
+%%% `nodes => all', when one joins (it is started).  What it knows is in
+%%% an ETS table it owns, which members/0, nodes/0 and last_top/1 read
+%%% without a call: no view ever waits on the coordinator.
 %%%
-%%% Views (top, matrix, hotspots, pairs, exports) are built on each node
-%%% from its own store, at the same time, and merged here
-%%% (msgflow_view_merge:merge/2): rates come from each node's own windows, no
-%%% clocks are compared, and the coordinator holds no node's tables.  A
-%%% node that is down or does not answer within ?VIEW_TIMEOUT ms is in a
-%%% view with the busiest pairs it last reported, and `nodes/0' says so.
-%%%
-%%% Slightly over ~400 lines: the coordinator's API and its server share
-%%% the member record.
+%%% Views of a cluster are asked of each node by msgflow_query (never
+%%% through the coordinator), with a deadline.
 -module(msgflow_cluster).
 -behaviour(gen_server).
 -compile({no_auto_import, [nodes/0]}).  %% nodes/0 is ours: each node and its status
 
--export([start_on/3, prepare/2, start_members/0, stop/0, forget/0, members/0, nodes/0, view/2,
-         call_all/3, call_all/4, refresh/0, last_pairs/1]).
+-export([start/1, start_on/2, stop/0, reset/0, forget/0, members/0, nodes/0, last_top/1,
+         refresh/0, call_all/3, call_all/4]).
+%% what a node runs for its coordinator (over erpc, in a process of its own)
+-export([report/1, member_start/3]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 -export_type([node_status/0]).
 
 -define(SERVER, ?MODULE).
--define(VIEW_TIMEOUT, 5000).   %% ms a node has to build its part of a view
--define(START_TIMEOUT, 30000). %% ms a node has to load msgflow and start
--define(TOP_EVERY, 10).        %% pulls between two pulls of the busiest pairs
-%% what a node's collector runs for its coordinator's pull
--define(REPORT, {msgflow_cluster_node, report}).
+-define(TABLE, msgflow_cluster_nodes). %% what the coordinator knows, read without a call
+-define(CALL_TIMEOUT, 5000).   %% ms a node has to answer call_all/3
+-define(START_TIMEOUT, 30000). %% ms each step of starting a node may take
+-define(TOP_EVERY, 10).        %% asks between two asks for the busiest pairs
+-define(TOP_KEPT, 100).        %% busiest pairs kept per node for when it is gone
 
-%% What nodes/0 says of a node: `up' (answering), `down' (left the
-%% cluster; `reason'), `stale' (has not answered a pull within two
-%% intervals), `incompatible' (cannot run this msgflow; `reason');
-%% `pairs' and `events' as of its last answer, `last_snapshot_ms' how long
-%% before that answer its last snapshot was taken (by its clock).
--type node_status() :: #{node := node(), status := up | down | stale | incompatible,
+%% What nodes/0 says of a node: `up' (answering), `starting' (being
+%% started), `down' (left the cluster; `reason'), `stale' (has not
+%% answered within two intervals), `incompatible' (cannot run this
+%% msgflow; `reason'); `pairs' and `events' as of its last answer,
+%% `last_snapshot_ms' how long before that answer its last snapshot was
+%% taken (by its clock).
+-type node_status() :: #{node := node(), status := up | starting | down | stale | incompatible,
                          pairs := non_neg_integer(), events := non_neg_integer(),
                          last_snapshot_ms := non_neg_integer() | undefined,
                          reason := term()}.
 
 -record(member, {
-    status = up :: up | down | stale | incompatible,
+    status = starting :: up | starting | down | stale | incompatible,
     reason :: term(),
     report = #{} :: map(),
-    top :: msgflow_view:view() | undefined,     %% busiest pairs it last reported
-    request :: {gen_server:request_id(), integer()} | undefined,
-    pulls = 0 :: non_neg_integer()
+    request :: {erpc:request_id(), integer()} | undefined,
+    asks = 0 :: non_neg_integer()
 }).
 
 -record(st, {
     opts :: msgflow_opts:opts(),
     nodes :: all | [node()],
     members = #{} :: #{node() => #member{}},
-    running = true :: boolean(),
+    running = false :: boolean(),
+    %% the start/1 waiting for its nodes to be started, those left, and
+    %% why those that could not be were not
+    starting :: {gen_server:from(), [node()], [{node(), term()}]} | undefined,
+    %% refresh/0 and stop/0 callers waiting for every node's answer
+    waiting = [] :: [gen_server:from()],
     tick :: reference() | undefined
 }).
 
 %%% API
 
-%% @doc The coordinator of the nodes Opts names (`nodes'), idle: started
-%% before this node's tracing, so that it is among msgflow's own
-%% processes, which are never traced.  start_members/0 then starts them.
--spec prepare(msgflow_opts:opts(), all | [node()]) -> ok | {error, term()}.
+%% @doc msgflow:start/1: Opts checked (msgflow_opts:validate/1),
+%% msgflow's application started, then a run on this node only (`nodes
+%% => local'), or across a cluster: the coordinator first (msgflow's own
+%% processes are never traced), this node's collector, then every node
+%% named, each loaded and started by a process of its own.  `ok', `{error,
+%% already_started}', `{error, {badopt, ...}}', or `{error, {nodes,
+%% [{Node, Reason}]}}' when a node could not be started and
+%% `on_node_error' is `abort' (then none counts and the coordinator is
+%% gone); with `skip' the others go on and nodes/0 says why.  Waits at
+%% most for the three steps of a node's start (95 s).
+-spec start(term()) -> ok | {error, term()}.
+start(Opts0) ->
+    case msgflow_opts:validate(Opts0) of
+        {ok, Valid} ->
+            case application:ensure_all_started(msgflow) of
+                {ok, _} -> start_valid(Valid);
+                {error, _} = E -> E
+            end;
+        {error, _} = E ->
+            E
+    end.
+
+start_valid(Opts = #{nodes := local}) ->
+    case msgflow_collector:start(Opts) of
+        ok -> forget();
+        {error, _} = E -> E
+    end;
+start_valid(Opts = #{nodes := Nodes}) ->
+    Running = case msgflow_collector:store(false) of
+                  #{running := R} -> R;
+                  _ -> false
+              end,
+    %% the coordinator before this node's tracing: it is msgflow's own
+    case Running orelse prepare(Opts, Nodes) of
+        true ->
+            {error, already_started};
+        ok ->
+            case msgflow_collector:start(Opts#{nodes => local}) of
+                ok ->
+                    case msgflow_call:call(?SERVER, start_members, {error, cluster_stopped},
+                                           3 * ?START_TIMEOUT + 5000) of
+                        ok -> ok;
+                        {error, _} = E -> forget(), _ = msgflow_collector:stop(), E
+                    end;
+                {error, _} = E ->
+                    forget(),
+                    E
+            end;
+        {error, _} = E ->
+            E
+    end.
+
+%% The coordinator of the nodes Opts names, idle.
 prepare(Opts, Nodes) ->
     _ = stop(),
     forget(),
@@ -93,24 +148,58 @@ prepare(Opts, Nodes) ->
         {error, _} = E -> E
     end.
 
-%% @doc Starts msgflow on the nodes the prepared coordinator names, this
-%% node's being started already.  `ok', or `{error, {nodes, [{Node,
-%% Reason}]}}' when a node could not be started and `on_node_error' is
-%% `abort' (then none counts and the coordinator is gone); with `skip'
-%% the others go on and nodes/0 says why.
--spec start_members() -> ok | {error, term()}.
-start_members() ->
-    case server_call(start_members, {error, cluster_stopped}) of
-        ok -> ok;
-        {error, _} = E -> forget(), E
+%% @doc Starts counting on node Node only (msgflow:start_on/2), shipping
+%% this build there when it has no msgflow: its code and NIF are loaded
+%% there (into the node's `filename:basedir(user_cache, "msgflow")'; refused
+%% before anything is written on another OTP release or NIF version, as
+%% for a cluster's member), then its run started with `owner =>
+%% msgflow_sup' of this node, so that the run stops `grace' ms (default
+%% 10,000) after this node's msgflow goes or this node disconnects.
+%% Views are asked there (`erpc:call(N, msgflow, top, [])' prints on the
+%% caller's terminal).  Opts are start/1's, `procs' all, new or existing,
+%% no `nodes'.  Errors: `{error, {badarg, {node, Node}, _}}' for this node
+%% or one it cannot connect to, `{error, {badopt, ...}}',
+%% `{error, {incompatible, _}}', `{error, Why}' of the load, the RPC or
+%% the start there.
+-spec start_on(term(), term()) -> ok | {error, term()}.
+start_on(Node, Opts) ->
+    Reach = [<<"a node this one can connect to, not this one">>],
+    case msgflow_opts:validate(Opts) of
+        {ok, #{procs := P}} when is_list(P) ->
+            {error, {badopt, {procs, P}, [all, new, existing]}};
+        {ok, #{nodes := N}} when N =/= local ->
+            {error, {badopt, {nodes, N}, [<<"none: start_on/2 names its node">>]}};
+        {ok, Valid} when is_atom(Node), Node =/= node() ->
+            case net_kernel:connect_node(Node) of
+                true ->
+                    {ok, _} = application:ensure_all_started(msgflow),
+                    start_member(Node, Valid#{owner => whereis(msgflow_sup)}, none);
+                _ ->
+                    {error, {badarg, {node, Node}, Reach}}
+            end;
+        {ok, _} ->
+            {error, {badarg, {node, Node}, Reach}};
+        {error, _} = E ->
+            E
     end.
 
-%% @doc Stops counting on every node.  The coordinator stays, with each
-%% node's final figures, so that the views still cover them until the
-%% next start (or forget/0).  `ok' also when no cluster runs.
+%% @doc Stops counting on every node, this one last.  The coordinator
+%% stays, with each node's final figures, so that the views still cover
+%% them until the next start (or forget/0).  `ok' also when no cluster
+%% runs.
 -spec stop() -> ok.
 stop() ->
-    server_call(stop, ok).
+    _ = msgflow_call:call(?SERVER, stop, ok, ?START_TIMEOUT + 5000),
+    msgflow_collector:stop().
+
+%% @doc Forgets the counts (tracing, if on, goes on) on this node and on
+%% every node of the cluster this node's coordinator started (a node
+%% counting for another coordinator, or for itself, keeps its counts).
+-spec reset() -> ok.
+reset() ->
+    Coordinator = whereis(?SERVER),
+    _ = call_all(members(), msgflow_collector, reset_for, [Coordinator]),
+    msgflow_collector:reset().
 
 %% @doc Forgets the cluster (a run on this node only starts).
 -spec forget() -> ok.
@@ -120,66 +209,41 @@ forget() ->
     ok.
 
 %% @doc The other nodes of the cluster msgflow counts on, whatever their
-%% status; `[]' when it counts on this node only.
+%% status; `[]' when it counts on this node only.  Read without a call.
 -spec members() -> [node()].
 members() ->
-    server_call(members, []).
+    [N || {N, _} <- read(member)].
 
-%% @doc Pulls every node's figures and busiest pairs now and waits for the
-%% answers (at most ?VIEW_TIMEOUT ms): what a node that goes down after it
+%% @doc Each node's status, this one first.  Read without a call.
+-spec nodes() -> [node_status()].
+nodes() ->
+    [local_status() | [S || {_, S} <- lists:keysort(1, read(member))]].
+
+%% @doc The busiest pairs Node last reported (a view by process), or
+%% `none': what stands for a node that does not answer.
+-spec last_top(node()) -> msgflow_rows:view() | none.
+last_top(Node) ->
+    case read({top, Node}) of
+        [{_, Top}] -> Top;
+        [] -> none
+    end.
+
+%% @doc Asks every node for its figures and busiest pairs now and waits
+%% for the answers (at most 5 s): what a node that goes down after it
 %% keeps.  `ok' also when no cluster runs.
 -spec refresh() -> ok.
 refresh() ->
-    server_call(refresh, ok).
+    _ = msgflow_call:call(?SERVER, refresh, ok, ?CALL_TIMEOUT + 1000),
+    ok.
 
-%% @doc Each node's status, this one first.
--spec nodes() -> [node_status()].
-nodes() ->
-    [local_status() | server_call(statuses, [])].
-
-%% @doc A view of every node (or of the one `Only' names) as Spec asks:
-%% each node builds its own, the views are merged (msgflow_view_merge:merge/2),
-%% and remote endpoints get the label their own node gives them.
-%% `undefined' when msgflow never ran here.
--spec view(msgflow_view:spec(), all | node()) -> msgflow_view:view() | undefined.
-view(Spec, Only) ->
-    Nodes = [N || N <- [node() | members()], Only =:= all orelse N =:= Only],
-    Parts = call_all(Nodes, local_view, [Spec]),
-    Views = [V || {_, {ok, V = #{}}} <- Parts] ++ fallbacks(Parts, Spec),
-    case Views of
-        [] -> undefined;
-        _ -> (with_remote_labels(msgflow_view_merge:merge(local_first(Views), Spec)))#{
-               node_status => [S || S = #{node := N} <- nodes(), lists:member(N, Nodes)]}
-    end.
-
-%% A node that could not answer is in the view with the busiest pairs it
-%% last reported (by process; a grouped view leaves it out).
-fallbacks(Parts, Spec) ->
-    Failed = [N || {N, R} <- Parts, not (is_tuple(R) andalso element(1, R) =:= ok
-                                         andalso is_map(element(2, R)))],
-    case {Failed, maps:get(by, Spec, process)} of
-        {[], _} -> [];
-        {_, process} -> server_call({tops, Failed}, []);
-        _ -> []
-    end.
-
-local_first(Views) ->
-    {Here, There} = lists:partition(fun(#{node := N}) -> N =:= node() end, Views),
-    Here ++ There.
-
-%% @doc `{Node, Result}' for each node, in that order: Result is
-%% `{ok, msgflow_cluster_node:F(Args...)}' run there, or `{error, Reason}'
-%% (the node did not answer within ?VIEW_TIMEOUT ms, or failed).  All the
-%% nodes are asked at once; this node runs it in a process of its own.
--spec call_all([node()], atom(), list()) -> [{node(), {ok, term()} | {error, term()}}].
-call_all(Nodes, F, Args) ->
-    call_all(Nodes, msgflow_cluster_node, F, Args).
-
-%% @doc call_all/3 of M:F(Args...).
+%% @doc `{Node, Result}' for each node, in that order: Result is `{ok,
+%% M:F(Args...)}' run there (over erpc, in a process of its own), or
+%% `{error, Reason}' (the node did not answer within 5 s, or failed).
+%% All the nodes are asked at once.
 -spec call_all([node()], module(), atom(), list()) -> [{node(), {ok, term()} | {error, term()}}].
 call_all(Nodes, M, F, Args) ->
     Reqs = [{N, erpc:send_request(N, M, F, Args)} || N <- Nodes],
-    Deadline = erlang:monotonic_time(millisecond) + ?VIEW_TIMEOUT,
+    Deadline = erlang:monotonic_time(millisecond) + ?CALL_TIMEOUT,
     [{N, try erpc:receive_response(R, {abs, Deadline}) of
              {error, _} = E -> E;
              V -> {ok, V}
@@ -189,40 +253,86 @@ call_all(Nodes, M, F, Args) ->
              C:Why -> {error, {C, Why}}
          end} || {N, R} <- Reqs].
 
-%% The labels of remote processes in the view's endpoints, asked of their
-%% own nodes (a process is named where it runs).
-with_remote_labels(View = #{endpoints := Ends}) ->
-    ByNode = maps:groups_from_list(fun node/1,
-                                   [P || P <- maps:keys(Ends), is_pid(P), node(P) =/= node()]),
-    Members = members(),
-    Asked = [{N, Ps} || {N, Ps} <- maps:to_list(ByNode), lists:member(N, Members)],
-    Found = lists:foldl(fun({ok, L}, Acc) when is_map(L) -> maps:merge(Acc, L);
-                           (_, Acc) -> Acc
-                        end, #{},
-                        [R || {N, Ps} <- Asked, {_, R} <- call_all([N], labels, [Ps])]),
-    msgflow_view_merge:relabel(View, Found).
+%% @doc call_all/4 of msgflow_flow: what flows ask of every node.
+-spec call_all([node()], atom(), list()) -> [{node(), {ok, term()} | {error, term()}}].
+call_all(Nodes, F, Args) ->
+    call_all(Nodes, msgflow_flow, F, Args).
 
-%% @doc The busiest pairs the nodes named last reported (for nodes that do
-%% not answer now).
--spec last_pairs([node()]) -> [msgflow:pair_count()].
-last_pairs([]) ->
-    [];
-last_pairs(Nodes) ->
-    [{S, R, C} || #{rows := Rows} <- server_call({tops, Nodes}, []),
-                  #{sender := S, receiver := R, count := C} <- Rows].
-
-%% A call to the coordinator, or IfGone when there is none or it ends
-%% before it answers (a concurrent stop of the cluster, forget/0).
-server_call(Request, IfGone) ->
-    msgflow_call:call(?SERVER, Request, IfGone).
+%% What the coordinator's table holds of Key, or [] when there is no
+%% coordinator.
+read(member) ->
+    try ets:match_object(?TABLE, {{member, '_'}, '_'}) of
+        Objs -> [{N, S} || {{member, N}, S} <- Objs]
+    catch error:badarg -> []
+    end;
+read(Key) ->
+    try ets:lookup(?TABLE, Key)
+    catch error:badarg -> []
+    end.
 
 local_status() ->
     R = case msgflow_collector:store(false) of
-            undefined -> #{events => 0, pairs => 0, last_snapshot_ms => undefined};
-            Store -> msgflow_cluster_node:report(Store, false)
+            Store = #{pairs := _} -> figures(Store);
+            _ -> #{events => 0, pairs => 0, last_snapshot_ms => undefined}
         end,
     #{node => node(), status => up, pairs => maps:get(pairs, R), events => maps:get(events, R),
       last_snapshot_ms => maps:get(last_snapshot_ms, R), reason => undefined}.
+
+%%% What a node runs for its coordinator
+
+%% @doc This node's figures for its coordinator (run over erpc, in a
+%% process of its own): `running', `events', `pairs',
+%% `last_snapshot_ms' (how long ago its last snapshot was taken, by its
+%% own clock) and, when Top, its busiest pairs (a view by process, from a
+%% snapshot taken now); `{error, not_started}'.
+-spec report(boolean()) -> map() | {error, not_started | {timeout, atom()}}.
+report(Top) ->
+    ok = msgflow_flags:untrace_self(),
+    case msgflow_collector:store(Top) of
+        Store = #{pairs := _} when Top ->
+            (figures(Store))#{top => msgflow_view:run(Store, fun() ->
+                                                               msgflow_rows:build(
+                                                                 Store, #{by => process,
+                                                                          limit => ?TOP_KEPT})
+                                                       end)};
+        Store = #{pairs := _} ->
+            figures(Store);
+        undefined ->
+            {error, not_started};
+        {error, _} = E ->
+            E
+    end.
+
+figures(Store = #{pairs := T}) ->
+    #{running => maps:get(running, Store), events => maps:get(events, Store),
+      pairs => case ets:info(T, size) of undefined -> 0; N -> N end,
+      last_snapshot_ms => case maps:get(snapshot_at, Store) of
+                              undefined -> undefined;
+                              At -> max(0, erlang:system_time(millisecond) - At)
+                          end}.
+
+%% @doc msgflow started on this node for a coordinator (run over erpc by
+%% the process starting it): Opts as msgflow:start/1 takes them, checked
+%% here, with the coordinator's pid (the run stops `grace' ms after it
+%% goes) and whether it goes on with a run that stopped or still runs
+%% for it (Resume: the node came back).
+-spec member_start(map(), pid() | none, boolean()) -> ok | {error, term()}.
+member_start(Opts, Coordinator, Resume) ->
+    case msgflow_opts:validate(Opts) of
+        {ok, Valid} ->
+            case application:ensure_all_started(msgflow) of
+                {ok, _} ->
+                    Run = case Coordinator of
+                              none -> Valid#{nodes => local};
+                              _ -> Valid#{nodes => local, coordinator => Coordinator, resume => Resume}
+                          end,
+                    msgflow_collector:start(Run);
+                {error, _} = E ->
+                    E
+            end;
+        {error, _} = E ->
+            E
+    end.
 
 %%% The coordinator
 
@@ -235,57 +345,32 @@ start_link(Opts, Nodes) ->
 -spec init({msgflow_opts:opts(), all | [node()]}) -> {ok, #st{}}.
 init({Opts, Nodes}) ->
     process_flag(trap_exit, true),
+    ?TABLE = ets:new(?TABLE, [named_table, protected, {read_concurrency, true}]),
     ok = net_kernel:monitor_nodes(true, [nodedown_reason]),
-    {ok, #st{opts = Opts, nodes = Nodes, running = false}}.
+    {ok, #st{opts = Opts, nodes = Nodes}}.
 
-%% Each node named is started (all at once); with `abort', one that could
-%% not be makes the start fail and stops the others.
-start_members(St = #st{opts = Opts, nodes = Nodes}) ->
+%% @private
+-spec handle_call(term(), gen_server:from(), #st{}) ->
+          {reply, term(), #st{}} | {noreply, #st{}}.
+handle_call(start_members, From, St = #st{opts = Opts, nodes = Nodes}) ->
     Targets = case Nodes of
                   all -> erlang:nodes(visible);
                   L -> [N || N <- L, N =/= node()]
               end,
+    St1 = lists:foldl(fun(N, Acc) -> start_node(N, Opts, Acc) end, St#st{running = true}, Targets),
+    case Targets of
+        [] -> {reply, ok, schedule(St1)};
+        _ -> {noreply, St1#st{starting = {From, Targets, []}}}
+    end;
+handle_call(refresh, From, St) ->
+    ask_all(St#st{waiting = [From | St#st.waiting]});
+handle_call(stop, From, St = #st{members = Ms}) ->
+    %% stopped by a process of their own; their final figures asked after
     Self = self(),
-    Started = [{N, receive {started, Ref, R} -> R end}
-               || {N, Ref} <- [{N, spawn_start(Self, N, Opts)} || N <- Targets]],
-    Failed = [{N, R} || {N, {error, R}} <- Started],
-    case {Failed, maps:get(on_node_error, Opts)} of
-        {[_ | _], abort} ->
-            _ = [stop_member(N) || {N, ok} <- Started],
-            {{error, {nodes, Failed}}, St};
-        _ ->
-            Members = maps:from_list([{N, member(R)} || {N, R} <- Started]),
-            {ok, schedule(St#st{members = Members, running = true})}
-    end.
-
-spawn_start(Self, N, Opts) ->
-    Ref = make_ref(),
-    _ = spawn_link(fun() -> Self ! {started, Ref, start_member(N, Opts, Self)} end),
-    Ref.
-
-member(ok) -> #member{};
-member({error, {incompatible, Why}}) -> #member{status = incompatible, reason = Why};
-member({error, Why}) -> #member{status = down, reason = Why}.
-
-%% @private
--spec handle_call(term(), gen_server:from(), #st{}) -> {reply, term(), #st{}}.
-handle_call(start_members, _From, St) ->
-    {Reply, St1} = start_members(St),
-    {reply, Reply, St1};
-handle_call(refresh, _From, St) ->
-    {reply, ok, pull_now(St)};
-handle_call(members, _From, St) ->
-    {reply, maps:keys(St#st.members), St};
-handle_call(statuses, _From, St) ->
-    {reply, [status(N, M) || {N, M} <- lists:sort(maps:to_list(St#st.members))], St};
-handle_call({tops, Nodes}, _From, St) ->
-    {reply, [T || N <- Nodes, #member{top = T} <- [maps:get(N, St#st.members, #member{})],
-                  is_map(T)], St};
-handle_call(stop, _From, St) ->
-    _ = [stop_member(N) || {N, #member{status = S}} <- maps:to_list(St#st.members),
-                           S =/= down, S =/= incompatible],
-    %% their final figures, for nodes/0
-    {reply, ok, pull_now(St#st{running = false})};
+    Counting = [N || {N, #member{status = S}} <- maps:to_list(Ms), S =/= down,
+                     S =/= incompatible],
+    _ = spawn_link(fun() -> _ = call_all(Counting, msgflow, stop, []), Self ! stopped end),
+    {noreply, St#st{running = false, waiting = [From | St#st.waiting]}};
 handle_call(Other, _From, St) ->
     {reply, {error, {unknown_call, Other}}, St}.
 
@@ -297,120 +382,176 @@ handle_cast(_Msg, St) ->
 %% @private
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
 handle_info(tick, St = #st{running = true}) ->
-    {noreply, schedule(pull(St#st{tick = undefined}))};
+    {noreply, schedule(ask(St#st{tick = undefined}, false))};
 handle_info(tick, St) ->
     {noreply, St#st{tick = undefined}};
+handle_info(stopped, St) ->
+    %% the nodes stopped: their final figures
+    {noreply, St1} = ask_all(St),
+    {noreply, St1};
+handle_info({asked_all, Ref}, St = #st{waiting = W}) when is_reference(Ref) ->
+    %% the deadline of refresh/0 or stop/0: answered with what came
+    [gen_server:reply(From, ok) || From <- W],
+    {noreply, St#st{waiting = []}};
+handle_info({started, N, Result}, St = #st{members = Ms}) ->
+    M = (maps:get(N, Ms, #member{}))#member{request = undefined},
+    M1 = case Result of
+             ok -> M#member{status = up, reason = undefined};
+             {error, {incompatible, Why}} -> M#member{status = incompatible, reason = Why};
+             {error, Why} -> M#member{status = down, reason = Why}
+         end,
+    {noreply, started(N, Result, put_member(N, M1, St))};
 handle_info({nodedown, N, Info}, St = #st{members = Ms}) when is_map_key(N, Ms) ->
     M = maps:get(N, Ms),
-    {noreply, St#st{members = Ms#{N := M#member{status = down, request = undefined,
-                                                reason = proplists:get_value(
-                                                           nodedown_reason, Info, nodedown)}}}};
+    Why = proplists:get_value(nodedown_reason, Info, nodedown),
+    {noreply, put_member(N, M#member{status = down, request = undefined, reason = Why}, St)};
 handle_info({nodeup, N, _}, St = #st{nodes = Nodes, running = true, members = Ms, opts = Opts})
   when Nodes =:= all; is_map_key(N, Ms) ->
     %% a node that joins is started; one that comes back goes on with this
     %% run (resume): if it still counts (back within its grace) it keeps
     %% counting for this coordinator, if it stopped it starts again
     %% keeping what it had counted
-    {noreply, St#st{members = Ms#{N => member(start_member(N, Opts#{resume => true}, self()))}}};
+    {noreply, start_node(N, Opts#{resume => true}, St)};
+handle_info({'EXIT', _, normal}, St) ->
+    {noreply, St};
 handle_info(Msg, St = #st{members = Ms}) ->
-    %% a pull's answer
+    %% an answer to an ask
     case [{N, M, R} || {N, M = #member{request = {Id, _}}} <- maps:to_list(Ms),
                        (R = check(Msg, Id)) =/= no_response] of
-        [{N, M, Result} | _] -> {noreply, St#st{members = Ms#{N := answered(M, Result)}}};
+        [{N, M, Result} | _] ->
+            _ = case Result of
+                    {ok, #{top := Top = #{}}} -> ets:insert(?TABLE, {{top, N}, Top});
+                    _ -> true
+                end,
+            {noreply, answered_one(N, answered(M, Result), St)};
         [] -> {noreply, St}
     end.
 
 check(Msg, Id) ->
-    case gen_server:check_response(Msg, Id) of
-        no_reply -> no_response;
-        {reply, R} -> {ok, R};
-        {error, {Why, _}} -> {error, Why}
+    try erpc:check_response(Msg, Id) of
+        no_response -> no_response;
+        {response, R = #{}} -> {ok, R};
+        {response, Other} -> {error, Other}
+    catch
+        error:{erpc, Why} -> {error, Why};
+        C:Why -> {error, {C, Why}}
     end.
 
-answered(M, {ok, R = #{}}) ->
-    M#member{status = up, reason = undefined, request = undefined,
-             report = maps:remove(top, R),
-             top = case R of
-                       #{top := T = #{}} -> T;
-                       _ -> M#member.top
-                   end};
+answered(M, {ok, R}) ->
+    M#member{status = up, reason = undefined, request = undefined, report = maps:remove(top, R)};
 answered(M, {error, Why}) ->
     M#member{status = stale, reason = Why, request = undefined}.
 
-%% Every node's figures and busiest pairs, pulled and waited for.
-pull_now(St = #st{members = Ms}) ->
-    Asked = [N || {N, #member{status = S}} <- maps:to_list(Ms), S =/= down, S =/= incompatible],
-    Reqs = [{N, msgflow_collector:send_store_request(N, true, ?REPORT)}
-            || N <- Asked],
-    Deadline = erlang:monotonic_time(millisecond) + ?VIEW_TIMEOUT,
-    Answers = maps:from_list(
-                [{N, case gen_server:receive_response(R, {abs, Deadline}) of
-                         {reply, Rep} -> {ok, Rep};
-                         timeout -> {error, timeout};
-                         {error, {Why, _}} -> {error, Why}
-                     end} || {N, R} <- Reqs]),
-    St#st{members = maps:map(fun(N, M) ->
-                                     case Answers of
-                                         #{N := A} -> answered(M#member{request = undefined}, A);
-                                         _ -> M
-                                     end
-                             end, Ms)}.
+answered_one(N, M, St) ->
+    St1 = put_member(N, M, St),
+    case St1#st.waiting =/= [] andalso
+        lists:all(fun(#member{request = Req}) -> Req =:= undefined end,
+                  maps:values(St1#st.members)) of
+        true ->
+            [gen_server:reply(From, ok) || From <- St1#st.waiting],
+            St1#st{waiting = []};
+        false ->
+            St1
+    end.
 
 %% @private
 -spec terminate(term(), #st{}) -> ok.
 terminate(_Reason, _St) ->
     ok.
 
-schedule(St = #st{opts = #{interval := I}}) ->
-    St#st{tick = erlang:send_after(I, self(), tick)}.
+%% A member's record, with its status in the table.
+put_member(N, M = #member{status = S, reason = Why, report = R}, St = #st{members = Ms}) ->
+    true = ets:insert(?TABLE, {{member, N},
+                               #{node => N, status => S, pairs => maps:get(pairs, R, 0),
+                                 events => maps:get(events, R, 0),
+                                 last_snapshot_ms => maps:get(last_snapshot_ms, R, undefined),
+                                 reason => Why}}),
+    St#st{members = Ms#{N => M}}.
 
-%% One request outstanding per node: one that was not answered within two
-%% intervals makes its node stale until it is.
-pull(St = #st{members = Ms, opts = #{interval := I}}) ->
-    Now = erlang:monotonic_time(millisecond),
-    Ms1 = maps:map(fun(_, M = #member{status = S}) when S =:= down; S =:= incompatible -> M;
-                      (_, M = #member{request = {_, At}}) when Now - At > 2 * I ->
-                           M#member{status = stale, reason = no_answer};
-                      (_, M = #member{request = {_, _}}) -> M;
-                      (N, M = #member{pulls = P}) ->
-                           Top = P rem ?TOP_EVERY =:= 0,
-                           M#member{request = {msgflow_collector:send_store_request(
-                                                 N, Top, ?REPORT), Now},
-                                    pulls = P + 1}
-                   end, Ms),
-    St#st{members = Ms1}.
+%% Node N started by a process of its own; `starting' until it says.
+start_node(N, Opts, St) ->
+    Self = self(),
+    _ = spawn_link(fun() -> Self ! {started, N, start_member(N, Opts, Self)} end),
+    M = maps:get(N, St#st.members, #member{}),
+    put_member(N, M#member{status = starting, request = undefined}, St).
 
-status(N, #member{status = S, reason = Why, report = R}) ->
-    #{node => N, status => S, pairs => maps:get(pairs, R, 0), events => maps:get(events, R, 0),
-      last_snapshot_ms => maps:get(last_snapshot_ms, R, undefined), reason => Why}.
+%% One node of those start_members was asked for has said: when all have,
+%% the caller is answered (with `abort', one that could not be started
+%% makes the start fail and the others are stopped).
+started(N, Result, St = #st{starting = {From, Left, Failed0}, opts = Opts, members = Ms}) ->
+    Failed = case Result of
+                 ok -> Failed0;
+                 {error, Why} -> [{N, Why} | Failed0]
+             end,
+    case lists:delete(N, Left) of
+        [] ->
+            case {Failed, maps:get(on_node_error, Opts)} of
+                {[_ | _], abort} ->
+                    Up = [X || {X, #member{status = up}} <- maps:to_list(Ms)],
+                    _ = call_all(Up, msgflow, stop, []),
+                    gen_server:reply(From, {error, {nodes, lists:sort(Failed)}}),
+                    St#st{starting = undefined, running = false};
+                _ ->
+                    gen_server:reply(From, ok),
+                    schedule(St#st{starting = undefined})
+            end;
+        Rest ->
+            St#st{starting = {From, Rest, Failed}}
+    end;
+started(_, _, St) ->
+    St.
+
+schedule(St = #st{tick = undefined, opts = #{interval := I}}) ->
+    St#st{tick = erlang:send_after(I, self(), tick)};
+schedule(St) ->
+    St.
+
+%% Every node asked now (figures and busiest pairs); refresh/0 and stop/0
+%% are answered once all have answered, or after 5 s.
+ask_all(St) ->
+    St1 = ask(St, true),
+    _ = erlang:send_after(?CALL_TIMEOUT, self(), {asked_all, make_ref()}),
+    answered_one_check(St1).
+
+answered_one_check(St = #st{members = Ms, waiting = W}) ->
+    case lists:all(fun(#member{request = R}) -> R =:= undefined end, maps:values(Ms)) of
+        true ->
+            [gen_server:reply(From, ok) || From <- W],
+            {noreply, St#st{waiting = []}};
+        false ->
+            {noreply, St}
+    end.
+
+%% One ask outstanding per node: one not answered within two intervals
+%% makes its node stale until it answers.  Now: every node is asked for
+%% its busiest pairs too, whatever it was asked before.
+ask(St = #st{members = Ms, opts = #{interval := I}}, Now) ->
+    T = erlang:monotonic_time(millisecond),
+    maps:fold(fun(_, #member{status = S}, Acc) when S =:= down; S =:= incompatible;
+                                                    S =:= starting -> Acc;
+                 (N, M = #member{request = {_, At}}, Acc) when not Now, T - At > 2 * I ->
+                      put_member(N, M#member{status = stale, reason = no_answer}, Acc);
+                 (_, #member{request = {_, _}}, Acc) when not Now -> Acc;
+                 (N, M = #member{asks = A}, Acc) ->
+                      Top = Now orelse A rem ?TOP_EVERY =:= 0,
+                      Req = erpc:send_request(N, ?MODULE, report, [Top]),
+                      Acc1 = Acc#st{members = (Acc#st.members)#{N => M#member{request = {Req, T},
+                                                                            asks = A + 1}}},
+                      Acc1
+              end, St, Ms).
 
 %%% Starting and stopping a node
 
-%% @doc msgflow started on node N alone (msgflow:start_on/2), with
-%% validated options: this build's code and NIF loaded there when it has
-%% none (into the node's `filename:basedir(user_cache, "msgflow")';
-%% refused before anything is written on another OTP release or NIF
-%% version, as for a cluster's member), then its msgflow:start/1 with
-%% `owner => Owner' (msgflow_sup of the calling node), so that the run
-%% stops `grace' ms (default 10,000) after Owner exits or this node
-%% disconnects.  Views are asked there (`erpc:call(N, msgflow, top, [])'
-%% prints on the caller's terminal).  Errors: `{error, {incompatible,
-%% _}}', `{error, Why}' of the load, the RPC or msgflow:start/1 there;
-%% msgflow:start_on/2 adds `{error, {badarg, {node, N}, _}}' for this node
-%% or one it cannot connect to.
--spec start_on(node(), msgflow_opts:opts(), pid()) -> ok | {error, term()}.
-start_on(N, Opts, Owner) ->
-    start_member(N, maps:remove(coordinator, Opts#{owner => Owner}), none).
-
 start_member(N, Opts0, Coordinator) ->
-    Opts = case Coordinator of
-               none -> Opts0#{nodes => local};
-               _ -> Opts0#{nodes => local, coordinator => Coordinator}
-           end,
+    {Resume, Opts} = case maps:take(resume, Opts0) of
+                         {R, O} -> {R, O};
+                         error -> {false, Opts0}
+                     end,
+    Public = maps:without([coordinator], Opts#{nodes => local}),
     try
         ok = msgflow_cluster_code:compatible(N, ?START_TIMEOUT),
         ok = msgflow_cluster_code:ensure(N, ?START_TIMEOUT),
-        case erpc:call(N, msgflow, start, [Opts], ?START_TIMEOUT) of
+        case erpc:call(N, ?MODULE, member_start, [Public, Coordinator, Resume], ?START_TIMEOUT) of
             ok -> ok;
             {error, _} = E -> E
         end
@@ -420,6 +561,3 @@ start_member(N, Opts0, Coordinator) ->
         error:{erpc, Why} -> {error, Why};
         C:Why -> {error, {C, Why}}
     end.
-
-stop_member(N) ->
-    catch erpc:call(N, msgflow, stop, [], ?START_TIMEOUT).

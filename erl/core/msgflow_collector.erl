@@ -3,19 +3,22 @@
 %%% every `interval' ms into the store it owns (msgflow_store), closes the
 %%% windows, and stops counting when asked, when `duration' is over, or
 %%% `grace' ms after the run's coordinator or owner went.  Its one product
-%%% is a store handle (store/1), from which msgflow_view builds every view
+%%% is a store handle (store/1), from which msgflow_rows builds every view
 %%% in the caller's process, so a view of a million pairs never holds up
 %%% the snapshots.
 %%%
 %%% Every message this process takes is written here: the client API at
 %%% the top is the only way in (msgflow, msgflow_cluster and msgflow_flow
-%%% call it).  A call to a collector that is not there, or that ends
-%%% before it answers, returns the caller's fallback (see each function).
+%%% call it).  It runs no code but its own: views are built by their
+%%% callers from the handle, never in here.  A call to a collector that is
+%%% not there, or that ends before it answers, returns the caller's
+%%% fallback (see each function); one that does not answer within 30 s
+%%% returns `{error, {timeout, msgflow_collector}}' (msgflow_call).
 -module(msgflow_collector).
 -behaviour(gen_server).
 
 -export([start/1, stop/0, reset/0, reset_for/1, trace/1, untrace/1, info/0, info_as_is/0, wait/1,
-         await_windows/2, store/1, balance/0, send_store_request/3]).
+         await_windows/2, store/1, balance/0]).
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(SERVER, ?MODULE).
@@ -23,7 +26,7 @@
 -record(st, {
     running = false :: boolean(),
     run :: msgflow_run:run() | undefined,   %% the session and flags (msgflow_run)
-    opts = msgflow_opts:defaults() :: msgflow_opts:opts(),
+    opts = msgflow_opts:defaults() :: msgflow_opts:run_opts(),
     tag :: reference() | undefined,         %% tags this run's timers
     started_at :: integer() | undefined,    %% erlang:system_time(millisecond)
     stopped_at :: integer() | undefined,
@@ -45,19 +48,21 @@
 %%% Client API
 
 %% @doc Starts a run on this node with validated options
-%% (msgflow_opts:validate/1; `nodes' is ignored here).  `{error,
-%% already_started}', `{error, collector_down}' (the application is not
-%% running), or an error of msgflow_flags or the NIF.
--spec start(msgflow_opts:opts()) -> ok | {error, term()}.
+%% (msgflow_opts:validate/1; `nodes' is ignored here), and on a node a
+%% cluster's coordinator starts, its `coordinator' and `resume'
+%% (msgflow_opts:run_opts()).  `{error, already_started}', `{error,
+%% collector_down}' (the application is not running), or an error of
+%% msgflow_flags or the NIF.
+-spec start(msgflow_opts:run_opts()) -> ok | {error, term()}.
 start(Opts) -> call({start, Opts}, {error, collector_down}).
 
 %% @doc Stops counting: when it returns, the flags are off and every send
 %% traced before the call is in the store.  `ok' also when not running.
--spec stop() -> ok.
+-spec stop() -> ok | {error, {timeout, msgflow_collector}}.
 stop() -> call(stop, ok).
 
 %% @doc Forgets the counts (tracing, if on, goes on).
--spec reset() -> ok.
+-spec reset() -> ok | {error, {timeout, msgflow_collector}}.
 reset() -> call(reset, ok).
 
 %% @doc Forgets the counts as reset/0 does, only when this node's run was
@@ -90,20 +95,21 @@ untrace(Who) -> call({untrace, Who}, {error, not_started}).
 %% checks made at load (`fast_extra', `alias_owner'); `started_at' and
 %% `stopped_at' (system time, ms), `opts', `trace_mode'; and what other
 %% tools hold (`skipped', `skipped_examples', `new_tracer').
--spec info() -> map().
+-spec info() -> map() | {error, {timeout, msgflow_collector}}.
 info() -> call(info, #{running => false}).
 
 %% @doc info/0 without the snapshot (the figures as of the last one), for
 %% a caller that has just taken one (store(true)): the web page.
--spec info_as_is() -> map().
+-spec info_as_is() -> map() | {error, {timeout, msgflow_collector}}.
 info_as_is() -> call(info_as_is, #{running => false}).
 
 %% @doc Waits until counting stops, at most Timeout ms: `ok' (also when
 %% not running), or `timeout'.
 -spec wait(timeout()) -> ok | timeout.
 wait(Timeout) ->
-    try msgflow_call:call(?SERVER, wait, ok, Timeout)
-    catch exit:{timeout, _} -> timeout
+    case msgflow_call:call(?SERVER, wait, ok, Timeout) of
+        {error, {timeout, _}} -> timeout;
+        ok -> ok
     end.
 
 %% @doc Returns once N more windows have closed (a barrier for tests and
@@ -111,15 +117,17 @@ wait(Timeout) ->
 %% happen, `timeout' after Timeout ms.
 -spec await_windows(pos_integer(), timeout()) -> ok | not_running | timeout.
 await_windows(N, Timeout) ->
-    try msgflow_call:call(?SERVER, {await_windows, N}, not_running, Timeout)
-    catch exit:{timeout, _} -> timeout
+    case msgflow_call:call(?SERVER, {await_windows, N}, not_running, Timeout) of
+        {error, {timeout, _}} -> timeout;
+        R -> R
     end.
 
 %% @doc The store handle, taken after a snapshot when Refresh is true and
 %% counting is on: every send traced before the call is in its tables.
 %% `undefined' when the collector is not there or never ran (msgflow
-%% never started, or no start succeeded).
--spec store(boolean()) -> msgflow_store:store() | undefined.
+%% never started, or no start succeeded); `{error, {timeout,
+%% msgflow_collector}}' when it did not answer within 30 s.
+-spec store(boolean()) -> msgflow_store:store() | undefined | {error, {timeout, msgflow_collector}}.
 store(Refresh) -> call({store, Refresh}, undefined).
 
 %% @doc Where every message counted is, read in one call after a snapshot
@@ -128,15 +136,6 @@ store(Refresh) -> call({store, Refresh}, undefined).
 -spec balance() -> #{events := non_neg_integer(), held := non_neg_integer(),
                      folded := non_neg_integer(), overflow := non_neg_integer()} | undefined.
 balance() -> call(balance, undefined).
-
-%% @doc Asks Node's collector for `M:F(Store, Refresh)', run in that
-%% collector with its store handle (after a snapshot when Refresh): what a
-%% cluster's coordinator pulls from each node, since that process is
-%% never traced and a pull adds no pair.  Answered as a gen_server request
-%% (gen_server:receive_response/2).
--spec send_store_request(node(), boolean(), {module(), atom()}) -> gen_server:request_id().
-send_store_request(Node, Refresh, {M, F}) when is_atom(M), is_atom(F) ->
-    gen_server:send_request({?SERVER, Node}, {with_store, Refresh, {M, F}}).
 
 %% A call, or IfGone when there is no collector or it ends before it
 %% answers (the application stopping).
@@ -158,7 +157,7 @@ init([]) ->
     %% the code server in the middle of its work
     _ = [code:ensure_loaded(M) || M <- [msgflow_labels, msgflow_flags, msgflow_fmt,
                                         msgflow_tracer, msgflow_store, msgflow_fold,
-                                        msgflow_row, msgflow_hist, msgflow_rate]],
+                                        msgflow_row, msgflow_hist]],
     ok = msgflow_run:clear_orphaned(),
     {ok, #st{store = msgflow_store:new()}}.
 
@@ -195,9 +194,6 @@ handle_call({store, _}, _From, St = #st{started_at = undefined}) ->
 handle_call({store, Refresh}, _From, St) ->
     St1 = refreshed(Refresh, St),
     {reply, handle(St1), St1};
-handle_call({with_store, Refresh, {M, F}}, _From, St) ->
-    St1 = refreshed(Refresh, St),
-    {reply, M:F(handle(St1), Refresh), St1};
 handle_call({Op, _}, _From, St = #st{running = false}) when Op =:= trace; Op =:= untrace ->
     {reply, {error, not_started}, St};
 handle_call({Op, Who}, _From, St = #st{run = Run}) when Op =:= trace; Op =:= untrace ->
@@ -358,6 +354,10 @@ handle(St = #st{opts = Opts}) ->
                          #{node => node(), running => St#st.running,
                            started_at => St#st.started_at, stopped_at => St#st.stopped_at,
                            interval => maps:get(interval, Opts), sample => maps:get(sample, Opts),
+                           call_sample => case Opts of
+                                              #{kinds := false} -> off;
+                                              _ -> maps:get(call_sample, Opts, off)
+                                          end,
                            skipped => element(1, skipped(St)),
                            new_tracer => St#st.new_tracer}).
 

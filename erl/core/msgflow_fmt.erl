@@ -3,7 +3,7 @@
 %%% column.  Pure: it reads nothing of the live system (msgflow_labels
 %%% does that).
 -module(msgflow_fmt).
--export([xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, mid_cell/3, rcell/2,
+-export([run_state/1, on_nodes/1, missing/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, mid_cell/3, rcell/2,
          endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0,
          micros/1]).
 
@@ -179,8 +179,6 @@ rate(R) ->
     Tenths = round(R * 10),
     int(Tenths div 10) ++ [$. | integer_to_list(Tenths rem 10)].
 
-%% @doc Text left-aligned in exactly Width columns; longer text is cut and
-%% ends with Ellipsis (one column wide).
 %% @doc A duration given in µs as a person reads it: `38us', `2.1ms',
 %% `1.20s'; `-' for undefined.
 -spec micros(number() | undefined) -> string().
@@ -191,6 +189,8 @@ micros(U) when U < 10000 -> lists:flatten(io_lib:format("~.2fms", [U / 1000]));
 micros(U) when U < 1000000 -> lists:flatten(io_lib:format("~.1fms", [U / 1000]));
 micros(U) -> lists:flatten(io_lib:format("~.2fs", [U / 1000000])).
 
+%% @doc Text left-aligned in exactly Width columns; longer text is cut and
+%% ends with Ellipsis (one column wide).
 -spec cell(unicode:chardata(), pos_integer(), string()) -> string().
 cell(Text, Width, Ellipsis) ->
     S = unicode:characters_to_list(Text),
@@ -213,7 +213,7 @@ mid_cell(Text, Width, Ellipsis) ->
     end.
 
 %% @doc An endpoint's label in Width columns, from what a view says of it
-%% (msgflow_view:endpoint_info(), or `undefined' for a key it did not
+%% (msgflow_rows:endpoint_info(), or `undefined' for a key it did not
 %% label: its text then).  A label other keys share is cut to keep the
 %% endpoint's text (pid or port) beside it.
 -spec endpoint_cell(map() | undefined, term(), pos_integer(), string()) -> string().
@@ -251,6 +251,39 @@ rcell(Text, Width) ->
 short_rate(R) when R < 99.95 -> rate(R);
 short_rate(R) when R < 999999.5 -> int(round(R));
 short_rate(R) -> float_to_list(R / 1.0e6, [{decimals, 1}]) ++ "M".
+
+%% @doc `"running"' or `"stopped"', as a view's head says it.
+-spec run_state(boolean()) -> string().
+run_state(true) -> "running";
+run_state(false) -> "stopped".
+
+%% @doc `" on 3 nodes"' for a value of several nodes' counts, else `""'.
+-spec on_nodes([node()]) -> iolist().
+on_nodes(Nodes) when length(Nodes) > 1 -> io_lib:format(" on ~b nodes", [length(Nodes)]);
+on_nodes(_) -> "".
+
+%% @doc The line a view prints for the nodes that did not answer in time
+%% (msgflow_query's `missing'), or nothing.
+-spec missing([{node(), term()}]) -> iolist().
+missing([]) ->
+    [];
+missing(Missing) ->
+    io_lib:format("not in it: ~ts~n",
+                  [lists:join(", ", [io_lib:format("~s (~0tp)", [N, Why]) || {N, Why} <- Missing])]).
+
+%% @doc Text in lines of Width columns, broken at spaces; lines after the
+%% first indented by Indent.
+-spec wrap(string(), pos_integer(), non_neg_integer()) -> unicode:chardata().
+wrap(Text, Width, Indent) ->
+    Words = string:lexemes(Text, " "),
+    {Lines, Last} = lists:foldl(fun(W, {Done, []}) -> {Done, W};
+                                   (W, {Done, Cur}) ->
+                                        case string:length(Cur) + 1 + string:length(W) > Width of
+                                            true -> {[Cur | Done], W};
+                                            false -> {Done, Cur ++ " " ++ W}
+                                        end
+                                end, {[], []}, Words),
+    lists:join([$\n | lists:duplicate(Indent, $\s)], lists:reverse([Last | Lines])) ++ "\n".
 
 %% @doc Text escaped for XML and HTML (& < > "), as a UTF-8 binary.
 -spec xml(unicode:chardata()) -> binary().

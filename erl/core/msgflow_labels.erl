@@ -280,8 +280,8 @@ group(L = #labels{endpoints = Ends}, E) ->
           {{pos_integer(), node()}, labels()}.
 group_end(L, {exited, K, Node}) ->
     {{K, Node}, L};
-group_end(L = #labels{endpoints = Ends, names = Names}, E0) ->
-    E = canon(#{names => Names}, E0),
+group_end(L = #labels{endpoints = Ends}, E0) ->
+    E = canon(tables(L), E0),
     case ets:lookup(Ends, E) of
         [{_, K, _}] ->
             {{K, node_of(E)}, L};

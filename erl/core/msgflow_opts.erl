@@ -1,6 +1,4 @@
-%%% @doc The one checker of what users pass: the options of every call
-%%% that takes them (start/1, top/2, export/3, hotspots/1, follow/2,
-%%% follow_calls/2) and the arguments of the others, with one error shape:
+%%% @doc The one checker of what users pass, with one error shape:
 %%% <pre>
 %%%   {error, {badopt, {Key, Value}, Allowed}}    a bad or unknown option
 %%%   {error, {badarg, {Name, Value}, Allowed}}   a bad argument
@@ -8,12 +6,16 @@
 %%% Allowed is a list: the atoms allowed, the known keys (for an unknown
 %%% key), or texts such as `<<"an integer from 10 to 3600000 (ms)">>'.
 %%% Options are a map or a keyword list (Elixir's `by: :name'; the first
-%%% of a repeated key counts).  Pure: it resolves no names and touches no
-%%% process.
+%%% of a repeated key counts).  Each call that takes options owns their
+%%% schema (`Key => {Default | none, Rule}'): start/1's is here
+%%% (validate/1), a view's is its module's options/0 (msgflow_view), the
+%%% others' are beside their code (follow/2, web/1, export/3, the live
+%%% top); check/2 checks any of them.  Pure: it resolves no names and
+%%% touches no process.
 -module(msgflow_opts).
--export([validate/1, defaults/0, check/2, defaults/1, arg/3, allowed/1, to_map/1]).
+-export([validate/1, defaults/0, check/2, defaults/1, arg/3, allowed/1, to_map/1, schema/1]).
 
--export_type([opts/0, procs/0, nodes/0, call/0, rule/0, error/0]).
+-export_type([opts/0, run_opts/0, procs/0, nodes/0, schema/0, rule/0, error/0]).
 
 %% A run asks for at most a year (send_after/3 takes no more than about
 %% 292,000 years, but nobody means more) and 10,000 kept windows (each
@@ -21,12 +23,6 @@
 %% did not).
 -define(MAX_MS, 365 * 24 * 3600 * 1000).
 -define(MAX_WINDOWS, 10000).
-%% rows a top or an export may ask for
--define(MAX_ROWS, 100000000).
--define(GROUPINGS, [process, name, module, application, node, kind]).
--define(SORTS, [messages, rate, peak]).
-%% the kinds of message the tracer tells apart (msgflow_tracer:kind())
--define(KINDS, [call, cast, event, system, reply, exit, down, io, info]).
 
 -type procs() :: all | new | existing | [pid() | atom()].
 %% Where to count: this node, this node and every connected visible node
@@ -35,6 +31,10 @@
 -type opts() :: #{procs := procs(),
                   interval := pos_integer(),
                   max_pairs := pos_integer(),
+                  kinds := boolean(),
+                  max_kinds := pos_integer(),
+                  call_sample := off | pos_integer(),
+                  call_timeout := pos_integer(),
                   duration := pos_integer() | infinity,
                   windows := pos_integer(),
                   sample := {pos_integer(), pos_integer()} | off,
@@ -42,51 +42,52 @@
                   nodes := nodes(),
                   on_node_error := abort | skip,
                   grace := pos_integer(),
-                  call_sample => off | pos_integer(),
-                  call_timeout => pos_integer(),
-                  owner => pid(),
-                  resume => boolean(),
-                  coordinator => pid()}.
--type call() :: start | top | view_top | matrix | kinds | process | flows | nodes | export | web | calls
-              | hotspots
-              | follow | follow_calls.
+                  owner => pid()}.
+%% What the collector runs with: start/1's options and, on a node a
+%% cluster's coordinator started, `coordinator' (its pid: the run stops
+%% `grace' ms after it goes, as after `owner') and `resume' (true when the
+%% coordinator restarts a node that came back: it goes on with the run,
+%% keeping its counts).  msgflow_cluster adds them; no user can.
+-type run_opts() :: #{procs := procs(), interval := pos_integer(), atom() => term(),
+                      coordinator => pid(), resume => boolean()}.
+%% A call's options: Key => {Default, Rule}, `none' for no default.
+-type schema() :: #{atom() => {term(), rule()}}.
 %% What a value may be: one of some atoms, an integer in a range (with
 %% its unit), a positive number, a boolean, a pid, an atom, or one of
 %% several rules.
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
-              | boolean | pid | pair | pid_text | atom | procs | nodes | sample | kind | ip
+              | boolean | pid | pair | pid_text | atom | text | procs | nodes | sample | kind | ip
               | {either, [rule()]}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 
 %% @doc The options used where start/1 is given none:
 %% all processes, a snapshot every 1000 ms, at most 1,000,000 pairs,
-%% no time limit, the last 60 windows kept, no sampling, a trace session
-%% of its own where the VM has them (OTP 27+; `trace_mode'), this node
-%% only (`nodes'), a node that cannot be started fails the start
-%% (`on_node_error'), a node that lost its coordinator stops counting
-%% after 10 s (`grace').  `owner' (no default) is a process whose end
-%% ends the run `grace' ms later: it exits, or its node disconnects (a
-%% remote process, or msgflow-top's C node).  `coordinator' (the pid of
-%% the cluster process that started this node's msgflow) is set by
-%% msgflow_cluster only, and works the same way; so is `resume' (a node
-%% it restarts after a disconnect goes on with the run, keeping its
-%% counts).
+%% kinds of message told apart (at most 8 kinds and tags a pair), the
+%% round trip of 1 in 64 gen:calls per scheduler thread measured
+%% (unanswered after 5000 ms), no time limit, the last 60 windows kept,
+%% no sampling, a trace session of its own where the VM has them (OTP
+%% 27+; `trace_mode'), this node only (`nodes'), a node that cannot be
+%% started fails the start (`on_node_error'), a node that lost its
+%% coordinator, or a run its owner, stops counting after 10 s (`grace').
+%% `owner' (no default) is a process whose end ends the run `grace' ms
+%% later: it exits, or its node disconnects (a remote process, or
+%% msgflow-top's C node).
 -spec defaults() -> opts().
 defaults() ->
-    defaults(start).
+    defaults(schema(start)).
 
-%% @doc The defaults of a call's options (those without one, such as
-%% `owner', are left out).
--spec defaults(call()) -> map().
-defaults(Call) ->
-    maps:from_list([{K, D} || {K, {D, _}} <- maps:to_list(schema(Call)), D =/= none]).
+%% @doc The defaults of a schema (keys without one, such as `owner', are
+%% left out).
+-spec defaults(schema()) -> map().
+defaults(Schema) ->
+    maps:from_list([{K, D} || {K, {D, _}} <- maps:to_list(Schema), D =/= none]).
 
-%% @doc start/1's options checked, every default filled in: check(start,
-%% Opts).  Sampling re-applies `procs' at every traced slice, which means
-%% nothing for `new': that combination is refused.
+%% @doc start/1's options checked, every default filled in: check(start's
+%% schema, Opts).  Sampling re-applies `procs' at every traced slice,
+%% which means nothing for `new': that combination is refused.
 -spec validate(term()) -> {ok, opts()} | error().
 validate(Opts) ->
-    case check(start, Opts) of
+    case check(schema(start), Opts) of
         {ok, #{procs := new, sample := {_, _} = S}} ->
             {error, {badopt, {sample, S}, [off, <<"{Traced, Period} with procs all, existing "
                                                   "or a list (not new)">>]}};
@@ -94,15 +95,15 @@ validate(Opts) ->
             Result
     end.
 
-%% @doc A call's options checked: `{ok, Map}' with the defaults filled in,
-%% or the error for the first bad or unknown key (in key order).
--spec check(call(), term()) -> {ok, map()} | error().
-check(Call, Opts0) ->
-    Schema = schema(Call),
+%% @doc Options checked against a schema: `{ok, Map}' with the defaults
+%% filled in, or the error for the first bad or unknown key (in key
+%% order).
+-spec check(schema(), term()) -> {ok, map()} | error().
+check(Schema, Opts0) ->
     case to_map(Opts0) of
         {ok, Opts} ->
             case first_bad(lists:sort(maps:to_list(Opts)), Schema) of
-                ok -> {ok, maps:merge(defaults(Call), Opts)};
+                ok -> {ok, maps:merge(defaults(Schema), Opts)};
                 {error, _} = E -> E
             end;
         error ->
@@ -144,8 +145,9 @@ to_map(L) when is_list(L) ->
 to_map(_) ->
     error.
 
-%% Every call's options: Key => {Default | none, Rule}.  Over 40 lines: a
-%% table, one clause per call, one line per option; read, not run.
+%% @doc start/1's schema: Key => {Default | none, Rule}.  A table, one line
+%% per option; read, not run.
+-spec schema(start) -> schema().
 schema(start) ->
     #{procs => {all, procs},
       interval => {1000, {int, 10, 3600000, "ms"}},
@@ -162,64 +164,7 @@ schema(start) ->
       nodes => {local, nodes},
       on_node_error => {abort, {one_of, [abort, skip]}},
       grace => {10000, {int, 1, 3600000, "ms"}},
-      coordinator => {none, pid},
-      owner => {none, pid},
-      resume => {none, boolean}};
-schema(top) ->
-    #{by => {process, {one_of, ?GROUPINGS}},
-      sort => {messages, {one_of, ?SORTS}},
-      refresh => {1000, {int, 1, ?MAX_MS, "ms"}},
-      for => {10000, {int, 0, ?MAX_MS, "ms"}},
-      node => {all, atom}};
-schema(view_top) ->
-    #{limit => {10, {int, 1, ?MAX_ROWS, "rows"}},
-      by => {process, {one_of, ?GROUPINGS}},
-      sort => {messages, {one_of, ?SORTS}},
-      node => {all, atom}};
-schema(matrix) ->
-    #{by => {name, {one_of, ?GROUPINGS}},
-      kind => {none, kind}};
-schema(kinds) ->
-    #{pair => {none, pair}};
-schema(process) ->
-    #{pid => {none, pid_text}};
-schema(flows) ->
-    #{};
-schema(calls) ->
-    #{by => {process, {one_of, [process, name, module, application, node]}},
-      limit => {all, {either, [{one_of, [all]}, {int, 1, ?MAX_ROWS, "rows"}]}}};
-schema(nodes) ->
-    #{};
-schema(export) ->
-    #{by => {process, {one_of, ?GROUPINGS}},
-      sort => {messages, {one_of, ?SORTS}},
-      limit => {none, {int, 1, ?MAX_ROWS, "rows"}},
-      node => {all, atom}};
-schema(web) ->
-    #{port => {7780, {int, 0, 65535, "TCP port; 0: any free one"}},
-      ip => {{127, 0, 0, 1}, ip},
-      metrics_edges => {100, {int, 1, 100000, "edge series"}}};
-schema(hotspots) ->
-    #{node => {all, atom},
-      windows => {5, {int, 1, ?MAX_WINDOWS, "windows"}},      %% latest closed windows looked at
-      fan_in_senders => {10, pos_number},   %% distinct senders to call it fan-in
-      queue_min => {10, pos_number},        %% messages queued in the last window, at least
-      hot_rate => {10000, pos_number},      %% messages/s over the last window
-      spike_factor => {5, pos_number},      %% last window >= factor x mean of the earlier ones
-      spike_min => {100, pos_number},       %% messages in the last window, at least
-      fan_out_receivers => {20, pos_number},%% distinct receivers of one sender
-      dead_min => {1, pos_number},          %% dead letters from one sender, at least
-      slow_call_ms => {100, pos_number},    %% a call edge's p99, ms, at least
-      slow_growth => {3, pos_number}};      %% last window's p99 >= growth x the one before
-schema(follow) ->
-    #{settle => {50, {int, 0, 60000, "ms"}},
-      max_events => {10000, {int, 0, 10000000, "events"}},
-      print => {false, boolean},
-      timeout => {10000, {int, 0, ?MAX_MS, "ms"}}};
-schema(follow_calls) ->
-    #{sample => {1, {int, 1, 1 bsl 32, "calls"}},
-      for => {60000, {int, 1, ?MAX_MS, "ms"}},
-      max_events => {1000, {int, 0, 10000000, "events"}}}.
+      owner => {none, pid}}.
 
 valid({one_of, As}, V) -> lists:member(V, As);
 valid({int, Min, Max, _}, V) -> is_integer(V) andalso V >= Min andalso V =< Max;
@@ -229,6 +174,8 @@ valid(pid, V) -> is_pid(V);
 valid(pair, V) -> is_tuple(V) andalso tuple_size(V) =:= 2;
 valid(pid_text, V) -> is_pid(V) orelse is_binary(V) orelse (is_list(V) andalso io_lib:printable_list(V));
 valid(atom, V) -> is_atom(V);
+valid(text, V) -> (is_binary(V) orelse (is_list(V) andalso io_lib:printable_unicode_list(V)))
+                      andalso unicode:characters_to_binary(V) =/= <<>>;
 valid(ip, V) -> (tuple_size_is(V, 4) orelse tuple_size_is(V, 8)) andalso inet:is_ip_address(V);
 valid({either, Rules}, V) -> lists:any(fun(R) -> valid(R, V) end, Rules);
 valid(procs, P) when P =:= all; P =:= new; P =:= existing -> true;
@@ -245,8 +192,8 @@ valid(nodes, N) when N =:= local; N =:= all -> true;
 valid(nodes, L) when is_list(L) ->
     proper(L) andalso lists:all(fun is_atom/1, L) andalso length(L) =:= length(lists:usort(L));
 valid(nodes, _) -> false;
-valid(kind, {K, T}) -> lists:member(K, ?KINDS) andalso is_atom(T);
-valid(kind, K) -> lists:member(K, ?KINDS).
+valid(kind, {K, T}) -> lists:member(K, msgflow_tracer:kinds()) andalso is_atom(T);
+valid(kind, K) -> lists:member(K, msgflow_tracer:kinds()).
 
 %% @doc What Rule allows, as the error names it.
 -spec allowed(rule()) -> list().
@@ -259,13 +206,14 @@ allowed(pid) -> [<<"a pid">>];
 allowed(pid_text) -> [<<"a local pid, or its text: \"<0.80.0>\"">>];
 allowed(pair) -> [<<"{Sender, Receiver}: pids, ports or names as top/1 shows them, or labels">>];
 allowed(atom) -> [<<"an atom">>];
+allowed(text) -> [<<"a text: a binary or a string, not empty">>];
 allowed(ip) -> [<<"an IP address tuple: {127,0,0,1} (loopback), {0,0,0,0} (every interface)">>];
 allowed({either, Rules}) -> lists:append([allowed(R) || R <- Rules]);
 allowed(procs) -> [all, new, existing, <<"a list of local pids and registered names, "
                                          "without repeats">>];
 allowed(sample) -> [off, <<"{Traced, Period}: integers, 1 =< Traced < Period =< 3600000 (ms)">>];
 allowed(nodes) -> [local, all, <<"a list of node names, without repeats">>];
-allowed(kind) -> ?KINDS ++ [<<"{Kind, Tag}: one of those and an atom">>].
+allowed(kind) -> msgflow_tracer:kinds() ++ [<<"{Kind, Tag}: one of those and an atom">>].
 
 tuple_size_is(V, N) -> is_tuple(V) andalso tuple_size(V) =:= N.
 

@@ -1,17 +1,19 @@
 %%% @doc The row format of the store's pairs and folded tables, in one
 %%% place: every reader and writer of a row goes through these functions
 %%% (match specs through pattern/1).  A row is
-%%% `{{Sender, Receiver}, Total, LastWindow, LastCount, History, PeakMilli,
+%%% `{{Sender, Receiver}, Total, LastWindow, LastCount, History, PeakMhz,
 %%% Kinds}':
 %%% Total is messages since start; LastCount the messages in window
 %%% LastWindow, the latest window the pair had traffic in; History its
-%%% earlier windows with traffic (msgflow_hist); PeakMilli the highest
-%%% rate of a closed window, in messages per 1000 s (msgflow_rate); Kinds
+%%% earlier windows with traffic (msgflow_hist); PeakMhz the highest
+%%% rate of a closed window in mHz (messages per 1000 s: an integer, so
+%%% that a row never holds a float; per_s/3 and mhz_to_per_s/1 turn counts
+%%% and mHz into the messages/s views show); Kinds
 %%% the messages since start by kind and tag, `[{Kind, Tag, Messages}]'
 %%% (empty with kinds off; their sum is Total when every delta carried a
 %%% kind).  Pure; any process.
 -module(msgflow_row).
--export([new/4, select_spec/3, add_kind/4, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, total/1, last_window/1, peak_milli/1, pattern/1, count_in_open/1, add/5,
+-export([new/4, select_spec/3, add_kind/4, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, total/1, last_window/1, peak_mhz/1, mhz/2, per_s/3, mhz_to_per_s/1, pattern/1, count_in_open/1, add/5,
          merge/3, counts_in/3, last_two/2, peak_rate/4, fold_select/4, sum_counts/1,
          sorted_pairs/1]).
 -export_type([row/0, pattern_fields/0, kind_count/0]).
@@ -102,8 +104,25 @@ rekey(Row, Key) -> setelement(1, Row, Key).
 
 %% @doc The highest rate of a closed window before the last, in messages
 %% per 1000 s.
--spec peak_milli(row()) -> non_neg_integer().
-peak_milli(Row) -> element(6, Row).
+-spec peak_mhz(row()) -> non_neg_integer().
+peak_mhz(Row) -> element(6, Row).
+
+%% @doc The rate of Count messages in Ms ms in mHz (messages per 1000 s),
+%% rounded down; 0 over 0 ms.  Rows keep rates so; views give messages/s.
+-spec mhz(non_neg_integer(), non_neg_integer()) -> non_neg_integer().
+mhz(_, 0) -> 0;
+mhz(Count, Ms) -> (Count * 1000000) div Ms.
+
+%% @doc Messages/s of Count messages in Ms ms, times Scale (the sampling
+%% scale: the period over the traced slice, 1 when not sampling); 0.0
+%% over 0 ms.  The one rule that turns counts into rates.
+-spec per_s(non_neg_integer(), non_neg_integer(), number()) -> float().
+per_s(_, 0, _) -> 0.0;
+per_s(Count, Ms, Scale) -> Scale * Count * 1000 / Ms.
+
+%% @doc Messages/s of a rate in mHz.
+-spec mhz_to_per_s(non_neg_integer()) -> float().
+mhz_to_per_s(Mhz) -> Mhz / 1000.
 
 %% @doc Messages since start.
 -spec total(row()) -> non_neg_integer().
@@ -162,7 +181,7 @@ add_in_open({K, Total, W, Count, Hist, Peak, Ks}, N) -> {K, Total + N, W, Count 
 -spec add(row(), pos_integer(), pos_integer(), integer(), #{pos_integer() => non_neg_integer()}) ->
           row().
 add({K, Total, W, Count, Hist, Peak, Ks}, N, Open, Oldest, Durs) ->
-    Peak1 = max(Peak, msgflow_rate:milli(Count, maps:get(W, Durs, 0))),
+    Peak1 = max(Peak, msgflow_row:mhz(Count, maps:get(W, Durs, 0))),
     {K, Total + N, Open, N, msgflow_hist:push(Hist, W, Count, Oldest), Peak1, Ks}.
 
 %% @doc Two rows as one under key K: totals and counts per window added,
@@ -173,7 +192,7 @@ merge({_, T1, W1, C1, H1, P1, K1}, {_, T2, W2, C2, H2, P2, K2}, {K, Oldest, Durs
     Ws = add_windows(msgflow_hist:entries(H1, W1 - 1) ++ [{W1, C1}],
                      msgflow_hist:entries(H2, W2 - 1) ++ [{W2, C2}]),
     {Earlier, [{W, C}]} = lists:split(length(Ws) - 1, Ws),
-    Peak = lists:max([P1, P2 | [msgflow_rate:milli(Cw, D)
+    Peak = lists:max([P1, P2 | [msgflow_row:mhz(Cw, D)
                                 || {Wn, Cw} <- Ws, {ok, D} <- [maps:find(Wn, Durs)]]]),
     Kinds = lists:foldl(fun({Kd, Tg, N}, Acc) -> kind_add(Acc, Kd, Tg, N, infinity) end, K1, K2),
     {K, T1 + T2, W, C, msgflow_hist:encode(Earlier, Oldest), Peak, Kinds}.
@@ -214,9 +233,9 @@ last_two(Last, {_, _, _, _, Hist, _, _}) ->
 -spec peak_rate(row(), pos_integer(), #{pos_integer() => non_neg_integer()}, pos_integer()) ->
           float().
 peak_rate({_, _, W, C, _, Peak, _}, Open, Durs, Interval) when W < Open ->
-    msgflow_rate:milli_to_per_s(max(Peak, msgflow_rate:milli(C, maps:get(W, Durs, Interval))));
+    msgflow_row:mhz_to_per_s(max(Peak, msgflow_row:mhz(C, maps:get(W, Durs, Interval))));
 peak_rate({_, _, _, _, _, Peak, _}, _, _, _) ->
-    msgflow_rate:milli_to_per_s(Peak).
+    msgflow_row:mhz_to_per_s(Peak).
 
 %% @doc Fun folded over the rows of table T a match spec selects, read in
 %% chunks of ?CHUNK (so the table's read lock is held that long at most,

@@ -38,7 +38,7 @@
 %% session that cannot be made (say, the VM's limit on sessions) is an
 %% error for the caller: `{error, {trace_failed, Reason}}',
 %% `{error, {nif_not_loaded, Path}}', or an error of msgflow_flags.
--spec begin_run(msgflow_opts:opts()) -> {ok, run()} | {error, term()}.
+-spec begin_run(msgflow_opts:run_opts()) -> {ok, run()} | {error, term()}.
 begin_run(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
     MaxKinds = case Opts of
                    #{kinds := false} -> 0;

@@ -59,7 +59,7 @@
 -type window() :: #{n := pos_integer(), at := integer(), window_ms := non_neg_integer(),
                     queue_lens := #{pid() => non_neg_integer()}}.
 
-%% What views read (msgflow_view:build/2): the tables and the figures of
+%% What views read (msgflow_rows:build/2): the tables and the figures of
 %% the run, as of the call that returned it.
 -type store() :: #{pairs := ets:tid(), folded := ets:tid(), dead := ets:tid(),
                    groups := ets:tid(), calls := ets:tid(),
@@ -71,6 +71,7 @@
                    closed := non_neg_integer(), open_ms := non_neg_integer(),
                    windows := [window()],
                    interval := pos_integer(), sample := off | {pos_integer(), pos_integer()},
+                   call_sample := off | pos_integer(),
                    events := non_neg_integer(), dead_letters := non_neg_integer(),
                    overflow := non_neg_integer(), folded_messages := non_neg_integer(),
                    skipped := non_neg_integer(), births_dropped := non_neg_integer(),
@@ -84,7 +85,7 @@ new() ->
 
 %% @doc The store set for a run with these options (`windows',
 %% `max_pairs', `max_kinds'); its window opens now.
--spec start_run(state(), msgflow_opts:opts()) -> state().
+-spec start_run(state(), msgflow_opts:run_opts()) -> state().
 start_run(S, #{windows := Keep, max_pairs := Max} = Opts) ->
     restart_window(S#store{keep = Keep, max_pairs = Max, births_dropped = 0,
                            max_kinds = maps:get(max_kinds, Opts, 8)}).
@@ -357,7 +358,8 @@ queue_lens(#store{wsenders = WS, labels = L}) ->
 
 %% @doc The handle views read: the tables and figures of the store, with
 %% the run's own figures (Run: `node', `running', `started_at',
-%% `stopped_at', `interval', `sample', `skipped', `new_tracer').
+%% `stopped_at', `interval', `sample', `call_sample', `skipped',
+%% `new_tracer').
 -spec handle(state(), map()) -> store().
 handle(S, Run) ->
     Run#{pairs => S#store.pairs, folded => S#store.folded_rows, dead => S#store.dead,

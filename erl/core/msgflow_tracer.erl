@@ -18,7 +18,7 @@
 -export([calls_config/3, calls_take/1, call_buckets/0]).
 -export([session_new/3, session_stop/1, session_rotate/1, snapshot/1, snapshot_start/1, snapshot_next/1,
          births_take/1, session_info/1,
-         lib_info/0]).
+         lib_info/0, kinds/0]).
 -export([flow_session_new/2, flow_watch/3, flow_take/2, entry_new/1, entry_info/1, entry_stop/1]).
 
 -on_load(init/0).
@@ -53,6 +53,10 @@
 -type delta() :: {endpoint(), endpoint(), pos_integer()}
                | {endpoint(), endpoint(), pos_integer(), kind(), atom()}.
 -type kind() :: call | cast | event | system | reply | exit | down | io | info.
+
+%% @doc The kinds of message the tracer tells apart (kind()), in one list.
+-spec kinds() -> [kind()].
+kinds() -> [call, cast, event, system, reply, exit, down, io, info].
 
 %% What a spawn or register event said about a process: a registered name;
 %% the spawn's `{M, F, Arity}'; or for a proc_lib start `{proc_lib, {M, F,

@@ -4,7 +4,8 @@
 %%% The API: follow/2 (one request from the shell) and follow_calls/2
 %%% (every request at a function), across a cluster's nodes when msgflow
 %%% counts on several (the part_* functions run on each node).  The
-%%% keeper (msgflow_flow_keeper) counts; the views are msgflow_flow_view's.
+%%% keeper (msgflow_flow_keeper) counts; the values are msgflow_flow_view's,
+%%% the `flows' view (msgflow_flows_view) shows them.
 %%%
 %%% What the token goes with (seq_trace's rules): a message sent by a
 %%% process whose token is set carries it; a process that receives a
@@ -18,11 +19,24 @@
 %%% information, which ERTS tells apart from no token).
 -module(msgflow_flow).
 
--export([follow/2, follow_calls/2, unfollow/0, flows/0, last/0, keeper/0]).
+-export([follow/2, follow_calls/2, unfollow/0, last/0, keeper/0, options/1]).
 -export([part_watch/2, part_messages/1, part_finish/1, part_track/2, part_unfollow/0,
          part_flows/0]).
 
 %%% API (called through msgflow)
+
+%% @doc The options of follow/2 and of follow_calls/2, with their defaults
+%% and rules.
+-spec options(follow | follow_calls) -> msgflow_opts:schema().
+options(follow) ->
+    #{settle => {50, {int, 0, 60000, "ms"}},
+      max_events => {10000, {int, 0, 10000000, "events"}},
+      print => {false, boolean},
+      timeout => {10000, {int, 0, 365 * 24 * 3600 * 1000, "ms"}}};
+options(follow_calls) ->
+    #{sample => {1, {int, 1, 1 bsl 32, "calls"}},
+      for => {60000, {int, 1, 365 * 24 * 3600 * 1000, "ms"}},
+      max_events => {1000, {int, 0, 10000000, "events"}}}.
 
 %% @doc msgflow:follow/2: runs Fun() as one followed request and returns `{Result, Flow}':
 %% the calling process gets a trace token (seq_trace) with a fresh label
@@ -50,7 +64,7 @@
 follow(Fun, _Opts) when not is_function(Fun, 0) ->
     {error, {badarg, {'fun', Fun}, [<<"a fun of arity 0">>]}};
 follow(Fun, Opts0) ->
-    case msgflow_opts:check(follow, Opts0) of
+    case msgflow_opts:check(options(follow), Opts0) of
         {error, _} = E ->
             E;
         {ok, #{settle := Settle, max_events := Max, print := Print, timeout := Timeout}} ->
@@ -126,7 +140,7 @@ wait_quiet(Label, Settle, Before, Deadline) ->
 %% Allowed}}'.
 -spec follow_calls(mfa(), map() | [{atom(), term()}]) -> ok | {error, term()}.
 follow_calls(MFA, Opts0) ->
-    case {check_mfa(MFA), msgflow_opts:check(follow_calls, Opts0)} of
+    case {check_mfa(MFA), msgflow_opts:check(options(follow_calls), Opts0)} of
         {{error, _} = E, _} -> E;
         {ok, {error, _} = E} -> E;
         {ok, {ok, Valid = #{max_events := Max}}} ->
@@ -151,21 +165,8 @@ unfollow() ->
     _ = msgflow_cluster:call_all(msgflow_cluster:members(), ?MODULE, part_unfollow, []),
     part_unfollow().
 
-%% @doc See msgflow:flows/0.
--spec flows() -> [msgflow_flow_view:summary()].
-flows() ->
-    case msgflow_cluster:members() of
-        [] ->
-            [msgflow_flow_view:name_summary(S) || S <- part_flows()];
-        Nodes ->
-            Parts = lists:append([S || {_, {ok, S}} <- msgflow_cluster:call_all(
-                                                          Nodes, ?MODULE, part_flows, []),
-                                       is_list(S)]),
-            [msgflow_flow_view:name_summary(msgflow_flow_view:merge_summary(S, [P || P = #{entry := E} <- Parts, E =:= Entry]))
-             || S = #{entry := Entry} <- part_flows()]
-    end.
-
-%% @private This node's summaries, other nodes' processes in them as pids.
+%% @doc This node's summaries, other nodes' processes in them as pids
+%% (msgflow_flows_view, on each node).
 -spec part_flows() -> [msgflow_flow_view:summary()].
 part_flows() ->
     msgflow_flow_keeper:query(flows, []).

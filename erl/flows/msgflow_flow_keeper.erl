@@ -54,11 +54,14 @@
 %% The keeper is called with no trace token, so that nothing it does
 %% belongs to a flow.
 %% @doc The keeper's answer to Request, the keeper started first when it
-%% is not running; `{error, {flow_keeper, Reason}}' when it cannot be.
+%% is not running; `{error, {flow_keeper, Reason}}' when it cannot be,
+%% `{error, {timeout, msgflow_flow_keeper}}' when it does not answer within
+%% 30 s.
 -spec call(term()) -> term().
 call(Request) ->
     case ensure() of
-        ok -> without_token(fun() -> gen_server:call(?KEEPER, Request, infinity) end);
+        ok -> without_token(fun() -> msgflow_call:call(?KEEPER, Request,
+                                                       {error, {flow_keeper, noproc}}) end);
         {error, _} = E -> E
     end.
 

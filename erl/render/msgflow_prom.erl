@@ -17,19 +17,23 @@
 %%%     `msgflow_dead_letters_total', `msgflow_births_dropped_total'
 %%%     (counters, messages or births), `msgflow_pairs' (distinct pairs
 %%%     held), `msgflow_memory_bytes' (the NIF's tables and the store),
-%%%     `msgflow_running' (1 while counting).</li>
+%%%     `msgflow_running' (1 while counting);</li>
+%%% <li>the families of the views that give some (msgflow_view's
+%%%     metrics/1: `msgflow_receiver_messages_total', ...).</li>
 %%% </ul>
 %%% Counters go back to 0 when a run starts or is reset, which
 %%% Prometheus reads as a counter reset.  Label values are escaped as the
 %%% format says (`\\', `"', newline): any label text is safe.
 -module(msgflow_prom).
--export([metrics/4]).
+-export([metrics/5]).
 
-%% @doc The exposition text of View (its rows, busiest first, with kinds),
-%% Calls (a msgflow_calls_view:view() by name, or none) and Info
-%% (msgflow:info/0), with at most Edges edge series and call edges.
--spec metrics(msgflow_view:view(), msgflow_calls_view:view() | none, map(), pos_integer()) -> iodata().
-metrics(View = #{rows := Rows}, Calls, Info, Edges) ->
+%% @doc The exposition text of View (a `top' view's rows, busiest first,
+%% with kinds), Calls (a msgflow_calls_view:view() by name, or none), Info
+%% (msgflow:info/0) and the views' own families, with at most Edges edge
+%% series and call edges.
+-spec metrics(msgflow_rows:view(), msgflow_calls_view:view() | none, map(), pos_integer(),
+              [msgflow_view:family()]) -> iodata().
+metrics(View = #{rows := Rows}, Calls, Info, Edges, Families) ->
     {Shown, Rest} = lists:split(min(Edges, length(Rows)), Rows),
     Series = lists:append([edge_series(View, Row) || Row <- Shown])
         ++ case Rest of
@@ -57,7 +61,8 @@ metrics(View = #{rows := Rows}, Calls, Info, Edges) ->
      own(<<"msgflow_memory_bytes">>, gauge, "Memory of the tracer's tables and the store, in bytes.",
          maps:get(memory, Info, 0) + maps:get(store_memory, Info, 0)),
      own(<<"msgflow_running">>, gauge, "1 while msgflow counts, else 0.",
-         case maps:get(running, Info, false) of true -> 1; false -> 0 end)].
+         case maps:get(running, Info, false) of true -> 1; false -> 0 end),
+     [family(Name, Type, Help, Fs) || {Name, Type, Help, Fs} <- Families]].
 
 %% An edge's series: one per kind of its messages, and `none' for those
 %% counted without a kind.
@@ -65,7 +70,7 @@ edge_series(View, Row = #{sender := S, receiver := R, count := C}) ->
     ByKind = lists:foldl(fun({K, _Tag, N}, Acc) -> Acc#{K => N + maps:get(K, Acc, 0)} end,
                          #{}, maps:get(kinds, Row, [])),
     None = C - lists:sum(maps:values(ByKind)),
-    Labels = [{sender, msgflow_view:display(View, S)}, {receiver, msgflow_view:display(View, R)}],
+    Labels = [{sender, msgflow_rows:display(View, S)}, {receiver, msgflow_rows:display(View, R)}],
     [{Labels ++ [{kind, atom_to_binary(K)}], N} || {K, N} <- lists:sort(maps:to_list(ByKind))]
         ++ [{Labels ++ [{kind, <<"none">>}], None} || None > 0].
 
@@ -100,7 +105,10 @@ le(Ns) ->
 family(Name, Type, Help, Series) ->
     ["# HELP ", Name, " ", Help, "\n# TYPE ", Name, " ", atom_to_list(Type), "\n",
      [[Name, "{", lists:join(",", [[atom_to_list(K), "=\"", escape(V), "\""] || {K, V} <- Ls]), "} ",
-       integer_to_list(N), "\n"] || {Ls, N} <- Series]].
+       number(N), "\n"] || {Ls, N} <- Series]].
+
+number(N) when is_integer(N) -> integer_to_list(N);
+number(N) -> float_to_list(float(N), [short]).
 
 own(Name, Type, Help, Value) ->
     ["# HELP ", Name, " ", Help, "\n# TYPE ", Name, " ", atom_to_list(Type), "\n",

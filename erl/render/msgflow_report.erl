@@ -1,60 +1,30 @@
-%%% @doc Reports rendered from views (msgflow_view): the communication
-%%% matrix and the export formats but html (the web page,
-%%% msgflow_web_page).  views/2 says which views a format reads; render/3
-%%% turns them into iodata.  Pure functions.
+%%% @doc The report formats of the counts, rendered from view values:
+%%% CSV, JSON and Graphviz DOT from a `top' view's rows (every row, by
+%%% any grouping; msgflow_top_view), the SVG heatmap from a `matrix' view
+%%% (msgflow_matrix_view), and the JSON encoder every JSON document of
+%%% msgflow's goes through.  The ETF dump is msgflow_dump's, the HTML page
+%%% msgflow_web_page's.  Pure functions.
 -module(msgflow_report).
--export([views/2, render/3, dump/1, dump/2, formats/0, json_encode/1, json_fallback/1]).
--export([heatmap/2, dot/2, texts/2]).
+-export([formats/0, csv/2, dot/2, json/2, heatmap/1, json_encode/1, json_fallback/1]).
 
-%% 2: endpoints may be groups of exited ones, {exited, Kind, Node};
-%% 3: `nodes', the nodes whose counts are in it, with their status;
-%% 4: each pair's kinds; 5: `calls', the call edges' round trips
--define(DUMP_VERSION, 5).
-
-%% @doc The export formats.
+%% @doc The export formats of the counts.
 -spec formats() -> [atom()].
 formats() -> [csv, dot, json, etf, svg, html].
 
-%% @doc The views Format reads, by name, for export options Opts (`by',
-%% `limit'): `rows' (all grouped by `by', or the `limit' busiest for dot).
--spec views(atom(), map()) -> #{atom() => msgflow_view:spec()}.
-views(Format, Opts) ->
-    By = maps:get(by, Opts, process),
-    case Format of
-        etf -> #{rows => #{by => process}};
-        dot -> #{rows => #{by => By, limit => maps:get(limit, Opts, 200)}};
-        svg -> #{rows => #{by => By, heatmap => maps:get(limit, Opts, 30), labelled => 0}};
-        _ -> #{rows => #{by => By}}
-    end.
-
-%% @doc The report in Format as iodata, from the views views/2 named (by
-%% name), or `{error, Reason}'.  Opts: `by', `limit' (rows and columns of
-%% the heatmap, edges of the graph; default 30 and 200).
--spec render(atom(), #{atom() => msgflow_view:view()}, map()) -> iodata() | {error, term()}.
-render(csv, #{rows := V}, Opts) -> csv(V, maps:get(calls, Opts, none));
-render(dot, #{rows := V}, Opts) -> dot(V, Opts);
-render(json, #{rows := V}, Opts) -> json_encode((json_doc(V))#{<<"calls">> => json_calls(Opts)});
-render(etf, #{rows := V}, Opts) -> term_to_binary(dump(V, maps:get(calls, Opts, none)));
-render(svg, #{rows := V}, Opts) -> heatmap(V, Opts);
-render(Format, _Views, _Opts) -> msgflow_opts:arg(format, Format, {one_of, formats()}).
-
-%% @doc {Text, Display} of a row's key: for processes the endpoint as the VM
+%% {Text, Display} of a row's key: for processes the endpoint as the VM
 %% gave it and its label (with the text beside a repeated label); for a
 %% group key its text, twice.
--spec texts(msgflow_view:view(), msgflow_view:key()) -> {binary(), binary()}.
-texts(#{endpoints := Ends}, K) ->
-    case Ends of
-        #{K := #{text := T, display := D}} -> {T, D};
-        _ -> T = msgflow_fmt:endpoint(K), {T, T}
-    end.
-
-%% A key's label in at most Width columns (see msgflow_fmt:endpoint_cell/4).
-short_display(#{endpoints := Ends}, K, Width) ->
-    string:trim(msgflow_fmt:endpoint_cell(maps:get(K, Ends, undefined), K, Width, "..."),
-                trailing).
+texts(View, K) ->
+    {msgflow_rows:text(View, K), msgflow_rows:display(View, K)}.
 
 %%% csv
 
+%% @doc The CSV of a `top' view's rows: sender, receiver (as the VM
+%% writes them, or the group's key), their labels, messages since start,
+%% messages/s over the last window, kinds (`call:get=41 cast:add=30') and,
+%% with a calls view of the same grouping (process or name), each row's
+%% round trips by tag (`get:38:2100': p50 and p99 in µs).
+-spec csv(msgflow_rows:view(), msgflow_calls_view:view() | none) -> iodata().
 csv(View = #{rows := Rows}, Calls) ->
     Rtt = call_rtt(View, Calls),
     [<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n">>
@@ -106,10 +76,10 @@ float_text(F) -> float_to_binary(float(F), [{decimals, 1}]).
 
 %%% dot
 
-%% @doc The Graphviz digraph of a view's rows (Opts: `limit').
--spec dot(msgflow_view:view(), map()) -> iodata().
-dot(View = #{rows := Rows0, by := By}, Opts) ->
-    Rows = lists:sublist(Rows0, maps:get(limit, Opts, 200)),
+%% @doc The Graphviz digraph of a `top' view's first Limit rows.
+-spec dot(msgflow_rows:view(), pos_integer()) -> iodata().
+dot(View = #{rows := Rows0, by := By}, Limit) ->
+    Rows = lists:sublist(Rows0, Limit),
     Max = lists:max([1 | [C || #{count := C} <- Rows]]),
     Nodes = lists:usort(lists:append([[S, R] || #{sender := S, receiver := R} <- Rows])),
     Ids = maps:from_list(lists:zip(Nodes, lists:seq(1, length(Nodes)))),
@@ -135,6 +105,12 @@ dot_string(T) ->
                         <<"\"">>, <<"\\\"">>, [global]), $"].
 
 %%% json
+
+%% @doc The JSON report of a `top' view's rows (`pairs') with the run's
+%% figures and, with a calls view, the call edges' round trips (`calls').
+-spec json(msgflow_rows:view(), msgflow_calls_view:view() | none) -> iodata().
+json(View, Calls) ->
+    json_encode((json_doc(View))#{<<"calls">> => json_calls(Calls)}).
 
 json_doc(View = #{rows := Rows}) ->
     #{<<"format">> => <<"msgflow_report">>, <<"version">> => 1,
@@ -203,115 +179,23 @@ json_escape(B) ->
          _ -> <<C/utf8>>
      end || <<C/utf8>> <= B].
 
-%% The call edges' round trips (Opts' `calls', a msgflow_calls_view:view()),
-%% quantiles in µs (null without a round trip).
-json_calls(Opts) ->
-    Num = fun(undefined) -> null; (X) -> X end,
-    case maps:get(calls, Opts, none) of
-        none -> [];
-        #{entries := Es} ->
-            [#{<<"caller">> => msgflow_fmt:endpoint(C), <<"server">> => msgflow_fmt:endpoint(S),
-               <<"caller_label">> => CL, <<"server_label">> => SL,
-               <<"kind">> => atom_to_binary(K), <<"tag">> => msgflow_fmt:name(T),
-               <<"calls">> => Num(N), <<"sampled">> => Sa, <<"unanswered">> => U,
-               <<"p50_us">> => Num(P50), <<"p90_us">> => Num(P90), <<"p99_us">> => Num(P99),
-               <<"max_us">> => Num(Max)}
-             || #{caller := C, server := S, caller_label := CL, server_label := SL, kind := K,
-                  tag := T, calls := N, sampled := Sa, unanswered := U, p50 := P50, p90 := P90,
-                  p99 := P99, max := Max} <- Es]
-    end.
-
-%%% etf
-
-%% @doc The dump `export(Path, etf)' writes (term_to_binary of this map);
-%% msgflow-report reads it.  Version 5:
-%% ```
-%% #{format => msgflow_dump, version => 5,
-%%   node => node(), taken_at => SystemMs, started_at => SystemMs | undefined,
-%%   running => boolean(), window_ms => Ms, scale => number(),
-%%   events => N, dead_letters => N, overflow => N,
-%%   endpoints => [{Endpoint, Label :: binary(), Module :: atom(),
-%%                  Application :: atom(), Node :: atom()}],
-%%   pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages,
-%%              [{Kind :: atom(), Tag :: atom(), KindMessages}]}],
-%%   nodes => [{Node, Status :: up | down | stale | incompatible, Pairs, Events}],
-%%   calls => [{CallerText, CallerLabel, ServerText, ServerLabel, Kind, Tag,
-%%              Calls | undefined, Sampled, Unanswered,
-%%              P50Ns | undefined, P90Ns | undefined, P99Ns | undefined, MaxNs | undefined}]}
-%% '''
-%% `calls' (version 5) are the call edges' round trips (dump/2): each
-%% edge's ends as texts and labels, its exact calls, the round trips
-%% sampled and the unanswered calls, and the round trip's quantiles in
-%% ns.
-%% `nodes' (version 3) lists the nodes whose counts are in the dump: this
-%% one alone, or every node of a cluster (msgflow_cluster), the dump's own
-%% `node' being the coordinator.
-%% Endpoint is a pid, port, atom, `{Name, Node}', reference or (version 2)
-%% `{exited, Kind, Node}', the exited endpoints of one kind; Module and
-%% Application are `undefined' when unknown.  Indexes count from 0 into
-%% `endpoints'.  Messages are totals since start; WindowMessages those of
-%% the last window (`window_ms' long): the rate is WindowMessages * 1000 /
-%% window_ms * scale, where scale > 1 means sampling (an estimate).
-%% The kinds (version 4) are the pair's messages by kind and tag, most
-%% first, summing to Messages (an empty list with kinds off).
--spec dump(msgflow_view:view()) -> map().
-dump(View) ->
-    dump(View, none).
-
-%% @doc dump/1 with the call edges' round trips of a calls view
-%% (msgflow_calls_view:view(), or none): `calls => [{CallerText,
-%% CallerLabel, ServerText, ServerLabel, Kind, Tag, Calls, Sampled,
-%% Unanswered, P50, P90, P99, Max}]', the texts and labels binaries, Calls
-%% an integer or `undefined', the quantiles integers in ns or `undefined'.
--spec dump(msgflow_view:view(), msgflow_calls_view:view() | none) -> map().
-dump(View = #{rows := Rows, endpoints := Ends}, Calls) ->
-    Order = lists:sort(maps:keys(Ends)),
-    Idx = maps:from_list(lists:zip(Order, lists:seq(0, length(Order) - 1))),
-    #{format => msgflow_dump, version => ?DUMP_VERSION,
-      node => maps:get(node, View), taken_at => maps:get(taken_at, View),
-      started_at => maps:get(started_at, View), running => maps:get(running, View),
-      window_ms => maps:get(window_ms, View), scale => maps:get(scale, View),
-      events => maps:get(events, View), dead_letters => maps:get(dead_letters, View),
-      overflow => maps:get(overflow, View),
-      endpoints => [begin
-                        #{label := L, module := M, application := A, node := N} =
-                            maps:get(E, Ends),
-                        {E, L, M, A, N}
-                    end || E <- Order],
-      pairs => lists:sort([{maps:get(S, Idx), maps:get(R, Idx), C, W, maps:get(kinds, Row, [])}
-                           || Row = #{sender := S, receiver := R, count := C,
-                                      last_count := W} <- Rows]),
-      nodes => case View of
-                   #{node_status := NS} ->
-                       [{N, St, P, E} || #{node := N, status := St, pairs := P, events := E} <- NS];
-                   _ ->
-                       [{maps:get(node, View), up, maps:get(pairs, View), maps:get(events, View)}]
-               end,
-      calls => case Calls of
-                   none -> [];
-                   #{entries := Es} ->
-                       Ns = fun(undefined) -> undefined; (Us) -> round(Us * 1000) end,
-                       [{msgflow_fmt:endpoint(C), CL, msgflow_fmt:endpoint(S), SL, K, T, N, Sa, U,
-                         Ns(P50), Ns(P90), Ns(P99), Ns(Max)}
-                        || #{caller := C, server := S, caller_label := CL, server_label := SL,
-                             kind := K, tag := T, calls := N, sampled := Sa, unanswered := U,
-                             p50 := P50, p90 := P90, p99 := P99, max := Max} <- Es]
-               end}.
+%% The call edges' round trips as the calls view gives them in JSON
+%% (quantiles in µs, null without a round trip).
+json_calls(none) -> [];
+json_calls(Calls) -> maps:get(<<"entries">>, msgflow_calls_view:json(Calls, #{})).
 
 %%% svg heatmap
 
 -define(CELL, 16).
 
-%% @doc The SVG heatmap of a view built with `heatmap'.
--spec heatmap(msgflow_view:view(), map()) -> iodata().
-heatmap(View = #{by := By, rows := AllRows, heatmap := #{rows := Rows, cols := Cols}}, _Opts) ->
-    RowSet = maps:from_list([{K, []} || K <- Rows]),
-    ColSet = maps:from_list([{K, []} || K <- Cols]),
-    Cells = maps:from_list([{{S, R}, C} || #{sender := S, receiver := R, count := C} <- AllRows,
-                                           is_map_key(S, RowSet), is_map_key(R, ColSet)]),
+%% @doc The SVG heatmap of a `matrix' view (senders down, receivers
+%% across, a cell per pair coloured by its messages on a log scale).
+-spec heatmap(msgflow_matrix_view:matrix()) -> iodata().
+heatmap(M = #{by := By, rows := Rows, cols := Cols, cells := Cells0, labels := Labels}) ->
+    Cells = maps:map(fun(_, #{count := C}) -> C end, Cells0),
     Max = lists:max([1 | maps:values(Cells)]),
-    Name = fun(K) -> element(2, texts(View, K)) end,
-    Lab = fun(K) -> short_display(View, K, 30) end,
+    Name = fun(K) -> maps:get(K, Labels) end,
+    Lab = fun(K) -> string:trim(msgflow_fmt:mid_cell(Name(K), 30, "..."), trailing) end,
     Left = 200,
     Topm = 190,
     W = Left + ?CELL * max(1, length(Cols)) + 120,
@@ -319,7 +203,7 @@ heatmap(View = #{by := By, rows := AllRows, heatmap := #{rows := Rows, cols := C
     Ix = lists:zip(lists:seq(0, length(Rows) - 1), Rows),
     Jx = lists:zip(lists:seq(0, length(Cols) - 1), Cols),
     Title = io_lib:format("msgflow on ~s: messages by ~s (sender rows, receiver columns; "
-                          "top ~b x ~b)", [maps:get(node, View), By, length(Rows), length(Cols)]),
+                          "top ~b x ~b)", [node_name(M), By, length(Rows), length(Cols)]),
     [io_lib:format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"~b\" height=\"~b\" "
                    "viewBox=\"0 0 ~b ~b\" font-family=\"Helvetica,Arial,sans-serif\" "
                    "font-size=\"10\" class=\"msgflow-heatmap\">\n", [W, H, W, H]),
@@ -342,6 +226,9 @@ heatmap(View = #{by := By, rows := AllRows, heatmap := #{rows := Rows, cols := C
       end || {I, S} <- Ix, {J, R} <- Jx],
      legend(Left + ?CELL * max(1, length(Cols)) + 20, Topm, Max),
      "</svg>\n"].
+
+node_name(#{nodes := [N | _]}) -> N;
+node_name(_) -> node().
 
 %% White (few) to dark red (most), on a log scale.
 colour(C, Max) ->

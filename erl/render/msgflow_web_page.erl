@@ -1,16 +1,16 @@
-%%% @doc The web page's data and the page itself, rendered from views
-%%% (msgflow_view): state/2 turns the views views/2 names into the one
-%%% JSON document the page draws (the graph, the top table, the matrix,
-%%% hotspots, request flows, nodes and msgflow's own figures); page/2 is
-%%% the page, served by msgflow_web with the state fetched from
-%%% `/api/state', or written by `export(Path, html)' with the state and
-%%% every script inlined, so that the file shows the same views with no
-%%% node behind it.  Pure but for page/2, which reads priv/www.
+%%% @doc The web page's data and the page itself: state/3 asks the query
+%%% path for the views the page shows (one snapshot on each node) and
+%%% turns them into the one JSON document the page draws (the graph, the
+%%% top table, the matrix, hotspots, request flows, nodes and msgflow's
+%%% own figures); page/2 is the page, served by msgflow_web with the state
+%%% fetched from `/api/state', or written by `export(Path, html)' with the
+%%% state and every script inlined, so that the file shows the same views
+%%% with no node behind it.  Reads priv/www for the page.
 %%%
 %%% Every label goes to the page as a JSON string, and the page sets
 %%% text, never markup, from it (priv/www/msgflow.js).
 -module(msgflow_web_page).
--export([views/2, state/2, hotspots/1, page/2, vendor/0, www_dir/0, file/1]).
+-export([state/3, page/2, vendor/0, www_dir/0, file/1]).
 
 %% edges the graph draws (the busiest; the rest summed in the state)
 -define(GRAPH_EDGES, 80).
@@ -27,36 +27,51 @@
 -define(VENDOR, ["cytoscape.min.js", "layout-base.js", "cose-base.js", "cytoscape-fcose.js",
                  "chart.umd.min.js", "mermaid.min.js"]).
 
-%% @doc The views the page's state reads for grouping By: `graph' (every
-%% group of By, with the kept windows' counts and kinds; by process the
-%% ?PAIRS busiest pairs), `pairs' (the ?PAIRS busiest pairs by process),
-%% and `nodes' (by node, when Cluster is true).  The hotspots are a
-%% document of their own (hotspots/1), asked for less often: their view
-%% reads every active pair.
--spec views(msgflow_view:grouping(), boolean()) -> #{atom() => msgflow_view:spec()}.
-views(By, Cluster) ->
-    %% by process, only the busiest pairs: every pair of a big node is no graph
-    Pairs = #{by => process, limit => ?PAIRS, windows => ?WINDOWS},
+%% @doc The page's state for grouping By, from the views of Node (`all':
+%% every node msgflow counts on): the graph (every group of By with the
+%% kept windows' counts and kinds; by process the ?PAIRS busiest pairs),
+%% the busiest pairs by process, the traffic between nodes, the call
+%% edges, the request flows, the nodes' statuses and msgflow's own
+%% figures; a static page (an export) has the hotspots in it too, a live
+%% one fetches them apart (they read every active pair).  A map with
+%% binary keys, for msgflow_report:json_encode/1; counts in messages,
+%% rates in messages/s, times in ms since 1970.  `{error, Reason}' as
+%% msgflow_query:run/2 gives it.
+-spec state(msgflow_rows:grouping(), all | node(), boolean()) -> map() | {error, term()}.
+state(By, Node, Static) ->
+    Scope = #{node => Node},
+    Pairs = Scope#{by => process, limit => ?PAIRS, windows => ?WINDOWS},
     Graph = case By of
                 process -> Pairs;
-                _ -> #{by => By, windows => ?WINDOWS}
+                _ -> Scope#{by => By, limit => all, windows => ?WINDOWS}
             end,
-    Base = #{graph => Graph, pairs => Pairs},
-    case Cluster andalso By =/= node of
-        true -> Base#{nodes => #{by => node, kinds => false}};
-        false -> Base
+    Queries = [{top, Graph}, {top, Pairs}, {top, Scope#{by => node, limit => all}}, {nodes, #{}},
+               {flows, #{}}, {calls, Scope#{by => case By of kind -> process; _ -> By end}}]
+        ++ [{hotspots, Scope} || Static],
+    case msgflow_query:run_all(Queries) of
+        [{error, _} = E | _] ->
+            E;
+        [G, P, ByNode, Statuses, Flows, Calls | Hot] ->
+            Cluster = length(Statuses) > 1,
+            page_state(G, P, #{hotspots => case Hot of [H] when is_list(H) -> H; _ -> [] end,
+                          calls => case {By, Calls} of
+                                       {kind, _} -> none;
+                                       {_, #{entries := _}} -> Calls;
+                                       _ -> none
+                                   end,
+                          flows => Flows, node_status => Statuses,
+                          nodes => case Cluster andalso By =/= node of
+                                       true -> ByNode;
+                                       false -> undefined
+                                   end,
+                          info => case msgflow_collector:info_as_is() of
+                                      #{} = I -> I;
+                                      _ -> #{}
+                                  end,
+                          static => Static})
     end.
 
-%% @doc The page's state from the views views/2 named and Extra:
-%% `hotspots' (msgflow_hotspots:finding()s; none in the live page's
-%% state, which fetches them apart), `flows' ({Summaries,
-%% LastFlow} of msgflow_flow), `node_status' (msgflow_cluster:nodes()),
-%% `info' (msgflow:info/0's map), `calls' (a msgflow_calls_view:view()
-%% of the same grouping, or none), `static' (true in an export).  A map
-%% with binary keys, for msgflow_report:json_encode/1; counts in
-%% messages, rates in messages/s, times in ms since 1970.
--spec state(#{atom() => msgflow_view:view()}, map()) -> map().
-state(Views = #{graph := G = #{by := By}, pairs := P}, Extra) ->
+page_state(G = #{by := By}, P, Extra) ->
     Info = maps:get(info, Extra, #{}),
     #{<<"node">> => atom_to_binary(maps:get(node, G)),
       <<"running">> => maps:get(running, G),
@@ -65,16 +80,16 @@ state(Views = #{graph := G = #{by := By}, pairs := P}, Extra) ->
       <<"window_ms">> => maps:get(window_ms, G),
       <<"estimated">> => maps:get(estimated, G),
       <<"by">> => atom_to_binary(By),
-      <<"groupings">> => [atom_to_binary(B) || B <- msgflow_view:groupings()],
+      <<"groupings">> => [atom_to_binary(B) || B <- msgflow_rows:groupings()],
       <<"windows">> => [#{<<"n">> => N, <<"at">> => At, <<"ms">> => Ms}
                         || #{n := N, at := At, window_ms := Ms} <- last(?WINDOWS, maps:get(windows, G))],
       <<"graph">> => graph(G),
-      <<"matrix">> => matrix(msgflow_view:matrix(G)),
+      <<"matrix">> => matrix(msgflow_matrix_view:of_rows(G, all)),
       <<"pairs">> => pairs(P, By),
-      <<"hotspots">> => hotspots(maps:get(hotspots, Extra, [])),
+      <<"hotspots">> => msgflow_hotspots:json(maps:get(hotspots, Extra, []), #{}),
       <<"calls">> => calls(maps:get(calls, Extra, none)),
-      <<"flows">> => flows(maps:get(flows, Extra, {[], undefined})),
-      <<"nodes">> => node_traffic(maps:get(node_status, Extra, []), maps:get(nodes, Views, undefined)),
+      <<"flows">> => msgflow_flows_view:json(maps:get(flows, Extra), #{}),
+      <<"nodes">> => node_traffic(maps:get(node_status, Extra, []), maps:get(nodes, Extra, undefined)),
       <<"figures">> => #{<<"events">> => maps:get(events, G),
                          <<"overflow">> => maps:get(overflow, G),
                          <<"dead_letters">> => maps:get(dead_letters, G),
@@ -98,7 +113,7 @@ graph(V = #{rows := Rows}) ->
     Shown = lists:usort(lists:append([[S, R] || #{sender := S, receiver := R} <- Edges])),
     #{<<"groups">> => [begin
                            {Sent, Recv} = maps:get(K, Sums),
-                           #{<<"id">> => id(K), <<"label">> => msgflow_view:display(V, K),
+                           #{<<"id">> => id(K), <<"label">> => msgflow_rows:display(V, K),
                              <<"sent">> => Sent, <<"received">> => Recv}
                        end || K <- Shown],
       <<"edges">> => [edge(Row) || Row <- Edges],
@@ -165,42 +180,14 @@ pairs(V = #{rows := Rows, endpoints := Ends}, By) ->
                     end
             end,
     [#{<<"sender">> => msgflow_fmt:endpoint(S), <<"receiver">> => msgflow_fmt:endpoint(R),
-       <<"sender_label">> => msgflow_view:display(V, S),
-       <<"receiver_label">> => msgflow_view:display(V, R),
+       <<"sender_label">> => msgflow_rows:display(V, S),
+       <<"receiver_label">> => msgflow_rows:display(V, R),
        <<"sender_group">> => Group(S), <<"receiver_group">> => Group(R),
        <<"count">> => C, <<"rate">> => float(maps:get(rate, Row)),
        <<"peak">> => float(maps:get(peak_rate, Row)),
        <<"kinds">> => kinds(maps:get(kinds, Row, [])),
        <<"windows">> => last(?WINDOWS, maps:get(windows, Row, []))}
      || Row = #{sender := S, receiver := R, count := C} <- Rows].
-
-%% @doc Hotspot findings as the page shows them (a list for
-%% msgflow_report:json_encode/1).
--spec hotspots([msgflow_hotspots:finding()]) -> [map()].
-hotspots(Findings) ->
-    [hotspot(F) || F <- Findings].
-
-hotspot(F = #{kind := K, label := L, explanation := E}) ->
-    #{<<"kind">> => atom_to_binary(K), <<"label">> => L, <<"explanation">> => E,
-      <<"node">> => atom_to_binary(maps:get(node, F, node()))}.
-
-%% Entry points with their per-request figures, and the last followed
-%% request as Mermaid's sequenceDiagram text (msgflow_flow_render).
-flows({Summaries, Last}) ->
-    #{<<"entries">> => [#{<<"entry">> => msgflow_fmt:mfa(M, F, A), <<"requests">> => Rq,
-                          <<"calls">> => Calls, <<"messages">> => Ms,
-                          <<"per_request">> => float(Per), <<"depth">> => D,
-                          <<"pairs">> => [#{<<"sender">> => text(S), <<"receiver">> => text(R),
-                                            <<"messages">> => N} || {S, R, N} <- lists:sublist(Ps, 5)]}
-                        || #{entry := {M, F, A}, requests := Rq, calls := Calls, messages := Ms,
-                             per_request := Per, depth := D, pairs := Ps} <- Summaries],
-      <<"last">> => case Last of
-                        undefined -> null;
-                        #{messages := M} ->
-                            #{<<"label">> => iolist_to_binary(io_lib:format("~0tp", [maps:get(label, Last)])),
-                              <<"messages">> => M,
-                              <<"mermaid">> => iolist_to_binary(msgflow_flow_render:mermaid(Last))}
-                    end}.
 
 %% The call edges with their sampled round trips (µs), keyed as the
 %% graph's edges are.
@@ -214,9 +201,6 @@ calls(#{entries := Es}) ->
        <<"max">> => Num(Max)}
      || #{caller := C, server := S, kind := K, tag := T, calls := N, sampled := Sa,
           unanswered := U, p50 := P50, p99 := P99, max := Max} <- Es].
-
-text(B) when is_binary(B) -> B;
-text(E) -> msgflow_fmt:endpoint(E).
 
 node_traffic(Status, ByNode) ->
     #{<<"status">> => [#{<<"node">> => atom_to_binary(N), <<"status">> => atom_to_binary(St),

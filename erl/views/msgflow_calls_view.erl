@@ -4,9 +4,17 @@
 %%% pairs' kinds.  A round trip is the time from the request's send to the
 %%% reply's send (queueing at the server and its handling; not the
 %%% caller's receive, nor a network's).  Built in the calling process from
-%%% the store's tables; reads nothing else.
+%%% the store's tables; reads nothing else.  msgflow:calls/0,1 prints it.
+%%%
+%%% Options (msgflow_query adds `node' and `timeout'): `by' (process;
+%%% name, module, application or node group the edges by their ends'
+%%% labels), `limit' (all; else the N edges of the most total wait).
+%%% Across a cluster each node measures the calls whose two halves it sees
+%%% (a call between nodes is measured on neither), and the histograms are
+%%% added up.
 -module(msgflow_calls_view).
--export([build/2, merge/2]).
+-behaviour(msgflow_view).
+-export([options/0, build/2, merge/3, text/3, json/2]).
 -export_type([entry/0, view/0]).
 
 %% One call edge: `calls' the requests counted (exact, every call, from
@@ -26,19 +34,25 @@
                    mean := float() | undefined, wait_ms := float(),
                    p99_last := float() | undefined, p99_prev := float() | undefined,
                    hist := msgflow_call_row:hist()}.
--type view() :: #{by := msgflow_view:grouping(), node := node(), running := boolean(),
+-type view() :: #{by := msgflow_rows:grouping(), node := node(), running := boolean(),
                   entries := [entry()], sample := pos_integer() | off,
                   busy := non_neg_integer(), displaced := non_neg_integer()}.
+
+%% @doc The options, their defaults and rules.
+-spec options() -> msgflow_opts:schema().
+options() ->
+    #{by => {process, {one_of, msgflow_rows:groupings() -- [kind]}},
+      limit => {all, {either, [{one_of, [all]}, {int, 1, msgflow_rows:max_rows(), "rows"}]}}}.
 
 %% @doc The call edges of Store, grouped by `by' (process: a call to a
 %% registered name is its pid's; name, module, application or node: the
 %% labels'), busiest total wait first, at most `limit' (all).
--spec build(msgflow_store:store(), #{by => msgflow_view:grouping(), limit => pos_integer() | all,
-                                     sample => pos_integer() | off}) -> view().
+-spec build(msgflow_store:store(), #{by => msgflow_rows:grouping(), limit => pos_integer() | all}) ->
+          view().
 build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
     By = case maps:get(by, Opts, process) of kind -> process; B -> B end,
-    Canon = msgflow_view_groups:key_fun(process, Tables),
-    KeyOf = msgflow_view_groups:key_fun(By, Tables),
+    Canon = msgflow_rows_groups:key_fun(process, Tables),
+    KeyOf = msgflow_rows_groups:key_fun(By, Tables),
     Groups = lists:foldl(
                fun(Row, Acc) ->
                        {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
@@ -60,7 +74,7 @@ build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
     Label = fun(K) -> label(By, K, Tables) end,
     Sorted = sort([entry(K, V, Label) || {K, V} <- maps:to_list(Groups)]),
     #{by => By, node => maps:get(node, Store), running => maps:get(running, Store),
-      sample => maps:get(sample, Opts, off),
+      sample => maps:get(call_sample, Store, off),
       busy => maps:get(busy, maps:get(call_figures, Store)),
       displaced => maps:get(displaced, maps:get(call_figures, Store)),
       entries => limit(Sorted, maps:get(limit, Opts, all))}.
@@ -68,8 +82,14 @@ build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
 %% @doc Several nodes' views as one (a cluster's): the edges of one key
 %% added (calls, round trips, unanswered, histograms: a call is measured
 %% on the node that sees both its halves), the quantiles taken again from
-%% the sums; busiest total wait first, at most Limit.
--spec merge([view()], pos_integer() | all) -> view().
+%% the sums; busiest total wait first, at most `limit'.  One node's as it
+%% is.
+-spec merge([view()], map(), msgflow_view:context()) -> view().
+merge([One], _Opts, _Ctx) ->
+    One;
+merge(Views, Opts, _Ctx) ->
+    merge(Views, maps:get(limit, Opts, all)).
+
 merge([First | _] = Views, Limit) ->
     Add = fun(undefined, _) -> undefined; (_, undefined) -> undefined; (A, B) -> A + B end,
     Sum = lists:foldl(
@@ -150,3 +170,55 @@ label(process, K, Tables) ->
     maps:get(label, msgflow_labels:meta(Tables, K));
 label(_, K, _) when is_binary(K) -> K;
 label(_, K, _) -> msgflow_fmt:endpoint(K).
+
+%% @doc The edges in the area's width: one line per call edge and tag,
+%% busiest total wait first: its calls (exact), the round trips sampled,
+%% their p50, p99 and max, the unanswered.
+-spec text(view(), map(), msgflow_view:area()) -> iodata().
+text(V = #{entries := Es, running := Run, by := By, sample := Sample}, _Opts, #{width := Width}) ->
+    E = msgflow_fmt:ellipsis(),
+    Head = io_lib:format("msgflow ~s: ~s call edges by ~s, round trips of ~s (request sent to "
+                         "reply sent)~n",
+                         [msgflow_fmt:run_state(Run), msgflow_fmt:int(length(Es)), By,
+                          case Sample of
+                              off -> "none: call_sample => off";
+                              1 -> "every call";
+                              N -> io_lib:format("1 in ~b calls per scheduler", [N])
+                          end]),
+    %% the numbers take 49 columns, the call 14, the two ends the rest
+    EndW = max(12, (Width - 49 - 14 - 3) div 2),
+    Line = fun(C, S, K, Calls, Sampled, P50, P99, Max, U) ->
+                   [msgflow_fmt:mid_cell(C, EndW, E), " ", msgflow_fmt:mid_cell(S, EndW, E), " ",
+                    msgflow_fmt:cell(K, 14, E),
+                    io_lib:format("~9s ~7s ~7s ~7s ~7s ~6s~n", [Calls, Sampled, P50, P99, Max, U])]
+           end,
+    [Head, msgflow_fmt:missing(maps:get(missing, V, [])),
+     Line("CALLER", "SERVER", "CALL", "CALLS", "SAMPLED", "P50", "P99", "MAX", "UNANS"),
+     case Es of
+         [] -> "  no call sampled yet\n";
+         _ -> [Line(CL, SL, msgflow_fmt:kind(K, T),
+                    case Calls of undefined -> "?"; _ -> msgflow_fmt:int(Calls) end,
+                    msgflow_fmt:int(Sa), msgflow_fmt:micros(P50), msgflow_fmt:micros(P99),
+                    msgflow_fmt:micros(Max), msgflow_fmt:int(U))
+               || #{caller_label := CL, server_label := SL, kind := K, tag := T, calls := Calls,
+                    sampled := Sa, p50 := P50, p99 := P99, max := Max, unanswered := U} <- Es]
+     end].
+
+%% @doc The edges as JSON: each edge's ends (as the VM writes them, and
+%% their labels), the request's kind and tag, calls, round trips sampled,
+%% unanswered, and the quantiles in µs (null without a round trip).
+-spec json(view(), map()) -> msgflow_view:json().
+json(#{by := By, running := Run, sample := Sample, entries := Es}, _Opts) ->
+    Num = fun(undefined) -> null; (X) -> X end,
+    #{<<"by">> => atom_to_binary(By), <<"running">> => Run,
+      <<"sample">> => case Sample of off -> <<"off">>; N -> N end,
+      <<"entries">> =>
+          [#{<<"caller">> => msgflow_rows:key_text(C), <<"server">> => msgflow_rows:key_text(S),
+             <<"caller_label">> => CL, <<"server_label">> => SL,
+             <<"kind">> => atom_to_binary(K), <<"tag">> => msgflow_fmt:name(T),
+             <<"calls">> => Num(N), <<"sampled">> => Sa, <<"unanswered">> => U,
+             <<"p50_us">> => Num(P50), <<"p90_us">> => Num(P90), <<"p99_us">> => Num(P99),
+             <<"max_us">> => Num(Max)}
+           || #{caller := C, server := S, caller_label := CL, server_label := SL, kind := K,
+                tag := T, calls := N, sampled := Sa, unanswered := U, p50 := P50, p90 := P90,
+                p99 := P99, max := Max} <- Es]}.

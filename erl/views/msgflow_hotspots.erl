@@ -1,10 +1,10 @@
 %%% @doc Hotspot rules over the windows the collector keeps.
-%%% Pure functions of a view (msgflow_view) by process with per-window
-%%% counts (spec/1 says which): no tracing, no process state.  hotspots/1
-%%% and the HTML report both run them here.
+%%% Pure functions of rows (msgflow_rows) by process with per-window
+%%% counts (spec/1 says which): no tracing, no process state; the rules
+%%% run here only.
 %%%
 %%% The findings msgflow:hotspots/1 returns, each a map
-%%% `#{kind, subject, label, evidence, explanation}':
+%%% `#{rule, subject, label, evidence, explanation}':
 %%% <ul>
 %%% <li>`fan_in': a local receiver with at least `fan_in_senders' (10) senders in
 %%%     the last window whose message_queue_len grew across the windows
@@ -29,7 +29,16 @@
 %%% list of their subjects, evidence `#{members, min, max}' (each figure's
 %%% lowest and highest): `21 x xmpp_stream_in:init/1: each sends to 24
 %%% receivers, 769-812 messages in the last window'.
+%%% A node of a cluster that did not answer in time is a finding too:
+%%% `no_answer', its reason in its evidence.
+%%%
+%%% The `hotspots' view (msgflow:hotspots/1 prints it): options are the
+%%% rules' thresholds and `windows' (msgflow_query adds `node' and
+%%% `timeout'); each node finds its own from its windows; the value is
+%%% the findings, strongest first within each rule.
 -module(msgflow_hotspots).
+-behaviour(msgflow_view).
+-export([options/0, build/2, merge/3, text/3, json/2]).
 -export([find/2, spec/1, slow_calls/2]).
 
 -export_type([finding/0]).
@@ -37,28 +46,87 @@
 %% `node' (the node it was found on) when msgflow counts across a cluster.
 %% `members' (and `subject' the list of the members' subjects) when the
 %% finding stands for several subjects that share a label (find/2).
--type finding() :: #{kind := fan_in | hot_pair | spike | fan_out | dead_letters | slow_calls,
+-type finding() :: #{rule := fan_in | hot_pair | spike | fan_out | dead_letters | slow_calls
+                             | no_answer,
                      subject := term(), label := binary(), evidence := map(),
                      explanation := binary(), members => pos_integer(), node => node()}.
+
+%% @doc The rules' thresholds and `windows', with their defaults.
+-spec options() -> msgflow_opts:schema().
+options() ->
+    #{windows => {5, {int, 1, 10000, "windows"}},      %% latest closed windows looked at
+      fan_in_senders => {10, pos_number},   %% distinct senders to call it fan-in
+      queue_min => {10, pos_number},        %% messages queued in the last window, at least
+      hot_rate => {10000, pos_number},      %% messages/s over the last window
+      spike_factor => {5, pos_number},      %% last window >= factor x mean of the earlier ones
+      spike_min => {100, pos_number},       %% messages in the last window, at least
+      fan_out_receivers => {20, pos_number},%% distinct receivers of one sender
+      dead_min => {1, pos_number},          %% dead letters from one sender, at least
+      slow_call_ms => {100, pos_number},    %% a call edge's p99, ms, at least
+      slow_growth => {3, pos_number}}.      %% last window's p99 >= growth x the one before
+
+%% @doc This node's findings, each with `node'.
+-spec build(msgflow_store:store(), map()) -> [finding()].
+build(Store, Opts) ->
+    [F#{node => node()} || F <- find(msgflow_rows:build(Store, spec(Opts)), Opts)
+                               ++ slow_calls(msgflow_calls_view:build(Store, #{}), Opts)].
+
+%% @doc Every node's findings, this node's first, and one `no_answer'
+%% finding for each node that did not answer.
+-spec merge([[finding()]], map(), msgflow_view:context()) -> [finding()].
+merge(Parts, _Opts, #{missing := Missing}) ->
+    lists:append(Parts)
+        ++ [#{rule => no_answer, subject => N, label => atom_to_binary(N), node => N,
+              evidence => #{reason => Why},
+              explanation => fmt("~s did not answer in time (~0tp): its findings are not here",
+                                 [N, Why])} || {N, Why} <- Missing].
+
+%% @doc The findings, a line each in the area's width (longer
+%% explanations go on, indented, on the next lines): the rule, the node of
+%% a finding of another node (across a cluster), and the explanation with
+%% its figures.
+-spec text([finding()], map(), msgflow_view:area()) -> iodata().
+text([], #{windows := Windows}, _Area) ->
+    io_lib:format("msgflow hotspots: none in the last ~b windows (the rules and their "
+                  "thresholds: msgflow_hotspots)~n", [Windows]);
+text(Findings, #{windows := Windows}, #{width := Width}) ->
+    [io_lib:format("msgflow hotspots: ~b in the last ~b windows~n", [length(Findings), Windows]),
+     [begin
+          %% a finding of another node names it
+          Node = case F of
+                     #{node := N} when N =/= node() -> [atom_to_list(N), " "];
+                     _ -> ""
+                 end,
+          Text = unicode:characters_to_list([Node, Why]),
+          [msgflow_fmt:cell(atom_to_list(Rule), 13, "~"), msgflow_fmt:wrap(Text, max(20, Width - 13), 13)]
+      end || F = #{rule := Rule, explanation := Why} <- Findings]].
+
+%% @doc The findings as JSON: each one's rule, label, explanation and
+%% node.
+-spec json([finding()], map()) -> msgflow_view:json().
+json(Findings, _Opts) ->
+    [#{<<"rule">> => atom_to_binary(R), <<"label">> => L, <<"explanation">> => E,
+       <<"node">> => atom_to_binary(maps:get(node, F, node()))}
+     || F = #{rule := R, label := L, explanation := E} <- Findings].
 
 %% @doc The view the rules read, for options Opts (validated or not):
 %% pairs by process with traffic in the `windows' latest closed windows,
 %% their counts per window, and the dead letters.
--spec spec(map()) -> msgflow_view:spec().
+-spec spec(map()) -> msgflow_rows:spec().
 spec(Opts) ->
     N = case Opts of
             #{windows := W} when is_integer(W), W > 0 -> W;
-            _ -> maps:get(windows, msgflow_opts:defaults(hotspots))
+            _ -> maps:get(windows, msgflow_opts:defaults(options()))
         end,
     #{by => process, limit => all, windows => N, active => true, dead => true}.
 
 %% @doc Findings in View (built with spec/1), strongest first within each
 %% kind; the findings of one rule on subjects that share a label are one
-%% finding for the group (grouped/3).  Opts are thresholds checked by msgflow_opts:check(hotspots, _)
-%% (their defaults, msgflow_opts:defaults(hotspots), fill in the rest).
+%% finding for the group (grouped/3).  Opts are thresholds as options/0
+%% checks them (their defaults fill in the rest).
 -spec find(map(), map()) -> [finding()].
 find(View, Opts) ->
-    rules(View, maps:merge(maps:without([node], msgflow_opts:defaults(hotspots)), Opts)).
+    rules(View, maps:merge(msgflow_opts:defaults(options()), Opts)).
 
 rules(View = #{windows := All, rows := Rows, endpoints := Ends}, O = #{windows := N}) ->
     Kept = lists:nthtail(max(0, length(All) - N), All),
@@ -103,7 +171,7 @@ rules(View = #{windows := All, rows := Rows, endpoints := Ends}, O = #{windows :
 %% its label stays as it was found.  Groups come in the order of their
 %% strongest member.
 grouped(Found, Group, O) ->
-    Key = fun(#{subject := {S, R}, kind := K}) when K =:= hot_pair; K =:= spike ->
+    Key = fun(#{subject := {S, R}, rule := K}) when K =:= hot_pair; K =:= spike ->
                   {Group(S), Group(R)};
              (#{subject := E}) -> Group(E)
           end,
@@ -120,7 +188,7 @@ grouped(Found, Group, O) ->
          Fs -> group_finding(K, lists:reverse(Fs), O)
      end || K <- lists:reverse(Order)].
 
-group_finding(Key, Fs = [#{kind := Rule} | _], O) ->
+group_finding(Key, Fs = [#{rule := Rule} | _], O) ->
     N = length(Fs),
     Evs = [Ev || #{evidence := Ev} <- Fs],
     Nums = [K || {K, V} <- maps:to_list(hd(Evs)), is_number(V)],
@@ -158,16 +226,16 @@ group_finding(Key, Fs = [#{kind := Rule} | _], O) ->
                    fmt("~b x ~ts sent ~s messages each to ~s processes that did not exist",
                        [N, Label, Spread(count, Int), Spread(receivers, Int)])
            end,
-    #{kind => Rule, subject => [S || #{subject := S} <- Fs], members => N, label => Label,
+    #{rule => Rule, subject => [S || #{subject := S} <- Fs], members => N, label => Label,
       evidence => #{members => N, min => Min, max => Max}, explanation => Text}.
 
 %% A finding with the dominant kind and tag of the traffic behind it
 %% (`kind => {Kind, Tag, SharePercent}' in its evidence, and in its
 %% explanation: `call get 97%'), from the kinds of the rows it is about:
 %% a pair's, or every row into (fan_in) or out of (fan_out) its subject.
-with_kind(F = #{kind := dead_letters}, _) ->
+with_kind(F = #{rule := dead_letters}, _) ->
     F;
-with_kind(F = #{kind := Rule, subject := Subj0, evidence := Ev, explanation := Ex}, Kinds) ->
+with_kind(F = #{rule := Rule, subject := Subj0, evidence := Ev, explanation := Ex}, Kinds) ->
     Subjs = case F of
                 #{members := _} -> Subj0;
                 _ -> [Subj0]
@@ -198,9 +266,9 @@ fan_in(Ws, #{fan_in_senders := MinS, queue_min := QMin}, Label, Scale) when leng
     Senders = senders_by_receiver(Last),
     Found = [begin
                  Lens = [maps:get(R, Q, 0) || {_, _, Q} <- Ws],
-                 Rate = msgflow_rate:per_s(lists:sum([C || {{_, R1}, C} <- maps:to_list(Last), R1 =:= R]),
+                 Rate = msgflow_row:per_s(lists:sum([C || {{_, R1}, C} <- maps:to_list(Last), R1 =:= R]),
                              Dur, Scale),
-                 #{kind => fan_in, subject => R, label => Label(R),
+                 #{rule => fan_in, subject => R, label => Label(R),
                    evidence => #{senders => length(Ss), rate => Rate, queue_len => Lens,
                                  window_ms => Dur},
                    explanation => fmt("~ts: ~s senders, ~s msg/s in, queue ~s -> ~s over "
@@ -220,19 +288,19 @@ hot_pair([], _, _, _) ->
     [];
 hot_pair(Ws, #{hot_rate := Min}, Label, Scale) ->
     {Dur, Last, _} = lists:last(Ws),
-    Found = [#{kind => hot_pair, subject => {S, R}, label => pair_label(S, R, Label),
+    Found = [#{rule => hot_pair, subject => {S, R}, label => pair_label(S, R, Label),
                evidence => #{rate => Rate, count => C, window_ms => Dur},
                explanation => fmt("~ts: ~s msg/s (threshold ~s)",
                                   [pair_label(S, R, Label), msgflow_fmt:rate(Rate),
                                    msgflow_fmt:rate(Min)])}
-             || {{S, R}, C} <- maps:to_list(Last), (Rate = msgflow_rate:per_s(C, Dur, Scale)) >= Min],
+             || {{S, R}, C} <- maps:to_list(Last), (Rate = msgflow_row:per_s(C, Dur, Scale)) >= Min],
     by_desc(fun(#{evidence := #{rate := R}}) -> R end, Found).
 
 %% A pair whose last window is spike_factor times the mean of the earlier
 %% windows looked at (windows where it sent nothing count as 0).
 spike(Ws, #{spike_factor := K, spike_min := Min}, Label) when length(Ws) >= 3 ->
     {Before, [{Dur, Last, _}]} = lists:split(length(Ws) - 1, Ws),
-    Found = [#{kind => spike, subject => {S, R}, label => pair_label(S, R, Label),
+    Found = [#{rule => spike, subject => {S, R}, label => pair_label(S, R, Label),
                evidence => #{count => C, mean => Mean, factor => C / max(Mean, 1),
                              window_ms => Dur, windows => length(Before)},
                explanation => fmt("~ts: ~s messages in the last window, ~.1f x the "
@@ -263,7 +331,7 @@ fan_out(Ws, #{fan_out_receivers := Min}, Label, Kinds) ->
                                          Acc#{S => {[R | Rs], N + C}}
                                  end
                          end, #{}, Last),
-    Found = [#{kind => fan_out, subject => S, label => Label(S),
+    Found = [#{rule => fan_out, subject => S, label => Label(S),
                evidence => #{receivers => length(Rs), count => N, window_ms => Dur},
                explanation => fmt("~ts: ~s messages to ~s receivers in the last window",
                                   [Label(S), msgflow_fmt:int(N), msgflow_fmt:int(length(Rs))])}
@@ -276,7 +344,7 @@ dead_letters(#{dead := Dead}, #{dead_min := Min}, Label) ->
                                    {Rs, N} = maps:get(S, Acc, {[], 0}),
                                    Acc#{S => {[R | Rs], N + C}}
                            end, #{}, Dead),
-    Found = [#{kind => dead_letters, subject => S, label => Label(S),
+    Found = [#{rule => dead_letters, subject => S, label => Label(S),
                evidence => #{count => N, receivers => length(Rs)},
                explanation => fmt("~ts sent ~s messages to ~s processes that did not "
                                   "exist", [Label(S), msgflow_fmt:int(N), msgflow_fmt:int(length(Rs))])}
@@ -288,8 +356,8 @@ dead_letters(#{dead := Dead}, #{dead_min := Min}, Label) ->
 -spec slow_calls(msgflow_calls_view:view(), map()) -> [finding()].
 slow_calls(#{entries := Es}, Opts0) ->
     #{slow_call_ms := Ms, slow_growth := Growth} =
-        maps:merge(msgflow_opts:defaults(hotspots), Opts0),
-    Found = [#{kind => slow_calls, subject => {C, S, Kind, Tag}, label => Label,
+        maps:merge(msgflow_opts:defaults(options()), Opts0),
+    Found = [#{rule => slow_calls, subject => {C, S, Kind, Tag}, label => Label,
                evidence => #{p99_us => P99, p50_us => P50, calls => Calls, sampled => Sampled,
                              p99_last_us => Last, p99_prev_us => Prev},
                explanation => fmt("~ts: ~s ~ts calls, p99 ~s (p50 ~s) over ~s sampled; last "

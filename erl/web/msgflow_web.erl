@@ -9,9 +9,8 @@
 %%% computes one state per interval, however many pages are open, and
 %%% spends at most about a tenth of a scheduler on it.
 %%%
-%%% Source is a fun the facade gives (msgflow_scope:web_source/1):
-%%% `Source({state, By})', `Source(hotspots)' and `Source(metrics)' return
-%%% `{ok, iodata()}' or `{error, Reason}'.  The server is read-only: nothing it serves
+%%% Source is a fun msgflow_web_source:source/1 makes: `Source(Request)'
+%%% returns `{ok, iodata()}' or `{error, Reason}' for each request().  The server is read-only: nothing it serves
 %%% starts, stops or changes tracing.  This process and httpd's request
 %%% processes are msgflow's own: never traced (msgflow_flags).
 -module(msgflow_web).
@@ -19,7 +18,8 @@
 -export([start/2, stop/0, url/0, get/1]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
--type request() :: {state, msgflow_view:grouping()} | hotspots | metrics.
+-type request() :: {state, msgflow_rows:grouping()} | hotspots | metrics | views
+                 | {view | text, msgflow_view:name(), map()}.
 -type source() :: fun((request()) -> {ok, iodata()} | {error, term()}).
 -export_type([request/0, source/0]).
 
@@ -37,7 +37,8 @@
 %% port), `ip' (an address tuple), `refresh' (ms).  `{ok, Url}', or
 %% `{error, {already_started, Url}}', or `{error, {Reason, {port,
 %% Port}}}' when httpd cannot listen there (eaddrinuse, eacces).
--spec start(#{port := inet:port_number(), ip := inet:ip_address(), refresh => pos_integer()},
+-spec start(#{port := inet:port_number(), ip := inet:ip_address(), refresh => pos_integer(),
+              atom() => term()},
             source()) -> {ok, string()} | {error, term()}.
 start(Opts, Source) ->
     case url() of

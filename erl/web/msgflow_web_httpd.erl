@@ -8,8 +8,11 @@
 %%% <li>`/www/File', `/vendor/File' the page's script and style and the
 %%%     libraries vendored from npm (plain file names only);</li>
 %%% <li>`/api/state?by=Grouping' the page's state as JSON (`by' one of
-%%%     msgflow_view:groupings(), `name' when left out);</li>
+%%%     msgflow_rows:groupings(), `name' when left out);</li>
 %%% <li>`/api/hotspots' the hotspots as JSON (the page asks every 5 s);</li>
+%%% <li>`/api/views' the views' names; `/api/view?name=View&Opt=Value...'
+%%%     a view as JSON, `/api/text?name=View&...' as the shell prints it
+%%%     (msgflow_query);</li>
 %%% <li>`/metrics' Prometheus' text format (msgflow_prom).</li>
 %%% </ul>
 %%% A bad parameter gets 400 with `{"error": ..., "allowed": [...]}', an
@@ -86,7 +89,7 @@ route("/www/" ++ Name, _) ->
 route("/vendor/" ++ Name, _) ->
     static(<<"vendor/", (list_to_binary(Name))/binary>>);
 route("/api/state", Q) ->
-    Names = [atom_to_binary(G) || G <- msgflow_view:groupings()],
+    Names = [atom_to_binary(G) || G <- msgflow_rows:groupings()],
     case proplists:get_value(<<"by">>, Q, <<"name">>) of
         By when is_binary(By) ->
             case lists:member(By, Names) of
@@ -97,14 +100,86 @@ route("/api/state", Q) ->
     end;
 route("/api/hotspots", _) ->
     doc(hotspots, "application/json");
+route("/api/views", _) ->
+    doc(views, "application/json");
+route("/api/view", Q) ->
+    view_request(view, Q, "application/json");
+route("/api/text", Q) ->
+    view_request(text, Q, "text/plain; charset=utf-8");
 route("/metrics", _) ->
     doc(metrics, "text/plain; version=0.0.4; charset=utf-8");
 route(_, _) ->
     {404, "text/plain", <<"not found: the page is at /\n">>}.
 
+%% A view by `name', its options from the other parameters: each key one
+%% of the view's options, each value read by the option's rule (an atom
+%% the rule names, an integer, a number, a text); anything else is a 400.
+view_request(As, Q, Type) ->
+    Names = [atom_to_binary(N) || N <- msgflow_view:names()],
+    case proplists:get_value(<<"name">>, Q) of
+        Name when is_binary(Name) ->
+            case lists:member(Name, Names) of
+                true ->
+                    View = binary_to_existing_atom(Name),
+                    {ok, Schema} = msgflow_query:options(View),
+                    case view_options(proplists:delete(<<"name">>, Q), Schema, #{}) of
+                        {ok, Opts} -> doc({As, View, Opts}, Type);
+                        {error, Key, Allowed} -> bad(Key, Allowed)
+                    end;
+                false -> bad(<<"name">>, Names)
+            end;
+        _ -> bad(<<"name">>, Names)
+    end.
+
+view_options([], _, Acc) ->
+    {ok, Acc};
+view_options([{K, V} | Rest], Schema, Acc) ->
+    Keys = [atom_to_binary(X) || X <- lists:sort(maps:keys(Schema))],
+    case lists:member(K, Keys) of
+        false ->
+            {error, K, Keys};
+        true ->
+            Key = binary_to_existing_atom(K),
+            {_, Rule} = maps:get(Key, Schema),
+            case value(Rule, V) of
+                {ok, X} -> view_options(Rest, Schema, Acc#{Key => X});
+                error -> {error, K, msgflow_opts:allowed(Rule)}
+            end
+    end.
+
+%% A parameter's text read by an option's rule; the option checks it
+%% after (msgflow_opts).  No atom is made from a request.
+value({one_of, As}, V) ->
+    case [A || A <- As, atom_to_binary(A) =:= V] of
+        [A] -> {ok, A};
+        [] -> error
+    end;
+value({int, _, _, _}, V) ->
+    try {ok, binary_to_integer(V)} catch error:badarg -> error end;
+value(pos_number, V) ->
+    try {ok, binary_to_integer(V)}
+    catch error:badarg -> try {ok, binary_to_float(V)} catch error:badarg -> error end
+    end;
+value({either, Rules}, V) ->
+    case [X || R <- Rules, {ok, X} <- [value(R, V)]] of
+        [X | _] -> {ok, X};
+        [] -> error
+    end;
+value(Rule, V) when Rule =:= text; Rule =:= pid_text -> {ok, V};
+value(atom, V) ->
+    try {ok, binary_to_existing_atom(V)} catch error:badarg -> error end;
+value(_, _) ->
+    error.
+
 doc(Request, Type) ->
     case msgflow_web:get(Request) of
         {ok, Bin} -> {200, Type, Bin};
+        {error, {Bad, {Key, Value}, Allowed}} when Bad =:= badopt; Bad =:= badarg ->
+            {400, "application/json",
+             msgflow_report:json_encode(#{<<"error">> => iolist_to_binary(
+                                                           io_lib:format("bad ~0tp: ~0tp",
+                                                                         [Key, Value])),
+                                          <<"allowed">> => allowed_texts(Allowed)})};
         {error, not_started} ->
             {503, "application/json", <<"{\"error\":\"msgflow has not been started on this node: "
                                         "msgflow:start/1\"}">>};
@@ -123,6 +198,13 @@ type(<<".js">>) -> "text/javascript; charset=utf-8";
 type(<<".css">>) -> "text/css; charset=utf-8";
 type(<<".html">>) -> "text/html; charset=utf-8";
 type(_) -> "text/plain; charset=utf-8".
+
+allowed_texts(Allowed) ->
+    [case A of
+         B when is_binary(B) -> B;
+         X when is_atom(X) -> atom_to_binary(X);
+         X -> iolist_to_binary(io_lib:format("~0tp", [X]))
+     end || A <- Allowed].
 
 bad(What, Allowed) ->
     {400, "application/json",

@@ -475,7 +475,7 @@
       return;
     }
     list.forEach(function (h) {
-      tb.appendChild(el('tr', {}, el('td', {}, el('span', {class: 'pill'}, h.kind.replace('_', ' '))),
+      tb.appendChild(el('tr', {}, el('td', {}, el('span', {class: 'pill'}, h.rule.replace('_', ' '))),
                         td(h.label, 'label'), el('td', {class: 'explain'}, h.explanation)));
     });
   }

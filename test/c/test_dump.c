@@ -360,6 +360,221 @@ static void crafted_dumps(void)
     CHECK(mf_read_file(".", &len) == NULL && errno == EISDIR, "a directory: errno %d", errno);
 }
 
+/* ------------------------------------------------------------ version 6 */
+
+static void put_bin(ei_x_buff *x, const char *s)
+{
+    ei_x_encode_binary(x, s, (long)strlen(s));
+}
+
+/* A version 6 dump: two endpoints (the pid-less name foo with a shared
+ * label, and a group's key), one row with the node's rate and peak and
+ * two kinds, a node, a node that did not answer, a call edge, and a key
+ * this reader does not know.  `what' leaves a part out or breaks it:
+ * "rows" (no rows), "row" (a row that is no map), "index" (a row's end
+ * out of range), "" (none). */
+static void v6_dump(ei_x_buff *x, const char *what)
+{
+    ei_x_new_with_version(x);
+    ei_x_encode_map_header(x, strcmp(what, "rows") ? 21 : 20);
+    ei_x_encode_atom(x, "format");
+    ei_x_encode_atom(x, "msgflow_dump");
+    ei_x_encode_atom(x, "version");
+    ei_x_encode_long(x, 6);
+    ei_x_encode_atom(x, "node");
+    ei_x_encode_atom(x, "n@h");
+    ei_x_encode_atom(x, "by");
+    ei_x_encode_atom(x, "name");
+    ei_x_encode_atom(x, "sort");
+    ei_x_encode_atom(x, "rate");
+    ei_x_encode_atom(x, "taken_at");
+    ei_x_encode_long(x, 1000);
+    ei_x_encode_atom(x, "started_at");
+    ei_x_encode_atom(x, "undefined");
+    ei_x_encode_atom(x, "running");
+    ei_x_encode_atom(x, "true");
+    ei_x_encode_atom(x, "window_ms");
+    ei_x_encode_long(x, 1000);
+    ei_x_encode_atom(x, "scale");
+    ei_x_encode_long(x, 1);
+    ei_x_encode_atom(x, "events");
+    ei_x_encode_long(x, 9);
+    ei_x_encode_atom(x, "dead_letters");
+    ei_x_encode_long(x, 0);
+    ei_x_encode_atom(x, "overflow");
+    ei_x_encode_long(x, 0);
+    ei_x_encode_atom(x, "pair_count");
+    ei_x_encode_long(x, 1234);
+    ei_x_encode_atom(x, "group_count");
+    ei_x_encode_atom(x, "undefined");
+    ei_x_encode_atom(x, "future_field"); /* a later version's: skipped */
+    ei_x_encode_tuple_header(x, 2);
+    ei_x_encode_atom(x, "any");
+    ei_x_encode_long(x, 1);
+    ei_x_encode_atom(x, "endpoints");
+    ei_x_encode_list_header(x, 2);
+    ei_x_encode_map_header(x, 7);
+    ei_x_encode_atom(x, "endpoint");
+    ei_x_encode_atom(x, "foo");
+    ei_x_encode_atom(x, "text");
+    put_bin(x, "foo");
+    ei_x_encode_atom(x, "label");
+    put_bin(x, "Foo");
+    ei_x_encode_atom(x, "display");
+    put_bin(x, "Foo foo");
+    ei_x_encode_atom(x, "module");
+    ei_x_encode_atom(x, "m");
+    ei_x_encode_atom(x, "application");
+    ei_x_encode_atom(x, "undefined");
+    ei_x_encode_atom(x, "node");
+    ei_x_encode_atom(x, "n@h");
+    ei_x_encode_map_header(x, 3);
+    ei_x_encode_atom(x, "endpoint");
+    put_bin(x, "web_sink");
+    ei_x_encode_atom(x, "text");
+    put_bin(x, "web_sink");
+    ei_x_encode_atom(x, "label");
+    put_bin(x, "web_sink");
+    ei_x_encode_empty_list(x);
+    if (strcmp(what, "rows") != 0) {
+        ei_x_encode_atom(x, "rows");
+        ei_x_encode_list_header(x, 1);
+        if (strcmp(what, "row") == 0) {
+            ei_x_encode_tuple_header(x, 2);
+            ei_x_encode_long(x, 0);
+            ei_x_encode_long(x, 1);
+        } else {
+            ei_x_encode_map_header(x, 7);
+            ei_x_encode_atom(x, "sender");
+            ei_x_encode_long(x, 0);
+            ei_x_encode_atom(x, "receiver");
+            ei_x_encode_long(x, strcmp(what, "index") ? 1 : 2);
+            ei_x_encode_atom(x, "messages");
+            ei_x_encode_long(x, 9);
+            ei_x_encode_atom(x, "window_messages");
+            ei_x_encode_long(x, 3);
+            ei_x_encode_atom(x, "rate");
+            ei_x_encode_double(x, 2.5);
+            ei_x_encode_atom(x, "peak_rate");
+            ei_x_encode_double(x, 7.5);
+            ei_x_encode_atom(x, "kinds");
+            ei_x_encode_list_header(x, 2);
+            const char *tags[] = {"get", "tick"};
+            for (int i = 0; i < 2; i++) {
+                ei_x_encode_map_header(x, 3);
+                ei_x_encode_atom(x, "kind");
+                ei_x_encode_atom(x, i ? "info" : "call");
+                ei_x_encode_atom(x, "tag");
+                ei_x_encode_atom(x, tags[i]);
+                ei_x_encode_atom(x, "messages");
+                ei_x_encode_long(x, i ? 3 : 6);
+            }
+            ei_x_encode_empty_list(x);
+        }
+        ei_x_encode_empty_list(x);
+    }
+    ei_x_encode_atom(x, "nodes");
+    ei_x_encode_list_header(x, 1);
+    ei_x_encode_map_header(x, 4);
+    ei_x_encode_atom(x, "node");
+    ei_x_encode_atom(x, "n@h");
+    ei_x_encode_atom(x, "status");
+    ei_x_encode_atom(x, "up");
+    ei_x_encode_atom(x, "pairs");
+    ei_x_encode_long(x, 1234);
+    ei_x_encode_atom(x, "events");
+    ei_x_encode_long(x, 9);
+    ei_x_encode_empty_list(x);
+    ei_x_encode_atom(x, "missing");
+    ei_x_encode_list_header(x, 1);
+    ei_x_encode_map_header(x, 2);
+    ei_x_encode_atom(x, "node");
+    ei_x_encode_atom(x, "m@h");
+    ei_x_encode_atom(x, "reason");
+    put_bin(x, "timeout");
+    ei_x_encode_empty_list(x);
+    ei_x_encode_atom(x, "calls");
+    ei_x_encode_list_header(x, 1);
+    ei_x_encode_map_header(x, 13);
+    const char *texts[][2] = {{"caller", "<0.80.0>"}, {"caller_label", "web_client"},
+                              {"server", "<0.81.0>"}, {"server_label", "kv"}};
+    for (int i = 0; i < 4; i++) {
+        ei_x_encode_atom(x, texts[i][0]);
+        put_bin(x, texts[i][1]);
+    }
+    ei_x_encode_atom(x, "kind");
+    ei_x_encode_atom(x, "call");
+    ei_x_encode_atom(x, "tag");
+    ei_x_encode_atom(x, "get");
+    ei_x_encode_atom(x, "calls");
+    ei_x_encode_long(x, 40);
+    ei_x_encode_atom(x, "sampled");
+    ei_x_encode_long(x, 39);
+    ei_x_encode_atom(x, "unanswered");
+    ei_x_encode_long(x, 1);
+    const char *qs[] = {"p50_ns", "p90_ns", "p99_ns", "max_ns"};
+    for (int i = 0; i < 4; i++) {
+        ei_x_encode_atom(x, qs[i]);
+        if (i == 3)
+            ei_x_encode_atom(x, "undefined");
+        else
+            ei_x_encode_long(x, 1000 * (i + 1));
+    }
+    ei_x_encode_empty_list(x);
+}
+
+static void v6_dumps(void)
+{
+    ei_x_buff x;
+    mf_dump d;
+    char err[256];
+    v6_dump(&x, "");
+    CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "version 6: %s", err);
+    CHECK(d.version == 6 && !strcmp(d.by, "name") && !strcmp(d.sort, "rate") &&
+              d.pair_count == 1234 && d.group_count == -1 && d.events == 9,
+          "version 6: figures");
+    CHECK(d.n_endpoints == 2 && d.endpoints[0].type == MF_EP_ATOM &&
+              !strcmp(d.endpoints[0].display, "Foo foo") && !strcmp(d.endpoints[0].module, "m") &&
+              d.endpoints[0].application == NULL && d.endpoints[1].type == MF_EP_KEY &&
+              !strcmp(d.endpoints[1].text, "web_sink") && !strcmp(d.endpoints[1].node, "n@h"),
+          "version 6: endpoints");
+    CHECK(d.n_pairs == 1 && d.pairs[0].messages == 9 && d.pairs[0].window_messages == 3 &&
+              d.pairs[0].rate == 2.5 && d.pairs[0].peak == 7.5 && d.pairs[0].n_kinds == 2 &&
+              mf_dump_rate(&d, &d.pairs[0]) == 2.5,
+          "version 6: the row");
+    CHECK(d.n_nodes == 1 && d.nodes[0].pairs == 1234 && d.n_missing == 1 &&
+              !strcmp(d.missing[0], "m@h (timeout)"),
+          "version 6: nodes and missing");
+    CHECK(d.n_calls == 1 && !strcmp(d.calls[0].server_label, "kv") && d.calls[0].calls == 40 &&
+              d.calls[0].p99_ns == 3000 && d.calls[0].max_ns == -1,
+          "version 6: calls");
+    mf_row *rows;
+    size_t n;
+    CHECK(mf_rows_given(&d, &rows, &n) == 0 && n == 1 && !strcmp(rows[0].sender, "foo") &&
+              !strcmp(rows[0].sender_label, "Foo") && rows[0].sender_shared == 1 &&
+              rows[0].receiver_shared == -1 && rows[0].peak == 7.5 && rows[0].n_kinds == 2 &&
+              !strcmp(d.kind_names[rows[0].kinds[0].name].tag, "get"),
+          "version 6: the rows as given");
+    FILE *null = fopen("/dev/null", "w");
+    mf_top_layout lay = {.by = MF_BY_NAME, .width = 80, .first = 0, .top = 10, .selected = 0,
+                         .peaks = NULL, .ellipsis = "~", .total = d.pair_count};
+    mf_print_top(null, &d, rows, n, &lay);
+    fclose(null);
+    mf_rows_free(rows);
+    mf_dump_free(&d);
+    ei_x_free(&x);
+    v6_dump(&x, "rows");
+    expect_refused("version 6 without rows", &x, "without `rows'");
+    ei_x_free(&x);
+    v6_dump(&x, "row");
+    expect_refused("version 6 with a row that is no map", &x, "row 0: not a map");
+    ei_x_free(&x);
+    v6_dump(&x, "index");
+    expect_refused("version 6 with an end out of range", &x, "out of range");
+    ei_x_free(&x);
+    printf("ok version 6\n");
+}
+
 static void bad_inputs(void)
 {
     ei_x_buff x;
@@ -381,7 +596,7 @@ static void bad_inputs(void)
     /* version 2: a group of exited endpoints; not in a version 1 dump */
     small_dump(&x, 2, 0, 1);
     CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "group dump: %s", err);
-    CHECK(d.n_endpoints == 1 && d.endpoints[0].kind == MF_EP_GROUP &&
+    CHECK(d.n_endpoints == 1 && d.endpoints[0].type == MF_EP_EXITED &&
               !strcmp(d.endpoints[0].text, "exited#7") && !strcmp(d.endpoints[0].node, "n@h"),
           "group dump: endpoint");
     mf_dump_free(&d);
@@ -453,9 +668,10 @@ static void bad_inputs(void)
     expect_refused("version 5 with a bad call edge", &x, "calls: entry 0 is not");
     ei_x_free(&x);
     dump_calls = 1;
-    small_dump_n(&x, 6, 0, 0, 1);
-    expect_refused("version 6", &x, "version 6 is not known");
+    small_dump_n(&x, 7, 0, 0, 1);
+    expect_refused("version 7", &x, "version 7 is not known");
     ei_x_free(&x);
+    v6_dumps();
     small_dump(&x, 1, 1, 0);
     expect_refused("count 2^64", &x, "below 2^64");
     ei_x_free(&x);

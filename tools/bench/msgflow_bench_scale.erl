@@ -125,7 +125,7 @@ measure(R) ->
     Times = maps:from_list([{K, median3(F)} || {K, F} <- Calls]),
     %% one refresh of the web page, in CPU ms of the whole VM (the views
     %% run in worker processes): what msgflow_web asks its source for
-    Source = msgflow_scope:web_source(#{metrics_edges => 100}),
+    Source = msgflow_web_source:source(#{metrics_edges => 100}),
     Web = [{web_name, fun() -> {ok, _} = Source({state, name}) end},
            {matrix_cpu, fun() -> #{} = msgflow:view(matrix, #{by => name}) end},
            {web_hotspots, fun() -> {ok, _} = Source(hotspots) end},

@@ -311,7 +311,7 @@ static int dec_endpoint(dec *d, mf_endpoint *e)
         erlang_pid p;
         if (ei_decode_pid(d->buf, &d->idx, &p) != 0)
             return 0;
-        e->kind = MF_EP_PID;
+        e->type = MF_EP_PID;
         if (strcmp(p.node, home) == 0)
             snprintf(text, sizeof(text), "<0.%u.%u>", p.num, p.serial);
         else
@@ -325,7 +325,7 @@ static int dec_endpoint(dec *d, mf_endpoint *e)
         erlang_port p;
         if (ei_decode_port(d->buf, &d->idx, &p) != 0)
             return 0;
-        e->kind = MF_EP_PORT;
+        e->type = MF_EP_PORT;
         if (strcmp(p.node, home) == 0)
             snprintf(text, sizeof(text), "#Port<0.%llu>", (unsigned long long)p.id);
         else
@@ -339,7 +339,7 @@ static int dec_endpoint(dec *d, mf_endpoint *e)
         erlang_ref r;
         if (ei_decode_ref(d->buf, &d->idx, &r) != 0 || r.len < 1 || r.len > 5)
             return 0;
-        e->kind = MF_EP_REF;
+        e->type = MF_EP_REF;
         size_t o = (size_t)snprintf(text, sizeof(text), "alias #Ref<0");
         for (int i = r.len - 1; i >= 0 && o < sizeof(text); i--)
             o += (size_t)snprintf(text + o, sizeof(text) - o, ".%u", r.n[i]);
@@ -355,7 +355,7 @@ static int dec_endpoint(dec *d, mf_endpoint *e)
     case ERL_SMALL_ATOM_UTF8_EXT:
         if (!dec_atom(d, a))
             return 0;
-        e->kind = MF_EP_ATOM;
+        e->type = MF_EP_ATOM;
         snprintf(text, sizeof(text), "%s", a);
         e->node = dup_str(home);
         break;
@@ -365,18 +365,18 @@ static int dec_endpoint(dec *d, mf_endpoint *e)
         if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || !dec_atom(d, a))
             return 0;
         if (arity == 3 && strcmp(a, "exited") == 0) {
-            /* {exited, Kind, Node}: the exited endpoints of one kind (v2) */
+            /* {exited, LabelId, Node}: the exited endpoints of one label (v2) */
             if (d->version < 2 || ei_decode_long(d->buf, &d->idx, &kind) != 0 ||
                 !dec_atom(d, b))
                 return 0;
-            e->kind = MF_EP_GROUP;
+            e->type = MF_EP_EXITED;
             snprintf(text, sizeof(text), "exited#%ld", kind);
             e->node = dup_str(b);
             break;
         }
         if (arity != 2 || !dec_atom(d, b))
             return 0;
-        e->kind = MF_EP_NAME_NODE;
+        e->type = MF_EP_NAME_NODE;
         atom_text(a, qa, sizeof(qa));
         atom_text(b, qb, sizeof(qb));
         snprintf(text, sizeof(text), "{%s,%s}", qa, qb);
@@ -394,6 +394,7 @@ static void endpoint_free(mf_endpoint *e)
 {
     free(e->text);
     free(e->label);
+    free(e->display);
     free(e->module);
     free(e->application);
     free(e->node);
@@ -552,6 +553,7 @@ static int dec_pairs(dec *d, mf_dump *out, size_t n_endpoints)
                         n_endpoints), 0;
         p->sender = (size_t)s;
         p->receiver = (size_t)r;
+        p->rate = p->peak = -1;
         out->n_pairs = (size_t)i + 1;
     }
     return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
@@ -633,6 +635,343 @@ static int dec_calls(dec *d, mf_dump *out)
                : (fail(d->err, d->errlen, "calls: an improper list"), 0);
 }
 
+
+/* ------------------------------------------------------ version 6: maps */
+
+/* The map at d->idx: for each names[k], at[k] the index of its value (-1
+ * when absent); other keys are skipped.  d->idx is left after the map.
+ * 0 when it is no map (or malformed). */
+static int map_fields(dec *d, const char *const *names, int n, int *at)
+{
+    int arity;
+    for (int k = 0; k < n; k++)
+        at[k] = -1;
+    if (ei_decode_map_header(d->buf, &d->idx, &arity) != 0)
+        return 0;
+    for (int i = 0; i < arity; i++) {
+        char key[MAXATOMLEN_UTF8];
+        if (ei_decode_atom(d->buf, &d->idx, key) == 0) {
+            for (int k = 0; k < n; k++)
+                if (strcmp(key, names[k]) == 0)
+                    at[k] = d->idx;
+        } else if (ei_skip_term(d->buf, &d->idx) != 0) {
+            return 0;
+        }
+        if (ei_skip_term(d->buf, &d->idx) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+/* A number (an integer or a float) as a double. */
+static int dec_number(dec *d, double *v)
+{
+    int type, size;
+    if (ei_get_type(d->buf, &d->idx, &type, &size) != 0)
+        return 0;
+    if (type == ERL_FLOAT_EXT || type == NEW_FLOAT_EXT)
+        return ei_decode_double(d->buf, &d->idx, v) == 0 && isfinite(*v);
+    long long l;
+    if (ei_decode_longlong(d->buf, &d->idx, &l) != 0)
+        return 0;
+    *v = (double)l;
+    return 1;
+}
+
+/* The list header at d->idx: its length in *n (0 for []).  0 when no
+ * list. */
+static int dec_list(dec *d, int *n)
+{
+    return ei_decode_list_header(d->buf, &d->idx, n) == 0 && *n >= 0;
+}
+
+/* After n elements: the list's tail is []. */
+static int dec_list_end(dec *d, int n)
+{
+    int tail;
+    return n == 0 || (ei_decode_list_header(d->buf, &d->idx, &tail) == 0 && tail == 0);
+}
+
+static int dec_endpoints6(dec *d, mf_dump *out)
+{
+    enum { E_END, E_TEXT, E_LABEL, E_DISPLAY, E_MODULE, E_APP, E_NODE, E_N };
+    static const char *const names[E_N] = {"endpoint", "text", "label", "display", "module",
+                                           "application", "node"};
+    int n, at[E_N];
+    if (!dec_list(d, &n))
+        return fail(d->err, d->errlen, "endpoints: not a list"), 0;
+    if (n > 0 && !(out->endpoints = calloc((size_t)n, sizeof(*out->endpoints))))
+        return fail(d->err, d->errlen, "out of memory (%d endpoints)", n), 0;
+    for (int i = 0; i < n; i++) {
+        mf_endpoint *e = &out->endpoints[i];
+        out->n_endpoints = (size_t)i + 1; /* so that free sees what was set */
+        int next;
+        if (!map_fields(d, names, E_N, at) || at[E_TEXT] < 0 || at[E_LABEL] < 0)
+            return fail(d->err, d->errlen, "endpoint %d: not a map with text and label", i), 0;
+        next = d->idx;
+        /* what it is: an endpoint the VM reported, or a group's key */
+        d->idx = at[E_END];
+        if (at[E_END] < 0 || !dec_endpoint(d, e)) {
+            free(e->text);
+            free(e->node);
+            e->text = e->node = NULL;
+            e->type = MF_EP_KEY;
+        }
+        free(e->text);
+        e->text = NULL;
+        d->idx = at[E_TEXT];
+        if (!dec_binary_str(d, &e->text))
+            return fail(d->err, d->errlen, "endpoint %d: text is not a binary", i), 0;
+        d->idx = at[E_LABEL];
+        if (!dec_binary_str(d, &e->label))
+            return fail(d->err, d->errlen, "endpoint %d: label is not a binary", i), 0;
+        d->idx = at[E_DISPLAY];
+        if (at[E_DISPLAY] >= 0 && !dec_binary_str(d, &e->display))
+            return fail(d->err, d->errlen, "endpoint %d: display is not a binary", i), 0;
+        d->idx = at[E_MODULE];
+        if (at[E_MODULE] >= 0 && !dec_opt_atom(d, &e->module))
+            return fail(d->err, d->errlen, "endpoint %d: module is not an atom", i), 0;
+        d->idx = at[E_APP];
+        if (at[E_APP] >= 0 && !dec_opt_atom(d, &e->application))
+            return fail(d->err, d->errlen, "endpoint %d: application is not an atom", i), 0;
+        char *node = NULL;
+        d->idx = at[E_NODE];
+        if (at[E_NODE] >= 0 && !dec_opt_atom(d, &node))
+            return fail(d->err, d->errlen, "endpoint %d: node is not an atom", i), 0;
+        if (node || !e->node) {
+            free(e->node);
+            e->node = node ? node : dup_str(d->dump_node ? d->dump_node : "");
+        }
+        if (!e->node)
+            return fail(d->err, d->errlen, "out of memory"), 0;
+        d->idx = next;
+    }
+    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "endpoints: not a proper list"), 0);
+}
+
+/* A row's kinds: [#{kind, tag, messages}], appended to out->pair_kinds. */
+static int dec_row_kinds6(dec *d, mf_dump *out, mf_pair *p, int i)
+{
+    enum { K_KIND, K_TAG, K_MSGS, KN };
+    static const char *const names[KN] = {"kind", "tag", "messages"};
+    int n, at[KN];
+    if (!dec_list(d, &n))
+        return fail(d->err, d->errlen, "row %d: kinds are not a list", i), 0;
+    p->first_kind = out->n_pair_kinds;
+    p->n_kinds = 0;
+    if (out->n_pair_kinds + (size_t)n > d->kinds_cap) {
+        size_t cap = d->kinds_cap ? d->kinds_cap : 1024;
+        while (cap < out->n_pair_kinds + (size_t)n)
+            cap *= 2;
+        mf_pair_kind *grown = realloc(out->pair_kinds, cap * sizeof(*grown));
+        if (!grown)
+            return fail(d->err, d->errlen, "out of memory (kinds)"), 0;
+        out->pair_kinds = grown;
+        d->kinds_cap = cap;
+    }
+    for (int j = 0; j < n; j++) {
+        char kind[MAXATOMLEN_UTF8], tag[MAXATOMLEN_UTF8];
+        mf_pair_kind *k = &out->pair_kinds[out->n_pair_kinds];
+        int next;
+        if (!map_fields(d, names, KN, at) || at[K_KIND] < 0 || at[K_TAG] < 0 || at[K_MSGS] < 0)
+            return fail(d->err, d->errlen, "row %d: kind %d is not #{kind, tag, messages}", i, j), 0;
+        next = d->idx;
+        d->idx = at[K_KIND];
+        int ok = dec_atom(d, kind);
+        d->idx = at[K_TAG];
+        ok = ok && dec_atom(d, tag);
+        d->idx = at[K_MSGS];
+        ok = ok && dec_u64(d, &k->messages);
+        if (!ok)
+            return fail(d->err, d->errlen, "row %d: kind %d is not #{kind, tag, messages}", i, j), 0;
+        long idx = kind_name(d, out, kind, tag);
+        if (idx < 0)
+            return fail(d->err, d->errlen, "out of memory (kind names)"), 0;
+        k->name = (uint32_t)idx;
+        out->n_pair_kinds++;
+        p->n_kinds++;
+        d->idx = next;
+    }
+    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "row %d: kinds are not a proper list", i), 0);
+}
+
+static int dec_rows6(dec *d, mf_dump *out)
+{
+    enum { R_S, R_R, R_MSGS, R_WIN, R_RATE, R_PEAK, R_KINDS, RN };
+    static const char *const names[RN] = {"sender", "receiver", "messages", "window_messages",
+                                          "rate", "peak_rate", "kinds"};
+    int n, at[RN];
+    if (!dec_list(d, &n))
+        return fail(d->err, d->errlen, "rows: not a list"), 0;
+    if (n > 0 && !(out->pairs = calloc((size_t)n, sizeof(*out->pairs))))
+        return fail(d->err, d->errlen, "out of memory (%d rows)", n), 0;
+    for (int i = 0; i < n; i++) {
+        mf_pair *p = &out->pairs[i];
+        uint64_t s, r;
+        int next;
+        if (!map_fields(d, names, RN, at) || at[R_S] < 0 || at[R_R] < 0 || at[R_MSGS] < 0)
+            return fail(d->err, d->errlen, "row %d: not a map with sender, receiver and "
+                        "messages", i), 0;
+        next = d->idx;
+        d->idx = at[R_S];
+        int ok = dec_u64(d, &s);
+        d->idx = at[R_R];
+        ok = ok && dec_u64(d, &r);
+        d->idx = at[R_MSGS];
+        ok = ok && dec_u64(d, &p->messages);
+        p->window_messages = 0;
+        p->rate = p->peak = -1;
+        if (ok && at[R_WIN] >= 0) {
+            d->idx = at[R_WIN];
+            ok = dec_u64(d, &p->window_messages);
+        }
+        if (ok && at[R_RATE] >= 0) {
+            d->idx = at[R_RATE];
+            ok = dec_number(d, &p->rate) && p->rate >= 0;
+        }
+        if (ok && at[R_PEAK] >= 0) {
+            d->idx = at[R_PEAK];
+            ok = dec_number(d, &p->peak) && p->peak >= 0;
+        }
+        if (!ok)
+            return fail(d->err, d->errlen, "row %d: a field is not a non-negative number", i), 0;
+        if (at[R_KINDS] >= 0) {
+            d->idx = at[R_KINDS];
+            if (!dec_row_kinds6(d, out, p, i))
+                return 0;
+        }
+        if (s >= out->n_endpoints || r >= out->n_endpoints)
+            return fail(d->err, d->errlen, "row %d: endpoint index %llu out of range "
+                        "(%zu endpoints)", i, (unsigned long long)(s >= out->n_endpoints ? s : r),
+                        out->n_endpoints), 0;
+        p->sender = (size_t)s;
+        p->receiver = (size_t)r;
+        out->n_pairs = (size_t)i + 1;
+        d->idx = next;
+    }
+    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "rows: not a proper list"), 0);
+}
+
+static int dec_nodes6(dec *d, mf_dump *out)
+{
+    enum { N_NODE, N_STATUS, N_PAIRS, N_EVENTS, NN };
+    static const char *const names[NN] = {"node", "status", "pairs", "events"};
+    int n, at[NN];
+    if (!dec_list(d, &n))
+        return fail(d->err, d->errlen, "nodes: not a list"), 0;
+    if (n > 0 && !(out->nodes = calloc((size_t)n, sizeof(mf_node))))
+        return fail(d->err, d->errlen, "out of memory"), 0;
+    for (int i = 0; i < n; i++) {
+        char a[MAXATOMLEN_UTF8];
+        mf_node *nd = &out->nodes[i];
+        out->n_nodes = (size_t)i + 1;
+        int next, ok = map_fields(d, names, NN, at);
+        next = d->idx;
+        for (int k = 0; ok && k < NN; k++)
+            ok = at[k] >= 0;
+        if (ok) {
+            d->idx = at[N_NODE];
+            ok = dec_atom(d, a) && (nd->name = dup_str(a)) != NULL;
+            d->idx = at[N_STATUS];
+            ok = ok && dec_atom(d, a) && (nd->status = dup_str(a)) != NULL;
+            d->idx = at[N_PAIRS];
+            ok = ok && dec_u64(d, &nd->pairs);
+            d->idx = at[N_EVENTS];
+            ok = ok && dec_u64(d, &nd->events);
+        }
+        if (!ok)
+            return fail(d->err, d->errlen, "nodes: entry %d is not #{node, status, pairs, events}",
+                        i), 0;
+        d->idx = next;
+    }
+    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "nodes: an improper list"), 0);
+}
+
+static int dec_missing6(dec *d, mf_dump *out)
+{
+    enum { M_NODE, M_REASON, MN };
+    static const char *const names[MN] = {"node", "reason"};
+    int n, at[MN];
+    if (!dec_list(d, &n))
+        return fail(d->err, d->errlen, "missing: not a list"), 0;
+    if (n > 0 && !(out->missing = calloc((size_t)n, sizeof(char *))))
+        return fail(d->err, d->errlen, "out of memory"), 0;
+    for (int i = 0; i < n; i++) {
+        char a[MAXATOMLEN_UTF8], *why = NULL;
+        out->n_missing = (size_t)i + 1;
+        int next, ok = map_fields(d, names, MN, at) && at[M_NODE] >= 0 && at[M_REASON] >= 0;
+        next = d->idx;
+        if (ok) {
+            d->idx = at[M_NODE];
+            ok = dec_atom(d, a);
+            d->idx = at[M_REASON];
+            ok = ok && dec_binary_str(d, &why);
+        }
+        if (ok) {
+            size_t len = strlen(a) + strlen(why) + 4;
+            if ((out->missing[i] = malloc(len)) != NULL)
+                snprintf(out->missing[i], len, "%s (%s)", a, why);
+            ok = out->missing[i] != NULL;
+        }
+        free(why);
+        if (!ok)
+            return fail(d->err, d->errlen, "missing: entry %d is not #{node, reason}", i), 0;
+        d->idx = next;
+    }
+    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "missing: an improper list"), 0);
+}
+
+static int dec_calls6(dec *d, mf_dump *out)
+{
+    enum { C_CALLER, C_CL, C_SERVER, C_SL, C_KIND, C_TAG, C_CALLS, C_SAMPLED, C_UNANS, C_P50,
+           C_P90, C_P99, C_MAX, CN };
+    static const char *const names[CN] = {"caller", "caller_label", "server", "server_label",
+                                          "kind", "tag", "calls", "sampled", "unanswered",
+                                          "p50_ns", "p90_ns", "p99_ns", "max_ns"};
+    int n, at[CN];
+    if (!dec_list(d, &n))
+        return fail(d->err, d->errlen, "calls: not a list"), 0;
+    if (n > 0 && !(out->calls = calloc((size_t)n, sizeof(mf_call))))
+        return fail(d->err, d->errlen, "out of memory"), 0;
+    for (int i = 0; i < n; i++) {
+        char a[MAXATOMLEN_UTF8];
+        mf_call *c = &out->calls[i];
+        out->n_calls = (size_t)i + 1;
+        int next, ok = map_fields(d, names, CN, at);
+        next = d->idx;
+        for (int k = 0; ok && k < CN; k++)
+            ok = at[k] >= 0;
+        char **strs[] = {&c->caller, &c->caller_label, &c->server, &c->server_label};
+        for (int k = 0; ok && k < 4; k++) {
+            d->idx = at[C_CALLER + k];
+            ok = dec_binary_str(d, strs[k]);
+        }
+        if (ok) {
+            d->idx = at[C_KIND];
+            ok = dec_atom(d, a) && (c->kind = dup_str(a)) != NULL;
+            d->idx = at[C_TAG];
+            ok = ok && dec_atom(d, a) && (c->tag = dup_str(a)) != NULL;
+            d->idx = at[C_CALLS];
+            ok = ok && dec_opt_ll(d, &c->calls);
+            d->idx = at[C_SAMPLED];
+            ok = ok && dec_u64(d, &c->sampled);
+            d->idx = at[C_UNANS];
+            ok = ok && dec_u64(d, &c->unanswered);
+            long long *qs[] = {&c->p50_ns, &c->p90_ns, &c->p99_ns, &c->max_ns};
+            for (int k = 0; ok && k < 4; k++) {
+                d->idx = at[C_P50 + k];
+                ok = dec_opt_ll(d, qs[k]);
+            }
+        }
+        if (!ok)
+            return fail(d->err, d->errlen, "calls: entry %d is not #{caller, caller_label, "
+                        "server, server_label, kind, tag, calls, sampled, unanswered, p50_ns, "
+                        "p90_ns, p99_ns, max_ns}", i), 0;
+        d->idx = next;
+    }
+    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "calls: an improper list"), 0);
+}
+
 int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
@@ -657,11 +996,13 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         return fail(err, errlen, "not a msgflow dump: the term is not a map"), -1;
     /* Keys come in any order: note where each value is, then decode. */
     enum { K_FORMAT, K_VERSION, K_NODE, K_TAKEN, K_STARTED, K_RUNNING, K_WINDOW, K_SCALE,
-           K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_NODES, K_CALLS, K_N };
+           K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_NODES, K_CALLS, K_BY, K_SORT,
+           K_PAIR_COUNT, K_GROUP_COUNT, K_ROWS, K_MISSING, K_N };
     static const char *const names[K_N] = {"format", "version", "node", "taken_at",
                                            "started_at", "running", "window_ms", "scale",
                                            "events", "dead_letters", "overflow", "endpoints",
-                                           "pairs", "nodes", "calls"};
+                                           "pairs", "nodes", "calls", "by", "sort", "pair_count",
+                                           "group_count", "rows", "missing"};
     int at[K_N];
     for (int k = 0; k < K_N; k++)
         at[k] = -1;
@@ -691,10 +1032,17 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         return fail(err, errlen, "msgflow dump version %ld is not known (this reader knows 1-%d)",
                     out->version, MF_DUMP_VERSION), -1;
     d.version = out->version;
-    for (int k = 0; k < K_N; k++)
-        if (at[k] < 0 && k != K_STARTED && k != K_RUNNING && (k != K_NODES || d.version >= 3) &&
-            (k != K_CALLS || d.version >= 5))
+    for (int k = 0; k < K_N; k++) {
+        /* what each version must have: version 6 has `rows' where the
+         * others had `pairs', and `by' */
+        int needed = k != K_STARTED && k != K_RUNNING && (k != K_NODES || d.version >= 3) &&
+                     (k != K_CALLS || d.version >= 5) && (k != K_PAIRS || d.version < 6) &&
+                     ((k != K_BY && k != K_ROWS) || d.version >= 6) && k != K_SORT &&
+                     k != K_PAIR_COUNT && k != K_GROUP_COUNT && k != K_MISSING;
+        if (at[k] < 0 && needed)
             return fail(err, errlen, "msgflow dump without `%s'", names[k]), -1;
+    }
+    out->pair_count = out->group_count = -1;
 
     d.idx = at[K_NODE];
     if (!dec_atom(&d, a) || !(out->node = dup_str(a))) {
@@ -743,11 +1091,40 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         }
         out->scale = (double)s;
     }
-    d.idx = at[K_ENDPOINTS];
-    if (!dec_endpoints(&d, out))
+    if (d.version >= 6) {
+        d.idx = at[K_BY];
+        if (!dec_atom(&d, a) || !(out->by = dup_str(a))) {
+            fail(err, errlen, "by: not an atom");
+            goto bad;
+        }
+        d.idx = at[K_SORT];
+        if (at[K_SORT] >= 0 && (!dec_atom(&d, a) || !(out->sort = dup_str(a)))) {
+            fail(err, errlen, "sort: not an atom");
+            goto bad;
+        }
+        long long *counts[] = {&out->pair_count, &out->group_count};
+        int ck[] = {K_PAIR_COUNT, K_GROUP_COUNT};
+        for (int i = 0; i < 2; i++) {
+            d.idx = at[ck[i]];
+            if (at[ck[i]] >= 0 && !dec_opt_ll(&d, counts[i])) {
+                fail(err, errlen, "%s: not a count", names[ck[i]]);
+                goto bad;
+            }
+        }
+        if (at[K_MISSING] >= 0) {
+            d.idx = at[K_MISSING];
+            if (!dec_missing6(&d, out))
+                goto bad;
+        }
+    } else if (!(out->by = dup_str("process"))) {
+        fail(err, errlen, "out of memory");
         goto bad;
-    d.idx = at[K_PAIRS];
-    int pairs_ok = dec_pairs(&d, out, out->n_endpoints);
+    }
+    d.idx = at[K_ENDPOINTS];
+    if (!(d.version >= 6 ? dec_endpoints6(&d, out) : dec_endpoints(&d, out)))
+        goto bad;
+    d.idx = at[d.version >= 6 ? K_ROWS : K_PAIRS];
+    int pairs_ok = d.version >= 6 ? dec_rows6(&d, out) : dec_pairs(&d, out, out->n_endpoints);
     kind_seen *k, *tmp;
     HASH_ITER(hh, d.kinds, k, tmp) {
         HASH_DEL(d.kinds, k);
@@ -758,12 +1135,12 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         goto bad;
     if (d.version >= 3) {
         d.idx = at[K_NODES];
-        if (!dec_nodes(&d, out))
+        if (!(d.version >= 6 ? dec_nodes6(&d, out) : dec_nodes(&d, out)))
             goto bad;
     }
     if (d.version >= 5) {
         d.idx = at[K_CALLS];
-        if (!dec_calls(&d, out))
+        if (!(d.version >= 6 ? dec_calls6(&d, out) : dec_calls(&d, out)))
             goto bad;
     }
     return 0;
@@ -801,12 +1178,19 @@ void mf_dump_free(mf_dump *d)
     }
     free(d->kind_names);
     free(d->pair_kinds);
+    for (size_t i = 0; i < d->n_missing; i++)
+        free(d->missing[i]);
+    free(d->missing);
     free(d->node);
+    free(d->by);
+    free(d->sort);
     memset(d, 0, sizeof(*d));
 }
 
 double mf_dump_rate(const mf_dump *d, const mf_pair *p)
 {
+    if (p->rate >= 0)
+        return p->rate;
     if (d->window_ms == 0)
         return 0.0;
     return (double)p->window_messages * 1000.0 / (double)d->window_ms * d->scale;

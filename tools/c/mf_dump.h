@@ -1,17 +1,34 @@
 /*
  * mf_dump.h -- decodes msgflow's ETF dump (msgflow:export(Path, etf),
- * msgflow:dump/0), versions 1 to 5, with ei.  Shared by msgflow-report
- * and msgflow-top.
+ * msgflow:dump/0, and the rows msgflow-top asks for), versions 1 to 6,
+ * with ei.  Shared by msgflow-report and msgflow-top.
  *
- * The dump is term_to_binary of
+ * Version 6 (erl/render/msgflow_dump.erl documents it) is term_to_binary
+ * of a map whose every part is a map with named fields:
+ *   #{format => msgflow_dump, version => 6, node, by, sort, taken_at,
+ *     started_at, running, window_ms, scale, events, dead_letters,
+ *     overflow, pair_count, group_count,
+ *     endpoints => [#{endpoint, text, label, display, module, application,
+ *                     node}],
+ *     rows => [#{sender, receiver, messages, window_messages, rate,
+ *                peak_rate, kinds => [#{kind, tag, messages}]}],
+ *     nodes => [#{node, status, pairs, events}],
+ *     missing => [#{node, reason}],
+ *     calls => [#{caller, caller_label, server, server_label, kind, tag,
+ *                 calls, sampled, unanswered, p50_ns, p90_ns, p99_ns,
+ *                 max_ns}]}
+ * A field this reader does not know is skipped.  Its rows are a view's:
+ * grouped by `by' on the node, in its order.  Versions 1 to 5 were tuples
+ * by position:
  *   #{format => msgflow_dump, version => 5, node, taken_at, started_at,
  *     running, window_ms, scale, events, dead_letters, overflow,
  *     endpoints => [{Endpoint, Label, Module, Application, Node}],
  *     pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages,
  *                [{Kind, Tag, KindMessages}]}],  (version 4; 4-tuples before)
- *     nodes => [...],          (version 3: a cluster's nodes, below)
- *     calls => [...]}          (version 5: call edges' round trips, below)
- * (README, "Reports").
+ *     nodes => [{Node, Status, Pairs, Events}],  (version 3)
+ *     calls => [{CallerText, CallerLabel, ServerText, ServerLabel, Kind,
+ *                Tag, Calls, Sampled, Unanswered, P50, P90, P99, Max}]}
+ *                                                (version 5)
  *
  * Safety: ei's decoders trust the lengths inside the term, so the whole
  * input is first walked by a bounds-checked validator (every length
@@ -29,24 +46,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 2: endpoints may be {exited, Kind, Node}, the exited endpoints of one
- * kind (1 is read too) */
-#define MF_DUMP_VERSION 5 /* 2: group endpoints; 3: `nodes'; 4: kinds; 5: `calls' */
+/* 2: endpoints may be {exited, LabelId, Node}, the exited endpoints of
+ * one label; 3: `nodes'; 4: kinds; 5: `calls'; 6: named fields, rows of
+ * any grouping */
+#define MF_DUMP_VERSION 6
 #define MF_DUMP_MAX_DEPTH 16
 
+/* What an endpoint is: a process, port, registered name (here or on a
+ * node), alias, the exited endpoints of one label, or (version 6, rows
+ * grouped on the node) a group's key. */
 typedef enum {
     MF_EP_PID,
     MF_EP_PORT,
     MF_EP_ATOM,
     MF_EP_NAME_NODE,
     MF_EP_REF,
-    MF_EP_GROUP /* the exited endpoints of one kind */
-} mf_ep_kind;
+    MF_EP_EXITED,
+    MF_EP_KEY
+} mf_ep_type;
 
 typedef struct {
-    mf_ep_kind kind;
+    mf_ep_type type;
     char *text;        /* as msgflow_fmt:endpoint/1 writes it, e.g. <0.80.0> */
     char *label;       /* the readable label the node gave it */
+    char *display;     /* version 6: the label as the views show it (with the
+                        * text beside a label other endpoints share); NULL
+                        * before */
     char *module;      /* NULL when `undefined' */
     char *application; /* NULL when `undefined' */
     char *node;        /* node the endpoint lives on */
@@ -69,6 +94,10 @@ typedef struct {
     size_t sender, receiver;  /* indexes into endpoints */
     uint64_t messages;        /* since start */
     uint64_t window_messages; /* in the last window */
+    double rate, peak;        /* version 6: messages/s over the last window and
+                               * of the busiest, as the node gave them; -1
+                               * before (the rate is then window_messages over
+                               * window_ms) */
     size_t first_kind;        /* its kinds: pair_kinds[first_kind ..] */
     uint32_t n_kinds;         /* 0 before version 4, or with kinds off */
 } mf_pair;
@@ -95,6 +124,12 @@ typedef struct {
 typedef struct {
     long version;
     char *node;
+    char *by;              /* the rows' grouping: "process" before version 6 */
+    char *sort;            /* version 6: what the rows are ranked by, else NULL */
+    long long pair_count;  /* version 6: distinct pairs held; -1 before */
+    long long group_count; /* version 6: groups of the grouping; -1 unknown */
+    size_t n_missing;      /* version 6: nodes that did not answer, */
+    char **missing;        /* as "node (reason)" */
     long long taken_at;    /* system time, ms */
     long long started_at;  /* system time, ms; -1 when undefined */
     int running;
@@ -124,7 +159,8 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
 /* Frees what *d points to and zeroes it.  NULL is fine. */
 void mf_dump_free(mf_dump *d);
 
-/* Messages per second of a pair over the last window (scale applied). */
+/* Messages per second of a pair over the last window (scale applied): the
+ * node's figure in version 6. */
 double mf_dump_rate(const mf_dump *d, const mf_pair *p);
 
 #endif

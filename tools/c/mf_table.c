@@ -155,7 +155,7 @@ static size_t row_of(mf_row *rows, group *groups, group **table, size_t *n, cons
     HASH_FIND(hh, *table, g->key, sizeof(g->key), found);
     if (found)
         return found->row;
-    rows[*n] = (mf_row){k0, k1, sl, rl, 0, 0.0, NULL, 0};
+    rows[*n] = (mf_row){k0, k1, sl, rl, -1, -1, 0, 0.0, -1.0, NULL, 0};
     g->row = (*n)++;
     HASH_ADD(hh, *table, key, sizeof(g->key), g);
     return g->row;
@@ -322,6 +322,39 @@ static void index_free(label_index *ix)
     free(ix->cells);
 }
 
+int mf_rows_given(const mf_dump *d, mf_row **rows_out, size_t *n_out)
+{
+    size_t hdr = (sizeof(rows_header) + sizeof(mf_row) - 1) / sizeof(mf_row);
+    mf_row *block = malloc((hdr + d->n_pairs + 1) * sizeof(mf_row));
+    mf_row_kind *kinds = d->n_pair_kinds ? malloc(d->n_pair_kinds * sizeof(*kinds)) : NULL;
+    uint32_t *rank = name_ranks(d);
+    if (!block || (d->n_pair_kinds && (!kinds || !rank))) {
+        free(block);
+        free(kinds);
+        free(rank);
+        return -1;
+    }
+    ((rows_header *)block)->kinds = kinds;
+    mf_row *rows = block + hdr;
+    for (size_t i = 0; i < d->n_pairs; i++) {
+        const mf_pair *p = &d->pairs[i];
+        const mf_endpoint *s = &d->endpoints[p->sender], *r = &d->endpoints[p->receiver];
+        rows[i] = (mf_row){s->text, r->text, s->label, r->label,
+                           s->display ? strcmp(s->display, s->label) != 0 : -1,
+                           r->display ? strcmp(r->display, r->label) != 0 : -1,
+                           p->messages, mf_dump_rate(d, p), p->peak,
+                           kinds ? kinds + p->first_kind : NULL, p->n_kinds};
+        for (uint32_t j = 0; j < p->n_kinds; j++) {
+            const mf_pair_kind *k = &d->pair_kinds[p->first_kind + j];
+            kinds[p->first_kind + j] = (mf_row_kind){k->name, rank[k->name], k->messages};
+        }
+    }
+    free(rank);
+    *rows_out = rows;
+    *n_out = d->n_pairs;
+    return 0;
+}
+
 void mf_rows_free(mf_row *rows)
 {
     if (!rows)
@@ -431,11 +464,12 @@ static void mid_cell(FILE *out, const char *s, int width, const char *ellipsis)
 }
 
 /* An endpoint's label in `width' columns, cut in its middle; a shared
- * label is cut to make room for the endpoint's text beside it. */
+ * label (known, or found in the index) is cut to make room for the
+ * endpoint's text beside it. */
 static void endpoint_cell(FILE *out, const label_index *ix, const char *label, const char *text,
-                          int width, const char *ellipsis)
+                          int shared, int width, const char *ellipsis)
 {
-    if (!label_shared(ix, label)) {
+    if (!(shared < 0 ? label_shared(ix, label) : shared)) {
         mid_cell(out, label, width, ellipsis);
         return;
     }
@@ -515,8 +549,15 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
     int kind_w = MF_TOP_KIND_W(width);
     const char *ellipsis = lay->ellipsis;
     fprintf(out, "msgflow %s on %s: %s messages, %s %s; MSG/S over the last %s ms\n",
-            d->running ? "running" : "stopped", d->node, mf_int(d->events, a), mf_int(n, b),
+            d->running ? "running" : "stopped", d->node, mf_int(d->events, a),
+            mf_int(lay->total >= 0 ? (uint64_t)lay->total : n, b),
             lay->by == MF_BY_PROCESS ? "pairs" : "groups", mf_int(d->window_ms, c));
+    if (d->n_missing > 0) {
+        fputs("not in it:", out);
+        for (size_t i = 0; i < d->n_missing; i++)
+            fprintf(out, "%s %s", i ? "," : "", d->missing[i]);
+        fputc('\n', out);
+    }
     if (d->scale > 1.0)
         fprintf(out, "sampled: rates are estimates (x%.1f)\n", d->scale);
     if (d->n_nodes > 1) {
@@ -554,9 +595,11 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
             fputc(' ', out);
             cell(out, elixir_name(rows[i].receiver), end_w, ellipsis);
         } else {
-            endpoint_cell(out, &ix, rows[i].sender_label, rows[i].sender, end_w, ellipsis);
+            endpoint_cell(out, &ix, rows[i].sender_label, rows[i].sender, rows[i].sender_shared,
+                          end_w, ellipsis);
             fputc(' ', out);
-            endpoint_cell(out, &ix, rows[i].receiver_label, rows[i].receiver, end_w, ellipsis);
+            endpoint_cell(out, &ix, rows[i].receiver_label, rows[i].receiver,
+                          rows[i].receiver_shared, end_w, ellipsis);
         }
         /* the dump keeps one window: no trend */
         fprintf(out, " %9s %7s ", mf_int(rows[i].messages, a), short_rate(rows[i].rate, b));

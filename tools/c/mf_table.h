@@ -1,6 +1,9 @@
 /*
- * mf_table.h -- a decoded dump grouped as msgflow:matrix/1 groups it, and
- * written as the top table (the columns of msgflow:top/1), CSV or DOT.
+ * mf_table.h -- the rows of a decoded dump, and the top table (the
+ * columns of msgflow:top/1), CSV or DOT written from them.  A version 6
+ * dump's rows are a view's, grouped, sorted and labelled on the node
+ * (mf_rows_given); a dump by process (every version) can be grouped here
+ * (mf_group) for msgflow-report, which reads dumps with no node to ask.
  * Shared by msgflow-report and msgflow-top.
  *
  * Memory and threads: no global state.  mf_group() allocates the rows for
@@ -33,8 +36,13 @@ typedef struct {
 typedef struct {
     const char *sender, *receiver;             /* endpoint text or group key */
     const char *sender_label, *receiver_label; /* label (the key again for groups) */
+    int sender_shared, receiver_shared;        /* 1: the label is another end's too (its
+                                                * text is shown beside it), 0 not, -1 not
+                                                * known (found among the rows shown) */
     uint64_t messages;                         /* since start */
     double rate;                               /* messages/s in the last window */
+    double peak;                               /* messages/s of the busiest window, as the
+                                                * node gave it; -1 none */
     const mf_row_kind *kinds;                  /* most first, as msgflow's views order
                                                 * them; NULL when the dump has none */
     size_t n_kinds;
@@ -48,6 +56,11 @@ int mf_by_parse(const char *s, mf_by *by);
  * msgflow:top(N, #{by => kind}) shares it.  0, or -1 when out of memory.
  * The rows and their kinds are one allocation: free with mf_rows_free(). */
 int mf_group(const mf_dump *d, mf_by by, mf_row **rows, size_t *n);
+
+/* The rows of a version 6 dump as the node gave them (grouped by its `by',
+ * in its order), with the node's labels and peaks.  0, or -1 when out of
+ * memory; free with mf_rows_free(). */
+int mf_rows_given(const mf_dump *d, mf_row **rows, size_t *n);
 void mf_rows_free(mf_row *rows);
 
 /* How the top table is laid out: `width' columns (at least 40; at 80 as
@@ -61,6 +74,7 @@ typedef struct {
     long selected;
     const double *peaks;
     const char *ellipsis; /* cuts labels */
+    long long total;      /* pairs or groups the header names; -1: the rows given */
 } mf_top_layout;
 
 /* The top table: a summary line, then `#  SENDER  RECEIVER  MESSAGES  MSG/S

@@ -1,9 +1,11 @@
 /*
  * msgflow-report FILE.etf [--top N] [--by G] [--csv OUT] [--dot OUT]
  *
- * Reads a dump written by msgflow:export(Path, etf), prints the top table
- * (the columns of msgflow:top/1) and optionally writes CSV or DOT, grouped
- * by process, name, module, application or node.  Exit 0 on success, 1 on
+ * Reads a dump written by msgflow:export(Path, etf) (versions 1 to 6),
+ * prints the top table (the columns of msgflow:top/1) and optionally
+ * writes CSV or DOT, grouped by process, name, module, application, node
+ * or kind (a dump's rows are by process; a version 6 dump of rows grouped
+ * on the node is shown as it is).  Exit 0 on success, 1 on
  * bad input (with a message on stderr), 2 on bad usage.
  */
 #include <errno.h>
@@ -111,6 +113,7 @@ static void print_calls(FILE *f, const mf_dump *d, size_t top)
 int main(int argc, char **argv)
 {
     const char *file = NULL, *csv = NULL, *dot = NULL, *by_name = "process";
+    int by_given = 0;
     long top = 10;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -128,6 +131,7 @@ int main(int argc, char **argv)
             }
         } else if (!strcmp(a, "--by")) {
             by_name = argv[++i];
+            by_given = 1;
         } else if (!strcmp(a, "--csv")) {
             csv = argv[++i];
         } else if (!strcmp(a, "--dot")) {
@@ -171,7 +175,20 @@ int main(int argc, char **argv)
     free(buf);
     mf_row *rows;
     size_t n;
-    if (mf_group(&d, by, &rows, &n) != 0) {
+    /* a dump by process is grouped here; a dump of rows grouped on the node
+     * (version 6, msgflow-top's) is shown as it is */
+    int given = strcmp(d.by, "process") != 0;
+    if (given && by_given && strcmp(by_name, d.by) != 0) {
+        fprintf(stderr, "msgflow-report: %s: its rows are grouped by %s on the node (--by %s)\n",
+                file, d.by, d.by);
+        mf_dump_free(&d);
+        return 1;
+    }
+    if (given) {
+        by_name = d.by;
+        mf_by_parse(by_name, &by);
+    }
+    if ((given ? mf_rows_given(&d, &rows, &n) : mf_group(&d, by, &rows, &n)) != 0) {
         fprintf(stderr, "msgflow-report: out of memory\n");
         mf_dump_free(&d);
         return 1;
@@ -181,7 +198,7 @@ int main(int argc, char **argv)
     const char *ellipsis = lc && (strstr(lc, "UTF-8") || strstr(lc, "utf8")) ? "\xe2\x80\xa6"
                                                                               : "~";
     mf_top_layout lay = {.by = by, .width = 80, .first = 0, .top = (size_t)top, .selected = -1,
-                         .peaks = NULL, .ellipsis = ellipsis};
+                         .peaks = NULL, .ellipsis = ellipsis, .total = -1};
     mf_print_top(stdout, &d, rows, n, &lay);
     print_calls(stdout, &d, (size_t)top);
     int rc = 0;

@@ -7,19 +7,24 @@
  * (from this build, through msgflow_cluster_code:install/1, as the cluster
  * ships it: refused on a node of another OTP release), starts msgflow unless
  * the node holds a run (running, or stopped: that one is shown as it is;
- * --start starts anew), and every interval fetches msgflow:dump/0 (the ETF
- * dump as a binary).  Its requests go to msgflow_remote, a process of
- * msgflow's own that is never traced, so that they are not counted.
+ * --start starts anew), and every interval asks the node for the rows it
+ * shows: the `top' view, grouped, sorted, filtered and limited there
+ * through msgflow's query path, as a version 6 dump (msgflow_dump) of
+ * those rows only; this program renders them.  Its requests go to
+ * msgflow_remote, a process of msgflow's own that is never traced, so
+ * that they are not counted.
  *
  * On a terminal it is an interactive full-screen view (the alternate
  * screen, keys read one at a time): s sorts (messages, rate, peak: the
- * highest rate it has seen), g groups, / filters by a label substring, the
- * arrows move a cursor, Enter and o open the row's sender or receiver (the
- * node's msgflow:view(process, _), as the shell prints it), space pauses,
- * + and - change the interval, h or ? shows the keys, q quits.  It uses
- * the terminal's size and follows SIGWINCH.  When stdout is no terminal,
- * or with --once, it prints plain tables (COLUMNS wide, else 80) and no
- * control codes.
+ * busiest window's rate), g groups, / filters by a label substring (the
+ * node keeps the rows with it in an end's label or text, upper and lower
+ * case alike), the arrows move a cursor, Enter and o open the row's sender
+ * or receiver (the node's `process' view, as the shell prints it), v shows
+ * the node's other views in turn (receivers, calls, hotspots, ...: their
+ * text), space pauses, + and - change the interval, h or ? shows the
+ * keys, q quits.  It uses the terminal's size and follows SIGWINCH.  When
+ * stdout is no terminal, or with --once, it prints plain tables (COLUMNS
+ * wide, else 80) and no control codes.
  *
  * q, a signal (INT, TERM, HUP, QUIT, PIPE) or the node going away end it:
  * the terminal is restored, and the tracing it started is stopped, unless
@@ -27,9 +32,8 @@
  * node stops the run itself 2 s after the connection is gone
  * (msgflow:start/1's `owner').
  *
- * Memory and threads: one thread.  The dump, its grouped rows and the
- * screen's arrays are malloc'd here and freed before the next fetch; the
- * peaks table (uthash) lives until the grouping changes.
+ * Memory and threads: one thread.  The rows' dump and its rows are
+ * malloc'd here and freed before the next fetch.
  *
  * Exit: 0 done; 1 a failure (the message says which); 2 bad usage.
  */
@@ -49,8 +53,6 @@
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <termios.h>
-
-#include <uthash.h>
 
 #include <ei.h>
 
@@ -575,14 +577,34 @@ static int stop_msgflow(conn *c)
     return rc;
 }
 
-/* Fetches and decodes msgflow:dump().  0, or -1 with a message in err;
- * *gone set when the connection failed. */
-static int fetch(conn *c, mf_dump *d, int *gone, char *err, size_t errlen)
+static const char *const sort_names[] = {"messages", "rate", "peak"};
+static const char *const by_names[] = {"process", "name", "module", "application", "node", "kind"};
+
+/* Asks the node for the rows to show (msgflow_remote's {rows, Opts}: the
+ * `top' view with `by', `sort', `limit' and, when not empty, `filter') and
+ * decodes the dump of them.  0, or -1 with a message in err; *gone set
+ * when the connection failed. */
+static int fetch(conn *c, mf_by by, int sort, long limit, const char *filter, mf_dump *d,
+                 int *gone, char *err, size_t errlen)
 {
-    ei_x_buff reply;
+    ei_x_buff call, reply;
     int rc = -1, idx = 0, type, size;
     *gone = 0;
-    if (call_atom(c, "dump", &reply) != 0) {
+    ei_x_new(&call);
+    ei_x_encode_tuple_header(&call, 2);
+    ei_x_encode_atom(&call, "rows");
+    ei_x_encode_map_header(&call, filter[0] ? 4 : 3);
+    ei_x_encode_atom(&call, "by");
+    ei_x_encode_atom(&call, by_names[by]);
+    ei_x_encode_atom(&call, "sort");
+    ei_x_encode_atom(&call, sort_names[sort]);
+    ei_x_encode_atom(&call, "limit");
+    ei_x_encode_long(&call, limit);
+    if (filter[0]) {
+        ei_x_encode_atom(&call, "filter");
+        ei_x_encode_binary(&call, filter, (long)strlen(filter));
+    }
+    if (call_node(c, &call, &reply) != 0) {
         *gone = 1;
         snprintf(err, errlen, "msgflow-top: %s went away", c->node);
     } else if (ei_get_type(reply.buff, &idx, &type, &size) == 0 && type == ERL_BINARY_EXT) {
@@ -593,50 +615,82 @@ static int fetch(conn *c, mf_dump *d, int *gone, char *err, size_t errlen)
             if (mf_dump_decode(bin, (size_t)got, d, why, sizeof(why)) == 0)
                 rc = 0;
             else
-                snprintf(err, errlen, "msgflow-top: the dump from %s: %s", c->node, why);
+                snprintf(err, errlen, "msgflow-top: the rows from %s: %s", c->node, why);
         }
         free(bin);
     } else {
         char text[512];
         reply_text(&reply, text, sizeof(text));
-        snprintf(err, errlen, "msgflow-top: msgflow:dump() on %s: %.300s", c->node, text);
+        snprintf(err, errlen, "msgflow-top: the rows from %s: %.300s", c->node, text);
     }
     ei_x_free(&reply);
     return rc;
 }
 
-/* What the node prints for one process (msgflow:view(process, #{pid =>
- * Text}) in `width' columns), malloc'd for the caller; NULL with a
- * message in err. */
-static char *describe(conn *c, const char *pid_text, int width, char *err, size_t errlen)
+/* A binary the node answered with, as a malloc'd string for the caller;
+ * NULL with the answer's text in err. */
+static char *reply_string(ei_x_buff *reply, char *err, size_t errlen)
 {
-    ei_x_buff call, reply;
-    ei_x_new(&call);
-    ei_x_encode_tuple_header(&call, 4);
-    ei_x_encode_atom(&call, "print");
-    ei_x_encode_atom(&call, "process");
-    ei_x_encode_map_header(&call, 1);
-    ei_x_encode_atom(&call, "pid");
-    ei_x_encode_string(&call, pid_text);
-    ei_x_encode_long(&call, width < 40 ? 40 : width);
-    char *text = NULL;
     int idx = 0, type, size;
-    if (call_node(c, &call, &reply) != 0) {
-        snprintf(err, errlen, "%s went away", c->node);
-    } else if (ei_get_type(reply.buff, &idx, &type, &size) == 0 && type == ERL_BINARY_EXT &&
-               (text = malloc((size_t)size + 1)) != NULL) {
+    char *text = NULL;
+    if (ei_get_type(reply->buff, &idx, &type, &size) == 0 && type == ERL_BINARY_EXT &&
+        (text = malloc((size_t)size + 1)) != NULL) {
         long got;
-        if (ei_decode_binary(reply.buff, &idx, text, &got) == 0) {
+        if (ei_decode_binary(reply->buff, &idx, text, &got) == 0) {
             text[got] = 0;
         } else {
             free(text);
             text = NULL;
         }
     } else {
-        reply_text(&reply, err, errlen);
+        reply_text(reply, err, errlen);
     }
+    return text;
+}
+
+/* The text the node prints for one view (msgflow_remote's {text, View,
+ * Opts, Width}: any view, by name; Opts one key and value, or none),
+ * malloc'd for the caller; NULL with a message in err. */
+static char *view_text(conn *c, const char *view, const char *key, const char *value, int width,
+                       char *err, size_t errlen)
+{
+    ei_x_buff call, reply;
+    ei_x_new(&call);
+    ei_x_encode_tuple_header(&call, 4);
+    ei_x_encode_atom(&call, "text");
+    ei_x_encode_atom(&call, view);
+    ei_x_encode_map_header(&call, key ? 1 : 0);
+    if (key) {
+        ei_x_encode_atom(&call, key);
+        ei_x_encode_string(&call, value);
+    }
+    ei_x_encode_long(&call, width < 40 ? 40 : width);
+    char *text = NULL;
+    if (call_node(c, &call, &reply) != 0)
+        snprintf(err, errlen, "%s went away", c->node);
+    else
+        text = reply_string(&reply, err, errlen);
     ei_x_free(&reply);
     return text;
+}
+
+/* The names of the views the node shows without options (for the v
+ * key), into names (each malloc'd); how many, 0 on failure. */
+static int view_names(conn *c, char **names, int max)
+{
+    ei_x_buff reply;
+    int n = 0, idx = 0, len;
+    if (call_atom(c, "views", &reply) == 0 && ei_decode_list_header(reply.buff, &idx, &len) == 0) {
+        for (int i = 0; i < len && n < max; i++) {
+            char a[MAXATOMLEN_UTF8];
+            if (ei_decode_atom(reply.buff, &idx, a) != 0)
+                break;
+            if (strcmp(a, "top") != 0 && (names[n] = strdup(a)) != NULL)
+                n++;
+        }
+    }
+    ei_x_free(&reply);
+    return n;
 }
 
 /* ---------------------------------------------------------- the screen */
@@ -699,170 +753,54 @@ static void term_size(int *cols, int *lines)
 }
 
 enum { SORT_MESSAGES, SORT_RATE, SORT_PEAK };
-static const char *const sort_names[] = {"messages", "rate", "peak"};
-static const char *const by_names[] = {"process", "name", "module", "application", "node", "kind"};
 
-/* A row's highest rate seen since this program started showing the
- * current grouping, by "sender\x01receiver". */
-typedef struct {
-    char *key;
-    double peak;
-    UT_hash_handle hh;
-} peak_entry;
+/* Rows asked of the node when the screen scrolls no further: enough for
+ * several pages, few enough that the node labels them at once. */
+#define MF_TOP_ROWS 500
+#define MF_TOP_VIEWS 32
 
 typedef struct {
     /* what is shown */
     mf_by by;
     int sort;
     char filter[128];
-    long selected;   /* index into the shown rows */
+    long selected;   /* index into the rows */
     size_t first;    /* first shown row on screen */
     int paused, help;
     long interval;
     /* typing a filter */
     int typing;
     char typed[128];
-    /* an opened row: the node's text for it */
+    /* an opened row or another view: the node's text for it */
     char *detail;
+    int view;        /* the view shown (v): index into views, -1 the table */
+    char *views[MF_TOP_VIEWS];
+    int n_views;
     /* a message for the status line */
     char note[256];
-    peak_entry *peaks;
 } screen;
-
-static void peaks_clear(screen *s)
-{
-    peak_entry *e, *tmp;
-    HASH_ITER(hh, s->peaks, e, tmp) {
-        HASH_DEL(s->peaks, e);
-        free(e->key);
-        free(e);
-    }
-}
-
-static char *row_key(const mf_row *r)
-{
-    size_t a = strlen(r->sender), b = strlen(r->receiver);
-    char *k = malloc(a + b + 2);
-    if (k) {
-        memcpy(k, r->sender, a);
-        k[a] = '\x01';
-        memcpy(k + a + 1, r->receiver, b + 1);
-    }
-    return k;
-}
-
-/* The rows' peaks updated with their rates now (a new fetch). */
-static void peaks_update(screen *s, const mf_row *rows, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        char *k = row_key(&rows[i]);
-        if (!k)
-            continue;
-        peak_entry *e;
-        HASH_FIND_STR(s->peaks, k, e);
-        if (e) {
-            free(k);
-            if (rows[i].rate > e->peak)
-                e->peak = rows[i].rate;
-        } else if ((e = malloc(sizeof(*e))) != NULL) {
-            e->key = k;
-            e->peak = rows[i].rate;
-            HASH_ADD_KEYPTR(hh, s->peaks, e->key, strlen(e->key), e);
-        } else {
-            free(k);
-        }
-    }
-}
-
-static double peak_of(screen *s, const mf_row *r)
-{
-    char *k = row_key(r);
-    peak_entry *e = NULL;
-    if (k)
-        HASH_FIND_STR(s->peaks, k, e);
-    free(k);
-    return e ? e->peak : r->rate;
-}
-
-typedef struct {
-    mf_row row;
-    double peak;
-} shown_row;
-
-static int sort_mode;
-static int by_sort(const void *a, const void *b)
-{
-    const shown_row *x = a, *y = b;
-    double kx, ky;
-    switch (sort_mode) {
-    case SORT_RATE:
-        kx = x->row.rate, ky = y->row.rate;
-        break;
-    case SORT_PEAK:
-        kx = x->peak, ky = y->peak;
-        break;
-    default:
-        kx = (double)x->row.messages, ky = (double)y->row.messages;
-    }
-    if (kx != ky)
-        return kx < ky ? 1 : -1;
-    return x->row.messages < y->row.messages ? 1 : x->row.messages > y->row.messages ? -1 : 0;
-}
-
-/* The rows the screen shows: those whose ends (label or text) hold the
- * filter, sorted as asked.  Malloc'd arrays for the caller; -1 when out
- * of memory. */
-static int shown(screen *s, const mf_row *rows, size_t n, mf_row **out, double **peaks, size_t *m)
-{
-    shown_row *tmp = malloc((n ? n : 1) * sizeof(*tmp));
-    *out = malloc((n ? n : 1) * sizeof(**out));
-    *peaks = malloc((n ? n : 1) * sizeof(**peaks));
-    if (!tmp || !*out || !*peaks) {
-        free(tmp);
-        free(*out);
-        free(*peaks);
-        return -1;
-    }
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const mf_row *r = &rows[i];
-        if (s->filter[0] && !strstr(r->sender_label, s->filter) && !strstr(r->receiver_label, s->filter) &&
-            !strstr(r->sender, s->filter) && !strstr(r->receiver, s->filter))
-            continue;
-        tmp[k].row = *r;
-        tmp[k].peak = peak_of(s, r);
-        k++;
-    }
-    sort_mode = s->sort;
-    qsort(tmp, k, sizeof(*tmp), by_sort);
-    for (size_t i = 0; i < k; i++) {
-        (*out)[i] = tmp[i].row;
-        (*peaks)[i] = tmp[i].peak;
-    }
-    free(tmp);
-    *m = k;
-    return 0;
-}
 
 static const char help_text[] =
     "msgflow-top keys\n"
     "  s            sort: messages, rate, peak (in turn)\n"
     "  g            group: process, name, module, application, node, kind\n"
-    "  /            filter by a label substring (Enter applies, Esc cancels;\n"
+    "  /            filter by a text in a label (Enter applies, Esc cancels;\n"
     "               an empty filter shows every row)\n"
     "  Up/Down j/k  move the cursor; PgUp/PgDn a page\n"
     "  Enter        open the selected row's sender (by process): its label,\n"
     "               queue, memory, reductions, current function, partners\n"
     "  o            open the selected row's receiver\n"
+    "  v            the node's other views in turn (receivers, calls, ...)\n"
     "  space        pause / go on\n"
     "  + / -        show every 2x / 0.5x as often (interval)\n"
     "  h or ?       this help; any key closes it\n"
     "  q            quit (stops the counting msgflow-top started, unless --keep)\n";
 
 /* One frame: the table that fits, a status line, or the help, or an
- * opened row; every line erased to its end, the rest of the screen below. */
-static void draw(screen *s, const mf_dump *d, const mf_row *rows, size_t n, const double *peaks,
-                 int cols, int lines, const char *ellipsis)
+ * opened row or view; every line erased to its end, the rest of the
+ * screen below. */
+static void draw(screen *s, const mf_dump *d, const mf_row *rows, size_t n, int cols, int lines,
+                 const char *ellipsis)
 {
     char *buf = NULL;
     size_t len = 0;
@@ -873,10 +811,10 @@ static void draw(screen *s, const mf_dump *d, const mf_row *rows, size_t n, cons
         fputs(help_text, f);
     } else if (s->detail) {
         fputs(s->detail, f);
-        fputs("\n(Esc, Enter or q: back to the table)\n", f);
+        fputs("\n(Esc, Enter or q: back to the table; v: the next view)\n", f);
     } else {
         /* head lines, column heads, status line */
-        int head = 2 + (d->scale > 1.0) + (d->n_nodes > 1);
+        int head = 2 + (d->scale > 1.0) + (d->n_nodes > 1) + (d->n_missing > 0);
         size_t fit = lines - head - 1 > 1 ? (size_t)(lines - head - 1) : 1;
         if (s->selected >= (long)n)
             s->selected = n ? (long)n - 1 : 0;
@@ -886,9 +824,15 @@ static void draw(screen *s, const mf_dump *d, const mf_row *rows, size_t n, cons
             s->first = (size_t)s->selected;
         if ((size_t)s->selected >= s->first + fit)
             s->first = (size_t)s->selected - fit + 1;
+        double *peaks = malloc((n ? n : 1) * sizeof(*peaks));
+        for (size_t i = 0; peaks && i < n; i++)
+            peaks[i] = rows[i].peak < 0 ? rows[i].rate : rows[i].peak;
         mf_top_layout lay = {.by = s->by, .width = cols, .first = s->first, .top = fit,
-                             .selected = s->selected, .peaks = peaks, .ellipsis = ellipsis};
+                             .selected = s->selected, .peaks = peaks,
+                             .ellipsis = ellipsis,
+                             .total = s->by == MF_BY_PROCESS ? d->pair_count : d->group_count};
         mf_print_top(f, d, rows, n, &lay);
+        free(peaks);
     }
     fclose(f);
     fputs("\x1b[H", stdout);
@@ -961,19 +905,40 @@ static long now_ms(void)
     return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
 }
 
+/* The rows the screen may scroll to: a page more than where the cursor is,
+ * at least MF_TOP_ROWS. */
+static long rows_wanted(const screen *s, int lines)
+{
+    long want = s->selected + 2L * lines;
+    return want > MF_TOP_ROWS ? want : MF_TOP_ROWS;
+}
+
+/* The open view's text (v) asked again; a message on the status line
+ * when the node says no. */
+static void view_refresh(conn *c, screen *s, int cols)
+{
+    char err[512] = "";
+    free(s->detail);
+    s->detail = view_text(c, s->views[s->view], NULL, NULL, cols, err, sizeof(err));
+    if (!s->detail) {
+        snprintf(s->note, sizeof(s->note), "%s: %.200s", s->views[s->view], err);
+        s->view = -1;
+    }
+}
+
 /* The interactive view until a key, a signal or the node ends it.  0,
  * or 1 when the node went away (*gone) or answered with an error. */
 static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, int *gone)
 {
-    screen s = {.by = by, .sort = SORT_MESSAGES, .interval = interval};
+    screen s = {.by = by, .sort = SORT_MESSAGES, .interval = interval, .view = -1};
     mf_dump d;
     int have = 0, rc = 0, cols, lines;
-    mf_row *rows = NULL, *vis = NULL;
-    double *peaks = NULL;
-    size_t n = 0, m = 0;
+    mf_row *rows = NULL;
+    size_t n = 0;
     long next = now_ms();
     char err[512] = "";
     term_size(&cols, &lines);
+    s.n_views = view_names(c, s.views, MF_TOP_VIEWS);
     for (;;) {
         if (interrupted)
             break;
@@ -985,7 +950,8 @@ static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, i
         }
         if (!s.paused && now_ms() >= next) {
             mf_dump nd;
-            if (fetch(c, &nd, gone, err, sizeof(err)) != 0) {
+            if (fetch(c, s.by, s.sort, rows_wanted(&s, lines), s.filter, &nd, gone, err,
+                      sizeof(err)) != 0) {
                 rc = 1;
                 break;
             }
@@ -996,9 +962,10 @@ static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, i
             d = nd;
             have = 1;
             rows = NULL;
-            if (mf_group(&d, s.by, &rows, &n) != 0)
+            if (mf_rows_given(&d, &rows, &n) != 0)
                 n = 0;
-            peaks_update(&s, rows, n);
+            if (s.view >= 0)
+                view_refresh(c, &s, cols);
             next = now_ms() + s.interval;
             redraw = 1;
         }
@@ -1035,6 +1002,7 @@ static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, i
                         snprintf(s.filter, sizeof(s.filter), "%s", s.typed);
                         s.typing = 0;
                         s.selected = 0;
+                        next = now_ms(); /* the node filters: ask again now */
                     } else if (k == K_ESC) {
                         s.typing = 0;
                     } else if ((k == 127 || k == 8) && tl > 0) {
@@ -1051,8 +1019,14 @@ static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, i
                         continue;
                 }
                 if (s.detail) {
+                    if (k == 'v' && s.view >= 0 && s.view + 1 < s.n_views) {
+                        s.view++;
+                        view_refresh(c, &s, cols);
+                        continue;
+                    }
                     free(s.detail);
                     s.detail = NULL;
+                    s.view = -1;
                     continue;
                 }
                 switch (k) {
@@ -1065,22 +1039,22 @@ static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, i
                 case 's':
                     s.sort = (s.sort + 1) % 3;
                     s.selected = 0;
+                    next = now_ms();
                     break;
                 case 'g':
                     s.by = (mf_by)((s.by + 1) % 6);
-                    peaks_clear(&s);
                     s.selected = 0;
-                    if (have) {
-                        mf_rows_free(rows);
-                        rows = NULL;
-                        if (mf_group(&d, s.by, &rows, &n) != 0)
-                            n = 0;
-                        peaks_update(&s, rows, n);
-                    }
+                    next = now_ms();
                     break;
                 case '/':
                     s.typing = 1;
                     snprintf(s.typed, sizeof(s.typed), "%s", s.filter);
+                    break;
+                case 'v':
+                    if (s.n_views > 0) {
+                        s.view = 0;
+                        view_refresh(c, &s, cols);
+                    }
                     break;
                 case K_UP:
                 case 'k':
@@ -1114,34 +1088,27 @@ static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, i
                 case '\r':
                 case '\n':
                 case 'o':
-                    if (s.selected >= 0 && (size_t)s.selected < m) {
-                        const char *who = k == 'o' ? vis[s.selected].receiver : vis[s.selected].sender;
+                    if (s.selected >= 0 && (size_t)s.selected < n) {
+                        const char *who = k == 'o' ? rows[s.selected].receiver : rows[s.selected].sender;
                         if (s.by != MF_BY_PROCESS)
                             snprintf(s.note, sizeof(s.note), "open works by process (g to group by it)");
                         else if (who[0] != '<')
                             snprintf(s.note, sizeof(s.note), "%.200s is no process", who);
-                        else if ((s.detail = describe(c, who, cols, err, sizeof(err))) == NULL)
+                        else if ((s.detail = view_text(c, "process", "pid", who, cols, err,
+                                                       sizeof(err))) == NULL)
                             snprintf(s.note, sizeof(s.note), "%.200s", err);
                     }
                     break;
                 }
             }
         }
-        if (redraw && have) {
-            free(vis);
-            free(peaks);
-            vis = NULL;
-            peaks = NULL;
-            if (shown(&s, rows, n, &vis, &peaks, &m) != 0)
-                m = 0;
-            draw(&s, &d, vis, m, peaks, cols, lines, ellipsis);
-        }
+        if (redraw && have)
+            draw(&s, &d, rows, n, cols, lines, ellipsis);
     }
 done:
-    free(vis);
-    free(peaks);
     free(s.detail);
-    peaks_clear(&s);
+    for (int i = 0; i < s.n_views; i++)
+        free(s.views[i]);
     if (have) {
         mf_rows_free(rows);
         mf_dump_free(&d);
@@ -1164,15 +1131,16 @@ static int plain(conn *c, mf_by by, long interval, long top, int once, const cha
         if (interrupted)
             break;
         mf_dump d;
-        if (fetch(c, &d, gone, err, sizeof(err)) != 0) {
+        if (fetch(c, by, SORT_MESSAGES, top, "", &d, gone, err, sizeof(err)) != 0) {
             fprintf(stderr, "%s\n", err);
             return 1;
         }
         mf_row *rows;
         size_t n;
-        if (mf_group(&d, by, &rows, &n) == 0) {
+        if (mf_rows_given(&d, &rows, &n) == 0) {
             mf_top_layout lay = {.by = by, .width = width, .first = 0, .top = (size_t)top,
-                                 .selected = -1, .peaks = NULL, .ellipsis = ellipsis};
+                                 .selected = -1, .peaks = NULL, .ellipsis = ellipsis,
+                                 .total = by == MF_BY_PROCESS ? d.pair_count : d.group_count};
             mf_print_top(stdout, &d, rows, n, &lay);
             if (!once)
                 fputc('\n', stdout);

@@ -9,11 +9,16 @@
 -mode(compile).
 
 %% The one place the allowed directions stand: layer => layers it may call.
--define(ALLOWED, #{facade => [web, flows, cluster, render, views, core],
-                   web => [render, views, core],
-                   flows => [cluster, render, views, core],
+%% Data flows up: the NIF and the store (core), the views built from them
+%% (views; cluster and flows add the views of what they keep), the one
+%% query path (query), the renderers (render), the servers for tools
+%% outside the VM (web), the facade (msgflow, its application).
+-define(ALLOWED, #{facade => [web, render, query, flows, cluster, views, core],
+                   web => [render, query, cluster, views, core],
+                   render => [query, flows, views, core],
+                   query => [flows, cluster, views, core],
+                   flows => [cluster, views, core],
                    cluster => [views, core],
-                   render => [views, core],
                    views => [core],
                    core => []}).
 

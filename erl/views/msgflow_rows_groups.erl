@@ -1,15 +1,15 @@
-%%% @doc How a view (msgflow_view) chooses and groups its rows: the N
+%%% @doc How a view (msgflow_rows) chooses and groups its rows: the N
 %%% busiest pairs by process (a threshold from a sample, then a select in
 %%% ETS of the rows above it), or every pair read and grouped by a key
 %%% (key_fun/2: process, name, module, application, node) or apportioned
 %%% to its kinds; the groups ranked by the view's sort.  A group is an
-%%% `acc()' summed as its pairs are read; msgflow_view makes its row.
+%%% `acc()' summed as its pairs are read; msgflow_rows makes its row.
 %%% Reads the store's ETS tables only, in the calling process.
--module(msgflow_view_groups).
+-module(msgflow_rows_groups).
 -export([top_by_process/3, all_groups/5, key_fun/2]).
 -export_type([acc/0]).
 
-%% One group: {Total, Counts, Pairs, PeakMilli, FirstRow, KindLists}
+%% One group: {Total, Counts, Pairs, PeakMhz, FirstRow, KindLists}
 %% (see acc/2).
 -type acc() :: {non_neg_integer(), [non_neg_integer()], pos_integer(), non_neg_integer(),
                 msgflow_row:row(), list()}.
@@ -81,7 +81,7 @@ add_member(Key, Row, Acc) ->
 %% Every pair read, grouped; the busiest Limit of the groups.  A group is
 %% summed as its pairs are read (acc/2); for a limited view the pairs of
 %% the chosen groups of several pairs are read again, for their peak.
--spec all_groups(msgflow_store:store(), map(), msgflow_view:grouping(), pos_integer() | all,
+-spec all_groups(msgflow_store:store(), map(), msgflow_rows:grouping(), pos_integer() | all,
                  boolean()) -> chosen().
 all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K, last := Last},
            By, Limit, Active) ->
@@ -115,7 +115,11 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
                                                                 msgflow_row:fold_select(T, Match, Add, #{})))
                    end
            end,
-    Chosen = busiest(Accs, Limit, Ctx),
+    Kept = case Ctx of
+               #{filter := Want} -> [A || A = {Key, _} <- Accs, Want(Key)];
+               _ -> Accs
+           end,
+    Chosen = busiest(Kept, Limit, Ctx),
     Members = case {Limit, By} of
                   {all, _} -> #{};
                   {_, kind} -> #{};       %% apportioned: no peak of their own
@@ -125,7 +129,7 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
                                    false -> [T, F]
                                end, KeyOf, Match)
               end,
-    {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], length(Accs)}.
+    {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], length(Kept)}.
 
 %% By process a pair is its own group but for sends to a local registered
 %% name, which join the pid's, and the folded rows: those few
@@ -197,7 +201,7 @@ acc(Row, #{first := First, last := Last, zeros := Zeros, k := K} = Ctx) ->
                 #{kinds := false} -> [];
                 _ -> [Row]
             end,
-    {msgflow_row:total(Row), Counts, 1, msgflow_row:peak_milli(Row), Row, Kinds}.
+    {msgflow_row:total(Row), Counts, 1, msgflow_row:peak_mhz(Row), Row, Kinds}.
 
 %% Peak: a single pair's is read from its row when the row is made; for
 %% several, this is the highest peak kept in their rows (messages per
@@ -234,7 +238,7 @@ add_counts(L1, L2) -> lists:zipwith(fun erlang:'+'/2, L1, L2).
 %% fun(Endpoint) -> the key of its group.  Labels, modules and
 %% applications are read once per view from the endpoints table (and the
 %% kinds, for groups of exited endpoints).
--spec key_fun(msgflow_view:grouping(), msgflow_labels:tables()) -> fun((term()) -> term()).
+-spec key_fun(msgflow_rows:grouping(), msgflow_labels:tables()) -> fun((term()) -> term()).
 key_fun(process, Tables) ->
     fun(E) -> msgflow_labels:canon(Tables, E) end;
 key_fun(kind, _) ->

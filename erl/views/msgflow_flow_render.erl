@@ -8,10 +8,6 @@
 
 -define(COL, 12).          %% text: columns between two lifelines
 -define(TEXT_LANES, 8).    %% text: lifelines at most, else a list
--define(SVG_LANE_W, 150). %% svg: width of a lane (px)
--define(SVG_X0, 75).      %% svg: the first lifeline's x (px)
--define(SVG_TOP, 50).     %% svg: the first arrow's y (px)
--define(SVG_STEP, 22).    %% svg: px between arrows
 
 %% @doc A Flow as text: a header (messages, processes, depth, duration),
 %% a legend of the processes with their labels, then one row per event in

@@ -1,12 +1,29 @@
-%%% @doc Views of several nodes as one: merge/2 puts together the views
-%%% each node of a cluster built with the same spec (msgflow_cluster),
-%%% relabel/2 gives remote endpoints the labels their own nodes gave them.
-%%% Pure; any process.
--module(msgflow_view_merge).
--export([merge/2, relabel/2]).
+%%% @doc Rows of several nodes as one: merge/3 puts together the rows
+%%% each node of a cluster built with the same spec (msgflow_query asks
+%%% them), and gives remote processes the labels their own nodes give
+%%% them.  Pure but for the labels it asks for through the query's
+%%% context; any process.
+-module(msgflow_rows_merge).
+-export([merge/3, relabel/2]).
 
-%% @doc One view of the views several nodes built with the same Spec (see
-%% msgflow_cluster), the first being this node's.  Each send is counted on
+%% @doc The rows of the nodes that answered (this node's first) as one
+%% (merge/2), remote processes labelled by their own nodes (the query's
+%% `labels'); one node's rows as they are.
+-spec merge([msgflow_rows:view()], msgflow_rows:spec(), msgflow_view:context()) ->
+          msgflow_rows:view().
+merge([View = #{node := N}], _Spec, _Ctx) ->
+    View#{nodes => [N]};
+merge(Views, Spec, #{labels := Ask}) ->
+    View = #{endpoints := Ends} = merge(Views, Spec),
+    Here = node(),
+    Remote = [P || P <- maps:keys(Ends), is_pid(P), node(P) =/= Here],
+    case Remote of
+        [] -> View;
+        _ -> relabel(View, Ask(Remote))
+    end.
+
+%% One view of the views several nodes built with the same Spec, the
+%% first being this node's.  Each send is counted on
 %% its sender's node only, so by process the rows of different nodes are
 %% different pairs and are put together as they are; grouped, rows with
 %% the same key are summed (counts, and rates, each taken over its own
@@ -14,7 +31,6 @@
 %% sampling are the first view's, and each row's per-window counts are
 %% aligned to its windows from the latest back.  `nodes' lists the nodes
 %% whose views are in it.
--spec merge([msgflow_view:view()], msgflow_view:spec()) -> msgflow_view:view().
 merge([Local | _] = Views, Spec) ->
     By = maps:get(by, Spec, process),
     K = length(maps:get(windows, Local)),
@@ -23,14 +39,20 @@ merge([Local | _] = Views, Spec) ->
                 process -> Rows0;
                 _ -> sum_rows(Rows0)
             end,
-    Sorted = lists:sort(fun(#{count := A}, #{count := B}) -> A >= B end, Rows1),
+    Rank = case maps:get(sort, Spec, messages) of
+               messages -> fun(#{count := C}) -> C end;
+               rate -> fun(#{rate := R}) -> R end;
+               peak -> fun(#{peak_rate := P}) -> P end
+           end,
+    Sorted = lists:sort(fun(A, B) -> {Rank(A), maps:get(count, A)} >= {Rank(B), maps:get(count, B)} end,
+                        Rows1),
     Rows = case maps:get(limit, Spec, all) of
                all -> Sorted;
                N -> lists:sublist(Sorted, N)
            end,
     Sum = fun(Key) -> lists:sum([maps:get(Key, V) || V <- Views]) end,
     Heat = case Spec of
-               #{heatmap := L} -> #{heatmap => msgflow_view_ends:heatmap(Rows, L)};
+               #{heatmap := L} -> #{heatmap => msgflow_rows_ends:heatmap(Rows, L)};
                _ -> #{}
            end,
     Dead = maps:to_list(lists:foldl(fun({S, R, C}, Acc) ->
@@ -63,7 +85,7 @@ merge_endpoints(Views) ->
                                    end,
                               maps:merge(E1, Acc)
                       end, #{}, Views),
-    msgflow_view_ends:displays(All).
+    msgflow_rows_ends:displays(All).
 
 here_text(P) when is_pid(P) -> list_to_binary(pid_to_list(P));
 here_text(P) when is_port(P) -> list_to_binary(erlang:port_to_list(P));
@@ -109,7 +131,7 @@ add_rows(A, B) ->
 %% endpoint to the label its own node gave it (a remote process is named
 %% by its node, not by the one that sent to it).  Display texts are made
 %% again for the keys that changed.
--spec relabel(msgflow_view:view(), #{msgflow_view:key() => binary()}) -> msgflow_view:view().
+-spec relabel(msgflow_rows:view(), #{msgflow_rows:key() => binary()}) -> msgflow_rows:view().
 relabel(View = #{endpoints := Ends}, Labels) ->
     Ends1 = maps:map(fun(K, I) ->
                              case Labels of
@@ -117,5 +139,5 @@ relabel(View = #{endpoints := Ends}, Labels) ->
                                  _ -> I
                              end
                      end, Ends),
-    View#{endpoints => msgflow_view_ends:displays(Ends1)}.
+    View#{endpoints => msgflow_rows_ends:displays(Ends1)}.
 

@@ -1,14 +1,14 @@
-%%% @doc What a view says of its keys (msgflow_view's `endpoints'): each
+%%% @doc What a view says of its keys (msgflow_rows's `endpoints'): each
 %%% key's label, text and display, read from the labels tables; and the
 %%% heatmap's keys.  Any process; reads ETS only.
--module(msgflow_view_ends).
+-module(msgflow_rows_ends).
 -export([endpoints/4, displays/1, heatmap/2]).
 
 
 %% @doc The L senders and the L receivers of the most messages, busiest
 %% first.
--spec heatmap([msgflow_view:row()], pos_integer()) ->
-          #{rows := [msgflow_view:key()], cols := [msgflow_view:key()]}.
+-spec heatmap([msgflow_rows:row()], pos_integer()) ->
+          #{rows := [msgflow_rows:key()], cols := [msgflow_rows:key()]}.
 heatmap(Rows, L) ->
     Sum = fun(F) -> lists:foldl(fun(Row = #{count := C}, Acc) ->
                                         K = F(Row),
@@ -23,8 +23,8 @@ heatmap(Rows, L) ->
 %% @doc The endpoint info of the keys of Rows and of Extra, grouped By,
 %% from the labels tables: `label', `text', `display', `module',
 %% `application', `node'.
--spec endpoints([msgflow_view:row()], [msgflow_view:key()], msgflow_view:grouping(),
-                msgflow_labels:tables()) -> #{msgflow_view:key() => msgflow_view:endpoint_info()}.
+-spec endpoints([msgflow_rows:row()], [msgflow_rows:key()], msgflow_rows:grouping(),
+                msgflow_labels:tables()) -> #{msgflow_rows:key() => msgflow_rows:endpoint_info()}.
 endpoints(Rows, Extra, By, Tables) ->
     Keys0 = lists:foldl(fun(#{sender := S, receiver := R}, Acc) -> Acc#{S => [], R => []} end,
                         #{}, Rows),
@@ -34,8 +34,8 @@ endpoints(Rows, Extra, By, Tables) ->
 
 %% @doc Endpoint infos with `display' set: a label shared by several keys
 %% gets their text beside it.
--spec displays(#{msgflow_view:key() => map()}) ->
-          #{msgflow_view:key() => msgflow_view:endpoint_info()}.
+-spec displays(#{msgflow_rows:key() => map()}) ->
+          #{msgflow_rows:key() => msgflow_rows:endpoint_info()}.
 displays(Infos) ->
     Seen = maps:fold(fun(_, #{label := L}, Acc) -> Acc#{L => maps:get(L, Acc, 0) + 1} end,
                      #{}, Infos),

@@ -1,0 +1,300 @@
+%%% @doc The one query path: every view (msgflow_view), whoever asks for
+%%% it (the shell, msgflow:view/2, the web page and `/metrics',
+%%% msgflow-top's requests, the exports), is asked for here, and here
+%%% only is it decided:
+%%% <ul>
+%%% <li>which options are allowed: the view's options/0, and for a view
+%%%     built on every node (scope/0) `node' (`all', the default, or one
+%%%     node msgflow counts on) and `timeout' (ms the other nodes have to
+%%%     answer, 1000 by default), checked with msgflow_opts (one error
+%%%     shape);</li>
+%%% <li>where it is built: on this node alone while msgflow counts here
+%%%     only; across a cluster on each node (each builds its part from its
+%%%     own store, at the same time, in a process of its own: no server of
+%%%     msgflow's runs a view), or on the one `node' names;</li>
+%%% <li>what a node that does not answer means: its part is left out once
+%%%     `timeout' ms have passed (or this node's part is done, when that is
+%%%     later), the value says so (`missing', a list of `{Node, Reason}',
+%%%     in a view whose value is a map), and a view that can stands in the
+%%%     busiest pairs the node last reported (fallback/2);</li>
+%%% <li>"not started": `{error, not_started}' when a view that reads the
+%%%     counts is asked of nodes where msgflow never ran.</li>
+%%% </ul>
+%%% The parts are merged by the view (merge/3) into its typed value.
+%%% text/3 and json/2 give the value as the view shows it.
+-module(msgflow_query).
+
+-export([run/2, run_all/1, text/3, json/2, options/1, ready/0]).
+%% what each node runs for a query (over erpc, in a process of its own)
+-export([parts/1, labels/1]).
+
+-define(TIMEOUT_MS, 1000).          %% default `timeout': ms other nodes have to answer
+-define(MAX_TIMEOUT_MS, 600000).
+
+%% A query ready to run: its view's module, its checked options, the
+%% nodes to ask.
+-type prepared() :: #{name := msgflow_view:name(), mod := module(), opts := map(),
+                      nodes := [node()], timeout := pos_integer()}.
+
+%% @doc The value of view Name for options Opts (a map or a keyword
+%% list), or `{error, Reason}': `{badarg, {view, Name}, Names}',
+%% `{badopt, {Key, Value}, Allowed}', `not_started', or the view's own
+%% (kinds: a pair without messages).
+-spec run(term(), term()) -> term() | {error, term()}.
+run(Name, Opts) ->
+    [Result] = run_all([{Name, Opts}]),
+    Result.
+
+%% @doc Several queries at once (the web page's state): each node is
+%% asked once, for all of them, from one snapshot; the values (or errors)
+%% in the order asked.
+-spec run_all([{term(), term()}]) -> [term() | {error, term()}].
+run_all(Queries) ->
+    [case R of
+         {ok, _Prepared, Value} -> Value;
+         {error, _} = E -> E
+     end || R <- run_prepared([prepare(Name, Opts) || {Name, Opts} <- Queries])].
+
+%% @doc The text of view Name in Area (columns and lines), as the shell
+%% prints it; errors as run/2's.
+-spec text(term(), term(), msgflow_view:area()) -> {ok, iodata()} | {error, term()}.
+text(Name, Opts, Area) ->
+    case run_prepared([prepare(Name, Opts)]) of
+        [{ok, #{mod := Mod, opts := Valid}, Value}] -> {ok, Mod:text(Value, Valid, Area)};
+        [{error, _} = E] -> E
+    end.
+
+%% @doc The value of view Name as JSON terms (msgflow_view:json()), as the
+%% web server serves it; errors as run/2's.
+-spec json(term(), term()) -> {ok, msgflow_view:json()} | {error, term()}.
+json(Name, Opts) ->
+    case run_prepared([prepare(Name, Opts)]) of
+        [{ok, #{mod := Mod, opts := Valid}, Value}] -> {ok, Mod:json(Value, Valid)};
+        [{error, _} = E] -> E
+    end.
+
+%% @doc The options view Name takes (its options/0 and, for a view built
+%% on every node, `node' and `timeout'), each with its default and rule.
+-spec options(msgflow_view:name()) -> {ok, msgflow_opts:schema()} | msgflow_opts:error().
+options(Name) ->
+    case msgflow_view:module(Name) of
+        {ok, Mod} -> {ok, schema(Mod)};
+        {error, _} = E -> E
+    end.
+
+%% @doc The views that can be asked for with no options (those that need
+%% one, a pid or a pair, are left out): what a tool may show in turn.
+-spec ready() -> [msgflow_view:name()].
+ready() ->
+    [N || N <- msgflow_view:names(), element(1, prepare(N, #{})) =:= ok].
+
+schema(Mod) ->
+    Own = Mod:options(),
+    case scope(Mod) of
+        here -> Own;
+        nodes -> Own#{node => {all, atom},
+                      timeout => {?TIMEOUT_MS, {int, 1, ?MAX_TIMEOUT_MS, "ms"}}}
+    end.
+
+scope(Mod) ->
+    case erlang:function_exported(Mod, scope, 0) of
+        true -> Mod:scope();
+        false -> nodes
+    end.
+
+%%% Preparing: the options checked, the nodes chosen
+
+-spec prepare(term(), term()) -> {ok, prepared()} | msgflow_opts:error().
+prepare(Name, Opts0) ->
+    maybe_all([fun() -> msgflow_view:module(Name) end,
+               fun(Mod) -> case msgflow_opts:check(schema(Mod), Opts0) of
+                               {ok, O} -> {ok, {Mod, O}};
+                               {error, _} = E -> E
+                           end
+               end,
+               fun({Mod, O}) -> case erlang:function_exported(Mod, check, 1) of
+                                    true -> case Mod:check(O) of
+                                                {ok, O1} -> {ok, {Mod, O1}};
+                                                {error, _} = E -> E
+                                            end;
+                                    false -> {ok, {Mod, O}}
+                                end
+               end,
+               fun({Mod, O}) -> case where(Mod, O) of
+                                    {ok, Nodes} ->
+                                        {ok, #{name => Name, mod => Mod,
+                                               opts => maps:without([node, timeout], O),
+                                               nodes => Nodes,
+                                               timeout => maps:get(timeout, O, ?TIMEOUT_MS)}};
+                                    {error, _} = E -> E
+                                end
+               end]).
+
+maybe_all([First | Steps]) ->
+    lists:foldl(fun(_, {error, _} = E) -> E;
+                   (Step, {ok, V}) -> Step(V)
+                end, First(), Steps).
+
+%% The nodes a query asks: this one for a view built here; else every
+%% node msgflow counts on, or the one `node' names (an error names the
+%% ones it may), or the ones the view knows its data is on.
+where(Mod, Opts) ->
+    All = [node() | msgflow_cluster:members()],
+    case {scope(Mod), maps:get(node, Opts, all)} of
+        {here, _} ->
+            {ok, [node()]};
+        {nodes, all} ->
+            case erlang:function_exported(Mod, nodes, 2) of
+                true -> {ok, Mod:nodes(Opts, All)};
+                false -> {ok, All}
+            end;
+        {nodes, N} ->
+            case lists:member(N, All) of
+                true -> {ok, [N]};
+                false -> {error, {badopt, {node, N}, [all | All]}}
+            end
+    end.
+
+%%% Running: each node asked once, its parts awaited, merged
+
+run_prepared(Prepared) ->
+    Ready = [P || {ok, P} <- Prepared],
+    Nodes = lists:usort(lists:append([Ns || #{nodes := Ns} <- Ready])),
+    T0 = erlang:monotonic_time(millisecond),
+    %% each node gets its queries in one request (one snapshot there)
+    Asked = [{N, [{Name, Opts} || #{name := Name, opts := Opts, nodes := Ns} <- Ready,
+                                  lists:member(N, Ns)]} || N <- Nodes],
+    Remote = [{N, erpc:send_request(N, ?MODULE, parts, [Qs])} || {N, Qs} <- Asked, N =/= node()],
+    %% this node's parts are built meanwhile (the collector asked from this
+    %% process, as msgflow's own processes ask it, untraced; each build in
+    %% a process of its own); the others' are awaited until the deadline,
+    %% or until this node's are done when that is later
+    HereParts = [{node(), {ok, local_parts(Qs)}} || {N, Qs} <- Asked, N =:= node()],
+    Deadline = T0 + lists:max([?TIMEOUT_MS | [T || #{timeout := T} <- Ready]]),
+    Answers = maps:from_list(HereParts ++ [{N, remote_response(R, Deadline)} || {N, R} <- Remote]),
+    finish(Prepared, Answers, T0).
+
+remote_response(Req, Deadline) ->
+    try erpc:receive_response(Req, {abs, Deadline}) of
+        Parts when is_list(Parts) -> {ok, Parts};
+        Other -> {error, {bad_answer, Other}}
+    catch
+        error:{erpc, timeout} -> {error, timeout};
+        error:{erpc, Why} -> {error, Why};
+        C:Why -> {error, {C, Why}}
+    end.
+
+%% Each query's value from the parts of the nodes it asked, each node's
+%% parts being in the order of the queries that node was asked.
+finish(Prepared, Answers, T0) ->
+    {Results, _} =
+        lists:mapfoldl(
+          fun({error, _} = E, Taken) ->
+                  {E, Taken};
+             ({ok, P = #{nodes := Ns}}, Taken) ->
+                  {Got, Taken1} = take_parts(Ns, Answers, Taken),
+                  {merge(P, Got, T0), Taken1}
+          end, #{}, Prepared),
+    Results.
+
+%% The next part of each node of Ns (its answer's parts are used up in
+%% the order its queries were asked): [{Node, {ok, Part} | {error, Why}}].
+take_parts(Ns, Answers, Taken) ->
+    lists:mapfoldl(fun(N, Acc) ->
+                           I = maps:get(N, Acc, 1),
+                           R = case maps:get(N, Answers) of
+                                   {ok, Parts} -> lists:nth(I, Parts);
+                                   {error, _} = E -> E
+                               end,
+                           {{N, R}, Acc#{N => I + 1}}
+                   end, Taken, Ns).
+
+merge(P = #{mod := Mod, opts := Opts, timeout := Timeout}, Got, T0) ->
+    Answered = [Part || {_, {ok, Part}} <- Got],
+    Missing = [{N, Why} || {N, {error, Why}} <- Got],
+    case {Answered, [Why || {_, Why} <- Missing]} of
+        {[], Whys} when Whys =/= [] ->
+            case lists:all(fun(W) -> W =:= not_started end, Whys) of
+                true -> {error, not_started};
+                false -> {error, {no_answer, Missing}}
+            end;
+        _ ->
+            Stand = fallbacks(Mod, Opts, Missing),
+            Deadline = T0 + Timeout,
+            Ctx = #{missing => Missing,
+                    labels => fun(Pids) -> remote_labels(Pids, Deadline) end},
+            case Mod:merge(Answered ++ Stand, Opts, Ctx) of
+                {error, _} = E -> E;
+                Value when is_map(Value) -> {ok, P, Value#{missing => Missing}};
+                Value -> {ok, P, Value}
+            end
+    end.
+
+%% Parts made of the busiest pairs the nodes that did not answer last
+%% reported (msgflow_cluster:last_top/1), for a view that can use them.
+fallbacks(_, _, []) ->
+    [];
+fallbacks(Mod, Opts, Missing) ->
+    case erlang:function_exported(Mod, fallback, 2) of
+        true -> [Part || {N, _} <- Missing, Top <- [msgflow_cluster:last_top(N)], Top =/= none,
+                         Part <- [Mod:fallback(Top, Opts)], Part =/= none];
+        false -> []
+    end.
+
+%% The labels of remote processes, asked of their own nodes (a process
+%% is named where it runs), by the query's deadline (at least 500 ms).
+remote_labels(Pids, Deadline) ->
+    Members = msgflow_cluster:members(),
+    ByNode = maps:groups_from_list(fun node/1, [P || P <- Pids, is_pid(P),
+                                                     lists:member(node(P), Members)]),
+    Reqs = [erpc:send_request(N, ?MODULE, labels, [Ps]) || {N, Ps} <- maps:to_list(ByNode)],
+    Until = max(Deadline, erlang:monotonic_time(millisecond) + 500),
+    lists:foldl(fun(R, Acc) ->
+                        try erpc:receive_response(R, {abs, Until}) of
+                            L when is_map(L) -> maps:merge(Acc, L);
+                            _ -> Acc
+                        catch _:_ -> Acc
+                        end
+                end, #{}, Reqs).
+
+%%% What each node runs
+
+%% @doc This node's parts of several queries (what msgflow_query on the
+%% asking node sends it, over erpc, in a process of its own): each query's
+%% `{ok, Part}', or `{error, not_started}' when it reads the counts and
+%% msgflow never ran here, or `{error, Reason}' (an unknown view, the
+%% collector not answering).  The counts are read from one snapshot,
+%% taken now.
+-spec parts([{msgflow_view:name(), map()}]) -> [{ok, term()} | {error, term()}].
+parts(Queries) ->
+    ok = msgflow_flags:untrace_self(),
+    local_parts(Queries).
+
+local_parts(Queries) ->
+    Mods = [{msgflow_view:module(Name), Opts} || {Name, Opts} <- Queries],
+    NeedStore = lists:any(fun({{ok, M}, _}) -> needs_store(M); (_) -> false end, Mods),
+    Store = case NeedStore of
+                true -> msgflow_collector:store(true);
+                false -> none
+            end,
+    [part(M, Opts, Store) || {M, Opts} <- Mods].
+
+part({error, _} = E, _, _) ->
+    E;
+part({ok, Mod}, Opts, Store) ->
+    case {needs_store(Mod), Store} of
+        {true, undefined} -> {error, not_started};
+        {true, {error, _} = E} -> E;
+        {true, _} -> {ok, msgflow_view:run(Store, fun() -> Mod:build(Store, Opts) end)};
+        {false, _} -> {ok, msgflow_view:run(none, fun() -> Mod:build(none, Opts) end)}
+    end.
+
+needs_store(Mod) ->
+    not erlang:function_exported(Mod, store, 0) orelse Mod:store().
+
+%% @doc The labels of these local processes, as this node gives them
+%% (for another node's view: a process is named where it runs).
+-spec labels([pid()]) -> #{pid() => binary()}.
+labels(Pids) ->
+    ok = msgflow_flags:untrace_self(),
+    maps:from_list([{P, msgflow_describe:label(P)} || P <- Pids, is_pid(P), node(P) =:= node()]).

@@ -1,0 +1,93 @@
+%%% @doc The `pairs' view: every pair held, exactly as the VM reported its
+%%% ends, busiest first (msgflow:pairs/0,1).  Pairs of exited ends and
+%%% replies to local aliases are rolled up into groups: in the other views
+%%% and `info()''s `rolled_up', never here.
+%%%
+%%% Option `with' (total): `total' gives `[{Sender, Receiver, Messages}]'
+%%% (messages since start); `kinds' gives each pair's messages by kind and
+%%% tag, `[{Sender, Receiver, Kind, Tag, Messages}]' (a pair's kinds add up
+%%% to its total; a pair counted with kinds off has none).  Across a
+%%% cluster, every node's pairs (each send is counted on its sender's
+%%% node); a node that did not answer is in `total' with the busiest pairs
+%%% it last reported.
+-module(msgflow_pairs_view).
+-behaviour(msgflow_view).
+
+-export([options/0, build/2, merge/3, fallback/2, text/3, json/2]).
+-export_type([pair_count/0, pair_kind_count/0]).
+
+%% {Sender, Receiver, Messages}
+-type pair_count() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint(), pos_integer()}.
+%% {Sender, Receiver, Kind, Tag, Messages}
+-type pair_kind_count() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint(),
+                            msgflow_tracer:kind(), atom(), pos_integer()}.
+
+%% @doc The options, their defaults and rules.
+-spec options() -> msgflow_opts:schema().
+options() ->
+    #{with => {total, {one_of, [total, kinds]}}}.
+
+%% @doc This node's pairs (read in chunks from its pairs table).
+-spec build(msgflow_store:store(), map()) -> [pair_count()] | [pair_kind_count()].
+build(#{pairs := T}, #{with := total}) ->
+    All = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, total => '$3'}), [],
+                                       [{{'$3', '$1', '$2'}}]}],
+                                  fun(X, Acc) -> [X | Acc] end, []),
+    [{S, R, N} || {N, S, R} <- lists:reverse(lists:sort(All))];
+build(#{pairs := T}, #{with := kinds}) ->
+    All = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, kinds => '$3'}),
+                                       [], [{{'$1', '$2', '$3'}}]}],
+                                  fun({S, R, Ks}, Acc) -> [{S, R, K, Tg, N} || {K, Tg, N} <- Ks] ++ Acc
+                                  end, []),
+    sort_kinds(All).
+
+%% most messages first (equal counts in term order, the same every time)
+sort_kinds(L) ->
+    [{S, R, K, Tg, N} || {N, S, R, K, Tg} <- lists:reverse(lists:sort([{N, S, R, K, Tg}
+                                                                     || {S, R, K, Tg, N} <- L]))].
+
+%% @doc Every node's pairs, busiest first.
+-spec merge([[pair_count()]] | [[pair_kind_count()]], map(), msgflow_view:context()) ->
+          [pair_count()] | [pair_kind_count()].
+merge([One], _Opts, _Ctx) -> One;
+merge(Parts, #{with := total}, _Ctx) -> msgflow_row:sorted_pairs(lists:append(Parts));
+merge(Parts, #{with := kinds}, _Ctx) -> sort_kinds(lists:append(Parts)).
+
+%% @doc The busiest pairs a node that did not answer last reported (by
+%% process), as its pairs.
+-spec fallback(msgflow_rows:view(), map()) -> [pair_count()] | none.
+fallback(#{rows := Rows}, #{with := total}) ->
+    [{S, R, C} || #{sender := S, receiver := R, count := C} <- Rows];
+fallback(_, _) ->
+    none.
+
+%% @doc The pairs, a line each (as many as the area has lines).
+-spec text([pair_count()] | [pair_kind_count()], map(), msgflow_view:area()) -> iodata().
+text(Pairs, _Opts, #{width := W, height := H}) ->
+    E = msgflow_fmt:ellipsis(),
+    EndW = max(12, (W - 30) div 2),
+    Shown = lists:sublist(Pairs, max(1, H - 3)),
+    [io_lib:format("msgflow pairs: ~s~n", [msgflow_fmt:int(length(Pairs))]),
+     [[msgflow_fmt:mid_cell(msgflow_fmt:endpoint(S), EndW, E), " ",
+       msgflow_fmt:mid_cell(msgflow_fmt:endpoint(R), EndW, E), " ",
+       case P of
+           {_, _, K, T, N} -> [msgflow_fmt:cell(msgflow_fmt:kind(K, T), 16, E), " ",
+                               msgflow_fmt:rcell(msgflow_fmt:int(N), 10)];
+           {_, _, N} -> msgflow_fmt:rcell(msgflow_fmt:int(N), 10)
+       end, "\n"] || P <- Shown, {S, R} <- [{element(1, P), element(2, P)}]],
+     case length(Pairs) - length(Shown) of
+         0 -> [];
+         More -> io_lib:format("... ~s more: msgflow:pairs()~n", [msgflow_fmt:int(More)])
+     end].
+
+%% @doc The pairs as JSON.
+-spec json([pair_count()] | [pair_kind_count()], map()) -> msgflow_view:json().
+json(Pairs, _Opts) ->
+    [case P of
+         {S, R, K, T, N} -> #{<<"sender">> => msgflow_fmt:endpoint(S),
+                              <<"receiver">> => msgflow_fmt:endpoint(R),
+                              <<"kind">> => atom_to_binary(K), <<"tag">> => msgflow_fmt:name(T),
+                              <<"messages">> => N};
+         {S, R, N} -> #{<<"sender">> => msgflow_fmt:endpoint(S),
+                        <<"receiver">> => msgflow_fmt:endpoint(R), <<"messages">> => N}
+     end || P <- Pairs].

@@ -1,0 +1,373 @@
+%%% @doc The rows of the counts, grouped: what the views of pairs (top,
+%%% matrix, kinds, process, receivers, hotspots) are made of, built in one
+%%% place: build/2, from a store handle (msgflow_collector:store/1), in the
+%%% calling process, as a spec asks (which grouping, how many rows, which
+%%% window counts).  It reads the collector's ETS tables and never calls
+%%% the collector.  A node's rows are merged with other nodes' by
+%%% msgflow_rows_merge.
+%%%
+%%% The rows read the pairs and the folded rows (msgflow_collector) alike:
+%%% every message counted and not in overflow is in one row of it.  It
+%%% groups them by `process' (a send to a registered name and a send to
+%%% the pid holding it are one receiver, and the NIF counts a reply to a
+%%% gen:call's alias for its caller; exited processes are their group,
+%%% `{exited, Kind, Node}'), `name' (labels),
+%%% `module', `application' or `node', or by the kind and tag of the
+%%% messages (`kind': a row per `{Kind, Tag}', its sender the kind and its
+%%% receiver the tag).  Which rows, and how they are grouped, is
+%%% msgflow_rows_groups'; this module makes the view and its rows.  For
+%%% the top N by process only the N busiest pairs are read and labelled;
+%%% the other groupings read every pair.
+-module(msgflow_rows).
+
+-export([build/2, groupings/0, sorts/0, max_rows/0, display/2, text/2, key_text/1, json_head/1, kinds_json/1]).
+-export_type([view/0, spec/0, row/0, key/0, grouping/0, sort/0, endpoint_info/0]).
+
+-type grouping() :: process | name | module | application | node | kind.
+%% What rows are ranked by: messages since start, the rate of the last
+%% window, or the peak rate.
+-type sort() :: messages | rate | peak.
+%% A row's sender or receiver: an endpoint (by process), a label (by
+%% name), a module, application or node name; by kind, the kind and the
+%% tag.
+-type key() :: msgflow_tracer:endpoint() | msgflow_labels:group() | binary() | atom().
+%% One row: messages since start, and in the last window; rates in messages/s: `rate' over the
+%% last closed window, `prev_rate' over the one before (undefined when
+%% there is none), `mean_rate' over the whole run, `peak_rate' the busiest
+%% closed window (for a row of one pair, since start; of several, over the
+%% kept windows); with `windows => K' in the spec, the messages in each of
+%% the K latest closed windows, oldest first; `kinds' the messages since
+%% start by kind and tag, most first (empty with kinds off).  By kind, a
+%% row's windows and rates are its pairs' apportioned by the kind's share
+%% of each pair's messages since start (kinds keep no windows of their
+%% own), and its peak the busier of the last two windows.
+%% (`call_p99', in a limited view by process: the p99 of the round trips
+%% of the pair's sampled calls, µs, where it has any.)
+-type row() :: #{sender := key(), receiver := key(), count := pos_integer(),
+                 last_count := non_neg_integer(), rate := float(), prev_rate := float() | undefined,
+                 mean_rate := float(), peak_rate := float(),
+                 kinds := [msgflow_row:kind_count()],
+                 windows => [non_neg_integer()], call_p99 => float()}.
+%% What a view says of a key of its rows: `label' (name or initial call;
+%% for a group key its text), `text' (the endpoint as the VM shows it),
+%% `display' (the label, with the text beside it when another key of the
+%% view has the same label), `module', `application', `node'.
+-type endpoint_info() :: #{label := binary(), text := binary(), display := binary(),
+                           module := module() | undefined, application := atom() | undefined,
+                           node := node() | undefined}.
+-type view() :: #{by := grouping(), sort := sort(), node := node(), running := boolean(),
+                  started_at := integer() | undefined, stopped_at := integer() | undefined,
+                  taken_at := integer(), window_ms := non_neg_integer(), scale := number(),
+                  estimated := boolean(), sample := off | {pos_integer(), pos_integer()},
+                  events := non_neg_integer(), dead_letters := non_neg_integer(),
+                  overflow := non_neg_integer(), births_dropped := non_neg_integer(),
+                  folded := non_neg_integer(), skipped := non_neg_integer(),
+                  new_tracer => msgflow | term(),
+                  pairs := non_neg_integer(), groups := non_neg_integer() | undefined,
+                  rows := [row()], endpoints := #{key() => endpoint_info()},
+                  windows := [msgflow_store:window()],
+                  dead := [{key(), key(), pos_integer()}],
+                  heatmap => #{rows := [key()], cols := [key()]},
+                  nodes => [node()], node_status => [msgflow_cluster:node_status()]}.
+%% `by' (process), `limit' (all; else the N busiest rows), `windows'
+%% (0: per-window counts of the K latest closed windows in each row),
+%% `active' (false; true: only rows with messages in those windows),
+%% `dead' (false; true: dead letters by pair, grouped like the rows),
+%% `heatmap' (none; L: the L senders and the L receivers with the most
+%% messages, as `heatmap => #{rows, cols}', busiest first),
+%% `labelled' (all; N: only the keys of the first N rows, and those of the
+%% heatmap, get endpoint info: for reports that show a few rows of many),
+%% `kinds' (true; false: rows' `kinds' left empty, for views that show
+%% none, which then do not sum them: the matrix),
+%% `endpoint' (none; a key: only the rows it is an end of, so that only
+%% they are labelled: one process's partners),
+%% `pair' (none; `{Sender, Receiver}': that row only, its ends as the
+%% grouping keys them, a registered name as its pid by process),
+%% `kind' (none; a kind, `call', or a kind and tag, `{call, get}': rows
+%% of those messages only, rates apportioned by their share; needs
+%% kinds),
+%% `sort' (messages; rate: by the last window's rate; peak: by the peak
+%% rate, which for a group is its busiest pair's until the rows are
+%% chosen).
+-type spec() :: #{by => grouping(), limit => pos_integer() | all, sort => sort(),
+                  pair => {key(), key()}, endpoint => key(), kinds => boolean(),
+                  kind => msgflow_tracer:kind() | {msgflow_tracer:kind(), atom()},
+                  windows => non_neg_integer(), active => boolean(), dead => boolean(),
+                  heatmap => pos_integer(), labelled => non_neg_integer() | all}.
+
+%% @doc The most rows a view may ask for: more than any node holds
+%% pairs, less than what ETS limits take.
+-spec max_rows() -> pos_integer().
+max_rows() -> 100000000.
+
+%% @doc The groupings.
+-spec groupings() -> [grouping()].
+groupings() -> [process, name, module, application, node, kind].
+
+%% @doc What rows may be ranked by.
+-spec sorts() -> [sort()].
+sorts() -> [messages, rate, peak].
+
+%% @doc The view of Store as Spec asks.  Rows busiest first.
+-spec build(msgflow_store:store(), spec()) -> view().
+build(Store, Spec) ->
+    By = maps:get(by, Spec, process),
+    Limit = maps:get(limit, Spec, all),
+    Sort = maps:get(sort, Spec, messages),
+    K = min(maps:get(windows, Spec, 0), length(maps:get(windows, Store))),
+    Ctx0 = (context(Store, K))#{sort => Sort, by => By, kinds => maps:get(kinds, Spec, true)},
+    %% one endpoint's rows by process: only those are read
+    Ctx1 = case Spec of
+               #{endpoint := Only} when By =:= process ->
+                   Ctx0#{endpoint => (msgflow_rows_groups:key_fun(process, maps:get(labels, Store)))(Only)};
+               _ -> Ctx0
+           end,
+    Ctx = case Spec of
+              #{filter := Text} -> Ctx1#{filter => filter(Text, By, maps:get(labels, Store))};
+              _ -> Ctx1
+          end,
+    {Groups, NGroups} = case {By, Limit, Sort} of
+                            {process, N, messages} when is_integer(N), not is_map_key(filter, Ctx) ->
+                                msgflow_rows_groups:top_by_process(Store, Ctx, N);
+                            _ ->
+                                msgflow_rows_groups:all_groups(Store, Ctx, By, Limit,
+                                                                 maps:get(active, Spec, false))
+                        end,
+    Rows0 = case Spec of
+               #{pair := {S0, R0}} ->
+                   Canon = msgflow_rows_groups:key_fun(process, maps:get(labels, Store)),
+                   Want = case By of process -> {Canon(S0), Canon(R0)}; _ -> {S0, R0} end,
+                   [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups, G =:= Want];
+               #{endpoint := E0} ->
+                   Canon = msgflow_rows_groups:key_fun(process, maps:get(labels, Store)),
+                   E = case By of process -> Canon(E0); _ -> E0 end,
+                   [row(G, Acc, Members, Ctx) || {G = {S, R}, Acc, Members} <- Groups,
+                                                 S =:= E orelse R =:= E];
+               _ ->
+                   [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups]
+           end,
+    Rows1 = case Spec of
+               #{kind := Kind} -> only_kind(Rows0, Kind);
+               _ -> Rows0
+           end,
+    Rows = case {By, Limit, Store} of
+               {process, Top, #{calls := CallsT}} when is_integer(Top) -> with_p99(Rows1, CallsT);
+               _ -> Rows1
+           end,
+    Kept = maps:get(windows, Store),
+    Heat = case Spec of
+               #{heatmap := L} -> #{heatmap => msgflow_rows_ends:heatmap(Rows, L)};
+               _ -> #{}
+           end,
+    Labelled = case maps:get(labelled, Spec, all) of
+                   all -> Rows;
+                   NL -> lists:sublist(Rows, NL)
+               end,
+    HeatKeys = case Heat of
+                   #{heatmap := #{rows := HR, cols := HC}} -> HR ++ HC;
+                   _ -> []
+               end,
+    Heat#{by => By, sort => Sort, node => maps:get(node, Store),
+      running => maps:get(running, Store),
+      started_at => maps:get(started_at, Store), stopped_at => maps:get(stopped_at, Store),
+      taken_at => maps:get(taken_at, Store),
+      window_ms => maps:get(window_ms, Ctx), scale => maps:get(scale, Ctx),
+      estimated => maps:get(scale, Ctx) =/= 1, sample => maps:get(sample, Store),
+      events => maps:get(events, Store), dead_letters => maps:get(dead_letters, Store),
+      overflow => maps:get(overflow, Store), births_dropped => maps:get(births_dropped, Store),
+      folded => maps:get(folded_messages, Store), skipped => maps:get(skipped, Store),
+      new_tracer => maps:get(new_tracer, Store, msgflow),
+      pairs => ets:info(maps:get(pairs, Store), size), groups => NGroups,
+      rows => Rows, endpoints => msgflow_rows_ends:endpoints(Labelled, HeatKeys, By,
+                                                       maps:get(labels, Store)),
+      windows => lists:nthtail(length(Kept) - K, Kept),
+      dead => case maps:get(dead, Spec, false) of
+                  true -> dead(Store, By);
+                  false -> []
+              end}.
+
+%% fun({S, R}) -> true when one end of the group has Text in its label or
+%% text, upper and lower case alike.
+filter(Text, By, Tables) ->
+    Want = string:casefold(Text),
+    Has = fun(T) -> string:find(string:casefold(T), Want) =/= nomatch end,
+    End = case By of
+              process ->
+                  fun(E) -> Has(msgflow_fmt:endpoint(E))
+                                orelse Has(maps:get(label, msgflow_labels:meta(Tables, E))) end;
+              kind -> fun(K) -> Has(msgflow_fmt:name(K)) end;
+              _ -> fun(K) -> Has(key_text(K)) end
+          end,
+    fun({S, R}) -> End(S) orelse End(R) end.
+
+%% @doc A key as text: an endpoint as the VM writes it (`<0.80.0>'), a
+%% group's key as it reads (a label, a module, a node, a kind or tag).
+-spec key_text(key()) -> binary().
+key_text(K) when is_binary(K) -> K;
+key_text(K) when is_atom(K) -> msgflow_fmt:name(K);
+key_text(K) -> msgflow_fmt:endpoint(K).
+
+%% The rows of a limited view by process with the p99 of their sampled
+%% calls' round trips (`call_p99', µs), where they have any.
+with_p99(Rows, CallsT) ->
+    [case msgflow_call_row:of_pair(CallsT, S, R) of
+         [] -> Row;
+         Edges ->
+             Hist = lists:foldl(fun(E, H) -> msgflow_call_row:add_hists(H, msgflow_call_row:hist(E)) end,
+                                [], Edges),
+             case msgflow_call_row:percentiles(Hist, [0.99]) of
+                 [undefined] -> Row;
+                 [P99] -> Row#{call_p99 => P99}
+             end
+     end || Row = #{sender := S, receiver := R} <- Rows].
+
+%% Rows restricted to one kind (`call') or kind and tag (`{call, get}'):
+%% a row's messages of it, its kinds those, its window counts and rates
+%% apportioned by their share of the row's messages (kinds keep no
+%% windows of their own); rows without any are left out.
+only_kind(Rows, Want) ->
+    Match = case Want of
+                {K, T} -> fun({K1, T1, _}) -> K1 =:= K andalso T1 =:= T end;
+                K -> fun({K1, _, _}) -> K1 =:= K end
+            end,
+    [begin
+         Share = N / C,
+         Scale = fun(undefined) -> undefined; (X) -> X * Share end,
+         R1 = Row#{count := N, kinds := Sel, last_count := round(LC * Share),
+                   rate := Scale(Rate), prev_rate := Scale(Prev), mean_rate := Scale(Mean),
+                   peak_rate := Scale(Peak)},
+         case Row of
+             #{windows := Ws} -> R1#{windows := [round(W * Share) || W <- Ws]};
+             _ -> R1
+         end
+     end || Row = #{count := C, kinds := Ks, last_count := LC, rate := Rate, prev_rate := Prev,
+                    mean_rate := Mean, peak_rate := Peak} <- Rows,
+            Sel <- [lists:filter(Match, Ks)],
+            (N = lists:sum([X || {_, _, X} <- Sel])) > 0].
+
+%% Everything a row needs that is the same for all rows.
+context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval := I}, K) ->
+    {Last, WinMs} = case Ws of
+                        [] -> {Closed + 1, maps:get(open_ms, Store)};   %% the open window
+                        _ -> {Closed, maps:get(window_ms, lists:last(Ws))}
+                    end,
+    PrevMs = case lists:reverse(Ws) of
+                 [_, #{window_ms := P} | _] -> P;
+                 _ -> undefined
+             end,
+    RunMs = case Store of
+                #{started_at := undefined} -> 0;
+                #{stopped_at := undefined, taken_at := Now, started_at := S} -> Now - S;
+                #{stopped_at := Stop, started_at := S} -> Stop - S
+            end,
+    Scale = case Sample of {T, P2} -> P2 / T; off -> 1 end,
+    %% rows carry the counts of windows First..Last: at least the last
+    %% two (rate and trend), the last K when asked
+    First = min(Last - 1, Last - K + 1),
+    #{last => Last, first => First, zeros => lists:duplicate(Last - First + 1, 0),
+      window_ms => WinMs, prev_ms => PrevMs, run_ms => RunMs, scale => Scale,
+      k => K, open => Closed + 1, interval => I,
+      durations => maps:from_list([{N, D} || #{n := N, window_ms := D} <- Ws]),
+      labels => maps:get(labels, Store)}.
+
+%%% Rows
+
+row({S, R}, {Count, PerWin, NPairs, BestPeak, First, KindLists}, Members,
+    Ctx = #{window_ms := WinMs, prev_ms := PrevMs, run_ms := RunMs, scale := Scale, k := K,
+            open := Open, durations := Durs, interval := I}) ->
+    [LastC, PrevC | _] = lists:reverse(PerWin),
+    Peak = case {NPairs, Members} of
+               _ when map_get(by, Ctx) =:= kind ->
+                   %% apportioned: the busiest of the windows the row has
+                   lists:max([msgflow_row:per_s(LastC, WinMs, 1)
+                              | [msgflow_row:per_s(PrevC, PrevMs, 1) || PrevMs =/= undefined]]);
+               {1, _} -> msgflow_row:peak_rate(First, Open, Durs, I);
+               {_, undefined} -> msgflow_row:mhz_to_per_s(BestPeak);  %% a view of every row: its busiest pair's
+               _ -> peak(Members, Ctx)
+           end,
+    Row = #{sender => S, receiver => R, count => Count, last_count => LastC,
+            rate => msgflow_row:per_s(LastC, WinMs, Scale),
+            prev_rate => case PrevMs of
+                             undefined -> undefined;
+                             _ -> msgflow_row:per_s(PrevC, PrevMs, Scale)
+                         end,
+            mean_rate => msgflow_row:per_s(Count, RunMs, Scale),
+            peak_rate => Scale * Peak,
+            kinds => case Ctx of
+                         #{kinds := true} -> msgflow_row:sum_kinds(KindLists);
+                         _ -> []
+                     end},
+    case K of
+        0 -> Row;
+        _ -> Row#{windows => lists:nthtail(length(PerWin) - K, PerWin)}
+    end.
+
+
+%% The busiest closed window of a group of several pairs: the sum of
+%% their counts in each kept window.  A window the store closed after it
+%% listed its durations (the collector runs on while a view is built) has
+%% no duration yet, and is left out.
+peak(Members, #{open := Open, durations := Durs}) when map_size(Durs) > 0 ->
+    First = lists:min(maps:keys(Durs)),
+    Sums = msgflow_row:sum_counts([msgflow_row:counts_in(First, Open - 1, M) || M <- Members]),
+    lists:max([0.0 | [msgflow_row:per_s(C, D, 1)
+                      || {W, C} <- lists:zip(lists:seq(First, Open - 1), Sums),
+                         {ok, D} <- [maps:find(W, Durs)]]]);
+peak(_, _) ->
+    0.0.
+
+%%% Dead letters
+
+%% Dead letters by pair, grouped like the rows.
+dead(#{dead := D, labels := Tables}, By) ->
+    KeyOf = msgflow_rows_groups:key_fun(By, Tables),
+    M = lists:foldl(fun({{S, R}, N}, Acc) ->
+                            K = {KeyOf(S), KeyOf(R)},
+                            Acc#{K => N + maps:get(K, Acc, 0)}
+                    end, #{}, ets:tab2list(D)),
+    [{S, R, N} || {{S, R}, N} <- maps:to_list(M)].
+
+%% @doc A key as the VM writes it (an endpoint: `<0.80.0>'), or a group's
+%% key as its text (a label, a module); what the exports call `sender'
+%% and `receiver'.
+-spec text(view(), key()) -> binary().
+text(#{endpoints := Ends}, K) ->
+    case Ends of
+        #{K := #{text := T}} -> T;
+        _ -> key_text(K)
+    end.
+
+%% @doc A row's kinds as JSON: `[{"kind", "tag", "messages"}]'.
+-spec kinds_json([msgflow_row:kind_count()]) -> [msgflow_view:json()].
+kinds_json(Ks) ->
+    [#{<<"kind">> => atom_to_binary(K), <<"tag">> => msgflow_fmt:name(T), <<"messages">> => N}
+     || {K, T, N} <- Ks].
+
+%% @doc A view's figures as JSON: the node, whether it runs, messages
+%% counted (`events'), dead letters, overflow, distinct pairs held,
+%% groups, the window rates are over (ms), whether they are estimates
+%% (sampling), the nodes whose counts are in it and those that did not
+%% answer.
+-spec json_head(view()) -> #{binary() => msgflow_view:json()}.
+json_head(V = #{node := N, running := Run, events := E, dead_letters := D, overflow := O,
+                pairs := P, groups := G, window_ms := W, estimated := Est}) ->
+    #{<<"node">> => atom_to_binary(N), <<"running">> => Run, <<"events">> => E,
+      <<"dead_letters">> => D, <<"overflow">> => O, <<"pairs">> => P,
+      <<"groups">> => case G of undefined -> null; _ -> G end,
+      <<"window_ms">> => W, <<"estimated">> => Est, <<"taken_at_ms">> => maps:get(taken_at, V),
+      <<"nodes">> => [atom_to_binary(X) || X <- maps:get(nodes, V, [N])],
+      <<"missing">> => [#{<<"node">> => atom_to_binary(X),
+                          <<"reason">> => iolist_to_binary(io_lib:format("~0tp", [Why]))}
+                        || {X, Why} <- maps:get(missing, V, [])]}.
+
+%% @doc The text a view shows for one of its keys: its `display' (the
+%% label, with the pid or port beside it when another key shares the
+%% label); for a key the view did not label, the endpoint as the VM
+%% shows it (by kind: the kind or tag).
+-spec display(view(), key()) -> binary().
+display(View, K) ->
+    case View of
+        #{endpoints := #{K := #{display := D}}} -> D;
+        #{by := kind} -> msgflow_fmt:name(K);
+        _ -> msgflow_fmt:endpoint(K)
+    end.

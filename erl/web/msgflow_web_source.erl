@@ -1,0 +1,92 @@
+%%% @doc What msgflow's web server serves (msgflow_web's source): the
+%%% page's state for a grouping (msgflow_web_page:state/3), its hotspots,
+%%% any view as JSON or as text, and `/metrics' (msgflow_prom), each asked
+%%% of the query path and rendered here.  The web layer's own: msgflow_web
+%%% gets its documents through the fun source/1 makes.
+-module(msgflow_web_source).
+-export([start/1, source/1]).
+
+%% @doc web/1's options, with their defaults and rules.
+-spec options() -> msgflow_opts:schema().
+options() ->
+    #{port => {7780, {int, 0, 65535, "TCP port; 0: any free one"}},
+      ip => {{127, 0, 0, 1}, ip},
+      metrics_edges => {100, {int, 1, 100000, "edge series"}}}.
+
+%% @doc msgflow:web/1: serves msgflow's live page from this node with
+%% OTP's inets httpd (msgflow_web), msgflow's application started if it
+%% is not, until msgflow:web_stop/0 or the application stops: the graph of
+%% the message flow (by name, or another grouping chosen on the page), the
+%% top table, the matrix, hotspots, request flows, the nodes of a cluster,
+%% every view (`/api/view?name=receivers', `/api/text?name=receivers'),
+%% msgflow's own figures, updated every second; `/metrics' in Prometheus'
+%% text format on the same server.  Read-only: nothing served starts,
+%% stops or changes tracing.  Opts: `port' (7780; 0 for any free port),
+%% `ip' (loopback, `{127,0,0,1}'; `{0,0,0,0}' listens on every interface:
+%% the README shows an SSH tunnel instead), `metrics_edges' (100: edge
+%% series of /metrics, the busiest by name, the rest summed as `other').
+%% `{ok, Url}'; errors: `{error, {badopt, {Key, Value}, Allowed}}',
+%% `{error, {already_started, Url}}', `{error, {Reason, {port, Port}}}'
+%% when the port cannot be listened on (eaddrinuse).  The page says "not
+%% started" until msgflow:start/1 has run.
+-spec start(term()) -> {ok, string()} | {error, term()}.
+start(Opts0) ->
+    case msgflow_opts:check(options(), Opts0) of
+        {ok, Opts} ->
+            case application:ensure_all_started(msgflow) of
+                {ok, _} -> msgflow_web:start(Opts, source(Opts));
+                {error, _} = E -> E
+            end;
+        {error, _} = E -> E
+    end.
+
+%% @doc What msgflow_web serves (web/1's checked Opts: `metrics_edges'):
+%% each request's document, from the views of every node msgflow counts
+%% on.
+-spec source(map()) -> msgflow_web:source().
+source(#{metrics_edges := Edges}) ->
+    fun({state, By}) ->
+            case msgflow_web_page:state(By, all, false) of
+                {error, _} = E -> E;
+                State -> {ok, msgflow_report:json_encode(State)}
+            end;
+       (hotspots) ->
+            json(hotspots, #{});
+       ({view, Name, Opts}) ->
+            json(Name, Opts);
+       ({text, Name, Opts}) ->
+            case msgflow_query:text(Name, Opts, #{width => 120, height => 60}) of
+                {ok, Text} -> {ok, unicode:characters_to_binary(Text)};
+                {error, _} = E -> E
+            end;
+       (views) ->
+            {ok, msgflow_report:json_encode([atom_to_binary(N) || N <- msgflow_view:names()])};
+       (metrics) ->
+            metrics(Edges)
+    end.
+
+json(Name, Opts) ->
+    case msgflow_query:json(Name, Opts) of
+        {ok, Json} -> {ok, msgflow_report:json_encode(Json)};
+        {error, _} = E -> E
+    end.
+
+%% `/metrics': the busiest edges by name with their kinds, the call
+%% edges' round trips, msgflow's own figures, and the families of the
+%% views that give some (msgflow_view:with_metrics/0).
+metrics(Edges) ->
+    Extra = msgflow_view:with_metrics(),
+    case msgflow_query:run_all([{top, #{by => name, limit => all}}, {calls, #{by => name}}
+                                | [{N, #{}} || {N, _} <- Extra]]) of
+        [{error, _} = E | _] ->
+            E;
+        [Top, Calls | Values] ->
+            Families = lists:append([Mod:metrics(V) || {{_, Mod}, V} <- lists:zip(Extra, Values),
+                                                       not is_tuple(V) orelse element(1, V) =/= error]),
+            Info = case msgflow_collector:info_as_is() of
+                       #{} = I -> I;
+                       _ -> #{}
+                   end,
+            {ok, msgflow_prom:metrics(Top, case Calls of #{entries := _} -> Calls; _ -> none end,
+                                      Info, Edges, Families)}
+    end.
