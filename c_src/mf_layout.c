@@ -1,14 +1,29 @@
 /*
- * mf_layout.c -- the load-time checks of the term layouts mf_layout.h reads.
- * Runs in load (one thread, under the code-loading lock).
+ * mf_layout.c -- the load-time checks of the term layouts mf_layout.h reads,
+ * and the one published layout.  Runs in load and upgrade (one thread,
+ * under the code-loading lock); callbacks on every scheduler read the
+ * published layout meanwhile, which is why a check never writes to it: it
+ * fills a local mf_layout_t, and mf_layout_load publishes the result in one
+ * release store.
+ *
+ * Memory: published layouts live in a static array of MF_LAYOUTS slots,
+ * never written once published and never freed (a callback of an old
+ * instance may still hold one).  The checks find the same layout on one
+ * VM, so an upgrade publishes nothing new; should they find another, a
+ * fresh slot takes it, and past MF_LAYOUTS the reads stay as they are.
  */
 #include "mf_layout.h"
 
 #include <string.h>
 
-uint64_t mf_flatmap_header;
-uint64_t mf_pidref_header;
-int mf_fast_terms;
+#define MF_LAYOUTS 8
+
+/* every read off: what callbacks read before the first load */
+static const mf_layout_t layout_off = {0, 0, 0};
+static mf_layout_t layouts[MF_LAYOUTS];
+static unsigned n_layouts;
+
+_Atomic(const mf_layout_t *) mf_layout_cur = &layout_off;
 
 /* The keys rest on a local pid being the only term whose low four bits are
  * MF_PID_TAG (see mf_endpoint_word).  Checked once here, so that a VM where
@@ -26,39 +41,39 @@ static int pid_layout_ok(ErlNifEnv *env)
 
 /* Whether mf_get_extra may read a one-key map itself: a map made here the way
  * the VM makes trace_send's options must read back right, and terms that
- * are not such a map must not pass for one.  Sets mf_flatmap_header. */
-static void extra_layout_check(ErlNifEnv *env)
+ * are not such a map must not pass for one.  Sets L->flatmap_header. */
+static void extra_layout_check(ErlNifEnv *env, mf_layout_t *L)
 {
     ERL_NIF_TERM key = atom_extra, val = enif_make_int(env, 42), map, other, got;
     const uint64_t *words;
-    mf_flatmap_header = 0;
+    L->flatmap_header = 0;
     if (!enif_make_map_from_arrays(env, &key, &val, 1, &map) || ((uint64_t)map & 0x3) != 0x2)
         return;
     words = (const uint64_t *)((uint64_t)map - 0x2);
     if (words[1] != 1)
         return;
-    mf_flatmap_header = words[0];
+    L->flatmap_header = words[0];
     ERL_NIF_TERM keys2[2] = {atom_extra, atom_ok}, vals2[2] = {val, val};
-    if (!mf_get_extra(env, map, &got) || got != val ||
+    if (!mf_get_extra_with(L, env, map, &got) || got != val ||
         !enif_make_map_from_arrays(env, keys2, vals2, 2, &other) ||
-        ((const uint64_t *)((uint64_t)other - 0x2))[0] != mf_flatmap_header ||
+        ((const uint64_t *)((uint64_t)other - 0x2))[0] != L->flatmap_header ||
         ((const uint64_t *)((uint64_t)enif_make_tuple2(env, key, val) - 0x2))[0] ==
-            mf_flatmap_header)
-        mf_flatmap_header = 0;
+            L->flatmap_header)
+        L->flatmap_header = 0;
 }
 
-/* Whether alias_owner may read an alias's owner: every alias given (made
+/* Whether alias reads may find an alias's owner: every alias given (made
  * by alias/0 and by monitor/3, in this process and another) has one header
  * word and its owner's pid in its fourth word, and no plain reference has
- * that header.  Sets mf_pidref_header. */
-static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info)
+ * that header.  Sets L->pidref_header. */
+static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L)
 {
     const ERL_NIF_TERM *el, *pair;
     int arity;
     ERL_NIF_TERM aliases, refs, head;
-    uint64_t header = 0, owner, ids[64];
+    uint64_t header = 0, ids[64];
     unsigned n = 0;
-    mf_pidref_header = 0;
+    L->pidref_header = 0;
     if (sizeof(ERL_NIF_TERM) != 8 || !enif_get_tuple(env, info, &arity, &el) || arity != 2)
         return;
     for (aliases = el[0]; enif_get_list_cell(env, aliases, &head, &aliases); n++) {
@@ -80,10 +95,10 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info)
     }
     if (n < 2)
         return;
-    mf_pidref_header = header;
+    L->pidref_header = header;
     for (refs = el[1]; enif_get_list_cell(env, refs, &head, &refs);) {
-        if (!enif_is_ref(env, head) || mf_alias_owner(head, &owner)) {
-            mf_pidref_header = 0;
+        if (!enif_is_ref(env, head) || mf_pidref_with(L, head) != NULL) {
+            L->pidref_header = 0;
             return;
         }
     }
@@ -92,8 +107,8 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info)
 /* Whether mf_is_atom and mf_get_tuple may read words themselves: they
  * must answer as enif_is_atom and enif_get_tuple do for tuples of several
  * sizes and for terms of every other type, boxed or not.  Sets
- * mf_fast_terms. */
-static void terms_layout_check(ErlNifEnv *env)
+ * L->fast_terms. */
+static void terms_layout_check(ErlNifEnv *env, mf_layout_t *L)
 {
     ERL_NIF_TERM bin, map, ref = enif_make_ref(env);
     unsigned char *b = enif_make_new_binary(env, 100, &bin);
@@ -108,46 +123,59 @@ static void terms_layout_check(ErlNifEnv *env)
         enif_make_tuple1(env, a), enif_make_tuple3(env, a, bin, big),
         enif_make_tuple(env, 9, a, a, a, a, a, a, a, a, a), enif_make_string(env, "ab",
                                                                             ERL_NIF_LATIN1)};
-    mf_fast_terms = 0;
+    L->fast_terms = 0;
     ErlNifPid self;
     unsigned n = sizeof(samples) / sizeof(samples[0]);
     if (sizeof(ERL_NIF_TERM) != 8 || !b)
         return;
+    /* what enif says, and what the inline reads say */
+    mf_layout_t with_enif = *L, inline_reads = *L;
+    with_enif.fast_terms = 0;
+    inline_reads.fast_terms = 1;
     int ok = 1;
     for (unsigned i = 0; i <= n && ok; i++) {
         ERL_NIF_TERM t = i < n ? samples[i] : enif_self(env, &self) ? enif_make_pid(env, &self) : a;
         int arity1 = -1, arity2 = -1;
         const ERL_NIF_TERM *e1 = NULL, *e2 = NULL;
-        mf_fast_terms = 0; /* what enif says */
-        int is1 = mf_is_atom(env, t), tu1 = mf_get_tuple(env, t, &arity1, &e1);
-        mf_fast_terms = 1; /* what the inline reads say */
-        int is2 = mf_is_atom(env, t), tu2 = mf_get_tuple(env, t, &arity2, &e2);
+        int is1 = mf_is_atom_with(&with_enif, env, t),
+            tu1 = mf_get_tuple_with(&with_enif, env, t, &arity1, &e1);
+        int is2 = mf_is_atom_with(&inline_reads, env, t),
+            tu2 = mf_get_tuple_with(&inline_reads, env, t, &arity2, &e2);
         ok = is1 == is2 && tu1 == tu2 && (!tu1 || (arity1 == arity2 && e1 == e2));
     }
-    mf_fast_terms = ok;
+    L->fast_terms = ok;
 }
 
 int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
 {
     if (!pid_layout_ok(env))
         return 0;
-    extra_layout_check(env);
-    alias_layout_check(env, load_info);
-    terms_layout_check(env);
+    mf_layout_t found = layout_off;
+    extra_layout_check(env, &found);
+    alias_layout_check(env, load_info, &found);
+    terms_layout_check(env, &found);
+    const mf_layout_t *cur = mf_layout_get();
+    int same = cur->flatmap_header == found.flatmap_header &&
+               cur->pidref_header == found.pidref_header && cur->fast_terms == found.fast_terms;
+    if (same || n_layouts == MF_LAYOUTS)
+        return 1; /* the same (an upgrade on this VM), or no slot left */
+    layouts[n_layouts] = found;
+    atomic_store_explicit(&mf_layout_cur, &layouts[n_layouts], memory_order_release);
+    n_layouts++;
     return 1;
 }
 
 int mf_layout_fast_terms(void)
 {
-    return mf_fast_terms != 0;
+    return mf_layout_get()->fast_terms != 0;
 }
 
 int mf_layout_alias_owner(void)
 {
-    return mf_pidref_header != 0;
+    return mf_layout_get()->pidref_header != 0;
 }
 
 int mf_layout_fast_extra(void)
 {
-    return mf_flatmap_header != 0;
+    return mf_layout_get()->flatmap_header != 0;
 }

@@ -1,16 +1,24 @@
 /*
  * mf_layout.h -- the NIF's reads of the VM's term layout, inline for the hot
- * path; mf_layout.c checks them when the library loads.  These two files are
- * the only ones that know how the VM lays out a term.
+ * path; mf_layout.c checks them when the library loads or is upgraded.
+ * These two files are the only ones that know how the VM lays out a term.
  *
- * What it owns: mf_flatmap_header and mf_pidref_header, set once by
- * mf_layout_load (under the code-loading lock) and only read after.  Any thread may call the inline
- * readers.
+ * What it owns: the published layout (mf_layout_t: the words and flags the
+ * checks found), one immutable struct reached through an atomic pointer.
+ * mf_layout_load computes a new one into a local and publishes it in one
+ * release store (under the code-loading lock); a struct once published is
+ * never written again nor freed while the library is loaded, so a callback
+ * of an old instance that is still running on another scheduler during an
+ * upgrade reads one whole struct, the old one or the new, never half of
+ * each.  Any thread may call the inline readers; each reads the pointer
+ * once (an acquire load: a plain load on x86-64 and a load-acquire on
+ * arm64).
  */
 #ifndef MF_LAYOUT_H
 #define MF_LAYOUT_H
 
 #include <erl_nif.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "mf_atoms.h"
@@ -54,10 +62,30 @@ static inline int mf_args_are_terms(int argc, const ERL_NIF_TERM argv[])
     return 1;
 }
 
-/* The header word of a flat map, as the VM lays maps out, when
- * mf_layout_load verified that mf_get_extra reads a one-key map right; 0 to
- * always ask enif_get_map_value. */
-extern uint64_t mf_flatmap_header __attribute__((visibility("hidden")));
+/* What the checks at load found: each read the inline functions may make
+ * themselves instead of asking the VM.  Published whole (mf_layout_get). */
+typedef struct {
+    /* the header word of a flat map, as the VM lays maps out, when
+     * mf_get_extra reads a one-key map right; 0 to always ask
+     * enif_get_map_value */
+    uint64_t flatmap_header;
+    /* the header word of a local process alias (OTP 24+: a reference made
+     * by alias/0 or monitor/3's {alias, _}, as gen:call makes one per
+     * call), when such a reference holds its owner's pid in its fourth
+     * word; 0 to treat every reference as a receiver of its own */
+    uint64_t pidref_header;
+    /* 1 when mf_is_atom and mf_get_tuple read the term's words themselves
+     * (checked against enif_is_atom and enif_get_tuple); 0 to call those */
+    int fast_terms;
+} mf_layout_t;
+
+/* The layout in use: every read off until the first load published one. */
+extern _Atomic(const mf_layout_t *) mf_layout_cur __attribute__((visibility("hidden")));
+
+static inline const mf_layout_t *mf_layout_get(void)
+{
+    return atomic_load_explicit(&mf_layout_cur, memory_order_acquire);
+}
 
 /* The value under `extra' in trace_send's options.  The VM passes a flat map
  * with that one key: a boxed term whose words are the header, the size, the
@@ -65,13 +93,14 @@ extern uint64_t mf_flatmap_header __attribute__((visibility("hidden")));
  * map code is cold in the caches of a traced workload; any other map (or a
  * layout not verified) goes to enif_get_map_value; no term (see is_term)
  * has no `extra'. */
-static inline int mf_get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *to)
+static inline int mf_get_extra_with(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM opts,
+                                    ERL_NIF_TERM *to)
 {
     if (!mf_is_term(opts))
         return 0;
-    if (mf_flatmap_header && ((uint64_t)opts & 0x3) == 0x2) {
+    if (L->flatmap_header && ((uint64_t)opts & 0x3) == 0x2) {
         const uint64_t *map = (const uint64_t *)((uint64_t)opts - 0x2);
-        if (map[0] == mf_flatmap_header && map[1] == 1) {
+        if (map[0] == L->flatmap_header && map[1] == 1) {
             const uint64_t *keys = (const uint64_t *)(map[2] - 0x2);
             if (keys[1] == (uint64_t)atom_extra) {
                 *to = (ERL_NIF_TERM)map[3];
@@ -82,23 +111,27 @@ static inline int mf_get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *
     return enif_get_map_value(env, opts, atom_extra, to);
 }
 
-/* The header word of a local process alias (OTP 24+: a reference made by
- * alias/0 or monitor/3's {alias, _}, as gen:call makes one per call), when
- * mf_layout_load verified that such a reference holds its owner's pid in
- * its fourth word; 0 to treat every reference as a receiver of its own. */
-extern uint64_t mf_pidref_header __attribute__((visibility("hidden")));
+static inline int mf_get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *to)
+{
+    return mf_get_extra_with(mf_layout_get(), env, opts, to);
+}
 
 /* The words of a local alias (a reference with its owner's pid inside,
  * laid out as mf_layout_load verified), or NULL for any other term or when
  * the layout was not verified.  Any thread. */
-static inline const uint64_t *mf_pidref(ERL_NIF_TERM t)
+static inline const uint64_t *mf_pidref_with(const mf_layout_t *L, ERL_NIF_TERM t)
 {
-    if (mf_pidref_header && ((uint64_t)t & 0x3) == 0x2) {
+    if (L->pidref_header && ((uint64_t)t & 0x3) == 0x2) {
         const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
-        if (ref[0] == mf_pidref_header && mf_is_local_pid((ERL_NIF_TERM)ref[3]))
+        if (ref[0] == L->pidref_header && mf_is_local_pid((ERL_NIF_TERM)ref[3]))
             return ref;
     }
     return NULL;
+}
+
+static inline const uint64_t *mf_pidref(ERL_NIF_TERM t)
+{
+    return mf_pidref_with(mf_layout_get(), t);
 }
 
 /* The id of a local alias from its words (mf_pidref): its reference's
@@ -133,28 +166,28 @@ static inline int mf_alias_id(ERL_NIF_TERM t, uint64_t *id)
     return ref != NULL;
 }
 
-/* 1 when mf_is_atom and mf_get_tuple read the term's words themselves
- * (checked at load against enif_is_atom and enif_get_tuple); 0 to call
- * those. */
-extern int mf_fast_terms __attribute__((visibility("hidden")));
-
 /* enif_is_atom, inline: an atom is an immediate whose low six bits are
  * 0x0B.  Any thread. */
-static inline int mf_is_atom(ErlNifEnv *env, ERL_NIF_TERM t)
+static inline int mf_is_atom_with(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t)
 {
-    if (mf_fast_terms)
+    if (L->fast_terms)
         return ((uint64_t)t & 0x3F) == 0x0B;
     return enif_is_atom(env, t);
+}
+
+static inline int mf_is_atom(ErlNifEnv *env, ERL_NIF_TERM t)
+{
+    return mf_is_atom_with(mf_layout_get(), env, t);
 }
 
 /* enif_get_tuple, inline: a tuple is boxed (low two bits 0x2), and the
  * word it points to is an arity header, (Arity << 6) | 0; its elements
  * follow.  Read so, the kind of a message (mf_kind) costs no call into the
  * VM.  Any thread. */
-static inline int mf_get_tuple(ErlNifEnv *env, ERL_NIF_TERM t, int *arity,
-                               const ERL_NIF_TERM **elems)
+static inline int mf_get_tuple_with(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t,
+                                    int *arity, const ERL_NIF_TERM **elems)
 {
-    if (!mf_fast_terms)
+    if (!L->fast_terms)
         return enif_get_tuple(env, t, arity, elems);
     if (((uint64_t)t & 0x3) != 0x2)
         return 0;
@@ -166,13 +199,21 @@ static inline int mf_get_tuple(ErlNifEnv *env, ERL_NIF_TERM t, int *arity,
     return 1;
 }
 
-/* Checks the reads against this VM; called from load, after the atoms are
- * made, with the load info msgflow_tracer passes: `{Aliases, Refs}', a
- * list of {Alias, OwnerPid} and a list of references that are no aliases.
- * Returns 0 when a local pid's tag is not what mf_is_local_pid tests (the
- * library must then refuse to load: pair keys would mix up), 1 otherwise;
- * mf_get_extra's fast read and alias_owner are on only if their checks
- * passed. */
+static inline int mf_get_tuple(ErlNifEnv *env, ERL_NIF_TERM t, int *arity,
+                               const ERL_NIF_TERM **elems)
+{
+    return mf_get_tuple_with(mf_layout_get(), env, t, arity, elems);
+}
+
+/* Checks the reads against this VM; called from load and upgrade, after
+ * the atoms are made, with the load info msgflow_tracer passes: `{Aliases,
+ * Refs}', a list of {Alias, OwnerPid} and a list of references that are no
+ * aliases.  Returns 0 when a local pid's tag is not what mf_is_local_pid
+ * tests (the library must then refuse to load: pair keys would mix up),
+ * 1 otherwise; each read is on only if its check passed.  What it found is
+ * published in one step (see the top of this file); a layout equal to the
+ * one in use is not published again.  Load and upgrade only (the
+ * code-loading lock). */
 int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info);
 
 /* 1 when mf_get_extra reads the map's words itself.  Any thread. */

@@ -15,7 +15,7 @@
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
-         reload_while_tracing/1, delete_while_tracing/1, snapshot_busy/1, allocator_jemalloc/1,
+         reload_while_tracing/1, reload_under_calls/1, delete_while_tracing/1, snapshot_busy/1, allocator_jemalloc/1,
          allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, top_failures/1, top_keys/1,
          remote_workload/0]).
 -export([exact_workload/0]).
@@ -47,7 +47,7 @@ groups() ->
        collector_killed, orphaned_session, session_owner_down, callbacks_direct, layout_reads_on,
        max_pairs_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
-       reload_while_tracing, delete_while_tracing, snapshot_busy,
+       reload_while_tracing, reload_under_calls, delete_while_tracing, snapshot_busy,
        gen_call_two_edges, rotate_direct, rotate_under_load, churn_conserved, cap_live_pairs,
        other_tool_kept, dbg_alongside, session_dies_with_collector, proc_lib_labels]},
      %% request flows (seq_trace): the system tracer is node-global
@@ -895,6 +895,43 @@ reload_while_tracing(_Config) ->
      || {S, R, N} <- Before ++ After],
     ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
     ?assertEqual([], flagged()).
+
+%% The tracer reloaded 20 times while a client makes gen_server:calls
+%% (each with a fresh alias for its reply), every call sampled: the
+%% checks at load publish what they find in one step, so a callback of
+%% the old code never reads a layout half made.  Every reply is counted
+%% for its caller (none as a send to an alias), and every sampled call is
+%% answered.
+reload_under_calls(_Config) ->
+    {ok, Server} = gen_server:start(msgflow_slow_server, [], []),
+    Self = self(),
+    Client = spawn(fun() -> receive go -> ok end, Self ! {calls, call_loop(Server, 0)} end),
+    ok = msgflow:start(#{procs => [Server, Client], call_sample => 1, call_timeout => 60000,
+                         interval => 50}),
+    Client ! go,
+    Reloads = [begin
+                   _ = code:purge(msgflow_tracer),
+                   code:load_file(msgflow_tracer)
+               end || _ <- lists:seq(1, 20)],
+    Client ! stop,
+    K = receive {calls, Made} -> Made end,
+    ok = msgflow:stop(),
+    ?assertEqual(lists:duplicate(20, {module, msgflow_tracer}), Reloads),
+    ?assert(K > 0),
+    ?assertEqual([], [P || P = {_, R, _} <- msgflow:pairs(), is_reference(R)]),
+    #{rows := Rows} = msgflow:view(top, #{limit => 10}),
+    ?assertEqual(#{{Client, Server} => K, {Server, Client} => K},
+                 maps:from_list([{{S, R}, C} || #{sender := S, receiver := R, count := C} <- Rows,
+                                                S =:= Server orelse R =:= Server])),
+    #{entries := [#{caller := Client, server := Server, tag := count, calls := K, sampled := K,
+                    unanswered := 0}]} = msgflow:view(calls, #{}),
+    gen_server:stop(Server).
+
+%% gen_server:calls until told to stop: how many were made.
+call_loop(Server, N) ->
+    receive stop -> N
+    after 0 -> 0 = gen_server:call(Server, count), call_loop(Server, N + 1)
+    end.
 
 %% Deleting and purging the tracer module while processes are traced with
 %% it (code:delete/1, code:purge/1), then loading it again, ten times under
