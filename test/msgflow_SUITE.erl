@@ -29,7 +29,8 @@
 -export([follow_chain/1, follow_port/1, follow_calls_exact/1, follow_calls_sample/1,
          follow_system_tracer_busy/1, flow_callbacks_odd/1, follow_calls_errors/1,
          follow_never_quiet/1,
-         cluster_exact/1, cluster_node_down/1, cluster_node_joins/1,
+         cluster_exact/1, cluster_node_down/1, cluster_member_hangs/1, hold_suspended/2,
+         cluster_node_joins/1,
          cluster_coordinator_killed/1, cluster_start_errors/1, cluster_flow/1,
          cluster_incompatible/1,
          peer_send/3, peer_call/3, peer_echo/0, flagged/0, cluster_request/2,
@@ -57,7 +58,8 @@ groups() ->
        follow_never_quiet]},
      %% msgflow over distribution, with peer nodes on this machine
      {cluster, [],
-      [cluster_exact, cluster_node_down, cluster_node_joins, cluster_coordinator_killed,
+      [cluster_exact, cluster_node_down, cluster_member_hangs, cluster_node_joins,
+       cluster_coordinator_killed,
        cluster_start_errors, cluster_flow, cluster_incompatible]},
      {allocators, [],
       [allocator_jemalloc, allocator_enif_forced]},
@@ -2278,6 +2280,82 @@ cluster_node_down(_Config) ->
     unlink(Sink),
     exit(Sink, kill),
     ok.
+
+%% A member that stops answering holds no view of the cluster: with its
+%% collector suspended, then with the whole node stopped (SIGSTOP), top(),
+%% view(matrix, _) and the web page's state answer within about a second
+%% (the default `timeout', 1000 ms) with this node's counts, and say
+%% which node is missing; nodes/0 answers at once; pairs() has the busiest
+%% pairs the member last reported.
+cluster_member_hangs(_Config) ->
+    {P1, N1} = cluster_peer(true),
+    Sink = spawn_link(fun sink/0),
+    try
+        ok = msgflow:start(#{nodes => [N1], interval => 100}),
+        Self = self(),
+        B = erpc:call(N1, ?MODULE, peer_send, [Self, Sink, 9]),
+        receive {sent, B} -> ok end,
+        A = spawn(fun() -> [Sink ! m || _ <- lists:seq(1, 3)], Self ! {sent, self()} end),
+        receive {sent, A} -> ok end,
+        ok = msgflow_cluster:refresh(),
+        {ok, _} = msgflow:web(#{port => 0}),
+        Url = msgflow_web:url(),
+        %% suspended by a process of N1's that lives until told (a
+        %% suspension ends with the process that made it)
+        Holder = erpc:call(N1, erlang, spawn, [?MODULE, hold_suspended, [Self, msgflow_collector]]),
+        receive {suspended, Holder} -> ok end,
+        hangs_answered(N1, A, B, Sink, Url),
+        Holder ! resume,
+        %% the whole node stopped
+        OsPid = erpc:call(N1, os, getpid, []),
+        [] = os:cmd("kill -STOP " ++ OsPid),
+        try
+            hangs_answered(N1, A, B, Sink, Url)
+        after
+            os:cmd("kill -CONT " ++ OsPid)
+        end,
+        ok = msgflow:web_stop(),
+        ok = msgflow:stop()
+    after
+        unlink(Sink),
+        exit(Sink, kill),
+        peer:stop(P1)
+    end,
+    ok.
+
+%% Run on a peer: the process registered as Name suspended until `resume'.
+hold_suspended(Parent, Name) ->
+    true = erlang:suspend_process(whereis(Name)),
+    Parent ! {suspended, self()},
+    receive resume -> true = erlang:resume_process(whereis(Name)) end.
+
+hangs_answered(N1, A, B, Sink, Url) ->
+    Self = self(),
+    Timed = fun(F) -> {Us, V} = timer:tc(F), ct:log("~p ms", [Us div 1000]), {Us div 1000, V} end,
+    %% this node's row, and the missing node named
+    {T1, Text} = Timed(fun() -> msgflow_test_io:capture(fun() -> msgflow:top(5) end) end),
+    ?assertMatch({match, _}, re:run(Text, "not in it: " ++ atom_to_list(N1) ++ " \\(timeout\\)")),
+    {T2, M} = Timed(fun() -> msgflow:view(matrix, #{by => process}) end),
+    ?assertMatch(#{missing := [{N1, timeout}]}, M),
+    %% this node's 3 messages to Sink (A exited: in its label's group), and
+    %% the member's 9 from the busiest pairs it last reported
+    NodeOf = fun({exited, _, N}) -> N; (P) -> node(P) end,
+    ToSink = [{NodeOf(S), C} || {{S, R}, #{count := C}} <- maps:to_list(maps:get(cells, M)),
+                                R =:= Sink],
+    ?assertEqual({3, 9}, {lists:sum([C || {N, C} <- ToSink, N =:= node()]),
+                          lists:sum([C || {N, C} <- ToSink, N =:= N1])}),
+    _ = A,
+    {T3, {ok, {{_, 200, _}, _, Json}}} =
+        Timed(fun() -> httpc:request(get, {Url ++ "api/state?by=name", []}, [], []) end),
+    ?assertMatch({_, _}, binary:match(list_to_binary(Json), atom_to_binary(N1))),
+    {T4, [_, #{node := N1}]} = Timed(fun() -> msgflow:view(nodes, #{}) end),
+    %% pairs(): the member's, as it last reported them
+    {T5, Pairs} = Timed(fun() -> msgflow:pairs() end),
+    ?assertEqual(lists:sort([{B, Sink, 9}, {B, Self, 1}]),
+                 lists:sort([P || P = {S, _, _} <- Pairs, S =:= B])),
+    %% each within about a second (1,000 ms for the member, then this node's
+    %% own work): 5 s was the old wait, and a suspended member held it for ever
+    [?assert(T < 3000) || T <- [T1, T2, T3, T4, T5]].
 
 %% With nodes => all, a node that joins is started and counted.
 cluster_node_joins(_Config) ->

@@ -222,7 +222,8 @@ merge(P = #{mod := Mod, opts := Opts, timeout := Timeout}, Got, T0) ->
             Stand = fallbacks(Mod, Opts, Missing),
             Deadline = T0 + Timeout,
             Ctx = #{missing => Missing,
-                    labels => fun(Pids) -> remote_labels(Pids, Deadline) end},
+                    labels => fun(Pids) -> remote_labels(Pids, [N || {N, _} <- Missing],
+                                                          Deadline) end},
             case Mod:merge(Answered ++ Stand, Opts, Ctx) of
                 {error, _} = E -> E;
                 Value when is_map(Value) -> {ok, P, Value#{missing => Missing}};
@@ -242,9 +243,10 @@ fallbacks(Mod, Opts, Missing) ->
     end.
 
 %% The labels of remote processes, asked of their own nodes (a process
-%% is named where it runs), by the query's deadline (at least 500 ms).
-remote_labels(Pids, Deadline) ->
-    Members = msgflow_cluster:members(),
+%% is named where it runs; not of the nodes that did not answer), by the
+%% query's deadline (at least 500 ms).
+remote_labels(Pids, Missing, Deadline) ->
+    Members = msgflow_cluster:members() -- Missing,
     ByNode = maps:groups_from_list(fun node/1, [P || P <- Pids, is_pid(P),
                                                      lists:member(node(P), Members)]),
     Reqs = [erpc:send_request(N, ?MODULE, labels, [Ps]) || {N, Ps} <- maps:to_list(ByNode)],

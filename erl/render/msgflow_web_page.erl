@@ -80,6 +80,10 @@ page_state(G = #{by := By}, P, Extra) ->
       <<"window_ms">> => maps:get(window_ms, G),
       <<"estimated">> => maps:get(estimated, G),
       <<"by">> => atom_to_binary(By),
+      %% the nodes that did not answer in time (a cluster's)
+      <<"missing">> => [#{<<"node">> => atom_to_binary(N),
+                          <<"reason">> => iolist_to_binary(io_lib:format("~0tp", [Why]))}
+                        || {N, Why} <- maps:get(missing, G, [])],
       <<"groupings">> => [atom_to_binary(B) || B <- msgflow_rows:groupings()],
       <<"windows">> => [#{<<"n">> => N, <<"at">> => At, <<"ms">> => Ms}
                         || #{n := N, at := At, window_ms := Ms} <- last(?WINDOWS, maps:get(windows, G))],
