@@ -19,9 +19,7 @@
          allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, top_failures/1, top_keys/1,
          remote_workload/0]).
 -export([exact_workload/0]).
-%% helpers msgflow_fault_SUITE shares
--export([start_distribution/0, cluster_peer/1, modes/0, tool/1, run/2, run/3, root/0,
-         start_node/0, stop_node/1]).
+
 -export([gen_call_two_edges/1, rotate_direct/1, rotate_under_load/1, churn_conserved/1, cap_live_pairs/1,
          churn_server/0, churn_spawner/1, churn_client/2, rotations/0]).
 -export([other_tool_kept/1, dbg_alongside/1, session_dies_with_collector/1,
@@ -33,7 +31,7 @@
          cluster_node_joins/1,
          cluster_coordinator_killed/1, cluster_start_errors/1, cluster_flow/1,
          cluster_incompatible/1,
-         peer_send/3, peer_call/3, peer_echo/0, flagged/0, cluster_request/2,
+         cluster_request/2,
          cluster_caller/3]).
 -export([
          chain_hop/1, flow_request/1, flow_caller/3, flow_plain_caller/2]).
@@ -130,12 +128,10 @@ send_rounds(Sends) ->
     Left = [begin Sink ! msg, {Sink, N - 1} end || {Sink, N} <- Sends],
     send_rounds([X || X = {_, N} <- Left, N > 0]).
 
-sink() ->
-    receive _ -> sink() end.
 
 %% Every kind of receiver the VM reports in `extra', and dead letters.
 receiver_kinds(_Config) ->
-    Node = start_distribution(),
+    Node = msgflow_test_lib:start_distribution(),
     {ok, Peer, PeerNode} = peer:start_link(#{name => peer:random_name()}),
     try
         RemotePid = erlang:spawn(PeerNode, timer, sleep, [infinity]),
@@ -203,7 +199,7 @@ duration_autostop(_Config) ->
     ok = msgflow:wait(10000),
     ?assertMatch(#{running := false}, msgflow:info()),
     ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    ?assertEqual([], flagged()).
+    ?assertEqual([], msgflow_test_lib:flagged()).
 
 %% stop/0 leaves no flag on any process or port, in every procs mode.
 stop_leaves_no_flags(_Config) ->
@@ -213,7 +209,7 @@ stop_leaves_no_flags(_Config) ->
          [Pid ! x || _ <- lists:seq(1, 10)],
          spawn(fun() -> Pid ! y end),
          ok = msgflow:stop(),
-         ?assertEqual({Procs, []}, {Procs, flagged()}),
+         ?assertEqual({Procs, []}, {Procs, msgflow_test_lib:flagged()}),
          ?assertEqual({Procs, {flags, []}}, {Procs, erlang:trace_info(new, flags)})
      end || Procs <- [all, new, existing, [Pid, self()]]],
     unlink(Pid),
@@ -576,10 +572,10 @@ reports_all_formats(Config) ->
     [_ | Rows] = csv_rows(Csv),
     ?assertEqual(Want, lists:sort([{S, R, binary_to_integer(N)} || [S, R, _, _, N, _, _, _] <- Rows])),
     %% dot
-    {0, Svg} = run(os:find_executable("dot"), ["-Tsvg", Path(dot)]),
+    {0, Svg} = msgflow_test_lib:run(os:find_executable("dot"), ["-Tsvg", Path(dot)]),
     ?assertMatch({_, _}, binary:match(Svg, <<"</svg>">>)),
     %% json, parsed by jq
-    {0, Json} = run(os:find_executable("jq"),
+    {0, Json} = msgflow_test_lib:run(os:find_executable("jq"),
                     ["-r", ".pairs[] | [.sender, .receiver, .messages] | @tsv", Path(json)]),
     ?assertEqual(Want, lists:sort([{S, R, binary_to_integer(N)}
                                    || L <- string:split(string:trim(Json), "\n", all),
@@ -693,6 +689,11 @@ labels_after_exit(_Config) ->
     ?assertMatch(#{count := 18}, maps:get({msgflow_SUITE, msgflow_SUITE}, MCells)),
     unlink(Sink),
     exit(Sink, kill).
+
+%% A process that takes every message and keeps none; labelled as this
+%% suite's (labels_after_exit reads it).
+sink() ->
+    receive _ -> sink() end.
 
 short_lived(Sink, N) ->
     [Sink ! m || _ <- lists:seq(1, N)],
@@ -833,14 +834,7 @@ lines(Bin) ->
 count(Bin, Pat) ->
     length(binary:matches(Bin, Pat)).
 
-%% Runs Exe with Args; {ExitStatus, Output}.
-run(false, _Args) ->
-    ct:fail("program not installed (make deps installs it)");
-run(Exe, Args) ->
-    run(Exe, Args, []).
 
-run(Exe, Args, Env) ->
-    msgflow_test_io:run(Exe, Args, Env).
 
 %% The page rendered by headless Chromium with no network: its DOM after
 %% load, and a PNG screenshot.
@@ -851,8 +845,8 @@ chromium(Html, Dir) ->
               "--user-data-dir=" ++ filename:join(Dir, "chromium"),
               "--proxy-server=127.0.0.1:9", "--window-size=1280,2000"],
     Shot = filename:join(Dir, "report.png"),
-    {0, _} = run(Exe, Common ++ ["--screenshot=" ++ Shot, Url]),
-    {0, Out} = run(os:find_executable("sh"),
+    {0, _} = msgflow_test_lib:run(Exe, Common ++ ["--screenshot=" ++ Shot, Url]),
+    {0, Out} = msgflow_test_lib:run(os:find_executable("sh"),
                    ["-c", string:join([Exe | Common] ++ ["--dump-dom", Url], " ")
                     ++ " 2>/dev/null"]),
     {ok, Png} = file:read_file(Shot),
@@ -896,7 +890,7 @@ reload_while_tracing(_Config) ->
     [?assertEqual({S, R, N}, lists:keyfind(R, 2, [P || P = {S1, _, _} <- Pairs, S1 =:= S]))
      || {S, R, N} <- Before ++ After],
     ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
-    ?assertEqual([], flagged()).
+    ?assertEqual([], msgflow_test_lib:flagged()).
 
 %% The tracer reloaded 20 times while a client makes gen_server:calls
 %% (each with a fresh alias for its reply), every call sampled: the
@@ -958,11 +952,11 @@ delete_while_tracing(_Config) ->
     ok = msgflow:stop(),
     Pairs = msgflow:pairs(),
     [?assert(lists:member(E, Pairs)) || E <- Before],
-    ?assertEqual([], flagged()),
+    ?assertEqual([], msgflow_test_lib:flagged()),
     ok = msgflow:start(#{procs => all}),
     _ = counted_burst(100),
     ok = msgflow:stop(),
-    ?assertEqual([], flagged()).
+    ?assertEqual([], msgflow_test_lib:flagged()).
 
 %% Another caller taking a snapshot of the collector's session at the same
 %% time makes the NIF answer `busy': the collector skips that turn and
@@ -1083,7 +1077,7 @@ report_cli(Config) ->
     Etf = filename:join(Dir, "mx.etf"),
     ok = msgflow:export(Etf, etf),
     Report = tool("msgflow-report"),
-    {0, Out} = run(Report, [Etf, "--top", "10"]),
+    {0, Out} = msgflow_test_lib:run(Report, [Etf, "--top", "10"]),
     %% #, sender, receiver, messages and the main kind in 80 columns
     %% (both lay the table out alike; the rates are of different windows)
     Rows = fun(Text, Cols) ->
@@ -1095,13 +1089,13 @@ report_cli(Config) ->
     ?assertEqual(4, length(Rows(Out, 51))),
     ?assertMatch([{_, <<"info m 100%", _/binary>>} | _], Rows(Out, 51)),
     %% by kind: kind, tag and messages
-    {0, ByKind} = run(Report, [Etf, "--by", "kind", "--top", "20"]),
+    {0, ByKind} = msgflow_test_lib:run(Report, [Etf, "--by", "kind", "--top", "20"]),
     ErlByKind = msgflow_test_io:capture(fun() -> msgflow:top(20, #{by => kind}) end),
     ?assertEqual([K || {K, _} <- Rows(ErlByKind, 63)], [K || {K, _} <- Rows(ByKind, 63)]),
     [begin
          CCsv = filename:join(Dir, "c-" ++ atom_to_list(By) ++ ".csv"),
          ECsv = filename:join(Dir, "e-" ++ atom_to_list(By) ++ ".csv"),
-         {0, _} = run(Report, [Etf, "--by", atom_to_list(By), "--csv", CCsv]),
+         {0, _} = msgflow_test_lib:run(Report, [Etf, "--by", atom_to_list(By), "--csv", CCsv]),
          ok = msgflow:export(ECsv, csv, #{by => By}),
          {ok, C} = file:read_file(CCsv),
          {ok, E} = file:read_file(ECsv),
@@ -1111,8 +1105,8 @@ report_cli(Config) ->
          ?assertEqual({By, NoRate(E)}, {By, NoRate(C)})
      end || By <- [process, module]],
     Dot = filename:join(Dir, "c.dot"),
-    {0, _} = run(Report, [Etf, "--by", "name", "--dot", Dot]),
-    {0, _} = run(os:find_executable("dot"), ["-Tsvg", Dot]),
+    {0, _} = msgflow_test_lib:run(Report, [Etf, "--by", "name", "--dot", Dot]),
+    {0, _} = msgflow_test_lib:run(os:find_executable("dot"), ["-Tsvg", Dot]),
     %% bad input: message and status 1, no crash
     {ok, Bin} = file:read_file(Etf),
     Bad = [{"truncated", binary:part(Bin, 0, byte_size(Bin) div 2), "truncated"},
@@ -1128,27 +1122,27 @@ report_cli(Config) ->
     [begin
          F = filename:join(Dir, "bad.etf"),
          ok = file:write_file(F, Data),
-         {Status, Msg} = run(Report, [F]),
+         {Status, Msg} = msgflow_test_lib:run(Report, [F]),
          ?assertEqual({What, 1}, {What, Status}),
          ?assertMatch({What, {_, _}}, {What, binary:match(Msg, list_to_binary(Want))})
      end || {What, Data, Want} <- Bad],
-    ?assertMatch({2, _}, run(Report, [Etf, "--by", "bogus"])),
-    ?assertMatch({1, _}, run(Report, [filename:join(Dir, "missing.etf")])),
+    ?assertMatch({2, _}, msgflow_test_lib:run(Report, [Etf, "--by", "bogus"])),
+    ?assertMatch({1, _}, msgflow_test_lib:run(Report, [filename:join(Dir, "missing.etf")])),
     [exit(P, kill) || P <- [S1, S2, Sink]].
 
 %% msgflow-top against a real node started with erl -sname, which has no
 %% msgflow: it loads the code there, starts msgflow, and its table after a
 %% known workload matches msgflow:pairs() on that node.
 top_live(_Config) ->
-    {Node, Cookie} = start_node(),
+    {Node, Cookie} = msgflow_test_lib:start_node(),
     Top = tool("msgflow-top"),
     try
         Args = ["--node", atom_to_list(Node), "--cookie", Cookie, "--once", "--interval", "100"],
-        {0, First} = run(Top, Args ++ ["--keep"]),
+        {0, First} = msgflow_test_lib:run(Top, Args ++ ["--keep"]),
         ?assertMatch({_, _}, binary:match(First, <<"is not loaded on">>)),
         ?assertMatch({_, _}, binary:match(First, <<"MESSAGES">>)),
         ok = erpc:call(Node, ?MODULE, remote_workload, []),
-        {0, Out} = run(Top, Args ++ ["--top", "50"]),
+        {0, Out} = msgflow_test_lib:run(Top, Args ++ ["--top", "50"]),
         Printed = lists:sort([{S, R, binary_to_integer(binary:replace(N, <<",">>, <<>>, [global]))}
                               || L <- lines(Out),
                                  {match, [S, R, N]} <- [re:run(L, "^ +[0-9]+ (wl_s[0-9]) +(wl_sink) +([0-9,]+) ",
@@ -1167,7 +1161,7 @@ top_live(_Config) ->
         ?assertMatch(#{running := true}, erpc:call(Node, msgflow, info, [])),
         ok = erpc:call(Node, msgflow, stop, [])
     after
-        stop_node(Node)
+        msgflow_test_lib:stop_node(Node)
     end.
 
 %% msgflow-top as a person uses it: in a tmux terminal of 150 x 40,
@@ -1184,9 +1178,9 @@ top_keys(_Config) ->
     end.
 
 top_keys_in(Tmux) ->
-    {Node, Cookie} = start_node(),
+    {Node, Cookie} = msgflow_test_lib:start_node(),
     Session = "mftop" ++ os:getpid(),
-    T = fun(Args) -> {0, Out} = run(Tmux, Args), Out end,
+    T = fun(Args) -> {0, Out} = msgflow_test_lib:run(Tmux, Args), Out end,
     Screen = fun() -> T(["capture-pane", "-p", "-t", Session]) end,
     %% the screen once it shows Re (it is redrawn every 200 ms)
     Until = fun(Re) -> msgflow_test_io:screen_until(Screen, Re, 100) end,
@@ -1250,30 +1244,30 @@ top_keys_in(Tmux) ->
         Until("^EXITED 0\n^icanon\n^echo$"),
         ?assertMatch(#{running := false}, erpc:call(Node, msgflow, info, []))
     after
-        _ = run(Tmux, ["kill-session", "-t", Session]),
-        stop_node(Node)
+        _ = msgflow_test_lib:run(Tmux, ["kill-session", "-t", Session]),
+        msgflow_test_lib:stop_node(Node)
     end.
 
 %% Clear messages and status 1: wrong cookie, unknown node, no epmd.
 top_failures(_Config) ->
-    {Node, _Cookie} = start_node(),
+    {Node, _Cookie} = msgflow_test_lib:start_node(),
     Top = tool("msgflow-top"),
     try
-        {1, Wrong} = run(Top, ["--node", atom_to_list(Node), "--cookie", "not-the-cookie",
+        {1, Wrong} = msgflow_test_lib:run(Top, ["--node", atom_to_list(Node), "--cookie", "not-the-cookie",
                                "--once"]),
         ?assertMatch({_, _}, binary:match(Wrong, <<"wrong cookie">>)),
         [_, Host] = string:split(atom_to_list(Node), "@"),
-        {1, Unknown} = run(Top, ["--node", "no_such_node@" ++ Host, "--cookie", "x", "--once"]),
+        {1, Unknown} = msgflow_test_lib:run(Top, ["--node", "no_such_node@" ++ Host, "--cookie", "x", "--once"]),
         ?assertMatch({_, _}, binary:match(Unknown, <<"unknown node">>)),
-        {1, NoEpmd} = run(Top, ["--node", atom_to_list(Node), "--cookie", "x", "--once"],
+        {1, NoEpmd} = msgflow_test_lib:run(Top, ["--node", atom_to_list(Node), "--cookie", "x", "--once"],
                           [{"ERL_EPMD_PORT", "1"}]),
         ?assertMatch({_, _}, binary:match(NoEpmd, <<"epmd is not running">>)),
-        {1, NoCookie} = run(Top, ["--node", atom_to_list(Node), "--cookie-file",
+        {1, NoCookie} = msgflow_test_lib:run(Top, ["--node", atom_to_list(Node), "--cookie-file",
                                   "/nonexistent/cookie", "--once"]),
         ?assertMatch({_, _}, binary:match(NoCookie, <<"no cookie">>)),
-        ?assertMatch({2, _}, run(Top, ["--once"]))
+        ?assertMatch({2, _}, msgflow_test_lib:run(Top, ["--once"]))
     after
-        stop_node(Node)
+        msgflow_test_lib:stop_node(Node)
     end.
 
 %% Run on the node top_live starts: three registered senders send 100, 200
@@ -1294,43 +1288,15 @@ remote_workload() ->
      end || I <- [1, 2, 3]],
     ok.
 
-%% A node started the way a user starts one: erl -sname, with this suite's
-%% code path only (no msgflow).  Waits for its nodeup, no polling.
-start_node() ->
-    _ = start_distribution(),
-    Cookie = atom_to_list(erlang:get_cookie()),
-    Name = "mftop" ++ os:getpid() ++ integer_to_list(erlang:unique_integer([positive])),
-    [_, Host] = string:split(atom_to_list(node()), "@"),
-    Node = list_to_atom(Name ++ "@" ++ Host),
-    ok = net_kernel:monitor_nodes(true),
-    Erl = os:find_executable("erl"),
-    _ = open_port({spawn_executable, Erl},
-                  [{args, ["-sname", Name, "-setcookie", Cookie, "-noinput", "-pa",
-                           filename:dirname(code:which(?MODULE)),
-                           "-eval", "pong = net_adm:ping('" ++ atom_to_list(node()) ++ "')"]},
-                   exit_status]),
-    receive {nodeup, Node} -> ok after 30000 -> ct:fail({no_nodeup, Node}) end,
-    ok = net_kernel:monitor_nodes(false),
-    {Node, Cookie}.
 
-stop_node(Node) ->
-    Cache = erpc:call(Node, filename, basedir, [user_cache, "msgflow"]),
-    erpc:cast(Node, erlang, halt, []),
-    %% the code msgflow-top copied there (this host's user cache)
-    _ = file:del_dir_r(Cache),
-    ok.
 
 %% root/_build/bin/Name, root found from where rebar3 put this suite.
 tool(Name) ->
     msgflow_test_io:tool(Name).
 
-root() ->
-    Parts = filename:split(filename:dirname(code:which(msgflow))),
-    {Root, _} = lists:splitwith(fun(P) -> P =/= "_build" end, Parts),
-    filename:join(Root).
 
 dump_dir() ->
-    Dir = filename:join([root(), "_build", "test", "dumps"]),
+    Dir = filename:join([msgflow_test_lib:root(), "_build", "test", "dumps"]),
     ok = filelib:ensure_path(Dir),
     Dir.
 
@@ -1387,36 +1353,7 @@ synthetic_view(Totals) ->
 
 %%% Helpers
 
-%% Processes and ports with trace flags in the legacy session, or (OTP
-%% 27+) in a trace session named msgflow; `new' too.
-flagged() ->
-    InSession = case lists:member(session, modes()) of
-                    true ->
-                        fun(P) ->
-                                Trace = trace,
-                                %% `undefined' for one that exited since processes()
-                                case Trace:session_info(P) of
-                                    L when is_list(L) -> lists:keymember(msgflow, 1, L);
-                                    undefined -> false
-                                end
-                        end;
-                    false -> fun(_) -> false end
-                end,
-    Flagged = [P || P <- [new | processes() ++ erlang:ports()],
-                    erlang:trace_info(P, flags) =/= {flags, []} orelse InSession(P)],
-    %% one that was exiting as it was looked at carries nothing now
-    [P || P <- Flagged, P =:= new orelse (is_pid(P) andalso is_process_alive(P))
-                            orelse (is_port(P) andalso erlang:port_info(P) =/= undefined)].
 
-start_distribution() ->
-    case node() of
-        nonode@nohost ->
-            os:cmd("epmd -daemon"),
-            {ok, _} = net_kernel:start([list_to_atom("msgflow_ct_" ++ os:getpid()), shortnames]),
-            node();
-        Node ->
-            Node
-    end.
 
 %% Runs exact_workload/0 on a fresh peer node started with Env, with
 %% msgflow and this suite in its code path.
@@ -1619,12 +1556,6 @@ churn_client(Server, Trips) ->
 
 %%% Other tracing tools (issue 13)
 
-%% The trace modes this VM has: legacy always, session on OTP 27+.
-modes() ->
-    case msgflow_flags:mode(session) of
-        {ok, session} -> [session, legacy];
-        {error, _} -> [legacy]
-    end.
 
 %% Another tool traces a worker's sends (a process tracer, as recon or
 %% redbug set) before msgflow starts: it gets every event before, during
@@ -1645,7 +1576,7 @@ other_tool_kept(_Config) ->
          ?assertEqual({Mode, 150}, {Mode, tool_count(Tool, W)}),
          ?assertEqual({Mode, {tracer, Tool}}, {Mode, erlang:trace_info(W, tracer)}),
          ?assertEqual({Mode, {flags, [send]}}, {Mode, erlang:trace_info(W, flags)}),
-         ?assertEqual({Mode, []}, {Mode, flagged() -- [W]}),
+         ?assertEqual({Mode, []}, {Mode, msgflow_test_lib:flagged() -- [W]}),
          Counted = [N || {S, R, N} <- msgflow:pairs(), S =:= W, R =:= Sink],
          case Mode of
              session ->
@@ -1659,7 +1590,7 @@ other_tool_kept(_Config) ->
          end,
          erlang:trace(W, false, [send]),
          [begin unlink(P), exit(P, kill) end || P <- [Sink, W, Tool]]
-     end || Mode <- modes()].
+     end || Mode <- msgflow_test_lib:modes()].
 
 %% dbg traces a worker while msgflow runs: dbg's events are all there
 %% after msgflow stops, and msgflow's counts are exact.  Where either has
@@ -1701,7 +1632,7 @@ dbg_alongside(_Config) ->
          end,
          dbg:stop(),
          [begin unlink(P), exit(P, kill) end || P <- [Sink, W]]
-     end || Mode <- modes()].
+     end || Mode <- msgflow_test_lib:modes()].
 
 %% The counts dbg's handler had each time it saw the worker's `done' (the
 %% worker sends one after each piece of work), the first N.
@@ -1712,7 +1643,7 @@ dbg_counts(N) -> [receive {dbg_done, C} -> C after 10000 -> timeout end | dbg_co
 %% the session is gone with all its flags, the node lives on, and the
 %% restarted collector starts clean.
 session_dies_with_collector(_Config) ->
-    case lists:member(session, modes()) of
+    case lists:member(session, msgflow_test_lib:modes()) of
         false ->
             {skip, "no trace sessions before OTP 27"};
         true ->
@@ -2126,33 +2057,9 @@ self_loop_forever() ->
 
 %%% Cluster (issue 15): peer nodes on this machine
 
-%% A peer with msgflow and this suite in its code path, or (Code = false)
-%% with neither: the coordinator loads msgflow into it.
-cluster_peer(Code) ->
-    _ = start_distribution(),
-    %% no global mesh among the peers: its partition checks would cut
-    %% connections as peers come and go
-    Args = ["-connect_all", "false"]
-        ++ case Code of
-               true -> lists:append([["-pa", filename:dirname(code:which(M))]
-                                     || M <- [msgflow, ?MODULE]]);
-               false -> []
-           end,
-    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args}),
-    {Peer, Node}.
 
-%% Run on a peer: N sends to Dest from a process of its own there.
-peer_send(Parent, Dest, N) ->
-    spawn(fun() -> [Dest ! {m, I} || I <- lists:seq(1, N)], Parent ! {sent, self()} end).
 
-%% Run on a peer: N gen_server:calls to Server from a process there.
-peer_call(Parent, Server, N) ->
-    spawn(fun() -> [X = gen_server:call(Server, {get, X}) || X <- lists:seq(1, N)],
-                   Parent ! {called, self()} end).
 
-peer_echo() ->
-    receive {From, Ref, X} -> From ! {Ref, X} end,
-    peer_echo().
 
 wait_status(Node, Status) ->
     wait_status(Node, Status, 200).
@@ -2170,8 +2077,8 @@ wait_status(Node, Status, Tries) ->
 %% Each pair is counted on its sender's node; pairs() and the matrices
 %% cover all three, exactly.
 cluster_exact(Config) ->
-    {P1, N1} = cluster_peer(true),
-    {P2, N2} = cluster_peer(false),
+    {P1, N1} = msgflow_test_lib:cluster_peer(true),
+    {P2, N2} = msgflow_test_lib:cluster_peer(false),
     try
         ?assertEqual(non_existing, erpc:call(N2, code, which, [msgflow])),
         Self = self(),
@@ -2188,12 +2095,12 @@ cluster_exact(Config) ->
         A = spawn(fun() -> [Sink1 ! {m, I} || I <- lists:seq(1, 10)], Self ! {sent, self()} end),
         receive {sent, A} -> ok end,
         %% N1 -> N2: 7 sends to {cluster_sink2, N2}
-        B = erpc:call(N1, ?MODULE, peer_send, [Self, {cluster_sink2, N2}, 7]),
+        B = erpc:call(N1, msgflow_test_lib, peer_send, [Self, {cluster_sink2, N2}, 7]),
         receive {sent, B} -> ok end,
         %% N2 (no suite code there) -> here: 5 sends, each from an erpc process
         [true = erpc:call(N2, erlang, send, [Sink, {m, I}]) =:= {m, I} || I <- lists:seq(1, 5)],
         %% N1 -> here: 6 gen_server:calls; the replies go to N1's aliases
-        C = erpc:call(N1, ?MODULE, peer_call, [Self, {flow_db, node()}, 6]),
+        C = erpc:call(N1, msgflow_test_lib, peer_call, [Self, {flow_db, node()}, 6]),
         receive {called, C} -> ok end,
         ok = msgflow:stop(),
         Pairs = msgflow:pairs(),
@@ -2244,7 +2151,7 @@ cluster_exact(Config) ->
                      lists:sort([{N, St} || #{node := N, status := St} <- DumpNodes])),
         ?assertEqual(lists:sum([X || #{messages := X} <- DumpRows]),
                      lists:sum([E || #{events := E} <- DumpNodes])),
-        {0, Out} = run(tool("msgflow-report"), [Etf, "--top", "3"]),
+        {0, Out} = msgflow_test_lib:run(tool("msgflow-report"), [Etf, "--top", "3"]),
         ?assertMatch({match, _}, re:run(Out, "3 nodes: ")),
         msgflow_flow_srv:stop(flow_db),
         unlink(Sink),
@@ -2258,11 +2165,11 @@ cluster_exact(Config) ->
 %% A peer that goes down keeps its counts (the busiest pairs it last
 %% reported), marked down with the reason; the others go on.
 cluster_node_down(_Config) ->
-    {P1, N1} = cluster_peer(true),
+    {P1, N1} = msgflow_test_lib:cluster_peer(true),
     Sink = spawn_link(fun sink/0),
     ok = msgflow:start(#{nodes => [N1], interval => 100}),
     Self = self(),
-    B = erpc:call(N1, ?MODULE, peer_send, [Self, Sink, 9]),
+    B = erpc:call(N1, msgflow_test_lib, peer_send, [Self, Sink, 9]),
     receive {sent, B} -> ok end,
     %% the last figures and busiest pairs it reports are what is kept
     ok = msgflow_cluster:refresh(),
@@ -2288,12 +2195,12 @@ cluster_node_down(_Config) ->
 %% which node is missing; nodes/0 answers at once; pairs() has the busiest
 %% pairs the member last reported.
 cluster_member_hangs(_Config) ->
-    {P1, N1} = cluster_peer(true),
+    {P1, N1} = msgflow_test_lib:cluster_peer(true),
     Sink = spawn_link(fun sink/0),
     try
         ok = msgflow:start(#{nodes => [N1], interval => 100}),
         Self = self(),
-        B = erpc:call(N1, ?MODULE, peer_send, [Self, Sink, 9]),
+        B = erpc:call(N1, msgflow_test_lib, peer_send, [Self, Sink, 9]),
         receive {sent, B} -> ok end,
         A = spawn(fun() -> [Sink ! m || _ <- lists:seq(1, 3)], Self ! {sent, self()} end),
         receive {sent, A} -> ok end,
@@ -2359,15 +2266,15 @@ hangs_answered(N1, A, B, Sink, Url) ->
 
 %% With nodes => all, a node that joins is started and counted.
 cluster_node_joins(_Config) ->
-    _ = start_distribution(),
+    _ = msgflow_test_lib:start_distribution(),
     Sink = spawn_link(fun sink/0),
     ok = msgflow:start(#{nodes => all, interval => 100}),
-    {P1, N1} = cluster_peer(true),
+    {P1, N1} = msgflow_test_lib:cluster_peer(true),
     try
         wait_status(N1, up),
         ?assertMatch(#{running := true}, erpc:call(N1, msgflow, info, [])),
         Self = self(),
-        B = erpc:call(N1, ?MODULE, peer_send, [Self, Sink, 4]),
+        B = erpc:call(N1, msgflow_test_lib, peer_send, [Self, Sink, 4]),
         receive {sent, B} -> ok end,
         ok = msgflow:stop(),
         ?assertEqual(lists:sort([{B, Sink, 4}, {B, Self, 1}]),
@@ -2382,7 +2289,7 @@ cluster_node_joins(_Config) ->
 %% The coordinator killed: each node stops counting by itself after its
 %% grace period.
 cluster_coordinator_killed(_Config) ->
-    {P1, N1} = cluster_peer(true),
+    {P1, N1} = msgflow_test_lib:cluster_peer(true),
     try
         ok = msgflow:start(#{nodes => [N1], interval => 100, grace => 300}),
         ?assertMatch(#{running := true}, erpc:call(N1, msgflow, info, [])),
@@ -2391,7 +2298,7 @@ cluster_coordinator_killed(_Config) ->
         ok = erpc:call(N1, msgflow, wait, [10000]),
         ?assert(erlang:monotonic_time(millisecond) - T0 >= 250),
         ?assertMatch(#{running := false}, erpc:call(N1, msgflow, info, [])),
-        ?assertEqual([], erpc:call(N1, ?MODULE, flagged, []))
+        ?assertEqual([], erpc:call(N1, msgflow_test_lib, flagged, []))
     after
         peer:stop(P1)
     end,
@@ -2401,7 +2308,7 @@ cluster_coordinator_killed(_Config) ->
 %% A node that cannot be started: the start fails and names it (abort),
 %% or goes on without it (skip).
 cluster_start_errors(_Config) ->
-    _ = start_distribution(),
+    _ = msgflow_test_lib:start_distribution(),
     Bad = 'msgflow_no_such_node@127.0.0.1',
     ?assertMatch({error, {nodes, [{Bad, _}]}}, msgflow:start(#{nodes => [Bad]})),
     ?assertMatch(#{running := false}, msgflow:info()),
@@ -2413,9 +2320,9 @@ cluster_start_errors(_Config) ->
 
 %% A request that crosses to another node: the flow has both nodes' sends.
 cluster_flow(_Config) ->
-    {P1, N1} = cluster_peer(true),
+    {P1, N1} = msgflow_test_lib:cluster_peer(true),
     try
-        Echo = erpc:call(N1, erlang, spawn, [?MODULE, peer_echo, []]),
+        Echo = erpc:call(N1, erlang, spawn, [msgflow_test_lib, peer_echo, []]),
         true = erpc:call(N1, erlang, register, [cluster_echo, Echo]),
         ok = msgflow:start(#{nodes => [N1], interval => 100}),
         Self = self(),
@@ -2469,7 +2376,7 @@ cluster_caller(Parent, Node, X) ->
 %% `incompatible', msgflow is not loaded into it (msgflow-top leaves its
 %% loader, msgflow_cluster_code, there), and nothing crashes.
 cluster_incompatible(_Config) ->
-    _ = start_distribution(),
+    _ = msgflow_test_lib:start_distribution(),
     Mine = erlang:system_info(otp_release),
     Erls = ["/usr/bin/erl", filename:join([os:getenv("HOME"), ".cache", "msgflow-otp", "27",
                                             "bin", "erl"])],
@@ -2503,7 +2410,7 @@ cluster_incompatible(_Config) ->
                 Rel = erpc:call(N, erlang, system_info, [otp_release]),
                 Cache = erpc:call(N, filename, basedir, [user_cache, "msgflow"]),
                 Before = file:list_dir(Cache),
-                {1, Out} = run(tool("msgflow-top"), ["--node", atom_to_list(N), "--cookie",
+                {1, Out} = msgflow_test_lib:run(tool("msgflow-top"), ["--node", atom_to_list(N), "--cookie",
                                                      atom_to_list(erlang:get_cookie()), "--once"]),
                 ?assertMatch({_, _}, binary:match(Out, iolist_to_binary(
                                                          ["{incompatible, {otp_release, \"", Rel,

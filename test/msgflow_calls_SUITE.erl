@@ -190,7 +190,7 @@ exports(Config) ->
 %% Across a cluster: calls on a peer node (client and server there) and
 %% here are each measured where they run, and view(calls) adds them up.
 cluster(_Config) ->
-    {Peer, Node} = msgflow_SUITE:cluster_peer(true),
+    {Peer, Node} = msgflow_test_lib:cluster_peer(true),
     try
         _ = msgflow:stop(),
         {ok, Here} = gen_server:start(?MODULE, [], []),

@@ -48,7 +48,7 @@ init_per_testcase(_Case, Config) ->
 end_per_testcase(_Case, _Config) ->
     ok = msgflow:stop(),
     ok = msgflow:unfollow(),
-    ?assertEqual([], msgflow_SUITE:flagged()),
+    ?assertEqual([], msgflow_test_lib:flagged()),
     ?assertEqual(false, seq_trace:get_system_tracer()),
     ok.
 
@@ -66,7 +66,7 @@ end_per_testcase(_Case, _Config) ->
 %% send of `{P, {control, <<>>}}' to ERTS's invalid pid; it is counted as
 %% reported.)  A window is one hour, so no row folds before the check.
 port_exits(_Config) ->
-    Node = msgflow_SUITE:start_distribution(),
+    Node = msgflow_test_lib:start_distribution(),
     %% ERTS's invalid pid, as OTP 25 and 27 print it (the term itself
     %% does not compare equal to what list_to_pid/1 makes of that)
     Invalid = fun(R) -> is_pid(R) andalso lists:member(pid_to_list(R), ["<0.32767.8191>",
@@ -124,7 +124,7 @@ port_exits(_Config) ->
          ?assertEqual(lists:sort([{Sender, Remote, 5}, {Sender, Self, 1}]),
                       lists:sort([X || X = {S, _, _} <- Pairs, S =:= Sender])),
          ?assertEqual(Node, node())
-     end || Mode <- msgflow_SUITE:modes()],
+     end || Mode <- msgflow_test_lib:modes()],
     ok.
 
 %% The check that found the crash: a coordinator with `nodes => all' and
@@ -142,7 +142,7 @@ cluster_port_exit_rounds(Config) ->
 
 cluster_round(Cache) ->
     Self = self(),
-    _ = msgflow_SUITE:start_distribution(),
+    _ = msgflow_test_lib:start_distribution(),
     Fresh = fun() ->
                     {ok, P, N} = peer:start_link(#{name => peer:random_name(),
                                                    args => ["-connect_all", "false"],
@@ -279,9 +279,9 @@ application_stop(_Config) ->
          receive {'DOWN', Ref, process, _, Why} -> ?assertEqual({Mode, shutdown}, {Mode, Why}) end,
          ?assertEqual({Mode, []}, {Mode, [{P, erlang:trace_info(P, flags), erlang:trace_info(P, tracer),
                                            catch process_info(P, [initial_call, current_function])}
-                                          || P <- msgflow_SUITE:flagged()]}),
+                                          || P <- msgflow_test_lib:flagged()]}),
          {ok, _} = application:ensure_all_started(msgflow)
-     end || Mode <- msgflow_SUITE:modes()],
+     end || Mode <- msgflow_test_lib:modes()],
     ok.
 
 %%% 3. msgflow-top ended by a signal
@@ -293,8 +293,8 @@ application_stop(_Config) ->
 %% went away.
 top_signals(Config) ->
     Log = filename:join(?config(priv_dir, Config), "msgflow-top.log"),
-    {Node, Cookie} = msgflow_SUITE:start_node(),
-    Top = msgflow_SUITE:tool("msgflow-top"),
+    {Node, Cookie} = msgflow_test_lib:start_node(),
+    Top = msgflow_test_lib:tool("msgflow-top"),
     %% --start: each round starts a run anew (the last one is held, stopped)
     Cmd = Top ++ " --node " ++ atom_to_list(Node) ++ " --cookie " ++ Cookie
         ++ " --interval 50 --start",
@@ -306,7 +306,7 @@ top_signals(Config) ->
              end,
              "" = os:cmd("kill -" ++ Sig ++ " " ++ Pid),
              until(fun() -> not running(Node) end),
-             ?assertEqual({Sig, []}, {Sig, erpc:call(Node, msgflow_SUITE, flagged, [])})
+             ?assertEqual({Sig, []}, {Sig, erpc:call(Node, msgflow_test_lib, flagged, [])})
          end || Sig <- ["HUP", "TERM", "INT", "QUIT", "KILL"]],
         %% the reader goes after four lines (a quiet node's table is two,
         %% and a blank line parts two tables); msgflow-top stops the run
@@ -315,9 +315,9 @@ top_signals(Config) ->
         ?assertMatch([<<"msgflow running", _/binary>>, _, <<>>, <<"msgflow running", _/binary>>],
                      string:split(string:trim(list_to_binary(Lines)), "\n", all)),
         ?assertNot(running(Node)),
-        ?assertEqual([], erpc:call(Node, msgflow_SUITE, flagged, []))
+        ?assertEqual([], erpc:call(Node, msgflow_test_lib, flagged, []))
     after
-        msgflow_SUITE:stop_node(Node)
+        msgflow_test_lib:stop_node(Node)
     end.
 
 %% false also before msgflow-top loaded msgflow's code there
@@ -347,27 +347,27 @@ until(F, N) ->
 %% starts nothing (the pair keeps its 777); `--once --start' starts a new
 %% run (which forgets it) and stops it again.
 top_once_keeps_run(_Config) ->
-    {Node, Cookie} = msgflow_SUITE:start_node(),
-    Top = msgflow_SUITE:tool("msgflow-top"),
+    {Node, Cookie} = msgflow_test_lib:start_node(),
+    Top = msgflow_test_lib:tool("msgflow-top"),
     Args = ["--node", atom_to_list(Node), "--cookie", Cookie, "--once", "--interval", "50"],
     try
         %% msgflow's code onto the node (it runs and stops a first run)
-        {0, _} = msgflow_SUITE:run(Top, Args),
+        {0, _} = msgflow_test_lib:run(Top, Args),
         ok = erpc:call(Node, msgflow, start, [#{procs => new}]),
         {S, R} = erpc:call(Node, msgflow_fault_SUITE, remote_burst, [777]),
         ok = erpc:call(Node, msgflow, stop, []),
         Count = fun() -> [N || {S1, R1, N} <- erpc:call(Node, msgflow, pairs, []),
                                S1 =:= S, R1 =:= R] end,
         ?assertEqual([777], Count()),
-        {0, Out} = msgflow_SUITE:run(Top, Args),
+        {0, Out} = msgflow_test_lib:run(Top, Args),
         ?assertMatch({{_, _}, _}, {binary:match(Out, <<"777">>), Out}),
         ?assertEqual([777], Count()),
         ?assertNot(running(Node)),
-        {0, _} = msgflow_SUITE:run(Top, Args ++ ["--start"]),
+        {0, _} = msgflow_test_lib:run(Top, Args ++ ["--start"]),
         ?assertEqual([], Count()),
         ?assertNot(running(Node))
     after
-        msgflow_SUITE:stop_node(Node)
+        msgflow_test_lib:stop_node(Node)
     end.
 
 %% Run on a node of its own: burst/1 there.
@@ -452,12 +452,12 @@ follow_caller_killed(_Config) ->
 %% erased.
 two_coordinators(_Config) ->
     Self = self(),
-    {PP, P} = msgflow_SUITE:cluster_peer(true),
-    {PB, B} = msgflow_SUITE:cluster_peer(true),
+    {PP, P} = msgflow_test_lib:cluster_peer(true),
+    {PB, B} = msgflow_test_lib:cluster_peer(true),
     try
         Sink = erpc:call(P, erlang, spawn, [timer, sleep, [infinity]]),
         ok = msgflow:start(#{nodes => [P], interval => 3600000}),
-        S1 = erpc:call(P, msgflow_SUITE, peer_send, [Self, Sink, 40]),
+        S1 = erpc:call(P, msgflow_test_lib, peer_send, [Self, Sink, 40]),
         receive {sent, S1} -> ok end,
         {S2, R2} = burst(25),
         ok = erpc:call(B, msgflow, start, [#{nodes => [P, node()], on_node_error => skip}]),
@@ -573,7 +573,7 @@ reconnect_after_grace(_Config) ->
               end).
 
 reconnect(Away) ->
-    _ = msgflow_SUITE:start_distribution(),
+    _ = msgflow_test_lib:start_distribution(),
     Paths = lists:append([["-pa", filename:dirname(code:which(M))]
                           || M <- [msgflow, msgflow_SUITE]]),
     {ok, Peer, N} = peer:start_link(#{name => peer:random_name(), connection => standard_io,
@@ -644,7 +644,7 @@ api_storm(Config) ->
     ?assertEqual([], lists:append([receive {stormed, P, R} -> R end || P <- Callers])),
     ok = msgflow:stop(),
     ok = msgflow:unfollow(),
-    ?assertEqual([], msgflow_SUITE:flagged()),
+    ?assertEqual([], msgflow_test_lib:flagged()),
     ok = msgflow:start(#{interval => 3600000}),
     {S, R} = burst(100),
     ok = msgflow:stop(),

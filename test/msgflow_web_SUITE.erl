@@ -369,14 +369,14 @@ prometheus(Config, Promtool, Prom) ->
 %% On a coordinator the page's state has every node with its status, and
 %% the node-to-node traffic the matrix by node has.
 cluster(_Config) ->
-    {Peer, Node} = msgflow_SUITE:cluster_peer(true),
+    {Peer, Node} = msgflow_test_lib:cluster_peer(true),
     try
         _ = msgflow:stop(),
         Sink = spawn(?MODULE, sink, []),
         ok = msgflow:start(#{nodes => all, interval => 300}),
         {ok, Url} = msgflow:web(#{port => 0}),
         Self = self(),
-        P = erpc:call(Node, msgflow_SUITE, peer_send, [Self, Sink, 25]),
+        P = erpc:call(Node, msgflow_test_lib, peer_send, [Self, Sink, 25]),
         receive {sent, P} -> ok end,
         ok = msgflow:stop(),
         {200, _, Body} = http_get(Url ++ "api/state"),

@@ -60,7 +60,7 @@ source(#{metrics_edges := Edges}) ->
                 {error, _} = E -> E
             end;
        (views) ->
-            {ok, msgflow_report:json_encode([atom_to_binary(N) || N <- msgflow_view:names()])};
+            {ok, msgflow_report:json_encode([atom_to_binary(N) || N <- msgflow_query:ready()])};
        (metrics) ->
             metrics(Edges)
     end.

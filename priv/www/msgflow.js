@@ -8,6 +8,7 @@
 
   var REFRESH_MS = 1000;
   var HOTSPOTS_MS = 5000;         // their view reads every active pair: less often
+  var VIEW_MS = 2000;             // the Views panel's text
   var hotspots = null;            // the live page's, fetched apart
   var EDGE_LABELS = 15;           // edges that carry their rate as a label
   var KIND_COLORS = {
@@ -93,6 +94,30 @@
       showError('No update from the node: ' + err.message +
                 (state ? ' (showing what it sent at ' + time(state.taken_at) + ')' : ''));
     });
+  }
+
+  // The Views panel: every view of the node's registry (api/views), the
+  // chosen one's text as the shell prints it (api/text), set as text.
+  function fetchViews() {
+    return fetch('api/views', {cache: 'no-store'}).then(function (r) {
+      return r.ok ? r.json() : [];
+    }).then(function (names) {
+      var sel = clear($('view'));
+      names.forEach(function (n) { sel.appendChild(el('option', {value: n}, n)); });
+      if (names.indexOf('receivers') >= 0) sel.value = 'receivers';
+      $('views-section').hidden = names.length === 0;
+      fetchViewText();
+    }).catch(function () { /* the state's fetch says what is wrong */ });
+  }
+
+  function fetchViewText() {
+    var name = $('view').value;
+    if (!name) return null;
+    return fetch('api/text?name=' + encodeURIComponent(name), {cache: 'no-store'}).then(function (r) {
+      return r.text();
+    }).then(function (t) {
+      $('view-text').textContent = t;
+    }).catch(function () { /* as above */ });
   }
 
   function fetchHotspots() {
@@ -543,6 +568,7 @@
       fetchState();
     });
     $('filter').addEventListener('input', function () { if (state) renderTop(); });
+    $('view').addEventListener('change', fetchViewText);
     document.querySelectorAll('#top th.sort').forEach(function (th) {
       th.addEventListener('click', function () { sortKey = th.getAttribute('data-sort'); if (state) renderTop(); });
     });
@@ -574,8 +600,10 @@
     } else {
       fetchState();
       fetchHotspots();
+      fetchViews();
       setInterval(function () { if (!paused) fetchState(); }, REFRESH_MS);
       setInterval(function () { if (!paused) fetchHotspots(); }, HOTSPOTS_MS);
+      setInterval(function () { if (!paused) fetchViewText(); }, VIEW_MS);
     }
   }
 

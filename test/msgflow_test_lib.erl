@@ -1,0 +1,124 @@
+%%% Helpers the Common Test suites share: this node's distribution, peer
+%%% nodes (with msgflow and the tests' code, or without msgflow), a node
+%%% started as a user starts one, what is still traced, which trace modes
+%%% this VM has, a sink, and the C tools run.  Functions a peer runs
+%%% (peer_send/3, peer_call/3, peer_echo/0) are here too: peers get this
+%%% directory in their code path.
+-module(msgflow_test_lib).
+-include_lib("common_test/include/ct.hrl").
+
+-export([start_distribution/0, cluster_peer/1, peer_send/3, peer_call/3, peer_echo/0,
+         start_node/0, stop_node/1, flagged/0, modes/0, sink/0, root/0, run/2, run/3, tool/1]).
+
+%% The path of a C tool of this build.
+tool(Name) ->
+    msgflow_test_io:tool(Name).
+
+start_distribution() ->
+    case node() of
+        nonode@nohost ->
+            os:cmd("epmd -daemon"),
+            {ok, _} = net_kernel:start([list_to_atom("msgflow_ct_" ++ os:getpid()), shortnames]),
+            node();
+        Node ->
+            Node
+    end.
+
+%% A peer with msgflow and this suite in its code path, or (Code = false)
+%% with neither: the coordinator loads msgflow into it.
+cluster_peer(Code) ->
+    _ = start_distribution(),
+    %% no global mesh among the peers: its partition checks would cut
+    %% connections as peers come and go
+    Args = ["-connect_all", "false"]
+        ++ case Code of
+               true -> lists:append([["-pa", filename:dirname(code:which(M))]
+                                     || M <- [msgflow, ?MODULE, msgflow_SUITE]]);
+               false -> []
+           end,
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args}),
+    {Peer, Node}.
+
+%% Run on a peer: N sends to Dest from a process of its own there.
+peer_send(Parent, Dest, N) ->
+    spawn(fun() -> [Dest ! {m, I} || I <- lists:seq(1, N)], Parent ! {sent, self()} end).
+
+%% Run on a peer: N gen_server:calls to Server from a process there.
+peer_call(Parent, Server, N) ->
+    spawn(fun() -> [X = gen_server:call(Server, {get, X}) || X <- lists:seq(1, N)],
+                   Parent ! {called, self()} end).
+
+peer_echo() ->
+    receive {From, Ref, X} -> From ! {Ref, X} end,
+    peer_echo().
+
+%% A node started the way a user starts one: erl -sname, with this suite's
+%% code path only (no msgflow).  Waits for its nodeup, no polling.
+start_node() ->
+    _ = start_distribution(),
+    Cookie = atom_to_list(erlang:get_cookie()),
+    Name = "mftop" ++ os:getpid() ++ integer_to_list(erlang:unique_integer([positive])),
+    [_, Host] = string:split(atom_to_list(node()), "@"),
+    Node = list_to_atom(Name ++ "@" ++ Host),
+    ok = net_kernel:monitor_nodes(true),
+    Erl = os:find_executable("erl"),
+    _ = open_port({spawn_executable, Erl},
+                  [{args, ["-sname", Name, "-setcookie", Cookie, "-noinput", "-pa",
+                           filename:dirname(code:which(?MODULE)),
+                           "-eval", "pong = net_adm:ping('" ++ atom_to_list(node()) ++ "')"]},
+                   exit_status]),
+    receive {nodeup, Node} -> ok after 30000 -> ct:fail({no_nodeup, Node}) end,
+    ok = net_kernel:monitor_nodes(false),
+    {Node, Cookie}.
+
+stop_node(Node) ->
+    Cache = erpc:call(Node, filename, basedir, [user_cache, "msgflow"]),
+    erpc:cast(Node, erlang, halt, []),
+    %% the code msgflow-top copied there (this host's user cache)
+    _ = file:del_dir_r(Cache),
+    ok.
+
+%% Processes and ports with trace flags in the legacy session, or (OTP
+%% 27+) in a trace session named msgflow; `new' too.
+flagged() ->
+    InSession = case lists:member(session, modes()) of
+                    true ->
+                        fun(P) ->
+                                Trace = trace,
+                                %% `undefined' for one that exited since processes()
+                                case Trace:session_info(P) of
+                                    L when is_list(L) -> lists:keymember(msgflow, 1, L);
+                                    undefined -> false
+                                end
+                        end;
+                    false -> fun(_) -> false end
+                end,
+    Flagged = [P || P <- [new | processes() ++ erlang:ports()],
+                    erlang:trace_info(P, flags) =/= {flags, []} orelse InSession(P)],
+    %% one that was exiting as it was looked at carries nothing now
+    [P || P <- Flagged, P =:= new orelse (is_pid(P) andalso is_process_alive(P))
+                            orelse (is_port(P) andalso erlang:port_info(P) =/= undefined)].
+
+%% The trace modes this VM has: legacy always, session on OTP 27+.
+modes() ->
+    case msgflow_flags:mode(session) of
+        {ok, session} -> [session, legacy];
+        {error, _} -> [legacy]
+    end.
+
+sink() ->
+    receive _ -> sink() end.
+
+root() ->
+    Parts = filename:split(filename:dirname(code:which(msgflow))),
+    {Root, _} = lists:splitwith(fun(P) -> P =/= "_build" end, Parts),
+    filename:join(Root).
+
+%% Runs Exe with Args; {ExitStatus, Output}.
+run(false, _Args) ->
+    ct:fail("program not installed (make deps installs it)");
+run(Exe, Args) ->
+    run(Exe, Args, []).
+
+run(Exe, Args, Env) ->
+    msgflow_test_io:run(Exe, Args, Env).
