@@ -17,9 +17,10 @@ endif
 CMAKE_DIR = $(or $(MSGFLOW_CMAKE_DIR),_build/cmake)
 # Common Test's logs too: its index cache differs between releases
 CT_LOGDIR = $(if $(OTP),_build/otp$(OTP)/ct_logs,_build/ct_logs)
-ERL_PA = -pa $(or $(REBAR_BASE_DIR),_build)/default/lib/msgflow/ebin
+BUILD_BASE = $(or $(REBAR_BASE_DIR),_build)
+ERL_PA = -pa $(BUILD_BASE)/default/lib/msgflow/ebin
 
-.PHONY: all deps build demo test bench bench-scale bench-cluster soak fuzz clean
+.PHONY: all deps build demo test dialyzer bench bench-scale bench-cluster soak fuzz clean
 
 all: build
 
@@ -41,18 +42,29 @@ demo: build
 	_build/bin/msgflow-report _build/demo/msgflow-demo.etf --top 10 --by name
 
 # The call direction between the layers of erl/ (tools/check/layers.escript),
-# C unit tests (ctest), EUnit/PropEr, the Common Test suite (which also
-# runs msgflow-report and msgflow-top against a real node and writes
-# dumps), then the decoder's ctest on those dumps, under ASan/UBSan.
-test: build
+# Dialyzer, C unit tests (ctest), EUnit/PropEr, the Common Test suite
+# (which also runs msgflow-report and msgflow-top against a real node and
+# writes dumps), then the decoder's ctest on those dumps, under ASan/UBSan.
+test: build dialyzer
 	@erl -noshell -eval 'io:format("OTP ~s~n", [erlang:system_info(otp_release)]), halt().'
 	tools/check/layers.escript --selftest
-	tools/check/layers.escript $(or $(REBAR_BASE_DIR),_build)/default/lib/msgflow/ebin
+	tools/check/layers.escript $(BUILD_BASE)/default/lib/msgflow/ebin
 	cd $(CMAKE_DIR) && ctest --output-on-failure -LE dumps
 	$(REBAR) eunit
 	mkdir -p $(CT_LOGDIR)
 	$(REBAR) ct --logdir $(CT_LOGDIR)
 	cd $(CMAKE_DIR) && ctest --output-on-failure -L dumps
+
+# Dialyzer on msgflow's modules, with the release's own dialyzer (a PLT of
+# the OTP applications msgflow calls, built once per release)
+PLT = $(BUILD_BASE)/msgflow-$(or $(OTP),25).plt
+dialyzer: build
+	@# building the PLT warns of OTP's own calls to applications left out
+	@# (status 2); only a failure (1) stops
+	@[ -f $(PLT) ] || { echo "dialyzer: building $(PLT) (once, a few minutes)"; \
+	    dialyzer --build_plt --output_plt $(PLT) --apps erts kernel stdlib inets compiler \
+	        >$(PLT).log 2>&1; rc=$$?; [ $$rc -ne 1 ] || { tail -20 $(PLT).log; exit 1; }; }
+	dialyzer --plt $(PLT) -Wunknown $(BUILD_BASE)/default/lib/msgflow/ebin
 
 # Cost per traced send under six tracer setups, side by side (a few
 # minutes; MSGFLOW_BENCH_QUICK=1 for a smoke run).  Prints, judges nothing.

@@ -478,7 +478,7 @@ static void endpoint_cell(FILE *out, const label_index *ix, const char *label, c
     fprintf(out, " %s", text);
 }
 
-/* The top table's layout in `width' columns, as msgflow_text:top/2 lays
+/* The top table's layout in `width' columns, as msgflow_top_view:text/3 lays
  * it out: a KIND column of 16 (18 from 120 columns), PEAK/S when peaks
  * are given, the ends sharing the rest; by kind, KIND and TAG columns of
  * 24 and no KIND column.  At 80 columns: the ends get 20 each. */
