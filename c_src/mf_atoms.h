@@ -20,7 +20,7 @@
 
 /* Atoms whose text is no C name: atom_<name> is the atom <text>. */
 #define MF_ATOMS_NAMED(X) \
-    X(elided, "_") /* an argument births leave out */                   \
+    X(elided, "_") /* an argument process events leave out */                   \
     X(gen_call, "$gen_call") X(gen_cast, "$gen_cast") X(gen_event, "$gen_event") \
     X(gen_all_state_event, "$gen_all_state_event")                       \
     X(gen_sync_event, "$gen_sync_event")                                 \

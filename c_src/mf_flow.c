@@ -12,7 +12,7 @@
 
 static int get_flow_session(ErlNifEnv *env, ERL_NIF_TERM t, mf_session **s)
 {
-    return mf_get_session(env, t, s) && (*s)->kind == MF_KIND_FLOW && (*s)->watches.lock;
+    return mf_get_session(env, t, s) && (*s)->type == MF_SESSION_FLOW && (*s)->watches.lock;
 }
 
 /* flow_session_new(KeeperPid, MaxPairs) -> FlowSession: the tracer state
@@ -27,7 +27,7 @@ ERL_NIF_TERM mf_nif_flow_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TER
     if (!enif_get_local_pid(env, argv[0], &keeper) || !enif_get_uint64(env, argv[1], &max) ||
         max == 0)
         return enif_make_badarg(env);
-    if (!mf_session_make(env, &keeper, max, 0, MF_KIND_FLOW, &term))
+    if (!mf_session_make(env, &keeper, max, 0, MF_SESSION_FLOW, &term))
         return enif_raise_exception(env, atom_memory);
     return term;
 }

@@ -5,7 +5,7 @@
  *
  * What it owns
  * ------------
- * - A flow session is an mf_session of kind MF_KIND_FLOW.  Its pair tables
+ * - A flow session is an mf_session of type MF_SESSION_FLOW.  Its pair tables
  *   count each seq_trace `send' event by (label, sender, receiver): the key's
  *   first word is the interned term {Label, Sender}, the second the
  *   receiver's word, so counting is the send path's (the calling thread's

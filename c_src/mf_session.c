@@ -137,7 +137,7 @@ static void session_dtor(ErlNifEnv *env, void *obj)
         enif_mutex_destroy(s->spill_lock);
     if (s->gens_lock)
         enif_mutex_destroy(s->gens_lock);
-    mf_births_free(&s->births);
+    mf_proc_events_free(&s->proc_events);
     mf_watches_free(&s->watches);
     mf_calls_free(atomic_load(&s->calls));
 }
@@ -161,7 +161,7 @@ int mf_session_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
 }
 
 mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max,
-                            uint64_t max_kinds, int kind, ERL_NIF_TERM *term)
+                            uint64_t max_kinds, int type, ERL_NIF_TERM *term)
 {
     mf_session *s = enif_alloc_resource(mf_session_rt, sizeof(*s));
     if (!s)
@@ -169,15 +169,15 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
     memset(s, 0, sizeof(*s));
     s->id = atomic_fetch_add(&mf_next_session_id, 1);
     atomic_store(&s->stamp, atomic_fetch_add(&mf_next_stamp, 1));
-    s->kind = kind;
+    s->type = type;
     s->alloc = *mf_alloc_chosen();
     s->limit.max = max;
     s->limit.max_kinds = max_kinds;
     s->kinds = max_kinds > 0;
     s->spill_lock = enif_mutex_create("msgflow_spill_claim");
     s->gens_lock = enif_mutex_create("msgflow_gens");
-    int parts = mf_births_init(&s->births) &&
-                (kind != MF_KIND_FLOW || mf_watches_init(&s->watches));
+    int parts = mf_proc_events_init(&s->proc_events) &&
+                (type != MF_SESSION_FLOW || mf_watches_init(&s->watches));
     *term = enif_make_resource(env, s);
     enif_release_resource(s);
     if (!s->spill_lock || !s->gens_lock || !parts)
@@ -204,7 +204,7 @@ ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     if (!enif_get_local_pid(env, argv[0], &collector) || !enif_get_uint64(env, argv[1], &max) ||
         max == 0 || !enif_get_uint64(env, argv[2], &max_kinds) || max_kinds > 1000)
         return enif_make_badarg(env);
-    if (!mf_session_make(env, &collector, max, max_kinds, MF_KIND_SEND, &term))
+    if (!mf_session_make(env, &collector, max, max_kinds, MF_SESSION_SEND, &term))
         return enif_raise_exception(env, atom_memory);
     return term;
 }
@@ -285,17 +285,17 @@ ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return map;
 }
 
-/* births_take(Session) -> {[{Pid, Name | {M, F, Arity} |
+/* proc_events_take(Session) -> {[{Pid, Name | {M, F, Arity} |
  * {proc_lib, {M, F, ArgsSummary}}}], Dropped}: the next chunk of the
- * session's births (mf_births_take); call again until none come back.
+ * session's proc_events (mf_proc_events_take); call again until none come back.
  * Any normal scheduler. */
-ERL_NIF_TERM mf_nif_births_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+ERL_NIF_TERM mf_nif_proc_events_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     mf_session *s;
     if (!mf_get_session(env, argv[0], &s))
         return enif_make_badarg(env);
-    return mf_births_take(env, &s->births);
+    return mf_proc_events_take(env, &s->proc_events);
 }
 
 /* calls_config(Session, Sample, TimeoutMs) -> ok: the session notes 1 in
@@ -310,7 +310,7 @@ ERL_NIF_TERM mf_nif_calls_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     mf_session *s;
     unsigned sample;
     ErlNifUInt64 timeout_ms;
-    if (!mf_get_session(env, argv[0], &s) || s->kind != MF_KIND_SEND ||
+    if (!mf_get_session(env, argv[0], &s) || s->type != MF_SESSION_SEND ||
         !enif_get_uint(env, argv[1], &sample) || sample == 0 || sample > (1u << 31) ||
         !enif_get_uint64(env, argv[2], &timeout_ms) || timeout_ms > (1ULL << 40))
         return enif_make_badarg(env);

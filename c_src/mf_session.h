@@ -11,7 +11,7 @@
  * (schedulers and dirty schedulers alike).  A slot holds its thread's
  * current generation (mf_gen.h: a shard and the terms it interned) and the
  * generations it retired that the snapshot has not yet freed.  A session
- * also holds its births (mf_births.h) and, for a flow session, its watches
+ * also holds its proc_events (mf_proc_events.h) and, for a flow session, its watches
  * (mf_watch.h): each made and freed by its own module, the session only
  * calls them from its constructor and destructor.
  *
@@ -52,7 +52,7 @@
 
 #include "mf_alloc.h"
 #include "mf_atoms.h"
-#include "mf_births.h"
+#include "mf_proc_events.h"
 #include "mf_calls.h"
 #include "mf_gen.h"
 #include "mf_shard.h"
@@ -68,7 +68,7 @@ enum { MF_ACTIVE = 0, MF_STOPPED = 1, MF_COLLECTOR_DOWN = 2 };
 /* What a session counts: traced sends (the collector's), or seq_trace send
  * events by label (a flow session, mf_flow.h: the flow keeper's).  A
  * thread caches its slot of one session of each kind. */
-enum { MF_KIND_SEND = 0, MF_KIND_FLOW = 1, MF_KINDS = 2 };
+enum { MF_SESSION_SEND = 0, MF_SESSION_FLOW = 1, MF_SESSION_TYPES = 2 };
 
 struct mf_slot {
     _Atomic(mf_gen *) gen;     /* current; written by the owner only */
@@ -87,7 +87,7 @@ struct mf_session {
     uint64_t id;
     _Atomic uint64_t stamp; /* changed by session_rotate only */
     _Atomic int state;
-    int kind;               /* MF_KIND_*, never changed */
+    int type;               /* MF_SESSION_*: what it counts; never changed */
     int kinds;              /* 1: sends are counted with their kind word */
     char pad_id[MF_CACHE_LINE];
     ErlNifMonitor monitor;
@@ -99,7 +99,7 @@ struct mf_session {
     ErlNifMutex *gens_lock;  /* freeing retired generations; reading them */
     _Atomic uint64_t rotations;
     uint64_t gens_freed;     /* retired generations freed; under gens_lock */
-    mf_births births;        /* spawn and register events not yet taken */
+    mf_proc_events proc_events;        /* spawn and register events not yet taken */
     mf_watches watches;      /* flow sessions only (lock NULL otherwise) */
     /* sampled calls' round trips (mf_calls): set once by calls_config,
      * before tracing starts; NULL when off */
@@ -144,15 +144,15 @@ void mf_slot_free_retired(mf_slot *slot, mf_gen *g);
  * `max_kinds' kind words per pair and thread (0: kinds off); *term is its
  * resource term in env.  NULL when out of memory.  Any thread. */
 mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max,
-                            uint64_t max_kinds, int kind, ERL_NIF_TERM *term);
+                            uint64_t max_kinds, int type, ERL_NIF_TERM *term);
 
 /* The session NIFs: session_new/2, session_stop/1, session_rotate/1,
- * session_info/1, births_take/1. */
+ * session_info/1, proc_events_take/1. */
 ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
-ERL_NIF_TERM mf_nif_births_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_proc_events_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_calls_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_calls_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_call_buckets(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);

@@ -2,7 +2,7 @@
  * msgflow_tracer_nif.c -- the erl_tracer module msgflow_tracer: its
  * callbacks, the NIF table and load.  The rest of the NIF is in files of
  * its own: sessions and slots (mf_session), generations (mf_gen),
- * interning (mf_intern), births (mf_births), the yielding snapshot
+ * interning (mf_intern), proc_events (mf_proc_events), the yielding snapshot
  * (mf_snapshot), the reads that rely on the VM's term layout (mf_layout),
  * the per-thread tables (mf_shard), the allocator (mf_alloc), request
  * flows' watches (mf_watch) and their NIFs and call entries (mf_flow).
@@ -26,7 +26,7 @@
 #include <string.h>
 
 #include "mf_atoms.h"
-#include "mf_births.h"
+#include "mf_proc_events.h"
 #include "mf_calls.h"
 #include "mf_flow.h"
 #include "mf_intern.h"
@@ -75,15 +75,15 @@ typedef struct mf_tls_cache {
      * first call is noted */
     int call_countdown;
 } mf_tls_cache;
-static __thread mf_tls_cache mf_tls_all[MF_KINDS];
-#define mf_tls (mf_tls_all[MF_KIND_SEND])
+static __thread mf_tls_cache mf_tls_all[MF_SESSION_TYPES];
+#define mf_tls (mf_tls_all[MF_SESSION_SEND])
 
 /* The calling thread's slot in s, claimed on its first send for s, with a
  * generation of `stamp' (a new one after a rotation), and cached.  NULL:
  * out of memory. */
 static mf_slot *find_slot(mf_session *s, uint64_t stamp)
 {
-    mf_tls_cache *c = &mf_tls_all[s->kind];
+    mf_tls_cache *c = &mf_tls_all[s->type];
     mf_slot *slot = c->session_id == s->id ? c->slot : mf_slot_claim(s);
     if (!slot)
         return NULL;
@@ -136,11 +136,11 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
         return argv[0] == atom_call && mf_entry_call(env, argv[1], &answer) ? answer
                                                                            : atom_discard;
     if (argv[0] == atom_send || argv[0] == atom_send_to_non_existing_process)
-        return active(s) && s->kind == MF_KIND_SEND ? atom_trace : atom_discard;
+        return active(s) && s->type == MF_SESSION_SEND ? atom_trace : atom_discard;
     /* the system tracer asks before each seq_trace event of a token with
      * any flag, and before a token send's serial is updated */
     if (argv[0] == atom_seq_trace)
-        return active(s) && s->kind == MF_KIND_FLOW ? atom_trace : atom_discard;
+        return active(s) && s->type == MF_SESSION_FLOW ? atom_trace : atom_discard;
     return atom_discard;
 }
 
@@ -312,7 +312,7 @@ static ERL_NIF_TERM nif_enabled_procs(ErlNifEnv *env, int argc, const ERL_NIF_TE
 }
 
 /* trace_procs(spawn, S, Parent, Child, #{extra => {M, F, Args}}) and
- * trace_procs(register, S, Tracee, Name, _): recorded as births. */
+ * trace_procs(register, S, Tracee, Name, _): recorded as process events. */
 static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     mf_session *s;
@@ -320,9 +320,9 @@ static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     if (!mf_args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s))
         return atom_ok;
     if (argv[0] == atom_spawn && enif_get_map_value(env, argv[4], atom_extra, &mfa))
-        mf_birth(env, &s->births, argv[3], mf_spawn_summary(env, mfa));
+        mf_proc_event(env, &s->proc_events, argv[3], mf_spawn_summary(env, mfa));
     else if (argv[0] == atom_register && enif_is_atom(env, argv[3]))
-        mf_birth(env, &s->births, argv[2], argv[3]);
+        mf_proc_event(env, &s->proc_events, argv[2], argv[3]);
     return atom_ok;
 }
 
@@ -339,12 +339,12 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     const ERL_NIF_TERM *ev, *serial;
     int arity, sarity;
     if (!mf_args_are_terms(5, argv) || !mf_get_session(env, argv[1], &s) ||
-        s->kind != MF_KIND_FLOW || !active(s) ||
+        s->type != MF_SESSION_FLOW || !active(s) ||
         !enif_get_tuple(env, argv[3], &arity, &ev) || arity != 5 || ev[0] != atom_send ||
         !enif_get_tuple(env, ev[1], &sarity, &serial) || sarity != 2)
         return atom_ok;
     uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
-    mf_tls_cache *c = &mf_tls_all[MF_KIND_FLOW];
+    mf_tls_cache *c = &mf_tls_all[MF_SESSION_FLOW];
     mf_slot *slot = c->session_id == s->id && c->stamp == stamp ? c->slot : find_slot(s, stamp);
     if (slot) {
         ERL_NIF_TERM key = enif_make_tuple2(env, argv[2], ev[2]);
@@ -474,7 +474,7 @@ static ErlNifFunc nif_funcs[] = {
     {"trace", 5, nif_trace, 0},
     {"enabled_procs", 3, nif_enabled_procs, 0},
     {"trace_procs", 5, nif_trace_procs, 0},
-    {"births_take", 1, mf_nif_births_take, 0},
+    {"proc_events_take", 1, mf_nif_proc_events_take, 0},
     {"calls_config", 3, mf_nif_calls_config, 0},
     {"calls_take", 1, mf_nif_calls_take, 0},
     {"call_buckets", 0, mf_nif_call_buckets, 0},

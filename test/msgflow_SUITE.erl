@@ -176,9 +176,9 @@ receiver_kinds(_Config) ->
                                         RemotePid, {kinds_remote, PeerNode}, RemoteAlias, Dead,
                                         self()]]),
         ?assertEqual(Expected, lists:sort(msgflow:pairs())),
-        ?assertMatch(#{dead_letters := 1, events := 10, overflow := 0, folded := 1},
+        ?assertMatch(#{dead_letters := 1, events := 10, overflow := 0, rolled_up := 1},
                      msgflow:info()),
-        %% the send to a local alias is counted for its owner (folded at
+        %% the send to a local alias is counted for its owner (rolled up at
         %% once: pairs() has it nowhere)
         ?assertMatch(#{alias_owner := true}, msgflow_tracer:lib_info()),
         ?assertMatch(#{{Sender, AliasOwner} := #{count := 1}},
@@ -368,7 +368,7 @@ max_pairs_overflow(_Config) ->
 
 %% The read of `extra' from the options map's words is on where the VM
 %% lays maps out as the NIF expects (64-bit OTP 25 to 27, checked at load),
-%% and info() says so; births_dropped is reported.
+%% and info() says so; proc_events_dropped is reported.
 layout_reads_on(_Config) ->
     #{fast_extra := Fast} = msgflow_tracer:lib_info(),
     Release = list_to_integer(erlang:system_info(otp_release)),
@@ -376,7 +376,7 @@ layout_reads_on(_Config) ->
     ?assertEqual({fast_extra, true}, {fast_extra, Fast orelse not Expected}),
     ok = msgflow:start(#{procs => [self()]}),
     ok = msgflow:stop(),
-    ?assertMatch(#{fast_extra := Fast, births_dropped := 0}, msgflow:info()).
+    ?assertMatch(#{fast_extra := Fast, proc_events_dropped := 0}, msgflow:info()).
 
 bad_options(Config) ->
     Dead = spawn(fun() -> ok end),
@@ -1339,7 +1339,7 @@ synthetic_view(Totals) ->
     #{by => process, node => node(), taken_at => 1, started_at => 0, stopped_at => 1,
       running => false, window_ms => 1000, scale => 1, estimated => false, sample => off,
       events => lists:sum(maps:values(Totals)), dead_letters => 0, overflow => 0,
-      births_dropped => 0, pairs => map_size(Totals), groups => map_size(Totals),
+      proc_events_dropped => 0, pairs => map_size(Totals), groups => map_size(Totals),
       windows => [], dead => [],
       %% one or two kinds a pair: calls, and a third of infos
       rows => [#{sender => S, receiver => R, count => N, last_count => 0, rate => 0.0,
@@ -1388,7 +1388,7 @@ gen_call_two_edges(_Config) ->
     ?assertEqual(#{{Client, Server} => 1000, {Server, Client} => 1000},
                  maps:map(fun(_, #{count := C}) -> C end, Cells)),
     ?assertEqual([{Client, Server, 1000}], msgflow:pairs()),
-    ?assertMatch(#{events := 2000, folded := 1000, overflow := 0}, msgflow:info()),
+    ?assertMatch(#{events := 2000, rolled_up := 1000, overflow := 0}, msgflow:info()),
     ?assertEqual(1000, lists:sum([C || #{count := C} <- msgflow:history(Server, Client)])),
     gen_server:stop(Server).
 
@@ -1471,7 +1471,7 @@ summed({Pairs, [], [], 0, 0}) ->
 
 %% 60 short-lived clients, each 10 round trips with one of 3 servers: once
 %% they exited and two more windows closed, their pairs have left pairs()
-%% and their counts are in matrix(name) exactly; events = pairs + folded +
+%% and their counts are in matrix(name) exactly; events = pairs + rolled up +
 %% overflow at each step.
 churn_conserved(_Config) ->
     ok = msgflow:start(#{procs => new, interval => 50}),
@@ -1490,14 +1490,14 @@ churn_conserved(_Config) ->
     Server = <<"msgflow_SUITE:churn_server/0">>,
     ?assertMatch(#{{Client, Server} := #{count := 600}, {Server, Client} := #{count := 600}},
                  Cells),
-    #{folded := Folded, overflow := 0} = msgflow:info(),
+    #{rolled_up := Folded, overflow := 0} = msgflow:info(),
     ?assert(Folded >= 1200),
     ok = msgflow:stop(),
     balanced(),
     [exit(P, kill) || P <- [Spawner | Servers]].
 
 balanced() ->
-    #{events := E, held := H, folded := F, overflow := O} = msgflow_collector:balance(),
+    #{events := E, held := H, rolled_up := F, overflow := O} = msgflow_collector:balance(),
     ?assertEqual(E, H + F + O).
 
 %% max_pairs bounds the pairs alive at once: 40 clients with 2 pairs each
@@ -1512,7 +1512,7 @@ cap_live_pairs(_Config) ->
          [receive {'DOWN', R, process, C, normal} -> ok end || {C, R} <- Batch],
          ok = msgflow_collector:await_windows(4, 10000)
      end || _ <- lists:seq(1, 10)],
-    ?assertMatch(#{overflow := 0, folded := F} when F >= 240, msgflow:info()),
+    ?assertMatch(#{overflow := 0, rolled_up := F} when F >= 240, msgflow:info()),
     Held = length(msgflow:pairs()),
     Sinks = [spawn(fun sink/0) || _ <- lists:seq(1, 25)],
     Sender = spawn(fun() -> receive go -> [S ! m || S <- Sinks] end end),
@@ -1538,7 +1538,7 @@ churn_server() ->
     receive {req, From} -> From ! rep, churn_server() end.
 
 %% @private Spawns the clients of the churn tests (a traced process, so
-%% that msgflow has their births); tells Parent their pids and monitors.
+%% that msgflow has their process events); tells Parent their pids and monitors.
 churn_spawner(Parent) ->
     receive
         {start, N, Servers, Trips} ->

@@ -64,7 +64,7 @@ end_per_testcase(_Case, _Config) ->
 %% its owner's death, and one {P, closed} to its owner from a port closed
 %% by message.  (When a port's program ends, OTP 25 and 27 also report a
 %% send of `{P, {control, <<>>}}' to ERTS's invalid pid; it is counted as
-%% reported.)  A window is one hour, so no row folds before the check.
+%% reported.)  A window is one hour, so no row rolls up before the check.
 port_exits(_Config) ->
     Node = msgflow_test_lib:start_distribution(),
     %% ERTS's invalid pid, as OTP 25 and 27 print it (the term itself
@@ -258,7 +258,7 @@ purge_mid_snapshot(_Config) ->
     ok = msgflow:stop(),
     Pairs = msgflow:pairs(),
     ?assertEqual([], Before -- Pairs),
-    #{events := E, held := H, folded := F, overflow := O} = msgflow_collector:balance(),
+    #{events := E, held := H, rolled_up := F, overflow := O} = msgflow_collector:balance(),
     ?assertEqual(E, H + F + O),
     [exit(P, kill) || P <- Senders ++ Sinks].
 
@@ -582,7 +582,7 @@ reconnect(Away) ->
         true = net_kernel:connect_node(N),
         Sink = spawn(fun sink/0),
         ok = msgflow:start(#{nodes => all, grace => 300, interval => 100}),
-        %% senders that stay alive: the pairs of an exited one fold away
+        %% senders that stay alive: the pairs of an exited one roll up away
         A = sender_on(N, Sink, 500, true),
         receive {sent, A} -> ok end,
         ok = msgflow_cluster:refresh(),

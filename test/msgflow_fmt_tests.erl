@@ -113,16 +113,16 @@ elixir_names_test() ->
 %% A spawn event's fun names the process by where the fun was written; a
 %% fun whose code was purged since has no name, and the process is
 %% erlang:apply/2 (the collector once crashed on it: a name of `[]').
-birth_call_fun_test() ->
+proc_event_call_fun_test() ->
     Forms = [{attribute, 1, module, msgflow_fmt_purged},
              {attribute, 2, export, [{f, 0}]},
              {function, 3, f, 0, [{clause, 3, [], [], [{'fun', 3, {clauses, [{clause, 3, [], [], [{atom, 3, ok}]}]}}]}]}],
     {ok, M, Bin} = compile:forms(Forms),
     {module, M} = code:load_binary(M, "msgflow_fmt_purged.erl", Bin),
     F = M:f(),
-    ?assertEqual({msgflow_fmt_purged, '-f/0-fun-0-', 0}, msgflow_describe:birth_call({'fun', F})),
+    ?assertEqual({msgflow_fmt_purged, '-f/0-fun-0-', 0}, msgflow_describe:proc_event_call({'fun', F})),
     ?assertEqual(<<"msgflow_fmt_purged:f/0 fun">>,
                  msgflow_fmt:mfa(msgflow_fmt_purged, '-f/0-fun-0-', 0)),
     true = code:delete(M),
     _ = code:purge(M),
-    ?assertEqual({erlang, apply, 2}, msgflow_describe:birth_call({'fun', F})).
+    ?assertEqual({erlang, apply, 2}, msgflow_describe:proc_event_call({'fun', F})).

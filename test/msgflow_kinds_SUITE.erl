@@ -55,14 +55,14 @@ kinds_exact(Config) ->
                   {PortOwner, Port, info, command, ?PACKETS},
                   {Port, PortOwner, info, data, ?PACKETS}]),
     ?assertEqual(Expected, lists:sort(Kinds)),
-    %% the replies are folded into the views' (server, caller) row
+    %% the replies are rolled up into the views' (server, caller) row
     Rows = view_rows(#{by => process, limit => all}),
     #{kinds := SrvToClient} = row_of(Srv, Client, Rows),
     ?assertEqual([{reply, ok, ?GETS + 1 + ?PUTS}], SrvToClient),
     #{kinds := ClientToSrv, count := Total} = row_of(Client, Srv, Rows),
     ?assertEqual(Total, lists:sum([N || {_, _, N} <- ClientToSrv])),
     ?assertEqual({call, get, ?GETS + 1}, hd(ClientToSrv)),
-    #{events := Events, held := Held, folded := Folded, overflow := Over} =
+    #{events := Events, held := Held, rolled_up := Folded, overflow := Over} =
         msgflow_collector:balance(),
     ?assertEqual(Events, Held + Folded + Over),
     %% the dump (version 5) read back by the C decoder: msgflow-report's
@@ -84,7 +84,7 @@ kinds_exact(Config) ->
                    Entry <- string:lexemes(KindsField, " "),
                    [K, T, N] <- [string:lexemes(Entry, ":=")]]),
     ct:log("~p", [CKinds]),
-    %% the replies are folded into the (server, client) row in the views
+    %% the replies are rolled up into the (server, client) row in the views
     %% and the dump alike
     ?assertEqual(lists:sort(Expected ++ [{Srv, Client, reply, ok, ?GETS + 1 + ?PUTS}]),
                  CKinds),

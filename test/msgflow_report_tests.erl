@@ -16,7 +16,7 @@ view(Windows, Dead) ->
     #{by => process, node => node(), taken_at => 0, started_at => 0, stopped_at => undefined,
       running => true, window_ms => Ms, scale => 1, estimated => false, sample => off,
       events => lists:sum([T || {_, T, _} <- Rows]), dead_letters => lists:sum(maps:values(Dead)),
-      overflow => 0, births_dropped => 0, pairs => length(Rows), groups => length(Rows),
+      overflow => 0, proc_events_dropped => 0, pairs => length(Rows), groups => length(Rows),
       rows => [#{sender => S, receiver => R, count => T, last_count => lists:last(Cs),
                  rate => lists:last(Cs) * 1000 / Ms, prev_rate => undefined, mean_rate => 0.0,
                  peak_rate => 0.0, windows => Cs} || {{S, R}, T, Cs} <- Rows],

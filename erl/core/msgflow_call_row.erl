@@ -39,7 +39,7 @@ add({K, S0, U0, H0, W, WH, PH}, {S, U, H}, Open) ->
 -spec key(row()) -> key().
 key(Row) -> element(1, Row).
 
-%% @doc Row under another key (its ends folded into their groups).
+%% @doc Row under another key (its ends rolled up into their groups).
 -spec rekey(row(), key()) -> row().
 rekey(Row, K) -> setelement(1, Row, K).
 

@@ -86,8 +86,8 @@ untrace(Who) -> call({untrace, Who}, {error, not_started}).
 
 %% @doc msgflow:info/0, after a snapshot taken now (`#{running =>
 %% false}' when the collector is not there): `running'; counts, in
-%% messages (`events' = sum of pairs() + `folded' + `overflow';
-%% `dead_letters', `births_dropped' spawn and register events lost past
+%% messages (`events' = sum of pairs() + `rolled up' + `overflow';
+%% `dead_letters', `proc_events_dropped' spawn and register events lost past
 %% 1,000,000 between snapshots) and in rows (`pairs', `folded_rows',
 %% `table_entries', `windows', `shards'); memory in bytes (`memory' of the
 %% NIF's tables, `store_memory' of the ETS tables, `jemalloc_allocated',
@@ -134,7 +134,7 @@ store(Refresh) -> call({store, Refresh}, undefined).
 %% (msgflow_store:balance/1): for tests and benchmarks.  `undefined' when
 %% the collector is not there.
 -spec balance() -> #{events := non_neg_integer(), held := non_neg_integer(),
-                     folded := non_neg_integer(), overflow := non_neg_integer()} | undefined.
+                     rolled_up := non_neg_integer(), overflow := non_neg_integer()} | undefined.
 balance() -> call(balance, undefined).
 
 %% A call, or IfGone when there is no collector or it ends before it
@@ -156,7 +156,7 @@ init([]) ->
     %% loaded now rather than by the first snapshot, which would wait on
     %% the code server in the middle of its work
     _ = [code:ensure_loaded(M) || M <- [msgflow_labels, msgflow_flags, msgflow_fmt,
-                                        msgflow_tracer, msgflow_store, msgflow_fold,
+                                        msgflow_tracer, msgflow_store, msgflow_rollup,
                                         msgflow_row, msgflow_hist]],
     ok = msgflow_run:clear_orphaned(),
     {ok, #st{store = msgflow_store:new()}}.

@@ -4,7 +4,7 @@
 %%% (while it may still be alive); views of flows call label/1.  Reads
 %%% process_info and port_info only; any process.
 -module(msgflow_describe).
--export([label/1, module_of/1, describe/1, describe/2, describe_port/1, birth_call/1]).
+-export([label/1, module_of/1, describe/1, describe/2, describe_port/1, proc_event_call/1]).
 
 %% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
 %% does not know it (it is only called where the VM supports it).
@@ -58,13 +58,13 @@ module_of(_) ->
 describe(Pid) ->
     describe(Pid, undefined).
 
-%% @doc describe/1 for a process whose spawn event gave Birth (a call of
-%% birth_call/1, or `undefined'): a process spawned from a fun is named
-%% by Birth, where the fun was written, rather than by its stack.
+%% @doc describe/1 for a process whose spawn event gave ProcEvent (a call of
+%% proc_event_call/1, or `undefined'): a process spawned from a fun is named
+%% by ProcEvent, where the fun was written, rather than by its stack.
 -spec describe(pid(), {module(), atom(), arity()} | undefined) ->
           #{label := binary(), module := module() | undefined,
             name := atom(), group_leader := pid()} | undefined.
-describe(Pid, Birth) ->
+describe(Pid, ProcEvent) ->
     case process_info(Pid, [registered_name, initial_call, group_leader]) of
         undefined ->
             undefined;
@@ -78,7 +78,7 @@ describe(Pid, Birth) ->
                      end,
             Call = case {PlCall, Init} of
                        {{_, _, _}, _} -> PlCall;
-                       {false, {erlang, apply, 2}} when Birth =/= undefined -> Birth;
+                       {false, {erlang, apply, 2}} when ProcEvent =/= undefined -> ProcEvent;
                        {false, {erlang, apply, 2}} -> fun_call(Pid, Init);
                        {false, _} -> Init
                    end,
@@ -184,15 +184,15 @@ proc_lib_label(Pid) ->
             undefined
     end.
 
-%% @doc The initial call a birth (msgflow_tracer:births_take/1) gives a
+%% @doc The initial call a proc_event (msgflow_tracer:proc_events_take/1) gives a
 %% process, named the way proc_lib names it: `{Mod, init, 1}' for a
 %% gen_server or gen_statem, `{supervisor, Mod, 1}' for a supervisor; for
 %% a process spawned from a fun, the fun's module and own name.
--spec birth_call(term()) -> {module(), atom(), arity()} | undefined.
-birth_call({proc_lib, {gen, init_it, Args}}) -> gen_call(Args);
-birth_call({proc_lib, {M, F, Args}}) when is_list(Args) -> {M, F, length(Args)};
-birth_call({M, F, A}) when is_atom(M), is_atom(F), is_integer(A) -> {M, F, A};
-birth_call({'fun', Fun}) when is_function(Fun) ->
+-spec proc_event_call(term()) -> {module(), atom(), arity()} | undefined.
+proc_event_call({proc_lib, {gen, init_it, Args}}) -> gen_call(Args);
+proc_event_call({proc_lib, {M, F, Args}}) when is_list(Args) -> {M, F, length(Args)};
+proc_event_call({M, F, A}) when is_atom(M), is_atom(F), is_integer(A) -> {M, F, A};
+proc_event_call({'fun', Fun}) when is_function(Fun) ->
     %% the function the fun was written in: msgflow_fmt:mfa/3 reads
     %% {ux_load, '-start/0-fun-0-', 0} as `ux_load:start/0 fun'; a fun
     %% whose code is no longer loaded has no name (`[]'), and is only
@@ -204,7 +204,7 @@ birth_call({'fun', Fun}) when is_function(Fun) ->
         _ ->
             {erlang, apply, 2}
     end;
-birth_call(_) -> undefined.
+proc_event_call(_) -> undefined.
 
 gen_call([gen_server, _, _, supervisor, {_, Mod, _}, _]) -> {supervisor, Mod, 1};
 gen_call([gen_server, _, _, _, supervisor, {_, Mod, _}, _]) -> {supervisor, Mod, 1};

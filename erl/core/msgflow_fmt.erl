@@ -147,7 +147,7 @@ reserved(A) ->
 
 %% @doc The endpoint as the VM reported it, in text: `<0.80.0>',
 %% `#Port<0.5>', `name', `{name,node@host}', `<9.80.0>@node@host',
-%% `alias #Ref<...>'; a group of exited endpoints `exited#Kind'.
+%% `alias #Ref<...>'; a group of exited endpoints `exited#LabelId'.
 -spec endpoint(term()) -> binary().
 endpoint(Pid) when is_pid(Pid), node(Pid) =:= node() ->
     list_to_binary(pid_to_list(Pid));
@@ -157,9 +157,9 @@ endpoint(Ref) when is_reference(Ref) ->
     iolist_to_binary(["alias ", ref_to_list(Ref)]);
 endpoint(Atom) when is_atom(Atom) ->
     atom_to_binary(Atom);
-endpoint({exited, Kind, _Node}) when is_integer(Kind) ->
-    %% the exited endpoints of one kind (msgflow_labels:fold_key/2)
-    <<"exited#", (integer_to_binary(Kind))/binary>>;
+endpoint({exited, Id, _Node}) when is_integer(Id) ->
+    %% the exited endpoints of one label id (msgflow_labels:rollup_key/2)
+    <<"exited#", (integer_to_binary(Id))/binary>>;
 endpoint(Term) ->
     iolist_to_binary(io_lib:format("~0tp", [Term])).
 

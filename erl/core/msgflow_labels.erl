@@ -4,36 +4,37 @@
 %%% the caller's process); this module is the only one that writes them and
 %%% the only one that reads a live process to name it:
 %%% <ul>
-%%% <li>`endpoints': `{Endpoint, Kind, Rows}' for every endpoint of a row
+%%% <li>`endpoints': `{Endpoint, LabelId, Rows}' for every endpoint of a row
 %%%     the collector holds, written the first time the endpoint shows up
 %%%     (while it may still be alive); Rows counts the collector's rows that
 %%%     name it (hold/2, release/2), and the endpoint of a process, port or
 %%%     alias is forgotten when none does any more;</li>
-%%% <li>`kinds': `{Kind, Label, Module, Application}', one per distinct
-%%%     triple (a node's 100,000 request handlers are one kind), so that
+%%% <li>`label_ids': `{LabelId, Label, Module, Application}', one per
+%%%     distinct triple (a node's 100,000 request handlers are one label id), so that
 %%%     an endpoint costs a small integer, not a copy of its label;</li>
 %%% <li>`names': `{Name, Pid}', the pid a registered name stood for when a
 %%%     send to the name was first seen, so that views count a send to a
 %%%     name and a send to its pid as one receiver;</li>
-%%% <li>`births': `{Pid, Name, InitialCall, Tick}' from the `procs' trace
+%%% <li>`proc_events': `{Pid, Name, InitialCall, Tick}' from the `procs' trace
 %%%     events (spawn, register), so that a process that exits before the
 %%%     collector sees it keeps its name and initial call.</li>
 %%% </ul>
 %%% (A little over 400 lines: the tables and every read of them stay in
 %%% this one module.)
-%%% An endpoint that exited is folded into a group (fold_key/2): `{exited,
-%%% Kind, Node}', which has the label, module and application of the
-%%% endpoint it stands for, and stands for every exited endpoint of that
-%%% kind.
+%%% An endpoint that exited is rolled up into a group (rollup_key/2):
+%%% `{exited, LabelId, Node}', which has the label, module and application
+%%% of the endpoint it stands for, and stands for every exited endpoint of
+%%% that label id.
 %%% A label is (OTP 27+) the proc_lib label, else the registered name, else
 %%% proc_lib's initial call, else where a fun-spawned process's fun was
 %%% written, else the initial call, else the pid; ports show their driver
 %%% and owner (msgflow_describe:label/1); remote endpoints their node.
 -module(msgflow_labels).
 
--export([new/0, clear/1, tables/1, births/3, prune_births/2,
-         hold/2, release/2, purge/1, fold_key/2, forget_endpoints/1, group_end/2,
-         canon/2, meta/2, all_meta/1, field_map/2, kind_field/3, kind_map/2, node_of/1]).
+-export([new/0, clear/1, tables/1, proc_events/3, prune_proc_events/2,
+         hold/2, release/2, purge/1, rollup_key/2, forget_endpoints/1, group_end/2,
+         canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1]).
+-export_type([label_id/0]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
 
 
@@ -42,22 +43,24 @@
 
 -record(labels, {
     endpoints :: ets:tid(),
-    kinds :: ets:tid(),
-    kind_ids :: ets:tid(),                          %% {{Label, Mod, App}, Kind}
+    label_ids :: ets:tid(),
+    ids_of :: ets:tid(),                            %% {{Label, Mod, App}, LabelId}
     names :: ets:tid(),
-    births :: ets:tid(),
+    proc_events :: ets:tid(),
     %% endpoints no row names any more, deleted a window later (views
     %% built meanwhile may still read them): this window's, the last's
-    doomed = [] :: [msgflow_tracer:endpoint()],
-    doomed_before = [] :: [msgflow_tracer:endpoint()],
+    expiring = [] :: [msgflow_tracer:endpoint()],
+    expiring_before = [] :: [msgflow_tracer:endpoint()],
     apps = #{} :: #{pid() => atom() | undefined}   %% application by group leader
 }).
 
 -opaque labels() :: #labels{}.
 %% What views need to read labels, readable by any process.
--type tables() :: #{endpoints := ets:tid(), kinds := ets:tid(), names := ets:tid()}.
-%% The exited endpoints of one kind on one node (see fold_key/2).
--type group() :: {exited, pos_integer(), node()}.
+-type tables() :: #{endpoints := ets:tid(), label_ids := ets:tid(), names := ets:tid()}.
+%% The number of a distinct (label, module, application).
+-type label_id() :: pos_integer().
+%% The exited endpoints of one label id on one node (see rollup_key/2).
+-type group() :: {exited, label_id(), node()}.
 %% An endpoint's label (binary), module and application (`undefined' when
 %% not known) and node.
 -type meta() :: #{label := binary(), module := module() | undefined,
@@ -71,44 +74,45 @@ new() ->
 new_tables() ->
     Opts = [set, protected, {read_concurrency, true}],
     #labels{endpoints = ets:new(msgflow_endpoints, Opts),
-            kinds = ets:new(msgflow_kinds, Opts),
-            kind_ids = ets:new(msgflow_kind_ids, [set, private]),
+            label_ids = ets:new(msgflow_label_ids, Opts),
+            ids_of = ets:new(msgflow_ids_of, [set, private]),
             names = ets:new(msgflow_names, Opts),
-            births = ets:new(msgflow_births, [set, private])}.
+            proc_events = ets:new(msgflow_proc_events, [set, private])}.
 
-%% @doc Forgets every label, name and birth (a new run): the tables are
+%% @doc Forgets every label, name and process event (a new run): the tables are
 %% made anew; the old ones the views read are returned for the owner to
 %% delete once no view can still be reading them (the private ones are
 %% deleted now).  Owner only.
 -spec clear(labels()) -> {labels(), [ets:tid()]}.
-clear(#labels{endpoints = E, kinds = K, kind_ids = KI, names = N, births = B}) ->
+clear(#labels{endpoints = E, label_ids = K, ids_of = KI, names = N, proc_events = B}) ->
     _ = [ets:delete(T) || T <- [KI, B]],
     {new_tables(), [E, K, N]}.
 
-%% @doc Forgets the endpoints (not their kinds, names or births): a reset
+%% @doc Forgets the endpoints (not their label ids, names or process
+%% events): a reset
 %% dropped every row that held them; the live ones are read again when
 %% they show up.  Owner only.
 %% The old endpoints table is returned, as clear/1 returns its tables.
 -spec forget_endpoints(labels()) -> {labels(), [ets:tid()]}.
 forget_endpoints(L = #labels{endpoints = Ends}) ->
     {L#labels{endpoints = ets:new(msgflow_endpoints, [set, protected, {read_concurrency, true}]),
-              doomed = [], doomed_before = []}, [Ends]}.
+              expiring = [], expiring_before = []}, [Ends]}.
 
 %% @doc The tables views read.
 -spec tables(labels()) -> tables().
-tables(#labels{endpoints = E, kinds = K, names = N}) ->
-    #{endpoints => E, kinds => K, names => N}.
+tables(#labels{endpoints = E, label_ids = K, names = N}) ->
+    #{endpoints => E, label_ids => K, names => N}.
 
-%% @doc Records births (msgflow_tracer:births_take/1) taken at Tick.  A
+%% @doc Records proc_events (msgflow_tracer:proc_events_take/1) taken at Tick.  A
 %% register and a spawn of one process may come in any order.  Owner only.
--spec births(labels(), [msgflow_tracer:birth()], non_neg_integer()) -> labels().
-births(L = #labels{births = B}, List, Tick) ->
+-spec proc_events(labels(), [msgflow_tracer:proc_event()], non_neg_integer()) -> labels().
+proc_events(L = #labels{proc_events = B}, List, Tick) ->
     lists:foreach(
-      fun(Birth) -> erlang:bump_reductions(20), birth(B, Birth, Tick) end, List),
+      fun(ProcEvent) -> erlang:bump_reductions(20), proc_event(B, ProcEvent, Tick) end, List),
     L.
 
-birth(B, Birth, Tick) ->
-    case Birth of
+proc_event(B, ProcEvent, Tick) ->
+    case ProcEvent of
         {P, Name} when is_atom(Name), Name =/= undefined ->
             Call = case ets:lookup(B, P) of
                        [{_, _, C, _}] -> C;
@@ -120,15 +124,15 @@ birth(B, Birth, Tick) ->
                        [{_, N, _, _}] -> N;
                        [] -> undefined
                    end,
-            ets:insert(B, {P, Name, msgflow_describe:birth_call(What), Tick})
+            ets:insert(B, {P, Name, msgflow_describe:proc_event_call(What), Tick})
     end.
 
-%% @doc Forgets the births of processes that are gone and whose last pairs
-%% have had a whole tick to arrive (births older than Tick - 1).  Births
+%% @doc Forgets the process events of processes that are gone and whose last pairs
+%% have had a whole tick to arrive (process events older than Tick - 1).  Process events
 %% of endpoints already labelled were dropped when they were labelled.
 %% Owner only.
--spec prune_births(labels(), non_neg_integer()) -> labels().
-prune_births(L = #labels{births = B}, Tick) ->
+-spec prune_proc_events(labels(), non_neg_integer()) -> labels().
+prune_proc_events(L = #labels{proc_events = B}, Tick) ->
     Old = ets:select(B, [{{'$1', '_', '_', '$2'}, [{'<', '$2', Tick - 1}], ['$1']}]),
     _ = [ets:delete(B, P) || P <- Old, not alive(P)],
     L.
@@ -147,9 +151,9 @@ learn(L = #labels{endpoints = Ends}, E) ->
         false -> learn_new(L, E)
     end.
 
-learn_new(L = #labels{endpoints = Ends, births = B, names = Names}, E)
+learn_new(L = #labels{endpoints = Ends, proc_events = B, names = Names}, E)
   when is_pid(E), node(E) =:= node() ->
-    {BName, BCall} = take_birth(B, E),
+    {BName, BCall} = take_proc_event(B, E),
     BMod = case BCall of {M0, _, _} -> M0; _ -> undefined end,
     {Label, Name, Mod, App, L1} =
         case msgflow_describe:describe(E, BCall) of
@@ -160,14 +164,14 @@ learn_new(L = #labels{endpoints = Ends, births = B, names = Names}, E)
                 {Live, first_defined(LiveName, BName), first_defined(LiveMod, BMod), A, LA}
         end,
     _ = Name =/= undefined andalso ets:insert(Names, {Name, E}),
-    ets:insert(Ends, {E, kind(L1, Label, Mod, App), 0}),
+    ets:insert(Ends, {E, label_id(L1, Label, Mod, App), 0}),
     L1;
 learn_new(L = #labels{endpoints = Ends}, E) when is_port(E), node(E) =:= node() ->
     {Label, Mod} = case msgflow_describe:describe_port(E) of
                        undefined -> {msgflow_fmt:endpoint(E), undefined};
                        #{label := L0, module := M0} -> {L0, M0}
                    end,
-    ets:insert(Ends, {E, kind(L, Label, Mod, undefined), 0}),
+    ets:insert(Ends, {E, label_id(L, Label, Mod, undefined), 0}),
     L;
 learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
     Pid = case name_of(E) of
@@ -179,12 +183,12 @@ learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
               false ->
                   undefined
           end,
-    %% aliases share one kind: there is one per call
+    %% aliases share one label id: there is one per call
     Label = case is_reference(E) of
                 true -> <<"alias">>;
                 false -> msgflow_describe:label(E)
             end,
-    ets:insert(Ends, {E, kind(L, Label, undefined, undefined), 0}),
+    ets:insert(Ends, {E, label_id(L, Label, undefined, undefined), 0}),
     %% the pid a name stood for gets its label now too (held by the name:
     %% views show the name's sends under that pid)
     case Pid of
@@ -192,17 +196,17 @@ learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
         _ -> hold(L, Pid)
     end.
 
-%% The name and initial call a birth recorded for local pid E (taken:
+%% The name and initial call a process event recorded for local pid E (taken:
 %% it is needed once), or undefined.
-take_birth(B, E) ->
+take_proc_event(B, E) ->
     case ets:lookup(B, E) of
         [{_, N0, C0, _}] -> ets:delete(B, E), {N0, C0};
         [] -> {undefined, undefined}
     end.
 
 %% The label of a process that exited before it was read: its registered
-%% name or initial call from its birth, or, spawned by a process not traced
-%% (no birth), one label for all such, so that they fold into one group
+%% name or initial call from its process event, or, spawned by a process not traced
+%% (no process event), one label for all such, so that they roll up into one group
 %% (views show the pid beside it).
 dead_label(undefined, {M, F, A}) -> msgflow_fmt:mfa(M, F, A);
 dead_label(undefined, undefined) -> <<"(unknown)">>;
@@ -222,11 +226,11 @@ hold(L = #labels{endpoints = Ends}, E) ->
 %% forgotten (names and remote endpoints stay: they are few, and cannot
 %% be seen to exit).  Owner only.
 -spec release(labels(), msgflow_tracer:endpoint() | group()) -> labels().
-release(L = #labels{endpoints = Ends, doomed = Doomed}, E) ->
+release(L = #labels{endpoints = Ends, expiring = Expiring}, E) ->
     case mortal(E) andalso ets:member(Ends, E) of
         true ->
             case ets:update_counter(Ends, E, {3, -1}) of
-                0 -> L#labels{doomed = [E | Doomed]};
+                0 -> L#labels{expiring = [E | Expiring]};
                 _ -> L
             end;
         false ->
@@ -237,47 +241,47 @@ release(L = #labels{endpoints = Ends, doomed = Doomed}, E) ->
 %% windows ago that no row has named since (so that a view built from
 %% the tables meanwhile still finds their labels).  Owner only.
 -spec purge(labels()) -> labels().
-purge(L = #labels{endpoints = Ends, doomed = Doomed, doomed_before = Before}) ->
+purge(L = #labels{endpoints = Ends, expiring = Expiring, expiring_before = Before}) ->
     _ = [ets:delete(Ends, E) || E <- Before, [{_, _, Rows}] <- [ets:lookup(Ends, E)], Rows =< 0],
-    L#labels{doomed = [], doomed_before = Doomed}.
+    L#labels{expiring = [], expiring_before = Expiring}.
 
 mortal(E) when is_pid(E); is_port(E) -> node(E) =:= node();
 mortal(E) -> is_reference(E).
 
-%% @doc What a row's endpoint becomes when the row is folded: a local
-%% process or port that has exited becomes its group, `{exited, Kind,
+%% @doc What a row's endpoint becomes when the row is rolled up: a local
+%% process or port that has exited becomes its group, `{exited, LabelId,
 %% Node}', and an alias the group of aliases (the NIF counts the replies
 %% to local aliases for their owners; these are the others); any other
 %% endpoint stays as it is.  Owner only (it may label an endpoint it has
 %% not seen).
--spec fold_key(labels(), msgflow_tracer:endpoint() | group()) ->
+-spec rollup_key(labels(), msgflow_tracer:endpoint() | group()) ->
           {msgflow_tracer:endpoint() | group(), labels()}.
-fold_key(L, R) when is_reference(R) ->
+rollup_key(L, R) when is_reference(R) ->
     group(L, R);
-fold_key(L, P) when is_pid(P), node(P) =:= node() ->
+rollup_key(L, P) when is_pid(P), node(P) =:= node() ->
     case is_process_alive(P) of
         true -> {P, L};
         false -> group(L, P)
     end;
-fold_key(L, P) when is_port(P), node(P) =:= node() ->
+rollup_key(L, P) when is_port(P), node(P) =:= node() ->
     case erlang:port_info(P, id) of
         undefined -> group(L, P);
         _ -> {P, L}
     end;
-fold_key(L, E) ->
+rollup_key(L, E) ->
     {E, L}.
 
 group(L = #labels{endpoints = Ends}, E) ->
     L1 = learn(L, E),
-    [{_, Kind, _}] = ets:lookup(Ends, E),
-    {{exited, Kind, node_of(E)}, L1}.
+    [{_, Id, _}] = ets:lookup(Ends, E),
+    {{exited, Id, node_of(E)}, L1}.
 
 %% @doc The group an endpoint's messages are merged into (the store's
-%% groups): `{Kind, Node}', its label kind and node; a registered name's
+%% groups): `{LabelId, Node}', its label id and node; a registered name's
 %% is its pid's (as views count them), an exited group's its own.  An
 %% endpoint not seen yet is labelled (a name's pid, read now).  Owner only.
 -spec group_end(labels(), msgflow_tracer:endpoint() | group()) ->
-          {{pos_integer(), node()}, labels()}.
+          {{label_id(), node()}, labels()}.
 group_end(L, {exited, K, Node}) ->
     {{K, Node}, L};
 group_end(L = #labels{endpoints = Ends}, E0) ->
@@ -291,8 +295,8 @@ group_end(L = #labels{endpoints = Ends}, E0) ->
             {{K, node_of(E)}, L1}
     end.
 
-%% The kind of a (label, module, application) triple, made when new.
-kind(#labels{kinds = K, kind_ids = KI}, Label, Mod, App) ->
+%% The label id of a (label, module, application) triple, made when new.
+label_id(#labels{label_ids = K, ids_of = KI}, Label, Mod, App) ->
     Triple = {Label, Mod, App},
     case ets:lookup(KI, Triple) of
         [{_, Id}] ->
@@ -349,13 +353,13 @@ canon(_, E) ->
 %% @doc What is known of an endpoint: label, module, application, node.
 %% An endpoint never seen gets its text and `undefined's.  Any process.
 -spec meta(tables(), msgflow_tracer:endpoint() | group()) -> meta().
-meta(#{kinds := Kinds}, {exited, K, Node}) ->
-    [{_, L, M, A}] = ets:lookup(Kinds, K),
+meta(#{label_ids := Ids}, {exited, K, Node}) ->
+    [{_, L, M, A}] = ets:lookup(Ids, K),
     #{label => L, module => M, application => A, node => Node};
-meta(#{endpoints := Ends, kinds := Kinds}, E) ->
+meta(#{endpoints := Ends, label_ids := Ids}, E) ->
     {Label, Mod, App} = case ets:lookup(Ends, E) of
                             [{_, K, _}] ->
-                                [{_, L, M, A}] = ets:lookup(Kinds, K),
+                                [{_, L, M, A}] = ets:lookup(Ids, K),
                                 {L, M, A};
                             [] ->
                                 {msgflow_fmt:endpoint(E), undefined, undefined}
@@ -366,44 +370,44 @@ meta(#{endpoints := Ends, kinds := Kinds}, E) ->
 %% in one pass.  Any process.
 -spec field_map(tables(), label | module | application) -> #{msgflow_tracer:endpoint() => term()}.
 field_map(T = #{endpoints := Ends}, Field) ->
-    %% the endpoints first: the collector writes a kind before the
-    %% endpoints of it, so a kind read after them is there, unless it was
-    %% purged in between (then kind_field/3 says so)
+    %% the endpoints first: the collector writes a label id before the
+    %% endpoints of it, so an id read after them is there, unless it was
+    %% purged in between (then id_field/3 says so)
     EL = ets:tab2list(Ends),
-    KM = kind_map(T, Field),
+    KM = id_map(T, Field),
     maps:from_list([{E, case KM of
                             #{K := V} -> V;
-                            _ -> kind_field(T, K, Field)
+                            _ -> id_field(T, K, Field)
                         end} || {E, K, _} <- EL]).
 
-%% @doc One field of one kind, read from the table: for a kind a map of
-%% them (kind_map/2) read earlier does not have; `undefined' (a label
-%% `<<"?">>') for a kind no longer there.  Any process.
--spec kind_field(tables(), pos_integer(), label | module | application) -> term().
-kind_field(#{kinds := Kinds}, K, Field) ->
+%% @doc One field of one label id, read from the table: for an id a map
+%% of them (id_map/2) read earlier does not have; `undefined' (a label
+%% `<<"?">>') for an id no longer there.  Any process.
+-spec id_field(tables(), label_id(), label | module | application) -> term().
+id_field(#{label_ids := Ids}, K, Field) ->
     Pos = case Field of label -> 2; module -> 3; application -> 4 end,
-    case ets:lookup(Kinds, K) of
+    case ets:lookup(Ids, K) of
         [Row] -> element(Pos, Row);
         [] when Field =:= label -> <<"?">>;
         [] -> undefined
     end.
 
-%% @doc One field of every kind: `#{Kind => Value}' (for groups of exited
+%% @doc One field of every label id: `#{LabelId => Value}' (for groups of exited
 %% endpoints).  Any process.
--spec kind_map(tables(), label | module | application) -> #{pos_integer() => term()}.
-kind_map(#{kinds := Kinds}, Field) ->
+-spec id_map(tables(), label | module | application) -> #{label_id() => term()}.
+id_map(#{label_ids := Ids}, Field) ->
     Pos = case Field of label -> 2; module -> 3; application -> 4 end,
-    maps:from_list([{element(1, K), element(Pos, K)} || K <- ets:tab2list(Kinds)]).
+    maps:from_list([{element(1, K), element(Pos, K)} || K <- ets:tab2list(Ids)]).
 
 %% @doc Every endpoint known: `#{Endpoint => {Label, Module, Application}}',
 %% read in one pass (for views of many endpoints).  Any process.
 -spec all_meta(tables()) -> #{msgflow_tracer:endpoint() => {binary(), atom(), atom()}}.
-all_meta(T = #{endpoints := Ends, kinds := Kinds}) ->
+all_meta(T = #{endpoints := Ends, label_ids := Ids}) ->
     EL = ets:tab2list(Ends),                    %% first: see field_map/2
-    KM = maps:from_list([{K, {L, M, A}} || {K, L, M, A} <- ets:tab2list(Kinds)]),
+    KM = maps:from_list([{K, {L, M, A}} || {K, L, M, A} <- ets:tab2list(Ids)]),
     maps:from_list([{E, case KM of
                             #{K := V} -> V;
-                            _ -> list_to_tuple([kind_field(T, K, F)
+                            _ -> list_to_tuple([id_field(T, K, F)
                                                 || F <- [label, module, application]])
                         end} || {E, K, _} <- EL]).
 

@@ -1,4 +1,4 @@
-%%% @doc The row format of the store's pairs and folded tables, in one
+%%% @doc The row format of the store's pairs and rolled up tables, in one
 %%% place: every reader and writer of a row goes through these functions
 %%% (match specs through pattern/1).  A row is
 %%% `{{Sender, Receiver}, Total, LastWindow, LastCount, History, PeakMhz,
@@ -98,7 +98,7 @@ add_kind_count(Kd, Tg, N, M) ->
 -spec key(row()) -> term().
 key(Row) -> element(1, Row).
 
-%% @doc The row under another pair (a folded row's group key).
+%% @doc The row under another pair (a rolled-up row's group key).
 -spec rekey(row(), term()) -> row().
 rekey(Row, Key) -> setelement(1, Row, Key).
 
@@ -237,7 +237,7 @@ peak_rate({_, _, W, C, _, Peak, _}, Open, Durs, Interval) when W < Open ->
 peak_rate({_, _, _, _, _, Peak, _}, _, _, _) ->
     msgflow_row:mhz_to_per_s(Peak).
 
-%% @doc Fun folded over the rows of table T a match spec selects, read in
+%% @doc Fun rolled up over the rows of table T a match spec selects, read in
 %% chunks of ?CHUNK (so the table's read lock is held that long at most,
 %% and this heap never holds the whole result of a big select unfolded).
 -spec fold_select(ets:tid(), ets:match_spec(), fun((term(), Acc) -> Acc), Acc) -> Acc.

@@ -6,28 +6,28 @@
 %%% <ul>
 %%% <li>pairs: one row per distinct pair as the VM reported it
 %%%     (msgflow_row);</li>
-%%% <li>folded rows: rows of the same shape for the pairs that left
-%%%     `pairs' (msgflow_fold), and the replies to the aliases of a process
+%%% <li>rolled-up rows: rows of the same shape for the pairs that left
+%%%     `pairs' (msgflow_rollup), and the replies to the aliases of a process
 %%%     (a gen:call's, one per call), which the NIF counts for the process
 %%%     and which are added at once to the row (sender, owner).  So `pairs'
 %%%     holds the pairs of live endpoints, memory grows with live processes
 %%%     and kinds, not with the run's length, and `events = sum of pairs +
-%%%     folded + overflow' at all times;</li>
+%%%     rolled up + overflow' at all times;</li>
 %%% <li>dead: `{{Sender, Receiver}, Messages}', sends to processes that did
-%%%     not exist (folded the same way);</li>
-%%% <li>groups: the same messages by the label kinds and nodes of their
+%%%     not exist (rolled up the same way);</li>
+%%% <li>groups: the same messages by the label ids and nodes of their
 %%%     ends (msgflow_labels:group_end/2), rows of the same shape keyed
 %%%     `{{KindS, NodeS}, {KindR, NodeR}}', added to as each delta is
 %%%     merged, so that views by name, module, application or node read
-%%%     one row per pair of label kinds instead of every pair; an
+%%%     one row per pair of label ids instead of every pair; an
 %%%     endpoint's kind is the one it had when its messages were merged;</li>
 %%% <li>calls: the round trips of sampled calls by call edge
 %%%     (msgflow_call_row), merged from msgflow_tracer:calls_take/1 with
-%%%     each snapshot; an edge whose caller or server exited is folded into
+%%%     each snapshot; an edge whose caller or server exited is rolled up into
 %%%     their groups as a window closes;</li>
 %%% <li>the labels (msgflow_labels).</li>
 %%% </ul>
-%%% (A little over 400 lines: the pairs, the folded rows and the groups
+%%% (A little over 400 lines: the pairs, the rolled-up rows and the groups
 %%% share one row update, add_to_row/6, which keeps them here together.)
 %%% Windows are numbered from 1; the open one is `closed + 1'.  Merging
 %%% is the collector's only load: it grows with the distinct pairs per
@@ -61,7 +61,7 @@
 
 %% What views read (msgflow_rows:build/2): the tables and the figures of
 %% the run, as of the call that returned it.
--type store() :: #{pairs := ets:tid(), folded := ets:tid(), dead := ets:tid(),
+-type store() :: #{pairs := ets:tid(), rolled_up := ets:tid(), dead := ets:tid(),
                    groups := ets:tid(), calls := ets:tid(),
                    call_figures := #{busy := non_neg_integer(), displaced := non_neg_integer()},
                    labels := msgflow_labels:tables(),
@@ -73,21 +73,21 @@
                    interval := pos_integer(), sample := off | {pos_integer(), pos_integer()},
                    call_sample := off | pos_integer(),
                    events := non_neg_integer(), dead_letters := non_neg_integer(),
-                   overflow := non_neg_integer(), folded_messages := non_neg_integer(),
-                   skipped := non_neg_integer(), births_dropped := non_neg_integer(),
+                   overflow := non_neg_integer(), rolled_up_messages := non_neg_integer(),
+                   skipped := non_neg_integer(), proc_events_dropped := non_neg_integer(),
                    new_tracer := msgflow | term()}.
 
 %% @doc An empty store; its tables belong to the calling process.
 -spec new() -> state().
 new() ->
-    #store{pairs = new_rows(), folded_rows = new_rows(), dead = new_dead(), groups = new_rows(),
+    #store{pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
            calls = new_calls(), wsenders = new_wsenders(undefined), labels = msgflow_labels:new()}.
 
 %% @doc The store set for a run with these options (`windows',
 %% `max_pairs', `max_kinds'); its window opens now.
 -spec start_run(state(), msgflow_opts:run_opts()) -> state().
 start_run(S, #{windows := Keep, max_pairs := Max} = Opts) ->
-    restart_window(S#store{keep = Keep, max_pairs = Max, births_dropped = 0,
+    restart_window(S#store{keep = Keep, max_pairs = Max, proc_events_dropped = 0,
                            max_kinds = maps:get(max_kinds, Opts, 8)}).
 
 %% @doc The open window starts now.
@@ -96,24 +96,24 @@ restart_window(S) -> S#store{win_start = now_ms()}.
 
 %% @doc The counts and windows forgotten: a new run (`new_run') forgets
 %% the labels too, a reset (`keep_labels') keeps the kinds, names and
-%% births (the endpoints still are what they were) and forgets which
+%% process events (the endpoints still are what they were) and forgets which
 %% endpoint has which, since no row holds them any more.  The tables are
 %% made anew, not emptied object by object (which would hold the collector
 %% for a million pairs); the old ones are sent to the calling process as
 %% `{retire, Tables}' ?RETIRE_MS later (then retire/1), so that a view
 %% that began before reads the store as it was.
 -spec clear(state(), keep_labels | new_run) -> state().
-clear(S = #store{pairs = P, folded_rows = F, dead = D, groups = G, calls = Calls}, What) ->
+clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Calls}, What) ->
     {Labels, OldLabels} = case What of
                               keep_labels -> msgflow_labels:forget_endpoints(S#store.labels);
                               new_run -> msgflow_labels:clear(S#store.labels)
                           end,
     erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls | OldLabels]}),
     S#store{closed = 0, windows = [], durations = #{}, events = 0,
-            pairs = new_rows(), folded_rows = new_rows(), dead = new_dead(), groups = new_rows(),
+            pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
             calls = new_calls(), call_figures = #{busy => 0, displaced => 0},
             wsenders = new_wsenders(S#store.wsenders),
-            dead_letters = 0, overflow = 0, folded_messages = 0, sweeps = #{},
+            dead_letters = 0, overflow = 0, rolled_up_messages = 0, sweeps = #{},
             labels = Labels}.
 
 %% @doc Deletes tables clear/2 replaced (deleted whole, which the VM does
@@ -158,9 +158,9 @@ take_chunks(Session, Take, S) ->
     case next_chunk(Take) of
         {more, Pairs, Dead, Replies} ->
             take_chunks(Session, Take,
-                        merge({Pairs, Dead, Replies, 0, 0}, take_births(Session, S)));
+                        merge({Pairs, Dead, Replies, 0, 0}, take_proc_events(Session, S)));
         {done, Pairs, Dead, Replies, Overflow, OverflowDead} ->
-            merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_births(Session, S));
+            merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_proc_events(Session, S));
         gone ->
             S
     end.
@@ -172,9 +172,9 @@ take_calls(Session, S = #store{calls = T, closed = C}) ->
         Figures -> S#store{call_figures = Figures}
     end.
 
-%% The call edges of the pairs folded, a slice a window (msgflow_store_calls).
-fold_calls(S = #store{calls = T, pairs = P, labels = L, sweeps = Sw}) ->
-    {L1, Next} = msgflow_store_calls:fold(T, P, L, maps:get(calls, Sw, start)),
+%% The call edges of the pairs rolled up, a slice a window (msgflow_store_calls).
+rollup_calls(S = #store{calls = T, pairs = P, labels = L, sweeps = Sw}) ->
+    {L1, Next} = msgflow_store_calls:rollup(T, P, L, maps:get(calls, Sw, start)),
     S#store{labels = L1, sweeps = Sw#{calls => Next}}.
 
 next_chunk(Take) ->
@@ -186,18 +186,18 @@ next_chunk(Take) ->
         error:badarg -> gone
     end.
 
-%% Births are taken after each chunk is read and before it is merged: a
+%% Process events are taken after each chunk is read and before it is merged: a
 %% process's spawn was recorded before it could send, so every sender in
-%% the chunk that was spawned while tracing has its birth here.
-take_births(Session, S) ->
-    try msgflow_tracer:births_take(Session) of
+%% the chunk that was spawned while tracing has its process event here.
+take_proc_events(Session, S) ->
+    try msgflow_tracer:proc_events_take(Session) of
         {Chunk, Dropped} ->
-            S1 = S#store{labels = msgflow_labels:births(S#store.labels, Chunk, S#store.closed),
-                         births_dropped = S#store.births_dropped + Dropped},
+            S1 = S#store{labels = msgflow_labels:proc_events(S#store.labels, Chunk, S#store.closed),
+                         proc_events_dropped = S#store.proc_events_dropped + Dropped},
             %% until the NIF has none left
             case Chunk of
                 [] -> S1;
-                _ -> take_births(Session, S1)
+                _ -> take_proc_events(Session, S1)
             end
     catch
         error:_ -> S
@@ -221,13 +221,13 @@ add_dead(K = {Sn, R}, N, D, L) ->
     end.
 
 %% Replies to the aliases of a process, which the NIF counts for the
-%% process: added at once to the folded row (sender, owner), since each
+%% process: added at once to the rolled-up row (sender, owner), since each
 %% alias of a gen:call is used once.
 add_reply(D, S) ->
-    S1 = add_row(folded, D, S),
-    S1#store{folded_messages = S1#store.folded_messages + element(3, D)}.
+    S1 = add_row(rolled_up, D, S),
+    S1#store{rolled_up_messages = S1#store.rolled_up_messages + element(3, D)}.
 
-%% N messages of (Sn, R) in the open window, in the pairs or the folded
+%% N messages of (Sn, R) in the open window, in the pairs or the rolled up
 %% rows (a pair counted on several threads comes once per thread), of
 %% kind and tag KT when the delta has them.  A pair past max_pairs
 %% distinct pairs goes to overflow.
@@ -243,8 +243,8 @@ add_row(Which, Sn, R, N, KT, S0) ->
         false -> S              %% in no pair: in no group either
     end.
 
-%% The delta's messages added to the row of its ends' label kinds (made
-%% when new; never folded: there are as many as pairs of kinds).
+%% The delta's messages added to the row of its ends' label ids (made
+%% when new; never rolled up: there are as many as pairs of kinds).
 add_group(Sn, R, N, KT, S = #store{groups = G, closed = C}) ->
     erlang:bump_reductions(?MERGE_REDUCTIONS),
     {GS, L1} = msgflow_labels:group_end(S#store.labels, Sn),
@@ -278,7 +278,7 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
     %% a few ETS calls (more for a new pair, below): count them as the
     %% work they are, so that a slice of merging stays well under 1 ms
     erlang:bump_reductions(?MERGE_REDUCTIONS),
-    T = case Which of pairs -> S#store.pairs; folded -> S#store.folded_rows end,
+    T = case Which of pairs -> S#store.pairs; rolled_up -> S#store.rolled_up_rows end,
     K = {Sn, R},
     Open = C + 1,
     case ets:lookup(T, K) of
@@ -307,8 +307,8 @@ first_in_window(R, S = #store{wsenders = WS}) ->
 %%% Windows
 
 %% @doc The open window closed now (the next opens): its length and queue
-%% lengths kept, then the rows done with are folded (msgflow_fold), and
-%% the call edges of the pairs folded.
+%% lengths kept, then the rows done with are rolled up (msgflow_rollup), and
+%% the call edges of the pairs rolled up.
 -spec close_window(state()) -> state().
 close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durations = Durs,
                         keep = Keep, labels = L}) ->
@@ -316,10 +316,10 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
     N = Closed + 1,
     W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
           queue_lens => queue_lens(S)},
-    fold_calls(msgflow_fold:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
+    rollup_calls(msgflow_rollup:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
                                durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
                                wsenders = new_wsenders(S#store.wsenders),
-                               labels = msgflow_labels:purge(msgflow_labels:prune_births(L, N))})).
+                               labels = msgflow_labels:purge(msgflow_labels:prune_proc_events(L, N))})).
 
 %% message_queue_len of the local receivers that had the most senders in
 %% the window (fan-in candidates), read now.  Only the ?QLEN_MAX_SAMPLED
@@ -362,45 +362,45 @@ queue_lens(#store{wsenders = WS, labels = L}) ->
 %% `new_tracer').
 -spec handle(state(), map()) -> store().
 handle(S, Run) ->
-    Run#{pairs => S#store.pairs, folded => S#store.folded_rows, dead => S#store.dead,
+    Run#{pairs => S#store.pairs, rolled_up => S#store.rolled_up_rows, dead => S#store.dead,
          groups => S#store.groups, calls => S#store.calls, call_figures => S#store.call_figures,
          labels => msgflow_labels:tables(S#store.labels),
          taken_at => erlang:system_time(millisecond), snapshot_at => S#store.snapshot_at,
          closed => S#store.closed, open_ms => now_ms() - S#store.win_start,
          windows => lists:reverse(S#store.windows),
          events => S#store.events, dead_letters => S#store.dead_letters,
-         overflow => S#store.overflow, folded_messages => S#store.folded_messages,
-         births_dropped => S#store.births_dropped}.
+         overflow => S#store.overflow, rolled_up_messages => S#store.rolled_up_messages,
+         proc_events_dropped => S#store.proc_events_dropped}.
 
 %% @doc Where every message counted is: `events' (messages counted),
 %% `held' (the sum of the pairs' totals: reads every pair, about 10 ms
-%% for 100,000), `folded' (messages in folded rows), `overflow';
-%% `events = held + folded + overflow' always.
+%% for 100,000), `rolled up' (messages in rolled-up rows), `overflow';
+%% `events = held + rolled up + overflow' always.
 -spec balance(state()) -> #{events := non_neg_integer(), held := non_neg_integer(),
-                            folded := non_neg_integer(), overflow := non_neg_integer()}.
+                            rolled_up := non_neg_integer(), overflow := non_neg_integer()}.
 balance(S) ->
     Held = ets:foldl(fun(Row, A) -> A + msgflow_row:total(Row) end, 0, S#store.pairs),
-    #{events => S#store.events, held => Held, folded => S#store.folded_messages,
+    #{events => S#store.events, held => Held, rolled_up => S#store.rolled_up_messages,
       overflow => S#store.overflow}.
 
 %% @doc The store's part of msgflow:info/0: figures, table sizes and the
 %% memory of its tables (bytes).
 -spec figures(state()) -> map().
 figures(S) ->
-    Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.folded_rows, S#store.dead,
+    Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
                                                     S#store.groups, S#store.calls]
                                                   ++ maps:values(msgflow_labels:tables(S#store.labels))]),
     #{pairs => ets:info(S#store.pairs, size),
       events => S#store.events,
       dead_letters => S#store.dead_letters,
       overflow => S#store.overflow,
-      folded => S#store.folded_messages,
-      folded_rows => ets:info(S#store.folded_rows, size),
+      rolled_up => S#store.rolled_up_messages,
+      rolled_up_rows => ets:info(S#store.rolled_up_rows, size),
       group_rows => ets:info(S#store.groups, size),
       call_edges => ets:info(S#store.calls, size),
       calls_busy => maps:get(busy, S#store.call_figures),
       calls_displaced => maps:get(displaced, S#store.call_figures),
-      births_dropped => S#store.births_dropped,
+      proc_events_dropped => S#store.proc_events_dropped,
       store_memory => Words * erlang:system_info(wordsize),
       windows => length(S#store.windows)}.
 

@@ -1,11 +1,11 @@
 %% The store's state, shared by msgflow_store (tables, merging, windows)
-%% and msgflow_fold (folding): no other module sees it.  The collector
+%% and msgflow_rollup (folding): no other module sees it.  The collector
 %% process holds it and is the only one to call either module with it.
 -record(store, {
     pairs :: ets:tid(),                     %% rows of live pairs (msgflow_row)
-    folded_rows :: ets:tid(),               %% rows of folded pairs (msgflow_row)
+    rolled_up_rows :: ets:tid(),               %% rows of rolled up pairs (msgflow_row)
     dead :: ets:tid(),                      %% {{S, R}, Messages}
-    %% the pairs' and folded rows' messages by the labels of their ends:
+    %% the pairs' and rolled-up rows' messages by the labels of their ends:
     %% rows (msgflow_row) keyed {{KindS, NodeS}, {KindR, NodeR}}, kept as
     %% deltas are merged, that views by name, module, application or node
     %% read instead of every pair
@@ -21,7 +21,7 @@
     %% {Receiver, Senders}, so that the collector's heap stays small
     wsenders :: ets:tid(),
     %% where the slow pass of the sweep is, per table
-    sweeps = #{} :: #{pairs | folded | dead | calls => term()},
+    sweeps = #{} :: #{pairs | rolled_up | dead | calls => term()},
     keep = 60 :: pos_integer(),             %% windows kept (the `windows' option)
     max_pairs = 1 :: pos_integer(),
     max_kinds = 8 :: pos_integer(),         %% kinds and tags a row keeps
@@ -34,7 +34,7 @@
     events = 0 :: non_neg_integer(),
     dead_letters = 0 :: non_neg_integer(),
     overflow = 0 :: non_neg_integer(),
-    folded_messages = 0 :: non_neg_integer(),
-    births_dropped = 0 :: non_neg_integer(),
+    rolled_up_messages = 0 :: non_neg_integer(),
+    proc_events_dropped = 0 :: non_neg_integer(),
     snapshot_at :: integer() | undefined    %% system time of the last snapshot
 }).

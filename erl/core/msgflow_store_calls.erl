@@ -1,9 +1,9 @@
 %%% @doc The store's call edges (the `calls' table, rows of
 %%% msgflow_call_row): the round trips the tracer took merged in, and the
-%%% edges of exited processes folded.  The collector's process calls these
+%%% edges of exited processes rolled up.  The collector's process calls these
 %%% with the tables msgflow_store gives it (it owns them).
 -module(msgflow_store_calls).
--export([take/3, fold/4]).
+-export([take/3, rollup/4]).
 
 %% reductions one merged edge is worth (as msgflow_store counts a delta)
 -define(MERGE_REDUCTIONS, 50).
@@ -33,18 +33,18 @@ take(Session, T, Open) ->
         error:_ -> none
     end.
 
-%% @doc Call edges in T whose caller or server exited, folded into their
-%% groups (msgflow_labels:fold_key/2) once their pair left the pairs
-%% table P (msgflow_fold folded it): T holds the edges of live processes
+%% @doc Call edges in T whose caller or server exited, rolled up into their
+%% groups (msgflow_labels:rollup_key/2) once their pair left the pairs
+%% table P (msgflow_rollup rolled up it): T holds the edges of live processes
 %% and one per group of exited ones, keyed as their pairs are, so that a
 %% view finds each edge's exact count in its pair's kinds.  ?SLICE edges
 %% are looked at a window, from where the last slice ended (Cont: `start'
 %% or what the last call returned), so that a window's close does not
 %% grow with the edges.  Returns the labels as fold_key left them and
 %% where the next slice starts.
--spec fold(ets:tid(), ets:tid(), msgflow_labels:labels(), start | term()) ->
+-spec rollup(ets:tid(), ets:tid(), msgflow_labels:labels(), start | term()) ->
           {msgflow_labels:labels(), start | term()}.
-fold(T, P, L0, Cont) ->
+rollup(T, P, L0, Cont) ->
     {Rows, Next} = case slice(T, Cont) of
                        '$end_of_table' -> {[], start};
                        {Rs, C} -> {Rs, C}
@@ -57,8 +57,8 @@ fold(T, P, L0, Cont) ->
     L = lists:foldl(
           fun(Row, L1) ->
                   {Caller, Server, Kind, Tag} = msgflow_call_row:key(Row),
-                  {C1, L2} = msgflow_labels:fold_key(L1, Caller),
-                  {S1, L3} = msgflow_labels:fold_key(L2, Server),
+                  {C1, L2} = msgflow_labels:rollup_key(L1, Caller),
+                  {S1, L3} = msgflow_labels:rollup_key(L2, Server),
                   K = {C1, S1, Kind, Tag},
                   ets:delete(T, msgflow_call_row:key(Row)),
                   Row1 = msgflow_call_row:rekey(Row, K),

@@ -17,13 +17,13 @@
          enabled_call/3]).
 -export([calls_config/3, calls_take/1, call_buckets/0]).
 -export([session_new/3, session_stop/1, session_rotate/1, snapshot/1, snapshot_start/1, snapshot_next/1,
-         births_take/1, session_info/1,
+         proc_events_take/1, session_info/1,
          lib_info/0, kinds/0]).
 -export([flow_session_new/2, flow_watch/3, flow_take/2, entry_new/1, entry_info/1, entry_stop/1]).
 
 -on_load(init/0).
 
--export_type([session/0, take/0, endpoint/0, snapshot/0, delta/0, kind/0, birth/0, entry/0,
+-export_type([session/0, take/0, endpoint/0, snapshot/0, delta/0, kind/0, proc_event/0, entry/0,
               event/0]).
 
 -opaque session() :: reference().
@@ -62,7 +62,7 @@ kinds() -> [call, cast, event, system, reply, exit, down, io, info].
 %% the spawn's `{M, F, Arity}'; or for a proc_lib start `{proc_lib, {M, F,
 %% ArgsSummary}}', where ArgsSummary keeps atoms, pids and `{_, Atom, _}' of
 %% the first 8 arguments and writes `'_'' for any other argument.
--type birth() :: {pid() | port(), atom() | {module(), atom(), arity()}
+-type proc_event() :: {pid() | port(), atom() | {module(), atom(), arity()}
                                  | {proc_lib, {module(), atom(), [term()]}}
                                  | {'fun', function()} | undefined}.
 
@@ -146,23 +146,23 @@ trace(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
 enabled_call(_TraceTag, _State, _Tracee) -> ?NOT_LOADED.
 
 %% @doc erl_tracer callback for the `procs' flag: `trace' for spawn and
-%% register (recorded as births) while the session is active, `discard'
+%% register (recorded as process events) while the session is active, `discard'
 %% otherwise (`remove' is only ever the answer to trace_status, enabled/3).
 -spec enabled_procs(atom(), session(), pid() | port()) -> trace | discard.
 enabled_procs(_TraceTag, _Session, _Tracee) -> ?NOT_LOADED.
 
 %% @doc erl_tracer callback: records a spawn (child and initial call) or a
-%% register (process and name) for births_take/1.
+%% register (process and name) for proc_events_take/1.
 -spec trace_procs(atom(), session(), pid() | port(), term(), map()) -> ok.
 trace_procs(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
 
-%% @doc A chunk of the births recorded and not yet taken (a few thousand
+%% @doc A chunk of the process events recorded and not yet taken (a few thousand
 %% at most), and how many were dropped because more than 1,000,000 were
-%% waiting.  Call again until it returns none; the order of births is not
+%% waiting.  Call again until it returns none; the order of process events is not
 %% kept.  badarg
 %% for a non-session.
--spec births_take(session()) -> {[birth()], non_neg_integer()}.
-births_take(_Session) -> ?NOT_LOADED.
+-spec proc_events_take(session()) -> {[proc_event()], non_neg_integer()}.
+proc_events_take(_Session) -> ?NOT_LOADED.
 
 %% @doc A new session counting for at most MaxEntries table entries (a
 %% pair seen on N scheduler threads holds N entries, one per kind of

@@ -14,8 +14,8 @@
 %%%     bucket per power of two from 256 ns; `_sum' is estimated from the
 %%%     buckets' middles;</li>
 %%% <li>msgflow's own: `msgflow_events_total', `msgflow_overflow_total',
-%%%     `msgflow_dead_letters_total', `msgflow_births_dropped_total'
-%%%     (counters, messages or births), `msgflow_pairs' (distinct pairs
+%%%     `msgflow_dead_letters_total', `msgflow_proc_events_dropped_total'
+%%%     (counters, messages or process events), `msgflow_pairs' (distinct pairs
 %%%     held), `msgflow_memory_bytes' (the NIF's tables and the store),
 %%%     `msgflow_running' (1 while counting);</li>
 %%% <li>the families of the views that give some (msgflow_view's
@@ -54,9 +54,9 @@ metrics(View = #{rows := Rows}, Calls, Info, Edges, Families) ->
          maps:get(overflow, Info, 0)),
      own(<<"msgflow_dead_letters_total">>, counter, "Messages sent to processes that did not exist.",
          maps:get(dead_letters, Info, 0)),
-     own(<<"msgflow_births_dropped_total">>, counter,
-         "Process births the tracer could not keep (their processes are labelled later).",
-         maps:get(births_dropped, Info, 0)),
+     own(<<"msgflow_proc_events_dropped_total">>, counter,
+         "Process proc_events the tracer could not keep (their processes are labelled later).",
+         maps:get(proc_events_dropped, Info, 0)),
      own(<<"msgflow_pairs">>, gauge, "Distinct sender-receiver pairs held.", maps:get(pairs, Info, 0)),
      own(<<"msgflow_memory_bytes">>, gauge, "Memory of the tracer's tables and the store, in bytes.",
          maps:get(memory, Info, 0) + maps:get(store_memory, Info, 0)),

@@ -99,7 +99,7 @@ page_state(G = #{by := By}, P, Extra) ->
                          <<"dead_letters">> => maps:get(dead_letters, G),
                          <<"pairs">> => maps:get(pairs, G),
                          <<"windows">> => length(maps:get(windows, G)),
-                         <<"dropped">> => maps:get(births_dropped, G),
+                         <<"dropped">> => maps:get(proc_events_dropped, G),
                          <<"memory_bytes">> => maps:get(memory, Info, 0)
                              + maps:get(store_memory, Info, 0),
                          <<"interval_ms">> => maps:get(interval, maps:get(opts, Info, #{}), 1000)}}.

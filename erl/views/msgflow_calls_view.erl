@@ -152,9 +152,9 @@ mean(Hist) ->
     lists:sum([M * N || {M, N} <- Mids]) / lists:sum([N || {_, N} <- Mids]).
 
 %% The exact count of Kind-Tag messages from Caller to Server: their
-%% pair's kinds, in the pairs or the folded rows (a call to a name counted
+%% pair's kinds, in the pairs or the rolled-up rows (a call to a name counted
 %% under the name and under its pid alike).
-calls(#{pairs := P, folded := F}, Caller, Server, Kind, Tag) ->
+calls(#{pairs := P, rolled_up := F}, Caller, Server, Kind, Tag) ->
     Rows = lists:append([ets:lookup(T, {Caller, Server}) || T <- [P, F]]),
     case Rows of
         [] -> undefined;

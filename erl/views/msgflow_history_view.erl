@@ -44,7 +44,7 @@ nodes(#{pair := {Sender, _}}, All) ->
 
 %% @doc The pair's messages per window, from this node's rows.
 -spec build(msgflow_store:store(), map()) -> [window_count()].
-build(Store = #{pairs := T, folded := Fo, labels := Tables = #{names := Names}, windows := Ws,
+build(Store = #{pairs := T, rolled_up := Fo, labels := Tables = #{names := Names}, windows := Ws,
                 closed := Closed}, #{pair := {S0, R0}}) ->
     S = msgflow_labels:canon(Tables, S0),
     R = msgflow_labels:canon(Tables, R0),

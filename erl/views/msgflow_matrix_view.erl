@@ -52,7 +52,7 @@ options() ->
 spec(Opts = #{by := By, limit := Limit}) ->
     Spec = case Opts of
                #{kind := K} -> #{by => By, kind => K};
-               _ -> #{by => By, kinds => false}
+               _ -> #{by => By, with_kinds => false}
            end,
     case Limit of
         all -> Spec;

@@ -55,7 +55,7 @@ build(Store, #{pid := P}) ->
                               current_function => undefined, status => undefined};
                L -> maps:put(alive, true, maps:from_list(L))
            end,
-    V = #{rows := Rows} = msgflow_rows:build(Store, #{by => process, kinds => false, endpoint => P}),
+    V = #{rows := Rows} = msgflow_rows:build(Store, #{by => process, with_kinds => false, endpoint => P}),
     Lab = fun(K) -> msgflow_rows:display(V, K) end,
     Out = [{R, Lab(R), C} || #{sender := S, receiver := R, count := C} <- Rows, S =:= P],
     In = [{S, Lab(S), C} || #{sender := S, receiver := R, count := C} <- Rows, R =:= P],

@@ -35,7 +35,7 @@ options() ->
 %% @doc This node's busiest receivers: every pair and rolled-up row read
 %% once, summed by receiver.
 -spec build(msgflow_store:store(), map()) -> receivers().
-build(Store = #{pairs := T, folded := F, labels := Tables, closed := Closed, windows := Ws,
+build(Store = #{pairs := T, rolled_up := F, labels := Tables, closed := Closed, windows := Ws,
                 sample := Sample}, #{limit := Limit, sort := Sort}) ->
     Canon = msgflow_rows_groups:key_fun(process, Tables),
     Add = fun(Row, Acc) ->

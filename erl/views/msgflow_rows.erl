@@ -6,12 +6,12 @@
 %%% the collector.  A node's rows are merged with other nodes' by
 %%% msgflow_rows_merge.
 %%%
-%%% The rows read the pairs and the folded rows (msgflow_collector) alike:
+%%% The rows read the pairs and the rolled-up rows (msgflow_collector) alike:
 %%% every message counted and not in overflow is in one row of it.  It
 %%% groups them by `process' (a send to a registered name and a send to
 %%% the pid holding it are one receiver, and the NIF counts a reply to a
 %%% gen:call's alias for its caller; exited processes are their group,
-%%% `{exited, Kind, Node}'), `name' (labels),
+%%% `{exited, LabelId, Node}'), `name' (labels),
 %%% `module', `application' or `node', or by the kind and tag of the
 %%% messages (`kind': a row per `{Kind, Tag}', its sender the kind and its
 %%% receiver the tag).  Which rows, and how they are grouped, is
@@ -60,8 +60,8 @@
                   taken_at := integer(), window_ms := non_neg_integer(), scale := number(),
                   estimated := boolean(), sample := off | {pos_integer(), pos_integer()},
                   events := non_neg_integer(), dead_letters := non_neg_integer(),
-                  overflow := non_neg_integer(), births_dropped := non_neg_integer(),
-                  folded := non_neg_integer(), skipped := non_neg_integer(),
+                  overflow := non_neg_integer(), proc_events_dropped := non_neg_integer(),
+                  rolled_up := non_neg_integer(), skipped := non_neg_integer(),
                   new_tracer => msgflow | term(),
                   pairs := non_neg_integer(), groups := non_neg_integer() | undefined,
                   rows := [row()], endpoints := #{key() => endpoint_info()},
@@ -77,7 +77,7 @@
 %% messages, as `heatmap => #{rows, cols}', busiest first),
 %% `labelled' (all; N: only the keys of the first N rows, and those of the
 %% heatmap, get endpoint info: for reports that show a few rows of many),
-%% `kinds' (true; false: rows' `kinds' left empty, for views that show
+%% `with_kinds' (true; false: rows' `kinds' left empty, for views that show
 %% none, which then do not sum them: the matrix),
 %% `endpoint' (none; a key: only the rows it is an end of, so that only
 %% they are labelled: one process's partners),
@@ -90,7 +90,7 @@
 %% rate, which for a group is its busiest pair's until the rows are
 %% chosen).
 -type spec() :: #{by => grouping(), limit => pos_integer() | all, sort => sort(),
-                  pair => {key(), key()}, endpoint => key(), kinds => boolean(),
+                  pair => {key(), key()}, endpoint => key(), with_kinds => boolean(),
                   kind => msgflow_tracer:kind() | {msgflow_tracer:kind(), atom()},
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all}.
@@ -115,7 +115,7 @@ build(Store, Spec) ->
     Limit = maps:get(limit, Spec, all),
     Sort = maps:get(sort, Spec, messages),
     K = min(maps:get(windows, Spec, 0), length(maps:get(windows, Store))),
-    Ctx0 = (context(Store, K))#{sort => Sort, by => By, kinds => maps:get(kinds, Spec, true)},
+    Ctx0 = (context(Store, K))#{sort => Sort, by => By, with_kinds => maps:get(with_kinds, Spec, true)},
     %% one endpoint's rows by process: only those are read
     Ctx1 = case Spec of
                #{endpoint := Only} when By =:= process ->
@@ -174,8 +174,8 @@ build(Store, Spec) ->
       window_ms => maps:get(window_ms, Ctx), scale => maps:get(scale, Ctx),
       estimated => maps:get(scale, Ctx) =/= 1, sample => maps:get(sample, Store),
       events => maps:get(events, Store), dead_letters => maps:get(dead_letters, Store),
-      overflow => maps:get(overflow, Store), births_dropped => maps:get(births_dropped, Store),
-      folded => maps:get(folded_messages, Store), skipped => maps:get(skipped, Store),
+      overflow => maps:get(overflow, Store), proc_events_dropped => maps:get(proc_events_dropped, Store),
+      rolled_up => maps:get(rolled_up_messages, Store), skipped => maps:get(skipped, Store),
       new_tracer => maps:get(new_tracer, Store, msgflow),
       pairs => ets:info(maps:get(pairs, Store), size), groups => NGroups,
       rows => Rows, endpoints => msgflow_rows_ends:endpoints(Labelled, HeatKeys, By,
@@ -294,7 +294,7 @@ row({S, R}, {Count, PerWin, NPairs, BestPeak, First, KindLists}, Members,
             mean_rate => msgflow_row:per_s(Count, RunMs, Scale),
             peak_rate => Scale * Peak,
             kinds => case Ctx of
-                         #{kinds := true} -> msgflow_row:sum_kinds(KindLists);
+                         #{with_kinds := true} -> msgflow_row:sum_kinds(KindLists);
                          _ -> []
                      end},
     case K of

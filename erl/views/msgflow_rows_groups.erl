@@ -22,13 +22,13 @@
 -define(SAMPLE, 4096).       %% rows read to set the top-N threshold
 
 %% The N busiest pairs by process.  Rows whose receiver is a local
-%% registered name, and the folded rows, are few and merged
+%% registered name, and the rolled-up rows, are few and merged
 %% into their pid's row first; of the others only those above the N-th
 %% largest total of a sample can be among the N busiest, and ETS selects
 %% just those, and at most N of those equal to it (ties are broken by
 %% table order).
 -spec top_by_process(msgflow_store:store(), map(), pos_integer()) -> chosen().
-top_by_process(#{pairs := T, folded := F}, Ctx = #{labels := Tables}, N) ->
+top_by_process(#{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, N) ->
     Named = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}]),
     Side = lists:foldl(fun(Row, Acc) ->
                                {S, R} = msgflow_row:key(Row),
@@ -83,10 +83,10 @@ add_member(Key, Row, Acc) ->
 %% the chosen groups of several pairs are read again, for their peak.
 -spec all_groups(msgflow_store:store(), map(), msgflow_rows:grouping(), pos_integer() | all,
                  boolean()) -> chosen().
-all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K, last := Last},
+all_groups(Store = #{pairs := T, rolled_up := F, labels := Tables}, Ctx = #{k := K, last := Last},
            By, Limit, Active) ->
     %% by labels or nodes, the store's groups are read: one row per pair
-    %% of label kinds, summed as deltas were merged (msgflow_store)
+    %% of label ids, summed as deltas were merged (msgflow_store)
     Labelled = lists:member(By, [name, module, application, node]) andalso is_map_key(groups, Store),
     KeyOf = case Labelled of
                 true -> group_key_fun(By, Tables);
@@ -98,7 +98,7 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
             end,
     %% a view that shows no kinds reads rows without them
     Match = msgflow_row:select_spec(#{key => {'_', '$1'}, window => '$2'}, Guard,
-                                    By =:= kind orelse maps:get(kinds, Ctx, true)),
+                                    By =:= kind orelse maps:get(with_kinds, Ctx, true)),
     Accs = case By of
                process -> by_process(T, F, Guard, KeyOf, Ctx);
                kind -> by_kind(T, F, Match, Ctx);
@@ -132,7 +132,7 @@ all_groups(Store = #{pairs := T, folded := F, labels := Tables}, Ctx = #{k := K,
     {[{Key, Acc, maps:get(Key, Members, undefined)} || {Key, Acc} <- Chosen], length(Kept)}.
 
 %% By process a pair is its own group but for sends to a local registered
-%% name, which join the pid's, and the folded rows: those few
+%% name, which join the pid's, and the rolled-up rows: those few
 %% are grouped in a map, the rest read as a list.
 %% With `endpoint => E' in Ctx only the rows E is an end of are read (and
 %% every send to a name, whose pid is known once it is read).
@@ -198,7 +198,7 @@ acc(Row, #{first := First, last := Last, zeros := Zeros, k := K} = Ctx) ->
                  true -> msgflow_row:counts_in(First, Last, Row)
              end,
     Kinds = case Ctx of
-                #{kinds := false} -> [];
+                #{with_kinds := false} -> [];
                 _ -> [Row]
             end,
     {msgflow_row:total(Row), Counts, 1, msgflow_row:peak_mhz(Row), Row, Kinds}.
@@ -237,7 +237,7 @@ add_counts(L1, L2) -> lists:zipwith(fun erlang:'+'/2, L1, L2).
 
 %% fun(Endpoint) -> the key of its group.  Labels, modules and
 %% applications are read once per view from the endpoints table (and the
-%% kinds, for groups of exited endpoints).
+%% label ids, for groups of exited endpoints).
 -spec key_fun(msgflow_rows:grouping(), msgflow_labels:tables()) -> fun((term()) -> term()).
 key_fun(process, Tables) ->
     fun(E) -> msgflow_labels:canon(Tables, E) end;
@@ -248,12 +248,12 @@ key_fun(node, Tables) ->
 key_fun(By, Tables) ->
     Field = case By of name -> label; _ -> By end,
     Cache = msgflow_labels:field_map(Tables, Field),
-    Kinds = msgflow_labels:kind_map(Tables, Field),
-    fun({exited, Kind, _}) ->
-            case Kinds of
-                #{Kind := V} -> V;
+    Ids = msgflow_labels:id_map(Tables, Field),
+    fun({exited, Id, _}) ->
+            case Ids of
+                #{Id := V} -> V;
                 %% a group made after the map was read
-                _ -> msgflow_labels:kind_field(Tables, Kind, Field)
+                _ -> msgflow_labels:id_field(Tables, Id, Field)
             end;
        (E0) ->
             E = case is_pid(E0) orelse is_port(E0) of
@@ -267,18 +267,18 @@ key_fun(By, Tables) ->
             end
     end.
 
-%% fun({Kind, Node}) -> the key of its group, for a row of the store's
-%% groups (msgflow_labels:group_end/2): the kind's label, module or
-%% application, or the node.  The kinds are read once per view.
+%% fun({LabelId, Node}) -> the key of its group, for a row of the store's
+%% groups (msgflow_labels:group_end/2): the label id's label, module or
+%% application, or the node.  The ids are read once per view.
 group_key_fun(node, _) ->
     fun({_, Node}) -> Node end;
 group_key_fun(By, Tables) ->
     Field = case By of name -> label; _ -> By end,
-    Kinds = msgflow_labels:kind_map(Tables, Field),
+    Ids = msgflow_labels:id_map(Tables, Field),
     fun({K, _}) ->
-            case Kinds of
+            case Ids of
                 #{K := V} -> V;
-                _ -> msgflow_labels:kind_field(Tables, K, Field)
+                _ -> msgflow_labels:id_field(Tables, K, Field)
             end
     end.
 

@@ -61,8 +61,8 @@ merge([Local | _] = Views, Spec) ->
     maps:merge(Local, Heat#{
                  rows => Rows,
                  events => Sum(events), dead_letters => Sum(dead_letters),
-                 overflow => Sum(overflow), births_dropped => Sum(births_dropped),
-                 folded => Sum(folded), skipped => Sum(skipped), pairs => Sum(pairs),
+                 overflow => Sum(overflow), proc_events_dropped => Sum(proc_events_dropped),
+                 rolled_up => Sum(rolled_up), skipped => Sum(skipped), pairs => Sum(pairs),
                  groups => case By of
                                process -> maps:get(groups, Local);
                                _ -> length(Rows1)

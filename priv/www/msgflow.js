@@ -176,7 +176,7 @@
       ['messages counted', int(f.events)], ['pairs', int(f.pairs)],
       ['overflow', int(f.overflow)], ['dead letters', int(f.dead_letters)],
       ['memory', bytes(f.memory_bytes)], ['windows kept', int(f.windows)],
-      ['births dropped', int(f.dropped)], ['window', int(state.window_ms) + ' ms'],
+      ['proc_events dropped', int(f.dropped)], ['window', int(state.window_ms) + ' ms'],
       ['snapshot', time(state.taken_at)]
     ];
     var foot = clear($('figures'));

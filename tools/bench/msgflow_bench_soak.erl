@@ -11,9 +11,9 @@
 %%% Every 30 s it prints: clients started and calls made, the VM's memory
 %%% (erlang:memory(total)), the OS process's resident set, the collector's
 %%% (its heap and its ETS tables), the NIF's tables (msgflow's count, and
-%%% jemalloc's resident bytes for its arenas), the pairs held, the folded
-%%% rows, folded and overflow messages, and whether `events = pairs +
-%%% folded + overflow' holds in one store.  At the end: the targets of
+%%% jemalloc's resident bytes for its arenas), the pairs held, the rolled up
+%%% rows, rolled up and overflow messages, and whether `events = pairs +
+%%% rolled up + overflow' holds in one store.  At the end: the targets of
 %%% issue 12 beside the figures, and top(10, #{by => name}).
 %%%
 %%% MSGFLOW_SOAK_S sets the length in seconds (600 by default).
@@ -54,11 +54,11 @@ run(Secs) ->
     ok = msgflow:start(#{max_pairs => ?MAX_PAIRS}),
     ok = msgflow:untrace(self()),
     %% clients are spawned by a traced process, as a listener's acceptor
-    %% would, so that msgflow has their births
+    %% would, so that msgflow has their process events
     Acceptor = spawn(?MODULE, acceptor, []),
     io:format("~6s ~9s ~11s ~8s ~8s ~9s ~9s ~9s ~7s ~7s ~11s ~9s ~5s~n",
               ["s", "clients", "calls", "VM MB", "RSS MB", "coll. MB", "NIF MB", "je res MB",
-               "pairs", "folded", "folded msg", "overflow", "exact"]),
+               "pairs", "rolled_up", "rolled_up msg", "overflow", "exact"]),
     Calls = counters:new(1, [write_concurrency]),
     T0 = erlang:monotonic_time(millisecond),
     Rows = loop({Acceptor, Servers}, Calls, T0, T0 + Secs * 1000, 0, T0 + ?REPORT_MS, []),
@@ -105,21 +105,21 @@ client(Server, Calls) ->
     counters:add(Calls, 1, ?CALLS).
 
 report(Ms, Started, Calls) ->
-    #{events := E, held := Held, folded := FM, overflow := O} = msgflow_collector:balance(),
+    #{events := E, held := Held, rolled_up := FM, overflow := O} = msgflow_collector:balance(),
     Exact = E =:= Held + FM + O,
-    #{pairs := P, folded := F} = msgflow_collector:store(false),
+    #{pairs := P, rolled_up := F} = msgflow_collector:store(false),
     Info = msgflow:info(),
     Coll = element(2, process_info(whereis(msgflow_collector), memory))
         + maps:get(store_memory, Info),
     Je = case maps:get(jemalloc_resident, Info) of undefined -> 0; J -> J end,
     R = #{s => Ms div 1000, vm => erlang:memory(total), rss => rss(), collector => Coll,
           nif => maps:get(memory, Info), je => Je, pairs => ets:info(P, size),
-          folded_rows => ets:info(F, size), folded => FM, overflow => O, exact => Exact,
+          rolled_up_rows => ets:info(F, size), rolled_up => FM, overflow => O, exact => Exact,
           calls => counters:get(Calls, 1)},
     io:format("~6b ~9s ~11s ~8.1f ~8.1f ~9.1f ~9.1f ~9.1f ~7b ~7b ~11s ~9s ~5s~n",
               [Ms div 1000, msgflow_fmt:int(Started), msgflow_fmt:int(maps:get(calls, R)),
                mb(maps:get(vm, R)), mb(maps:get(rss, R)), mb(Coll), mb(maps:get(nif, R)), mb(Je),
-               maps:get(pairs, R), maps:get(folded_rows, R), msgflow_fmt:int(FM),
+               maps:get(pairs, R), maps:get(rolled_up_rows, R), msgflow_fmt:int(FM),
                msgflow_fmt:int(O), atom_to_list(Exact)]),
     R.
 
@@ -158,7 +158,7 @@ summary(Secs, Clients, Rows) ->
     io:format("  ~-36s ~-10s ~.1f-~.1f MB over the run (first ~.1f, last ~.1f)~n",
               ["NIF tables (saw-tooth: rotations)", "bounded", mb(lists:min(Nif)),
                mb(lists:max(Nif)), mb(hd(Nif)), mb(lists:last(Nif))]),
-    io:format("  ~-36s ~-10s ~s~n", ["events = pairs + folded + overflow", "always",
+    io:format("  ~-36s ~-10s ~s~n", ["events = pairs + rolled_up + overflow", "always",
                                     atom_to_list(lists:all(fun(#{exact := X}) -> X end, Rows))]),
     io:format("~ntop(10, #{by => name}), still running:~n"),
     msgflow:top(10, #{by => name}).

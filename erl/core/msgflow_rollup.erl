@@ -1,11 +1,11 @@
-%%% @doc Folding: rows that are done with leave the store's pairs table
-%%% for a group row.  A pair is folded once it had no messages for two
+%%% @doc Rolling up: rows that are done with leave the store's pairs table
+%%% for a group row.  A pair is rolled up once it had no messages for two
 %%% windows and one of its endpoints has exited (it goes to its group,
-%%% `{exited, Kind, Node}', msgflow_labels:fold_key/2) or is an alias;
-%%% rows that fold to one key are summed (msgflow_row:merge/3).  Dead
-%%% letters fold the same way.  Runs in the collector process, on the
+%%% `{exited, LabelId, Node}', msgflow_labels:rollup_key/2) or is an alias;
+%%% rows that roll up to one key are summed (msgflow_row:merge/3).  Dead
+%%% letters roll up the same way.  Runs in the collector process, on the
 %%% store's state, when a window closes (msgflow_store:close_window/1).
--module(msgflow_fold).
+-module(msgflow_rollup).
 -include("msgflow_store.hrl").
 
 -export([sweep/1]).
@@ -14,12 +14,12 @@
 -define(SWEEP_CHUNK, 1000).
 -define(SWEEP_MIN, 20000).
 
-%% @doc Folds the rows that are done with, once window N has closed: the
+%% @doc Rolls up the rows that are done with, once window N has closed: the
 %% rows whose last messages were in window N - 2 (so a process that
 %% exited then has had its last sends taken by two snapshots since), up
 %% to ?SWEEP_MIN of them; and a slice of the rows idle for longer, whose
 %% endpoints may have exited since (a pass over all of them takes at most
-%% ~32 windows).  Dead letters are folded in slices too.  So a window's
+%% ~32 windows).  Dead letters are rolled up in slices too.  So a window's
 %% sweep reads a bounded number of keys into this heap, however many
 %% pairs go idle at once.
 -spec sweep(msgflow_store:state()) -> msgflow_store:state().
@@ -39,19 +39,19 @@ sweep(S = #store{closed = N}) ->
                          {Keys, _} -> Keys;
                          '$end_of_table' -> []
                      end,
-              Acc1 = lists:foldl(fun(K, A) -> fold(Which, K, A) end, Acc, Just),
+              Acc1 = lists:foldl(fun(K, A) -> rollup_row(Which, K, A) end, Acc, Just),
               sweep_slice(Which, [{msgflow_row:pattern(#{key => '$1', window => '$2'}),
                                    [{'<', '$2', Idle}], ['$1']}], Acc1)
-      end, S1, [pairs, folded]).
+      end, S1, [pairs, rolled_up]).
 
 table(pairs, #store{pairs = T}) -> T;
-table(folded, #store{folded_rows = T}) -> T;
+table(rolled_up, #store{rolled_up_rows = T}) -> T;
 table(dead, #store{dead = T}) -> T.
 
 %% The next keys of a pass over a table, at least ?SWEEP_MIN or 1/32 of
-%% the table, folded; the pass goes on in the next window where it
+%% the table, rolled up; the pass goes on in the next window where it
 %% stopped.  (A continuation over a table that changed in between may
-%% return a key twice or miss one: fold/3 skips a key that is gone, and
+%% return a key twice or miss one: rollup_row/3 skips a key that is gone, and
 %% the next pass sees what this one missed.)
 sweep_slice(Which, MS, S = #store{sweeps = Sw}) ->
     T = table(Which, S),
@@ -63,7 +63,7 @@ sweep_slice(Which, MS, S = #store{sweeps = Sw}) ->
     slice(Which, First, Budget, S).
 
 slice(Which, {Keys, Cont}, Budget, S) ->
-    S1 = lists:foldl(fun(K, Acc) -> fold(Which, K, Acc) end, S, Keys),
+    S1 = lists:foldl(fun(K, Acc) -> rollup_row(Which, K, Acc) end, S, Keys),
     case Budget - length(Keys) of
         B when B > 0 -> slice(Which, catch ets:select(Cont), B, S1);
         _ -> S1#store{sweeps = (S1#store.sweeps)#{Which => Cont}}
@@ -71,38 +71,38 @@ slice(Which, {Keys, Cont}, Budget, S) ->
 slice(Which, _End, _, S) ->
     S#store{sweeps = maps:remove(Which, S#store.sweeps)}.
 
-%% One row: where its endpoints fold to; when that is another key, the
-%% row leaves its table and is added to that key's row (folded rows, or
+%% One row: where its endpoints roll up to; when that is another key, the
+%% row leaves its table and is added to that key's row (rolled-up rows, or
 %% dead letters).
-fold(Which, K = {Sn, R}, S = #store{labels = L0}) ->
+rollup_row(Which, K = {Sn, R}, S = #store{labels = L0}) ->
     T = table(Which, S),
     case ets:lookup(T, K) of
         [] ->
             S;
         [Row] ->
-            {S1, L1} = msgflow_labels:fold_key(L0, Sn),
-            {R1, L2} = msgflow_labels:fold_key(L1, R),
+            {S1, L1} = msgflow_labels:rollup_key(L0, Sn),
+            {R1, L2} = msgflow_labels:rollup_key(L1, R),
             case {S1, R1} of
                 K ->
                     S#store{labels = L2};
                 K1 ->
                     ets:delete(T, K),
-                    L3 = add_folded(Which, K1, Row, S#store{labels = L2}),
+                    L3 = add_rolled_up(Which, K1, Row, S#store{labels = L2}),
                     L5 = msgflow_labels:release(msgflow_labels:release(L3, Sn), R),
                     Moved = case Which of
                                 pairs -> msgflow_row:total(Row);
                                 _ -> 0
                             end,
-                    S#store{labels = L5, folded_messages = S#store.folded_messages + Moved}
+                    S#store{labels = L5, rolled_up_messages = S#store.rolled_up_messages + Moved}
             end
     end.
 
-add_folded(dead, K1 = {S1, R1}, {_, N}, #store{dead = D, labels = L}) ->
+add_rolled_up(dead, K1 = {S1, R1}, {_, N}, #store{dead = D, labels = L}) ->
     case ets:insert_new(D, {K1, N}) of
         true -> msgflow_labels:hold(msgflow_labels:hold(L, S1), R1);
         false -> _ = ets:update_counter(D, K1, N), L
     end;
-add_folded(_, K1 = {S1, R1}, Row, #store{folded_rows = F, labels = L, closed = Closed,
+add_rolled_up(_, K1 = {S1, R1}, Row, #store{rolled_up_rows = F, labels = L, closed = Closed,
                                          keep = Keep, durations = Durs}) ->
     case ets:lookup(F, K1) of
         [] ->

@@ -1,21 +1,21 @@
 /*
- * mf_births.c -- births (see mf_births.h for what it owns and the threads
+ * mf_proc_events.c -- proc_events (see mf_proc_events.h for what it owns and the threads
  * that touch it).
  */
-#include "mf_births.h"
+#include "mf_proc_events.h"
 
 #include "mf_atoms.h"
 
-#define MF_BIRTH_ARGS 8 /* arguments of a proc_lib start kept */
+#define MF_PROC_EVENT_ARGS 8 /* arguments of a proc_lib start kept */
 
 /* A bounded summary of a proc_lib start's argument list: atoms and pids as
  * they are, {_, Atom, _} as such (a supervisor's name), anything else '_'.
  * Enough to name what proc_lib names, never a copy of a big argument. */
 static ERL_NIF_TERM args_summary(ErlNifEnv *env, ERL_NIF_TERM list)
 {
-    ERL_NIF_TERM out[MF_BIRTH_ARGS], head;
+    ERL_NIF_TERM out[MF_PROC_EVENT_ARGS], head;
     unsigned n = 0;
-    while (n < MF_BIRTH_ARGS && enif_get_list_cell(env, list, &head, &list)) {
+    while (n < MF_PROC_EVENT_ARGS && enif_get_list_cell(env, list, &head, &list)) {
         const ERL_NIF_TERM *el;
         int arity;
         if (enif_is_atom(env, head) || enif_is_pid(env, head))
@@ -33,7 +33,7 @@ static ERL_NIF_TERM args_summary(ErlNifEnv *env, ERL_NIF_TERM list)
  * collector can name it as proc_lib would, or for a fun (erlang:apply/2
  * with a fun, as spawn(Fun) reports it) {fun, Fun}, so that the collector
  * can name the function the fun was written in (erlang:fun_info/2).  The
- * fun goes into the births' env with its free variables: a copy of what
+ * fun goes into the process events' env with its free variables: a copy of what
  * the spawn itself just copied to the new process, once per spawn. */
 ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa)
 {
@@ -61,13 +61,13 @@ ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa)
     return enif_make_tuple3(env, el[0], el[1], enif_make_uint(env, len));
 }
 
-int mf_births_init(mf_births *b)
+int mf_proc_events_init(mf_proc_events *b)
 {
-    b->lock = enif_mutex_create("msgflow_births");
+    b->lock = enif_mutex_create("msgflow_proc_events");
     return b->lock != NULL;
 }
 
-void mf_births_free(mf_births *b)
+void mf_proc_events_free(mf_proc_events *b)
 {
     if (b->lock)
         enif_mutex_destroy(b->lock);
@@ -77,11 +77,11 @@ void mf_births_free(mf_births *b)
     b->env = NULL;
 }
 
-void mf_birth(ErlNifEnv *env, mf_births *b, ERL_NIF_TERM pid, ERL_NIF_TERM what)
+void mf_proc_event(ErlNifEnv *env, mf_proc_events *b, ERL_NIF_TERM pid, ERL_NIF_TERM what)
 {
     ERL_NIF_TERM rec = enif_make_tuple2(env, pid, what);
     enif_mutex_lock(b->lock);
-    if (b->n >= MF_MAX_BIRTHS) {
+    if (b->n >= MF_MAX_PROC_EVENTS) {
         b->dropped++;
     } else {
         if (!b->env && (b->env = enif_alloc_env()) != NULL)
@@ -96,14 +96,14 @@ void mf_birth(ErlNifEnv *env, mf_births *b, ERL_NIF_TERM pid, ERL_NIF_TERM what)
     enif_mutex_unlock(b->lock);
 }
 
-ERL_NIF_TERM mf_births_take(ErlNifEnv *env, mf_births *b)
+ERL_NIF_TERM mf_proc_events_take(ErlNifEnv *env, mf_proc_events *b)
 {
     ERL_NIF_TERM out = enif_make_list(env, 0), head;
     unsigned n = 0;
     enif_mutex_lock(b->lock);
     if (b->env) {
         ERL_NIF_TERM list = b->list;
-        while (n < MF_BIRTHS_CHUNK && enif_get_list_cell(b->env, list, &head, &list)) {
+        while (n < MF_PROC_EVENTS_CHUNK && enif_get_list_cell(b->env, list, &head, &list)) {
             out = enif_make_list_cell(env, enif_make_copy(env, head), out);
             n++;
         }
