@@ -79,7 +79,9 @@ every_interface(Config) ->
     {ok, #{<<"receivers">> := [#{<<"label">> := <<"rcv_sink">>, <<"messages">> := 60,
                                  <<"senders">> := 3, <<"queue">> := 60} | _]}} =
         msgflow_query:json(receivers, #{}),
-    {ok, Url} = msgflow:web(#{port => 0}),
+    ?assertMatch({error, {badopt, {metrics_views, [top]}, [_]}},
+                 msgflow:web(#{port => 0, metrics_views => [top]})),
+    {ok, Url} = msgflow:web(#{port => 0, metrics_views => [receivers]}),
     Get = fun(Path) ->
                   {ok, {{_, Code, _}, _, Body}} = httpc:request(Url ++ Path),
                   {Code, list_to_binary(Body)}

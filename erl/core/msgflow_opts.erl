@@ -57,7 +57,7 @@
 %% several rules.
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
               | boolean | pid | pair | pid_text | atom | text | procs | nodes | sample | kind | ip
-              | {either, [rule()]}.
+              | {either, [rule()]} | {subset, [atom()]}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 
 %% @doc The options used where start/1 is given none:
@@ -178,6 +178,8 @@ valid(text, V) -> (is_binary(V) orelse (is_list(V) andalso io_lib:printable_unic
                       andalso unicode:characters_to_binary(V) =/= <<>>;
 valid(ip, V) -> (tuple_size_is(V, 4) orelse tuple_size_is(V, 8)) andalso inet:is_ip_address(V);
 valid({either, Rules}, V) -> lists:any(fun(R) -> valid(R, V) end, Rules);
+valid({subset, As}, V) ->
+    is_list(V) andalso proper(V) andalso lists:all(fun(X) -> lists:member(X, As) end, V);
 valid(procs, P) when P =:= all; P =:= new; P =:= existing -> true;
 valid(procs, L) when is_list(L), L =/= [] ->
     proper(L) andalso
@@ -209,6 +211,7 @@ allowed(atom) -> [<<"an atom">>];
 allowed(text) -> [<<"a text: a binary or a string, not empty">>];
 allowed(ip) -> [<<"an IP address tuple: {127,0,0,1} (loopback), {0,0,0,0} (every interface)">>];
 allowed({either, Rules}) -> lists:append([allowed(R) || R <- Rules]);
+allowed({subset, As}) -> [iolist_to_binary(["a list of: ", lists:join(", ", [atom_to_list(A) || A <- As])])];
 allowed(procs) -> [all, new, existing, <<"a list of local pids and registered names, "
                                          "without repeats">>];
 allowed(sample) -> [off, <<"{Traced, Period}: integers, 1 =< Traced < Period =< 3600000 (ms)">>];

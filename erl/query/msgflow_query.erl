@@ -279,16 +279,26 @@ local_parts(Queries) ->
                 true -> msgflow_collector:store(true);
                 false -> none
             end,
-    [part(M, Opts, Store) || {M, Opts} <- Mods].
+    Heap = case Store of
+               #{pairs := _} -> Store;
+               _ -> none
+           end,
+    %% every part in one process (its heap sized for the store once); a
+    %% query asked twice (the web page's graph and pairs by process) is
+    %% built once
+    Unique = lists:usort(Mods),
+    Built = msgflow_view:run(Heap, fun() -> [{Q, part(M, Opts, Store)} || Q = {M, Opts} <- Unique] end),
+    [proplists:get_value(Q, Built) || Q <- Mods].
 
+%% Called in the process msgflow_view:run/2 gives.
 part({error, _} = E, _, _) ->
     E;
 part({ok, Mod}, Opts, Store) ->
     case {needs_store(Mod), Store} of
         {true, undefined} -> {error, not_started};
         {true, {error, _} = E} -> E;
-        {true, _} -> {ok, msgflow_view:run(Store, fun() -> Mod:build(Store, Opts) end)};
-        {false, _} -> {ok, msgflow_view:run(none, fun() -> Mod:build(none, Opts) end)}
+        {true, _} -> {ok, Mod:build(Store, Opts)};
+        {false, _} -> {ok, Mod:build(none, Opts)}
     end.
 
 needs_store(Mod) ->

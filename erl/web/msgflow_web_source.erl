@@ -11,7 +11,8 @@
 options() ->
     #{port => {7780, {int, 0, 65535, "TCP port; 0: any free one"}},
       ip => {{127, 0, 0, 1}, ip},
-      metrics_edges => {100, {int, 1, 100000, "edge series"}}}.
+      metrics_edges => {100, {int, 1, 100000, "edge series"}},
+      metrics_views => {[], {subset, [N || {N, _} <- msgflow_view:with_metrics()]}}}.
 
 %% @doc msgflow:web/1: serves msgflow's live page from this node with
 %% OTP's inets httpd (msgflow_web), msgflow's application started if it
@@ -24,7 +25,9 @@ options() ->
 %% stops or changes tracing.  Opts: `port' (7780; 0 for any free port),
 %% `ip' (loopback, `{127,0,0,1}'; `{0,0,0,0}' listens on every interface:
 %% the README shows an SSH tunnel instead), `metrics_edges' (100: edge
-%% series of /metrics, the busiest by name, the rest summed as `other').
+%% series of /metrics, the busiest by name, the rest summed as `other'),
+%% `metrics_views' ([]: the views whose own series /metrics adds, among
+%% those that give some, `receivers' say; each is built at every scrape).
 %% `{ok, Url}'; errors: `{error, {badopt, {Key, Value}, Allowed}}',
 %% `{error, {already_started, Url}}', `{error, {Reason, {port, Port}}}'
 %% when the port cannot be listened on (eaddrinuse).  The page says "not
@@ -40,11 +43,11 @@ start(Opts0) ->
         {error, _} = E -> E
     end.
 
-%% @doc What msgflow_web serves (web/1's checked Opts: `metrics_edges'):
-%% each request's document, from the views of every node msgflow counts
-%% on.
+%% @doc What msgflow_web serves (web/1's checked Opts: `metrics_edges',
+%% `metrics_views'): each request's document, from the views of every node
+%% msgflow counts on.
 -spec source(map()) -> msgflow_web:source().
-source(#{metrics_edges := Edges}) ->
+source(Web = #{metrics_edges := Edges}) ->
     fun({state, By}) ->
             case msgflow_web_page:state(By, all, false) of
                 {error, _} = E -> E;
@@ -62,7 +65,7 @@ source(#{metrics_edges := Edges}) ->
        (views) ->
             {ok, msgflow_report:json_encode([atom_to_binary(N) || N <- msgflow_query:ready()])};
        (metrics) ->
-            metrics(Edges)
+            metrics(Edges, maps:get(metrics_views, Web, []))
     end.
 
 json(Name, Opts) ->
@@ -73,9 +76,9 @@ json(Name, Opts) ->
 
 %% `/metrics': the busiest edges by name with their kinds, the call
 %% edges' round trips, msgflow's own figures, and the families of the
-%% views that give some (msgflow_view:with_metrics/0).
-metrics(Edges) ->
-    Extra = msgflow_view:with_metrics(),
+%% views asked for (msgflow_view:with_metrics/0 says which give some).
+metrics(Edges, Views) ->
+    Extra = [V || V = {N, _} <- msgflow_view:with_metrics(), lists:member(N, Views)],
     case msgflow_query:run_all([{top, #{by => name, limit => all}}, {calls, #{by => name}}
                                 | [{N, #{}} || {N, _} <- Extra]]) of
         [{error, _} = E | _] ->

@@ -27,6 +27,9 @@ main() ->
     erlang:halt(Code).
 
 run() ->
+    %% distributed, so that msgflow-top can attach to this node
+    os:cmd("epmd -daemon"),
+    {ok, _} = net_kernel:start([list_to_atom("msgflow_bench_" ++ os:getpid()), shortnames]),
     {ok, _} = application:ensure_all_started(msgflow),
     io:format("msgflow bench-scale on ~s, OTP ~s, ~b schedulers~n~n",
               [hd(string:split(os:cmd("uname -srm"), "\n")), erlang:system_info(otp_release),
@@ -140,19 +143,52 @@ measure(R) ->
                      {ok, _} = msgflow:web(#{port => 0}),
                      at_once(5, fun() -> {ok, _} = msgflow_web:get({state, name}) end)
              end,
-    Cpu = Cpu0#{web_shared => median3_cpu(Shared)},
+    %% msgflow-top's refresh: what it asked the node for before (the whole
+    %% dump, regrouped in C) beside what it asks now (the rows it shows, from
+    %% the query path: 20 with --once --top 20, 500 on a terminal)
+    Remote = fun(Call) ->
+                     fun() ->
+                             Ref = make_ref(),
+                             msgflow_remote ! {msgflow_call, self(), Ref, Call},
+                             receive {msgflow_reply, Ref, Reply} -> true = is_binary(Reply) end
+                     end
+             end,
+    TopReqs = [{top_dump, fun() -> true = is_binary(msgflow:dump()) end},
+               {top_rows20, Remote({rows, #{limit => 20}})},
+               {top_rows500, Remote({rows, #{limit => 500}})},
+               {top_rows_name, Remote({rows, #{limit => 500, by => name}})}],
+    Cpu = maps:merge(Cpu0#{web_shared => median3_cpu(Shared)},
+                     maps:from_list([{K, median3_cpu(F)} || {K, F} <- TopReqs])),
     ok = msgflow:web_stop(),
+    TopOnce = median3(fun() -> top_once() end),
     %% views back to back for 3 s: how many windows did the collector close?
     Closed0 = closed(),
     Until = erlang:monotonic_time(millisecond) + 3000,
     views_until(Until),
     Closed = closed() - Closed0,
-    R#{pairs => Pairs, times => Times, cpu => Cpu, closed_3s => Closed,
+    R#{pairs => Pairs, times => Times#{top_once => TopOnce}, cpu => Cpu, closed_3s => Closed,
        store_bytes => StoreBytes, nif_bytes => NifBytes, entries => Entries,
        collector_heap => element(2, process_info(whereis(msgflow_collector), memory))}.
 
 closed() ->
     maps:get(closed, msgflow_collector:store(false)).
+
+%% msgflow-top --once --top 20 run against this node, as a person runs it
+%% (the build's C tool; it finds the run going on and shows it).
+top_once() ->
+    Tool = filename:absname("_build/bin/msgflow-top"),
+    Port = open_port({spawn_executable, Tool},
+                     [{args, ["--node", atom_to_list(node()), "--cookie",
+                              atom_to_list(erlang:get_cookie()), "--once", "--top", "20"]},
+                      binary, exit_status, use_stdio, stderr_to_stdout]),
+    top_once_wait(Port, []).
+
+top_once_wait(Port, Acc) ->
+    receive
+        {Port, {data, D}} -> top_once_wait(Port, [D | Acc]);
+        {Port, {exit_status, 0}} -> ok;
+        {Port, {exit_status, S}} -> error({msgflow_top, S, iolist_to_binary(lists:reverse(Acc))})
+    end.
 
 views_until(Until) ->
     case erlang:monotonic_time(millisecond) < Until of
@@ -276,6 +312,11 @@ print(A, B) ->
     Row("web /metrics, CPU ms", "", Cpu(web_metrics)),
     Row("web hotspots (every 5 s), CPU ms", "", Cpu(web_hotspots)),
     Row("web, 5 browsers at once, CPU ms", "1 refresh", Cpu(web_shared)),
+    Row("msgflow-top before: dump(), CPU ms", "", Cpu(top_dump)),
+    Row("msgflow-top rows (20), CPU ms", "", Cpu(top_rows20)),
+    Row("msgflow-top rows (500), CPU ms", "", Cpu(top_rows500)),
+    Row("msgflow-top rows by name, CPU ms", "", Cpu(top_rows_name)),
+    Row("msgflow-top --once --top 20 ms", "1000", Ms(top_once)),
     Row("stop() ms", "1000", fun(#{stop := S}) -> io_lib:format("~.1f", [S]) end),
     Row("windows closed in 3 s of views", "3", fun(#{closed_3s := C}) -> integer_to_list(C) end),
     Row("Erlang-side bytes per pair", "200",

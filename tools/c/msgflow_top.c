@@ -1119,15 +1119,18 @@ done:
     return rc;
 }
 
-/* Plain tables, no control codes: when stdout is no terminal, or --once. */
-static int plain(conn *c, mf_by by, long interval, long top, int once, const char *ellipsis,
-                 int *gone)
+/* Plain tables, no control codes: when stdout is no terminal, or --once.
+ * The first table waits an interval when this program started the run
+ * (there is nothing to show yet), else comes at once. */
+static int plain(conn *c, mf_by by, long interval, long top, int once, int started,
+                 const char *ellipsis, int *gone)
 {
     const char *cs = getenv("COLUMNS");
     int width = cs && atoi(cs) >= 40 ? atoi(cs) : 80;
     char err[512];
-    while (!interrupted) {
-        sleep_ms(interval);
+    for (int first = 1; !interrupted; first = 0) {
+        if (!first || started)
+            sleep_ms(interval);
         if (interrupted)
             break;
         mf_dump d;
@@ -1267,7 +1270,7 @@ int main(int argc, char **argv)
         sigaction(SIGWINCH, &wa, NULL);
         rc = interactive(&c, by, interval, ellipsis, &gone);
     } else {
-        rc = plain(&c, by, interval, top, once, ellipsis, &gone);
+        rc = plain(&c, by, interval, top, once, started == 1, ellipsis, &gone);
     }
     if (started == 1 && !keep && !gone && stop_msgflow(&c) != 0) {
         fprintf(stderr, "msgflow-top: could not stop msgflow on %s\n", c.node);
