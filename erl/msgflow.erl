@@ -127,7 +127,8 @@ wait(Timeout) ->
 %% @doc The pairs held, `[{Sender, Receiver, Messages}]' (messages since
 %% start), busiest first, receivers exactly as the VM reported them,
 %% exact (a snapshot taken now while running), of every node of a
-%% cluster: the `pairs' view (msgflow_pairs_view).
+%% cluster (each has 30 s to answer; one that did not is there with the
+%% busiest pairs it last reported): the `pairs' view (msgflow_pairs_view).
 -spec pairs() -> [pair_count()] | error().
 pairs() ->
     msgflow_query:run(pairs, #{}).
@@ -197,7 +198,8 @@ matrix(By, Opts) ->
 %% msgflow_history_view, msgflow_flows_view (flows()), msgflow_nodes_view
 %% (a list of msgflow_cluster:node_status()).  A view whose value is a map
 %% has `missing': the nodes of a cluster that did not answer within
-%% `timeout' ms (1000), with why.  Errors: `{error, {badarg, {view,
+%% `timeout' ms (1000; 30,000 for every pair: `top' by process with
+%% `limit => all'), with why.  Errors: `{error, {badarg, {view,
 %% Name}, Names}}', `{error, {badopt, {Key, Value}, Allowed}}', `{error,
 %% not_started}' for a view of the counts before the first start, and a
 %% view's own (msgflow_query:run/2).

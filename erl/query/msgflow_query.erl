@@ -6,7 +6,8 @@
 %%% <li>which options are allowed: the view's options/0, and for a view
 %%%     built on every node (scope/0) `node' (`all', the default, or one
 %%%     node msgflow counts on) and `timeout' (ms the other nodes have to
-%%%     answer, 1000 by default), checked with msgflow_opts (one error
+%%%     answer: by default 1000, or 30,000 for a value that holds every
+%%%     pair, the view's wait/1), checked with msgflow_opts (one error
 %%%     shape);</li>
 %%% <li>where it is built: on this node alone while msgflow counts here
 %%%     only; across a cluster on each node (each builds its part from its
@@ -29,6 +30,7 @@
 -export([parts/1, labels/1]).
 
 -define(TIMEOUT_MS, 1000).          %% default `timeout': ms other nodes have to answer
+-define(FULL_TIMEOUT_MS, 30000).    %% ... for a value that holds every pair (wait/1: full)
 -define(MAX_TIMEOUT_MS, 600000).
 
 %% A query ready to run: its view's module, its checked options, the
@@ -125,10 +127,21 @@ prepare(Name, Opts0) ->
                                         {ok, #{name => Name, mod => Mod,
                                                opts => maps:without([node, timeout], O),
                                                nodes => Nodes,
-                                               timeout => maps:get(timeout, O, ?TIMEOUT_MS)}};
+                                               timeout => timeout(Mod, Opts0, O)}};
                                     {error, _} = E -> E
                                 end
                end]).
+
+%% The ms the other nodes have: `timeout' when given, else as long as
+%% the view says its value needs (wait/1).
+timeout(Mod, Opts0, O) ->
+    case msgflow_opts:to_map(Opts0) of
+        {ok, #{timeout := T}} -> T;
+        _ -> case erlang:function_exported(Mod, wait, 1) andalso Mod:wait(O) of
+                 full -> ?FULL_TIMEOUT_MS;
+                 _ -> ?TIMEOUT_MS
+             end
+    end.
 
 maybe_all([First | Steps]) ->
     lists:foldl(fun(_, {error, _} = E) -> E;

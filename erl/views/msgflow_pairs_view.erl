@@ -13,7 +13,7 @@
 -module(msgflow_pairs_view).
 -behaviour(msgflow_view).
 
--export([options/0, build/2, merge/3, fallback/2, text/3, json/2]).
+-export([options/0, build/2, merge/3, wait/1, fallback/2, text/3, json/2]).
 -export_type([pair_count/0, pair_kind_count/0]).
 
 %% {Sender, Receiver, Messages}
@@ -26,6 +26,10 @@
 -spec options() -> msgflow_opts:schema().
 options() ->
     #{with => {total, {one_of, [total, kinds]}}}.
+
+%% @doc Every pair is worth waiting for (30 s, not 1).
+-spec wait(map()) -> full.
+wait(_) -> full.
 
 %% @doc This node's pairs (read in chunks from its pairs table).
 -spec build(msgflow_store:store(), map()) -> [pair_count()] | [pair_kind_count()].

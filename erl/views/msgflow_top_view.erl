@@ -21,7 +21,7 @@
 -module(msgflow_top_view).
 -behaviour(msgflow_view).
 
--export([options/0, build/2, merge/3, fallback/2, text/3, json/2, spec/1]).
+-export([options/0, build/2, merge/3, wait/1, fallback/2, text/3, json/2, spec/1]).
 
 %% @doc The options, their defaults and rules.
 -spec options() -> msgflow_opts:schema().
@@ -31,6 +31,12 @@ options() ->
       sort => {messages, {one_of, msgflow_rows:sorts()}},
       windows => {0, {int, 0, 10000, "windows"}},
       filter => {none, text}}.
+
+%% @doc Every pair (by process, `limit => all': the dump, the exports by
+%% process) is worth waiting for; a page of rows, or groups, is not.
+-spec wait(map()) -> interactive | full.
+wait(#{by := process, limit := all}) -> full;
+wait(_) -> interactive.
 
 %% @doc The rows spec of checked options (msgflow_rows:build/2).
 -spec spec(map()) -> msgflow_rows:spec().

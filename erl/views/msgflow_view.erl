@@ -37,6 +37,10 @@
 %%%     where its data is (a pair's history: its sender's node);</li>
 %%% <li>`store()': false for a view that reads no store (it is then
 %%%     given `none', and is there before the first start);</li>
+%%% <li>`wait(Opts)': how long the query waits for the other nodes when
+%%%     its `timeout' is not given: `interactive' (1000 ms, a view a
+%%%     person waits for; the default) or `full' (30,000 ms, a value that
+%%%     holds every pair: pairs(), the exports);</li>
 %%% <li>`fallback(Top, Opts)': a part made of the busiest pairs a node
 %%%     last reported (msgflow_cluster:last_top/1, a view of rows by
 %%%     process), for a node that did not answer in time (`none' when
@@ -78,9 +82,10 @@
 -callback scope() -> nodes | here.
 -callback nodes(map(), [node()]) -> [node()].
 -callback store() -> boolean().
+-callback wait(map()) -> interactive | full.
 -callback fallback(msgflow_rows:view(), map()) -> term() | none.
 -callback metrics(term()) -> [family()].
--optional_callbacks([check/1, scope/0, nodes/2, store/0, fallback/2, metrics/1]).
+-optional_callbacks([check/1, scope/0, nodes/2, store/0, wait/1, fallback/2, metrics/1]).
 
 %% @doc Every view, by name, in the order help and menus list them: the
 %% one list of them.

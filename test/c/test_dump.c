@@ -567,7 +567,7 @@ static void v6_dumps(void)
     expect_refused("version 6 without rows", &x, "without `rows'");
     ei_x_free(&x);
     v6_dump(&x, "row");
-    expect_refused("version 6 with a row that is no map", &x, "row 0: not a map");
+    expect_refused("version 6 with a row that is no map", &x, "rows: entry 0 is not a map");
     ei_x_free(&x);
     v6_dump(&x, "index");
     expect_refused("version 6 with an end out of range", &x, "out of range");

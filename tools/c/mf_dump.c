@@ -483,6 +483,24 @@ static long kind_name(dec *d, mf_dump *out, const char *kind, const char *tag)
     return k->idx;
 }
 
+/* Room in out->pair_kinds for n more kinds (it grows by doubling; the
+ * array is out's, freed by mf_dump_free).  0 with a message in d->err when
+ * out of memory. */
+static int room_for_kinds(dec *d, mf_dump *out, size_t n)
+{
+    if (out->n_pair_kinds + n <= d->kinds_cap)
+        return 1;
+    size_t cap = d->kinds_cap ? d->kinds_cap : 1024;
+    while (cap < out->n_pair_kinds + n)
+        cap *= 2;
+    mf_pair_kind *grown = realloc(out->pair_kinds, cap * sizeof(*grown));
+    if (!grown)
+        return fail(d->err, d->errlen, "out of memory (kinds)"), 0;
+    out->pair_kinds = grown;
+    d->kinds_cap = cap;
+    return 1;
+}
+
 /* A pair's kinds (version 4): [{Kind, Tag, Messages}], appended to
  * out->pair_kinds.  0 with a message in d->err when malformed. */
 static int dec_pair_kinds(dec *d, mf_dump *out, mf_pair *p, int i)
@@ -494,16 +512,8 @@ static int dec_pair_kinds(dec *d, mf_dump *out, mf_pair *p, int i)
     p->n_kinds = 0;
     if (n == 0)
         return 1;
-    if (out->n_pair_kinds + (size_t)n > d->kinds_cap) {
-        size_t cap = d->kinds_cap ? d->kinds_cap : 1024;
-        while (cap < out->n_pair_kinds + (size_t)n)
-            cap *= 2;
-        mf_pair_kind *grown = realloc(out->pair_kinds, cap * sizeof(*grown));
-        if (!grown)
-            return fail(d->err, d->errlen, "out of memory (kinds)"), 0;
-        out->pair_kinds = grown;
-        d->kinds_cap = cap;
-    }
+    if (!room_for_kinds(d, out, (size_t)n))
+        return 0;
     for (int j = 0; j < n; j++) {
         char kind[MAXATOMLEN_UTF8], tag[MAXATOMLEN_UTF8];
         int arity;
@@ -692,284 +702,298 @@ static int dec_list_end(dec *d, int n)
     return n == 0 || (ei_decode_list_header(d->buf, &d->idx, &tail) == 0 && tail == 0);
 }
 
-static int dec_endpoints6(dec *d, mf_dump *out)
+/* What one element of a list of maps gets: the element (of `size' bytes in
+ * the array dec_maps allocated), its index, and where each named field's
+ * value is (-1: absent).  0 with a message in d->err when it is bad. */
+typedef int (*dec_one)(dec *d, mf_dump *out, void *elem, int i, const int *at);
+
+/* A list of maps at d->idx, each read by `one' from the positions of its
+ * fields `names' (others skipped): an array of `size' bytes an element,
+ * calloc'd into *arr (*count set as elements are read, so that
+ * mf_dump_free frees what a failure leaves).  `what' names the list in
+ * messages. */
+static int dec_maps(dec *d, mf_dump *out, const char *what, const char *const *names, int nn,
+                    size_t size, void **arr, size_t *count, dec_one one)
 {
-    enum { E_END, E_TEXT, E_LABEL, E_DISPLAY, E_MODULE, E_APP, E_NODE, E_N };
-    static const char *const names[E_N] = {"endpoint", "text", "label", "display", "module",
-                                           "application", "node"};
-    int n, at[E_N];
+    int n, at[16];
     if (!dec_list(d, &n))
-        return fail(d->err, d->errlen, "endpoints: not a list"), 0;
-    if (n > 0 && !(out->endpoints = calloc((size_t)n, sizeof(*out->endpoints))))
-        return fail(d->err, d->errlen, "out of memory (%d endpoints)", n), 0;
+        return fail(d->err, d->errlen, "%s: not a list", what), 0;
+    if (n > 0 && !(*arr = calloc((size_t)n, size)))
+        return fail(d->err, d->errlen, "out of memory (%d %s)", n, what), 0;
     for (int i = 0; i < n; i++) {
-        mf_endpoint *e = &out->endpoints[i];
-        out->n_endpoints = (size_t)i + 1; /* so that free sees what was set */
-        int next;
-        if (!map_fields(d, names, E_N, at) || at[E_TEXT] < 0 || at[E_LABEL] < 0)
-            return fail(d->err, d->errlen, "endpoint %d: not a map with text and label", i), 0;
-        next = d->idx;
-        /* what it is: an endpoint the VM reported, or a group's key */
-        d->idx = at[E_END];
-        if (at[E_END] < 0 || !dec_endpoint(d, e)) {
-            free(e->text);
-            free(e->node);
-            e->text = e->node = NULL;
-            e->type = MF_EP_KEY;
-        }
-        free(e->text);
-        e->text = NULL;
-        d->idx = at[E_TEXT];
-        if (!dec_binary_str(d, &e->text))
-            return fail(d->err, d->errlen, "endpoint %d: text is not a binary", i), 0;
-        d->idx = at[E_LABEL];
-        if (!dec_binary_str(d, &e->label))
-            return fail(d->err, d->errlen, "endpoint %d: label is not a binary", i), 0;
-        d->idx = at[E_DISPLAY];
-        if (at[E_DISPLAY] >= 0 && !dec_binary_str(d, &e->display))
-            return fail(d->err, d->errlen, "endpoint %d: display is not a binary", i), 0;
-        d->idx = at[E_MODULE];
-        if (at[E_MODULE] >= 0 && !dec_opt_atom(d, &e->module))
-            return fail(d->err, d->errlen, "endpoint %d: module is not an atom", i), 0;
-        d->idx = at[E_APP];
-        if (at[E_APP] >= 0 && !dec_opt_atom(d, &e->application))
-            return fail(d->err, d->errlen, "endpoint %d: application is not an atom", i), 0;
-        char *node = NULL;
-        d->idx = at[E_NODE];
-        if (at[E_NODE] >= 0 && !dec_opt_atom(d, &node))
-            return fail(d->err, d->errlen, "endpoint %d: node is not an atom", i), 0;
-        if (node || !e->node) {
-            free(e->node);
-            e->node = node ? node : dup_str(d->dump_node ? d->dump_node : "");
-        }
-        if (!e->node)
-            return fail(d->err, d->errlen, "out of memory"), 0;
+        if (count)
+            *count = (size_t)i + 1;
+        if (!map_fields(d, names, nn, at))
+            return fail(d->err, d->errlen, "%s: entry %d is not a map", what, i), 0;
+        int next = d->idx;
+        if (!one(d, out, (char *)*arr + (size_t)i * size, i, at))
+            return 0;
         d->idx = next;
     }
-    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "endpoints: not a proper list"), 0);
+    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "%s: not a proper list", what), 0);
 }
 
-/* A row's kinds: [#{kind, tag, messages}], appended to out->pair_kinds. */
-static int dec_row_kinds6(dec *d, mf_dump *out, mf_pair *p, int i)
+/* Every field named is there. */
+static int all_there(const int *at, int nn)
 {
-    enum { K_KIND, K_TAG, K_MSGS, KN };
-    static const char *const names[KN] = {"kind", "tag", "messages"};
-    int n, at[KN];
-    if (!dec_list(d, &n))
-        return fail(d->err, d->errlen, "row %d: kinds are not a list", i), 0;
+    for (int k = 0; k < nn; k++)
+        if (at[k] < 0)
+            return 0;
+    return 1;
+}
+
+enum { E_END, E_TEXT, E_LABEL, E_DISPLAY, E_MODULE, E_APP, E_NODE, E_N };
+static const char *const endpoint_fields[E_N] = {"endpoint", "text", "label", "display",
+                                                 "module", "application", "node"};
+
+static int dec_endpoint6(dec *d, mf_dump *out, void *elem, int i, const int *at)
+{
+    (void)out;
+    mf_endpoint *e = elem;
+    if (at[E_TEXT] < 0 || at[E_LABEL] < 0)
+        return fail(d->err, d->errlen, "endpoint %d: no text or label", i), 0;
+    /* what it is: an endpoint the VM reported, or a group's key */
+    d->idx = at[E_END];
+    if (at[E_END] < 0 || !dec_endpoint(d, e))
+        e->type = MF_EP_KEY;
+    free(e->text);
+    e->text = NULL;
+    d->idx = at[E_TEXT];
+    if (!dec_binary_str(d, &e->text))
+        return fail(d->err, d->errlen, "endpoint %d: text is not a binary", i), 0;
+    d->idx = at[E_LABEL];
+    if (!dec_binary_str(d, &e->label))
+        return fail(d->err, d->errlen, "endpoint %d: label is not a binary", i), 0;
+    d->idx = at[E_DISPLAY];
+    if (at[E_DISPLAY] >= 0 && !dec_binary_str(d, &e->display))
+        return fail(d->err, d->errlen, "endpoint %d: display is not a binary", i), 0;
+    d->idx = at[E_MODULE];
+    if (at[E_MODULE] >= 0 && !dec_opt_atom(d, &e->module))
+        return fail(d->err, d->errlen, "endpoint %d: module is not an atom", i), 0;
+    d->idx = at[E_APP];
+    if (at[E_APP] >= 0 && !dec_opt_atom(d, &e->application))
+        return fail(d->err, d->errlen, "endpoint %d: application is not an atom", i), 0;
+    char *node = NULL;
+    d->idx = at[E_NODE];
+    if (at[E_NODE] >= 0 && !dec_opt_atom(d, &node))
+        return fail(d->err, d->errlen, "endpoint %d: node is not an atom", i), 0;
+    if (node || !e->node) {
+        free(e->node);
+        e->node = node ? node : dup_str(d->dump_node ? d->dump_node : "");
+    }
+    return e->node ? 1 : (fail(d->err, d->errlen, "out of memory"), 0);
+}
+
+enum { K_KIND6, K_TAG6, K_MSGS6, K_N6 };
+static const char *const kind_fields[K_N6] = {"kind", "tag", "messages"};
+
+/* A row's kind, appended to out->pair_kinds (room made by dec_rows6). */
+static int dec_kind6(dec *d, mf_dump *out, void *elem, int i, const int *at)
+{
+    mf_pair *p = elem;
+    char kind[MAXATOMLEN_UTF8], tag[MAXATOMLEN_UTF8];
+    mf_pair_kind *k = &out->pair_kinds[out->n_pair_kinds];
+    int ok = all_there(at, K_N6);
+    d->idx = at[K_KIND6];
+    ok = ok && dec_atom(d, kind);
+    d->idx = at[K_TAG6];
+    ok = ok && dec_atom(d, tag);
+    d->idx = at[K_MSGS6];
+    ok = ok && dec_u64(d, &k->messages);
+    if (!ok)
+        return fail(d->err, d->errlen, "row %zu: kind %d is not #{kind, tag, messages}",
+                    out->n_pairs, i), 0;
+    long idx = kind_name(d, out, kind, tag);
+    if (idx < 0)
+        return fail(d->err, d->errlen, "out of memory (kind names)"), 0;
+    k->name = (uint32_t)idx;
+    out->n_pair_kinds++;
+    p->n_kinds++;
+    return 1;
+}
+
+enum { R_S, R_R, R_MSGS, R_WIN, R_RATE, R_PEAK, R_KINDS, R_N };
+static const char *const row_fields[R_N] = {"sender", "receiver", "messages", "window_messages",
+                                            "rate", "peak_rate", "kinds"};
+
+static int dec_row6(dec *d, mf_dump *out, void *elem, int i, const int *at)
+{
+    mf_pair *p = elem;
+    uint64_t s, r;
+    if (at[R_S] < 0 || at[R_R] < 0 || at[R_MSGS] < 0)
+        return fail(d->err, d->errlen, "row %d: no sender, receiver or messages", i), 0;
+    d->idx = at[R_S];
+    int ok = dec_u64(d, &s);
+    d->idx = at[R_R];
+    ok = ok && dec_u64(d, &r);
+    d->idx = at[R_MSGS];
+    ok = ok && dec_u64(d, &p->messages);
+    p->window_messages = 0;
+    p->rate = p->peak = -1;
+    if (ok && at[R_WIN] >= 0) {
+        d->idx = at[R_WIN];
+        ok = dec_u64(d, &p->window_messages);
+    }
+    if (ok && at[R_RATE] >= 0) {
+        d->idx = at[R_RATE];
+        ok = dec_number(d, &p->rate) && p->rate >= 0;
+    }
+    if (ok && at[R_PEAK] >= 0) {
+        d->idx = at[R_PEAK];
+        ok = dec_number(d, &p->peak) && p->peak >= 0;
+    }
+    if (!ok)
+        return fail(d->err, d->errlen, "row %d: a field is not a non-negative number", i), 0;
+    if (s >= out->n_endpoints || r >= out->n_endpoints)
+        return fail(d->err, d->errlen, "row %d: endpoint index %llu out of range (%zu endpoints)",
+                    i, (unsigned long long)(s >= out->n_endpoints ? s : r), out->n_endpoints), 0;
+    p->sender = (size_t)s;
+    p->receiver = (size_t)r;
     p->first_kind = out->n_pair_kinds;
     p->n_kinds = 0;
-    if (out->n_pair_kinds + (size_t)n > d->kinds_cap) {
-        size_t cap = d->kinds_cap ? d->kinds_cap : 1024;
-        while (cap < out->n_pair_kinds + (size_t)n)
-            cap *= 2;
-        mf_pair_kind *grown = realloc(out->pair_kinds, cap * sizeof(*grown));
-        if (!grown)
-            return fail(d->err, d->errlen, "out of memory (kinds)"), 0;
-        out->pair_kinds = grown;
-        d->kinds_cap = cap;
-    }
-    for (int j = 0; j < n; j++) {
-        char kind[MAXATOMLEN_UTF8], tag[MAXATOMLEN_UTF8];
-        mf_pair_kind *k = &out->pair_kinds[out->n_pair_kinds];
-        int next;
-        if (!map_fields(d, names, KN, at) || at[K_KIND] < 0 || at[K_TAG] < 0 || at[K_MSGS] < 0)
-            return fail(d->err, d->errlen, "row %d: kind %d is not #{kind, tag, messages}", i, j), 0;
-        next = d->idx;
-        d->idx = at[K_KIND];
-        int ok = dec_atom(d, kind);
-        d->idx = at[K_TAG];
-        ok = ok && dec_atom(d, tag);
-        d->idx = at[K_MSGS];
-        ok = ok && dec_u64(d, &k->messages);
-        if (!ok)
-            return fail(d->err, d->errlen, "row %d: kind %d is not #{kind, tag, messages}", i, j), 0;
-        long idx = kind_name(d, out, kind, tag);
-        if (idx < 0)
-            return fail(d->err, d->errlen, "out of memory (kind names)"), 0;
-        k->name = (uint32_t)idx;
-        out->n_pair_kinds++;
-        p->n_kinds++;
+    if (at[R_KINDS] < 0)
+        return 1;
+    /* room for its kinds (one list walk ahead), then each */
+    int n, save;
+    d->idx = at[R_KINDS];
+    save = d->idx;
+    if (!dec_list(d, &n))
+        return fail(d->err, d->errlen, "row %d: kinds are not a list", i), 0;
+    d->idx = save;
+    if (!room_for_kinds(d, out, (size_t)n))
+        return 0;
+    /* the kinds go into out->pair_kinds: each element is the row itself */
+    int at2[K_N6], m;
+    if (!dec_list(d, &m))
+        return 0;
+    for (int j = 0; j < m; j++) {
+        if (!map_fields(d, kind_fields, K_N6, at2))
+            return fail(d->err, d->errlen, "row %d: kind %d is not a map", i, j), 0;
+        int next = d->idx;
+        if (!dec_kind6(d, out, p, j, at2))
+            return 0;
         d->idx = next;
     }
-    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "row %d: kinds are not a proper list", i), 0);
+    return dec_list_end(d, m) ? 1 : (fail(d->err, d->errlen, "row %d: kinds are not a proper list", i), 0);
+}
+
+/* After a row: how many rows are read (for mf_dump_free and messages). */
+static int dec_row6_counted(dec *d, mf_dump *out, void *elem, int i, const int *at)
+{
+    int ok = dec_row6(d, out, elem, i, at);
+    if (ok)
+        out->n_pairs = (size_t)i + 1;
+    return ok;
+}
+
+enum { N_NODE, N_STATUS, N_PAIRS, N_EVENTS, N_N };
+static const char *const node_fields[N_N] = {"node", "status", "pairs", "events"};
+
+static int dec_node6(dec *d, mf_dump *out, void *elem, int i, const int *at)
+{
+    (void)out;
+    mf_node *nd = elem;
+    char a[MAXATOMLEN_UTF8];
+    int ok = all_there(at, N_N);
+    d->idx = at[N_NODE];
+    ok = ok && dec_atom(d, a) && (nd->name = dup_str(a)) != NULL;
+    d->idx = at[N_STATUS];
+    ok = ok && dec_atom(d, a) && (nd->status = dup_str(a)) != NULL;
+    d->idx = at[N_PAIRS];
+    ok = ok && dec_u64(d, &nd->pairs);
+    d->idx = at[N_EVENTS];
+    ok = ok && dec_u64(d, &nd->events);
+    return ok ? 1 : (fail(d->err, d->errlen, "nodes: entry %d is not #{node, status, pairs, "
+                          "events}", i), 0);
+}
+
+enum { M_NODE, M_REASON, M_N };
+static const char *const missing_fields[M_N] = {"node", "reason"};
+
+static int dec_missing6(dec *d, mf_dump *out, void *elem, int i, const int *at)
+{
+    (void)out;
+    char **text = elem, a[MAXATOMLEN_UTF8], *why = NULL;
+    int ok = all_there(at, M_N);
+    d->idx = at[M_NODE];
+    ok = ok && dec_atom(d, a);
+    d->idx = at[M_REASON];
+    ok = ok && dec_binary_str(d, &why);
+    if (ok) {
+        size_t len = strlen(a) + strlen(why) + 4;
+        if ((*text = malloc(len)) != NULL)
+            snprintf(*text, len, "%s (%s)", a, why);
+        ok = *text != NULL;
+    }
+    free(why);
+    return ok ? 1 : (fail(d->err, d->errlen, "missing: entry %d is not #{node, reason}", i), 0);
+}
+
+enum { C_CALLER, C_CL, C_SERVER, C_SL, C_KIND, C_TAG, C_CALLS, C_SAMPLED, C_UNANS, C_P50,
+       C_P90, C_P99, C_MAX, C_N };
+static const char *const call_fields[C_N] = {"caller", "caller_label", "server", "server_label",
+                                             "kind", "tag", "calls", "sampled", "unanswered",
+                                             "p50_ns", "p90_ns", "p99_ns", "max_ns"};
+
+static int dec_call6(dec *d, mf_dump *out, void *elem, int i, const int *at)
+{
+    (void)out;
+    mf_call *c = elem;
+    char a[MAXATOMLEN_UTF8];
+    int ok = all_there(at, C_N);
+    char **strs[] = {&c->caller, &c->caller_label, &c->server, &c->server_label};
+    for (int k = 0; ok && k < 4; k++) {
+        d->idx = at[C_CALLER + k];
+        ok = dec_binary_str(d, strs[k]);
+    }
+    d->idx = at[C_KIND];
+    ok = ok && dec_atom(d, a) && (c->kind = dup_str(a)) != NULL;
+    d->idx = at[C_TAG];
+    ok = ok && dec_atom(d, a) && (c->tag = dup_str(a)) != NULL;
+    d->idx = at[C_CALLS];
+    ok = ok && dec_opt_ll(d, &c->calls);
+    d->idx = at[C_SAMPLED];
+    ok = ok && dec_u64(d, &c->sampled);
+    d->idx = at[C_UNANS];
+    ok = ok && dec_u64(d, &c->unanswered);
+    long long *qs[] = {&c->p50_ns, &c->p90_ns, &c->p99_ns, &c->max_ns};
+    for (int k = 0; ok && k < 4; k++) {
+        d->idx = at[C_P50 + k];
+        ok = dec_opt_ll(d, qs[k]);
+    }
+    return ok ? 1 : (fail(d->err, d->errlen, "calls: entry %d is not #{caller, caller_label, "
+                          "server, server_label, kind, tag, calls, sampled, unanswered, "
+                          "p50_ns, p90_ns, p99_ns, max_ns}", i), 0);
+}
+
+static int dec_endpoints6(dec *d, mf_dump *out)
+{
+    return dec_maps(d, out, "endpoints", endpoint_fields, E_N, sizeof(mf_endpoint),
+                    (void **)&out->endpoints, &out->n_endpoints, dec_endpoint6);
 }
 
 static int dec_rows6(dec *d, mf_dump *out)
 {
-    enum { R_S, R_R, R_MSGS, R_WIN, R_RATE, R_PEAK, R_KINDS, RN };
-    static const char *const names[RN] = {"sender", "receiver", "messages", "window_messages",
-                                          "rate", "peak_rate", "kinds"};
-    int n, at[RN];
-    if (!dec_list(d, &n))
-        return fail(d->err, d->errlen, "rows: not a list"), 0;
-    if (n > 0 && !(out->pairs = calloc((size_t)n, sizeof(*out->pairs))))
-        return fail(d->err, d->errlen, "out of memory (%d rows)", n), 0;
-    for (int i = 0; i < n; i++) {
-        mf_pair *p = &out->pairs[i];
-        uint64_t s, r;
-        int next;
-        if (!map_fields(d, names, RN, at) || at[R_S] < 0 || at[R_R] < 0 || at[R_MSGS] < 0)
-            return fail(d->err, d->errlen, "row %d: not a map with sender, receiver and "
-                        "messages", i), 0;
-        next = d->idx;
-        d->idx = at[R_S];
-        int ok = dec_u64(d, &s);
-        d->idx = at[R_R];
-        ok = ok && dec_u64(d, &r);
-        d->idx = at[R_MSGS];
-        ok = ok && dec_u64(d, &p->messages);
-        p->window_messages = 0;
-        p->rate = p->peak = -1;
-        if (ok && at[R_WIN] >= 0) {
-            d->idx = at[R_WIN];
-            ok = dec_u64(d, &p->window_messages);
-        }
-        if (ok && at[R_RATE] >= 0) {
-            d->idx = at[R_RATE];
-            ok = dec_number(d, &p->rate) && p->rate >= 0;
-        }
-        if (ok && at[R_PEAK] >= 0) {
-            d->idx = at[R_PEAK];
-            ok = dec_number(d, &p->peak) && p->peak >= 0;
-        }
-        if (!ok)
-            return fail(d->err, d->errlen, "row %d: a field is not a non-negative number", i), 0;
-        if (at[R_KINDS] >= 0) {
-            d->idx = at[R_KINDS];
-            if (!dec_row_kinds6(d, out, p, i))
-                return 0;
-        }
-        if (s >= out->n_endpoints || r >= out->n_endpoints)
-            return fail(d->err, d->errlen, "row %d: endpoint index %llu out of range "
-                        "(%zu endpoints)", i, (unsigned long long)(s >= out->n_endpoints ? s : r),
-                        out->n_endpoints), 0;
-        p->sender = (size_t)s;
-        p->receiver = (size_t)r;
-        out->n_pairs = (size_t)i + 1;
-        d->idx = next;
-    }
-    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "rows: not a proper list"), 0);
+    return dec_maps(d, out, "rows", row_fields, R_N, sizeof(mf_pair), (void **)&out->pairs, NULL,
+                    dec_row6_counted);
 }
 
 static int dec_nodes6(dec *d, mf_dump *out)
 {
-    enum { N_NODE, N_STATUS, N_PAIRS, N_EVENTS, NN };
-    static const char *const names[NN] = {"node", "status", "pairs", "events"};
-    int n, at[NN];
-    if (!dec_list(d, &n))
-        return fail(d->err, d->errlen, "nodes: not a list"), 0;
-    if (n > 0 && !(out->nodes = calloc((size_t)n, sizeof(mf_node))))
-        return fail(d->err, d->errlen, "out of memory"), 0;
-    for (int i = 0; i < n; i++) {
-        char a[MAXATOMLEN_UTF8];
-        mf_node *nd = &out->nodes[i];
-        out->n_nodes = (size_t)i + 1;
-        int next, ok = map_fields(d, names, NN, at);
-        next = d->idx;
-        for (int k = 0; ok && k < NN; k++)
-            ok = at[k] >= 0;
-        if (ok) {
-            d->idx = at[N_NODE];
-            ok = dec_atom(d, a) && (nd->name = dup_str(a)) != NULL;
-            d->idx = at[N_STATUS];
-            ok = ok && dec_atom(d, a) && (nd->status = dup_str(a)) != NULL;
-            d->idx = at[N_PAIRS];
-            ok = ok && dec_u64(d, &nd->pairs);
-            d->idx = at[N_EVENTS];
-            ok = ok && dec_u64(d, &nd->events);
-        }
-        if (!ok)
-            return fail(d->err, d->errlen, "nodes: entry %d is not #{node, status, pairs, events}",
-                        i), 0;
-        d->idx = next;
-    }
-    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "nodes: an improper list"), 0);
+    return dec_maps(d, out, "nodes", node_fields, N_N, sizeof(mf_node), (void **)&out->nodes,
+                    &out->n_nodes, dec_node6);
 }
 
-static int dec_missing6(dec *d, mf_dump *out)
+static int dec_missing_list6(dec *d, mf_dump *out)
 {
-    enum { M_NODE, M_REASON, MN };
-    static const char *const names[MN] = {"node", "reason"};
-    int n, at[MN];
-    if (!dec_list(d, &n))
-        return fail(d->err, d->errlen, "missing: not a list"), 0;
-    if (n > 0 && !(out->missing = calloc((size_t)n, sizeof(char *))))
-        return fail(d->err, d->errlen, "out of memory"), 0;
-    for (int i = 0; i < n; i++) {
-        char a[MAXATOMLEN_UTF8], *why = NULL;
-        out->n_missing = (size_t)i + 1;
-        int next, ok = map_fields(d, names, MN, at) && at[M_NODE] >= 0 && at[M_REASON] >= 0;
-        next = d->idx;
-        if (ok) {
-            d->idx = at[M_NODE];
-            ok = dec_atom(d, a);
-            d->idx = at[M_REASON];
-            ok = ok && dec_binary_str(d, &why);
-        }
-        if (ok) {
-            size_t len = strlen(a) + strlen(why) + 4;
-            if ((out->missing[i] = malloc(len)) != NULL)
-                snprintf(out->missing[i], len, "%s (%s)", a, why);
-            ok = out->missing[i] != NULL;
-        }
-        free(why);
-        if (!ok)
-            return fail(d->err, d->errlen, "missing: entry %d is not #{node, reason}", i), 0;
-        d->idx = next;
-    }
-    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "missing: an improper list"), 0);
+    return dec_maps(d, out, "missing", missing_fields, M_N, sizeof(char *),
+                    (void **)&out->missing, &out->n_missing, dec_missing6);
 }
 
 static int dec_calls6(dec *d, mf_dump *out)
 {
-    enum { C_CALLER, C_CL, C_SERVER, C_SL, C_KIND, C_TAG, C_CALLS, C_SAMPLED, C_UNANS, C_P50,
-           C_P90, C_P99, C_MAX, CN };
-    static const char *const names[CN] = {"caller", "caller_label", "server", "server_label",
-                                          "kind", "tag", "calls", "sampled", "unanswered",
-                                          "p50_ns", "p90_ns", "p99_ns", "max_ns"};
-    int n, at[CN];
-    if (!dec_list(d, &n))
-        return fail(d->err, d->errlen, "calls: not a list"), 0;
-    if (n > 0 && !(out->calls = calloc((size_t)n, sizeof(mf_call))))
-        return fail(d->err, d->errlen, "out of memory"), 0;
-    for (int i = 0; i < n; i++) {
-        char a[MAXATOMLEN_UTF8];
-        mf_call *c = &out->calls[i];
-        out->n_calls = (size_t)i + 1;
-        int next, ok = map_fields(d, names, CN, at);
-        next = d->idx;
-        for (int k = 0; ok && k < CN; k++)
-            ok = at[k] >= 0;
-        char **strs[] = {&c->caller, &c->caller_label, &c->server, &c->server_label};
-        for (int k = 0; ok && k < 4; k++) {
-            d->idx = at[C_CALLER + k];
-            ok = dec_binary_str(d, strs[k]);
-        }
-        if (ok) {
-            d->idx = at[C_KIND];
-            ok = dec_atom(d, a) && (c->kind = dup_str(a)) != NULL;
-            d->idx = at[C_TAG];
-            ok = ok && dec_atom(d, a) && (c->tag = dup_str(a)) != NULL;
-            d->idx = at[C_CALLS];
-            ok = ok && dec_opt_ll(d, &c->calls);
-            d->idx = at[C_SAMPLED];
-            ok = ok && dec_u64(d, &c->sampled);
-            d->idx = at[C_UNANS];
-            ok = ok && dec_u64(d, &c->unanswered);
-            long long *qs[] = {&c->p50_ns, &c->p90_ns, &c->p99_ns, &c->max_ns};
-            for (int k = 0; ok && k < 4; k++) {
-                d->idx = at[C_P50 + k];
-                ok = dec_opt_ll(d, qs[k]);
-            }
-        }
-        if (!ok)
-            return fail(d->err, d->errlen, "calls: entry %d is not #{caller, caller_label, "
-                        "server, server_label, kind, tag, calls, sampled, unanswered, p50_ns, "
-                        "p90_ns, p99_ns, max_ns}", i), 0;
-        d->idx = next;
-    }
-    return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "calls: an improper list"), 0);
+    return dec_maps(d, out, "calls", call_fields, C_N, sizeof(mf_call), (void **)&out->calls,
+                    &out->n_calls, dec_call6);
 }
 
 int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t errlen)
@@ -1113,7 +1137,7 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         }
         if (at[K_MISSING] >= 0) {
             d.idx = at[K_MISSING];
-            if (!dec_missing6(&d, out))
+            if (!dec_missing_list6(&d, out))
                 goto bad;
         }
     } else if (!(out->by = dup_str("process"))) {
