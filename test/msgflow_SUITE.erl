@@ -16,7 +16,7 @@
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
          reload_while_tracing/1, reload_under_calls/1, delete_while_tracing/1, snapshot_busy/1, allocator_jemalloc/1,
-         allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, top_failures/1, top_keys/1,
+         allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, remote_untraced/1, top_failures/1, top_keys/1,
          remote_workload/0]).
 -export([exact_workload/0]).
 
@@ -63,7 +63,7 @@ groups() ->
       [allocator_jemalloc, allocator_enif_forced]},
      %% msgflow-report and msgflow-top (tools/c); write_dumps leaves the dumps
      %% ctest's dump_decoder reads (make test runs it after this suite)
-     {c_tools, [], [write_dumps, report_cli, top_live, top_failures, top_keys]}].
+     {c_tools, [], [write_dumps, report_cli, top_live, remote_untraced, top_failures, top_keys]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -1163,6 +1163,37 @@ top_live(_Config) ->
     after
         msgflow_test_lib:stop_node(Node)
     end.
+
+%% What msgflow-top asks of a node leaves nothing in its counts: every
+%% request msgflow_remote takes (rows, each view's text, the views, info,
+%% the dump), asked while every process is traced, from a process that is
+%% not (as the C node's messages are not), adds no pair with
+%% msgflow_remote at either end (a view's text once asked the group
+%% leader for its encoding, and the reply was counted).
+remote_untraced(_Config) ->
+    Self = self(),
+    ok = msgflow:start(#{procs => all}),
+    Asker = spawn_link(fun() ->
+                               receive go -> ok end,
+                               Ask = fun(Call) ->
+                                             Ref = make_ref(),
+                                             msgflow_remote ! {msgflow_call, self(), Ref, Call},
+                                             receive {msgflow_reply, Ref, R} -> R end
+                                     end,
+                               Views = Ask(views),
+                               Texts = [Ask({text, V, #{}, 100}) || V <- Views],
+                               Other = [Ask(C) || C <- [{rows, #{limit => 5}}, info, dump]],
+                               Self ! {asked, self(), Views, Texts ++ Other}
+                       end),
+    ok = msgflow:untrace(Asker),
+    Asker ! go,
+    {Views, Answers} = receive {asked, Asker, Vs, As} -> {Vs, As} end,
+    ?assertEqual(msgflow_query:ready(), Views),
+    ?assertEqual([], [A || A = {error, _} <- Answers]),
+    ok = msgflow:stop(),
+    Remote = whereis(msgflow_remote),
+    ?assertEqual([], [P || P = {S, R, _} <- msgflow:pairs(), S =:= Remote orelse R =:= Remote
+                                                              orelse R =:= msgflow_remote]).
 
 %% msgflow-top as a person uses it: in a tmux terminal of 150 x 40,
 %% against a node with a known workload (wl_s1, wl_s2, wl_s3 send 100,

@@ -231,7 +231,7 @@ printed(_Config) ->
     ?assertMatch({match, _}, re:run(Second, "calls_srv +call fast +200 +200 ")),
     ?assertMatch({match, _}, re:run(Third, "calls_srv +call never +3 +0 +- +- +- +3$")),
     %% top's rows of calls show their round trips' p99 from 120 columns on
-    Top = iolist_to_binary(msgflow_top_view:text(msgflow:view(top, #{limit => 5}), #{}, #{width => 120, height => 50})),
+    Top = unicode:characters_to_binary(msgflow_top_view:text(msgflow:view(top, #{limit => 5}), #{}, #{width => 120, height => 50})),
     ct:log("~ts", [Top]),
     ?assertMatch({match, _}, re:run(Top, "PEAK/S CALL P99  KIND")),
     %% the edge's p99 over its 210 round trips is a slow call's: from the
@@ -240,7 +240,7 @@ printed(_Config) ->
                                [{capture, all_but_first, list}]),
     ?assert(1000 * list_to_float(TopP99) >= P50 - 50),
     ?assert(1000 * list_to_float(TopP99) =< Max + 50),
-    Narrow = iolist_to_binary(msgflow_top_view:text(msgflow:view(top, #{limit => 5}), #{}, #{width => 80, height => 50})),
+    Narrow = unicode:characters_to_binary(msgflow_top_view:text(msgflow:view(top, #{limit => 5}), #{}, #{width => 80, height => 50})),
     ?assertEqual(nomatch, re:run(Narrow, "P99")),
     ok.
 

@@ -100,7 +100,7 @@ printed_views(_Config) ->
                   <<"not shown: 1 more senders (23 messages): msgflow:view(matrix, Opts)">>,
                   <<"not shown: 3 more receivers (19 messages): msgflow:view(matrix, Opts)">>],
                  [string:trim(L, trailing)
-                  || L <- string:split(string:trim(iolist_to_binary(msgflow_matrix_view:text(Matrix, #{}, #{width => 50, height => 10})), trailing),
+                  || L <- string:split(string:trim(unicode:characters_to_binary(msgflow_matrix_view:text(Matrix, #{}, #{width => 50, height => 10})), trailing),
                                        "\n", all)]),
               ?assertEqual(
                  [<<"msgflow stopped: 97 messages, 7 pairs; MSG/S over t">>,

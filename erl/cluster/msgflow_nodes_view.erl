@@ -40,9 +40,9 @@ merge([Statuses], _Opts, _Ctx) ->
 %% @doc A line per node: its status, the pairs and messages of its last
 %% answer, how long before that answer it took its last snapshot (ms), and
 %% why it is down or incompatible.
--spec text([msgflow_cluster:node_status()], map(), msgflow_view:area()) -> iodata().
-text(Statuses, _Opts, #{width := Width}) ->
-    E = msgflow_fmt:ellipsis(),
+-spec text([msgflow_cluster:node_status()], map(), msgflow_view:area()) -> unicode:chardata().
+text(Statuses, _Opts, Area = #{width := Width}) ->
+    E = msgflow_fmt:ellipsis(Area),
     NodeW = max(12, min(40, lists:max([string:length(atom_to_list(N)) || #{node := N} <- Statuses]))),
     Fixed = NodeW + 1 + 12 + 1 + 9 + 1 + 12 + 1 + 10 + 2,
     [msgflow_fmt:cell("NODE", NodeW, E), " ", msgflow_fmt:cell("STATUS", 12, E), " ",

@@ -3,7 +3,7 @@
 %%% column.  Pure: it reads nothing of the live system (msgflow_labels
 %%% does that).
 -module(msgflow_fmt).
--export([run_state/1, on_nodes/1, missing/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, mid_cell/3, rcell/2,
+-export([run_state/1, on_nodes/1, missing/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, mid_cell/3, rcell/2, ellipsis/1,
          endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0,
          micros/1]).
 
@@ -226,7 +226,8 @@ endpoint_cell(undefined, Key, Width, Ellipsis) ->
     mid_cell(endpoint(Key), Width, Ellipsis).
 
 %% @doc The ellipsis the group leader can print: `\x{2026}' on a unicode
-%% device, `~' on a latin1 one (as `erl -noshell' has).
+%% device, `~' on a latin1 one (as `erl -noshell' has).  An io request:
+%% for the shell's renderer, which prints to that group leader.
 -spec ellipsis() -> string().
 ellipsis() ->
     case io:getopts() of
@@ -238,6 +239,13 @@ ellipsis() ->
         _ ->
             "~"
     end.
+
+%% @doc The ellipsis a view's text cuts cells with: the area's (the shell
+%% gives its group leader's, ellipsis/0), else `\x{2026}' (the web page,
+%% msgflow-top and the files are UTF-8).  Asks nothing of any process.
+-spec ellipsis(#{ellipsis => string(), atom() => term()}) -> string().
+ellipsis(Area) ->
+    maps:get(ellipsis, Area, [16#2026]).
 
 %% @doc Text right-aligned in Width columns (numbers are never cut).
 -spec rcell(unicode:chardata(), pos_integer()) -> string().

@@ -47,12 +47,12 @@ merge([#{entries := Here, last := Last} | Others], _Opts, _Ctx) ->
 %% per request, the deepest chain, and a table of its pairs by label (the
 %% busiest that fit in 10 lines); then the last request follow/2
 %% followed, as a sequence diagram (msgflow_flow_render:text/1).
--spec text(flows(), map(), msgflow_view:area()) -> iodata().
+-spec text(flows(), map(), msgflow_view:area()) -> unicode:chardata().
 text(#{entries := [], last := undefined}, _Opts, _Area) ->
     "msgflow flows: none yet: msgflow:follow_calls({M, F, A}, #{sample => 10}) follows the "
     "requests at a function,\n    msgflow:follow(Fun) one request\n";
-text(V = #{entries := Entries, last := Last}, _Opts, #{width := Width}) ->
-    E = msgflow_fmt:ellipsis(),
+text(V = #{entries := Entries, last := Last}, _Opts, Area = #{width := Width}) ->
+    E = msgflow_fmt:ellipsis(Area),
     EndW = max(10, (Width - 2 - 1 - 1 - 10) div 2),
     [msgflow_fmt:missing(maps:get(missing, V, [])),
      [[io_lib:format("~ts (~s): ~s requests followed of ~s calls (1 in ~s), ~s messages "

@@ -59,7 +59,7 @@ run_all(Queries) ->
 
 %% @doc The text of view Name in Area (columns and lines), as the shell
 %% prints it; errors as run/2's.
--spec text(term(), term(), msgflow_view:area()) -> {ok, iodata()} | {error, term()}.
+-spec text(term(), term(), msgflow_view:area()) -> {ok, unicode:chardata()} | {error, term()}.
 text(Name, Opts, Area) ->
     case run_prepared([prepare(Name, Opts)]) of
         [{ok, #{mod := Mod, opts := Valid}, Value}] -> {ok, Mod:text(Value, Valid, Area)};

@@ -2,7 +2,8 @@
 %%% query path for the views it reads (msgflow_query:run_all/1: one
 %%% snapshot on each node), renders them (msgflow_report, msgflow_dump,
 %%% msgflow_web_page, msgflow_flow_render) and writes the file whole
-%%% (msgflow_file).
+%%% (msgflow_file), in a process of its own (msgflow_view:run/2), so that
+%%% the caller's heap never holds a million rows.
 -module(msgflow_export).
 -export([export/3, dump/0, options/0]).
 
@@ -39,6 +40,9 @@ check_format(Path, Format, Formats) ->
 %% partial is left behind.
 -spec export(file:filename_all(), atom(), term()) -> ok | {error, term()}.
 export(Path, Format, Opts0) ->
+    msgflow_view:run(none, fun() -> export_here(Path, Format, Opts0) end).
+
+export_here(Path, Format, Opts0) ->
     case msgflow_opts:to_map(Opts0) of
         {ok, #{view := Name} = Given} ->
             case check_format(Path, Format, [json, text]) of
@@ -127,6 +131,9 @@ statuses(_) -> [].
 %% binary; `{error, not_started}'.
 -spec dump() -> binary() | {error, term()}.
 dump() ->
+    msgflow_view:run(none, fun dump_here/0).
+
+dump_here() ->
     case msgflow_query:run_all([{top, #{by => process, limit => all}}, {calls, #{by => process}},
                                 {nodes, #{}}]) of
         [{error, _} = E | _] -> E;

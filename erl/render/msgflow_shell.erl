@@ -17,7 +17,8 @@ print(Name, Opts) ->
     end.
 
 area() ->
-    #{width => msgflow_fmt:columns(), height => msgflow_fmt:rows()}.
+    #{width => msgflow_fmt:columns(), height => msgflow_fmt:rows(),
+      ellipsis => msgflow_fmt:ellipsis()}.
 
 %% The options of the printed top beside the view's: `refresh' and `for'
 %% make it live.

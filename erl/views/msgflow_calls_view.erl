@@ -174,9 +174,9 @@ label(_, K, _) -> msgflow_fmt:endpoint(K).
 %% @doc The edges in the area's width: one line per call edge and tag,
 %% busiest total wait first: its calls (exact), the round trips sampled,
 %% their p50, p99 and max, the unanswered.
--spec text(view(), map(), msgflow_view:area()) -> iodata().
-text(V = #{entries := Es, running := Run, by := By, sample := Sample}, _Opts, #{width := Width}) ->
-    E = msgflow_fmt:ellipsis(),
+-spec text(view(), map(), msgflow_view:area()) -> unicode:chardata().
+text(V = #{entries := Es, running := Run, by := By, sample := Sample}, _Opts, Area = #{width := Width}) ->
+    E = msgflow_fmt:ellipsis(Area),
     Head = io_lib:format("msgflow ~s: ~s call edges by ~s, round trips of ~s (request sent to "
                          "reply sent)~n",
                          [msgflow_fmt:run_state(Run), msgflow_fmt:int(length(Es)), By,

@@ -72,7 +72,7 @@ merge([One], _Opts, _Ctx) ->
     One.
 
 %% @doc A line per window: its end, length and messages.
--spec text([window_count()], map(), msgflow_view:area()) -> iodata().
+-spec text([window_count()], map(), msgflow_view:area()) -> unicode:chardata().
 text(Windows, #{pair := {S, R}}, _Area) ->
     [io_lib:format("msgflow history of ~ts -> ~ts: ~b windows~n",
                    [msgflow_fmt:endpoint(S), msgflow_fmt:endpoint(R), length(Windows)]),

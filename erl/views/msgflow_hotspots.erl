@@ -85,7 +85,7 @@ merge(Parts, _Opts, #{missing := Missing}) ->
 %% explanations go on, indented, on the next lines): the rule, the node of
 %% a finding of another node (across a cluster), and the explanation with
 %% its figures.
--spec text([finding()], map(), msgflow_view:area()) -> iodata().
+-spec text([finding()], map(), msgflow_view:area()) -> unicode:chardata().
 text([], #{windows := Windows}, _Area) ->
     io_lib:format("msgflow hotspots: none in the last ~b windows (the rules and their "
                   "thresholds: msgflow_hotspots)~n", [Windows]);

@@ -63,9 +63,9 @@ merge(Parts, Opts = #{asked := Asked}, Ctx) ->
 
 %% @doc What msgflow:kinds/2 prints: the pair and its messages, then a
 %% line per kind and tag with its messages and share.
--spec text(msgflow_rows:view(), map(), msgflow_view:area()) -> iodata().
-text(View = #{rows := [#{sender := S, receiver := R, count := C, kinds := Ks}]}, _Opts, _Area) ->
-    E = msgflow_fmt:ellipsis(),
+-spec text(msgflow_rows:view(), map(), msgflow_view:area()) -> unicode:chardata().
+text(View = #{rows := [#{sender := S, receiver := R, count := C, kinds := Ks}]}, _Opts, Area) ->
+    E = msgflow_fmt:ellipsis(Area),
     Ends = maps:get(endpoints, View),
     End = fun(K) -> string:trim(msgflow_fmt:endpoint_cell(maps:get(K, Ends, undefined), K, 60, E)) end,
     [io_lib:format("~ts -> ~ts: ~s messages~n", [End(S), End(R), msgflow_fmt:int(C)]),

@@ -113,10 +113,10 @@ of_rows(View = #{by := By, rows := Rows0, window_ms := WinMs, estimated := Est, 
 %% RECEIVED; the receivers that are not senders are named under the
 %% table.  What does not fit is left out, and a line says how much and
 %% where to find it.
--spec text(matrix(), map(), msgflow_view:area()) -> iodata().
+-spec text(matrix(), map(), msgflow_view:area()) -> unicode:chardata().
 text(M = #{by := By, rows := Rows0, cols := Cols0, messages := Total, running := Run}, _Opts,
-     #{width := Width, height := Height}) ->
-    E = msgflow_fmt:ellipsis(),
+     Area = #{width := Width, height := Height}) ->
+    E = msgflow_fmt:ellipsis(Area),
     #{cells := Cells, sent := Sent, received := Recv, labels := Labels} = M,
     Head = io_lib:format("msgflow ~s~s: matrix by ~s, ~s messages, ~s senders x ~s receivers~n",
                          [msgflow_fmt:run_state(Run), msgflow_fmt:on_nodes(maps:get(nodes, M, [])),

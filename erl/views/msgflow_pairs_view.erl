@@ -66,9 +66,9 @@ fallback(_, _) ->
     none.
 
 %% @doc The pairs, a line each (as many as the area has lines).
--spec text([pair_count()] | [pair_kind_count()], map(), msgflow_view:area()) -> iodata().
-text(Pairs, _Opts, #{width := W, height := H}) ->
-    E = msgflow_fmt:ellipsis(),
+-spec text([pair_count()] | [pair_kind_count()], map(), msgflow_view:area()) -> unicode:chardata().
+text(Pairs, _Opts, Area = #{width := W, height := H}) ->
+    E = msgflow_fmt:ellipsis(Area),
     EndW = max(12, (W - 30) div 2),
     Shown = lists:sublist(Pairs, max(1, H - 3)),
     [io_lib:format("msgflow pairs: ~s~n", [msgflow_fmt:int(length(Pairs))]),

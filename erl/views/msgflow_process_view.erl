@@ -70,9 +70,9 @@ merge([P], _Opts, _Ctx) ->
 %% @doc The process's label and pid, what it says of itself (queue in
 %% messages, memory in bytes, reductions, current function, status), and
 %% its busiest partners since start, to and from, with their messages.
--spec text(process(), map(), msgflow_view:area()) -> iodata().
-text(P = #{pid := Pid, label := Label, alive := Alive}, _Opts, #{width := Width}) ->
-    E = msgflow_fmt:ellipsis(),
+-spec text(process(), map(), msgflow_view:area()) -> unicode:chardata().
+text(P = #{pid := Pid, label := Label, alive := Alive}, _Opts, Area = #{width := Width}) ->
+    E = msgflow_fmt:ellipsis(Area),
     Num = fun(undefined) -> "-"; (N) -> msgflow_fmt:int(N) end,
     Partners = fun(Title, Ps) ->
                        [Title, "\n",

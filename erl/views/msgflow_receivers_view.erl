@@ -3,7 +3,9 @@
 %%%
 %%% Options (msgflow_query adds `node' and `timeout'): `limit' (10
 %%% receivers), `sort' (`messages' since start, `rate' over the last
-%%% closed window, or `senders': distinct senders since start).  A send to
+%%% closed window, or `senders': distinct senders since start; senders
+%%% that exited count once per label when their pairs are rolled up, a
+%%% window or two after they exit).  A send to
 %%% a registered name counts for the pid holding it; replies to a
 %%% process's aliases count for the process.  The value, busiest first:
 %%% `#{receivers => [#{receiver, label, messages, window_messages, rate,
@@ -109,9 +111,9 @@ merge(Parts = [First | _], #{limit := Limit, sort := Sort}, _Ctx) ->
 
 %% @doc A line per receiver: its label, messages, rate, senders and
 %% queue.
--spec text(receivers(), map(), msgflow_view:area()) -> iodata().
-text(V = #{receivers := Es, running := Run, window_ms := WinMs}, _Opts, #{width := Width}) ->
-    E = msgflow_fmt:ellipsis(),
+-spec text(receivers(), map(), msgflow_view:area()) -> unicode:chardata().
+text(V = #{receivers := Es, running := Run, window_ms := WinMs}, _Opts, Area = #{width := Width}) ->
+    E = msgflow_fmt:ellipsis(Area),
     LabelW = max(20, Width - 3 - 1 - 12 - 8 - 8 - 8 - 5),
     Line = fun(I, L, M, R, S, Q) ->
                    [msgflow_fmt:rcell(I, 3), " ", msgflow_fmt:mid_cell(L, LabelW, E), " ",

@@ -72,9 +72,9 @@ fallback(_, _) ->
 %% middle; MEAN/S and PEAK/S show from 120 columns on (PEAK/S always when
 %% sorted by peak), and so does CALL P99 when a row has round trips of
 %% sampled calls (msgflow:calls/0).
--spec text(msgflow_rows:view(), map(), msgflow_view:area()) -> iodata().
-text(View, _Opts, #{width := Width}) ->
-    [head(View) | table(View, Width)].
+-spec text(msgflow_rows:view(), map(), msgflow_view:area()) -> unicode:chardata().
+text(View, _Opts, Area = #{width := Width}) ->
+    [head(View) | table(View, Width, msgflow_fmt:ellipsis(Area))].
 
 %% The header: run state, messages, pairs or groups, the window the rates
 %% are over, sampling, what is not counted.
@@ -110,8 +110,7 @@ head(View = #{by := By, window_ms := WinMs, events := Events, pairs := Pairs,
 %% kind and the tag), the numbers, and the row's main kind with its share
 %% (KIND, but by kind).  Below 120 columns MEAN/S is left out, and PEAK/S
 %% too unless the rows are sorted by it, so that the labels get the room.
-table(View = #{rows := Rows, by := By}, Width) ->
-    E = msgflow_fmt:ellipsis(),
+table(View = #{rows := Rows, by := By}, Width, E) ->
     Wide = Width >= 120,
     Mean = Wide,
     Peak = Wide orelse maps:get(sort, View, messages) =:= peak,

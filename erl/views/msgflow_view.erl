@@ -59,8 +59,9 @@
 
 %% A view's name, as msgflow:view/2 takes it.
 -type name() :: atom().
-%% The room text has: columns and lines.
--type area() :: #{width := pos_integer(), height := pos_integer()}.
+%% The room text has: columns and lines, and the ellipsis a cut cell ends
+%% with (`\x{2026}' when not given: msgflow_fmt:ellipsis/1).
+-type area() :: #{width := pos_integer(), height := pos_integer(), ellipsis => string()}.
 %% What merge/3 may use beyond the parts: `missing' the nodes that did not
 %% answer and why, `labels' a fun that asks each remote process's own
 %% node for its label (a process is named where it runs).
@@ -76,7 +77,7 @@
 -callback options() -> msgflow_opts:schema().
 -callback build(msgflow_store:store() | none, map()) -> term().
 -callback merge([term()], map(), context()) -> term() | {error, term()}.
--callback text(term(), map(), area()) -> iodata().
+-callback text(term(), map(), area()) -> unicode:chardata().
 -callback json(term(), map()) -> json().
 -callback check(map()) -> {ok, map()} | msgflow_opts:error().
 -callback scope() -> nodes | here.
