@@ -22,17 +22,14 @@ init_per_suite(Config) ->
     Config.
 
 end_per_suite(_Config) ->
-    ok = msgflow:stop(),
-    ok.
+    msgflow_test_lib:clean().
 
 init_per_testcase(_Case, Config) ->
-    ok = msgflow:stop(),
+    ok = msgflow_test_lib:clean(),
     Config.
 
 end_per_testcase(_Case, _Config) ->
-    _ = msgflow:web_stop(),
-    ok = msgflow:stop(),
-    ok.
+    msgflow_test_lib:clean().
 
 %% Three senders send 10 (by name), 20 and 30 messages to rcv_sink, which
 %% reads none of them (its queue: 60); a fourth sends 5 to a sink that

@@ -1,14 +1,23 @@
 %%% Helpers the Common Test suites share: this node's distribution, peer
 %%% nodes (with msgflow and the tests' code, or without msgflow), a node
 %%% started as a user starts one, what is still traced, which trace modes
-%%% this VM has, a sink, and the C tools run.  Functions a peer runs
+%%% this VM has, a sink, the C tools run, and a case's clean slate.  Functions a peer runs
 %%% (peer_send/3, peer_call/3, peer_echo/0) are here too: peers get this
 %%% directory in their code path.
 -module(msgflow_test_lib).
 -include_lib("common_test/include/ct.hrl").
 
 -export([start_distribution/0, cluster_peer/1, peer_send/3, peer_call/3, peer_echo/0,
-         start_node/0, stop_node/1, flagged/0, modes/0, sink/0, root/0, run/2, run/3, tool/1]).
+         start_node/0, stop_node/1, flagged/0, modes/0, sink/0, root/0, run/2, run/3, tool/1,
+         clean/0]).
+
+%% Whatever a case did, msgflow leaves nothing behind: its web server,
+%% its run, the requests it follows (for a suite's init_per_testcase and
+%% end_per_testcase, and its end_per_suite).
+clean() ->
+    _ = msgflow:web_stop(),
+    ok = msgflow:stop(),
+    ok = msgflow:unfollow().
 
 %% The path of a C tool of this build.
 tool(Name) ->

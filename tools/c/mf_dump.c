@@ -501,6 +501,22 @@ static int room_for_kinds(dec *d, mf_dump *out, size_t n)
     return 1;
 }
 
+/* Kind and tag with their messages appended to out->pair_kinds as pair
+ * p's next kind (room made by room_for_kinds).  0 with a message in
+ * d->err when out of memory. */
+static int add_kind(dec *d, mf_dump *out, mf_pair *p, const char *kind, const char *tag,
+                    uint64_t messages)
+{
+    long idx = kind_name(d, out, kind, tag);
+    if (idx < 0)
+        return fail(d->err, d->errlen, "out of memory (kind names)"), 0;
+    mf_pair_kind *k = &out->pair_kinds[out->n_pair_kinds++];
+    k->name = (uint32_t)idx;
+    k->messages = messages;
+    p->n_kinds++;
+    return 1;
+}
+
 /* A pair's kinds (version 4): [{Kind, Tag, Messages}], appended to
  * out->pair_kinds.  0 with a message in d->err when malformed. */
 static int dec_pair_kinds(dec *d, mf_dump *out, mf_pair *p, int i)
@@ -517,17 +533,13 @@ static int dec_pair_kinds(dec *d, mf_dump *out, mf_pair *p, int i)
     for (int j = 0; j < n; j++) {
         char kind[MAXATOMLEN_UTF8], tag[MAXATOMLEN_UTF8];
         int arity;
-        mf_pair_kind *k = &out->pair_kinds[out->n_pair_kinds];
+        uint64_t messages;
         if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 3 ||
-            !dec_atom(d, kind) || !dec_atom(d, tag) || !dec_u64(d, &k->messages))
+            !dec_atom(d, kind) || !dec_atom(d, tag) || !dec_u64(d, &messages))
             return fail(d->err, d->errlen, "pair %d: kind %d is not {Kind, Tag, Messages}", i,
                         j), 0;
-        long idx = kind_name(d, out, kind, tag);
-        if (idx < 0)
-            return fail(d->err, d->errlen, "out of memory (kind names)"), 0;
-        k->name = (uint32_t)idx;
-        out->n_pair_kinds++;
-        p->n_kinds++;
+        if (!add_kind(d, out, p, kind, tag, messages))
+            return 0;
     }
     return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
                ? 1
@@ -742,6 +754,26 @@ static int all_there(const int *at, int nn)
     return 1;
 }
 
+/* A map's field, read where map_fields found it (pos): 1 when read.  The
+ * _dup form copies an atom's text (the caller owns it, free()). */
+static int at_u64(dec *d, int pos, uint64_t *v)
+{
+    d->idx = pos;
+    return dec_u64(d, v);
+}
+
+static int at_atom(dec *d, int pos, char *a)
+{
+    d->idx = pos;
+    return dec_atom(d, a);
+}
+
+static int at_atom_dup(dec *d, int pos, char **s)
+{
+    char a[MAXATOMLEN_UTF8];
+    return at_atom(d, pos, a) && (*s = dup_str(a)) != NULL;
+}
+
 enum { E_END, E_TEXT, E_LABEL, E_DISPLAY, E_MODULE, E_APP, E_NODE, E_N };
 static const char *const endpoint_fields[E_N] = {"endpoint", "text", "label", "display",
                                                  "module", "application", "node"};
@@ -790,26 +822,14 @@ static const char *const kind_fields[K_N6] = {"kind", "tag", "messages"};
 /* A row's kind, appended to out->pair_kinds (room made by dec_rows6). */
 static int dec_kind6(dec *d, mf_dump *out, void *elem, int i, const int *at)
 {
-    mf_pair *p = elem;
     char kind[MAXATOMLEN_UTF8], tag[MAXATOMLEN_UTF8];
-    mf_pair_kind *k = &out->pair_kinds[out->n_pair_kinds];
-    int ok = all_there(at, K_N6);
-    d->idx = at[K_KIND6];
-    ok = ok && dec_atom(d, kind);
-    d->idx = at[K_TAG6];
-    ok = ok && dec_atom(d, tag);
-    d->idx = at[K_MSGS6];
-    ok = ok && dec_u64(d, &k->messages);
+    uint64_t messages;
+    int ok = all_there(at, K_N6) && at_atom(d, at[K_KIND6], kind) && at_atom(d, at[K_TAG6], tag) &&
+             at_u64(d, at[K_MSGS6], &messages);
     if (!ok)
         return fail(d->err, d->errlen, "row %zu: kind %d is not #{kind, tag, messages}",
                     out->n_pairs, i), 0;
-    long idx = kind_name(d, out, kind, tag);
-    if (idx < 0)
-        return fail(d->err, d->errlen, "out of memory (kind names)"), 0;
-    k->name = (uint32_t)idx;
-    out->n_pair_kinds++;
-    p->n_kinds++;
-    return 1;
+    return add_kind(d, out, elem, kind, tag, messages);
 }
 
 enum { R_S, R_R, R_MSGS, R_WIN, R_RATE, R_PEAK, R_KINDS, R_N };
@@ -822,18 +842,12 @@ static int dec_row6(dec *d, mf_dump *out, void *elem, int i, const int *at)
     uint64_t s, r;
     if (at[R_S] < 0 || at[R_R] < 0 || at[R_MSGS] < 0)
         return fail(d->err, d->errlen, "row %d: no sender, receiver or messages", i), 0;
-    d->idx = at[R_S];
-    int ok = dec_u64(d, &s);
-    d->idx = at[R_R];
-    ok = ok && dec_u64(d, &r);
-    d->idx = at[R_MSGS];
-    ok = ok && dec_u64(d, &p->messages);
+    int ok = at_u64(d, at[R_S], &s) && at_u64(d, at[R_R], &r) &&
+             at_u64(d, at[R_MSGS], &p->messages);
     p->window_messages = 0;
     p->rate = p->peak = -1;
-    if (ok && at[R_WIN] >= 0) {
-        d->idx = at[R_WIN];
-        ok = dec_u64(d, &p->window_messages);
-    }
+    if (ok && at[R_WIN] >= 0)
+        ok = at_u64(d, at[R_WIN], &p->window_messages);
     if (ok && at[R_RATE] >= 0) {
         d->idx = at[R_RATE];
         ok = dec_number(d, &p->rate) && p->rate >= 0;
@@ -893,16 +907,9 @@ static int dec_node6(dec *d, mf_dump *out, void *elem, int i, const int *at)
 {
     (void)out;
     mf_node *nd = elem;
-    char a[MAXATOMLEN_UTF8];
-    int ok = all_there(at, N_N);
-    d->idx = at[N_NODE];
-    ok = ok && dec_atom(d, a) && (nd->name = dup_str(a)) != NULL;
-    d->idx = at[N_STATUS];
-    ok = ok && dec_atom(d, a) && (nd->status = dup_str(a)) != NULL;
-    d->idx = at[N_PAIRS];
-    ok = ok && dec_u64(d, &nd->pairs);
-    d->idx = at[N_EVENTS];
-    ok = ok && dec_u64(d, &nd->events);
+    int ok = all_there(at, N_N) && at_atom_dup(d, at[N_NODE], &nd->name) &&
+             at_atom_dup(d, at[N_STATUS], &nd->status) && at_u64(d, at[N_PAIRS], &nd->pairs) &&
+             at_u64(d, at[N_EVENTS], &nd->events);
     return ok ? 1 : (fail(d->err, d->errlen, "nodes: entry %d is not #{node, status, pairs, "
                           "events}", i), 0);
 }
@@ -914,9 +921,7 @@ static int dec_missing6(dec *d, mf_dump *out, void *elem, int i, const int *at)
 {
     (void)out;
     char **text = elem, a[MAXATOMLEN_UTF8], *why = NULL;
-    int ok = all_there(at, M_N);
-    d->idx = at[M_NODE];
-    ok = ok && dec_atom(d, a);
+    int ok = all_there(at, M_N) && at_atom(d, at[M_NODE], a);
     d->idx = at[M_REASON];
     ok = ok && dec_binary_str(d, &why);
     if (ok) {
@@ -939,23 +944,16 @@ static int dec_call6(dec *d, mf_dump *out, void *elem, int i, const int *at)
 {
     (void)out;
     mf_call *c = elem;
-    char a[MAXATOMLEN_UTF8];
     int ok = all_there(at, C_N);
     char **strs[] = {&c->caller, &c->caller_label, &c->server, &c->server_label};
     for (int k = 0; ok && k < 4; k++) {
         d->idx = at[C_CALLER + k];
         ok = dec_binary_str(d, strs[k]);
     }
-    d->idx = at[C_KIND];
-    ok = ok && dec_atom(d, a) && (c->kind = dup_str(a)) != NULL;
-    d->idx = at[C_TAG];
-    ok = ok && dec_atom(d, a) && (c->tag = dup_str(a)) != NULL;
+    ok = ok && at_atom_dup(d, at[C_KIND], &c->kind) && at_atom_dup(d, at[C_TAG], &c->tag);
     d->idx = at[C_CALLS];
-    ok = ok && dec_opt_ll(d, &c->calls);
-    d->idx = at[C_SAMPLED];
-    ok = ok && dec_u64(d, &c->sampled);
-    d->idx = at[C_UNANS];
-    ok = ok && dec_u64(d, &c->unanswered);
+    ok = ok && dec_opt_ll(d, &c->calls) && at_u64(d, at[C_SAMPLED], &c->sampled) &&
+         at_u64(d, at[C_UNANS], &c->unanswered);
     long long *qs[] = {&c->p50_ns, &c->p90_ns, &c->p99_ns, &c->max_ns};
     for (int k = 0; ok && k < 4; k++) {
         d->idx = at[C_P50 + k];

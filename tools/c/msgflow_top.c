@@ -1102,7 +1102,10 @@ static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, i
                 }
             }
         }
-        if (redraw && have)
+        /* a key that changed what is asked (sort, grouping, filter) makes
+         * a fetch due: the screen is drawn with its rows, never the old
+         * rows under the new status line */
+        if (redraw && have && (s.paused || now_ms() < next))
             draw(&s, &d, rows, n, cols, lines, ellipsis);
     }
 done:
