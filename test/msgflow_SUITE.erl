@@ -1,7 +1,9 @@
 %%% Common Test suite for msgflow: tracing on a live node, checked with
-%%% exact counts.  Every group runs in sequence (tracing is node-global).
-%%% Barriers are msgflow:stop/0 (flags off, erlang:trace_delivered/1, final
-%%% snapshot) and messages from the workload; no test sleeps.
+%%% exact counts.  Cases run one at a time (tracing is node-global), each
+%%% on its own: no group is a `sequence'.  Barriers are msgflow:stop/0
+%%% (flags off, erlang:trace_delivered/1, final snapshot) and messages from
+%%% the workload; no test sleeps to wait for something (cluster_member_hangs
+%%% keeps a member suspended past the views' 1 s deadline).
 -module(msgflow_SUITE).
 
 -include_lib("common_test/include/ct.hrl").

@@ -6,7 +6,7 @@
 %%% exact for calls that time out on purpose; with 1 in 4 sampled, a
 %%% quarter of the calls; with `call_sample => off', none.  Barriers:
 %%% msgflow_collector:await_windows/2 (the sweep of unanswered calls runs
-%%% with each snapshot) and msgflow:stop/0; cases run in sequence.
+%%% with each snapshot) and msgflow:stop/0; cases run one at a time, each on its own.
 -module(msgflow_calls_SUITE).
 -behaviour(gen_server).
 -include_lib("stdlib/include/assert.hrl").

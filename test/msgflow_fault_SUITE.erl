@@ -3,7 +3,8 @@
 %%% tracing, signals, kills, purges, disconnects, hostile paths and
 %%% options, concurrent calls.  Every case asserts exact counts where they
 %%% are known, and ends with nothing flagged and no system tracer left
-%%% (end_per_testcase).  Runs in sequence: tracing is node-global.
+%%% (end_per_testcase).  Cases run one at a time (tracing is node-global),
+%%% each on its own.
 -module(msgflow_fault_SUITE).
 
 -include_lib("common_test/include/ct.hrl").

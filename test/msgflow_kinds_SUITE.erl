@@ -1,7 +1,7 @@
 %%% The kinds and tags of messages (issue 22): every (pair, kind, tag)
 %%% counted exactly against a workload of known kinds, max_kinds'
 %%% overflow, and kinds off.  Barriers are msgflow:stop/0 (flags off,
-%%% erlang:trace_delivered/1, final snapshot); cases run in sequence.
+%%% erlang:trace_delivered/1, final snapshot); cases run one at a time, each on its own.
 -module(msgflow_kinds_SUITE).
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").

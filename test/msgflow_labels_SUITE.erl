@@ -4,7 +4,7 @@
 %%% event once gone), a port by its driver and owner, proc_lib labels
 %%% first (OTP 27+), and 21 identical fan-out senders found once.
 %%% Barriers are msgflow:stop/0 (flags off, erlang:trace_delivered/1,
-%%% final snapshot); cases run in sequence.
+%%% final snapshot); cases run one at a time, each on its own.
 -module(msgflow_labels_SUITE).
 -include_lib("stdlib/include/assert.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).

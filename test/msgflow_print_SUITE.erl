@@ -4,7 +4,7 @@
 %%% device, which has no geometry, gets, as a pipe does), the data behind
 %%% them from msgflow:view/2, and the shell's live top ended by a typed
 %%% line without clearing what was printed before it.  Barriers are
-%%% msgflow:stop/0; cases run in sequence.
+%%% msgflow:stop/0; cases run one at a time, each on its own.
 -module(msgflow_print_SUITE).
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").
