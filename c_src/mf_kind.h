@@ -50,18 +50,18 @@ static inline uint64_t mf_kind_make(ERL_NIF_TERM tag, unsigned kind)
  * starts with an atom, and for a pair whose first element is no atom
  * ({Ref, Reply}, {Port, {data, D}}) the second's tag when that is an atom
  * or starts with one; else the name of its type. */
-static inline ERL_NIF_TERM mf_kind_tag_of(ErlNifEnv *env, ERL_NIF_TERM t)
+static inline ERL_NIF_TERM mf_kind_tag_of(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t)
 {
     const ERL_NIF_TERM *e;
     int n;
-    if (mf_is_atom(env, t))
+    if (mf_is_atom(L, env, t))
         return t;
-    if (mf_get_tuple(env, t, &n, &e)) {
-        if (n >= 1 && mf_is_atom(env, e[0]))
+    if (mf_get_tuple(L, env, t, &n, &e)) {
+        if (n >= 1 && mf_is_atom(L, env, e[0]))
             return e[0];
-        if (n == 2 && mf_is_atom(env, e[1]))
+        if (n == 2 && mf_is_atom(L, env, e[1]))
             return e[1];
-        if (n == 2 && mf_get_tuple(env, e[1], &n, &e) && n >= 1 && mf_is_atom(env, e[0]))
+        if (n == 2 && mf_get_tuple(L, env, e[1], &n, &e) && n >= 1 && mf_is_atom(L, env, e[0]))
             return e[0];
         return atom_tuple;
     }
@@ -71,46 +71,48 @@ static inline ERL_NIF_TERM mf_kind_tag_of(ErlNifEnv *env, ERL_NIF_TERM t)
 /* The kind word of `msg' sent to a receiver; `reply' != 0 when the send
  * is counted as a reply to an alias (its kind is then MF_K_REPLY, its tag
  * that of the reply in {Ref, Reply}).  Never 0.  Inline: trace_send calls
- * it on every send with kinds on.  Any thread. */
-static inline uint64_t mf_kind_word(ErlNifEnv *env, ERL_NIF_TERM msg, int reply)
+ * it on every send with kinds on, with the layout it loaded (L).  Any
+ * thread. */
+static inline uint64_t mf_kind_word(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM msg,
+                                    int reply)
 {
     const ERL_NIF_TERM *e;
     int n;
     if (reply) {
         /* {Alias, Reply}: gen's reply; anything else to an alias by its tag */
-        if (mf_get_tuple(env, msg, &n, &e) && n == 2)
-            return mf_kind_make(mf_kind_tag_of(env, e[1]), MF_K_REPLY);
-        return mf_kind_make(mf_kind_tag_of(env, msg), MF_K_REPLY);
+        if (mf_get_tuple(L, env, msg, &n, &e) && n == 2)
+            return mf_kind_make(mf_kind_tag_of(L, env, e[1]), MF_K_REPLY);
+        return mf_kind_make(mf_kind_tag_of(L, env, msg), MF_K_REPLY);
     }
-    if (!mf_get_tuple(env, msg, &n, &e) || n < 2 || !mf_is_atom(env, e[0]))
-        return mf_kind_make(mf_kind_tag_of(env, msg), MF_K_INFO);
+    if (!mf_get_tuple(L, env, msg, &n, &e) || n < 2 || !mf_is_atom(L, env, e[0]))
+        return mf_kind_make(mf_kind_tag_of(L, env, msg), MF_K_INFO);
     ERL_NIF_TERM h = e[0]; /* atoms: compare words */
     switch (n) {
     case 2:
         if (h == atom_gen_cast)
-            return mf_kind_make(mf_kind_tag_of(env, e[1]), MF_K_CAST);
+            return mf_kind_make(mf_kind_tag_of(L, env, e[1]), MF_K_CAST);
         if (h == atom_gen_event || h == atom_gen_all_state_event)
-            return mf_kind_make(mf_kind_tag_of(env, e[1]), MF_K_EVENT);
+            return mf_kind_make(mf_kind_tag_of(L, env, e[1]), MF_K_EVENT);
         break;
     case 3:
         if (h == atom_gen_call)
-            return mf_kind_make(mf_kind_tag_of(env, e[2]), MF_K_CALL);
+            return mf_kind_make(mf_kind_tag_of(L, env, e[2]), MF_K_CALL);
         if (h == atom_EXIT)
-            return mf_kind_make(mf_kind_tag_of(env, e[2]), MF_K_EXIT);
+            return mf_kind_make(mf_kind_tag_of(L, env, e[2]), MF_K_EXIT);
         if (h == atom_system)
-            return mf_kind_make(mf_kind_tag_of(env, e[2]), MF_K_SYSTEM);
+            return mf_kind_make(mf_kind_tag_of(L, env, e[2]), MF_K_SYSTEM);
         if (h == atom_gen_sync_event || h == atom_gen_sync_all_state_event)
-            return mf_kind_make(mf_kind_tag_of(env, e[2]), MF_K_EVENT);
+            return mf_kind_make(mf_kind_tag_of(L, env, e[2]), MF_K_EVENT);
         if (h == atom_io_reply)
-            return mf_kind_make(mf_kind_tag_of(env, e[2]), MF_K_IO);
+            return mf_kind_make(mf_kind_tag_of(L, env, e[2]), MF_K_IO);
         break;
     case 4:
         if (h == atom_io_request)
-            return mf_kind_make(mf_kind_tag_of(env, e[3]), MF_K_IO);
+            return mf_kind_make(mf_kind_tag_of(L, env, e[3]), MF_K_IO);
         break;
     case 5:
         if (h == atom_DOWN)
-            return mf_kind_make(mf_kind_tag_of(env, e[4]), MF_K_DOWN);
+            return mf_kind_make(mf_kind_tag_of(L, env, e[4]), MF_K_DOWN);
         break;
     }
     return mf_kind_make(h, MF_K_INFO);

@@ -6,22 +6,21 @@
  * fills a local mf_layout_t, and mf_layout_load publishes the result in one
  * release store.
  *
- * Memory: published layouts live in a static array of MF_LAYOUTS slots,
- * never written once published and never freed (a callback of an old
- * instance may still hold one).  The checks find the same layout on one
- * VM, so an upgrade publishes nothing new; should they find another, a
- * fresh slot takes it, and past MF_LAYOUTS the reads stay as they are.
+ * Memory: two static layouts, neither written once published nor freed (a
+ * callback of an old instance may still hold one): every read off, and
+ * the one the first load found.  The checks find the same layout on one
+ * VM, so an upgrade publishes nothing new; should one ever find another,
+ * every read goes through enif from then on (layout_off), which is right
+ * on any VM.
  */
 #include "mf_layout.h"
 
 #include <string.h>
 
-#define MF_LAYOUTS 8
-
 /* every read off: what callbacks read before the first load */
 static const mf_layout_t layout_off = {0, 0, 0};
-static mf_layout_t layouts[MF_LAYOUTS];
-static unsigned n_layouts;
+static mf_layout_t layout_found;
+static int found_published;
 
 _Atomic(const mf_layout_t *) mf_layout_cur = &layout_off;
 
@@ -54,7 +53,7 @@ static void extra_layout_check(ErlNifEnv *env, mf_layout_t *L)
         return;
     L->flatmap_header = words[0];
     ERL_NIF_TERM keys2[2] = {atom_extra, atom_ok}, vals2[2] = {val, val};
-    if (!mf_get_extra_with(L, env, map, &got) || got != val ||
+    if (!mf_get_extra(L, env, map, &got) || got != val ||
         !enif_make_map_from_arrays(env, keys2, vals2, 2, &other) ||
         ((const uint64_t *)((uint64_t)other - 0x2))[0] != L->flatmap_header ||
         ((const uint64_t *)((uint64_t)enif_make_tuple2(env, key, val) - 0x2))[0] ==
@@ -97,7 +96,7 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L
         return;
     L->pidref_header = header;
     for (refs = el[1]; enif_get_list_cell(env, refs, &head, &refs);) {
-        if (!enif_is_ref(env, head) || mf_pidref_with(L, head) != NULL) {
+        if (!enif_is_ref(env, head) || mf_pidref(L, head) != NULL) {
             L->pidref_header = 0;
             return;
         }
@@ -137,10 +136,10 @@ static void terms_layout_check(ErlNifEnv *env, mf_layout_t *L)
         ERL_NIF_TERM t = i < n ? samples[i] : enif_self(env, &self) ? enif_make_pid(env, &self) : a;
         int arity1 = -1, arity2 = -1;
         const ERL_NIF_TERM *e1 = NULL, *e2 = NULL;
-        int is1 = mf_is_atom_with(&with_enif, env, t),
-            tu1 = mf_get_tuple_with(&with_enif, env, t, &arity1, &e1);
-        int is2 = mf_is_atom_with(&inline_reads, env, t),
-            tu2 = mf_get_tuple_with(&inline_reads, env, t, &arity2, &e2);
+        int is1 = mf_is_atom(&with_enif, env, t),
+            tu1 = mf_get_tuple(&with_enif, env, t, &arity1, &e1);
+        int is2 = mf_is_atom(&inline_reads, env, t),
+            tu2 = mf_get_tuple(&inline_reads, env, t, &arity2, &e2);
         ok = is1 == is2 && tu1 == tu2 && (!tu1 || (arity1 == arity2 && e1 == e2));
     }
     L->fast_terms = ok;
@@ -157,11 +156,16 @@ int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
     const mf_layout_t *cur = mf_layout_get();
     int same = cur->flatmap_header == found.flatmap_header &&
                cur->pidref_header == found.pidref_header && cur->fast_terms == found.fast_terms;
-    if (same || n_layouts == MF_LAYOUTS)
-        return 1; /* the same (an upgrade on this VM), or no slot left */
-    layouts[n_layouts] = found;
-    atomic_store_explicit(&mf_layout_cur, &layouts[n_layouts], memory_order_release);
-    n_layouts++;
+    if (same)
+        return 1; /* an upgrade on this VM */
+    if (found_published) {
+        /* not what was found before: its slot may be read, so not rewritten */
+        atomic_store_explicit(&mf_layout_cur, &layout_off, memory_order_release);
+        return 1;
+    }
+    layout_found = found;
+    found_published = 1;
+    atomic_store_explicit(&mf_layout_cur, &layout_found, memory_order_release);
     return 1;
 }
 

@@ -10,9 +10,11 @@
  * never written again nor freed while the library is loaded, so a callback
  * of an old instance that is still running on another scheduler during an
  * upgrade reads one whole struct, the old one or the new, never half of
- * each.  Any thread may call the inline readers; each reads the pointer
- * once (an acquire load: a plain load on x86-64 and a load-acquire on
- * arm64).
+ * each.  Any thread may call the inline readers.  Each takes the layout
+ * (L) it reads with: a callback loads the pointer once (mf_layout_get, an
+ * acquire load: a plain load on x86-64, a load-acquire on arm64) and
+ * passes it down, so one send reads one layout however many reads it
+ * makes; the checks pass the candidate layouts they test.
  */
 #ifndef MF_LAYOUT_H
 #define MF_LAYOUT_H
@@ -93,7 +95,7 @@ static inline const mf_layout_t *mf_layout_get(void)
  * map code is cold in the caches of a traced workload; any other map (or a
  * layout not verified) goes to enif_get_map_value; no term (see is_term)
  * has no `extra'. */
-static inline int mf_get_extra_with(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM opts,
+static inline int mf_get_extra(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM opts,
                                     ERL_NIF_TERM *to)
 {
     if (!mf_is_term(opts))
@@ -111,15 +113,10 @@ static inline int mf_get_extra_with(const mf_layout_t *L, ErlNifEnv *env, ERL_NI
     return enif_get_map_value(env, opts, atom_extra, to);
 }
 
-static inline int mf_get_extra(ErlNifEnv *env, ERL_NIF_TERM opts, ERL_NIF_TERM *to)
-{
-    return mf_get_extra_with(mf_layout_get(), env, opts, to);
-}
-
 /* The words of a local alias (a reference with its owner's pid inside,
  * laid out as mf_layout_load verified), or NULL for any other term or when
  * the layout was not verified.  Any thread. */
-static inline const uint64_t *mf_pidref_with(const mf_layout_t *L, ERL_NIF_TERM t)
+static inline const uint64_t *mf_pidref(const mf_layout_t *L, ERL_NIF_TERM t)
 {
     if (L->pidref_header && ((uint64_t)t & 0x3) == 0x2) {
         const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
@@ -127,11 +124,6 @@ static inline const uint64_t *mf_pidref_with(const mf_layout_t *L, ERL_NIF_TERM 
             return ref;
     }
     return NULL;
-}
-
-static inline const uint64_t *mf_pidref(ERL_NIF_TERM t)
-{
-    return mf_pidref_with(mf_layout_get(), t);
 }
 
 /* The id of a local alias from its words (mf_pidref): its reference's
@@ -145,9 +137,9 @@ static inline uint64_t mf_pidref_id(const uint64_t *ref)
  * the reference (to find the process a send to the alias goes to), so a
  * reply to a gen:call's alias can be counted for its caller.  0 for any
  * other term, or when the layout was not verified. */
-static inline int mf_alias_owner(ERL_NIF_TERM t, uint64_t *owner)
+static inline int mf_alias_owner(const mf_layout_t *L, ERL_NIF_TERM t, uint64_t *owner)
 {
-    const uint64_t *ref = mf_pidref(t);
+    const uint64_t *ref = mf_pidref(L, t);
     if (ref)
         *owner = ref[3];
     return ref != NULL;
@@ -158,9 +150,9 @@ static inline int mf_alias_owner(ERL_NIF_TERM t, uint64_t *owner)
  * aliases made one after another get different ids).  For the round trip
  * of a sampled call: the request carries the alias, the reply is sent to
  * it.  0 when t is no local alias, or the layout was not verified. */
-static inline int mf_alias_id(ERL_NIF_TERM t, uint64_t *id)
+static inline int mf_alias_id(const mf_layout_t *L, ERL_NIF_TERM t, uint64_t *id)
 {
-    const uint64_t *ref = mf_pidref(t);
+    const uint64_t *ref = mf_pidref(L, t);
     if (ref)
         *id = mf_pidref_id(ref);
     return ref != NULL;
@@ -168,23 +160,18 @@ static inline int mf_alias_id(ERL_NIF_TERM t, uint64_t *id)
 
 /* enif_is_atom, inline: an atom is an immediate whose low six bits are
  * 0x0B.  Any thread. */
-static inline int mf_is_atom_with(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t)
+static inline int mf_is_atom(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t)
 {
     if (L->fast_terms)
         return ((uint64_t)t & 0x3F) == 0x0B;
     return enif_is_atom(env, t);
 }
 
-static inline int mf_is_atom(ErlNifEnv *env, ERL_NIF_TERM t)
-{
-    return mf_is_atom_with(mf_layout_get(), env, t);
-}
-
 /* enif_get_tuple, inline: a tuple is boxed (low two bits 0x2), and the
  * word it points to is an arity header, (Arity << 6) | 0; its elements
  * follow.  Read so, the kind of a message (mf_kind) costs no call into the
  * VM.  Any thread. */
-static inline int mf_get_tuple_with(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t,
+static inline int mf_get_tuple(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t,
                                     int *arity, const ERL_NIF_TERM **elems)
 {
     if (!L->fast_terms)
@@ -199,11 +186,6 @@ static inline int mf_get_tuple_with(const mf_layout_t *L, ErlNifEnv *env, ERL_NI
     return 1;
 }
 
-static inline int mf_get_tuple(ErlNifEnv *env, ERL_NIF_TERM t, int *arity,
-                               const ERL_NIF_TERM **elems)
-{
-    return mf_get_tuple_with(mf_layout_get(), env, t, arity, elems);
-}
 
 /* Checks the reads against this VM; called from load and upgrade, after
  * the atoms are made, with the load info msgflow_tracer passes: `{Aliases,

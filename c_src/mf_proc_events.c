@@ -61,61 +61,61 @@ ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa)
     return enif_make_tuple3(env, el[0], el[1], enif_make_uint(env, len));
 }
 
-int mf_proc_events_init(mf_proc_events *b)
+int mf_proc_events_init(mf_proc_events *pe)
 {
-    b->lock = enif_mutex_create("msgflow_proc_events");
-    return b->lock != NULL;
+    pe->lock = enif_mutex_create("msgflow_proc_events");
+    return pe->lock != NULL;
 }
 
-void mf_proc_events_free(mf_proc_events *b)
+void mf_proc_events_free(mf_proc_events *pe)
 {
-    if (b->lock)
-        enif_mutex_destroy(b->lock);
-    if (b->env)
-        enif_free_env(b->env);
-    b->lock = NULL;
-    b->env = NULL;
+    if (pe->lock)
+        enif_mutex_destroy(pe->lock);
+    if (pe->env)
+        enif_free_env(pe->env);
+    pe->lock = NULL;
+    pe->env = NULL;
 }
 
-void mf_proc_event(ErlNifEnv *env, mf_proc_events *b, ERL_NIF_TERM pid, ERL_NIF_TERM what)
+void mf_proc_event(ErlNifEnv *env, mf_proc_events *pe, ERL_NIF_TERM pid, ERL_NIF_TERM what)
 {
     ERL_NIF_TERM rec = enif_make_tuple2(env, pid, what);
-    enif_mutex_lock(b->lock);
-    if (b->n >= MF_MAX_PROC_EVENTS) {
-        b->dropped++;
+    enif_mutex_lock(pe->lock);
+    if (pe->n >= MF_MAX_PROC_EVENTS) {
+        pe->dropped++;
     } else {
-        if (!b->env && (b->env = enif_alloc_env()) != NULL)
-            b->list = enif_make_list(b->env, 0);
-        if (b->env) {
-            b->list = enif_make_list_cell(b->env, enif_make_copy(b->env, rec), b->list);
-            b->n++;
+        if (!pe->env && (pe->env = enif_alloc_env()) != NULL)
+            pe->list = enif_make_list(pe->env, 0);
+        if (pe->env) {
+            pe->list = enif_make_list_cell(pe->env, enif_make_copy(pe->env, rec), pe->list);
+            pe->n++;
         } else {
-            b->dropped++;
+            pe->dropped++;
         }
     }
-    enif_mutex_unlock(b->lock);
+    enif_mutex_unlock(pe->lock);
 }
 
-ERL_NIF_TERM mf_proc_events_take(ErlNifEnv *env, mf_proc_events *b)
+ERL_NIF_TERM mf_proc_events_take(ErlNifEnv *env, mf_proc_events *pe)
 {
     ERL_NIF_TERM out = enif_make_list(env, 0), head;
     unsigned n = 0;
-    enif_mutex_lock(b->lock);
-    if (b->env) {
-        ERL_NIF_TERM list = b->list;
-        while (n < MF_PROC_EVENTS_CHUNK && enif_get_list_cell(b->env, list, &head, &list)) {
+    enif_mutex_lock(pe->lock);
+    if (pe->env) {
+        ERL_NIF_TERM list = pe->list;
+        while (n < MF_PROC_EVENTS_CHUNK && enif_get_list_cell(pe->env, list, &head, &list)) {
             out = enif_make_list_cell(env, enif_make_copy(env, head), out);
             n++;
         }
-        b->list = list;
-        b->n -= n;
-        if (b->n == 0) {
-            enif_free_env(b->env);
-            b->env = NULL;
+        pe->list = list;
+        pe->n -= n;
+        if (pe->n == 0) {
+            enif_free_env(pe->env);
+            pe->env = NULL;
         }
     }
-    uint64_t dropped = b->dropped;
-    b->dropped = 0;
-    enif_mutex_unlock(b->lock);
+    uint64_t dropped = pe->dropped;
+    pe->dropped = 0;
+    enif_mutex_unlock(pe->lock);
     return enif_make_tuple2(env, out, enif_make_uint64(env, dropped));
 }

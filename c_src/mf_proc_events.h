@@ -28,13 +28,13 @@ typedef struct mf_proc_events {
     uint64_t dropped;   /* past MF_MAX_PROC_EVENTS since the last take */
 } mf_proc_events;
 
-/* Sets up an zeroed mf_proc_events; 0 when its lock cannot be made.  Any
- * thread, before anyone else can reach b. */
-int mf_proc_events_init(mf_proc_events *b);
+/* Sets up a zeroed mf_proc_events; 0 when its lock cannot be made.  Any
+ * thread, before anyone else can reach pe. */
+int mf_proc_events_init(mf_proc_events *pe);
 
-/* Frees what b holds (its lock and env).  Only when no thread can reach b
+/* Frees what pe holds (its lock and env).  Only when no thread can reach pe
  * (the session's destructor); safe on a zeroed or half-made one. */
-void mf_proc_events_free(mf_proc_events *b);
+void mf_proc_events_free(mf_proc_events *pe);
 
 /* Any scheduler thread.  What a spawn's {M, F, Args} says about the new
  * process, as a term of env: {M, F, Arity}, or for proc_lib:init_p/5
@@ -42,14 +42,14 @@ void mf_proc_events_free(mf_proc_events *b);
  * anything else. */
 ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa);
 
-/* Any scheduler thread.  Appends {Pid, What} (copied) to b. */
-void mf_proc_event(ErlNifEnv *env, mf_proc_events *b, ERL_NIF_TERM pid, ERL_NIF_TERM what);
+/* Any scheduler thread.  Appends {Pid, What} (copied) to pe. */
+void mf_proc_event(ErlNifEnv *env, mf_proc_events *pe, ERL_NIF_TERM pid, ERL_NIF_TERM what);
 
-/* {[{Pid, What}], Dropped} in env: at most MF_PROC_EVENTS_CHUNK of the proc_events
- * not yet taken (the newest ones, oldest of them first), and how many were
+/* {[{Pid, What}], Dropped} in env: at most MF_PROC_EVENTS_CHUNK of the process
+ * events not yet taken (the newest ones, oldest of them first), and how many were
  * lost past the cap since the last call.  The call that takes the last
- * ones frees b's env.  Any normal scheduler; bounded by the chunk (well
+ * ones frees pe's env.  Any normal scheduler; bounded by the chunk (well
  * under 1 ms). */
-ERL_NIF_TERM mf_proc_events_take(ErlNifEnv *env, mf_proc_events *b);
+ERL_NIF_TERM mf_proc_events_take(ErlNifEnv *env, mf_proc_events *pe);
 
 #endif

@@ -67,7 +67,7 @@ enum { MF_ACTIVE = 0, MF_STOPPED = 1, MF_COLLECTOR_DOWN = 2 };
 
 /* What a session counts: traced sends (the collector's), or seq_trace send
  * events by label (a flow session, mf_flow.h: the flow keeper's).  A
- * thread caches its slot of one session of each kind. */
+ * thread caches its slot of one session of each type. */
 enum { MF_SESSION_SEND = 0, MF_SESSION_FLOW = 1, MF_SESSION_TYPES = 2 };
 
 struct mf_slot {

@@ -9,7 +9,7 @@
  *
  * What it owns: the atoms (made once in load, valid for the VM's life), the
  * enif_alloc allocator handed to mf_alloc_choose as the fallback, and
- * each thread's cache of its slot (mf_tls), one per session kind (the
+ * each thread's cache of its slot (mf_tls), one per session type (the
  * collector's session that counts sends, the flow keeper's that counts
  * seq_trace events), so that a thread doing both keeps both.
  *
@@ -56,7 +56,7 @@ static void make_atoms(ErlNifEnv *env)
 
 /* ------------------------------------------------------------------ slots */
 
-/* The calling thread's slot for one session of each kind (MF_KIND_*), and
+/* The calling thread's slot for one session of each type (MF_SESSION_*), and
  * its generation: valid while `stamp' is the session's (session_rotate
  * changes it).  `gen' and
  * `shard' are the thread's own generation and its shard, NULL for the
@@ -182,10 +182,10 @@ static ERL_NIF_TERM nif_enabled_send(ErlNifEnv *env, int argc, const ERL_NIF_TER
  * reply (MF_REPLY_TAG), so that a million calls make one pair, not a
  * million, and *alias is the alias's words (for its round trip); anything
  * else as mf_endpoint_word has it, *alias NULL.  Owner thread. */
-static inline int receiver_word(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM to, uint64_t *w,
-                                const uint64_t **alias)
+static inline int receiver_word(const mf_layout_t *L, ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM to,
+                                uint64_t *w, const uint64_t **alias)
 {
-    if ((*alias = mf_pidref(to))) {
+    if ((*alias = mf_pidref(L, to))) {
         *w = (*alias)[3] ^ MF_REPLY_FLIP;
         return 1;
     }
@@ -196,9 +196,10 @@ static inline int receiver_word(ErlNifEnv *env, mf_gen *g, ERL_NIF_TERM to, uint
  * (or {Caller, Alias}) from a local pid to a local pid or a registered
  * name, noted for its round trip (mf_calls) when it is the sampled one of
  * this thread's calls.  Reads the message in place; only a sampled call
- * reads the clock.  Any scheduler thread (the caller's). */
-static void note_call(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM from, ERL_NIF_TERM to,
-                      ERL_NIF_TERM msg, uint64_t kind)
+ * reads the clock.  Any scheduler thread (the caller's), with the layout
+ * its callback loaded (L). */
+static void note_call(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, ERL_NIF_TERM from,
+                      ERL_NIF_TERM to, ERL_NIF_TERM msg, uint64_t kind)
 {
     /* the cache is this session's: trace_send found the slot through it */
     if (--mf_tls.call_countdown > 0)
@@ -209,11 +210,12 @@ static void note_call(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM from, ERL_NIF_
     int n;
     ERL_NIF_TERM alias, head, tail;
     uint64_t id;
-    if (!c || !mf_is_local_pid(from) || !(mf_is_local_pid(to) || mf_is_atom(env, to)) ||
-        !mf_get_tuple(env, msg, &n, &e) || n != 3 || !mf_get_tuple(env, e[1], &n, &f) || n != 2)
+    if (!c || !mf_is_local_pid(from) || !(mf_is_local_pid(to) || mf_is_atom(L, env, to)) ||
+        !mf_get_tuple(L, env, msg, &n, &e) || n != 3 || !mf_get_tuple(L, env, e[1], &n, &f) ||
+        n != 2)
         return;
     alias = enif_get_list_cell(env, f[1], &head, &tail) ? tail : f[1];
-    if (mf_alias_id(alias, &id))
+    if (mf_alias_id(L, alias, &id))
         mf_calls_request(c, id, (uint64_t)from, (uint64_t)to, kind,
                          (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
 }
@@ -231,20 +233,25 @@ static inline void reply_call(mf_session *s, const uint64_t *alias)
     }
 }
 
-/* Owner thread of `g` (or holding the spill slot's lock).  `msg' is the
- * message when the session counts kinds, else 0 (no term's word is 0). */
-static inline void count_send(ErlNifEnv *env, mf_session *s, mf_gen *g, ERL_NIF_TERM from,
-                              ERL_NIF_TERM to, ERL_NIF_TERM msg, int dead)
+/* Owner thread of `g` (or holding the spill slot's lock), with the layout
+ * its callback loaded (L).  `msg' is the message when the session counts
+ * kinds, else 0 (no term's word is 0); `kind' its kind word when the
+ * callback read it already (as sent to a process), else 0. */
+static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, mf_gen *g,
+                              ERL_NIF_TERM from, ERL_NIF_TERM to, ERL_NIF_TERM msg, uint64_t kind,
+                              int dead)
 {
     uint64_t f, t;
     const uint64_t *alias;
-    if (mf_endpoint_word(env, &g->interns, from, &f) && receiver_word(env, g, to, &t, &alias)) {
-        uint64_t k = msg ? mf_kind_word(env, msg, alias != NULL) : 0;
+    if (mf_endpoint_word(env, &g->interns, from, &f) &&
+        receiver_word(L, env, g, to, &t, &alias)) {
+        /* a reply to an alias is read again: its kind is the reply's */
+        uint64_t k = !msg ? 0 : kind && !alias ? kind : mf_kind_word(L, env, msg, alias != NULL);
         mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead);
         if (alias)
             reply_call(s, alias);
         else if ((k & MF_KIND_MASK) == MF_K_CALL)
-            note_call(env, s, from, to, msg, k);
+            note_call(L, env, s, from, to, msg, k);
     } else {
         mf_shard_overflow(g->shard, dead);
     }
@@ -261,16 +268,19 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     (void)argc;
     mf_session *s;
     ERL_NIF_TERM to;
-    if (!mf_get_extra(env, argv[4], &to) || !mf_is_term(argv[1]) || !mf_is_term(argv[2]) ||
+    const mf_layout_t *L = mf_layout_get(); /* one layout for the whole send */
+    if (!mf_get_extra(L, env, argv[4], &to) || !mf_is_term(argv[1]) || !mf_is_term(argv[2]) ||
         !mf_is_term(argv[3]))
         return atom_ok;
     /* Start loading the pair's line of counts in this thread's shard before
      * the session is checked, so that the two cache misses overlap; if the
      * shard turns out to be another session's, the prefetch was wasted
      * (and so was the kind word, when the cache's session counts kinds and
-     * this one does not: it is read again below). */
+     * this one does not).  The kind word is read once, here, when the
+     * cache's session counts kinds; count_send reads it only for a session
+     * whose cache this is not, or a reply to an alias. */
     mf_shard *sh = mf_tls.shard;
-    uint64_t kind = mf_tls.kinds ? mf_kind_word(env, argv[3], 0) : 0;
+    uint64_t kind = mf_tls.kinds ? mf_kind_word(L, env, argv[3], 0) : 0;
     if (sh)
         mf_shard_prefetch(sh, (uint64_t)argv[2], (uint64_t)to, kind);
     if (!mf_get_session(env, argv[1], &s))
@@ -283,7 +293,7 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
             mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, kind,
                            kind ? mf_kind_other(kind) : 0, dead);
             if ((kind & MF_KIND_MASK) == MF_K_CALL)
-                note_call(env, s, argv[2], to, argv[3], kind);
+                note_call(L, env, s, argv[2], to, argv[3], kind);
             return atom_ok;
         }
         slot = mf_tls.slot;
@@ -292,10 +302,10 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     }
     ERL_NIF_TERM msg = s->kinds ? argv[3] : 0;
     if (!slot->lock) {
-        count_send(env, s, mf_tls.gen, argv[2], to, msg, dead);
+        count_send(L, env, s, mf_tls.gen, argv[2], to, msg, kind, dead);
     } else {
         enif_mutex_lock(slot->lock);
-        count_send(env, s, mf_slot_renew(slot, stamp), argv[2], to, msg, dead);
+        count_send(L, env, s, mf_slot_renew(slot, stamp), argv[2], to, msg, kind, dead);
         enif_mutex_unlock(slot->lock);
     }
     return atom_ok;
@@ -346,20 +356,21 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
     mf_tls_cache *c = &mf_tls_all[MF_SESSION_FLOW];
     mf_slot *slot = c->session_id == s->id && c->stamp == stamp ? c->slot : find_slot(s, stamp);
+    const mf_layout_t *L = mf_layout_get();
     if (slot) {
         ERL_NIF_TERM key = enif_make_tuple2(env, argv[2], ev[2]);
         if (!slot->lock) {
-            count_send(env, s, c->gen, key, ev[3], 0, 0);
+            count_send(L, env, s, c->gen, key, ev[3], 0, 0, 0);
         } else {
             enif_mutex_lock(slot->lock);
-            count_send(env, s, mf_slot_renew(slot, stamp), key, ev[3], 0, 0);
+            count_send(L, env, s, mf_slot_renew(slot, stamp), key, ev[3], 0, 0, 0);
             enif_mutex_unlock(slot->lock);
         }
     }
     /* an event names a reply to a local alias by the alias's owner, as the
      * counts do, so that the owner's next send finds it as its cause */
     uint64_t owner;
-    int reply = mf_alias_owner(ev[3], &owner);
+    int reply = mf_alias_owner(L, ev[3], &owner);
     ERL_NIF_TERM to = reply ? (ERL_NIF_TERM)owner : ev[3];
     mf_watches_event(&s->watches, env, argv[2], serial[0], serial[1], ev[2], to, ev[4], reply);
     return atom_ok;
