@@ -24,6 +24,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t n;
         if (mf_group(&d, MF_BY_NAME, &rows, &n) == 0)
             mf_rows_free(rows);
+        /* a version 6 dump's rows as given, and the table of them */
+        mf_by by = MF_BY_PROCESS;
+        if (d.version >= 6 && d.by && mf_by_parse(d.by, &by) == 0 &&
+            mf_rows_given(&d, &rows, &n) == 0) {
+            FILE *null = fopen("/dev/null", "w");
+            mf_top_layout lay = {.by = by, .width = 80, .first = 0, .top = 20,
+                                 .selected = -1, .peaks = 1, .ellipsis = "~",
+                                 .total = mf_given_total(&d)};
+            if (null) {
+                mf_print_top(null, &d, rows, n, &lay);
+                fclose(null);
+            }
+            mf_rows_free(rows);
+        }
         mf_dump_free(&d);
     }
     return 0;

@@ -714,35 +714,47 @@ static int dec_list_end(dec *d, int n)
     return n == 0 || (ei_decode_list_header(d->buf, &d->idx, &tail) == 0 && tail == 0);
 }
 
-/* What one element of a list of maps gets: the element (of `size' bytes in
- * the array dec_maps allocated), its index, and where each named field's
- * value is (-1: absent).  0 with a message in d->err when it is bad. */
+/* The most fields a map of a list names (the fields of a call). */
+#define MF_MAX_FIELDS 16
+
+/* What one element of a list of maps gets: the element (in the array the
+ * list is read into), its index, and where each named field's value is
+ * (-1: absent).  0 with a message in d->err when it is bad. */
 typedef int (*dec_one)(dec *d, mf_dump *out, void *elem, int i, const int *at);
 
-/* A list of maps at d->idx, each read by `one' from the positions of its
- * fields `names' (others skipped): an array of `size' bytes an element,
- * calloc'd into *arr (*count set as elements are read, so that
- * mf_dump_free frees what a failure leaves).  `what' names the list in
- * messages. */
-static int dec_maps(dec *d, mf_dump *out, const char *what, const char *const *names, int nn,
-                    size_t size, void **arr, size_t *count, dec_one one)
+/* The n maps of the list whose header dec_list read, each read by `one'
+ * from the positions of its fields `names' (others skipped); element i is
+ * base + i * stride (stride 0: each is base itself), and *count, when
+ * given, is set to i + 1 before element i is read, so that mf_dump_free
+ * frees what a failure leaves.  `what' names the list in messages. */
+static int each_map(dec *d, mf_dump *out, const char *what, int n, const char *const *names,
+                    int nn, char *base, size_t stride, size_t *count, dec_one one)
 {
-    int n, at[16];
-    if (!dec_list(d, &n))
-        return fail(d->err, d->errlen, "%s: not a list", what), 0;
-    if (n > 0 && !(*arr = calloc((size_t)n, size)))
-        return fail(d->err, d->errlen, "out of memory (%d %s)", n, what), 0;
+    int at[MF_MAX_FIELDS]; /* nn <= MF_MAX_FIELDS: asserted where the fields are named */
     for (int i = 0; i < n; i++) {
         if (count)
             *count = (size_t)i + 1;
         if (!map_fields(d, names, nn, at))
             return fail(d->err, d->errlen, "%s: entry %d is not a map", what, i), 0;
         int next = d->idx;
-        if (!one(d, out, (char *)*arr + (size_t)i * size, i, at))
+        if (!one(d, out, base + (size_t)i * stride, i, at))
             return 0;
         d->idx = next;
     }
     return dec_list_end(d, n) ? 1 : (fail(d->err, d->errlen, "%s: not a proper list", what), 0);
+}
+
+/* A list of maps at d->idx (each_map) read into an array of `size' bytes
+ * an element, calloc'd into *arr (out's: mf_dump_free frees it). */
+static int dec_maps(dec *d, mf_dump *out, const char *what, const char *const *names, int nn,
+                    size_t size, void **arr, size_t *count, dec_one one)
+{
+    int n;
+    if (!dec_list(d, &n))
+        return fail(d->err, d->errlen, "%s: not a list", what), 0;
+    if (n > 0 && !(*arr = calloc((size_t)n, size)))
+        return fail(d->err, d->errlen, "out of memory (%d %s)", n, what), 0;
+    return each_map(d, out, what, n, names, nn, *arr, size, count, one);
 }
 
 /* Every field named is there. */
@@ -819,7 +831,8 @@ static int dec_endpoint6(dec *d, mf_dump *out, void *elem, int i, const int *at)
 enum { K_KIND6, K_TAG6, K_MSGS6, K_N6 };
 static const char *const kind_fields[K_N6] = {"kind", "tag", "messages"};
 
-/* A row's kind, appended to out->pair_kinds (room made by dec_rows6). */
+/* A row's kind (elem: the row), appended to out->pair_kinds (room made
+ * by dec_row6). */
 static int dec_kind6(dec *d, mf_dump *out, void *elem, int i, const int *at)
 {
     char kind[MAXATOMLEN_UTF8], tag[MAXATOMLEN_UTF8];
@@ -828,7 +841,7 @@ static int dec_kind6(dec *d, mf_dump *out, void *elem, int i, const int *at)
              at_u64(d, at[K_MSGS6], &messages);
     if (!ok)
         return fail(d->err, d->errlen, "row %zu: kind %d is not #{kind, tag, messages}",
-                    out->n_pairs, i), 0;
+                    (size_t)((mf_pair *)elem - out->pairs), i), 0;
     return add_kind(d, out, elem, kind, tag, messages);
 }
 
@@ -867,37 +880,17 @@ static int dec_row6(dec *d, mf_dump *out, void *elem, int i, const int *at)
     p->n_kinds = 0;
     if (at[R_KINDS] < 0)
         return 1;
-    /* room for its kinds (one list walk ahead), then each */
-    int n, save;
+    /* room for its kinds, then each (appended to out->pair_kinds: each
+     * element is the row itself) */
+    int n;
+    char what[48];
+    snprintf(what, sizeof(what), "row %d: kinds", i);
     d->idx = at[R_KINDS];
-    save = d->idx;
     if (!dec_list(d, &n))
-        return fail(d->err, d->errlen, "row %d: kinds are not a list", i), 0;
-    d->idx = save;
+        return fail(d->err, d->errlen, "%s are not a list", what), 0;
     if (!room_for_kinds(d, out, (size_t)n))
         return 0;
-    /* the kinds go into out->pair_kinds: each element is the row itself */
-    int at2[K_N6], m;
-    if (!dec_list(d, &m))
-        return 0;
-    for (int j = 0; j < m; j++) {
-        if (!map_fields(d, kind_fields, K_N6, at2))
-            return fail(d->err, d->errlen, "row %d: kind %d is not a map", i, j), 0;
-        int next = d->idx;
-        if (!dec_kind6(d, out, p, j, at2))
-            return 0;
-        d->idx = next;
-    }
-    return dec_list_end(d, m) ? 1 : (fail(d->err, d->errlen, "row %d: kinds are not a proper list", i), 0);
-}
-
-/* After a row: how many rows are read (for mf_dump_free and messages). */
-static int dec_row6_counted(dec *d, mf_dump *out, void *elem, int i, const int *at)
-{
-    int ok = dec_row6(d, out, elem, i, at);
-    if (ok)
-        out->n_pairs = (size_t)i + 1;
-    return ok;
+    return each_map(d, out, what, n, kind_fields, K_N6, (char *)p, 0, NULL, dec_kind6);
 }
 
 enum { N_NODE, N_STATUS, N_PAIRS, N_EVENTS, N_N };
@@ -923,15 +916,13 @@ static int dec_missing6(dec *d, mf_dump *out, void *elem, int i, const int *at)
     char **text = elem, a[MAXATOMLEN_UTF8], *why = NULL;
     int ok = all_there(at, M_N) && at_atom(d, at[M_NODE], a);
     d->idx = at[M_REASON];
-    ok = ok && dec_binary_str(d, &why);
-    if (ok) {
-        size_t len = strlen(a) + strlen(why) + 4;
-        if ((*text = malloc(len)) != NULL)
-            snprintf(*text, len, "%s (%s)", a, why);
-        ok = *text != NULL;
-    }
+    if (!ok || !dec_binary_str(d, &why))
+        return fail(d->err, d->errlen, "missing: entry %d is not #{node, reason}", i), 0;
+    size_t len = strlen(a) + strlen(why) + 4;
+    if ((*text = malloc(len)) != NULL)
+        snprintf(*text, len, "%s (%s)", a, why);
     free(why);
-    return ok ? 1 : (fail(d->err, d->errlen, "missing: entry %d is not #{node, reason}", i), 0);
+    return *text ? 1 : (fail(d->err, d->errlen, "out of memory"), 0);
 }
 
 enum { C_CALLER, C_CL, C_SERVER, C_SL, C_KIND, C_TAG, C_CALLS, C_SAMPLED, C_UNANS, C_P50,
@@ -939,6 +930,10 @@ enum { C_CALLER, C_CL, C_SERVER, C_SL, C_KIND, C_TAG, C_CALLS, C_SAMPLED, C_UNAN
 static const char *const call_fields[C_N] = {"caller", "caller_label", "server", "server_label",
                                              "kind", "tag", "calls", "sampled", "unanswered",
                                              "p50_ns", "p90_ns", "p99_ns", "max_ns"};
+
+_Static_assert(E_N <= MF_MAX_FIELDS && R_N <= MF_MAX_FIELDS && K_N6 <= MF_MAX_FIELDS &&
+                   N_N <= MF_MAX_FIELDS && M_N <= MF_MAX_FIELDS && C_N <= MF_MAX_FIELDS,
+               "each_map's maps name at most MF_MAX_FIELDS fields");
 
 static int dec_call6(dec *d, mf_dump *out, void *elem, int i, const int *at)
 {
@@ -972,8 +967,8 @@ static int dec_endpoints6(dec *d, mf_dump *out)
 
 static int dec_rows6(dec *d, mf_dump *out)
 {
-    return dec_maps(d, out, "rows", row_fields, R_N, sizeof(mf_pair), (void **)&out->pairs, NULL,
-                    dec_row6_counted);
+    return dec_maps(d, out, "rows", row_fields, R_N, sizeof(mf_pair), (void **)&out->pairs,
+                    &out->n_pairs, dec_row6);
 }
 
 static int dec_nodes6(dec *d, mf_dump *out)
@@ -1013,9 +1008,6 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         return fail(err, errlen, "%zu bytes of garbage after the term", len - c.pos), -1;
 
     dec d = {buf, 1, NULL, 0, err, errlen, NULL, 0, 0};
-    int arity;
-    if (ei_decode_map_header(buf, &d.idx, &arity) != 0)
-        return fail(err, errlen, "not a msgflow dump: the term is not a map"), -1;
     /* Keys come in any order: note where each value is, then decode. */
     enum { K_FORMAT, K_VERSION, K_NODE, K_TAKEN, K_STARTED, K_RUNNING, K_WINDOW, K_SCALE,
            K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_NODES, K_CALLS, K_BY, K_SORT,
@@ -1026,23 +1018,8 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
                                            "pairs", "nodes", "calls", "by", "sort", "pair_count",
                                            "group_count", "rows", "missing"};
     int at[K_N];
-    for (int k = 0; k < K_N; k++)
-        at[k] = -1;
-    for (int i = 0; i < arity; i++) {
-        char key[MAXATOMLEN_UTF8];
-        int known = -1;
-        if (ei_decode_atom(buf, &d.idx, key) == 0) {
-            for (int k = 0; k < K_N; k++)
-                if (strcmp(key, names[k]) == 0)
-                    known = k;
-        } else if (ei_skip_term(buf, &d.idx) != 0) {
-            return fail(err, errlen, "malformed map key"), -1;
-        }
-        if (known >= 0)
-            at[known] = d.idx;
-        if (ei_skip_term(buf, &d.idx) != 0)
-            return fail(err, errlen, "malformed map value"), -1;
-    }
+    if (!map_fields(&d, names, K_N, at))
+        return fail(err, errlen, "not a msgflow dump: the term is not a map (or not a well-formed one)"), -1;
     char a[MAXATOMLEN_UTF8];
     d.idx = at[K_FORMAT];
     if (at[K_FORMAT] < 0 || !dec_atom(&d, a) || strcmp(a, "msgflow_dump") != 0)

@@ -161,30 +161,47 @@ static size_t row_of(mf_row *rows, group *groups, group **table, size_t *n, cons
     return g->row;
 }
 
-/* The block mf_group() allocates: a header, then the rows; the kinds of
- * all rows follow in a second allocation the header points to. */
+/* The block mf_group() and mf_rows_given() allocate: a header, then the
+ * rows; the kinds of all rows follow in a second allocation the header
+ * points to (mf_rows_free frees both). */
 typedef struct {
     mf_row_kind *kinds;
 } rows_header;
+
+/* Rows the header takes the room of. */
+#define ROWS_HDR ((sizeof(rows_header) + sizeof(mf_row) - 1) / sizeof(mf_row))
+
+/* Room for n rows (one more, so that n may be 0) after a header whose
+ * kinds are none yet; the rows, or NULL when out of memory. */
+static mf_row *rows_alloc(size_t n)
+{
+    mf_row *block = malloc((ROWS_HDR + n + 1) * sizeof(mf_row));
+    if (!block)
+        return NULL;
+    ((rows_header *)block)->kinds = NULL;
+    return block + ROWS_HDR;
+}
+
+static rows_header *rows_head(mf_row *rows)
+{
+    return (rows_header *)(rows - ROWS_HDR);
+}
 
 int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
 {
     /* by kind, a row per distinct kind at most; else per pair at most */
     size_t max_rows = by == MF_BY_KIND ? d->n_kind_names + 1 : d->n_pairs;
-    size_t hdr = (sizeof(rows_header) + sizeof(mf_row) - 1) / sizeof(mf_row);
-    mf_row *block = malloc((hdr + max_rows + 1) * sizeof(mf_row));
-    mf_row *rows = block ? block + hdr : NULL;
+    mf_row *rows = rows_alloc(max_rows);
     group *groups = max_rows ? malloc(max_rows * sizeof(*groups)) : NULL;
     row_kind_acc *acc = d->n_pair_kinds ? malloc(d->n_pair_kinds * sizeof(*acc)) : NULL;
     group *table = NULL;
     size_t n = 0, n_acc = 0;
-    if (!block || (max_rows && !groups) || (d->n_pair_kinds && !acc)) {
-        free(block);
+    if (!rows || (max_rows && !groups) || (d->n_pair_kinds && !acc)) {
+        mf_rows_free(rows);
         free(groups);
         free(acc);
         return -1;
     }
-    ((rows_header *)block)->kinds = NULL;
     for (size_t i = 0; i < d->n_pairs; i++) {
         const mf_pair *p = &d->pairs[i];
         double rate = mf_dump_rate(d, p);
@@ -223,7 +240,7 @@ int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
     mf_row_kind *kinds = n_acc ? malloc(n_acc * sizeof(*kinds)) : NULL;
     if (n_acc && !kinds) {
         free(acc);
-        free(block);
+        mf_rows_free(rows);
         return -1;
     }
     if (n_acc)
@@ -243,7 +260,7 @@ int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
     uint32_t *rank = name_ranks(d);
     if (n_acc && !rank) {
         free(kinds);
-        free(block);
+        mf_rows_free(rows);
         return -1;
     }
     for (size_t i = 0; i < nk; i++)
@@ -252,7 +269,7 @@ int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
     for (size_t r = 0; r < n; r++)
         if (rows[r].n_kinds > 1)
             qsort((void *)rows[r].kinds, rows[r].n_kinds, sizeof(mf_row_kind), kind_most_first);
-    ((rows_header *)block)->kinds = kinds;
+    rows_head(rows)->kinds = kinds;
     if (n)
         qsort(rows, n, sizeof(*rows), by_messages_desc);
     *rows_out = rows;
@@ -324,18 +341,16 @@ static void index_free(label_index *ix)
 
 int mf_rows_given(const mf_dump *d, mf_row **rows_out, size_t *n_out)
 {
-    size_t hdr = (sizeof(rows_header) + sizeof(mf_row) - 1) / sizeof(mf_row);
-    mf_row *block = malloc((hdr + d->n_pairs + 1) * sizeof(mf_row));
+    mf_row *rows = rows_alloc(d->n_pairs);
     mf_row_kind *kinds = d->n_pair_kinds ? malloc(d->n_pair_kinds * sizeof(*kinds)) : NULL;
     uint32_t *rank = name_ranks(d);
-    if (!block || (d->n_pair_kinds && (!kinds || !rank))) {
-        free(block);
+    if (!rows || (d->n_pair_kinds && (!kinds || !rank))) {
+        mf_rows_free(rows);
         free(kinds);
         free(rank);
         return -1;
     }
-    ((rows_header *)block)->kinds = kinds;
-    mf_row *rows = block + hdr;
+    rows_head(rows)->kinds = kinds;
     for (size_t i = 0; i < d->n_pairs; i++) {
         const mf_pair *p = &d->pairs[i];
         const mf_endpoint *s = &d->endpoints[p->sender], *r = &d->endpoints[p->receiver];
@@ -359,10 +374,8 @@ void mf_rows_free(mf_row *rows)
 {
     if (!rows)
         return;
-    size_t hdr = (sizeof(rows_header) + sizeof(mf_row) - 1) / sizeof(mf_row);
-    mf_row *block = rows - hdr;
-    free(((rows_header *)block)->kinds);
-    free(block);
+    free(rows_head(rows)->kinds);
+    free(rows_head(rows));
 }
 
 const char *mf_int(uint64_t v, char *buf)
@@ -540,12 +553,17 @@ static void main_kind_cell(FILE *out, const mf_dump *d, const mf_row *r, int wid
     cell(out, text, width, ellipsis);
 }
 
+long long mf_given_total(const mf_dump *d)
+{
+    return d->by && strcmp(d->by, "process") == 0 ? d->pair_count : d->group_count;
+}
+
 void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
                   const mf_top_layout *lay)
 {
     char a[32], b[32], c[32];
     int width = lay->width < 40 ? 40 : lay->width, by_kind = lay->by == MF_BY_KIND;
-    int peak = lay->peaks != NULL, end_w = top_end_w(width, by_kind, peak);
+    int peak = lay->peaks != 0, end_w = top_end_w(width, by_kind, peak);
     int kind_w = MF_TOP_KIND_W(width);
     const char *ellipsis = lay->ellipsis;
     fprintf(out, "msgflow %s on %s: %s messages, %s %s; MSG/S over the last %s ms\n",
@@ -604,7 +622,7 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
         /* the dump keeps one window: no trend */
         fprintf(out, " %9s %7s ", mf_int(rows[i].messages, a), short_rate(rows[i].rate, b));
         if (peak)
-            fprintf(out, " %7s", short_rate(lay->peaks[i], c));
+            fprintf(out, " %7s", short_rate(rows[i].peak < 0 ? rows[i].rate : rows[i].peak, c));
         if (!by_kind) {
             fputs("  ", out);
             main_kind_cell(out, d, &rows[i], kind_w, ellipsis);

@@ -59,23 +59,31 @@ int mf_group(const mf_dump *d, mf_by by, mf_row **rows, size_t *n);
 
 /* The rows of a version 6 dump as the node gave them (grouped by its `by',
  * in its order), with the node's labels and peaks.  0, or -1 when out of
- * memory; free with mf_rows_free(). */
+ * memory; the array is the caller's (free with mf_rows_free()), its
+ * strings are d's (valid until mf_dump_free(d)).  Any thread, d read
+ * only. */
 int mf_rows_given(const mf_dump *d, mf_row **rows, size_t *n);
 void mf_rows_free(mf_row *rows);
 
 /* How the top table is laid out: `width' columns (at least 40; at 80 as
  * msgflow:top/1 there), rows first..first+top-1 (numbered from 1 as in
  * the whole table), `selected' drawn in reverse video (-1: none; for a
- * terminal only), `peaks' the PEAK/S of each row (NULL: no column). */
+ * terminal only), `peaks' 1 for a PEAK/S column (each row's peak, or its
+ * rate when it has none). */
 typedef struct {
     mf_by by;
     int width;
     size_t first, top;
     long selected;
-    const double *peaks;
+    int peaks;
     const char *ellipsis; /* cuts labels */
     long long total;      /* pairs or groups the header names; -1: the rows given */
 } mf_top_layout;
+
+/* The pairs or groups the node held of the rows a version 6 dump gives
+ * (its `pair_count' by process, else its `group_count'): a top layout's
+ * `total' for mf_rows_given's rows; -1 when the dump does not say. */
+long long mf_given_total(const mf_dump *d);
 
 /* The top table: a summary line, then `#  SENDER  RECEIVER  MESSAGES  MSG/S
  * [PEAK/S]  KIND' for the rows the layout names. */

@@ -186,7 +186,12 @@ int main(int argc, char **argv)
     }
     if (given) {
         by_name = d.by;
-        mf_by_parse(by_name, &by);
+        if (mf_by_parse(by_name, &by) != 0) {
+            fprintf(stderr, "msgflow-report: %s: its rows are grouped by %s, which this reader "
+                            "does not know\n", file, d.by);
+            mf_dump_free(&d);
+            return 1;
+        }
     }
     if ((given ? mf_rows_given(&d, &rows, &n) : mf_group(&d, by, &rows, &n)) != 0) {
         fprintf(stderr, "msgflow-report: out of memory\n");
@@ -198,7 +203,7 @@ int main(int argc, char **argv)
     const char *ellipsis = lc && (strstr(lc, "UTF-8") || strstr(lc, "utf8")) ? "\xe2\x80\xa6"
                                                                               : "~";
     mf_top_layout lay = {.by = by, .width = 80, .first = 0, .top = (size_t)top, .selected = -1,
-                         .peaks = NULL, .ellipsis = ellipsis, .total = -1};
+                         .peaks = 0, .ellipsis = ellipsis, .total = -1};
     mf_print_top(stdout, &d, rows, n, &lay);
     print_calls(stdout, &d, (size_t)top);
     int rc = 0;

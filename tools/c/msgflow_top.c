@@ -33,7 +33,10 @@
  * (msgflow:start/1's `owner').
  *
  * Memory and threads: one thread.  The rows' dump and its rows are
- * malloc'd here and freed before the next fetch.
+ * malloc'd here and freed before the next fetch; the names of the node's
+ * views (asked once) and the text a view or an opened row shows are
+ * malloc'd strings the screen owns, freed when it leaves them and at the
+ * end.
  *
  * Exit: 0 done; 1 a failure (the message says which); 2 bad usage.
  */
@@ -470,7 +473,7 @@ static int call_node(conn *c, ei_x_buff *call, ei_x_buff *reply)
     }
 }
 
-/* A call with no arguments: `stop', `info', `dump'. */
+/* A call with no arguments: `stop', `info', `views'. */
 static int call_atom(conn *c, const char *what, ei_x_buff *reply)
 {
     ei_x_buff call;
@@ -539,7 +542,7 @@ static int start_msgflow(conn *c, long interval, int keep)
     return rc;
 }
 
-/* Whether the node holds a run, running or stopped: msgflow:info()'s
+/* Whether the node holds a run, running or stopped: the info view's
  * `started_at' is an integer.  1 yes, 0 no, -1 the node went away. */
 static int run_exists(conn *c)
 {
@@ -580,6 +583,32 @@ static int stop_msgflow(conn *c)
 static const char *const sort_names[] = {"messages", "rate", "peak"};
 static const char *const by_names[] = {"process", "name", "module", "application", "node", "kind"};
 
+/* A binary the node answered with, malloc'd for the caller (NUL added
+ * after its *len bytes); NULL with why in err: the answer's text when it
+ * is no binary. */
+static char *reply_binary(ei_x_buff *reply, size_t *len, char *err, size_t errlen)
+{
+    int idx = 0, type, size;
+    if (ei_get_type(reply->buff, &idx, &type, &size) != 0 || type != ERL_BINARY_EXT) {
+        reply_text(reply, err, errlen);
+        return NULL;
+    }
+    char *bin = malloc((size_t)size + 1);
+    long got;
+    if (!bin) {
+        snprintf(err, errlen, "out of memory (%d bytes)", size);
+        return NULL;
+    }
+    if (ei_decode_binary(reply->buff, &idx, bin, &got) != 0) {
+        free(bin);
+        snprintf(err, errlen, "a binary that does not decode");
+        return NULL;
+    }
+    bin[got] = 0;
+    *len = (size_t)got;
+    return bin;
+}
+
 /* Asks the node for the rows to show (msgflow_remote's {rows, Opts}: the
  * `top' view with `by', `sort', `limit' and, when not empty, `filter') and
  * decodes the dump of them.  0, or -1 with a message in err; *gone set
@@ -588,7 +617,7 @@ static int fetch(conn *c, mf_by by, int sort, long limit, const char *filter, mf
                  int *gone, char *err, size_t errlen)
 {
     ei_x_buff call, reply;
-    int rc = -1, idx = 0, type, size;
+    int rc = -1;
     *gone = 0;
     ei_x_new(&call);
     ei_x_encode_tuple_header(&call, 2);
@@ -607,45 +636,26 @@ static int fetch(conn *c, mf_by by, int sort, long limit, const char *filter, mf
     if (call_node(c, &call, &reply) != 0) {
         *gone = 1;
         snprintf(err, errlen, "msgflow-top: %s went away", c->node);
-    } else if (ei_get_type(reply.buff, &idx, &type, &size) == 0 && type == ERL_BINARY_EXT) {
-        char *bin = malloc(size > 0 ? (size_t)size : 1);
-        long got;
-        char why[256];
-        if (bin && ei_decode_binary(reply.buff, &idx, bin, &got) == 0) {
-            if (mf_dump_decode(bin, (size_t)got, d, why, sizeof(why)) == 0)
-                rc = 0;
-            else
-                snprintf(err, errlen, "msgflow-top: the rows from %s: %s", c->node, why);
-        }
-        free(bin);
     } else {
-        char text[512];
-        reply_text(&reply, text, sizeof(text));
-        snprintf(err, errlen, "msgflow-top: the rows from %s: %.300s", c->node, text);
+        size_t len;
+        char why[512];
+        char *bin = reply_binary(&reply, &len, why, sizeof(why));
+        if (bin && mf_dump_decode(bin, len, d, why, sizeof(why)) == 0)
+            rc = 0;
+        else
+            snprintf(err, errlen, "msgflow-top: the rows from %s: %.300s", c->node, why);
+        free(bin);
     }
     ei_x_free(&reply);
     return rc;
 }
 
 /* A binary the node answered with, as a malloc'd string for the caller;
- * NULL with the answer's text in err. */
+ * NULL with why in err. */
 static char *reply_string(ei_x_buff *reply, char *err, size_t errlen)
 {
-    int idx = 0, type, size;
-    char *text = NULL;
-    if (ei_get_type(reply->buff, &idx, &type, &size) == 0 && type == ERL_BINARY_EXT &&
-        (text = malloc((size_t)size + 1)) != NULL) {
-        long got;
-        if (ei_decode_binary(reply->buff, &idx, text, &got) == 0) {
-            text[got] = 0;
-        } else {
-            free(text);
-            text = NULL;
-        }
-    } else {
-        reply_text(reply, err, errlen);
-    }
-    return text;
+    size_t len;
+    return reply_binary(reply, &len, err, errlen);
 }
 
 /* The text the node prints for one view (msgflow_remote's {text, View,
@@ -824,15 +834,10 @@ static void draw(screen *s, const mf_dump *d, const mf_row *rows, size_t n, int 
             s->first = (size_t)s->selected;
         if ((size_t)s->selected >= s->first + fit)
             s->first = (size_t)s->selected - fit + 1;
-        double *peaks = malloc((n ? n : 1) * sizeof(*peaks));
-        for (size_t i = 0; peaks && i < n; i++)
-            peaks[i] = rows[i].peak < 0 ? rows[i].rate : rows[i].peak;
         mf_top_layout lay = {.by = s->by, .width = cols, .first = s->first, .top = fit,
-                             .selected = s->selected, .peaks = peaks,
-                             .ellipsis = ellipsis,
-                             .total = s->by == MF_BY_PROCESS ? d->pair_count : d->group_count};
+                             .selected = s->selected, .peaks = 1, .ellipsis = ellipsis,
+                             .total = mf_given_total(d)};
         mf_print_top(f, d, rows, n, &lay);
-        free(peaks);
     }
     fclose(f);
     fputs("\x1b[H", stdout);
@@ -1145,8 +1150,8 @@ static int plain(conn *c, mf_by by, long interval, long top, int once, int start
         size_t n;
         if (mf_rows_given(&d, &rows, &n) == 0) {
             mf_top_layout lay = {.by = by, .width = width, .first = 0, .top = (size_t)top,
-                                 .selected = -1, .peaks = NULL, .ellipsis = ellipsis,
-                                 .total = by == MF_BY_PROCESS ? d.pair_count : d.group_count};
+                                 .selected = -1, .peaks = 0, .ellipsis = ellipsis,
+                                 .total = mf_given_total(&d)};
             mf_print_top(stdout, &d, rows, n, &lay);
             if (!once)
                 fputc('\n', stdout);
