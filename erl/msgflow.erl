@@ -14,8 +14,7 @@
 %%% 3> msgflow:stop().
 %%% '''
 %%%
-%%% Every view (top, matrix, hotspots, calls, receivers, kinds, process,
-%%% pairs, history, flows, nodes) is one module (msgflow_view lists them)
+%%% Every view is one module, listed once in msgflow_view:registry/0,
 %%% and is asked for through one path, msgflow_query, whether it is
 %%% printed here, returned by view/2, served by the web page or shown by
 %%% msgflow-top.  Each function here hands over in one step; each doc says
@@ -189,14 +188,15 @@ matrix(By, Opts) ->
 %% @doc The value of a view, for programs: Name is one of
 %% msgflow_view:names() (`top', `matrix', `hotspots', `calls',
 %% `receivers', `kinds', `process', `pairs', `history', `flows',
-%% `nodes'), Opts its options (a map or a keyword list).  Each view's
+%% `nodes', `info'), Opts its options (a map or a keyword list).  Each view's
 %% module documents its options and its value's type: msgflow_top_view
 %% (msgflow_rows:view()), msgflow_matrix_view (matrix()), msgflow_hotspots
 %% (a list of finding()), msgflow_calls_view (view()),
 %% msgflow_receivers_view (receivers()), msgflow_kinds_view,
 %% msgflow_process_view (process()), msgflow_pairs_view,
 %% msgflow_history_view, msgflow_flows_view (flows()), msgflow_nodes_view
-%% (a list of msgflow_cluster:node_status()).  A view whose value is a map
+%% (a list of msgflow_cluster:node_status()), msgflow_info_view (info/0's
+%% map, as it stands).  A view whose value is a map
 %% has `missing': the nodes of a cluster that did not answer within
 %% `timeout' ms (1000; 30,000 for every pair: `top' by process with
 %% `limit => all'), with why.  Errors: `{error, {badarg, {view,

@@ -88,7 +88,7 @@ untrace(Who) -> call({untrace, Who}, {error, not_started}).
 %% false}' when the collector is not there): `running'; counts, in
 %% messages (`events' = sum of pairs() + `rolled up' + `overflow';
 %% `dead_letters', `proc_events_dropped' spawn and register events lost past
-%% 1,000,000 between snapshots) and in rows (`pairs', `folded_rows',
+%% 1,000,000 between snapshots) and in rows (`pairs', `rolled_up_rows',
 %% `table_entries', `windows', `shards'); memory in bytes (`memory' of the
 %% NIF's tables, `store_memory' of the ETS tables, `jemalloc_allocated',
 %% `jemalloc_resident'); `allocator', `jemalloc_build', `rotations'; the

@@ -17,7 +17,7 @@
 %%%     not exist (rolled up the same way);</li>
 %%% <li>groups: the same messages by the label ids and nodes of their
 %%%     ends (msgflow_labels:group_end/2), rows of the same shape keyed
-%%%     `{{KindS, NodeS}, {KindR, NodeR}}', added to as each delta is
+%%%     `{{LabelIdS, NodeS}, {LabelIdR, NodeR}}', added to as each delta is
 %%%     merged, so that views by name, module, application or node read
 %%%     one row per pair of label ids instead of every pair; an
 %%%     endpoint's kind is the one it had when its messages were merged;</li>

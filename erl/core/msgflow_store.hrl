@@ -1,12 +1,12 @@
 %% The store's state, shared by msgflow_store (tables, merging, windows)
-%% and msgflow_rollup (folding): no other module sees it.  The collector
+%% and msgflow_rollup (rolling up): no other module sees it.  The collector
 %% process holds it and is the only one to call either module with it.
 -record(store, {
     pairs :: ets:tid(),                     %% rows of live pairs (msgflow_row)
     rolled_up_rows :: ets:tid(),               %% rows of rolled up pairs (msgflow_row)
     dead :: ets:tid(),                      %% {{S, R}, Messages}
     %% the pairs' and rolled-up rows' messages by the labels of their ends:
-    %% rows (msgflow_row) keyed {{KindS, NodeS}, {KindR, NodeR}}, kept as
+    %% rows (msgflow_row) keyed {{LabelIdS, NodeS}, {LabelIdR, NodeR}}, kept as
     %% deltas are merged, that views by name, module, application or node
     %% read instead of every pair
     groups :: ets:tid(),

@@ -7,7 +7,7 @@
 
 %% reductions one merged edge is worth (as msgflow_store counts a delta)
 -define(MERGE_REDUCTIONS, 50).
-%% call edges looked at for folding as a window closes
+%% call edges looked at for rolling up as a window closes
 -define(SLICE, 2000).
 
 %% @doc The sampled calls' round trips since the last take

@@ -36,7 +36,7 @@
 %% A query ready to run: its view's module, its checked options, the
 %% nodes to ask.
 -type prepared() :: #{name := msgflow_view:name(), mod := module(), opts := map(),
-                      nodes := [node()], timeout := pos_integer()}.
+                      nodes := [node()], timeout := non_neg_integer()}.
 
 %% @doc The value of view Name for options Opts (a map or a keyword
 %% list), or `{error, Reason}': `{badarg, {view, Name}, Names}',
@@ -95,7 +95,9 @@ schema(Mod) ->
     case scope(Mod) of
         here -> Own;
         nodes -> Own#{node => {all, atom},
-                      timeout => {?TIMEOUT_MS, {int, 1, ?MAX_TIMEOUT_MS, "ms"}}}
+                      %% auto: as long as the view's value needs (timeout/2)
+                      timeout => {auto, {either, [{one_of, [auto]},
+                                                  {int, 1, ?MAX_TIMEOUT_MS, "ms"}]}}}
     end.
 
 scope(Mod) ->
@@ -127,20 +129,21 @@ prepare(Name, Opts0) ->
                                         {ok, #{name => Name, mod => Mod,
                                                opts => maps:without([node, timeout], O),
                                                nodes => Nodes,
-                                               timeout => timeout(Mod, Opts0, O)}};
+                                               timeout => timeout(Mod, O)}};
                                     {error, _} = E -> E
                                 end
                end]).
 
-%% The ms the other nodes have: `timeout' when given, else as long as
-%% the view says its value needs (wait/1).
-timeout(Mod, Opts0, O) ->
-    case msgflow_opts:to_map(Opts0) of
-        {ok, #{timeout := T}} -> T;
-        _ -> case erlang:function_exported(Mod, wait, 1) andalso Mod:wait(O) of
-                 full -> ?FULL_TIMEOUT_MS;
-                 _ -> ?TIMEOUT_MS
-             end
+%% The ms the other nodes have: `timeout' when given, else (`auto') as
+%% long as the view says its value needs (wait/1); a view built here
+%% waits for no other node.
+timeout(Mod, O) ->
+    case maps:get(timeout, O, 0) of
+        auto -> case erlang:function_exported(Mod, wait, 1) andalso Mod:wait(O) of
+                    full -> ?FULL_TIMEOUT_MS;
+                    _ -> ?TIMEOUT_MS
+                end;
+        T -> T
     end.
 
 maybe_all([First | Steps]) ->
@@ -183,7 +186,7 @@ run_prepared(Prepared) ->
     %% a process of its own); the others' are awaited until the deadline,
     %% or until this node's are done when that is later
     HereParts = [{node(), {ok, local_parts(Qs)}} || {N, Qs} <- Asked, N =:= node()],
-    Deadline = T0 + lists:max([?TIMEOUT_MS | [T || #{timeout := T} <- Ready]]),
+    Deadline = T0 + lists:max([0 | [T || #{timeout := T} <- Ready]]),
     Answers = maps:from_list(HereParts ++ [{N, remote_response(R, Deadline)} || {N, R} <- Remote]),
     finish(Prepared, Answers, T0).
 
@@ -237,10 +240,11 @@ merge(P = #{mod := Mod, opts := Opts, timeout := Timeout}, Got, T0) ->
             Ctx = #{missing => Missing,
                     labels => fun(Pids) -> remote_labels(Pids, [N || {N, _} <- Missing],
                                                           Deadline) end},
-            case Mod:merge(Answered ++ Stand, Opts, Ctx) of
-                {error, _} = E -> E;
-                Value when is_map(Value) -> {ok, P, Value#{missing => Missing}};
-                Value -> {ok, P, Value}
+            %% a value of the nodes (a map) says which did not answer
+            case {Mod:merge(Answered ++ Stand, Opts, Ctx), scope(Mod)} of
+                {{error, _} = E, _} -> E;
+                {Value, nodes} when is_map(Value) -> {ok, P, Value#{missing => Missing}};
+                {Value, _} -> {ok, P, Value}
             end
     end.
 

@@ -39,7 +39,7 @@
 -module(msgflow_hotspots).
 -behaviour(msgflow_view).
 -export([options/0, build/2, merge/3, text/3, json/2]).
--export([find/2, spec/1, slow_calls/2]).
+-export([find/2]).
 
 -export_type([finding/0]).
 
@@ -109,15 +109,10 @@ json(Findings, _Opts) ->
        <<"node">> => atom_to_binary(maps:get(node, F, node()))}
      || F = #{rule := R, label := L, explanation := E} <- Findings].
 
-%% @doc The view the rules read, for options Opts (validated or not):
-%% pairs by process with traffic in the `windows' latest closed windows,
-%% their counts per window, and the dead letters.
--spec spec(map()) -> msgflow_rows:spec().
-spec(Opts) ->
-    N = case Opts of
-            #{windows := W} when is_integer(W), W > 0 -> W;
-            _ -> maps:get(windows, msgflow_opts:defaults(options()))
-        end,
+%% The view the rules read, for checked options: pairs by process with
+%% traffic in the `windows' latest closed windows, their counts per
+%% window, and the dead letters.
+spec(#{windows := N}) ->
     #{by => process, limit => all, windows => N, active => true, dead => true}.
 
 %% @doc Findings in View (built with spec/1), strongest first within each
@@ -351,12 +346,9 @@ dead_letters(#{dead := Dead}, #{dead_min := Min}, Label) ->
              || {S, {Rs, N}} <- maps:to_list(BySender), N >= Min],
     by_desc(fun(#{evidence := #{count := C}}) -> C end, Found).
 
-%% @doc Slow call edges in a calls view (msgflow_calls_view:build/2),
-%% slowest p99 first.  Opts as find/2's (`slow_call_ms', `slow_growth').
--spec slow_calls(msgflow_calls_view:view(), map()) -> [finding()].
-slow_calls(#{entries := Es}, Opts0) ->
-    #{slow_call_ms := Ms, slow_growth := Growth} =
-        maps:merge(msgflow_opts:defaults(options()), Opts0),
+%% Slow call edges in a calls view (msgflow_calls_view:build/2), slowest
+%% p99 first, for checked options (`slow_call_ms', `slow_growth').
+slow_calls(#{entries := Es}, #{slow_call_ms := Ms, slow_growth := Growth}) ->
     Found = [#{rule => slow_calls, subject => {C, S, Kind, Tag}, label => Label,
                evidence => #{p99_us => P99, p50_us => P50, calls => Calls, sampled => Sampled,
                              p99_last_us => Last, p99_prev_us => Prev},

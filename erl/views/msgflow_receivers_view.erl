@@ -37,20 +37,18 @@ options() ->
 %% @doc This node's busiest receivers: every pair and rolled-up row read
 %% once, summed by receiver.
 -spec build(msgflow_store:store(), map()) -> receivers().
-build(Store = #{pairs := T, rolled_up := F, labels := Tables, closed := Closed, windows := Ws,
-                sample := Sample}, #{limit := Limit, sort := Sort}) ->
+build(Store = #{pairs := T, rolled_up := F, labels := Tables}, #{limit := Limit, sort := Sort}) ->
     Canon = msgflow_rows_groups:key_fun(process, Tables),
+    #{last := Window, window_ms := WinMs, scale := Scale} = msgflow_rows:rate_window(Store),
     Add = fun(Row, Acc) ->
                   {_, R0} = msgflow_row:key(Row),
                   R = Canon(R0),
-                  [_, Last] = msgflow_row:last_two(max(1, Closed), Row),
+                  [_, Last] = msgflow_row:last_two(Window, Row),
                   {M, W, N} = maps:get(R, Acc, {0, 0, 0}),
                   Acc#{R => {M + msgflow_row:total(Row), W + Last, N + 1}}
           end,
     Match = msgflow_row:select_spec(#{}, [], false),
     Sums = msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})),
-    WinMs = case Ws of [] -> 0; _ -> maps:get(window_ms, lists:last(Ws)) end,
-    Scale = case Sample of {Tr, P} -> P / Tr; off -> 1 end,
     All = [#{receiver => R, messages => M, window_messages => W, senders => N,
              rate => msgflow_row:per_s(W, WinMs, Scale)} || {R, {M, W, N}} <- maps:to_list(Sums)],
     Chosen = lists:sublist(sorted(All, Sort), Limit),

@@ -20,7 +20,8 @@
 %%% the other groupings read every pair.
 -module(msgflow_rows).
 
--export([build/2, groupings/0, sorts/0, max_rows/0, display/2, text/2, key_text/1, json_head/1, kinds_json/1]).
+-export([build/2, groupings/0, sorts/0, max_rows/0, display/2, text/2, key_text/1, json_head/1, kinds_json/1,
+         rate_window/1]).
 -export_type([view/0, spec/0, row/0, key/0, grouping/0, sort/0, endpoint_info/0]).
 
 -type grouping() :: process | name | module | application | node | kind.
@@ -93,7 +94,8 @@
                   pair => {key(), key()}, endpoint => key(), with_kinds => boolean(),
                   kind => msgflow_tracer:kind() | {msgflow_tracer:kind(), atom()},
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
-                  heatmap => pos_integer(), labelled => non_neg_integer() | all}.
+                  heatmap => pos_integer(), labelled => non_neg_integer() | all,
+                  filter => binary() | string()}.
 
 %% @doc The most rows a view may ask for: more than any node holds
 %% pairs, less than what ETS limits take.
@@ -245,12 +247,21 @@ only_kind(Rows, Want) ->
             Sel <- [lists:filter(Match, Ks)],
             (N = lists:sum([X || {_, _, X} <- Sel])) > 0].
 
-%% Everything a row needs that is the same for all rows.
-context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval := I}, K) ->
+%% @doc The window a rate is read in, for every view: the last closed
+%% one, or before any closed the open one (`window_ms' its ms so far);
+%% `scale' what sampling leaves out (1 when off).
+-spec rate_window(msgflow_store:store()) ->
+          #{last := non_neg_integer(), window_ms := non_neg_integer(), scale := number()}.
+rate_window(Store = #{closed := Closed, windows := Ws, sample := Sample}) ->
     {Last, WinMs} = case Ws of
                         [] -> {Closed + 1, maps:get(open_ms, Store)};   %% the open window
                         _ -> {Closed, maps:get(window_ms, lists:last(Ws))}
                     end,
+    #{last => Last, window_ms => WinMs, scale => case Sample of {T, P} -> P / T; off -> 1 end}.
+
+%% Everything a row needs that is the same for all rows.
+context(Store = #{closed := Closed, windows := Ws, interval := I}, K) ->
+    #{last := Last, window_ms := WinMs, scale := Scale} = rate_window(Store),
     PrevMs = case lists:reverse(Ws) of
                  [_, #{window_ms := P} | _] -> P;
                  _ -> undefined
@@ -260,7 +271,6 @@ context(Store = #{closed := Closed, windows := Ws, sample := Sample, interval :=
                 #{stopped_at := undefined, taken_at := Now, started_at := S} -> Now - S;
                 #{stopped_at := Stop, started_at := S} -> Stop - S
             end,
-    Scale = case Sample of {T, P2} -> P2 / T; off -> 1 end,
     %% rows carry the counts of windows First..Last: at least the last
     %% two (rate and trend), the last K when asked
     First = min(Last - 1, Last - K + 1),

@@ -4,7 +4,7 @@
 %%% them.  Pure but for the labels it asks for through the query's
 %%% context; any process.
 -module(msgflow_rows_merge).
--export([merge/3, relabel/2]).
+-export([merge/3]).
 
 %% @doc The rows of the nodes that answered (this node's first) as one
 %% (merge/2), remote processes labelled by their own nodes (the query's
@@ -127,7 +127,7 @@ add_rows(A, B) ->
                          V
                  end, A).
 
-%% @doc The view with the labels of some endpoints replaced: Labels maps an
+%% The view with the labels of some endpoints replaced: Labels maps an
 %% endpoint to the label its own node gave it (a remote process is named
 %% by its node, not by the one that sent to it).  Display texts are made
 %% again for the keys that changed.

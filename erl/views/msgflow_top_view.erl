@@ -21,7 +21,7 @@
 -module(msgflow_top_view).
 -behaviour(msgflow_view).
 
--export([options/0, build/2, merge/3, wait/1, fallback/2, text/3, json/2, spec/1]).
+-export([options/0, build/2, merge/3, wait/1, fallback/2, text/3, json/2]).
 
 %% @doc The options, their defaults and rules.
 -spec options() -> msgflow_opts:schema().
@@ -38,7 +38,7 @@ options() ->
 wait(#{by := process, limit := all}) -> full;
 wait(_) -> interactive.
 
-%% @doc The rows spec of checked options (msgflow_rows:build/2).
+%% The rows spec of checked options (msgflow_rows:build/2).
 -spec spec(map()) -> msgflow_rows:spec().
 spec(Opts = #{limit := Limit, by := By, sort := Sort, windows := K}) ->
     Spec = #{by => By, sort => Sort, limit => Limit, windows => K},

@@ -102,7 +102,8 @@ registry() ->
      {pairs, msgflow_pairs_view},
      {history, msgflow_history_view},
      {flows, msgflow_flows_view},
-     {nodes, msgflow_nodes_view}].
+     {nodes, msgflow_nodes_view},
+     {info, msgflow_info_view}].
 
 %% @doc The names of the views.
 -spec names() -> [name()].
