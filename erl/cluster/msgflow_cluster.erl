@@ -37,8 +37,8 @@
 -behaviour(gen_server).
 -compile({no_auto_import, [nodes/0]}).  %% nodes/0 is ours: each node and its status
 
--export([start/1, start_on/2, stop/0, reset/0, forget/0, members/0, nodes/0, last_top/1,
-         refresh/0, call_all/3, call_all/4]).
+-export([start/1, start_on/2, stop/0, reset/0, members/0, nodes/0, last_top/1,
+         refresh/0, call_all/4]).
 %% what a node runs for its coordinator (over erpc, in a process of its own)
 -export([report/1, member_start/3]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
@@ -78,8 +78,10 @@
     %% the start/1 waiting for its nodes to be started, those left, and
     %% why those that could not be were not
     starting :: {gen_server:from(), [node()], [{node(), term()}]} | undefined,
-    %% refresh/0 and stop/0 callers waiting for every node's answer
+    %% refresh/0 and stop/0 callers waiting for every node's answer, and
+    %% the deadline's timer of the latest ask of all
     waiting = [] :: [gen_server:from()],
+    asked_all :: reference() | undefined,
     tick :: reference() | undefined
 }).
 
@@ -185,9 +187,10 @@ start_on(Node, Opts) ->
 
 %% @doc Stops counting on every node, this one last.  The coordinator
 %% stays, with each node's final figures, so that the views still cover
-%% them until the next start (or forget/0).  `ok' also when no cluster
-%% runs.
--spec stop() -> ok.
+%% them until the next start.  `ok' also when no cluster runs; `{error,
+%% {timeout, msgflow_collector}}' when this node's collector did not
+%% answer.
+-spec stop() -> ok | {error, {timeout, msgflow_collector}}.
 stop() ->
     _ = msgflow_call:call(?SERVER, stop, ok, ?START_TIMEOUT + 5000),
     msgflow_collector:stop().
@@ -195,14 +198,15 @@ stop() ->
 %% @doc Forgets the counts (tracing, if on, goes on) on this node and on
 %% every node of the cluster this node's coordinator started (a node
 %% counting for another coordinator, or for itself, keeps its counts).
--spec reset() -> ok.
+%% `{error, {timeout, msgflow_collector}}' when this node's collector did
+%% not answer.
+-spec reset() -> ok | {error, {timeout, msgflow_collector}}.
 reset() ->
     Coordinator = whereis(?SERVER),
     _ = call_all(members(), msgflow_collector, reset_for, [Coordinator]),
     msgflow_collector:reset().
 
-%% @doc Forgets the cluster (a run on this node only starts).
--spec forget() -> ok.
+%% Forgets the cluster (a run on this node only starts).
 forget() ->
     _ = whereis(msgflow_sup) =/= undefined andalso
         supervisor:terminate_child(msgflow_sup, ?SERVER) =:= ok,
@@ -214,7 +218,8 @@ forget() ->
 members() ->
     [N || {N, _} <- read(member)].
 
-%% @doc Each node's status, this one first.  Read without a call.
+%% @doc Each node's status, this one first: the others' read without a
+%% call to the coordinator, this one's figures asked of its collector.
 -spec nodes() -> [node_status()].
 nodes() ->
     [local_status() | [S || {_, S} <- lists:keysort(1, read(member))]].
@@ -252,11 +257,6 @@ call_all(Nodes, M, F, Args) ->
              error:{erpc, Why} -> {error, Why};
              C:Why -> {error, {C, Why}}
          end} || {N, R} <- Reqs].
-
-%% @doc call_all/4 of msgflow_flow: what flows ask of every node.
--spec call_all([node()], atom(), list()) -> [{node(), {ok, term()} | {error, term()}}].
-call_all(Nodes, F, Args) ->
-    call_all(Nodes, msgflow_flow, F, Args).
 
 %% What the coordinator's table holds of Key, or [] when there is no
 %% coordinator.
@@ -363,7 +363,7 @@ handle_call(start_members, From, St = #st{opts = Opts, nodes = Nodes}) ->
         _ -> {noreply, St1#st{starting = {From, Targets, []}}}
     end;
 handle_call(refresh, From, St) ->
-    ask_all(St#st{waiting = [From | St#st.waiting]});
+    {noreply, ask_all(St#st{waiting = [From | St#st.waiting]})};
 handle_call(stop, From, St = #st{members = Ms}) ->
     %% stopped by a process of their own; their final figures asked after
     Self = self(),
@@ -387,12 +387,11 @@ handle_info(tick, St) ->
     {noreply, St#st{tick = undefined}};
 handle_info(stopped, St) ->
     %% the nodes stopped: their final figures
-    {noreply, St1} = ask_all(St),
-    {noreply, St1};
-handle_info({asked_all, Ref}, St = #st{waiting = W}) when is_reference(Ref) ->
+    {noreply, ask_all(St)};
+handle_info({asked_all, Ref}, St = #st{waiting = W, asked_all = Ref}) ->
     %% the deadline of refresh/0 or stop/0: answered with what came
     [gen_server:reply(From, ok) || From <- W],
-    {noreply, St#st{waiting = []}};
+    {noreply, St#st{waiting = [], asked_all = undefined}};
 handle_info({started, N, Result}, St = #st{members = Ms}) ->
     M = (maps:get(N, Ms, #member{}))#member{request = undefined},
     M1 = case Result of
@@ -423,7 +422,7 @@ handle_info(Msg, St = #st{members = Ms}) ->
                     {ok, #{top := Top = #{}}} -> ets:insert(?TABLE, {{top, N}, Top});
                     _ -> true
                 end,
-            {noreply, answered_one(N, answered(M, Result), St)};
+            {noreply, reply_if_answered(put_member(N, answered(M, Result), St))};
         [] -> {noreply, St}
     end.
 
@@ -442,16 +441,15 @@ answered(M, {ok, R}) ->
 answered(M, {error, Why}) ->
     M#member{status = stale, reason = Why, request = undefined}.
 
-answered_one(N, M, St) ->
-    St1 = put_member(N, M, St),
-    case St1#st.waiting =/= [] andalso
-        lists:all(fun(#member{request = Req}) -> Req =:= undefined end,
-                  maps:values(St1#st.members)) of
+%% refresh/0 and stop/0 callers answered once every node has.
+reply_if_answered(St = #st{members = Ms, waiting = W}) ->
+    case W =/= [] andalso lists:all(fun(#member{request = R}) -> R =:= undefined end,
+                                    maps:values(Ms)) of
         true ->
-            [gen_server:reply(From, ok) || From <- St1#st.waiting],
-            St1#st{waiting = []};
+            [gen_server:reply(From, ok) || From <- W],
+            St#st{waiting = []};
         false ->
-            St1
+            St
     end.
 
 %% @private
@@ -487,8 +485,9 @@ started(N, Result, St = #st{starting = {From, Left, Failed0}, opts = Opts, membe
         [] ->
             case {Failed, maps:get(on_node_error, Opts)} of
                 {[_ | _], abort} ->
+                    %% those started stop, by a process of their own
                     Up = [X || {X, #member{status = up}} <- maps:to_list(Ms)],
-                    _ = call_all(Up, msgflow, stop, []),
+                    _ = spawn_link(fun() -> call_all(Up, msgflow, stop, []) end),
                     gen_server:reply(From, {error, {nodes, lists:sort(Failed)}}),
                     St#st{starting = undefined, running = false};
                 _ ->
@@ -509,18 +508,9 @@ schedule(St) ->
 %% Every node asked now (figures and busiest pairs); refresh/0 and stop/0
 %% are answered once all have answered, or after 5 s.
 ask_all(St) ->
-    St1 = ask(St, true),
-    _ = erlang:send_after(?CALL_TIMEOUT, self(), {asked_all, make_ref()}),
-    answered_one_check(St1).
-
-answered_one_check(St = #st{members = Ms, waiting = W}) ->
-    case lists:all(fun(#member{request = R}) -> R =:= undefined end, maps:values(Ms)) of
-        true ->
-            [gen_server:reply(From, ok) || From <- W],
-            {noreply, St#st{waiting = []}};
-        false ->
-            {noreply, St}
-    end.
+    Ref = make_ref(),
+    _ = erlang:send_after(?CALL_TIMEOUT, self(), {asked_all, Ref}),
+    reply_if_answered(ask(St#st{asked_all = Ref}, true)).
 
 %% One ask outstanding per node: one not answered within two intervals
 %% makes its node stale until it answers.  Now: every node is asked for

@@ -46,16 +46,13 @@
 %%% trips (msgflow_calls_view), quantiles in ns.  Readers take the fields
 %%% they know and leave the others: a later version adds fields.
 -module(msgflow_dump).
--export([of_top/3, version/0]).
+-export([of_top/3]).
 -export_type([dump/0]).
 
 -define(VERSION, 6).
 
 -type dump() :: #{format := msgflow_dump, version := pos_integer(), atom() => term()}.
 
-%% @doc The version written.
--spec version() -> pos_integer().
-version() -> ?VERSION.
 
 %% @doc The dump of a `top' view's rows, with the call edges (a calls view
 %% of the same grouping, or none) and the nodes' statuses

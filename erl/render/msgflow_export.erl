@@ -96,30 +96,32 @@ report(Path, html, #{node := Node}, Given) ->
 report(Path, Format, Opts = #{by := By, sort := Sort, node := Node}, _Given) ->
     Scope = #{node => Node},
     Top = Scope#{by => By, sort => Sort, limit => maps:get(limit, Opts, all)},
+    %% the call edges of the rows' grouping (round trips by kind have none:
+    %% the JSON gives them by process)
     Calls = Scope#{by => case By of kind -> process; _ -> By end},
     Queries = case Format of
+                  csv when By =:= kind -> [{top, Top}];
                   csv -> [{top, Top}, {calls, Calls}];
                   json -> [{top, Top}, {calls, Calls}];
                   dot -> [{top, Top#{limit => maps:get(limit, Opts, 200)}}];
                   svg -> [{matrix, Scope#{by => By, limit => maps:get(limit, Opts, 30)}}];
-                  etf -> [{top, Scope#{by => process, limit => all}},
-                          {calls, Scope#{by => process}}, {nodes, #{}}]
+                  etf -> dump_queries(Scope)
               end,
     case msgflow_query:run_all(Queries) of
         [{error, _} = E | _] -> E;
-        Values -> msgflow_file:write(Path, render(Format, Values, By))
+        Values -> msgflow_file:write(Path, render(Format, Values))
     end.
 
-render(csv, [Top, Calls], By) -> msgflow_report:csv(Top, calls(Calls, By));
-render(json, [Top, Calls], _) -> msgflow_report:json(Top, calls(Calls, any));
-render(dot, [Top], _) -> msgflow_report:dot(Top, length(maps:get(rows, Top)));
-render(svg, [Matrix], _) -> msgflow_report:heatmap(Matrix);
-render(etf, [Top, Calls, Nodes], _) -> term_to_binary(msgflow_dump:of_top(Top, calls(Calls, any),
-                                                                          statuses(Nodes))).
+render(csv, [Top]) -> msgflow_report:csv(Top, none);
+render(csv, [Top, Calls]) -> msgflow_report:csv(Top, calls(Calls));
+render(json, [Top, Calls]) -> msgflow_report:json(Top, calls(Calls));
+render(dot, [Top]) -> msgflow_report:dot(Top, length(maps:get(rows, Top)));
+render(svg, [Matrix]) -> msgflow_report:heatmap(Matrix);
+render(etf, Values) -> dump_of(Values).
 
-%% The calls view when there is one (round trips by kind have no edges).
-calls(#{entries := _} = V, By) when By =/= kind -> V;
-calls(_, _) -> none.
+%% The calls view when there is one.
+calls(#{entries := _} = V) -> V;
+calls(_) -> none.
 
 %% The nodes' statuses for the dump: every node's across a cluster, none
 %% (this node alone) else.
@@ -134,9 +136,15 @@ dump() ->
     msgflow_view:run(none, fun dump_here/0).
 
 dump_here() ->
-    case msgflow_query:run_all([{top, #{by => process, limit => all}}, {calls, #{by => process}},
-                                {nodes, #{}}]) of
+    case msgflow_query:run_all(dump_queries(#{})) of
         [{error, _} = E | _] -> E;
-        [Top, Calls, Nodes] -> term_to_binary(msgflow_dump:of_top(Top, calls(Calls, any),
-                                                                  statuses(Nodes)))
+        Values -> dump_of(Values)
     end.
+
+%% What the dump is made of (Scope: a `node', or every node), and the
+%% dump made of it.
+dump_queries(Scope) ->
+    [{top, Scope#{by => process, limit => all}}, {calls, Scope#{by => process}}, {nodes, #{}}].
+
+dump_of([Top, Calls, Nodes]) ->
+    term_to_binary(msgflow_dump:of_top(Top, calls(Calls), statuses(Nodes))).

@@ -128,10 +128,7 @@ json_doc(View = #{rows := Rows}) ->
                           #{<<"sender">> => SE, <<"receiver">> => RE,
                             <<"sender_label">> => SL, <<"receiver_label">> => RL,
                             <<"messages">> => C, <<"msg_per_s">> => float(Rate),
-                            <<"kinds">> => [#{<<"kind">> => atom_to_binary(K),
-                                              <<"tag">> => atom_to_binary(T),
-                                              <<"messages">> => N}
-                                            || {K, T, N} <- maps:get(kinds, Row, [])]}
+                            <<"kinds">> => msgflow_rows:kinds_json(maps:get(kinds, Row, []))}
                       end || Row = #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]}.
 
 %% @doc JSON text of a term made of maps with binary keys, lists, binaries,

@@ -4,7 +4,7 @@
 %%% help/0 is msgflow:help/0's text.  Computes nothing of its own: the
 %%% shell prints what a view returns.
 -module(msgflow_shell).
--export([print/2, top/2, matrix/2, live_top/3, help/0]).
+-export([print/2, top/2, matrix/2, help/0]).
 
 %% @doc Prints view Name (any of msgflow_view:names()) in the terminal's
 %% width and height and returns `ok', or the error msgflow_query:run/2
@@ -58,7 +58,7 @@ matrix(By, Opts0) ->
         {ok, error} -> {error, {badopt, Opts0, [<<"a map">>, <<"a keyword list">>]}}
     end.
 
-%% @doc The `top' view (options Top) redrawn every Refresh ms until Until
+%% The `top' view (options Top) redrawn every Refresh ms until Until
 %% (monotonic ms), until a line is entered on the caller's terminal (`q'
 %% + Enter, or Enter), or until the collector is gone.  Each redraw goes
 %% back over the last table only (cursor up, erase below), never over
@@ -91,7 +91,8 @@ live_top(Top, Refresh, Until, Reader, Drawn) ->
                    end,
             io:put_chars([Back, Text]),
             Lines = length(string:split(unicode:characters_to_binary(Text), "\n", all)) - 1,
-            case Left > 0 andalso whereis(msgflow_collector) =/= undefined of
+            %% the collector gone: the next query says so, and it ends
+            case Left > 0 of
                 true ->
                     receive
                         %% a line typed; eof or an error (no terminal) is no key

@@ -10,7 +10,7 @@
 %%% Every label goes to the page as a JSON string, and the page sets
 %%% text, never markup, from it (priv/www/msgflow.js).
 -module(msgflow_web_page).
--export([state/3, page/2, vendor/0, www_dir/0, file/1]).
+-export([state/3, page/2, www_dir/0, file/1]).
 
 %% edges the graph draws (the busiest; the rest summed in the state)
 -define(GRAPH_EDGES, 80).
@@ -45,30 +45,27 @@ state(By, Node, Static) ->
                 process -> Pairs;
                 _ -> Scope#{by => By, limit => all, windows => ?WINDOWS}
             end,
-    Queries = [{top, Graph}, {top, Pairs}, {top, Scope#{by => node, limit => all}}, {nodes, #{}},
-               {flows, #{}}, {calls, Scope#{by => case By of kind -> process; _ -> By end}}]
-        ++ [{hotspots, Scope} || Static],
-    case msgflow_query:run_all(Queries) of
+    %% each named, asked at once (round trips by kind have no edges)
+    Named = [{graph, {top, Graph}}, {pairs, {top, Pairs}},
+             {by_node, {top, Scope#{by => node, limit => all}}}, {statuses, {nodes, #{}}},
+             {flows, {flows, #{}}}, {info, {info, #{}}}]
+        ++ [{calls, {calls, Scope#{by => By}}} || By =/= kind]
+        ++ [{hotspots, {hotspots, Scope}} || Static],
+    case msgflow_query:run_all([Q || {_, Q} <- Named]) of
         [{error, _} = E | _] ->
             E;
-        [G, P, ByNode, Statuses, Flows, Calls | Hot] ->
-            Cluster = length(Statuses) > 1,
-            page_state(G, P, #{hotspots => case Hot of [H] when is_list(H) -> H; _ -> [] end,
-                          calls => case {By, Calls} of
-                                       {kind, _} -> none;
-                                       {_, #{entries := _}} -> Calls;
-                                       _ -> none
-                                   end,
-                          flows => Flows, node_status => Statuses,
-                          nodes => case Cluster andalso By =/= node of
-                                       true -> ByNode;
-                                       false -> undefined
-                                   end,
-                          info => case msgflow_collector:info_as_is() of
-                                      #{} = I -> I;
-                                      _ -> #{}
-                                  end,
-                          static => Static})
+        Values ->
+            V = maps:from_list(lists:zip([K || {K, _} <- Named], Values)),
+            #{graph := G, pairs := P, statuses := Statuses} = V,
+            page_state(G, P, #{hotspots => case V of #{hotspots := H} when is_list(H) -> H; _ -> [] end,
+                               calls => case V of #{calls := C = #{entries := _}} -> C; _ -> none end,
+                               flows => maps:get(flows, V), node_status => Statuses,
+                               nodes => case length(Statuses) > 1 andalso By =/= node of
+                                            true -> maps:get(by_node, V);
+                                            false -> undefined
+                                        end,
+                               info => case V of #{info := I = #{}} -> I; _ -> #{} end,
+                               static => Static})
     end.
 
 page_state(G = #{by := By}, P, Extra) ->
@@ -81,9 +78,7 @@ page_state(G = #{by := By}, P, Extra) ->
       <<"estimated">> => maps:get(estimated, G),
       <<"by">> => atom_to_binary(By),
       %% the nodes that did not answer in time (a cluster's)
-      <<"missing">> => [#{<<"node">> => atom_to_binary(N),
-                          <<"reason">> => iolist_to_binary(io_lib:format("~0tp", [Why]))}
-                        || {N, Why} <- maps:get(missing, G, [])],
+      <<"missing">> => maps:get(<<"missing">>, msgflow_rows:json_head(G)),
       <<"groupings">> => [atom_to_binary(B) || B <- msgflow_rows:groupings()],
       <<"windows">> => [#{<<"n">> => N, <<"at">> => At, <<"ms">> => Ms}
                         || #{n := N, at := At, window_ms := Ms} <- last(?WINDOWS, maps:get(windows, G))],
@@ -137,12 +132,8 @@ edge(Row = #{sender := S, receiver := R, count := C}) ->
                         [{K, T, _} | _] -> msgflow_fmt:kind(K, T);
                         [] -> <<"-">>
                     end,
-      <<"kinds">> => kinds(Kinds),
+      <<"kinds">> => msgflow_rows:kinds_json(Kinds),
       <<"windows">> => last(?WINDOWS, maps:get(windows, Row, []))}.
-
-kinds(Kinds) ->
-    [#{<<"kind">> => atom_to_binary(K), <<"tag">> => msgflow_fmt:name(T), <<"messages">> => N}
-     || {K, T, N} <- Kinds].
 
 %% A group key as the page names it: its text (unique in a view).
 id(K) when is_binary(K) -> K;
@@ -189,7 +180,7 @@ pairs(V = #{rows := Rows, endpoints := Ends}, By) ->
        <<"sender_group">> => Group(S), <<"receiver_group">> => Group(R),
        <<"count">> => C, <<"rate">> => float(maps:get(rate, Row)),
        <<"peak">> => float(maps:get(peak_rate, Row)),
-       <<"kinds">> => kinds(maps:get(kinds, Row, [])),
+       <<"kinds">> => msgflow_rows:kinds_json(maps:get(kinds, Row, [])),
        <<"windows">> => last(?WINDOWS, maps:get(windows, Row, []))}
      || Row = #{sender := S, receiver := R, count := C} <- Rows].
 
@@ -310,6 +301,3 @@ www_dir() ->
         Priv -> filename:join(Priv, "www")
     end.
 
-%% @doc The library files the page loads, in order.
--spec vendor() -> [string()].
-vendor() -> ?VENDOR.

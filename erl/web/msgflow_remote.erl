@@ -12,8 +12,9 @@
 %%% node's) and Ref any term; the answer is `{msgflow_reply, Ref, Reply}'.
 %%% Calls:
 %%% <ul>
-%%% <li>`{start, Opts}', `stop', `info': msgflow's start/1, stop/0 and
-%%%     info/0;</li>
+%%% <li>`{start, Opts}', `stop': msgflow's start/1 and stop/0;</li>
+%%% <li>`info': msgflow's own figures as they stand (the `info' view,
+%%%     msgflow_info_view);</li>
 %%% <li>`{rows, Opts}': the rows the screen shows, the `top' view with
 %%%     Opts (`by', `sort', `limit', `filter'), grouped, sorted, filtered
 %%%     and limited here, as an ETF dump (msgflow_dump, a binary);</li>
@@ -53,7 +54,7 @@ loop() ->
 
 call({start, Opts}) -> msgflow_cluster:start(Opts);
 call(stop) -> msgflow_cluster:stop();
-call(info) -> msgflow_collector:info();
+call(info) -> msgflow_query:run(info, #{});
 call(dump) -> msgflow_export:dump();
 call(views) -> msgflow_query:ready();
 call({rows, Opts}) ->

@@ -3,11 +3,14 @@
 %%% JSON at `/api/state?by=Grouping', and `/metrics' for Prometheus
 %%% (msgflow_prom).  Requests are answered by msgflow_web_httpd in
 %%% httpd's request processes; what they serve comes from this process,
-%%% which asks its Source for each document at most once per `refresh'
-%%% ms, or per ten times what the last one took when that is longer, and
-%%% hands the same bytes to every browser that asks meanwhile: the node
-%%% computes one state per interval, however many pages are open, and
-%%% spends at most about a tenth of a scheduler on it.
+%%% which has its Source asked for each document at most once per
+%%% `refresh' ms, or per ten times what the last one took when that is
+%%% longer, and hands the same bytes to every browser that asks meanwhile:
+%%% the node computes one state per interval, however many pages are open,
+%%% and spends at most about a tenth of a scheduler on it.  A document is
+%%% computed by a process of its own (untraced before it starts), so that
+%%% a slow one (every pair, a cluster waiting for a node) never holds the
+%%% others.
 %%%
 %%% Source is a fun msgflow_web_source:source/1 makes: `Source(Request)'
 %%% returns `{ok, iodata()}' or `{error, Reason}' for each request().  The server is read-only: nothing it serves
@@ -55,12 +58,15 @@ start(Opts, Source) ->
             {error, {already_started, Url}}
     end.
 
-%% @doc Stops the server: `ok', or `{error, not_started}'.
+%% @doc Stops the server: `ok', or `{error, not_started}' (also when
+%% msgflow's application is not running).
 -spec stop() -> ok | {error, not_started}.
 stop() ->
-    case supervisor:terminate_child(msgflow_sup, ?MODULE) of
+    try supervisor:terminate_child(msgflow_sup, ?MODULE) of
         ok -> _ = supervisor:delete_child(msgflow_sup, ?MODULE), ok;
         {error, not_found} -> {error, not_started}
+    catch
+        exit:{noproc, _} -> {error, not_started}
     end.
 
 %% @doc The page's address, `"http://127.0.0.1:7780/"', or undefined
@@ -111,7 +117,7 @@ init({Opts = #{port := Port, ip := Ip}, Source}) ->
                     _ = [msgflow_collector:untrace(P) || P <- Own],
                     Url = lists:flatten(io_lib:format("http://~s:~b/", [host(Ip), Real])),
                     persistent_term:put({?MODULE, url}, Url),
-                    {ok, #{httpd => Httpd, source => Source, cache => #{},
+                    {ok, #{httpd => Httpd, source => Source, cache => #{}, pending => #{},
                            refresh => maps:get(refresh, Opts, ?REFRESH_MS)}};
                 {error, Reason} ->
                     {stop, {listen_error(Reason), {port, Port}}}
@@ -156,30 +162,41 @@ host(Ip) when tuple_size(Ip) =:= 8 -> "[" ++ inet:ntoa(Ip) ++ "]";
 host(Ip) -> inet:ntoa(Ip).
 
 %% @private
--spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()}.
-handle_call({get, Request}, _From, S = #{cache := Cache, refresh := Refresh, source := Source}) ->
+-spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()} | {noreply, map()}.
+handle_call({get, Request}, From, S = #{cache := Cache, pending := Pending, refresh := Refresh,
+                                         source := Source}) ->
     Now = erlang:monotonic_time(millisecond),
-    Fresh = case Cache of
-                #{Request := {At, Cost, D}} when Now - At < Refresh; Now - At < ?COST_SHARE * Cost -> D;
-                _ -> stale
-            end,
-    case Fresh of
-        stale ->
-            Doc = try Source(Request) of
-                      {ok, Data} -> {ok, iolist_to_binary(Data)};
-                      {error, _} = E -> E
-                  catch
-                      C:R -> {error, {C, R}}
-                  end,
-            Done = erlang:monotonic_time(millisecond),
-            %% a grouping nobody asked for within a minute is forgotten
-            Kept = maps:filter(fun(_, {At, _, _}) -> Now - At < 60000 end, Cache),
-            {reply, Doc, S#{cache := Kept#{Request => {Done, Done - Now, Doc}}}};
-        Doc ->
-            {reply, Doc, S}
+    case {Cache, Pending} of
+        {#{Request := {At, Cost, Doc}}, _} when Now - At < Refresh; Now - At < ?COST_SHARE * Cost ->
+            {reply, Doc, S};
+        {_, #{Request := Waiting}} ->
+            {noreply, S#{pending := Pending#{Request := [From | Waiting]}}};
+        _ ->
+            compute(Source, Request, Now),
+            {noreply, S#{pending := Pending#{Request => [From]}}}
     end;
 handle_call(_, _From, S) ->
     {reply, {error, unknown_call}, S}.
+
+%% Request's document computed by a process of its own, which says
+%% `{computed, Request, Began, Doc}' (linked: it ends with the server).
+%% It is left out of the counts before it asks anything (this process is
+%% msgflow's own; the collector untraces it in either trace mode).
+compute(Source, Request, Began) ->
+    Self = self(),
+    Pid = spawn_link(fun() ->
+                             receive go -> ok end,
+                             Doc = try Source(Request) of
+                                       {ok, Data} -> {ok, iolist_to_binary(Data)};
+                                       {error, _} = E -> E
+                                   catch
+                                       C:R -> {error, {C, R}}
+                                   end,
+                             Self ! {computed, Request, Began, Doc}
+                     end),
+    _ = msgflow_collector:untrace(Pid),
+    Pid ! go,
+    ok.
 
 %% @private
 -spec handle_cast(term(), map()) -> {noreply, map()}.
@@ -189,6 +206,13 @@ handle_cast(_, S) -> {noreply, S}.
 -spec handle_info(term(), map()) -> {noreply, map()} | {stop, term(), map()}.
 handle_info({'EXIT', Httpd, Reason}, S = #{httpd := Httpd}) ->
     {stop, {httpd, Reason}, S};
+handle_info({computed, Request, Began, Doc}, S = #{cache := Cache, pending := Pending}) ->
+    Done = erlang:monotonic_time(millisecond),
+    [gen_server:reply(From, Doc) || From <- maps:get(Request, Pending, [])],
+    %% a document nobody asked for within a minute is forgotten
+    Kept = maps:filter(fun(_, {At, _, _}) -> Done - At < 60000 end, Cache),
+    {noreply, S#{cache := Kept#{Request => {Done, Done - Began, Doc}},
+                 pending := maps:remove(Request, Pending)}};
 handle_info(_, S) ->
     {noreply, S}.
 

@@ -79,15 +79,15 @@ json(Name, Opts) ->
 %% views asked for (msgflow_view:with_metrics/0 says which give some).
 metrics(Edges, Views) ->
     Extra = [V || V = {N, _} <- msgflow_view:with_metrics(), lists:member(N, Views)],
-    case msgflow_query:run_all([{top, #{by => name, limit => all}}, {calls, #{by => name}}
-                                | [{N, #{}} || {N, _} <- Extra]]) of
+    case msgflow_query:run_all([{top, #{by => name, limit => all}}, {calls, #{by => name}},
+                                {info, #{}} | [{N, #{}} || {N, _} <- Extra]]) of
         [{error, _} = E | _] ->
             E;
-        [Top, Calls | Values] ->
+        [Top, Calls, Info0 | Values] ->
             Families = lists:append([Mod:metrics(V) || {{_, Mod}, V} <- lists:zip(Extra, Values),
                                                        not is_tuple(V) orelse element(1, V) =/= error]),
-            Info = case msgflow_collector:info_as_is() of
-                       #{} = I -> I;
+            Info = case Info0 of
+                       #{} -> Info0;
                        _ -> #{}
                    end,
             {ok, msgflow_prom:metrics(Top, case Calls of #{entries := _} -> Calls; _ -> none end,
