@@ -47,8 +47,7 @@ init_per_testcase(_Case, Config) ->
 
 %% Whatever a case did, msgflow leaves nothing behind.
 end_per_testcase(_Case, _Config) ->
-    ok = msgflow:stop(),
-    ok = msgflow:unfollow(),
+    ok = msgflow_test_lib:clean(),
     ?assertEqual([], msgflow_test_lib:flagged()),
     ?assertEqual(false, seq_trace:get_system_tracer()),
     ok.

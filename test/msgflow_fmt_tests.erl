@@ -19,9 +19,20 @@ cell_test_() ->
      ?_assertEqual("   42", msgflow_fmt:rcell("42", 5)),
      ?_assertEqual("123456", msgflow_fmt:rcell("123456", 5))].
 
+%% Every endpoint as the views, the dump's `text' and the C tools write it
+%% (the dump's text is what msgflow-report prints for a version 6 dump).
 endpoint_test_() ->
     Ref = make_ref(),
+    %% a pid and a port of node n@h (NEW_PID_EXT, V4_PORT_EXT)
+    Remote = binary_to_term(<<131, 88, 100, 3:16, "n@h", 80:32, 0:32, 1:32>>),
+    RemotePort = binary_to_term(<<131, 120, 100, 3:16, "n@h", 7:64, 1:32>>),
+    Port = hd(erlang:ports()),
     [?_assertEqual(<<"foo">>, msgflow_fmt:endpoint(foo)),
+     ?_assertEqual(iolist_to_binary([pid_to_list(Remote), "@n@h"]), msgflow_fmt:endpoint(Remote)),
+     ?_assertEqual(list_to_binary(erlang:port_to_list(Port)), msgflow_fmt:endpoint(Port)),
+     ?_assertEqual(list_to_binary(erlang:port_to_list(RemotePort)),
+                   msgflow_fmt:endpoint(RemotePort)),
+     ?_assertEqual(<<"exited#7">>, msgflow_fmt:endpoint({exited, 7, 'n@h'})),
      ?_assertEqual(<<"{foo,n@h}">>, msgflow_fmt:endpoint({foo, 'n@h'})),
      ?_assertEqual(iolist_to_binary(["alias ", ref_to_list(Ref)]), msgflow_fmt:endpoint(Ref)),
      ?_assertEqual(list_to_binary(pid_to_list(self())), msgflow_fmt:endpoint(self()))].

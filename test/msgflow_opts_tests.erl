@@ -61,17 +61,17 @@ view(Name) ->
 %% the values allowed: the same shape for every call.
 every_call_test_() ->
     Groupings = [process, name, module, application, node, kind],
+    Keys = lists:sort(maps:keys(msgflow_opts:defaults()) ++ [owner]),
     [?_assertEqual({error, {badopt, {byy, name}, [by, filter, limit, node, sort, timeout, windows]}},
                    msgflow_opts:check(view(top), #{byy => name})),
      ?_assertEqual({error, {badopt, {byy, name}, [by, filter, limit, node, sort, timeout, windows]}},
                    msgflow_query:run(top, #{byy => name})),
-     ?_assertEqual({error, {badopt, {intervall, 500},
-                            lists:sort(maps:keys(msgflow_opts:defaults()) ++ [owner])}},
+     ?_assertEqual({error, {badopt, {intervall, 500}, Keys}},
                    msgflow_opts:check(msgflow_opts:schema(start), #{intervall => 500})),
      %% internal options are no user's
-     ?_assertMatch({error, {badopt, {coordinator, _}, [_ | _]}},
+     ?_assertEqual({error, {badopt, {coordinator, self()}, Keys}},
                    msgflow_opts:validate(#{coordinator => self()})),
-     ?_assertMatch({error, {badopt, {resume, true}, [_ | _]}},
+     ?_assertEqual({error, {badopt, {resume, true}, Keys}},
                    msgflow_opts:validate(#{resume => true})),
      ?_assertEqual({error, {badopt, {by, bogus}, Groupings}},
                    msgflow_opts:check(view(top), #{by => bogus})),

@@ -168,7 +168,7 @@ view_data(_Config) ->
               ?assertMatch({error, {badopt, {pid, "<0.x>"}, _}}, msgflow:view(process, #{pid => "<0.x>"})),
               ?assertMatch({error, {badarg, {view, bogus}, [top, matrix, hotspots, calls, receivers,
                                                             kinds, process, pairs, history, flows,
-                                                            nodes]}},
+                                                            nodes, info]}},
                            msgflow:view(bogus, #{})),
               ?assertMatch({error, {badopt, {limit, 0}, _}}, msgflow:view(top, #{limit => 0})),
               ?assertMatch({error, {badopt, {pair, none}, _}}, msgflow:view(kinds, #{})),

@@ -5,11 +5,16 @@
 %%% (peer_send/3, peer_call/3, peer_echo/0) are here too: peers get this
 %%% directory in their code path.
 -module(msgflow_test_lib).
--include_lib("common_test/include/ct.hrl").
 
 -export([start_distribution/0, cluster_peer/1, peer_send/3, peer_call/3, peer_echo/0,
          start_node/0, stop_node/1, flagged/0, modes/0, sink/0, root/0, run/2, run/3, tool/1,
-         clean/0]).
+         clean/0, remote_call/1]).
+
+%% A request to msgflow_remote, as msgflow-top sends it, and its answer.
+remote_call(Call) ->
+    Ref = make_ref(),
+    msgflow_remote ! {msgflow_call, self(), Ref, Call},
+    receive {msgflow_reply, Ref, Reply} -> Reply end.
 
 %% Whatever a case did, msgflow leaves nothing behind: its web server,
 %% its run, the requests it follows (for a suite's init_per_testcase and
