@@ -1,11 +1,13 @@
 /*
  * mf_calls.h -- sampled round trips of calls: a gen:call's request
- * ({'$gen_call', {Caller, [alias | Alias]}, Request}) noted when it is sent,
- * and the time to the reply sent to its alias, added to a histogram of the
+ * ({'$gen_call', {Caller, Tag}, Request}, Tag an alias or, for a local call
+ * with timeout infinity, a plain monitor reference) noted when it is sent,
+ * and the time to the reply (sent to the alias, or {Mref, Reply} sent to
+ * the caller's pid), added to a histogram of the
  * call's edge (caller, server, the request's kind word).
  *
  * What it owns: one session's calls (mf_calls): the in-flight slots (a
- * call each, keyed by its alias's id), the bitmap of slots in use, and the
+ * call each, keyed by its tag's id: mf_tag_id), the bitmap of slots in use, and the
  * edges with their histograms, every block from the session's mf_alloc.
  * Made by mf_calls_new (the collector, before any send is traced), freed by
  * mf_calls_free (the session's destructor, when no thread can reach it).
@@ -47,7 +49,7 @@ struct mf_call_edge {
 };
 
 typedef struct mf_call_slot {
-    _Atomic uint64_t key; /* MF_CALL_FREE, MF_CALL_BUSY, or the alias id | 2 */
+    _Atomic uint64_t key; /* MF_CALL_FREE, MF_CALL_BUSY, or the tag's id | 2 */
     _Atomic uint64_t caller, server, kind, t0;
 } mf_call_slot;
 
@@ -75,13 +77,13 @@ mf_calls *mf_calls_new(const mf_alloc *alloc, uint32_t sample, uint64_t timeout_
  * thread can reach c. */
 void mf_calls_free(mf_calls *c);
 
-/* The slot of a call whose alias has id `id'. */
+/* The slot of a call whose tag has id `id'. */
 static inline unsigned mf_calls_index(uint64_t id)
 {
     return (unsigned)((id * 0x9E3779B97F4A7C15ULL) >> (64 - 12)) & (MF_CALLS_SLOTS - 1);
 }
 
-/* Whether a reply to the alias with id `id' may be a sampled call's: one
+/* Whether a reply tagged with id `id' may be a sampled call's: one
  * relaxed load of the bitmap, so that the many replies that are not cost
  * nothing more.  Any thread. */
 static inline int mf_calls_maybe(mf_calls *c, uint64_t id)
@@ -90,13 +92,13 @@ static inline int mf_calls_maybe(mf_calls *c, uint64_t id)
     return (atomic_load_explicit(&c->used[i / 64], memory_order_relaxed) >> (i % 64)) & 1;
 }
 
-/* Notes a sampled call's request: its alias's id, caller, server and kind
+/* Notes a sampled call's request: its tag's id, caller, server and kind
  * words, and the time it was sent (ns, monotonic).  A call still in the
  * slot is given up as unanswered.  Any thread (the caller's). */
 void mf_calls_request(mf_calls *c, uint64_t id, uint64_t caller, uint64_t server,
                       uint64_t kind, uint64_t now_ns);
 
-/* A reply to the alias with id `id', sent at now_ns: when its call was
+/* A reply tagged with id `id', sent at now_ns: when its call was
  * noted, the round trip goes to the edge's histogram.  Any thread. */
 void mf_calls_reply(mf_calls *c, uint64_t id, uint64_t now_ns);
 

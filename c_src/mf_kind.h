@@ -29,7 +29,8 @@ enum {
     MF_K_CAST = 2,   /* {'$gen_cast', Request} */
     MF_K_EVENT = 3,  /* {'$gen_event', E}, {'$gen_all_state_event', E}, sync variants */
     MF_K_SYSTEM = 4, /* {system, From, Request} */
-    MF_K_REPLY = 5,  /* a reply counted for its caller (to an alias) */
+    MF_K_REPLY = 5,  /* {Tag, Reply}: to an alias (counted for its owner), or
+                      * Tag a reference or [alias | Ref] (gen:reply/2's shapes) */
     MF_K_EXIT = 6,   /* {'EXIT', From, Reason} */
     MF_K_DOWN = 7,   /* {'DOWN', Ref, Type, Object, Info} */
     MF_K_IO = 8,     /* {io_request, From, ReplyAs, Request}, {io_reply, ReplyAs, Reply} */
@@ -70,7 +71,8 @@ static inline ERL_NIF_TERM mf_kind_tag_of(const mf_layout_t *L, ErlNifEnv *env, 
 
 /* The kind word of `msg' sent to a receiver; `reply' != 0 when the send
  * is counted as a reply to an alias (its kind is then MF_K_REPLY, its tag
- * that of the reply in {Ref, Reply}).  Never 0.  Inline: trace_send calls
+ * that of the reply in {Ref, Reply}).  Sent to anything else, {Tag, Reply}
+ * with Tag a reference or [alias | Ref] is a reply too (mf_is_reply_tag).  Never 0.  Inline: trace_send calls
  * it on every send with kinds on, with the layout it loaded (L).  Any
  * thread. */
 static inline uint64_t mf_kind_word(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM msg,
@@ -84,8 +86,16 @@ static inline uint64_t mf_kind_word(const mf_layout_t *L, ErlNifEnv *env, ERL_NI
             return mf_kind_make(mf_kind_tag_of(L, env, e[1]), MF_K_REPLY);
         return mf_kind_make(mf_kind_tag_of(L, env, msg), MF_K_REPLY);
     }
-    if (!mf_get_tuple(L, env, msg, &n, &e) || n < 2 || !mf_is_atom(L, env, e[0]))
+    if (!mf_get_tuple(L, env, msg, &n, &e) || n < 2)
         return mf_kind_make(mf_kind_tag_of(L, env, msg), MF_K_INFO);
+    if (!mf_is_atom(L, env, e[0])) {
+        /* {Mref, Reply} to the caller's pid (gen's reply to a local call
+         * with timeout infinity, Task's reply), {[alias | Ref], Reply} to
+         * a remote caller's alias */
+        if (n == 2 && mf_is_reply_tag(L, env, e[0]))
+            return mf_kind_make(mf_kind_tag_of(L, env, e[1]), MF_K_REPLY);
+        return mf_kind_make(mf_kind_tag_of(L, env, msg), MF_K_INFO);
+    }
     ERL_NIF_TERM h = e[0]; /* atoms: compare words */
     switch (n) {
     case 2:

@@ -18,7 +18,7 @@
 #include <string.h>
 
 /* every read off: what callbacks read before the first load */
-static const mf_layout_t layout_off = {0, 0, 0};
+static const mf_layout_t layout_off = {0, 0, 0, 0};
 static mf_layout_t layout_found;
 static int found_published;
 
@@ -103,6 +103,44 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L
     }
 }
 
+/* Whether plain references may be read from their words: every reference
+ * given that is no alias (make_ref/0, monitor/2) has one header word, not
+ * an alias's, and an id (mf_pidref_id of its words) of its own; and no
+ * alias has that header.  Sets L->ref_header; after alias_layout_check. */
+static void ref_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L)
+{
+    const ERL_NIF_TERM *el, *pair;
+    int arity;
+    ERL_NIF_TERM refs, aliases, head;
+    uint64_t header = 0, ids[64];
+    unsigned n = 0;
+    L->ref_header = 0;
+    if (sizeof(ERL_NIF_TERM) != 8 || !enif_get_tuple(env, info, &arity, &el) || arity != 2)
+        return;
+    for (refs = el[1]; enif_get_list_cell(env, refs, &head, &refs); n++) {
+        if (!enif_is_ref(env, head) || ((uint64_t)head & 0x3) != 0x2)
+            return;
+        const uint64_t *ref = (const uint64_t *)((uint64_t)head - 0x2);
+        if ((header && ref[0] != header) || ref[0] == L->pidref_header)
+            return;
+        header = ref[0];
+        uint64_t id = mf_pidref_id(ref);
+        for (unsigned i = 0; i < n && i < 64; i++)
+            if (ids[i] == id)
+                return;
+        if (n < 64)
+            ids[n] = id;
+    }
+    if (n < 2)
+        return;
+    for (aliases = el[0]; enif_get_list_cell(env, aliases, &head, &aliases);)
+        if (enif_get_tuple(env, head, &arity, &pair) && arity == 2 &&
+            ((uint64_t)pair[0] & 0x3) == 0x2 &&
+            ((const uint64_t *)((uint64_t)pair[0] - 0x2))[0] == header)
+            return;
+    L->ref_header = header;
+}
+
 /* Whether mf_is_atom and mf_get_tuple may read words themselves: they
  * must answer as enif_is_atom and enif_get_tuple do for tuples of several
  * sizes and for terms of every other type, boxed or not.  Sets
@@ -152,10 +190,12 @@ int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
     mf_layout_t found = layout_off;
     extra_layout_check(env, &found);
     alias_layout_check(env, load_info, &found);
+    ref_layout_check(env, load_info, &found);
     terms_layout_check(env, &found);
     const mf_layout_t *cur = mf_layout_get();
     int same = cur->flatmap_header == found.flatmap_header &&
-               cur->pidref_header == found.pidref_header && cur->fast_terms == found.fast_terms;
+               cur->pidref_header == found.pidref_header && cur->ref_header == found.ref_header &&
+               cur->fast_terms == found.fast_terms;
     if (same)
         return 1; /* an upgrade on this VM */
     if (found_published) {
@@ -172,6 +212,11 @@ int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
 int mf_layout_fast_terms(void)
 {
     return mf_layout_get()->fast_terms != 0;
+}
+
+int mf_layout_plain_refs(void)
+{
+    return mf_layout_get()->ref_header != 0;
 }
 
 int mf_layout_alias_owner(void)

@@ -76,6 +76,12 @@ typedef struct {
      * call), when such a reference holds its owner's pid in its fourth
      * word; 0 to treat every reference as a receiver of its own */
     uint64_t pidref_header;
+    /* the header word of a plain local reference (make_ref/0, monitor/2:
+     * gen:call's tag for a local call with timeout infinity), when all
+     * such references given at load have it, none of the aliases does, and
+     * its two words after the header tell them apart; 0 to ask
+     * enif_is_ref, and to time no call without an alias */
+    uint64_t ref_header;
     /* 1 when mf_is_atom and mf_get_tuple read the term's words themselves
      * (checked against enif_is_atom and enif_get_tuple); 0 to call those */
     int fast_terms;
@@ -145,6 +151,55 @@ static inline int mf_alias_owner(const mf_layout_t *L, ERL_NIF_TERM t, uint64_t 
     return ref != NULL;
 }
 
+/* The words of a plain local reference (no alias: laid out as
+ * mf_layout_load verified), or NULL.  Any thread. */
+static inline const uint64_t *mf_plainref(const mf_layout_t *L, ERL_NIF_TERM t)
+{
+    if (L->ref_header && ((uint64_t)t & 0x3) == 0x2) {
+        const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
+        if (ref[0] == L->ref_header)
+            return ref;
+    }
+    return NULL;
+}
+
+/* The id of a call's tag, as mf_calls keys it: a local alias's
+ * (mf_alias_id), or a plain local reference's, from the same two words
+ * (the VM numbers both kinds from one counter).  0 for any other term,
+ * or when the layout was not verified.  Any thread. */
+static inline int mf_tag_id(const mf_layout_t *L, ERL_NIF_TERM t, uint64_t *id)
+{
+    const uint64_t *ref = mf_plainref(L, t);
+    if (!ref)
+        ref = mf_pidref(L, t);
+    if (ref)
+        *id = mf_pidref_id(ref);
+    return ref != NULL;
+}
+
+/* Whether t tags a reply in gen's protocol, as the first element of
+ * {Tag, Reply}: a reference that is no local alias (a caller's monitor
+ * reference, or one from another node), or [alias | Ref] (a reply to a
+ * caller's alias).  A local alias is left out: {Alias, Request} is how
+ * some servers are asked (inet_gethost_native on OTP 27), and a reply to
+ * one is sent to the alias itself.  A plain local reference is read from
+ * its words; the rest is asked of the VM.  Any thread. */
+static inline int mf_is_reply_tag(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t)
+{
+    ERL_NIF_TERM head, tail;
+    if (mf_plainref(L, t))
+        return 1;
+    if (!L->fast_terms)
+        return enif_is_ref(env, t) ||
+               (enif_get_list_cell(env, t, &head, &tail) && head == atom_alias);
+    switch ((uint64_t)t & 0x3) {
+    case 0x2: return !mf_pidref(L, t) && enif_is_ref(env, t); /* boxed */
+    case 0x1: /* a list cell */
+        return enif_get_list_cell(env, t, &head, &tail) && head == atom_alias;
+    default: return 0;
+    }
+}
+
 /* A word that names a local alias among the live ones: its reference's
  * number, the two words between the header and the owner (checked at load:
  * aliases made one after another get different ids).  For the round trip
@@ -203,6 +258,10 @@ int mf_layout_fast_extra(void);
 
 /* 1 when alias_owner reads an alias's owner.  Any thread. */
 int mf_layout_alias_owner(void);
+
+/* 1 when a plain local reference is read from its words (round trips of
+ * calls without an alias).  Any thread. */
+int mf_layout_plain_refs(void);
 
 /* 1 when mf_is_atom and mf_get_tuple read terms themselves.  Any thread. */
 int mf_layout_fast_terms(void);

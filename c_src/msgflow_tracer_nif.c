@@ -5,7 +5,8 @@
  * interning (mf_intern), proc_events (mf_proc_events), the yielding snapshot
  * (mf_snapshot), the reads that rely on the VM's term layout (mf_layout),
  * the per-thread tables (mf_shard), the allocator (mf_alloc), request
- * flows' watches (mf_watch) and their NIFs and call entries (mf_flow).
+ * flows' watches (mf_watch) and their NIFs and call entries (mf_flow),
+ * msgflow's own processes, whose sends are left out (mf_own).
  *
  * What it owns: the atoms (made once in load, valid for the VM's life), the
  * enif_alloc allocator handed to mf_alloc_choose as the fallback, and
@@ -192,10 +193,11 @@ static inline int receiver_word(const mf_layout_t *L, ErlNifEnv *env, mf_gen *g,
     return mf_endpoint_word(env, &g->interns, to, w);
 }
 
-/* A gen:call's request {'$gen_call', {Caller, [alias | Alias]}, Request}
- * (or {Caller, Alias}) from a local pid to a local pid or a registered
- * name, noted for its round trip (mf_calls) when it is the sampled one of
- * this thread's calls.  Reads the message in place; only a sampled call
+/* A gen:call's request {'$gen_call', {Caller, Tag}, Request} from a local
+ * pid to a local pid or a registered name, Tag [alias | Alias] or Alias
+ * (a call with a timeout) or a plain monitor reference (a local call with
+ * timeout infinity), noted for its round trip (mf_calls) by the tag's id
+ * when it is the sampled one of this thread's calls.  Reads the message in place; only a sampled call
  * reads the clock.  Any scheduler thread (the caller's), with the layout
  * its callback loaded (L). */
 static void note_call(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, ERL_NIF_TERM from,
@@ -215,7 +217,7 @@ static void note_call(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, ERL_N
         n != 2)
         return;
     alias = enif_get_list_cell(env, f[1], &head, &tail) ? tail : f[1];
-    if (mf_alias_id(L, alias, &id))
+    if (mf_tag_id(L, alias, &id))
         mf_calls_request(c, id, (uint64_t)from, (uint64_t)to, kind,
                          (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
 }
@@ -228,6 +230,24 @@ static inline void reply_call(mf_session *s, const uint64_t *alias)
     mf_calls *c = atomic_load_explicit(&s->calls, memory_order_relaxed);
     if (c) {
         uint64_t id = mf_pidref_id(alias);
+        if (mf_calls_maybe(c, id))
+            mf_calls_reply(c, id, (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
+    }
+}
+
+/* A reply {Mref, Reply} sent to a local pid (kind MF_K_REPLY, not to an
+ * alias): when Mref is a plain local reference that tags a sampled call
+ * (one load of the bitmap, as reply_call), its round trip.  Any scheduler
+ * thread (the server's), with the layout its callback loaded (L). */
+static inline void reply_to_pid(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
+                                ERL_NIF_TERM msg)
+{
+    const ERL_NIF_TERM *e;
+    int n;
+    const uint64_t *ref;
+    mf_calls *c = atomic_load_explicit(&s->calls, memory_order_relaxed);
+    if (c && mf_get_tuple(L, env, msg, &n, &e) && n == 2 && (ref = mf_plainref(L, e[0]))) {
+        uint64_t id = mf_pidref_id(ref);
         if (mf_calls_maybe(c, id))
             mf_calls_reply(c, id, (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
     }
@@ -252,6 +272,8 @@ static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *
             reply_call(s, alias);
         else if ((k & MF_KIND_MASK) == MF_K_CALL)
             note_call(L, env, s, from, to, msg, k);
+        else if ((k & MF_KIND_MASK) == MF_K_REPLY)
+            reply_to_pid(L, env, s, msg);
     } else {
         mf_shard_overflow(g->shard, dead);
     }
@@ -285,6 +307,8 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
         mf_shard_prefetch(sh, (uint64_t)argv[2], (uint64_t)to, kind);
     if (!mf_get_session(env, argv[1], &s))
         return atom_ok;
+    if (mf_own_send(&s->own, L, env, argv[2], to))
+        return atom_ok; /* msgflow's own: counted as left out */
     int dead = argv[0] == atom_send_to_non_existing_process; /* atoms: compare words */
     uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
     mf_slot *slot;
@@ -294,6 +318,8 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
                            kind ? mf_kind_other(kind) : 0, dead);
             if ((kind & MF_KIND_MASK) == MF_K_CALL)
                 note_call(L, env, s, argv[2], to, argv[3], kind);
+            else if ((kind & MF_KIND_MASK) == MF_K_REPLY)
+                reply_to_pid(L, env, s, argv[3]);
             return atom_ok;
         }
         slot = mf_tls.slot;
@@ -329,6 +355,12 @@ static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     ERL_NIF_TERM mfa;
     if (!mf_args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s))
         return atom_ok;
+    if (argv[0] == atom_spawn && atomic_load_explicit(&s->own.live, memory_order_relaxed) &&
+        mf_is_local_pid(argv[2]) && mf_is_local_pid(argv[3]) &&
+        mf_own_has(&s->own, (uint64_t)argv[2]))
+        /* a child of msgflow's is msgflow's (an httpd connection's
+         * handler), before it runs */
+        mf_own_add(&s->own, (uint64_t)argv[3]);
     if (argv[0] == atom_spawn && enif_get_map_value(env, argv[4], atom_extra, &mfa))
         mf_proc_event(env, &s->proc_events, argv[3], mf_spawn_summary(env, mfa));
     else if (argv[0] == atom_register && enif_is_atom(env, argv[3]))
@@ -394,6 +426,7 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 /* lib_info() -> #{allocator => jemalloc | enif, jemalloc_error => binary(),
  *                 jemalloc_build => static | system, fast_extra => boolean(),
  *                 alias_owner => boolean(), fast_terms => boolean(),
+ *                 plain_refs => boolean(),
  *                 jemalloc_allocated => bytes, jemalloc_resident => bytes} */
 static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -408,7 +441,7 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     int stats = je && mf_alloc_jemalloc_stats(&allocated, &resident);
     ERL_NIF_TERM keys[] = {atom_allocator,      atom_jemalloc_error,     atom_jemalloc_build,
                            atom_fast_extra,     atom_jemalloc_allocated, atom_jemalloc_resident,
-                           atom_alias_owner,    atom_fast_terms};
+                           atom_alias_owner,    atom_fast_terms,         atom_plain_refs};
     ERL_NIF_TERM vals[] = {
         je ? atom_jemalloc : atom_enif, why,
         strcmp(mf_alloc_jemalloc_build(), "static") == 0 ? atom_static : atom_system,
@@ -416,9 +449,10 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         stats ? enif_make_uint64(env, allocated) : atom_undefined,
         stats ? enif_make_uint64(env, resident) : atom_undefined,
         mf_layout_alias_owner() ? atom_true : atom_false,
-        mf_layout_fast_terms() ? atom_true : atom_false};
+        mf_layout_fast_terms() ? atom_true : atom_false,
+        mf_layout_plain_refs() ? atom_true : atom_false};
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, vals, 8, &map);
+    enif_make_map_from_arrays(env, keys, vals, 9, &map);
     return map;
 }
 
@@ -486,6 +520,7 @@ static ErlNifFunc nif_funcs[] = {
     {"enabled_procs", 3, nif_enabled_procs, 0},
     {"trace_procs", 5, nif_trace_procs, 0},
     {"proc_events_take", 1, mf_nif_proc_events_take, 0},
+    {"own", 3, mf_nif_own, 0},
     {"calls_config", 3, mf_nif_calls_config, 0},
     {"calls_take", 1, mf_nif_calls_take, 0},
     {"call_buckets", 0, mf_nif_call_buckets, 0},

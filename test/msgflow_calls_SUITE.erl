@@ -13,7 +13,7 @@
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
 -export([round_trips/1, sampled_one_in_four/1, off/1, printed/1, exports/1, cluster/1,
-         peer_client/3]).
+         peer_client/3, infinity_calls/1, file_server_calls/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
 -define(SLOW, 10).      %% calls of {slow, 20}
@@ -24,7 +24,8 @@ all() ->
     [{group, calls}].
 
 groups() ->
-    [{calls, [], [round_trips, sampled_one_in_four, off, printed, exports, cluster]}].
+    [{calls, [], [round_trips, sampled_one_in_four, off, printed, exports, cluster,
+                  infinity_calls, file_server_calls]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -37,6 +38,7 @@ end_per_suite(_Config) ->
 init([]) -> {ok, 0}.
 handle_call({slow, Ms}, _From, N) -> timer:sleep(Ms), {reply, ok, N + 1};
 handle_call(fast, _From, N) -> {reply, ok, N + 1};
+handle_call(forever, _From, N) -> {reply, ok, N + 1};
 handle_call(never, _From, N) -> {noreply, N}.
 handle_cast(_, N) -> {noreply, N}.
 
@@ -119,6 +121,72 @@ round_trips(_Config) ->
     Above = trunc(lists:max([P || #{p99 := P} <- Es, P =/= undefined])) div 1000 + 1,
     ?assertEqual([], Slow10(#{slow_call_ms => Above})),
     ok.
+
+-define(INF, 60).     %% calls with timeout infinity: tagged with a plain monitor reference
+-define(TIMED, 40).   %% calls with the default timeout: tagged with an alias
+
+%% A local gen:call with timeout infinity carries a plain monitor
+%% reference and its reply goes to the caller's pid; one with a timeout
+%% carries an alias and its reply goes there.  Both are `call' and
+%% `reply', exact, and every one of both is timed (call_sample 1).
+infinity_calls(_Config) ->
+    {ok, Srv} = gen_server:start(?MODULE, [], []),
+    Self = self(),
+    Client = spawn(fun() ->
+                           receive go -> ok end,
+                           [ok = gen_server:call(Srv, forever, infinity) || _ <- lists:seq(1, ?INF)],
+                           [ok = gen_server:call(Srv, fast) || _ <- lists:seq(1, ?TIMED)],
+                           Self ! {done, self()},
+                           receive stop -> ok end
+                   end),
+    ok = msgflow:start(#{procs => [Client, Srv], call_sample => 1, interval => 100}),
+    Client ! go,
+    receive {done, Client} -> ok end,
+    ok = msgflow:stop(),
+    ?assertMatch(#{plain_refs := true}, msgflow_tracer:lib_info()),
+    %% the replies to the pid are pairs of their own; those to aliases are
+    %% counted for their owner, rolled up
+    ?assertEqual(lists:sort([{Client, Srv, call, forever, ?INF}, {Client, Srv, call, fast, ?TIMED},
+                             {Srv, Client, reply, ok, ?INF}, {Client, Self, info, done, 1}]),
+                 lists:sort(msgflow:pairs(kinds))),
+    #{rows := Rows} = msgflow:view(top, #{by => process, limit => all}),
+    [SrvToClient] = [Ks || #{sender := S, receiver := R, kinds := Ks} <- Rows, S =:= Srv,
+                           R =:= Client],
+    ?assertEqual([{reply, ok, ?INF + ?TIMED}], SrvToClient),
+    #{forever := Inf, fast := Timed} = Tags = by_tag(msgflow:view(calls, #{})),
+    ?assertEqual(2, map_size(Tags)),
+    ?assertMatch(#{caller := Client, server := Srv, calls := ?INF, sampled := ?INF,
+                   unanswered := 0}, Inf),
+    ?assertMatch(#{calls := ?TIMED, sampled := ?TIMED, unanswered := 0}, Timed),
+    Client ! stop,
+    gen_server:stop(Srv).
+
+%% file:read_file_info/1 calls file_server_2 with timeout infinity: its
+%% answers are replies, each timed.
+file_server_calls(Config) ->
+    File = filename:join(?config(priv_dir, Config), "info.txt"),
+    ok = file:write_file(File, <<"x">>),
+    FS = whereis(file_server_2),
+    Self = self(),
+    Client = spawn(fun() ->
+                           receive go -> ok end,
+                           [{ok, _} = file:read_file_info(File) || _ <- lists:seq(1, ?INF)],
+                           Self ! {done, self()},
+                           receive stop -> ok end
+                   end),
+    ok = msgflow:start(#{procs => [Client, FS], call_sample => 1, interval => 100}),
+    Client ! go,
+    receive {done, Client} -> ok end,
+    ok = msgflow:stop(),
+    Between = [P || P = {S, R, _, _, _} <- msgflow:pairs(kinds),
+                    lists:sort([S, R]) =:= lists:sort([Client, FS])],
+    ?assertEqual(lists:sort([{Client, FS, call, read_file_info, ?INF}, {FS, Client, reply, ok, ?INF}]),
+                 lists:sort(Between)),
+    #{entries := Es} = msgflow:view(calls, #{}),
+    ?assertMatch([#{calls := ?INF, sampled := ?INF, unanswered := 0,
+                    server_label := <<"file_server_2">>}],
+                 [E || E = #{caller := C, server := S} <- Es, C =:= Client, S =:= FS]),
+    Client ! stop.
 
 %% 1 in 4 calls sampled on this one client's thread(s): a quarter of each
 %% tag's calls (within the one that may straddle), exact call counts.

@@ -155,6 +155,7 @@ kinds_views(_Config) ->
     gen_server:stop(Srv).
 
 %% A gen_server answering 50 callers sends to 50 receivers: its replies
+%% (to their aliases, and to their pids for calls with timeout infinity)
 %% are no fan_out.  A process casting to 25 receivers is one, and the
 %% finding names the kind of what it sends.
 replies_no_fan_out(_Config) ->
@@ -202,6 +203,7 @@ flow_kinds(Config) ->
 %% A call every Ms milliseconds until killed (the workload's pace).
 paced_calls(Srv, Ms) ->
     {ok, 1} = gen_server:call(Srv, {get, 1}),
+    {ok, 1} = gen_server:call(Srv, {get, 1}, infinity),
     receive after Ms -> paced_calls(Srv, Ms) end.
 
 %% A cast to each of Sinks every 5 ms until killed.

@@ -17,7 +17,7 @@
          enabled_call/3]).
 -export([calls_config/3, calls_take/1, call_buckets/0]).
 -export([session_new/3, session_stop/1, session_rotate/1, snapshot/1, snapshot_start/1, snapshot_next/1,
-         proc_events_take/1, session_info/1,
+         proc_events_take/1, session_info/1, own/3,
          lib_info/0, kinds/0]).
 -export([flow_session_new/2, flow_watch/3, flow_take/2, entry_new/1, entry_info/1, entry_stop/1]).
 
@@ -82,7 +82,11 @@ layout_samples() ->
     receive {'DOWN', Ref, process, Other, _} -> ok after 5000 -> ok end,
     unalias(A1),
     erlang:demonitor(M, [flush]),
-    {[{A1, Self}, {M, Self} | Theirs], [make_ref(), Ref]}.
+    %% plain references: a monitor's (gen:call's tag without an alias) and
+    %% make_ref/0's
+    M2 = erlang:monitor(process, Self),
+    erlang:demonitor(M2, [flush]),
+    {[{A1, Self}, {M, Self} | Theirs], [make_ref(), Ref, M2, make_ref()]}.
 
 %% Where msgflow_tracer.so is: the application's `priv_dir' environment
 %% (set by msgflow_cluster on a node it loaded msgflow into with
@@ -163,6 +167,16 @@ trace_procs(_TraceTag, _Session, _Tracee, _TraceTerm, _Opts) -> ?NOT_LOADED.
 %% for a non-session.
 -spec proc_events_take(session()) -> {[proc_event()], non_neg_integer()}.
 proc_events_take(_Session) -> ?NOT_LOADED.
+
+%% @doc msgflow's own processes in a session: a send from or to one of
+%% them (a local pid, or a registered name's atom) is not counted, only
+%% added to session_info/1's `own_left_out'; a process spawned by one of
+%% them while it has the `procs' flag is one of them too, before it runs.
+%% `add' one (`full' past 512), `remove' one, or `list' them (the third
+%% argument is then ignored).  badarg for anything else.
+-spec own(session(), add | remove, pid() | atom()) -> ok | full;
+         (session(), list, term()) -> [pid() | atom()].
+own(_Session, _Op, _Who) -> ?NOT_LOADED.
 
 %% @doc A new session counting for at most MaxEntries table entries (a
 %% pair seen on N scheduler threads holds N entries, one per kind of
@@ -250,8 +264,10 @@ snapshot_next(_Take) -> ?NOT_LOADED.
 %% dead-letter and call entries), `max_pairs' (the entry cap), `rotations'
 %% (session_rotate/1 calls), `retired' (old generations not yet freed: a
 %% thread retires its old one at its next send after a rotation, the next
-%% snapshot frees it), `freed' (old generations freed).  memory and entries
-%% include the retired generations.
+%% snapshot frees it), `freed' (old generations freed), `max_kinds', `own'
+%% (msgflow's own processes and names, own/3) and `own_left_out' (sends
+%% from or to them, not counted).  memory and entries include the retired
+%% generations.
 -spec session_info(session()) -> #{state := active | stopped | collector_down,
                                    shards := non_neg_integer(),
                                    memory := non_neg_integer(),
@@ -259,7 +275,10 @@ snapshot_next(_Take) -> ?NOT_LOADED.
                                    max_pairs := pos_integer(),
                                    rotations := non_neg_integer(),
                                    retired := non_neg_integer(),
-                                   freed := non_neg_integer()}.
+                                   freed := non_neg_integer(),
+                                   max_kinds := non_neg_integer(),
+                                   own := non_neg_integer(),
+                                   own_left_out := non_neg_integer()}.
 session_info(_Session) -> ?NOT_LOADED.
 
 %% @doc A flow session: the tracer state of `seq_trace:set_system_tracer(
@@ -309,10 +328,15 @@ entry_stop(_Entry) -> ?NOT_LOADED.
 %% VM's layout was checked at load) or through enif_get_map_value;
 %% `alias_owner', whether a send to a local alias is counted for the
 %% alias's owner, read from the alias's words (checked at load against
-%% aliases made for it), or to the alias as a receiver of its own.
+%% aliases made for it), or to the alias as a receiver of its own;
+%% `plain_refs', whether the round trip of a local call made with timeout
+%% infinity (tagged with a plain monitor reference, replied to the
+%% caller's pid) is timed, the reference read from its words (checked at
+%% load against references made for it).
 -spec lib_info() -> #{allocator := jemalloc | enif, jemalloc_error := binary(),
                       jemalloc_build := static | system, fast_extra := boolean(),
-                      alias_owner := boolean(),
+                      alias_owner := boolean(), fast_terms := boolean(),
+                      plain_refs := boolean(),
                       jemalloc_allocated := non_neg_integer() | undefined,
                       jemalloc_resident := non_neg_integer() | undefined}.
 lib_info() -> ?NOT_LOADED.

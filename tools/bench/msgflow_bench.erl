@@ -411,6 +411,9 @@ ratio(Above, Below, Digits) -> io_lib:format("~.*f", [Digits, Above / Below]).
 %%% counts are checked exact.
 
 -define(CALLBACK_RUNS, 25).
+%% a gen:call's request: its tag an alias, as OTP 24+ sends it
+-define(BENCH_MSG, {'$gen_call', {self(), [alias | alias()]}, {get, 1}}).
+
 
 callbacks(Scale, Workloads, Results) ->
     N = max(1000, round(400000 * Scale)),
@@ -422,22 +425,35 @@ callbacks(Scale, Workloads, Results) ->
     %% kinds on and round trips of 1 in 64 calls (the defaults)
     Rtt = msgflow_tracer:session_new(self(), 100000, 8),
     ok = msgflow_tracer:calls_config(Rtt, 64, 5000),
-    Sessions = #{floor => [], msgflow => Off, msgflow_kinds => On, msgflow_rtt => Rtt},
+    %% the same with a reply sent to the caller's pid, {Mref, ok} (gen's
+    %% reply to a local call made with timeout infinity)
+    OnReply = msgflow_tracer:session_new(self(), 100000, 8),
+    RttReply = msgflow_tracer:session_new(self(), 100000, 8),
+    ok = msgflow_tracer:calls_config(RttReply, 64, 5000),
+    Sessions = #{floor => [], msgflow => Off, msgflow_kinds => On, msgflow_rtt => Rtt,
+                 kinds_reply => OnReply, rtt_reply => RttReply},
+    Reply = {erlang:monitor(process, self()), ok},
+    Msg = fun(T) when T =:= kinds_reply; T =:= rtt_reply -> Reply;
+             (_) -> ?BENCH_MSG
+          end,
     Runs = lists:foldl(
              fun(_, Acc) ->
                      lists:foldl(fun(T, Acc1) ->
-                                         R = call_loop(T, maps:get(T, Sessions), Pairs, N),
+                                         R = call_loop(T, maps:get(T, Sessions), Pairs, N, Msg(T)),
                                          maps:update_with(T, fun(L) -> [R | L] end, [R], Acc1)
-                                 end, Acc, shuffle([floor, msgflow, msgflow_kinds, msgflow_rtt]))
+                                 end, Acc, shuffle(maps:keys(Sessions)))
              end, #{}, lists:seq(1, ?CALLBACK_RUNS)),
     {RttEdges, _} = msgflow_tracer:calls_take(Rtt),
     Exact = [callbacks_exact(S, N, K) || {S, K} <- [{Off, none}, {On, {call, get}},
-                                                    {Rtt, {call, get}}]],
+                                                    {Rtt, {call, get}}, {OnReply, {reply, ok}},
+                                                    {RttReply, {reply, ok}}]],
     [exit(P, kill) || P <- Pids],
     Floor = lists:min(maps:get(floor, Runs)),
     Own = lists:min(maps:get(msgflow, Runs)) - Floor,
     OwnK = lists:min(maps:get(msgflow_kinds, Runs)) - Floor,
     OwnR = lists:min(maps:get(msgflow_rtt, Runs)) - Floor,
+    OwnKR = lists:min(maps:get(kinds_reply, Runs)) - Floor,
+    OwnRR = lists:min(maps:get(rtt_reply, Runs)) - Floor,
     FloorAdded = [{W, med(cpu, maps:get({W, floor}, Results)) -
                           med(cpu, maps:get({W, untraced}, Results))} || W <- Workloads],
     io:format("~ncallbacks called directly, ~b runs of ~s calls over 1,000 pairs, message "
@@ -449,7 +465,10 @@ callbacks(Scale, Workloads, Results) ->
                [io_lib:format(" ~s ~s", [W, ratio(F + Own, F, 2)]) || {W, F} <- FloorAdded]]),
     io:format("  with round trips of 1 in 64 calls noted (every request an alias's call, no "
               "reply): ~.1f ns per send (+~.1f ns over kinds on; ~b calls given up unanswered)~n",
-              [OwnR, OwnR - OwnK, lists:sum([U || {_, _, _, _, _, U, _} <- RttEdges])]).
+              [OwnR, OwnR - OwnK, lists:sum([U || {_, _, _, _, _, U, _} <- RttEdges])]),
+    io:format("  a reply to the caller's pid, {Mref, ok}, instead: ~.1f ns per send with kinds on "
+              "(+~.1f ns over kinds off), ~.1f ns with round trips (+~.1f ns)~n",
+              [OwnKR, OwnKR - Own, OwnRR, OwnRR - Own]).
 
 %% Every call counted, in 1,000 pairs, under the kind expected.  (A pair
 %% comes once per slot that counted it: a thread that turns to the other
@@ -463,11 +482,7 @@ callbacks_exact(Session, N, Kind) ->
                          || D <- Counted]),
     Total =:= N * ?CALLBACK_RUNS andalso length(Pairs) =:= 1000 andalso Kinds =:= [Kind].
 
-%% a gen:call's request: its tag an alias, as OTP 24+ sends it
--define(BENCH_MSG, {'$gen_call', {self(), [alias | alias()]}, {get, 1}}).
-
-call_loop(Tracer, Session, Pairs, N) ->
-    Msg = ?BENCH_MSG,
+call_loop(Tracer, Session, Pairs, N, Msg) ->
     T0 = erlang:monotonic_time(nanosecond),
     case Tracer of
         floor -> floor_loop(Pairs, Msg, N);
