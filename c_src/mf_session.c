@@ -138,6 +138,7 @@ static void session_dtor(ErlNifEnv *env, void *obj)
     if (s->gens_lock)
         enif_mutex_destroy(s->gens_lock);
     mf_proc_events_free(&s->proc_events);
+    mf_own_free(&s->own);
     mf_watches_free(&s->watches);
     mf_calls_free(atomic_load(&s->calls));
 }
@@ -176,7 +177,7 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
     s->kinds = max_kinds > 0;
     s->spill_lock = enif_mutex_create("msgflow_spill_claim");
     s->gens_lock = enif_mutex_create("msgflow_gens");
-    int parts = mf_proc_events_init(&s->proc_events) &&
+    int parts = mf_proc_events_init(&s->proc_events) && mf_own_init(&s->own) &&
                 (type != MF_SESSION_FLOW || mf_watches_init(&s->watches));
     *term = enif_make_resource(env, s);
     enif_release_resource(s);
@@ -239,7 +240,8 @@ ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
 
 /* session_info(Session) -> #{state, shards, memory (bytes), entries, max_pairs,
  *   max_kinds (0: kinds off), rotations, retired (generations not yet freed), freed (generations
- *   freed)}.  memory and entries cover the retired generations too. */
+ *   freed), own (msgflow's own processes and names in the set), own_left_out (sends to or
+ *   from them, not counted)}.  memory and entries cover the retired generations too. */
 ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
@@ -269,7 +271,7 @@ ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     int st = atomic_load(&s->state);
     ERL_NIF_TERM keys[] = {atom_state,     atom_shards,    atom_memory,  atom_entries,
                            atom_max_pairs, atom_rotations, atom_retired, atom_freed,
-                           atom_max_kinds};
+                           atom_max_kinds, atom_own_left_out, atom_own};
     ERL_NIF_TERM vals[] = {
         st == MF_ACTIVE ? atom_active : st == MF_STOPPED ? atom_stopped : atom_collector_down,
         enif_make_uint64(env, shards),
@@ -279,9 +281,11 @@ ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         enif_make_uint64(env, atomic_load(&s->rotations)),
         enif_make_uint64(env, retired),
         enif_make_uint64(env, freed),
-        enif_make_uint64(env, s->limit.max_kinds)};
+        enif_make_uint64(env, s->limit.max_kinds),
+        enif_make_uint64(env, atomic_load(&s->own.left_out)),
+        enif_make_uint64(env, atomic_load(&s->own.live))};
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, vals, 9, &map);
+    enif_make_map_from_arrays(env, keys, vals, 11, &map);
     return map;
 }
 
@@ -385,4 +389,34 @@ ERL_NIF_TERM mf_nif_call_buckets(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
             list);
     }
     return list;
+}
+
+/* own(Session, add | remove | list, PidOrName) -> ok | full | [PidOrName]:
+ * msgflow's own processes (mf_own): `add' a local pid or an atom (`full'
+ * past MF_OWN_MAX), `remove' one, `list' them all.  Any normal scheduler;
+ * the lock is held for one change, or one pass over 1,024 slots. */
+ERL_NIF_TERM mf_nif_own(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    ErlNifPid pid;
+    if (!mf_get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    if (argv[1] == atom_list) {
+        uint64_t words[MF_OWN_MAX];
+        unsigned n = mf_own_list(&s->own, words, MF_OWN_MAX);
+        ERL_NIF_TERM list = enif_make_list(env, 0);
+        for (unsigned i = 0; i < n; i++)
+            list = enif_make_list_cell(env, (ERL_NIF_TERM)words[i], list); /* immediates */
+        return list;
+    }
+    if (!(enif_get_local_pid(env, argv[2], &pid) || enif_is_atom(env, argv[2])))
+        return enif_make_badarg(env);
+    if (argv[1] == atom_add)
+        return mf_own_add(&s->own, (uint64_t)argv[2]) ? atom_ok : atom_full;
+    if (argv[1] == atom_remove) {
+        mf_own_remove(&s->own, (uint64_t)argv[2]);
+        return atom_ok;
+    }
+    return enif_make_badarg(env);
 }

@@ -11,7 +11,8 @@
  * (schedulers and dirty schedulers alike).  A slot holds its thread's
  * current generation (mf_gen.h: a shard and the terms it interned) and the
  * generations it retired that the snapshot has not yet freed.  A session
- * also holds its proc_events (mf_proc_events.h) and, for a flow session, its watches
+ * also holds its proc_events (mf_proc_events.h), its own processes (mf_own.h)
+ * and, for a flow session, its watches
  * (mf_watch.h): each made and freed by its own module, the session only
  * calls them from its constructor and destructor.
  *
@@ -55,6 +56,7 @@
 #include "mf_proc_events.h"
 #include "mf_calls.h"
 #include "mf_gen.h"
+#include "mf_own.h"
 #include "mf_shard.h"
 #include "mf_watch.h"
 
@@ -100,6 +102,7 @@ struct mf_session {
     _Atomic uint64_t rotations;
     uint64_t gens_freed;     /* retired generations freed; under gens_lock */
     mf_proc_events proc_events;        /* spawn and register events not yet taken */
+    mf_own own;              /* msgflow's own processes: sends to or from them not counted */
     mf_watches watches;      /* flow sessions only (lock NULL otherwise) */
     /* sampled calls' round trips (mf_calls): set once by calls_config,
      * before tracing starts; NULL when off */
@@ -147,11 +150,12 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
                             uint64_t max_kinds, int type, ERL_NIF_TERM *term);
 
 /* The session NIFs: session_new/2, session_stop/1, session_rotate/1,
- * session_info/1, proc_events_take/1. */
+ * session_info/1, proc_events_take/1, own/3. */
 ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_own(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_proc_events_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_calls_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_calls_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);

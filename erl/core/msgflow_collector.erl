@@ -17,7 +17,7 @@
 -module(msgflow_collector).
 -behaviour(gen_server).
 
--export([start/1, stop/0, reset/0, reset_for/1, trace/1, untrace/1, info/0, info_as_is/0, wait/1,
+-export([start/1, stop/0, reset/0, reset_for/1, trace/1, untrace/1, own/1, info/0, info_as_is/0, wait/1,
          await_windows/2, store/1, balance/0]).
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -84,6 +84,13 @@ trace(Who) -> call({trace, Who}, {error, not_started}).
 -spec untrace(pid() | port() | atom()) -> ok | {error, term()}.
 untrace(Who) -> call({untrace, Who}, {error, not_started}).
 
+%% @doc Processes of msgflow's own (its web server's): none of their
+%% messages are counted from now on (msgflow_run:own/2), nor those of
+%% the processes they spawn.  `ok' also when not running (a run that
+%% starts later leaves out msgflow_flags:own_pids/0).
+-spec own([pid()]) -> ok | {error, {timeout, msgflow_collector}}.
+own(Pids) -> call({own, Pids}, ok).
+
 %% @doc msgflow:info/0, after a snapshot taken now (`#{running =>
 %% false}' when the collector is not there): `running'; counts, in
 %% messages (`events' = sum of pairs() + `rolled up' + `overflow';
@@ -92,7 +99,9 @@ untrace(Who) -> call({untrace, Who}, {error, not_started}).
 %% `table_entries', `windows', `shards'); memory in bytes (`memory' of the
 %% NIF's tables, `store_memory' of the ETS tables, `jemalloc_allocated',
 %% `jemalloc_resident'); `allocator', `jemalloc_build', `rotations'; the
-%% checks made at load (`fast_extra', `alias_owner'); `started_at' and
+%% checks made at load (`fast_extra', `alias_owner', `plain_refs');
+%% `own_left_out', messages from or to msgflow's own processes (its
+%% collector, view workers, web server) left out of the counts; `started_at' and
 %% `stopped_at' (system time, ms), `opts', `trace_mode'; and what other
 %% tools hold (`skipped', `skipped_examples', `new_tracer').
 -spec info() -> map() | {error, {timeout, msgflow_collector}}.
@@ -194,6 +203,10 @@ handle_call({store, _}, _From, St = #st{started_at = undefined}) ->
 handle_call({store, Refresh}, _From, St) ->
     St1 = refreshed(Refresh, St),
     {reply, handle(St1), St1};
+handle_call({own, _}, _From, St = #st{running = false}) ->
+    {reply, ok, St};
+handle_call({own, Pids}, _From, St = #st{run = Run}) ->
+    {reply, msgflow_run:own(Run, Pids), St};
 handle_call({Op, _}, _From, St = #st{running = false}) when Op =:= trace; Op =:= untrace ->
     {reply, {error, not_started}, St};
 handle_call({Op, Who}, _From, St = #st{run = Run}) when Op =:= trace; Op =:= untrace ->
@@ -234,6 +247,7 @@ handle_info({tick, Tag}, St = #st{tag = Tag, running = true, run = Run}) ->
     St1 = close_window(St#st{store = refresh(St)}),
     ok = msgflow_run:rotate(Run, maps:get(max_pairs, St#st.opts),
                             msgflow_store:closed(St1#st.store)),
+    ok = msgflow_run:own_sweep(Run),
     {noreply, schedule_tick(St1#st{new_tracer = msgflow_run:new_tracer(Run)})};
 handle_info({duration_over, Tag}, St = #st{tag = Tag, running = true}) ->
     {noreply, stop_tracing(St)};
@@ -387,6 +401,8 @@ info(St = #st{opts = Opts}) ->
                  new_tracer => St#st.new_tracer,
                  fast_extra => maps:get(fast_extra, Lib),
                  alias_owner => maps:get(alias_owner, Lib, false),
+                 plain_refs => maps:get(plain_refs, Lib, false),
+                 own_left_out => maps:get(own_left_out, Tables, 0),
                  memory => maps:get(memory, Tables, 0),
                  table_entries => maps:get(entries, Tables, 0),
                  shards => maps:get(shards, Tables, 0),

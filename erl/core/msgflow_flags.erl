@@ -21,7 +21,7 @@
 -module(msgflow_flags).
 
 -export([untrace_self/0, mode/1, begin_tracing/2, end_tracing/1, resolve/1, resolve_one/1, on/2, off/2,
-         own_pids/0, slice_on/3, new_tracer/1]).
+         own_pids/0, own_names/0, own/2, slice_on/3, new_tracer/1]).
 -export_type([targets/0, tracing/0, mode/0, skipped/0]).
 
 %% erlang:trace_info/2 returns `{tracer, {Module, State}}' for a tracer
@@ -147,13 +147,15 @@ resolve_one(Other) ->
 %% left alone: returns those skipped.
 -spec on(tracing(), targets() | [pid() | port()]) -> {ok, skipped()}.
 on(T, new) ->
+    ok = own(T, own_pids()),
     {ok, set_one(T, new, true, {0, []})};
 on(T, Spec) when Spec =:= all; Spec =:= existing ->
+    Own = own_pids(),
+    ok = own(T, Own),
     Skipped0 = case Spec of
                    all -> set_one(T, new, true, {0, []});
                    existing -> {0, []}
                end,
-    Own = own_pids(),
     {ok, each(T, fun(P, Acc) -> set_one(T, P, true, Acc) end, Skipped0,
               fun() -> [P || P <- processes(), not lists:member(P, Own)] ++ erlang:ports() end)};
 on(T, Pids) ->
@@ -273,15 +275,53 @@ own_pids() ->
                 | Masters ++ Handlers ++ persistent_term:get({msgflow_web, own}, [])],
           is_pid(P)].
 
-%% @doc msgflow's legacy flags (before OTP 27) cleared on the calling
-%% process, one of msgflow's own (a view worker, an erpc process running
-%% a node's part of a view); another tool's flags are never touched.  In
-%% a trace session it cannot clear them: the process's two or three
-%% messages (to the collector, the answer) are then counted.
+%% @doc Makes Pids msgflow's own in the run's NIF session: a send from or
+%% to one of them is no longer counted (msgflow_tracer:own/3), and each
+%% keeps only the `procs' flag, so that a process it spawns (an httpd
+%% connection's handler) is msgflow's too from its first message on.
+-spec own(tracing(), [pid()]) -> ok.
+own(T = #{nif := Nif}, Pids) ->
+    _ = [own_one(T, Nif, P) || P <- Pids, is_pid(P), node(P) =:= node()],
+    ok.
+
+own_one(T, Nif, P) ->
+    _ = (catch msgflow_tracer:own(Nif, add, P)),
+    case T of
+        #{mode := session, session := S} ->
+            Trace = trace,
+            _ = (catch Trace:process(S, P, false, [send])),
+            _ = (catch Trace:process(S, P, true, [procs]));
+        #{mode := legacy} ->
+            case catch erlang:trace_info(P, tracer) of
+                {tracer, Tracer} when Tracer =:= []; element(1, Tracer) =:= msgflow_tracer ->
+                    _ = (catch erlang:trace(P, false, [send])),
+                    _ = (catch erlang:trace(P, true, [{tracer, msgflow_tracer, Nif}, procs]));
+                _ ->
+                    ok          %% gone, or another tool's
+            end
+    end,
+    ok.
+
+%% @doc The names msgflow's own processes are registered under: a send
+%% to one of them by name is msgflow's own too.
+-spec own_names() -> [atom()].
+own_names() ->
+    [msgflow_collector, msgflow_sup, msgflow_flow_keeper, msgflow_cluster, msgflow_remote,
+     msgflow_web].
+
+%% @doc The calling process is one of msgflow's own (a view worker, an
+%% erpc process running a node's part of a view): none of its messages
+%% are counted in the run's NIF session from now on (msgflow_tracer:own/3;
+%% its messages to the collector are not counted either way), and its
+%% legacy flags (before OTP 27) are cleared; another tool's flags are
+%% never touched.
 -spec untrace_self() -> ok.
 untrace_self() ->
     case erlang:trace_info(self(), tracer) of
         {tracer, {msgflow_tracer, _}} -> _ = erlang:trace(self(), false, [send, procs]);
         _ -> ok
     end,
-    ok.
+    case msgflow_run:nif_session() of
+        undefined -> ok;
+        Nif -> _ = (catch msgflow_tracer:own(Nif, add, self())), ok
+    end.

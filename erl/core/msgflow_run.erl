@@ -7,11 +7,14 @@
 
 -export([begin_run/1, trace/2, untrace/2, slice_off/1, slice_on/1, flags_off/1, close/1,
          session/1, mode/1, skipped/1, new_tracer/1, session_info/1, rotate/3,
-         clear_orphaned/0]).
+         clear_orphaned/0, own/2, own_sweep/1, nif_session/0]).
 -export_type([run/0]).
 
 %% the NIF session of a legacy run while it lasts (see clear_orphaned/0)
 -define(RUNNING, {msgflow_collector, running}).
+%% the NIF session of the run now, for msgflow's own processes to join
+%% it (nif_session/0): a named table of the collector's
+-define(CURRENT, msgflow_run_current).
 %% the NIF's table entries allowed per distinct pair (a pair counted on k
 %% scheduler threads holds k entries, one per kind of message it has with
 %% kinds on; see max_pairs in the README)
@@ -65,6 +68,8 @@ begin_run(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
     end.
 
 begin_tracing(Targets, Mode, Session, Procs) ->
+    %% a send to msgflow's processes by name is msgflow's own too
+    _ = [msgflow_tracer:own(Session, add, N) || N <- msgflow_flags:own_names()],
     try msgflow_flags:begin_tracing(Mode, Session) of
         T -> set_flags(T, Targets, Mode, Session, Procs)
     catch
@@ -79,6 +84,7 @@ set_flags(T, Targets, Mode, Session, Procs) ->
             %% legacy flags outlive a crash of the collector: say where
             %% they are for the collector that is started next
             _ = Mode =:= legacy andalso persistent_term:put(?RUNNING, Session),
+            publish(Session),
             {ok, #run{session = Session, tracing = T, mode = Mode, skipped = Skipped,
                       procs = Procs,
                       traced = case Targets of L when is_list(L) -> L; _ -> [] end}}
@@ -167,7 +173,43 @@ close(#run{session = Session}) ->
     Info = try msgflow_tracer:session_info(Session) catch error:_ -> #{} end,
     catch msgflow_tracer:session_stop(Session),
     _ = persistent_term:erase(?RUNNING),
+    _ = (catch ets:delete(?CURRENT, nif)),
     Info.
+
+%% The run's NIF session published for nif_session/0, in a table the
+%% collector (the caller) owns: it goes with the collector.
+publish(Session) ->
+    _ = ets:info(?CURRENT, id) =:= undefined andalso
+        ets:new(?CURRENT, [named_table, protected, {read_concurrency, true}]),
+    true = ets:insert(?CURRENT, {nif, Session}),
+    ok.
+
+%% @doc The NIF session of the run now, `undefined' when none: for a
+%% process of msgflow's to make itself one of its own
+%% (msgflow_flags:untrace_self/0).  Any process.
+-spec nif_session() -> msgflow_tracer:session() | undefined.
+nif_session() ->
+    try ets:lookup(?CURRENT, nif) of
+        [{_, S}] -> S;
+        [] -> undefined
+    catch
+        error:badarg -> undefined
+    end.
+
+%% @doc Pids are msgflow's own from now on (msgflow_flags:own/2): none of
+%% their messages are counted.
+-spec own(run(), [pid()]) -> ok.
+own(#run{tracing = T}, Pids) ->
+    msgflow_flags:own(T, Pids).
+
+%% @doc Forgets the own processes that exited (the NIF's set holds 512 at
+%% most; a view worker or a web connection's handler is one while it
+%% lives).  Each window.
+-spec own_sweep(run()) -> ok.
+own_sweep(#run{session = S}) ->
+    _ = [catch msgflow_tracer:own(S, remove, P)
+         || P <- (catch msgflow_tracer:own(S, list, [])), is_pid(P), not is_process_alive(P)],
+    ok.
 
 %% @doc The NIF session.
 -spec session(run()) -> msgflow_tracer:session().

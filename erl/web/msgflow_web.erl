@@ -110,11 +110,13 @@ init({Opts = #{port := Port, ip := Ip}, Source}) ->
         {ok, _} ->
             case inets:start(httpd, Config, stand_alone) of
                 {ok, Httpd} ->
-                    %% httpd's own processes are msgflow's: untraced now,
-                    %% and left out when a run starts (msgflow_flags:own_pids/0)
+                    %% httpd's own processes are msgflow's, and so are
+                    %% the processes they spawn (a connection's handler):
+                    %% left out of the run now and of one that starts
+                    %% later (msgflow_flags:own_pids/0)
                     Own = tree(Httpd),
                     persistent_term:put({?MODULE, own}, Own),
-                    _ = [msgflow_collector:untrace(P) || P <- Own],
+                    ok = msgflow_collector:own([self() | Own]),
                     Url = lists:flatten(io_lib:format("http://~s:~b/", [host(Ip), Real])),
                     persistent_term:put({?MODULE, url}, Url),
                     {ok, #{httpd => Httpd, source => Source, cache => #{}, pending => #{},
@@ -180,8 +182,8 @@ handle_call(_, _From, S) ->
 
 %% Request's document computed by a process of its own, which says
 %% `{computed, Request, Began, Doc}' (linked: it ends with the server).
-%% It is left out of the counts before it asks anything (this process is
-%% msgflow's own; the collector untraces it in either trace mode).
+%% It is msgflow's own from its first message, spawned by this process
+%% (msgflow_collector:own/1); the call below also clears its send flag.
 compute(Source, Request, Began) ->
     Self = self(),
     Pid = spawn_link(fun() ->
@@ -194,7 +196,7 @@ compute(Source, Request, Began) ->
                                    end,
                              Self ! {computed, Request, Began, Doc}
                      end),
-    _ = msgflow_collector:untrace(Pid),
+    _ = msgflow_collector:own([Pid]),
     Pid ! go,
     ok.
 

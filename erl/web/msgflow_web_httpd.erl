@@ -44,15 +44,16 @@ do(#mod{method = Method, request_uri = Uri, data = Data, socket = Socket}) ->
             {proceed, [{response, {response, Head, case Method of "HEAD" -> []; _ -> Bin end}}]}
     end.
 
-%% A connection's request process and its socket are msgflow's own: taken
-%% out of the run's tracing at its first request (the messages before it,
-%% a few per connection, are counted; a browser keeps its connection).
+%% A connection's request process is msgflow's own from its first
+%% message (httpd's acceptor, msgflow's, spawned it: msgflow_collector:own/1);
+%% at its first request its send flag and its socket's are cleared, so
+%% that the tracer is not even called for them.
 untrace_connection(Socket) ->
     case get(msgflow_untraced) of
         true -> ok;
         undefined ->
             put(msgflow_untraced, true),
-            _ = msgflow_collector:untrace(self()),
+            _ = msgflow_collector:own([self()]),
             _ = is_port(Socket) andalso msgflow_collector:untrace(Socket),
             ok
     end.
