@@ -8,13 +8,13 @@
 -module(msgflow_labels_SUITE).
 -include_lib("stdlib/include/assert.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
--export([labels_recognised/1, fan_out_grouped/1]).
+-export([labels_recognised/1, fan_out_grouped/1, gone_before_seen/1, fire/1]).
 
 all() ->
     [{group, labels}].
 
 groups() ->
-    [{labels, [], [labels_recognised, fan_out_grouped]}].
+    [{labels, [], [labels_recognised, fan_out_grouped, gone_before_seen]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -24,6 +24,36 @@ init_per_suite(Config) ->
 end_per_suite(_Config) ->
     ok = msgflow:stop(),
     ok.
+
+%% Processes alive when the run starts that send and exit before any
+%% snapshot (none until stop/0) keep their labels: the census of the
+%% start read them (a proc_lib process by its initial call, a registered
+%% process by its name, one spawned from a fun by where the fun was
+%% written), where they used to be `(unknown)'.
+gone_before_seen(_Config) ->
+    Sink = spawn(fun Loop() -> receive _ -> Loop() end end),
+    Self = self(),
+    Named = spawn(fun() -> register(labels_gone, self()), Self ! named, fire(Sink) end),
+    receive named -> ok end,
+    FromFun = spawn(fun() -> ok = fire(Sink), done end),
+    ProcLib = proc_lib:spawn(?MODULE, fire, [Sink]),
+    ok = msgflow:start(#{procs => all, interval => 3600000}),
+    ok = msgflow_collector:await_census(60000),
+    [begin Ref = monitor(process, P), P ! go, receive {'DOWN', Ref, _, _, _} -> ok end end
+     || P <- [Named, FromFun, ProcLib]],
+    ok = msgflow:stop(),
+    #{rows := Rows, endpoints := Ends} = msgflow:view(top, #{by => process, limit => all}),
+    Got = [{maps:get(label, maps:get(S, Ends)), C}
+           || #{sender := S, receiver := R, count := C} <- Rows, R =:= Sink],
+    ?assertEqual(lists:sort([{<<"labels_gone">>, 3},
+                             {<<"msgflow_labels_SUITE:gone_before_seen/1 fun">>, 3},
+                             {<<"msgflow_labels_SUITE:fire/1">>, 3}]),
+                 lists:sort(Got)),
+    exit(Sink, kill).
+
+%% Three messages to Sink when told to go.
+fire(Sink) ->
+    receive go -> [Sink ! {hello, I} || I <- lists:seq(1, 3)], ok end.
 
 %% 'Elixir.My.Worker', compiled from Erlang forms: a gen_server that, when
 %% asked, spawns a fun sending N messages to a process; `Elixir.' modules

@@ -17,7 +17,7 @@
 -module(msgflow_collector).
 -behaviour(gen_server).
 
--export([start/1, stop/0, reset/0, reset_for/1, trace/1, untrace/1, own/1, info/0, info_as_is/0, wait/1,
+-export([start/1, stop/0, reset/0, reset_for/1, trace/1, untrace/1, own/1, await_census/1, info/0, info_as_is/0, wait/1,
          await_windows/2, store/1, balance/0]).
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
@@ -40,6 +40,7 @@
     %% killed tool cannot leave it on
     watched = [] :: [{reference(), pid()}],
     window_waiters = [] :: [{non_neg_integer(), gen_server:from()}],
+    census_waiters = [] :: [gen_server:from()],     %% await_census/1 callers
     %% in legacy mode with procs all or new: who traces new processes, as
     %% of the last window (msgflow_run:new_tracer/1)
     new_tracer = msgflow :: msgflow | term()
@@ -90,6 +91,18 @@ untrace(Who) -> call({untrace, Who}, {error, not_started}).
 %% starts later leaves out msgflow_flags:own_pids/0).
 -spec own([pid()]) -> ok | {error, {timeout, msgflow_collector}}.
 own(Pids) -> call({own, Pids}, ok).
+
+%% @doc Waits until the census of the processes alive when the run
+%% started has read them all (msgflow_labels:census/2): from then on one
+%% of them that exits keeps its label.  `ok' (also when not running), or
+%% `{error, timeout}' after Ms.
+-spec await_census(timeout()) -> ok | {error, timeout}.
+await_census(Ms) ->
+    try gen_server:call(?MODULE, await_census, Ms)
+    catch
+        exit:{timeout, _} -> {error, timeout};
+        exit:{noproc, _} -> ok
+    end.
 
 %% @doc msgflow:info/0, after a snapshot taken now (`#{running =>
 %% false}' when the collector is not there): `running'; counts, in
@@ -203,6 +216,13 @@ handle_call({store, _}, _From, St = #st{started_at = undefined}) ->
 handle_call({store, Refresh}, _From, St) ->
     St1 = refreshed(Refresh, St),
     {reply, handle(St1), St1};
+handle_call(await_census, From, St = #st{running = true, census_waiters = W}) ->
+    case msgflow_store:census_left(St#st.store) of
+        0 -> {reply, ok, St};
+        _ -> {noreply, St#st{census_waiters = [From | W]}}
+    end;
+handle_call(await_census, _From, St) ->
+    {reply, ok, St};
 handle_call({own, _}, _From, St = #st{running = false}) ->
     {reply, ok, St};
 handle_call({own, Pids}, _From, St = #st{run = Run}) ->
@@ -249,6 +269,15 @@ handle_info({tick, Tag}, St = #st{tag = Tag, running = true, run = Run}) ->
                             msgflow_store:closed(St1#st.store)),
     ok = msgflow_run:own_sweep(Run),
     {noreply, schedule_tick(St1#st{new_tracer = msgflow_run:new_tracer(Run)})};
+handle_info({census, Tag}, St = #st{tag = Tag, running = true}) ->
+    case msgflow_store:census(St#st.store) of
+        {more, S} ->
+            self() ! {census, Tag},
+            {noreply, St#st{store = S}};
+        {done, S} ->
+            _ = [gen_server:reply(W, ok) || W <- St#st.census_waiters],
+            {noreply, St#st{store = S, census_waiters = []}}
+    end;
 handle_info({duration_over, Tag}, St = #st{tag = Tag, running = true}) ->
     {noreply, stop_tracing(St)};
 %% The coordinator of the cluster this node counts for, or the run's
@@ -308,6 +337,9 @@ start_tracing(Opts, St) ->
                      true -> S0;
                      false -> msgflow_store:clear(S0, new_run)
                  end,
+            %% the processes alive now, read a step at a time (so that
+            %% one that exits before its first row keeps its label)
+            self() ! {census, Tag},
             _ = [erlang:send_after(D, self(), {duration_over, Tag})
                  || #{duration := D} <- [Opts], D =/= infinity],
             _ = [erlang:send_after(Traced, self(), {slice_off, Tag})
@@ -317,7 +349,8 @@ start_tracing(Opts, St) ->
                                                            is_pid(P)],
             {ok, schedule_tick(St#st{running = true, run = Run, opts = Opts, tag = Tag,
                                      started_at = erlang:system_time(millisecond),
-                                     stopped_at = undefined, store = S1, new_tracer = msgflow,
+                                     stopped_at = undefined, new_tracer = msgflow,
+                                     store = msgflow_store:census_start(S1),
                                      last_info = #{}, watched = Watched})};
         {error, _} = E ->
             E
@@ -336,9 +369,10 @@ stop_tracing(St = #st{run = Run}) ->
     Info = msgflow_run:close(Run),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
     [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
+    [gen_server:reply(W, ok) || W <- St1#st.census_waiters],
     _ = [erlang:demonitor(R, [flush]) || {R, _} <- St1#st.watched],
     St1#st{running = false, run = undefined, tag = undefined,
-           waiters = [], watched = [], window_waiters = [],
+           waiters = [], watched = [], window_waiters = [], census_waiters = [],
            stopped_at = erlang:system_time(millisecond), last_info = Info, last_run = Run}.
 
 %%% Snapshots and windows

@@ -4,7 +4,8 @@
 %%% (while it may still be alive); views of flows call label/1.  Reads
 %%% process_info and port_info only; any process.
 -module(msgflow_describe).
--export([label/1, module_of/1, describe/1, describe/2, describe_port/1, proc_event_call/1]).
+-export([label/1, module_of/1, describe/1, describe/2, facts/2, label_of/2, describe_port/1,
+         proc_event_call/1]).
 
 %% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
 %% does not know it (it is only called where the VM supports it).
@@ -58,41 +59,66 @@ module_of(_) ->
 describe(Pid) ->
     describe(Pid, undefined).
 
-%% @doc describe/1 for a process whose spawn event gave ProcEvent (a call of
-%% proc_event_call/1, or `undefined'): a process spawned from a fun is named
-%% by ProcEvent, where the fun was written, rather than by its stack.
+%% @doc describe/1 for a process whose spawn event (or the census of a
+%% run's start, msgflow_labels) gave ProcEvent (a call of
+%% proc_event_call/1, or `undefined'): a process spawned from a fun or
+%% by proc_lib is named by ProcEvent rather than by its stack or its
+%% dictionary.
 -spec describe(pid(), {module(), atom(), arity()} | undefined) ->
           #{label := binary(), module := module() | undefined,
             name := atom(), group_leader := pid()} | undefined.
 describe(Pid, ProcEvent) ->
+    case facts(Pid, ProcEvent) of
+        undefined -> undefined;
+        F = #{call := Call, name := Name, group_leader := GL} ->
+            #{label => label_of(F, Pid), module => module(Call), name => Name,
+              group_leader => GL}
+    end.
+
+%% @doc What a live local process says of itself, without formatting it:
+%% `name' (registered, or `undefined'), `call' (what its label names when
+%% it has no other: its proc_lib initial call, the fun it was spawned
+%% from, else its initial call; ProcEvent stands in for the first two, as
+%% in describe/2), `proc_label' (OTP 27+'s proc_lib label, `undefined'
+%% when none), `group_leader'.  label_of/2 makes its label.  `undefined'
+%% for a dead process.  One process_info/2 call; a second for a proc_lib
+%% process's dictionary or a fun's stack when ProcEvent does not say.
+-spec facts(pid(), {module(), atom(), arity()} | undefined) ->
+          #{name := atom(), call := {module(), atom(), arity()} | term(),
+            proc_label := binary() | undefined, group_leader := pid()} | undefined.
+facts(Pid, ProcEvent) ->
     case process_info(Pid, [registered_name, initial_call, group_leader]) of
         undefined ->
             undefined;
         [{registered_name, Reg}, {initial_call, Init}, {group_leader, GL}] ->
             Name = case Reg of [] -> undefined; _ -> Reg end,
-            %% only a process proc_lib started has its initial call in its
-            %% dictionary; reading that is one more round trip to it
-            PlCall = case Init of
-                         {proc_lib, init_p, _} -> proc_lib_initial_call(Pid);
-                         _ -> false
-                     end,
-            Call = case {PlCall, Init} of
-                       {{_, _, _}, _} -> PlCall;
-                       {false, {erlang, apply, 2}} when ProcEvent =/= undefined -> ProcEvent;
-                       {false, {erlang, apply, 2}} -> fun_call(Pid, Init);
-                       {false, _} -> Init
+            Call = case Init of
+                       _ when ProcEvent =/= undefined, (Init =:= {erlang, apply, 2} orelse
+                                                        element(1, Init) =:= proc_lib) ->
+                           ProcEvent;
+                       {proc_lib, init_p, _} ->
+                           %% only a process proc_lib started has its
+                           %% initial call in its dictionary
+                           case proc_lib_initial_call(Pid) of
+                               false -> Init;
+                               PlCall -> PlCall
+                           end;
+                       {erlang, apply, 2} -> fun_call(Pid, Init);
+                       _ -> Init
                    end,
-            Module = case Call of
-                         {M, _, _} -> M;
-                         _ -> undefined
-                     end,
-            Label = case proc_lib_label(Pid) of
-                        undefined when Name =/= undefined -> msgflow_fmt:name(Name);
-                        undefined -> initial_call(Call, Pid);
-                        L -> L
-                    end,
-            #{label => Label, module => Module, name => Name, group_leader => GL}
+            #{name => Name, call => Call, proc_label => proc_lib_label(Pid), group_leader => GL}
     end.
+
+%% @doc The label facts/2 gives a process: its proc_lib label, else its
+%% registered name, else its call `M:F/A', else the pid.
+-spec label_of(#{name := atom(), call := term(), proc_label := binary() | undefined, _ => _},
+               pid()) -> binary().
+label_of(#{proc_label := L}, _Pid) when is_binary(L) -> L;
+label_of(#{name := Name}, _Pid) when Name =/= undefined -> msgflow_fmt:name(Name);
+label_of(#{call := Call}, Pid) -> initial_call(Call, Pid).
+
+module({M, _, _}) when is_atom(M) -> M;
+module(_) -> undefined.
 
 %% A process spawned from a fun (initial call erlang:apply/2): the bottom
 %% frame of its stack, the fun itself (`{ux_load, '-start/0-fun-0-', 0}')

@@ -31,7 +31,7 @@
 %%% and owner (msgflow_describe:label/1); remote endpoints their node.
 -module(msgflow_labels).
 
--export([new/0, clear/1, tables/1, proc_events/3, prune_proc_events/2,
+-export([new/0, clear/1, tables/1, proc_events/3, prune_proc_events/2, census_start/1, census/2, census_left/1,
          hold/2, release/2, purge/1, rollup_key/2, forget_endpoints/1, group_end/2,
          canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1]).
 -export_type([label_id/0]).
@@ -40,6 +40,10 @@
 
 %% group leaders whose application is kept (see application_of/3)
 -define(MAX_GROUP_LEADERS, 1000).
+%% label texts kept by call or name (see label_text/3)
+-define(MAX_TEXTS, 10000).
+%% processes the census of a run's start reads in one step (census/2)
+-define(CENSUS_STEP, 500).
 
 -record(labels, {
     endpoints :: ets:tid(),
@@ -51,7 +55,9 @@
     %% built meanwhile may still read them): this window's, the last's
     expiring = [] :: [msgflow_tracer:endpoint()],
     expiring_before = [] :: [msgflow_tracer:endpoint()],
-    apps = #{} :: #{pid() => atom() | undefined}   %% application by group leader
+    apps = #{} :: #{pid() => atom() | undefined},  %% application by group leader
+    texts = #{} :: #{term() => binary()},          %% label text by call or {name, Name}
+    census = [] :: [pid()]                         %% processes the census has yet to read
 }).
 
 -opaque labels() :: #labels{}.
@@ -137,6 +143,38 @@ prune_proc_events(L = #labels{proc_events = B}, Tick) ->
     _ = [ets:delete(B, P) || P <- Old, not alive(P)],
     L.
 
+%% @doc The census of a run's start begins: every process alive now will
+%% be read once (census/2), so that one that exits before any row names
+%% it still has its name and call.  Owner only.
+-spec census_start(labels()) -> labels().
+census_start(L) ->
+    L#labels{census = processes()}.
+
+%% @doc One step of the census: up to ?CENSUS_STEP processes read
+%% (msgflow_describe:facts/2: one process_info/2 call, a second for a
+%% proc_lib process's dictionary or a fun's stack) and recorded as their
+%% process events would be, at Tick; a process already labelled, or with
+%% a process event, is skipped.  `more' until none is left.  Owner only;
+%% a step takes about a millisecond.
+-spec census(labels(), non_neg_integer()) -> {more | done, labels()}.
+census(L = #labels{census = []}, _Tick) ->
+    {done, L};
+census(L = #labels{census = Ps, endpoints = Ends, proc_events = B}, Tick) ->
+    {Step, Rest} = case length(Ps) > ?CENSUS_STEP of
+                       true -> lists:split(?CENSUS_STEP, Ps);
+                       false -> {Ps, []}
+                   end,
+    _ = [case msgflow_describe:facts(P, undefined) of
+             #{name := Name, call := Call} -> ets:insert(B, {P, Name, Call, Tick});
+             undefined -> ok
+         end || P <- Step, not ets:member(Ends, P), not ets:member(B, P)],
+    {case Rest of [] -> done; _ -> more end, L#labels{census = Rest}}.
+
+%% @doc Processes the census has yet to read.
+-spec census_left(labels()) -> non_neg_integer().
+census_left(#labels{census = Ps}) ->
+    length(Ps).
+
 alive(P) when is_pid(P) -> is_process_alive(P);
 alive(P) when is_port(P) -> erlang:port_info(P, id) =/= undefined.
 
@@ -156,12 +194,14 @@ learn_new(L = #labels{endpoints = Ends, proc_events = B, names = Names}, E)
     {BName, BCall} = take_proc_event(B, E),
     BMod = case BCall of {M0, _, _} -> M0; _ -> undefined end,
     {Label, Name, Mod, App, L1} =
-        case msgflow_describe:describe(E, BCall) of
+        case msgflow_describe:facts(E, BCall) of
             undefined ->
                 {dead_label(BName, BCall), BName, BMod, undefined, L};
-            #{label := Live, name := LiveName, module := LiveMod, group_leader := GL} ->
+            Facts = #{name := LiveName, call := Call, group_leader := GL} ->
                 {A, LA} = application_of(E, GL, L),
-                {Live, first_defined(LiveName, BName), first_defined(LiveMod, BMod), A, LA}
+                {Live, LT} = label_text(Facts, E, LA),
+                LiveMod = case Call of {M1, _, _} when is_atom(M1) -> M1; _ -> undefined end,
+                {Live, first_defined(LiveName, BName), first_defined(LiveMod, BMod), A, LT}
         end,
     _ = Name =/= undefined andalso ets:insert(Names, {Name, E}),
     ets:insert(Ends, {E, label_id(L1, Label, Mod, App), 0}),
@@ -194,6 +234,27 @@ learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
     case Pid of
         undefined -> L;
         _ -> hold(L, Pid)
+    end.
+
+%% A live process's label from its facts (msgflow_describe:facts/2),
+%% made once per distinct call or name: 100,000 handlers of one module
+%% share one text (the cache is dropped past ?MAX_TEXTS).
+label_text(#{proc_label := PL}, _E, L) when is_binary(PL) ->
+    {PL, L};
+label_text(Facts = #{name := Name, call := Call}, E, L = #labels{texts = Texts}) ->
+    Key = case Name of undefined -> Call; _ -> {name, Name} end,
+    case Texts of
+        #{Key := T} ->
+            {T, L};
+        _ when is_tuple(Call); Name =/= undefined ->
+            T = msgflow_describe:label_of(Facts, E),
+            Texts1 = case map_size(Texts) >= ?MAX_TEXTS of
+                         true -> #{};
+                         false -> Texts
+                     end,
+            {T, L#labels{texts = Texts1#{Key => T}}};
+        _ ->
+            {msgflow_describe:label_of(Facts, E), L}
     end.
 
 %% The name and initial call a process event recorded for local pid E (taken:

@@ -69,7 +69,7 @@ begin_run(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
 
 begin_tracing(Targets, Mode, Session, Procs) ->
     %% a send to msgflow's processes by name is msgflow's own too
-    _ = [msgflow_tracer:own(Session, add, N) || N <- msgflow_flags:own_names()],
+    _ = [catch msgflow_tracer:own(Session, add, N) || N <- msgflow_flags:own_names()],
     try msgflow_flags:begin_tracing(Mode, Session) of
         T -> set_flags(T, Targets, Mode, Session, Procs)
     catch
@@ -207,8 +207,12 @@ own(#run{tracing = T}, Pids) ->
 %% lives).  Each window.
 -spec own_sweep(run()) -> ok.
 own_sweep(#run{session = S}) ->
-    _ = [catch msgflow_tracer:own(S, remove, P)
-         || P <- (catch msgflow_tracer:own(S, list, [])), is_pid(P), not is_process_alive(P)],
+    %% the NIF may be gone for a moment (its module deleted and purged)
+    try msgflow_tracer:own(S, list, []) of
+        Own -> _ = [msgflow_tracer:own(S, remove, P) || P <- Own, is_pid(P), not is_process_alive(P)]
+    catch
+        error:_ -> ok
+    end,
     ok.
 
 %% @doc The NIF session.

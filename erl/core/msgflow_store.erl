@@ -37,7 +37,7 @@
 -include("msgflow_store.hrl").
 
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, close_window/1,
-         closed/1, handle/2, balance/1, figures/1]).
+         closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
 -export_type([store/0, window/0, state/0]).
 
 %% Receivers with at least this many senders in a window get their
@@ -115,6 +115,24 @@ clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Ca
             wsenders = new_wsenders(S#store.wsenders),
             dead_letters = 0, overflow = 0, rolled_up_messages = 0, sweeps = #{},
             labels = Labels}.
+
+%% @doc The census of the processes alive as a run starts begins
+%% (msgflow_labels:census_start/1); census/1 reads them a step at a time.
+-spec census_start(state()) -> state().
+census_start(S = #store{labels = L}) ->
+    S#store{labels = msgflow_labels:census_start(L)}.
+
+%% @doc One step of the census (msgflow_labels:census/2): `more' while
+%% processes are left.
+-spec census(state()) -> {more | done, state()}.
+census(S = #store{labels = L, closed = C}) ->
+    {More, L1} = msgflow_labels:census(L, C),
+    {More, S#store{labels = L1}}.
+
+%% @doc Processes the census has yet to read.
+-spec census_left(state()) -> non_neg_integer().
+census_left(#store{labels = L}) ->
+    msgflow_labels:census_left(L).
 
 %% @doc Deletes tables clear/2 replaced (deleted whole, which the VM does
 %% in the background).  The owner only.
