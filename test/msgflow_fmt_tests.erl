@@ -97,9 +97,68 @@ prop_cell_width() ->
     ?FORALL({Text, Width}, {list(range($a, $z)), range(1, 40)},
             string:length(msgflow_fmt:cell(Text, Width, "~")) =:= Width).
 
+%% A label as msgflow makes them: a registered name, M:F/A (Erlang or
+%% Elixir), a fun's `M:f/0 fun', a port's `driver <- owner label', the
+%% unknown; and the pid or port text beside it, or none.
+label_gen() ->
+    Word = ?LET(W, non_empty(list(oneof([range($a, $z), $_]))), W),
+    Mfa = ?LET({M, F, A}, {Word, Word, range(0, 12)},
+               M ++ ":" ++ F ++ "/" ++ integer_to_list(A)),
+    Label = oneof([Word, Mfa,
+                   ?LET(M, Mfa, M ++ " fun"),
+                   ?LET({M, F}, {Word, Word}, "Elixir." ++ M ++ "." ++ F ++ "/1"),
+                   ?LET({D, O}, {oneof(["tcp_inet", "udp_inet", "spawn"]), oneof([Word, Mfa])},
+                        D ++ " <- " ++ O),
+                   "(unknown)"]),
+    Text = oneof([none,
+                  ?LET({A, B}, {range(0, 99999), range(0, 999)},
+                       "<0." ++ integer_to_list(A) ++ "." ++ integer_to_list(B) ++ ">"),
+                  ?LET(N, range(0, 9999), "#Port<0." ++ integer_to_list(N) ++ ">")]),
+    {Label, Text}.
+
+%% From 12 columns on, a label's cell is exactly its width and starts with
+%% the label's first 8 characters or its whole name part (all but a last
+%% `:f/1'); and one that fits is shown whole.
+prop_label_cell() ->
+    ?FORALL({{Label, Text}, Width}, {label_gen(), range(12, 90)},
+            begin
+                Cell = msgflow_fmt:label_cell(Label, Text, Width, "~"),
+                Name = case re:run(Label, "^(.+?)[:.][^:./ ]+/[0-9]+(?: fun)?$",
+                                   [{capture, all_but_first, list}]) of
+                           {match, [N]} -> N;
+                           nomatch -> Label
+                       end,
+                Whole = case Text of none -> Label; _ -> Label ++ " " ++ Text end,
+                string:length(Cell) =:= Width
+                    andalso (lists:prefix(lists:sublist(Label, 8), Cell)
+                             orelse lists:prefix(Name, Cell))
+                    andalso (length(Whole) > Width orelse string:trim(Cell, trailing) =:= Whole)
+            end).
+
+%% The steps of label_cell/4, widest first: whole, the number for the
+%% pid, the name part, the name part cut.  test/c/test_dump.c checks
+%% msgflow-top's and msgflow-report's cells against the same.
+label_cell_test_() ->
+    Port = <<"tcp_inet <- httpd_request_handler:init/1">>,
+    Xmpp = <<"xmpp_stream_in:init/1">>,
+    C = fun(L, T, W) -> string:trim(msgflow_fmt:label_cell(L, T, W, "~"), trailing) end,
+    [?_assertEqual("xmpp_stream_in:init/1 <0.181.0>", C(Xmpp, "<0.181.0>", 40)),
+     ?_assertEqual("xmpp_stream_in:init/1 <181>", C(Xmpp, "<0.181.0>", 30)),
+     ?_assertEqual("xmpp_stream_in~ <181>", C(Xmpp, "<0.181.0>", 24)),
+     ?_assertEqual("xmpp_stre~ <181>", C(Xmpp, "<0.181.0>", 16)),
+     ?_assertEqual("xmpp_stream~", C(Xmpp, "<0.181.0>", 12)),
+     ?_assertEqual("xmpp_stream_in~", C(Xmpp, none, 20)),
+     ?_assertEqual("tcp_inet <- httpd_request_handler~ <8>", C(Port, "#Port<0.8>", 40)),
+     ?_assertEqual("tcp_inet <- httpd_r~ <8>", C(Port, "#Port<0.8>", 24)),
+     ?_assertEqual("ux_load~", C(<<"ux_load:start/0 fun">>, none, 12)),
+     ?_assertEqual("file_server_2", C(<<"file_server_2">>, none, 20)),
+     ?_assertEqual("My.Worker~", C(<<"My.Worker.init/1">>, none, 12)),
+     %% two handlers that read the same are told apart by their numbers
+     ?_assertNotEqual(C(Xmpp, "<0.181.0>", 20), C(Xmpp, "<0.182.0>", 20))].
+
 proper_test_() ->
     [?_assert(proper:quickcheck(P, [{numtests, 500}, {to_file, user}]))
-     || P <- [prop_int_roundtrip(), prop_cell_width(), prop_mfa_as_format()]].
+     || P <- [prop_int_roundtrip(), prop_cell_width(), prop_mfa_as_format(), prop_label_cell()]].
 
 %% Elixir modules and names as Elixir writes them; Erlang ones unchanged.
 elixir_names_test() ->

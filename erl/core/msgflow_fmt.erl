@@ -3,7 +3,7 @@
 %%% column.  Pure: it reads nothing of the live system (msgflow_labels
 %%% does that).
 -module(msgflow_fmt).
--export([run_state/1, on_nodes/1, missing/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, mid_cell/3, rcell/2, ellipsis/1,
+-export([run_state/1, on_nodes/1, missing/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, label_cell/3, label_cell/4, rcell/2, ellipsis/1,
          endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0,
          micros/1]).
 
@@ -199,31 +199,82 @@ cell(Text, Width, Ellipsis) ->
         _ -> string:slice(S, 0, Width - 1) ++ Ellipsis
     end.
 
-%% @doc Text in Width columns, cut in its middle when longer, so that its
-%% end (a label's arity, `init/1', or a pid) stays: `xmpp_str…init/1'.
--spec mid_cell(unicode:chardata(), pos_integer(), string()) -> string().
-mid_cell(Text, Width, Ellipsis) ->
-    S = unicode:characters_to_list(Text),
-    case string:length(S) of
-        L when L =< Width -> S ++ lists:duplicate(Width - L, $\s);
-        _ when Width < 3 -> string:slice(S, 0, Width);
-        L ->
-            Tail = (Width - 1) div 2,
-            string:slice(S, 0, Width - 1 - Tail) ++ Ellipsis ++ string:slice(S, L - Tail, Tail)
+%% @doc A label in Width columns: label_cell/4 with no text beside it.
+-spec label_cell(unicode:chardata(), pos_integer(), string()) -> string().
+label_cell(Label, Width, Ellipsis) ->
+    label_cell(Label, none, Width, Ellipsis).
+
+%% @doc A label, and Text beside it (the pid or port of an endpoint whose
+%% label others share; `none' for no text), in exactly Width columns,
+%% keeping what a person recognises.  The label's name part is all of it
+%% but a last `:f/1' (or `.f/1', or `:f/1 fun'): a registered name, a
+%% module, a port's driver and owner's module.  The first of these that
+%% fits is shown:
+%% <ol>
+%% <li>the label and the text: `xmpp_stream_in:init/1 <0.181.0>';</li>
+%% <li>the label and the text's short form, the pid's or port's number:
+%% `xmpp_stream_in:init/1 <181>';</li>
+%% <li>the name part, Ellipsis, and the short text: `xmpp_stream_in~ <181>';</li>
+%% <li>the name part cut at its end, and the short text when nine columns
+%% are left for the name: `tcp_inet <- httpd_~ <181>'; else the name part
+%% alone, cut.</li>
+%% </ol>
+%% So from 12 columns on a cell starts with the label's first 8 characters
+%% or its whole name part, and rows that read the same are told apart by
+%% the number.  msgflow-top and msgflow-report cut by the same rule
+%% (tools/c/mf_table.c).
+-spec label_cell(unicode:chardata(), unicode:chardata() | none, pos_integer(), string()) ->
+          string().
+label_cell(Label0, Text0, Width, Ellipsis) ->
+    Label = unicode:characters_to_list(Label0),
+    {Name, Rest} = name_part(Label),
+    Len = fun string:length/1,
+    {Text, Short} = case Text0 of
+                        none -> {none, none};
+                        _ -> T = unicode:characters_to_list(Text0), {T, short_text(T)}
+                    end,
+    With = fun(L, none) -> L; (L, T) -> L ++ " " ++ T end,
+    Candidates = [With(Label, Text) | [With(Label, Short) || Short =/= none]]
+        ++ [With(Name ++ Ellipsis, Short) || Rest =/= []],
+    case [C || C <- Candidates, Len(C) =< Width] of
+        [Fit | _] ->
+            pad(Fit, Width);
+        [] when Short =/= none, Width - 1 - length(Short) >= 9 ->
+            cell(Name, Width - 1 - length(Short), Ellipsis) ++ " " ++ Short;
+        [] ->
+            cell(Name, Width, Ellipsis)
+    end.
+
+pad(S, Width) ->
+    S ++ lists:duplicate(max(0, Width - string:length(S)), $\s).
+
+%% A label's name part and the rest: `xmpp_stream_in' and `:init/1'.
+name_part(Label) ->
+    case re:run(Label, "^(.+?)([:.][^:./ ]+/[0-9]+(?: fun)?)$", [unicode, {capture, all_but_first, list}]) of
+        {match, [Name, Rest]} -> {Name, Rest};
+        nomatch -> {Label, []}
+    end.
+
+%% The short form of a pid's or port's text, its number: `<181>' for
+%% `<0.181.0>', `<8>' for `#Port<0.8>' (the second number, its last five
+%% digits); other text as it is.
+short_text(T) ->
+    case re:run(T, "[0-9]+", [global, {capture, all, list}]) of
+        {match, [_, [D] | _]} -> "<" ++ lists:nthtail(max(0, length(D) - 5), D) ++ ">";
+        _ -> T
     end.
 
 %% @doc An endpoint's label in Width columns, from what a view says of it
 %% (msgflow_rows:endpoint_info(), or `undefined' for a key it did not
-%% label: its text then).  A label other keys share is cut to keep the
-%% endpoint's text (pid or port) beside it.
+%% label: its text then), by label_cell/4: a label other keys share has
+%% the endpoint's text (pid or port) beside it.
 -spec endpoint_cell(map() | undefined, term(), pos_integer(), string()) -> string().
 endpoint_cell(#{label := L, display := L}, _Key, Width, Ellipsis) ->
-    mid_cell(L, Width, Ellipsis);
+    label_cell(L, none, Width, Ellipsis);
 endpoint_cell(#{label := L, text := T}, _Key, Width, Ellipsis) ->
-    mid_cell(L, max(1, Width - string:length(T) - 1), Ellipsis) ++ " " ++
-        unicode:characters_to_list(T);
+    label_cell(L, T, Width, Ellipsis);
 endpoint_cell(undefined, Key, Width, Ellipsis) ->
-    mid_cell(endpoint(Key), Width, Ellipsis).
+    label_cell(endpoint(Key), none, Width, Ellipsis).
 
 %% @doc The ellipsis the group leader can print: `\x{2026}' on a unicode
 %% device, `~' on a latin1 one (as `erl -noshell' has).  An io request:

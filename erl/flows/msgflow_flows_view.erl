@@ -63,7 +63,7 @@ text(V = #{entries := Entries, last := Last}, _Opts, Area = #{width := Width}) -
                       case Exact of true -> ""; false -> " or more (max_events)" end]),
        "  ", msgflow_fmt:cell("SENDER", EndW, E), " ", msgflow_fmt:cell("RECEIVER", EndW, E), " ",
        msgflow_fmt:rcell("MESSAGES", 10), "\n",
-       [["  ", msgflow_fmt:mid_cell(label(S), EndW, E), " ", msgflow_fmt:mid_cell(label(R), EndW, E),
+       [["  ", msgflow_fmt:label_cell(label(S), EndW, E), " ", msgflow_fmt:label_cell(label(R), EndW, E),
          " ", msgflow_fmt:rcell(msgflow_fmt:int(N), 10), "\n"] || {S, R, N} <- lists:sublist(Pairs, 10)],
        case length(Pairs) > 10 of
            true -> io_lib:format("  ... ~s more pairs: msgflow:view(flows, #{})~n",

@@ -192,7 +192,7 @@ heatmap(M = #{by := By, rows := Rows, cols := Cols, cells := Cells0, labels := L
     Cells = maps:map(fun(_, #{count := C}) -> C end, Cells0),
     Max = lists:max([1 | maps:values(Cells)]),
     Name = fun(K) -> maps:get(K, Labels) end,
-    Lab = fun(K) -> string:trim(msgflow_fmt:mid_cell(Name(K), 30, "..."), trailing) end,
+    Lab = fun(K) -> string:trim(msgflow_fmt:label_cell(Name(K), 30, "..."), trailing) end,
     Left = 200,
     Topm = 190,
     W = Left + ?CELL * max(1, length(Cols)) + 120,

@@ -188,7 +188,7 @@ text(V = #{entries := Es, running := Run, by := By, sample := Sample}, _Opts, Ar
     %% the numbers take 49 columns, the call 14, the two ends the rest
     EndW = max(12, (Width - 49 - 14 - 3) div 2),
     Line = fun(C, S, K, Calls, Sampled, P50, P99, Max, U) ->
-                   [msgflow_fmt:mid_cell(C, EndW, E), " ", msgflow_fmt:mid_cell(S, EndW, E), " ",
+                   [msgflow_fmt:label_cell(C, EndW, E), " ", msgflow_fmt:label_cell(S, EndW, E), " ",
                     msgflow_fmt:cell(K, 14, E),
                     io_lib:format("~9s ~7s ~7s ~7s ~7s ~6s~n", [Calls, Sampled, P50, P99, Max, U])]
            end,

@@ -74,7 +74,7 @@ text(View = #{rows := [#{sender := S, receiver := R, count := C, kinds := Ks}]},
          [] -> "  (kinds off: start(#{kinds => true}))\n";
          _ -> [io_lib:format("  ~s ~s ~s ~s~n",
                              [msgflow_fmt:cell(atom_to_list(K), 7, E),
-                              msgflow_fmt:mid_cell(msgflow_fmt:name(T), 24, E),
+                              msgflow_fmt:label_cell(msgflow_fmt:name(T), 24, E),
                               msgflow_fmt:rcell(msgflow_fmt:int(N), 10),
                               msgflow_fmt:rcell(io_lib:format("~.1f%", [100 * N / max(1, C)]), 6)])
                || {K, T, N} <- Ks]

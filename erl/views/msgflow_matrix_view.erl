@@ -155,7 +155,7 @@ text(M = #{by := By, rows := Rows0, cols := Cols0, messages := Total, running :=
                 [msgflow_fmt:rcell(msgflow_fmt:int(maps:get(C, Recv)), ?NUM_W) || C <- Cols],
                 msgflow_fmt:rcell(msgflow_fmt:int(Total), ?TOTAL_W), "\n"],
     LegendLines = [[msgflow_fmt:rcell(integer_to_list(I), 3), " ",
-                    string:trim(msgflow_fmt:mid_cell(maps:get(C, Labels), Width - 22, E), trailing),
+                    string:trim(msgflow_fmt:label_cell(maps:get(C, Labels), Width - 22, E), trailing),
                     " (receives only)\n"]
                    || {I, C} <- Legend],
     [Head, msgflow_fmt:missing(maps:get(missing, M, [])), ColHeads, Lines, Received, LegendLines,
@@ -165,7 +165,7 @@ text(M = #{by := By, rows := Rows0, cols := Cols0, messages := Total, running :=
 %% would read the same cut so (two `tcp_inet <- ht...andler:init/1') are
 %% cut at their end instead, where they differ sooner.
 fit_labels(Keys, Labels, Width, E) ->
-    Mid = [{K, msgflow_fmt:mid_cell(maps:get(K, Labels), Width, E)} || K <- Keys],
+    Mid = [{K, msgflow_fmt:label_cell(maps:get(K, Labels), Width, E)} || K <- Keys],
     Seen = lists:foldl(fun({_, T}, Acc) -> maps:update_with(T, fun(N) -> N + 1 end, 1, Acc) end,
                        #{}, Mid),
     maps:from_list([case maps:get(T, Seen) of

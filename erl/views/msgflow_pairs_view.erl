@@ -72,8 +72,8 @@ text(Pairs, _Opts, Area = #{width := W, height := H}) ->
     EndW = max(12, (W - 30) div 2),
     Shown = lists:sublist(Pairs, max(1, H - 3)),
     [io_lib:format("msgflow pairs: ~s~n", [msgflow_fmt:int(length(Pairs))]),
-     [[msgflow_fmt:mid_cell(msgflow_fmt:endpoint(S), EndW, E), " ",
-       msgflow_fmt:mid_cell(msgflow_fmt:endpoint(R), EndW, E), " ",
+     [[msgflow_fmt:label_cell(msgflow_fmt:endpoint(S), EndW, E), " ",
+       msgflow_fmt:label_cell(msgflow_fmt:endpoint(R), EndW, E), " ",
        case P of
            {_, _, K, T, N} -> [msgflow_fmt:cell(msgflow_fmt:kind(K, T), 16, E), " ",
                                msgflow_fmt:rcell(msgflow_fmt:int(N), 10)];

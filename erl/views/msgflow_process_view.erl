@@ -78,7 +78,7 @@ text(P = #{pid := Pid, label := Label, alive := Alive}, _Opts, Area = #{width :=
                        [Title, "\n",
                         case Ps of
                             [] -> "  (none)\n";
-                            _ -> [["  ", msgflow_fmt:mid_cell(L, max(20, min(40, Width - 14)), E), " ",
+                            _ -> [["  ", msgflow_fmt:label_cell(L, max(20, min(40, Width - 14)), E), " ",
                                    msgflow_fmt:rcell(msgflow_fmt:int(C), 10), "\n"] || {_, L, C} <- Ps]
                         end]
                end,

@@ -114,7 +114,7 @@ text(V = #{receivers := Es, running := Run, window_ms := WinMs}, _Opts, Area = #
     E = msgflow_fmt:ellipsis(Area),
     LabelW = max(20, Width - 3 - 1 - 12 - 8 - 8 - 8 - 5),
     Line = fun(I, L, M, R, S, Q) ->
-                   [msgflow_fmt:rcell(I, 3), " ", msgflow_fmt:mid_cell(L, LabelW, E), " ",
+                   [msgflow_fmt:rcell(I, 3), " ", msgflow_fmt:label_cell(L, LabelW, E), " ",
                     msgflow_fmt:rcell(M, 12), " ", msgflow_fmt:rcell(R, 7), " ",
                     msgflow_fmt:rcell(S, 7), " ", msgflow_fmt:rcell(Q, 7), "\n"]
            end,

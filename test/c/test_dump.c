@@ -715,8 +715,47 @@ static void bad_inputs(void)
     printf("ok bad inputs\n");
 }
 
+/* mf_label_cell cuts as msgflow_fmt:label_cell/4 does: the cells
+ * msgflow_fmt_tests:label_cell_test_/0 checks, the same here. */
+static void label_cells(void)
+{
+    static const struct {
+        const char *label, *text;
+        int width;
+        const char *want;
+    } cases[] = {
+        {"xmpp_stream_in:init/1", "<0.181.0>", 40, "xmpp_stream_in:init/1 <0.181.0>"},
+        {"xmpp_stream_in:init/1", "<0.181.0>", 30, "xmpp_stream_in:init/1 <181>"},
+        {"xmpp_stream_in:init/1", "<0.181.0>", 24, "xmpp_stream_in~ <181>"},
+        {"xmpp_stream_in:init/1", "<0.181.0>", 16, "xmpp_stre~ <181>"},
+        {"xmpp_stream_in:init/1", "<0.181.0>", 12, "xmpp_stream~"},
+        {"xmpp_stream_in:init/1", NULL, 20, "xmpp_stream_in~"},
+        {"tcp_inet <- httpd_request_handler:init/1", "#Port<0.8>", 40,
+         "tcp_inet <- httpd_request_handler~ <8>"},
+        {"tcp_inet <- httpd_request_handler:init/1", "#Port<0.8>", 24, "tcp_inet <- httpd_r~ <8>"},
+        {"ux_load:start/0 fun", NULL, 12, "ux_load~"},
+        {"file_server_2", NULL, 20, "file_server_2"},
+        {"My.Worker.init/1", NULL, 12, "My.Worker~"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *out = NULL;
+        size_t len = 0;
+        FILE *mem = open_memstream(&out, &len);
+        mf_label_cell(mem, cases[i].label, cases[i].text, cases[i].width, "~");
+        fclose(mem);
+        size_t want = strlen(cases[i].want);
+        int ok = out && len == (size_t)cases[i].width && !strncmp(out, cases[i].want, want);
+        for (size_t j = want; ok && j < len; j++)
+            ok = out[j] == ' ';
+        CHECK(ok, "label cell %zu: \"%s\" in %d columns: \"%s\", not \"%s\"", i, cases[i].label,
+              cases[i].width, out ? out : "", cases[i].want);
+        free(out);
+    }
+}
+
 int main(int argc, char **argv)
 {
+    label_cells();
     bad_inputs();
     crafted_dumps();
     if (argc > 1) {

@@ -432,6 +432,10 @@ callbacks(Scale, Workloads, Results) ->
     ok = msgflow_tracer:calls_config(RttReply, 64, 5000),
     Sessions = #{floor => [], msgflow => Off, msgflow_kinds => On, msgflow_rtt => Rtt,
                  kinds_reply => OnReply, rtt_reply => RttReply},
+    %% msgflow's own processes and names, as a run holds them (a run of
+    %% msgflow:start/1 leaves out their messages: every send is looked up)
+    Own = msgflow_flags:own_names() ++ [spawn_link(fun sink/0) || _ <- lists:seq(1, 10)],
+    _ = [ok = msgflow_tracer:own(S, add, P) || S <- [Off, On, Rtt, OnReply, RttReply], P <- Own],
     Reply = {erlang:monitor(process, self()), ok},
     Msg = fun(T) when T =:= kinds_reply; T =:= rtt_reply -> Reply;
              (_) -> ?BENCH_MSG

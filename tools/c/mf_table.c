@@ -443,52 +443,99 @@ static void cell(FILE *out, const char *s, int width, const char *ellipsis)
     fputs(ellipsis, out);
 }
 
-/* Prints s in exactly `width' columns, cut in its middle when longer so
- * that its end (an arity, a pid) stays, as msgflow_fmt:mid_cell/3 does:
- * the first width - 1 - (width - 1) / 2 characters, the ellipsis, the
- * last (width - 1) / 2; below 3 columns, the first `width'. */
-static void mid_cell(FILE *out, const char *s, int width, const char *ellipsis)
+/* The bytes of a label's name part (msgflow_fmt:label_cell/4): all of it
+ * but a last `:f/1', `.f/1' or `:f/1 fun'; the whole label when it has
+ * none. */
+static size_t name_part(const char *label)
 {
-    int total = (int)utf8_len(s);
-    if (total <= width) {
-        cell(out, s, width, ellipsis);
-        return;
-    }
-    int tail = (width - 1) / 2, head = width - 1 - tail, cols = 0;
-    const unsigned char *p = (const unsigned char *)s;
-    if (width < 3) { /* too narrow for an ellipsis: the first characters */
-        for (; *p && cols < width; cols++)
-            do
-                fputc(*p++, out);
-            while ((*p & 0xC0) == 0x80);
-        return;
-    }
-    for (; *p && cols < total - tail; cols++) {
-        const unsigned char *start = p;
-        do
-            p++;
-        while ((*p & 0xC0) == 0x80);
-        if (cols < head)
-            fwrite(start, 1, (size_t)(p - start), out);
-        if (cols == head - 1)
-            fputs(ellipsis, out);
-    }
-    fputs((const char *)p, out);
+    size_t n = strlen(label), end = n;
+    if (n > 4 && strcmp(label + n - 4, " fun") == 0)
+        end = n - 4;
+    size_t i = end;
+    while (i > 0 && label[i - 1] >= '0' && label[i - 1] <= '9')
+        i--;
+    if (i == end || i == 0 || label[i - 1] != '/')
+        return n;
+    size_t slash = i - 1, j = slash;
+    while (j > 0 && !strchr(":./ ", label[j - 1]))
+        j--;
+    /* a separator, a function name of one character at least, a name
+     * part of one at least */
+    if (j < 2 || j == slash || (label[j - 1] != ':' && label[j - 1] != '.'))
+        return n;
+    return j - 1;
 }
 
-/* An endpoint's label in `width' columns, cut in its middle; a shared
- * label (known, or found in the index) is cut to make room for the
- * endpoint's text beside it. */
+/* The short form of a pid's or port's text, its second number's last
+ * five digits: `<181>' for `<0.181.0>', `<8>' for `#Port<0.8>'; other
+ * text as it is.  Returns buf (of 16 bytes) or text. */
+static const char *short_text(const char *text, char *buf)
+{
+    const char *p = text, *run = NULL;
+    size_t runlen = 0;
+    for (int runs = 0; *p && runs < 2;) {
+        if (*p >= '0' && *p <= '9') {
+            run = p;
+            while (*p >= '0' && *p <= '9')
+                p++;
+            runlen = (size_t)(p - run);
+            runs++;
+            if (runs < 2)
+                run = NULL;
+        } else {
+            p++;
+        }
+    }
+    if (!run)
+        return text;
+    if (runlen > 5) {
+        run += runlen - 5;
+        runlen = 5;
+    }
+    snprintf(buf, 16, "<%.*s>", (int)runlen, run);
+    return buf;
+}
+
+/* A label, and `text' beside it (the pid or port of an endpoint whose
+ * label others share; NULL for none), in exactly `width' columns, by the
+ * rule of msgflow_fmt:label_cell/4: the first that fits of the label and
+ * the text; the label and the text's number; the name part, the ellipsis
+ * and the number; the name part cut at its end, with the number when nine
+ * columns are left for the name, else alone.  (test/c/test_dump.c checks
+ * the cells msgflow_fmt_tests checks.) */
+void mf_label_cell(FILE *out, const char *label, const char *text, int width,
+                   const char *ellipsis)
+{
+    char shortbuf[16], buf[1024], name[512];
+    const char *sh = text ? short_text(text, shortbuf) : NULL;
+    size_t np = name_part(label);
+    snprintf(name, sizeof(name), "%.*s", (int)np, label);
+    int l = (int)utf8_len(label), t = text ? (int)utf8_len(text) : 0,
+        s = sh ? (int)utf8_len(sh) : 0, n = (int)utf8_len(name);
+    if (l + (text ? 1 + t : 0) <= width)
+        snprintf(buf, sizeof(buf), "%s%s%s", label, text ? " " : "", text ? text : "");
+    else if (text && l + 1 + s <= width)
+        snprintf(buf, sizeof(buf), "%s %s", label, sh);
+    else if (label[np] && n + 1 + (sh ? 1 + s : 0) <= width)
+        snprintf(buf, sizeof(buf), "%s%s%s%s", name, ellipsis, sh ? " " : "", sh ? sh : "");
+    else if (sh && width - 1 - s >= 9) {
+        cell(out, name, width - 1 - s, ellipsis);
+        fprintf(out, " %s", sh);
+        return;
+    } else {
+        cell(out, name, width, ellipsis);
+        return;
+    }
+    cell(out, buf, width, ellipsis);
+}
+
+/* An endpoint's label in `width' columns (mf_label_cell); a shared label
+ * (known, or found in the index) has the endpoint's text beside it. */
 static void endpoint_cell(FILE *out, const label_index *ix, const char *label, const char *text,
                           int shared, int width, const char *ellipsis)
 {
-    if (!(shared < 0 ? label_shared(ix, label) : shared)) {
-        mid_cell(out, label, width, ellipsis);
-        return;
-    }
-    int tl = (int)utf8_len(text);
-    mid_cell(out, label, width - tl - 1 > 1 ? width - tl - 1 : 1, ellipsis);
-    fprintf(out, " %s", text);
+    mf_label_cell(out, label, (shared < 0 ? label_shared(ix, label) : shared) ? text : NULL, width,
+                  ellipsis);
 }
 
 /* The top table's layout in `width' columns, as msgflow_top_view:text/3 lays

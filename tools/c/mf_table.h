@@ -93,6 +93,13 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
 /* CSV with the header and columns of msgflow:export/3 (kinds as
  * `call:get=41 cast:add=30'), and a Graphviz digraph of the `limit'
  * busiest edges.  0, or -1 on a write error. */
+/* A label, and `text' beside it (NULL: none), in exactly `width' columns
+ * (UTF-8 characters), cut by msgflow_fmt:label_cell/4's rule so that the
+ * name a person recognises stays; `ellipsis' is one column.  Any thread;
+ * writes only to out. */
+void mf_label_cell(FILE *out, const char *label, const char *text, int width,
+                   const char *ellipsis);
+
 int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, mf_by by);
 int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t limit,
                  const char *by);
