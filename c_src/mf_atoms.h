@@ -9,14 +9,14 @@
     X(active) X(allocator) X(busy) X(collector_down) X(discard) X(enif) X(entries)    \
     X(extra) X(jemalloc) X(jemalloc_error) X(max_pairs) X(memory) X(ok) X(remove)     \
     X(send) X(send_to_non_existing_process) X(shards) X(state) X(stopped) X(trace)    \
-    X(trace_status) X(undefined) X(spawn) X(register) X(proc_lib) X(init_p) X(fast_extra)   \
+    X(trace_status) X(undefined) X(spawn) X(spawned) X(register) X(proc_lib) X(init_p) X(fast_extra)   \
     X(true) X(false) X(more) X(done)  \
     X(jemalloc_build) X(jemalloc_allocated) X(jemalloc_resident) X(rotations) X(retired) \
     X(freed) X(alias_owner) X(static) X(system) X(seq_trace) X(full) X(call)            \
     X(cast) X(event) X(reply) X(exit) X(down) X(io) X(info) X(other) X(io_request)    \
     X(io_reply) X(tuple) X(binary) X(bitstring) X(float) X(fun) X(integer) X(list)    \
     X(map) X(pid) X(port) X(reference) X(max_kinds) X(fast_terms) X(erlang) X(apply)    \
-    X(displaced) X(call_sample) X(infinity) X(alias) X(plain_refs) X(own) X(own_left_out) X(add)
+    X(displaced) X(call_sample) X(infinity) X(alias) X(plain_refs) X(own) X(own_left_out) X(add) X(erts_internal) X(dist_spawn_init)
 
 /* Atoms whose text is no C name: atom_<name> is the atom <text>. */
 #define MF_ATOMS_NAMED(X) \

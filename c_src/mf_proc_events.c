@@ -52,6 +52,17 @@ ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa)
                                     enif_make_tuple3(env, a[2], a[3], args_summary(env, a[4])));
         }
     }
+    if (el[0] == atom_erts_internal && el[1] == atom_dist_spawn_init && len == 1) {
+        /* a spawn from another node: its {M, F, Arity} (the arguments
+         * come after, as a message) */
+        ERL_NIF_TERM real;
+        const ERL_NIF_TERM *r;
+        int n;
+        if (enif_get_list_cell(env, el[2], &real, &(ERL_NIF_TERM){0}) &&
+            enif_get_tuple(env, real, &n, &r) && n == 3 && enif_is_atom(env, r[0]) &&
+            enif_is_atom(env, r[1]) && enif_is_number(env, r[2]))
+            return real;
+    }
     if (el[0] == atom_erlang && el[1] == atom_apply && len == 2) {
         ERL_NIF_TERM fun;
         if (enif_get_list_cell(env, el[2], &fun, &(ERL_NIF_TERM){0}) &&

@@ -38,8 +38,9 @@ void mf_proc_events_free(mf_proc_events *pe);
 
 /* Any scheduler thread.  What a spawn's {M, F, Args} says about the new
  * process, as a term of env: {M, F, Arity}, or for proc_lib:init_p/5
- * {proc_lib, {M, F, ArgsSummary}}, for a fun {fun, Fun}; `undefined' for
- * anything else. */
+ * {proc_lib, {M, F, ArgsSummary}}, for a fun {fun, Fun}, for a spawn from
+ * another node (erts_internal:dist_spawn_init/1) the {M, F, Arity} it
+ * runs; `undefined' for anything else. */
 ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa);
 
 /* Any scheduler thread.  Appends {Pid, What} (copied) to pe. */

@@ -337,17 +337,23 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return atom_ok;
 }
 
-/* enabled_procs(Tag, TracerState, Tracee): spawn and register only. */
+/* enabled_procs(Tag, TracerState, Tracee): spawn, spawned and register
+ * only. */
 static ERL_NIF_TERM nif_enabled_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     mf_session *s;
     /* never `remove' (see nif_enabled): trace_status goes to enabled/3 */
     if (!mf_args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s) || !active(s))
         return atom_discard;
-    return argv[0] == atom_spawn || argv[0] == atom_register ? atom_trace : atom_discard;
+    return argv[0] == atom_spawn || argv[0] == atom_spawned || argv[0] == atom_register
+               ? atom_trace
+               : atom_discard;
 }
 
-/* trace_procs(spawn, S, Parent, Child, #{extra => {M, F, Args}}) and
+/* trace_procs(spawn, S, Parent, Child, #{extra => {M, F, Args}}),
+ * trace_procs(spawned, S, Child, Parent, #{extra => {M, F, Args}}) for a
+ * child whose parent is on another node (erpc's and rpc's processes,
+ * spawn_request from there: no local parent tells of them), and
  * trace_procs(register, S, Tracee, Name, _): recorded as process events. */
 static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -363,6 +369,9 @@ static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM
         mf_own_add(&s->own, (uint64_t)argv[3]);
     if (argv[0] == atom_spawn && enif_get_map_value(env, argv[4], atom_extra, &mfa))
         mf_proc_event(env, &s->proc_events, argv[3], mf_spawn_summary(env, mfa));
+    else if (argv[0] == atom_spawned && !mf_is_local_pid(argv[3]) &&
+             enif_get_map_value(env, argv[4], atom_extra, &mfa))
+        mf_proc_event(env, &s->proc_events, argv[2], mf_spawn_summary(env, mfa));
     else if (argv[0] == atom_register && enif_is_atom(env, argv[3]))
         mf_proc_event(env, &s->proc_events, argv[2], argv[3]);
     return atom_ok;
@@ -416,7 +425,7 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
         return nif_trace_send(env, argc, argv);
     if (argv[0] == atom_seq_trace)
         return trace_seq(env, argv);
-    if (argv[0] == atom_spawn || argv[0] == atom_register)
+    if (argv[0] == atom_spawn || argv[0] == atom_spawned || argv[0] == atom_register)
         return nif_trace_procs(env, argc, argv);
     return atom_ok;
 }

@@ -8,13 +8,14 @@
 -module(msgflow_labels_SUITE).
 -include_lib("stdlib/include/assert.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
--export([labels_recognised/1, fan_out_grouped/1, gone_before_seen/1, fire/1]).
+-export([labels_recognised/1, fan_out_grouped/1, gone_before_seen/1, fire/1, remote_spawned/1,
+         fire_now/1]).
 
 all() ->
     [{group, labels}].
 
 groups() ->
-    [{labels, [], [labels_recognised, fan_out_grouped, gone_before_seen]}].
+    [{labels, [], [labels_recognised, fan_out_grouped, gone_before_seen, remote_spawned]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -50,6 +51,30 @@ gone_before_seen(_Config) ->
                              {<<"msgflow_labels_SUITE:fire/1">>, 3}]),
                  lists:sort(Got)),
     exit(Sink, kill).
+
+%% A process another node spawns here (erpc:call/4 from a peer: a
+%% spawn_request, no local parent to tell of it) sends and exits before
+%% any snapshot: its `spawned' event names it, `erpc:execute_call/4'.
+remote_spawned(_Config) ->
+    {Peer, Node} = msgflow_test_lib:cluster_peer(true),
+    Sink = spawn(fun Loop() -> receive _ -> Loop() end end),
+    try
+        ok = msgflow:start(#{procs => all, interval => 3600000}),
+        ok = erpc:call(Node, erpc, call, [node(), ?MODULE, fire_now, [Sink]]),
+        ok = msgflow:stop(),
+        #{rows := Rows, endpoints := Ends} = msgflow:view(top, #{by => process, limit => all}),
+        ?assertEqual([{<<"erpc:execute_call/4">>, 3}],
+                     [{maps:get(label, maps:get(S, Ends)), C}
+                      || #{sender := S, receiver := R, count := C} <- Rows, R =:= Sink])
+    after
+        exit(Sink, kill),
+        peer:stop(Peer)
+    end.
+
+%% Three messages to Sink now.
+fire_now(Sink) ->
+    [Sink ! {hello, I} || I <- lists:seq(1, 3)],
+    ok.
 
 %% Three messages to Sink when told to go.
 fire(Sink) ->

@@ -198,6 +198,8 @@ own_traffic(_Config) ->
     Paths = ["/", "/api/state?by=process", "/api/state?by=name", "/api/hotspots", "/metrics"],
     Sockets = [page_load(Url, lists:nth(1 + I rem length(Paths), Paths)) || I <- lists:seq(1, 10)],
     ok = msgflow:stop(),
+    %% msgflow's own processes kept the procs flag while it ran: none left
+    ?assertEqual([], msgflow_test_lib:flagged()),
     Mine = fun(E) -> lists:member(E, Sockets) end,
     ?assertEqual(lists:sort([{Sender, Sink, 50}, {Sender, Self, 1}]),
                  lists:sort([P || P = {S, R, _} <- msgflow:pairs(), not Mine(S), not Mine(R)])),
@@ -205,6 +207,11 @@ own_traffic(_Config) ->
     ct:log("left out: ~p messages", [Left]),
     %% each load: at least the request's data from its socket to its handler
     ?assert(Left >= 10),
+    %% a run of a list of processes, with a page load in it: no flag left
+    ok = msgflow:start(#{procs => [Sink], interval => 100}),
+    _ = page_load(Url, "/api/state?by=process"),
+    ok = msgflow:stop(),
+    ?assertEqual([], msgflow_test_lib:flagged()),
     exit(Sink, kill).
 
 %% A GET of Path on a connection of its own, read to its end; its socket.

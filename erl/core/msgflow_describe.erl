@@ -94,7 +94,8 @@ facts(Pid, ProcEvent) ->
             Name = case Reg of [] -> undefined; _ -> Reg end,
             Call = case Init of
                        _ when ProcEvent =/= undefined, (Init =:= {erlang, apply, 2} orelse
-                                                        element(1, Init) =:= proc_lib) ->
+                                                        element(1, Init) =:= proc_lib orelse
+                                                        Init =:= {erts_internal, dist_spawn_init, 1}) ->
                            ProcEvent;
                        {proc_lib, init_p, _} ->
                            %% only a process proc_lib started has its

@@ -32,7 +32,7 @@
 -module(msgflow_labels).
 
 -export([new/0, clear/1, tables/1, proc_events/3, prune_proc_events/2, census_start/1, census/2, census_left/1,
-         hold/2, release/2, purge/1, rollup_key/2, forget_endpoints/1, group_end/2,
+         hold/2, hold_pair/3, release/2, purge/1, rollup_key/2, forget_endpoints/1, group_end/2,
          canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1]).
 -export_type([label_id/0]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
@@ -186,10 +186,10 @@ alive(P) when is_port(P) -> erlang:port_info(P, id) =/= undefined.
 learn(L = #labels{endpoints = Ends}, E) ->
     case ets:member(Ends, E) of
         true -> L;
-        false -> learn_new(L, E)
+        false -> learn_new(L, E, none)
     end.
 
-learn_new(L = #labels{endpoints = Ends, proc_events = B, names = Names}, E)
+learn_new(L = #labels{endpoints = Ends, proc_events = B, names = Names}, E, _Hint)
   when is_pid(E), node(E) =:= node() ->
     {BName, BCall} = take_proc_event(B, E),
     BMod = case BCall of {M0, _, _} -> M0; _ -> undefined end,
@@ -206,14 +206,17 @@ learn_new(L = #labels{endpoints = Ends, proc_events = B, names = Names}, E)
     _ = Name =/= undefined andalso ets:insert(Names, {Name, E}),
     ets:insert(Ends, {E, label_id(L1, Label, Mod, App), 0}),
     L1;
-learn_new(L = #labels{endpoints = Ends}, E) when is_port(E), node(E) =:= node() ->
+%% A local port closed before it was read: `port <- Owner' when a row
+%% says whom it sent to (a port's messages go to the process connected to
+%% it, its owner: Hint), else `port (closed)', one label for all such.
+learn_new(L = #labels{endpoints = Ends}, E, Hint) when is_port(E), node(E) =:= node() ->
     {Label, Mod} = case msgflow_describe:describe_port(E) of
-                       undefined -> {msgflow_fmt:endpoint(E), undefined};
+                       undefined -> closed_port(L, Hint);
                        #{label := L0, module := M0} -> {L0, M0}
                    end,
     ets:insert(Ends, {E, label_id(L, Label, Mod, undefined), 0}),
     L;
-learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
+learn_new(L = #labels{endpoints = Ends, names = Names}, E, _Hint) ->
     Pid = case name_of(E) of
               {ok, Name} ->
                   case whereis(Name) of
@@ -235,6 +238,17 @@ learn_new(L = #labels{endpoints = Ends, names = Names}, E) ->
         undefined -> L;
         _ -> hold(L, Pid)
     end.
+
+closed_port(L = #labels{endpoints = Ends, label_ids = Ids}, Owner) when is_pid(Owner) ->
+    case ets:lookup(Ends, Owner) of
+        [{_, K, _}] ->
+            [{_, OwnerLabel, Mod, _}] = ets:lookup(Ids, K),
+            {unicode:characters_to_binary(["port <- ", OwnerLabel]), Mod};
+        [] ->
+            closed_port(L, none)
+    end;
+closed_port(_L, _) ->
+    {<<"port (closed)">>, undefined}.
 
 %% A live process's label from its facts (msgflow_describe:facts/2),
 %% made once per distinct call or name: 100,000 handlers of one module
@@ -273,6 +287,22 @@ dead_label(undefined, {M, F, A}) -> msgflow_fmt:mfa(M, F, A);
 dead_label(undefined, undefined) -> <<"(unknown)">>;
 dead_label(Name, _) -> msgflow_fmt:name(Name).
 
+
+%% @doc hold/2 of a row's receiver R, then of its sender S: a port
+%% closed before it was read is labelled by the process it sent to, its
+%% owner (`port <- httpd_request_handler:init/1').  Owner only.
+-spec hold_pair(labels(), msgflow_tracer:endpoint() | group(),
+                msgflow_tracer:endpoint() | group()) -> labels().
+hold_pair(L0, S, R) ->
+    L = #labels{endpoints = Ends} = hold(L0, R),
+    case is_port(S) andalso not ets:member(Ends, S) of
+        true ->
+            L1 = learn_new(L, S, R),
+            _ = ets:update_counter(Ends, S, {3, 1}),
+            L1;
+        false ->
+            hold(L, S)
+    end.
 
 %% @doc learn/2, and one more row of the collector's names E.  Owner only.
 -spec hold(labels(), msgflow_tracer:endpoint() | group()) -> labels().

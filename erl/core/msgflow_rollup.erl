@@ -99,7 +99,7 @@ rollup_row(Which, K = {Sn, R}, S = #store{labels = L0}) ->
 
 add_rolled_up(dead, K1 = {S1, R1}, {_, N}, #store{dead = D, labels = L}) ->
     case ets:insert_new(D, {K1, N}) of
-        true -> msgflow_labels:hold(msgflow_labels:hold(L, S1), R1);
+        true -> msgflow_labels:hold_pair(L, S1, R1);
         false -> _ = ets:update_counter(D, K1, N), L
     end;
 add_rolled_up(_, K1 = {S1, R1}, Row, #store{rolled_up_rows = F, labels = L, closed = Closed,
@@ -107,7 +107,7 @@ add_rolled_up(_, K1 = {S1, R1}, Row, #store{rolled_up_rows = F, labels = L, clos
     case ets:lookup(F, K1) of
         [] ->
             ets:insert(F, msgflow_row:rekey(Row, K1)),
-            msgflow_labels:hold(msgflow_labels:hold(L, S1), R1);
+            msgflow_labels:hold_pair(L, S1, R1);
         [Old] ->
             ets:insert(F, msgflow_row:merge(Old, Row, {K1, Closed + 1 - Keep, Durs})),
             L

@@ -157,10 +157,15 @@ slice_on(Run) ->
 %% @doc The flags off (a trace session destroyed), then a barrier: every
 %% send traced before is in the NIF's tables when it returns.
 -spec flags_off(run()) -> ok.
-flags_off(Run = #run{tracing = T}) ->
+flags_off(Run = #run{tracing = T, session = S}) ->
     case Run#run.mode of
-        legacy -> msgflow_flags:off(T, targets(Run));
-        session -> ok
+        legacy ->
+            msgflow_flags:off(T, targets(Run)),
+            %% msgflow's own processes keep the procs flag (own/2)
+            Own = try msgflow_tracer:own(S, list, []) catch error:_ -> [] end,
+            msgflow_flags:off(T, [P || P <- Own, is_pid(P)] ++ msgflow_flags:own_pids());
+        session ->
+            ok
     end,
     msgflow_flags:end_tracing(T),
     Ref = erlang:trace_delivered(all),

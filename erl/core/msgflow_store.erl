@@ -234,7 +234,7 @@ merge({Pairs, Dead, Replies, Overflow, OverflowDead}, S) ->
 %% N dead letters of a pair (a new row holds its endpoints' labels).
 add_dead(K = {Sn, R}, N, D, L) ->
     case ets:insert_new(D, {K, N}) of
-        true -> msgflow_labels:hold(msgflow_labels:hold(L, Sn), R);
+        true -> msgflow_labels:hold_pair(L, Sn, R);
         false -> _ = ets:update_counter(D, K, N), L
     end.
 
@@ -313,7 +313,7 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
                     %% labelling reads the new endpoints from the VM
                     erlang:bump_reductions(10 * ?MERGE_REDUCTIONS),
                     ets:insert(T, msgflow_row:new(K, N, Open, KT)),
-                    L = msgflow_labels:hold(msgflow_labels:hold(S#store.labels, Sn), R),
+                    L = msgflow_labels:hold_pair(S#store.labels, Sn, R),
                     first_in_window(R, S#store{events = E + N, labels = L})
             end
     end.
