@@ -61,6 +61,24 @@ static void extra_layout_check(ErlNifEnv *env, mf_layout_t *L)
         L->flatmap_header = 0;
 }
 
+/* The checks' samples of one kind of reference: each must have the
+ * header of the first (*header, 0 before it) and an id (mf_pidref_id) of
+ * its own among the first 64 (ids[0 .. n-1]).  0 when ref fails. */
+static int same_header_own_id(const uint64_t *ref, uint64_t *header, uint64_t ids[64],
+                              unsigned n)
+{
+    if (*header && ref[0] != *header)
+        return 0;
+    *header = ref[0];
+    uint64_t id = mf_pidref_id(ref);
+    for (unsigned i = 0; i < n && i < 64; i++)
+        if (ids[i] == id)
+            return 0;
+    if (n < 64)
+        ids[n] = id;
+    return 1;
+}
+
 /* Whether alias reads may find an alias's owner: every alias given (made
  * by alias/0 and by monitor/3, in this process and another) has one header
  * word and its owner's pid in its fourth word, and no plain reference has
@@ -81,16 +99,9 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L
             ((uint64_t)pair[0] & 0x3) != 0x2)
             return;
         const uint64_t *ref = (const uint64_t *)((uint64_t)pair[0] - 0x2);
-        if ((header && ref[0] != header) || ref[3] != (uint64_t)pair[1])
-            return;
-        header = ref[0];
         /* mf_alias_id: every alias given has an id of its own */
-        uint64_t id = mf_pidref_id(ref);
-        for (unsigned i = 0; i < n && i < 64; i++)
-            if (ids[i] == id)
-                return;
-        if (n < 64)
-            ids[n] = id;
+        if (ref[3] != (uint64_t)pair[1] || !same_header_own_id(ref, &header, ids, n))
+            return;
     }
     if (n < 2)
         return;
@@ -121,15 +132,8 @@ static void ref_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L)
         if (!enif_is_ref(env, head) || ((uint64_t)head & 0x3) != 0x2)
             return;
         const uint64_t *ref = (const uint64_t *)((uint64_t)head - 0x2);
-        if ((header && ref[0] != header) || ref[0] == L->pidref_header)
+        if (ref[0] == L->pidref_header || !same_header_own_id(ref, &header, ids, n))
             return;
-        header = ref[0];
-        uint64_t id = mf_pidref_id(ref);
-        for (unsigned i = 0; i < n && i < 64; i++)
-            if (ids[i] == id)
-                return;
-        if (n < 64)
-            ids[n] = id;
     }
     if (n < 2)
         return;

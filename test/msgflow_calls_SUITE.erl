@@ -132,17 +132,11 @@ round_trips(_Config) ->
 infinity_calls(_Config) ->
     {ok, Srv} = gen_server:start(?MODULE, [], []),
     Self = self(),
-    Client = spawn(fun() ->
-                           receive go -> ok end,
-                           [ok = gen_server:call(Srv, forever, infinity) || _ <- lists:seq(1, ?INF)],
-                           [ok = gen_server:call(Srv, fast) || _ <- lists:seq(1, ?TIMED)],
-                           Self ! {done, self()},
-                           receive stop -> ok end
-                   end),
-    ok = msgflow:start(#{procs => [Client, Srv], call_sample => 1, interval => 100}),
-    Client ! go,
-    receive {done, Client} -> ok end,
-    ok = msgflow:stop(),
+    Client = client_run(fun() ->
+                                [ok = gen_server:call(Srv, forever, infinity)
+                                 || _ <- lists:seq(1, ?INF)],
+                                [ok = gen_server:call(Srv, fast) || _ <- lists:seq(1, ?TIMED)]
+                        end, [Srv]),
     ?assertMatch(#{plain_refs := true}, msgflow_tracer:lib_info()),
     %% the replies to the pid are pairs of their own; those to aliases are
     %% counted for their owner, rolled up
@@ -167,17 +161,8 @@ file_server_calls(Config) ->
     File = filename:join(?config(priv_dir, Config), "info.txt"),
     ok = file:write_file(File, <<"x">>),
     FS = whereis(file_server_2),
-    Self = self(),
-    Client = spawn(fun() ->
-                           receive go -> ok end,
-                           [{ok, _} = file:read_file_info(File) || _ <- lists:seq(1, ?INF)],
-                           Self ! {done, self()},
-                           receive stop -> ok end
-                   end),
-    ok = msgflow:start(#{procs => [Client, FS], call_sample => 1, interval => 100}),
-    Client ! go,
-    receive {done, Client} -> ok end,
-    ok = msgflow:stop(),
+    Client = client_run(fun() -> [{ok, _} = file:read_file_info(File) || _ <- lists:seq(1, ?INF)]
+                        end, [FS]),
     Between = [P || P = {S, R, _, _, _} <- msgflow:pairs(kinds),
                     lists:sort([S, R]) =:= lists:sort([Client, FS])],
     ?assertEqual(lists:sort([{Client, FS, call, read_file_info, ?INF}, {FS, Client, reply, ok, ?INF}]),
@@ -187,6 +172,23 @@ file_server_calls(Config) ->
                     server_label := <<"file_server_2">>}],
                  [E || E = #{caller := C, server := S} <- Es, C =:= Client, S =:= FS]),
     Client ! stop.
+
+%% A client process doing Work, traced with Others and every call timed;
+%% returns it once msgflow stopped (it waits for `stop', having told this
+%% process `{done, Client}': one message counted to it).
+client_run(Work, Others) ->
+    Self = self(),
+    Client = spawn(fun() ->
+                           receive go -> ok end,
+                           _ = Work(),
+                           Self ! {done, self()},
+                           receive stop -> ok end
+                   end),
+    ok = msgflow:start(#{procs => [Client | Others], call_sample => 1, interval => 100}),
+    Client ! go,
+    receive {done, Client} -> ok end,
+    ok = msgflow:stop(),
+    Client.
 
 %% 1 in 4 calls sampled on this one client's thread(s): a quarter of each
 %% tag's calls (within the one that may straddle), exact call counts.
