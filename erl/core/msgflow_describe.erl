@@ -4,7 +4,7 @@
 %%% (while it may still be alive); views of flows call label/1.  Reads
 %%% process_info and port_info only; any process.
 -module(msgflow_describe).
--export([label/1, module_of/1, describe/1, describe/2, facts/2, label_of/2, describe_port/1,
+-export([label/1, module_of/1, describe/1, describe/2, facts/2, facts/3, label_of/2, describe_port/1,
          proc_event_call/1]).
 
 %% process_info(P, {dictionary, Key}) is OTP 26.2+; OTP 25's contract
@@ -87,27 +87,42 @@ describe(Pid, ProcEvent) ->
           #{name := atom(), call := {module(), atom(), arity()} | term(),
             proc_label := binary() | undefined, group_leader := pid()} | undefined.
 facts(Pid, ProcEvent) ->
+    element(1, facts(Pid, ProcEvent, #{})).
+
+%% @doc facts/2 with a memo of deep stacks' bottoms (`#{}' to begin
+%% with; the caller keeps what comes back, and may drop it any time): a
+%% process spawned from a fun whose stack is deeper than the
+%% current_stacktrace shows (8 frames) has its bottom read from its
+%% backtrace's text, which costs tens of µs; processes whose shown frames
+%% and stack size are the same as one read before are taken to come from
+%% the same fun, and get its bottom without that read.
+-spec facts(pid(), {module(), atom(), arity()} | undefined, map()) ->
+          {#{name := atom(), call := {module(), atom(), arity()} | term(),
+             proc_label := binary() | undefined, group_leader := pid()} | undefined, map()}.
+facts(Pid, ProcEvent, Memo) ->
     case process_info(Pid, [registered_name, initial_call, group_leader]) of
         undefined ->
-            undefined;
+            {undefined, Memo};
         [{registered_name, Reg}, {initial_call, Init}, {group_leader, GL}] ->
             Name = case Reg of [] -> undefined; _ -> Reg end,
-            Call = case Init of
-                       _ when ProcEvent =/= undefined, (Init =:= {erlang, apply, 2} orelse
-                                                        element(1, Init) =:= proc_lib orelse
-                                                        Init =:= {erts_internal, dist_spawn_init, 1}) ->
-                           ProcEvent;
-                       {proc_lib, init_p, _} ->
-                           %% only a process proc_lib started has its
-                           %% initial call in its dictionary
-                           case proc_lib_initial_call(Pid) of
-                               false -> Init;
-                               PlCall -> PlCall
-                           end;
-                       {erlang, apply, 2} -> fun_call(Pid, Init);
-                       _ -> Init
-                   end,
-            #{name => Name, call => Call, proc_label => proc_lib_label(Pid), group_leader => GL}
+            {Call, Memo1} =
+                case Init of
+                    _ when ProcEvent =/= undefined, (Init =:= {erlang, apply, 2} orelse
+                                                     element(1, Init) =:= proc_lib orelse
+                                                     Init =:= {erts_internal, dist_spawn_init, 1}) ->
+                        {ProcEvent, Memo};
+                    {proc_lib, init_p, _} ->
+                        %% only a process proc_lib started has its
+                        %% initial call in its dictionary
+                        case proc_lib_initial_call(Pid) of
+                            false -> {Init, Memo};
+                            PlCall -> {PlCall, Memo}
+                        end;
+                    {erlang, apply, 2} -> fun_call(Pid, Init, Memo);
+                    _ -> {Init, Memo}
+                end,
+            {#{name => Name, call => Call, proc_label => proc_lib_label(Pid), group_leader => GL},
+             Memo1}
     end.
 
 %% @doc The label facts/2 gives a process: its proc_lib label, else its
@@ -129,19 +144,27 @@ module(_) -> undefined.
 %% process_info(Pid, backtrace) (what current_stacktrace shows last would
 %% change as the process runs): the last function a frame returns into,
 %% else the one running.
-fun_call(Pid, Init) ->
+fun_call(Pid, Init, Memo) ->
     %% most stacks are shallow: their whole stack is a short list, read
-    %% cheaply; only a stack as deep as the list goes is read as text
-    case process_info(Pid, current_stacktrace) of
-        {current_stacktrace, Stack} when length(Stack) < 8 ->
-            case lists:last([Init | [{M, F, A} || {M, F, A, _} <- Stack]]) of
-                {M, F, A} when is_list(A) -> {M, F, length(A)};
-                MFA -> MFA
+    %% cheaply; only a stack as deep as the list goes is read as text, once
+    %% for each (frames shown, stack size)
+    case process_info(Pid, [current_stacktrace, stack_size]) of
+        [{current_stacktrace, Stack}, _] when length(Stack) < 8 ->
+            {case lists:last([Init | [{M, F, A} || {M, F, A, _} <- Stack]]) of
+                 {M, F, A} when is_list(A) -> {M, F, length(A)};
+                 MFA -> MFA
+             end, Memo};
+        [{current_stacktrace, Stack}, {stack_size, Size}] ->
+            Key = {[{M, F, A} || {M, F, A, _} <- Stack], Size},
+            case Memo of
+                #{Key := Call} ->
+                    {Call, Memo};
+                _ ->
+                    Call = backtrace_bottom(Pid, Init),
+                    {Call, Memo#{Key => Call}}
             end;
-        {current_stacktrace, _} ->
-            backtrace_bottom(Pid, Init);
         undefined ->
-            Init
+            {Init, Memo}
     end.
 
 backtrace_bottom(Pid, Init) ->

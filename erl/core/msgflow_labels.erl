@@ -57,6 +57,7 @@
     expiring_before = [] :: [msgflow_tracer:endpoint()],
     apps = #{} :: #{pid() => atom() | undefined},  %% application by group leader
     texts = #{} :: #{term() => binary()},          %% label text by call or {name, Name}
+    stacks = #{} :: map(),                         %% deep stacks' bottoms (msgflow_describe:facts/3)
     census = [] :: [pid()]                         %% processes the census has yet to read
 }).
 
@@ -164,11 +165,25 @@ census(L = #labels{census = Ps, endpoints = Ends, proc_events = B}, Tick) ->
                        true -> lists:split(?CENSUS_STEP, Ps);
                        false -> {Ps, []}
                    end,
-    _ = [case msgflow_describe:facts(P, undefined) of
-             #{name := Name, call := Call} -> ets:insert(B, {P, Name, Call, Tick});
-             undefined -> ok
-         end || P <- Step, not ets:member(Ends, P), not ets:member(B, P)],
-    {case Rest of [] -> done; _ -> more end, L#labels{census = Rest}}.
+    L1 = lists:foldl(fun(P, LA) ->
+                             case facts(P, undefined, LA) of
+                                 {#{name := Name, call := Call}, LB} ->
+                                     ets:insert(B, {P, Name, Call, Tick}),
+                                     LB;
+                                 {undefined, LB} ->
+                                     LB
+                             end
+                     end, L, [P || P <- Step, not ets:member(Ends, P), not ets:member(B, P)]),
+    {case Rest of [] -> done; _ -> more end, L1#labels{census = Rest}}.
+
+%% msgflow_describe:facts/3 with the memo of deep stacks this holds
+%% (dropped past ?MAX_TEXTS).
+facts(P, ProcEvent, L = #labels{stacks = Memo}) ->
+    {Facts, Memo1} = msgflow_describe:facts(P, ProcEvent, Memo),
+    {Facts, L#labels{stacks = case map_size(Memo1) > ?MAX_TEXTS of
+                                  true -> #{};
+                                  false -> Memo1
+                              end}}.
 
 %% @doc Processes the census has yet to read.
 -spec census_left(labels()) -> non_neg_integer().
@@ -193,12 +208,13 @@ learn_new(L = #labels{endpoints = Ends, proc_events = B, names = Names}, E, _Hin
   when is_pid(E), node(E) =:= node() ->
     {BName, BCall} = take_proc_event(B, E),
     BMod = case BCall of {M0, _, _} -> M0; _ -> undefined end,
+    {Facts0, L0} = facts(E, BCall, L),
     {Label, Name, Mod, App, L1} =
-        case msgflow_describe:facts(E, BCall) of
+        case Facts0 of
             undefined ->
-                {dead_label(BName, BCall), BName, BMod, undefined, L};
+                {dead_label(BName, BCall), BName, BMod, undefined, L0};
             Facts = #{name := LiveName, call := Call, group_leader := GL} ->
-                {A, LA} = application_of(E, GL, L),
+                {A, LA} = application_of(E, GL, L0),
                 {Live, LT} = label_text(Facts, E, LA),
                 LiveMod = case Call of {M1, _, _} when is_atom(M1) -> M1; _ -> undefined end,
                 {Live, first_defined(LiveName, BName), first_defined(LiveMod, BMod), A, LT}
