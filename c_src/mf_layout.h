@@ -152,7 +152,9 @@ static inline int mf_alias_owner(const mf_layout_t *L, ERL_NIF_TERM t, uint64_t 
 }
 
 /* The words of a plain local reference (no alias: laid out as
- * mf_layout_load verified), or NULL.  Any thread. */
+ * mf_layout_load verified), or NULL.  On 64-bit a magic reference (a
+ * resource's, an ETS table's) has the same header: it is a reference
+ * too, and its id is only ever compared with a call's.  Any thread. */
 static inline const uint64_t *mf_plainref(const mf_layout_t *L, ERL_NIF_TERM t)
 {
     if (L->ref_header && ((uint64_t)t & 0x3) == 0x2) {
@@ -190,12 +192,14 @@ static inline int mf_is_reply_tag(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_
     if (mf_plainref(L, t))
         return 1;
     if (!L->fast_terms)
-        return enif_is_ref(env, t) ||
-               (enif_get_list_cell(env, t, &head, &tail) && head == atom_alias);
+        return (enif_is_ref(env, t) && !mf_pidref(L, t)) ||
+               (enif_get_list_cell(env, t, &head, &tail) && head == atom_alias &&
+                enif_is_ref(env, tail));
     switch ((uint64_t)t & 0x3) {
     case 0x2: return !mf_pidref(L, t) && enif_is_ref(env, t); /* boxed */
     case 0x1: /* a list cell */
-        return enif_get_list_cell(env, t, &head, &tail) && head == atom_alias;
+        return enif_get_list_cell(env, t, &head, &tail) && head == atom_alias &&
+               enif_is_ref(env, tail);
     default: return 0;
     }
 }

@@ -89,17 +89,20 @@ static inline int mf_own_has(mf_own *o, uint64_t w)
 
 /* Whether a send from `from' to `to' (the callback's terms) has an own
  * end; if so it is counted as left out.  One load when the set is empty;
- * else a probe for each end that is a local pid or an atom (ports and
- * remote endpoints are never own: a port's messages go to and come from
- * its owner, which is).  Any thread, with the layout its callback loaded
+ * else a probe for each end that is a local pid or an atom, and for the
+ * owner of a local alias `to' is (ports and remote endpoints are never
+ * own: a port's messages go to and come from its owner, which is).  Any thread, with the layout its callback loaded
  * (L). */
 static inline int mf_own_send(mf_own *o, const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM from,
                               ERL_NIF_TERM to)
 {
     if (!atomic_load_explicit(&o->live, memory_order_relaxed))
         return 0;
+    const uint64_t *alias;
     if ((mf_is_local_pid(from) && mf_own_has(o, (uint64_t)from)) ||
-        ((mf_is_local_pid(to) || mf_is_atom(L, env, to)) && mf_own_has(o, (uint64_t)to))) {
+        ((mf_is_local_pid(to) || mf_is_atom(L, env, to)) && mf_own_has(o, (uint64_t)to)) ||
+        /* a reply to an own process's alias (counted for the owner) */
+        ((alias = mf_pidref(L, to)) && mf_own_has(o, alias[3]))) {
         atomic_fetch_add_explicit(&o->left_out, 1, memory_order_relaxed);
         return 1;
     }

@@ -160,8 +160,12 @@ fun_call(Pid, Init, Memo) ->
                 #{Key := Call} ->
                     {Call, Memo};
                 _ ->
-                    Call = backtrace_bottom(Pid, Init),
-                    {Call, Memo#{Key => Call}}
+                    %% kept only when read: a process gone or a text not
+                    %% understood gives Init, which says nothing of the fun
+                    case backtrace_bottom(Pid, Init) of
+                        Init -> {Init, Memo};
+                        Call -> {Call, Memo#{Key => Call}}
+                    end
             end;
         undefined ->
             {Init, Memo}

@@ -285,7 +285,12 @@ own(T = #{nif := Nif}, Pids) ->
     ok.
 
 own_one(T, Nif, P) ->
-    _ = (catch msgflow_tracer:own(Nif, add, P)),
+    case catch msgflow_tracer:own(Nif, add, P) of
+        ok -> own_flags(T, Nif, P);
+        _ -> ok                 %% the set is full (512): traced as any other
+    end.
+
+own_flags(T, Nif, P) ->
     case T of
         #{mode := session, session := S} ->
             Trace = trace,

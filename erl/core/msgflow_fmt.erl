@@ -250,7 +250,8 @@ pad(S, Width) ->
 
 %% A label's name part and the rest: `xmpp_stream_in' and `:init/1'.
 name_part(Label) ->
-    case re:run(Label, "^(.+?)([:.][^:./ ]+/[0-9]+(?: fun)?)$", [unicode, {capture, all_but_first, list}]) of
+    case re:run(Label, "^(.+?)([:.][^:./ ]+/[0-9]+(?: fun)?)\\z",
+                [unicode, dotall, {capture, all_but_first, list}]) of
         {match, [Name, Rest]} -> {Name, Rest};
         nomatch -> {Label, []}
     end.
@@ -259,7 +260,7 @@ name_part(Label) ->
 %% `<0.181.0>', `<8>' for `#Port<0.8>' (the second number, its last five
 %% digits); other text as it is.
 short_text(T) ->
-    case re:run(T, "[0-9]+", [global, {capture, all, list}]) of
+    case re:run(T, "[0-9]+", [unicode, global, {capture, all, list}]) of
         {match, [_, [D] | _]} -> "<" ++ lists:nthtail(max(0, length(D) - 5), D) ++ ">";
         _ -> T
     end.

@@ -51,6 +51,10 @@
     ids_of :: ets:tid(),                            %% {{Label, Mod, App}, LabelId}
     names :: ets:tid(),
     proc_events :: ets:tid(),
+    %% what the census of the run's start read: `{Pid, Name, Call}',
+    %% taken when the process is labelled; never pruned (at most the
+    %% processes alive at the start), so that no window scans it
+    census_rows :: ets:tid(),
     %% endpoints no row names any more, deleted a window later (views
     %% built meanwhile may still read them): this window's, the last's
     expiring = [] :: [msgflow_tracer:endpoint()],
@@ -84,15 +88,17 @@ new_tables() ->
             label_ids = ets:new(msgflow_label_ids, Opts),
             ids_of = ets:new(msgflow_ids_of, [set, private]),
             names = ets:new(msgflow_names, Opts),
-            proc_events = ets:new(msgflow_proc_events, [set, private])}.
+            proc_events = ets:new(msgflow_proc_events, [set, private]),
+            census_rows = ets:new(msgflow_census, [set, private])}.
 
 %% @doc Forgets every label, name and process event (a new run): the tables are
 %% made anew; the old ones the views read are returned for the owner to
 %% delete once no view can still be reading them (the private ones are
 %% deleted now).  Owner only.
 -spec clear(labels()) -> {labels(), [ets:tid()]}.
-clear(#labels{endpoints = E, label_ids = K, ids_of = KI, names = N, proc_events = B}) ->
-    _ = [ets:delete(T) || T <- [KI, B]],
+clear(#labels{endpoints = E, label_ids = K, ids_of = KI, names = N, proc_events = B,
+              census_rows = C}) ->
+    _ = [ets:delete(T) || T <- [KI, B, C]],
     {new_tables(), [E, K, N]}.
 
 %% @doc Forgets the endpoints (not their label ids, names or process
@@ -152,29 +158,31 @@ census_start(L) ->
     L#labels{census = processes()}.
 
 %% @doc One step of the census: up to ?CENSUS_STEP processes read
-%% (msgflow_describe:facts/2: one process_info/2 call, a second for a
-%% proc_lib process's dictionary or a fun's stack) and recorded as their
-%% process events would be, at Tick; a process already labelled, or with
-%% a process event, is skipped.  `more' until none is left.  Owner only;
+%% (msgflow_describe:facts/3: one process_info/2 call, a second for a
+%% proc_lib process's dictionary or a fun's stack) and kept as a process
+%% event would be (in a table of their own, which no window prunes); a
+%% process already labelled, or with a process event, is skipped.  `more' until none is left.  Owner only;
 %% a step takes about a millisecond.
 -spec census(labels(), non_neg_integer()) -> {more | done, labels()}.
 census(L = #labels{census = []}, _Tick) ->
     {done, L};
-census(L = #labels{census = Ps, endpoints = Ends, proc_events = B}, Tick) ->
-    {Step, Rest} = case length(Ps) > ?CENSUS_STEP of
-                       true -> lists:split(?CENSUS_STEP, Ps);
-                       false -> {Ps, []}
-                   end,
+census(L = #labels{census = Ps, endpoints = Ends, proc_events = B, census_rows = C}, _Tick) ->
+    {Step, Rest} = take(?CENSUS_STEP, Ps, []),
     L1 = lists:foldl(fun(P, LA) ->
                              case facts(P, undefined, LA) of
                                  {#{name := Name, call := Call}, LB} ->
-                                     ets:insert(B, {P, Name, Call, Tick}),
+                                     ets:insert(C, {P, Name, Call}),
                                      LB;
                                  {undefined, LB} ->
                                      LB
                              end
                      end, L, [P || P <- Step, not ets:member(Ends, P), not ets:member(B, P)]),
     {case Rest of [] -> done; _ -> more end, L1#labels{census = Rest}}.
+
+%% The first N of a list and the rest (the rest as it is: no length/1).
+take(0, Rest, Acc) -> {lists:reverse(Acc), Rest};
+take(_, [], Acc) -> {lists:reverse(Acc), []};
+take(N, [X | Rest], Acc) -> take(N - 1, Rest, [X | Acc]).
 
 %% msgflow_describe:facts/3 with the memo of deep stacks this holds
 %% (dropped past ?MAX_TEXTS).
@@ -204,9 +212,9 @@ learn(L = #labels{endpoints = Ends}, E) ->
         false -> learn_new(L, E, none)
     end.
 
-learn_new(L = #labels{endpoints = Ends, proc_events = B, names = Names}, E, _Hint)
+learn_new(L = #labels{endpoints = Ends, names = Names}, E, _Hint)
   when is_pid(E), node(E) =:= node() ->
-    {BName, BCall} = take_proc_event(B, E),
+    {BName, BCall} = take_proc_event(L, E),
     BMod = case BCall of {M0, _, _} -> M0; _ -> undefined end,
     {Facts0, L0} = facts(E, BCall, L),
     {Label, Name, Mod, App, L1} =
@@ -287,12 +295,19 @@ label_text(Facts = #{name := Name, call := Call}, E, L = #labels{texts = Texts})
             {msgflow_describe:label_of(Facts, E), L}
     end.
 
-%% The name and initial call a process event recorded for local pid E (taken:
-%% it is needed once), or undefined.
-take_proc_event(B, E) ->
+%% The name and initial call a process event (or else the census)
+%% recorded for local pid E (taken: it is needed once), or undefined.
+take_proc_event(#labels{proc_events = B, census_rows = C}, E) ->
     case ets:lookup(B, E) of
-        [{_, N0, C0, _}] -> ets:delete(B, E), {N0, C0};
-        [] -> {undefined, undefined}
+        [{_, N0, C0, _}] ->
+            ets:delete(B, E),
+            ets:delete(C, E),
+            {N0, C0};
+        [] ->
+            case ets:lookup(C, E) of
+                [{_, N0, C0}] -> ets:delete(C, E), {N0, C0};
+                [] -> {undefined, undefined}
+            end
     end.
 
 %% The label of a process that exited before it was read: its registered

@@ -150,8 +150,12 @@ slice_off(Run) ->
 
 %% @doc The flags on again for a traced slice (but on those untraced).
 -spec slice_on(run()) -> ok.
-slice_on(Run) ->
+slice_on(Run = #run{session = S}) ->
     msgflow_flags:slice_on(Run#run.tracing, targets(Run), Run#run.excluded),
+    %% msgflow's own processes of the run (httpd's handlers, workers) get
+    %% their procs flag back, which slice_off took
+    Own = try msgflow_tracer:own(S, list, []) catch error:_ -> [] end,
+    msgflow_flags:own(Run#run.tracing, [P || P <- Own, is_pid(P)]),
     ok.
 
 %% @doc The flags off (a trace session destroyed), then a barrier: every
@@ -213,8 +217,9 @@ own(#run{tracing = T}, Pids) ->
 -spec own_sweep(run()) -> ok.
 own_sweep(#run{session = S}) ->
     %% the NIF may be gone for a moment (its module deleted and purged)
-    try msgflow_tracer:own(S, list, []) of
-        Own -> _ = [msgflow_tracer:own(S, remove, P) || P <- Own, is_pid(P), not is_process_alive(P)]
+    try
+        [msgflow_tracer:own(S, remove, P)
+         || P <- msgflow_tracer:own(S, list, []), is_pid(P), not is_process_alive(P)]
     catch
         error:_ -> ok
     end,

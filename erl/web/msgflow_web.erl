@@ -116,7 +116,7 @@ init({Opts = #{port := Port, ip := Ip}, Source}) ->
                     %% later (msgflow_flags:own_pids/0)
                     Own = tree(Httpd),
                     persistent_term:put({?MODULE, own}, Own),
-                    ok = msgflow_collector:own([self() | Own]),
+                    _ = msgflow_collector:own([self() | Own]),
                     Url = lists:flatten(io_lib:format("http://~s:~b/", [host(Ip), Real])),
                     persistent_term:put({?MODULE, url}, Url),
                     {ok, #{httpd => Httpd, source => Source, cache => #{}, pending => #{},
