@@ -55,7 +55,7 @@ run(Sample) ->
                            Us = [timer:tc(gen_server, call, [calls_srv, {slow, 20}])
                                  || _ <- lists:seq(1, ?SLOW)],
                            [ok = gen_server:call(Srv, fast) || _ <- lists:seq(1, ?FAST)],
-                           [{'EXIT', {timeout, _}} = catch gen_server:call(Srv, never, 50)
+                           [{'EXIT', {timeout, _}} = msgflow_test_lib:quietly(fun() -> gen_server:call(Srv, never, 50) end)
                             || _ <- lists:seq(1, ?NEVER)],
                            Self ! {done, self(), lists:sort([T || {T, ok} <- Us])},
                            receive stop -> ok end

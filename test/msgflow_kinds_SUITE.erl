@@ -7,14 +7,14 @@
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
 -export([kinds_exact/1, kinds_max_overflow/1, kinds_off/1, kinds_views/1, replies_no_fan_out/1,
-         flow_kinds/1]).
+         flow_kinds/1, slow_reads/1, reads_workload/0]).
 
 all() ->
     [{group, kinds}].
 
 groups() ->
     [{kinds, [], [kinds_exact, kinds_max_overflow, kinds_off, kinds_views,
-                          replies_no_fan_out, flow_kinds]}].
+                          replies_no_fan_out, flow_kinds, slow_reads]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -197,6 +197,61 @@ flow_kinds(Config) ->
     ?assertMatch({match, _}, re:run(Text, "call get \\{")),
     ok = msgflow:stop(),
     gen_server:stop(Srv).
+
+%% The term reads through enif alone (MSGFLOW_TERM_READS=off, as on a VM
+%% whose layout the checks at load refuse), on a peer node: lib_info says
+%% every read is off, and a workload of calls with `infinity' (replies to
+%% the caller's pid), casts and infos counts exactly what it counts here
+%% with the reads on.  (A reply to an alias needs the alias's words: with
+%% the reads off it is a pair to the alias, rolled up; not in this
+%% workload.)
+slow_reads(_Config) ->
+    _ = msgflow_test_lib:start_distribution(),
+    Args = lists:append([["-pa", filename:dirname(code:which(M))]
+                         || M <- [msgflow, ?MODULE, msgflow_kinds_srv]]),
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args,
+                                         env => [{"MSGFLOW_TERM_READS", "off"}]}),
+    try
+        {Off, SlowPairs} = erpc:call(Node, ?MODULE, reads_workload, [], 60000),
+        ?assertEqual(#{fast_extra => false, alias_owner => false, fast_terms => false,
+                       plain_refs => false}, Off),
+        {On, FastPairs} = reads_workload(),
+        ?assertEqual(#{fast_extra => true, alias_owner => true, fast_terms => true,
+                       plain_refs => true}, On),
+        ?assertEqual(FastPairs, SlowPairs),
+        %% the last call waits for the server to be done with the rest
+        ?assertEqual(lists:sort([{client, srv, call, get, 8}, {client, srv, cast, add, 5},
+                                 {client, srv, info, tick, 3}, {srv, srv, event, xmlstreamelement, 3},
+                                 {srv, client, reply, ok, 8}]), FastPairs)
+    after
+        peer:stop(Peer)
+    end.
+
+%% Run on a node: 7 calls with `infinity', 5 casts, 3 infos and one more
+%% call from a client to a msgflow_kinds_srv, counted; the term reads lib_info reports, and
+%% the pairs of kinds between the two (as client and srv).
+reads_workload() ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    {ok, Srv} = gen_server:start(msgflow_kinds_srv, [], []),
+    Self = self(),
+    Client = spawn(fun() ->
+                           receive go -> ok end,
+                           [{ok, 1} = gen_server:call(Srv, {get, 1}, infinity) || _ <- lists:seq(1, 7)],
+                           [gen_server:cast(Srv, {add, 1}) || _ <- lists:seq(1, 5)],
+                           [Srv ! {tick, I} || I <- lists:seq(1, 3)],
+                           {ok, 1} = gen_server:call(Srv, {get, 1}, infinity),
+                           Self ! {done, self()}
+                   end),
+    ok = msgflow:start(#{procs => [Client, Srv], interval => 3600000}),
+    Client ! go,
+    receive {done, Client} -> ok end,
+    ok = msgflow:stop(),
+    Name = fun(P) when P =:= Client -> client; (P) when P =:= Srv -> srv; (P) -> P end,
+    Pairs = lists:sort([{Name(S), Name(R), K, T, N}
+                        || {S, R, K, T, N} <- msgflow:pairs(kinds), lists:member(S, [Client, Srv]),
+                           lists:member(R, [Client, Srv])]),
+    gen_server:stop(Srv),
+    {maps:with([fast_extra, alias_owner, fast_terms, plain_refs], msgflow_tracer:lib_info()), Pairs}.
 
 %%% Helpers
 

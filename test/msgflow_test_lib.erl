@@ -6,7 +6,7 @@
 %%% directory in their code path.
 -module(msgflow_test_lib).
 
--export([start_distribution/0, cluster_peer/1, peer_send/3, peer_call/3, peer_echo/0,
+-export([quietly/1, start_distribution/0, cluster_peer/1, peer_send/3, peer_call/3, peer_echo/0,
          start_node/0, stop_node/1, flagged/0, modes/0, sink/0, root/0, run/2, run/3, tool/1,
          clean/0, remote_call/1]).
 
@@ -136,3 +136,13 @@ run(Exe, Args) ->
 
 run(Exe, Args, Env) ->
     msgflow_test_io:run(Exe, Args, Env).
+
+%% F(), or what `catch F()' gave before OTP 29 deprecated it: `{'EXIT',
+%% Reason}' for an error or exit, the thrown term for a throw.
+quietly(F) ->
+    try F()
+    catch
+        throw:T -> T;
+        error:R:St -> {'EXIT', {R, St}};
+        exit:R -> {'EXIT', R}
+    end.

@@ -51,7 +51,8 @@ init_per_testcase(_, Config) ->
 
 end_per_testcase(_, _Config) ->
     _ = msgflow:web_stop(),
-    [catch exit(whereis(N), kill) || N <- [web_sink, web_src, web_store, web_client, ?EVIL]],
+    [msgflow_test_lib:quietly(fun() -> exit(whereis(N), kill) end)
+     || N <- [web_sink, web_src, web_store, web_client, ?EVIL]],
     ok.
 
 %% The workload: `web_src' sends ?SRC_SENDS messages to `web_sink',
@@ -311,8 +312,8 @@ browser(Config, Node) ->
         #{<<"file">> := _} = step(B, "shot web-static"),
         ct:log("screenshots: ~s/web-live.png, web-edge.png, web-static.png", [Shots])
     after
-        catch port_command(B, "quit\n"),
-        catch port_close(B)
+        _ = msgflow_test_lib:quietly(fun() -> port_command(B, "quit\n") end),
+        msgflow_test_lib:quietly(fun() -> port_close(B) end)
     end,
     ok = msgflow:stop(),
     [P ! stop || P <- [Src, Evil, Client]].
@@ -409,7 +410,7 @@ prometheus(Config, Promtool, Prom) ->
         ?assertNotEqual(nomatch, binary:match(Result, <<"\"120\"]">>))
     after
         os:cmd("kill " ++ integer_to_list(OsPid)),
-        catch port_close(P)
+        msgflow_test_lib:quietly(fun() -> port_close(P) end)
     end,
     [Pid ! stop || Pid <- [Src, Evil, Client]],
     _ = Store,

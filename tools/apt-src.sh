@@ -1,11 +1,12 @@
-# Sourced by tools/jemalloc.sh and tools/otp.sh: `apt_src DIR SUITE' gives
-# apt a deb-src entry for Debian's SUITE through its -o options only (the
+# Sourced by tools/jemalloc.sh and tools/otp.sh: `apt_src DIR SUITE [TYPES]'
+# gives apt a deb-src entry (or TYPES: `deb' for binary packages) for
+# Debian's SUITE through its -o options only (the
 # system's apt configuration stays as it is), with its lists under DIR/apt,
 # and sets $apt_opts for the apt-get calls that follow.
 apt_src() {
     mkdir -p "$1/apt/lists/partial" "$1/apt/parts"
     cat >"$1/apt/parts/msgflow-$2-src.sources" <<EOF2
-Types: deb-src
+Types: ${3:-deb-src}
 URIs: http://deb.debian.org/debian
 Suites: $2
 Components: main

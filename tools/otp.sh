@@ -4,6 +4,9 @@
 # for it, once, cached outside the clone in
 # ${MSGFLOW_OTP_CACHE:-$HOME/.cache/msgflow-otp}/27 (about 15 minutes on 2
 # cores the first time).  Prints that OTP's bin directory as its last line.
+# tools/otp.sh 29: the same from forky's (testing's) source (erlang
+# 1:29.1.1+dfsg), with forky's rebar3 put in its bin directory (Debian
+# 12's rebar3 does not run on OTP 29).
 #
 # The system's apt configuration is left as it is: the trixie deb-src entry
 # is given to apt-get through its -o options only.  Debian 12's compilers
@@ -15,17 +18,19 @@ if [ "$release" = 25 ]; then
     dirname "$(readlink -f "$(command -v erl)")" | sed 's#/lib/erlang/bin$#/bin#'
     exit 0
 fi
-if [ "$release" != 27 ]; then
-    echo "msgflow: tools/otp.sh builds OTP 27 only (25 is the system's)" >&2
-    exit 2
-fi
+case "$release" in
+    27) suite=trixie ;;
+    29) suite=forky ;;
+    *) echo "msgflow: tools/otp.sh builds OTP 27 and 29 (25 is the system's)" >&2; exit 2 ;;
+esac
 cache=${MSGFLOW_OTP_CACHE:-$HOME/.cache/msgflow-otp}
-prefix="$cache/27"
-work="$cache/27-build"
+prefix="$cache/$release"
+work="$cache/$release-build"
 # done, with Dialyzer (make dialyzer; a cache made before it was built
 # gets it added)
 if [ -x "$prefix/bin/erl" ] && [ -f "$prefix/done" ] && [ -x "$prefix/bin/dialyzer" ] &&
-       ls -d "$prefix"/lib/erlang/lib/dialyzer-* >/dev/null 2>&1; then
+       ls -d "$prefix"/lib/erlang/lib/dialyzer-* >/dev/null 2>&1 &&
+       { [ "$release" != 29 ] || [ -x "$prefix/bin/rebar3" ]; }; then
     echo "$prefix/bin"
     exit 0
 fi
@@ -33,19 +38,19 @@ fi
 mkdir -p "$work/src"
 log="$work/build.log"
 : >"$log"
-echo "msgflow: building OTP 27 in $work (once; log in $log)" >&2
+echo "msgflow: building OTP $release in $work (once; log in $log)" >&2
 . "$(dirname "$0")/apt-src.sh"
-apt_src "$work" trixie
+apt_src "$work" "$suite"
 # shellcheck disable=SC2086
 apt-get $apt_opts update >>"$log" 2>&1 ||
-    { echo "msgflow: apt-get update for trixie's sources failed (see $log)" >&2; exit 1; }
+    { echo "msgflow: apt-get update for $suite's sources failed (see $log)" >&2; exit 1; }
 
 # The orig tarball of a source package (the mirror may lack the rest).
 fetch_orig() {
     # shellcheck disable=SC2086
     uri=$(apt-get $apt_opts source --print-uris "$1" 2>>"$log" |
               grep -o "'[^']*\.orig\.tar\.[a-z0-9]*'" | head -n 1 | tr -d "'")
-    [ -n "$uri" ] || { echo "msgflow: no source of $1 in trixie (see $log)" >&2; exit 1; }
+    [ -n "$uri" ] || { echo "msgflow: no source of $1 in $suite (see $log)" >&2; exit 1; }
     file="$work/src/$(basename "$uri")"
     [ -s "$file" ] || /usr/lib/apt/apt-helper download-file "$uri" "$file" >>"$log" 2>&1 ||
         { echo "msgflow: cannot fetch $uri (see $log)" >&2; exit 1; }
@@ -69,20 +74,20 @@ if [ ! -f "$work/otp.built" ]; then
         ./configure --prefix="$prefix" --without-javac --without-wx --without-odbc \
             --without-megaco --without-observer --without-debugger --without-et &&
             make -j2
-    } >>"$log" 2>&1 || { echo "msgflow: OTP 27 did not build (see $log)" >&2; exit 1; }
+    } >>"$log" 2>&1 || { echo "msgflow: OTP $release did not build (see $log)" >&2; exit 1; }
     touch "$work/otp.built"
 fi
 cd "$work/otp"
 # a tree built before Dialyzer was: it is built now
 if [ -f lib/dialyzer/SKIP ]; then
     rm -f lib/dialyzer/SKIP
-    make -j2 >>"$log" 2>&1 || { echo "msgflow: OTP 27's Dialyzer did not build (see $log)" >&2; exit 1; }
+    make -j2 >>"$log" 2>&1 || { echo "msgflow: OTP $release's Dialyzer did not build (see $log)" >&2; exit 1; }
 fi
 # the dfsg tarball lacks two jQuery files common_test's install copies
 for f in lib/common_test/priv/jquery-latest.js lib/common_test/priv/jquery.tablesorter.min.js; do
     [ -f "$f" ] || : >"$f"
 done
-make install >>"$log" 2>&1 || { echo "msgflow: OTP 27 did not install (see $log)" >&2; exit 1; }
+make install >>"$log" 2>&1 || { echo "msgflow: OTP $release did not install (see $log)" >&2; exit 1; }
 
 # PropEr for it: compiled with its erlc (vararg first: a parse transform
 # the other modules use)
@@ -98,8 +103,20 @@ mkdir -p "$dest/ebin" "$dest/include"
         cp include/*.hrl "$dest/include/" &&
         sed "s/{modules, *\[\]}/{modules, [$(cd "$dest/ebin" && ls *.beam | sed 's/\.beam$//' | paste -sd, -)]}/" \
             src/proper.app.src >"$dest/ebin/proper.app"
-} >>"$log" 2>&1 || { echo "msgflow: PropEr did not build for OTP 27 (see $log)" >&2; exit 1; }
+} >>"$log" 2>&1 || { echo "msgflow: PropEr did not build for OTP $release (see $log)" >&2; exit 1; }
 "$prefix/bin/erl" -noshell -eval 'ok = application:load(proper), halt().' >>"$log" 2>&1 ||
-    { echo "msgflow: PropEr does not load on OTP 27 (see $log)" >&2; exit 1; }
+    { echo "msgflow: PropEr does not load on OTP $release (see $log)" >&2; exit 1; }
+# rebar3 for OTP 29: forky's (an escript; Debian 12's 3.19 does not run
+# on 29), from its binary package
+if [ "$release" = 29 ] && [ ! -x "$prefix/bin/rebar3" ]; then
+    apt_src "$work/bin-apt" "$suite" deb
+    # shellcheck disable=SC2086
+    apt-get $apt_opts update >>"$log" 2>&1 &&
+        rm -rf "$work/rebar3" && mkdir -p "$work/rebar3" &&
+        (cd "$work/rebar3" && apt-get $apt_opts download rebar3 >>"$log" 2>&1 &&
+             dpkg-deb -x rebar3_*.deb x >>"$log" 2>&1) &&
+        cp "$work/rebar3/x/usr/bin/rebar3" "$prefix/bin/rebar3" ||
+        { echo "msgflow: no rebar3 from $suite for OTP 29 (see $log)" >&2; exit 1; }
+fi
 echo "$prefix/bin" >"$prefix/done"
 echo "$prefix/bin"

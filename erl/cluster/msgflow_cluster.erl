@@ -416,7 +416,7 @@ handle_info({'EXIT', _, normal}, St) ->
 handle_info(Msg, St = #st{members = Ms}) ->
     %% an answer to an ask
     case [{N, M, R} || {N, M = #member{request = {Id, _}}} <- maps:to_list(Ms),
-                       (R = check(Msg, Id)) =/= no_response] of
+                       R <- [check(Msg, Id)], R =/= no_response] of
         [{N, M, Result} | _] ->
             _ = case Result of
                     {ok, #{top := Top = #{}}} -> ets:insert(?TABLE, {{top, N}, Top});

@@ -167,9 +167,13 @@ load_beam(Dir, M, Bin) ->
 -spec load_called([file:filename() | binary()]) -> ok.
 load_called(Beams) ->
     Called = lists:usort([C || B <- Beams,
-                               {ok, {_, [{imports, Is}]}} <- [catch beam_lib:chunks(B, [imports])],
+                               {ok, {_, [{imports, Is}]}} <- [imports(B)],
                                {C, _, _} <- Is]),
     %% trace and json: asked for by function_exported when they exist;
     %% io_lib's formatting modules: what io_lib:format/2 calls
     _ = code:ensure_modules_loaded((Called -- [trace, json]) ++ [io_lib_format, io_lib_pretty, epp]),
     ok.
+
+%% The imports chunk of a beam, or `error' for one that cannot be read.
+imports(Beam) ->
+    try beam_lib:chunks(Beam, [imports]) catch _:_ -> error end.

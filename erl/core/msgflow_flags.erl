@@ -181,16 +181,18 @@ off(T, Pids) ->
 %% is gone is no error.
 set_one(#{mode := session, session := S}, P, How, Skipped) ->
     Trace = trace,
-    _ = (catch case is_port(P) of
-                   true -> Trace:port(S, P, How, [send]);
-                   false -> Trace:process(S, P, How, ?FLAGS)
-               end),
+    _ = quietly(fun() ->
+                        case is_port(P) of
+                            true -> Trace:port(S, P, How, [send]);
+                            false -> Trace:process(S, P, How, ?FLAGS)
+                        end
+                end),
     Skipped;
 set_one(#{mode := legacy, nif := Nif}, P, How, Skipped = {N, Examples}) ->
-    case {How, catch erlang:trace_info(P, tracer)} of
+    case {How, quietly(fun() -> erlang:trace_info(P, tracer) end)} of
         {true, {tracer, Tracer}} when Tracer =:= []; element(1, Tracer) =:= msgflow_tracer ->
             %% free, ours, or a msgflow session that has ended
-            _ = (catch erlang:trace(P, true, [{tracer, msgflow_tracer, Nif} | ?FLAGS])),
+            _ = quietly(fun() -> erlang:trace(P, true, [{tracer, msgflow_tracer, Nif} | ?FLAGS]) end),
             Skipped;
         {true, {tracer, _Other}} ->
             {N + 1, case length(Examples) < ?EXAMPLES of
@@ -198,7 +200,7 @@ set_one(#{mode := legacy, nif := Nif}, P, How, Skipped = {N, Examples}) ->
                         false -> Examples
                     end};
         {false, {tracer, {msgflow_tracer, Nif}}} ->
-            _ = (catch erlang:trace(P, false, ?FLAGS)),
+            _ = quietly(fun() -> erlang:trace(P, false, ?FLAGS) end),
             Skipped;
         _ ->
             Skipped      %% gone, or another tool's flags: left as they are
@@ -244,10 +246,10 @@ new_tracer(#{mode := legacy, nif := Nif}) ->
 %% again, but not those of processes untrace/1 dropped.
 -spec slice_on(tracing(), targets(), [pid() | port()]) -> ok.
 slice_on(T, Spec, Excluded) when is_atom(Spec) ->
-    _ = (catch on(T, Spec)),
+    _ = quietly(fun() -> on(T, Spec) end),
     off(T, Excluded);
 slice_on(T, Pids, _Excluded) ->
-    _ = [catch on(T, [P]) || P <- Pids],   %% some may have died
+    _ = [quietly(fun() -> on(T, [P]) end) || P <- Pids],   %% some may have died
     ok.
 
 %% @doc Processes msgflow never traces: the collector, its supervisor, the
@@ -285,7 +287,7 @@ own(T = #{nif := Nif}, Pids) ->
     ok.
 
 own_one(T, Nif, P) ->
-    case catch msgflow_tracer:own(Nif, add, P) of
+    case quietly(fun() -> msgflow_tracer:own(Nif, add, P) end) of
         ok -> own_flags(T, Nif, P);
         _ -> ok                 %% the set is full (512): traced as any other
     end.
@@ -294,13 +296,15 @@ own_flags(T, Nif, P) ->
     case T of
         #{mode := session, session := S} ->
             Trace = trace,
-            _ = (catch Trace:process(S, P, false, [send])),
-            _ = (catch Trace:process(S, P, true, [procs]));
+            _ = quietly(fun() -> Trace:process(S, P, false, [send]) end),
+            _ = quietly(fun() -> Trace:process(S, P, true, [procs]) end);
         #{mode := legacy} ->
-            case catch erlang:trace_info(P, tracer) of
+            case quietly(fun() -> erlang:trace_info(P, tracer) end) of
                 {tracer, Tracer} when Tracer =:= []; element(1, Tracer) =:= msgflow_tracer ->
-                    _ = (catch erlang:trace(P, false, [send])),
-                    _ = (catch erlang:trace(P, true, [{tracer, msgflow_tracer, Nif}, procs]));
+                    _ = quietly(fun() -> erlang:trace(P, false, [send]) end),
+                    _ = quietly(fun() ->
+                                        erlang:trace(P, true, [{tracer, msgflow_tracer, Nif}, procs])
+                                end);
                 _ ->
                     ok          %% gone, or another tool's
             end
@@ -328,5 +332,10 @@ untrace_self() ->
     end,
     case msgflow_run:nif_session() of
         undefined -> ok;
-        Nif -> _ = (catch msgflow_tracer:own(Nif, add, self())), ok
+        Nif -> _ = quietly(fun() -> msgflow_tracer:own(Nif, add, self()) end), ok
     end.
+
+%% F(), or `error' when it raises (a process or port gone, a tracer
+%% module deleted, another tool's flags).
+quietly(F) ->
+    try F() catch _:_ -> error end.

@@ -78,9 +78,10 @@ fun_home(F) ->
                     Home = binary:part(Rest, 0, Pos),
                     case string:split(Home, <<"/">>, trailing) of
                         [Name, Arity] when Name =/= <<>> ->
-                            case catch binary_to_integer(Arity) of
-                                N when is_integer(N) -> Home;
-                                _ -> false
+                            try binary_to_integer(Arity) of
+                                _ -> Home
+                            catch
+                                error:badarg -> false
                             end;
                         _ -> false
                     end;

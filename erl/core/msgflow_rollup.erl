@@ -57,7 +57,7 @@ sweep_slice(Which, MS, S = #store{sweeps = Sw}) ->
     T = table(Which, S),
     Budget = max(?SWEEP_MIN, ets:info(T, size) div 32),
     First = case Sw of
-                #{Which := Cont} -> catch ets:select(Cont);
+                #{Which := Cont} -> select(Cont);
                 _ -> ets:select(T, MS, ?SWEEP_CHUNK)
             end,
     slice(Which, First, Budget, S).
@@ -65,11 +65,16 @@ sweep_slice(Which, MS, S = #store{sweeps = Sw}) ->
 slice(Which, {Keys, Cont}, Budget, S) ->
     S1 = lists:foldl(fun(K, Acc) -> rollup_row(Which, K, Acc) end, S, Keys),
     case Budget - length(Keys) of
-        B when B > 0 -> slice(Which, catch ets:select(Cont), B, S1);
+        B when B > 0 -> slice(Which, select(Cont), B, S1);
         _ -> S1#store{sweeps = (S1#store.sweeps)#{Which => Cont}}
     end;
 slice(Which, _End, _, S) ->
     S#store{sweeps = maps:remove(Which, S#store.sweeps)}.
+
+%% ets:select/1 of a continuation, `'$end_of_table'' too when the table
+%% it came from is gone (a reset made it anew meanwhile).
+select(Cont) ->
+    try ets:select(Cont) catch error:badarg -> '$end_of_table' end.
 
 %% One row: where its endpoints roll up to; when that is another key, the
 %% row leaves its table and is added to that key's row (rolled-up rows, or

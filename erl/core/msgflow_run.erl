@@ -69,7 +69,8 @@ begin_run(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
 
 begin_tracing(Targets, Mode, Session, Procs) ->
     %% a send to msgflow's processes by name is msgflow's own too
-    _ = [catch msgflow_tracer:own(Session, add, N) || N <- msgflow_flags:own_names()],
+    _ = [quietly(fun() -> msgflow_tracer:own(Session, add, N) end)
+         || N <- msgflow_flags:own_names()],
     try msgflow_flags:begin_tracing(Mode, Session) of
         T -> set_flags(T, Targets, Mode, Session, Procs)
     catch
@@ -180,9 +181,9 @@ flags_off(Run = #run{tracing = T, session = S}) ->
 -spec close(run()) -> map().
 close(#run{session = Session}) ->
     Info = try msgflow_tracer:session_info(Session) catch error:_ -> #{} end,
-    catch msgflow_tracer:session_stop(Session),
+    _ = quietly(fun() -> msgflow_tracer:session_stop(Session) end),
     _ = persistent_term:erase(?RUNNING),
-    _ = (catch ets:delete(?CURRENT, nif)),
+    _ = quietly(fun() -> ets:delete(?CURRENT, nif) end),
     Info.
 
 %% The run's NIF session published for nif_session/0, in a table the
@@ -261,7 +262,7 @@ rotate(Run, MaxPairs, Closed) ->
                _ -> false
            end,
     _ = (Full orelse Closed rem ?ROTATE_EVERY =:= 0)
-        andalso (catch msgflow_tracer:session_rotate(Run#run.session)),
+        andalso quietly(fun() -> msgflow_tracer:session_rotate(Run#run.session) end),
     ok.
 
 %% @doc For a collector that starts: a collector that died while running
@@ -281,8 +282,12 @@ clear_orphaned() ->
         undefined ->
             ok;
         Session ->
-            _ = (catch msgflow_tracer:session_stop(Session)),
+            _ = quietly(fun() -> msgflow_tracer:session_stop(Session) end),
             _ = [erlang:trace_info(P, tracer) || P <- [new | processes() ++ erlang:ports()]],
             _ = persistent_term:erase(?RUNNING),
             ok
     end.
+
+%% F(), or `error' when it raises (the NIF's module deleted, a session gone).
+quietly(F) ->
+    try F() catch _:_ -> error end.

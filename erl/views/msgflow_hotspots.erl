@@ -288,7 +288,8 @@ hot_pair(Ws, #{hot_rate := Min}, Label, Scale) ->
                explanation => fmt("~ts: ~s msg/s (threshold ~s)",
                                   [pair_label(S, R, Label), msgflow_fmt:rate(Rate),
                                    msgflow_fmt:rate(Min)])}
-             || {{S, R}, C} <- maps:to_list(Last), (Rate = msgflow_row:per_s(C, Dur, Scale)) >= Min],
+             || {{S, R}, C} <- maps:to_list(Last), Rate <- [msgflow_row:per_s(C, Dur, Scale)],
+                Rate >= Min],
     by_desc(fun(#{evidence := #{rate := R}}) -> R end, Found).
 
 %% A pair whose last window is spike_factor times the mean of the earlier

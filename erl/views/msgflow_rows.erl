@@ -245,7 +245,7 @@ only_kind(Rows, Want) ->
      end || Row = #{count := C, kinds := Ks, last_count := LC, rate := Rate, prev_rate := Prev,
                     mean_rate := Mean, peak_rate := Peak} <- Rows,
             Sel <- [lists:filter(Match, Ks)],
-            (N = lists:sum([X || {_, _, X} <- Sel])) > 0].
+            N <- [lists:sum([X || {_, _, X} <- Sel])], N > 0].
 
 %% @doc The window a rate is read in, for every view: the last closed
 %% one, or before any closed the open one (`window_ms' its ms so far);
