@@ -94,8 +94,10 @@ rebar3_release(Config) ->
     ok = file:make_dir(filename:join(Proj, "_checkouts")),
     ok = file:make_symlink(Dep, filename:join([Proj, "_checkouts", "msgflow"])),
     {ok, Conf} = file:read_file(filename:join(Proj, "rebar.config")),
-    Conf1 = binary:replace(binary:replace(Conf, <<"{deps, []}.">>, <<"{deps, [msgflow]}.">>),
-                           <<"[shop,">>, <<"[shop, msgflow,">>),
+    %% the release's applications: `[shop,' (rebar3 3.19's template) or
+    %% `[\n        shop,' (3.28's)
+    Conf1 = re:replace(binary:replace(Conf, <<"{deps, []}.">>, <<"{deps, [msgflow]}.">>),
+                       "\\[(\\s*)shop,", "[\\1shop, msgflow,", [{return, binary}]),
     ok = file:write_file(filename:join(Proj, "rebar.config"), Conf1),
     Name = "shop" ++ os:getpid(),
     ok = file:write_file(filename:join([Proj, "config", "vm.args"]),
@@ -135,10 +137,21 @@ rebar3_release(Config) ->
 %% msgflow as a mix dependency, `manager: :rebar3', with Debian's Elixir
 %% and MIX_REBAR3; used from `mix run' as from iex.
 mix_project(Config) ->
-    case os:find_executable("mix") of
-        false ->
-            {skip, "Elixir (mix) is not installed: make installs it on Debian"};
-        Mix ->
+    case {os:find_executable("mix"), os:find_executable("elixir")} of
+        {Mix, Elixir} when is_list(Mix), is_list(Elixir) ->
+            case run(Elixir, ["-e", "IO.puts(:ok)"], ?config(tmp, Config)) of
+                {0, _} ->
+                    mix_project(Config, Mix);
+                _ ->
+                    {skip, "Debian's Elixir does not run on OTP " ++
+                         erlang:system_info(otp_release)}
+            end;
+        _ ->
+            {skip, "Elixir (mix) is not installed: make installs it on Debian"}
+    end.
+
+mix_project(Config, Mix) ->
+        begin
             Tmp = ?config(tmp, Config),
             Dep = dep_copy(Tmp),
             {0, _} = run(Mix, ["new", "shop_ex"], Tmp),
