@@ -20,6 +20,8 @@
 -behaviour(gen_server).
 
 -export([main/0, flow_request/2]).
+%% the direct loop on a node of its own (term_reads/1)
+-export([direct_costs/1]).
 %% the memory sampler, for the other benches too
 -export([start_sampler/0, stop_sampler/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
@@ -475,7 +477,69 @@ callbacks(Scale, Workloads, Results) ->
               [OwnR, OwnR - OwnK, lists:sum([U || {_, _, _, _, _, U, _} <- RttEdges])]),
     io:format("  a reply to the caller's pid, {Mref, ok}, instead: ~.1f ns per send with kinds on "
               "(+~.1f ns over kinds off), ~.1f ns with round trips (+~.1f ns)~n",
-              [OwnKR, OwnKR - Own, OwnRR, OwnRR - Own]).
+              [OwnKR, OwnKR - Own, OwnRR, OwnRR - Own]),
+    term_reads(N).
+
+%%% The two paths of the tracer's term reads side by side: the same
+%%% direct loop (kinds off and on) on two peer nodes started together,
+%%% one with the reads the checks at load allow, one with
+%%% MSGFLOW_TERM_READS=off (every read through the API, as on a VM whose
+%%% layout the checks refuse).  Runs on each node one after the other, 25
+%%% each, fastest counts.
+
+term_reads(N) ->
+    Result = try
+                 _ = os:cmd("epmd -daemon"),
+                 _ = node() =:= nonode@nohost andalso
+                     net_kernel:start([list_to_atom("msgflow_bench_" ++ os:getpid()), shortnames]),
+                 Paths = lists:append([["-pa", filename:dirname(code:which(M))]
+                                       || M <- [msgflow, ?MODULE]]),
+                 Run = fun(Env) ->
+                               {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(),
+                                                                    args => Paths, env => Env}),
+                               try erpc:call(Node, ?MODULE, direct_costs, [N], 600000)
+                               after peer:stop(Peer)
+                               end
+                       end,
+                 {Run([]), Run([{"MSGFLOW_TERM_READS", "off"}])}
+             catch
+                 C:R -> {error, {C, R}}
+             end,
+    case Result of
+        {{FastOff, FastOn, FastReads}, {SlowOff, SlowOn, SlowReads}} ->
+            io:format("  term reads, two peer nodes: checked reads on (~s) ~.1f ns kinds off, "
+                      "~.1f ns kinds on; all through the API (~s) ~.1f ns, ~.1f ns~n",
+                      [FastReads, FastOff, FastOn, SlowReads, SlowOff, SlowOn]);
+        {error, Why} ->
+            io:format("  term reads: not measured (~0tp)~n", [Why])
+    end.
+
+%% @private On a node of its own: msgflow's own work in the direct loop
+%% with kinds off and on (ns per send over the floor, fastest of 25
+%% runs each, interleaved), and which term reads lib_info says are on.
+-spec direct_costs(pos_integer()) -> {float(), float(), string()}.
+direct_costs(N) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Pids = [spawn_link(fun sink/0) || _ <- lists:seq(1, 1000)],
+    Pairs = list_to_tuple([{A, B, #{extra => B}}
+                           || {A, B} <- lists:zip(Pids, tl(Pids) ++ [hd(Pids)])]),
+    Sessions = #{floor => [], off => msgflow_tracer:session_new(self(), 100000, 0),
+                 on => msgflow_tracer:session_new(self(), 100000, 8)},
+    Msg = ?BENCH_MSG,
+    Runs = lists:foldl(
+             fun(_, Acc) ->
+                     lists:foldl(fun(T, Acc1) ->
+                                         Tracer = case T of floor -> floor; _ -> msgflow end,
+                                         R = call_loop(Tracer, maps:get(T, Sessions), Pairs, N, Msg),
+                                         maps:update_with(T, fun(L) -> [R | L] end, [R], Acc1)
+                                 end, Acc, shuffle(maps:keys(Sessions)))
+             end, #{}, lists:seq(1, ?CALLBACK_RUNS)),
+    Floor = lists:min(maps:get(floor, Runs)),
+    Reads = [atom_to_list(K) || {K, true} <- lists:sort(maps:to_list(
+                                                maps:with([fast_extra, alias_owner, fast_terms,
+                                                           plain_refs], msgflow_tracer:lib_info())))],
+    {lists:min(maps:get(off, Runs)) - Floor, lists:min(maps:get(on, Runs)) - Floor,
+     case Reads of [] -> "none"; _ -> string:join(Reads, " ") end}.
 
 %% Every call counted, in 1,000 pairs, under the kind expected.  (A pair
 %% comes once per slot that counted it: a thread that turns to the other
