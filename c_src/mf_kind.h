@@ -72,11 +72,14 @@ static inline ERL_NIF_TERM mf_kind_tag_of(const mf_layout_t *L, ErlNifEnv *env, 
 /* The kind word of `msg' sent to a receiver; `reply' != 0 when the send
  * is counted as a reply to an alias (its kind is then MF_K_REPLY, its tag
  * that of the reply in {Ref, Reply}).  Sent to anything else, {Tag, Reply}
- * with Tag a reference or [alias | Ref] is a reply too (mf_is_reply_tag).  Never 0.  Inline: trace_send calls
+ * with Tag a reference or [alias | Ref] is a reply too (mf_is_reply_tag),
+ * and *reply_tag is set to Tag (the caller's round trip reads it: the
+ * message is read once); it is left as it is otherwise (NULL: not
+ * wanted).  Never 0.  Inline: trace_send calls
  * it on every send with kinds on, with the layout it loaded (L).  Any
  * thread. */
 static inline uint64_t mf_kind_word(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM msg,
-                                    int reply)
+                                    int reply, ERL_NIF_TERM *reply_tag)
 {
     const ERL_NIF_TERM *e;
     int n;
@@ -92,8 +95,11 @@ static inline uint64_t mf_kind_word(const mf_layout_t *L, ErlNifEnv *env, ERL_NI
         /* {Mref, Reply} to the caller's pid (gen's reply to a local call
          * with timeout infinity, Task's reply), {[alias | Ref], Reply} to
          * a remote caller's alias */
-        if (n == 2 && mf_is_reply_tag(L, env, e[0]))
+        if (n == 2 && mf_is_reply_tag(L, env, e[0])) {
+            if (reply_tag)
+                *reply_tag = e[0];
             return mf_kind_make(mf_kind_tag_of(L, env, e[1]), MF_K_REPLY);
+        }
         return mf_kind_make(mf_kind_tag_of(L, env, msg), MF_K_INFO);
     }
     ERL_NIF_TERM h = e[0]; /* atoms: compare words */

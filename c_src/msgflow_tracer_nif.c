@@ -236,17 +236,15 @@ static inline void reply_call(mf_session *s, const uint64_t *alias)
 }
 
 /* A reply {Mref, Reply} sent to a local pid (kind MF_K_REPLY, not to an
- * alias): when Mref is a plain local reference that tags a sampled call
- * (one load of the bitmap, as reply_call), its round trip.  Any scheduler
- * thread (the server's), with the layout its callback loaded (L). */
-static inline void reply_to_pid(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
-                                ERL_NIF_TERM msg)
+ * alias), Mref as mf_kind_word read it (`tag'): when it is a plain local
+ * reference that tags a sampled call (one load of the bitmap, as
+ * reply_call), its round trip.  Any scheduler thread (the server's), with
+ * the layout its callback loaded (L). */
+static inline void reply_to_pid(const mf_layout_t *L, mf_session *s, ERL_NIF_TERM tag)
 {
-    const ERL_NIF_TERM *e;
-    int n;
     const uint64_t *ref;
     mf_calls *c = atomic_load_explicit(&s->calls, memory_order_relaxed);
-    if (c && mf_get_tuple(L, env, msg, &n, &e) && n == 2 && (ref = mf_plainref(L, e[0]))) {
+    if (c && (ref = mf_plainref(L, tag))) {
         uint64_t id = mf_pidref_id(ref);
         if (mf_calls_maybe(c, id))
             mf_calls_reply(c, id, (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
@@ -256,24 +254,27 @@ static inline void reply_to_pid(const mf_layout_t *L, ErlNifEnv *env, mf_session
 /* Owner thread of `g` (or holding the spill slot's lock), with the layout
  * its callback loaded (L).  `msg' is the message when the session counts
  * kinds, else 0 (no term's word is 0); `kind' its kind word when the
- * callback read it already (as sent to a process), else 0. */
+ * callback read it already (as sent to a process), else 0, and `tag' the
+ * reply's tag that read found (else 0). */
 static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, mf_gen *g,
                               ERL_NIF_TERM from, ERL_NIF_TERM to, ERL_NIF_TERM msg, uint64_t kind,
-                              int dead)
+                              ERL_NIF_TERM tag, int dead)
 {
     uint64_t f, t;
     const uint64_t *alias;
     if (mf_endpoint_word(env, &g->interns, from, &f) &&
         receiver_word(L, env, g, to, &t, &alias)) {
         /* a reply to an alias is read again: its kind is the reply's */
-        uint64_t k = !msg ? 0 : kind && !alias ? kind : mf_kind_word(L, env, msg, alias != NULL);
+        uint64_t k = !msg                 ? 0
+                     : kind && !alias     ? kind
+                                          : mf_kind_word(L, env, msg, alias != NULL, &tag);
         mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead);
         if (alias)
             reply_call(s, alias);
         else if ((k & MF_KIND_MASK) == MF_K_CALL)
             note_call(L, env, s, from, to, msg, k);
         else if ((k & MF_KIND_MASK) == MF_K_REPLY)
-            reply_to_pid(L, env, s, msg);
+            reply_to_pid(L, s, tag);
     } else {
         mf_shard_overflow(g->shard, dead);
     }
@@ -302,7 +303,8 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
      * cache's session counts kinds; count_send reads it only for a session
      * whose cache this is not, or a reply to an alias. */
     mf_shard *sh = mf_tls.shard;
-    uint64_t kind = mf_tls.kinds ? mf_kind_word(L, env, argv[3], 0) : 0;
+    ERL_NIF_TERM tag = 0; /* a reply's {Tag, _}, for its round trip */
+    uint64_t kind = mf_tls.kinds ? mf_kind_word(L, env, argv[3], 0, &tag) : 0;
     if (sh)
         mf_shard_prefetch(sh, (uint64_t)argv[2], (uint64_t)to, kind);
     if (!mf_get_session(env, argv[1], &s))
@@ -319,7 +321,7 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
             if ((kind & MF_KIND_MASK) == MF_K_CALL)
                 note_call(L, env, s, argv[2], to, argv[3], kind);
             else if ((kind & MF_KIND_MASK) == MF_K_REPLY)
-                reply_to_pid(L, env, s, argv[3]);
+                reply_to_pid(L, s, tag);
             return atom_ok;
         }
         slot = mf_tls.slot;
@@ -328,10 +330,10 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     }
     ERL_NIF_TERM msg = s->kinds ? argv[3] : 0;
     if (!slot->lock) {
-        count_send(L, env, s, mf_tls.gen, argv[2], to, msg, kind, dead);
+        count_send(L, env, s, mf_tls.gen, argv[2], to, msg, kind, tag, dead);
     } else {
         enif_mutex_lock(slot->lock);
-        count_send(L, env, s, mf_slot_renew(slot, stamp), argv[2], to, msg, kind, dead);
+        count_send(L, env, s, mf_slot_renew(slot, stamp), argv[2], to, msg, kind, tag, dead);
         enif_mutex_unlock(slot->lock);
     }
     return atom_ok;
@@ -401,10 +403,10 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     if (slot) {
         ERL_NIF_TERM key = enif_make_tuple2(env, argv[2], ev[2]);
         if (!slot->lock) {
-            count_send(L, env, s, c->gen, key, ev[3], 0, 0, 0);
+            count_send(L, env, s, c->gen, key, ev[3], 0, 0, 0, 0);
         } else {
             enif_mutex_lock(slot->lock);
-            count_send(L, env, s, mf_slot_renew(slot, stamp), key, ev[3], 0, 0, 0);
+            count_send(L, env, s, mf_slot_renew(slot, stamp), key, ev[3], 0, 0, 0, 0);
             enif_mutex_unlock(slot->lock);
         }
     }
