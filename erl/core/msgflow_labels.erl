@@ -169,6 +169,11 @@ census(L = #labels{census = []}, _Tick) ->
 census(L = #labels{census = Ps, endpoints = Ends, proc_events = B, census_rows = C}, _Tick) ->
     {Step, Rest} = take(?CENSUS_STEP, Ps, []),
     L1 = lists:foldl(fun(P, LA) ->
+                             %% a few process_info calls: counted as the
+                             %% work they are, so that the collector is
+                             %% scheduled out every twenty or so (a step
+                             %% of 500 would hold its scheduler ~2 ms)
+                             erlang:bump_reductions(200),
                              case facts(P, undefined, LA) of
                                  {#{name := Name, call := Call}, LB} ->
                                      ets:insert(C, {P, Name, Call}),
