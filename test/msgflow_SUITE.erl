@@ -2468,16 +2468,19 @@ cluster_caller(Parent, Node, X) ->
     Parent ! {done, self()},
     receive exit -> ok end.
 
-%% A node of another OTP release (Debian's OTP 25 beside the OTP 27 that
-%% tools/otp.sh builds, either way round) cannot run this msgflow, from
+%% A node of another OTP release (Debian's OTP 25 beside the OTP 27 and 29
+%% that tools/otp.sh builds, any way round) cannot run this msgflow, from
 %% msgflow:start/1 or from msgflow-top: it is
 %% `incompatible', msgflow is not loaded into it (msgflow-top leaves its
 %% loader, msgflow_cluster_code, there), and nothing crashes.
 cluster_incompatible(_Config) ->
     _ = msgflow_test_lib:start_distribution(),
     Mine = erlang:system_info(otp_release),
-    Erls = ["/usr/bin/erl", filename:join([os:getenv("HOME"), ".cache", "msgflow-otp", "27",
-                                            "bin", "erl"])],
+    OtpCache = case os:getenv("MSGFLOW_OTP_CACHE") of
+                   false -> filename:join([os:getenv("HOME"), ".cache", "msgflow-otp"]);
+                   Dir -> Dir
+               end,
+    Erls = ["/usr/bin/erl" | [filename:join([OtpCache, R, "bin", "erl"]) || R <- ["27", "29"]]],
     Other = [E || E <- Erls, filelib:is_regular(E),
                   string:trim(os:cmd(E ++ " -noshell -eval 'io:format(\"~s\", "
                                       "[erlang:system_info(otp_release)]), halt().'"))
