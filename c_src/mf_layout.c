@@ -40,7 +40,8 @@ static int pid_layout_ok(ErlNifEnv *env)
 
 /* Whether mf_get_extra may read a one-key map itself: a map made here the way
  * the VM makes trace_send's options must read back right, and terms that
- * are not such a map must not pass for one.  Sets L->flatmap_header. */
+ * are not such a map (a tuple, a flat map of two keys, a hash map) must not
+ * pass for one and still read back right.  Sets L->flatmap_header. */
 static void extra_layout_check(ErlNifEnv *env, mf_layout_t *L)
 {
     ERL_NIF_TERM key = atom_extra, val = enif_make_int(env, 42), map, other, got;
@@ -52,12 +53,29 @@ static void extra_layout_check(ErlNifEnv *env, mf_layout_t *L)
     if (words[1] != 1)
         return;
     L->flatmap_header = words[0];
-    ERL_NIF_TERM keys2[2] = {atom_extra, atom_ok}, vals2[2] = {val, val};
+    ERL_NIF_TERM keys2[2] = {atom_ok, atom_extra}, vals2[2] = {enif_make_int(env, 7), val};
     if (!mf_get_extra(L, env, map, &got) || got != val ||
         !enif_make_map_from_arrays(env, keys2, vals2, 2, &other) ||
         ((const uint64_t *)((uint64_t)other - 0x2))[0] != L->flatmap_header ||
+        !mf_get_extra(L, env, other, &got) || got != val ||
         ((const uint64_t *)((uint64_t)enif_make_tuple2(env, key, val) - 0x2))[0] ==
-            L->flatmap_header)
+            L->flatmap_header) {
+        L->flatmap_header = 0;
+        return;
+    }
+    /* a map of the other kind (a hash map: over 32 keys) has another
+     * header and reads back right through the API */
+    ERL_NIF_TERM keys40[40], vals40[40], big;
+    keys40[0] = atom_extra;
+    vals40[0] = val;
+    for (int i = 1; i < 40; i++) {
+        keys40[i] = enif_make_int(env, i);
+        vals40[i] = keys40[i];
+    }
+    if (!enif_make_map_from_arrays(env, keys40, vals40, 40, &big) ||
+        ((uint64_t)big & 0x3) != 0x2 ||
+        ((const uint64_t *)((uint64_t)big - 0x2))[0] == L->flatmap_header ||
+        !mf_get_extra(L, env, big, &got) || got != val)
         L->flatmap_header = 0;
 }
 
@@ -156,10 +174,15 @@ static void terms_layout_check(ErlNifEnv *env, mf_layout_t *L)
     if (b)
         memset(b, 0, 100);
     enif_make_map_from_arrays(env, NULL, NULL, 0, &map);
+    /* a hash map (over 32 keys), beside the empty flat one */
+    ERL_NIF_TERM ks[40], big_map = map;
+    for (int i = 0; i < 40; i++)
+        ks[i] = enif_make_int(env, i);
+    enif_make_map_from_arrays(env, ks, ks, 40, &big_map);
     ERL_NIF_TERM a = atom_ok, big = enif_make_uint64(env, ~(ErlNifUInt64)0);
     ERL_NIF_TERM samples[] = {
         a, atom_extra, enif_make_int(env, 3), enif_make_int(env, -7), big,
-        enif_make_double(env, 1.5), bin, enif_make_sub_binary(env, bin, 1, 20), map,
+        enif_make_double(env, 1.5), bin, enif_make_sub_binary(env, bin, 1, 20), map, big_map,
         ref, enif_make_list(env, 0), enif_make_list2(env, a, a), enif_make_tuple(env, 0),
         enif_make_tuple1(env, a), enif_make_tuple3(env, a, bin, big),
         enif_make_tuple(env, 9, a, a, a, a, a, a, a, a, a), enif_make_string(env, "ab",

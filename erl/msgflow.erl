@@ -86,9 +86,13 @@ start() ->
 %% an unknown key (Allowed: the values or the keys), `{error, {noproc,
 %% PidOrName}}' for a procs entry that is not alive, `{error,
 %% already_started}' while running, `{error, {nif_not_loaded, _}}' when
-%% priv/msgflow_tracer.so could not be loaded, `{error, {nodes, [{Node,
-%% Why}]}}' for nodes that could not be started.  Starting clears the
-%% data of the previous run.
+%% priv/msgflow_tracer.so could not be loaded, `{error, {unsupported,
+%% {otp_release, Rel}, [<<"25 or newer">>]}}' on a release before 25,
+%% `{error, {nodes, [{Node, Why}]}}' for nodes that could not be started.
+%% Where the tracer's load checks refused this VM's term layout, counting
+%% goes on through the API and a warning at start says what that costs
+%% (see info/0's `fast_extra', `alias_owner', `plain_refs', `fast_terms').
+%% Starting clears the data of the previous run.
 -spec start(map() | [{atom(), term()}]) -> ok | error().
 start(Opts) ->
     msgflow_cluster:start(Opts).

@@ -7,7 +7,7 @@
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
 -export([kinds_exact/1, kinds_max_overflow/1, kinds_off/1, kinds_views/1, replies_no_fan_out/1,
-         flow_kinds/1, slow_reads/1, reads_workload/0]).
+         flow_kinds/1, slow_reads/1, reads_workload/0, log/2]).
 
 all() ->
     [{group, kinds}].
@@ -212,10 +212,13 @@ slow_reads(_Config) ->
     {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args,
                                          env => [{"MSGFLOW_TERM_READS", "off"}]}),
     try
-        {Off, SlowPairs} = erpc:call(Node, ?MODULE, reads_workload, [], 60000),
+        {Off, SlowPairs, [Warning]} = erpc:call(Node, ?MODULE, reads_workload, [], 60000),
         ?assertEqual(#{fast_extra => false, alias_owner => false, fast_terms => false,
                        plain_refs => false}, Off),
-        {On, FastPairs} = reads_workload(),
+        %% said at start, each read named
+        [?assertMatch({_, _}, binary:match(Warning, atom_to_binary(R)))
+         || R <- [fast_extra, fast_terms, alias_owner, plain_refs]],
+        {On, FastPairs, []} = reads_workload(),
         ?assertEqual(#{fast_extra => true, alias_owner => true, fast_terms => true,
                        plain_refs => true}, On),
         ?assertEqual(FastPairs, SlowPairs),
@@ -242,7 +245,12 @@ reads_workload() ->
                            {ok, 1} = gen_server:call(Srv, {get, 1}, infinity),
                            Self ! {done, self()}
                    end),
+    %% the warning at start, if any: logged by the collector before it
+    %% answers start/1, so here by then
+    ok = logger:add_handler(msgflow_reads, ?MODULE, #{config => #{to => self()}}),
     ok = msgflow:start(#{procs => [Client, Srv], interval => 3600000}),
+    ok = logger:remove_handler(msgflow_reads),
+    Warnings = receive {logged, W} -> [W] after 0 -> [] end,
     Client ! go,
     receive {done, Client} -> ok end,
     ok = msgflow:stop(),
@@ -251,7 +259,14 @@ reads_workload() ->
                         || {S, R, K, T, N} <- msgflow:pairs(kinds), lists:member(S, [Client, Srv]),
                            lists:member(R, [Client, Srv])]),
     gen_server:stop(Srv),
-    {maps:with([fast_extra, alias_owner, fast_terms, plain_refs], msgflow_tracer:lib_info()), Pairs}.
+    {maps:with([fast_extra, alias_owner, fast_terms, plain_refs], msgflow_tracer:lib_info()), Pairs,
+     Warnings}.
+
+%% logger handler of reads_workload/0: msgflow's warnings, as text
+log(#{level := warning, msg := {Fmt, Args}}, #{config := #{to := To}}) ->
+    To ! {logged, unicode:characters_to_binary(io_lib:format(Fmt, Args))};
+log(_, _) ->
+    ok.
 
 %%% Helpers
 

@@ -5,8 +5,9 @@
 # ${MSGFLOW_OTP_CACHE:-$HOME/.cache/msgflow-otp}/27 (about 15 minutes on 2
 # cores the first time).  Prints that OTP's bin directory as its last line.
 # tools/otp.sh 29: the same from forky's (testing's) source (erlang
-# 1:29.1.1+dfsg), with forky's rebar3 put in its bin directory (Debian
-# 12's rebar3 does not run on OTP 29).
+# 1:29.1.1+dfsg, about 19 minutes), with forky's rebar3 and Elixir (1.20)
+# from their binary packages put in its bin directory: Debian 12's rebar3
+# 3.19 and Elixir 1.14 do not run on OTP 29.
 #
 # The system's apt configuration is left as it is: the trixie deb-src entry
 # is given to apt-get through its -o options only.  Debian 12's compilers
@@ -30,7 +31,7 @@ work="$cache/$release-build"
 # gets it added)
 if [ -x "$prefix/bin/erl" ] && [ -f "$prefix/done" ] && [ -x "$prefix/bin/dialyzer" ] &&
        ls -d "$prefix"/lib/erlang/lib/dialyzer-* >/dev/null 2>&1 &&
-       { [ "$release" != 29 ] || [ -x "$prefix/bin/rebar3" ]; }; then
+       { [ "$release" != 29 ] || { [ -x "$prefix/bin/rebar3" ] && [ -x "$prefix/bin/mix" ]; }; }; then
     echo "$prefix/bin"
     exit 0
 fi
@@ -106,17 +107,28 @@ mkdir -p "$dest/ebin" "$dest/include"
 } >>"$log" 2>&1 || { echo "msgflow: PropEr did not build for OTP $release (see $log)" >&2; exit 1; }
 "$prefix/bin/erl" -noshell -eval 'ok = application:load(proper), halt().' >>"$log" 2>&1 ||
     { echo "msgflow: PropEr does not load on OTP $release (see $log)" >&2; exit 1; }
-# rebar3 for OTP 29: forky's (an escript; Debian 12's 3.19 does not run
-# on 29), from its binary package
-if [ "$release" = 29 ] && [ ! -x "$prefix/bin/rebar3" ]; then
+# rebar3 and Elixir for OTP 29: forky's binary packages (rebar3 is an
+# escript, Elixir's .beam files and scripts), unpacked, not installed
+forky_package() { # PACKAGE FILE-IN-IT: unpacked into $work/PACKAGE/x
+    [ -e "$work/$1/x/$2" ] && return 0
+    rm -rf "$work/$1" && mkdir -p "$work/$1" &&
+        (cd "$work/$1" && apt-get $apt_opts download "$1" >>"$log" 2>&1 &&
+             dpkg-deb -x "$1"_*.deb x >>"$log" 2>&1) ||
+        { echo "msgflow: no $1 from $suite for OTP 29 (see $log)" >&2; exit 1; }
+}
+if [ "$release" = 29 ]; then
     apt_src "$work/bin-apt" "$suite" deb
     # shellcheck disable=SC2086
-    apt-get $apt_opts update >>"$log" 2>&1 &&
-        rm -rf "$work/rebar3" && mkdir -p "$work/rebar3" &&
-        (cd "$work/rebar3" && apt-get $apt_opts download rebar3 >>"$log" 2>&1 &&
-             dpkg-deb -x rebar3_*.deb x >>"$log" 2>&1) &&
-        cp "$work/rebar3/x/usr/bin/rebar3" "$prefix/bin/rebar3" ||
-        { echo "msgflow: no rebar3 from $suite for OTP 29 (see $log)" >&2; exit 1; }
+    apt-get $apt_opts update >>"$log" 2>&1 ||
+        { echo "msgflow: apt-get update for $suite's packages failed (see $log)" >&2; exit 1; }
+    forky_package rebar3 usr/bin/rebar3
+    cp "$work/rebar3/x/usr/bin/rebar3" "$prefix/bin/rebar3"
+    forky_package elixir usr/lib/elixir/bin/elixir
+    rm -rf "$prefix/elixir" && cp -a "$work/elixir/x/usr/lib/elixir" "$prefix/elixir"
+    for b in elixir elixirc iex mix; do ln -sf ../elixir/bin/$b "$prefix/bin/$b"; done
+    # (its scripts run the erl found first on PATH)
+    PATH="$prefix/bin:$PATH" ERL_CRASH_DUMP=/dev/null "$prefix/bin/elixir" -e 'IO.puts(:ok)' >>"$log" 2>&1 ||
+        { echo "msgflow: forky's Elixir does not run on OTP 29 (see $log)" >&2; exit 1; }
 fi
 echo "$prefix/bin" >"$prefix/done"
 echo "$prefix/bin"

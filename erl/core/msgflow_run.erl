@@ -7,7 +7,7 @@
 
 -export([begin_run/1, trace/2, untrace/2, slice_off/1, slice_on/1, flags_off/1, close/1,
          session/1, mode/1, skipped/1, new_tracer/1, session_info/1, rotate/3,
-         clear_orphaned/0, own/2, own_sweep/1, nif_session/0]).
+         clear_orphaned/0, own/2, own_sweep/1, nif_session/0, supported/1, reads_off/1]).
 -export_type([run/0]).
 
 %% the NIF session of a legacy run while it lasts (see clear_orphaned/0)
@@ -40,9 +40,60 @@
 %% `call_sample', `call_timeout', `trace_mode').  A trace
 %% session that cannot be made (say, the VM's limit on sessions) is an
 %% error for the caller: `{error, {trace_failed, Reason}}',
-%% `{error, {nif_not_loaded, Path}}', or an error of msgflow_flags.
+%% `{error, {nif_not_loaded, Path}}', `{error, {unsupported, {otp_release,
+%% Rel}, Allowed}}' (see supported/1), or an error of msgflow_flags.  A
+%% VM whose term layout the tracer refused is logged as a warning.
 -spec begin_run(msgflow_opts:run_opts()) -> {ok, run()} | {error, term()}.
-begin_run(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
+begin_run(Opts) ->
+    case supported(erlang:system_info(otp_release)) of
+        ok ->
+            case begin_run1(Opts) of
+                {ok, _} = Ok ->
+                    note_reads(msgflow_tracer:lib_info()),
+                    Ok;
+                E ->
+                    E
+            end;
+        E ->
+            E
+    end.
+
+%% What msgflow runs on, in one place: OTP 25 or newer (tested: 25, 27
+%% and 29); before 25, `{error, {unsupported, {otp_release, Rel},
+%% [<<"25 or newer">>]}}' (no trace session, no flags).
+-spec supported(string()) -> ok | {error, {unsupported, {otp_release, string()}, [binary()]}}.
+supported(Rel) ->
+    case string:to_integer(Rel) of
+        {N, _} when is_integer(N), N >= 25 -> ok;
+        _ -> {error, {unsupported, {otp_release, Rel}, [<<"25 or newer">>]}}
+    end.
+
+%% A VM whose term layout the tracer's load checks refused (lib_info/0)
+%% counts through the API, exactly, but with less to tell: said once per
+%% run as a warning naming each read left off and what it costs.
+note_reads(Lib) ->
+    case reads_off(Lib) of
+        [] ->
+            ok;
+        Off ->
+            logger:warning("msgflow: the tracer's load checks refused this VM's term layout "
+                           "for ~ts; it reads those terms through the API: counts stay exact, "
+                           "but ~ts (msgflow:info() has these flags)",
+                           [lists:join(", ", [atom_to_list(R) || {R, _} <- Off]),
+                            lists:join("; ", [What || {_, What} <- Off])])
+    end.
+
+%% The reads lib_info/0 says are off, each with what that costs.
+-spec reads_off(map()) -> [{atom(), string()}].
+reads_off(Lib) ->
+    Costs = [{fast_extra, "each send costs a map lookup more"},
+             {fast_terms, "each send costs a few API calls more"},
+             {alias_owner, "a reply to an alias is a pair to the alias, not to its caller, "
+                           "and the call is not timed"},
+             {plain_refs, "calls made with timeout infinity are not timed"}],
+    [C || {R, _} = C <- Costs, maps:get(R, Lib, false) =/= true].
+
+begin_run1(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
     MaxKinds = case Opts of
                    #{kinds := false} -> 0;
                    _ -> maps:get(max_kinds, Opts, 8)
