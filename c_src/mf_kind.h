@@ -38,9 +38,12 @@ enum {
     MF_K_COUNT = 10
 };
 
-/* The name of t's type as a tag (`binary', `list', `map', `integer', ...),
- * for a term that is neither an atom nor a tuple.  Any thread. */
-ERL_NIF_TERM mf_kind_type_tag(ErlNifEnv *env, ERL_NIF_TERM t);
+/* The name of t's type as a tag (`binary', `list', `map', `integer',
+ * `record' for a native record, ...), for a term that is neither an atom
+ * nor a tuple.  enif_term_type only where L says it knows every type of
+ * this VM but native records (it aborts the VM on one, OTP 29); else one
+ * enif_is_* test at a time.  Any thread. */
+ERL_NIF_TERM mf_kind_type_tag(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t);
 
 static inline uint64_t mf_kind_make(ERL_NIF_TERM tag, unsigned kind)
 {
@@ -66,7 +69,7 @@ static inline ERL_NIF_TERM mf_kind_tag_of(const mf_layout_t *L, ErlNifEnv *env, 
             return e[0];
         return atom_tuple;
     }
-    return mf_kind_type_tag(env, t);
+    return mf_kind_type_tag(L, env, t);
 }
 
 /* The kind word of `msg' sent to a receiver; `reply' != 0 when the send

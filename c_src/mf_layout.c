@@ -6,9 +6,10 @@
  * fills a local mf_layout_t, and mf_layout_load publishes the result in one
  * release store.
  *
- * Memory: two static layouts, neither written once published nor freed (a
- * callback of an old instance may still hold one): every read off, and
- * the one the first load found.  The checks find the same layout on one
+ * Memory: three static layouts, none written once published nor freed (a
+ * callback of an old instance may still hold one): every read off, every
+ * read off with the VM's types (MSGFLOW_TERM_READS=off), and the one the
+ * first load found.  The checks find the same layout on one
  * VM, so an upgrade publishes nothing new; should one ever find another,
  * every read goes through enif from then on (layout_off), which is right
  * on any VM.
@@ -18,9 +19,13 @@
 #include <string.h>
 
 /* every read off: what callbacks read before the first load */
-static const mf_layout_t layout_off = {0, 0, 0, 0};
+static const mf_layout_t layout_off = {0};
 static mf_layout_t layout_found;
 static int found_published;
+/* every read off, with the VM's types as its release says
+ * (MSGFLOW_TERM_READS=off); written once, before it is published */
+static mf_layout_t layout_api;
+static int api_published;
 
 _Atomic(const mf_layout_t *) mf_layout_cur = &layout_off;
 
@@ -109,7 +114,7 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L
     uint64_t header = 0, ids[64];
     unsigned n = 0;
     L->pidref_header = 0;
-    if (sizeof(ERL_NIF_TERM) != 8 || !enif_get_tuple(env, info, &arity, &el) || arity != 2)
+    if (sizeof(ERL_NIF_TERM) != 8 || !enif_get_tuple(env, info, &arity, &el) || arity != 3)
         return;
     for (aliases = el[0]; enif_get_list_cell(env, aliases, &head, &aliases); n++) {
         if (!enif_get_tuple(env, head, &arity, &pair) || arity != 2 ||
@@ -144,7 +149,7 @@ static void ref_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L)
     uint64_t header = 0, ids[64];
     unsigned n = 0;
     L->ref_header = 0;
-    if (sizeof(ERL_NIF_TERM) != 8 || !enif_get_tuple(env, info, &arity, &el) || arity != 2)
+    if (sizeof(ERL_NIF_TERM) != 8 || !enif_get_tuple(env, info, &arity, &el) || arity != 3)
         return;
     for (refs = el[1]; enif_get_list_cell(env, refs, &head, &refs); n++) {
         if (!enif_is_ref(env, head) || ((uint64_t)head & 0x3) != 0x2)
@@ -210,6 +215,72 @@ static void terms_layout_check(ErlNifEnv *env, mf_layout_t *L)
     L->fast_terms = ok;
 }
 
+/* The VM's types, from the third element of the load info: `classic'
+ * (a release before OTP 29), {records, Samples} (OTP 29: native records
+ * made at load) or {unknown, Samples} (a later release).  Sets L->types. */
+static void types_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L)
+{
+    const ERL_NIF_TERM *el, *pair;
+    int arity, n;
+    L->types = MF_TYPES_UNKNOWN;
+    if (!enif_get_tuple(env, info, &arity, &el) || arity != 3)
+        return;
+    if (el[2] == atom_classic)
+        L->types = MF_TYPES_CLASSIC;
+    else if (enif_get_tuple(env, el[2], &n, &pair) && n == 2 && pair[0] == atom_records)
+        L->types = MF_TYPES_RECORDS;
+}
+
+/* Whether native records may be told by their words: every record given
+ * (the load info's samples, at least two) has one tag in its header's low
+ * six bits, and no boxed term of another type has it.  Sets
+ * L->record_tag; after types_check. */
+static void records_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L)
+{
+    const ERL_NIF_TERM *el, *pair;
+    int arity, n;
+    ERL_NIF_TERM samples, head;
+    uint64_t tag = 0;
+    unsigned count = 0;
+    L->record_tag = 0;
+    if (sizeof(ERL_NIF_TERM) != 8 || L->types == MF_TYPES_CLASSIC ||
+        !enif_get_tuple(env, info, &arity, &el) || arity != 3 ||
+        !enif_get_tuple(env, el[2], &n, &pair) || n != 2)
+        return;
+    for (samples = pair[1]; enif_get_list_cell(env, samples, &head, &samples); count++) {
+        if (((uint64_t)head & 0x3) != 0x2 || enif_is_tuple(env, head) || enif_is_map(env, head) ||
+            enif_is_binary(env, head) || enif_is_ref(env, head) || enif_is_fun(env, head) ||
+            enif_is_number(env, head) || enif_is_pid(env, head) || enif_is_port(env, head))
+            return;
+        uint64_t t = *(const uint64_t *)((uint64_t)head - 0x2) & 0x3F;
+        if (t == 0 || (tag && t != tag))
+            return;
+        tag = t;
+    }
+    if (count < 2)
+        return;
+    /* boxed terms of every other type a NIF can make */
+    ERL_NIF_TERM bin, map, big_map, ks[40];
+    unsigned char *b = enif_make_new_binary(env, 100, &bin);
+    if (!b)
+        return;
+    memset(b, 0, 100);
+    for (int i = 0; i < 40; i++)
+        ks[i] = enif_make_int(env, i);
+    if (!enif_make_map_from_arrays(env, ks, ks, 1, &map) ||
+        !enif_make_map_from_arrays(env, ks, ks, 40, &big_map))
+        return;
+    ERL_NIF_TERM others[] = {bin, enif_make_sub_binary(env, bin, 1, 20), map, big_map,
+                             enif_make_ref(env), enif_make_uint64(env, ~(ErlNifUInt64)0),
+                             enif_make_int64(env, -(1LL << 62)), enif_make_double(env, 1.5),
+                             enif_make_tuple(env, 0), enif_make_tuple2(env, bin, map)};
+    for (unsigned i = 0; i < sizeof(others) / sizeof(others[0]); i++)
+        if (((uint64_t)others[i] & 0x3) == 0x2 &&
+            (*(const uint64_t *)((uint64_t)others[i] - 0x2) & 0x3F) == tag)
+            return;
+    L->record_tag = tag;
+}
+
 /* MSGFLOW_TERM_READS=off in the environment: every read through enif, as
  * on a VM whose layout the checks refuse (for tests and benches of that
  * path). */
@@ -224,19 +295,27 @@ int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
 {
     if (!pid_layout_ok(env))
         return 0;
+    mf_layout_t found = layout_off;
+    types_check(env, load_info, &found);
     if (reads_forced_off()) {
-        atomic_store_explicit(&mf_layout_cur, &layout_off, memory_order_release);
+        /* the types are the release's, the same on an upgrade */
+        if (!api_published) {
+            layout_api = found;
+            api_published = 1;
+        }
+        atomic_store_explicit(&mf_layout_cur, &layout_api, memory_order_release);
         return 1;
     }
-    mf_layout_t found = layout_off;
     extra_layout_check(env, &found);
     alias_layout_check(env, load_info, &found);
     ref_layout_check(env, load_info, &found);
     terms_layout_check(env, &found);
+    records_layout_check(env, load_info, &found);
     const mf_layout_t *cur = mf_layout_get();
     int same = cur->flatmap_header == found.flatmap_header &&
                cur->pidref_header == found.pidref_header && cur->ref_header == found.ref_header &&
-               cur->fast_terms == found.fast_terms;
+               cur->fast_terms == found.fast_terms && cur->types == found.types &&
+               cur->record_tag == found.record_tag;
     if (same)
         return 1; /* an upgrade on this VM */
     if (found_published) {
@@ -263,6 +342,12 @@ int mf_layout_plain_refs(void)
 int mf_layout_alias_owner(void)
 {
     return mf_layout_get()->pidref_header != 0;
+}
+
+ERL_NIF_TERM mf_layout_native_records(void)
+{
+    const mf_layout_t *L = mf_layout_get();
+    return L->types == MF_TYPES_CLASSIC ? atom_none : L->record_tag ? atom_read : atom_unread;
 }
 
 int mf_layout_fast_extra(void)

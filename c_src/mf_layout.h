@@ -85,7 +85,19 @@ typedef struct {
     /* 1 when mf_is_atom and mf_get_tuple read the term's words themselves
      * (checked against enif_is_atom and enif_get_tuple); 0 to call those */
     int fast_terms;
+    /* the types of term this VM has, as its release says (not a read, so
+     * kept when every read is off): MF_TYPES_CLASSIC before OTP 29, whose
+     * every type enif_term_type knows; MF_TYPES_RECORDS on OTP 29, which
+     * adds native records, on which enif_term_type aborts the VM; and
+     * MF_TYPES_UNKNOWN for a release after those, or not said */
+    int types;
+    /* the low six bits of a native record's header word (OTP 29+), when
+     * records made at load all have them and no other boxed term does; 0
+     * when records cannot be told by their words */
+    uint64_t record_tag;
 } mf_layout_t;
+
+enum { MF_TYPES_UNKNOWN = 0, MF_TYPES_CLASSIC = 1, MF_TYPES_RECORDS = 2 };
 
 /* The layout in use: every read off until the first load published one. */
 extern _Atomic(const mf_layout_t *) mf_layout_cur __attribute__((visibility("hidden")));
@@ -117,6 +129,20 @@ static inline int mf_get_extra(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TER
         }
     }
     return enif_get_map_value(env, opts, atom_extra, to);
+}
+
+/* Whether t is a native record (OTP 29+): 1 yes, 0 no, -1 when that
+ * cannot be told here (a VM that may have them, whose records were not
+ * verified at load).  Any thread. */
+static inline int mf_is_native_record(const mf_layout_t *L, ERL_NIF_TERM t)
+{
+    if (L->types == MF_TYPES_CLASSIC)
+        return 0;
+    if (!L->record_tag)
+        return -1;
+    if (((uint64_t)t & 0x3) != 0x2)
+        return 0;
+    return (*(const uint64_t *)((uint64_t)t - 0x2) & 0x3F) == L->record_tag;
 }
 
 /* The words of a local alias (a reference with its owner's pid inside,
@@ -269,5 +295,11 @@ int mf_layout_plain_refs(void);
 
 /* 1 when mf_is_atom and mf_get_tuple read terms themselves.  Any thread. */
 int mf_layout_fast_terms(void);
+
+/* What native records are on this VM: atom_none (it has none: before OTP
+ * 29), atom_read (told by their words, checked at load) or atom_unread
+ * (the VM may have them and they cannot be told from bitstrings: both are
+ * tagged `other').  Any thread. */
+ERL_NIF_TERM mf_layout_native_records(void);
 
 #endif

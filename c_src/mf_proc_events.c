@@ -66,7 +66,7 @@ ERL_NIF_TERM mf_spawn_summary(ErlNifEnv *env, ERL_NIF_TERM mfa)
     if (el[0] == atom_erlang && el[1] == atom_apply && len == 2) {
         ERL_NIF_TERM fun;
         if (enif_get_list_cell(env, el[2], &fun, &(ERL_NIF_TERM){0}) &&
-            enif_term_type(env, fun) == ERL_NIF_TERM_TYPE_FUN)
+            enif_is_fun(env, fun))
             return enif_make_tuple2(env, atom_fun, fun);
     }
     return enif_make_tuple3(env, el[0], el[1], enif_make_uint(env, len));

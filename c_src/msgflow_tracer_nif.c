@@ -437,7 +437,7 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 /* lib_info() -> #{allocator => jemalloc | enif, jemalloc_error => binary(),
  *                 jemalloc_build => static | system, fast_extra => boolean(),
  *                 alias_owner => boolean(), fast_terms => boolean(),
- *                 plain_refs => boolean(),
+ *                 plain_refs => boolean(), native_records => none | read | unread,
  *                 jemalloc_allocated => bytes, jemalloc_resident => bytes} */
 static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -452,7 +452,8 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     int stats = je && mf_alloc_jemalloc_stats(&allocated, &resident);
     ERL_NIF_TERM keys[] = {atom_allocator,      atom_jemalloc_error,     atom_jemalloc_build,
                            atom_fast_extra,     atom_jemalloc_allocated, atom_jemalloc_resident,
-                           atom_alias_owner,    atom_fast_terms,         atom_plain_refs};
+                           atom_alias_owner,    atom_fast_terms,         atom_plain_refs,
+                           atom_native_records};
     ERL_NIF_TERM vals[] = {
         je ? atom_jemalloc : atom_enif, why,
         strcmp(mf_alloc_jemalloc_build(), "static") == 0 ? atom_static : atom_system,
@@ -461,9 +462,10 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         stats ? enif_make_uint64(env, resident) : atom_undefined,
         mf_layout_alias_owner() ? atom_true : atom_false,
         mf_layout_fast_terms() ? atom_true : atom_false,
-        mf_layout_plain_refs() ? atom_true : atom_false};
+        mf_layout_plain_refs() ? atom_true : atom_false,
+        mf_layout_native_records()};
     ERL_NIF_TERM map;
-    enif_make_map_from_arrays(env, keys, vals, 9, &map);
+    enif_make_map_from_arrays(env, keys, vals, sizeof(keys) / sizeof(keys[0]), &map);
     return map;
 }
 

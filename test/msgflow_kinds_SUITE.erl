@@ -7,14 +7,15 @@
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
 -export([kinds_exact/1, kinds_max_overflow/1, kinds_off/1, kinds_views/1, replies_no_fan_out/1,
-         flow_kinds/1, slow_reads/1, reads_workload/0, log/2]).
+         flow_kinds/1, slow_reads/1, reads_workload/0, log/2,
+         native_records/1, records_workload/0]).
 
 all() ->
     [{group, kinds}].
 
 groups() ->
     [{kinds, [], [kinds_exact, kinds_max_overflow, kinds_off, kinds_views,
-                          replies_no_fan_out, flow_kinds, slow_reads]}].
+                          replies_no_fan_out, flow_kinds, slow_reads, native_records]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -229,6 +230,69 @@ slow_reads(_Config) ->
     after
         peer:stop(Peer)
     end.
+
+%% OTP 29's native records as messages, requests, casts, replies and a
+%% spawn's argument: tagged `record' (read from their words, checked at
+%% load), counted exactly, and the VM stays up (enif_term_type aborts it
+%% on a record); with every read through the API (a peer with
+%% MSGFLOW_TERM_READS=off) the same counts, tagged `other'.
+native_records(_Config) ->
+    case erlang:function_exported(records, create, 4) orelse
+             (code:ensure_loaded(records) =:= {module, records} andalso
+              erlang:function_exported(records, create, 4)) of
+        false ->
+            {skip, "native records are OTP 29's"};
+        true ->
+            _ = msgflow_test_lib:start_distribution(),
+            Args = lists:append([["-pa", filename:dirname(code:which(M))]
+                                 || M <- [msgflow, ?MODULE, msgflow_kinds_srv]]),
+            {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args,
+                                                 env => [{"MSGFLOW_TERM_READS", "off"}]}),
+            try
+                Expected = fun(Tag) ->
+                                   lists:sort([{client, srv, info, Tag, 3},
+                                               {client, srv, call, Tag, 2},
+                                               {client, srv, cast, Tag, 2},
+                                               {srv, client, reply, Tag, 2}])
+                           end,
+                {read, Fast} = records_workload(),
+                ?assertEqual(Expected(record), Fast),
+                {unread, Slow} = erpc:call(Node, ?MODULE, records_workload, [], 60000),
+                ?assertEqual(Expected(other), Slow)
+            after
+                peer:stop(Peer)
+            end
+    end.
+
+%% Run on a node: native records sent 3 times as messages, twice as a
+%% call's request with timeout infinity (the server replies with it, to
+%% the caller's pid) and twice as a cast, and a
+%% spawn of erlang:apply with one as its fun; what lib_info says of
+%% native records, and the pairs of kinds between client and srv.
+records_workload() ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    {ok, Srv} = gen_server:start(msgflow_kinds_srv, [], []),
+    Rec = apply(records, create, [?MODULE, point, [{x, 1}, {y, 2}], #{is_exported => true}]),
+    Self = self(),
+    Client = spawn(fun() ->
+                           receive go -> ok end,
+                           [Srv ! Rec || _ <- lists:seq(1, 3)],
+                           [Rec = gen_server:call(Srv, Rec, infinity) || _ <- lists:seq(1, 2)],
+                           [gen_server:cast(Srv, Rec) || _ <- lists:seq(1, 2)],
+                           %% its process dies of badfun (an error report)
+                           _ = spawn(erlang, apply, [Rec, []]),
+                           Self ! {done, self()}
+                   end),
+    ok = msgflow:start(#{procs => [Client, Srv], interval => 3600000}),
+    Client ! go,
+    receive {done, Client} -> ok end,
+    ok = msgflow:stop(),
+    Name = fun(P) when P =:= Client -> client; (P) when P =:= Srv -> srv; (P) -> P end,
+    Pairs = lists:sort([{Name(S), Name(R), K, T, N}
+                        || {S, R, K, T, N} <- msgflow:pairs(kinds), lists:member(S, [Client, Srv]),
+                           lists:member(R, [Client, Srv])]),
+    gen_server:stop(Srv),
+    {maps:get(native_records, msgflow_tracer:lib_info()), Pairs}.
 
 %% Run on a node: 7 calls with `infinity', 5 casts, 3 infos and one more
 %% call from a client to a msgflow_kinds_srv, counted; the term reads lib_info reports, and

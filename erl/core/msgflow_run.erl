@@ -90,8 +90,12 @@ reads_off(Lib) ->
              {fast_terms, "each send costs a few API calls more"},
              {alias_owner, "a reply to an alias is a pair to the alias, not to its caller, "
                            "and the call is not timed"},
-             {plain_refs, "calls made with timeout infinity are not timed"}],
-    [C || {R, _} = C <- Costs, maps:get(R, Lib, false) =/= true].
+             {plain_refs, "calls made with timeout infinity are not timed"},
+             {native_records, "a native record or a bitstring sent is tagged `other'"}],
+    [C || {R, _} = C <- Costs, not read(R, maps:get(R, Lib, undefined))].
+
+read(native_records, V) -> V =:= none orelse V =:= read;
+read(_, V) -> V =:= true.
 
 begin_run1(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
     MaxKinds = case Opts of

@@ -72,8 +72,35 @@ init() ->
 
 %% Terms the library checks its reads of the VM's term layout against when
 %% it loads: aliases with their owners (made by alias/0 and by monitor/3,
-%% here and in another process), and references that are no aliases.
+%% here and in another process), references that are no aliases, and the
+%% VM's types: `classic' before OTP 29; on 29 `{records, Samples}', native
+%% records made by records:create/4 (the tracer must never ask
+%% enif_term_type about one: it aborts the VM); after 29 `{unknown,
+%% Samples}'.
 layout_samples() ->
+    {Aliases, Refs} = ref_samples(),
+    {Aliases, Refs, types(erlang:system_info(otp_release))}.
+
+types(Rel) ->
+    Records = case code:ensure_loaded(records) of
+                  {module, records} ->
+                      case erlang:function_exported(records, create, 4) of
+                          true ->
+                              [apply(records, create, [?MODULE, sample, Fields,
+                                                       #{is_exported => Exported}])
+                               || {Fields, Exported} <- [{[{a, 1}], true}, {[], false},
+                                                         {[{a, 1}, {b, 2}, {c, 3}], true}]];
+                          false -> []
+                      end;
+                  _ -> []
+              end,
+    case {string:to_integer(Rel), Records} of
+        {{N, _}, []} when is_integer(N), N =< 28 -> classic;
+        {{29, _}, _} -> {records, Records};
+        _ -> {unknown, Records}
+    end.
+
+ref_samples() ->
     Self = self(),
     A1 = alias(),
     M = erlang:monitor(process, Self, [{alias, demonitor}]),
@@ -332,11 +359,14 @@ entry_stop(_Entry) -> ?NOT_LOADED.
 %% `plain_refs', whether the round trip of a local call made with timeout
 %% infinity (tagged with a plain monitor reference, replied to the
 %% caller's pid) is timed, the reference read from its words (checked at
-%% load against references made for it).
+%% load against references made for it); `native_records', `none' before
+%% OTP 29, `read' where a native record is told by its words (checked at
+%% load against records made for it: tag `record'), `unread' where it
+%% cannot be (a native record or a bitstring is then tagged `other').
 -spec lib_info() -> #{allocator := jemalloc | enif, jemalloc_error := binary(),
                       jemalloc_build := static | system, fast_extra := boolean(),
                       alias_owner := boolean(), fast_terms := boolean(),
-                      plain_refs := boolean(),
+                      plain_refs := boolean(), native_records := none | read | unread,
                       jemalloc_allocated := non_neg_integer() | undefined,
                       jemalloc_resident := non_neg_integer() | undefined}.
 lib_info() -> ?NOT_LOADED.
