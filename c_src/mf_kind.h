@@ -73,9 +73,11 @@ static inline ERL_NIF_TERM mf_kind_tag_of(const mf_layout_t *L, ErlNifEnv *env, 
 }
 
 /* The kind word of `msg' sent to a receiver; `reply' != 0 when the send
- * is counted as a reply to an alias (its kind is then MF_K_REPLY, its tag
- * that of the reply in {Ref, Reply}).  Sent to anything else, {Tag, Reply}
- * with Tag a reference or [alias | Ref] is a reply too (mf_is_reply_tag),
+ * is to a local alias: {Tag, Reply} with Tag no atom is then a reply
+ * (MF_K_REPLY, the tag that of Reply), and anything else is read as if
+ * sent to a pid (a message to an OTP 28 priority alias, say).  Sent to
+ * anything else, {Tag, Reply} with Tag a reference or [alias | Ref] is a
+ * reply too (mf_is_reply_tag),
  * and *reply_tag is set to Tag (the caller's round trip reads it: the
  * message is read once); it is left as it is otherwise (NULL: not
  * wanted).  Never 0.  Inline: trace_send calls
@@ -86,13 +88,11 @@ static inline uint64_t mf_kind_word(const mf_layout_t *L, ErlNifEnv *env, ERL_NI
 {
     const ERL_NIF_TERM *e;
     int n;
-    if (reply) {
-        /* {Alias, Reply}: gen's reply; anything else to an alias by its tag */
-        if (mf_get_tuple(L, env, msg, &n, &e) && n == 2)
-            return mf_kind_make(mf_kind_tag_of(L, env, e[1]), MF_K_REPLY);
-        return mf_kind_make(mf_kind_tag_of(L, env, msg), MF_K_REPLY);
-    }
-    if (!mf_get_tuple(L, env, msg, &n, &e) || n < 2)
+    int tuple = mf_get_tuple(L, env, msg, &n, &e);
+    /* {[alias | Ref], Reply}: gen's reply; {Alias, Result}: a Task's */
+    if (reply && tuple && n == 2 && !mf_is_atom(L, env, e[0]))
+        return mf_kind_make(mf_kind_tag_of(L, env, e[1]), MF_K_REPLY);
+    if (!tuple || n < 2)
         return mf_kind_make(mf_kind_tag_of(L, env, msg), MF_K_INFO);
     if (!mf_is_atom(L, env, e[0])) {
         /* {Mref, Reply} to the caller's pid (gen's reply to a local call

@@ -8,14 +8,15 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
 -export([kinds_exact/1, kinds_max_overflow/1, kinds_off/1, kinds_views/1, replies_no_fan_out/1,
          flow_kinds/1, slow_reads/1, reads_workload/0, log/2,
-         native_records/1, records_workload/0]).
+         native_records/1, records_workload/0, priority_alias/1]).
 
 all() ->
     [{group, kinds}].
 
 groups() ->
     [{kinds, [], [kinds_exact, kinds_max_overflow, kinds_off, kinds_views,
-                          replies_no_fan_out, flow_kinds, slow_reads, native_records]}].
+                          replies_no_fan_out, flow_kinds, slow_reads, native_records,
+                          priority_alias]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -262,6 +263,42 @@ native_records(_Config) ->
             after
                 peer:stop(Peer)
             end
+    end.
+
+%% OTP 28's priority messages: sends to a priority alias (with and
+%% without `[priority]') are counted for the alias's owner, each by its
+%% own kind and tag (info, not reply: they answer no call), and a
+%% priority send to a pid like any other.
+priority_alias(_Config) ->
+    Self = self(),
+    Receiver = spawn(fun() ->
+                             A = try alias([priority]) catch error:badarg -> none end,
+                             Self ! {alias, self(), A},
+                             receive stop -> ok end
+                     end),
+    case receive {alias, Receiver, A0} -> A0 end of
+        none ->
+            exit(Receiver, kill),
+            {skip, "priority messages are OTP 28's"};
+        Alias ->
+            Sender = spawn(fun() ->
+                                   receive go -> ok end,
+                                   Prio = fun(To, M) -> apply(erlang, send, [To, M, [priority]]) end,
+                                   [Prio(Alias, {prio, I}) || I <- lists:seq(1, 4)],
+                                   [Alias ! {plain, I} || I <- lists:seq(1, 3)],
+                                   [Prio(Receiver, {prio_pid, I}) || I <- lists:seq(1, 2)],
+                                   Self ! {done, self()}
+                           end),
+            ok = msgflow:start(#{procs => [Sender, Receiver], interval => 3600000}),
+            Sender ! go,
+            receive {done, Sender} -> ok end,
+            ok = msgflow:stop(),
+            #{kinds := Kinds, count := 9} = row_of(Sender, Receiver,
+                                                    view_rows(#{by => process, limit => all})),
+            ?assertEqual(lists:sort([{info, prio, 4}, {info, plain, 3}, {info, prio_pid, 2}]),
+                         lists:sort(Kinds)),
+            exit(Receiver, kill),
+            ok
     end.
 
 %% Run on a node: native records sent 3 times as messages, twice as a
