@@ -77,10 +77,10 @@ static inline ERL_NIF_TERM mf_kind_tag_of(const mf_layout_t *L, ErlNifEnv *env, 
  * (MF_K_REPLY, the tag that of Reply), and anything else is read as if
  * sent to a pid (a message to an OTP 28 priority alias, say).  Sent to
  * anything else, {Tag, Reply} with Tag a reference or [alias | Ref] is a
- * reply too (mf_is_reply_tag),
- * and *reply_tag is set to Tag (the caller's round trip reads it: the
- * message is read once); it is left as it is otherwise (NULL: not
- * wanted).  Never 0.  Inline: trace_send calls
+ * reply too (mf_is_reply_tag).  *reply_tag is set to Tag of any {Tag, _}
+ * with Tag no atom (a reply's round trip reads it, and a send to an alias
+ * is read again only for one: the message is read once); it is left as it
+ * is otherwise (NULL: not wanted).  Never 0.  Inline: trace_send calls
  * it on every send with kinds on, with the layout it loaded (L).  Any
  * thread. */
 static inline uint64_t mf_kind_word(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM msg,
@@ -98,11 +98,10 @@ static inline uint64_t mf_kind_word(const mf_layout_t *L, ErlNifEnv *env, ERL_NI
         /* {Mref, Reply} to the caller's pid (gen's reply to a local call
          * with timeout infinity, Task's reply), {[alias | Ref], Reply} to
          * a remote caller's alias */
-        if (n == 2 && mf_is_reply_tag(L, env, e[0])) {
-            if (reply_tag)
-                *reply_tag = e[0];
+        if (n == 2 && reply_tag)
+            *reply_tag = e[0];
+        if (n == 2 && mf_is_reply_tag(L, env, e[0]))
             return mf_kind_make(mf_kind_tag_of(L, env, e[1]), MF_K_REPLY);
-        }
         return mf_kind_make(mf_kind_tag_of(L, env, msg), MF_K_INFO);
     }
     ERL_NIF_TERM h = e[0]; /* atoms: compare words */

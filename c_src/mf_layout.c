@@ -233,7 +233,8 @@ static void types_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L)
 
 /* Whether native records may be told by their words: every record given
  * (the load info's samples, at least two) has one tag in its header's low
- * six bits, and no boxed term of another type has it.  Sets
+ * six bits, and no boxed term of another type a NIF can make here has it
+ * (funs and external pids, ports and references cannot be made here).  Sets
  * L->record_tag; after types_check. */
 static void records_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L)
 {
@@ -270,7 +271,12 @@ static void records_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t 
     if (!enif_make_map_from_arrays(env, ks, ks, 1, &map) ||
         !enif_make_map_from_arrays(env, ks, ks, 40, &big_map))
         return;
-    ERL_NIF_TERM others[] = {bin, enif_make_sub_binary(env, bin, 1, 20), map, big_map,
+    ERL_NIF_TERM small; /* a heap binary (at most 64 bytes) */
+    unsigned char *sb = enif_make_new_binary(env, 8, &small);
+    if (!sb)
+        return;
+    memset(sb, 0, 8);
+    ERL_NIF_TERM others[] = {bin, small, enif_make_sub_binary(env, bin, 1, 20), map, big_map,
                              enif_make_ref(env), enif_make_uint64(env, ~(ErlNifUInt64)0),
                              enif_make_int64(env, -(1LL << 62)), enif_make_double(env, 1.5),
                              enif_make_tuple(env, 0), enif_make_tuple2(env, bin, map)};

@@ -274,8 +274,9 @@ static inline int mf_get_tuple(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TER
 
 /* Checks the reads against this VM; called from load and upgrade, after
  * the atoms are made, with the load info msgflow_tracer passes: `{Aliases,
- * Refs}', a list of {Alias, OwnerPid} and a list of references that are no
- * aliases.  Returns 0 when a local pid's tag is not what mf_is_local_pid
+ * Refs, Types}', a list of {Alias, OwnerPid}, a list of references that
+ * are no aliases, and the VM's types (`classic', {records, Records} or
+ * {unknown, Records}, Records native records made for the check).  Returns 0 when a local pid's tag is not what mf_is_local_pid
  * tests (the library must then refuse to load: pair keys would mix up),
  * 1 otherwise; each read is on only if its check passed.  What it found is
  * published in one step (see the top of this file); a layout equal to the

@@ -255,7 +255,7 @@ static inline void reply_to_pid(const mf_layout_t *L, mf_session *s, ERL_NIF_TER
  * its callback loaded (L).  `msg' is the message when the session counts
  * kinds, else 0 (no term's word is 0); `kind' its kind word when the
  * callback read it already (as sent to a process), else 0, and `tag' the
- * reply's tag that read found (else 0). */
+ * Tag of {Tag, _} with Tag no atom that read found (else 0). */
 static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, mf_gen *g,
                               ERL_NIF_TERM from, ERL_NIF_TERM to, ERL_NIF_TERM msg, uint64_t kind,
                               ERL_NIF_TERM tag, int dead)
@@ -264,10 +264,20 @@ static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *
     const uint64_t *alias;
     if (mf_endpoint_word(env, &g->interns, from, &f) &&
         receiver_word(L, env, g, to, &t, &alias)) {
-        /* a reply to an alias is read again: its kind is the reply's */
-        uint64_t k = !msg                 ? 0
-                     : kind && !alias     ? kind
-                                          : mf_kind_word(L, env, msg, alias != NULL, &tag);
+        /* a send to an alias is read again only where the first read
+         * (as if to a pid) could not tell: {NonAtom, _} it did not take
+         * for a reply (a Task's {Alias, Result}) */
+        uint64_t k = !msg  ? 0
+                     : !kind ? mf_kind_word(L, env, msg, alias != NULL, &tag)
+                     : alias && tag && (kind & MF_KIND_MASK) != MF_K_REPLY
+                         ? mf_kind_word(L, env, msg, 1, &tag)
+                         : kind;
+        if (alias && k && (k & MF_KIND_MASK) != MF_K_REPLY) {
+            /* no reply (a message to an OTP 28 priority alias, say): a
+             * pair to the owner, as if sent to its pid */
+            t ^= MF_REPLY_FLIP;
+            alias = NULL;
+        }
         mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead);
         if (alias)
             reply_call(s, alias);

@@ -91,7 +91,8 @@ start() ->
 %% `{error, {nodes, [{Node, Why}]}}' for nodes that could not be started.
 %% Where the tracer's load checks refused this VM's term layout, counting
 %% goes on through the API and a warning at start says what that costs
-%% (see info/0's `fast_extra', `alias_owner', `plain_refs', `fast_terms').
+%% (see info/0's `fast_extra', `alias_owner', `plain_refs', `fast_terms',
+%% `native_records').
 %% Starting clears the data of the previous run.
 -spec start(map() | [{atom(), term()}]) -> ok | error().
 start(Opts) ->

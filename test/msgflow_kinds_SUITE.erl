@@ -266,9 +266,9 @@ native_records(_Config) ->
     end.
 
 %% OTP 28's priority messages: sends to a priority alias (with and
-%% without `[priority]') are counted for the alias's owner, each by its
-%% own kind and tag (info, not reply: they answer no call), and a
-%% priority send to a pid like any other.
+%% without `[priority]') are pairs to the alias's owner, each by its own
+%% kind and tag (info, not reply: they answer no call), and a priority
+%% send to a pid is like any other.
 priority_alias(_Config) ->
     Self = self(),
     Receiver = spawn(fun() ->
@@ -293,6 +293,12 @@ priority_alias(_Config) ->
             Sender ! go,
             receive {done, Sender} -> ok end,
             ok = msgflow:stop(),
+            %% pairs of the owner's, as if sent to its pid
+            ?assertEqual(lists:sort([{Sender, Receiver, info, prio, 4},
+                                     {Sender, Receiver, info, plain, 3},
+                                     {Sender, Receiver, info, prio_pid, 2}]),
+                         lists:sort([P || {S, R, _, _, _} = P <- msgflow:pairs(kinds),
+                                          S =:= Sender, R =:= Receiver])),
             #{kinds := Kinds, count := 9} = row_of(Sender, Receiver,
                                                     view_rows(#{by => process, limit => all})),
             ?assertEqual(lists:sort([{info, prio, 4}, {info, plain, 3}, {info, prio_pid, 2}]),
@@ -364,8 +370,12 @@ reads_workload() ->
      Warnings}.
 
 %% logger handler of reads_workload/0: msgflow's warnings, as text
-log(#{level := warning, msg := {Fmt, Args}}, #{config := #{to := To}}) ->
-    To ! {logged, unicode:characters_to_binary(io_lib:format(Fmt, Args))};
+log(#{level := warning, msg := {Fmt, Args}}, #{config := #{to := To}})
+  when is_list(Fmt), is_list(Args) ->
+    case lists:prefix("msgflow:", Fmt) of
+        true -> To ! {logged, unicode:characters_to_binary(io_lib:format(Fmt, Args))};
+        false -> ok
+    end;
 log(_, _) ->
     ok.
 

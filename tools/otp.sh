@@ -2,10 +2,10 @@
 # tools/otp.sh 27: builds Erlang/OTP 27 from Debian's trixie source package
 # (erlang 1:27.3.4.1+dfsg), and PropEr from trixie's erlang-proper source
 # for it, once, cached outside the clone in
-# ${MSGFLOW_OTP_CACHE:-$HOME/.cache/msgflow-otp}/27 (about 15 minutes on 2
+# ${MSGFLOW_OTP_CACHE:-$HOME/.cache/msgflow-otp}/27 (about 6 minutes on 2
 # cores the first time).  Prints that OTP's bin directory as its last line.
 # tools/otp.sh 29: the same from forky's (testing's) source (erlang
-# 1:29.1.1+dfsg, about 19 minutes), with forky's rebar3 and Elixir (1.20)
+# 1:29.1.1+dfsg, about 6 minutes too), with forky's rebar3 and Elixir (1.20)
 # from their binary packages put in its bin directory: Debian 12's rebar3
 # 3.19 and Elixir 1.14 do not run on OTP 29.
 #

@@ -113,7 +113,7 @@ await_census(Ms) ->
 %% NIF's tables, `store_memory' of the ETS tables, `jemalloc_allocated',
 %% `jemalloc_resident'); `allocator', `jemalloc_build', `rotations'; the
 %% checks made at load (`fast_extra', `alias_owner', `plain_refs',
-%% `native_records');
+%% `fast_terms', `native_records');
 %% `own_left_out', messages from or to msgflow's own processes (its
 %% collector, view workers, web server) left out of the counts; `started_at' and
 %% `stopped_at' (system time, ms), `opts', `trace_mode'; and what other
@@ -437,6 +437,7 @@ info(St = #st{opts = Opts}) ->
                  fast_extra => maps:get(fast_extra, Lib),
                  alias_owner => maps:get(alias_owner, Lib, false),
                  plain_refs => maps:get(plain_refs, Lib, false),
+                 fast_terms => maps:get(fast_terms, Lib, false),
                  native_records => maps:get(native_records, Lib, unread),
                  own_left_out => maps:get(own_left_out, Tables, 0),
                  memory => maps:get(memory, Tables, 0),

@@ -82,22 +82,24 @@ layout_samples() ->
     {Aliases, Refs, types(erlang:system_info(otp_release))}.
 
 types(Rel) ->
-    Records = case code:ensure_loaded(records) of
-                  {module, records} ->
-                      case erlang:function_exported(records, create, 4) of
-                          true ->
-                              [apply(records, create, [?MODULE, sample, Fields,
-                                                       #{is_exported => Exported}])
-                               || {Fields, Exported} <- [{[{a, 1}], true}, {[], false},
-                                                         {[{a, 1}, {b, 2}, {c, 3}], true}]];
-                          false -> []
-                      end;
-                  _ -> []
-              end,
-    case {string:to_integer(Rel), Records} of
-        {{N, _}, []} when is_integer(N), N =< 28 -> classic;
-        {{29, _}, _} -> {records, Records};
-        _ -> {unknown, Records}
+    case string:to_integer(Rel) of
+        {N, _} when is_integer(N), N =< 28 -> classic;
+        {29, _} -> {records, record_samples()};
+        _ -> {unknown, record_samples()}
+    end.
+
+%% Native records made by the VM's own records:create/4 (a BIF: never a
+%% user's module of that name); none where it cannot make them.
+record_samples() ->
+    try erlang:is_builtin(records, create, 4) of
+        true ->
+            [apply(records, create, [?MODULE, sample, Fields, #{is_exported => Exported}])
+             || {Fields, Exported} <- [{[{a, 1}], true}, {[], false},
+                                       {[{a, 1}, {b, 2}, {c, 3}], true}]];
+        false ->
+            []
+    catch
+        _:_ -> []
     end.
 
 ref_samples() ->
