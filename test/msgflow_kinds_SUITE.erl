@@ -327,15 +327,7 @@ records_workload() ->
                            Self ! {done, self()}
                    end),
     ok = msgflow:start(#{procs => [Client, Srv], interval => 3600000}),
-    Client ! go,
-    receive {done, Client} -> ok end,
-    ok = msgflow:stop(),
-    Name = fun(P) when P =:= Client -> client; (P) when P =:= Srv -> srv; (P) -> P end,
-    Pairs = lists:sort([{Name(S), Name(R), K, T, N}
-                        || {S, R, K, T, N} <- msgflow:pairs(kinds), lists:member(S, [Client, Srv]),
-                           lists:member(R, [Client, Srv])]),
-    gen_server:stop(Srv),
-    {maps:get(native_records, msgflow_tracer:lib_info()), Pairs}.
+    {maps:get(native_records, msgflow_tracer:lib_info()), client_pairs(Client, Srv)}.
 
 %% Run on a node: 7 calls with `infinity', 5 casts, 3 infos and one more
 %% call from a client to a msgflow_kinds_srv, counted; the term reads lib_info reports, and
@@ -358,6 +350,13 @@ reads_workload() ->
     ok = msgflow:start(#{procs => [Client, Srv], interval => 3600000}),
     ok = logger:remove_handler(msgflow_reads),
     Warnings = receive {logged, W} -> [W] after 0 -> [] end,
+    Pairs = client_pairs(Client, Srv),
+    {maps:with([fast_extra, alias_owner, fast_terms, plain_refs], msgflow_tracer:lib_info()), Pairs,
+     Warnings}.
+
+%% With msgflow counting: lets Client go and waits for its `done', stops
+%% msgflow and Srv; the pairs of kinds between the two, as client and srv.
+client_pairs(Client, Srv) ->
     Client ! go,
     receive {done, Client} -> ok end,
     ok = msgflow:stop(),
@@ -366,8 +365,7 @@ reads_workload() ->
                         || {S, R, K, T, N} <- msgflow:pairs(kinds), lists:member(S, [Client, Srv]),
                            lists:member(R, [Client, Srv])]),
     gen_server:stop(Srv),
-    {maps:with([fast_extra, alias_owner, fast_terms, plain_refs], msgflow_tracer:lib_info()), Pairs,
-     Warnings}.
+    Pairs.
 
 %% logger handler of reads_workload/0: msgflow's warnings, as text
 log(#{level := warning, msg := {Fmt, Args}}, #{config := #{to := To}})
