@@ -20,15 +20,34 @@ CT_LOGDIR = $(if $(OTP),_build/otp$(OTP)/ct_logs,_build/ct_logs)
 BUILD_BASE = $(or $(REBAR_BASE_DIR),_build)
 ERL_PA = -pa $(BUILD_BASE)/default/lib/msgflow/ebin
 
-.PHONY: all deps build demo test dialyzer bench bench-scale bench-cluster soak fuzz clean
+.PHONY: all deps test-deps build shell docs vendor demo test dialyzer bench bench-scale bench-cluster soak fuzz clean
 
 all: build
 
+# what building and the demo use; `test' adds what the tests drive
 deps:
 	@tools/install-deps.sh
 
+test-deps:
+	@tools/install-deps.sh test
+	@tools/web/vendor.sh driver
+
 build: deps
 	$(REBAR) compile
+
+# an Erlang shell with msgflow loaded (the README's session)
+shell: build
+	erl $(ERL_PA)
+
+# the API reference: HTML under doc/ (doc/index.html), from the same edoc
+# as the doc chunks h/2 reads (the build writes those)
+docs: build
+	tools/doc-chunks.sh html doc
+	@echo "docs: doc/index.html"
+
+# the web page's scripts in priv/www/vendor, refreshed from the npm lock
+vendor:
+	tools/web/vendor.sh
 
 # The main job: msgflow on OTP's inets httpd driven by httpc.
 # The demo lives outside erl/, so it never ships to a node msgflow counts on.
@@ -39,13 +58,13 @@ demo: build
 	erl -noshell $(ERL_PA) -pa _build/demo/ebin -eval 'msgflow_demo:main()' \
 	    $$([ -t 0 ] && echo -extra wait)
 	@echo; echo "msgflow-report on the demo's dump:"
-	_build/bin/msgflow-report _build/demo/msgflow-demo.etf --top 10 --by name
+	$(BUILD_BASE)/bin/msgflow-report _build/demo/msgflow-demo.etf --top 10 --by name
 
 # The call direction between the layers of erl/ (tools/check/layers.escript),
 # Dialyzer, C unit tests (ctest), EUnit/PropEr, the Common Test suite
 # (which also runs msgflow-report and msgflow-top against a real node and
 # writes dumps), then the decoder's ctest on those dumps, under ASan/UBSan.
-test: build dialyzer
+test: test-deps build dialyzer
 	@erl -noshell -eval 'io:format("OTP ~s~n", [erlang:system_info(otp_release)]), halt().'
 	tools/check/layers.escript --selftest
 	tools/check/layers.escript $(BUILD_BASE)/default/lib/msgflow/ebin
@@ -114,4 +133,4 @@ fuzz: build
 	@echo "fuzz: $(FUZZ_JOBS) x $(FUZZ_SECONDS) s, no finding"
 
 clean:
-	rm -rf _build priv/*.so priv/www/vendor
+	rm -rf _build priv/*.so doc

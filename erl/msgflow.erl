@@ -66,7 +66,7 @@ start() ->
 %%     infinity);</li>
 %% <li>`windows => N', windows kept for rates and hotspots (default 60);</li>
 %% <li>`sample => {TracedMs, PeriodMs} | off': trace only TracedMs of every
-%%     PeriodMs (1 =< TracedMs < PeriodMs); between slices the trace flags
+%%     PeriodMs (`1 =< TracedMs < PeriodMs'); between slices the trace flags
 %%     are off, so traced processes pay nothing.  Counts are what was
 %%     measured; rates are extrapolated to the whole period and marked as
 %%     estimates.  Not with `procs => new' (default off);</li>

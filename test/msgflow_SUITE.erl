@@ -1353,7 +1353,6 @@ remote_workload() ->
 
 
 
-%% root/_build/bin/Name, root found from where rebar3 put this suite.
 
 dump_dir() ->
     Dir = filename:join([msgflow_test_lib:root(), "_build", "test", "dumps"]),

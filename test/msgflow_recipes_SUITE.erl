@@ -1,4 +1,4 @@
-%%% The README's "On a running node" recipes, each run the way it is
+%%% The production guide's recipes (guides/production.md, "On a running node"), each run the way it is
 %%% written (issue 23): msgflow:start_on/2 from a node of one's own onto a
 %%% node without msgflow; msgflow as a rebar3 dependency of a throwaway
 %%% release (built, started, profiled from its remote console in tmux);
@@ -83,7 +83,7 @@ eval_fun(Text, Bindings) ->
 %% msgflow as a rebar3 dependency (by path: _checkouts) of a release made
 %% with `rebar3 new release': `rebar3 release' and `rebar3 as prod tar'
 %% with no warning, the NIF in the release's priv/; the release started,
-%% and profiled from `bin/shop remote_console' in tmux, as the README
+%% and profiled from `bin/shop remote_console' in tmux, as the guide
 %% says.
 rebar3_release(Config) ->
     Tmp = ?config(tmp, Config),

@@ -5,13 +5,15 @@
 -module(msgflow_test_io).
 -export([capture/1, tool/1, run/3, run_in/4, screen_until/3]).
 
-%% @doc The path of a C tool of this build (make builds them into
-%% _build/bin); fails when it is not there.
+%% @doc The path of a C tool of this build: the rebar3 build directory's
+%% bin/ (_build/bin, _build/otp27/bin), where the build puts them, found
+%% from this build's ebin (BuildDir/Profile/lib/msgflow/ebin); fails when
+%% it is not there.
 -spec tool(string()) -> file:filename().
 tool(Name) ->
-    Parts = filename:split(filename:dirname(code:which(msgflow))),
-    {Root, _} = lists:splitwith(fun(P) -> P =/= "_build" end, Parts),
-    Path = filename:join([filename:join(Root), "_build", "bin", Name]),
+    Ebin = filename:dirname(code:which(msgflow)),
+    Base = filename:dirname(filename:dirname(filename:dirname(filename:dirname(Ebin)))),
+    Path = filename:join([Base, "bin", Name]),
     true = filelib:is_regular(Path),
     Path.
 

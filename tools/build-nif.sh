@@ -5,7 +5,7 @@
 # default; the Makefile's OTP=27 sets another): the NIF is built there with
 # the headers of the `erl' on PATH and copied into priv/ each time, so that
 # priv/ holds the one for the OTP release being built for; the C tools
-# likewise into _build/bin.
+# likewise into the rebar3 build directory's bin/ (_build/bin).
 set -e
 cd "$(dirname "$0")/.."
 dir=${MSGFLOW_CMAKE_DIR:-_build/cmake}
@@ -19,21 +19,26 @@ if [ ! -f _build/jemalloc/done ]; then
          "(about 2 minutes on 2 cores, once; log: _build/jemalloc/build.log)"
 fi
 je=$(tools/jemalloc.sh 2>>_build/jemalloc.err | tail -n 1) || je=""
-# rebar3's build directory for this release: msgflow-top ships its beams
+if [ -z "$je" ] && [ ! -f _build/jemalloc.fallback ]; then
+    echo "msgflow: jemalloc could not be built from Debian's source (see" \
+         "_build/jemalloc.err): the NIF allocates from the system's libjemalloc," \
+         "else enif_alloc (msgflow:info() says which)"
+    : >_build/jemalloc.fallback
+fi
+# rebar3's build directory for this release (REBAR_BASE_DIR): the tools
+# go to its bin/, beside default/lib/msgflow, the code msgflow-top ships
 base=${REBAR_BASE_DIR:-_build}
-case $base in /*) ;; *) base=$PWD/$base ;; esac
 if cmake -S . -B "$dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-       -DMSGFLOW_JEMALLOC_DIR="$je" \
-       -DMSGFLOW_EBIN_DIR="$base/default/lib/msgflow/ebin" >"$log" 2>&1 &&
+       -DMSGFLOW_JEMALLOC_DIR="$je" >"$log" 2>&1 &&
    cmake --build "$dir" -j 2 >>"$log" 2>&1; then
     # new files, renamed over the old: a VM that has the old NIF loaded
     # keeps it mapped, a running tool its binary
-    mkdir -p _build/bin
+    mkdir -p "$base/bin"
     cp "$dir/msgflow_tracer.so" priv/.msgflow_tracer.so.new
     mv priv/.msgflow_tracer.so.new priv/msgflow_tracer.so
     for t in msgflow-report msgflow-top; do
-        cp "$dir/bin/$t" "_build/bin/.$t.new"
-        mv "_build/bin/.$t.new" "_build/bin/$t"
+        cp "$dir/bin/$t" "$base/bin/.$t.new"
+        mv "$base/bin/.$t.new" "$base/bin/$t"
     done
     exit 0
 fi

@@ -17,7 +17,7 @@
 -define(CURRENT, msgflow_run_current).
 %% the NIF's table entries allowed per distinct pair (a pair counted on k
 %% scheduler threads holds k entries, one per kind of message it has with
-%% kinds on; see max_pairs in the README)
+%% kinds on; see max_pairs in CONTRIBUTING.md, Memory)
 -define(ENTRIES_PER_PAIR, 4).
 %% windows between rotations of the NIF's tables (sooner when they are
 %% half full)

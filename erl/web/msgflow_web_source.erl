@@ -24,7 +24,7 @@ options() ->
 %% text format on the same server.  Read-only: nothing served starts,
 %% stops or changes tracing.  Opts: `port' (7780; 0 for any free port),
 %% `ip' (loopback, `{127,0,0,1}'; `{0,0,0,0}' listens on every interface:
-%% the README shows an SSH tunnel instead), `metrics_edges' (100: edge
+%% guides/web.md shows an SSH tunnel instead), `metrics_edges' (100: edge
 %% series of /metrics, the busiest by name, the rest summed as `other'),
 %% `metrics_views' ([]: the views whose own series /metrics adds, among
 %% those that give some, `receivers' say; each is built at every scrape).

@@ -193,7 +193,11 @@ closed() ->
 %% msgflow-top --once --top 20 run against this node, as a person runs it
 %% (the build's C tool; it finds the run going on and shows it).
 top_once() ->
-    Tool = filename:absname("_build/bin/msgflow-top"),
+    %% the build directory's bin/, beside BuildDir/default/lib/msgflow/ebin
+    Ebin = filename:dirname(code:which(msgflow)),
+    Tool = filename:absname(filename:join([filename:dirname(filename:dirname(
+                                             filename:dirname(filename:dirname(Ebin)))),
+                                           "bin", "msgflow-top"])),
     Port = open_port({spawn_executable, Tool},
                      [{args, ["--node", atom_to_list(node()), "--cookie",
                               atom_to_list(erlang:get_cookie()), "--once", "--top", "20"]},

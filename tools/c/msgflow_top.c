@@ -63,9 +63,6 @@
 #include "mf_file.h"
 #include "mf_table.h"
 
-#ifndef MSGFLOW_ROOT
-#define MSGFLOW_ROOT "."
-#endif
 /* what this build's beams and NIF are for (CMake asks the erl it builds
  * with) */
 #ifndef MF_OTP_RELEASE
@@ -92,7 +89,34 @@ static void on_signal(int sig)
 static const char usage[] =
     "usage: msgflow-top --node NAME@HOST [--cookie C | --cookie-file F] [--interval Ms]\n"
     "                   [--top N] [--by process|name|module|application|node|kind]\n"
-    "                   [--once] [--keep] [--start]\n";
+    "                   [--once] [--keep] [--start] [--code DIR]\n"
+    "  --code DIR: the msgflow application directory (ebin/, priv/) shipped to a\n"
+    "  node without msgflow; default: the build beside this program\n"
+    "  (its directory's ../default/lib/msgflow)\n";
+
+/* The msgflow application directory (ebin/ and priv/) whose code is
+ * shipped to a node without msgflow: --code, else the rebar3 build this
+ * program was copied beside (tools/build-nif.sh puts it in the build
+ * directory's bin/, next to default/lib/msgflow).  Set once in main. */
+static char code_dir[PATH_MAX];
+
+/* code_dir from the path of this program (/proc/self/exe); 0, or -1. */
+static int code_dir_beside_me(void)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    if (n <= 0)
+        return -1;
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return -1;
+    *slash = 0;
+    return (size_t)snprintf(code_dir, sizeof(code_dir), "%s/../default/lib/msgflow", exe) <
+                   sizeof(code_dir)
+               ? 0
+               : -1;
+}
 
 typedef struct {
     ei_cnode ec;
@@ -283,7 +307,7 @@ static char *read_build_file(const char *dir, const char *name, size_t *len)
     }
     char *data = mf_read_file(path, len);
     if (!data)
-        fprintf(stderr, "msgflow-top: cannot read %s (run make; or set MSGFLOW_HOME)\n", path);
+        fprintf(stderr, "msgflow-top: cannot read %s (run make; or give --code DIR)\n", path);
     return data;
 }
 
@@ -292,7 +316,7 @@ static int encode_beams(ei_x_buff *x, const char *ebin)
 {
     DIR *dh = opendir(ebin);
     if (!dh) {
-        fprintf(stderr, "msgflow-top: no local build at %s (run make; or set MSGFLOW_HOME)\n",
+        fprintf(stderr, "msgflow-top: no local build at %s (run make; or give --code DIR)\n",
                 ebin);
         return -1;
     }
@@ -352,13 +376,10 @@ static int ensure_code(conn *c)
         return -1;
     }
 
-    /* this build's beams and NIF; MSGFLOW_HOME: a checkout's, its OTP 25
-     * build (_build/default, priv/) */
-    const char *home = getenv("MSGFLOW_HOME");
-    char ebin[PATH_MAX], priv[PATH_MAX], text[512];
-    snprintf(ebin, sizeof(ebin), "%s%s", home ? home : MSGFLOW_EBIN,
-             home ? "/_build/default/lib/msgflow/ebin" : "");
-    snprintf(priv, sizeof(priv), "%s%s", home ? home : MSGFLOW_NIF_DIR, home ? "/priv" : "");
+    /* the beams and NIF of code_dir */
+    char ebin[PATH_MAX + 8], priv[PATH_MAX + 8], text[512];
+    snprintf(ebin, sizeof(ebin), "%s/ebin", code_dir);
+    snprintf(priv, sizeof(priv), "%s/priv", code_dir);
     size_t len;
     char *loader = read_build_file(ebin, "msgflow_cluster_code.beam", &len);
     if (!loader)
@@ -1175,7 +1196,7 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         int has_value = !strcmp(a, "--node") || !strcmp(a, "--cookie") ||
                         !strcmp(a, "--cookie-file") || !strcmp(a, "--interval") ||
-                        !strcmp(a, "--top") || !strcmp(a, "--by");
+                        !strcmp(a, "--top") || !strcmp(a, "--by") || !strcmp(a, "--code");
         if (has_value && i + 1 >= argc) {
             fprintf(stderr, "msgflow-top: %s needs a value\n%s", a, usage);
             return 2;
@@ -1189,6 +1210,12 @@ int main(int argc, char **argv)
             cookie_file = argv[++i];
         } else if (!strcmp(a, "--by")) {
             by_name = argv[++i];
+        } else if (!strcmp(a, "--code")) {
+            if ((size_t)snprintf(code_dir, sizeof(code_dir), "%s", argv[++i]) >=
+                sizeof(code_dir)) {
+                fprintf(stderr, "msgflow-top: --code %s: path too long\n", argv[i]);
+                return 2;
+            }
         } else if (!strcmp(a, "--interval") || !strcmp(a, "--top")) {
             long v = strtol(argv[++i], &end, 10);
             if (*end || v < (a[2] == 'i' ? 10 : 1) || v > 3600000) {
@@ -1210,6 +1237,8 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    if (!code_dir[0] && code_dir_beside_me() != 0)
+        snprintf(code_dir, sizeof(code_dir), "."); /* read_build_file says what is missing */
     mf_by by;
     if (!node || mf_by_parse(by_name, &by) != 0) {
         fprintf(stderr, node ? "msgflow-top: --by %s: not a grouping\n" : "%s",
