@@ -1,11 +1,11 @@
 %%% @doc msgflow: who sends messages to whom, how often.
 %%%
-%%% Counting happens inside an erl_tracer NIF (msgflow_tracer) on the
-%%% tracees' own scheduler threads, so no trace message is ever sent and
-%%% memory grows with the number of distinct (sender, receiver) pairs, not
-%%% with the number of messages.  A collector process (msgflow_collector)
-%%% pulls a snapshot of the counts every `interval' ms and keeps totals and
-%%% per-window counts for rates.
+%%% Counting happens inside an erl_tracer NIF on the tracees' own
+%%% scheduler threads, so no trace message is ever sent and memory grows
+%%% with the number of distinct (sender, receiver) pairs, not with the
+%%% number of messages.  A collector process pulls a snapshot of the counts
+%%% every `interval' ms and keeps totals and per-window counts for rates
+%%% (messages per second).
 %%%
 %%% ```
 %%% 1> msgflow:start().
@@ -14,11 +14,15 @@
 %%% 3> msgflow:stop().
 %%% '''
 %%%
-%%% Every view is one module, listed once in msgflow_view:registry/0,
-%%% and is asked for through one path, msgflow_query, whether it is
-%%% printed here, returned by view/2, served by the web page or shown by
-%%% msgflow-top.  Each function here hands over in one step; each doc says
-%%% where the details are (options, shapes, errors).
+%%% This module is msgflow's whole API; every other module is internal.
+%%% The views printed here (top/2, matrix/2, kinds/2, calls/1, hotspots/1,
+%%% flows/0, nodes/0, print/2) return `ok'; view/2 returns the value behind
+%%% each.  Options are a map or a keyword list.  Errors have one shape,
+%%% naming the offending value and what is allowed: `{error, {badopt,
+%%% {Key, Value}, Allowed}}', `{error, {badarg, {Name, Value}, Allowed}}'.
+%%% Guides (in the repository's guides/): production.md, shell.md,
+%%% kinds-and-labels.md, calls.md, flows.md, cluster.md, web.md,
+%%% hotspots.md, reports.md, limits.md.
 -module(msgflow).
 
 -export([start/0, start/1, start_on/2, stop/0, reset/0, wait/1, help/0,
@@ -75,7 +79,7 @@ start() ->
 %%     auto: a session where the VM has them);</li>
 %% <li>`nodes => local | all | [node()]': this node only (default), or
 %%     this one and the nodes named (all: every connected one, and those
-%%     that join): the views cover them all (msgflow_cluster);
+%%     that join): the views cover them all (guides/cluster.md);
 %%     `on_node_error => abort | skip' (abort); `grace => Ms' (10000): a
 %%     node whose coordinator went stops counting that much later;</li>
 %% <li>`owner => Pid': the run stops `grace' ms after Pid exits or its
@@ -101,8 +105,12 @@ start(Opts) ->
 %% @doc Starts counting on node Node only (not here), shipping this build
 %% there when it has no msgflow; for a node without msgflow in its
 %% release.  Opts are start/1's (`procs' all, new or existing; no
-%% `nodes').  What is shipped, where, what is refused, when the run stops
-%% by itself and the errors: msgflow_cluster:start_on/2.
+%% `nodes').  The beams and the NIF of this build are written to the
+%% node's `filename:basedir(user_cache, "msgflow")' and loaded; a node of
+%% another OTP release or NIF version is refused before anything is
+%% written, `{error, {incompatible, {otp_release, Rel, nif_version,
+%% Nif}}}'.  The run there stops by itself `grace' ms (10,000) after this
+%% node's msgflow stops or disconnects.  See guides/production.md.
 -spec start_on(node(), map() | [{atom(), term()}]) -> ok | error().
 start_on(Node, Opts) ->
     msgflow_cluster:start_on(Node, Opts).
@@ -132,15 +140,17 @@ wait(Timeout) ->
 %% start), busiest first, receivers exactly as the VM reported them,
 %% exact (a snapshot taken now while running), of every node of a
 %% cluster (each has 30 s to answer; one that did not is there with the
-%% busiest pairs it last reported): the `pairs' view (msgflow_pairs_view).
+%% busiest pairs it last reported).  Replies to local aliases and the
+%% pairs of exited processes are in the views instead (rolled up).
 -spec pairs() -> [pair_count()] | error().
 pairs() ->
     msgflow_query:run(pairs, #{}).
 
 %% @doc pairs/0 (`total'), or each pair's messages by kind and tag
-%% (`kinds'): `[{Sender, Receiver, Kind, Tag, Messages}]', busiest first
-%% (msgflow_pairs_view).  `{error, {badarg, {with, W}, [total, kinds]}}'
-%% for anything else.
+%% (`kinds'): `[{Sender, Receiver, Kind, Tag, Messages}]', busiest first;
+%% Kind is `call', `reply', `cast', `info', `event', `exit', `down', `io'
+%% or `system' (guides/kinds-and-labels.md).  `{error, {badarg, {with, W},
+%% [total, kinds]}}' for anything else.
 -spec pairs(total | kinds) -> [pair_count()] | [msgflow_pairs_view:pair_kind_count()] | error().
 pairs(With) ->
     case msgflow_opts:arg(with, With, {one_of, [total, kinds]}) of
@@ -163,10 +173,14 @@ top() ->
 top(N) ->
     top(N, #{}).
 
-%% @doc top/1 with the `top' view's options (msgflow_top_view: `by',
-%% `sort', `filter', `windows'; across a cluster `node' and `timeout') and,
-%% to redraw it live, `refresh => Ms' (1000) and `for => Ms' (10000):
-%% redrawn every `refresh' ms for `for' ms, or until q + Enter.
+%% @doc top/1 with options: `by' groups the rows (`process', the default,
+%% `name', `module', `application', `node', or `kind' and tag), `sort =>
+%% messages | rate | peak' (messages), `filter => Text' keeps the rows
+%% with Text in an end's label or pid, `windows => N' the windows rates
+%% are read from; across a cluster `node' (one node's rows) and `timeout'
+%% (ms the other nodes have to answer, 1000).  To redraw it live:
+%% `refresh => Ms' (1000) and `for => Ms' (10000), redrawn every
+%% `refresh' ms for `for' ms, or until q + Enter.
 %% `{error, {badarg, {n, N}, Allowed}}' for a bad N, `{error, {badopt,
 %% {Key, Value}, Allowed}}' for a bad option, `{error, not_started}'
 %% before the first start.
@@ -178,8 +192,9 @@ top(N, Opts) ->
 %% `module', `application', `node', or `kind': kind down, tag across):
 %% the busiest senders and receivers that fit the terminal, each one's
 %% total, and a line saying what was left out; across a cluster of every
-%% node (msgflow_matrix_view).  `{error, {badarg, {by, By}, Groupings}}'
-%% for any other By; `{error, not_started}' before the first start.
+%% node.  Counts are messages since start, rates messages/s over the last
+%% window.  `{error, {badarg, {by, By}, Groupings}}' for any other By;
+%% `{error, not_started}' before the first start.
 -spec matrix(msgflow_rows:grouping()) -> ok | error().
 matrix(By) ->
     matrix(By, #{}).
@@ -190,24 +205,32 @@ matrix(By) ->
 matrix(By, Opts) ->
     msgflow_shell:matrix(By, Opts).
 
-%% @doc The value of a view, for programs: Name is one of
-%% msgflow_view:names() (`top', `matrix', `hotspots', `calls',
-%% `receivers', `kinds', `process', `pairs', `history', `flows',
-%% `nodes', `info'), Opts its options (a map or a keyword list).  Each view's
-%% module documents its options and its value's type: msgflow_top_view
-%% (msgflow_rows:view()), msgflow_matrix_view (matrix()), msgflow_hotspots
-%% (a list of finding()), msgflow_calls_view (view()),
-%% msgflow_receivers_view (receivers()), msgflow_kinds_view,
-%% msgflow_process_view (process()), msgflow_pairs_view,
-%% msgflow_history_view, msgflow_flows_view (flows()), msgflow_nodes_view
-%% (a list of msgflow_cluster:node_status()), msgflow_info_view (info/0's
-%% map, as it stands).  A view whose value is a map
-%% has `missing': the nodes of a cluster that did not answer within
-%% `timeout' ms (1000; 30,000 for every pair: `top' by process with
-%% `limit => all'), with why.  Errors: `{error, {badarg, {view,
-%% Name}, Names}}', `{error, {badopt, {Key, Value}, Allowed}}', `{error,
-%% not_started}' for a view of the counts before the first start, and a
-%% view's own (msgflow_query:run/2).
+%% @doc The value of a view, for programs; Opts its options (a map or a
+%% keyword list):
+%% <ul>
+%% <li>`top' (`limit', `by', `sort', `filter', `windows'): `#{rows =>
+%%     [#{sender, receiver, count, rate, mean_rate, peak_rate, kinds}],
+%%     by, pairs, events, window_ms, endpoints, ...}', counts in messages,
+%%     rates in messages/s;</li>
+%% <li>`matrix' (`by', `kind', `limit'): `#{rows, cols, cells =>
+%%     #{{Row, Col} => #{count, rate}}, sent, received, labels, ...}';</li>
+%% <li>`hotspots' (the rules' thresholds, `windows'): `[#{rule, subject,
+%%     label, evidence, explanation}]' (guides/hotspots.md);</li>
+%% <li>`calls' (`by', `limit'): per call edge and tag `calls', `sampled',
+%%     `p50_us', `p90_us', `p99_us', `max_us', `unanswered'
+%%     (guides/calls.md);</li>
+%% <li>`receivers' (`limit', `sort'): who receives most, from how many
+%%     senders, its queue now;</li>
+%% <li>`kinds' (`pair => {S, R}'), `process' (`pid => P': label, queue,
+%%     memory, reductions, busiest partners), `pairs' (`with'),
+%%     `history' (`pair'), `flows', `nodes', `info' (info/0's map as it
+%%     stands, with no snapshot).</li>
+%% </ul>
+%% A view whose value is a map has `missing': the nodes of a cluster that
+%% did not answer within `timeout' ms (1000; 30,000 for every pair), with
+%% why.  Errors: `{error, {badarg, {view, Name}, Names}}', `{error,
+%% {badopt, {Key, Value}, Allowed}}', `{error, not_started}' for a view of
+%% the counts before the first start.
 -spec view(atom(), map() | [{atom(), term()}]) -> term() | error().
 view(Name, Opts) ->
     msgflow_query:run(Name, Opts).
@@ -224,9 +247,14 @@ print(Name, Opts) ->
     msgflow_shell:print(Name, Opts).
 
 %% @doc What msgflow is doing and holding, from a snapshot taken now:
-%% `running', `pairs', `events' (messages counted: the sum of pairs() +
-%% `rolled_up' + `overflow'), memory (bytes), allocator, trace mode and
-%% the checks made at load.  Every key: msgflow_collector:info/0.
+%% `running', `pairs' (held), `events' (messages counted: the sum of
+%% pairs() + `rolled_up' + `overflow'), `dead_letters', `own_left_out'
+%% (msgflow's own messages, never counted), `memory' and `store_memory'
+%% (bytes of the tracer's and the collector's tables), `allocator',
+%% `trace_mode', `started_at' and `stopped_at' (ms, system time), what
+%% other tools hold (`skipped', `new_tracer'), and the term reads checked
+%% at load (`fast_extra', `alias_owner', `plain_refs', `fast_terms',
+%% `native_records'; guides/production.md, Compatibility).
 -spec info() -> map() | {error, {timeout, msgflow_collector}}.
 info() ->
     msgflow_collector:info().
@@ -238,20 +266,24 @@ export(Path, Format) ->
 
 %% @doc Writes a report of the counts so far to Path, from one snapshot
 %% (taken now while running): `csv', `dot', `json', `etf' (the dump
-%% msgflow-report reads: msgflow_dump), `svg' (a heatmap), `html' (the
+%% msgflow-report reads), `svg' (a heatmap), `html' (the
 %% web page with its state, one self-contained file), or `mermaid' (the
 %% last follow/2 flow); or, with `view => Name', any view as `json' or
 %% `text'.  Opts: `by' (a grouping, default `process'; html `name'),
 %% `sort', `limit', across a cluster `node'; with `view', the view's
-%% options.  Errors: msgflow_export:export/3; nothing partial is left
-%% behind.
+%% options.  The file is written whole under a temporary name and renamed
+%% over Path.  Errors: `{error, {enoent, Path}}', `{error,
+%% {not_a_regular_file, Path}}' (a device, directory or FIFO is left as
+%% it is), `{error, {badarg, {format, F}, Allowed}}', `{error,
+%% not_started}'; nothing partial is left behind.  Formats:
+%% guides/reports.md.
 -spec export(file:filename_all(), atom(), map() | [{atom(), term()}]) -> ok | error().
 export(Path, Format, Opts) ->
     msgflow_export:export(Path, Format, Opts).
 
 %% @doc The ETF dump of the counts so far (what `export(Path, etf)'
-%% writes, documented in msgflow_dump) as a binary, from a snapshot taken
-%% now while running.  `{error, not_started}' when msgflow never ran.
+%% writes; its format: guides/reports.md) as a binary, from a snapshot
+%% taken now while running.  `{error, not_started}' when msgflow never ran.
 -spec dump() -> binary() | error().
 dump() ->
     msgflow_export:dump().
@@ -265,8 +297,8 @@ hotspots() ->
 %% finding with its figures: the rules `fan_in', `hot_pair', `spike',
 %% `fan_out', `dead_letters' and `slow_calls', one finding per label
 %% group, each naming the main kind of its traffic.  Opts are the rules'
-%% thresholds and `windows'; the rules, their defaults and the findings'
-%% shape: msgflow_hotspots; the findings as data: `view(hotspots, Opts)'.
+%% thresholds and `windows'; the rules and their defaults are in
+%% guides/hotspots.md; the findings as data: `view(hotspots, Opts)'.
 -spec hotspots(map() | [{atom(), term()}]) -> ok | error().
 hotspots(Opts) ->
     msgflow_shell:print(hotspots, Opts).
@@ -284,8 +316,9 @@ trace(Who) ->
 untrace(Who) ->
     msgflow_collector:untrace(Who).
 
-%% @doc The messages of one pair per window, oldest first: the `history'
-%% view (msgflow_history_view), asked of the sender's node.
+%% @doc The messages of one pair per window, oldest first: `[#{at =>
+%% SystemMs, window_ms, count}]', the open window last with `open =>
+%% true'; asked of the sender's node.
 -spec history(endpoint() | msgflow_labels:group(), endpoint() | msgflow_labels:group()) ->
           [msgflow_history_view:window_count()] | error().
 history(Sender, Receiver) ->
@@ -295,14 +328,14 @@ history(Sender, Receiver) ->
 %% message, most first, with each one's share (messages since start):
 %% `call get 4,980 91%'.  Sender and Receiver are pids, ports or
 %% registered names (the pair as top/1 shows it), or labels as binaries or
-%% strings (the group as `top(N, #{by => name})' shows it); the `kinds'
-%% view (msgflow_kinds_view).
+%% strings (the group as `top(N, #{by => name})' shows it).
 -spec kinds(endpoint() | unicode:chardata(), endpoint() | unicode:chardata()) -> ok | error().
 kinds(Sender, Receiver) ->
     msgflow_shell:print(kinds, #{pair => {Sender, Receiver}}).
 
-%% @doc Prints the nodes msgflow counts on, this one first, a line each
-%% (the `nodes' view: msgflow_nodes_view).
+%% @doc Prints the nodes msgflow counts on, this one first, a line each:
+%% `up', `starting', `down', `stale' or `incompatible', with why
+%% (guides/cluster.md).
 -spec nodes() -> ok | error().
 nodes() ->
     msgflow_shell:print(nodes, #{}).
@@ -316,8 +349,12 @@ follow(Fun) ->
 %% every message Fun's work sets off, in any process of this node (and of
 %% the cluster's nodes), counted by (sender, receiver) with its causal
 %% depth, kind and tag.  Opts: `settle', `max_events', `print', `timeout'.
-%% Works with or without start/1.  The options, Flow's shape and the
-%% errors: msgflow_flow:follow/2.
+%% Works with or without start/1.  `settle' (ms of quiet that ends the
+%% flow, 50), `max_events' (10,000), `print' (the sequence diagram),
+%% `timeout' (ms, 10,000).  Flow: `#{label, messages, pairs, processes,
+%% depth, duration_us, events, dropped, labels}' (guides/flows.md).
+%% `{error, {system_tracer_busy, Current}}' when another tool holds the
+%% system tracer.
 -spec follow(fun(() -> term()), map() | [{atom(), term()}]) ->
           {term(), msgflow_flow_view:flow()} | error().
 follow(Fun, Opts) ->
@@ -326,15 +363,15 @@ follow(Fun, Opts) ->
 %% @doc Follows every request at a function, with no code change (a meta
 %% call trace pattern on `{M, F, Arity}'): one call in `sample' gets a
 %% trace token, every call is counted; the summaries are in flows/0.
-%% Opts: `sample', `for', `max_events'.  The options and the errors:
-%% msgflow_flow:follow_calls/2.
+%% Opts: `sample' (1 in N calls followed, 1), `for' (ms, 60,000),
+%% `max_events' (sends a second looked at for the depth, 1,000);
+%% guides/flows.md.
 -spec follow_calls(mfa(), map() | [{atom(), term()}]) -> ok | error().
 follow_calls(MFA, Opts) ->
     msgflow_flow:follow_calls(MFA, Opts).
 
 %% @doc Prints a table per follow_calls/2 entry (running or stopped
-%% since) and the sequence diagram of the last follow/2 (the `flows'
-%% view: msgflow_flows_view).
+%% since) and the sequence diagram of the last follow/2.
 -spec flows() -> ok | error().
 flows() ->
     msgflow_shell:print(flows, #{}).
@@ -357,8 +394,11 @@ web() ->
 
 %% @doc Serves the live web page and `/metrics' from this node (OTP's
 %% inets httpd) until web_stop/0 or the application stops: `{ok, Url}'.
-%% Read-only.  Options (`port', `ip', `metrics_edges'), errors and what
-%% is served: msgflow_web_source:start/1.
+%% Read-only.  Options: `port' (0: a free one), `ip' (127.0.0.1),
+%% `metrics_edges' (100: edges in /metrics), `metrics_views'; see
+%% guides/web.md.  `{error, {already_started, Url}}', `{error, {Reason,
+%% {port, Port}}}' when it cannot listen there (eaddrinuse, eacces), and
+%% bad options as everywhere.
 -spec web(map() | [{atom(), term()}]) -> {ok, string()} | error().
 web(Opts) ->
     msgflow_web_source:start(Opts).
@@ -376,8 +416,7 @@ calls() ->
 
 %% @doc Prints how long calls wait per call edge and request tag: calls
 %% (exact), round trips sampled (start/1's `call_sample'), p50, p99, max,
-%% unanswered (the `calls' view: msgflow_calls_view; options `by',
-%% `limit').
+%% unanswered; options `by', `limit' (guides/calls.md).
 -spec calls(map() | [{atom(), term()}]) -> ok | error().
 calls(Opts) ->
     msgflow_shell:print(calls, Opts).
