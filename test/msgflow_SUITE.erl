@@ -1243,7 +1243,10 @@ top_keys(_Config) ->
 top_keys_in(Tmux) ->
     {Node, Cookie} = msgflow_test_lib:start_node(),
     Session = "mftop" ++ os:getpid(),
-    T = fun(Args) -> {0, Out} = msgflow_test_lib:run(Tmux, Args), Out end,
+    %% a tmux server of the test's own: a person's tmux is never touched,
+    %% and never kills this one
+    Sock = "msgflow_test_" ++ os:getpid(),
+    T = fun(Args) -> {0, Out} = msgflow_test_lib:run(Tmux, ["-L", Sock | Args]), Out end,
     Screen = fun() -> T(["capture-pane", "-p", "-t", Session]) end,
     %% the screen once it shows Re (it is redrawn every 200 ms)
     Until = fun(Re) -> msgflow_test_io:screen_until(Screen, Re, 100) end,
@@ -1307,7 +1310,7 @@ top_keys_in(Tmux) ->
         Until("^EXITED 0\n^icanon\n^echo$"),
         ?assertMatch(#{running := false}, erpc:call(Node, msgflow, info, []))
     after
-        _ = msgflow_test_lib:run(Tmux, ["kill-session", "-t", Session]),
+        _ = msgflow_test_lib:run(Tmux, ["-L", Sock, "kill-session", "-t", Session]),
         msgflow_test_lib:stop_node(Node)
     end.
 

@@ -111,15 +111,17 @@ rebar3_release(Config) ->
     true = filelib:is_regular(filename:join([Lib, "priv", "msgflow_tracer.so"])),
     Bin = filename:join([Rel, "bin", "shop"]),
     {0, _} = run(Bin, ["daemon"], Proj),
+    %% a tmux server of the test's own (-L): a person's is never touched
     Tmux = os:find_executable("tmux"),
+    Sock = "msgflow_test_" ++ os:getpid(),
     Session = "recipes" ++ os:getpid(),
     try
         {0, _} = run(Bin, ["ping"], Proj),
-        {0, _} = run(Tmux, ["new-session", "-d", "-s", Session, "-x", "120", "-y", "40",
+        {0, _} = run(Tmux, ["-L", Sock, "new-session", "-d", "-s", Session, "-x", "120", "-y", "40",
                             Bin ++ " remote_console"], Proj),
-        Screen = fun() -> {0, S} = run(Tmux, ["capture-pane", "-p", "-t", Session], Proj), S end,
+        Screen = fun() -> {0, S} = run(Tmux, ["-L", Sock, "capture-pane", "-p", "-t", Session], Proj), S end,
         until_screen(Screen, "^\\(shop[0-9]+@[^)]*\\)1>", 100),
-        {0, _} = run(Tmux, ["send-keys", "-t", Session,
+        {0, _} = run(Tmux, ["-L", Sock, "send-keys", "-t", Session,
                             "register(shop_sink, spawn(fun() -> receive stop -> ok end end)), "
                             "msgflow:start(#{procs => [self()], duration => 60000, max_pairs => 100000}), "
                             "[shop_sink ! m || _ <- lists:seq(1, 250)], msgflow:stop(), msgflow:top(3).",
@@ -127,10 +129,10 @@ rebar3_release(Config) ->
         S = until_screen(Screen, "^ +1 .* shop_sink +250 ", 100),
         %% besides: the shell's call that stopped msgflow
         ?assertMatch({match, _}, re:run(S, "^msgflow stopped: [0-9,]+ messages, [0-9] pairs", [multiline])),
-        {0, _} = run(Tmux, ["send-keys", "-t", Session, "msgflow:info().", "Enter"], Proj),
+        {0, _} = run(Tmux, ["-L", Sock, "send-keys", "-t", Session, "msgflow:info().", "Enter"], Proj),
         until_screen(Screen, "running => false", 100)
     after
-        _ = run(Tmux, ["kill-session", "-t", Session], Proj),
+        _ = run(Tmux, ["-L", Sock, "kill-session", "-t", Session], Proj),
         run(Bin, ["stop"], Proj)
     end.
 
