@@ -13,11 +13,24 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, readme/1, guides/1, masks/1]).
+-export([all/0, readme/1, guides/1, masks/1, doc_chunks/1]).
 -export([sessions/1, parse/1, matches/2, mask/1, shell/1]).
 
 all() ->
-    [masks, readme, guides].
+    [masks, doc_chunks, readme, guides].
+
+%% h(msgflow, start) has the facade's doc (the build writes the chunks
+%% beside the ebin); every other module is hidden.
+doc_chunks(_Config) ->
+    {ok, Docs} = code:get_doc(msgflow),
+    Start = unicode:characters_to_binary(shell_docs:render(msgflow, start, Docs)),
+    {_, _} = binary:match(Start, <<"Starts counting">>),
+    {_, _} = binary:match(Start, <<"call_sample">>),
+    Fns = [F || {{function, F, _}, _, _, D, _} <- element(7, Docs), is_map(D), D =/= #{}],
+    [] = [F || F <- [start, stop, top, view, info, export, follow, web], not lists:member(F, Fns)],
+    {ok, Hidden} = code:get_doc(msgflow_collector),
+    hidden = element(5, Hidden),
+    ok.
 
 %% The comparison itself: numbers masked, labels and words not.
 masks(_Config) ->

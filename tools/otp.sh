@@ -27,10 +27,11 @@ esac
 cache=${MSGFLOW_OTP_CACHE:-$HOME/.cache/msgflow-otp}
 prefix="$cache/$release"
 work="$cache/$release-build"
-# done, with Dialyzer (make dialyzer; a cache made before it was built
-# gets it added)
+# done, with Dialyzer (make dialyzer) and edoc (the doc chunks); a cache
+# made before they were built gets them added
 if [ -x "$prefix/bin/erl" ] && [ -f "$prefix/done" ] && [ -x "$prefix/bin/dialyzer" ] &&
        ls -d "$prefix"/lib/erlang/lib/dialyzer-* >/dev/null 2>&1 &&
+       ls -d "$prefix"/lib/erlang/lib/edoc-* >/dev/null 2>&1 &&
        { [ "$release" != 29 ] || { [ -x "$prefix/bin/rebar3" ] && [ -x "$prefix/bin/mix" ]; }; }; then
     echo "$prefix/bin"
     exit 0
@@ -68,7 +69,7 @@ if [ ! -f "$work/otp.built" ]; then
     cd "$work/otp"
     # what neither msgflow nor its tests use
     for app in wx megaco diameter odbc jinterface eldap snmp et observer reltool \
-               debugger mnesia ftp tftp os_mon ssh edoc erl_docgen; do
+               debugger mnesia ftp tftp os_mon ssh erl_docgen; do
         if [ -d "lib/$app" ]; then touch "lib/$app/SKIP"; fi
     done
     {
@@ -79,10 +80,10 @@ if [ ! -f "$work/otp.built" ]; then
     touch "$work/otp.built"
 fi
 cd "$work/otp"
-# a tree built before Dialyzer was: it is built now
-if [ -f lib/dialyzer/SKIP ]; then
-    rm -f lib/dialyzer/SKIP
-    make -j2 >>"$log" 2>&1 || { echo "msgflow: OTP $release's Dialyzer did not build (see $log)" >&2; exit 1; }
+# a tree built before Dialyzer or edoc was: they are built now
+if [ -f lib/dialyzer/SKIP ] || [ -f lib/edoc/SKIP ]; then
+    rm -f lib/dialyzer/SKIP lib/edoc/SKIP
+    make -j2 >>"$log" 2>&1 || { echo "msgflow: OTP $release's Dialyzer or edoc did not build (see $log)" >&2; exit 1; }
 fi
 # the dfsg tarball lacks two jQuery files common_test's install copies
 for f in lib/common_test/priv/jquery-latest.js lib/common_test/priv/jquery.tablesorter.min.js; do
