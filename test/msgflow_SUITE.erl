@@ -1316,7 +1316,7 @@ top_keys_in(Tmux) ->
 
 %% Clear messages and status 1: wrong cookie, unknown node, no epmd.
 top_failures(_Config) ->
-    {Node, _Cookie} = msgflow_test_lib:start_node(),
+    {Node, Cookie} = msgflow_test_lib:start_node(),
     Top = msgflow_test_lib:tool("msgflow-top"),
     try
         {1, Wrong} = msgflow_test_lib:run(Top, ["--node", atom_to_list(Node), "--cookie", "not-the-cookie",
@@ -1331,6 +1331,13 @@ top_failures(_Config) ->
         {1, NoCookie} = msgflow_test_lib:run(Top, ["--node", atom_to_list(Node), "--cookie-file",
                                   "/nonexistent/cookie", "--once"]),
         ?assertMatch({_, _}, binary:match(NoCookie, <<"no cookie">>)),
+        %% --code names a directory without msgflow's build: said, nothing
+        %% shipped to the node
+        {1, NoCode} = msgflow_test_lib:run(Top, ["--node", atom_to_list(Node), "--cookie",
+                                                 Cookie, "--once", "--code", "/nonexistent/mf"]),
+        ?assertMatch({_, _}, binary:match(NoCode, <<"/nonexistent/mf/ebin">>)),
+        ?assertMatch({_, _}, binary:match(NoCode, <<"--code">>)),
+        ?assertEqual(non_existing, erpc:call(Node, code, which, [msgflow])),
         ?assertMatch({2, _}, msgflow_test_lib:run(Top, ["--once"]))
     after
         msgflow_test_lib:stop_node(Node)
