@@ -12,6 +12,9 @@ Suites: $2
 Components: main
 Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 EOF2
+    # a suite's Release file on a mirror that is a snapshot may have
+    # expired: its signature is still checked, its date is not
     apt_opts="-o Dir::Etc::SourceParts=$1/apt/parts -o Dir::Etc::SourceList=/dev/null
--o Dir::State::Lists=$1/apt/lists -o APT::Sandbox::User=root"
+-o Dir::State::Lists=$1/apt/lists -o APT::Sandbox::User=root
+-o Acquire::Check-Valid-Until=false"
 }
