@@ -23,8 +23,16 @@
 #include <string.h>
 
 /* The built one (mf_je_ names behind the usual ones) or the system's
- * (MALLOCX_* flags only; its functions via dlsym). */
+ * (MALLOCX_* flags only; its functions via dlsym).  Built where the
+ * system has no jemalloc headers (a dependency's build machine): the two
+ * flags of jemalloc's stable API the dlopen path uses, as jemalloc.h
+ * defines them. */
+#if defined(MF_JEMALLOC_STATIC) || __has_include(<jemalloc/jemalloc.h>)
 #include <jemalloc/jemalloc.h>
+#else
+#define MALLOCX_ARENA(a) ((int)(((unsigned)(a) + 1) << 20))
+#define MALLOCX_TCACHE_NONE ((int)((-1 + 2) << 8))
+#endif
 
 static void *libc_alloc(void *ctx, size_t size)
 {

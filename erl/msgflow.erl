@@ -33,7 +33,8 @@
          follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0,
          web/0, web/1, web_stop/0, calls/0, calls/1]).
 
--export_type([endpoint/0, pair_count/0, error/0]).
+-export_type([endpoint/0, pair_count/0, error/0, pair_kind_count/0, grouping/0, group/0,
+              window_count/0, flow/0]).
 
 %% A sender or receiver as the VM reported it: a pid or port for senders;
 %% for receivers also a registered name, `{Name, Node}', a remote pid or an
@@ -44,6 +45,19 @@
 %% What a call refuses: a bad option or argument (naming it and what is
 %% allowed), msgflow never started, or another reason the doc names.
 -type error() :: msgflow_opts:error() | {error, not_started} | {error, term()}.
+%% {Sender, Receiver, Kind, Tag, Messages}
+-type pair_kind_count() :: msgflow_pairs_view:pair_kind_count().
+%% How rows are grouped: `process', `name', `module', `application',
+%% `node', or `kind' (and tag).
+-type grouping() :: msgflow_rows:grouping().
+%% A group of endpoints as views show it: a label (binary or string).
+-type group() :: msgflow_labels:group().
+%% One window of a pair: `#{at => SystemMs, window_ms, count}' (`open'
+%% for the window not closed yet).
+-type window_count() :: msgflow_history_view:window_count().
+%% A followed request: `#{label, messages, pairs, processes, depth,
+%% duration_us, events, dropped, labels}' (follow/2).
+-type flow() :: msgflow_flow_view:flow().
 
 %% @doc Same as `start(#{})': trace sends of all processes.
 -spec start() -> ok | error().
@@ -151,7 +165,7 @@ pairs() ->
 %% Kind is `call', `reply', `cast', `info', `event', `exit', `down', `io'
 %% or `system' (guides/kinds-and-labels.md).  `{error, {badarg, {with, W},
 %% [total, kinds]}}' for anything else.
--spec pairs(total | kinds) -> [pair_count()] | [msgflow_pairs_view:pair_kind_count()] | error().
+-spec pairs(total | kinds) -> [pair_count()] | [pair_kind_count()] | error().
 pairs(With) ->
     case msgflow_opts:arg(with, With, {one_of, [total, kinds]}) of
         ok -> msgflow_query:run(pairs, #{with => With});
@@ -195,13 +209,13 @@ top(N, Opts) ->
 %% node.  Counts are messages since start, rates messages/s over the last
 %% window.  `{error, {badarg, {by, By}, Groupings}}' for any other By;
 %% `{error, not_started}' before the first start.
--spec matrix(msgflow_rows:grouping()) -> ok | error().
+-spec matrix(grouping()) -> ok | error().
 matrix(By) ->
     matrix(By, #{}).
 
 %% @doc matrix/1 with the `matrix' view's options: `kind => call' (a
 %% kind) or `kind => {call, get}' (a kind and its tag), `limit'.
--spec matrix(msgflow_rows:grouping(), map() | [{atom(), term()}]) -> ok | error().
+-spec matrix(grouping(), map() | [{atom(), term()}]) -> ok | error().
 matrix(By, Opts) ->
     msgflow_shell:matrix(By, Opts).
 
@@ -319,8 +333,7 @@ untrace(Who) ->
 %% @doc The messages of one pair per window, oldest first: `[#{at =>
 %% SystemMs, window_ms, count}]', the open window last with `open =>
 %% true'; asked of the sender's node.
--spec history(endpoint() | msgflow_labels:group(), endpoint() | msgflow_labels:group()) ->
-          [msgflow_history_view:window_count()] | error().
+-spec history(endpoint() | group(), endpoint() | group()) -> [window_count()] | error().
 history(Sender, Receiver) ->
     msgflow_query:run(history, #{pair => {Sender, Receiver}}).
 
@@ -341,7 +354,7 @@ nodes() ->
     msgflow_shell:print(nodes, #{}).
 
 %% @doc Same as `follow(Fun, #{})'.
--spec follow(fun(() -> term())) -> {term(), msgflow_flow_view:flow()} | error().
+-spec follow(fun(() -> term())) -> {term(), flow()} | error().
 follow(Fun) ->
     follow(Fun, #{}).
 
@@ -356,7 +369,7 @@ follow(Fun) ->
 %% `{error, {system_tracer_busy, Current}}' when another tool holds the
 %% system tracer.
 -spec follow(fun(() -> term()), map() | [{atom(), term()}]) ->
-          {term(), msgflow_flow_view:flow()} | error().
+          {term(), flow()} | error().
 follow(Fun, Opts) ->
     msgflow_flow:follow(Fun, Opts).
 

@@ -14,7 +14,7 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, readme/1, guides/1, masks/1, doc_chunks/1]).
--export([sessions/1, parse/1, matches/2, mask/1, shell/1]).
+-export([sessions/1, unrun/1, parse/1, matches/2, mask/1, shell/1]).
 
 all() ->
     [masks, doc_chunks, readme, guides].
@@ -42,6 +42,11 @@ masks(_Config) ->
     false = matches("header\n...\nok", <<"header\nrow 1\nerror\n">>),
     [{3, [{3, "a = 1.", "ok"}, {5, "f(x,\n y).", "2"}]}] =
         sessions(<<"text\n```erlang\n1> a = 1.\nok\n2> f(x,\n y).\n2\n```\n```sh\n1> x\n```\n">>),
+    %% prompts in a block that is no session: found (the sh block above,
+    %% a session with a line before its first prompt); a transcript is not
+    [9] = unrun(<<"text\n```erlang\n1> a = 1.\nok\n2> f(x,\n y).\n2\n```\n```sh\n1> x\n```\n">>),
+    [1] = unrun(<<"```erlang\n%% first\n1> a.\n```\n```\n$ erl\n1> b.\n```\n">>),
+    true = matches("took 21.0ms, rate => 1.6e5", <<"took 655us, rate => 164835.1">>),
     ok.
 
 readme(_Config) ->
@@ -51,9 +56,14 @@ guides(_Config) ->
     run_files(filelib:wildcard(filename:join([msgflow_test_lib:root(), "guides", "*.md"]))).
 
 %% Runs every session of Files, each in a shell of its own; fails with
-%% every mismatch of them all.
+%% every mismatch of them all, and when a block has prompts but is no
+%% session (so would not be run): a terminal's transcript (its first line
+%% `$ ...', run by msgflow_recipes_SUITE) is the one exception.
 run_files(Files) ->
+    Unrun = [{filename:basename(F), L} || F <- Files, L <- unrun(element(2, file:read_file(F)))],
+    ?assertEqual([], Unrun),
     Ran = [{F, sessions(element(2, file:read_file(F)))} || F <- Files],
+    ?assertNotEqual([], lists:append([Ss || {_, Ss} <- Ran])),
     Failures = lists:append([run_session(F, S) || {F, Ss} <- Ran, S <- Ss]),
     ct:comment("~b sessions in ~b files", [length(lists:append([Ss || {_, Ss} <- Ran])),
                                            length(Files)]),
@@ -98,6 +108,33 @@ collect(Port, Acc) ->
     end.
 
 %%% Reading the docs
+
+%% The first lines of the fenced blocks that hold a prompt line (`1> ')
+%% but are no session: not `erlang', or not starting with a prompt, and
+%% not a terminal's transcript (`$ ...' first).
+-spec unrun(binary()) -> [pos_integer()].
+unrun(Text) ->
+    L = string:split(Text, "\n", all),
+    unrun(lists:zip(lists:seq(1, length(L)), L), []).
+
+unrun([], Acc) ->
+    lists:reverse(Acc);
+unrun([{N, Fence} | Rest], Acc) ->
+    case is_fence(Fence) of
+        true ->
+            {Block, After} = lists:splitwith(fun({_, X}) -> not is_fence(X) end, Rest),
+            Prompts = [X || {_, X} <- Block, re:run(X, "^\\d+> ") =/= nomatch],
+            Session = binary:match(Fence, <<"```erlang">>) =:= {0, 9} andalso
+                Block =/= [] andalso re:run(element(2, hd(Block)), "^\\d+> ") =/= nomatch,
+            Transcript = Block =/= [] andalso binary:match(element(2, hd(Block)), <<"$ ">>) =:= {0, 2},
+            Acc1 = case Prompts =/= [] andalso not Session andalso not Transcript of
+                       true -> [N | Acc];
+                       false -> Acc
+                   end,
+            unrun(drop_fence(After), Acc1);
+        false ->
+            unrun(Rest, Acc)
+    end.
 
 %% The sessions of a Markdown text: [{Line, [{Line, Expr, Output}]}],
 %% Line the 1-based line of the block's first prompt and of each step.
@@ -177,13 +214,14 @@ matches(Want, Got) ->
     Re = unicode:characters_to_binary(["^", lists:join(".*", [re_quote(P) || P <- Parts]), "$"]),
     re:run(unicode:characters_to_binary(mask(Got)), Re, [dotall, unicode]) =/= nomatch.
 
-%% Numbers (1,234.5, 145v, 2^, a range 792-816) as N; a cut label's
+%% Numbers (1,234.5, 145v, 2^, 21.0ms, a range 792-816) as N; a cut label's
 %% ellipsis as `~' (a shell whose output is no UTF-8 terminal prints
 %% that); whitespace left out (the shell breaks a term's lines by its
 %% width, a table pads its columns).
 -spec mask(iodata()) -> string().
 mask(Text) ->
-    T1 = re:replace(Text, "\\d[\\d,]*(\\.\\d+)?[v^]?", "N", [global, unicode, {return, list}]),
+    T1 = re:replace(Text, "\\d[\\d,]*(\\.\\d+)?(e[-+]?\\d+)?([v^]|ns|us|\\x{b5}s|ms|s\\b)?", "N",
+                    [global, unicode, {return, list}]),
     T2 = re:replace(T1, "N-N", "N", [global, unicode, {return, list}]),
     T3 = re:replace(T2, "\x{2026}", "~", [global, unicode, {return, list}]),
     re:replace(T3, "\\s+", "", [global, unicode, {return, list}]).

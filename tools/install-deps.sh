@@ -11,8 +11,8 @@
 # jemalloc is built from Debian's source when the source archive is
 # reachable (tools/jemalloc.sh); the NIF falls back to the system's
 # libjemalloc, then enif_alloc, otherwise, which the build says once.
-PKGS="gcc libc6-dev make cmake rebar3 erlang-dev erlang-inets erlang-tools uthash-dev
-libjemalloc-dev libjemalloc2 bzip2"
+PKGS="gcc libc6-dev make cmake rebar3 erlang-dev erlang-inets erlang-tools libjemalloc2
+bzip2"
 case "$1" in
     test)
         PKGS="$PKGS erlang-eunit erlang-common-test erlang-dialyzer erlang-proper

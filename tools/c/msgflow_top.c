@@ -99,8 +99,12 @@ static const char usage[] =
  * program was copied beside (tools/build-nif.sh puts it in the build
  * directory's bin/, next to default/lib/msgflow).  Set once in main. */
 static char code_dir[PATH_MAX];
+/* Without --code: this program's directory, where the build put the NIF
+ * of this program's release beside it; "" with --code (code_dir/priv). */
+static char nif_dir[PATH_MAX];
 
-/* code_dir from the path of this program (/proc/self/exe); 0, or -1. */
+/* code_dir (and nif_dir) from the path of this program
+ * (/proc/self/exe); 0, or -1. */
 static int code_dir_beside_me(void)
 {
     char exe[PATH_MAX];
@@ -112,6 +116,10 @@ static int code_dir_beside_me(void)
     if (!slash)
         return -1;
     *slash = 0;
+    char nif[PATH_MAX + 32];
+    snprintf(nif, sizeof(nif), "%s/msgflow_tracer.so", exe);
+    if (access(nif, R_OK) == 0)
+        snprintf(nif_dir, sizeof(nif_dir), "%s", exe);
     return (size_t)snprintf(code_dir, sizeof(code_dir), "%s/../default/lib/msgflow", exe) <
                    sizeof(code_dir)
                ? 0
@@ -376,10 +384,14 @@ static int ensure_code(conn *c)
         return -1;
     }
 
-    /* the beams and NIF of code_dir */
+    /* the beams of code_dir; the NIF beside this program (the build puts
+     * the one of this program's release there), else code_dir's priv/ */
     char ebin[PATH_MAX + 8], priv[PATH_MAX + 8], text[512];
     snprintf(ebin, sizeof(ebin), "%s/ebin", code_dir);
-    snprintf(priv, sizeof(priv), "%s/priv", code_dir);
+    if (nif_dir[0])
+        snprintf(priv, sizeof(priv), "%s", nif_dir);
+    else
+        snprintf(priv, sizeof(priv), "%s/priv", code_dir);
     size_t len;
     char *loader = read_build_file(ebin, "msgflow_cluster_code.beam", &len);
     if (!loader)
