@@ -36,28 +36,35 @@
 -export_type([endpoint/0, pair_count/0, error/0, pair_kind_count/0, grouping/0, group/0,
               window_count/0, flow/0]).
 
+-type endpoint() :: msgflow_tracer:endpoint().
 %% A sender or receiver as the VM reported it: a pid or port for senders;
 %% for receivers also a registered name, `{Name, Node}', a remote pid or an
 %% alias reference.
--type endpoint() :: msgflow_tracer:endpoint().
-%% {Sender, Receiver, Messages}
+
 -type pair_count() :: msgflow_pairs_view:pair_count().
+%% `{Sender, Receiver, Messages}'.
+
+-type error() :: msgflow_opts:error() | {error, not_started} | {error, term()}.
 %% What a call refuses: a bad option or argument (naming it and what is
 %% allowed), msgflow never started, or another reason the doc names.
--type error() :: msgflow_opts:error() | {error, not_started} | {error, term()}.
-%% {Sender, Receiver, Kind, Tag, Messages}
+
 -type pair_kind_count() :: msgflow_pairs_view:pair_kind_count().
+%% `{Sender, Receiver, Kind, Tag, Messages}'.
+
+-type grouping() :: msgflow_rows:grouping().
 %% How rows are grouped: `process', `name', `module', `application',
 %% `node', or `kind' (and tag).
--type grouping() :: msgflow_rows:grouping().
-%% A group of endpoints as views show it: a label (binary or string).
+
 -type group() :: msgflow_labels:group().
+%% A group of endpoints as views show it: a label (binary or string).
+
+-type window_count() :: msgflow_history_view:window_count().
 %% One window of a pair: `#{at => SystemMs, window_ms, count}' (`open'
 %% for the window not closed yet).
--type window_count() :: msgflow_history_view:window_count().
+
+-type flow() :: msgflow_flow_view:flow().
 %% A followed request: `#{label, messages, pairs, processes, depth,
 %% duration_us, events, dropped, labels}' (follow/2).
--type flow() :: msgflow_flow_view:flow().
 
 %% @doc Same as `start(#{})': trace sends of all processes.
 -spec start() -> ok | error().
