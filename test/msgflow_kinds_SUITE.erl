@@ -208,11 +208,7 @@ flow_kinds(Config) ->
 %% the reads off it is a pair to the alias, rolled up; not in this
 %% workload.)
 slow_reads(_Config) ->
-    _ = msgflow_test_lib:start_distribution(),
-    Args = lists:append([["-pa", filename:dirname(code:which(M))]
-                         || M <- [msgflow, ?MODULE, msgflow_kinds_srv]]),
-    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args,
-                                         env => [{"MSGFLOW_TERM_READS", "off"}]}),
+    {Peer, Node} = reads_off_peer(),
     try
         {Off, SlowPairs, [Warning]} = erpc:call(Node, ?MODULE, reads_workload, [], 60000),
         ?assertEqual(#{fast_extra => false, alias_owner => false, fast_terms => false,
@@ -238,17 +234,11 @@ slow_reads(_Config) ->
 %% on a record); with every read through the API (a peer with
 %% MSGFLOW_TERM_READS=off) the same counts, tagged `other'.
 native_records(_Config) ->
-    case erlang:function_exported(records, create, 4) orelse
-             (code:ensure_loaded(records) =:= {module, records} andalso
-              erlang:function_exported(records, create, 4)) of
+    case erlang:is_builtin(records, create, 4) of
         false ->
             {skip, "native records are OTP 29's"};
         true ->
-            _ = msgflow_test_lib:start_distribution(),
-            Args = lists:append([["-pa", filename:dirname(code:which(M))]
-                                 || M <- [msgflow, ?MODULE, msgflow_kinds_srv]]),
-            {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args,
-                                                 env => [{"MSGFLOW_TERM_READS", "off"}]}),
+            {Peer, Node} = reads_off_peer(),
             try
                 Expected = fun(Tag) ->
                                    lists:sort([{client, srv, info, Tag, 3},
@@ -353,6 +343,16 @@ reads_workload() ->
     Pairs = client_pairs(Client, Srv),
     {maps:with([fast_extra, alias_owner, fast_terms, plain_refs], msgflow_tracer:lib_info()), Pairs,
      Warnings}.
+
+%% A peer node with this suite on its path whose tracer reads every term
+%% through the API (MSGFLOW_TERM_READS=off): {Peer, Node}.
+reads_off_peer() ->
+    _ = msgflow_test_lib:start_distribution(),
+    Args = lists:append([["-pa", filename:dirname(code:which(M))]
+                         || M <- [msgflow, ?MODULE, msgflow_kinds_srv]]),
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args,
+                                         env => [{"MSGFLOW_TERM_READS", "off"}]}),
+    {Peer, Node}.
 
 %% With msgflow counting: lets Client go and waits for its `done', stops
 %% msgflow and Srv; the pairs of kinds between the two, as client and srv.
