@@ -23,6 +23,11 @@
 %% did not).
 -define(MAX_MS, 365 * 24 * 3600 * 1000).
 -define(MAX_WINDOWS, 10000).
+%% max_memory's default, 256 MiB: about 500,000 pairs (about 500 bytes a
+%% pair, tracer and store together, with kinds on: BENCHMARKS.md), far
+%% more than the busiest node measured here holds (200,000 pairs for
+%% 100,000 processes), and 3 % of a node of 8 GB
+-define(MAX_MEMORY, 256 * 1024 * 1024).
 
 -type procs() :: all | new | existing | [pid() | atom()].
 %% Where to count: this node, this node and every connected visible node
@@ -31,6 +36,7 @@
 -type opts() :: #{procs := procs(),
                   interval := pos_integer(),
                   max_pairs := pos_integer(),
+                  max_memory := pos_integer() | infinity,
                   kinds := boolean(),
                   max_kinds := pos_integer(),
                   call_sample := off | pos_integer(),
@@ -152,6 +158,9 @@ schema(start) ->
     #{procs => {all, procs},
       interval => {1000, {int, 10, 3600000, "ms"}},
       max_pairs => {1000000, {int, 1, 1 bsl 32, "pairs"}},
+      %% bytes the store's tables and the tracer's take together, at most
+      %% (msgflow_run:max_memory/0)
+      max_memory => {?MAX_MEMORY, {either, [{one_of, [infinity]}, {int, 1, 1 bsl 50, "bytes"}]}},
       kinds => {true, boolean},
       max_kinds => {8, {int, 1, 1000, "kinds per pair"}},
       %% the round trip of 1 in call_sample gen:calls per scheduler thread

@@ -92,15 +92,24 @@ rollup_row(Which, K = {Sn, R}, S = #store{labels = L0}) ->
                     S#store{labels = L2};
                 K1 ->
                     ets:delete(T, K),
-                    L3 = add_rolled_up(Which, K1, Row, S#store{labels = L2}),
+                    S0 = forget(Which, K, S),
+                    L3 = add_rolled_up(Which, K1, Row, S0#store{labels = L2}),
                     L5 = msgflow_labels:release(msgflow_labels:release(L3, Sn), R),
                     Moved = case Which of
                                 pairs -> msgflow_row:total(Row);
                                 _ -> 0
                             end,
-                    S#store{labels = L5, rolled_up_messages = S#store.rolled_up_messages + Moved}
+                    S0#store{labels = L5, rolled_up_messages = S#store.rolled_up_messages + Moved}
             end
     end.
+
+%% A pair that left the pairs table leaves the busiest indexes and the
+%% sends to names too.
+forget(pairs, K, S = #store{busiest = B, busiest_open = O, named = Nm}) ->
+    ets:delete(Nm, K),
+    S#store{busiest = msgflow_busiest:remove(B, K), busiest_open = msgflow_busiest:remove(O, K)};
+forget(_, _, S) ->
+    S.
 
 add_rolled_up(dead, K1 = {S1, R1}, {_, N}, #store{dead = D, labels = L}) ->
     case ets:insert_new(D, {K1, N}) of

@@ -13,7 +13,7 @@
 %%% (empty with kinds off; their sum is Total when every delta carried a
 %%% kind).  Pure; any process.
 -module(msgflow_row).
--export([new/4, select_spec/3, add_kind/4, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, total/1, last_window/1, peak_mhz/1, mhz/2, per_s/3, mhz_to_per_s/1, pattern/1, count_in_open/1, add/5,
+-export([new/4, select_spec/3, add_kind/4, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, named/1, total/1, count/1, last_window/1, peak_mhz/1, mhz/2, per_s/3, mhz_to_per_s/1, pattern/1, count_in_open/1, add/5,
          merge/3, counts_in/3, last_two/2, peak_rate/4, fold_select/4, sum_counts/1,
          sorted_pairs/1]).
 -export_type([row/0, pattern_fields/0, kind_count/0]).
@@ -98,6 +98,14 @@ add_kind_count(Kd, Tg, N, M) ->
 -spec key(row()) -> term().
 key(Row) -> element(1, Row).
 
+%% @doc Whether a receiver is a local registered name (`Name' or `{Name,
+%% node()}'): the views merge a send to it into its pid's row, and the
+%% store keeps such pairs apart.
+-spec named(term()) -> boolean().
+named(R) when is_atom(R) -> true;
+named({_, N}) when N =:= node() -> true;
+named(_) -> false.
+
 %% @doc The row under another pair (a rolled-up row's group key).
 -spec rekey(row(), term()) -> row().
 rekey(Row, Key) -> setelement(1, Row, Key).
@@ -127,6 +135,10 @@ mhz_to_per_s(Mhz) -> Mhz / 1000.
 %% @doc Messages since start.
 -spec total(row()) -> non_neg_integer().
 total(Row) -> element(2, Row).
+
+%% @doc Messages in the latest window the pair had traffic in.
+-spec count(row()) -> non_neg_integer().
+count(Row) -> element(4, Row).
 
 %% @doc The latest window the pair had traffic in.
 -spec last_window(row()) -> pos_integer().

@@ -19,6 +19,9 @@
 %% scheduler threads holds k entries, one per kind of message it has with
 %% kinds on; see max_pairs in CONTRIBUTING.md, Memory)
 -define(ENTRIES_PER_PAIR, 4).
+%% the tracer's share of max_memory (half), in entries of about this many
+%% bytes (BENCHMARKS.md: 140-190 bytes an entry)
+-define(ENTRY_BYTES, 200).
 %% windows between rotations of the NIF's tables (sooner when they are
 %% half full)
 -define(ROTATE_EVERY, 30).
@@ -104,7 +107,7 @@ begin_run1(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
                end,
     case {msgflow_flags:mode(Want), msgflow_flags:resolve(Procs)} of
         {{ok, Mode}, {ok, Targets}} ->
-            try msgflow_tracer:session_new(self(), Max * ?ENTRIES_PER_PAIR, MaxKinds) of
+            try msgflow_tracer:session_new(self(), max_entries(Max, Opts), MaxKinds) of
                 Session ->
                     %% round trips of sampled calls: their requests are
                     %% told by their kind, so with kinds only
@@ -313,12 +316,20 @@ session_info(#run{session = S}) ->
 -spec rotate(run(), pos_integer(), non_neg_integer()) -> ok.
 rotate(Run, MaxPairs, Closed) ->
     Full = case session_info(Run) of
-               #{entries := E} -> E * 2 >= MaxPairs * ?ENTRIES_PER_PAIR;
+               #{entries := E, max_pairs := Cap} -> E * 2 >= min(Cap, MaxPairs * ?ENTRIES_PER_PAIR);
                _ -> false
            end,
     _ = (Full orelse Closed rem ?ROTATE_EVERY =:= 0)
         andalso quietly(fun() -> msgflow_tracer:session_rotate(Run#run.session) end),
     ok.
+
+%% The tracer's entries, at most: four a pair (kinds and threads), and
+%% within half of max_memory.
+max_entries(MaxPairs, Opts) ->
+    case maps:get(max_memory, Opts, infinity) of
+        infinity -> MaxPairs * ?ENTRIES_PER_PAIR;
+        Bytes -> max(1, min(MaxPairs * ?ENTRIES_PER_PAIR, Bytes div (2 * ?ENTRY_BYTES)))
+    end.
 
 %% @doc For a collector that starts: a collector that died while running
 %% in legacy mode left processes flagged for its session (the session is

@@ -49,6 +49,12 @@
 %% how long the tables a reset or a new run replaced are kept for the
 %% views still reading them, in ms
 -define(RETIRE_MS, 60000).
+%% pairs the busiest indexes hold (msgflow_busiest): by messages since
+%% start, enough for any page of msgflow-top (500) and the web page
+%% (200); by window, enough that the hotspot rules' pairs (100 messages
+%% in a window or more) are all in it on a busy node
+-define(BUSIEST_TOTAL, 2048).
+-define(BUSIEST_WINDOW, 10000).
 
 %% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
 -type state() :: #store{}.
@@ -81,14 +87,17 @@
 -spec new() -> state().
 new() ->
     #store{pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
-           calls = new_calls(), wsenders = new_wsenders(undefined), labels = msgflow_labels:new()}.
+           calls = new_calls(), wends = new_wends(), labels = msgflow_labels:new(),
+           busiest = msgflow_busiest:new(?BUSIEST_TOTAL),
+           busiest_open = msgflow_busiest:new(?BUSIEST_WINDOW), named = new_named()}.
 
 %% @doc The store set for a run with these options (`windows',
 %% `max_pairs', `max_kinds'); its window opens now.
 -spec start_run(state(), msgflow_opts:run_opts()) -> state().
 start_run(S, #{windows := Keep, max_pairs := Max} = Opts) ->
     restart_window(S#store{keep = Keep, max_pairs = Max, proc_events_dropped = 0,
-                           max_kinds = maps:get(max_kinds, Opts, 8)}).
+                           max_kinds = maps:get(max_kinds, Opts, 8),
+                           max_memory = maps:get(max_memory, Opts, infinity), full = false}).
 
 %% @doc The open window starts now.
 -spec restart_window(state()) -> state().
@@ -108,11 +117,14 @@ clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Ca
                               keep_labels -> msgflow_labels:forget_endpoints(S#store.labels);
                               new_run -> msgflow_labels:clear(S#store.labels)
                           end,
-    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls | OldLabels]}),
+    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, S#store.named | OldLabels]
+                                                   ++ index_tables(S) ++ wend_tables(S)}),
     S#store{closed = 0, windows = [], durations = #{}, events = 0,
             pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
             calls = new_calls(), call_figures = #{busy => 0, displaced => 0},
-            wsenders = new_wsenders(S#store.wsenders),
+            wends = new_wends(), wlast = none, named = new_named(), full = false,
+            busiest = msgflow_busiest:new(?BUSIEST_TOTAL),
+            busiest_open = msgflow_busiest:new(?BUSIEST_WINDOW), busiest_last = none,
             dead_letters = 0, overflow = 0, rolled_up_messages = 0, sweeps = #{},
             labels = Labels}.
 
@@ -158,8 +170,9 @@ closed(#store{closed = C}) -> C.
 -spec take(msgflow_tracer:session(), state()) -> state().
 take(Session, S) ->
     try msgflow_tracer:snapshot_start(Session) of
-        Take -> take_calls(Session, take_chunks(Session, Take,
-                                                S#store{snapshot_at = erlang:system_time(millisecond)}))
+        Take ->
+            S1 = S#store{snapshot_at = erlang:system_time(millisecond)},
+            take_calls(Session, take_chunks(Session, Take, nif_bytes(Session), S1))
     catch
         error:undef -> S;
         error:{not_loaded, _} -> S;
@@ -172,16 +185,50 @@ take(Session, S) ->
 %% cannot be read (the tracer module deleted or reloaded between two
 %% chunks: see take/2) ends the turn with the chunks merged so far; the
 %% rest stays in the NIF's tables or goes with the old module.
-take_chunks(Session, Take, S) ->
+take_chunks(Session, Take, Nif, S0) ->
+    S = check_memory(Nif, S0),
     case next_chunk(Take) of
         {more, Pairs, Dead, Replies} ->
-            take_chunks(Session, Take,
+            take_chunks(Session, Take, Nif,
                         merge({Pairs, Dead, Replies, 0, 0}, take_proc_events(Session, S)));
         {done, Pairs, Dead, Replies, Overflow, OverflowDead} ->
             merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_proc_events(Session, S));
         gone ->
             S
     end.
+
+%% The bytes the tracer's tables hold, as the take begins (0 when it
+%% cannot say).
+nif_bytes(Session) ->
+    try msgflow_tracer:session_info(Session) of
+        #{memory := B} -> B
+    catch error:_ -> 0
+    end.
+
+%% `full' once the store's tables and the tracer's (Nif bytes) reach
+%% max_memory: read before each chunk of about 1,024 deltas, so the bound
+%% is passed by one chunk's new pairs at most.  It is not undone while the
+%% run goes on (rows are only rolled up, never freed one by one, and a
+%% bound that came and went would count a pair now and not the next
+%% moment); reset/0 and a new run start empty.
+check_memory(_, S = #store{max_memory = infinity}) -> S;
+check_memory(_, S = #store{full = true}) -> S;
+check_memory(Nif, S = #store{max_memory = Max}) ->
+    S#store{full = Nif + memory(S) >= Max}.
+
+%% The store's tables' bytes.
+memory(S) ->
+    Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
+                                                    S#store.groups, S#store.calls, S#store.named]
+                                                  ++ index_tables(S) ++ wend_tables(S)
+                                                  ++ maps:values(msgflow_labels:tables(S#store.labels))]),
+    Words * erlang:system_info(wordsize).
+
+index_tables(#store{busiest = B, busiest_open = O, busiest_last = L}) ->
+    lists:append([msgflow_busiest:tables(I) || I <- [B, O, L], I =/= none]).
+
+wend_tables(#store{wends = {I, O}, wlast = Last}) ->
+    [I, O | case Last of none -> []; {LI, LO} -> [LI, LO] end].
 
 %% The sampled calls' round trips since the last take (msgflow_store_calls).
 take_calls(Session, S = #store{calls = T, closed = C}) ->
@@ -275,21 +322,24 @@ add_group(Sn, R, N, KT, S = #store{groups = G, closed = C}) ->
     S#store{labels = L2}.
 
 %% N messages (of kind and tag KT, or none) added to Row, the row of key K
-%% in table T, in the open window: `open' when Row had messages in it
-%% already, `first' when these are its first of the window.
+%% in table T, in the open window: `{open, Total, Count}' when Row had
+%% messages in it already, `{first, ...}' when these are its first of the
+%% window; Total its messages since start and Count in the open window,
+%% now.
 add_to_row(T, K, Row, N, KT, #store{closed = C, max_kinds = MaxK, keep = Keep, durations = Durs}) ->
     Open = C + 1,
     case msgflow_row:last_window(Row) of
         Open when KT =:= none ->
-            _ = ets:update_counter(T, K, msgflow_row:count_in_open(N)),
-            open;
+            [Total, Count] = ets:update_counter(T, K, msgflow_row:count_in_open(N)),
+            {open, Total, Count};
         Open ->
-            ets:insert(T, msgflow_row:add_kind(msgflow_row:add_in_open(Row, N), N, KT, MaxK)),
-            open;
+            Row1 = msgflow_row:add_in_open(Row, N),
+            ets:insert(T, msgflow_row:add_kind(Row1, N, KT, MaxK)),
+            {open, msgflow_row:total(Row1), msgflow_row:count(Row1)};
         _ ->
             Row1 = msgflow_row:add(Row, N, Open, Open - Keep, Durs),
             ets:insert(T, msgflow_row:add_kind(Row1, N, KT, MaxK)),
-            first
+            {first, msgflow_row:total(Row1), N}
     end.
 
 add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
@@ -301,26 +351,43 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
     Open = C + 1,
     case ets:lookup(T, K) of
         [Row] ->
-            case add_to_row(T, K, Row, N, KT, S) of
-                open -> S#store{events = E + N};
-                first -> first_in_window(R, S#store{events = E + N})
-            end;
+            {First, Total, Count} = add_to_row(T, K, Row, N, KT, S),
+            in_window(First, Which, K, N, KT, Total, Count, S#store{events = E + N});
         [] ->
-            case Which =:= pairs andalso ets:info(T, size) >= S#store.max_pairs of
+            case Which =:= pairs andalso
+                (S#store.full orelse ets:info(T, size) >= S#store.max_pairs) of
                 true ->
                     S#store{events = E + N, overflow = S#store.overflow + N};
                 false ->
                     %% labelling reads the new endpoints from the VM
                     erlang:bump_reductions(10 * ?MERGE_REDUCTIONS),
                     ets:insert(T, msgflow_row:new(K, N, Open, KT)),
+                    _ = Which =:= pairs andalso msgflow_row:named(R) andalso ets:insert(S#store.named, {K}),
                     L = msgflow_labels:hold_pair(S#store.labels, Sn, R),
-                    first_in_window(R, S#store{events = E + N, labels = L})
+                    in_window(first, Which, K, N, KT, N, N, S#store{events = E + N, labels = L})
             end
     end.
 
-first_in_window(R, S = #store{wsenders = WS}) ->
-    _ = ets:update_counter(WS, R, 1, {R, 0}),
-    S.
+%% What the window's ends and the busiest indexes keep of N messages of
+%% pair K, now at Total since start and Count in the open window: its
+%% ends' messages and distinct partners (First: `first' for the pair's
+%% first messages of the window); a pair of the pairs table not sent to a
+%% local name in the busiest indexes.
+in_window(First, Which, K = {Sn, R}, N, KT, Total, Count, S = #store{wends = {In, Out}}) ->
+    New = case First of first -> 1; open -> 0 end,
+    _ = ets:update_counter(In, R, [{2, New}, {3, N}], {R, 0, 0}),
+    _ = case KT of
+            {reply, _} -> ok;
+            _ -> ets:update_counter(Out, Sn, [{2, New}, {3, N}], {Sn, 0, 0})
+        end,
+    case Which =:= pairs andalso not msgflow_row:named(R) of
+        true ->
+            S#store{busiest = msgflow_busiest:bump(S#store.busiest, K, Total),
+                    busiest_open = msgflow_busiest:bump(S#store.busiest_open, K, Count)};
+        false ->
+            S
+    end.
+
 
 %%% Windows
 
@@ -334,9 +401,16 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
     N = Closed + 1,
     W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
           queue_lens => queue_lens(S)},
+    %% the last window's ends and busiest pairs are kept for the views;
+    %% those of the window before go once no view can be reading them
+    Old = case S#store.wlast of none -> []; {LI, LO} -> [LI, LO] end
+        ++ case S#store.busiest_last of none -> []; B -> msgflow_busiest:tables(B) end,
+    _ = Old =/= [] andalso erlang:send_after(?RETIRE_MS, self(), {retire, Old}),
     rollup_calls(msgflow_rollup:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
                                durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
-                               wsenders = new_wsenders(S#store.wsenders),
+                               wends = new_wends(), wlast = S#store.wends,
+                               busiest_last = S#store.busiest_open,
+                               busiest_open = msgflow_busiest:new(?BUSIEST_WINDOW),
                                labels = msgflow_labels:purge(msgflow_labels:prune_proc_events(L, N))})).
 
 %% message_queue_len of the local receivers that had the most senders in
@@ -345,17 +419,18 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
 %% above it and up to that many equal to it, from ETS (so that a window
 %% with 100,000 receivers costs no sort of them all); names join their
 %% pid's count.
-queue_lens(#store{wsenders = WS, labels = L}) ->
+queue_lens(#store{wends = {WS, _}, labels = L}) ->
     Tables = msgflow_labels:tables(L),
-    Thr = case ets:select(WS, [{{'_', '$1'}, [], ['$1']}], 1000) of
+    Thr = case ets:select(WS, [{{'_', '$1', '_'}, [], ['$1']}], 1000) of
               {Ns, _} when length(Ns) > ?QLEN_MAX_SAMPLED ->
                   max(?QLEN_MIN_SENDERS,
                       lists:nth(?QLEN_MAX_SAMPLED, lists:sort(fun erlang:'>='/2, Ns)));
               _ -> ?QLEN_MIN_SENDERS
           end,
-    Above = ets:select(WS, [{{'$1', '$2'}, [{'orelse', {'>', '$2', Thr}, {'not', {is_pid, '$1'}}}],
-                             ['$_']}]),
-    Equal = case ets:select(WS, [{{'$1', '$2'}, [{'==', '$2', Thr}, {is_pid, '$1'}], ['$_']}],
+    Above = ets:select(WS, [{{'$1', '$2', '_'}, [{'orelse', {'>', '$2', Thr}, {'not', {is_pid, '$1'}}}],
+                             [{{'$1', '$2'}}]}]),
+    Equal = case ets:select(WS, [{{'$1', '$2', '_'}, [{'==', '$2', Thr}, {is_pid, '$1'}],
+                                  [{{'$1', '$2'}}]}],
                             ?QLEN_MAX_SAMPLED) of
                 '$end_of_table' -> [];
                 {Eq, _} -> Eq
@@ -386,6 +461,15 @@ handle(S, Run) ->
          taken_at => erlang:system_time(millisecond), snapshot_at => S#store.snapshot_at,
          closed => S#store.closed, open_ms => now_ms() - S#store.win_start,
          windows => lists:reverse(S#store.windows),
+         busiest => #{total => msgflow_busiest:reader(S#store.busiest),
+                      open => msgflow_busiest:reader(S#store.busiest_open),
+                      last => case S#store.busiest_last of
+                                  none -> none;
+                                  B -> msgflow_busiest:reader(B)
+                              end},
+         named => S#store.named,
+         window_ends => #{open => S#store.wends, last => S#store.wlast},
+         memory_full => S#store.full,
          events => S#store.events, dead_letters => S#store.dead_letters,
          overflow => S#store.overflow, rolled_up_messages => S#store.rolled_up_messages,
          proc_events_dropped => S#store.proc_events_dropped}.
@@ -405,9 +489,6 @@ balance(S) ->
 %% memory of its tables (bytes).
 -spec figures(state()) -> map().
 figures(S) ->
-    Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
-                                                    S#store.groups, S#store.calls]
-                                                  ++ maps:values(msgflow_labels:tables(S#store.labels))]),
     #{pairs => ets:info(S#store.pairs, size),
       events => S#store.events,
       dead_letters => S#store.dead_letters,
@@ -419,7 +500,9 @@ figures(S) ->
       calls_busy => maps:get(busy, S#store.call_figures),
       calls_displaced => maps:get(displaced, S#store.call_figures),
       proc_events_dropped => S#store.proc_events_dropped,
-      store_memory => Words * erlang:system_info(wordsize),
+      store_memory => memory(S),
+      memory_full => S#store.full,
+      max_memory => S#store.max_memory,
       windows => length(S#store.windows)}.
 
 new_rows() -> ets:new(msgflow_pairs, [set, protected]).
@@ -429,11 +512,14 @@ new_dead() -> ets:new(msgflow_dead, [set, protected]).
 %% ordered: a pair's call edges are one range of keys (msgflow_call_row:of_pair/3)
 new_calls() -> ets:new(msgflow_calls, [ordered_set, protected]).
 
-%% A new, empty table of window senders; the old one is deleted whole
-%% (which the VM does in the background), not emptied object by object.
-new_wsenders(Old) ->
-    _ = Old =/= undefined andalso ets:delete(Old),
-    ets:new(msgflow_window_senders, [set, private]).
+%% The open window's ends, new and empty (the old are deleted whole,
+%% which the VM does in the background, not emptied object by object).
+new_wends() ->
+    {ets:new(msgflow_window_receivers, [set, protected]),
+     ets:new(msgflow_window_senders, [set, protected])}.
+
+%% the pairs sent to local registered names
+new_named() -> ets:new(msgflow_named, [set, protected]).
 
 now_ms() ->
     erlang:monotonic_time(millisecond).

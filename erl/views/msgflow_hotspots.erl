@@ -43,6 +43,10 @@
 
 -export_type([finding/0]).
 
+%% fan-in and fan-out subjects at most whose pairs are read for their
+%% kind (one read of every pair, with a guard naming each)
+-define(KIND_ENDS, 32).
+
 %% `node' (the node it was found on) when msgflow counts across a cluster.
 %% `members' (and `subject' the list of the members' subjects) when the
 %% finding stands for several subjects that share a label (find/2).
@@ -65,11 +69,23 @@ options() ->
       slow_call_ms => {100, pos_number},    %% a call edge's p99, ms, at least
       slow_growth => {3, pos_number}}.      %% last window's p99 >= growth x the one before
 
-%% @doc This node's findings, each with `node'.
+%% @doc This node's findings, each with `node'.  The rules read what the
+%% store keeps as snapshots merge (inputs/3): the last window's ends (each
+%% receiver's distinct senders and messages in, each sender's distinct
+%% receivers and messages out) and the rows of only the pairs that can be
+%% a finding (the busiest of the last window, and those of a subject when
+%% there are a few, for its kind); a store that does not know them (its
+%% index let go of pairs that could be) is read whole.
 -spec build(msgflow_store:store(), map()) -> [finding()].
-build(Store, Opts) ->
-    [F#{node => node()} || F <- find(msgflow_rows:build(Store, spec(Opts)), Opts)
-                               ++ slow_calls(msgflow_calls_view:build(Store, #{}), Opts)].
+build(Store, Opts0) ->
+    Opts = maps:merge(msgflow_opts:defaults(options()), Opts0),
+    Found = case inputs(Store, Opts) of
+                {ok, Keys, Ends} ->
+                    rules(msgflow_rows:build(Store, (spec(Opts))#{keys => Keys}), Ends, Opts);
+                unknown ->
+                    find(msgflow_rows:build(Store, spec(Opts)), Opts)
+            end,
+    [F#{node => node()} || F <- Found ++ slow_calls(msgflow_calls_view:build(Store, #{}), Opts)].
 
 %% @doc Every node's findings, this node's first, and one `no_answer'
 %% finding for each node that did not answer.
@@ -121,9 +137,12 @@ spec(#{windows := N}) ->
 %% checks them (their defaults fill in the rest).
 -spec find(map(), map()) -> [finding()].
 find(View, Opts) ->
-    rules(View, maps:merge(msgflow_opts:defaults(options()), Opts)).
+    rules(View, rows, maps:merge(msgflow_opts:defaults(options()), Opts)).
 
-rules(View = #{windows := All, rows := Rows, endpoints := Ends}, O = #{windows := N}) ->
+%% The findings of View, whose rows are every pair's (Ends `rows': the
+%% last window's ends are summed from them) or the candidates' (Ends the
+%% store's, inputs/3).
+rules(View = #{windows := All, rows := Rows, endpoints := Ends}, EndsIn, O = #{windows := N}) ->
     Kept = lists:nthtail(max(0, length(All) - N), All),
     %% per window: {DurationMs, #{{S, R} => Messages}, #{Receiver => QueueLen}}
     Counts = lists:foldl(
@@ -150,11 +169,108 @@ rules(View = #{windows := All, rows := Rows, endpoints := Ends}, O = #{windows :
     Scale = maps:get(scale, View, 1),
     Kinds = maps:from_list([{{S, R}, Ks} || #{sender := S, receiver := R, kinds := Ks} <- Rows]),
     Group = Field(label),
+    #{ins := Ins, outs := Outs} = case {EndsIn, Ws} of
+                                      {rows, []} -> #{ins => #{}, outs => #{}};
+                                      {rows, _} -> ends(element(2, lists:last(Ws)), Kinds);
+                                      _ -> EndsIn
+                                  end,
     [with_kind(F, Kinds)
-     || Found <- [fan_in(Ws, O, Label, Scale), hot_pair(Ws, O, Label, Scale),
-                  spike(Ws, O, Label), fan_out(Ws, O, Label, Kinds),
+     || Found <- [fan_in(Ws, Ins, O, Label, Scale), hot_pair(Ws, O, Label, Scale),
+                  spike(Ws, O, Label), fan_out(Ws, Outs, O, Label),
                   dead_letters(View, O, Label)],
         F <- grouped(Found, Group, O)].
+
+%% The last window's ends from its pairs' counts (Last: `#{{S, R} =>
+%% Messages}'): `ins', each receiver's distinct senders and messages in;
+%% `outs', each sender's distinct receivers and messages out, of the
+%% messages that are no replies (a server answering many callers sends to
+%% each of them, but it is asked): a pair's window counted for the share
+%% of its messages that are no replies (all of it with kinds off).
+ends(Last, Kinds) ->
+    maps:fold(fun({S, R}, C, #{ins := In, outs := Out}) ->
+                      {Ns, Ni} = maps:get(R, In, {0, 0}),
+                      Out1 = case round(C * asked_share(maps:get({S, R}, Kinds, []))) of
+                                 0 -> Out;
+                                 CO ->
+                                     {Ro, No} = maps:get(S, Out, {0, 0}),
+                                     Out#{S => {Ro + 1, No + CO}}
+                             end,
+                      #{ins => In#{R => {Ns + 1, Ni + C}}, outs => Out1}
+              end, #{ins => #{}, outs => #{}}, Last).
+
+%% What the rules need of the store, read from what it keeps as
+%% snapshots merge: the pairs that can be a hot pair or a spike (the last
+%% closed window's busiest index holds every pair with as many messages
+%% as either rule asks for), the last window's ends (its receivers that
+%% had their queue read, and its senders with fan_out_receivers
+%% receivers or more) and, when those subjects are few (?KIND_ENDS), the
+%% pairs into or out of them (for their kind).  `unknown' when the store
+%% does not keep them (a view of another release) or its index let go of
+%% pairs that could be a finding.
+inputs(Store = #{busiest := #{last := Last}, window_ends := #{last := {In, Out}},
+                 windows := [_ | _] = Ws, pairs := T},
+       #{hot_rate := Hot, spike_min := SpikeMin, fan_out_receivers := MinR,
+         fan_in_senders := MinS, queue_min := QMin}) when Last =/= none ->
+    #{window_ms := WinMs, scale := Scale} = msgflow_rows:rate_window(Store),
+    %% a pair with fewer messages than this in the last window is no hot
+    %% pair and no spike
+    Thr = max(1, min(ceil(SpikeMin), floor(Hot * WinMs / (1000 * Scale)))),
+    case msgflow_busiest:above(Last, Thr) of
+        unknown ->
+            unknown;
+        {ok, Busy} ->
+            #{queue_lens := QN} = lists:last(Ws),
+            Ins = maps:from_list(
+                    [{P, Sum} || {P, Len} <- maps:to_list(QN), Len >= QMin,
+                                 Sum = {Ns, _} <- [in_sum(In, P)], Ns >= MinS]),
+            Outs = maps:from_list([{Sn, {Nr, Nm}}
+                                   || {Sn, Nr, Nm} <- ets:select(Out, [{{'_', '$1', '_'},
+                                                                        [{'>=', '$1', MinR}],
+                                                                        ['$_']}])]),
+            Keys = [K || {K, _} <- Busy] ++ subject_pairs(T, Ins, Outs),
+            {ok, Keys, #{ins => Ins, outs => Outs}}
+    end;
+inputs(_, _) ->
+    unknown.
+
+%% Receiver P's distinct senders and messages in the last window, sent to
+%% it or to its registered name (a sender that used both counts twice).
+in_sum(In, P) ->
+    Names = names_of(P),
+    lists:foldl(fun(K, {A, B}) ->
+                        case ets:lookup(In, K) of
+                            [{_, Ns, Nm}] -> {A + Ns, B + Nm};
+                            [] -> {A, B}
+                        end
+                end, {0, 0}, [P | Names ++ [{N, node()} || N <- Names]]).
+
+%% The name a local process is registered under, if any.
+names_of(P) when is_pid(P), node(P) =:= node() ->
+    case process_info(P, registered_name) of
+        {registered_name, N} -> [N];
+        _ -> []
+    end;
+names_of(_) ->
+    [].
+
+%% The pairs out of the fan-out subjects and into the fan-in ones, for
+%% their kind, when they are few (one read of the pairs with a guard
+%% naming each); none else.
+subject_pairs(T, Ins, Outs) ->
+    Into = lists:append([[P | names_of(P) ++ [{N, node()} || N <- names_of(P)]]
+                         || P <- maps:keys(Ins)]),
+    Out = maps:keys(Outs),
+    case length(Into) + length(Out) of
+        0 -> [];
+        N when N > ?KIND_ENDS -> [];
+        _ ->
+            Is = fun(Var, Ends) -> [{'=:=', Var, {const, E}} || E <- Ends] end,
+            Guard = case Is('$1', Out) ++ Is('$2', Into) of
+                        [One] -> One;
+                        Many -> list_to_tuple(['orelse' | Many])
+                    end,
+            ets:select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}}), [Guard], [{{'$1', '$2'}}]}])
+    end.
 
 %% Findings of one rule whose subjects share a label (21 sessions of
 %% xmpp_stream_in:init/1, each a fan_out) become one finding for the
@@ -255,28 +371,26 @@ with_kind(F = #{rule := Rule, subject := Subj0, evidence := Ev, explanation := E
 %% The queue must be at least queue_min in the last two windows: one
 %% reading of a queue is an instant, and a receiver that keeps up can be
 %% caught with its senders' messages not yet read.
-fan_in(Ws, #{fan_in_senders := MinS, queue_min := QMin}, Label, Scale) when length(Ws) >= 2 ->
+fan_in(Ws, Ins, #{fan_in_senders := MinS, queue_min := QMin}, Label, Scale) when length(Ws) >= 2 ->
     {_, _, Q0} = hd(Ws),
-    [{Dur, Last, QN}, {_, _, QPrev} | _] = lists:reverse(Ws),
-    Senders = senders_by_receiver(Last),
+    [{Dur, _, QN}, {_, _, QPrev} | _] = lists:reverse(Ws),
     Found = [begin
                  Lens = [maps:get(R, Q, 0) || {_, _, Q} <- Ws],
-                 Rate = msgflow_row:per_s(lists:sum([C || {{_, R1}, C} <- maps:to_list(Last), R1 =:= R]),
-                             Dur, Scale),
+                 Rate = msgflow_row:per_s(In, Dur, Scale),
                  #{rule => fan_in, subject => R, label => Label(R),
-                   evidence => #{senders => length(Ss), rate => Rate, queue_len => Lens,
+                   evidence => #{senders => Ns, rate => Rate, queue_len => Lens,
                                  window_ms => Dur},
                    explanation => fmt("~ts: ~s senders, ~s msg/s in, queue ~s -> ~s over "
                                       "~b windows",
-                                      [Label(R), msgflow_fmt:int(length(Ss)), msgflow_fmt:rate(Rate),
+                                      [Label(R), msgflow_fmt:int(Ns), msgflow_fmt:rate(Rate),
                                        msgflow_fmt:int(hd(Lens)), msgflow_fmt:int(lists:last(Lens)),
                                        length(Lens)])}
              end
-             || {R, Ss} <- maps:to_list(Senders), length(Ss) >= MinS,
+             || {R, {Ns, In}} <- maps:to_list(Ins), Ns >= MinS,
                 is_map_key(R, QN), maps:get(R, QN) >= QMin, maps:get(R, QPrev, 0) >= QMin,
                 maps:get(R, QN) > maps:get(R, Q0, 0)],
     by_desc(fun(#{evidence := #{senders := S}}) -> S end, Found);
-fan_in(_, _, _, _) ->
+fan_in(_, _, _, _, _) ->
     [].
 
 hot_pair([], _, _, _) ->
@@ -311,27 +425,19 @@ spike(Ws, #{spike_factor := K, spike_min := Min}, Label) when length(Ws) >= 3 ->
 spike(_, _, _) ->
     [].
 
-%% One sender sending to many receivers in the last window.  Replies do
-%% not count: a server answering many callers sends to each of them, but
-%% it is asked; a row's window is counted for the share of its messages
-%% that are no replies (all of it with kinds off).
+%% One sender sending to many receivers in the last window (Outs: each
+%% sender's distinct receivers and messages, of those that are no
+%% replies: ends/2, or the store's, where a receiver counts when the
+%% pair's first messages of the window were no reply).
 fan_out([], _, _, _) ->
     [];
-fan_out(Ws, #{fan_out_receivers := Min}, Label, Kinds) ->
-    {Dur, Last, _} = lists:last(Ws),
-    BySender = maps:fold(fun({S, R}, C0, Acc) ->
-                                 case round(C0 * asked_share(maps:get({S, R}, Kinds, []))) of
-                                     0 -> Acc;
-                                     C ->
-                                         {Rs, N} = maps:get(S, Acc, {[], 0}),
-                                         Acc#{S => {[R | Rs], N + C}}
-                                 end
-                         end, #{}, Last),
+fan_out(Ws, Outs, #{fan_out_receivers := Min}, Label) ->
+    {Dur, _, _} = lists:last(Ws),
     Found = [#{rule => fan_out, subject => S, label => Label(S),
-               evidence => #{receivers => length(Rs), count => N, window_ms => Dur},
+               evidence => #{receivers => Nr, count => N, window_ms => Dur},
                explanation => fmt("~ts: ~s messages to ~s receivers in the last window",
-                                  [Label(S), msgflow_fmt:int(N), msgflow_fmt:int(length(Rs))])}
-             || {S, {Rs, N}} <- maps:to_list(BySender), length(Rs) >= Min],
+                                  [Label(S), msgflow_fmt:int(N), msgflow_fmt:int(Nr)])}
+             || {S, {Nr, N}} <- maps:to_list(Outs), Nr >= Min],
     by_desc(fun(#{evidence := #{receivers := R}}) -> R end, Found).
 
 %% Sends to processes that no longer existed, by sender, since start.
@@ -378,11 +484,6 @@ asked_share([]) ->
 asked_share(Ks) ->
     Replies = lists:sum([N || {reply, _, N} <- Ks]),
     1 - Replies / lists:sum([N || {_, _, N} <- Ks]).
-
-senders_by_receiver(W) ->
-    maps:map(fun(_, Ss) -> lists:usort(Ss) end,
-             maps:fold(fun({S, R}, _, Acc) -> Acc#{R => [S | maps:get(R, Acc, [])]} end,
-                       #{}, W)).
 
 pair_label(S, R, Label) ->
     iolist_to_binary([Label(S), " -> ", Label(R)]).

@@ -74,6 +74,8 @@
 %% (0: per-window counts of the K latest closed windows in each row),
 %% `active' (false; true: only rows with messages in those windows),
 %% `dead' (false; true: dead letters by pair, grouped like the rows),
+%% `keys' (none; by process: the rows of these pairs only, with those of
+%% sends to names and the rolled-up rows: what the hotspot rules read),
 %% `heatmap' (none; L: the L senders and the L receivers with the most
 %% messages, as `heatmap => #{rows, cols}', busiest first),
 %% `labelled' (all; N: only the keys of the first N rows, and those of the
@@ -95,6 +97,7 @@
                   kind => msgflow_tracer:kind() | {msgflow_tracer:kind(), atom()},
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all,
+                  keys => [{key(), key()}],
                   filter => binary() | string()}.
 
 %% @doc The most rows a view may ask for: more than any node holds
@@ -124,12 +127,23 @@ build(Store, Spec) ->
                    Ctx0#{endpoint => (msgflow_rows_groups:key_fun(process, maps:get(labels, Store)))(Only)};
                _ -> Ctx0
            end,
+    Ctx2 = case Spec of
+               #{filter := Text} -> Ctx1#{filter => filter(Text, By, maps:get(labels, Store))};
+               _ -> Ctx1
+           end,
+    %% by process, only these pairs (and the sends to names and rolled-up
+    %% rows, which are few)
     Ctx = case Spec of
-              #{filter := Text} -> Ctx1#{filter => filter(Text, By, maps:get(labels, Store))};
-              _ -> Ctx1
+              #{keys := Keys} when By =:= process -> Ctx2#{keys => Keys};
+              _ -> Ctx2
           end,
     {Groups, NGroups} = case {By, Limit, Sort} of
                             {process, N, messages} when is_integer(N), not is_map_key(filter, Ctx) ->
+                                msgflow_rows_groups:top_by_process(Store, Ctx, N);
+                            {process, N, rate} when is_integer(N), not is_map_key(filter, Ctx),
+                                                    not is_map_key(endpoint, Ctx),
+                                                    not is_map_key(pair, Spec),
+                                                    not is_map_key(kind, Spec) ->
                                 msgflow_rows_groups:top_by_process(Store, Ctx, N);
                             _ ->
                                 msgflow_rows_groups:all_groups(Store, Ctx, By, Limit,
@@ -278,7 +292,9 @@ context(Store = #{closed := Closed, windows := Ws, interval := I}, K) ->
       window_ms => WinMs, prev_ms => PrevMs, run_ms => RunMs, scale => Scale,
       k => K, open => Closed + 1, interval => I,
       durations => maps:from_list([{N, D} || #{n := N, window_ms := D} <- Ws]),
-      labels => maps:get(labels, Store)}.
+      labels => maps:get(labels, Store),
+      %% the sends to local names, where the store keeps them apart
+      named => maps:get(named, Store, none)}.
 
 %%% Rows
 

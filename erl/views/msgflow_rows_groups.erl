@@ -21,29 +21,38 @@
 
 -define(SAMPLE, 4096).       %% rows read to set the top-N threshold
 
-%% The N busiest pairs by process.  Rows whose receiver is a local
-%% registered name, and the rolled-up rows, are few and merged
-%% into their pid's row first; of the others only those above the N-th
+%% The N busiest pairs by process, by messages or by the last window's.
+%% Rows whose receiver is a local registered name, and the rolled-up
+%% rows, are few and merged into their pid's row first; the others are
+%% read from the store's busiest index (msgflow_busiest) when it knows
+%% the N busiest, else from ETS: of them only those above the N-th
 %% largest total of a sample can be among the N busiest, and ETS selects
 %% just those, and at most N of those equal to it (ties are broken by
-%% table order).
+%% table order).  By the last window's messages, a store whose index does
+%% not know them is read whole (all_groups/5).
 -spec top_by_process(msgflow_store:store(), map(), pos_integer()) -> chosen().
-top_by_process(#{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, N) ->
-    Named = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}]),
+top_by_process(Store, Ctx = #{sort := rate}, N) ->
+    case from_index(Store, Ctx, N) of
+        {ok, Rows} -> top_by_process(Store, Ctx, N, Rows);
+        unknown -> all_groups(Store, Ctx, process, N, false)
+    end;
+top_by_process(Store = #{pairs := T}, Ctx, N) ->
+    top_by_process(Store, Ctx, N, case from_index(Store, Ctx, N) of
+                                      {ok, Rows} -> Rows;
+                                      unknown -> scan_top(T, N)
+                                  end).
+
+top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, N, Plain) ->
+    Named = case Store of
+                #{named := NT} -> lists:append([ets:lookup(T, K) || {K} <- ets:tab2list(NT)]);
+                _ -> ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}])
+            end,
     Side = lists:foldl(fun(Row, Acc) ->
                                {S, R} = msgflow_row:key(Row),
                                add_member({S, msgflow_labels:canon(Tables, R)}, Row, Acc)
                        end, #{}, Named ++ ets:tab2list(F)),
-    Thr = threshold(T, N),
-    Above = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
-                            [{'>', '$2', Thr}, {'not', named_guard()}], ['$_']}]),
-    Equal = case ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
-                                 [{'==', '$2', Thr}, {'not', named_guard()}], ['$_']}], N) of
-                '$end_of_table' -> [];
-                {Eq, _} -> Eq
-            end,
     Groups0 = lists:foldl(fun(Row, Acc) -> add_member(msgflow_row:key(Row), Row, Acc) end,
-                          Side, Above ++ Equal),
+                          Side, Plain),
     %% a merged name's pid row may be below the threshold: fetch it
     Groups = maps:fold(fun(Key, Members, Acc) ->
                                case lists:any(fun(M) -> msgflow_row:key(M) =:= Key end, Members) of
@@ -53,6 +62,49 @@ top_by_process(#{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, N) ->
                        end, Groups0, Side),
     Accs = [{Key, sum_rows(Members, Ctx)} || {Key, Members} <- maps:to_list(Groups)],
     {[{Key, Acc, maps:get(Key, Groups)} || {Key, Acc} <- busiest(Accs, N, Ctx)], undefined}.
+
+%% The rows of the N busiest pairs (sends to names aside) from the
+%% store's index for the view's sort: messages since start, or the last
+%% window's messages (`last': the open window before one closed), when
+%% it knows them all; `unknown' when it does not (it let go of some, or
+%% a pair of it left the table since).
+from_index(#{busiest := Idx, pairs := T}, #{sort := Sort, last := Last, open := Open}, N) ->
+    Reader = case Sort of
+                 messages -> maps:get(total, Idx);
+                 rate when Last =:= Open -> maps:get(open, Idx);
+                 rate -> maps:get(last, Idx);
+                 peak -> none
+             end,
+    Entries = case Reader of
+                  none -> unknown;
+                  _ -> msgflow_busiest:top(Reader, N, fun(_) -> true end)
+              end,
+    case Entries of
+        unknown ->
+            unknown;
+        {ok, KVs} ->
+            Rows = lists:append([ets:lookup(T, K) || {K, _} <- KVs]),
+            case length(Rows) =:= length(KVs) of
+                true -> {ok, Rows};
+                false -> unknown
+            end
+    end;
+from_index(_, _, _) ->
+    unknown.
+
+%% The N busiest pairs by messages from a read of the table (sends to
+%% names aside): those above the N-th largest total of a sample, and at
+%% most N equal to it.
+scan_top(T, N) ->
+    Thr = threshold(T, N),
+    Above = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
+                            [{'>', '$2', Thr}, {'not', named_guard()}], ['$_']}]),
+    Equal = case ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
+                                 [{'==', '$2', Thr}, {'not', named_guard()}], ['$_']}], N) of
+                '$end_of_table' -> [];
+                {Eq, _} -> Eq
+            end,
+    Above ++ Equal.
 
 sum_rows([Row | Rows], Ctx) ->
     lists:foldl(fun(R, Acc) -> add_acc(acc(R, Ctx), Acc) end, acc(Row, Ctx), Rows).
@@ -141,18 +193,34 @@ by_process(T, F, Guard, KeyOf, Ctx) ->
                #{endpoint := E} -> [{'orelse', {'=:=', '$3', {const, E}}, {'=:=', '$1', {const, E}}}];
                _ -> []
            end,
-    Named = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}), [named_guard() | Guard],
-                            ['$_']}])
+    Min = case Guard of [{'>', _, M}] -> M; [] -> 0 end,
+    Named = case Ctx of
+                #{named := NT} when NT =/= none ->
+                    %% the store keeps the sends to names apart
+                    [Row || {K} <- ets:tab2list(NT), Row <- ets:lookup(T, K),
+                            msgflow_row:last_window(Row) > Min];
+                _ ->
+                    ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}),
+                                    [named_guard() | Guard], ['$_']}])
+            end
         ++ ets:select(F, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}), Ends ++ Guard,
                            ['$_']}]),
     Side = lists:foldl(fun(Row, Acc) ->
                                {S, R} = msgflow_row:key(Row),
                                add_acc_to({S, KeyOf(R)}, acc(Row, Ctx), Acc)
                        end, #{}, Named),
-    Plain = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}),
-                             [{'not', named_guard()} | Ends ++ Guard], ['$_']}],
-                        fun(Row, Acc) -> [{msgflow_row:key(Row), acc(Row, Ctx)} | Acc] end,
-                        []),
+    Plain = case Ctx of
+                #{keys := Keys} ->
+                    %% only these pairs (the hotspot rules' candidates)
+                    [{K, acc(Row, Ctx)} || K <- lists:usort(Keys), Row <- ets:lookup(T, K),
+                                           not msgflow_row:named(element(2, K)),
+                                           msgflow_row:last_window(Row) > Min];
+                _ ->
+                    msgflow_row:fold_select(
+                      T, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}),
+                           [{'not', named_guard()} | Ends ++ Guard], ['$_']}],
+                      fun(Row, Acc) -> [{msgflow_row:key(Row), acc(Row, Ctx)} | Acc] end, [])
+            end,
     case map_size(Side) of
         0 -> Plain;
         _ ->

@@ -1,0 +1,124 @@
+%%% @doc The busiest pairs, kept as snapshots merge: a bounded index of
+%%% the pairs with the highest value of one figure (messages since
+%%% start, or messages in one window), so that a view of the N busiest
+%%% reads N entries instead of every pair.
+%%%
+%%% The figure of a pair only grows while the index is kept (a total, a
+%%% count in a window), which makes a bounded index exact: it holds at
+%%% most `Cap' pairs and a `floor', the highest value it ever let go of;
+%%% a pair whose value reaches above the floor is in it, and every pair
+%%% not in it has a value of at most the floor.  So the index's entries
+%%% are the busiest pairs of all (pairs equal to the floor aside), and a
+%%% view of N of them is exact while the index holds N (top/3).  A pair
+%%% removed (rolled up) leaves the index; the rest stays exact, with
+%%% fewer entries.
+%%%
+%%% Two ETS tables the collector owns (protected: views read them, only
+%%% the collector writes): `{{Value, Key}}' ordered, read from the end,
+%%% and `{Key, Value}'.  bump/3 costs a compare for a pair at or below
+%%% the floor (most deltas of a big node), two or three ETS calls else.
+-module(msgflow_busiest).
+
+-export([new/1, bump/3, remove/2, top/3, above/2, floor/1, size/1, tables/1, reader/1]).
+-export_type([index/0, reader/0]).
+
+-record(busiest, {
+    order :: ets:tid(),         %% {{Value, Key}}, ordered_set
+    values :: ets:tid(),        %% {Key, Value}
+    floor = 0 :: non_neg_integer(),
+    cap :: pos_integer()
+}).
+
+-opaque index() :: #busiest{}.
+%% What a view reads: the tables and the floor as of the handle (the
+%% collector goes on meanwhile: a reader may see a few newer values).
+-type reader() :: #{order := ets:tid(), values := ets:tid(), floor := non_neg_integer()}.
+
+%% @doc An empty index of at most Cap pairs; its tables belong to the
+%% calling process.
+-spec new(pos_integer()) -> index().
+new(Cap) ->
+    #busiest{order = ets:new(msgflow_busiest, [ordered_set, protected]),
+             values = ets:new(msgflow_busiest_values, [set, protected]), cap = Cap}.
+
+%% @doc The pair Key's value is now V (never less than it was).  The
+%% owner only.
+-spec bump(index(), term(), non_neg_integer()) -> index().
+bump(I = #busiest{floor = F}, _, V) when V =< F ->
+    I;
+bump(I = #busiest{order = O, values = Vs, cap = Cap, floor = F}, Key, V) ->
+    case ets:lookup(Vs, Key) of
+        [{_, Old}] ->
+            ets:delete(O, {Old, Key}),
+            ets:insert(O, {{V, Key}}),
+            ets:insert(Vs, {Key, V}),
+            I;
+        [] ->
+            ets:insert(O, {{V, Key}}),
+            ets:insert(Vs, {Key, V}),
+            case ets:info(Vs, size) > Cap of
+                false ->
+                    I;
+                true ->
+                    {Low, LowKey} = Min = ets:first(O),
+                    ets:delete(O, Min),
+                    ets:delete(Vs, LowKey),
+                    I#busiest{floor = max(F, Low)}
+            end
+    end.
+
+%% @doc The pair Key left the store.  The owner only.
+-spec remove(index(), term()) -> index().
+remove(I = #busiest{order = O, values = Vs}, Key) ->
+    case ets:take(Vs, Key) of
+        [{_, V}] -> ets:delete(O, {V, Key});
+        [] -> ok
+    end,
+    I.
+
+%% @doc The N pairs of the highest values, highest first, as `{Key,
+%% Value}', when the index knows them: `{ok, Entries}' while it holds N
+%% pairs or never let one go (then every pair with a value is in it);
+%% else `unknown' (the caller scans).  Any process.
+-spec top(reader(), pos_integer(), fun((term()) -> boolean())) ->
+          {ok, [{term(), non_neg_integer()}]} | unknown.
+top(#{order := O, floor := F}, N, Keep) ->
+    case walk(O, ets:last(O), N, Keep, []) of
+        {Got, 0} -> {ok, lists:reverse(Got)};
+        {Got, _} when F =:= 0 -> {ok, lists:reverse(Got)};
+        _ -> unknown
+    end.
+
+walk(_, '$end_of_table', Left, _, Acc) -> {Acc, Left};
+walk(_, _, 0, _, Acc) -> {Acc, 0};
+walk(O, K = {V, Key}, Left, Keep, Acc) ->
+    case Keep(Key) of
+        true -> walk(O, ets:prev(O, K), Left - 1, Keep, [{Key, V} | Acc]);
+        false -> walk(O, ets:prev(O, K), Left, Keep, Acc)
+    end.
+
+%% @doc Every pair whose value is at least Min, highest first, when the
+%% index holds them all (Min above its floor); else `unknown'.  Any
+%% process.
+-spec above(reader(), pos_integer()) -> {ok, [{term(), non_neg_integer()}]} | unknown.
+above(#{order := O, floor := F}, Min) when Min > F ->
+    {ok, lists:reverse([{Key, V} || {{V, Key}} <- ets:select(O, [{{{'$1', '_'}}, [{'>=', '$1', Min}],
+                                                                  ['$_']}])])};
+above(_, _) ->
+    unknown.
+
+%% @doc The highest value the index let go of (0: none).
+-spec floor(index()) -> non_neg_integer().
+floor(#busiest{floor = F}) -> F.
+
+%% @doc How many pairs it holds.
+-spec size(index()) -> non_neg_integer().
+size(#busiest{values = Vs}) -> ets:info(Vs, size).
+
+%% @doc Its tables (to delete when it is replaced).
+-spec tables(index()) -> [ets:tid()].
+tables(#busiest{order = O, values = Vs}) -> [O, Vs].
+
+%% @doc What views read of it.
+-spec reader(index()) -> reader().
+reader(#busiest{order = O, values = Vs, floor = F}) -> #{order => O, values => Vs, floor => F}.
