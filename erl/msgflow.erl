@@ -79,6 +79,13 @@ start() ->
 %%     window for rates (default 1000);</li>
 %% <li>`max_pairs => N', cap on distinct pairs held; past it messages go
 %%     to the `overflow' tally, so totals stay exact (default 1000000);</li>
+%% <li>`max_memory => Bytes | infinity', cap on the bytes the tracer's
+%%     tables and the store take together (the tracer gets half); once
+%%     reached, new pairs go to `overflow' as past max_pairs (pairs held
+%%     go on counting while the tracer's half has room for them; totals
+%%     stay exact either way), and info(), top's header, the web page and
+%%     `/metrics' say so (default 268435456, 256 MiB: about 500,000 pairs
+%%     with kinds; guides/production.md);</li>
 %% <li>`kinds => boolean()': tell messages apart by kind and tag (`call
 %%     get', `cast', `reply', `info', ...; default true);</li>
 %% <li>`max_kinds => N', 1..1000: kinds and tags kept per pair, the rest
@@ -160,10 +167,11 @@ wait(Timeout) ->
 %% @doc The pairs held, `[{Sender, Receiver, Messages}]' (messages since
 %% start), busiest first, receivers exactly as the VM reported them,
 %% exact (a snapshot taken now while running), of every node of a
-%% cluster (each has 30 s to answer; one that did not is there with the
-%% busiest pairs it last reported).  Replies to local aliases and the
-%% pairs of exited processes are in the views instead (rolled up).
--spec pairs() -> [pair_count()] | error().
+%% cluster (each has 30 s to answer).  When a node did not answer in time
+%% the value says so: `{partial, Pairs, [{Node, Reason}]}', the pairs of
+%% the nodes that did.  Replies to local aliases and the pairs of exited
+%% processes are in the views instead (rolled up).
+-spec pairs() -> [pair_count()] | {partial, [pair_count()], [{node(), term()}]} | error().
 pairs() ->
     msgflow_query:run(pairs, #{}).
 
@@ -171,8 +179,10 @@ pairs() ->
 %% (`kinds'): `[{Sender, Receiver, Kind, Tag, Messages}]', busiest first;
 %% Kind is `call', `reply', `cast', `info', `event', `exit', `down', `io'
 %% or `system' (guides/kinds-and-labels.md).  `{error, {badarg, {with, W},
-%% [total, kinds]}}' for anything else.
--spec pairs(total | kinds) -> [pair_count()] | [pair_kind_count()] | error().
+%% [total, kinds]}}' for anything else; `{partial, ...}' as pairs/0.
+-spec pairs(total | kinds) -> [pair_count()] | [pair_kind_count()]
+                             | {partial, [pair_count()] | [pair_kind_count()], [{node(), term()}]}
+                             | error().
 pairs(With) ->
     case msgflow_opts:arg(with, With, {one_of, [total, kinds]}) of
         ok -> msgflow_query:run(pairs, #{with => With});

@@ -13,7 +13,7 @@
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
          collector_killed/1, orphaned_session/1, session_owner_down/1, callbacks_direct/1,
-         layout_reads_on/1, max_pairs_overflow/1, bad_options/1, export_csv/1, sampling/1,
+         layout_reads_on/1, max_pairs_overflow/1, max_memory_overflow/1, bad_options/1, export_csv/1, sampling/1,
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
          history_windows/1, shell_output/1, init/1, short_lived/2, short_lived/3,
@@ -46,7 +46,7 @@ groups() ->
     [{tracing, [],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
        collector_killed, orphaned_session, session_owner_down, callbacks_direct, layout_reads_on,
-       max_pairs_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
+       max_pairs_overflow, max_memory_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing, reload_under_calls, delete_while_tracing, snapshot_busy,
        gen_call_two_edges, rotate_direct, rotate_under_load, churn_conserved, cap_live_pairs,
@@ -121,6 +121,11 @@ sender(Parent, Sends) ->
     %% interleave receivers so the process is preempted and migrates
     send_rounds(Sends),
     Parent ! {done, self()}.
+
+%% sender/2, then again to the receivers `{again, Sends}' names.
+sender_again(Parent, Sends) ->
+    sender(Parent, Sends),
+    receive {again, More} -> send_rounds(More), Parent ! {done, self()} end.
 
 send_rounds([]) ->
     ok;
@@ -370,6 +375,58 @@ max_pairs_overflow(_Config) ->
     ?assertMatch(#{overflow := Overflow, events := Total, table_entries := Entries, pairs := 10},
                  msgflow:view(info, #{})),
     [begin unlink(P), exit(P, kill) end || P <- Sinks].
+
+%% max_memory 256 KiB above what a small run takes: the pairs of a first
+%% batch (40 senders x 50 receivers, 7 messages each) fill it, and from
+%% then on no pair is added.  Every message is in a pair held or in
+%% overflow, exactly: after a second batch to the same receivers and to
+%% 50 new ones, the pairs held are those of the first (none with fewer
+%% messages: a pair held counts on while the tracer has room for it, its
+%% half of max_memory), and events = held + overflow.  info(), the info
+%% view and top's header say the memory is full.
+max_memory_overflow(_Config) ->
+    Parent = self(),
+    Sinks = [spawn_link(fun sink/0) || _ <- lists:seq(1, 50)],
+    New = [spawn_link(fun sink/0) || _ <- lists:seq(1, 50)],
+    Batch = fun(To) ->
+                    Ss = [spawn_link(fun() -> sender_again(Parent, [{S, 7} || S <- To]) end)
+                          || _ <- lists:seq(1, 40)],
+                    {Ss, fun() -> [S ! go || S <- Ss], [receive {done, S} -> ok end || S <- Ss] end}
+            end,
+    %% what a run of 40 senders takes with the tracer's tables made (a
+    %% message each to one receiver)
+    {Probe, GoProbe} = Batch([hd(New)]),
+    ok = msgflow:start(#{procs => Probe}),
+    GoProbe(),
+    #{store_memory := Store0, memory := Nif0} = msgflow:info(),
+    ok = msgflow:stop(),
+    Bound = Store0 + Nif0 + 262144,
+    {First, Go1} = Batch(Sinks),
+    ok = msgflow:start(#{procs => First, max_memory => Bound}),
+    Go1(),
+    #{memory_full := true, pairs := Held1, overflow := Over1} = msgflow:info(),
+    ?assert(Held1 > 0),
+    Pairs1 = lists:sort(msgflow:pairs()),
+    %% (and each sender's `done' to this process)
+    ?assertEqual(40 * 50 * 7 + 40, lists:sum([N || {_, _, N} <- Pairs1]) + Over1),
+    %% the same senders again, to the same receivers and new ones
+    [S ! {again, [{R, 7} || R <- Sinks ++ New]} || S <- First],
+    [receive {done, S} -> ok end || S <- First],
+    #{memory_full := true, pairs := Held2, overflow := Over2, events := Events} = msgflow:info(),
+    Pairs2 = lists:sort(msgflow:pairs()),
+    %% no pair added past the bound; those held counted on, exactly
+    ?assertEqual(Held1, Held2),
+    %% the same pairs, none with fewer messages (a pair whose messages the
+    %% tracer had no room for at the bound has them in overflow)
+    ?assertEqual([{S, R} || {S, R, _} <- Pairs1], [{S, R} || {S, R, _} <- Pairs2]),
+    ?assertEqual([], [P || {P = {_, _, N1}, {_, _, N2}} <- lists:zip(Pairs1, Pairs2), N2 < N1]),
+    ?assertEqual(40 * 100 * 7 + 40 * 50 * 7 + 80, Events),
+    ?assertEqual(Events, lists:sum([N || {_, _, N} <- Pairs2]) + Over2),
+    ?assertMatch(#{memory_full := true, max_memory := Bound}, msgflow:view(info, #{})),
+    Text = msgflow_test_io:capture(fun() -> msgflow:top(5) end),
+    ?assertMatch({match, _}, re:run(Text, "max_memory reached")),
+    ok = msgflow:stop(),
+    [begin unlink(P), exit(P, kill) end || P <- Sinks ++ New ++ Probe ++ First].
 
 %% Every read of the VM's term words the checks at load allow is on where
 %% msgflow is tested (64-bit OTP 25, 27 and 29): the options map's
@@ -2231,8 +2288,9 @@ cluster_exact(Config) ->
     end,
     ok.
 
-%% A peer that goes down keeps its counts (the busiest pairs it last
-%% reported), marked down with the reason; the others go on.
+%% A peer that goes down keeps its counts in the views by process (the
+%% busiest pairs it last reported), marked down with the reason, and
+%% pairs() is marked partial; the others go on.
 cluster_node_down(_Config) ->
     {P1, N1} = msgflow_test_lib:cluster_peer(true),
     Sink = spawn_link(fun sink/0),
@@ -2245,14 +2303,19 @@ cluster_node_down(_Config) ->
     peer:stop(P1),
     #{reason := Why} = wait_status(N1, down),
     ?assertNotEqual(undefined, Why),
+    %% in the views by process; pairs() says it lacks the node's
+    #{rows := Rows} = msgflow:view(top, #{limit => 100}),
     ?assertEqual(lists:sort([{B, Sink, 9}, {B, Self, 1}]),
-                 lists:sort([P || P = {S, _, _} <- msgflow:pairs(), S =:= B])),
+                 lists:sort([{S, R, C} || #{sender := S, receiver := R, count := C} <- Rows,
+                                          S =:= B])),
+    ?assertMatch({partial, _, [{N1, _}]}, msgflow:pairs()),
     %% this node still counts
     A = spawn(fun() -> [Sink ! m || _ <- lists:seq(1, 3)], Self ! {sent, self()} end),
     receive {sent, A} -> ok end,
     ok = msgflow:stop(),
+    {partial, Here, _} = msgflow:pairs(),
     ?assertEqual(lists:sort([{A, Sink, 3}, {A, Self, 1}]),
-                 lists:sort([P || P = {S, _, _} <- msgflow:pairs(), S =:= A])),
+                 lists:sort([P || P = {S, _, _} <- Here, S =:= A])),
     unlink(Sink),
     exit(Sink, kill),
     ok.
@@ -2262,7 +2325,7 @@ cluster_node_down(_Config) ->
 %% view(matrix, _) and the web page's state answer within about a second
 %% (the default `timeout', 1000 ms) with this node's counts, and say
 %% which node is missing; nodes/0 answers at once; pairs with a `timeout'
-%% of 1000 ms has the busiest pairs the member last reported, pairs()
+%% of 1000 ms is `{partial, ThisNodes, [{Member, timeout}]}', pairs()
 %% (30 s) waits for the member's own.
 cluster_member_hangs(_Config) ->
     {P1, N1} = msgflow_test_lib:cluster_peer(true),
@@ -2368,9 +2431,12 @@ hangs_answered(N1, A, B, Sink, ToSinkThere, Url) ->
                                     ++ "\",\"reason\":\"timeout\"\\}\\]")),
     Here = node(),
     ?assertMatch([#{node := Here, status := up}, #{node := N1}], Nodes),
-    %% pairs in a second: the member's, as it last reported them
-    ?assertEqual(lists:sort([{B, Sink, 9}, {B, Self, 1}]),
-                 lists:sort([P || P = {S, _, _} <- Pairs, S =:= B])),
+    %% pairs in a second, marked partial: this node's, none of the
+    %% member's (its last reported busiest pairs are not all of them)
+    ?assertMatch({partial, _, [{N1, timeout}]}, Pairs),
+    {partial, HerePairs, _} = Pairs,
+    ?assertEqual([], [P || P = {S, _, _} <- HerePairs, node(S) =:= N1]),
+    _ = B,
     %% each within about a second (1,000 ms for the member, then this node's
     %% own work, five at once on a busy machine): 5 s was the old wait, and
     %% a suspended member held it for ever

@@ -43,7 +43,13 @@
     census_waiters = [] :: [gen_server:from()],     %% await_census/1 callers
     %% in legacy mode with procs all or new: who traces new processes, as
     %% of the last window (msgflow_run:new_tracer/1)
-    new_tracer = msgflow :: msgflow | term()
+    new_tracer = msgflow :: msgflow | term(),
+    %% msgflow's own cost on the node: µs this process spent taking
+    %% snapshots and closing windows since start, and as of the window
+    %% before (monotonic µs, work µs), for the rate info/0 gives
+    work_us = 0 :: non_neg_integer(),
+    work_mark = {0, 0} :: {integer(), non_neg_integer()},
+    work_rate = 0.0 :: float()
 }).
 
 %%% Client API
@@ -110,8 +116,14 @@ await_census(Ms) ->
 %% `dead_letters', `proc_events_dropped' spawn and register events lost past
 %% 1,000,000 between snapshots) and in rows (`pairs', `rolled_up_rows',
 %% `table_entries', `windows', `shards'); memory in bytes (`memory' of the
-%% NIF's tables, `store_memory' of the ETS tables, `jemalloc_allocated',
-%% `jemalloc_resident'); `allocator', `jemalloc_build', `rotations'; the
+%% NIF's tables, `store_memory' of the ETS tables, `collector_memory' of
+%% its process, `own_memory' the three together, `max_memory' the bound
+%% on the first two and `memory_full' whether they reached it: new pairs
+%% then go to `overflow'; `jemalloc_allocated', `jemalloc_resident');
+%% msgflow's own work: `collector_ms_per_s', ms a second the collector
+%% spent taking snapshots and closing windows over the last window (wall
+%% time in its process), and `collector_work_ms' since it started;
+%% `allocator', `jemalloc_build', `rotations'; the
 %% checks made at load (`fast_extra', `alias_owner', `plain_refs',
 %% `fast_terms', `native_records');
 %% `own_left_out', messages from or to msgflow's own processes (its
@@ -265,7 +277,7 @@ handle_cast(_Msg, St) ->
 %% Over 40 lines: one short clause per message (tick, monitors, the
 %% owner's and coordinator's ends), each a few lines.
 handle_info({tick, Tag}, St = #st{tag = Tag, running = true, run = Run}) ->
-    St1 = close_window(St#st{store = refresh(St)}),
+    St1 = work_rate(close_window(refreshed(true, St))),
     ok = msgflow_run:rotate(Run, maps:get(max_pairs, St#st.opts),
                             msgflow_store:closed(St1#st.store)),
     ok = msgflow_run:own_sweep(Run),
@@ -366,7 +378,7 @@ stop_tracing(St = #st{running = false}) ->
     St;
 stop_tracing(St = #st{run = Run}) ->
     ok = msgflow_run:flags_off(Run),
-    St1 = close_window(St#st{store = refresh(St)}),
+    St1 = close_window(refreshed(true, St)),
     Info = msgflow_run:close(Run),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
     [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
@@ -383,12 +395,29 @@ refresh(#st{running = true, run = Run, store = S}) ->
     msgflow_store:take(msgflow_run:session(Run), S);
 refresh(#st{store = S}) -> S.
 
-refreshed(true, St) -> St#st{store = refresh(St)};
+refreshed(true, St) -> timed(St, fun() -> refresh(St) end);
 refreshed(false, St) -> St.
 
+%% St with the store Fun returns, and the µs it took in its work.
+timed(St = #st{work_us = W}, Fun) ->
+    T0 = erlang:monotonic_time(microsecond),
+    S = Fun(),
+    St#st{store = S, work_us = W + erlang:monotonic_time(microsecond) - T0}.
+
+%% The share of its time this process spent working since the last
+%% window closed, as ms a second.
+work_rate(St = #st{work_us = W, work_mark = {T0, W0}}) ->
+    Now = erlang:monotonic_time(microsecond),
+    Rate = case Now - T0 of
+               D when D > 0, T0 =/= 0 -> (W - W0) * 1000 / D;
+               _ -> 0.0
+           end,
+    St#st{work_mark = {Now, W}, work_rate = Rate}.
+
 %% The open window closed; those waiting for it answered.
-close_window(St = #st{store = S}) ->
-    S1 = msgflow_store:close_window(S),
+close_window(St0) ->
+    St = timed(St0, fun() -> msgflow_store:close_window(St0#st.store) end),
+    S1 = St#st.store,
     N = msgflow_store:closed(S1),
     {Due, Later} = lists:partition(fun({At, _}) -> At =< N end, St#st.window_waiters),
     [gen_server:reply(From, ok) || {_, From} <- Due],
@@ -419,8 +448,14 @@ info(St = #st{opts = Opts}) ->
           catch error:_ -> #{allocator => unavailable, jemalloc_error => <<"NIF not loaded">>,
                              fast_extra => false}
           end,
-    maps:merge(msgflow_store:figures(St#st.store),
+    Figures = msgflow_store:figures(St#st.store),
+    {memory, Heap} = process_info(self(), memory),
+    maps:merge(Figures,
                #{running => St#st.running,
+                 collector_ms_per_s => St#st.work_rate,
+                 collector_work_ms => St#st.work_us div 1000,
+                 collector_memory => Heap,
+                 own_memory => Heap + maps:get(store_memory, Figures) + maps:get(memory, Tables, 0),
                  rotations => maps:get(rotations, Tables, 0),
                  allocator => maps:get(allocator, Lib),
                  jemalloc_error => maps:get(jemalloc_error, Lib),

@@ -36,6 +36,7 @@
 -module(msgflow_store).
 -include("msgflow_store.hrl").
 
+-export([new/1, merge_deltas/2]).
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, close_window/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
 -export_type([store/0, window/0, state/0]).
@@ -54,7 +55,12 @@
 %% (200); by window, enough that the hotspot rules' pairs (100 messages
 %% in a window or more) are all in it on a busy node
 -define(BUSIEST_TOTAL, 2048).
--define(BUSIEST_WINDOW, 10000).
+-define(BUSIEST_WINDOW, 5000).
+%% a closed window's ends are kept for the views with at least this many
+%% partners (the hotspot rules ask for 10 senders and 20 receivers by
+%% default): on a node of 100,000 processes each talking to a few, all of
+%% them would take 18 MB a window
+-define(KEEP_PARTNERS, 5).
 
 %% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
 -type state() :: #store{}.
@@ -66,7 +72,12 @@
                     queue_lens := #{pid() => non_neg_integer()}}.
 
 %% What views read (msgflow_rows:build/2): the tables and the figures of
-%% the run, as of the call that returned it.
+%% the run, as of the call that returned it; what the store keeps as
+%% deltas merge: `busiest' (msgflow_busiest: by messages since start, in
+%% the open window, in the last closed one), `named' (the pairs sent to
+%% local names, `{Key}'), `window_ends' (the last closed window's
+%% receivers `{R, Senders, Messages}' and senders `{S, Receivers,
+%% Messages}' of no replies, those with `min_partners' or more).
 -type store() :: #{pairs := ets:tid(), rolled_up := ets:tid(), dead := ets:tid(),
                    groups := ets:tid(), calls := ets:tid(),
                    call_figures := #{busy := non_neg_integer(), displaced := non_neg_integer()},
@@ -76,6 +87,12 @@
                    taken_at := integer(), snapshot_at := integer() | undefined,
                    closed := non_neg_integer(), open_ms := non_neg_integer(),
                    windows := [window()],
+                   busiest := #{total := msgflow_busiest:reader(), open := msgflow_busiest:reader(),
+                                last := msgflow_busiest:reader() | none},
+                   named := ets:tid(),
+                   window_ends := #{last := {ets:tid(), ets:tid()} | none,
+                                    min_partners := pos_integer()},
+                   memory_full := boolean(),
                    interval := pos_integer(), sample := off | {pos_integer(), pos_integer()},
                    call_sample := off | pos_integer(),
                    events := non_neg_integer(), dead_letters := non_neg_integer(),
@@ -86,10 +103,25 @@
 %% @doc An empty store; its tables belong to the calling process.
 -spec new() -> state().
 new() ->
+    new(#{}).
+
+%% @doc new/0 with busiest indexes of other sizes: `total' and `window'
+%% pairs (tests make them small, to see them let go of pairs).
+-spec new(#{total => pos_integer(), window => pos_integer()}) -> state().
+new(Caps) ->
     #store{pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
            calls = new_calls(), wends = new_wends(), labels = msgflow_labels:new(),
-           busiest = msgflow_busiest:new(?BUSIEST_TOTAL),
-           busiest_open = msgflow_busiest:new(?BUSIEST_WINDOW), named = new_named()}.
+           busiest_caps = {maps:get(total, Caps, ?BUSIEST_TOTAL), maps:get(window, Caps, ?BUSIEST_WINDOW)},
+           busiest = msgflow_busiest:new(maps:get(total, Caps, ?BUSIEST_TOTAL)),
+           busiest_open = msgflow_busiest:new(maps:get(window, Caps, ?BUSIEST_WINDOW)),
+           named = new_named()}.
+
+%% @doc One chunk of deltas merged, as a snapshot's are (take/2): pairs
+%% `{Sender, Receiver, Messages}' or `{Sender, Receiver, Messages, Kind,
+%% Tag}'.  The owner only; tests feed a store with it.
+-spec merge_deltas([msgflow_tracer:delta()], state()) -> state().
+merge_deltas(Deltas, S) ->
+    merge({Deltas, [], [], 0, 0}, S).
 
 %% @doc The store set for a run with these options (`windows',
 %% `max_pairs', `max_kinds'); its window opens now.
@@ -123,8 +155,8 @@ clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Ca
             pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
             calls = new_calls(), call_figures = #{busy => 0, displaced => 0},
             wends = new_wends(), wlast = none, named = new_named(), full = false,
-            busiest = msgflow_busiest:new(?BUSIEST_TOTAL),
-            busiest_open = msgflow_busiest:new(?BUSIEST_WINDOW), busiest_last = none,
+            busiest = msgflow_busiest:new(element(1, S#store.busiest_caps)),
+            busiest_open = msgflow_busiest:new(element(2, S#store.busiest_caps)), busiest_last = none,
             dead_letters = 0, overflow = 0, rolled_up_messages = 0, sweeps = #{},
             labels = Labels}.
 
@@ -406,12 +438,24 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
     Old = case S#store.wlast of none -> []; {LI, LO} -> [LI, LO] end
         ++ case S#store.busiest_last of none -> []; B -> msgflow_busiest:tables(B) end,
     _ = Old =/= [] andalso erlang:send_after(?RETIRE_MS, self(), {retire, Old}),
+    {In, Out} = S#store.wends,
+    Last = {kept_ends(In, msgflow_window_receivers), kept_ends(Out, msgflow_window_senders)},
+    ets:delete(In),
+    ets:delete(Out),
     rollup_calls(msgflow_rollup:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
                                durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
-                               wends = new_wends(), wlast = S#store.wends,
+                               wends = new_wends(), wlast = Last,
                                busiest_last = S#store.busiest_open,
-                               busiest_open = msgflow_busiest:new(?BUSIEST_WINDOW),
+                               busiest_open = msgflow_busiest:new(element(2, S#store.busiest_caps)),
                                labels = msgflow_labels:purge(msgflow_labels:prune_proc_events(L, N))})).
+
+%% A closed window's ends with ?KEEP_PARTNERS partners or more, in a
+%% table of their own (read in chunks: the select traps, so the
+%% collector yields while it runs).
+kept_ends(T, Name) ->
+    Kept = ets:new(Name, [set, protected]),
+    ets:insert(Kept, ets:select(T, [{{'_', '$1', '_'}, [{'>=', '$1', ?KEEP_PARTNERS}], ['$_']}])),
+    Kept.
 
 %% message_queue_len of the local receivers that had the most senders in
 %% the window (fan-in candidates), read now.  Only the ?QLEN_MAX_SAMPLED
@@ -468,7 +512,7 @@ handle(S, Run) ->
                                   B -> msgflow_busiest:reader(B)
                               end},
          named => S#store.named,
-         window_ends => #{open => S#store.wends, last => S#store.wlast},
+         window_ends => #{last => S#store.wlast, min_partners => ?KEEP_PARTNERS},
          memory_full => S#store.full,
          events => S#store.events, dead_letters => S#store.dead_letters,
          overflow => S#store.overflow, rolled_up_messages => S#store.rolled_up_messages,

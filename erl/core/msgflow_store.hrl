@@ -28,6 +28,7 @@
     %% messages in the open window and in the last closed one; sends to
     %% local registered names are in `named' instead ({Key}: few, and
     %% merged into their pid's row by the views)
+    busiest_caps :: {pos_integer(), pos_integer()},   %% their sizes: total, window
     busiest :: msgflow_busiest:index(),
     busiest_open :: msgflow_busiest:index(),
     busiest_last = none :: msgflow_busiest:index() | none,

@@ -50,16 +50,24 @@ metrics(View = #{rows := Rows}, Calls, Info, Edges, Families) ->
      own(<<"msgflow_events_total">>, counter, "Messages counted since the run started.",
          maps:get(events, Info, 0)),
      own(<<"msgflow_overflow_total">>, counter,
-         "Messages counted past max_pairs distinct pairs (not in any pair).",
+         "Messages counted past max_pairs distinct pairs or max_memory (not in any pair).",
          maps:get(overflow, Info, 0)),
+     own(<<"msgflow_memory_full">>, gauge,
+         "1 once the tracer's tables and the store reached max_memory (new pairs go to overflow).",
+         case maps:get(memory_full, Info, false) of true -> 1; false -> 0 end),
+     own(<<"msgflow_collector_seconds_per_second">>, gauge,
+         "Share of a scheduler msgflow's collector spent taking snapshots and closing windows "
+         "over the last window.",
+         maps:get(collector_ms_per_s, Info, 0.0) / 1000),
      own(<<"msgflow_dead_letters_total">>, counter, "Messages sent to processes that did not exist.",
          maps:get(dead_letters, Info, 0)),
      own(<<"msgflow_proc_events_dropped_total">>, counter,
          "Process proc_events the tracer could not keep (their processes are labelled later).",
          maps:get(proc_events_dropped, Info, 0)),
      own(<<"msgflow_pairs">>, gauge, "Distinct sender-receiver pairs held.", maps:get(pairs, Info, 0)),
-     own(<<"msgflow_memory_bytes">>, gauge, "Memory of the tracer's tables and the store, in bytes.",
-         maps:get(memory, Info, 0) + maps:get(store_memory, Info, 0)),
+     own(<<"msgflow_memory_bytes">>, gauge,
+         "Memory of the tracer's tables, the store and the collector process, in bytes.",
+         maps:get(own_memory, Info, maps:get(memory, Info, 0) + maps:get(store_memory, Info, 0))),
      own(<<"msgflow_running">>, gauge, "1 while msgflow counts, else 0.",
          case maps:get(running, Info, false) of true -> 1; false -> 0 end),
      [family(Name, Type, Help, Fs) || {Name, Type, Help, Fs} <- Families]].
@@ -112,7 +120,10 @@ number(N) -> float_to_list(float(N), [short]).
 
 own(Name, Type, Help, Value) ->
     ["# HELP ", Name, " ", Help, "\n# TYPE ", Name, " ", atom_to_list(Type), "\n",
-     Name, " ", integer_to_list(Value), "\n"].
+     Name, " ", case Value of
+                    V when is_integer(V) -> integer_to_list(V);
+                    V -> number(V)
+                end, "\n"].
 
 %% A label value as the text format wants it.
 escape(V) ->

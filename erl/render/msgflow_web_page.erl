@@ -91,12 +91,15 @@ page_state(G = #{by := By}, P, Extra) ->
       <<"nodes">> => node_traffic(maps:get(node_status, Extra, []), maps:get(nodes, Extra, undefined)),
       <<"figures">> => #{<<"events">> => maps:get(events, G),
                          <<"overflow">> => maps:get(overflow, G),
+                         <<"memory_full">> => maps:get(memory_full, Info, false),
+                         <<"collector_ms_per_s">> => maps:get(collector_ms_per_s, Info, 0.0),
                          <<"dead_letters">> => maps:get(dead_letters, G),
                          <<"pairs">> => maps:get(pairs, G),
                          <<"windows">> => length(maps:get(windows, G)),
                          <<"dropped">> => maps:get(proc_events_dropped, G),
-                         <<"memory_bytes">> => maps:get(memory, Info, 0)
-                             + maps:get(store_memory, Info, 0),
+                         <<"memory_bytes">> => maps:get(own_memory, Info,
+                                                        maps:get(memory, Info, 0)
+                                                        + maps:get(store_memory, Info, 0)),
                          <<"interval_ms">> => maps:get(interval, maps:get(opts, Info, #{}), 1000)}}.
 
 last(N, L) -> lists:nthtail(max(0, length(L) - N), L).

@@ -80,8 +80,10 @@ options() ->
 build(Store, Opts0) ->
     Opts = maps:merge(msgflow_opts:defaults(options()), Opts0),
     Found = case inputs(Store, Opts) of
-                {ok, Keys, Ends} ->
-                    rules(msgflow_rows:build(Store, (spec(Opts))#{keys => Keys}), Ends, Opts);
+                {ok, Keys, Ends = #{ins := Ins, outs := Outs}} ->
+                    %% the fan subjects labelled too: their pairs may not be read
+                    Spec = (spec(Opts))#{keys => Keys, ends => maps:keys(Ins) ++ maps:keys(Outs)},
+                    rules(msgflow_rows:build(Store, Spec), Ends, Opts);
                 unknown ->
                     find(msgflow_rows:build(Store, spec(Opts)), Opts)
             end,
@@ -205,12 +207,13 @@ ends(Last, Kinds) ->
 %% had their queue read, and its senders with fan_out_receivers
 %% receivers or more) and, when those subjects are few (?KIND_ENDS), the
 %% pairs into or out of them (for their kind).  `unknown' when the store
-%% does not keep them (a view of another release) or its index let go of
-%% pairs that could be a finding.
-inputs(Store = #{busiest := #{last := Last}, window_ends := #{last := {In, Out}},
+%% does not keep them, its index let go of pairs that could be a finding,
+%% or a fan rule asks for fewer partners than it keeps ends with.
+inputs(Store = #{busiest := #{last := Last}, window_ends := #{last := {In, Out}, min_partners := Kept},
                  windows := [_ | _] = Ws, pairs := T},
        #{hot_rate := Hot, spike_min := SpikeMin, fan_out_receivers := MinR,
-         fan_in_senders := MinS, queue_min := QMin}) when Last =/= none ->
+         fan_in_senders := MinS, queue_min := QMin})
+  when Last =/= none, MinR >= Kept, MinS >= Kept ->
     #{window_ms := WinMs, scale := Scale} = msgflow_rows:rate_window(Store),
     %% a pair with fewer messages than this in the last window is no hot
     %% pair and no spike

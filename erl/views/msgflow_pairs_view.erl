@@ -8,19 +8,26 @@
 %%% tag, `[{Sender, Receiver, Kind, Tag, Messages}]' (a pair's kinds add up
 %%% to its total; a pair counted with kinds off has none).  Across a
 %%% cluster, every node's pairs (each send is counted on its sender's
-%%% node); a node that did not answer is in `total' with the busiest pairs
-%%% it last reported.
+%%% node); when a node did not answer in time the value says so: `{partial,
+%%% Pairs, Missing}', the pairs of the nodes that answered and `[{Node,
+%%% Reason}]' (never a node's last reported busiest pairs standing in for
+%%% all of them).
 -module(msgflow_pairs_view).
 -behaviour(msgflow_view).
 
--export([options/0, build/2, merge/3, wait/1, fallback/2, text/3, json/2]).
--export_type([pair_count/0, pair_kind_count/0]).
+-export([options/0, build/2, merge/3, wait/1, text/3, json/2]).
+-export_type([pair_count/0, pair_kind_count/0, pairs/0]).
 
 %% {Sender, Receiver, Messages}
 -type pair_count() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint(), pos_integer()}.
 %% {Sender, Receiver, Kind, Tag, Messages}
 -type pair_kind_count() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint(),
                             msgflow_tracer:kind(), atom(), pos_integer()}.
+
+%% The value: every pair, or (across a cluster) the pairs of the nodes
+%% that answered and those that did not, with why.
+-type pairs() :: [pair_count()] | [pair_kind_count()]
+               | {partial, [pair_count()] | [pair_kind_count()], [{node(), term()}]}.
 
 %% @doc The options, their defaults and rules.
 -spec options() -> msgflow_opts:schema().
@@ -53,23 +60,21 @@ sort_kinds(L) ->
     [{S, R, K, Tg, N} || {N, S, R, K, Tg} <- lists:reverse(lists:sort([{N, S, R, K, Tg}
                                                                      || {S, R, K, Tg, N} <- L]))].
 
-%% @doc Every node's pairs, busiest first.
--spec merge([[pair_count()]] | [[pair_kind_count()]], map(), msgflow_view:context()) ->
-          [pair_count()] | [pair_kind_count()].
+%% @doc Every node's pairs, busiest first; `{partial, Pairs, Missing}'
+%% when some did not answer.
+-spec merge([[pair_count()]] | [[pair_kind_count()]], map(), msgflow_view:context()) -> pairs().
+merge(Parts, Opts, #{missing := [_ | _] = Missing} = Ctx) ->
+    {partial, merge(Parts, Opts, Ctx#{missing := []}), Missing};
 merge([One], _Opts, _Ctx) -> One;
-merge(Parts, #{with := total}, _Ctx) -> msgflow_row:sorted_pairs(lists:append(Parts));
+merge(Parts, #{with := total}, _Ctx) -> lists:reverse(lists:keysort(3, lists:append(Parts)));
 merge(Parts, #{with := kinds}, _Ctx) -> sort_kinds(lists:append(Parts)).
 
-%% @doc The busiest pairs a node that did not answer last reported (by
-%% process), as its pairs.
--spec fallback(msgflow_rows:view(), map()) -> [pair_count()] | none.
-fallback(#{rows := Rows}, #{with := total}) ->
-    [{S, R, C} || #{sender := S, receiver := R, count := C} <- Rows];
-fallback(_, _) ->
-    none.
-
 %% @doc The pairs, a line each (as many as the area has lines).
--spec text([pair_count()] | [pair_kind_count()], map(), msgflow_view:area()) -> unicode:chardata().
+-spec text(pairs(), map(), msgflow_view:area()) -> unicode:chardata().
+text({partial, Pairs, Missing}, Opts, Area) ->
+    [text(Pairs, Opts, Area),
+     [io_lib:format("not here: the pairs of ~s, which did not answer in time (~0tp)~n", [N, Why])
+      || {N, Why} <- Missing]];
 text(Pairs, _Opts, Area = #{width := W, height := H}) ->
     E = msgflow_fmt:ellipsis(Area),
     EndW = max(12, (W - 30) div 2),
@@ -88,7 +93,12 @@ text(Pairs, _Opts, Area = #{width := W, height := H}) ->
      end].
 
 %% @doc The pairs as JSON.
--spec json([pair_count()] | [pair_kind_count()], map()) -> msgflow_view:json().
+-spec json(pairs(), map()) -> msgflow_view:json().
+json({partial, Pairs, Missing}, Opts) ->
+    #{<<"pairs">> => json(Pairs, Opts), <<"partial">> => true,
+      <<"missing">> => [#{<<"node">> => atom_to_binary(N),
+                          <<"reason">> => iolist_to_binary(io_lib:format("~0tp", [Why]))}
+                        || {N, Why} <- Missing]};
 json(Pairs, _Opts) ->
     [case P of
          {S, R, K, T, N} -> #{<<"sender">> => msgflow_fmt:endpoint(S),

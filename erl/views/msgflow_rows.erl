@@ -62,6 +62,7 @@
                   estimated := boolean(), sample := off | {pos_integer(), pos_integer()},
                   events := non_neg_integer(), dead_letters := non_neg_integer(),
                   overflow := non_neg_integer(), proc_events_dropped := non_neg_integer(),
+                  memory_full => boolean(),
                   rolled_up := non_neg_integer(), skipped := non_neg_integer(),
                   new_tracer => msgflow | term(),
                   pairs := non_neg_integer(), groups := non_neg_integer() | undefined,
@@ -76,6 +77,7 @@
 %% `dead' (false; true: dead letters by pair, grouped like the rows),
 %% `keys' (none; by process: the rows of these pairs only, with those of
 %% sends to names and the rolled-up rows: what the hotspot rules read),
+%% `ends' (none; more keys to give endpoint info for, rows or not),
 %% `heatmap' (none; L: the L senders and the L receivers with the most
 %% messages, as `heatmap => #{rows, cols}', busiest first),
 %% `labelled' (all; N: only the keys of the first N rows, and those of the
@@ -97,7 +99,7 @@
                   kind => msgflow_tracer:kind() | {msgflow_tracer:kind(), atom()},
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all,
-                  keys => [{key(), key()}],
+                  keys => [{key(), key()}], ends => [key()],
                   filter => binary() | string()}.
 
 %% @doc The most rows a view may ask for: more than any node holds
@@ -182,7 +184,7 @@ build(Store, Spec) ->
     HeatKeys = case Heat of
                    #{heatmap := #{rows := HR, cols := HC}} -> HR ++ HC;
                    _ -> []
-               end,
+               end ++ maps:get(ends, Spec, []),
     Heat#{by => By, sort => Sort, node => maps:get(node, Store),
       running => maps:get(running, Store),
       started_at => maps:get(started_at, Store), stopped_at => maps:get(stopped_at, Store),
@@ -191,6 +193,7 @@ build(Store, Spec) ->
       estimated => maps:get(scale, Ctx) =/= 1, sample => maps:get(sample, Store),
       events => maps:get(events, Store), dead_letters => maps:get(dead_letters, Store),
       overflow => maps:get(overflow, Store), proc_events_dropped => maps:get(proc_events_dropped, Store),
+      memory_full => maps:get(memory_full, Store, false),
       rolled_up => maps:get(rolled_up_messages, Store), skipped => maps:get(skipped, Store),
       new_tracer => maps:get(new_tracer, Store, msgflow),
       pairs => ets:info(maps:get(pairs, Store), size), groups => NGroups,
@@ -379,6 +382,7 @@ json_head(V = #{node := N, running := Run, events := E, dead_letters := D, overf
                 pairs := P, groups := G, window_ms := W, estimated := Est}) ->
     #{<<"node">> => atom_to_binary(N), <<"running">> => Run, <<"events">> => E,
       <<"dead_letters">> => D, <<"overflow">> => O, <<"pairs">> => P,
+      <<"memory_full">> => maps:get(memory_full, V, false),
       <<"groups">> => case G of undefined -> null; _ -> G end,
       <<"window_ms">> => W, <<"estimated">> => Est, <<"taken_at_ms">> => maps:get(taken_at, V),
       <<"nodes">> => [atom_to_binary(X) || X <- maps:get(nodes, V, [N])],

@@ -82,6 +82,10 @@ from_index(#{busiest := Idx, pairs := T}, #{sort := Sort, last := Last, open := 
     case Entries of
         unknown ->
             unknown;
+        {ok, KVs} when Sort =:= rate, length(KVs) < N ->
+            %% fewer pairs had messages in the window than asked for: the
+            %% rest are ranked by their totals, which a read of all gives
+            unknown;
         {ok, KVs} ->
             Rows = lists:append([ets:lookup(T, K) || {K, _} <- KVs]),
             case length(Rows) =:= length(KVs) of

@@ -68,6 +68,7 @@ merge([Local | _] = Views, Spec) ->
                                _ -> length(Rows1)
                            end,
                  running => lists:any(fun(#{running := R}) -> R end, Views),
+                 memory_full => lists:any(fun(V) -> maps:get(memory_full, V, false) end, Views),
                  endpoints => merge_endpoints(Views),
                  dead => [{S, R, C} || {{S, R}, C} <- Dead],
                  nodes => [N || #{node := N} <- Views]}).

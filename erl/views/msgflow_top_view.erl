@@ -95,6 +95,12 @@ head(View = #{by := By, window_ms := WinMs, events := Events, pairs := Pairs,
                                  "those measured, rates are estimates (x~.1f)~n",
                                  [T, P, P / T])
      end,
+     case maps:get(memory_full, View, false) of
+         false -> [];
+         true -> io_lib:format("max_memory reached: new pairs are counted in overflow (~s "
+                               "messages so far; info())~n",
+                               [msgflow_fmt:int(maps:get(overflow, View))])
+     end,
      case maps:get(new_tracer, View, msgflow) of
          msgflow -> [];
          Other -> io_lib:format("not counted: processes spawned since another tool "

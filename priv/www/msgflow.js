@@ -174,8 +174,11 @@
     var f = state.figures;
     var items = [
       ['messages counted', int(f.events)], ['pairs', int(f.pairs)],
-      ['overflow', int(f.overflow)], ['dead letters', int(f.dead_letters)],
-      ['memory', bytes(f.memory_bytes)], ['windows kept', int(f.windows)],
+      ['overflow', int(f.overflow) + (f.memory_full ? ' (max_memory reached: new pairs go here)' : '')],
+      ['dead letters', int(f.dead_letters)],
+      ['memory', bytes(f.memory_bytes)],
+      ['collector', (f.collector_ms_per_s || 0).toFixed(1) + ' ms/s'],
+      ['windows kept', int(f.windows)],
       ['proc_events dropped', int(f.dropped)], ['window', int(state.window_ms) + ' ms'],
       ['snapshot', time(state.taken_at)]
     ];

@@ -71,8 +71,9 @@ workload_100k() ->
     await_windows(1),
     R0 = measure(#{name => "100k processes, 200k pairs"}),
     R = R0#{times := maps:merge(maps:get(times, R0), First)},
+    #{collector_work_ms := Work} = msgflow:info(),
     {StopMs, _} = tc(fun() -> ok = msgflow:stop() end),
-    Events = stop_monitor(Monitor),
+    Events = (stop_monitor(Monitor))#{own_busy_ms => Work},
     [exit(P, kill) || P <- Procs],
     R#{stop => StopMs, long => Events}.
 
@@ -80,17 +81,28 @@ workload_1m() ->
     Rs = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
     Ss = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
     Monitor = start_monitor(),
-    ok = msgflow:start(#{}),
+    %% a million pairs take more than max_memory's default (256 MiB)
+    ok = msgflow:start(#{max_memory => 2 bsl 30}),
     %% 1 to 3 kinds a pair (an info, then a call, then a cast), 2,000,000
     %% messages
     Kinds = [m, {'$gen_call', {self(), tag}, {get, 1}}, {'$gen_cast', {add, 1}}],
-    run_senders([{S, [{R, lists:sublist(Kinds, 1 + (I + J) rem 3)}
-                      || {J, R} <- lists:enumerate(Rs)]}
-                 || {I, S} <- lists:enumerate(Ss)]),
+    %% hotspots() over and over while the million pairs' messages are sent
+    %% (1,000 senders, each to 1,000 receivers: the windows they close in
+    %% hold fan_out findings, one for the group), the median
+    Done = start_senders([{S, [{R, lists:sublist(Kinds, 1 + (I + J) rem 3)}
+                               || {J, R} <- lists:enumerate(Rs)]}
+                          || {I, S} <- lists:enumerate(Ss)]),
+    Runs = hotspots_until(Done, 1000, []),
+    Busy = lists:nth(1 + length(Runs) div 2, lists:sort([Ms || {Ms, _} <- Runs])),
+    io:format("hotspots() while sending: ~b calls, findings ~p~n",
+              [length(Runs), lists:usort([{Rule, maps:get(members, F, 1)}
+                                          || {_, Found} <- Runs, F = #{rule := Rule} <- Found])]),
     await_windows(2),
-    R = measure(#{name => "1,000,000 pairs"}),
+    R0 = measure(#{name => "1,000,000 pairs"}),
+    R = R0#{times := (maps:get(times, R0))#{hotspots_busy => Busy}},
+    #{collector_work_ms := Work} = msgflow:info(),
     {StopMs, _} = tc(fun() -> ok = msgflow:stop() end),
-    Events = stop_monitor(Monitor),
+    Events = (stop_monitor(Monitor))#{own_busy_ms => Work},
     [exit(P, kill) || P <- Rs ++ Ss],
     R#{stop => StopMs, long => Events}.
 
@@ -105,6 +117,20 @@ idle() ->
             idle();
         _ -> idle()
     end.
+
+%% hotspots() timed until the counter Done reaches N: [{Ms, Findings}].
+hotspots_until(Done, N, Acc) ->
+    case counters:get(Done, 1) >= N of
+        true -> Acc;
+        false -> hotspots_until(Done, N, [tc(fun() -> msgflow:view(hotspots, #{}) end) | Acc])
+    end.
+
+%% The senders told to send; the counter they add 1 to when done.
+start_senders(Plan) ->
+    ok = msgflow:untrace(self()),
+    Done = counters:new(1, []),
+    [S ! {send, Done, To} || {S, To} <- Plan],
+    Done.
 
 %% Each sender sends one message to each of its receivers; returns when
 %% all have.  The bench process is not traced, and the senders tell it
@@ -271,7 +297,9 @@ null_gl() ->
 start_monitor() ->
     Self = self(),
     M = spawn(fun() -> monitor_loop(Self, []) end),
-    Control = spawn(fun control/0),
+    Busy = atomics:new(1, []),
+    persistent_term:put(msgflow_bench_control_busy, Busy),
+    Control = spawn(fun() -> control(Busy) end),
     register(msgflow_bench_control, Control),
     erlang:system_monitor(M, [{long_schedule, 1}]),
     M.
@@ -279,13 +307,17 @@ start_monitor() ->
 stop_monitor(M) ->
     erlang:system_monitor(undefined),
     M ! {done, self()},
-    receive {events, E} -> exit(whereis(msgflow_bench_control), kill), E end.
+    receive {events, E} -> exit(whereis(msgflow_bench_control), kill) end,
+    E#{control_busy_ms => atomics:get(persistent_term:get(msgflow_bench_control_busy), 1) div 1000}.
 
 %% About 1 ms of arithmetic (several slices, each ended by reductions),
-%% then 50 ms of rest (2% of a core), until killed.
-control() ->
+%% then 50 ms of rest (2% of a core), until killed; the µs of the bursts
+%% added up in Busy (wall time: what the process was exposed to).
+control(Busy) ->
+    T0 = erlang:monotonic_time(microsecond),
     _ = lists:sum(lists:seq(1, 50000)),
-    receive stop -> ok after 50 -> control() end.
+    atomics:add(Busy, 1, erlang:monotonic_time(microsecond) - T0),
+    receive stop -> ok after 50 -> control(Busy) end.
 
 monitor_loop(Bench, Acc) ->
     receive
@@ -311,29 +343,53 @@ monitor_loop(Bench, Acc) ->
 
 %%% Table
 
+%% Figures of main before issue 37 (at 6640f04, `make bench-scale' on
+%% this machine, 2026-11-25), by row: {100k, 1M}.
+before() ->
+    #{"first hotspots() after start ms" => {"1694.0", "-"},
+      "first matrix(process) ms" => {"1315.0", "-"},
+      "top(20) ms" => {"69.6", "405.6"},
+      "view(process, busiest) ms" => {"79.8", "422.2"},
+      "hotspots() ms" => {"119.6", "413.4"},
+      "hotspots(), last window busy ms" => {"-", "24200 (issue)"},
+      "export(Path, html) ms" => {"199.2", "820.6"},
+      "pairs() ms" => {"131.8", "1063.9"},
+      "web refresh by process, CPU ms" => {"81", "429"},
+      "top(20), CPU ms" => {"83", "452"},
+      "web hotspots (every 5 s), CPU ms" => {"81", "475"},
+      "msgflow-top rows (20), CPU ms" => {"78", "388"},
+      "msgflow-top --once --top 20 ms" => {"90.8", "387.2"},
+      "own memory (store + tracer) MB" => {"92.3", "479.6"},
+      "long_schedule > 1 ms, msgflow" => {"14 (worst 6)", "69 (worst 20)"},
+      "long_schedule > 1 ms, control" => {"4 (worst 9)", "4 (worst 5)"}}.
+
 print(A, B) ->
+    Before = before(),
     Row = fun(What, Target, F) ->
-                  io:format("~-34s ~-12s ~14s ~14s~n", [What, Target, F(A), F(B)])
+                  {BA, BB} = maps:get(What, Before, {"", ""}),
+                  io:format("~-34s ~-11s ~13s ~13s ~13s ~13s~n", [What, Target, BA, F(A), BB, F(B)])
           end,
     Ms = fun(K) -> fun(#{times := T}) -> io_lib:format("~.1f", [maps:get(K, T)]) end end,
-    io:format("~-34s ~-12s ~14s ~14s~n", ["", "target", "100k procs", "1M pairs"]),
+    io:format("~-34s ~-11s ~13s ~13s ~13s ~13s~n",
+              ["", "100k / 1M", "100k before", "100k procs", "1M before", "1M pairs"]),
     Row("distinct pairs", "", fun(#{pairs := P}) -> msgflow_fmt:int(P) end),
     MsOr = fun(K) -> fun(#{times := T}) ->
                              case T of #{K := V} -> io_lib:format("~.1f", [V]); _ -> "-" end
                      end end,
     Row("first hotspots() after start ms", "300", MsOr(first_hotspots)),
     Row("first matrix(process) ms", "300", MsOr(first_matrix)),
-    Row("top(20) ms", "100 / 500", Ms(top)),
+    Row("top(20) ms", "50 / 100", Ms(top)),
     Row("matrix(name) ms", "300", Ms(matrix)),
     Row("matrix(name) printed, 80x24 ms", "", Ms(matrix_printed)),
     Row("view(process, busiest) ms", "", Ms(process)),
-    Row("hotspots() ms", "300", Ms(hotspots)),
-    Row("export(Path, html) ms", "2000", Ms(export)),
-    Row("pairs() ms", "500", Ms(pairs)),
+    Row("hotspots() ms", "100 / 200", Ms(hotspots)),
+    Row("hotspots(), last window busy ms", "100 / 200", MsOr(hotspots_busy)),
+    Row("export(Path, html) ms", "1500 / 3000", Ms(export)),
+    Row("pairs() ms", "500 / 1000", Ms(pairs)),
     Cpu = fun(K) -> fun(#{cpu := C}) -> integer_to_list(maps:get(K, C)) end end,
     Row("matrix(name), CPU ms", "100", Cpu(matrix_cpu)),
     Row("web refresh by name, CPU ms", "", Cpu(web_name)),
-    Row("web refresh by process, CPU ms", "= top(20)", Cpu(web_process)),
+    Row("web refresh by process, CPU ms", "50 / 100", Cpu(web_process)),
     Row("top(20), CPU ms", "", Cpu(top_cpu)),
     Row("web /metrics, CPU ms", "", Cpu(web_metrics)),
     Row("web hotspots (every 5 s), CPU ms", "", Cpu(web_hotspots)),
@@ -349,15 +405,22 @@ print(A, B) ->
         fun(#{store_bytes := S, pairs := P}) -> io_lib:format("~.1f", [S / max(1, P)]) end),
     Row("NIF bytes per pair", "",
         fun(#{nif_bytes := S, pairs := P}) -> io_lib:format("~.1f", [S / max(1, P)]) end),
+    Row("own memory (store + tracer) MB", "80 / -",
+        fun(#{store_bytes := S, nif_bytes := N}) -> io_lib:format("~.1f", [(S + N) / 1048576]) end),
     Row("NIF entries per pair", "",
         fun(#{entries := E, pairs := P}) -> io_lib:format("~.2f", [E / max(1, P)]) end),
     Row("collector heap MB", "",
         fun(#{collector_heap := H}) -> io_lib:format("~.1f", [H / 1048576]) end),
-    Row("long_schedule > 1 ms, msgflow", "0",
+    Row("long_schedule > 1 ms, msgflow", "=< control",
         fun(#{long := #{own := N, own_worst := W}}) -> io_lib:format("~b (worst ~b)", [N, W]) end),
     Row("long_schedule > 1 ms, control", "",
         fun(#{long := #{control := N, control_worst := W}}) ->
                 io_lib:format("~b (worst ~b)", [N, W]) end),
+    PerBusy = fun(N, Busy) -> io_lib:format("~.1f", [N * 1000 / max(1, Busy)]) end,
+    Row("  the same per s of its work", "",
+        fun(#{long := #{own := N, own_busy_ms := Busy}}) -> PerBusy(N, Busy) end),
+    Row("  control's per s of its work", "",
+        fun(#{long := #{control := N, control_busy_ms := Busy}}) -> PerBusy(N, Busy) end),
     Row("long_schedule > 1 ms, caller", "",
         fun(#{long := #{caller := N, caller_worst := W}}) ->
                 io_lib:format("~b (worst ~b)", [N, W]) end),

@@ -1,0 +1,146 @@
+%%% PropEr properties of what the store keeps as snapshots merge (issue
+%%% 37): the busiest index (msgflow_busiest) against a model, and the
+%%% views that read the store's kept aggregates against the scans they
+%%% replace, on random stores fed through msgflow_store:merge_deltas/2
+%%% (no tracer: the deltas are what a snapshot would bring).
+-module(msgflow_store_tests).
+-include_lib("proper/include/proper.hrl").  %% before eunit.hrl: both define LET
+-include_lib("eunit/include/eunit.hrl").
+
+-define(RUNS, 150).
+
+proper_test_() ->
+    {timeout, 300,
+     [?_assert(proper:quickcheck(P, [{numtests, ?RUNS}, {to_file, user}]))
+      || P <- [prop_busiest_model(), prop_top_equals_scan(), prop_hotspots_equal_full()]]}.
+
+%%% The index against a map of every pair's value
+
+%% Values only grow (bump with the new value), pairs leave (remove): the
+%% index's top N, when it knows it, has the model's N highest values, and
+%% every entry it gives has its pair's true value.
+prop_busiest_model() ->
+    ?FORALL({Cap, Ops, N}, {range(1, 8), list(op()), range(1, 12)},
+            begin
+                I = lists:foldl(fun apply_op/2, {msgflow_busiest:new(Cap), #{}}, Ops),
+                {Idx, Model} = I,
+                R = msgflow_busiest:reader(Idx),
+                Ok = case msgflow_busiest:top(R, N, fun(_) -> true end) of
+                         unknown ->
+                             %% it may not know only after letting a pair go
+                             msgflow_busiest:floor(Idx) > 0;
+                         {ok, Got} ->
+                             Want = lists:sublist(lists:reverse(lists:sort(maps:values(Model))), N),
+                             [V || {_, V} <- Got] =:= Want
+                                 andalso lists:all(fun({K, V}) -> maps:get(K, Model) =:= V end, Got)
+                     end,
+                Above = case msgflow_busiest:above(R, 3) of
+                            unknown -> msgflow_busiest:floor(Idx) >= 3;
+                            {ok, A} -> lists:sort(A) =:= lists:sort([{K, V} || {K, V} <- maps:to_list(Model),
+                                                                              V >= 3])
+                        end,
+                [ets:delete(T) || T <- msgflow_busiest:tables(Idx)],
+                Ok andalso Above
+            end).
+
+op() ->
+    frequency([{6, {bump, range(1, 10), range(1, 4)}}, {1, {remove, range(1, 10)}}]).
+
+apply_op({bump, K, D}, {I, M}) ->
+    V = maps:get(K, M, 0) + D,
+    {msgflow_busiest:bump(I, K, V), M#{K => V}};
+apply_op({remove, K}, {I, M}) ->
+    {msgflow_busiest:remove(I, K), maps:remove(K, M)}.
+
+%%% Views from kept aggregates against the scans
+
+%% A random store: windows of deltas between 8 senders and 8 receivers
+%% (pids, and a registered name), closed one after the other.
+store_windows() ->
+    non_empty(list(list(delta()))).
+
+delta() ->
+    {range(1, 8), range(0, 8), range(1, 40), elements([none, info, call, cast])}.
+
+%% The pids (and a name for receiver 0) the deltas use, alive for the
+%% run.
+with_ends(Fun) ->
+    Ends = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 9)],
+    Name = msgflow_store_tests_srv,
+    true = register(Name, lists:last(Ends)),
+    try Fun(list_to_tuple(Ends), Name)
+    after
+        unregister(Name),
+        [E ! stop || E <- Ends]
+    end.
+
+%% The store fed with Windows (all but the last closed), its handle, and
+%% the same handle without what the store keeps (the views then scan).
+fed(Windows, Ends, Name, Caps) ->
+    S0 = msgflow_store:start_run(msgflow_store:new(Caps), #{windows => 60, max_pairs => 1000000}),
+    End = fun(0) -> Name; (I) -> element(I, Ends) end,
+    S = lists:foldl(
+          fun({I, W}, Acc) ->
+                  Deltas = [case K of
+                                none -> {element(Sn, Ends), End(R), N};
+                                _ -> {element(Sn, Ends), End(R), N, K, x}
+                            end || {Sn, R, N, K} <- W],
+                  Acc1 = msgflow_store:merge_deltas(Deltas, Acc),
+                  case I < length(Windows) of
+                      true -> msgflow_store:close_window(Acc1);
+                      false -> Acc1
+                  end
+          end, S0, lists:enumerate(Windows)),
+    H = msgflow_store:handle(S, #{node => node(), running => true, started_at => 0,
+                                  stopped_at => undefined, interval => 1000, sample => off,
+                                  call_sample => off, skipped => 0, new_tracer => msgflow}),
+    {S, H, maps:without([busiest, named, window_ends], H)}.
+
+%% top by process (messages, and the last window's), limited: the rows
+%% the index gives rank as the scan's do, and a row both give is the same.
+prop_top_equals_scan() ->
+    ?FORALL({Windows, Limit, Sort, Cap}, {store_windows(), range(1, 10), elements([messages, rate]),
+                                         range(1, 6)},
+            with_ends(
+              fun(Ends, Name) ->
+                      {S, Kept, Scan} = fed(Windows, Ends, Name, #{total => Cap, window => Cap}),
+                      Spec = #{by => process, limit => Limit, sort => Sort},
+                      #{rows := A} = msgflow_rows:build(Kept, Spec),
+                      #{rows := B} = msgflow_rows:build(Scan, Spec),
+                      Rank = fun(#{count := C}) when Sort =:= messages -> C;
+                                (#{last_count := C}) -> C
+                             end,
+                      ByKey = maps:from_list([{{Sn, R}, Row} || Row = #{sender := Sn, receiver := R} <- B]),
+                      Same = [Rank(X) || X <- A] =:= [Rank(X) || X <- B]
+                          andalso lists:all(fun(Row = #{sender := Sn, receiver := R}) ->
+                                                    case ByKey of
+                                                        #{{Sn, R} := Row2} -> Row2 =:= Row;
+                                                        _ -> true
+                                                    end
+                                            end, A),
+                      retire(S),
+                      ?WHENFAIL(io:format("index: ~p~nscan: ~p~n", [A, B]), Same)
+              end)).
+
+%% The hotspot rules over what the store keeps find what they find over
+%% every pair (thresholds low enough that they find things; kinds with
+%% no replies, whose share the store's fan-out counts differently).
+prop_hotspots_equal_full() ->
+    ?FORALL(Windows, store_windows(),
+            with_ends(
+              fun(Ends, Name) ->
+                      {S, Kept, Scan} = fed(Windows, Ends, Name, #{}),
+                      Opts = #{hot_rate => 1.0e-9, spike_min => 10, spike_factor => 2,
+                               fan_out_receivers => 5, fan_in_senders => 5},
+                      Strip = fun(Fs) -> lists:sort([maps:without([node], F) || F <- Fs]) end,
+                      A = Strip(msgflow_hotspots:build(Kept, Opts)),
+                      B = Strip(msgflow_hotspots:build(Scan, Opts)),
+                      retire(S),
+                      ?WHENFAIL(io:format("kept: ~p~nscan: ~p~n", [A, B]), A =:= B)
+              end)).
+
+%% The store's tables deleted (the test's process owns them).
+retire(_S) ->
+    [ets:delete(T) || T <- ets:all(), ets:info(T, owner) =:= self(),
+                      lists:prefix("msgflow_", atom_to_list(ets:info(T, name)))],
+    ok.
