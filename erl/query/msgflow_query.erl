@@ -180,25 +180,52 @@ run_prepared(Prepared) ->
     %% each node gets its queries in one request (one snapshot there)
     Asked = [{N, [{Name, Opts} || #{name := Name, opts := Opts, nodes := Ns} <- Ready,
                                   lists:member(N, Ns)]} || N <- Nodes],
-    Remote = [{N, erpc:send_request(N, ?MODULE, parts, [Qs])} || {N, Qs} <- Asked, N =/= node()],
+    Remote = lists:foldl(fun({N, Qs}, Coll) -> erpc:send_request(N, ?MODULE, parts, [Qs], {N, Qs}, Coll) end,
+                         erpc:reqids_new(), [A || A = {N, _} <- Asked, N =/= node()]),
     %% this node's parts are built meanwhile (the collector asked from this
     %% process, as msgflow's own processes ask it, untraced; each build in
     %% a process of its own); the others' are awaited until the deadline,
     %% or until this node's are done when that is later
     HereParts = [{node(), {ok, local_parts(Qs)}} || {N, Qs} <- Asked, N =:= node()],
     Deadline = T0 + lists:max([0 | [T || #{timeout := T} <- Ready]]),
-    Answers = maps:from_list(HereParts ++ [{N, remote_response(R, Deadline)} || {N, R} <- Remote]),
+    Answers = remote_responses(Remote, Deadline, maps:from_list(HereParts)),
     finish(Prepared, Answers, T0).
 
-remote_response(Req, Deadline) ->
-    try erpc:receive_response(Req, {abs, Deadline}) of
-        Parts when is_list(Parts) -> {ok, Parts};
-        Other -> {error, {bad_answer, Other}}
-    catch
-        error:{erpc, timeout} -> {error, timeout};
-        error:{erpc, Why} -> {error, Why};
-        C:Why -> {error, {C, Why}}
+%% Each node's answer as it comes (in any order), its parts decoded at
+%% once (decode/2: so that a big part, every pair of a node, is held
+%% once on this node, not twice); a node that has not answered by the
+%% deadline is `{error, timeout}'.
+remote_responses(Coll, Deadline, Acc) ->
+    case erpc:reqids_size(Coll) of
+        0 ->
+            Acc;
+        _ ->
+            try erpc:receive_response(Coll, {abs, Deadline}, true) of
+                {Parts, {N, Qs}, Coll1} when is_list(Parts), length(Parts) =:= length(Qs) ->
+                    remote_responses(Coll1, Deadline, Acc#{N => {ok, decoded(Qs, Parts)}});
+                {Other, {N, _}, Coll1} ->
+                    remote_responses(Coll1, Deadline, Acc#{N => {error, {bad_answer, Other}}})
+            catch
+                %% the deadline: every request left is abandoned
+                error:{erpc, timeout} ->
+                    timed_out(Coll, Acc);
+                %% one node's failure: {Reason, Label, the requests left}
+                error:{{erpc, Why}, {N, _}, Coll1} ->
+                    remote_responses(Coll1, Deadline, Acc#{N => {error, Why}});
+                C:{Why, {N, _}, Coll1} ->
+                    remote_responses(Coll1, Deadline, Acc#{N => {error, {C, Why}}})
+            end
     end.
+
+timed_out(Coll, Acc) ->
+    lists:foldl(fun({_, {N, _}}, A) -> A#{N => {error, timeout}} end, Acc,
+                erpc:reqids_to_list(Coll)).
+
+decoded(Qs, Parts) ->
+    [case {P, msgflow_view:module(Name)} of
+         {{ok, {encoded, E}}, {ok, Mod}} -> {ok, Mod:decode(E, Opts)};
+         _ -> P
+     end || {{Name, Opts}, P} <- lists:zip(Qs, Parts)].
 
 %% Each query's value from the parts of the nodes it asked, each node's
 %% parts being in the order of the queries that node was asked.
@@ -287,7 +314,14 @@ remote_labels(Pids, Missing, Deadline) ->
 -spec parts([{msgflow_view:name(), map()}]) -> [{ok, term()} | {error, term()}].
 parts(Queries) ->
     ok = msgflow_flags:untrace_self(),
-    local_parts(Queries).
+    [case {R, msgflow_view:module(Name)} of
+         {{ok, Part}, {ok, Mod}} ->
+             case erlang:function_exported(Mod, encode, 2) of
+                 true -> {ok, {encoded, Mod:encode(Part, Opts)}};
+                 false -> R
+             end;
+         _ -> R
+     end || {{Name, Opts}, R} <- lists:zip(Queries, local_parts(Queries))].
 
 local_parts(Queries) ->
     Mods = [{msgflow_view:module(Name), Opts} || {Name, Opts} <- Queries],

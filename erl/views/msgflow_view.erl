@@ -47,7 +47,11 @@
 %%%     they do not make one);</li>
 %%% <li>`metrics(Value)': families of series for `/metrics'
 %%%     (msgflow_prom), from the value of the view with its default
-%%%     options.</li>
+%%%     options;</li>
+%%% <li>`encode(Part, Opts)' and `decode(Encoded, Opts)': a node's part
+%%%     as it crosses to the asking node and back, for a part too big to
+%%%     send as it is (every pair: a remote pid decoded is a term of its
+%%%     own each time it occurs).</li>
 %%% </ul>
 %%% run/2 is where builds run: a process of their own with a heap sized
 %%% for the store, whose value is copied back and whose errors are raised
@@ -86,7 +90,10 @@
 -callback wait(map()) -> interactive | full.
 -callback fallback(msgflow_rows:view(), map()) -> term() | none.
 -callback metrics(term()) -> [family()].
--optional_callbacks([check/1, scope/0, nodes/2, store/0, wait/1, fallback/2, metrics/1]).
+-callback encode(term(), map()) -> term().
+-callback decode(term(), map()) -> term().
+-optional_callbacks([check/1, scope/0, nodes/2, store/0, wait/1, fallback/2, metrics/1,
+                     encode/2, decode/2]).
 
 %% @doc Every view, by name, in the order help and menus list them: the
 %% one list of them.

@@ -71,9 +71,15 @@ run() ->
                                 {N, _} <- maps:get(missing, V)]),
     {ViewsPeakMem, ViewsPeakRss} = msgflow_bench:stop_sampler(Sampler),
     Sampler2 = msgflow_bench:start_sampler(),
+    Where = spawn(fun() -> biggest(self(), []) end),
     {PairsUs, All} = timer:tc(fun() -> msgflow:pairs() end),
-    NPairs = length(All),
+    NPairs = case All of
+                 {partial, Got, Missing2} -> io:format("pairs() partial: ~p~n", [Missing2]), length(Got);
+                 _ -> length(All)
+             end,
     {PairsPeakMem, PairsPeakRss} = msgflow_bench:stop_sampler(Sampler2),
+    Where ! {done, self()},
+    receive {biggest, Big} -> io:format("peak during pairs(): ~p~n", [Big]) end,
     ok = msgflow:stop(),
     io:format("~n  ~-34s ~10s~n", ["call (this node, coordinator)", "ms"]),
     [io:format("  ~-34s ~10s~n", [Name, msgflow_fmt:int(V)])
@@ -88,6 +94,26 @@ run() ->
                MB(ViewsPeakRss), MB(PairsPeakMem), MB(PairsPeakRss)]),
     [peer:stop(P) || {P, _} <- Peers],
     ok.
+
+%% The peak of this node's memory by type, and the biggest process then.
+biggest(_, Peak) ->
+    receive
+        {done, From} -> From ! {biggest, Peak}
+    after 20 ->
+            M = erlang:memory(),
+            Total = proplists:get_value(total, M),
+            case Peak of
+                [{total, T} | _] when T >= Total -> biggest(x, Peak);
+                _ ->
+                    Procs = [{Mem, P, process_info(P, [registered_name, current_function,
+                                                       initial_call, message_queue_len])}
+                             || P <- processes(), {memory, Mem} <- [process_info(P, memory)]],
+                    Top = lists:sublist(lists:reverse(lists:sort(Procs)), 3),
+                    biggest(x, [{total, Total}, {processes, proplists:get_value(processes, M)},
+                                {binary, proplists:get_value(binary, M)},
+                                {biggest, Top}])
+            end
+    end.
 
 %% @doc On a peer: Senders processes each send one message to each of
 %% Receivers processes; returns once all were sent.
