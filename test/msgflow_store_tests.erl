@@ -7,7 +7,7 @@
 -include_lib("proper/include/proper.hrl").  %% before eunit.hrl: both define LET
 -include_lib("eunit/include/eunit.hrl").
 
--define(RUNS, 150).
+-define(RUNS, 300).
 
 proper_test_() ->
     {timeout, 300,
@@ -123,8 +123,9 @@ prop_top_equals_scan() ->
               end)).
 
 %% The hotspot rules over what the store keeps find what they find over
-%% every pair (thresholds low enough that they find things; kinds with
-%% no replies, whose share the store's fan-out counts differently).
+%% every pair, with the same evidence (thresholds low enough that they
+%% find things; kinds with no replies, whose share the store's fan-out
+%% counts differently).
 prop_hotspots_equal_full() ->
     ?FORALL(Windows, store_windows(),
             with_ends(
@@ -132,7 +133,11 @@ prop_hotspots_equal_full() ->
                       {S, Kept, Scan} = fed(Windows, Ends, Name, #{}),
                       Opts = #{hot_rate => 1.0e-9, spike_min => 10, spike_factor => 2,
                                fan_out_receivers => 5, fan_in_senders => 5},
-                      Strip = fun(Fs) -> lists:sort([maps:without([node], F) || F <- Fs]) end,
+                      %% (labels aside: a label shared by several keys the
+                      %% view shows gets their pids beside it, and a view
+                      %% of the candidates shows fewer keys)
+                      Strip = fun(Fs) -> lists:sort([maps:with([rule, subject, evidence, members], F)
+                                                     || F <- Fs]) end,
                       A = Strip(msgflow_hotspots:build(Kept, Opts)),
                       B = Strip(msgflow_hotspots:build(Scan, Opts)),
                       retire(S),
