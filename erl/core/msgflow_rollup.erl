@@ -105,9 +105,8 @@ rollup_row(Which, K = {Sn, R}, S = #store{labels = L0}) ->
 
 %% A pair that left the pairs table leaves the busiest indexes and the
 %% sends to names too.
-forget(pairs, K, S = #store{busiest = B, busiest_open = O, named = Nm}) ->
-    ets:delete(Nm, K),
-    S#store{busiest = msgflow_busiest:remove(B, K), busiest_open = msgflow_busiest:remove(O, K)};
+forget(pairs, K, S = #store{kept = Kept}) ->
+    S#store{kept = msgflow_store_kept:forget(Kept, K)};
 forget(_, _, S) ->
     S.
 

@@ -25,10 +25,16 @@
 %%%     (msgflow_call_row), merged from msgflow_tracer:calls_take/1 with
 %%%     each snapshot; an edge whose caller or server exited is rolled up into
 %%%     their groups as a window closes;</li>
-%%% <li>the labels (msgflow_labels).</li>
+%%% <li>the labels (msgflow_labels);</li>
+%%% <li>what the views ask most, kept up to date as each delta is merged
+%%%     so that a view costs what it shows, not the pairs held
+%%%     (msgflow_store_kept: the busiest pairs, the sends to names, each
+%%%     window's ends).</li>
 %%% </ul>
-%%% (A little over 400 lines: the pairs, the rolled-up rows and the groups
-%%% share one row update, add_to_row/6, which keeps them here together.)
+%%% `max_memory' bounds its tables and the tracer's together: once they
+%%% reach it, new pairs go to overflow (check_memory/2).
+%%% (About 500 lines: the pairs, the rolled-up rows and the groups share
+%%% one row update, add_to_row/6, which keeps them here together.)
 %%% Windows are numbered from 1; the open one is `closed + 1'.  Merging
 %%% is the collector's only load: it grows with the distinct pairs per
 %%% window, never with the messages (the NIF counts them in the tracees'
@@ -50,17 +56,6 @@
 %% how long the tables a reset or a new run replaced are kept for the
 %% views still reading them, in ms
 -define(RETIRE_MS, 60000).
-%% pairs the busiest indexes hold (msgflow_busiest): by messages since
-%% start, enough for any page of msgflow-top (500) and the web page
-%% (200); by window, enough that the hotspot rules' pairs (100 messages
-%% in a window or more) are all in it on a busy node
--define(BUSIEST_TOTAL, 2048).
--define(BUSIEST_WINDOW, 5000).
-%% a closed window's ends are kept for the views with at least this many
-%% partners (the hotspot rules ask for 10 senders and 20 receivers by
-%% default): on a node of 100,000 processes each talking to a few, all of
-%% them would take 18 MB a window
--define(KEEP_PARTNERS, 5).
 
 %% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
 -type state() :: #store{}.
@@ -107,14 +102,10 @@ new() ->
 
 %% @doc new/0 with busiest indexes of other sizes: `total' and `window'
 %% pairs (tests make them small, to see them let go of pairs).
--spec new(#{total => pos_integer(), window => pos_integer()}) -> state().
+-spec new(msgflow_store_kept:caps()) -> state().
 new(Caps) ->
     #store{pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
-           calls = new_calls(), wends = new_wends(), labels = msgflow_labels:new(),
-           busiest_caps = {maps:get(total, Caps, ?BUSIEST_TOTAL), maps:get(window, Caps, ?BUSIEST_WINDOW)},
-           busiest = msgflow_busiest:new(maps:get(total, Caps, ?BUSIEST_TOTAL)),
-           busiest_open = msgflow_busiest:new(maps:get(window, Caps, ?BUSIEST_WINDOW)),
-           named = new_named()}.
+           calls = new_calls(), labels = msgflow_labels:new(), kept = msgflow_store_kept:new(Caps)}.
 
 %% @doc One chunk of deltas merged, as a snapshot's are (take/2): pairs
 %% `{Sender, Receiver, Messages}' or `{Sender, Receiver, Messages, Kind,
@@ -149,14 +140,12 @@ clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Ca
                               keep_labels -> msgflow_labels:forget_endpoints(S#store.labels);
                               new_run -> msgflow_labels:clear(S#store.labels)
                           end,
-    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, S#store.named | OldLabels]
-                                                   ++ index_tables(S) ++ wend_tables(S)}),
+    {Kept, OldKept} = msgflow_store_kept:clear(S#store.kept),
+    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls | OldLabels] ++ OldKept}),
     S#store{closed = 0, windows = [], durations = #{}, events = 0,
             pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
             calls = new_calls(), call_figures = #{busy => 0, displaced => 0},
-            wends = new_wends(), wlast = none, named = new_named(), full = false,
-            busiest = msgflow_busiest:new(element(1, S#store.busiest_caps)),
-            busiest_open = msgflow_busiest:new(element(2, S#store.busiest_caps)), busiest_last = none,
+            kept = Kept, full = false,
             dead_letters = 0, overflow = 0, rolled_up_messages = 0, sweeps = #{},
             labels = Labels}.
 
@@ -224,7 +213,10 @@ take_chunks(Session, Take, Nif, S0) ->
             take_chunks(Session, Take, Nif,
                         merge({Pairs, Dead, Replies, 0, 0}, take_proc_events(Session, S)));
         {done, Pairs, Dead, Replies, Overflow, OverflowDead} ->
-            merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_proc_events(Session, S));
+            %% and once more after the last chunk, so that what info()
+            %% and the views say of the bound is true of the store now
+            check_memory(Nif, merge({Pairs, Dead, Replies, Overflow, OverflowDead},
+                                    take_proc_events(Session, S)));
         gone ->
             S
     end.
@@ -251,16 +243,10 @@ check_memory(Nif, S = #store{max_memory = Max}) ->
 %% The store's tables' bytes.
 memory(S) ->
     Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
-                                                    S#store.groups, S#store.calls, S#store.named]
-                                                  ++ index_tables(S) ++ wend_tables(S)
+                                                    S#store.groups, S#store.calls]
+                                                  ++ msgflow_store_kept:tables(S#store.kept)
                                                   ++ maps:values(msgflow_labels:tables(S#store.labels))]),
     Words * erlang:system_info(wordsize).
-
-index_tables(#store{busiest = B, busiest_open = O, busiest_last = L}) ->
-    lists:append([msgflow_busiest:tables(I) || I <- [B, O, L], I =/= none]).
-
-wend_tables(#store{wends = {I, O}, wlast = Last}) ->
-    [I, O | case Last of none -> []; {LI, LO} -> [LI, LO] end].
 
 %% The sampled calls' round trips since the last take (msgflow_store_calls).
 take_calls(Session, S = #store{calls = T, closed = C}) ->
@@ -384,7 +370,7 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
     case ets:lookup(T, K) of
         [Row] ->
             {First, Total, Count} = add_to_row(T, K, Row, N, KT, S),
-            in_window(First, Which, K, N, KT, Total, Count, S#store{events = E + N});
+            kept(First, Which, K, N, KT, Total, Count, S#store{events = E + N});
         [] ->
             case Which =:= pairs andalso
                 (S#store.full orelse ets:info(T, size) >= S#store.max_pairs) of
@@ -394,32 +380,19 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
                     %% labelling reads the new endpoints from the VM
                     erlang:bump_reductions(10 * ?MERGE_REDUCTIONS),
                     ets:insert(T, msgflow_row:new(K, N, Open, KT)),
-                    _ = Which =:= pairs andalso msgflow_row:named(R) andalso ets:insert(S#store.named, {K}),
+                    Kept = case Which of
+                               pairs -> msgflow_store_kept:new_pair(S#store.kept, K);
+                               rolled_up -> S#store.kept
+                           end,
                     L = msgflow_labels:hold_pair(S#store.labels, Sn, R),
-                    in_window(first, Which, K, N, KT, N, N, S#store{events = E + N, labels = L})
+                    kept(first, Which, K, N, KT, N, N, S#store{events = E + N, labels = L, kept = Kept})
             end
     end.
 
-%% What the window's ends and the busiest indexes keep of N messages of
-%% pair K, now at Total since start and Count in the open window: its
-%% ends' messages and distinct partners (First: `first' for the pair's
-%% first messages of the window); a pair of the pairs table not sent to a
-%% local name in the busiest indexes.
-in_window(First, Which, K = {Sn, R}, N, KT, Total, Count, S = #store{wends = {In, Out}}) ->
-    New = case First of first -> 1; open -> 0 end,
-    _ = ets:update_counter(In, R, [{2, New}, {3, N}], {R, 0, 0}),
-    _ = case KT of
-            {reply, _} -> ok;
-            _ -> ets:update_counter(Out, Sn, [{2, New}, {3, N}], {Sn, 0, 0})
-        end,
-    case Which =:= pairs andalso not msgflow_row:named(R) of
-        true ->
-            S#store{busiest = msgflow_busiest:bump(S#store.busiest, K, Total),
-                    busiest_open = msgflow_busiest:bump(S#store.busiest_open, K, Count)};
-        false ->
-            S
-    end.
-
+%% What the store keeps for the views of N messages of pair K, now at
+%% Total since start and Count in the open window (msgflow_store_kept).
+kept(First, Which, K, N, KT, Total, Count, S = #store{kept = Kp}) ->
+    S#store{kept = msgflow_store_kept:add(Kp, Which, K, N, KT, First, Total, Count)}.
 
 %%% Windows
 
@@ -433,29 +406,14 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
     N = Closed + 1,
     W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
           queue_lens => queue_lens(S)},
-    %% the last window's ends and busiest pairs are kept for the views;
-    %% those of the window before go once no view can be reading them
-    Old = case S#store.wlast of none -> []; {LI, LO} -> [LI, LO] end
-        ++ case S#store.busiest_last of none -> []; B -> msgflow_busiest:tables(B) end,
+    %% the last window's aggregates are kept for the views; those of the
+    %% window before go once no view can be reading them
+    {Kept, Old} = msgflow_store_kept:close_window(S#store.kept),
     _ = Old =/= [] andalso erlang:send_after(?RETIRE_MS, self(), {retire, Old}),
-    {In, Out} = S#store.wends,
-    Last = {kept_ends(In, msgflow_window_receivers), kept_ends(Out, msgflow_window_senders)},
-    ets:delete(In),
-    ets:delete(Out),
     rollup_calls(msgflow_rollup:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
                                durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
-                               wends = new_wends(), wlast = Last,
-                               busiest_last = S#store.busiest_open,
-                               busiest_open = msgflow_busiest:new(element(2, S#store.busiest_caps)),
+                               kept = Kept,
                                labels = msgflow_labels:purge(msgflow_labels:prune_proc_events(L, N))})).
-
-%% A closed window's ends with ?KEEP_PARTNERS partners or more, in a
-%% table of their own (read in chunks: the select traps, so the
-%% collector yields while it runs).
-kept_ends(T, Name) ->
-    Kept = ets:new(Name, [set, protected]),
-    ets:insert(Kept, ets:select(T, [{{'_', '$1', '_'}, [{'>=', '$1', ?KEEP_PARTNERS}], ['$_']}])),
-    Kept.
 
 %% message_queue_len of the local receivers that had the most senders in
 %% the window (fan-in candidates), read now.  Only the ?QLEN_MAX_SAMPLED
@@ -463,7 +421,8 @@ kept_ends(T, Name) ->
 %% above it and up to that many equal to it, from ETS (so that a window
 %% with 100,000 receivers costs no sort of them all); names join their
 %% pid's count.
-queue_lens(#store{wends = {WS, _}, labels = L}) ->
+queue_lens(#store{kept = Kept, labels = L}) ->
+    WS = msgflow_store_kept:open_receivers(Kept),
     Tables = msgflow_labels:tables(L),
     Thr = case ets:select(WS, [{{'_', '$1', '_'}, [], ['$1']}], 1000) of
               {Ns, _} when length(Ns) > ?QLEN_MAX_SAMPLED ->
@@ -499,20 +458,12 @@ queue_lens(#store{wends = {WS, _}, labels = L}) ->
 %% `new_tracer').
 -spec handle(state(), map()) -> store().
 handle(S, Run) ->
-    Run#{pairs => S#store.pairs, rolled_up => S#store.rolled_up_rows, dead => S#store.dead,
+    (maps:merge(Run, msgflow_store_kept:handle(S#store.kept)))#{pairs => S#store.pairs, rolled_up => S#store.rolled_up_rows, dead => S#store.dead,
          groups => S#store.groups, calls => S#store.calls, call_figures => S#store.call_figures,
          labels => msgflow_labels:tables(S#store.labels),
          taken_at => erlang:system_time(millisecond), snapshot_at => S#store.snapshot_at,
          closed => S#store.closed, open_ms => now_ms() - S#store.win_start,
          windows => lists:reverse(S#store.windows),
-         busiest => #{total => msgflow_busiest:reader(S#store.busiest),
-                      open => msgflow_busiest:reader(S#store.busiest_open),
-                      last => case S#store.busiest_last of
-                                  none -> none;
-                                  B -> msgflow_busiest:reader(B)
-                              end},
-         named => S#store.named,
-         window_ends => #{last => S#store.wlast, min_partners => ?KEEP_PARTNERS},
          memory_full => S#store.full,
          events => S#store.events, dead_letters => S#store.dead_letters,
          overflow => S#store.overflow, rolled_up_messages => S#store.rolled_up_messages,
@@ -555,15 +506,6 @@ new_dead() -> ets:new(msgflow_dead, [set, protected]).
 
 %% ordered: a pair's call edges are one range of keys (msgflow_call_row:of_pair/3)
 new_calls() -> ets:new(msgflow_calls, [ordered_set, protected]).
-
-%% The open window's ends, new and empty (the old are deleted whole,
-%% which the VM does in the background, not emptied object by object).
-new_wends() ->
-    {ets:new(msgflow_window_receivers, [set, protected]),
-     ets:new(msgflow_window_senders, [set, protected])}.
-
-%% the pairs sent to local registered names
-new_named() -> ets:new(msgflow_named, [set, protected]).
 
 now_ms() ->
     erlang:monotonic_time(millisecond).

@@ -16,23 +16,8 @@
     call_figures = #{busy => 0, displaced => 0} :: #{busy := non_neg_integer(),
                                                     displaced := non_neg_integer()},
     labels :: msgflow_labels:labels(),
-    %% the ends of the open window's pairs: ETS `{Receiver, Senders,
-    %% Messages}' (distinct senders whose pair had its first messages of
-    %% the window, and messages in) and `{Sender, Receivers, Messages}'
-    %% (the same out, of messages that are no replies): the hotspot
-    %% rules' inputs, kept as deltas merge (ETS, so that the collector's
-    %% heap stays small); and those of the last closed window
-    wends :: {ets:tid(), ets:tid()},
-    wlast = none :: {ets:tid(), ets:tid()} | none,
-    %% the busiest pairs (msgflow_busiest) by messages since start, by
-    %% messages in the open window and in the last closed one; sends to
-    %% local registered names are in `named' instead ({Key}: few, and
-    %% merged into their pid's row by the views)
-    busiest_caps :: {pos_integer(), pos_integer()},   %% their sizes: total, window
-    busiest :: msgflow_busiest:index(),
-    busiest_open :: msgflow_busiest:index(),
-    busiest_last = none :: msgflow_busiest:index() | none,
-    named :: ets:tid(),
+    %% what the views ask most, kept as deltas merge (msgflow_store_kept)
+    kept :: msgflow_store_kept:kept(),
     %% max_memory: bytes the store's tables and the tracer's may take
     %% together; `full' once they do (new pairs go to overflow, as past
     %% max_pairs), read at each chunk of a snapshot
