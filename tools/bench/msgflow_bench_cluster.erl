@@ -81,15 +81,19 @@ run() ->
     Where ! {done, self()},
     receive {biggest, Big} -> io:format("peak during pairs(): ~p~n", [Big]) end,
     ok = msgflow:stop(),
-    io:format("~n  ~-34s ~10s~n", ["call (this node, coordinator)", "ms"]),
-    [io:format("  ~-34s ~10s~n", [Name, msgflow_fmt:int(V)])
-     || {Name, V} <- [{"top(20)", Top}, {"matrix(node)", Matrix}, {"nodes()", NodesMs},
-                      {"pairs() (" ++ msgflow_fmt:int(NPairs) ++ " pairs, once)",
-                       PairsUs div 1000}]],
+    %% before: main at 6640f04 (issue 37's figures, this machine)
+    io:format("~n  ~-34s ~10s ~8s ~26s~n", ["call (this node, coordinator)", "ms", "target",
+                                             "before (6640f04)"]),
+    [io:format("  ~-34s ~10s ~8s ~26s~n", [Name, msgflow_fmt:int(V), Target, Then])
+     || {Name, V, Target, Then} <-
+            [{"top(20)", Top, "300", "1,322"}, {"matrix(node)", Matrix, "300", "28"},
+             {"nodes()", NodesMs, "", ""},
+             {"pairs() (" ++ msgflow_fmt:int(NPairs) ++ " pairs, once)", PairsUs div 1000,
+              "5,000", "5,050 (1,048 pairs)"}]],
     io:format("  nodes that did not answer top(20) or matrix(node) in time: ~p~n", [Missing]),
     MB = fun(B) -> io_lib:format("~.1f MB", [B / 1048576]) end,
     io:format("~n  coordinator memory: before start ~s (RSS ~s); peak during top/matrix/nodes "
-              "~s (RSS ~s); peak during pairs() ~s (RSS ~s)~n",
+              "~s (RSS ~s); peak during pairs() ~s (RSS ~s; target 300 MB, before 805 MB)~n",
               [MB(element(1, Before)), MB(element(2, Before)), MB(ViewsPeakMem),
                MB(ViewsPeakRss), MB(PairsPeakMem), MB(PairsPeakRss)]),
     [peer:stop(P) || {P, _} <- Peers],

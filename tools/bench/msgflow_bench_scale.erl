@@ -16,7 +16,9 @@
 %%% warm-up, in the caller), counts the windows the collector closed while
 %%% views ran back to back for 3 s, the long_schedule events (> 1 ms) of
 %%% msgflow's own processes over the whole run beside those of a control
-%%% process that only computes, and memory per distinct pair.  Prints a table beside the targets of issue 11; judges nothing.
+%%% process that only computes (and each per second of its work), and
+%%% memory per distinct pair.  Prints a table beside issue 37's targets
+%%% and main's figures before it (before/0); judges nothing.
 -module(msgflow_bench_scale).
 -export([main/0]).
 %% output thrown away, for the other benches too
