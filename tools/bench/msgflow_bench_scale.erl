@@ -10,7 +10,10 @@
 %%%     the processes stay alive, so stop() clears 100,000 traced
 %%%     processes;</li>
 %%% <li>`1M': 1,000 senders x 1,000 receivers, each pair of 1 to 3 kinds
-%%%     (an info, a call, a cast: 1,000,000 pairs, 2,000,000 messages).</li>
+%%%     (an info, a call, a cast: 1,000,000 pairs, 2,000,000 messages),
+%%%     with max_memory 2 GiB (a million pairs take more than its
+%%%     default); hotspots() is also timed while the messages are sent
+%%%     (it waits for their merge).</li>
 %%% </ul>
 %%% For each it times the API calls (wall ms, median of 3 after one
 %%% warm-up, in the caller), counts the windows the collector closed while
