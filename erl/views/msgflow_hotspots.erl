@@ -233,6 +233,9 @@ inputs(Store = #{busiest := #{last := Last}, window_ends := #{last := {In, Out},
             Keys = [K || {K, _} <- Busy] ++ subject_pairs(T, Ins, Outs),
             {ok, Keys, #{ins => Ins, outs => Outs}}
     end;
+inputs(#{windows := []}, _) ->
+    %% no window closed yet: only the dead letters can be a finding
+    {ok, [], #{ins => #{}, outs => #{}}};
 inputs(_, _) ->
     unknown.
 
