@@ -196,18 +196,17 @@ static inline int receiver_word(const mf_layout_t *L, ErlNifEnv *env, mf_gen *g,
 /* A gen:call's request {'$gen_call', {Caller, Tag}, Request} from a local
  * pid to a local pid or a registered name, Tag [alias | Alias] or Alias
  * (a call with a timeout) or a plain monitor reference (a local call with
- * timeout infinity), noted for its round trip (mf_calls) by the tag's id
- * when it is the sampled one of this thread's calls.  Reads the message in place; only a sampled call
- * reads the clock.  Any scheduler thread (the caller's), with the layout
- * its callback loaded (L). */
-static void note_call(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, ERL_NIF_TERM from,
-                      ERL_NIF_TERM to, ERL_NIF_TERM msg, uint64_t kind)
+ * timeout infinity), noted for its round trip (mf_calls) by the tag's id:
+ * called for the sampled one of this thread's calls (note_call), whose
+ * countdown `t' it resets.  Reads the message in place, and the clock.
+ * Any scheduler thread (the caller's), with the layout its callback
+ * loaded (L). */
+static void note_sampled_call(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
+                              mf_tls_cache *t, ERL_NIF_TERM from, ERL_NIF_TERM to,
+                              ERL_NIF_TERM msg, uint64_t kind)
 {
-    /* the cache is this session's: trace_send found the slot through it */
-    if (--mf_tls.call_countdown > 0)
-        return;
     mf_calls *c = atomic_load_explicit(&s->calls, memory_order_acquire);
-    mf_tls.call_countdown = c ? (int)c->sample : 1 << 20;
+    t->call_countdown = c ? (int)c->sample : 1 << 20;
     const ERL_NIF_TERM *e, *f;
     int n;
     ERL_NIF_TERM alias, head, tail;
@@ -220,6 +219,17 @@ static void note_call(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, ERL_N
     if (mf_tag_id(L, alias, &id))
         mf_calls_request(c, id, (uint64_t)from, (uint64_t)to, kind,
                          (uint64_t)enif_monotonic_time(ERL_NIF_NSEC));
+}
+
+/* A call's request counted: this thread's countdown (t, this session's
+ * cache: trace_send found the slot through it) goes down by one, inline;
+ * only the sampled call reads the message again (note_sampled_call). */
+static inline void note_call(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
+                             mf_tls_cache *t, ERL_NIF_TERM from, ERL_NIF_TERM to,
+                             ERL_NIF_TERM msg, uint64_t kind)
+{
+    if (--t->call_countdown <= 0)
+        note_sampled_call(L, env, s, t, from, to, msg, kind);
 }
 
 /* A reply sent to a local alias (its words, as receiver_word read them):
@@ -252,13 +262,14 @@ static inline void reply_to_pid(const mf_layout_t *L, mf_session *s, ERL_NIF_TER
 }
 
 /* Owner thread of `g` (or holding the spill slot's lock), with the layout
- * its callback loaded (L).  `msg' is the message when the session counts
- * kinds, else 0 (no term's word is 0); `kind' its kind word when the
+ * its callback loaded (L) and its cache of the session (tc).  `msg' is the
+ * message when the session counts kinds, else 0 (no term's word is 0);
+ * `kind' its kind word when the
  * callback read it already (as sent to a process), else 0, and `tag' the
  * Tag of {Tag, _} with Tag no atom that read found (else 0). */
-static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, mf_gen *g,
-                              ERL_NIF_TERM from, ERL_NIF_TERM to, ERL_NIF_TERM msg, uint64_t kind,
-                              ERL_NIF_TERM tag, int dead)
+static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
+                              mf_tls_cache *tc, mf_gen *g, ERL_NIF_TERM from, ERL_NIF_TERM to,
+                              ERL_NIF_TERM msg, uint64_t kind, ERL_NIF_TERM tag, int dead)
 {
     uint64_t f, t;
     const uint64_t *alias;
@@ -282,7 +293,7 @@ static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *
         if (alias)
             reply_call(s, alias);
         else if ((k & MF_KIND_MASK) == MF_K_CALL)
-            note_call(L, env, s, from, to, msg, k);
+            note_call(L, env, s, tc, from, to, msg, k);
         else if ((k & MF_KIND_MASK) == MF_K_REPLY)
             reply_to_pid(L, s, tag);
     } else {
@@ -312,9 +323,12 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
      * this one does not).  The kind word is read once, here, when the
      * cache's session counts kinds; count_send reads it only for a session
      * whose cache this is not, or a reply to an alias. */
-    mf_shard *sh = mf_tls.shard;
+    /* the thread's cache, its address taken once: where the loader gave
+     * the library no static TLS space, each access is a call */
+    mf_tls_cache *const t = &mf_tls;
+    mf_shard *sh = t->shard;
     ERL_NIF_TERM tag = 0; /* a reply's {Tag, _}, for its round trip */
-    uint64_t kind = mf_tls.kinds ? mf_kind_word(L, env, argv[3], 0, &tag) : 0;
+    uint64_t kind = t->kinds ? mf_kind_word(L, env, argv[3], 0, &tag) : 0;
     if (sh)
         mf_shard_prefetch(sh, (uint64_t)argv[2], (uint64_t)to, kind);
     if (!mf_get_session(env, argv[1], &s))
@@ -324,26 +338,26 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     int dead = argv[0] == atom_send_to_non_existing_process; /* atoms: compare words */
     uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
     mf_slot *slot;
-    if (mf_tls.stamp == stamp) {
+    if (t->stamp == stamp) {
         if (sh && mf_is_local_pid(argv[2]) && mf_is_local_pid(to)) {
             mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, kind,
                            kind ? mf_kind_other(kind) : 0, dead);
             if ((kind & MF_KIND_MASK) == MF_K_CALL)
-                note_call(L, env, s, argv[2], to, argv[3], kind);
+                note_call(L, env, s, t, argv[2], to, argv[3], kind);
             else if ((kind & MF_KIND_MASK) == MF_K_REPLY)
                 reply_to_pid(L, s, tag);
             return atom_ok;
         }
-        slot = mf_tls.slot;
+        slot = t->slot;
     } else if (!(slot = find_slot(s, stamp))) {
         return atom_ok;
     }
     ERL_NIF_TERM msg = s->kinds ? argv[3] : 0;
     if (!slot->lock) {
-        count_send(L, env, s, mf_tls.gen, argv[2], to, msg, kind, tag, dead);
+        count_send(L, env, s, t, t->gen, argv[2], to, msg, kind, tag, dead);
     } else {
         enif_mutex_lock(slot->lock);
-        count_send(L, env, s, mf_slot_renew(slot, stamp), argv[2], to, msg, kind, tag, dead);
+        count_send(L, env, s, t, mf_slot_renew(slot, stamp), argv[2], to, msg, kind, tag, dead);
         enif_mutex_unlock(slot->lock);
     }
     return atom_ok;
@@ -413,10 +427,10 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     if (slot) {
         ERL_NIF_TERM key = enif_make_tuple2(env, argv[2], ev[2]);
         if (!slot->lock) {
-            count_send(L, env, s, c->gen, key, ev[3], 0, 0, 0, 0);
+            count_send(L, env, s, c, c->gen, key, ev[3], 0, 0, 0, 0);
         } else {
             enif_mutex_lock(slot->lock);
-            count_send(L, env, s, mf_slot_renew(slot, stamp), key, ev[3], 0, 0, 0, 0);
+            count_send(L, env, s, c, mf_slot_renew(slot, stamp), key, ev[3], 0, 0, 0, 0);
             enif_mutex_unlock(slot->lock);
         }
     }
