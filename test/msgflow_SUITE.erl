@@ -122,10 +122,6 @@ sender(Parent, Sends) ->
     send_rounds(Sends),
     Parent ! {done, self()}.
 
-%% sender/2, then again to the receivers `{again, Sends}' names.
-sender_again(Parent, Sends) ->
-    sender(Parent, Sends),
-    receive {again, More} -> send_rounds(More), Parent ! {done, self()} end.
 
 send_rounds([]) ->
     ok;
@@ -376,57 +372,65 @@ max_pairs_overflow(_Config) ->
                  msgflow:view(info, #{})),
     [begin unlink(P), exit(P, kill) end || P <- Sinks].
 
-%% max_memory 256 KiB above what a small run takes: the pairs of a first
-%% batch (40 senders x 50 receivers, 7 messages each) fill it, and from
-%% then on no pair is added.  Every message is in a pair held or in
-%% overflow, exactly: after a second batch to the same receivers and to
-%% 50 new ones, the pairs held are those of the first (none with fewer
-%% messages: a pair held counts on while the tracer has room for it, its
-%% half of max_memory), and events = held + overflow.  info(), the info
-%% view and top's header say the memory is full.
+%% max_memory 4 MiB above what a small run takes.  A first batch (40
+%% senders x 5 receivers) is held whole, far below it; a second (the same
+%% senders x 500 receivers, about 10 MB of pairs) reaches it, and from then
+%% on no pair is added.  Every message is in a pair held or in overflow,
+%% exactly: after a third batch to all of them, the pairs held are those
+%% of the first two that were, the first batch's among them, none with
+%% fewer messages (a pair held counts on while the tracer's half of
+%% max_memory has room for it; what it cannot count is overflow), and
+%% events = held + overflow.  info(), the info view and top's header say
+%% the memory is full.
 max_memory_overflow(_Config) ->
     Parent = self(),
-    Sinks = [spawn_link(fun sink/0) || _ <- lists:seq(1, 50)],
-    New = [spawn_link(fun sink/0) || _ <- lists:seq(1, 50)],
-    Batch = fun(To) ->
-                    Ss = [spawn_link(fun() -> sender_again(Parent, [{S, 7} || S <- To]) end)
-                          || _ <- lists:seq(1, 40)],
-                    {Ss, fun() -> [S ! go || S <- Ss], [receive {done, S} -> ok end || S <- Ss] end}
-            end,
-    %% what a run of 40 senders takes with the tracer's tables made (a
-    %% message each to one receiver)
-    {Probe, GoProbe} = Batch([hd(New)]),
+    Few = [spawn_link(fun sink/0) || _ <- lists:seq(1, 5)],
+    Many = [spawn_link(fun sink/0) || _ <- lists:seq(1, 500)],
+    Senders = fun() -> [spawn_link(fun() -> batch_sender(Parent) end) || _ <- lists:seq(1, 40)] end,
+    Send = fun(Ss, To) ->
+                   [S ! {send, [{R, 7} || R <- To]} || S <- Ss],
+                   [receive {done, S} -> ok end || S <- Ss]
+           end,
+    %% what a run of 40 senders takes with the tracer's tables made
+    Probe = Senders(),
     ok = msgflow:start(#{procs => Probe}),
-    GoProbe(),
+    Send(Probe, Few),
     #{store_memory := Store0, memory := Nif0} = msgflow:info(),
     ok = msgflow:stop(),
-    Bound = Store0 + Nif0 + 262144,
-    {First, Go1} = Batch(Sinks),
-    ok = msgflow:start(#{procs => First, max_memory => Bound}),
-    Go1(),
+    Bound = Store0 + Nif0 + 4 * 1048576,
+    Ss = Senders(),
+    ok = msgflow:start(#{procs => Ss, max_memory => Bound}),
+    Send(Ss, Few),
+    %% (each sender's `done' to this process is a pair too)
+    #{memory_full := false, pairs := 240} = msgflow:info(),
+    First = lists:sort(msgflow:pairs()),
+    Send(Ss, Many),
     #{memory_full := true, pairs := Held1, overflow := Over1} = msgflow:info(),
-    ?assert(Held1 > 0),
+    ?assert(Held1 > 240 andalso Held1 < 240 + 40 * 500),
     Pairs1 = lists:sort(msgflow:pairs()),
-    %% (and each sender's `done' to this process)
-    ?assertEqual(40 * 50 * 7 + 40, lists:sum([N || {_, _, N} <- Pairs1]) + Over1),
-    %% the same senders again, to the same receivers and new ones
-    [S ! {again, [{R, 7} || R <- Sinks ++ New]} || S <- First],
-    [receive {done, S} -> ok end || S <- First],
+    ?assertEqual(40 * 505 * 7 + 80, lists:sum([N || {_, _, N} <- Pairs1]) + Over1),
+    Send(Ss, Few ++ Many),
     #{memory_full := true, pairs := Held2, overflow := Over2, events := Events} = msgflow:info(),
     Pairs2 = lists:sort(msgflow:pairs()),
-    %% no pair added past the bound; those held counted on, exactly
+    %% no pair added past the bound: the same pairs, none with fewer
+    %% messages, the first batch's all there
     ?assertEqual(Held1, Held2),
-    %% the same pairs, none with fewer messages (a pair whose messages the
-    %% tracer had no room for at the bound has them in overflow)
     ?assertEqual([{S, R} || {S, R, _} <- Pairs1], [{S, R} || {S, R, _} <- Pairs2]),
     ?assertEqual([], [P || {P = {_, _, N1}, {_, _, N2}} <- lists:zip(Pairs1, Pairs2), N2 < N1]),
-    ?assertEqual(40 * 100 * 7 + 40 * 50 * 7 + 80, Events),
+    ?assertEqual([], [{S, R} || {S, R, _} <- First] -- [{S, R} || {S, R, _} <- Pairs2]),
+    ?assertEqual(2 * 40 * 505 * 7 + 120, Events),
     ?assertEqual(Events, lists:sum([N || {_, _, N} <- Pairs2]) + Over2),
     ?assertMatch(#{memory_full := true, max_memory := Bound}, msgflow:view(info, #{})),
     Text = msgflow_test_io:capture(fun() -> msgflow:top(5) end),
     ?assertMatch({match, _}, re:run(Text, "max_memory reached")),
     ok = msgflow:stop(),
-    [begin unlink(P), exit(P, kill) end || P <- Sinks ++ New ++ Probe ++ First].
+    [begin unlink(P), exit(P, kill) end || P <- Few ++ Many ++ Probe ++ Ss].
+
+%% Sends each batch it is given, `{send, [{Receiver, N}]}', and says when
+%% it is done; until killed.
+batch_sender(Parent) ->
+    receive {send, Sends} -> send_rounds(Sends), Parent ! {done, self()} end,
+    batch_sender(Parent).
 
 %% Every read of the VM's term words the checks at load allow is on where
 %% msgflow is tested (64-bit OTP 25, 27 and 29): the options map's
