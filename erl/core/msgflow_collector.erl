@@ -49,7 +49,10 @@
     %% before (monotonic µs, work µs), for the rate info/0 gives
     work_us = 0 :: non_neg_integer(),
     work_mark = {0, 0} :: {integer(), non_neg_integer()},
-    work_rate = 0.0 :: float()
+    work_rate = 0.0 :: float(),
+    %% when the next window closes (monotonic ms): every `interval' ms from
+    %% the start, however long closing one took
+    next_tick :: integer() | undefined
 }).
 
 %%% Client API
@@ -361,6 +364,7 @@ start_tracing(Opts, St) ->
                                                            P <- [maps:get(K, Opts, none)],
                                                            is_pid(P)],
             {ok, schedule_tick(St#st{running = true, run = Run, opts = Opts, tag = Tag,
+                                     next_tick = undefined,
                                      started_at = erlang:system_time(millisecond),
                                      stopped_at = undefined, new_tracer = msgflow,
                                      store = msgflow_store:census_start(S1),
@@ -423,9 +427,19 @@ close_window(St0) ->
     [gen_server:reply(From, ok) || {_, From} <- Due],
     St#st{store = S1, window_waiters = Later}.
 
-schedule_tick(St = #st{tag = Tag, opts = #{interval := I}}) ->
-    erlang:send_after(I, self(), {tick, Tag}),
-    St.
+%% The next tick `interval' ms after the last was due, not after it was
+%% done: closing a window of a million pairs, and the snapshots views ask
+%% for meanwhile, would otherwise make every window that much longer.  A
+%% collector that fell behind waits half an interval at least (it never
+%% ticks back to back; a window's length is measured: rates stay right).
+schedule_tick(St = #st{tag = Tag, opts = #{interval := I}, next_tick = Prev}) ->
+    Now = erlang:monotonic_time(millisecond),
+    Next = case Prev of
+               undefined -> Now + I;
+               _ -> max(Prev + I, Now + I div 2)
+           end,
+    erlang:send_after(Next, self(), {tick, Tag}, [{abs, true}]),
+    St#st{next_tick = Next}.
 
 handle(St = #st{opts = Opts}) ->
     msgflow_store:handle(St#st.store,
