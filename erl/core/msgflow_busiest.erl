@@ -19,7 +19,7 @@
 %%% the floor (most deltas of a big node), two or three ETS calls else.
 -module(msgflow_busiest).
 
--export([new/1, bump/3, remove/2, top/3, above/2, floor/1, size/1, tables/1, reader/1]).
+-export([new/1, bump/3, remove/2, top/2, above/2, floor/1, tables/1, reader/1]).
 -export_type([index/0, reader/0]).
 
 -record(busiest, {
@@ -30,9 +30,11 @@
 }).
 
 -opaque index() :: #busiest{}.
-%% What a view reads: the tables and the floor as of the handle (the
-%% collector goes on meanwhile: a reader may see a few newer values).
--type reader() :: #{order := ets:tid(), values := ets:tid(), floor := non_neg_integer()}.
+%% What a view reads: the ordered table and the floor as of the handle
+%% (the collector goes on meanwhile: a reader may see a few newer values;
+%% a window's index is deleted a window after it was the last, and a
+%% reader that finds it gone gets `unknown').
+-type reader() :: #{order := ets:tid(), floor := non_neg_integer()}.
 
 %% @doc An empty index of at most Cap pairs; its tables belong to the
 %% calling process.
@@ -79,31 +81,32 @@ remove(I = #busiest{order = O, values = Vs}, Key) ->
 %% @doc The N pairs of the highest values, highest first, as `{Key,
 %% Value}', when the index knows them: `{ok, Entries}' while it holds N
 %% pairs or never let one go (then every pair with a value is in it);
-%% else `unknown' (the caller scans).  Any process.
--spec top(reader(), pos_integer(), fun((term()) -> boolean())) ->
-          {ok, [{term(), non_neg_integer()}]} | unknown.
-top(#{order := O, floor := F}, N, Keep) ->
-    case walk(O, ets:last(O), N, Keep, []) of
+%% else `unknown' (the caller scans).  Pairs tied with the N-th come in
+%% key order.  Any process.
+-spec top(reader(), pos_integer()) -> {ok, [{term(), non_neg_integer()}]} | unknown.
+top(#{order := O, floor := F}, N) ->
+    try walk(O, ets:last(O), N, []) of
         {Got, 0} -> {ok, lists:reverse(Got)};
         {Got, _} when F =:= 0 -> {ok, lists:reverse(Got)};
         _ -> unknown
+    catch
+        error:badarg -> unknown         %% a window's index, deleted since
     end.
 
-walk(_, '$end_of_table', Left, _, Acc) -> {Acc, Left};
-walk(_, _, 0, _, Acc) -> {Acc, 0};
-walk(O, K = {V, Key}, Left, Keep, Acc) ->
-    case Keep(Key) of
-        true -> walk(O, ets:prev(O, K), Left - 1, Keep, [{Key, V} | Acc]);
-        false -> walk(O, ets:prev(O, K), Left, Keep, Acc)
-    end.
+walk(_, '$end_of_table', Left, Acc) -> {Acc, Left};
+walk(_, _, 0, Acc) -> {Acc, 0};
+walk(O, K = {V, Key}, Left, Acc) -> walk(O, ets:prev(O, K), Left - 1, [{Key, V} | Acc]).
 
 %% @doc Every pair whose value is at least Min, highest first, when the
 %% index holds them all (Min above its floor); else `unknown'.  Any
 %% process.
 -spec above(reader(), pos_integer()) -> {ok, [{term(), non_neg_integer()}]} | unknown.
 above(#{order := O, floor := F}, Min) when Min > F ->
-    {ok, lists:reverse([{Key, V} || {{V, Key}} <- ets:select(O, [{{{'$1', '_'}}, [{'>=', '$1', Min}],
-                                                                  ['$_']}])])};
+    try ets:select(O, [{{{'$1', '_'}}, [{'>=', '$1', Min}], ['$_']}]) of
+        Got -> {ok, lists:reverse([{Key, V} || {{V, Key}} <- Got])}
+    catch
+        error:badarg -> unknown         %% a window's index, deleted since
+    end;
 above(_, _) ->
     unknown.
 
@@ -111,14 +114,10 @@ above(_, _) ->
 -spec floor(index()) -> non_neg_integer().
 floor(#busiest{floor = F}) -> F.
 
-%% @doc How many pairs it holds.
--spec size(index()) -> non_neg_integer().
-size(#busiest{values = Vs}) -> ets:info(Vs, size).
-
 %% @doc Its tables (to delete when it is replaced).
 -spec tables(index()) -> [ets:tid()].
 tables(#busiest{order = O, values = Vs}) -> [O, Vs].
 
 %% @doc What views read of it.
 -spec reader(index()) -> reader().
-reader(#busiest{order = O, values = Vs, floor = F}) -> #{order => O, values => Vs, floor => F}.
+reader(#busiest{order = O, floor = F}) -> #{order => O, floor => F}.

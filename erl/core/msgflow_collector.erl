@@ -364,7 +364,7 @@ start_tracing(Opts, St) ->
                                                            P <- [maps:get(K, Opts, none)],
                                                            is_pid(P)],
             {ok, schedule_tick(St#st{running = true, run = Run, opts = Opts, tag = Tag,
-                                     next_tick = undefined,
+                                     next_tick = undefined, work_mark = {0, St#st.work_us},
                                      started_at = erlang:system_time(millisecond),
                                      stopped_at = undefined, new_tracer = msgflow,
                                      store = msgflow_store:census_start(S1),

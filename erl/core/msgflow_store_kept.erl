@@ -8,13 +8,17 @@
 %%% <li>each window's ends: `{Receiver, Senders, Messages}' (distinct
 %%%     senders whose pair had its first messages of the window, messages
 %%%     in) and `{Sender, Receivers, Messages}' (the same out, of messages
-%%%     that are no replies); of the last closed window, those with
-%%%     ?KEEP_PARTNERS partners or more.</li>
+%%%     that are no replies: a receiver counts when the pair's first
+%%%     messages of the window were no reply); of the last closed window,
+%%%     those with ?KEEP_PARTNERS partners or more, and every registered
+%%%     name (a process sent to by name and by pid is two ends here: the
+%%%     hotspot rules add them up).</li>
 %%% </ul>
 %%% ETS tables the collector owns (protected: views read them, only the
 %%% collector writes), fed by msgflow_store from the figures each row
-%%% update returns; a table a view may still read is handed back to be
-%%% retired later (msgflow_store's `{retire, Tables}').
+%%% update returns.  A window's tables are deleted one window after they
+%%% stopped being the last (close_window/1); those of a run or a reset are
+%%% handed back to be retired later (msgflow_store's `{retire, Tables}').
 -module(msgflow_store_kept).
 
 -export([new/1, new_pair/2, add/8, forget/2, open_receivers/1, close_window/1, clear/1, tables/1,
@@ -40,7 +44,12 @@
     last = none :: msgflow_busiest:index() | none,
     named :: ets:tid(),
     ends :: {ets:tid(), ets:tid()},                 %% the open window's: in, out
-    last_ends = none :: {ets:tid(), ets:tid()} | none
+    last_ends = none :: {ets:tid(), ets:tid()} | none,
+    %% the window before the last's index and ends, deleted as the next
+    %% window closes: a view that began before has a whole interval to
+    %% read them (a later read finds them gone: msgflow_busiest, the
+    %% hotspot rules then read the store whole)
+    before = [] :: [ets:tid()]
 }).
 
 -opaque kept() :: #kept{}.
@@ -83,27 +92,30 @@ add(Kp = #kept{ends = {In, Out}}, Which, K = {Sn, R}, N, KT, First, Total, Count
 
 %% @doc Pair K left the pairs table (rolled up).
 -spec forget(kept(), {term(), term()}) -> kept().
-forget(Kp = #kept{named = Nm}, K) ->
+forget(Kp = #kept{named = Nm, last = L}, K) ->
     ets:delete(Nm, K),
     Kp#kept{total = msgflow_busiest:remove(Kp#kept.total, K),
-            open = msgflow_busiest:remove(Kp#kept.open, K)}.
+            open = msgflow_busiest:remove(Kp#kept.open, K),
+            last = case L of none -> none; _ -> msgflow_busiest:remove(L, K) end}.
 
 %% @doc The open window's receivers, `{Receiver, Senders, Messages}'.
 -spec open_receivers(kept()) -> ets:tid().
 open_receivers(#kept{ends = {In, _}}) -> In.
 
 %% @doc The open window closed: its busiest index and its ends (those
-%% with ?KEEP_PARTNERS partners or more, copied: the select traps, so the
-%% collector yields while it runs) become the last window's, and those
-%% of the window before are handed back to be retired.
+%% with ?KEEP_PARTNERS partners or more and the registered names, copied:
+%% the select traps, so the collector yields while it runs) become the
+%% last window's; those of the window before the last are deleted.  The
+%% tables to retire later: none (the shape clear/1 shares).
 -spec close_window(kept()) -> {kept(), [ets:tid()]}.
 close_window(Kp = #kept{ends = {In, Out}, caps = {_, W}}) ->
-    Old = ends_tables(Kp#kept.last_ends) ++ index_tables(Kp#kept.last),
+    _ = [ets:delete(T) || T <- Kp#kept.before],
+    Before = ends_tables(Kp#kept.last_ends) ++ index_tables(Kp#kept.last),
     Last = {kept_ends(In, msgflow_window_receivers), kept_ends(Out, msgflow_window_senders)},
     ets:delete(In),
     ets:delete(Out),
     {Kp#kept{last = Kp#kept.open, open = msgflow_busiest:new(W), ends = new_ends(),
-             last_ends = Last}, Old}.
+             last_ends = Last, before = Before}, []}.
 
 %% @doc All of it new and empty, and the tables it had, to be retired.
 -spec clear(kept()) -> {kept(), [ets:tid()]}.
@@ -112,8 +124,9 @@ clear(Kp = #kept{caps = {T, W}}) ->
 
 %% @doc Its tables (for their memory, or to retire them).
 -spec tables(kept()) -> [ets:tid()].
-tables(#kept{total = T, open = O, last = L, named = Nm, ends = E, last_ends = LE}) ->
-    [Nm | index_tables(T) ++ index_tables(O) ++ index_tables(L) ++ ends_tables(E) ++ ends_tables(LE)].
+tables(#kept{total = T, open = O, last = L, named = Nm, ends = E, last_ends = LE, before = B}) ->
+    [Nm | index_tables(T) ++ index_tables(O) ++ index_tables(L) ++ ends_tables(E) ++ ends_tables(LE)
+     ++ B].
 
 %% @doc What views read (msgflow_store:handle/2): `busiest' (readers of
 %% the indexes: `total', `open', `last' or none), `named', `window_ends'
@@ -128,7 +141,10 @@ handle(#kept{total = T, open = O, last = L, named = Nm, last_ends = LE}) ->
 
 kept_ends(T, Name) ->
     Kept = ets:new(Name, [set, protected]),
-    ets:insert(Kept, ets:select(T, [{{'_', '$1', '_'}, [{'>=', '$1', ?KEEP_PARTNERS}], ['$_']}])),
+    Named = {'orelse', {is_atom, '$2'},
+             {'andalso', {is_tuple, '$2'}, {'==', {element, 2, '$2'}, node()}}},
+    ets:insert(Kept, ets:select(T, [{{'$2', '$1', '_'},
+                                     [{'orelse', {'>=', '$1', ?KEEP_PARTNERS}, Named}], ['$_']}])),
     Kept.
 
 new_ends() ->

@@ -223,7 +223,10 @@ timed_out(Coll, Acc) ->
 
 decoded(Qs, Parts) ->
     [case {P, msgflow_view:module(Name)} of
-         {{ok, {encoded, E}}, {ok, Mod}} -> {ok, Mod:decode(E, Opts)};
+         {{ok, {encoded, E}}, {ok, Mod}} ->
+             try {ok, Mod:decode(E, Opts)}
+             catch C:Why -> {error, {bad_answer, {C, Why}}}
+             end;
          _ -> P
      end || {{Name, Opts}, P} <- lists:zip(Qs, Parts)].
 

@@ -218,7 +218,7 @@ inputs(Store = #{busiest := #{last := Last}, window_ends := #{last := {In, Out},
     %% a pair with fewer messages than this in the last window is no hot
     %% pair and no spike
     Thr = max(1, min(ceil(SpikeMin), floor(Hot * WinMs / (1000 * Scale)))),
-    case msgflow_busiest:above(Last, Thr) of
+    try msgflow_busiest:above(Last, Thr) of
         unknown ->
             unknown;
         {ok, Busy} ->
@@ -232,6 +232,10 @@ inputs(Store = #{busiest := #{last := Last}, window_ends := #{last := {In, Out},
                                                                         ['$_']}])]),
             Keys = [K || {K, _} <- Busy] ++ subject_pairs(T, Ins, Outs),
             {ok, Keys, #{ins => Ins, outs => Outs}}
+    catch
+        %% the window's ends, deleted since (a window after they were
+        %% the last's): the store is read whole
+        error:badarg -> unknown
     end;
 inputs(#{windows := []}, _) ->
     %% no window closed yet: only the dead letters can be a finding

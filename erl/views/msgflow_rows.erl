@@ -144,6 +144,7 @@ build(Store, Spec) ->
                                 msgflow_rows_groups:top_by_process(Store, Ctx, N);
                             {process, N, rate} when is_integer(N), not is_map_key(filter, Ctx),
                                                     not is_map_key(endpoint, Ctx),
+                                                    not is_map_key(active, Spec),
                                                     not is_map_key(pair, Spec),
                                                     not is_map_key(kind, Spec) ->
                                 msgflow_rows_groups:top_by_process(Store, Ctx, N);

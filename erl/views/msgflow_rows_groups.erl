@@ -1,6 +1,8 @@
 %%% @doc How a view (msgflow_rows) chooses and groups its rows: the N
-%%% busiest pairs by process (a threshold from a sample, then a select in
-%%% ETS of the rows above it), or every pair read and grouped by a key
+%%% busiest pairs by process (from the store's busiest index,
+%%% msgflow_busiest, when it knows them; else a threshold from a sample,
+%%% then a select in ETS of the rows above it), the rows of given pairs
+%%% (the hotspot rules' candidates), or every pair read and grouped by a key
 %%% (key_fun/2: process, name, module, application, node) or apportioned
 %%% to its kinds; the groups ranked by the view's sort.  A group is an
 %%% `acc()' summed as its pairs are read; msgflow_rows makes its row.
@@ -77,7 +79,7 @@ from_index(#{busiest := Idx, pairs := T}, #{sort := Sort, last := Last, open := 
              end,
     Entries = case Reader of
                   none -> unknown;
-                  _ -> msgflow_busiest:top(Reader, N, fun(_) -> true end)
+                  _ -> msgflow_busiest:top(Reader, N)
               end,
     case Entries of
         unknown ->
@@ -215,8 +217,11 @@ by_process(T, F, Guard, KeyOf, Ctx) ->
                        end, #{}, Named),
     Plain = case Ctx of
                 #{keys := Keys} ->
-                    %% only these pairs (the hotspot rules' candidates)
-                    [{K, acc(Row, Ctx)} || K <- lists:usort(Keys), Row <- ets:lookup(T, K),
+                    %% only these pairs (the hotspot rules' candidates),
+                    %% and the pid rows the sends to names join
+                    Joined = [{S, KeyOf(R)} || Row <- Named, {S, R} <- [msgflow_row:key(Row)],
+                                               msgflow_row:named(R)],
+                    [{K, acc(Row, Ctx)} || K <- lists:usort(Keys ++ Joined), Row <- ets:lookup(T, K),
                                            not msgflow_row:named(element(2, K)),
                                            msgflow_row:last_window(Row) > Min];
                 _ ->
