@@ -71,7 +71,7 @@ run() ->
                                 {N, _} <- maps:get(missing, V)]),
     {ViewsPeakMem, ViewsPeakRss} = msgflow_bench:stop_sampler(Sampler),
     Sampler2 = msgflow_bench:start_sampler(),
-    Where = spawn(fun() -> biggest(self(), []) end),
+    Where = spawn(fun() -> biggest([]) end),
     {PairsUs, All} = timer:tc(fun() -> msgflow:pairs() end),
     NPairs = case All of
                  {partial, Got, Missing2} -> io:format("pairs() partial: ~p~n", [Missing2]), length(Got);
@@ -100,20 +100,20 @@ run() ->
     ok.
 
 %% The peak of this node's memory by type, and the biggest process then.
-biggest(_, Peak) ->
+biggest(Peak) ->
     receive
         {done, From} -> From ! {biggest, Peak}
     after 20 ->
             M = erlang:memory(),
             Total = proplists:get_value(total, M),
             case Peak of
-                [{total, T} | _] when T >= Total -> biggest(x, Peak);
+                [{total, T} | _] when T >= Total -> biggest(Peak);
                 _ ->
                     Procs = [{Mem, P, process_info(P, [registered_name, current_function,
                                                        initial_call, message_queue_len])}
                              || P <- processes(), {memory, Mem} <- [process_info(P, memory)]],
                     Top = lists:sublist(lists:reverse(lists:sort(Procs)), 3),
-                    biggest(x, [{total, Total}, {processes, proplists:get_value(processes, M)},
+                    biggest([{total, Total}, {processes, proplists:get_value(processes, M)},
                                 {binary, proplists:get_value(binary, M)},
                                 {biggest, Top}])
             end
