@@ -69,7 +69,10 @@ delta(R) ->
 %% The pids (and a name for receiver 0) the deltas use, alive for the
 %% run.
 with_ends(Fun) ->
-    Ends = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 9)],
+    with_ends(9, Fun).
+
+with_ends(N, Fun) ->
+    Ends = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, N)],
     Name = msgflow_store_tests_srv,
     true = register(Name, lists:last(Ends)),
     try Fun(list_to_tuple(Ends), Name)
@@ -167,6 +170,26 @@ prop_hot_pairs_with_names() ->
                       retire(S),
                       ?WHENFAIL(io:format("kept: ~p~nscan: ~p~n", [A, B]), A =:= B)
               end)).
+
+%% Forty senders casting to the same six receivers in each of two
+%% windows are forty fan-out subjects, more than one read of the pairs
+%% names (?KIND_ENDS in msgflow_hotspots): the one grouped finding over
+%% what the store keeps has their kind, as the one over every pair has.
+many_fan_out_subjects_test() ->
+    with_ends(47, fun(Ends, Name) ->
+                          W = [{Sn, R, 3, cast} || Sn <- lists:seq(1, 40), R <- lists:seq(41, 46)],
+                          {S, Kept, Scan} = fed([W, W], Ends, Name, #{}),
+                          Opts = #{fan_out_receivers => 5},
+                          Found = fun(Store) ->
+                                          [maps:with([members, evidence], F)
+                                           || F = #{rule := fan_out} <- msgflow_hotspots:build(Store, Opts)]
+                                  end,
+                          A = Found(Kept),
+                          B = Found(Scan),
+                          retire(S),
+                          ?assertMatch([#{members := 40, evidence := #{kind := {cast, x, 100}}}], A),
+                          ?assertEqual(B, A)
+                  end).
 
 %% The store's tables deleted (the test's process owns them).
 retire(_S) ->

@@ -43,8 +43,8 @@
 
 -export_type([finding/0]).
 
-%% fan-in and fan-out subjects at most whose pairs are read for their
-%% kind (one read of every pair, with a guard naming each)
+%% fan-in and fan-out subjects whose pairs are read for their kind in one
+%% read of every pair, with a guard naming each
 -define(KIND_ENDS, 32).
 
 %% `node' (the node it was found on) when msgflow counts across a cluster.
@@ -70,12 +70,13 @@ options() ->
       slow_growth => {3, pos_number}}.      %% last window's p99 >= growth x the one before
 
 %% @doc This node's findings, each with `node'.  The rules read what the
-%% store keeps as snapshots merge (inputs/3): the last window's ends (each
+%% store keeps as snapshots merge (inputs/2): the last window's ends (each
 %% receiver's distinct senders and messages in, each sender's distinct
 %% receivers and messages out) and the rows of only the pairs that can be
-%% a finding (the busiest of the last window, and those of a subject when
-%% there are a few, for its kind); a store that does not know them (its
-%% index let go of pairs that could be) is read whole.
+%% a hot pair or a spike (the busiest of the last window); the kind of a
+%% fan finding is then read from the rows into or out of its subjects
+%% (fan_kinds/3).  A store that does not keep them (its index let go of
+%% pairs that could be a finding) is read whole.
 -spec build(msgflow_store:store(), map()) -> [finding()].
 build(Store, Opts0) ->
     Opts = maps:merge(msgflow_opts:defaults(options()), Opts0),
@@ -83,7 +84,10 @@ build(Store, Opts0) ->
                 {ok, Keys, Ends = #{ins := Ins, outs := Outs}} ->
                     %% the fan subjects labelled too: their pairs may not be read
                     Spec = (spec(Opts))#{keys => Keys, ends => maps:keys(Ins) ++ maps:keys(Outs)},
-                    rules(msgflow_rows:build(Store, Spec), Ends, Opts);
+                    View = msgflow_rows:build(Store, Spec),
+                    Fs = rules(View, Ends, Opts),
+                    Kinds = maps:merge(kinds_of(View), fan_kinds(Store, Fs, Opts)),
+                    [with_kind(F, Kinds) || F <- Fs];
                 unknown ->
                     find(msgflow_rows:build(Store, spec(Opts)), Opts)
             end,
@@ -139,11 +143,16 @@ spec(#{windows := N}) ->
 %% checks them (their defaults fill in the rest).
 -spec find(map(), map()) -> [finding()].
 find(View, Opts) ->
-    rules(View, rows, maps:merge(msgflow_opts:defaults(options()), Opts)).
+    Kinds = kinds_of(View),
+    [with_kind(F, Kinds) || F <- rules(View, rows, maps:merge(msgflow_opts:defaults(options()), Opts))].
+
+%% Each row's kinds, by pair: `#{{S, R} => [kind_count()]}'.
+kinds_of(#{rows := Rows}) ->
+    maps:from_list([{{S, R}, Ks} || #{sender := S, receiver := R, kinds := Ks} <- Rows]).
 
 %% The findings of View, whose rows are every pair's (Ends `rows': the
 %% last window's ends are summed from them) or the candidates' (Ends the
-%% store's, inputs/3).
+%% store's, inputs/2), without their kind (with_kind/2).
 rules(View = #{windows := All, rows := Rows, endpoints := Ends}, EndsIn, O = #{windows := N}) ->
     Kept = lists:nthtail(max(0, length(All) - N), All),
     %% per window: {DurationMs, #{{S, R} => Messages}, #{Receiver => QueueLen}}
@@ -169,14 +178,13 @@ rules(View = #{windows := All, rows := Rows, endpoints := Ends}, EndsIn, O = #{w
             end,
     Label = Field(display),
     Scale = maps:get(scale, View, 1),
-    Kinds = maps:from_list([{{S, R}, Ks} || #{sender := S, receiver := R, kinds := Ks} <- Rows]),
     Group = Field(label),
     #{ins := Ins, outs := Outs} = case {EndsIn, Ws} of
                                       {rows, []} -> #{ins => #{}, outs => #{}};
-                                      {rows, _} -> ends(element(2, lists:last(Ws)), Kinds);
+                                      {rows, _} -> ends(element(2, lists:last(Ws)), kinds_of(View));
                                       _ -> EndsIn
                                   end,
-    [with_kind(F, Kinds)
+    [F
      || Found <- [fan_in(Ws, Ins, O, Label, Scale), hot_pair(Ws, O, Label, Scale),
                   spike(Ws, O, Label), fan_out(Ws, Outs, O, Label),
                   dead_letters(View, O, Label)],
@@ -203,14 +211,13 @@ ends(Last, Kinds) ->
 %% What the rules need of the store, read from what it keeps as
 %% snapshots merge: the pairs that can be a hot pair or a spike (the last
 %% closed window's busiest index holds every pair with as many messages
-%% as either rule asks for), the last window's ends (its receivers that
-%% had their queue read, and its senders with fan_out_receivers
-%% receivers or more) and, when those subjects are few (?KIND_ENDS), the
-%% pairs into or out of them (for their kind).  `unknown' when the store
-%% does not keep them, its index let go of pairs that could be a finding,
-%% or a fan rule asks for fewer partners than it keeps ends with.
+%% as either rule asks for) and the last window's ends (its receivers that
+%% had their queue read, and its senders with fan_out_receivers receivers
+%% or more).  `unknown' when the store does not keep them, its index let
+%% go of pairs that could be a finding, or a fan rule asks for fewer
+%% partners than it keeps ends with.
 inputs(Store = #{busiest := #{last := Last}, window_ends := #{last := {In, Out}, min_partners := Kept},
-                 windows := [_ | _] = Ws, pairs := T},
+                 windows := [_ | _] = Ws},
        #{hot_rate := Hot, spike_min := SpikeMin, fan_out_receivers := MinR,
          fan_in_senders := MinS, queue_min := QMin})
   when Last =/= none, MinR >= Kept, MinS >= Kept ->
@@ -230,8 +237,7 @@ inputs(Store = #{busiest := #{last := Last}, window_ends := #{last := {In, Out},
                                    || {Sn, Nr, Nm} <- ets:select(Out, [{{'_', '$1', '_'},
                                                                         [{'>=', '$1', MinR}],
                                                                         ['$_']}])]),
-            Keys = [K || {K, _} <- Busy] ++ subject_pairs(T, Ins, Outs),
-            {ok, Keys, #{ins => Ins, outs => Outs}}
+            {ok, [K || {K, _} <- Busy], #{ins => Ins, outs => Outs}}
     catch
         %% the window's ends, deleted since (a window after they were
         %% the last's): the store is read whole
@@ -263,24 +269,31 @@ names_of(P) when is_pid(P), node(P) =:= node() ->
 names_of(_) ->
     [].
 
-%% The pairs out of the fan-out subjects and into the fan-in ones, for
-%% their kind, when they are few (one read of the pairs with a guard
-%% naming each); none else.
-subject_pairs(T, Ins, Outs) ->
+%% The kinds of the rows out of Found's fan-out subjects and into its
+%% fan-in ones (`#{{S, R} => [kind_count()]}'), for with_kind/2: one read
+%% of the pairs for each ?KIND_ENDS of them, with a guard naming each.
+fan_kinds(Store = #{pairs := T}, Found, Opts) ->
+    Subjects = fun(#{members := _, subject := Ss}) -> Ss;
+                  (#{subject := S}) -> [S]
+               end,
     Into = lists:append([[P | names_of(P) ++ [{N, node()} || N <- names_of(P)]]
-                         || P <- maps:keys(Ins)]),
-    Out = maps:keys(Outs),
-    case length(Into) + length(Out) of
-        0 -> [];
-        N when N > ?KIND_ENDS -> [];
-        _ ->
-            Is = fun(Var, Ends) -> [{'=:=', Var, {const, E}} || E <- Ends] end,
-            Guard = case Is('$1', Out) ++ Is('$2', Into) of
-                        [One] -> One;
-                        Many -> list_to_tuple(['orelse' | Many])
-                    end,
-            ets:select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}}), [Guard], [{{'$1', '$2'}}]}])
+                         || F = #{rule := fan_in} <- Found, P <- Subjects(F)]),
+    Out = lists:append([Subjects(F) || F = #{rule := fan_out} <- Found]),
+    Is = fun(Var, Ends) -> [{'=:=', Var, {const, E}} || E <- Ends] end,
+    Keys = lists:append(
+             [ets:select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}}),
+                              [list_to_tuple(['orelse', false | Guards])], [{{'$1', '$2'}}]}])
+              || Guards <- chunks(Is('$1', Out) ++ Is('$2', Into), ?KIND_ENDS)]),
+    case Keys of
+        [] -> #{};
+        _ -> kinds_of(msgflow_rows:build(Store, (spec(Opts))#{keys => Keys, labelled => 0}))
     end.
+
+chunks([], _) -> [];
+chunks(L, N) when length(L) =< N -> [L];
+chunks(L, N) ->
+    {H, T} = lists:split(N, L),
+    [H | chunks(T, N)].
 
 %% Findings of one rule whose subjects share a label (21 sessions of
 %% xmpp_stream_in:init/1, each a fan_out) become one finding for the
