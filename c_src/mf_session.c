@@ -141,6 +141,7 @@ static void session_dtor(ErlNifEnv *env, void *obj)
     mf_own_free(&s->own);
     mf_watches_free(&s->watches);
     mf_calls_free(atomic_load(&s->calls));
+    mf_sizes_free(atomic_load(&s->sizes));
 }
 
 static void session_down(ErlNifEnv *env, void *obj, ErlNifPid *pid, ErlNifMonitor *mon)
@@ -369,6 +370,70 @@ ERL_NIF_TERM mf_nif_calls_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
                             enif_make_uint64(env, c ? atomic_load(&c->displaced) : 0)};
     enif_make_map_from_arrays(env, keys, vals, 2, &figures);
     return enif_make_tuple2(env, list, figures);
+}
+
+/* sizes_config(Session, Sample, Words) -> ok: the session measures 1 in
+ * Sample sends per thread (mf_size), Words the heap words of the terms
+ * the walk does not go inside, as erts_debug:flat_size/1 gives them here:
+ * {Float, Ref, Fun, ExtPid, HeapBin, RefcBin, Map, MapKey, Big}.  Once per
+ * session, before its tracing starts (the collector); a second call is
+ * ignored.  badarg on bad types or a Sample of 0 or over 2^31. */
+ERL_NIF_TERM mf_nif_sizes_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    unsigned sample, v[9];
+    const ERL_NIF_TERM *e;
+    int n;
+    if (!mf_get_session(env, argv[0], &s) || s->type != MF_SESSION_SEND ||
+        !enif_get_uint(env, argv[1], &sample) || sample == 0 || sample > (1u << 31) ||
+        !enif_get_tuple(env, argv[2], &n, &e) || n != 9)
+        return enif_make_badarg(env);
+    for (int i = 0; i < 9; i++)
+        if (!enif_get_uint(env, e[i], &v[i]) || v[i] > 1024)
+            return enif_make_badarg(env);
+    if (atomic_load(&s->sizes))
+        return atom_ok;
+    mf_size_words w = {.flt = v[0], .ref = v[1], .fun = v[2], .ext_pid = v[3], .heap_bin = v[4],
+                       .refc_bin = v[5], .map = v[6], .map_key = v[7], .big = v[8]};
+    mf_sizes *z = mf_sizes_new(&s->alloc, sample, &w);
+    if (!z)
+        return enif_raise_exception(env, atom_memory);
+    mf_sizes *none = NULL;
+    if (!atomic_compare_exchange_strong(&s->sizes, &none, z))
+        mf_sizes_free(z);
+    return atom_ok;
+}
+
+/* sizes_take(Session) -> [{Sender, Receiver, Sampled, Words, WordsMax,
+ * BinBytes, Large}]: the messages measured since the last take, by edge
+ * (Sender a local pid or port, Receiver a local pid, port or registered
+ * name); Words and BinBytes are sums over the Sampled messages, Large how
+ * many of them ran out the walk's budget.  `[]' when sizes are off.  The
+ * collector, on its own scheduler: an edge per pair measured in an
+ * interval, at most. */
+ERL_NIF_TERM mf_nif_sizes_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    if (!mf_get_session(env, argv[0], &s))
+        return enif_make_badarg(env);
+    mf_sizes *z = atomic_load(&s->sizes);
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    if (z) {
+        mf_size_edge *all = mf_sizes_take(z);
+        for (mf_size_edge *e = all; e; e = e->next) {
+            ERL_NIF_TERM items[7] = {(ERL_NIF_TERM)e->sender, (ERL_NIF_TERM)e->receiver,
+                                     enif_make_uint64(env, e->sampled),
+                                     enif_make_uint64(env, e->words),
+                                     enif_make_uint64(env, e->words_max),
+                                     enif_make_uint64(env, e->bin_bytes),
+                                     enif_make_uint64(env, e->large)};
+            list = enif_make_list_cell(env, enif_make_tuple_from_array(env, items, 7), list);
+        }
+        mf_sizes_free_edges(z, all);
+    }
+    return list;
 }
 
 /* call_buckets() -> [{Low, High}]: each histogram bucket's bounds in ns,

@@ -55,6 +55,7 @@
 #include "mf_atoms.h"
 #include "mf_proc_events.h"
 #include "mf_calls.h"
+#include "mf_size.h"
 #include "mf_gen.h"
 #include "mf_own.h"
 #include "mf_shard.h"
@@ -107,6 +108,9 @@ struct mf_session {
     /* sampled calls' round trips (mf_calls): set once by calls_config,
      * before tracing starts; NULL when off */
     _Atomic(mf_calls *) calls;
+    /* sampled messages' sizes (mf_size): set once by sizes_config,
+     * before tracing starts; NULL when off */
+    _Atomic(mf_sizes *) sizes;
     _Atomic(mf_slot *) spill;
     _Atomic unsigned nslots; /* claimed, may exceed MF_MAX_SLOTS */
     _Atomic(mf_slot *) slots[MF_MAX_SLOTS];
@@ -159,6 +163,8 @@ ERL_NIF_TERM mf_nif_own(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_proc_events_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_calls_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_calls_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_sizes_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_sizes_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_call_buckets(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 
 #endif

@@ -75,6 +75,9 @@ typedef struct mf_tls_cache {
      * sample when it reaches 0; 0 for a session new to the thread, whose
      * first call is noted */
     int call_countdown;
+    /* sends this thread counts before it measures the next one's size
+     * (mf_size), as call_countdown */
+    int size_countdown;
 } mf_tls_cache;
 static __thread mf_tls_cache mf_tls_all[MF_SESSION_TYPES];
 #define mf_tls (mf_tls_all[MF_SESSION_SEND])
@@ -89,7 +92,7 @@ static mf_slot *find_slot(mf_session *s, uint64_t stamp)
     if (!slot)
         return NULL;
     if (c->session_id != s->id)
-        c->call_countdown = 0;
+        c->call_countdown = c->size_countdown = 0;
     c->session_id = s->id;
     c->slot = slot;
     c->stamp = stamp;
@@ -261,10 +264,36 @@ static inline void reply_to_pid(const mf_layout_t *L, mf_session *s, ERL_NIF_TER
     }
 }
 
+/* The sampled one of this thread's sends (measure): its message's size
+ * added to edge (from, to), to a receiver's word that is an immediate (a
+ * local pid, port or registered name; a reply to an alias: its owner's
+ * pid); the countdown `t' reset.  Reads the message in place.  Any
+ * scheduler thread (the sender's), with the layout its callback loaded
+ * (L). */
+static void measure_sampled(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
+                            mf_tls_cache *t, ERL_NIF_TERM from, uint64_t to, ERL_NIF_TERM msg)
+{
+    mf_sizes *z = atomic_load_explicit(&s->sizes, memory_order_acquire);
+    t->size_countdown = z ? (int)z->sample : 1 << 30;
+    if (z && mf_is_local_pid(from)) {
+        mf_size m = mf_size_measure(L, env, z, msg);
+        mf_sizes_add(z, (uint64_t)from, to, &m);
+    }
+}
+
+/* A send counted: this thread's size countdown goes down by one, inline;
+ * only the sampled send reads the message for its size. */
+static inline void measure(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, mf_tls_cache *t,
+                           ERL_NIF_TERM from, uint64_t to, ERL_NIF_TERM msg)
+{
+    if (--t->size_countdown <= 0)
+        measure_sampled(L, env, s, t, from, to, msg);
+}
+
 /* Owner thread of `g` (or holding the spill slot's lock), with the layout
  * its callback loaded (L) and its cache of the session (tc).  `msg' is the
- * message when the session counts kinds, else 0 (no term's word is 0);
- * `kind' its kind word when the
+ * message (read for its kind when the session counts kinds, and for its
+ * size when it is measured), 0 for a flow's event; `kind' its kind word when the
  * callback read it already (as sent to a process), else 0, and `tag' the
  * Tag of {Tag, _} with Tag no atom that read found (else 0). */
 static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
@@ -278,7 +307,7 @@ static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *
         /* a send to an alias is read again only where the first read
          * (as if to a pid) could not tell: {NonAtom, _} it did not take
          * for a reply (a Task's {Alias, Result}) */
-        uint64_t k = !msg  ? 0
+        uint64_t k = !msg || !s->kinds ? 0
                      : !kind ? mf_kind_word(L, env, msg, alias != NULL, &tag)
                      : alias && tag && (kind & MF_KIND_MASK) != MF_K_REPLY
                          ? mf_kind_word(L, env, msg, 1, &tag)
@@ -290,6 +319,12 @@ static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *
             alias = NULL;
         }
         mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead);
+        if (!msg)
+            ; /* a flow's event: not measured */
+        else if (alias)
+            measure(L, env, s, tc, from, alias[3], msg);
+        else if (mf_is_local_pid(to) || mf_is_atom(L, env, to) || enif_is_port(env, to))
+            measure(L, env, s, tc, from, (uint64_t)to, msg);
         if (alias)
             reply_call(s, alias);
         else if ((k & MF_KIND_MASK) == MF_K_CALL)
@@ -342,6 +377,7 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
         if (sh && mf_is_local_pid(argv[2]) && mf_is_local_pid(to)) {
             mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, kind,
                            kind ? mf_kind_other(kind) : 0, dead);
+            measure(L, env, s, t, argv[2], (uint64_t)to, argv[3]);
             if ((kind & MF_KIND_MASK) == MF_K_CALL)
                 note_call(L, env, s, t, argv[2], to, argv[3], kind);
             else if ((kind & MF_KIND_MASK) == MF_K_REPLY)
@@ -352,7 +388,7 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     } else if (!(slot = find_slot(s, stamp))) {
         return atom_ok;
     }
-    ERL_NIF_TERM msg = s->kinds ? argv[3] : 0;
+    ERL_NIF_TERM msg = argv[3];
     if (!slot->lock) {
         count_send(L, env, s, t, t->gen, argv[2], to, msg, kind, tag, dead);
     } else {
@@ -560,6 +596,8 @@ static ErlNifFunc nif_funcs[] = {
     {"own", 3, mf_nif_own, 0},
     {"calls_config", 3, mf_nif_calls_config, 0},
     {"calls_take", 1, mf_nif_calls_take, 0},
+    {"sizes_config", 3, mf_nif_sizes_config, 0},
+    {"sizes_take", 1, mf_nif_sizes_take, 0},
     {"call_buckets", 0, mf_nif_call_buckets, 0},
     {"session_new", 3, mf_nif_session_new, 0},
     {"session_stop", 1, mf_nif_session_stop, 0},

@@ -94,6 +94,9 @@ start() ->
 %%     scheduler thread is measured (default 64; needs kinds);</li>
 %% <li>`call_timeout => Ms': a sampled call with no reply after Ms is
 %%     unanswered (default 5000);</li>
+%% <li>`size_sample => N | off': the message of 1 in N sends per scheduler
+%%     thread is measured, its heap words and off-heap binary bytes (default
+%%     64; guides/sizes-and-wait.md);</li>
 %% <li>`duration => Ms | infinity', stop by itself after Ms (default
 %%     infinity);</li>
 %% <li>`windows => N', windows kept for rates and hotspots (default 60);</li>

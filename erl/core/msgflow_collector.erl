@@ -285,6 +285,8 @@ handle_info({tick, Tag}, St = #st{tag = Tag, running = true, run = Run}) ->
                             msgflow_store:closed(St1#st.store)),
     ok = msgflow_run:own_sweep(Run),
     {noreply, schedule_tick(St1#st{new_tracer = msgflow_run:new_tracer(Run)})};
+handle_info({wait_sample, Tag}, St = #st{tag = Tag, running = true}) ->
+    {noreply, St#st{store = msgflow_store:sample_waits(St#st.store)}};
 handle_info({census, Tag}, St = #st{tag = Tag, running = true}) ->
     case msgflow_store:census(St#st.store) of
         {more, S} ->
@@ -439,6 +441,12 @@ schedule_tick(St = #st{tag = Tag, opts = #{interval := I}, next_tick = Prev}) ->
                _ -> max(Prev + I, Now + I div 2)
            end,
     erlang:send_after(Next, self(), {tick, Tag}, [{abs, true}]),
+    %% the busiest receivers' queues read at random times in the window
+    %% (msgflow_store_waits: random, so that a workload with a period
+    %% is not read at one phase of it), once more as it closes
+    _ = [erlang:send_after(Now + rand:uniform(Next - Now) - 1, self(), {wait_sample, Tag},
+                           [{abs, true}])
+         || Next > Now, _ <- lists:seq(2, msgflow_store_waits:readings())],
     St#st{next_tick = Next}.
 
 handle(St = #st{opts = Opts}) ->

@@ -5,7 +5,7 @@
 -module(msgflow_fmt).
 -export([run_state/1, on_nodes/1, missing/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, label_cell/3, label_cell/4, rcell/2, ellipsis/1,
          endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0,
-         micros/1]).
+         micros/1, bytes/1]).
 
 %% @doc The terminal's width in columns (io:columns/0 of the caller's
 %% group leader, at least 40), 80 where there is none.
@@ -312,6 +312,14 @@ rcell(Text, Width) ->
 short_rate(R) when R < 99.95 -> rate(R);
 short_rate(R) when R < 999999.5 -> int(round(R));
 short_rate(R) -> float_to_list(R / 1.0e6, [{decimals, 1}]) ++ "M".
+
+%% @doc Bytes in at most 6 characters: `512', `9.8K', `1.0M', `3.2G'
+%% (powers of 1,024).
+-spec bytes(non_neg_integer()) -> string().
+bytes(B) when B < 1024 -> integer_to_list(B);
+bytes(B) when B < 1024 * 1024 -> float_to_list(B / 1024, [{decimals, 1}]) ++ "K";
+bytes(B) when B < 1024 * 1024 * 1024 -> float_to_list(B / (1024 * 1024), [{decimals, 1}]) ++ "M";
+bytes(B) -> float_to_list(B / (1024 * 1024 * 1024), [{decimals, 1}]) ++ "G".
 
 %% @doc `"running"' or `"stopped"', as a view's head says it.
 -spec run_state(boolean()) -> string().

@@ -40,6 +40,7 @@
                   kinds := boolean(),
                   max_kinds := pos_integer(),
                   call_sample := off | pos_integer(),
+                  size_sample := off | pos_integer(),
                   call_timeout := pos_integer(),
                   duration := pos_integer() | infinity,
                   windows := pos_integer(),
@@ -166,6 +167,8 @@ schema(start) ->
       %% the round trip of 1 in call_sample gen:calls per scheduler thread
       call_sample => {64, {either, [{one_of, [off]}, {int, 1, 1 bsl 31, "calls"}]}},
       call_timeout => {5000, {int, 1, ?MAX_MS, "ms"}},
+      %% the size of 1 in size_sample sends per scheduler thread
+      size_sample => {64, {either, [{one_of, [off]}, {int, 1, 1 bsl 31, "sends"}]}},
       duration => {infinity, {either, [{one_of, [infinity]}, {int, 1, ?MAX_MS, "ms"}]}},
       windows => {60, {int, 1, ?MAX_WINDOWS, "windows"}},
       sample => {off, sample},

@@ -114,6 +114,10 @@ begin_run1(#{procs := Procs, max_pairs := Max, trace_mode := Want} = Opts) ->
                     _ = MaxKinds > 0 andalso maps:get(call_sample, Opts, off) =/= off andalso
                         msgflow_tracer:calls_config(Session, maps:get(call_sample, Opts),
                                                     maps:get(call_timeout, Opts, 5000)),
+                    %% sizes of sampled messages
+                    _ = maps:get(size_sample, Opts, off) =/= off andalso
+                        msgflow_tracer:sizes_config(Session, maps:get(size_sample, Opts),
+                                                    msgflow_tracer:size_words()),
                     begin_tracing(Targets, Mode, Session, Procs)
             catch
                 error:undef -> {error, {nif_not_loaded, code:which(msgflow_tracer)}};

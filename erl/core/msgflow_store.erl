@@ -43,7 +43,7 @@
 -include("msgflow_store.hrl").
 
 -export([new/1, merge_deltas/2]).
--export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, close_window/1,
+-export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
 -export_type([store/0, window/0, state/0]).
 
@@ -62,9 +62,11 @@
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the
-%% most senders in it.
+%% most senders in it; the waits of the busiest receivers of the window
+%% before (msgflow_store_waits).
 -type window() :: #{n := pos_integer(), at := integer(), window_ms := non_neg_integer(),
-                    queue_lens := #{pid() => non_neg_integer()}}.
+                    queue_lens := #{pid() => non_neg_integer()},
+                    waits := #{pid() => msgflow_store_waits:wait()}}.
 
 %% What views read (msgflow_rows:build/2): the tables and the figures of
 %% the run, as of the call that returned it; what the store keeps as
@@ -74,7 +76,7 @@
 %% receivers `{R, Senders, Messages}' and senders `{S, Receivers,
 %% Messages}' of no replies, those with `min_partners' or more).
 -type store() :: #{pairs := ets:tid(), rolled_up := ets:tid(), dead := ets:tid(),
-                   groups := ets:tid(), calls := ets:tid(),
+                   groups := ets:tid(), calls := ets:tid(), sizes := ets:tid(),
                    call_figures := #{busy := non_neg_integer(), displaced := non_neg_integer()},
                    labels := msgflow_labels:tables(),
                    node := node(), running := boolean(),
@@ -105,7 +107,8 @@ new() ->
 -spec new(msgflow_store_kept:caps()) -> state().
 new(Caps) ->
     #store{pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
-           calls = new_calls(), labels = msgflow_labels:new(), kept = msgflow_store_kept:new(Caps)}.
+           calls = new_calls(), sizes = msgflow_store_sizes:new(), waits = msgflow_store_waits:new(),
+           labels = msgflow_labels:new(), kept = msgflow_store_kept:new(Caps)}.
 
 %% @doc One chunk of deltas merged, as a snapshot's are (take/2): pairs
 %% `{Sender, Receiver, Messages}' or `{Sender, Receiver, Messages, Kind,
@@ -135,16 +138,17 @@ restart_window(S) -> S#store{win_start = now_ms()}.
 %% `{retire, Tables}' ?RETIRE_MS later (then retire/1), so that a view
 %% that began before reads the store as it was.
 -spec clear(state(), keep_labels | new_run) -> state().
-clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Calls}, What) ->
+clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Calls, sizes = Sz}, What) ->
     {Labels, OldLabels} = case What of
                               keep_labels -> msgflow_labels:forget_endpoints(S#store.labels);
                               new_run -> msgflow_labels:clear(S#store.labels)
                           end,
     {Kept, OldKept} = msgflow_store_kept:clear(S#store.kept),
-    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls | OldLabels] ++ OldKept}),
+    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, Sz | OldLabels] ++ OldKept}),
     S#store{closed = 0, windows = [], durations = #{}, events = 0,
             pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
             calls = new_calls(), call_figures = #{busy => 0, displaced => 0},
+            sizes = msgflow_store_sizes:new(), waits = msgflow_store_waits:new(),
             kept = Kept, full = false,
             dead_letters = 0, overflow = 0, rolled_up_messages = 0, sweeps = #{},
             labels = Labels}.
@@ -193,7 +197,9 @@ take(Session, S) ->
     try msgflow_tracer:snapshot_start(Session) of
         Take ->
             S1 = S#store{snapshot_at = erlang:system_time(millisecond)},
-            take_calls(Session, take_chunks(Session, Take, nif_bytes(Session), S1))
+            S2 = take_calls(Session, take_chunks(Session, Take, nif_bytes(Session), S1)),
+            ok = msgflow_store_sizes:take(Session, S2#store.sizes),
+            S2
     catch
         error:undef -> S;
         error:{not_loaded, _} -> S;
@@ -243,7 +249,7 @@ check_memory(Nif, S = #store{max_memory = Max}) ->
 %% The store's tables' bytes.
 memory(S) ->
     Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
-                                                    S#store.groups, S#store.calls]
+                                                    S#store.groups, S#store.calls, S#store.sizes]
                                                   ++ msgflow_store_kept:tables(S#store.kept)
                                                   ++ maps:values(msgflow_labels:tables(S#store.labels))]),
     Words * erlang:system_info(wordsize).
@@ -404,16 +410,31 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
                         keep = Keep, labels = L}) ->
     Now = now_ms(),
     N = Closed + 1,
+    Tables = msgflow_labels:tables(L),
+    {Waits, WaitsNext} = msgflow_store_waits:close(S#store.waits,
+                                                   msgflow_store_kept:open_receivers(S#store.kept),
+                                                   fun(R) -> msgflow_labels:canon(Tables, R) end,
+                                                   Now - Start),
     W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
-          queue_lens => queue_lens(S)},
+          queue_lens => queue_lens(S), waits => Waits},
     %% the last window's aggregates are kept for the views; those of the
     %% window before go once no view can be reading them
     {Kept, Old} = msgflow_store_kept:close_window(S#store.kept),
     _ = Old =/= [] andalso erlang:send_after(?RETIRE_MS, self(), {retire, Old}),
-    rollup_calls(msgflow_rollup:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
+    sweep_sizes(rollup_calls(msgflow_rollup:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
                                durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
-                               kept = Kept,
-                               labels = msgflow_labels:purge(msgflow_labels:prune_proc_events(L, N))})).
+                               kept = Kept, waits = WaitsNext,
+                               labels = msgflow_labels:purge(msgflow_labels:prune_proc_events(L, N))}))).
+
+%% @doc The busiest receivers' queue lengths read now, for their wait in
+%% the open window (msgflow_store_waits); the collector, between ticks.
+-spec sample_waits(state()) -> state().
+sample_waits(S = #store{waits = W}) ->
+    S#store{waits = msgflow_store_waits:sample(W)}.
+
+%% The sizes of pairs rolled up dropped, a slice a window (msgflow_store_sizes).
+sweep_sizes(S = #store{sizes = T, pairs = P, sweeps = Sw}) ->
+    S#store{sweeps = Sw#{sizes => msgflow_store_sizes:sweep(T, P, maps:get(sizes, Sw, start))}}.
 
 %% message_queue_len of the local receivers that had the most senders in
 %% the window (fan-in candidates), read now.  Only the ?QLEN_MAX_SAMPLED
@@ -460,6 +481,7 @@ queue_lens(#store{kept = Kept, labels = L}) ->
 handle(S, Run) ->
     (maps:merge(Run, msgflow_store_kept:handle(S#store.kept)))#{pairs => S#store.pairs, rolled_up => S#store.rolled_up_rows, dead => S#store.dead,
          groups => S#store.groups, calls => S#store.calls, call_figures => S#store.call_figures,
+         sizes => S#store.sizes,
          labels => msgflow_labels:tables(S#store.labels),
          taken_at => erlang:system_time(millisecond), snapshot_at => S#store.snapshot_at,
          closed => S#store.closed, open_ms => now_ms() - S#store.win_start,

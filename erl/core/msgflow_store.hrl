@@ -15,6 +15,10 @@
     %% the tracer's figures of them (msgflow_tracer:calls_take/1)
     call_figures = #{busy => 0, displaced => 0} :: #{busy := non_neg_integer(),
                                                     displaced := non_neg_integer()},
+    %% sampled messages' sizes by edge (msgflow_store_sizes)
+    sizes :: ets:tid(),
+    %% the busiest receivers' queue readings (msgflow_store_waits)
+    waits :: msgflow_store_waits:waits(),
     labels :: msgflow_labels:labels(),
     %% what the views ask most, kept as deltas merge (msgflow_store_kept)
     kept :: msgflow_store_kept:kept(),
@@ -24,7 +28,7 @@
     max_memory = infinity :: pos_integer() | infinity,
     full = false :: boolean(),
     %% where the slow pass of the sweep is, per table
-    sweeps = #{} :: #{pairs | rolled_up | dead | calls => term()},
+    sweeps = #{} :: #{pairs | rolled_up | dead | calls | sizes => term()},
     keep = 60 :: pos_integer(),             %% windows kept (the `windows' option)
     max_pairs = 1 :: pos_integer(),
     max_kinds = 8 :: pos_integer(),         %% kinds and tags a row keeps

@@ -16,6 +16,7 @@
 -export([enabled/3, enabled_send/3, trace_send/5, trace/5, enabled_procs/3, trace_procs/5,
          enabled_call/3]).
 -export([calls_config/3, calls_take/1, call_buckets/0]).
+-export([sizes_config/3, sizes_take/1, size_words/0]).
 -export([session_new/3, session_stop/1, session_rotate/1, snapshot/1, snapshot_start/1, snapshot_next/1,
          proc_events_take/1, session_info/1, own/3,
          lib_info/0, kinds/0]).
@@ -234,6 +235,43 @@ calls_config(_Session, _Sample, _TimeoutMs) -> ?NOT_LOADED.
              [{non_neg_integer(), pos_integer()}]}],
            #{busy := non_neg_integer(), displaced := non_neg_integer()}}.
 calls_take(_Session) -> ?NOT_LOADED.
+
+%% @doc The session measures the message of 1 in Sample sends per
+%% scheduler thread between local processes, ports and registered names:
+%% its heap words (what the send copies) and the bytes of the off-heap
+%% binaries it references, walking at most 1,024 terms (past that the
+%% figures are a lower bound and the message is counted as large).  Words
+%% is size_words/0.  Once per session, before its tracing starts (the
+%% collector).  badarg on bad types.
+-spec sizes_config(session(), pos_integer(), tuple()) -> ok.
+sizes_config(_Session, _Sample, _Words) -> ?NOT_LOADED.
+
+%% @doc The messages measured since the last take, by edge: `[{Sender,
+%% Receiver, Sampled, Words, WordsMax, BinaryBytes, Large}]', Words (heap
+%% words) and BinaryBytes (bytes of off-heap binaries) summed over the
+%% Sampled messages, WordsMax the biggest, Large how many ran out the
+%% walk's budget.  A reply to an alias is the edge to its owner.  The
+%% collector only.
+-spec sizes_take(session()) ->
+          [{pid() | port(), pid() | port() | atom(), pos_integer(), non_neg_integer(),
+            non_neg_integer(), non_neg_integer(), non_neg_integer()}].
+sizes_take(_Session) -> ?NOT_LOADED.
+
+%% @doc The heap words of the terms the size walk does not go inside, as
+%% erts_debug:flat_size/1 gives them on this VM (a lower bound where a
+%% term of the type may be bigger: a fun's free variables, a remote
+%% reference): `{Float, Ref, Fun, ExternalPid, HeapBinary, RefcBinary,
+%% Map, MapKey, Big}', HeapBinary that of an empty binary (a word more per
+%% 8 bytes), MapKey what each key adds to an empty map's.
+-spec size_words() -> tuple().
+size_words() ->
+    F = fun erts_debug:flat_size/1,
+    X = 1,
+    Map = F(#{}),
+    %% a pid of node a@host, from the external term format
+    Remote = binary_to_term(<<131, 88, 119, 6, "a@host", 0:32, 0:32, 1:32>>),
+    {F(1.5), F(make_ref()), F(fun() -> ok end), F(Remote), F(<<>>),
+     F(binary:copy(<<0>>, 100)), Map, F(#{a => 1}) - Map, F(1 bsl 62 + X)}.
 
 %% @doc The round-trip histogram's buckets, by number from 0: `{Low,
 %% High}' in ns (Low included, High excluded).  Any process.

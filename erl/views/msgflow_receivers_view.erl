@@ -9,9 +9,18 @@
 %%% a registered name counts for the pid holding it; replies to a
 %%% process's aliases count for the process.  The value, busiest first:
 %%% `#{receivers => [#{receiver, label, messages, window_messages, rate,
-%%% senders, queue}], window_ms, running, nodes, missing}', `rate' in
-%%% messages/s, `queue' the receiver's message_queue_len read now (a local
-%%% process that is alive; else `undefined').  It reads every pair: at a
+%%% senders, queue, wait_ms, queue_len, growing, bytes_in}], window_ms,
+%%% running, nodes, missing}', `rate' in messages/s, `queue' the
+%%% receiver's message_queue_len read now (a local process that is alive;
+%%% else `undefined'); `wait_ms' how long a message waited in its mailbox
+%%% in the last closed window (ms, Little's law over 40 readings of its
+%%% queue: msgflow_store_waits; the 50 busiest receivers of the window
+%%% before have one, others `undefined'), `queue_len' the mean of those
+%%% readings (messages), `growing' whether the queue grew at each reading
+%%% (the wait is then no steady figure); `bytes_in' the bytes its
+%%% messages copied since start, from the sizes of sampled messages
+%%% (`size_sample'; 0 when none was measured).  `sort' also `wait' and
+%%% `bytes' (bytes_in).  It reads every pair: at a
 %%% million pairs about a second.  Across a cluster each node gives its
 %%% busiest `limit' and they are added up by receiver.
 -module(msgflow_receivers_view).
@@ -23,7 +32,9 @@
 -type receiver() :: #{receiver := msgflow_rows:key(), label := binary(),
                       messages := non_neg_integer(), window_messages := non_neg_integer(),
                       rate := float(), senders := non_neg_integer(),
-                      queue := non_neg_integer() | undefined}.
+                      queue := non_neg_integer() | undefined,
+                      wait_ms := float() | undefined, queue_len := float() | undefined,
+                      growing := boolean(), bytes_in := float()}.
 -type receivers() :: #{receivers := [receiver()], window_ms := non_neg_integer(),
                        running := boolean(), node := node(), nodes => [node()],
                        missing => [{node(), term()}]}.
@@ -32,7 +43,7 @@
 -spec options() -> msgflow_opts:schema().
 options() ->
     #{limit => {10, {int, 1, msgflow_rows:max_rows(), "receivers"}},
-      sort => {messages, {one_of, [messages, rate, senders]}}}.
+      sort => {messages, {one_of, [messages, rate, senders, wait, bytes]}}}.
 
 %% @doc This node's busiest receivers: every pair and rolled-up row read
 %% once, summed by receiver.
@@ -49,16 +60,40 @@ build(Store = #{pairs := T, rolled_up := F, labels := Tables}, #{limit := Limit,
           end,
     Match = msgflow_row:select_spec(#{}, [], false),
     Sums = msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})),
-    All = [#{receiver => R, messages => M, window_messages => W, senders => N,
-             rate => msgflow_row:per_s(W, WinMs, Scale)} || {R, {M, W, N}} <- maps:to_list(Sums)],
+    Bytes = bytes_in(Store, Canon),
+    Waits = case maps:get(windows, Store) of
+                [] -> #{};
+                Ws -> maps:get(waits, lists:last(Ws), #{})
+            end,
+    All = [maps:merge(#{receiver => R, messages => M, window_messages => W, senders => N,
+                        rate => msgflow_row:per_s(W, WinMs, Scale), bytes_in => maps:get(R, Bytes, 0.0),
+                        wait_ms => undefined, queue_len => undefined, growing => false},
+                      maps:with([wait_ms, queue_len, growing], maps:get(R, Waits, #{})))
+           || {R, {M, W, N}} <- maps:to_list(Sums)],
     Chosen = lists:sublist(sorted(All, Sort), Limit),
     #{receivers => [E#{label => maps:get(label, msgflow_labels:meta(Tables, R)), queue => queue(R)}
                     || E = #{receiver := R} <- Chosen],
       window_ms => WinMs, running => maps:get(running, Store), node => maps:get(node, Store)}.
 
+%% The bytes each receiver's messages copied since start: for each pair
+%% with sampled sizes, its messages times their mean bytes.
+bytes_in(#{sizes := SizesT, pairs := T}, Canon) ->
+    W = erlang:system_info(wordsize),
+    ets:foldl(fun({K = {_, R}, N, Words, _, _, _}, Acc) ->
+                      case ets:lookup(T, K) of
+                          [Row] -> maps:update_with(Canon(R), fun(B) -> B + msgflow_row:total(Row) * Words * W / N end,
+                                                    msgflow_row:total(Row) * Words * W / N, Acc);
+                          [] -> Acc
+                      end
+              end, #{}, SizesT);
+bytes_in(_, _) ->
+    #{}.
+
 sorted(Es, Sort) ->
     Key = case Sort of
               messages -> fun(#{messages := M}) -> M end;
+              wait -> fun(#{wait_ms := undefined}) -> -1; (#{wait_ms := Wt}) -> Wt end;
+              bytes -> fun(#{bytes_in := B}) -> B end;
               rate -> fun(#{rate := R}) -> R end;
               senders -> fun(#{senders := N}) -> N end
           end,
@@ -88,10 +123,15 @@ merge(Parts = [First | _], #{limit := Limit, sort := Sort}, _Ctx) ->
                                              + maps:get(window_messages, E),
                                          rate := maps:get(rate, Old) + maps:get(rate, E),
                                          senders := maps:get(senders, Old) + maps:get(senders, E),
+                                         bytes_in := maps:get(bytes_in, Old) + maps:get(bytes_in, E),
                                          queue := case maps:get(queue, E) of
                                                       undefined -> maps:get(queue, Old);
                                                       Q -> Q
                                                   end,
+                                         %% the wait as the receiver's own node read it
+                                         wait_ms := own(Own, wait_ms, E, Old),
+                                         queue_len := own(Own, queue_len, E, Old),
+                                         growing := own(Own, growing, E, Old),
                                          label := case Own of
                                                       true -> maps:get(label, E);
                                                       false -> maps:get(label, Old)
@@ -107,27 +147,38 @@ merge(Parts = [First | _], #{limit := Limit, sort := Sort}, _Ctx) ->
            running => lists:any(fun(#{running := R}) -> R end, Parts),
            nodes => [N || #{node := N} <- Parts]}.
 
-%% @doc A line per receiver: its label, messages, rate, senders and
-%% queue.
+own(true, K, E, _) -> maps:get(K, E);
+own(false, K, _, Old) -> maps:get(K, Old).
+
+%% @doc A line per receiver: its label, messages, rate, senders, queue,
+%% wait (`grew' for a mailbox that grew all window) and bytes in.
 -spec text(receivers(), map(), msgflow_view:area()) -> unicode:chardata().
 text(V = #{receivers := Es, running := Run, window_ms := WinMs}, _Opts, Area = #{width := Width}) ->
     E = msgflow_fmt:ellipsis(Area),
-    LabelW = max(20, Width - 3 - 1 - 12 - 8 - 8 - 8 - 5),
-    Line = fun(I, L, M, R, S, Q) ->
+    LabelW = max(20, Width - 3 - 1 - 12 - 8 - 8 - 8 - 8 - 9 - 5),
+    Line = fun(I, L, M, R, S, Q, Wt, B) ->
                    [msgflow_fmt:rcell(I, 3), " ", msgflow_fmt:label_cell(L, LabelW, E), " ",
                     msgflow_fmt:rcell(M, 12), " ", msgflow_fmt:rcell(R, 7), " ",
-                    msgflow_fmt:rcell(S, 7), " ", msgflow_fmt:rcell(Q, 7), "\n"]
+                    msgflow_fmt:rcell(S, 7), " ", msgflow_fmt:rcell(Q, 7), " ",
+                    msgflow_fmt:rcell(Wt, 7), " ", msgflow_fmt:rcell(B, 8), "\n"]
            end,
     [io_lib:format("msgflow ~s~s: the busiest receivers, MSG/S over the last ~s ms~n",
                    [msgflow_fmt:run_state(Run), msgflow_fmt:on_nodes(maps:get(nodes, V, [])),
                     msgflow_fmt:int(WinMs)]),
      msgflow_fmt:missing(maps:get(missing, V, [])),
-     Line("#", "RECEIVER", "MESSAGES", "MSG/S", "SENDERS", "QUEUE"),
+     Line("#", "RECEIVER", "MESSAGES", "MSG/S", "SENDERS", "QUEUE", "WAIT MS", "BYTES IN"),
      [Line(integer_to_list(I), [L, " ", msgflow_fmt:endpoint(R)], msgflow_fmt:int(M),
            msgflow_fmt:short_rate(Rate), msgflow_fmt:int(S),
-           case Q of undefined -> "-"; _ -> msgflow_fmt:int(Q) end)
-      || {I, #{receiver := R, label := L, messages := M, rate := Rate, senders := S, queue := Q}}
+           case Q of undefined -> "-"; _ -> msgflow_fmt:int(Q) end,
+           wait_text(En), msgflow_fmt:bytes(round(maps:get(bytes_in, En, 0))))
+      || {I, En = #{receiver := R, label := L, messages := M, rate := Rate, senders := S, queue := Q}}
              <- lists:enumerate(Es)]].
+
+%% A receiver's wait: ms, `grew' when its mailbox grew all window, `-'
+%% when it was not watched.
+wait_text(#{growing := true}) -> "grew";
+wait_text(#{wait_ms := W}) when is_number(W) -> io_lib:format("~.1f", [W]);
+wait_text(_) -> "-".
 
 %% @doc The receivers as JSON.
 -spec json(receivers(), map()) -> msgflow_view:json().
@@ -136,9 +187,16 @@ json(#{receivers := Es, running := Run, window_ms := WinMs}, _Opts) ->
       <<"receivers">> => [#{<<"receiver">> => msgflow_rows:key_text(R), <<"label">> => L,
                             <<"messages">> => M, <<"window_messages">> => W,
                             <<"rate">> => float(Rate), <<"senders">> => S,
-                            <<"queue">> => case Q of undefined -> null; _ -> Q end}
-                          || #{receiver := R, label := L, messages := M, window_messages := W,
-                               rate := Rate, senders := S, queue := Q} <- Es]}.
+                            <<"queue">> => null_or(Q),
+                            <<"wait_ms">> => null_or(maps:get(wait_ms, En, undefined)),
+                            <<"queue_len">> => null_or(maps:get(queue_len, En, undefined)),
+                            <<"growing">> => maps:get(growing, En, false),
+                            <<"bytes_in">> => maps:get(bytes_in, En, 0.0)}
+                          || En = #{receiver := R, label := L, messages := M, window_messages := W,
+                                    rate := Rate, senders := S, queue := Q} <- Es]}.
+
+null_or(undefined) -> null;
+null_or(X) -> X.
 
 %% @doc For `/metrics': each busiest receiver's messages (a counter) and
 %% its queue (a gauge), labelled by its label.
@@ -149,4 +207,11 @@ metrics(#{receivers := Es}) ->
       [{[{receiver, L}], M} || #{label := L, messages := M} <- Es]},
      {<<"msgflow_receiver_queue_messages">>, gauge,
       <<"Messages waiting in the busiest receivers' mailboxes, read now.">>,
-      [{[{receiver, L}], Q} || #{label := L, queue := Q} <- Es, is_integer(Q)]}].
+      [{[{receiver, L}], Q} || #{label := L, queue := Q} <- Es, is_integer(Q)]},
+     {<<"msgflow_receiver_wait_seconds">>, gauge,
+      <<"How long a message waited in the busiest receivers' mailboxes in the last closed window "
+        "(mean queue length / arrival rate).">>,
+      [{[{receiver, L}], W / 1000} || #{label := L, wait_ms := W} <- Es, is_number(W)]},
+     {<<"msgflow_receiver_bytes_total">>, counter,
+      <<"Bytes the busiest receivers' messages copied since the run started, from sampled sizes.">>,
+      [{[{receiver, L}], round(B)} || #{label := L, bytes_in := B} <- Es]}].

@@ -27,7 +27,7 @@
 -type grouping() :: process | name | module | application | node | kind.
 %% What rows are ranked by: messages since start, the rate of the last
 %% window, or the peak rate.
--type sort() :: messages | rate | peak.
+-type sort() :: messages | rate | peak | bytes.
 %% A row's sender or receiver: an endpoint (by process), a label (by
 %% name), a module, application or node name; by kind, the kind and the
 %% tag.
@@ -48,7 +48,13 @@
                  last_count := non_neg_integer(), rate := float(), prev_rate := float() | undefined,
                  mean_rate := float(), peak_rate := float(),
                  kinds := [msgflow_row:kind_count()],
-                 windows => [non_neg_integer()], call_p99 => float()}.
+                 windows => [non_neg_integer()], call_p99 => float(),
+                 %% by process, the pair's sampled messages' sizes
+                 %% (msgflow_store_sizes:figures()) and `bytes', the bytes
+                 %% its messages copied since start (count x bytes_mean)
+                 size_sampled => pos_integer(), words_mean => float(),
+                 words_max => non_neg_integer(), binary_bytes_mean => float(),
+                 large => non_neg_integer(), bytes_mean => float(), bytes => float()}.
 %% What a view says of a key of its rows: `label' (name or initial call;
 %% for a group key its text), `text' (the endpoint as the VM shows it),
 %% `display' (the label, with the text beside it when another key of the
@@ -93,7 +99,8 @@
 %% kinds),
 %% `sort' (messages; rate: by the last window's rate; peak: by the peak
 %% rate, which for a group is its busiest pair's until the rows are
-%% chosen).
+%% chosen; bytes: by the bytes the pair's messages copied, from its
+%% sampled sizes, by process only: every row is built, then ranked).
 -type spec() :: #{by => grouping(), limit => pos_integer() | all, sort => sort(),
                   pair => {key(), key()}, endpoint => key(), with_kinds => boolean(),
                   kind => msgflow_tracer:kind() | {msgflow_tracer:kind(), atom()},
@@ -113,14 +120,17 @@ groupings() -> [process, name, module, application, node, kind].
 
 %% @doc What rows may be ranked by.
 -spec sorts() -> [sort()].
-sorts() -> [messages, rate, peak].
+sorts() -> [messages, rate, peak, bytes].
 
 %% @doc The view of Store as Spec asks.  Rows busiest first.
 -spec build(msgflow_store:store(), spec()) -> view().
 build(Store, Spec) ->
     By = maps:get(by, Spec, process),
-    Limit = maps:get(limit, Spec, all),
-    Sort = maps:get(sort, Spec, messages),
+    %% by bytes: every row, ranked once their sizes are on them
+    {Limit, Sort} = case maps:get(sort, Spec, messages) of
+                        bytes -> {all, messages};
+                        Sort0 -> {maps:get(limit, Spec, all), Sort0}
+                    end,
     K = min(maps:get(windows, Spec, 0), length(maps:get(windows, Store))),
     Ctx0 = (context(Store, K))#{sort => Sort, by => By, with_kinds => maps:get(with_kinds, Spec, true)},
     %% one endpoint's rows by process: only those are read
@@ -169,9 +179,17 @@ build(Store, Spec) ->
                #{kind := Kind} -> only_kind(Rows0, Kind);
                _ -> Rows0
            end,
-    Rows = case {By, Limit, Store} of
-               {process, Top, #{calls := CallsT}} when is_integer(Top) -> with_p99(Rows1, CallsT);
-               _ -> Rows1
+    Rows2 = case {By, Store} of
+                {process, #{sizes := SizesT}} -> with_sizes(Rows1, SizesT);
+                _ -> Rows1
+            end,
+    Rows3 = case maps:get(sort, Spec, messages) of
+                bytes -> lists:sublist(by_bytes(Rows2), maps:get(limit, Spec, all));
+                _ -> Rows2
+            end,
+    Rows = case {By, maps:get(limit, Spec, all), Store} of
+               {process, Top, #{calls := CallsT}} when is_integer(Top) -> with_p99(Rows3, CallsT);
+               _ -> Rows3
            end,
     Kept = maps:get(windows, Store),
     Heat = case Spec of
@@ -186,7 +204,7 @@ build(Store, Spec) ->
                    #{heatmap := #{rows := HR, cols := HC}} -> HR ++ HC;
                    _ -> []
                end ++ maps:get(ends, Spec, []),
-    Heat#{by => By, sort => Sort, node => maps:get(node, Store),
+    Heat#{by => By, sort => maps:get(sort, Spec, messages), node => maps:get(node, Store),
       running => maps:get(running, Store),
       started_at => maps:get(started_at, Store), stopped_at => maps:get(stopped_at, Store),
       taken_at => maps:get(taken_at, Store),
@@ -240,6 +258,35 @@ with_p99(Rows, CallsT) ->
                  [P99] -> Row#{call_p99 => P99}
              end
      end || Row = #{sender := S, receiver := R} <- Rows].
+
+%% Rows by process with their pair's sampled sizes
+%% (msgflow_store_sizes), a pid's row with those of the sends to its
+%% registered names, and the bytes its messages copied (count x mean).
+with_sizes(Rows, T) ->
+    case ets:info(T, size) of
+        0 -> Rows;
+        _ ->
+            %% the sends measured to local names, by {Sender, Pid}
+            Named = lists:foldl(fun({S, Name}, Acc) ->
+                                        case whereis(Name) of
+                                            undefined -> Acc;
+                                            P -> maps:update_with({S, P}, fun(L) -> [{S, Name} | L] end,
+                                                                  [{S, Name}], Acc)
+                                        end
+                                end, #{},
+                                ets:select(T, [{{{'$1', '$2'}, '_', '_', '_', '_', '_'}, [{is_atom, '$2'}],
+                                                [{{'$1', '$2'}}]}])),
+            [case msgflow_store_sizes:of_pair(T, [{S, R} | maps:get({S, R}, Named, [])]) of
+                 none -> Row;
+                 F = #{bytes_mean := B} -> maps:merge(Row, F#{bytes => C * B})
+             end || Row = #{sender := S, receiver := R, count := C} <- Rows]
+    end.
+
+%% Rows with the most bytes first (those with no size measured last, by
+%% messages).
+by_bytes(Rows) ->
+    lists:sort(fun(A, B) -> {maps:get(bytes, A, -1), maps:get(count, A)}
+                                >= {maps:get(bytes, B, -1), maps:get(count, B)} end, Rows).
 
 %% Rows restricted to one kind (`call') or kind and tag (`{call, get}'):
 %% a row's messages of it, its kinds those, its window counts and rates

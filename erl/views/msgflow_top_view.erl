@@ -121,10 +121,15 @@ table(View = #{rows := Rows, by := By}, Width, E) ->
     Mean = Wide,
     Peak = Wide orelse maps:get(sort, View, messages) =:= peak,
     P99 = Wide andalso lists:any(fun(Row) -> is_map_key(call_p99, Row) end, Rows),
+    %% BYTES (copied since start) and, wide, SIZE (mean bytes a message),
+    %% from sampled sizes: wide, or sorted by bytes
+    Bytes = (Wide orelse maps:get(sort, View, messages) =:= bytes)
+        andalso lists:any(fun(Row) -> is_map_key(bytes, Row) end, Rows),
     KindW = case By of kind -> 0; _ when Wide -> 18; _ -> 16 end,
     Fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + case Mean of true -> 8; false -> 0 end
         + case Peak of true -> 8; false -> 0 end
         + case P99 of true -> 9; false -> 0 end
+        + case {Bytes, Wide} of {true, true} -> 14; {true, false} -> 7; _ -> 0 end
         + case KindW of 0 -> 0; _ -> KindW + 2 end,
     EndW = case By of
                kind -> 24;
@@ -137,6 +142,8 @@ table(View = #{rows := Rows, by := By}, Width, E) ->
             [[" ", msgflow_fmt:rcell("MEAN/S", 7)] || Mean],
             [[" ", msgflow_fmt:rcell("PEAK/S", 7)] || Peak],
             [[" ", msgflow_fmt:rcell("CALL P99", 8)] || P99],
+            [[" ", msgflow_fmt:rcell("BYTES", 6)] || Bytes],
+            [[" ", msgflow_fmt:rcell("SIZE", 6)] || Bytes, Wide],
             [["  ", msgflow_fmt:cell("KIND", KindW, E)] || KindW > 0],
             "\n"],
     Lines = [[msgflow_fmt:rcell(integer_to_list(I), 3), " ",
@@ -149,11 +156,20 @@ table(View = #{rows := Rows, by := By}, Width, E) ->
                                            #{call_p99 := P} -> msgflow_fmt:micros(P);
                                            _ -> ""
                                        end, 8)] || P99],
+              [[" ", msgflow_fmt:rcell(sized(bytes, Row), 6)] || Bytes],
+              [[" ", msgflow_fmt:rcell(sized(bytes_mean, Row), 6)] || Bytes, Wide],
               [["  ", msgflow_fmt:main_kind(Ks, C, KindW, E)] || KindW > 0],
               "\n"]
              || {I, Row = #{sender := S, receiver := R, count := C, rate := Rate, prev_rate := Prev,
                             mean_rate := MeanR, peak_rate := PeakR, kinds := Ks}} <- lists:enumerate(Rows)],
     [Cols | Lines].
+
+%% A row's bytes figure, `-' with no sampled size.
+sized(K, Row) ->
+    case Row of
+        #{K := B} -> msgflow_fmt:bytes(round(B));
+        _ -> "-"
+    end.
 
 end_cell(#{by := kind}, K, Width, E) ->
     msgflow_fmt:cell(msgflow_fmt:name(K), Width, E);
@@ -169,7 +185,9 @@ trend(_, _) -> " ".
 %% (`sender', `receiver': the endpoint as the VM writes it or the group's
 %% key; `sender_label', `receiver_label': as the table shows them),
 %% messages since start, in the last window, its rates (messages/s), its
-%% kinds, its window counts and the p99 of its sampled calls (µs).
+%% kinds, its window counts, the p99 of its sampled calls (µs) and the
+%% sizes of its sampled messages (`size': words, bytes; null when none
+%% was measured).
 -spec json(msgflow_rows:view(), map()) -> msgflow_view:json().
 json(View = #{rows := Rows, by := By}, _Opts) ->
     maps:merge(msgflow_rows:json_head(View),
@@ -186,4 +204,14 @@ row_json(View, Row = #{sender := S, receiver := R, count := C, last_count := L, 
       <<"mean_rate">> => float(Mean), <<"peak_rate">> => float(Peak),
       <<"kinds">> => msgflow_rows:kinds_json(Ks),
       <<"windows">> => maps:get(windows, Row, []),
-      <<"call_p99_us">> => case Row of #{call_p99 := P} -> P; _ -> null end}.
+      <<"call_p99_us">> => case Row of #{call_p99 := P} -> P; _ -> null end,
+      <<"size">> => case Row of
+                        #{size_sampled := N} ->
+                            #{<<"sampled">> => N, <<"words_mean">> => float(maps:get(words_mean, Row)),
+                              <<"words_max">> => maps:get(words_max, Row),
+                              <<"binary_bytes_mean">> => float(maps:get(binary_bytes_mean, Row)),
+                              <<"large">> => maps:get(large, Row),
+                              <<"bytes_mean">> => float(maps:get(bytes_mean, Row)),
+                              <<"bytes">> => float(maps:get(bytes, Row))};
+                        _ -> null
+                    end}.

@@ -1,0 +1,97 @@
+/*
+ * mf_size.h -- how big sampled messages are: one in `sample' sends per
+ * scheduler thread is measured (mf_size_measure: its heap words, what a
+ * send copies, and the bytes of the off-heap binaries it references), and
+ * added to its edge (sender, receiver).
+ *
+ * What it owns: one session's sized edges (mf_sizes): a hash table of
+ * edges under a spin lock, every block from the session's mf_alloc.  Made
+ * by mf_sizes_new (sizes_config, before any send is traced), freed by
+ * mf_sizes_free (the session's destructor, when no thread can reach it).
+ *
+ * Threads: mf_size_measure and mf_sizes_add on any scheduler thread (the
+ * sender's), the add under the spin lock held for one lookup and a few
+ * adds; mf_sizes_take by the collector only (the table swapped out under
+ * the lock, a slice at a time).  Nothing allocates on a send but the first
+ * sample of an edge in a take interval.
+ */
+#ifndef MF_SIZE_H
+#define MF_SIZE_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "erl_nif.h"
+#include "mf_alloc.h"
+#include "mf_layout.h"
+
+/* Terms one measure visits at most (each tuple, list cell, map, binary,
+ * and each element, immediates included), past which the message is
+ * marked large and its figures are a lower bound: walking 1,024 terms
+ * takes a few µs, about what the VM takes to copy a message of that many
+ * terms, so that a sample costs at most about one more send. */
+#define MF_SIZE_BUDGET 1024
+#define MF_SIZE_EDGE_BITS 12 /* the edges' hash table: 4,096 chains */
+
+/* Heap words of the boxed terms the walk cannot read inside, as
+ * erts_debug:flat_size/1 gives them on this VM (sizes_config): each a
+ * lower bound where a term of the type may be bigger (a fun's free
+ * variables, a remote reference). */
+typedef struct mf_size_words {
+    uint32_t flt;      /* a float */
+    uint32_t ref;      /* a local reference */
+    uint32_t fun;      /* a fun with no free variables */
+    uint32_t ext_pid;  /* a pid of another node */
+    uint32_t heap_bin; /* a binary of 0 bytes on the heap (plus a word per 8 bytes) */
+    uint32_t refc_bin; /* a binary off the heap (over 64 bytes) */
+    uint32_t map;      /* an empty map */
+    uint32_t map_key;  /* each key of a map (its key and value words) */
+    uint32_t big;      /* an integer of 64 bits that is not small */
+} mf_size_words;
+
+/* What one measure found: heap words, the bytes of off-heap binaries, and
+ * whether the budget ran out (then both are lower bounds). */
+typedef struct mf_size {
+    uint64_t words, bin_bytes;
+    int large;
+} mf_size;
+
+typedef struct mf_size_edge mf_size_edge;
+struct mf_size_edge {
+    uint64_t sender, receiver; /* the key: words of immediates (pids, ports, atoms) */
+    uint64_t sampled, words, words_max, bin_bytes, large;
+    mf_size_edge *next; /* the table's chain, then the taken list */
+};
+
+typedef struct mf_sizes {
+    uint32_t sample; /* 1 in `sample' sends per thread; set at creation */
+    mf_size_words w;
+    mf_alloc alloc;
+    atomic_flag lock;       /* the edges */
+    mf_size_edge **edges;   /* 2^MF_SIZE_EDGE_BITS chains; under `lock' */
+} mf_sizes;
+
+/* A new mf_sizes measuring 1 in `sample' sends with the words of w, or
+ * NULL (out of memory).  Any thread; the caller publishes it before any
+ * send is measured. */
+mf_sizes *mf_sizes_new(const mf_alloc *alloc, uint32_t sample, const mf_size_words *w);
+
+/* Frees z and its edges.  Only when no thread can reach z. */
+void mf_sizes_free(mf_sizes *z);
+
+/* Measures msg (read in place, never copied: the walk allocates nothing),
+ * with the layout the caller's callback loaded.  Any thread. */
+mf_size mf_size_measure(const mf_layout_t *L, ErlNifEnv *env, const mf_sizes *z, ERL_NIF_TERM msg);
+
+/* Adds one measure to edge (sender, receiver), made when new.  Any
+ * thread. */
+void mf_sizes_add(mf_sizes *z, uint64_t sender, uint64_t receiver, const mf_size *m);
+
+/* Takes every edge: a list (through `next') the caller owns and frees
+ * with mf_sizes_free_edges.  The collector; one caller at a time. */
+mf_size_edge *mf_sizes_take(mf_sizes *z);
+
+/* Frees a list mf_sizes_take returned. */
+void mf_sizes_free_edges(mf_sizes *z, mf_size_edge *list);
+
+#endif

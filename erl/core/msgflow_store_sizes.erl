@@ -1,0 +1,87 @@
+%%% @doc The store's sizes of sampled messages by edge (the `sizes'
+%%% table): what the tracer measured (msgflow_tracer:sizes_take/1, one in
+%%% `size_sample' sends per scheduler thread) added up since start, and
+%%% the rows of pairs that left the pairs table (rolled up) dropped.  The
+%%% collector's process calls these with the table msgflow_store gives it
+%%% (it owns it).  A row: `{{Sender, Receiver}, Sampled, Words, WordsMax,
+%%% BinaryBytes, Large}', Words (heap words) and BinaryBytes (bytes of
+%%% off-heap binaries) summed over the Sampled messages, Large how many
+%%% ran out the walk's budget (their figures a lower bound).
+-module(msgflow_store_sizes).
+-export([new/0, take/2, sweep/3, of_pair/2, figures/1]).
+-export_type([figures/0]).
+
+%% reductions one merged edge is worth (as msgflow_store counts a delta)
+-define(MERGE_REDUCTIONS, 50).
+%% rows looked at as a window closes, for pairs that left
+-define(SLICE, 2000).
+
+%% What a view shows of an edge's sizes: messages measured, their mean and
+%% largest heap words, mean bytes of off-heap binaries, how many were
+%% larger than the walk's budget, and the bytes a send copies on average
+%% (mean words times the word size).
+-type figures() :: #{size_sampled := pos_integer(), words_mean := float(),
+                     words_max := non_neg_integer(), binary_bytes_mean := float(),
+                     large := non_neg_integer(), bytes_mean := float()}.
+
+%% @doc An empty table, the calling process's.
+-spec new() -> ets:tid().
+new() -> ets:new(msgflow_sizes, [set, protected]).
+
+%% @doc The messages measured since the last take, added to their edges'
+%% rows in T.  Nothing when the session cannot be read.
+-spec take(msgflow_tracer:session(), ets:tid()) -> ok.
+take(Session, T) ->
+    try msgflow_tracer:sizes_take(Session) of
+        Edges ->
+            lists:foreach(
+              fun({S, R, N, W, WMax, B, L}) ->
+                      erlang:bump_reductions(?MERGE_REDUCTIONS),
+                      K = {S, R},
+                      ets:insert(T, case ets:lookup(T, K) of
+                                        [{_, N0, W0, WMax0, B0, L0}] ->
+                                            {K, N0 + N, W0 + W, max(WMax0, WMax), B0 + B, L0 + L};
+                                        [] ->
+                                            {K, N, W, WMax, B, L}
+                                    end)
+              end, Edges)
+    catch
+        error:_ -> ok
+    end.
+
+%% @doc Rows of T whose pair is no longer in the pairs table P (rolled up
+%% with its exited ends) dropped, ?SLICE rows a window from where the last
+%% slice ended (Cont: `start' or what the last call returned).  Returns
+%% where the next slice starts.
+-spec sweep(ets:tid(), ets:tid(), start | term()) -> start | term().
+sweep(T, P, Cont) ->
+    case case Cont of
+             start -> ets:select(T, [{{'$1', '_', '_', '_', '_', '_'}, [], ['$1']}], ?SLICE);
+             _ -> ets:select(Cont)
+         end of
+        '$end_of_table' ->
+            start;
+        {Keys, Next} ->
+            _ = [ets:delete(T, K) || K <- Keys, not ets:member(P, K)],
+            Next
+    end.
+
+%% @doc The sizes of the messages from S to R, the sends to R's
+%% registered names added (Names), or none when none was measured.
+-spec of_pair(ets:tid(), [{term(), term()}]) -> figures() | none.
+of_pair(T, Keys) ->
+    case lists:append([ets:lookup(T, K) || K <- Keys]) of
+        [] -> none;
+        Rows -> figures(lists:foldl(fun add/2, {0, 0, 0, 0, 0}, Rows))
+    end.
+
+add({_, N, W, WMax, B, L}, {N0, W0, WMax0, B0, L0}) ->
+    {N0 + N, W0 + W, max(WMax0, WMax), B0 + B, L0 + L}.
+
+%% @doc The figures of a row's sums `{Sampled, Words, WordsMax,
+%% BinaryBytes, Large}'.
+-spec figures({pos_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
+               non_neg_integer()}) -> figures().
+figures({N, W, WMax, B, L}) ->
+    #{size_sampled => N, words_mean => W / N, words_max => WMax, binary_bytes_mean => B / N,
+      large => L, bytes_mean => W * erlang:system_info(wordsize) / N}.

@@ -1,0 +1,106 @@
+%%% @doc How long messages wait in the busiest receivers' mailboxes.  Each
+%%% window the collector reads `message_queue_len' of the receivers that
+%%% got the most messages in the window before (?WATCH at most, each with
+%%% ?MIN_MESSAGES or more) ?READINGS times: at random times between its
+%%% ticks and once as the window closes (a mean of fewer readings of a
+%%% queue that comes and goes is off by more than a third); the window's
+%%% wait for each is Little's law: the mean
+%%% queue length over the window divided by its arrival rate (the messages
+%%% counted to it in the window).  A mailbox that grew at each reading
+%%% `grew all window': its wait is then no steady figure (a lower bound).
+%%% The collector's process holds this (in msgflow_store's state); nothing
+%%% here touches the send path.
+-module(msgflow_store_waits).
+-export([new/0, sample/1, close/4, readings/0]).
+-export_type([waits/0, wait/0]).
+
+%% receivers watched at most, and the fewest messages a window that makes
+%% one watched in the next; readings of each a window: 50 x 40 reads of a
+%% queue take about 2 ms a window
+-define(WATCH, 50).
+-define(MIN_MESSAGES, 10).
+-define(READINGS, 40).
+
+-record(waits, {watch = [] :: [pid()],
+                %% readings of the open window, newest first
+                samples = #{} :: #{pid() => [non_neg_integer()]}}).
+-opaque waits() :: #waits{}.
+
+%% A receiver's wait in one window: the mean queue length (messages) over
+%% its readings, the wait (ms; undefined with no messages counted to it),
+%% whether the queue grew at each reading, and how many readings.
+-type wait() :: #{queue_len := float(), wait_ms := float() | undefined, growing := boolean(),
+                  readings := pos_integer()}.
+
+%% @doc How many times a window the watched queues are read.
+-spec readings() -> pos_integer().
+readings() -> ?READINGS.
+
+%% @doc Nothing watched yet.
+-spec new() -> waits().
+new() -> #waits{}.
+
+%% @doc The watched receivers' queue lengths read now.
+-spec sample(waits()) -> waits().
+sample(W = #waits{watch = Watch, samples = Ss}) ->
+    W#waits{samples = lists:foldl(fun(P, Acc) ->
+                                          case process_info(P, message_queue_len) of
+                                              {message_queue_len, N} -> Acc#{P => [N | maps:get(P, Acc, [])]};
+                                              undefined -> Acc
+                                          end
+                                  end, Ss, Watch)}.
+
+%% @doc The window closes: a last reading, each watched receiver's wait
+%% (In: the window's receivers `{Receiver, Senders, Messages}', Canon: a
+%% receiver's process, a registered name's too; WinMs the window's
+%% length), and the receivers to watch in the next window (the window's
+%% busiest local processes).
+-spec close(waits(), ets:tid(), fun((term()) -> term()), non_neg_integer()) ->
+          {#{pid() => wait()}, waits()}.
+close(W0, In, Canon, WinMs) ->
+    #waits{samples = Ss} = sample(W0),
+    Waits = maps:from_list([{P, wait(lists:reverse(Rs), messages_to(In, P), WinMs)}
+                            || {P, Rs} <- maps:to_list(Ss)]),
+    Busy = lists:foldl(fun({R, M}, Acc) ->
+                               case Canon(R) of
+                                   P when is_pid(P), node(P) =:= node() -> Acc#{P => M + maps:get(P, Acc, 0)};
+                                   _ -> Acc
+                               end
+                       end, #{}, ets:select(In, [{{'$1', '_', '$2'}, [{'>=', '$2', ?MIN_MESSAGES}],
+                                                  [{{'$1', '$2'}}]}])),
+    Watch = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort([{M, P} || {P, M} <- maps:to_list(Busy)])),
+                                          ?WATCH)],
+    {Waits, #waits{watch = Watch}}.
+
+%% The messages counted to P in the window, to its pid and its name.
+messages_to(In, P) ->
+    Names = case process_info(P, registered_name) of
+                {registered_name, N} -> [N, {N, node()}];
+                _ -> []
+            end,
+    lists:sum([M || K <- [P | Names], {_, _, M} <- ets:lookup(In, K)]).
+
+wait(Rs, Msgs, WinMs) ->
+    Mean = lists:sum(Rs) / length(Rs),
+    #{queue_len => Mean,
+      wait_ms => case Msgs of
+                     0 -> undefined;
+                     _ when WinMs =:= 0 -> undefined;
+                     _ -> Mean / (Msgs / WinMs)
+                 end,
+      growing => grew(Rs), readings => length(Rs)}.
+
+%% The queue grew all window: over four readings at least, the mean of
+%% each quarter of the readings at least one message above the quarter's
+%% before (a queue read at random times wobbles; one that holds still or
+%% comes and goes is no growth).
+grew(Rs) when length(Rs) >= 4 ->
+    Q = length(Rs) div 4,
+    Means = [lists:sum(lists:sublist(Rs, 1 + I * Q, Q)) / Q || I <- [0, 1, 2]]
+        ++ [lists:sum(lists:nthtail(3 * Q, Rs)) / (length(Rs) - 3 * Q)],
+    rising(Means);
+grew(_) ->
+    false.
+
+rising([A, B | T]) -> A + 1 =< B andalso rising([B | T]);
+rising(_) -> true.
