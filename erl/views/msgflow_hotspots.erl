@@ -29,6 +29,12 @@
 %%% list of their subjects, evidence `#{members, min, max}' (each figure's
 %%% lowest and highest): `21 x xmpp_stream_in:init/1: each sends to 24
 %%% receivers, 769-812 messages in the last window'.
+%%% `large_messages': an edge whose sampled messages reach `large_words'
+%%% (1,000) heap words, ran out the size walk's budget, or reference
+%%% `large_binary_bytes' (1 MiB) of binaries on average; `long_wait': a
+%%% receiver whose messages waited `long_wait_ms' (100) or more in its
+%%% mailbox in the last window, longer than the window before or with a
+%%% queue that grew all window (msgflow_store_sizes, msgflow_store_waits).
 %%% A node of a cluster that did not answer in time is a finding too:
 %%% `no_answer', its reason in its evidence.
 %%%
@@ -43,6 +49,11 @@
 
 -export_type([finding/0]).
 
+%% what a person does about a large_messages and a long_wait finding
+-define(LARGE_ADVICE, "send less, or a key to the data (ETS, persistent_term) instead of it").
+-define(WAIT_ADVICE, "it receives faster than it handles them: spread the work, or make "
+                     "its senders wait for it (calls instead of casts)").
+
 %% fan-in and fan-out subjects whose pairs are read for their kind in one
 %% read of every pair, with a guard naming each
 -define(KIND_ENDS, 32).
@@ -51,7 +62,7 @@
 %% `members' (and `subject' the list of the members' subjects) when the
 %% finding stands for several subjects that share a label (find/2).
 -type finding() :: #{rule := fan_in | hot_pair | spike | fan_out | dead_letters | slow_calls
-                             | no_answer,
+                             | large_messages | long_wait | no_answer,
                      subject := term(), label := binary(), evidence := map(),
                      explanation := binary(), members => pos_integer(), node => node()}.
 
@@ -67,7 +78,10 @@ options() ->
       fan_out_receivers => {20, pos_number},%% distinct receivers of one sender
       dead_min => {1, pos_number},          %% dead letters from one sender, at least
       slow_call_ms => {100, pos_number},    %% a call edge's p99, ms, at least
-      slow_growth => {3, pos_number}}.      %% last window's p99 >= growth x the one before
+      slow_growth => {3, pos_number},       %% last window's p99 >= growth x the one before
+      large_words => {1000, pos_number},    %% a sampled message's heap words, at least
+      large_binary_bytes => {1048576, pos_number}, %% off-heap binary bytes a message, mean
+      long_wait_ms => {100, pos_number}}.   %% a mailbox's wait in the last window, ms
 
 %% @doc This node's findings, each with `node'.  The rules read what the
 %% store keeps as snapshots merge (inputs/2): the last window's ends (each
@@ -91,7 +105,9 @@ build(Store, Opts0) ->
                 unknown ->
                     find(msgflow_rows:build(Store, spec(Opts)), Opts)
             end,
-    [F#{node => node()} || F <- Found ++ slow_calls(msgflow_calls_view:build(Store, #{}), Opts)].
+    Measured = grouped(large_messages(Store, Opts) ++ long_wait(Store, Opts), meta_label(Store), Opts),
+    [F#{node => node()} || F <- Found ++ slow_calls(msgflow_calls_view:build(Store, #{}), Opts)
+                               ++ Measured].
 
 %% @doc Every node's findings, this node's first, and one `no_answer'
 %% finding for each node that did not answer.
@@ -120,7 +136,7 @@ text(Findings, #{windows := Windows}, #{width := Width}) ->
                      _ -> ""
                  end,
           Text = unicode:characters_to_list([Node, Why]),
-          [msgflow_fmt:cell(atom_to_list(Rule), 13, "~"), msgflow_fmt:wrap(Text, max(20, Width - 13), 13)]
+          [msgflow_fmt:cell(atom_to_list(Rule), 15, "~"), msgflow_fmt:wrap(Text, max(20, Width - 15), 15)]
       end || F = #{rule := Rule, explanation := Why} <- Findings]].
 
 %% @doc The findings as JSON: each one's rule, label, explanation and
@@ -305,7 +321,8 @@ chunks(L, N) ->
 %% its label stays as it was found.  Groups come in the order of their
 %% strongest member.
 grouped(Found, Group, O) ->
-    Key = fun(#{subject := {S, R}, rule := K}) when K =:= hot_pair; K =:= spike ->
+    Key = fun(#{subject := {S, R}, rule := K}) when K =:= hot_pair; K =:= spike;
+                                                    K =:= large_messages ->
                   {Group(S), Group(R)};
              (#{subject := E}) -> Group(E)
           end,
@@ -358,7 +375,21 @@ group_finding(Key, Fs = [#{rule := Rule} | _], O) ->
                         Spread(factor, fun(F) -> io_lib:format("~.1f", [F]) end)]);
                dead_letters ->
                    fmt("~b x ~ts sent ~s messages each to ~s processes that did not exist",
-                       [N, Label, Spread(count, Int), Spread(receivers, Int)])
+                       [N, Label, Spread(count, Int), Spread(receivers, Int)]);
+               large_messages ->
+                   fmt("~b x ~ts: messages of up to ~s words each~ts (~s copied a send at most): "
+                       "~ts",
+                       [N, Label, Spread(words_max, Int),
+                        case maps:get(large, Max) of
+                            0 -> "";
+                            _ -> " or more (larger than measured)"
+                        end,
+                        msgflow_fmt:bytes(round(maps:get(words_max, Max) * erlang:system_info(wordsize))),
+                        ?LARGE_ADVICE]);
+               long_wait ->
+                   fmt("~b x ~ts: messages wait ~s ms each in the mailbox: ~ts",
+                       [N, Label, Spread(wait_ms, fun(W) -> integer_to_list(round(W)) end),
+                        ?WAIT_ADVICE])
            end,
     #{rule => Rule, subject => [S || #{subject := S} <- Fs], members => N, label => Label,
       evidence => #{members => N, min => Min, max => Max}, explanation => Text}.
@@ -493,6 +524,69 @@ slow_calls(#{entries := Es}, #{slow_call_ms := Ms, slow_growth := Growth}) ->
                 Label <- [iolist_to_binary([CL, " -> ", SL])],
                 slow(P99, Ms * 1000) orelse growing(Last, Prev, Growth, Ms * 100)],
     by_desc(fun(#{evidence := #{p99_us := P}}) -> P end, Found).
+
+%% Edges whose sampled messages are large: a message of large_words heap
+%% words or more (what a send copies), one larger than the size walk
+%% measures (1,024 terms), or off-heap binaries of large_binary_bytes on
+%% average (shared, not copied, but held while any process holds the
+%% message); read from the store's sizes (msgflow_store_sizes).
+large_messages(Store = #{sizes := T}, #{large_words := LW, large_binary_bytes := LB}) ->
+    Label = meta_label(Store),
+    Wsz = erlang:system_info(wordsize),
+    Rows = ets:select(T, [{{'_', '$2', '_', '$4', '$5', '$6'},
+                           [{'orelse', {'>=', '$4', LW}, {'>', '$6', 0}, {'>=', '$5', {'*', LB, '$2'}}}],
+                           ['$_']}]),
+    Found = [#{rule => large_messages, subject => {S, R}, label => PL,
+               evidence => #{words_max => WMax, words_mean => W / N, bytes_max => WMax * Wsz,
+                             binary_bytes_mean => B / N, sampled => N, large => L},
+               explanation => fmt("~ts: messages of up to ~s words (~s copied a send), ~s of "
+                                  "binaries on average~ts, over ~s sampled: ~ts",
+                                  [PL, msgflow_fmt:int(WMax), msgflow_fmt:bytes(WMax * Wsz),
+                                   msgflow_fmt:bytes(round(B / N)),
+                                   case L of
+                                       0 -> "";
+                                       _ -> io_lib:format(", ~s larger than measured", [msgflow_fmt:int(L)])
+                                   end,
+                                   msgflow_fmt:int(N), ?LARGE_ADVICE])}
+             || {{S, R}, N, W, WMax, B, L} <- Rows, PL <- [pair_label(S, R, Label)]],
+    by_desc(fun(#{evidence := #{words_max := M}}) -> M end, Found);
+large_messages(_, _) ->
+    [].
+
+%% Receivers whose messages waited long_wait_ms or more in their mailbox
+%% in the last closed window, and longer than in the window before (or
+%% whose mailbox grew all window): msgflow_store_waits' figures.
+long_wait(Store = #{windows := Ws}, #{long_wait_ms := Min}) when Ws =/= [] ->
+    Label = meta_label(Store),
+    {Last, Prev} = case lists:reverse(Ws) of
+                       [L, P | _] -> {maps:get(waits, L, #{}), maps:get(waits, P, #{})};
+                       [L] -> {maps:get(waits, L, #{}), #{}}
+                   end,
+    Found = [#{rule => long_wait, subject => R, label => Label(R),
+               evidence => #{wait_ms => W, queue_len => Q, growing => G,
+                             prev_wait_ms => PrevW},
+               explanation => fmt("~ts: messages wait ~s ms in its mailbox (~s queued on "
+                                  "average~ts): ~ts",
+                                  [Label(R), msgflow_fmt:int(round(W)), msgflow_fmt:int(round(Q)),
+                                   case G of
+                                       true -> ", growing all window";
+                                       false -> io_lib:format(", ~s ms the window before",
+                                                              [msgflow_fmt:int(round(PrevW))])
+                                   end, ?WAIT_ADVICE])}
+             || {R, #{wait_ms := W, queue_len := Q, growing := G}} <- maps:to_list(Last),
+                is_number(W), W >= Min,
+                PrevW <- [case Prev of
+                              #{R := #{wait_ms := PW}} when is_number(PW) -> PW;
+                              _ -> 0
+                          end],
+                G orelse W > PrevW],
+    by_desc(fun(#{evidence := #{wait_ms := W}}) -> W end, Found);
+long_wait(_, _) ->
+    [].
+
+%% An endpoint's label, as the labels tables give it.
+meta_label(#{labels := Tables}) ->
+    fun(E) -> maps:get(label, msgflow_labels:meta(Tables, E)) end.
 
 slow(undefined, _) -> false;
 slow(P99, Limit) -> P99 >= Limit.

@@ -1,0 +1,196 @@
+%%% Sizes of sampled messages and mailbox waits (issue 38).  Sizes: edges
+%%% with known messages (lists of 100 small integers, tuples holding a
+%%% 1 MiB binary, atoms, lists at the size walk's budget and one past it)
+%%% measured 1 in 1 give erts_debug:flat_size/1 exactly, the binary's
+%%% bytes, and the large mark only past the budget; 1 in 64 gives the same
+%%% means from a 64th of the sends.  Waits: a server taking 2 ms a message
+%%% (spinning on the clock, so that a busy machine does not stretch it)
+%%% fed bursts at 80 % of what it can take: msgflow's wait for the last
+%%% window within 30 % of the mean the server measured from stamps in the
+%%% messages over that window; fed at 120 %, its mailbox grew all window
+%%% and long_wait names it.  Barriers: erlang:trace_delivered/1, the
+%%% collector's windows (msgflow_collector:await_windows/2) and
+%%% msgflow:stop/0.
+-module(msgflow_sizes_SUITE).
+-include_lib("stdlib/include/assert.hrl").
+-export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
+-export([sizes_exact/1, sizes_sampled/1, sizes_off/1, wait_below_capacity/1,
+         wait_above_capacity/1]).
+
+-define(N, 1000).
+
+all() ->
+    [sizes_exact, sizes_sampled, sizes_off, wait_below_capacity, wait_above_capacity].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Config.
+
+end_per_suite(_Config) ->
+    _ = msgflow:stop(),
+    ok.
+
+end_per_testcase(_Case, _Config) ->
+    _ = msgflow:stop(),
+    ok.
+
+%% The messages of each edge, by name.
+messages() ->
+    Bin = binary:copy(<<7>>, 1 bsl 20),
+    #{list => lists:seq(1, 100), binary => {Bin}, atom => hello,
+      %% 511 cells, 511 integers and [] are 1,023 terms: within the
+      %% budget of 1,024; 512 are 1,025
+      at_budget => lists:seq(1, 511), past_budget => lists:seq(1, 512)}.
+
+%% Each edge's sender sends N copies of its message to one sink; only
+%% they and the sink are traced.  Returns the rows by edge name, and the
+%% hotspots.
+run(Sample, N) ->
+    Sink = spawn(fun sink/0),
+    Msgs = messages(),
+    Self = self(),
+    Senders = maps:map(fun(_, M) ->
+                               spawn(fun() ->
+                                             receive go -> ok end,
+                                             [Sink ! M || _ <- lists:seq(1, N)],
+                                             Self ! {sent, self()},
+                                             receive stop -> ok end
+                                     end)
+                       end, Msgs),
+    ok = msgflow:start(#{procs => [Sink | maps:values(Senders)], size_sample => Sample,
+                         interval => 100}),
+    [P ! go || P <- maps:values(Senders)],
+    [receive {sent, P} -> ok end || P <- maps:values(Senders)],
+    [receive {trace_delivered, P, Ref} -> ok end
+     || P <- maps:values(Senders), Ref <- [erlang:trace_delivered(P)]],
+    ok = msgflow_collector:await_windows(1, 10000),
+    ok = msgflow:stop(),
+    #{rows := Rows} = msgflow:view(top, #{limit => 10}),
+    Found = msgflow:view(hotspots, #{}),
+    [P ! stop || P <- maps:values(Senders)],
+    exit(Sink, kill),
+    ByPid = maps:from_list([{S, Row} || Row = #{sender := S, receiver := R} <- Rows, R =:= Sink]),
+    {maps:map(fun(_, P) -> maps:get(P, ByPid) end, Senders), Senders, Found}.
+
+sink() ->
+    receive _ -> sink() end.
+
+%% Every send measured: words exact, binary bytes exact, large only past
+%% the budget (then the words are a lower bound); large_messages names the
+%% edges of 1,000 words or more (at and past the budget) and the one with
+%% the binary, not the lists of 100 (200 words) or the atoms.
+sizes_exact(_Config) ->
+    {Rows, Senders, Found} = run(1, ?N),
+    ct:log("~p~n~p", [Rows, Found]),
+    Msgs = messages(),
+    [begin
+         Row = maps:get(Name, Rows),
+         Words = erts_debug:flat_size(maps:get(Name, Msgs)),
+         ?assertMatch(#{count := ?N, size_sampled := ?N}, Row, Name),
+         case Name of
+             past_budget ->
+                 ?assertMatch(#{large := ?N}, Row),
+                 ?assert(maps:get(words_max, Row) =< Words);
+             _ ->
+                 ?assertMatch(#{large := 0, words_max := Words}, Row, Name),
+                 ?assertEqual(float(Words), maps:get(words_mean, Row), Name)
+         end,
+         ?assertEqual(case Name of binary -> float(1 bsl 20); _ -> 0.0 end,
+                      maps:get(binary_bytes_mean, Row), Name)
+     end || Name <- maps:keys(Msgs)],
+    %% (the two share their label: one finding for both)
+    Large = lists:sort([S || #{rule := large_messages, subject := Subj} <- Found,
+                             {S, _} <- case Subj of [_ | _] -> Subj; _ -> [Subj] end]),
+    ?assertEqual(lists:sort([maps:get(K, Senders) || K <- [binary, at_budget, past_budget]]), Large).
+
+%% One in 64 sends measured per scheduler thread: about a 64th of them
+%% (each thread measures its first, then every 64th), with the same means.
+sizes_sampled(_Config) ->
+    N = 64 * 100,
+    {Rows, _, _} = run(64, N),
+    ct:log("~p", [Rows]),
+    Msgs = messages(),
+    Sampled = lists:sum([S || #{size_sampled := S} <- maps:values(Rows)]),
+    Want = maps:size(Msgs) * N div 64,
+    Threads = erlang:system_info(schedulers),
+    ?assert(abs(Sampled - Want) =< 2 * Threads, {Sampled, Want}),
+    [begin
+         Exact = erts_debug:flat_size(maps:get(Name, Msgs)),
+         #{words_mean := Mean} = maps:get(Name, Rows),
+         ?assert(abs(Mean - Exact) =< 0.05 * max(Exact, 1), {Name, Mean, Exact})
+     end || Name <- [list, binary, atom, at_budget]].
+
+%% size_sample off: no row has sizes.
+sizes_off(_Config) ->
+    {Rows, _, _} = run(off, 100),
+    ?assertEqual([], [R || R = #{size_sampled := _} <- maps:values(Rows)]).
+
+%%% Waits
+
+%% A server taking ServiceMs a message (spinning on the clock), fed
+%% Burst messages every PeriodMs, each stamped with when it was sent; the
+%% server adds up each message's wait (taken - sent) until told to report
+%% and start anew.
+server(ServiceMs) ->
+    server(ServiceMs, 0, 0).
+
+server(Ms, Sum, N) ->
+    receive
+        {report, To} ->
+            To ! {measured, Sum, N},
+            server(Ms, 0, 0);
+        {msg, T0} ->
+            T = erlang:monotonic_time(microsecond),
+            spin(T + Ms * 1000),
+            server(Ms, Sum + (T - T0), N + 1)
+    end.
+
+spin(Until) ->
+    case erlang:monotonic_time(microsecond) >= Until of
+        true -> ok;
+        false -> spin(Until)
+    end.
+
+feeder(Server, Burst, PeriodMs) ->
+    [Server ! {msg, erlang:monotonic_time(microsecond)} || _ <- lists:seq(1, Burst)],
+    receive stop -> ok after PeriodMs -> feeder(Server, Burst, PeriodMs) end.
+
+%% Runs the workload for windows of 1 s: two to settle, then the server's
+%% measure restarts and one more closes.  Returns the server's receivers
+%% entry, its measured mean wait over the last window (ms) and the
+%% hotspots.
+waits(Burst) ->
+    Server = spawn(fun() -> server(2) end),
+    Feeder = spawn(fun() -> feeder(Server, Burst, 50) end),
+    ok = msgflow:start(#{procs => [Server, Feeder], interval => 1000}),
+    ok = msgflow_collector:await_windows(2, 20000),
+    Server ! {report, self()},
+    receive {measured, _, _} -> ok end,
+    ok = msgflow_collector:await_windows(1, 20000),
+    Server ! {report, self()},
+    {Sum, N} = receive {measured, S, C} -> {S, C} end,
+    #{receivers := Es} = msgflow:view(receivers, #{limit => 5}),
+    Found = msgflow:view(hotspots, #{}),
+    ok = msgflow:stop(),
+    exit(Feeder, kill),
+    exit(Server, kill),
+    [E] = [E || E = #{receiver := R} <- Es, R =:= Server],
+    ct:log("~p~nmeasured ~p us over ~p~n~p", [E, Sum, N, Found]),
+    {Server, E, Sum / max(N, 1) / 1000, Found}.
+
+%% Bursts of 20 every 50 ms, 2 ms each: 80 % busy.  The wait within 30 %
+%% of the measured mean; no long_wait and no large_messages.
+wait_below_capacity(_Config) ->
+    {_, E, Measured, Found} = waits(20),
+    #{wait_ms := W, growing := G} = E,
+    ?assert(is_number(W)),
+    ?assertNot(G),
+    ?assert(abs(W - Measured) =< 0.3 * Measured, {W, Measured}),
+    ?assertEqual([], [F || F = #{rule := R} <- Found, R =:= long_wait orelse R =:= large_messages]).
+
+%% Bursts of 30 every 50 ms: 120 % of what it can take.  The mailbox grew
+%% all window, and long_wait names the server.
+wait_above_capacity(_Config) ->
+    {Server, E, _, Found} = waits(30),
+    ?assertMatch(#{growing := true}, E),
+    ?assertMatch([#{subject := Server}], [F || F = #{rule := long_wait} <- Found]).
