@@ -303,10 +303,10 @@ printed(_Config) ->
     %% top's rows of calls show their round trips' p99 from 120 columns on
     Top = unicode:characters_to_binary(msgflow_top_view:text(msgflow:view(top, #{limit => 5}), #{}, #{width => 120, height => 50})),
     ct:log("~ts", [Top]),
-    ?assertMatch({match, _}, re:run(Top, "PEAK/S CALL P99  KIND")),
+    ?assertMatch({match, _}, re:run(Top, "PEAK/S CALL P99  BYTES   SIZE  KIND")),
     %% the edge's p99 over its 210 round trips is a slow call's: from the
     %% slow ones' p50 to their max (shown to 0.1 ms)
-    {match, [TopP99]} = re:run(Top, "calls_srv .* ([0-9]+\\.[0-9])ms  call fast",
+    {match, [TopP99]} = re:run(Top, "calls_srv .* ([0-9]+\\.[0-9])ms +[^ ]+ +[^ ]+  call fast",
                                [{capture, all_but_first, list}]),
     ?assert(1000 * list_to_float(TopP99) >= P50 - 50),
     ?assert(1000 * list_to_float(TopP99) =< Max + 50),

@@ -114,7 +114,7 @@ printed_views(_Config) ->
                   || L <- lines(fun() -> ok = msgflow:top(4) end)]),
               ?assertEqual(
                  [<<"msgflow hotspots: 1 in the last 5 windows">>,
-                  <<"dead_letters ps_client_b sent 4 messages to 2 processes that did not exist">>],
+                  <<"dead_letters   ps_client_b sent 4 messages to 2 processes that did not exist">>],
                  %% the rate rules off: the last window (closed by stop) is short
                  lines(fun() -> ok = msgflow:hotspots(#{hot_rate => 1.0e12, spike_min => 1.0e12}) end)),
               [Head, Here] = lines(fun() -> ok = msgflow:nodes() end),

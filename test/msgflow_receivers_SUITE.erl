@@ -75,11 +75,11 @@ every_interface(Config) ->
     ?assertMatch(#{receiver := Self, messages := 4, senders := 4}, Third),
     ?assertMatch(#{missing := [], running := false}, V),
     #{receivers := [#{receiver := Self}]} = msgflow:view(receivers, #{sort => senders, limit => 1}),
-    ?assertMatch({error, {badopt, {sort, queue}, [messages, rate, senders]}},
+    ?assertMatch({error, {badopt, {sort, queue}, [messages, rate, senders, wait, bytes]}},
                  msgflow:view(receivers, #{sort => queue})),
     %% printed
     Text = msgflow_test_io:capture(fun() -> ok = msgflow:print(receivers) end),
-    ?assertMatch({match, _}, re:run(Text, "^ +1 rcv_sink <[0-9.]+> +60 +[0-9.,]+ +3 +60$",
+    ?assertMatch({match, _}, re:run(Text, "^ +1 rcv_sink <[0-9.]+> +60 +[0-9.,]+ +3 +60 +[-0-9.]+ +[0-9.]+K?$",
                                     [multiline])),
     %% the query's JSON, and the web server's
     {ok, #{<<"receivers">> := [#{<<"label">> := <<"rcv_sink">>, <<"messages">> := 60,

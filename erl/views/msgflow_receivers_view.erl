@@ -85,9 +85,7 @@ bytes_in(#{sizes := SizesT, pairs := T}, Canon) ->
                                                     msgflow_row:total(Row) * Words * W / N, Acc);
                           [] -> Acc
                       end
-              end, #{}, SizesT);
-bytes_in(_, _) ->
-    #{}.
+              end, #{}, SizesT).
 
 sorted(Es, Sort) ->
     Key = case Sort of
