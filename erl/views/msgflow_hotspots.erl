@@ -539,10 +539,14 @@ large_messages(Store = #{sizes := T}, #{large_words := LW, large_binary_bytes :=
     Found = [#{rule => large_messages, subject => {S, R}, label => PL,
                evidence => #{words_max => WMax, words_mean => W / N, bytes_max => WMax * Wsz,
                              binary_bytes_mean => B / N, sampled => N, large => L},
-               explanation => fmt("~ts: messages of up to ~s words (~s copied a send), ~s of "
-                                  "binaries on average~ts, over ~s sampled: ~ts",
+               explanation => fmt("~ts: messages of up to ~s words (~s copied a send)~ts~ts, "
+                                  "over ~s sampled: ~ts",
                                   [PL, msgflow_fmt:int(WMax), msgflow_fmt:bytes(WMax * Wsz),
-                                   msgflow_fmt:bytes(round(B / N)),
+                                   case B of
+                                       0 -> "";
+                                       _ -> [", ", msgflow_fmt:bytes(round(B / N)),
+                                             " of binaries on average"]
+                                   end,
                                    case L of
                                        0 -> "";
                                        _ -> io_lib:format(", ~s larger than measured", [msgflow_fmt:int(L)])

@@ -432,15 +432,20 @@ callbacks(Scale, Workloads, Results) ->
     OnReply = msgflow_tracer:session_new(self(), 100000, 8),
     RttReply = msgflow_tracer:session_new(self(), 100000, 8),
     ok = msgflow_tracer:calls_config(RttReply, 64, 5000),
+    %% kinds, round trips and sizes of 1 in 64 sends (start/1's defaults)
+    Sizes = msgflow_tracer:session_new(self(), 100000, 8),
+    ok = msgflow_tracer:calls_config(Sizes, 64, 5000),
+    ok = msgflow_tracer:sizes_config(Sizes, 64, msgflow_tracer:size_words()),
     Sessions = #{floor => [], msgflow => Off, msgflow_kinds => On, msgflow_rtt => Rtt,
-                 kinds_reply => OnReply, rtt_reply => RttReply},
+                 kinds_reply => OnReply, rtt_reply => RttReply, msgflow_sizes => Sizes},
     %% msgflow's own processes and names, as a run holds them (a run of
     %% msgflow:start/1 leaves out their messages: every send is looked up)
     %% (a build before them has none: run on one to compare)
     OwnSet = [msgflow_collector, msgflow_sup, msgflow_flow_keeper, msgflow_cluster, msgflow_remote,
               msgflow_web | [spawn_link(fun sink/0) || _ <- lists:seq(1, 10)]],
     _ = [ok = msgflow_tracer:own(S, add, P) || erlang:function_exported(msgflow_tracer, own, 3),
-                                              S <- [Off, On, Rtt, OnReply, RttReply], P <- OwnSet],
+                                              S <- [Off, On, Rtt, OnReply, RttReply, Sizes],
+                                              P <- OwnSet],
     Reply = {erlang:monitor(process, self()), ok},
     Msg = fun(T) when T =:= kinds_reply; T =:= rtt_reply -> Reply;
              (_) -> ?BENCH_MSG
@@ -453,8 +458,10 @@ callbacks(Scale, Workloads, Results) ->
                                  end, Acc, shuffle(maps:keys(Sessions)))
              end, #{}, lists:seq(1, ?CALLBACK_RUNS)),
     {RttEdges, _} = msgflow_tracer:calls_take(Rtt),
+    SizeEdges = msgflow_tracer:sizes_take(Sizes),
     Exact = [callbacks_exact(S, N, K) || {S, K} <- [{Off, none}, {On, {call, get}},
-                                                    {Rtt, {call, get}}, {OnReply, {reply, ok}},
+                                                    {Rtt, {call, get}}, {Sizes, {call, get}},
+                                                    {OnReply, {reply, ok}},
                                                     {RttReply, {reply, ok}}]],
     [exit(P, kill) || P <- Pids],
     Floor = lists:min(maps:get(floor, Runs)),
@@ -463,6 +470,7 @@ callbacks(Scale, Workloads, Results) ->
     OwnR = lists:min(maps:get(msgflow_rtt, Runs)) - Floor,
     OwnKR = lists:min(maps:get(kinds_reply, Runs)) - Floor,
     OwnRR = lists:min(maps:get(rtt_reply, Runs)) - Floor,
+    OwnS = lists:min(maps:get(msgflow_sizes, Runs)) - Floor,
     FloorAdded = [{W, med(cpu, maps:get({W, floor}, Results)) -
                           med(cpu, maps:get({W, untraced}, Results))} || W <- Workloads],
     io:format("~ncallbacks called directly, ~b runs of ~s calls over 1,000 pairs, message "
@@ -478,7 +486,40 @@ callbacks(Scale, Workloads, Results) ->
     io:format("  a reply to the caller's pid, {Mref, ok}, instead: ~.1f ns per send with kinds on "
               "(+~.1f ns over kinds off), ~.1f ns with round trips (+~.1f ns)~n",
               [OwnKR, OwnKR - Own, OwnRR, OwnRR - Own]),
+    io:format("  with sizes of 1 in 64 sends measured too (size_sample, the default): ~.1f ns per "
+              "send, sizes off ~.1f ns (+~.1f ns; ~s messages measured, of ~b words each)~n",
+              [OwnS, OwnR, OwnS - OwnR,
+               msgflow_fmt:int(lists:sum([Sm || {_, _, Sm, _, _, _, _} <- SizeEdges])),
+               erts_debug:flat_size(?BENCH_MSG)]),
+    size_costs(Pairs, max(1000, N div 20)),
     term_reads(N).
+
+%% What one measured message costs (size_sample 1 against sizes off, both
+%% with kinds and round trips): a message of 1 KB (a list of 64 small
+%% integers, 128 words), of 1 MB (a list of 65,536: the walk stops at its
+%% budget of 1,024 terms) and a tuple holding a 1 MB binary (one term off
+%% the heap); fastest of 5 runs each, interleaved.
+size_costs(Pairs, N) ->
+    Msgs = [{"1 KB list", lists:seq(1, 64)}, {"1 MB list", lists:seq(1, 65536)},
+            {"1 MB binary", {binary:copy(<<1>>, 1 bsl 20)}}],
+    Sess = fun(Sample) ->
+                   S = msgflow_tracer:session_new(self(), 100000, 8),
+                   ok = msgflow_tracer:calls_config(S, 64, 5000),
+                   _ = Sample =:= off orelse
+                       msgflow_tracer:sizes_config(S, Sample, msgflow_tracer:size_words()),
+                   S
+           end,
+    Costs = [begin
+                 Off = Sess(off),
+                 Every = Sess(1),
+                 Runs = [{T, call_loop(msgflow, S, Pairs, N, M)}
+                         || _ <- lists:seq(1, 5), {T, S} <- shuffle([{off, Off}, {every, Every}])],
+                 Min = fun(T) -> lists:min([R || {T1, R} <- Runs, T1 =:= T]) end,
+                 _ = [msgflow_tracer:session_stop(S) || S <- [Off, Every]],
+                 {Name, Min(every) - Min(off)}
+             end || {Name, M} <- Msgs],
+    io:format("  one measured message costs: ~s~n",
+              [lists:join(", ", [io_lib:format("~s ~b ns", [Nm, round(C)]) || {Nm, C} <- Costs])]).
 
 %%% The two paths of the tracer's term reads side by side: the same
 %%% direct loop (kinds off and on) on two peer nodes started together,
