@@ -244,7 +244,7 @@ exports(Config) ->
                   [H | Ls] = string:split(string:trim(B), "\n", all),
                   ?assertMatch({_, _}, binary:match(H, <<",kinds,call_rtt_us">>)),
                   %% the rows to the server (its label the fourth field)
-                  [lists:last(Fs) || L <- Ls, Fs <- [string:split(L, ",", all)],
+                  [lists:nth(8, Fs) || L <- Ls, Fs <- [string:split(L, ",", all)],
                                      lists:nth(4, Fs) =:= <<"calls_srv">>]
           end,
     [Line] = Rtt(Csv),

@@ -85,13 +85,13 @@ csv_quoting_test() ->
                                                   display := <<"x,\"y\"">>};
                                      (_, M) -> M end, maps:get(endpoints, V0))},
     Csv = iolist_to_binary(msgflow_report:csv(V, none)),
-    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n"
-                   "a,b,\"x,\"\"y\"\"\",b,7,7.0,,\n">>, Csv),
+    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us,bytes\n"
+                   "a,b,\"x,\"\"y\"\"\",b,7,7.0,,,\n">>, Csv),
     %% kinds, most first, an Elixir tag as Elixir writes it
     [Row] = maps:get(rows, V),
     VK = V#{rows := [Row#{kinds => [{call, get, 5}, {info, 'Elixir.Tick', 2}]}]},
     CsvK = iolist_to_binary(msgflow_report:csv(VK, none)),
-    ?assertMatch({_, _}, binary:match(CsvK, <<",7,7.0,call:get=5 info:Tick=2,\n">>)),
+    ?assertMatch({_, _}, binary:match(CsvK, <<",7,7.0,call:get=5 info:Tick=2,,\n">>)),
     Json = iolist_to_binary(msgflow_report:json(VK, none)),
     ?assertMatch({_, _}, binary:match(Json, <<"{\"kind\":\"call\",\"messages\":5,\"tag\":\"get\"}">>)),
     #{version := 6, rows := [#{messages := 7, window_messages := 7,
@@ -123,8 +123,8 @@ grouped_exports_test() ->
                             peak_rate => 0.0} end,
     ByModule = V#{by := module, rows := [Row(m, m, 12)], endpoints := #{}},
     Csv = iolist_to_binary(msgflow_report:csv(ByModule, none)),
-    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n"
-                   "m,m,m,m,12,12.0,,\n">>, Csv),
+    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us,bytes\n"
+                   "m,m,m,m,12,12.0,,,\n">>, Csv),
     ByName = V#{by := name, rows := [Row(<<"a">>, <<"b">>, 7), Row(<<"c">>, <<"b">>, 5)],
                 endpoints := #{}},
     Dot = iolist_to_binary(msgflow_report:dot(ByName, 200)),
@@ -139,8 +139,8 @@ repeated_labels_test() ->
                                              display := <<"h:init/1 ", T/binary>>} end,
     V = V0#{endpoints := Ends#{a := Same(a, <<"<0.1.0>">>), b := Same(b, <<"<0.2.0>">>)}},
     Csv = iolist_to_binary(msgflow_report:csv(V, none)),
-    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n"
-                   "<0.1.0>,c,h:init/1 <0.1.0>,c,7,7.0,,\n<0.2.0>,c,h:init/1 <0.2.0>,c,5,5.0,,\n">>,
+    ?assertEqual(<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us,bytes\n"
+                   "<0.1.0>,c,h:init/1 <0.1.0>,c,7,7.0,,,\n<0.2.0>,c,h:init/1 <0.2.0>,c,5,5.0,,,\n">>,
                  Csv).
 
 of_rule(K, Found) ->

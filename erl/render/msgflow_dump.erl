@@ -18,7 +18,11 @@
 %%%   rows => [#{sender => Index, receiver => Index, messages => Messages,
 %%%              window_messages => Messages, rate => float(),
 %%%              peak_rate => float(),
-%%%              kinds => [#{kind => atom(), tag => atom(), messages => Messages}]}],
+%%%              kinds => [#{kind => atom(), tag => atom(), messages => Messages}],
+%%%              %% when the pair's messages had their size sampled:
+%%%              bytes => float(), bytes_mean => float(), words_mean => float(),
+%%%              words_max => Words, binary_bytes_mean => float(),
+%%%              size_sampled => N, large => N}],
 %%%   nodes => [#{node => node(), status => atom(), pairs => Pairs,
 %%%               events => Messages}],
 %%%   missing => [#{node => node(), reason => binary()}],
@@ -43,7 +47,10 @@
 %%% rates are estimates).  A row's kinds add up to its messages (none with
 %%% kinds off).  `nodes' are the nodes whose counts are in it, `missing'
 %%% those that did not answer in time.  `calls' are the call edges' round
-%%% trips (msgflow_calls_view), quantiles in ns.  Readers take the fields
+%%% trips (msgflow_calls_view), quantiles in ns.  A row's sizes (msgflow_rows
+%%% by process: bytes its messages copied since start, bytes and heap
+%%% words a message, ...) are there when some of its messages were
+%%% measured.  Readers take the fields
 %%% they know and leave the others: a later version adds fields.
 -module(msgflow_dump).
 -export([of_top/3]).
@@ -88,11 +95,12 @@ of_top(View = #{rows := Rows, endpoints := Ends, by := By}, Calls, Statuses) ->
       dead_letters => maps:get(dead_letters, View), overflow => maps:get(overflow, View),
       pair_count => maps:get(pairs, View), group_count => maps:get(groups, View),
       endpoints => [Info(K) || K <- Keys],
-      rows => [#{sender => maps:get(S, Idx), receiver => maps:get(R, Idx), messages => C,
-                 window_messages => W, rate => float(Rate), peak_rate => float(Peak),
-                 kinds => [#{kind => K, tag => T, messages => N} || {K, T, N} <- Ks]}
-               || #{sender := S, receiver := R, count := C, last_count := W, rate := Rate,
-                    peak_rate := Peak, kinds := Ks} <- Rows],
+      rows => [maps:merge(#{sender => maps:get(S, Idx), receiver => maps:get(R, Idx), messages => C,
+                            window_messages => W, rate => float(Rate), peak_rate => float(Peak),
+                            kinds => [#{kind => K, tag => T, messages => N} || {K, T, N} <- Ks]},
+                          sizes(Row))
+               || Row = #{sender := S, receiver := R, count := C, last_count := W, rate := Rate,
+                          peak_rate := Peak, kinds := Ks} <- Rows],
       nodes => case Statuses of
                    [_ | _] -> [#{node => N, status => St, pairs => P, events => E}
                                || #{node := N, status := St, pairs := P, events := E} <- Statuses];
@@ -119,3 +127,9 @@ calls(#{entries := Es}) ->
      || #{caller := C, server := S, caller_label := CL, server_label := SL, kind := K, tag := T,
           calls := N, sampled := Sa, unanswered := U, p50 := P50, p90 := P90, p99 := P99,
           max := Max} <- Es].
+
+%% A row's sizes, as the dump gives them (none when none was measured).
+sizes(Row) ->
+    maps:map(fun(_, V) when is_float(V) -> V; (_, V) -> V end,
+             maps:with([bytes, bytes_mean, words_mean, words_max, binary_bytes_mean, size_sampled,
+                        large], Row)).

@@ -27,14 +27,18 @@ texts(View, K) ->
 -spec csv(msgflow_rows:view(), msgflow_calls_view:view() | none) -> iodata().
 csv(View = #{rows := Rows}, Calls) ->
     Rtt = call_rtt(View, Calls),
-    [<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n">>
+    [<<"sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us,bytes\n">>
      | [begin
             {SE, SL} = texts(View, S),
             {RE, RL} = texts(View, R),
             [lists:join(",", [csv_field(F) || F <- [SE, RE, SL, RL, integer_to_binary(C),
                                                     float_text(Rate),
                                                     kinds_text(maps:get(kinds, Row, [])),
-                                                    maps:get({S, R}, Rtt, <<>>)]]),
+                                                    maps:get({S, R}, Rtt, <<>>),
+                                                    case Row of
+                                                        #{bytes := B} -> integer_to_binary(floor(B + 0.5));
+                                                        _ -> <<>>
+                                                    end]]),
              "\n"]
         end || Row = #{sender := S, receiver := R, count := C, rate := Rate} <- Rows]].
 

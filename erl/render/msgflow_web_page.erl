@@ -31,8 +31,8 @@
 %% every node msgflow counts on): the graph (every group of By with the
 %% kept windows' counts and kinds; by process the ?PAIRS busiest pairs),
 %% the busiest pairs by process, the traffic between nodes, the call
-%% edges, the request flows, the nodes' statuses and msgflow's own
-%% figures; a static page (an export) has the hotspots in it too, a live
+%% edges, the request flows, the nodes' statuses, the busiest receivers'
+%% mailbox waits and msgflow's own figures; a static page (an export) has the hotspots in it too, a live
 %% one fetches them apart (they read every active pair).  A map with
 %% binary keys, for msgflow_report:json_encode/1; counts in messages,
 %% rates in messages/s, times in ms since 1970.  `{error, Reason}' as
@@ -48,7 +48,9 @@ state(By, Node, Static) ->
     %% each named, asked at once (round trips by kind have no edges)
     Named = [{graph, {top, Graph}}, {pairs, {top, Pairs}},
              {by_node, {top, Scope#{by => node, limit => all}}}, {statuses, {nodes, #{}}},
-             {flows, {flows, #{}}}, {info, {info, #{}}}]
+             {flows, {flows, #{}}}, {info, {info, #{}}},
+             %% the mailbox waits of the busiest receivers
+             {receivers, {receivers, Scope#{limit => 50, sort => wait}}}]
         ++ [{calls, {calls, Scope#{by => By}}} || By =/= kind]
         ++ [{hotspots, {hotspots, Scope}} || Static],
     case msgflow_query:run_all([Q || {_, Q} <- Named]) of
@@ -65,6 +67,10 @@ state(By, Node, Static) ->
                                             false -> undefined
                                         end,
                                info => case V of #{info := I = #{}} -> I; _ -> #{} end,
+                               receivers => case V of
+                                                #{receivers := #{receivers := Rs}} -> Rs;
+                                                _ -> []
+                                            end,
                                static => Static})
     end.
 
@@ -86,6 +92,12 @@ page_state(G = #{by := By}, P, Extra) ->
       <<"matrix">> => matrix(msgflow_matrix_view:of_rows(G, all)),
       <<"pairs">> => pairs(P, By),
       <<"hotspots">> => msgflow_hotspots:json(maps:get(hotspots, Extra, []), #{}),
+      %% by process id: the wait in the last window of the busiest
+      %% receivers that had one (ms), their mean queue and whether it grew
+      <<"waits">> => maps:from_list([{id(R), #{<<"wait_ms">> => W, <<"queue_len">> => Q,
+                                               <<"growing">> => Grew}}
+                                     || #{receiver := R, wait_ms := W, queue_len := Q, growing := Grew}
+                                            <- maps:get(receivers, Extra, []), is_number(W)]),
       <<"calls">> => calls(maps:get(calls, Extra, none)),
       <<"flows">> => msgflow_flows_view:json(maps:get(flows, Extra), #{}),
       <<"nodes">> => node_traffic(maps:get(node_status, Extra, []), maps:get(nodes, Extra, undefined)),
@@ -136,7 +148,11 @@ edge(Row = #{sender := S, receiver := R, count := C}) ->
                         [] -> <<"-">>
                     end,
       <<"kinds">> => msgflow_rows:kinds_json(Kinds),
-      <<"windows">> => last(?WINDOWS, maps:get(windows, Row, []))}.
+      <<"windows">> => last(?WINDOWS, maps:get(windows, Row, [])),
+      %% bytes its messages copied since start and a message's (sampled
+      %% sizes, by process), null when none was measured
+      <<"bytes">> => case Row of #{bytes := B} -> float(B); _ -> null end,
+      <<"bytes_mean">> => case Row of #{bytes_mean := BM} -> float(BM); _ -> null end}.
 
 %% A group key as the page names it: its text (unique in a view).
 id(K) when is_binary(K) -> K;

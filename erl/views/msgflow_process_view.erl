@@ -7,7 +7,11 @@
 %%% `memory' (bytes), `reductions', `current_function', `status' (each
 %%% `undefined' once it exited), and its busiest partners both ways since
 %%% start, `sends_to' and `receives_from', `[{Endpoint, Label, Messages}]'
-%%% (at most 5 each), read from this node's counts.
+%%% (at most 5 each), read from this node's counts; `wait' its mailbox's
+%%% in the last window when it was one of the busiest receivers
+%%% (msgflow_store_waits: `#{wait_ms, queue_len, growing}'), else
+%%% `undefined'; `bytes_in' and `bytes_out', the bytes its messages copied
+%%% since start in each way, from the pairs with sampled sizes.
 -module(msgflow_process_view).
 -behaviour(msgflow_view).
 
@@ -20,7 +24,9 @@
                      memory := non_neg_integer() | undefined,
                      reductions := non_neg_integer() | undefined,
                      current_function := mfa() | undefined, status := atom(),
-                     sends_to := [partner()], receives_from := [partner()]}.
+                     sends_to := [partner()], receives_from := [partner()],
+                     wait := msgflow_store_waits:wait() | undefined,
+                     bytes_in := float(), bytes_out := float()}.
 
 %% @doc The options, their defaults and rules.
 -spec options() -> msgflow_opts:schema().
@@ -59,8 +65,14 @@ build(Store, #{pid := P}) ->
     Lab = fun(K) -> msgflow_rows:display(V, K) end,
     Out = [{R, Lab(R), C} || #{sender := S, receiver := R, count := C} <- Rows, S =:= P],
     In = [{S, Lab(S), C} || #{sender := S, receiver := R, count := C} <- Rows, R =:= P],
+    Bytes = fun(Which) -> lists:sum([B || Row = #{bytes := B} <- Rows, maps:get(Which, Row) =:= P]) end,
+    Wait = case maps:get(windows, Store) of
+               [] -> undefined;
+               Ws -> maps:get(P, maps:get(waits, lists:last(Ws), #{}), undefined)
+           end,
     Info#{pid => P, label => msgflow_describe:label(P),
-          sends_to => lists:sublist(Out, 5), receives_from => lists:sublist(In, 5)}.
+          sends_to => lists:sublist(Out, 5), receives_from => lists:sublist(In, 5),
+          wait => Wait, bytes_in => float(Bytes(receiver)), bytes_out => float(Bytes(sender))}.
 
 %% @doc The one part.
 -spec merge([process()], map(), msgflow_view:context()) -> process().
@@ -95,6 +107,15 @@ text(P = #{pid := Pid, label := Label, alive := Alive}, _Opts, Area = #{width :=
          false ->
              []
      end,
+     io_lib:format("  mailbox wait ~s, bytes in ~s, out ~s (since start, sampled sizes)~n",
+                   [case maps:get(wait, P, undefined) of
+                        undefined -> "- (not one of the busiest receivers)";
+                        #{growing := true} -> "growing all window";
+                        #{wait_ms := W} when is_number(W) -> io_lib:format("~.1f ms", [float(W)]);
+                        _ -> "-"
+                    end,
+                    msgflow_fmt:bytes(round(maps:get(bytes_in, P, 0.0))),
+                    msgflow_fmt:bytes(round(maps:get(bytes_out, P, 0.0)))]),
      Partners("sends to (messages since start):", maps:get(sends_to, P)),
      Partners("receives from:", maps:get(receives_from, P))].
 
@@ -113,4 +134,13 @@ json(P = #{pid := Pid, label := Label, alive := Alive}, _Opts) ->
                                  end,
       <<"status">> => case maps:get(status, P) of undefined -> null; S -> atom_to_binary(S) end,
       <<"sends_to">> => Partners(maps:get(sends_to, P)),
-      <<"receives_from">> => Partners(maps:get(receives_from, P))}.
+      <<"receives_from">> => Partners(maps:get(receives_from, P)),
+      <<"wait_ms">> => case maps:get(wait, P, undefined) of
+                           #{wait_ms := W} when is_number(W) -> W;
+                           _ -> null
+                       end,
+      <<"growing">> => case maps:get(wait, P, undefined) of
+                           #{growing := G} -> G;
+                           _ -> false
+                       end,
+      <<"bytes_in">> => maps:get(bytes_in, P, 0.0), <<"bytes_out">> => maps:get(bytes_out, P, 0.0)}.

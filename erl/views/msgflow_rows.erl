@@ -181,6 +181,9 @@ build(Store, Spec) ->
            end,
     Rows2 = case {By, Store} of
                 {process, #{sizes := SizesT}} -> with_sizes(Rows1, SizesT);
+                {kind, _} -> Rows1;
+                {_, #{sizes := SizesT, pairs := PairsT, labels := LabelsT}} ->
+                    with_group_bytes(Rows1, SizesT, PairsT, msgflow_rows_groups:key_fun(By, LabelsT));
                 _ -> Rows1
             end,
     Rows3 = case maps:get(sort, Spec, messages) of
@@ -280,6 +283,29 @@ with_sizes(Rows, T) ->
                  none -> Row;
                  F = #{bytes_mean := B} -> maps:merge(Row, F#{bytes => C * B})
              end || Row = #{sender := S, receiver := R, count := C} <- Rows]
+    end.
+
+%% Grouped rows with `bytes': the bytes the messages of their pairs with
+%% sampled sizes copied since start (each pair's messages x its mean),
+%% summed by group (Key: an end's group).  Reads the sizes and the pairs
+%% measured, not every pair.
+with_group_bytes(Rows, T, P, Key) ->
+    case ets:info(T, size) of
+        0 -> Rows;
+        _ ->
+            W = erlang:system_info(wordsize),
+            Sums = ets:foldl(fun({K = {S, R}, N, Words, _, _, _}, Acc) ->
+                                     case ets:lookup(P, K) of
+                                         [Row] ->
+                                             B = msgflow_row:total(Row) * Words * W / N,
+                                             maps:update_with({Key(S), Key(R)}, fun(X) -> X + B end, B, Acc);
+                                         [] -> Acc
+                                     end
+                             end, #{}, T),
+            [case Sums of
+                 #{{S, R} := B} -> Row#{bytes => B};
+                 _ -> Row
+             end || Row = #{sender := S, receiver := R} <- Rows]
     end.
 
 %% Rows with the most bytes first (those with no size measured last, by

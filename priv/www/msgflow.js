@@ -23,6 +23,7 @@
   var updates = 0;
   var selected = null;            // {type: 'group' | 'edge', id}
   var sortKey = 'count';
+  var weighBy = 'messages';       // edges sized by 'messages' (rate) or 'bytes' copied
   var cy = null;
   var cyBy = null;
   var chart = null;
@@ -55,6 +56,12 @@
   var intFmt = new Intl.NumberFormat('en-US');
   function int(n) { return intFmt.format(Math.round(n)); }
   function rate(r) { return r >= 100 ? int(r) : r >= 10 ? r.toFixed(1) : r.toFixed(2); }
+  // bytes as msgflow_fmt:bytes/1 writes them: 512, 9.8K, 1.0M, 3.2G
+  function bytes(b) {
+    var u = ['', 'K', 'M', 'G'], i = 0;
+    while (b >= 1024 && i < 3) { b /= 1024; i++; }
+    return i === 0 ? String(Math.round(b)) : b.toFixed(1) + u[i];
+  }
   function bytes(b) {
     var u = ['B', 'KiB', 'MiB', 'GiB'], i = 0;
     while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
@@ -243,16 +250,23 @@
     $('graph-note').textContent = 'by ' + state.by + ': ' + int(g.groups.length) + ' of ' +
       int(g.groups_total) + ' groups, ' + int(g.edges.length) + ' of ' + int(g.edges_total) +
       ' edges' + (g.left_out ? ' (' + int(g.left_out) + ' messages on edges not drawn)' : '') +
-      '; nodes sized by messages, edges by ' + (g.edges.some(function (e) { return e.rate > 0; }) ? 'rate' : 'messages');
+      '; nodes sized by messages, edges by ' + (weighBy === 'bytes' ? 'bytes copied (sampled sizes)'
+        : g.edges.some(function (e) { return e.rate > 0; }) ? 'rate' : 'messages');
     if (!ensureGraph()) return;
     var first = cyBy !== state.by;
     if (first) { cy.elements().remove(); cyBy = state.by; }
     var maxMsg = 1, maxRate = 0, maxCount = 1;
     g.groups.forEach(function (n) { maxMsg = Math.max(maxMsg, n.sent + n.received); });
-    g.edges.forEach(function (e) { maxRate = Math.max(maxRate, e.rate); maxCount = Math.max(maxCount, e.count); });
-    // edges by rate; by messages once nothing moves (a stopped run)
+    var maxBytes = 1;
+    g.edges.forEach(function (e) {
+      maxRate = Math.max(maxRate, e.rate); maxCount = Math.max(maxCount, e.count);
+      maxBytes = Math.max(maxBytes, e.bytes || 0);
+    });
+    // edges by rate; by messages once nothing moves (a stopped run); by
+    // bytes copied when asked (an edge with no size measured is thinnest)
     var byCount = maxRate === 0;
     var weight = function (e) {
+      if (weighBy === 'bytes') return Math.log(1 + (e.bytes || 0)) / Math.log(1 + maxBytes);
       return byCount ? Math.log(1 + e.count) / Math.log(1 + maxCount) : Math.log(1 + e.rate) / Math.log(1 + maxRate);
     };
     var byRate = g.edges.slice().sort(function (a, b) { return b.rate - a.rate; });
@@ -337,6 +351,10 @@
     $('details-title').textContent = g.label;
     body.appendChild(el('p', {}, 'Sent ', el('b', {}, int(g.sent)), ' messages, received ',
                         el('b', {}, int(g.received)), ' (by ' + state.by + ').'));
+    var w = (state.waits || {})[g.id];
+    if (w) body.appendChild(el('p', {}, 'Mailbox: messages waited ',
+                               el('b', {}, w.growing ? 'longer and longer (it grew all window)' : w.wait_ms.toFixed(1) + ' ms'),
+                               ' in the last window, ', el('b', {}, w.queue_len.toFixed(0)), ' queued on average.'));
     if (state.by === 'kind') return;
     var members = {};
     state.pairs.forEach(function (p) {
@@ -370,6 +388,9 @@
     $('details-title').textContent = label(e.s) + ' \u2192 ' + label(e.r);
     body.appendChild(el('p', {}, el('b', {}, int(e.count)), ' messages; ', el('b', {}, rate(e.rate)),
                         ' msg/s in the last window, peak ', el('b', {}, rate(e.peak)), ' msg/s; mostly ', kindPill(e.kind)));
+    if (e.bytes !== null && e.bytes !== undefined)
+      body.appendChild(el('p', {}, el('b', {}, bytes(e.bytes)), ' copied since start, ',
+                          el('b', {}, bytes(e.bytes_mean)), ' a message (sampled sizes).'));
     if (e.kinds.length) {
       var kt = el('table', {class: 'kinds'}, el('thead', {}, el('tr', {}, el('th', {}, 'kind'), el('th', {}, 'tag'),
                  el('th', {class: 'n'}, 'messages'))));
@@ -569,6 +590,10 @@
       by = this.value;
       selected = null;
       fetchState();
+    });
+    $('weigh').addEventListener('change', function () {
+      weighBy = this.value;
+      if (state) renderGraph();
     });
     $('filter').addEventListener('input', function () { if (state) renderTop(); });
     $('view').addEventListener('change', fetchViewText);

@@ -100,6 +100,10 @@ typedef struct {
                                * window_ms) */
     size_t first_kind;        /* its kinds: pair_kinds[first_kind ..] */
     uint32_t n_kinds;         /* 0 before version 4, or with kinds off */
+    double bytes, bytes_mean; /* the bytes its messages copied since start,
+                               * and a message's, from sampled sizes; -1
+                               * when none was measured (or before they
+                               * were in the dump) */
 } mf_pair;
 
 /* A node of a cluster-wide dump (version 3): its status when the dump

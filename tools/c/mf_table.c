@@ -155,7 +155,7 @@ static size_t row_of(mf_row *rows, group *groups, group **table, size_t *n, cons
     HASH_FIND(hh, *table, g->key, sizeof(g->key), found);
     if (found)
         return found->row;
-    rows[*n] = (mf_row){k0, k1, sl, rl, -1, -1, 0, 0.0, -1.0, NULL, 0};
+    rows[*n] = (mf_row){k0, k1, sl, rl, -1, -1, 0, 0.0, -1.0, NULL, 0, -1.0};
     g->row = (*n)++;
     HASH_ADD(hh, *table, key, sizeof(g->key), g);
     return g->row;
@@ -229,6 +229,8 @@ int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
         size_t r = row_of(rows, groups, &table, &n, k0, k1, sl, rl);
         rows[r].messages = sat_add(rows[r].messages, p->messages);
         rows[r].rate += rate;
+        if (p->bytes >= 0) /* the bytes of its pairs that had sizes measured */
+            rows[r].bytes = (rows[r].bytes < 0 ? 0 : rows[r].bytes) + p->bytes;
         for (uint32_t j = 0; j < p->n_kinds; j++) {
             const mf_pair_kind *k = &d->pair_kinds[p->first_kind + j];
             acc[n_acc++] = (row_kind_acc){r, k->name, k->messages};
@@ -358,7 +360,7 @@ int mf_rows_given(const mf_dump *d, mf_row **rows_out, size_t *n_out)
                            s->display ? strcmp(s->display, s->label) != 0 : -1,
                            r->display ? strcmp(r->display, r->label) != 0 : -1,
                            p->messages, mf_dump_rate(d, p), p->peak,
-                           kinds ? kinds + p->first_kind : NULL, p->n_kinds};
+                           kinds ? kinds + p->first_kind : NULL, p->n_kinds, p->bytes};
         for (uint32_t j = 0; j < p->n_kinds; j++) {
             const mf_pair_kind *k = &d->pair_kinds[p->first_kind + j];
             kinds[p->first_kind + j] = (mf_row_kind){k->name, rank[k->name], k->messages};
@@ -376,6 +378,21 @@ void mf_rows_free(mf_row *rows)
         return;
     free(rows_head(rows)->kinds);
     free(rows_head(rows));
+}
+
+/* Bytes in at most 6 columns into buf (at least 32 bytes): 512, 9.8K,
+ * 1.0M, 3.2G (powers of 1,024), as msgflow_fmt:bytes/1 writes them. */
+const char *mf_bytes(double b, char *buf)
+{
+    if (b < 1024)
+        sprintf(buf, "%.0f", b);
+    else if (b < 1024.0 * 1024)
+        sprintf(buf, "%.1fK", b / 1024);
+    else if (b < 1024.0 * 1024 * 1024)
+        sprintf(buf, "%.1fM", b / (1024.0 * 1024));
+    else
+        sprintf(buf, "%.1fG", b / (1024.0 * 1024 * 1024));
+    return buf;
 }
 
 const char *mf_int(uint64_t v, char *buf)
@@ -545,11 +562,11 @@ static void endpoint_cell(FILE *out, const label_index *ix, const char *label, c
 #define MF_TOP_KIND_W(width) ((width) >= 120 ? 18 : 16)
 #define MF_TOP_KIND_END_W 24
 
-static int top_end_w(int width, int by_kind, int peak)
+static int top_end_w(int width, int by_kind, int peak, int bytes)
 {
     if (by_kind)
         return MF_TOP_KIND_END_W;
-    int fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + (peak ? 8 : 0) + MF_TOP_KIND_W(width) + 2;
+    int fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + (peak ? 8 : 0) + (bytes ? 7 : 0) + MF_TOP_KIND_W(width) + 2;
     int w = (width - 1 - fixed) / 2;
     return w < 8 ? 8 : w;
 }
@@ -610,7 +627,11 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
 {
     char a[32], b[32], c[32];
     int width = lay->width < 40 ? 40 : lay->width, by_kind = lay->by == MF_BY_KIND;
-    int peak = lay->peaks != 0, end_w = top_end_w(width, by_kind, peak);
+    int peak = lay->peaks != 0, bytes = 0;
+    if (d->sort && strcmp(d->sort, "bytes") == 0)
+        for (size_t i = 0; i < n && !bytes; i++)
+            bytes = rows[i].bytes >= 0;
+    int end_w = top_end_w(width, by_kind, peak, bytes);
     int kind_w = MF_TOP_KIND_W(width);
     const char *ellipsis = lay->ellipsis;
     fprintf(out, "msgflow %s on %s: %s messages, %s %s; MSG/S over the last %s ms\n",
@@ -640,6 +661,8 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
     fprintf(out, " %9s %7s ", "MESSAGES", "MSG/S");
     if (peak)
         fprintf(out, " %7s", "PEAK/S");
+    if (bytes)
+        fprintf(out, " %6s", "BYTES");
     if (!by_kind) {
         fputs("  ", out);
         cell(out, "KIND", kind_w, ellipsis);
@@ -670,6 +693,8 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
         fprintf(out, " %9s %7s ", mf_int(rows[i].messages, a), short_rate(rows[i].rate, b));
         if (peak)
             fprintf(out, " %7s", short_rate(rows[i].peak < 0 ? rows[i].rate : rows[i].peak, c));
+        if (bytes)
+            fprintf(out, " %6s", rows[i].bytes < 0 ? "-" : mf_bytes(rows[i].bytes, c));
         if (!by_kind) {
             fputs("  ", out);
             main_kind_cell(out, d, &rows[i], kind_w, ellipsis);
@@ -770,7 +795,8 @@ int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, mf_by 
     label_index ix;
     if (index_labels(&ix, rows, n, n > 0 && rows[0].sender != rows[0].sender_label) != 0)
         return -1;
-    fputs("sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us\n", f);
+    fputs("sender,receiver,sender_label,receiver_label,messages,msg_per_s,kinds,call_rtt_us,bytes\n",
+          f);
     for (size_t i = 0; i < n; i++) {
         csv_field(f, rows[i].sender);
         fputc(',', f);
@@ -784,6 +810,10 @@ int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, mf_by 
         kinds_field(f, d, &rows[i]);
         fputc(',', f);
         calls_field(f, d, &rows[i], by);
+        fputc(',', f);
+        /* bytes copied since start, rounded; empty with no size measured */
+        if (rows[i].bytes >= 0)
+            fprintf(f, "%llu", (unsigned long long)(rows[i].bytes + 0.5));
         fputc('\n', f);
     }
     index_free(&ix);

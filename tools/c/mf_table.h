@@ -46,6 +46,8 @@ typedef struct {
     const mf_row_kind *kinds;                  /* most first, as msgflow's views order
                                                 * them; NULL when the dump has none */
     size_t n_kinds;
+    double bytes;                              /* bytes its messages copied since start,
+                                                * from sampled sizes; -1 none */
 } mf_row;
 
 /* "process" | "name" | "module" | "application" | "node" | "kind".  0 or -1. */
@@ -86,7 +88,8 @@ typedef struct {
 long long mf_given_total(const mf_dump *d);
 
 /* The top table: a summary line, then `#  SENDER  RECEIVER  MESSAGES  MSG/S
- * [PEAK/S]  KIND' for the rows the layout names. */
+ * [PEAK/S] [BYTES]  KIND' for the rows the layout names (BYTES when a row
+ * has sampled sizes and the dump's rows are sorted by bytes). */
 void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
                   const mf_top_layout *lay);
 
@@ -103,6 +106,10 @@ void mf_label_cell(FILE *out, const char *label, const char *text, int width,
 int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, mf_by by);
 int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t limit,
                  const char *by);
+
+/* Bytes in at most 6 columns into buf (at least 32 bytes): 512, 9.8K,
+ * 1.0M, 3.2G. */
+const char *mf_bytes(double b, char *buf);
 
 /* An integer with thousands separators into buf (at least 32 bytes). */
 const char *mf_int(uint64_t v, char *buf);

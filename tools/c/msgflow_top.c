@@ -16,7 +16,8 @@
  *
  * On a terminal it is an interactive full-screen view (the alternate
  * screen, keys read one at a time): s sorts (messages, rate, peak: the
- * busiest window's rate), g groups, / filters by a label substring (the
+ * busiest window's rate, bytes: what its messages copied, from sampled
+ * sizes, by process; a BYTES column then), g groups, / filters by a label substring (the
  * node keeps the rows with it in an end's label or text, upper and lower
  * case alike), the arrows move a cursor, Enter and o open the row's sender
  * or receiver (the node's `process' view, as the shell prints it), v shows
@@ -613,7 +614,7 @@ static int stop_msgflow(conn *c)
     return rc;
 }
 
-static const char *const sort_names[] = {"messages", "rate", "peak"};
+static const char *const sort_names[] = {"messages", "rate", "peak", "bytes"};
 static const char *const by_names[] = {"process", "name", "module", "application", "node", "kind"};
 
 /* A binary the node answered with, malloc'd for the caller (NUL added
@@ -825,7 +826,7 @@ typedef struct {
 
 static const char help_text[] =
     "msgflow-top keys\n"
-    "  s            sort: messages, rate, peak (in turn)\n"
+    "  s            sort: messages, rate, peak, bytes copied (in turn)\n"
     "  g            group: process, name, module, application, node, kind\n"
     "  /            filter by a text in a label (Enter applies, Esc cancels;\n"
     "               an empty filter shows every row)\n"
@@ -1075,7 +1076,7 @@ static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, i
                     s.help = 1;
                     break;
                 case 's':
-                    s.sort = (s.sort + 1) % 3;
+                    s.sort = (s.sort + 1) % 4;
                     s.selected = 0;
                     next = now_ms();
                     break;
