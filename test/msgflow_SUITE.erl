@@ -650,7 +650,7 @@ reports_all_formats(Config) ->
     %% csv
     {ok, Csv} = file:read_file(Path(csv)),
     [_ | Rows] = csv_rows(Csv),
-    ?assertEqual(Want, lists:sort([{S, R, binary_to_integer(N)} || [S, R, _, _, N, _, _, _] <- Rows])),
+    ?assertEqual(Want, lists:sort([{S, R, binary_to_integer(N)} || [S, R, _, _, N, _, _, _, _] <- Rows])),
     %% dot
     {0, Svg} = msgflow_test_lib:run(os:find_executable("dot"), ["-Tsvg", Path(dot)]),
     ?assertMatch({_, _}, binary:match(Svg, <<"</svg>">>)),
@@ -1335,6 +1335,11 @@ top_keys_in(Tmux) ->
         Until("sort rate \\| by process"),
         Keys(["s"]),
         Until("sort peak \\| by process"),
+        Keys(["s"]),
+        %% by bytes: the pairs with a size measured first, in a BYTES
+        %% column (each thread measures its first send)
+        SB = Until("sort bytes \\| by process"),
+        ?assertMatch({match, _}, re:run(SB, "PEAK/S +BYTES +KIND")),
         Keys(["s", "g"]),
         Until("sort messages \\| by name"),
         Keys(["g", "g", "g", "g"]),

@@ -183,8 +183,7 @@ build(Store, Spec) ->
                 {process, #{sizes := SizesT}} -> with_sizes(Rows1, SizesT);
                 {kind, _} -> Rows1;
                 {_, #{sizes := SizesT, pairs := PairsT, labels := LabelsT}} ->
-                    with_group_bytes(Rows1, SizesT, PairsT, msgflow_rows_groups:key_fun(By, LabelsT));
-                _ -> Rows1
+                    with_group_bytes(Rows1, SizesT, PairsT, msgflow_rows_groups:key_fun(By, LabelsT))
             end,
     Rows3 = case maps:get(sort, Spec, messages) of
                 bytes -> lists:sublist(by_bytes(Rows2), maps:get(limit, Spec, all));
