@@ -79,8 +79,11 @@ mf_sizes *mf_sizes_new(const mf_alloc *alloc, uint32_t sample, const mf_size_wor
 /* Frees z and its edges.  Only when no thread can reach z. */
 void mf_sizes_free(mf_sizes *z);
 
-/* Measures msg (read in place, never copied: the walk allocates nothing),
- * with the layout the caller's callback loaded.  Any thread. */
+/* Measures msg (read in place, never copied; the walk's stack is an
+ * array of MF_SIZE_BUDGET terms on the C stack: 8 KiB; only the VM
+ * allocates, for a hash map's iterator or a copy of an unaligned
+ * sub-binary, in the callback's env), with the layout the caller's
+ * callback loaded.  Any thread. */
 mf_size mf_size_measure(const mf_layout_t *L, ErlNifEnv *env, const mf_sizes *z, ERL_NIF_TERM msg);
 
 /* Adds one measure to edge (sender, receiver), made when new.  Any
