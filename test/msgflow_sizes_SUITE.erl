@@ -14,13 +14,14 @@
 -module(msgflow_sizes_SUITE).
 -include_lib("stdlib/include/assert.hrl").
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
--export([sizes_exact/1, sizes_sampled/1, sizes_off/1, wait_below_capacity/1,
-         wait_above_capacity/1]).
+-export([sizes_exact/1, sizes_sampled/1, sizes_off/1, native_record_sizes/1,
+         wait_below_capacity/1, wait_above_capacity/1]).
 
 -define(N, 1000).
 
 all() ->
-    [sizes_exact, sizes_sampled, sizes_off, wait_below_capacity, wait_above_capacity].
+    [sizes_exact, sizes_sampled, sizes_off, native_record_sizes, wait_below_capacity,
+     wait_above_capacity].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -124,6 +125,40 @@ sizes_sampled(_Config) ->
 sizes_off(_Config) ->
     {Rows, _, _} = run(off, 100),
     ?assertEqual([], [R || R = #{size_sampled := _} <- maps:values(Rows)]).
+
+%% OTP 29's native records, alone and inside a tuple and a list, each
+%% send measured: nothing breaks, each is a word at least (the walk does
+%% not read inside a record), the tuple and list around them exact.
+native_record_sizes(_Config) ->
+    case erlang:is_builtin(records, create, 4) of
+        false ->
+            {skip, "native records are OTP 29's"};
+        true ->
+            Rec = apply(records, create, [?MODULE, point, [{x, 1}, {y, 2}], #{is_exported => true}]),
+            Sink = spawn(fun sink/0),
+            Self = self(),
+            Msgs = [Rec, {Rec, 1}, [Rec, Rec]],
+            S = spawn(fun() -> receive go -> ok end,
+                               [Sink ! M || M <- Msgs, _ <- lists:seq(1, 10)],
+                               Self ! {sent, self()},
+                               receive stop -> ok end
+                      end),
+            ok = msgflow:start(#{procs => [S, Sink], size_sample => 1, interval => 100}),
+            S ! go,
+            receive {sent, S} -> ok end,
+            Ref = erlang:trace_delivered(S),
+            receive {trace_delivered, S, Ref} -> ok end,
+            ok = msgflow_collector:await_windows(1, 10000),
+            ok = msgflow:stop(),
+            #{rows := Rows} = msgflow:view(top, #{limit => 10}),
+            [Row] = [R || R = #{sender := S1, receiver := R1} <- Rows, S1 =:= S, R1 =:= Sink],
+            ct:log("~p", [Row]),
+            %% a record 1 word; the tuple 3 + 1; the list's two cells 4 + 2
+            ?assertMatch(#{count := 30, size_sampled := 30, large := 0, words_max := 6}, Row),
+            ?assertEqual((1 + 4 + 6) / 3, maps:get(words_mean, Row)),
+            S ! stop,
+            exit(Sink, kill)
+    end.
 
 %%% Waits
 
