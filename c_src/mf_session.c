@@ -307,7 +307,8 @@ ERL_NIF_TERM mf_nif_proc_events_take(ErlNifEnv *env, int argc, const ERL_NIF_TER
  * Sample gen:calls per thread (their request and the reply to its alias),
  * and gives up as unanswered those without a reply after TimeoutMs.  Once
  * per session, before its tracing starts (the collector); a second call
- * changes nothing.  badarg for Sample 0 or over 2^31, or a flow session;
+ * changes nothing.  badarg for Sample 0 or over 2^30 (the countdown is an
+ * int), or a flow session;
  * `memory' raised when the tables cannot be made. */
 ERL_NIF_TERM mf_nif_calls_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -316,7 +317,7 @@ ERL_NIF_TERM mf_nif_calls_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     unsigned sample;
     ErlNifUInt64 timeout_ms;
     if (!mf_get_session(env, argv[0], &s) || s->type != MF_SESSION_SEND ||
-        !enif_get_uint(env, argv[1], &sample) || sample == 0 || sample > (1u << 31) ||
+        !enif_get_uint(env, argv[1], &sample) || sample == 0 || sample > (1u << 30) ||
         !enif_get_uint64(env, argv[2], &timeout_ms) || timeout_ms > (1ULL << 40))
         return enif_make_badarg(env);
     if (atomic_load(&s->calls))
@@ -375,27 +376,30 @@ ERL_NIF_TERM mf_nif_calls_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 /* sizes_config(Session, Sample, Words) -> ok: the session measures 1 in
  * Sample sends per thread (mf_size), Words the heap words of the terms
  * the walk does not go inside, as erts_debug:flat_size/1 gives them here:
- * {Float, Ref, Fun, ExtPid, HeapBin, RefcBin, Map, MapKey, Big}.  Once per
+ * {Float, Ref, Fun, ExtPid, HeapBin, RefcBin, Map, MapKey, Big, EmptyMap,
+ * EmptyTuple} (msgflow_tracer:size_words/0).  Once per
  * session, before its tracing starts (the collector); a second call is
- * ignored.  badarg on bad types or a Sample of 0 or over 2^31. */
+ * ignored.  badarg on bad types or a Sample of 0 or over 2^30 (the
+ * countdown is an int). */
 ERL_NIF_TERM mf_nif_sizes_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     mf_session *s;
-    unsigned sample, v[9];
+    unsigned sample, v[11];
     const ERL_NIF_TERM *e;
     int n;
     if (!mf_get_session(env, argv[0], &s) || s->type != MF_SESSION_SEND ||
-        !enif_get_uint(env, argv[1], &sample) || sample == 0 || sample > (1u << 31) ||
-        !enif_get_tuple(env, argv[2], &n, &e) || n != 9)
+        !enif_get_uint(env, argv[1], &sample) || sample == 0 || sample > (1u << 30) ||
+        !enif_get_tuple(env, argv[2], &n, &e) || n != 11)
         return enif_make_badarg(env);
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 11; i++)
         if (!enif_get_uint(env, e[i], &v[i]) || v[i] > 1024)
             return enif_make_badarg(env);
     if (atomic_load(&s->sizes))
         return atom_ok;
     mf_size_words w = {.flt = v[0], .ref = v[1], .fun = v[2], .ext_pid = v[3], .heap_bin = v[4],
-                       .refc_bin = v[5], .map = v[6], .map_key = v[7], .big = v[8]};
+                       .refc_bin = v[5], .map = v[6], .map_key = v[7], .big = v[8],
+                       .map0 = v[9], .tuple0 = v[10]};
     mf_sizes *z = mf_sizes_new(&s->alloc, sample, &w);
     if (!z)
         return enif_raise_exception(env, atom_memory);
@@ -407,8 +411,7 @@ ERL_NIF_TERM mf_nif_sizes_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
 
 /* sizes_take(Session) -> [{Sender, Receiver, Sampled, Words, WordsMax,
  * BinBytes, Large}]: the messages measured since the last take, by edge
- * (Sender a local pid or port, Receiver a local pid, port or registered
- * name); Words and BinBytes are sums over the Sampled messages, Large how
+ * (Sender a local pid, Receiver a local pid or registered name); Words and BinBytes are sums over the Sampled messages, Large how
  * many of them ran out the walk's budget.  `[]' when sizes are off.  The
  * collector, on its own scheduler: an edge per pair measured in an
  * interval, at most. */

@@ -113,7 +113,7 @@ mf_size mf_size_measure(const mf_layout_t *L, ErlNifEnv *env, const mf_sizes *z,
             if (mf_is_local_pid(t) || mf_is_atom(L, env, t))
                 break;
             if (mf_get_tuple(L, env, t, &n, &e)) {
-                r.words += 1 + (uint64_t)n;
+                r.words += n ? 1 + (uint64_t)n : z->w.tuple0;
                 if (steps + sp + (unsigned)n > MF_SIZE_BUDGET)
                     goto large;
                 while (n-- > 0)
@@ -131,7 +131,7 @@ mf_size mf_size_measure(const mf_layout_t *L, ErlNifEnv *env, const mf_sizes *z,
             if (enif_is_empty_list(env, t))
                 break;
             if (enif_get_map_size(env, t, &nk)) {
-                r.words += z->w.map + z->w.map_key * (uint64_t)nk;
+                r.words += nk ? z->w.map + z->w.map_key * (uint64_t)nk : z->w.map0;
                 if (steps + sp + 2 * nk > MF_SIZE_BUDGET)
                     goto large;
                 ErlNifMapIterator it;

@@ -12,8 +12,9 @@
  * Threads: mf_size_measure and mf_sizes_add on any scheduler thread (the
  * sender's), the add under the spin lock held for one lookup and a few
  * adds; mf_sizes_take by the collector only (the table swapped out under
- * the lock, a slice at a time).  Nothing allocates on a send but the first
- * sample of an edge in a take interval.
+ * the lock, a slice at a time).  msgflow allocates nothing on a send but
+ * the first sample of an edge in a take interval (the VM may, for a hash
+ * map's iterator or an unaligned binary: mf_size_measure).
  */
 #ifndef MF_SIZE_H
 #define MF_SIZE_H
@@ -44,9 +45,11 @@ typedef struct mf_size_words {
     uint32_t ext_pid;  /* a pid of another node */
     uint32_t heap_bin; /* a binary of 0 bytes on the heap (plus a word per 8 bytes) */
     uint32_t refc_bin; /* a binary off the heap (over 64 bytes) */
-    uint32_t map;      /* an empty map */
-    uint32_t map_key;  /* each key of a map (its key and value words) */
+    uint32_t map;      /* a map of N keys: map + N x map_key, its keys and values aside */
+    uint32_t map_key;
     uint32_t big;      /* an integer of 64 bits that is not small */
+    uint32_t map0;     /* #{} */
+    uint32_t tuple0;   /* {} */
 } mf_size_words;
 
 /* What one measure found: heap words, the bytes of off-heap binaries, and

@@ -266,8 +266,8 @@ static inline void reply_to_pid(const mf_layout_t *L, mf_session *s, ERL_NIF_TER
 
 /* The sampled one of this thread's sends (measure): its message's size
  * added to edge (from, to), to a receiver's word that is an immediate (a
- * local pid, port or registered name; a reply to an alias: its owner's
- * pid); the countdown `t' reset.  Reads the message in place.  Any
+ * local pid or registered name; a send to an alias: its owner's pid),
+ * never a boxed term (edges outlive the call); the countdown `t' reset.  Reads the message in place.  Any
  * scheduler thread (the sender's), with the layout its callback loaded
  * (L). */
 static void measure_sampled(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
@@ -322,9 +322,11 @@ static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *
         if (!msg)
             ; /* a flow's event: not measured */
         else if (alias)
-            measure(L, env, s, tc, from, alias[3], msg);
-        else if (mf_is_local_pid(to) || mf_is_atom(L, env, to) || enif_is_port(env, to))
-            measure(L, env, s, tc, from, (uint64_t)to, msg);
+            measure(L, env, s, tc, from, alias[3], msg); /* a reply: to the alias's owner */
+        else if (mf_is_local_pid((ERL_NIF_TERM)t))
+            measure(L, env, s, tc, from, t, msg); /* a local pid, or an alias's owner */
+        else if (mf_is_atom(L, env, to))
+            measure(L, env, s, tc, from, (uint64_t)to, msg); /* a registered name */
         if (alias)
             reply_call(s, alias);
         else if ((k & MF_KIND_MASK) == MF_K_CALL)

@@ -39,6 +39,9 @@ end_per_testcase(_Case, _Config) ->
 messages() ->
     Bin = binary:copy(<<7>>, 1 bsl 20),
     #{list => lists:seq(1, 100), binary => {Bin}, atom => hello,
+      %% a map of 3 keys (a flat map) in a tuple, with an empty map and an
+      %% empty tuple, a float and a reference
+      map => {#{a => 1, b => [1, 2], c => 1.5}, #{}, {}, make_ref()},
       %% 511 cells, 511 integers and [] are 1,023 terms: within the
       %% budget of 1,024; 512 are 1,025
       at_budget => lists:seq(1, 511), past_budget => lists:seq(1, 512)}.
@@ -80,7 +83,7 @@ sink() ->
 %% the budget (then the words are a lower bound); large_messages names the
 %% edges of 1,000 words or more (at and past the budget) and the one with
 %% the binary, not the lists of 100 (200 words) or the atoms.
-sizes_exact(_Config) ->
+sizes_exact(Config) ->
     {Rows, Senders, Found} = run(1, ?N),
     ct:log("~p~n~p", [Rows, Found]),
     Msgs = messages(),
@@ -102,7 +105,17 @@ sizes_exact(_Config) ->
     %% (the two share their label: one finding for both)
     Large = lists:sort([S || #{rule := large_messages, subject := Subj} <- Found,
                              {S, _} <- case Subj of [_ | _] -> Subj; _ -> [Subj] end]),
-    ?assertEqual(lists:sort([maps:get(K, Senders) || K <- [binary, at_budget, past_budget]]), Large).
+    ?assertEqual(lists:sort([maps:get(K, Senders) || K <- [binary, at_budget, past_budget]]), Large),
+    %% ranked by bytes, every row (no limit), and exported so
+    #{rows := ByBytes} = msgflow:view(top, #{sort => bytes, limit => all}),
+    Bytes = [maps:get(bytes, R, -1) || R <- ByBytes],
+    ?assertEqual(lists:reverse(lists:sort(Bytes)), Bytes),
+    ?assertEqual(maps:get(bytes, maps:get(past_budget, Rows)), hd(Bytes)),
+    Csv = filename:join(proplists:get_value(priv_dir, Config), "by_bytes.csv"),
+    ok = msgflow:export(Csv, csv, #{sort => bytes}),
+    {ok, CsvBin} = file:read_file(Csv),
+    [_Head, First | _] = string:split(CsvBin, "\n", all),
+    ?assertEqual(integer_to_binary(round(hd(Bytes))), lists:last(string:split(First, ",", all))).
 
 %% One in 64 sends measured per scheduler thread: about a 64th of them
 %% (each thread measures its first, then every 64th), with the same means.

@@ -165,10 +165,10 @@ schema(start) ->
       kinds => {true, boolean},
       max_kinds => {8, {int, 1, 1000, "kinds per pair"}},
       %% the round trip of 1 in call_sample gen:calls per scheduler thread
-      call_sample => {64, {either, [{one_of, [off]}, {int, 1, 1 bsl 31, "calls"}]}},
+      call_sample => {64, {either, [{one_of, [off]}, {int, 1, 1 bsl 30, "calls"}]}},
       call_timeout => {5000, {int, 1, ?MAX_MS, "ms"}},
       %% the size of 1 in size_sample sends per scheduler thread
-      size_sample => {64, {either, [{one_of, [off]}, {int, 1, 1 bsl 31, "sends"}]}},
+      size_sample => {64, {either, [{one_of, [off]}, {int, 1, 1 bsl 30, "sends"}]}},
       duration => {infinity, {either, [{one_of, [infinity]}, {int, 1, ?MAX_MS, "ms"}]}},
       windows => {60, {int, 1, ?MAX_WINDOWS, "windows"}},
       sample => {off, sample},

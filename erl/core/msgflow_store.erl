@@ -123,7 +123,11 @@ merge_deltas(Deltas, S) ->
 start_run(S, #{windows := Keep, max_pairs := Max} = Opts) ->
     restart_window(S#store{keep = Keep, max_pairs = Max, proc_events_dropped = 0,
                            max_kinds = maps:get(max_kinds, Opts, 8),
-                           max_memory = maps:get(max_memory, Opts, infinity), full = false}).
+                           max_memory = maps:get(max_memory, Opts, infinity), full = false,
+                           count_scale = case maps:get(sample, Opts, off) of
+                                             {T, P} -> P / T;
+                                             off -> 1
+                                         end}).
 
 %% @doc The open window starts now.
 -spec restart_window(state()) -> state().
@@ -198,7 +202,7 @@ take(Session, S) ->
         Take ->
             S1 = S#store{snapshot_at = erlang:system_time(millisecond)},
             S2 = take_calls(Session, take_chunks(Session, Take, nif_bytes(Session), S1)),
-            ok = msgflow_store_sizes:take(Session, S2#store.sizes),
+            ok = msgflow_store_sizes:take(Session, S2#store.sizes, S2#store.pairs),
             S2
     catch
         error:undef -> S;
@@ -414,7 +418,7 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
     {Waits, WaitsNext} = msgflow_store_waits:close(S#store.waits,
                                                    msgflow_store_kept:open_receivers(S#store.kept),
                                                    fun(R) -> msgflow_labels:canon(Tables, R) end,
-                                                   Now - Start),
+                                                   Now - Start, S#store.count_scale),
     W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
           queue_lens => queue_lens(S), waits => Waits},
     %% the last window's aggregates are kept for the views; those of the

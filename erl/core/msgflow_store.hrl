@@ -19,6 +19,9 @@
     sizes :: ets:tid(),
     %% the busiest receivers' queue readings (msgflow_store_waits)
     waits :: msgflow_store_waits:waits(),
+    %% messages sent for each one counted: P / T with `sample => {T, P}'
+    %% (the queues are read all the time, messages counted in T of P)
+    count_scale = 1 :: number(),
     labels :: msgflow_labels:labels(),
     %% what the views ask most, kept as deltas merge (msgflow_store_kept)
     kept :: msgflow_store_kept:kept(),

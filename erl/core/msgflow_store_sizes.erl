@@ -8,7 +8,7 @@
 %%% off-heap binaries) summed over the Sampled messages, Large how many
 %%% ran out the walk's budget (their figures a lower bound).
 -module(msgflow_store_sizes).
--export([new/0, take/2, sweep/3, of_pair/2, figures/1]).
+-export([new/0, take/3, sweep/3, of_pair/2, figures/1, bytes/3]).
 -export_type([figures/0]).
 
 %% reductions one merged edge is worth (as msgflow_store counts a delta)
@@ -29,15 +29,19 @@
 new() -> ets:new(msgflow_sizes, [set, protected]).
 
 %% @doc The messages measured since the last take, added to their edges'
-%% rows in T.  Nothing when the session cannot be read.
--spec take(msgflow_tracer:session(), ets:tid()) -> ok.
-take(Session, T) ->
+%% rows in T: those of the pairs the pairs table P holds (not of pairs
+%% past max_pairs or max_memory, counted in overflow, so that the table
+%% stays within the bounds the pairs keep).  Nothing when the session
+%% cannot be read.
+-spec take(msgflow_tracer:session(), ets:tid(), ets:tid()) -> ok.
+take(Session, T, P) ->
     try msgflow_tracer:sizes_take(Session) of
         Edges ->
             lists:foreach(
               fun({S, R, N, W, WMax, B, L}) ->
                       erlang:bump_reductions(?MERGE_REDUCTIONS),
                       K = {S, R},
+                      ets:member(P, K) andalso
                       ets:insert(T, case ets:lookup(T, K) of
                                         [{_, N0, W0, WMax0, B0, L0}] ->
                                             {K, N0 + N, W0 + W, max(WMax0, WMax), B0 + B, L0 + L};
@@ -84,4 +88,11 @@ add({_, N, W, WMax, B, L}, {N0, W0, WMax0, B0, L0}) ->
                non_neg_integer()}) -> figures().
 figures({N, W, WMax, B, L}) ->
     #{size_sampled => N, words_mean => W / N, words_max => WMax, binary_bytes_mean => B / N,
-      large => L, bytes_mean => W * erlang:system_info(wordsize) / N}.
+      large => L, bytes_mean => bytes(1, W, N)}.
+
+%% @doc The bytes Messages messages copied, estimated from Sampled of them
+%% that had Words heap words in all: Messages x their mean size (the one
+%% place that estimate is made).
+-spec bytes(non_neg_integer(), non_neg_integer(), pos_integer()) -> float().
+bytes(Messages, Words, Sampled) ->
+    Messages * Words * erlang:system_info(wordsize) / Sampled.

@@ -11,7 +11,7 @@
 %%% The collector's process holds this (in msgflow_store's state); nothing
 %%% here touches the send path.
 -module(msgflow_store_waits).
--export([new/0, sample/1, close/4, readings/0]).
+-export([new/0, sample/1, close/5, readings/0]).
 -export_type([waits/0, wait/0]).
 
 %% receivers watched at most, and the fewest messages a window that makes
@@ -53,14 +53,18 @@ sample(W = #waits{watch = Watch, samples = Ss}) ->
 %% @doc The window closes: a last reading, each watched receiver's wait
 %% (In: the window's receivers `{Receiver, Senders, Messages}', Canon: a
 %% receiver's process, a registered name's too; WinMs the window's
-%% length), and the receivers to watch in the next window (the window's
-%% busiest local processes).
--spec close(waits(), ets:tid(), fun((term()) -> term()), non_neg_integer()) ->
+%% length; Scale the messages sent for each one counted, over 1 when
+%% tracing is sampled), and the receivers to watch in the next window (the
+%% window's busiest local processes).  Messages from senders that are not
+%% traced are not counted: with `procs' naming a few, a receiver's wait is
+%% too long by their share.
+-spec close(waits(), ets:tid(), fun((term()) -> term()), non_neg_integer(), number()) ->
           {#{pid() => wait()}, waits()}.
-close(W0, In, Canon, WinMs) ->
+close(W0, In, Canon, WinMs, Scale) ->
     #waits{samples = Ss} = sample(W0),
-    Waits = maps:from_list([{P, wait(lists:reverse(Rs), messages_to(In, P), WinMs)}
-                            || {P, Rs} <- maps:to_list(Ss)]),
+    %% the window's messages to each local process (its names' added), of
+    %% the receivers with ?MIN_MESSAGES or more: a watched one with fewer
+    %% has no wait
     Busy = lists:foldl(fun({R, M}, Acc) ->
                                case Canon(R) of
                                    P when is_pid(P), node(P) =:= node() -> Acc#{P => M + maps:get(P, Acc, 0)};
@@ -68,23 +72,17 @@ close(W0, In, Canon, WinMs) ->
                                end
                        end, #{}, ets:select(In, [{{'$1', '_', '$2'}, [{'>=', '$2', ?MIN_MESSAGES}],
                                                   [{{'$1', '$2'}}]}])),
+    Waits = maps:from_list([{P, wait(lists:reverse(Rs), maps:get(P, Busy, 0) * Scale, WinMs)}
+                            || {P, Rs} <- maps:to_list(Ss)]),
     Watch = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort([{M, P} || {P, M} <- maps:to_list(Busy)])),
                                           ?WATCH)],
     {Waits, #waits{watch = Watch}}.
-
-%% The messages counted to P in the window, to its pid and its name.
-messages_to(In, P) ->
-    Names = case process_info(P, registered_name) of
-                {registered_name, N} -> [N, {N, node()}];
-                _ -> []
-            end,
-    lists:sum([M || K <- [P | Names], {_, _, M} <- ets:lookup(In, K)]).
 
 wait(Rs, Msgs, WinMs) ->
     Mean = lists:sum(Rs) / length(Rs),
     #{queue_len => Mean,
       wait_ms => case Msgs of
-                     0 -> undefined;
+                     _ when Msgs == 0 -> undefined;
                      _ when WinMs =:= 0 -> undefined;
                      _ -> Mean / (Msgs / WinMs)
                  end,

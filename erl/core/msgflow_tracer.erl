@@ -237,7 +237,8 @@ calls_config(_Session, _Sample, _TimeoutMs) -> ?NOT_LOADED.
 calls_take(_Session) -> ?NOT_LOADED.
 
 %% @doc The session measures the message of 1 in Sample sends per
-%% scheduler thread between local processes, ports and registered names:
+%% scheduler thread from a local process to a local process or a
+%% registered name (a send to an alias: to its owner):
 %% its heap words (what the send copies) and the bytes of the off-heap
 %% binaries it references, walking at most 1,024 terms (past that the
 %% figures are a lower bound and the message is counted as large).  Words
@@ -253,7 +254,7 @@ sizes_config(_Session, _Sample, _Words) -> ?NOT_LOADED.
 %% walk's budget.  A reply to an alias is the edge to its owner.  The
 %% collector only.
 -spec sizes_take(session()) ->
-          [{pid() | port(), pid() | port() | atom(), pos_integer(), non_neg_integer(),
+          [{pid(), pid() | atom(), pos_integer(), non_neg_integer(),
             non_neg_integer(), non_neg_integer(), non_neg_integer()}].
 sizes_take(_Session) -> ?NOT_LOADED.
 
@@ -261,17 +262,23 @@ sizes_take(_Session) -> ?NOT_LOADED.
 %% erts_debug:flat_size/1 gives them on this VM (a lower bound where a
 %% term of the type may be bigger: a fun's free variables, a remote
 %% reference): `{Float, Ref, Fun, ExternalPid, HeapBinary, RefcBinary,
-%% Map, MapKey, Big}', HeapBinary that of an empty binary (a word more per
-%% 8 bytes), MapKey what each key adds to an empty map's.
+%% Map, MapKey, Big, EmptyMap, EmptyTuple}', HeapBinary that of an empty
+%% binary (a word more per 8 bytes), Map and MapKey a map of N keys as
+%% Map + N x MapKey words (keys and values aside; exact up to 32 keys, a
+%% lower bound for the hash maps past that), EmptyMap and EmptyTuple
+%% `#{}' and `{}' (literals on some releases: 0 words).
 -spec size_words() -> tuple().
 size_words() ->
     F = fun erts_debug:flat_size/1,
     X = 1,
-    Map = F(#{}),
     %% a pid of node a@host, from the external term format
     Remote = binary_to_term(<<131, 88, 119, 6, "a@host", 0:32, 0:32, 1:32>>),
+    %% (keys and values that are small integers: 0 words each)
+    One = F(#{X => X}),
+    Key = F(#{X => X, X + 1 => X}) - One,
     {F(1.5), F(make_ref()), F(fun() -> ok end), F(Remote), F(<<>>),
-     F(binary:copy(<<0>>, 100)), Map, F(#{a => 1}) - Map, F(1 bsl 62 + X)}.
+     F(binary:copy(<<0>>, 100)), One - Key, Key, F(1 bsl 62 + X), F(#{}),
+     F(erlang:make_tuple(X - 1, x))}.
 
 %% @doc The round-trip histogram's buckets, by number from 0: `{Low,
 %% High}' in ns (Low included, High excluded).  Any process.

@@ -7,7 +7,7 @@
 %%% versions 1 to 5 too).  Version 6, term_to_binary of:
 %%% ```
 %%% #{format => msgflow_dump, version => 6,
-%%%   node => node(), by => Grouping, sort => messages | rate | peak,
+%%%   node => node(), by => Grouping, sort => messages | rate | peak | bytes,
 %%%   taken_at => SystemMs, started_at => SystemMs | undefined,
 %%%   running => boolean(), window_ms => Ms, scale => number(),
 %%%   events => Messages, dead_letters => Messages, overflow => Messages,
@@ -130,6 +130,5 @@ calls(#{entries := Es}) ->
 
 %% A row's sizes, as the dump gives them (none when none was measured).
 sizes(Row) ->
-    maps:map(fun(_, V) when is_float(V) -> V; (_, V) -> V end,
-             maps:with([bytes, bytes_mean, words_mean, words_max, binary_bytes_mean, size_sampled,
-                        large], Row)).
+    maps:with([bytes, bytes_mean, words_mean, words_max, binary_bytes_mean, size_sampled, large],
+              Row).

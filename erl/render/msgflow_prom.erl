@@ -8,9 +8,10 @@
 %%%     other edges summed in one series, `sender="other",
 %%%     receiver="other", kind="other"' (which edges it holds changes as
 %%%     their ranks change);</li>
-%%% <li>`msgflow_bytes_total{sender, receiver}' (counter): the bytes the
-%%%     messages of those edges copied since the run started, from the
-%%%     sizes of sampled messages (the edges with one measured);</li>
+%%% <li>`msgflow_copied_bytes{sender, receiver}' (gauge): the bytes the
+%%%     messages of those edges copied since the run started, estimated
+%%%     from the sizes of sampled messages (messages x their mean size, so
+%%%     a gauge: the mean moves); the edges with one measured;</li>
 %%% <li>`msgflow_call_duration_seconds{caller, server, tag}' (histogram):
 %%%     the round trips of sampled calls (request sent to reply sent) of
 %%%     the `Edges' call edges with the most total wait, by name, with a
@@ -49,10 +50,11 @@ metrics(View = #{rows := Rows}, Calls, Info, Edges, Families) ->
                           "the busiest ~b edges, the rest in sender=\"other\".",
                           [maps:get(by, View), Edges]),
             Series),
-     family(<<"msgflow_bytes_total">>, counter,
+     family(<<"msgflow_copied_bytes">>, gauge,
             io_lib:format("Bytes the messages between groups by ~s copied since the run started, "
-                          "from sampled sizes (size_sample): the same edges as "
-                          "msgflow_messages_total, those with a size measured.", [maps:get(by, View)]),
+                          "estimated from sampled sizes (messages x their mean size: it may go "
+                          "down as the mean moves): the same edges as msgflow_messages_total, "
+                          "those with a size measured.", [maps:get(by, View)]),
             [{[{sender, msgflow_rows:display(View, S)}, {receiver, msgflow_rows:display(View, R)}],
               round(B)} || #{sender := S, receiver := R, bytes := B} <- Shown]),
      call_histograms(Calls, Edges),

@@ -31,9 +31,10 @@
 %% every node msgflow counts on): the graph (every group of By with the
 %% kept windows' counts and kinds; by process the ?PAIRS busiest pairs),
 %% the busiest pairs by process, the traffic between nodes, the call
-%% edges, the request flows, the nodes' statuses, the busiest receivers'
-%% mailbox waits and msgflow's own figures; a static page (an export) has the hotspots in it too, a live
-%% one fetches them apart (they read every active pair).  A map with
+%% edges, the request flows, the nodes' statuses and msgflow's own
+%% figures; a static page (an export) has the hotspots and the busiest
+%% receivers' mailbox waits in it too, a live one fetches them apart
+%% (they read every active pair).  A map with
 %% binary keys, for msgflow_report:json_encode/1; counts in messages,
 %% rates in messages/s, times in ms since 1970.  `{error, Reason}' as
 %% msgflow_query:run/2 gives it.
@@ -48,11 +49,12 @@ state(By, Node, Static) ->
     %% each named, asked at once (round trips by kind have no edges)
     Named = [{graph, {top, Graph}}, {pairs, {top, Pairs}},
              {by_node, {top, Scope#{by => node, limit => all}}}, {statuses, {nodes, #{}}},
-             {flows, {flows, #{}}}, {info, {info, #{}}},
-             %% the mailbox waits of the busiest receivers
-             {receivers, {receivers, Scope#{limit => 50, sort => wait}}}]
+             {flows, {flows, #{}}}, {info, {info, #{}}}]
         ++ [{calls, {calls, Scope#{by => By}}} || By =/= kind]
-        ++ [{hotspots, {hotspots, Scope}} || Static],
+        ++ [{hotspots, {hotspots, Scope}} || Static]
+        %% the mailbox waits of the busiest receivers (the receivers view
+        %% reads every pair: a live page fetches it apart, as hotspots)
+        ++ [{receivers, {receivers, Scope#{limit => 50, sort => wait}}} || Static],
     case msgflow_query:run_all([Q || {_, Q} <- Named]) of
         [{error, _} = E | _] ->
             E;

@@ -29,9 +29,9 @@
 %%% list of their subjects, evidence `#{members, min, max}' (each figure's
 %%% lowest and highest): `21 x xmpp_stream_in:init/1: each sends to 24
 %%% receivers, 769-812 messages in the last window'.
-%%% `large_messages': an edge whose sampled messages reach `large_words'
-%%% (1,000) heap words, ran out the size walk's budget, or reference
-%%% `large_binary_bytes' (1 MiB) of binaries on average; `long_wait': a
+%%% `large_messages': an edge whose sampled messages since start reach
+%%% `large_words' (1,000) heap words, ran out the size walk's budget, or
+%%% reference `large_binary_bytes' (1 MiB) of binaries on average; `long_wait': a
 %%% receiver whose messages waited `long_wait_ms' (100) or more in its
 %%% mailbox in the last window, longer than the window before or with a
 %%% queue that grew all window (msgflow_store_sizes, msgflow_store_waits).
@@ -377,15 +377,18 @@ group_finding(Key, Fs = [#{rule := Rule} | _], O) ->
                    fmt("~b x ~ts sent ~s messages each to ~s processes that did not exist",
                        [N, Label, Spread(count, Int), Spread(receivers, Int)]);
                large_messages ->
-                   fmt("~b x ~ts: messages of up to ~s words each~ts (~s copied a send at most): "
-                       "~ts",
-                       [N, Label, Spread(words_max, Int),
-                        case maps:get(large, Max) of
-                            0 -> "";
-                            _ -> " or more (larger than measured)"
-                        end,
-                        msgflow_fmt:bytes(round(maps:get(words_max, Max) * erlang:system_info(wordsize))),
-                        ?LARGE_ADVICE]);
+                   case maps:get(large, Max) of
+                       0 ->
+                           fmt("~b x ~ts: messages of up to ~s words each (~s copied a send at "
+                               "most): ~ts",
+                               [N, Label, Spread(words_max, Int),
+                                msgflow_fmt:bytes(maps:get(bytes_max, Max)), ?LARGE_ADVICE]);
+                       _ ->
+                           fmt("~b x ~ts: messages larger than msgflow measures (~s words, ~s "
+                               "copied a send, or more): ~ts",
+                               [N, Label, Int(maps:get(words_max, Max)),
+                                msgflow_fmt:bytes(maps:get(bytes_max, Max)), ?LARGE_ADVICE])
+                   end;
                long_wait ->
                    fmt("~b x ~ts: messages wait ~s ms each in the mailbox: ~ts",
                        [N, Label, Spread(wait_ms, fun(W) -> integer_to_list(round(W)) end),
@@ -539,9 +542,10 @@ large_messages(Store = #{sizes := T}, #{large_words := LW, large_binary_bytes :=
     Found = [#{rule => large_messages, subject => {S, R}, label => PL,
                evidence => #{words_max => WMax, words_mean => W / N, bytes_max => WMax * Wsz,
                              binary_bytes_mean => B / N, sampled => N, large => L},
-               explanation => fmt("~ts: messages of up to ~s words (~s copied a send)~ts~ts, "
+               explanation => fmt("~ts: messages of ~s ~s words (~s copied a send)~ts~ts, "
                                   "over ~s sampled: ~ts",
-                                  [PL, msgflow_fmt:int(WMax), msgflow_fmt:bytes(WMax * Wsz),
+                                  [PL, case L of 0 -> "up to"; _ -> "at least" end,
+                                   msgflow_fmt:int(WMax), msgflow_fmt:bytes(WMax * Wsz),
                                    case B of
                                        0 -> "";
                                        _ -> [", ", msgflow_fmt:bytes(round(B / N)),
@@ -549,7 +553,8 @@ large_messages(Store = #{sizes := T}, #{large_words := LW, large_binary_bytes :=
                                    end,
                                    case L of
                                        0 -> "";
-                                       _ -> io_lib:format(", ~s larger than measured", [msgflow_fmt:int(L)])
+                                       _ -> io_lib:format(", ~s of them larger than msgflow measures",
+                                                          [msgflow_fmt:int(L)])
                                    end,
                                    msgflow_fmt:int(N), ?LARGE_ADVICE])}
              || {{S, R}, N, W, WMax, B, L} <- Rows, PL <- [pair_label(S, R, Label)]],

@@ -78,11 +78,11 @@ build(Store = #{pairs := T, rolled_up := F, labels := Tables}, #{limit := Limit,
 %% The bytes each receiver's messages copied since start: for each pair
 %% with sampled sizes, its messages times their mean bytes.
 bytes_in(#{sizes := SizesT, pairs := T}, Canon) ->
-    W = erlang:system_info(wordsize),
     ets:foldl(fun({K = {_, R}, N, Words, _, _, _}, Acc) ->
                       case ets:lookup(T, K) of
-                          [Row] -> maps:update_with(Canon(R), fun(B) -> B + msgflow_row:total(Row) * Words * W / N end,
-                                                    msgflow_row:total(Row) * Words * W / N, Acc);
+                          [Row] ->
+                              B = msgflow_store_sizes:bytes(msgflow_row:total(Row), Words, N),
+                              maps:update_with(Canon(R), fun(X) -> X + B end, B, Acc);
                           [] -> Acc
                       end
               end, #{}, SizesT).
@@ -115,13 +115,16 @@ merge(Parts = [First | _], #{limit := Limit, sort := Sort}, _Ctx) ->
     Add = fun(E = #{receiver := R}, Acc) ->
                   case Acc of
                       #{R := Old} ->
-                          Own = node(R) =:= maps:get(node, E, node()),
+                          Own = case R of
+                                    P when is_pid(P); is_port(P) -> node(P) =:= maps:get(node, E, node());
+                                    _ -> false
+                                end,
                           Acc#{R := Old#{messages := maps:get(messages, Old) + maps:get(messages, E),
                                          window_messages := maps:get(window_messages, Old)
                                              + maps:get(window_messages, E),
                                          rate := maps:get(rate, Old) + maps:get(rate, E),
                                          senders := maps:get(senders, Old) + maps:get(senders, E),
-                                         bytes_in := maps:get(bytes_in, Old) + maps:get(bytes_in, E),
+                                         bytes_in := maps:get(bytes_in, Old, 0.0) + maps:get(bytes_in, E, 0.0),
                                          queue := case maps:get(queue, E) of
                                                       undefined -> maps:get(queue, Old);
                                                       Q -> Q
@@ -129,7 +132,7 @@ merge(Parts = [First | _], #{limit := Limit, sort := Sort}, _Ctx) ->
                                          %% the wait as the receiver's own node read it
                                          wait_ms := own(Own, wait_ms, E, Old),
                                          queue_len := own(Own, queue_len, E, Old),
-                                         growing := own(Own, growing, E, Old),
+                                         growing := own(Own, growing, E, Old) =:= true,
                                          label := case Own of
                                                       true -> maps:get(label, E);
                                                       false -> maps:get(label, Old)
@@ -145,8 +148,9 @@ merge(Parts = [First | _], #{limit := Limit, sort := Sort}, _Ctx) ->
            running => lists:any(fun(#{running := R}) -> R end, Parts),
            nodes => [N || #{node := N} <- Parts]}.
 
-own(true, K, E, _) -> maps:get(K, E);
-own(false, K, _, Old) -> maps:get(K, Old).
+%% (a node of an earlier release gives no waits: `undefined')
+own(true, K, E, _) -> maps:get(K, E, undefined);
+own(false, K, _, Old) -> maps:get(K, Old, undefined).
 
 %% @doc A line per receiver: its label, messages, rate, senders, queue,
 %% wait (`grew' for a mailbox that grew all window) and bytes in.
@@ -210,6 +214,7 @@ metrics(#{receivers := Es}) ->
       <<"How long a message waited in the busiest receivers' mailboxes in the last closed window "
         "(mean queue length / arrival rate).">>,
       [{[{receiver, L}], W / 1000} || #{label := L, wait_ms := W} <- Es, is_number(W)]},
-     {<<"msgflow_receiver_bytes_total">>, counter,
-      <<"Bytes the busiest receivers' messages copied since the run started, from sampled sizes.">>,
+     {<<"msgflow_receiver_copied_bytes">>, gauge,
+      <<"Bytes the busiest receivers' messages copied since the run started, estimated from "
+        "sampled sizes (messages x their mean size).">>,
       [{[{receiver, L}], round(B)} || #{label := L, bytes_in := B} <- Es]}].

@@ -179,14 +179,20 @@ build(Store, Spec) ->
                #{kind := Kind} -> only_kind(Rows0, Kind);
                _ -> Rows0
            end,
+    %% (sizes are the pair's, all kinds together: none on rows of one kind)
     Rows2 = case {By, Store} of
-                {process, #{sizes := SizesT}} -> with_sizes(Rows1, SizesT);
+                _ when is_map_key(kind, Spec) -> Rows1;
+                {process, #{sizes := SizesT, labels := LabelsT}} -> with_sizes(Rows1, SizesT, LabelsT);
                 {kind, _} -> Rows1;
                 {_, #{sizes := SizesT, pairs := PairsT, labels := LabelsT}} ->
                     with_group_bytes(Rows1, SizesT, PairsT, msgflow_rows_groups:key_fun(By, LabelsT))
             end,
     Rows3 = case maps:get(sort, Spec, messages) of
-                bytes -> lists:sublist(by_bytes(Rows2), maps:get(limit, Spec, all));
+                bytes ->
+                    case maps:get(limit, Spec, all) of
+                        all -> by_bytes(Rows2);
+                        NB -> lists:sublist(by_bytes(Rows2), NB)
+                    end;
                 _ -> Rows2
             end,
     Rows = case {By, maps:get(limit, Spec, all), Store} of
@@ -264,16 +270,18 @@ with_p99(Rows, CallsT) ->
 %% Rows by process with their pair's sampled sizes
 %% (msgflow_store_sizes), a pid's row with those of the sends to its
 %% registered names, and the bytes its messages copied (count x mean).
-with_sizes(Rows, T) ->
+with_sizes(Rows, T, Labels) ->
     case ets:info(T, size) of
         0 -> Rows;
         _ ->
-            %% the sends measured to local names, by {Sender, Pid}
+            %% the sends measured to local names, by {Sender, Pid} (the
+            %% name's pid as the rows by process have it)
             Named = lists:foldl(fun({S, Name}, Acc) ->
-                                        case whereis(Name) of
-                                            undefined -> Acc;
-                                            P -> maps:update_with({S, P}, fun(L) -> [{S, Name} | L] end,
-                                                                  [{S, Name}], Acc)
+                                        case msgflow_labels:canon(Labels, Name) of
+                                            P when is_pid(P) ->
+                                                maps:update_with({S, P}, fun(L) -> [{S, Name} | L] end,
+                                                                 [{S, Name}], Acc);
+                                            _ -> Acc
                                         end
                                 end, #{},
                                 ets:select(T, [{{{'$1', '$2'}, '_', '_', '_', '_', '_'}, [{is_atom, '$2'}],
@@ -292,11 +300,10 @@ with_group_bytes(Rows, T, P, Key) ->
     case ets:info(T, size) of
         0 -> Rows;
         _ ->
-            W = erlang:system_info(wordsize),
             Sums = ets:foldl(fun({K = {S, R}, N, Words, _, _, _}, Acc) ->
                                      case ets:lookup(P, K) of
                                          [Row] ->
-                                             B = msgflow_row:total(Row) * Words * W / N,
+                                             B = msgflow_store_sizes:bytes(msgflow_row:total(Row), Words, N),
                                              maps:update_with({Key(S), Key(R)}, fun(X) -> X + B end, B, Acc);
                                          [] -> Acc
                                      end

@@ -42,7 +42,9 @@ merge([Local | _] = Views, Spec) ->
     Rank = case maps:get(sort, Spec, messages) of
                messages -> fun(#{count := C}) -> C end;
                rate -> fun(#{rate := R}) -> R end;
-               peak -> fun(#{peak_rate := P}) -> P end
+               peak -> fun(#{peak_rate := P}) -> P end;
+               %% rows with no size measured last
+               bytes -> fun(Row) -> maps:get(bytes, Row, -1) end
            end,
     Sorted = lists:sort(fun(A, B) -> {Rank(A), maps:get(count, A)} >= {Rank(B), maps:get(count, B)} end,
                         Rows1),
@@ -117,6 +119,11 @@ add_rows(A, B) ->
               (X, undefined) -> X;
               (X, Y) -> X + Y
            end,
+    %% bytes: summed where both have them, else the one that has
+    A1 = case B of
+             #{bytes := BB} -> A#{bytes => maps:get(bytes, A, 0) + BB};
+             _ -> A
+         end,
     maps:map(fun(K, V) when K =:= count; K =:= last_count; K =:= rate; K =:= prev_rate;
                                 K =:= mean_rate; K =:= peak_rate ->
                          Plus(V, maps:get(K, B));
@@ -126,7 +133,7 @@ add_rows(A, B) ->
                          msgflow_row:sum_kinds([V, maps:get(kinds, B, [])]);
                     (_, V) ->
                          V
-                 end, A).
+                 end, A1).
 
 %% The view with the labels of some endpoints replaced: Labels maps an
 %% endpoint to the label its own node gave it (a remote process is named

@@ -10,6 +10,7 @@
   var HOTSPOTS_MS = 5000;         // their view reads every active pair: less often
   var VIEW_MS = 2000;             // the Views panel's text
   var hotspots = null;            // the live page's, fetched apart
+  var waits = null;               // the live page's receivers' waits by id, fetched apart
   var EDGE_LABELS = 15;           // edges that carry their rate as a label
   var KIND_COLORS = {
     call: '#2563eb', cast: '#16a34a', reply: '#7c3aed', info: '#64748b', event: '#ea580c',
@@ -56,16 +57,10 @@
   var intFmt = new Intl.NumberFormat('en-US');
   function int(n) { return intFmt.format(Math.round(n)); }
   function rate(r) { return r >= 100 ? int(r) : r >= 10 ? r.toFixed(1) : r.toFixed(2); }
-  // bytes as msgflow_fmt:bytes/1 writes them: 512, 9.8K, 1.0M, 3.2G
-  function bytes(b) {
-    var u = ['', 'K', 'M', 'G'], i = 0;
-    while (b >= 1024 && i < 3) { b /= 1024; i++; }
-    return i === 0 ? String(Math.round(b)) : b.toFixed(1) + u[i];
-  }
   function bytes(b) {
     var u = ['B', 'KiB', 'MiB', 'GiB'], i = 0;
     while (b >= 1024 && i < u.length - 1) { b /= 1024; i++; }
-    return (i ? b.toFixed(1) : b) + ' ' + u[i];
+    return (i ? b.toFixed(1) : Math.round(b)) + ' ' + u[i];
   }
   function time(ms) { return new Date(ms).toLocaleTimeString(); }
   function kindOf(k) { return (k || '-').split(' ')[0]; }
@@ -128,11 +123,27 @@
   }
 
   function fetchHotspots() {
+    fetchWaits();
     return fetch('api/hotspots', {cache: 'no-store'}).then(function (r) {
       return r.ok ? r.json() : null;
     }).then(function (h) {
       if (h && !paused) { hotspots = h; if (state) renderHotspots(); }
     }).catch(function () { /* the state's fetch says what is wrong */ });
+  }
+
+  // the busiest receivers' mailbox waits, as the state of an export has
+  // them: {id: {wait_ms, queue_len, growing}}
+  function fetchWaits() {
+    return fetch('api/view?name=receivers&sort=wait&limit=50', {cache: 'no-store'}).then(function (r) {
+      return r.ok ? r.json() : null;
+    }).then(function (v) {
+      if (!v || paused) return;
+      var w = {};
+      v.receivers.forEach(function (e) {
+        if (e.wait_ms !== null) w[e.receiver] = {wait_ms: e.wait_ms, queue_len: e.queue_len, growing: e.growing};
+      });
+      waits = w;
+    }).catch(function () { /* as above */ });
   }
 
   function apply(s) {
@@ -351,10 +362,10 @@
     $('details-title').textContent = g.label;
     body.appendChild(el('p', {}, 'Sent ', el('b', {}, int(g.sent)), ' messages, received ',
                         el('b', {}, int(g.received)), ' (by ' + state.by + ').'));
-    var w = (state.waits || {})[g.id];
+    var w = ((state.static ? state.waits : waits) || {})[g.id];
     if (w) body.appendChild(el('p', {}, 'Mailbox: messages waited ',
                                el('b', {}, w.growing ? 'longer and longer (it grew all window)' : w.wait_ms.toFixed(1) + ' ms'),
-                               ' in the last window, ', el('b', {}, w.queue_len.toFixed(0)), ' queued on average.'));
+                               ' in the last window, ', el('b', {}, int(w.queue_len)), ' queued on average.'));
     if (state.by === 'kind') return;
     var members = {};
     state.pairs.forEach(function (p) {
