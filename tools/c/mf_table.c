@@ -372,6 +372,19 @@ int mf_rows_given(const mf_dump *d, mf_row **rows_out, size_t *n_out)
     return 0;
 }
 
+static int by_bytes_cmp(const void *a, const void *b)
+{
+    const mf_row *x = a, *y = b;
+    if (x->bytes != y->bytes)
+        return x->bytes < y->bytes ? 1 : -1;
+    return x->messages < y->messages ? 1 : x->messages > y->messages ? -1 : 0;
+}
+
+void mf_rows_by_bytes(mf_row *rows, size_t n)
+{
+    qsort(rows, n, sizeof(*rows), by_bytes_cmp);
+}
+
 void mf_rows_free(mf_row *rows)
 {
     if (!rows)
@@ -627,8 +640,10 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
 {
     char a[32], b[32], c[32];
     int width = lay->width < 40 ? 40 : lay->width, by_kind = lay->by == MF_BY_KIND;
+    /* BYTES, as msgflow_top_view lays it out: from 120 columns, or sorted
+     * by bytes, when a row has sampled sizes */
     int peak = lay->peaks != 0, bytes = 0;
-    if (d->sort && strcmp(d->sort, "bytes") == 0)
+    if (lay->bytes || width >= 120 || (d->sort && strcmp(d->sort, "bytes") == 0))
         for (size_t i = 0; i < n && !bytes; i++)
             bytes = rows[i].bytes >= 0;
     int end_w = top_end_w(width, by_kind, peak, bytes);

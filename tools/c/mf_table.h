@@ -59,6 +59,10 @@ int mf_by_parse(const char *s, mf_by *by);
  * The rows and their kinds are one allocation: free with mf_rows_free(). */
 int mf_group(const mf_dump *d, mf_by by, mf_row **rows, size_t *n);
 
+/* Rows ranked by the bytes their messages copied (sampled sizes), most
+ * first; rows with none last, by messages. */
+void mf_rows_by_bytes(mf_row *rows, size_t n);
+
 /* The rows of a version 6 dump as the node gave them (grouped by its `by',
  * in its order), with the node's labels and peaks.  0, or -1 when out of
  * memory; the array is the caller's (free with mf_rows_free()), its
@@ -78,6 +82,7 @@ typedef struct {
     size_t first, top;
     long selected;
     int peaks;
+    int bytes;            /* 1: a BYTES column when a row has sampled sizes */
     const char *ellipsis; /* cuts labels */
     long long total;      /* pairs or groups the header names; -1: the rows given */
 } mf_top_layout;
@@ -89,7 +94,8 @@ long long mf_given_total(const mf_dump *d);
 
 /* The top table: a summary line, then `#  SENDER  RECEIVER  MESSAGES  MSG/S
  * [PEAK/S] [BYTES]  KIND' for the rows the layout names (BYTES when a row
- * has sampled sizes and the dump's rows are sorted by bytes). */
+ * has sampled sizes, from 120 columns or with the dump's rows sorted by
+ * bytes). */
 void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
                   const mf_top_layout *lay);
 

@@ -1,11 +1,12 @@
 /*
- * msgflow-report FILE.etf [--top N] [--by G] [--csv OUT] [--dot OUT]
+ * msgflow-report FILE.etf [--top N] [--by G] [--sort S] [--csv OUT] [--dot OUT]
  *
  * Reads a dump written by msgflow:export(Path, etf) (versions 1 to 6),
  * prints the top table (the columns of msgflow:top/1) and optionally
  * writes CSV or DOT, grouped by process, name, module, application, node
  * or kind (a dump's rows are by process; a version 6 dump of rows grouped
- * on the node is shown as it is).  Exit 0 on success, 1 on
+ * on the node is shown as it is), ranked by messages or, `--sort bytes',
+ * by the bytes their messages copied (sampled sizes, with a BYTES column).  Exit 0 on success, 1 on
  * bad input (with a message on stderr), 2 on bad usage.
  */
 #include <errno.h>
@@ -20,7 +21,7 @@
 
 static const char usage[] =
     "usage: msgflow-report FILE.etf [--top N] [--by process|name|module|application|node|kind]\n"
-    "                      [--csv OUT] [--dot OUT]\n";
+    "                      [--sort messages|bytes] [--csv OUT] [--dot OUT]\n";
 
 /* Writes with fn to path through a temporary file: all or nothing. */
 static int write_file(const char *path, int (*fn)(FILE *, void *), void *ctx)
@@ -113,12 +114,12 @@ static void print_calls(FILE *f, const mf_dump *d, size_t top)
 int main(int argc, char **argv)
 {
     const char *file = NULL, *csv = NULL, *dot = NULL, *by_name = "process";
-    int by_given = 0;
+    int by_given = 0, sort_bytes = 0;
     long top = 10;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if ((!strcmp(a, "--top") || !strcmp(a, "--by") || !strcmp(a, "--csv") ||
-             !strcmp(a, "--dot")) && i + 1 >= argc) {
+             !strcmp(a, "--dot") || !strcmp(a, "--sort")) && i + 1 >= argc) {
             fprintf(stderr, "msgflow-report: %s needs a value\n%s", a, usage);
             return 2;
         }
@@ -132,6 +133,13 @@ int main(int argc, char **argv)
         } else if (!strcmp(a, "--by")) {
             by_name = argv[++i];
             by_given = 1;
+        } else if (!strcmp(a, "--sort")) {
+            const char *v = argv[++i];
+            if (strcmp(v, "messages") != 0 && strcmp(v, "bytes") != 0) {
+                fprintf(stderr, "msgflow-report: --sort %s: not messages or bytes\n", v);
+                return 2;
+            }
+            sort_bytes = strcmp(v, "bytes") == 0;
         } else if (!strcmp(a, "--csv")) {
             csv = argv[++i];
         } else if (!strcmp(a, "--dot")) {
@@ -202,8 +210,10 @@ int main(int argc, char **argv)
     const char *lc = setlocale(LC_CTYPE, NULL);
     const char *ellipsis = lc && (strstr(lc, "UTF-8") || strstr(lc, "utf8")) ? "\xe2\x80\xa6"
                                                                               : "~";
+    if (sort_bytes)
+        mf_rows_by_bytes(rows, n);
     mf_top_layout lay = {.by = by, .width = 80, .first = 0, .top = (size_t)top, .selected = -1,
-                         .peaks = 0, .ellipsis = ellipsis, .total = -1};
+                         .peaks = 0, .bytes = sort_bytes, .ellipsis = ellipsis, .total = -1};
     mf_print_top(stdout, &d, rows, n, &lay);
     print_calls(stdout, &d, (size_t)top);
     int rc = 0;
