@@ -1185,6 +1185,13 @@ report_cli(Config) ->
     ?assertEqual(Rows(ErlTop, 51), Rows(Out, 51)),
     ?assertEqual(4, length(Rows(Out, 51))),
     ?assertMatch([{_, <<"info m 100%", _/binary>>} | _], Rows(Out, 51)),
+    %% ranked by bytes (sampled sizes: each thread's first send at least),
+    %% as top/2 ranks them, with a BYTES column
+    {0, ByBytes} = msgflow_test_lib:run(Report, [Etf, "--top", "10", "--sort", "bytes"]),
+    ErlBytes = msgflow_test_io:capture(fun() -> msgflow:top(10, #{sort => bytes}) end),
+    ?assertMatch({match, _}, re:run(ByBytes, "MSG/S +BYTES +KIND")),
+    ?assertEqual([S || {S, _} <- Rows(ErlBytes, 51)], [S || {S, _} <- Rows(ByBytes, 51)]),
+    {2, _} = msgflow_test_lib:run(Report, [Etf, "--sort", "rate"]),
     %% by kind: kind, tag and messages
     {0, ByKind} = msgflow_test_lib:run(Report, [Etf, "--by", "kind", "--top", "20"]),
     ErlByKind = msgflow_test_io:capture(fun() -> msgflow:top(20, #{by => kind}) end),
