@@ -15,6 +15,8 @@
 
 #include <string.h>
 
+#include "mf_spin.h"
+
 #define EDGE_CHAINS (1u << MF_CALL_EDGE_BITS)
 
 mf_calls *mf_calls_new(const mf_alloc *alloc, uint32_t sample, uint64_t timeout_ns)
@@ -81,19 +83,6 @@ uint64_t mf_call_bucket_high(unsigned b)
     return b >= MF_CALL_BUCKETS - 1 ? UINT64_MAX : mf_call_bucket_low(b + 1);
 }
 
-static void lock(mf_calls *c)
-{
-    while (atomic_flag_test_and_set_explicit(&c->lock, memory_order_acquire)) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
-}
-
-static void unlock(mf_calls *c)
-{
-    atomic_flag_clear_explicit(&c->lock, memory_order_release);
-}
 
 static unsigned chain(uint64_t caller, uint64_t server, uint64_t kind)
 {
@@ -118,7 +107,7 @@ static void edge_add(mf_calls *c, uint64_t caller, uint64_t server, uint64_t kin
     unsigned ch = chain(caller, server, kind);
     mf_call_edge *made = NULL;
     for (;;) {
-        lock(c);
+        mf_spin_lock(&c->lock);
         mf_call_edge *e = find(c, ch, caller, server, kind);
         if (!e && made) {
             e = made;
@@ -133,12 +122,12 @@ static void edge_add(mf_calls *c, uint64_t caller, uint64_t server, uint64_t kin
                 e->sampled++;
                 e->buckets[b]++;
             }
-            unlock(c);
+            mf_spin_unlock(&c->lock);
             if (made)
                 c->alloc.free(c->alloc.ctx, made, sizeof(*made));
             return;
         }
-        unlock(c);
+        mf_spin_unlock(&c->lock);
         made = c->alloc.alloc(c->alloc.ctx, sizeof(*made));
         if (!made)
             return; /* out of memory: this sample is lost */
@@ -231,12 +220,12 @@ mf_call_edge *mf_calls_take(mf_calls *c, uint64_t now_ns)
      * then linked outside it */
     mf_call_edge *heads[64], *all = NULL;
     for (unsigned base = 0; base < EDGE_CHAINS; base += 64) {
-        lock(c);
+        mf_spin_lock(&c->lock);
         for (unsigned j = 0; j < 64; j++) {
             heads[j] = c->edges[base + j];
             c->edges[base + j] = NULL;
         }
-        unlock(c);
+        mf_spin_unlock(&c->lock);
         for (unsigned j = 0; j < 64; j++) {
             mf_call_edge *e = heads[j];
             while (e) {

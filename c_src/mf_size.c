@@ -13,6 +13,8 @@
 
 #include <string.h>
 
+#include "mf_spin.h"
+
 #define EDGE_CHAINS (1u << MF_SIZE_EDGE_BITS)
 /* a small integer's bounds on a 64-bit VM (60 bits with its sign) */
 #define SMALL_MAX ((int64_t)((1ULL << 59) - 1))
@@ -156,19 +158,6 @@ large:
     return r;
 }
 
-static void lock(mf_sizes *z)
-{
-    while (atomic_flag_test_and_set_explicit(&z->lock, memory_order_acquire)) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-    }
-}
-
-static void unlock(mf_sizes *z)
-{
-    atomic_flag_clear_explicit(&z->lock, memory_order_release);
-}
 
 static unsigned chain(uint64_t sender, uint64_t receiver)
 {
@@ -191,7 +180,7 @@ void mf_sizes_add(mf_sizes *z, uint64_t sender, uint64_t receiver, const mf_size
     unsigned ch = chain(sender, receiver);
     mf_size_edge *made = NULL;
     for (;;) {
-        lock(z);
+        mf_spin_lock(&z->lock);
         mf_size_edge *e = z->edges[ch];
         while (e && !(e->sender == sender && e->receiver == receiver))
             e = e->next;
@@ -203,12 +192,12 @@ void mf_sizes_add(mf_sizes *z, uint64_t sender, uint64_t receiver, const mf_size
         }
         if (e) {
             add_to(e, m);
-            unlock(z);
+            mf_spin_unlock(&z->lock);
             if (made)
                 z->alloc.free(z->alloc.ctx, made, sizeof(*made));
             return;
         }
-        unlock(z);
+        mf_spin_unlock(&z->lock);
         /* allocated outside the lock; a copy another thread made
          * meanwhile wins */
         made = z->alloc.alloc(z->alloc.ctx, sizeof(*made));
@@ -226,12 +215,12 @@ mf_size_edge *mf_sizes_take(mf_sizes *z)
      * outside it */
     mf_size_edge *heads[64], *all = NULL;
     for (unsigned base = 0; base < EDGE_CHAINS; base += 64) {
-        lock(z);
+        mf_spin_lock(&z->lock);
         for (unsigned j = 0; j < 64; j++) {
             heads[j] = z->edges[base + j];
             z->edges[base + j] = NULL;
         }
-        unlock(z);
+        mf_spin_unlock(&z->lock);
         for (unsigned j = 0; j < 64; j++) {
             mf_size_edge *e = heads[j];
             while (e) {
