@@ -1336,8 +1336,9 @@ top_keys_in(Tmux) ->
         %% none of msgflow-top's own requests (rex, msgflow_remote) is counted
         ?assertEqual(nomatch, re:run(S1, "msgflow_remote|erlang:apply|msgflow_collector")),
         ?assertMatch({match, _}, re:run(S1, "sort messages \\| by process \\| filter - \\| every 200 ms")),
-        %% 150 columns: the ends are not cut at 20, PEAK/S is shown
-        ?assertMatch({match, _}, re:run(S1, "MSG/S +PEAK/S +KIND")),
+        %% 150 columns: the ends are not cut at 20, PEAK/S is shown (and
+        %% BYTES, where a row had a size measured)
+        ?assertMatch({match, _}, re:run(S1, "MSG/S +PEAK/S +(BYTES +)?KIND")),
         Keys(["s"]),
         Until("sort rate \\| by process"),
         Keys(["s"]),
@@ -1347,6 +1348,10 @@ top_keys_in(Tmux) ->
         %% column (each thread measures its first send)
         SB = Until("sort bytes \\| by process"),
         ?assertMatch({match, _}, re:run(SB, "PEAK/S +BYTES +KIND")),
+        Keys(["s"]),
+        %% by the receiver's mailbox wait (none is watched yet: `-')
+        SW = Until("sort wait \\| by process"),
+        ?assertMatch({match, _}, re:run(SW, "PEAK/S +(BYTES +)?WAIT MS +KIND")),
         Keys(["s", "g"]),
         Until("sort messages \\| by name"),
         Keys(["g", "g", "g", "g"]),

@@ -141,7 +141,7 @@ kinds_views(_Config) ->
     Printed = msgflow_test_io:capture(fun() -> ok = msgflow:kinds(Client, Srv) end),
     ?assertMatch({match, _}, re:run(Printed, "call +get +41 ")),
     ?assertMatch({match, _}, re:run(Printed, "cast +add +30 ")),
-    ?assertEqual({error, {badopt, {sort, bad}, [messages, rate, peak, bytes]}},
+    ?assertEqual({error, {badopt, {sort, bad}, [messages, rate, peak, bytes, wait]}},
                  msgflow:top(3, #{sort => bad})),
     ?assertMatch({error, {badarg, {pair, _}, _}}, msgflow:kinds(Srv, self())),
     Top = msgflow_test_io:capture(fun() -> ok = msgflow:top(50, [{by, kind}]) end),

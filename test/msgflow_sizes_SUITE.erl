@@ -115,7 +115,14 @@ sizes_exact(Config) ->
     ok = msgflow:export(Csv, csv, #{sort => bytes}),
     {ok, CsvBin} = file:read_file(Csv),
     [_Head, First | _] = string:split(CsvBin, "\n", all),
-    ?assertEqual(integer_to_binary(round(hd(Bytes))), lists:last(string:split(First, ",", all))).
+    ?assertEqual(integer_to_binary(round(hd(Bytes))), lists:last(string:split(First, ",", all))),
+    %% the matrix weighed by bytes: each cell the bytes of its pair, the
+    %% atoms' edge (0 bytes) left out
+    #{cells := Cells, weigh := bytes} = msgflow:view(matrix, #{by => process, weigh => bytes}),
+    [?assertEqual({K, round(maps:get(bytes, maps:get(K, Rows)))},
+                  {K, maps:get(count, maps:get({maps:get(K, Senders), Sink}, Cells))})
+     || K <- [list, binary, past_budget], Sink <- [maps:get(receiver, maps:get(K, Rows))]],
+    ?assertNot(is_map_key({maps:get(atom, Senders), maps:get(receiver, maps:get(atom, Rows))}, Cells)).
 
 %% One in 64 sends measured per scheduler thread: about a 64th of them
 %% (each thread measures its first, then every 64th), with the same means.
@@ -205,8 +212,8 @@ feeder(Server, Burst, PeriodMs) ->
 
 %% Runs the workload for windows of 1 s: two to settle, then the server's
 %% measure restarts and one more closes.  Returns the server's receivers
-%% entry, its measured mean wait over the last window (ms) and the
-%% hotspots.
+%% entry, its measured mean wait over the last window (ms), the hotspots
+%% and the top rows by their receiver's wait.
 waits(Burst) ->
     Server = spawn(fun() -> server(2) end),
     Feeder = spawn(fun() -> feeder(Server, Burst, 50) end),
@@ -219,26 +226,36 @@ waits(Burst) ->
     {Sum, N} = receive {measured, S, C} -> {S, C} end,
     #{receivers := Es} = msgflow:view(receivers, #{limit => 5}),
     Found = msgflow:view(hotspots, #{}),
+    #{rows := ByWait} = msgflow:view(top, #{sort => wait, limit => 3}),
     ok = msgflow:stop(),
     exit(Feeder, kill),
     exit(Server, kill),
     [E] = [E || E = #{receiver := R} <- Es, R =:= Server],
     ct:log("~p~nmeasured ~p us over ~p~n~p", [E, Sum, N, Found]),
-    {Server, E, Sum / max(N, 1) / 1000, Found}.
+    {Server, E, Sum / max(N, 1) / 1000, Found, ByWait}.
 
 %% Bursts of 20 every 50 ms, 2 ms each: 80 % busy.  The wait within 30 %
-%% of the measured mean; no long_wait and no large_messages.
+%% of the measured mean; no large_messages, and no long_wait while the
+%% measured wait is short.
 wait_below_capacity(_Config) ->
-    {_, E, Measured, Found} = waits(20),
+    {_, E, Measured, Found, _} = waits(20),
     #{wait_ms := W, growing := G} = E,
     ?assert(is_number(W)),
     ?assertNot(G),
     ?assert(abs(W - Measured) =< 0.3 * Measured, {W, Measured}),
-    ?assertEqual([], [F || F = #{rule := R} <- Found, R =:= long_wait orelse R =:= large_messages]).
+    ?assertEqual([], [F || F = #{rule := large_messages} <- Found]),
+    %% no long_wait while messages did not wait long (a machine too busy
+    %% to give the server its 80 % makes the wait long: then it is one)
+    case Measured < 50 of
+        true -> ?assertEqual([], [F || F = #{rule := long_wait} <- Found]);
+        false -> ct:comment("the server fell behind: ~.1f ms measured", [Measured])
+    end.
 
 %% Bursts of 30 every 50 ms: 120 % of what it can take.  The mailbox grew
 %% all window, and long_wait names the server.
 wait_above_capacity(_Config) ->
-    {Server, E, _, Found} = waits(30),
+    {Server, E, _, Found, ByWait} = waits(30),
     ?assertMatch(#{growing := true}, E),
-    ?assertMatch([#{subject := Server}], [F || F = #{rule := long_wait} <- Found]).
+    ?assertMatch([#{subject := Server}], [F || F = #{rule := long_wait} <- Found]),
+    %% top by wait: the feeder's pair to the server first
+    ?assertMatch([#{receiver := Server, receiver_growing := true} | _], ByWait).

@@ -7,7 +7,7 @@
 %%% versions 1 to 5 too).  Version 6, term_to_binary of:
 %%% ```
 %%% #{format => msgflow_dump, version => 6,
-%%%   node => node(), by => Grouping, sort => messages | rate | peak | bytes,
+%%%   node => node(), by => Grouping, sort => messages | rate | peak | bytes | wait,
 %%%   taken_at => SystemMs, started_at => SystemMs | undefined,
 %%%   running => boolean(), window_ms => Ms, scale => number(),
 %%%   events => Messages, dead_letters => Messages, overflow => Messages,
@@ -22,7 +22,9 @@
 %%%              %% when the pair's messages had their size sampled:
 %%%              bytes => float(), bytes_mean => float(), words_mean => float(),
 %%%              words_max => Words, binary_bytes_mean => float(),
-%%%              size_sampled => N, large => N}],
+%%%              size_sampled => N, large => N,
+%%%              %% sorted by wait: the receiver's mailbox wait (ms)
+%%%              receiver_wait_ms => float(), receiver_growing => boolean()}],
 %%%   nodes => [#{node => node(), status => atom(), pairs => Pairs,
 %%%               events => Messages}],
 %%%   missing => [#{node => node(), reason => binary()}],
@@ -130,5 +132,5 @@ calls(#{entries := Es}) ->
 
 %% A row's sizes, as the dump gives them (none when none was measured).
 sizes(Row) ->
-    maps:with([bytes, bytes_mean, words_mean, words_max, binary_bytes_mean, size_sampled, large],
-              Row).
+    maps:with([bytes, bytes_mean, words_mean, words_max, binary_bytes_mean, size_sampled, large,
+               receiver_wait_ms, receiver_growing], Row).

@@ -12,7 +12,12 @@
 %%%     row's messages;</li>
 %%% <li>`limit' (all): only the L senders and the L receivers with the most
 %%%     messages, and the cells between them (only they are labelled: for a
-%%%     heatmap of a big node).</li>
+%%%     heatmap of a big node);</li>
+%%% <li>`weigh' (messages): `bytes' puts in each cell, and ranks by, the
+%%%     bytes its messages copied since start (from sampled sizes:
+%%%     guides/sizes-and-wait.md; pairs with none measured left out), and
+%%%     `weigh => bytes' in the value; `messages' is then the bytes'
+%%%     total.</li>
 %%% </ul>
 -module(msgflow_matrix_view).
 -behaviour(msgflow_view).
@@ -38,14 +43,16 @@
                     received := #{msgflow_rows:key() => non_neg_integer()},
                     labels := #{msgflow_rows:key() => binary()}, messages := non_neg_integer(),
                     running := boolean(), window_ms := non_neg_integer(),
-                    estimated := boolean(), nodes => [node()], missing => [{node(), term()}]}.
+                    estimated := boolean(), weigh => messages | bytes,
+                    nodes => [node()], missing => [{node(), term()}]}.
 
 %% @doc The options, their defaults and rules.
 -spec options() -> msgflow_opts:schema().
 options() ->
     #{by => {name, {one_of, msgflow_rows:groupings()}},
       kind => {none, kind},
-      limit => {all, {either, [{one_of, [all]}, {int, 1, msgflow_rows:max_rows(), "keys"}]}}}.
+      limit => {all, {either, [{one_of, [all]}, {int, 1, msgflow_rows:max_rows(), "keys"}]}},
+      weigh => {messages, {one_of, [messages, bytes]}}}.
 
 %% The rows the matrix is made of: every row (the matrix shows no kinds:
 %% rows without them cost less), the heatmap's keys when limited.
@@ -67,7 +74,8 @@ build(Store, Opts) ->
 %% @doc The nodes' rows as one matrix.
 -spec merge([msgflow_rows:view()], map(), msgflow_view:context()) -> matrix().
 merge(Parts, Opts, Ctx) ->
-    of_rows(msgflow_rows_merge:merge(Parts, spec(Opts), Ctx), maps:get(limit, Opts, all)).
+    of_rows(msgflow_rows_merge:merge(Parts, spec(Opts), Ctx), maps:get(limit, Opts, all),
+            maps:get(weigh, Opts, messages)).
 
 %% @doc A node that did not answer is in a matrix by process with the
 %% busiest pairs it last reported.
@@ -78,8 +86,16 @@ fallback(_, _) -> none.
 %% @doc The matrix of rows (all of them, or the heatmap's L senders and L
 %% receivers).
 -spec of_rows(msgflow_rows:view(), all | pos_integer()) -> matrix().
-of_rows(View = #{by := By, rows := Rows0, window_ms := WinMs, estimated := Est, running := Run},
-        Limit) ->
+of_rows(View, Limit) ->
+    of_rows(View, Limit, messages).
+
+%% of_rows/2, each cell weighed by its messages or the bytes they copied.
+of_rows(View = #{by := By, rows := Rows00, window_ms := WinMs, estimated := Est, running := Run},
+        Limit, Weigh) ->
+    Rows0 = case Weigh of
+                messages -> Rows00;
+                bytes -> [R#{count := round(B)} || R = #{bytes := B} <- Rows00, round(B) > 0]
+            end,
     Rows = case {Limit, View} of
                {all, _} -> Rows0;
                {_, #{heatmap := #{rows := HR, cols := HC}}} ->
@@ -100,7 +116,7 @@ of_rows(View = #{by := By, rows := Rows0, window_ms := WinMs, estimated := Est, 
           sent => Sent, received => Recv,
           labels => maps:from_list([{K, msgflow_rows:display(View, K)} || K <- Keys]),
           messages => lists:sum(maps:values(Sent)), running => Run,
-          window_ms => WinMs, estimated => Est},
+          window_ms => WinMs, estimated => Est, weigh => Weigh},
     case View of
         #{nodes := Ns} -> M#{nodes => Ns};
         _ -> M
@@ -118,9 +134,14 @@ text(M = #{by := By, rows := Rows0, cols := Cols0, messages := Total, running :=
      Area = #{width := Width, height := Height}) ->
     E = msgflow_fmt:ellipsis(Area),
     #{cells := Cells, sent := Sent, received := Recv, labels := Labels} = M,
-    Head = io_lib:format("msgflow ~s~s: matrix by ~s, ~s messages, ~s senders x ~s receivers~n",
+    %% cells of bytes in their short form (9.8K)
+    {Fmt, Unit} = case maps:get(weigh, M, messages) of
+                      bytes -> {fun msgflow_fmt:bytes/1, "bytes copied"};
+                      messages -> {fun msgflow_fmt:int/1, "messages"}
+                  end,
+    Head = io_lib:format("msgflow ~s~s: matrix by ~s, ~s ~s, ~s senders x ~s receivers~n",
                          [msgflow_fmt:run_state(Run), msgflow_fmt:on_nodes(maps:get(nodes, M, [])),
-                          By, msgflow_fmt:int(Total),
+                          By, Fmt(Total), Unit,
                           msgflow_fmt:int(length(Rows0)), msgflow_fmt:int(length(Cols0))]),
     %% the lines the table may take: the head, column heads, totals,
     %% legend and the line of what was left out stay
@@ -146,20 +167,20 @@ text(M = #{by := By, rows := Rows0, cols := Cols0, messages := Total, running :=
     Lines = [[msgflow_fmt:rcell(integer_to_list(maps:get(R, Num)), 3), " ",
               maps:get(R, RowText),
               [msgflow_fmt:rcell(case Cells of
-                                     #{{R, C} := #{count := N}} -> msgflow_fmt:int(N);
+                                     #{{R, C} := #{count := N}} -> Fmt(N);
                                      _ -> "."
                                  end, ?NUM_W) || C <- Cols],
-              msgflow_fmt:rcell(msgflow_fmt:int(maps:get(R, Sent)), ?TOTAL_W), "\n"]
+              msgflow_fmt:rcell(Fmt(maps:get(R, Sent)), ?TOTAL_W), "\n"]
              || R <- Rows],
     Received = [msgflow_fmt:cell("    RECEIVED", LabelW, E),
-                [msgflow_fmt:rcell(msgflow_fmt:int(maps:get(C, Recv)), ?NUM_W) || C <- Cols],
-                msgflow_fmt:rcell(msgflow_fmt:int(Total), ?TOTAL_W), "\n"],
+                [msgflow_fmt:rcell(Fmt(maps:get(C, Recv)), ?NUM_W) || C <- Cols],
+                msgflow_fmt:rcell(Fmt(Total), ?TOTAL_W), "\n"],
     LegendLines = [[msgflow_fmt:rcell(integer_to_list(I), 3), " ",
                     string:trim(msgflow_fmt:label_cell(maps:get(C, Labels), Width - 22, E), trailing),
                     " (receives only)\n"]
                    || {I, C} <- Legend],
     [Head, msgflow_fmt:missing(maps:get(missing, M, [])), ColHeads, Lines, Received, LegendLines,
-     left_out(Rows0, Rows, Sent, "senders"), left_out(Cols0, Cols, Recv, "receivers")].
+     left_out(Rows0, Rows, Sent, "senders", Fmt, Unit), left_out(Cols0, Cols, Recv, "receivers", Fmt, Unit)].
 
 %% Each key's label in Width columns, cut in its middle; labels that
 %% would read the same cut so (two `tcp_inet <- ht...andler:init/1') are
@@ -173,25 +194,27 @@ fit_labels(Keys, Labels, Width, E) ->
                         _ -> {K, msgflow_fmt:cell(maps:get(K, Labels), Width, E)}
                     end || {K, T} <- Mid]).
 
-left_out(All, Shown, Counts, What) ->
+left_out(All, Shown, Counts, What, Fmt, Unit) ->
     case lists:nthtail(length(Shown), All) of
         [] ->
             [];
         Out ->
-            io_lib:format("not shown: ~s more ~s (~s messages): msgflow:view(matrix, Opts)~n",
+            io_lib:format("not shown: ~s more ~s (~s ~s): msgflow:view(matrix, Opts)~n",
                           [msgflow_fmt:int(length(Out)), What,
-                           msgflow_fmt:int(lists:sum([maps:get(K, Counts) || K <- Out]))])
+                           Fmt(lists:sum([maps:get(K, Counts) || K <- Out])), Unit])
     end.
 
 %% @doc The matrix as JSON: `keys' (senders and receivers in one order,
 %% busiest first), `labels', `cells' (`[SenderIndex, ReceiverIndex,
-%% Messages, Rate]'), `sent' and `received' in the keys' order.
+%% Messages, Rate]'; with `weigh' `bytes': bytes copied instead of
+%% messages), `sent' and `received' in the keys' order.
 -spec json(matrix(), map()) -> msgflow_view:json().
-json(#{by := By, rows := Rows, cols := Cols, cells := Cells, sent := Sent, received := Recv,
+json(M = #{by := By, rows := Rows, cols := Cols, cells := Cells, sent := Sent, received := Recv,
        labels := Labels, messages := Total, running := Run}, _Opts) ->
     Keys = lists:usort(Rows ++ Cols),
     Index = maps:from_list(lists:zip(Keys, lists:seq(0, length(Keys) - 1))),
     #{<<"by">> => atom_to_binary(By), <<"running">> => Run, <<"messages">> => Total,
+      <<"weigh">> => atom_to_binary(maps:get(weigh, M, messages)),
       <<"keys">> => [msgflow_rows:key_text(K) || K <- Keys],
       <<"labels">> => [maps:get(K, Labels) || K <- Keys],
       <<"sent">> => [maps:get(K, Sent, 0) || K <- Keys],

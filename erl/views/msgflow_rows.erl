@@ -27,7 +27,7 @@
 -type grouping() :: process | name | module | application | node | kind.
 %% What rows are ranked by: messages since start, the rate of the last
 %% window, or the peak rate.
--type sort() :: messages | rate | peak | bytes.
+-type sort() :: messages | rate | peak | bytes | wait.
 %% A row's sender or receiver: an endpoint (by process), a label (by
 %% name), a module, application or node name; by kind, the kind and the
 %% tag.
@@ -54,7 +54,10 @@
                  %% its messages copied since start (count x bytes_mean)
                  size_sampled => pos_integer(), words_mean => float(),
                  words_max => non_neg_integer(), binary_bytes_mean => float(),
-                 large => non_neg_integer(), bytes_mean => float(), bytes => float()}.
+                 large => non_neg_integer(), bytes_mean => float(), bytes => float(),
+                 %% sorted by wait, by process: the receiver's mailbox
+                 %% wait in the last window (ms), and whether it grew
+                 receiver_wait_ms => float(), receiver_growing => boolean()}.
 %% What a view says of a key of its rows: `label' (name or initial call;
 %% for a group key its text), `text' (the endpoint as the VM shows it),
 %% `display' (the label, with the text beside it when another key of the
@@ -100,7 +103,10 @@
 %% `sort' (messages; rate: by the last window's rate; peak: by the peak
 %% rate, which for a group is its busiest pair's until the rows are
 %% chosen; bytes: by the bytes the pair's messages copied, from its
-%% sampled sizes, by process only: every row is built, then ranked).
+%% sampled sizes; wait: by process, by the receiver's mailbox wait in the
+%% last window (msgflow_store_waits), rows with `receiver_wait_ms' and
+%% `receiver_growing'; for both every row is built, then ranked, those
+%% without the figure last by messages).
 -type spec() :: #{by => grouping(), limit => pos_integer() | all, sort => sort(),
                   pair => {key(), key()}, endpoint => key(), with_kinds => boolean(),
                   kind => msgflow_tracer:kind() | {msgflow_tracer:kind(), atom()},
@@ -120,7 +126,7 @@ groupings() -> [process, name, module, application, node, kind].
 
 %% @doc What rows may be ranked by.
 -spec sorts() -> [sort()].
-sorts() -> [messages, rate, peak, bytes].
+sorts() -> [messages, rate, peak, bytes, wait].
 
 %% @doc The view of Store as Spec asks.  Rows busiest first.
 -spec build(msgflow_store:store(), spec()) -> view().
@@ -129,6 +135,7 @@ build(Store, Spec) ->
     %% by bytes: every row, ranked once their sizes are on them
     {Limit, Sort} = case maps:get(sort, Spec, messages) of
                         bytes -> {all, messages};
+                        wait -> {all, messages};
                         Sort0 -> {maps:get(limit, Spec, all), Sort0}
                     end,
     K = min(maps:get(windows, Spec, 0), length(maps:get(windows, Store))),
@@ -188,11 +195,8 @@ build(Store, Spec) ->
                     with_group_bytes(Rows1, SizesT, PairsT, msgflow_rows_groups:key_fun(By, LabelsT))
             end,
     Rows3 = case maps:get(sort, Spec, messages) of
-                bytes ->
-                    case maps:get(limit, Spec, all) of
-                        all -> by_bytes(Rows2);
-                        NB -> lists:sublist(by_bytes(Rows2), NB)
-                    end;
+                bytes -> limited(by_bytes(Rows2), Spec);
+                wait -> limited(by_wait(with_wait(Rows2, By, maps:get(windows, Store))), Spec);
                 _ -> Rows2
             end,
     Rows = case {By, maps:get(limit, Spec, all), Store} of
@@ -313,6 +317,32 @@ with_group_bytes(Rows, T, P, Key) ->
                  _ -> Row
              end || Row = #{sender := S, receiver := R} <- Rows]
     end.
+
+%% The first `limit' rows, or all.
+limited(Rows, Spec) ->
+    case maps:get(limit, Spec, all) of
+        all -> Rows;
+        N -> lists:sublist(Rows, N)
+    end.
+
+%% Rows by process with their receiver's wait in the last closed window
+%% (Windows: the store's), where it had one.
+with_wait(Rows, process, [_ | _] = Windows) ->
+    Waits = maps:get(waits, lists:last(Windows), #{}),
+    [case Waits of
+         #{R := #{wait_ms := W, growing := G}} when is_number(W) ->
+             Row#{receiver_wait_ms => float(W), receiver_growing => G};
+         _ -> Row
+     end || Row = #{receiver := R} <- Rows];
+with_wait(Rows, _, _) ->
+    Rows.
+
+%% Rows whose receiver waited longest first (a mailbox that grew ahead),
+%% those without a wait last, by messages.
+by_wait(Rows) ->
+    Key = fun(Row) -> {maps:get(receiver_growing, Row, false), maps:get(receiver_wait_ms, Row, -1.0),
+                       maps:get(count, Row)} end,
+    lists:sort(fun(A, B) -> Key(A) >= Key(B) end, Rows).
 
 %% Rows with the most bytes first (those with no size measured last, by
 %% messages).

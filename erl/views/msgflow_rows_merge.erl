@@ -44,7 +44,9 @@ merge([Local | _] = Views, Spec) ->
                rate -> fun(#{rate := R}) -> R end;
                peak -> fun(#{peak_rate := P}) -> P end;
                %% rows with no size measured last
-               bytes -> fun(Row) -> maps:get(bytes, Row, -1) end
+               bytes -> fun(Row) -> maps:get(bytes, Row, -1) end;
+               wait -> fun(Row) -> {maps:get(receiver_growing, Row, false),
+                                    maps:get(receiver_wait_ms, Row, -1.0)} end
            end,
     Sorted = lists:sort(fun(A, B) -> {Rank(A), maps:get(count, A)} >= {Rank(B), maps:get(count, B)} end,
                         Rows1),

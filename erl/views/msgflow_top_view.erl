@@ -125,11 +125,14 @@ table(View = #{rows := Rows, by := By}, Width, E) ->
     %% from sampled sizes: wide, or sorted by bytes
     Bytes = (Wide orelse maps:get(sort, View, messages) =:= bytes)
         andalso lists:any(fun(Row) -> is_map_key(bytes, Row) end, Rows),
+    %% WAIT: the receiver's mailbox wait, sorted by it
+    Wait = maps:get(sort, View, messages) =:= wait,
     KindW = case By of kind -> 0; _ when Wide -> 18; _ -> 16 end,
     Fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + case Mean of true -> 8; false -> 0 end
         + case Peak of true -> 8; false -> 0 end
         + case P99 of true -> 9; false -> 0 end
         + case {Bytes, Wide} of {true, true} -> 14; {true, false} -> 7; _ -> 0 end
+        + case Wait of true -> 8; false -> 0 end
         + case KindW of 0 -> 0; _ -> KindW + 2 end,
     EndW = case By of
                kind -> 24;
@@ -144,6 +147,7 @@ table(View = #{rows := Rows, by := By}, Width, E) ->
             [[" ", msgflow_fmt:rcell("CALL P99", 8)] || P99],
             [[" ", msgflow_fmt:rcell("BYTES", 6)] || Bytes],
             [[" ", msgflow_fmt:rcell("SIZE", 6)] || Bytes, Wide],
+            [[" ", msgflow_fmt:rcell("WAIT MS", 7)] || Wait],
             [["  ", msgflow_fmt:cell("KIND", KindW, E)] || KindW > 0],
             "\n"],
     Lines = [[msgflow_fmt:rcell(integer_to_list(I), 3), " ",
@@ -158,6 +162,11 @@ table(View = #{rows := Rows, by := By}, Width, E) ->
                                        end, 8)] || P99],
               [[" ", msgflow_fmt:rcell(sized(bytes, Row), 6)] || Bytes],
               [[" ", msgflow_fmt:rcell(sized(bytes_mean, Row), 6)] || Bytes, Wide],
+              [[" ", msgflow_fmt:rcell(case Row of
+                                           #{receiver_growing := true} -> "grew";
+                                           #{receiver_wait_ms := W} -> io_lib:format("~.1f", [W]);
+                                           _ -> "-"
+                                       end, 7)] || Wait],
               [["  ", msgflow_fmt:main_kind(Ks, C, KindW, E)] || KindW > 0],
               "\n"]
              || {I, Row = #{sender := S, receiver := R, count := C, rate := Rate, prev_rate := Prev,

@@ -845,9 +845,11 @@ static int dec_kind6(dec *d, mf_dump *out, void *elem, int i, const int *at)
     return add_kind(d, out, elem, kind, tag, messages);
 }
 
-enum { R_S, R_R, R_MSGS, R_WIN, R_RATE, R_PEAK, R_KINDS, R_BYTES, R_BYTES_MEAN, R_N };
+enum { R_S, R_R, R_MSGS, R_WIN, R_RATE, R_PEAK, R_KINDS, R_BYTES, R_BYTES_MEAN, R_WAIT,
+       R_GROWING, R_N };
 static const char *const row_fields[R_N] = {"sender", "receiver", "messages", "window_messages",
-                                            "rate", "peak_rate", "kinds", "bytes", "bytes_mean"};
+                                            "rate", "peak_rate", "kinds", "bytes", "bytes_mean",
+                                            "receiver_wait_ms", "receiver_growing"};
 
 static int dec_row6(dec *d, mf_dump *out, void *elem, int i, const int *at)
 {
@@ -858,7 +860,8 @@ static int dec_row6(dec *d, mf_dump *out, void *elem, int i, const int *at)
     int ok = at_u64(d, at[R_S], &s) && at_u64(d, at[R_R], &r) &&
              at_u64(d, at[R_MSGS], &p->messages);
     p->window_messages = 0;
-    p->rate = p->peak = p->bytes = p->bytes_mean = -1;
+    p->rate = p->peak = p->bytes = p->bytes_mean = p->wait_ms = -1;
+    p->growing = 0;
     if (ok && at[R_WIN] >= 0)
         ok = at_u64(d, at[R_WIN], &p->window_messages);
     if (ok && at[R_RATE] >= 0) {
@@ -876,6 +879,15 @@ static int dec_row6(dec *d, mf_dump *out, void *elem, int i, const int *at)
     if (ok && at[R_BYTES_MEAN] >= 0) {
         d->idx = at[R_BYTES_MEAN];
         ok = dec_number(d, &p->bytes_mean) && p->bytes_mean >= 0;
+    }
+    if (ok && at[R_WAIT] >= 0) {
+        d->idx = at[R_WAIT];
+        ok = dec_number(d, &p->wait_ms) && p->wait_ms >= 0;
+    }
+    if (ok && at[R_GROWING] >= 0) {
+        char g[MAXATOMLEN_UTF8];
+        ok = at_atom(d, at[R_GROWING], g);
+        p->growing = ok && strcmp(g, "true") == 0;
     }
     if (!ok)
         return fail(d->err, d->errlen, "row %d: a field is not a non-negative number", i), 0;

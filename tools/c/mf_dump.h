@@ -104,6 +104,9 @@ typedef struct {
                                * and a message's, from sampled sizes; -1
                                * when none was measured (or before they
                                * were in the dump) */
+    double wait_ms;           /* rows sorted by wait: the receiver's mailbox
+                               * wait in the last window; -1 none */
+    int growing;              /* 1: that mailbox grew all window */
 } mf_pair;
 
 /* A node of a cluster-wide dump (version 3): its status when the dump

@@ -155,7 +155,7 @@ static size_t row_of(mf_row *rows, group *groups, group **table, size_t *n, cons
     HASH_FIND(hh, *table, g->key, sizeof(g->key), found);
     if (found)
         return found->row;
-    rows[*n] = (mf_row){k0, k1, sl, rl, -1, -1, 0, 0.0, -1.0, NULL, 0, -1.0};
+    rows[*n] = (mf_row){k0, k1, sl, rl, -1, -1, 0, 0.0, -1.0, NULL, 0, -1.0, -1.0, 0};
     g->row = (*n)++;
     HASH_ADD(hh, *table, key, sizeof(g->key), g);
     return g->row;
@@ -360,7 +360,8 @@ int mf_rows_given(const mf_dump *d, mf_row **rows_out, size_t *n_out)
                            s->display ? strcmp(s->display, s->label) != 0 : -1,
                            r->display ? strcmp(r->display, r->label) != 0 : -1,
                            p->messages, mf_dump_rate(d, p), p->peak,
-                           kinds ? kinds + p->first_kind : NULL, p->n_kinds, p->bytes};
+                           kinds ? kinds + p->first_kind : NULL, p->n_kinds, p->bytes,
+                           p->wait_ms, p->growing};
         for (uint32_t j = 0; j < p->n_kinds; j++) {
             const mf_pair_kind *k = &d->pair_kinds[p->first_kind + j];
             kinds[p->first_kind + j] = (mf_row_kind){k->name, rank[k->name], k->messages};
@@ -575,11 +576,12 @@ static void endpoint_cell(FILE *out, const label_index *ix, const char *label, c
 #define MF_TOP_KIND_W(width) ((width) >= 120 ? 18 : 16)
 #define MF_TOP_KIND_END_W 24
 
-static int top_end_w(int width, int by_kind, int peak, int bytes)
+static int top_end_w(int width, int by_kind, int peak, int bytes, int wait)
 {
     if (by_kind)
         return MF_TOP_KIND_END_W;
-    int fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + (peak ? 8 : 0) + (bytes ? 7 : 0) + MF_TOP_KIND_W(width) + 2;
+    int fixed = 3 + 1 + 1 + 1 + 9 + 1 + 8 + (peak ? 8 : 0) + (bytes ? 7 : 0) + (wait ? 8 : 0) +
+                MF_TOP_KIND_W(width) + 2;
     int w = (width - 1 - fixed) / 2;
     return w < 8 ? 8 : w;
 }
@@ -646,7 +648,9 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
     if (lay->bytes || width >= 120 || (d->sort && strcmp(d->sort, "bytes") == 0))
         for (size_t i = 0; i < n && !bytes; i++)
             bytes = rows[i].bytes >= 0;
-    int end_w = top_end_w(width, by_kind, peak, bytes);
+    /* WAIT MS: the receiver's mailbox wait, on rows sorted by it */
+    int wait = d->sort && strcmp(d->sort, "wait") == 0;
+    int end_w = top_end_w(width, by_kind, peak, bytes, wait);
     int kind_w = MF_TOP_KIND_W(width);
     const char *ellipsis = lay->ellipsis;
     fprintf(out, "msgflow %s on %s: %s messages, %s %s; MSG/S over the last %s ms\n",
@@ -678,6 +682,8 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
         fprintf(out, " %7s", "PEAK/S");
     if (bytes)
         fprintf(out, " %6s", "BYTES");
+    if (wait)
+        fprintf(out, " %7s", "WAIT MS");
     if (!by_kind) {
         fputs("  ", out);
         cell(out, "KIND", kind_w, ellipsis);
@@ -710,6 +716,14 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
             fprintf(out, " %7s", short_rate(rows[i].peak < 0 ? rows[i].rate : rows[i].peak, c));
         if (bytes)
             fprintf(out, " %6s", rows[i].bytes < 0 ? "-" : mf_bytes(rows[i].bytes, c));
+        if (wait) {
+            if (rows[i].growing)
+                fprintf(out, " %7s", "grew");
+            else if (rows[i].wait_ms < 0)
+                fprintf(out, " %7s", "-");
+            else
+                fprintf(out, " %7.1f", rows[i].wait_ms);
+        }
         if (!by_kind) {
             fputs("  ", out);
             main_kind_cell(out, d, &rows[i], kind_w, ellipsis);

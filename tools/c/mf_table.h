@@ -48,6 +48,9 @@ typedef struct {
     size_t n_kinds;
     double bytes;                              /* bytes its messages copied since start,
                                                 * from sampled sizes; -1 none */
+    double wait_ms;                            /* its receiver's mailbox wait (ms) in
+                                                * the last window; -1 none */
+    int growing;                               /* 1: that mailbox grew all window */
 } mf_row;
 
 /* "process" | "name" | "module" | "application" | "node" | "kind".  0 or -1. */

@@ -17,7 +17,8 @@
  * On a terminal it is an interactive full-screen view (the alternate
  * screen, keys read one at a time): s sorts (messages, rate, peak: the
  * busiest window's rate, bytes: what its messages copied, from sampled
- * sizes, by process; a BYTES column then), g groups, / filters by a label substring (the
+ * sizes, by process, a BYTES column then; wait: its receiver's mailbox
+ * wait in the last window, a WAIT MS column then), g groups, / filters by a label substring (the
  * node keeps the rows with it in an end's label or text, upper and lower
  * case alike), the arrows move a cursor, Enter and o open the row's sender
  * or receiver (the node's `process' view, as the shell prints it), v shows
@@ -614,7 +615,7 @@ static int stop_msgflow(conn *c)
     return rc;
 }
 
-static const char *const sort_names[] = {"messages", "rate", "peak", "bytes"};
+static const char *const sort_names[] = {"messages", "rate", "peak", "bytes", "wait"};
 static const char *const by_names[] = {"process", "name", "module", "application", "node", "kind"};
 
 /* A binary the node answered with, malloc'd for the caller (NUL added
@@ -826,7 +827,7 @@ typedef struct {
 
 static const char help_text[] =
     "msgflow-top keys\n"
-    "  s            sort: messages, rate, peak, bytes copied (in turn)\n"
+    "  s            sort: messages, rate, peak, bytes copied, receiver's wait (in turn)\n"
     "  g            group: process, name, module, application, node, kind\n"
     "  /            filter by a text in a label (Enter applies, Esc cancels;\n"
     "               an empty filter shows every row)\n"
@@ -1076,7 +1077,7 @@ static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, i
                     s.help = 1;
                     break;
                 case 's':
-                    s.sort = (s.sort + 1) % 4;
+                    s.sort = (s.sort + 1) % 5;
                     s.selected = 0;
                     next = now_ms();
                     break;
