@@ -59,6 +59,7 @@ demo: build
 	    $$([ -t 0 ] && echo -extra wait)
 	@echo; echo "msgflow-report on the demo's dump:"
 	$(BUILD_BASE)/bin/msgflow-report _build/demo/msgflow-demo.etf --top 10 --by name
+	$(BUILD_BASE)/bin/msgflow-report _build/demo/msgflow-demo.etf --top 5 --sort bytes
 
 # The call direction between the layers of erl/ (tools/check/layers.escript),
 # Dialyzer, C unit tests (ctest), EUnit/PropEr, the Common Test suite

@@ -1,7 +1,8 @@
 %%% @doc `make demo': msgflow on real OTP traffic.  Starts inets' httpd on
 %%% 127.0.0.1 (an ephemeral port), drives HTTP requests at it with httpc
 %%% from several client processes, counts every send on the node with
-%%% msgflow, then prints the busiest pairs, info() and the hotspots; then
+%%% msgflow, then prints the busiest pairs, info(), the hotspots, the
+%%% receivers with their mailbox waits and the pairs by bytes; then
 %%% follows one httpc:request/1 with msgflow:follow/2 (a sequence diagram)
 %%% and every httpc:request/4 of a second load with follow_calls/2
 %%% (flows/0), and writes the reports in all six formats (csv, dot, json,
@@ -68,6 +69,10 @@ run(#{clients := Clients, requests := Requests, out := Out}) ->
     ok = msgflow:matrix(name),
     io:format("~n3> msgflow:hotspots().~n"),
     ok = msgflow:hotspots(),
+    io:format("~n4> msgflow:print(receivers, #{limit => 5, sort => wait}).~n"),
+    ok = msgflow:print(receivers, #{limit => 5, sort => wait}),
+    io:format("~n5> msgflow:top(5, #{sort => bytes}).~n"),
+    ok = msgflow:top(5, #{sort => bytes}),
     io:format("~ninfo: ~p~n", [maps:without([opts, jemalloc_error], msgflow:info())]),
     io:format("~nmsgflow:follow(fun() -> httpc:request(Url) end, #{print => true}):~n"),
     {{ok, {{_, 200, _}, _, _}}, #{messages := FlowMsgs}} =
