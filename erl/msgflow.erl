@@ -31,7 +31,7 @@
          print/1, print/2, hotspots/0, hotspots/1,
          info/0, export/2, export/3, dump/0,
          follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0,
-         web/0, web/1, web_stop/0, calls/0, calls/1]).
+         web/0, web/1, web_stop/0, calls/0, calls/1, diff/2, diff/3]).
 
 -export_type([endpoint/0, pair_count/0, error/0, pair_kind_count/0, grouping/0, group/0,
               window_count/0, flow/0]).
@@ -392,6 +392,23 @@ follow(Fun) ->
           {term(), flow()} | error().
 follow(Fun, Opts) ->
     msgflow_flow:follow(Fun, Opts).
+
+%% @doc What changed in who talks to whom between two recordings, each a
+%% dump file (`export(Path, etf)'), a dump (dump/0's binary) or `now' (the
+%% counts so far): `#{appeared, vanished, changed := [Edge], unchanged,
+%% before, after}', edges by label with their messages, rate (msg/s over
+%% the recording), main kind, call p99 (µs) and bytes on each side; a rate
+%% changed beyond chance by a binomial test on the counts (|z| >= 5;
+%% msgflow_diff).  `{error, {bad_dump, Path, Why}}' for a file that is no
+%% dump.
+-spec diff(term(), term()) -> msgflow_diff:diff() | error().
+diff(Before, After) ->
+    msgflow_diff:diff(Before, After, #{}).
+
+%% @doc diff/2, and with `print => true' its table printed (then `ok').
+-spec diff(term(), term(), map()) -> msgflow_diff:diff() | ok | error().
+diff(Before, After, Opts) ->
+    msgflow_diff:diff(Before, After, Opts).
 
 %% @doc Follows every request at a function, with no code change (a meta
 %% call trace pattern on `{M, F, Arity}'): one call in `sample' gets a

@@ -1031,12 +1031,12 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     /* Keys come in any order: note where each value is, then decode. */
     enum { K_FORMAT, K_VERSION, K_NODE, K_TAKEN, K_STARTED, K_RUNNING, K_WINDOW, K_SCALE,
            K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_NODES, K_CALLS, K_BY, K_SORT,
-           K_PAIR_COUNT, K_GROUP_COUNT, K_ROWS, K_MISSING, K_N };
+           K_PAIR_COUNT, K_GROUP_COUNT, K_ROWS, K_MISSING, K_STOPPED, K_N };
     static const char *const names[K_N] = {"format", "version", "node", "taken_at",
                                            "started_at", "running", "window_ms", "scale",
                                            "events", "dead_letters", "overflow", "endpoints",
                                            "pairs", "nodes", "calls", "by", "sort", "pair_count",
-                                           "group_count", "rows", "missing"};
+                                           "group_count", "rows", "missing", "stopped_at"};
     int at[K_N];
     if (!map_fields(&d, names, K_N, at))
         return fail(err, errlen, "not a msgflow dump: the term is not a map (or not a well-formed one)"), -1;
@@ -1057,7 +1057,8 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         int needed = k != K_STARTED && k != K_RUNNING && (k != K_NODES || d.version >= 3) &&
                      (k != K_CALLS || d.version >= 5) && (k != K_PAIRS || d.version < 6) &&
                      ((k != K_BY && k != K_ROWS) || d.version >= 6) && k != K_SORT &&
-                     k != K_PAIR_COUNT && k != K_GROUP_COUNT && k != K_MISSING;
+                     k != K_PAIR_COUNT && k != K_GROUP_COUNT && k != K_MISSING &&
+                     k != K_STOPPED;
         if (at[k] < 0 && needed)
             return fail(err, errlen, "msgflow dump without `%s'", names[k]), -1;
     }
@@ -1074,11 +1075,16 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         fail(err, errlen, "taken_at: not an integer");
         goto bad;
     }
-    out->started_at = -1;
+    out->started_at = out->stopped_at = -1;
     if (at[K_STARTED] >= 0) {
         d.idx = at[K_STARTED];
         if (ei_decode_longlong(buf, &d.idx, &out->started_at) != 0)
             out->started_at = -1; /* undefined */
+    }
+    if (at[K_STOPPED] >= 0) {
+        d.idx = at[K_STOPPED];
+        if (ei_decode_longlong(buf, &d.idx, &out->stopped_at) != 0)
+            out->stopped_at = -1; /* undefined */
     }
     if (at[K_RUNNING] >= 0) {
         d.idx = at[K_RUNNING];

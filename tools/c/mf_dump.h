@@ -139,6 +139,8 @@ typedef struct {
     char **missing;        /* as "node (reason)" */
     long long taken_at;    /* system time, ms */
     long long started_at;  /* system time, ms; -1 when undefined */
+    long long stopped_at;  /* system time, ms; -1 when undefined (running, or
+                            * a dump from before it was given) */
     int running;
     uint64_t window_ms;
     double scale;          /* > 1: sampled, rates are estimates */

@@ -918,3 +918,170 @@ int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t
     free(ids);
     return ferror(f) ? -1 : 0;
 }
+
+/* ------------------------------------------------------------------ diff */
+
+/* One edge of a diff: its labels and each side's row (NULL: none). */
+typedef struct {
+    const char *s, *r;
+    const mf_row *b, *a;
+    double change, z;
+} diff_edge;
+
+static int ends_cmp(const char *s1, const char *r1, const char *s2, const char *r2)
+{
+    int c = strcmp(s1, s2);
+    return c ? c : strcmp(r1, r2);
+}
+
+static int row_ends_cmp(const void *x, const void *y)
+{
+    const mf_row *const *a = x, *const *b = y;
+    return ends_cmp((*a)->sender, (*a)->receiver, (*b)->sender, (*b)->receiver);
+}
+
+/* Most change first, then by ends (as msgflow_diff sorts them). */
+static int change_cmp(const void *x, const void *y)
+{
+    const diff_edge *a = x, *b = y;
+    if (a->change != b->change)
+        return a->change < b->change ? 1 : -1;
+    return ends_cmp(a->s, a->r, b->s, b->r);
+}
+
+/* A recording's length in seconds: start to stop, or to when the dump
+ * was taken; a second at least. */
+static double diff_seconds(const mf_dump *d)
+{
+    if (d->started_at < 0)
+        return 1.0;
+    long long end = d->stopped_at >= 0 ? d->stopped_at : d->taken_at;
+    double s = (double)(end - d->started_at) / 1000.0;
+    return s < 1.0 ? 1.0 : s;
+}
+
+/* A row's main kind and share, as msgflow_diff's notes write it: `info m
+ * 100%'; empty without kinds. */
+static void kind_note(const mf_dump *d, const mf_row *r, char *buf, size_t len)
+{
+    buf[0] = 0;
+    if (!r || r->n_kinds == 0 || r->messages == 0)
+        return;
+    const mf_kind_name *kn = &d->kind_names[r->kinds[0].name];
+    uint64_t pct = (uint64_t)(100.0 * (double)r->kinds[0].messages / (double)r->messages + 0.5);
+    snprintf(buf, len, "%s %s %llu%%", kn->kind, elixir_name(kn->tag), (unsigned long long)pct);
+}
+
+static const char *diff_rate(double r, char *buf)
+{
+    if (r <= 0)
+        return "-";
+    return short_rate(r, buf);
+}
+
+int mf_print_diff(FILE *out, const mf_dump *db, const mf_row *rb, size_t nb, const mf_dump *da,
+                  const mf_row *ra, size_t na, int width)
+{
+    const mf_row **sb = malloc((nb + 1) * sizeof(*sb)), **sa = malloc((na + 1) * sizeof(*sa));
+    diff_edge *e = malloc((nb + na + 1) * sizeof(*e));
+    if (!sb || !sa || !e) {
+        free(sb);
+        free(sa);
+        free(e);
+        return -1;
+    }
+    for (size_t i = 0; i < nb; i++)
+        sb[i] = &rb[i];
+    for (size_t i = 0; i < na; i++)
+        sa[i] = &ra[i];
+    qsort(sb, nb, sizeof(*sb), row_ends_cmp);
+    qsort(sa, na, sizeof(*sa), row_ends_cmp);
+    double tb = diff_seconds(db), ta = diff_seconds(da);
+    uint64_t mb = 0, ma = 0;
+    for (size_t i = 0; i < nb; i++)
+        mb += rb[i].messages;
+    for (size_t i = 0; i < na; i++)
+        ma += ra[i].messages;
+    /* the two sides merged by ends */
+    size_t n = 0, i = 0, j = 0;
+    while (i < nb || j < na) {
+        int c = i == nb ? 1 : j == na ? -1
+                                      : ends_cmp(sb[i]->sender, sb[i]->receiver, sa[j]->sender,
+                                                 sa[j]->receiver);
+        diff_edge *x = &e[n++];
+        x->b = c <= 0 ? sb[i] : NULL;
+        x->a = c >= 0 ? sa[j] : NULL;
+        x->s = x->b ? x->b->sender : x->a->sender;
+        x->r = x->b ? x->b->receiver : x->a->receiver;
+        double rbv = x->b ? (double)x->b->messages / tb : 0, rav = x->a ? (double)x->a->messages / ta : 0;
+        x->change = fabs(rav - rbv);
+        x->z = 0;
+        if (x->b && x->a) {
+            double cb = (double)x->b->messages, ca = (double)x->a->messages, all = cb + ca;
+            double p = ta / (tb + ta);
+            x->z = (ca - all * p) / sqrt(all * p * (1 - p));
+        }
+        if (c <= 0)
+            i++;
+        if (c >= 0)
+            j++;
+    }
+    qsort(e, n, sizeof(*e), change_cmp);
+    size_t appeared = 0, vanished = 0, changed = 0;
+    for (size_t k = 0; k < n; k++) {
+        appeared += !e[k].b;
+        vanished += !e[k].a;
+        changed += e[k].b && e[k].a && fabs(e[k].z) >= MF_DIFF_Z;
+    }
+    char a1[32], a2[32];
+    fprintf(out, "msgflow diff: before %s, %.1f s, %s messages; after %s, %.1f s, %s messages\n",
+            db->node, tb, mf_int(mb, a1), da->node, ta, mf_int(ma, a2));
+    fprintf(out, "%zu appeared, %zu vanished, %zu changed, %zu the same (a changed rate: |z| >= %d, "
+                 "a binomial test on the counts)\n",
+            appeared, vanished, changed, n - appeared - vanished - changed, MF_DIFF_Z);
+    int end_w = (width - 9 - 1 - 1 - 9 - 9 - 7 - 4) / 3;
+    if (end_w < 12)
+        end_w = 12;
+    cell(out, "CHANGE", 9, "~");
+    fputc(' ', out);
+    cell(out, "SENDER", end_w, "~");
+    fputc(' ', out);
+    cell(out, "RECEIVER", end_w, "~");
+    fprintf(out, " %8s %8s %6s  NOTES\n", "BEFORE/S", "AFTER/S", "AFTER");
+    const char *whats[3] = {"appeared", "vanished", "changed"};
+    for (int w = 0; w < 3; w++) {
+        for (size_t k = 0; k < n; k++) {
+            diff_edge *x = &e[k];
+            int is = w == 0 ? !x->b : w == 1 ? !x->a : x->b && x->a && fabs(x->z) >= MF_DIFF_Z;
+            if (!is)
+                continue;
+            char r1[32], r2[32], f[32] = "-", note[1024], kb[512], ka[512];
+            double rbv = x->b ? (double)x->b->messages / tb : 0, rav = x->a ? (double)x->a->messages / ta : 0;
+            if (rbv > 0 && rav > 0)
+                snprintf(f, sizeof(f), "%.1fx", rav / rbv);
+            kind_note(db, x->b, kb, sizeof(kb));
+            kind_note(da, x->a, ka, sizeof(ka));
+            /* the main kind: the vanished edge's before, the others' after;
+             * a changed edge's shift of kind too */
+            snprintf(note, sizeof(note), "%s", w == 1 ? kb : ka);
+            if (w == 2 && kb[0] && ka[0]) {
+                const mf_kind_name *k1 = &db->kind_names[x->b->kinds[0].name];
+                const mf_kind_name *k2 = &da->kind_names[x->a->kinds[0].name];
+                double s1 = 100.0 * (double)x->b->kinds[0].messages / (double)x->b->messages;
+                double s2 = 100.0 * (double)x->a->kinds[0].messages / (double)x->a->messages;
+                if (strcmp(k1->kind, k2->kind) || strcmp(k1->tag, k2->tag) || fabs(s1 - s2) >= 20)
+                    snprintf(note + strlen(note), sizeof(note) - strlen(note), "; %s -> %s", kb, ka);
+            }
+            cell(out, whats[w], 9, "~");
+            fputc(' ', out);
+            mf_label_cell(out, x->s, NULL, end_w, "~");
+            fputc(' ', out);
+            mf_label_cell(out, x->r, NULL, end_w, "~");
+            fprintf(out, " %8s %8s %6s  %s\n", diff_rate(rbv, r1), diff_rate(rav, r2), f, note);
+        }
+    }
+    free(sb);
+    free(sa);
+    free(e);
+    return ferror(out) ? -1 : 0;
+}

@@ -116,6 +116,19 @@ int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, mf_by 
 int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t limit,
                  const char *by);
 
+/* |z| at least this: a diff's edge changed its rate (msgflow_diff's
+ * ?Z_MIN) */
+#define MF_DIFF_Z 5
+
+/* The diff of two dumps' rows grouped by name (mf_group, MF_BY_NAME), as
+ * msgflow:diff/3 prints it in `width' columns: the edges that appeared,
+ * vanished, and whose rate changed beyond chance (a binomial test on the
+ * counts, |z| >= MF_DIFF_Z), most change first, with their rates before
+ * and after and their main kind (its shift on a changed edge); not the
+ * call p99.  0, or -1 when out of memory or on a write error. */
+int mf_print_diff(FILE *out, const mf_dump *db, const mf_row *rb, size_t nb, const mf_dump *da,
+                  const mf_row *ra, size_t na, int width);
+
 /* Bytes in at most 6 columns into buf (at least 32 bytes): 512, 9.8K,
  * 1.0M, 3.2G. */
 const char *mf_bytes(double b, char *buf);
