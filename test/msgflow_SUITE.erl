@@ -1324,6 +1324,10 @@ top_keys_in(Tmux) ->
                                       "stty -a | grep -o -- '-\\?icanon'; stty -a | grep -ow -- '-\\?echo'; sleep 60",
                                       [msgflow_test_lib:tool("msgflow-top"), Node, Cookie])),
     try
+        %% a session that outlives the others: killing the one session
+        %% the server has ends the server, and a new session made then
+        %% may meet it exiting ("server exited unexpectedly")
+        T(["new-session", "-d", "-s", Session ++ "_keep", "sleep 600"]),
         T(["new-session", "-d", "-s", Session, "-x", "150", "-y", "40", Cmd]),
         Until("MESSAGES"),
         ok = erpc:call(Node, ?MODULE, remote_workload, []),
@@ -1388,7 +1392,7 @@ top_keys_in(Tmux) ->
         Until("^EXITED 0\n^icanon\n^echo$"),
         ?assertMatch(#{running := false}, erpc:call(Node, msgflow, info, []))
     after
-        _ = msgflow_test_lib:run(Tmux, ["-L", Sock, "kill-session", "-t", Session]),
+        _ = msgflow_test_lib:run(Tmux, ["-L", Sock, "kill-server"]),
         msgflow_test_lib:stop_node(Node)
     end.
 

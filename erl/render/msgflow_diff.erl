@@ -2,8 +2,9 @@
 %%% side a dump (`export(Path, etf)', msgflow:dump/0, or the counts now),
 %%% its edges grouped by label (sender label, receiver label: the pids
 %%% of a label summed, so that two runs of one system compare), each with
-%%% its messages, rate over its recording (messages/s: messages over the
-%%% run's length, start to stop or to when the dump was taken), main kind
+%%% its messages, rate over its recording (messages/s: messages over what
+%%% was traced of the run, start to stop or to when the dump was taken,
+%%% over the dump's scale when tracing was sampled), main kind
 %%% and share, call p99 (µs, the largest of its call edges') and bytes
 %%% copied (sampled sizes, when measured).
 %%%
@@ -38,15 +39,20 @@
                   unchanged := non_neg_integer(), before := side_info(), 'after' := side_info()}.
 
 %% @doc The diff of Before and After, each a dump (side/1), and with
-%% `print => true' in Opts its table printed (the terminal's width) and
-%% `ok' returned.  The first side's error when it has one.
+%% `print => true' in Opts its table printed (`width' columns, 80: the
+%% width msgflow-report --diff prints) and `ok' returned.  The first
+%% side's error when it has one; `{error, {bad_dump, dump, malformed}}'
+%% for a dump whose rows do not read.
 -spec diff(term(), term(), map()) -> diff() | ok | {error, term()}.
 diff(Before0, After0, Opts) ->
     case {side(Before0), side(After0)} of
         {{ok, Before}, {ok, After}} ->
-            D = diff(Before, After),
-            case Opts of
-                #{print := true} -> io:put_chars(text(D, msgflow_fmt:columns()));
+            D = try diff(Before, After)
+                catch error:_ -> {error, {bad_dump, dump, malformed}}
+                end,
+            case {D, Opts} of
+                {{error, _}, _} -> D;
+                {_, #{print := true}} -> io:put_chars(text(D, maps:get(width, Opts, 80)));
                 _ -> D
             end;
         {{error, _} = E, _} -> E;
@@ -65,7 +71,10 @@ side(now) ->
         {error, _} = E -> E
     end;
 side(D = #{format := msgflow_dump}) ->
-    {ok, D};
+    case version(D) of
+        {ok, _} = Ok -> Ok;
+        {error, Why} -> {error, {bad_dump, dump, Why}}
+    end;
 side(<<131, _/binary>> = Bin) ->
     etf(Bin);
 side(Path) ->
@@ -84,13 +93,22 @@ side(Path) ->
 %% after a restart has not seen.
 etf(Bin) ->
     try binary_to_term(Bin) of
-        D = #{format := msgflow_dump} -> {ok, D};
+        D = #{format := msgflow_dump} -> version(D);
         _ -> {error, not_a_dump}
     catch
         error:badarg -> {error, not_etf}
     end.
 
-%% @doc The diff of two dumps (side/1's).
+%% A dump of version 6 (rows; msgflow-report reads the older ones).
+version(D = #{version := 6, rows := Rows, endpoints := Ends, taken_at := T, node := N})
+  when is_list(Rows), is_list(Ends), is_integer(T), is_atom(N) ->
+    {ok, D};
+version(#{version := V}) ->
+    {error, {version, V}};
+version(_) ->
+    {error, not_a_dump}.
+
+%% @doc The diff of two dumps (side/1's, of version 6: their rows).
 -spec diff(map(), map()) -> diff().
 diff(Before, After) ->
     {B, TB} = edges(Before),
@@ -151,8 +169,8 @@ kind_text({K, T, S}) -> [msgflow_fmt:kind(K, T), io_lib:format(" ~b%", [S])].
 %% A dump's edges by label, `#{{SenderLabel, ReceiverLabel} =>
 %% figures()}', and its recording's length in seconds.
 edges(D = #{rows := Rows, endpoints := Ends}) ->
-    Label = list_to_tuple([L || #{label := L} <- Ends]),
-    T = seconds(D),
+    Label = list_to_tuple([maps:get(label, E, maps:get(text, E, <<"?">>)) || E <- Ends]),
+    T = traced_seconds(D),
     Sums = lists:foldl(
              fun(Row = #{sender := SI, receiver := RI, messages := M}, Acc) ->
                      K = {element(SI + 1, Label), element(RI + 1, Label)},
@@ -171,10 +189,11 @@ edges(D = #{rows := Rows, endpoints := Ends}) ->
     {maps:map(fun(K, {M, Ks, B}) ->
                       #{messages => M, rate => M / T, kind => main_kind(Ks, M),
                         p99_us => maps:get(K, P99, undefined), bytes => B}
-              end, Sums), T}.
+              end, maps:filter(fun(_, {M, _, _}) -> M > 0 end, Sums)), T}.
 
-%% The run's length: start to stop, or to when the dump was taken (a run
-%% still counting); a second at least.
+%% The run's length in seconds: start to stop, or to when the dump was
+%% taken (a run still counting, or a dump from before `stopped_at' was
+%% in it); a millisecond at least.
 seconds(D = #{taken_at := Taken}) ->
     End = case maps:get(stopped_at, D, undefined) of
               undefined -> Taken;
@@ -182,12 +201,18 @@ seconds(D = #{taken_at := Taken}) ->
           end,
     case maps:get(started_at, D, undefined) of
         undefined -> 1.0;
-        Start -> max(1.0, (End - Start) / 1000)
+        Start -> max(1, End - Start) / 1000
     end.
 
+%% What was traced of it: with `sample => {T, P}' (scale P / T) only T
+%% of every P ms were, and the counts are of those.
+traced_seconds(D) ->
+    seconds(D) / max(1, maps:get(scale, D, 1)).
+
 main_kind(Ks, M) when map_size(Ks) > 0, M > 0 ->
-    [{N, {K, T}} | _] = lists:reverse(lists:sort([{N, KT} || {KT, N} <- maps:to_list(Ks)])),
-    {K, T, round(100 * N / M)};
+    %% most messages; on a tie the first kind and tag (as every view)
+    [{Neg, K, T} | _] = lists:sort([{-N, K, T} || {{K, T}, N} <- maps:to_list(Ks)]),
+    {K, T, round(-100 * Neg / M)};
 main_kind(_, _) ->
     none.
 
@@ -206,7 +231,7 @@ p99s(D) ->
 text(#{appeared := Ap, vanished := Va, changed := Ch, unchanged := Same,
        before := B, 'after' := A}, Width) ->
     Side = fun(#{node := N, seconds := T, messages := M}) ->
-                   io_lib:format("~s, ~.1f s, ~s messages", [N, T, msgflow_fmt:int(M)])
+                   io_lib:format("~s, ~s s, ~s messages", [N, tenths(T), msgflow_fmt:int(M)])
            end,
     EndW = max(12, (Width - 9 - 1 - 1 - 9 - 9 - 7 - 4) div 3),
     Line = fun(C, S, R, Rb, Ra, F, Notes) ->
@@ -214,11 +239,11 @@ text(#{appeared := Ap, vanished := Va, changed := Ch, unchanged := Same,
                     msgflow_fmt:label_cell(R, EndW, "~"), " ", msgflow_fmt:rcell(Rb, 8), " ",
                     msgflow_fmt:rcell(Ra, 8), " ", msgflow_fmt:rcell(F, 6), "  ", Notes, "\n"]
            end,
-    Rate = fun(0.0) -> "-"; (X) -> msgflow_fmt:short_rate(X) end,
+    Rate = fun(X) when X == 0 -> "-"; (X) -> msgflow_fmt:short_rate(X) end,
     Row = fun(What, #{sender := S, receiver := R, before := #{rate := Rb, kind := KB},
                       'after' := #{rate := Ra, kind := KA}, notes := Notes}) ->
                   F = case Rb > 0 andalso Ra > 0 of
-                          true -> io_lib:format("~.1fx", [Ra / Rb]);
+                          true -> [tenths(Ra / Rb), "x"];
                           false -> "-"
                       end,
                   Kind = case What of
@@ -235,6 +260,12 @@ text(#{appeared := Ap, vanished := Va, changed := Ch, unchanged := Same,
      Line("CHANGE", "SENDER", "RECEIVER", "BEFORE/S", "AFTER/S", "AFTER", "NOTES"),
      [Row("appeared", E) || E <- Ap], [Row("vanished", E) || E <- Va],
      [Row("changed", E) || E <- Ch]].
+
+%% X to one decimal, from its tenths rounded (as msgflow-report writes
+%% it: the two print the same rows).
+tenths(X) ->
+    T = round(X * 10),
+    [integer_to_list(T div 10), $., integer_to_list(T rem 10)].
 
 kind_note(none) -> <<>>;
 kind_note(K) -> iolist_to_binary(kind_text(K)).

@@ -949,15 +949,25 @@ static int change_cmp(const void *x, const void *y)
     return ends_cmp(a->s, a->r, b->s, b->r);
 }
 
-/* A recording's length in seconds: start to stop, or to when the dump
- * was taken; a second at least. */
+/* What was traced of a recording, in seconds: start to stop, or to when
+ * the dump was taken, a millisecond at least, over the dump's scale (with
+ * sampling only T of every P ms were traced), as msgflow_diff has it. */
 static double diff_seconds(const mf_dump *d)
 {
     if (d->started_at < 0)
         return 1.0;
     long long end = d->stopped_at >= 0 ? d->stopped_at : d->taken_at;
-    double s = (double)(end - d->started_at) / 1000.0;
-    return s < 1.0 ? 1.0 : s;
+    long long ms = end - d->started_at < 1 ? 1 : end - d->started_at;
+    return (double)ms / 1000.0 / (d->scale > 1 ? d->scale : 1);
+}
+
+/* x to one decimal from its tenths rounded half away from zero (as
+ * msgflow_diff writes it), into buf of 32 bytes. */
+static const char *tenths(double x, char *buf)
+{
+    long long t = llround(x * 10);
+    snprintf(buf, 32, "%lld.%lld", t / 10, t % 10);
+    return buf;
 }
 
 /* A row's main kind and share, as msgflow_diff's notes write it: `info m
@@ -968,8 +978,8 @@ static void kind_note(const mf_dump *d, const mf_row *r, char *buf, size_t len)
     if (!r || r->n_kinds == 0 || r->messages == 0)
         return;
     const mf_kind_name *kn = &d->kind_names[r->kinds[0].name];
-    uint64_t pct = (uint64_t)(100.0 * (double)r->kinds[0].messages / (double)r->messages + 0.5);
-    snprintf(buf, len, "%s %s %llu%%", kn->kind, elixir_name(kn->tag), (unsigned long long)pct);
+    long long pct = llround(100.0 * (double)r->kinds[0].messages / (double)r->messages);
+    snprintf(buf, len, "%s %s %lld%%", kn->kind, elixir_name(kn->tag), pct);
 }
 
 static const char *diff_rate(double r, char *buf)
@@ -990,18 +1000,24 @@ int mf_print_diff(FILE *out, const mf_dump *db, const mf_row *rb, size_t nb, con
         free(e);
         return -1;
     }
+    /* the rows with messages (a group's rows of none are no edge) */
+    size_t kb0 = 0, ka0 = 0;
     for (size_t i = 0; i < nb; i++)
-        sb[i] = &rb[i];
+        if (rb[i].messages > 0)
+            sb[kb0++] = &rb[i];
     for (size_t i = 0; i < na; i++)
-        sa[i] = &ra[i];
+        if (ra[i].messages > 0)
+            sa[ka0++] = &ra[i];
+    nb = kb0;
+    na = ka0;
     qsort(sb, nb, sizeof(*sb), row_ends_cmp);
     qsort(sa, na, sizeof(*sa), row_ends_cmp);
     double tb = diff_seconds(db), ta = diff_seconds(da);
     uint64_t mb = 0, ma = 0;
     for (size_t i = 0; i < nb; i++)
-        mb += rb[i].messages;
+        mb += sb[i]->messages;
     for (size_t i = 0; i < na; i++)
-        ma += ra[i].messages;
+        ma += sa[i]->messages;
     /* the two sides merged by ends */
     size_t n = 0, i = 0, j = 0;
     while (i < nb || j < na) {
@@ -1033,9 +1049,9 @@ int mf_print_diff(FILE *out, const mf_dump *db, const mf_row *rb, size_t nb, con
         vanished += !e[k].a;
         changed += e[k].b && e[k].a && fabs(e[k].z) >= MF_DIFF_Z;
     }
-    char a1[32], a2[32];
-    fprintf(out, "msgflow diff: before %s, %.1f s, %s messages; after %s, %.1f s, %s messages\n",
-            db->node, tb, mf_int(mb, a1), da->node, ta, mf_int(ma, a2));
+    char a1[32], a2[32], t1[32], t2[32];
+    fprintf(out, "msgflow diff: before %s, %s s, %s messages; after %s, %s s, %s messages\n",
+            db->node, tenths(tb, t1), mf_int(mb, a1), da->node, tenths(ta, t2), mf_int(ma, a2));
     fprintf(out, "%zu appeared, %zu vanished, %zu changed, %zu the same (a changed rate: |z| >= %d, "
                  "a binomial test on the counts)\n",
             appeared, vanished, changed, n - appeared - vanished - changed, MF_DIFF_Z);
@@ -1055,10 +1071,12 @@ int mf_print_diff(FILE *out, const mf_dump *db, const mf_row *rb, size_t nb, con
             int is = w == 0 ? !x->b : w == 1 ? !x->a : x->b && x->a && fabs(x->z) >= MF_DIFF_Z;
             if (!is)
                 continue;
-            char r1[32], r2[32], f[32] = "-", note[1024], kb[512], ka[512];
+            char r1[32], r2[32], f[40] = "-", note[4200], kb[2048], ka[2048];
             double rbv = x->b ? (double)x->b->messages / tb : 0, rav = x->a ? (double)x->a->messages / ta : 0;
-            if (rbv > 0 && rav > 0)
-                snprintf(f, sizeof(f), "%.1fx", rav / rbv);
+            if (rbv > 0 && rav > 0) {
+                char tb10[32];
+                snprintf(f, sizeof(f), "%sx", tenths(rav / rbv, tb10));
+            }
             kind_note(db, x->b, kb, sizeof(kb));
             kind_note(da, x->a, ka, sizeof(ka));
             /* the main kind: the vanished edge's before, the others' after;
@@ -1067,9 +1085,10 @@ int mf_print_diff(FILE *out, const mf_dump *db, const mf_row *rb, size_t nb, con
             if (w == 2 && kb[0] && ka[0]) {
                 const mf_kind_name *k1 = &db->kind_names[x->b->kinds[0].name];
                 const mf_kind_name *k2 = &da->kind_names[x->a->kinds[0].name];
-                double s1 = 100.0 * (double)x->b->kinds[0].messages / (double)x->b->messages;
-                double s2 = 100.0 * (double)x->a->kinds[0].messages / (double)x->a->messages;
-                if (strcmp(k1->kind, k2->kind) || strcmp(k1->tag, k2->tag) || fabs(s1 - s2) >= 20)
+                /* the shares as printed (rounded), as msgflow_diff compares them */
+                long long s1 = llround(100.0 * (double)x->b->kinds[0].messages / (double)x->b->messages);
+                long long s2 = llround(100.0 * (double)x->a->kinds[0].messages / (double)x->a->messages);
+                if (strcmp(k1->kind, k2->kind) || strcmp(k1->tag, k2->tag) || llabs(s1 - s2) >= 20)
                     snprintf(note + strlen(note), sizeof(note) - strlen(note), "; %s -> %s", kb, ka);
             }
             cell(out, whats[w], 9, "~");
