@@ -265,9 +265,10 @@ static inline void reply_to_pid(const mf_layout_t *L, mf_session *s, ERL_NIF_TER
 }
 
 /* The sampled one of this thread's sends (measure): its message's size
- * added to edge (from, to), to a receiver's word that is an immediate (a
- * local pid or registered name; a send to an alias: its owner's pid),
- * never a boxed term (edges outlive the call); the countdown `t' reset.  Reads the message in place.  Any
+ * added to edge (from, to), `to' a receiver's word that is an immediate (a
+ * local pid or registered name; a send to an alias: its owner's pid), never
+ * a boxed term (edges outlive the call), or 0 for a receiver that is not
+ * measured; the countdown `t' reset.  Reads the message in place.  Any
  * scheduler thread (the sender's), with the layout its callback loaded
  * (L). */
 static void measure_sampled(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
@@ -275,7 +276,7 @@ static void measure_sampled(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
 {
     mf_sizes *z = atomic_load_explicit(&s->sizes, memory_order_acquire);
     t->size_countdown = z ? (int)z->sample : 1 << 30;
-    if (z && mf_is_local_pid(from)) {
+    if (z && to && mf_is_local_pid(from)) {
         mf_size m = mf_size_measure(L, env, z, msg);
         mf_sizes_add(z, (uint64_t)from, to, &m);
     }
@@ -319,14 +320,15 @@ static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *
             alias = NULL;
         }
         mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead);
-        if (!msg)
-            ; /* a flow's event: not measured */
-        else if (alias)
-            measure(L, env, s, tc, from, alias[3], msg); /* a reply: to the alias's owner */
-        else if (mf_is_local_pid((ERL_NIF_TERM)t))
-            measure(L, env, s, tc, from, t, msg); /* a local pid, or an alias's owner */
-        else if (mf_is_atom(L, env, to))
-            measure(L, env, s, tc, from, (uint64_t)to, msg); /* a registered name */
+        /* a flow's event (msg 0) is not measured; the receiver's word is
+         * read only for the sampled send */
+        if (msg && --tc->size_countdown <= 0) {
+            uint64_t w = alias ? alias[3]                           /* a reply: the alias's owner */
+                         : mf_is_local_pid((ERL_NIF_TERM)t) ? t     /* a pid, or an alias's owner */
+                         : mf_is_atom(L, env, to) ? (uint64_t)to    /* a registered name */
+                         : 0;                                       /* not measured */
+            measure_sampled(L, env, s, tc, from, w, msg);
+        }
         if (alias)
             reply_call(s, alias);
         else if ((k & MF_KIND_MASK) == MF_K_CALL)
