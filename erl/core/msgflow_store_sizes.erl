@@ -8,7 +8,7 @@
 %%% off-heap binaries) summed over the Sampled messages, Large how many
 %%% ran out the walk's budget (their figures a lower bound).
 -module(msgflow_store_sizes).
--export([new/0, take/3, sweep/3, of_pair/2, figures/1, bytes/3]).
+-export([new/0, take/3, sweep/3, of_pair/2, figures/1, bytes/3, bytes_by/3]).
 -export_type([figures/0]).
 
 %% reductions one merged edge is worth (as msgflow_store counts a delta)
@@ -89,6 +89,21 @@ add({_, N, W, WMax, B, L}, {N0, W0, WMax0, B0, L0}) ->
 figures({N, W, WMax, B, L}) ->
     #{size_sampled => N, words_mean => W / N, words_max => WMax, binary_bytes_mean => B / N,
       large => L, bytes_mean => bytes(1, W, N)}.
+
+%% @doc The bytes the messages of every pair with sampled sizes copied
+%% since start (its messages in the pairs table P x its mean), summed by
+%% Key({Sender, Receiver}).  One read of the sizes table T (the pairs
+%% measured, not every pair).
+-spec bytes_by(ets:tid(), ets:tid(), fun(({term(), term()}) -> term())) -> #{term() => float()}.
+bytes_by(T, P, Key) ->
+    ets:foldl(fun({K, N, Words, _, _, _}, Acc) ->
+                      case ets:lookup(P, K) of
+                          [Row] ->
+                              B = bytes(msgflow_row:total(Row), Words, N),
+                              maps:update_with(Key(K), fun(X) -> X + B end, B, Acc);
+                          [] -> Acc
+                      end
+              end, #{}, T).
 
 %% @doc The bytes Messages messages copied, estimated from Sampled of them
 %% that had Words heap words in all: Messages x their mean size (the one

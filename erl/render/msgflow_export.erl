@@ -95,7 +95,8 @@ report(Path, html, #{node := Node}, Given) ->
     end;
 report(Path, Format, Opts = #{by := By, sort := Sort, node := Node}, _Given) ->
     Scope = #{node => Node},
-    Top = Scope#{by => By, sort => Sort, limit => maps:get(limit, Opts, all)},
+    %% (grouped rows with their bytes: an export is asked once)
+    Top = Scope#{by => By, sort => Sort, limit => maps:get(limit, Opts, all), bytes => true},
     %% the call edges of the rows' grouping (round trips by kind have none:
     %% the JSON gives them by process)
     Calls = Scope#{by => case By of kind -> process; _ -> By end},

@@ -57,10 +57,12 @@ options() ->
 %% The rows the matrix is made of: every row (the matrix shows no kinds:
 %% rows without them cost less), the heatmap's keys when limited.
 spec(Opts = #{by := By, limit := Limit}) ->
-    Spec = case Opts of
-               #{kind := K} -> #{by => By, kind => K};
-               _ -> #{by => By, with_kinds => false}
-           end,
+    Spec0 = case Opts of
+                #{kind := K} -> #{by => By, kind => K};
+                _ -> #{by => By, with_kinds => false}
+            end,
+    %% grouped rows' bytes only when the cells are weighed by them
+    Spec = Spec0#{group_bytes => maps:get(weigh, Opts, messages) =:= bytes},
     case Limit of
         all -> Spec;
         L -> Spec#{heatmap => L, labelled => 0}

@@ -78,14 +78,7 @@ build(Store = #{pairs := T, rolled_up := F, labels := Tables}, #{limit := Limit,
 %% The bytes each receiver's messages copied since start: for each pair
 %% with sampled sizes, its messages times their mean bytes.
 bytes_in(#{sizes := SizesT, pairs := T}, Canon) ->
-    ets:foldl(fun({K = {_, R}, N, Words, _, _, _}, Acc) ->
-                      case ets:lookup(T, K) of
-                          [Row] ->
-                              B = msgflow_store_sizes:bytes(msgflow_row:total(Row), Words, N),
-                              maps:update_with(Canon(R), fun(X) -> X + B end, B, Acc);
-                          [] -> Acc
-                      end
-              end, #{}, SizesT).
+    msgflow_store_sizes:bytes_by(SizesT, T, fun({_, R}) -> Canon(R) end).
 
 sorted(Es, Sort) ->
     Key = case Sort of

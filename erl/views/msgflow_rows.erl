@@ -100,6 +100,9 @@
 %% `kind' (none; a kind, `call', or a kind and tag, `{call, get}': rows
 %% of those messages only, rates apportioned by their share; needs
 %% kinds),
+%% `group_bytes' (false; true: grouped rows get `bytes', a read of every
+%% pair with a size measured, as they do sorted by bytes; rows by process
+%% have their sizes anyway),
 %% `sort' (messages; rate: by the last window's rate; peak: by the peak
 %% rate, which for a group is its busiest pair's until the rows are
 %% chosen; bytes: by the bytes the pair's messages copied, from its
@@ -112,7 +115,7 @@
                   kind => msgflow_tracer:kind() | {msgflow_tracer:kind(), atom()},
                   windows => non_neg_integer(), active => boolean(), dead => boolean(),
                   heatmap => pos_integer(), labelled => non_neg_integer() | all,
-                  keys => [{key(), key()}], ends => [key()],
+                  keys => [{key(), key()}], ends => [key()], group_bytes => boolean(),
                   filter => binary() | string()}.
 
 %% @doc The most rows a view may ask for: more than any node holds
@@ -186,13 +189,18 @@ build(Store, Spec) ->
                #{kind := Kind} -> only_kind(Rows0, Kind);
                _ -> Rows0
            end,
+    GroupBytes = maps:get(sort, Spec, messages) =:= bytes orelse maps:get(group_bytes, Spec, false),
     %% (sizes are the pair's, all kinds together: none on rows of one kind)
     Rows2 = case {By, Store} of
                 _ when is_map_key(kind, Spec) -> Rows1;
-                {process, #{sizes := SizesT, labels := LabelsT}} -> with_sizes(Rows1, SizesT, LabelsT);
+                {process, #{sizes := SizesT, labels := LabelsT}} ->
+                    with_sizes(Rows1, SizesT, LabelsT, maps:get(named, Store, none));
                 {kind, _} -> Rows1;
-                {_, #{sizes := SizesT, pairs := PairsT, labels := LabelsT}} ->
-                    with_group_bytes(Rows1, SizesT, PairsT, msgflow_rows_groups:key_fun(By, LabelsT))
+                %% grouped: a read of every pair with a size measured (about
+                %% 1 s at a million), only when asked or ranked by them
+                {_, #{sizes := SizesT, pairs := PairsT, labels := LabelsT}} when GroupBytes ->
+                    with_group_bytes(Rows1, SizesT, PairsT, msgflow_rows_groups:key_fun(By, LabelsT));
+                _ -> Rows1
             end,
     Rows3 = case maps:get(sort, Spec, messages) of
                 bytes -> limited(by_bytes(Rows2), Spec);
@@ -274,12 +282,17 @@ with_p99(Rows, CallsT) ->
 %% Rows by process with their pair's sampled sizes
 %% (msgflow_store_sizes), a pid's row with those of the sends to its
 %% registered names, and the bytes its messages copied (count x mean).
-with_sizes(Rows, T, Labels) ->
+with_sizes(Rows, T, Labels, NamedT) ->
     case ets:info(T, size) of
         0 -> Rows;
         _ ->
-            %% the sends measured to local names, by {Sender, Pid} (the
-            %% name's pid as the rows by process have it)
+            %% the pairs sent to local names (the store keeps them apart:
+            %% few), by {Sender, Pid}, the name's pid as the rows by process
+            %% have it; none in a handle without them
+            Sends = case NamedT of
+                        none -> [];
+                        _ -> [K || {K = {_, Name}} <- ets:tab2list(NamedT), is_atom(Name)]
+                    end,
             Named = lists:foldl(fun({S, Name}, Acc) ->
                                         case msgflow_labels:canon(Labels, Name) of
                                             P when is_pid(P) ->
@@ -287,9 +300,7 @@ with_sizes(Rows, T, Labels) ->
                                                                  [{S, Name}], Acc);
                                             _ -> Acc
                                         end
-                                end, #{},
-                                ets:select(T, [{{{'$1', '$2'}, '_', '_', '_', '_', '_'}, [{is_atom, '$2'}],
-                                                [{{'$1', '$2'}}]}])),
+                                end, #{}, Sends),
             [case msgflow_store_sizes:of_pair(T, [{S, R} | maps:get({S, R}, Named, [])]) of
                  none -> Row;
                  F = #{bytes_mean := B} -> maps:merge(Row, F#{bytes => C * B})
@@ -304,14 +315,7 @@ with_group_bytes(Rows, T, P, Key) ->
     case ets:info(T, size) of
         0 -> Rows;
         _ ->
-            Sums = ets:foldl(fun({K = {S, R}, N, Words, _, _, _}, Acc) ->
-                                     case ets:lookup(P, K) of
-                                         [Row] ->
-                                             B = msgflow_store_sizes:bytes(msgflow_row:total(Row), Words, N),
-                                             maps:update_with({Key(S), Key(R)}, fun(X) -> X + B end, B, Acc);
-                                         [] -> Acc
-                                     end
-                             end, #{}, T),
+            Sums = msgflow_store_sizes:bytes_by(T, P, fun({S, R}) -> {Key(S), Key(R)} end),
             [case Sums of
                  #{{S, R} := B} -> Row#{bytes => B};
                  _ -> Row

@@ -30,7 +30,11 @@ options() ->
       by => {process, {one_of, msgflow_rows:groupings()}},
       sort => {messages, {one_of, msgflow_rows:sorts()}},
       windows => {0, {int, 0, 10000, "windows"}},
-      filter => {none, text}}.
+      filter => {none, text},
+      %% grouped rows with the bytes their pairs copied (a read of every
+      %% pair with a size measured: about 1 s at a million); rows by
+      %% process, and rows sorted by bytes, have them anyway
+      bytes => {false, boolean}}.
 
 %% @doc Every pair (by process, `limit => all': the dump, the exports by
 %% process) is worth waiting for; a page of rows, or groups, is not.
@@ -41,7 +45,8 @@ wait(_) -> interactive.
 %% The rows spec of checked options (msgflow_rows:build/2).
 -spec spec(map()) -> msgflow_rows:spec().
 spec(Opts = #{limit := Limit, by := By, sort := Sort, windows := K}) ->
-    Spec = #{by => By, sort => Sort, limit => Limit, windows => K},
+    Spec = #{by => By, sort => Sort, limit => Limit, windows => K,
+             group_bytes => maps:get(bytes, Opts, false)},
     case Opts of
         #{filter := F} -> Spec#{filter => unicode:characters_to_binary(F)};
         _ -> Spec

@@ -79,7 +79,7 @@ json(Name, Opts) ->
 %% views asked for (msgflow_view:with_metrics/0 says which give some).
 metrics(Edges, Views) ->
     Extra = [V || V = {N, _} <- msgflow_view:with_metrics(), lists:member(N, Views)],
-    case msgflow_query:run_all([{top, #{by => name, limit => all}}, {calls, #{by => name}},
+    case msgflow_query:run_all([{top, #{by => name, limit => all, bytes => true}}, {calls, #{by => name}},
                                 {info, #{}} | [{N, #{}} || {N, _} <- Extra]]) of
         [{error, _} = E | _] ->
             E;
