@@ -13,6 +13,8 @@
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([files/1, now_side/1, report_diff/1, bad_sides/1]).
+%% the workload and its check, for msgflow_history_SUITE's ranges
+-export([before_plan/0, after_plan/0, check/1]).
 
 -define(SAME, 10).      %% edges 1..10: Poisson(300) in each recording
 -define(MS, 1000).      %% each recording's length

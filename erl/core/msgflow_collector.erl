@@ -22,6 +22,8 @@
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(SERVER, ?MODULE).
+%% ms stop/0 waits for the history's writer to write the last windows
+-define(HISTORY_CLOSE_MS, 5000).
 
 -record(st, {
     running = false :: boolean(),
@@ -52,7 +54,12 @@
     work_rate = 0.0 :: float(),
     %% when the next window closes (monotonic ms): every `interval' ms from
     %% the start, however long closing one took
-    next_tick :: integer() | undefined
+    next_tick :: integer() | undefined,
+    %% with `history': the run's writer (msgflow_history) and monitor,
+    %% and what info/0 says of the history (its last report, the windows
+    %% dropped while it was behind, why it stopped)
+    writer = none :: none | {pid(), reference()},
+    history = #{} :: map()
 }).
 
 %%% Client API
@@ -330,6 +337,15 @@ handle_info({slice_on, Tag}, St = #st{tag = Tag, running = true,
     ok = msgflow_run:slice_on(St#st.run),
     erlang:send_after(Traced, self(), {slice_off, Tag}),
     {noreply, St};
+%% The history's writer: its report after each window, why it stopped
+%% (counting goes on), or that it died.
+handle_info({msgflow_history, Pid, {stopped, Why, File}}, St = #st{writer = {Pid, Ref}}) ->
+    erlang:demonitor(Ref, [flush]),
+    {noreply, St#st{writer = none, history = history_stopped(Why, File, St#st.history)}};
+handle_info({msgflow_history, _, Report}, St = #st{history = H}) when is_map(Report) ->
+    {noreply, St#st{history = maps:merge(H, Report)}};
+handle_info({'DOWN', Ref, process, Pid, Why}, St = #st{writer = {Pid, Ref}}) ->
+    {noreply, St#st{writer = none, history = history_stopped(Why, none, St#st.history)}};
 handle_info({retire, Tables}, St) ->
     ok = msgflow_store:retire(Tables),
     {noreply, St};
@@ -344,7 +360,45 @@ terminate(_Reason, St) ->
 
 %%% Starting and stopping
 
+history_stopped(Why, File, H) ->
+    Where = case File of none -> ""; _ -> [" writing ", File] end,
+    H#{status => stopped, reason => Why,
+       message => iolist_to_binary(io_lib:format("the history stopped~s: ~s; counting goes on",
+                                                 [Where, reason_text(Why)]))}.
+
+reason_text(Why) when is_atom(Why) ->
+    case file:format_error(Why) of
+        "unknown POSIX error" ++ _ -> io_lib:format("~p", [Why]);
+        T -> [atom_to_list(Why), " (", T, ")"]
+    end;
+reason_text(Why) ->
+    io_lib:format("~0p", [Why]).
+
 start_tracing(Opts, St) ->
+    case start_history(Opts) of
+        {ok, Writer} -> begin_run(Opts, St#st{writer = Writer, history = history_status(Opts)});
+        {error, _} = E -> E
+    end.
+
+%% The history's writer (msgflow_history), started before tracing is:
+%% a directory it cannot write is start/1's error, with nothing traced.
+start_history(#{history := off}) ->
+    {ok, none};
+start_history(Opts = #{history := _}) ->
+    case msgflow_history:start(Opts) of
+        {ok, Pid, Ref} -> {ok, {Pid, Ref}};
+        {error, _} = E -> E
+    end;
+start_history(_) ->
+    {ok, none}.
+
+history_status(#{history := off}) -> #{};
+history_status(Opts = #{history := Dir}) ->
+    #{dir => Dir, status => on, bytes => 0, budget => maps:get(history_bytes, Opts),
+      windows_written => 0, windows_dropped => 0};
+history_status(_) -> #{}.
+
+begin_run(Opts, St) ->
     case msgflow_run:begin_run(Opts) of
         {ok, Run} ->
             Tag = make_ref(),
@@ -372,7 +426,56 @@ start_tracing(Opts, St) ->
                                      store = msgflow_store:census_start(S1),
                                      last_info = #{}, watched = Watched})};
         {error, _} = E ->
+            _ = close_history(St),
             E
+    end.
+
+%% The writer told to end once it wrote what it was given, and awaited
+%% (?HISTORY_CLOSE_MS at most): when stop/0 returns, the history of the
+%% run is on disk.
+close_history(St = #st{writer = {Pid, Ref}, history = H}) ->
+    ok = msgflow_history:close(Pid),
+    H1 = await_writer(Pid, Ref, erlang:monotonic_time(millisecond) + ?HISTORY_CLOSE_MS, H),
+    erlang:demonitor(Ref, [flush]),
+    St#st{writer = none, history = case H1 of
+                                       #{status := on} -> H1#{status => closed};
+                                       _ -> H1
+                                   end};
+close_history(St) ->
+    St.
+
+%% The writer's reports until it ends (or the deadline).
+await_writer(Pid, Ref, Until, H) ->
+    receive
+        {msgflow_history, Pid, {stopped, Why, File}} ->
+            await_writer(Pid, Ref, Until, history_stopped(Why, File, H));
+        {msgflow_history, Pid, Report} when is_map(Report) ->
+            await_writer(Pid, Ref, Until, maps:merge(H, Report));
+        {'DOWN', Ref, process, Pid, _} ->
+            H
+    after max(0, Until - erlang:monotonic_time(millisecond)) ->
+        H
+    end.
+
+%% The window that closed last handed to the history's writer, or
+%% dropped (and counted) while it is behind.
+hand_log(St = #st{writer = none}) ->
+    St;
+hand_log(St = #st{writer = {Pid, _}, store = S, history = H}) ->
+    case msgflow_store:take_log(S) of
+        {none, S1} ->
+            St#st{store = S1};
+        {Log, Meta, S1} ->
+            H1 = case msgflow_history:behind(Pid) of
+                     true ->
+                         ets:delete(Log),
+                         H#{windows_dropped => maps:get(windows_dropped, H, 0) + 1};
+                     false ->
+                         ok = msgflow_history:window(Pid, Log, Meta#{node => node(),
+                                                                     run => St#st.started_at}),
+                         H
+                 end,
+            St#st{store = S1, history = H1}
     end.
 
 resumes(#{resume := true, coordinator := C}, #st{opts = #{coordinator := C}}) -> true;
@@ -384,7 +487,7 @@ stop_tracing(St = #st{running = false}) ->
     St;
 stop_tracing(St = #st{run = Run}) ->
     ok = msgflow_run:flags_off(Run),
-    St1 = close_window(refreshed(true, St)),
+    St1 = close_history(close_window(refreshed(true, St))),
     Info = msgflow_run:close(Run),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
     [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
@@ -427,7 +530,7 @@ close_window(St0) ->
     N = msgflow_store:closed(S1),
     {Due, Later} = lists:partition(fun({At, _}) -> At =< N end, St#st.window_waiters),
     [gen_server:reply(From, ok) || {_, From} <- Due],
-    St#st{store = S1, window_waiters = Later}.
+    hand_log(St#st{store = S1, window_waiters = Later}).
 
 %% The next tick `interval' ms after the last was due, not after it was
 %% done: closing a window of a million pairs, and the snapshots views ask
@@ -503,6 +606,7 @@ info(St = #st{opts = Opts}) ->
                  sample => maps:get(sample, Opts),
                  started_at => St#st.started_at,
                  stopped_at => St#st.stopped_at,
+                 history => St#st.history,
                  opts => Opts}).
 
 %% The run going on, else the one that stopped last.

@@ -3,7 +3,7 @@
 %%% column.  Pure: it reads nothing of the live system (msgflow_labels
 %%% does that).
 -module(msgflow_fmt).
--export([run_state/1, on_nodes/1, missing/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, label_cell/3, label_cell/4, rcell/2, ellipsis/1,
+-export([run_state/1, run_state/2, on_nodes/1, missing/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, label_cell/3, label_cell/4, rcell/2, ellipsis/1,
          endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0,
          micros/1, bytes/1]).
 
@@ -325,6 +325,21 @@ bytes(B) -> float_to_list(B / (1024 * 1024 * 1024), [{decimals, 1}]) ++ "G".
 -spec run_state(boolean()) -> string().
 run_state(true) -> "running";
 run_state(false) -> "stopped".
+
+%% @doc run_state/1, or for a view of a range of the history (its value
+%% has `range', msgflow_query) `"history 2026-11-26 04:00:00 to
+%% 04:10:00"' (local time).
+-spec run_state(boolean(), map()) -> iolist().
+run_state(_, #{range := #{from := F, to := T}}) ->
+    {DF, TF} = local(F),
+    {DT, TT} = local(T),
+    ["history ", DF, " ", TF, " to ", case DF =:= DT of true -> []; false -> [DT, " "] end, TT];
+run_state(Running, _) ->
+    run_state(Running).
+
+local(Ms) ->
+    {{Y, Mo, D}, {H, Mi, S}} = calendar:system_time_to_local_time(Ms, millisecond),
+    {io_lib:format("~4..0b-~2..0b-~2..0b", [Y, Mo, D]), io_lib:format("~2..0b:~2..0b:~2..0b", [H, Mi, S])}.
 
 %% @doc `" on 3 nodes"' for a value of several nodes' counts, else `""'.
 -spec on_nodes([node()]) -> iolist().

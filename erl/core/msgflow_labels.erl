@@ -32,7 +32,7 @@
 -module(msgflow_labels).
 
 -export([new/0, clear/1, tables/1, proc_events/3, prune_proc_events/2, census_start/1, census/2, census_left/1,
-         hold/2, hold_pair/3, release/2, purge/1, rollup_key/2, forget_endpoints/1, group_end/2,
+         hold/2, hold_pair/3, seed/5, release/2, purge/1, rollup_key/2, forget_endpoints/1, group_end/2,
          canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1]).
 -export_type([label_id/0]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
@@ -339,6 +339,14 @@ hold_pair(L0, S, R) ->
         false ->
             hold(L, S)
     end.
+
+%% @doc Endpoint E labelled Label (of module M, application A) without
+%% reading the VM: an endpoint a store replayed from the history names
+%% (msgflow_store:seed/2).  One already known keeps its label.  Owner only.
+-spec seed(labels(), msgflow_tracer:endpoint(), binary(), atom(), atom()) -> labels().
+seed(L = #labels{endpoints = Ends}, E, Label, M, A) ->
+    _ = ets:member(Ends, E) orelse ets:insert(Ends, {E, label_id(L, Label, M, A), 0}),
+    L.
 
 %% @doc learn/2, and one more row of the collector's names E.  Owner only.
 -spec hold(labels(), msgflow_tracer:endpoint() | group()) -> labels().

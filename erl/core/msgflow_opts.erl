@@ -13,7 +13,7 @@
 %%% top); check/2 checks any of them.  Pure: it resolves no names and
 %%% touches no process.
 -module(msgflow_opts).
--export([validate/1, defaults/0, check/2, defaults/1, arg/3, allowed/1, to_map/1, schema/1]).
+-export([system_ms/1, validate/1, defaults/0, check/2, defaults/1, arg/3, allowed/1, to_map/1, schema/1]).
 
 -export_type([opts/0, run_opts/0, procs/0, nodes/0, schema/0, rule/0, error/0]).
 
@@ -28,6 +28,9 @@
 %% more than the busiest node measured here holds (200,000 pairs for
 %% 100,000 processes), and 3 % of a node of 8 GB
 -define(MAX_MEMORY, 256 * 1024 * 1024).
+%% history_bytes' default, 64 MiB: at 200 pairs with traffic a window,
+%% weeks of history; at 200,000, the last hour or so (guides/history.md)
+-define(HISTORY_BYTES, 64 * 1024 * 1024).
 
 -type procs() :: all | new | existing | [pid() | atom()].
 %% Where to count: this node, this node and every connected visible node
@@ -176,7 +179,17 @@ schema(start) ->
       nodes => {local, nodes},
       on_node_error => {abort, {one_of, [abort, skip]}},
       grace => {10000, {int, 1, 3600000, "ms"}},
-      owner => {none, pid}}.
+      owner => {none, pid},
+      %% every window's messages kept on disk in this directory
+      %% (msgflow_history), in at most history_bytes; segments of
+      %% history_segment windows, the newest history_whole of them kept
+      %% whole, the next history_tenths merged ten windows into one, older
+      %% ones each into one
+      history => {off, {either, [{one_of, [off]}, text]}},
+      history_bytes => {?HISTORY_BYTES, {int, 65536, 1 bsl 50, "bytes"}},
+      history_segment => {60, {int, 1, 100000, "windows"}},
+      history_whole => {10, {int, 1, 100000, "segments"}},
+      history_tenths => {60, {int, 1, 100000, "segments"}}}.
 
 valid({one_of, As}, V) -> lists:member(V, As);
 valid({int, Min, Max, _}, V) -> is_integer(V) andalso V >= Min andalso V =< Max;
@@ -207,7 +220,8 @@ valid(nodes, L) when is_list(L) ->
     proper(L) andalso lists:all(fun is_atom/1, L) andalso length(L) =:= length(lists:usort(L));
 valid(nodes, _) -> false;
 valid(kind, {K, T}) -> lists:member(K, msgflow_tracer:kinds()) andalso is_atom(T);
-valid(kind, K) -> lists:member(K, msgflow_tracer:kinds()).
+valid(kind, K) -> lists:member(K, msgflow_tracer:kinds());
+valid(time, V) -> system_ms(V) =/= error.
 
 %% @doc What Rule allows, as the error names it.
 -spec allowed(rule()) -> list().
@@ -228,7 +242,30 @@ allowed(procs) -> [all, new, existing, <<"a list of local pids and registered na
                                          "without repeats">>];
 allowed(sample) -> [off, <<"{Traced, Period}: integers, 1 =< Traced < Period =< 3600000 (ms)">>];
 allowed(nodes) -> [local, all, <<"a list of node names, without repeats">>];
-allowed(kind) -> msgflow_tracer:kinds() ++ [<<"{Kind, Tag}: one of those and an atom">>].
+allowed(kind) -> msgflow_tracer:kinds() ++ [<<"{Kind, Tag}: one of those and an atom">>];
+allowed(time) -> [now, <<"system time in ms (erlang:system_time(millisecond))">>,
+                  <<"an RFC 3339 text: \"2026-11-26T04:00:00Z\"">>,
+                  <<"a local time: {{2026,11,26},{4,0,0}}">>,
+                  <<"{ago, Seconds}">>].
+
+%% @doc A wall-clock time as system time in ms (a view's `from' and
+%% `to'): `now', ms, an RFC 3339 text, a local datetime, or `{ago,
+%% Seconds}'; `error' for anything else.
+-spec system_ms(term()) -> integer() | error.
+system_ms(now) -> erlang:system_time(millisecond);
+system_ms(Ms) when is_integer(Ms), Ms >= 0 -> Ms;
+system_ms({ago, S}) when is_number(S), S >= 0 -> erlang:system_time(millisecond) - round(S * 1000);
+system_ms({{_, _, _}, {_, _, _}} = DT) ->
+    try calendar:local_time_to_universal_time_dst(DT) of
+        [U | _] -> (calendar:datetime_to_gregorian_seconds(U) - 62167219200) * 1000;
+        [] -> error
+    catch error:_ -> error
+    end;
+system_ms(T) when is_binary(T); is_list(T) ->
+    try calendar:rfc3339_to_system_time(unicode:characters_to_list(T), [{unit, millisecond}])
+    catch error:_ -> error
+    end;
+system_ms(_) -> error.
 
 tuple_size_is(V, N) -> is_tuple(V) andalso tuple_size(V) =:= N.
 

@@ -45,6 +45,7 @@
 -export([new/1, merge_deltas/2]).
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
+-export([take_log/1, seed/2, open_for/2]).
 -export_type([store/0, window/0, state/0]).
 
 %% Receivers with at least this many senders in a window get their
@@ -127,7 +128,47 @@ start_run(S, #{windows := Keep, max_pairs := Max} = Opts) ->
                            count_scale = case maps:get(sample, Opts, off) of
                                              {T, P} -> P / T;
                                              off -> 1
-                                         end}).
+                                         end,
+                           log = new_log(S#store.log, maps:get(history, Opts, off))}).
+
+%% The open window's log of messages for the history (none without it).
+new_log(Old, History) ->
+    _ = Old =/= none andalso ets:delete(Old),
+    case History of
+        off -> none;
+        _ -> ets:new(msgflow_window_log, [set, protected])
+    end.
+
+%% @doc With `history' on, the log of the window that closed last: its
+%% messages by pair, kind and tag (`{{Sender, Receiver, {LabelIdS, NodeS},
+%% {LabelIdR, NodeR}, Kind, Tag}, Messages}', Kind and Tag `none' with
+%% kinds off), in a table the caller now owns (its to give away or
+%% delete), with the window's number, end (`at', system ms), length
+%% (`ms'), the run's `scale' and the labels' `label_ids' table; the store
+%% logs the next window in a new table.  `none' with history off.  The
+%% owner only, after close_window/1.
+-spec take_log(state()) -> {none, state()} | {ets:tid(), map(), state()}.
+take_log(S = #store{log = none}) ->
+    {none, S};
+take_log(S = #store{log = Log, windows = [#{n := N, at := At, window_ms := Ms} | _], labels = L}) ->
+    {Log, #{n => N, at => At, ms => Ms, scale => S#store.count_scale,
+            label_ids => maps:get(label_ids, msgflow_labels:tables(L))},
+     S#store{log = ets:new(msgflow_window_log, [set, protected])}}.
+
+%% @doc Endpoints labelled as given, `[{Endpoint, Label, Module,
+%% Application}]', before any row names them (a store replayed from the
+%% history: its endpoints' labels are those it recorded, not read from
+%% the VM).  The owner only.
+-spec seed(state(), [{msgflow_tracer:endpoint(), binary(), atom(), atom()}]) -> state().
+seed(S = #store{labels = L}, Ends) ->
+    S#store{labels = lists:foldl(fun({E, Label, M, A}, Acc) ->
+                                         msgflow_labels:seed(Acc, E, Label, M, A)
+                                 end, L, Ends)}.
+
+%% @doc The open window made Ms long (a replayed store: its one window is
+%% the range it was replayed from).
+-spec open_for(state(), non_neg_integer()) -> state().
+open_for(S, Ms) -> S#store{win_start = now_ms() - Ms}.
 
 %% @doc The open window starts now.
 -spec restart_window(state()) -> state().
@@ -347,7 +388,16 @@ add_group(Sn, R, N, KT, S = #store{groups = G, closed = C}) ->
         [Row] -> _ = add_to_row(G, K, Row, N, KT, S);
         [] -> ets:insert(G, msgflow_row:new(K, N, C + 1, KT))
     end,
+    log(S#store.log, Sn, R, GS, GR, KT, N),
     S#store{labels = L2}.
+
+log(none, _, _, _, _, _, _) ->
+    ok;
+log(Log, Sn, R, GS, GR, KT, N) ->
+    {K, T} = case KT of none -> {none, none}; _ -> KT end,
+    Key = {Sn, R, GS, GR, K, T},
+    _ = ets:update_counter(Log, Key, N, {Key, 0}),
+    ok.
 
 %% N messages (of kind and tag KT, or none) added to Row, the row of key K
 %% in table T, in the open window: `{open, Total, Count}' when Row had

@@ -46,5 +46,10 @@
     overflow = 0 :: non_neg_integer(),
     rolled_up_messages = 0 :: non_neg_integer(),
     proc_events_dropped = 0 :: non_neg_integer(),
-    snapshot_at :: integer() | undefined    %% system time of the last snapshot
+    snapshot_at :: integer() | undefined,   %% system time of the last snapshot
+    %% with `history' on: the open window's messages by pair, kind and
+    %% tag, `{{Sender, Receiver, GroupS, GroupR, Kind, Tag}, Messages}'
+    %% (group ends as msgflow_labels:group_end/2 gives them), handed to
+    %% the history's writer as the window closes (take_log/1)
+    log = none :: ets:tid() | none
 }).

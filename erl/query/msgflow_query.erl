@@ -91,7 +91,14 @@ ready() ->
     [N || N <- msgflow_view:names(), element(1, prepare(N, #{})) =:= ok].
 
 schema(Mod) ->
-    Own = Mod:options(),
+    Own = case needs_store(Mod) of
+              %% a time range of the history instead of the counts now
+              %% (msgflow_history_range), of the run's `history' directory
+              %% or another
+              true -> (Mod:options())#{from => {none, time}, to => {now, time},
+                                       history => {run, {either, [{one_of, [run]}, text]}}};
+              false -> Mod:options()
+          end,
     case scope(Mod) of
         here -> Own;
         nodes -> Own#{node => {all, atom},
@@ -127,12 +134,18 @@ prepare(Name, Opts0) ->
                fun({Mod, O}) -> case where(Mod, O) of
                                     {ok, Nodes} ->
                                         {ok, #{name => Name, mod => Mod,
-                                               opts => maps:without([node, timeout], O),
+                                               opts => times(maps:without([node, timeout], O)),
                                                nodes => Nodes,
                                                timeout => timeout(Mod, O)}};
                                     {error, _} = E -> E
                                 end
                end]).
+
+%% A range's ends as system ms, read once (every node reads the same).
+times(O = #{from := F}) when F =/= none ->
+    O#{from := msgflow_opts:system_ms(F), to => msgflow_opts:system_ms(maps:get(to, O, now))};
+times(O) ->
+    O.
 
 %% The ms the other nodes have: `timeout' when given, else (`auto') as
 %% long as the view says its value needs (wait/1); a view built here
@@ -260,9 +273,12 @@ merge(P = #{mod := Mod, opts := Opts, timeout := Timeout}, Got, T0) ->
     Missing = [{N, Why} || {N, {error, Why}} <- Got],
     case {Answered, [Why || {_, Why} <- Missing]} of
         {[], Whys} when Whys =/= [] ->
-            case lists:all(fun(W) -> W =:= not_started end, Whys) of
-                true -> {error, not_started};
-                false -> {error, {no_answer, Missing}}
+            case lists:usort(Whys) of
+                %% every node's own answer: not started, or no history
+                [not_started] -> {error, not_started};
+                [Why = {no_history, _, _}] -> {error, Why};
+                [no_history] -> {error, no_history};
+                _ -> {error, {no_answer, Missing}}
             end;
         _ ->
             Stand = fallbacks(Mod, Opts, Missing),
@@ -273,10 +289,17 @@ merge(P = #{mod := Mod, opts := Opts, timeout := Timeout}, Got, T0) ->
             %% a value of the nodes (a map) says which did not answer
             case {Mod:merge(Answered ++ Stand, Opts, Ctx), scope(Mod)} of
                 {{error, _} = E, _} -> E;
-                {Value, nodes} when is_map(Value) -> {ok, P, Value#{missing => Missing}};
-                {Value, _} -> {ok, P, Value}
+                {Value, nodes} when is_map(Value) -> {ok, P, ranged(Opts, Value#{missing => Missing})};
+                {Value, _} -> {ok, P, ranged(Opts, Value)}
             end
     end.
+
+%% A value of a range of the history says which (the views' heads).
+ranged(#{from := F} = Opts, Value) when is_map(Value), F =/= none ->
+    Value#{range => #{from => msgflow_opts:system_ms(F),
+                      to => msgflow_opts:system_ms(maps:get(to, Opts, now))}};
+ranged(_, Value) ->
+    Value.
 
 %% Parts made of the busiest pairs the nodes that did not answer last
 %% reported (msgflow_cluster:last_top/1), for a view that can use them.
@@ -328,7 +351,9 @@ parts(Queries) ->
 
 local_parts(Queries) ->
     Mods = [{msgflow_view:module(Name), Opts} || {Name, Opts} <- Queries],
-    NeedStore = lists:any(fun({{ok, M}, _}) -> needs_store(M); (_) -> false end, Mods),
+    NeedStore = lists:any(fun({{ok, M}, O}) -> needs_store(M) andalso range(O) =:= none;
+                             (_) -> false
+                          end, Mods),
     Store = case NeedStore of
                 true -> msgflow_collector:store(true);
                 false -> none
@@ -341,8 +366,49 @@ local_parts(Queries) ->
     %% query asked twice (the web page's graph and pairs by process) is
     %% built once
     Unique = lists:usort(Mods),
-    Built = msgflow_view:run(Heap, fun() -> [{Q, part(M, Opts, Store)} || Q = {M, Opts} <- Unique] end),
+    Built = msgflow_view:run(Heap, fun() ->
+                                           %% a range read once for the queries that ask it
+                                           {Parts, _} = lists:mapfoldl(
+                                                          fun(Q = {M, Opts}, Ranges) ->
+                                                                  {St, R1} = store_for(Opts, Store, Ranges),
+                                                                  {{Q, part(M, Opts, St)}, R1}
+                                                          end, #{}, Unique),
+                                           Parts
+                                   end),
     [proplists:get_value(Q, Built) || Q <- Mods].
+
+%% The range of the history a query's options ask for, `{Dir, From, To}'
+%% (system ms; the run's history directory unless `history' names one),
+%% or `none' for the counts now.
+range(#{from := From} = Opts) when From =/= none ->
+    Dir = case maps:get(history, Opts, run) of
+              run -> case maps:get(opts, msgflow_collector:info_as_is(), #{}) of
+                         #{history := D} when D =/= off -> D;
+                         _ -> none
+                     end;
+              D -> D
+          end,
+    {Dir, msgflow_opts:system_ms(From), msgflow_opts:system_ms(maps:get(to, Opts, now))};
+range(_) ->
+    none.
+
+%% The store a query reads: the counts now, or its range of the history
+%% (read once per range; its tables this process's).
+store_for(Opts, Live, Ranges) ->
+    case range(Opts) of
+        none -> {Live, Ranges};
+        {none, _, _} -> {{error, no_history}, Ranges};
+        Key = {Dir, From, To} ->
+            case Ranges of
+                #{Key := St} -> {St, Ranges};
+                _ ->
+                    St = case msgflow_history_range:store(Dir, From, To) of
+                             {ok, H} -> H;
+                             {error, _} = E -> E
+                         end,
+                    {St, Ranges#{Key => St}}
+            end
+    end.
 
 %% Called in the process msgflow_view:run/2 gives.
 part({error, _} = E, _, _) ->

@@ -60,13 +60,20 @@ diff(Before0, After0, Opts) ->
     end.
 
 %% @doc A side of a diff as a dump: `now' (the counts so far, as
-%% msgflow:dump/0 gives them), a dump map, the ETF of one (a binary that
+%% msgflow:dump/0 gives them), a range of the history (`#{from => T1, to
+%% => T2}', and `history => Dir' for another directory than the run's:
+%% msgflow_history_range), a dump map, the ETF of one (a binary that
 %% starts as ETF does), or the path of a file `export(Path, etf)' wrote
 %% (a string or any other binary).  `{error, {bad_dump, What, Why}}' for
 %% a file that cannot be read or is no dump.
--spec side(now | map() | binary() | file:filename()) -> {ok, map()} | {error, term()}.
+-spec side(now | #{from := term(), to => term(), history => term()} | map() | binary() | file:filename()) -> {ok, map()} | {error, term()}.
 side(now) ->
     case msgflow_export:dump() of
+        Bin when is_binary(Bin) -> side(Bin);
+        {error, _} = E -> E
+    end;
+side(#{from := _} = Range) ->
+    case msgflow_export:dump(maps:with([from, to, history], Range)) of
         Bin when is_binary(Bin) -> side(Bin);
         {error, _} = E -> E
     end;

@@ -5,7 +5,7 @@
 %%% (msgflow_file), in a process of its own (msgflow_view:run/2), so that
 %%% the caller's heap never holds a million rows.
 -module(msgflow_export).
--export([export/3, dump/0, options/0]).
+-export([export/3, dump/0, dump/1, options/0]).
 
 %% @doc export/3's options, with their defaults and rules: `by'
 %% (process; html: name), `sort', `limit' (rows of csv and json, edges of
@@ -17,7 +17,9 @@ options() ->
     #{by => {process, {one_of, msgflow_rows:groupings()}},
       sort => {messages, {one_of, msgflow_rows:sorts()}},
       limit => {none, {int, 1, msgflow_rows:max_rows(), "rows"}},
-      node => {all, atom}}.
+      node => {all, atom},
+      %% a range of the history instead of the counts now (msgflow_query)
+      from => {none, time}, to => {now, time}, history => {run, {either, [{one_of, [run]}, text]}}}.
 
 %% `ok' for a format msgflow writes; a path where the format goes
 %% (the arguments swapped) is named as such.
@@ -94,7 +96,7 @@ report(Path, html, #{node := Node}, Given) ->
             end
     end;
 report(Path, Format, Opts = #{by := By, sort := Sort, node := Node}, _Given) ->
-    Scope = #{node => Node},
+    Scope = (range(Opts))#{node => Node},
     %% (grouped rows with their bytes: an export is asked once)
     Top = Scope#{by => By, sort => Sort, limit => maps:get(limit, Opts, all), bytes => true},
     %% the call edges of the rows' grouping (round trips by kind have none:
@@ -129,15 +131,26 @@ calls(_) -> none.
 statuses([_, _ | _] = Ns) -> Ns;
 statuses(_) -> [].
 
+%% The range of the history Opts ask for (none: #{}).
+range(#{from := none}) -> #{};
+range(Opts) -> maps:with([from, to, history], Opts).
+
 %% @doc msgflow:dump/0: the ETF dump (msgflow_dump) of this node or the
 %% cluster, every pair by process with the call edges' round trips, as a
 %% binary; `{error, not_started}'.
 -spec dump() -> binary() | {error, term()}.
 dump() ->
-    msgflow_view:run(none, fun dump_here/0).
+    dump(#{}).
 
-dump_here() ->
-    case msgflow_query:run_all(dump_queries(#{})) of
+%% @doc dump/0 of a range of the history: `from', `to' and `history' as
+%% the views take them (msgflow_query); dump/0's errors, and `{error,
+%% {no_history, Dir, {From, To}}}'.
+-spec dump(map()) -> binary() | {error, term()}.
+dump(Range) ->
+    msgflow_view:run(none, fun() -> dump_here(Range) end).
+
+dump_here(Range) ->
+    case msgflow_query:run_all(dump_queries(Range)) of
         [{error, _} = E | _] -> E;
         Values -> dump_of(Values)
     end.

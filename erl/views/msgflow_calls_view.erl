@@ -179,7 +179,7 @@ text(V = #{entries := Es, running := Run, by := By, sample := Sample}, _Opts, Ar
     E = msgflow_fmt:ellipsis(Area),
     Head = io_lib:format("msgflow ~s: ~s call edges by ~s, round trips of ~s (request sent to "
                          "reply sent)~n",
-                         [msgflow_fmt:run_state(Run), msgflow_fmt:int(length(Es)), By,
+                         [msgflow_fmt:run_state(Run, V), msgflow_fmt:int(length(Es)), By,
                           case Sample of
                               off -> "none: call_sample => off";
                               1 -> "every call";

@@ -142,7 +142,7 @@ text(M = #{by := By, rows := Rows0, cols := Cols0, messages := Total, running :=
                       messages -> {fun msgflow_fmt:int/1, "messages"}
                   end,
     Head = io_lib:format("msgflow ~s~s: matrix by ~s, ~s ~s, ~s senders x ~s receivers~n",
-                         [msgflow_fmt:run_state(Run), msgflow_fmt:on_nodes(maps:get(nodes, M, [])),
+                         [msgflow_fmt:run_state(Run, M), msgflow_fmt:on_nodes(maps:get(nodes, M, [])),
                           By, Fmt(Total), Unit,
                           msgflow_fmt:int(length(Rows0)), msgflow_fmt:int(length(Cols0))]),
     %% the lines the table may take: the head, column heads, totals,

@@ -158,7 +158,7 @@ text(V = #{receivers := Es, running := Run, window_ms := WinMs}, _Opts, Area = #
                     msgflow_fmt:rcell(Wt, 7), " ", msgflow_fmt:rcell(B, 8), "\n"]
            end,
     [io_lib:format("msgflow ~s~s: the busiest receivers, MSG/S over the last ~s ms~n",
-                   [msgflow_fmt:run_state(Run), msgflow_fmt:on_nodes(maps:get(nodes, V, [])),
+                   [msgflow_fmt:run_state(Run, V), msgflow_fmt:on_nodes(maps:get(nodes, V, [])),
                     msgflow_fmt:int(WinMs)]),
      msgflow_fmt:missing(maps:get(missing, V, [])),
      Line("#", "RECEIVER", "MESSAGES", "MSG/S", "SENDERS", "QUEUE", "WAIT MS", "BYTES IN"),

@@ -91,7 +91,7 @@ head(View = #{by := By, window_ms := WinMs, events := Events, pairs := Pairs,
                 _ -> [msgflow_fmt:int(Groups), " groups by ", atom_to_list(By)]
             end,
     [io_lib:format("msgflow ~s~s: ~s messages, ~s; MSG/S over the last ~s ms~n",
-                   [msgflow_fmt:run_state(Running), msgflow_fmt:on_nodes(maps:get(nodes, View, [])),
+                   [msgflow_fmt:run_state(Running, View), msgflow_fmt:on_nodes(maps:get(nodes, View, [])),
                     msgflow_fmt:int(Events), Count, msgflow_fmt:int(WinMs)]),
      msgflow_fmt:missing(maps:get(missing, View, [])),
      case Sample of

@@ -1,0 +1,261 @@
+%%% @doc The history's writer: with `history => Dir' (start/1's option)
+%%% every closed window's messages, by pair, kind and tag, are written to
+%%% segment files in Dir (msgflow_history_file), where they outlive the
+%%% run, reset/0 and the node.  One process per run, started by the
+%%% collector, which hands it each window's log (msgflow_store:take_log/1,
+%%% an ETS table given away) and goes on: the writing, the labels' lookup,
+%%% the thinning and a slow or full disk are this process's, never the
+%%% collector's.  A writer that falls behind by ?MAX_BEHIND windows has
+%%% the next ones dropped by the collector (counted in info()).
+%%%
+%%% The schedule (options of start/1, defaults at the default 1 s
+%%% window): a segment holds `history_segment' windows (60: a minute);
+%%% the newest `history_whole' segments (10: ten minutes) are kept as the
+%%% windows closed; the next `history_tenths' segments (60: an hour) have
+%%% each ten windows merged into one; older ones are each merged into one
+%%% window.  Whatever the schedule, the files take at most
+%%% `history_bytes' (64 MiB): past it the oldest segments are deleted,
+%%% and a segment is closed early once it holds an eighth of it.
+%%% Segments already in Dir (an earlier run, before a restart) count in
+%%% the budget and are thinned alike.
+%%%
+%%% A write that fails (a full disk, a file size limit, a directory
+%%% removed) stops the history: counting goes on, and info()'s `history'
+%%% says why.
+-module(msgflow_history).
+
+-export([start/1, window/3, close/1, behind/1]).
+-export([init/2]).
+-export_type([meta/0]).
+
+%% windows a writer may be behind before the next are dropped
+-define(MAX_BEHIND, 16).
+
+%% What the collector says of a window: msgflow_store:take_log/1's.
+-type meta() :: #{n := pos_integer(), at := integer(), ms := non_neg_integer(),
+                  node := node(), run := integer(), scale := number(),
+                  label_ids := ets:tid()}.
+
+-record(w, {
+    dir :: file:filename(),
+    collector :: pid(),
+    budget :: pos_integer(),            %% history_bytes
+    per_segment :: pos_integer(),       %% history_segment
+    whole :: pos_integer(),             %% history_whole
+    tenths :: pos_integer(),            %% history_tenths
+    done = [] :: [msgflow_history_file:segment()],     %% closed, oldest first
+    %% the segment being written: its file, open for appending
+    open = none :: none | #{file := file:filename(), fd := file:io_device(),
+                            first_at := integer(), windows := non_neg_integer(),
+                            bytes := non_neg_integer(), dict := msgflow_history_file:dict()},
+    written = 0 :: non_neg_integer()    %% windows written by this run
+}).
+
+%% @doc A writer for a run with these options (msgflow_opts:run_opts(),
+%% `history' a directory), linked to no one, monitored by the caller (the
+%% collector), to which it reports `{msgflow_history, Pid, Status}'.
+%% `{error, {history, Dir, Reason}}' when Dir cannot be made or written.
+-spec start(msgflow_opts:run_opts()) -> {ok, pid(), reference()} | {error, term()}.
+start(Opts = #{history := Dir0}) ->
+    Dir = unicode:characters_to_list(Dir0),
+    Probe = filename:join(Dir, ".msgflow-probe"),
+    case filelib:ensure_dir(Probe) =:= ok andalso file:write_file(Probe, <<>>) of
+        ok ->
+            _ = file:delete(Probe),
+            {Pid, Ref} = proc_lib:spawn_opt(?MODULE, init, [Dir, Opts#{collector => self()}],
+                                            [monitor]),
+            {ok, Pid, Ref};
+        false ->
+            {error, {history, Dir0, enotdir}};
+        {error, Why} ->
+            {error, {history, Dir0, Why}}
+    end.
+
+%% @doc The window log Log (its owner's, the caller's) given to Writer
+%% with what the collector knows of the window.
+-spec window(pid(), ets:tid(), meta()) -> ok.
+window(Writer, Log, Meta) ->
+    true = ets:give_away(Log, Writer, {window, Meta}),
+    ok.
+
+%% @doc Whether Writer is ?MAX_BEHIND windows behind (the next is
+%% dropped).
+-spec behind(pid()) -> boolean().
+behind(Writer) ->
+    case process_info(Writer, message_queue_len) of
+        {message_queue_len, L} -> L >= ?MAX_BEHIND;
+        undefined -> true
+    end.
+
+%% @doc The writer ends once it wrote the windows it was given.
+-spec close(pid()) -> ok.
+close(Writer) ->
+    Writer ! close,
+    ok.
+
+%%% The writer
+
+%% @private
+-spec init(file:filename(), map()) -> no_return().
+init(Dir, Opts = #{collector := C}) ->
+    ok = msgflow_flags:untrace_self(),
+    _ = [file:delete(filename:join(Dir, F)) || {ok, Fs} <- [file:list_dir(Dir)], F <- Fs,
+                                               lists:suffix(".mfh.tmp", F)],
+    W = #w{dir = Dir, collector = C, budget = maps:get(history_bytes, Opts),
+           per_segment = maps:get(history_segment, Opts), whole = maps:get(history_whole, Opts),
+           tenths = maps:get(history_tenths, Opts), done = msgflow_history_file:list(Dir)},
+    loop(report(W)).
+
+loop(W) ->
+    receive
+        {'ETS-TRANSFER', Log, _, {window, Meta}} ->
+            Rows = rows(Log, maps:get(label_ids, Meta)),
+            ets:delete(Log),
+            Win = (maps:with([node, run, n, at, ms, scale], Meta))#{rows => Rows},
+            loop(report(write(Win, W)));
+        close ->
+            _ = close_open(W),
+            exit(normal)
+    end.
+
+%% The log's rows with their ends' identities: the label of each label
+%% id as it stands now (a window later at most than it was counted).
+rows(Log, LabelIds) ->
+    {Rows, _} = ets:foldl(
+                  fun({{Sn, R, {LS, _}, {LR, _}, K, T}, N}, {Acc, Ids0}) ->
+                          {SE, Ids1} = end_id(Sn, LS, LabelIds, Ids0),
+                          {RE, Ids2} = end_id(R, LR, LabelIds, Ids1),
+                          {[{SE, RE, K, T, N} | Acc], Ids2}
+                  end, {[], #{}}, Log),
+    Rows.
+
+end_id(E, Id, LabelIds, Ids) ->
+    {L, M, A} = Triple = case Ids of
+                             #{Id := T} -> T;
+                             _ -> case ets:lookup(LabelIds, Id) of
+                                      [{_, L0, M0, A0}] -> {L0, M0, A0};
+                                      [] -> {msgflow_fmt:endpoint(E), undefined, undefined}
+                                  end
+                         end,
+    {{endpoint(E), L, M, A}, Ids#{Id => Triple}}.
+
+%% an alias is used for one call: the aliases of a label are one end
+endpoint(E) when is_reference(E) -> alias;
+endpoint(E) -> E.
+
+%% Win appended to the open segment (opened when none is); the segment
+%% closed when full, then thinning and the budget.  A write that fails
+%% stops the writer.
+write(Win = #{at := At}, W0) ->
+    Opened = #w{open = #{dict := D0}} = open_segment(At, W0),
+    {Frame, D1} = msgflow_history_file:encode(Win, D0),
+    W = #w{open = Seg = #{fd := Fd}} = make_room(byte_size(Frame), Opened),
+    case file:write(Fd, Frame) of
+        ok ->
+            Seg1 = Seg#{dict := D1, windows := maps:get(windows, Seg) + 1,
+                        bytes := maps:get(bytes, Seg) + byte_size(Frame)},
+            W1 = W#w{open = Seg1, written = W#w.written + 1},
+            case maps:get(windows, Seg1) >= W#w.per_segment
+                orelse maps:get(bytes, Seg1) >= W#w.budget div 8 of
+                true -> thin(close_open(W1));
+                false -> W1
+            end;
+        {error, Why} ->
+            stop(Why, maps:get(file, Seg), W)
+    end.
+
+open_segment(_, W = #w{open = #{}}) ->
+    W;
+open_segment(At, W = #w{dir = Dir}) ->
+    File = msgflow_history_file:path(Dir, At, 0),
+    case file:open(File, [append, raw, binary]) of
+        {ok, Fd} ->
+            W#w{open = #{file => File, fd => Fd, first_at => At, windows => 0, bytes => 0,
+                         dict => msgflow_history_file:new_dict()}};
+        {error, Why} ->
+            stop(Why, File, W)
+    end.
+
+close_open(W = #w{open = none}) ->
+    W;
+close_open(W = #w{open = #{file := F, fd := Fd, first_at := At, bytes := B}, done = Done}) ->
+    _ = file:close(Fd),
+    W#w{open = none, done = Done ++ [#{file => F, first_at => At, level => 0, bytes => B}]}.
+
+%% Segments past the schedule merged: the level-0 ones older than the
+%% newest `whole' ten windows into one, the level-1 ones older than the
+%% newest `tenths' each into one window.
+thin(W = #w{done = Done}) ->
+    W1 = thin_level(0, W#w.whole, 10, W#w{done = Done}),
+    thin_level(1, W1#w.tenths, infinity, W1).
+
+thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
+    Of = [S || S = #{level := L} <- Done, L =:= Level],
+    Old = lists:sublist(Of, max(0, length(Of) - Keep)),
+    lists:foldl(
+      fun(S = #{file := F, first_at := At}, Acc = #w{done = D}) ->
+              case msgflow_history_file:read(F) of
+                  {ok, Ws, _} ->
+                      Merged = msgflow_history_file:merge(Ws, case Factor of
+                                                                  infinity -> max(1, length(Ws));
+                                                                  _ -> Factor
+                                                              end),
+                      New = msgflow_history_file:path(Dir, At, Level + 1),
+                      Bin = msgflow_history_file:encode_all(Merged),
+                      %% room for the merged file beside the old one
+                      Acc1 = #w{done = D1} = make_room(byte_size(Bin), Acc),
+                      case lists:member(S, D1) andalso msgflow_history_file:write(New, Bin) of
+                          false ->
+                              %% deleted to make room
+                              Acc1;
+                          ok ->
+                              _ = file:delete(F),
+                              Acc1#w{done = replace(S, #{file => New, first_at => At,
+                                                         level => Level + 1,
+                                                         bytes => byte_size(Bin)}, D1)};
+                          {error, Why} ->
+                              stop(Why, New, Acc1)
+                      end;
+                  {error, _} ->
+                      %% gone (deleted by hand): forgotten
+                      Acc#w{done = D -- [S]}
+              end
+      end, W, Old).
+
+replace(Old, New, [Old | T]) -> [New | T];
+replace(Old, New, [H | T]) -> [H | replace(Old, New, T)];
+replace(_, _, []) -> [].
+
+%% The oldest segments deleted until Bytes more fit in the budget (the
+%% files never take more than it); the open segment is closed first when
+%% it alone leaves no room.
+make_room(Bytes, W = #w{done = [#{file := F} | Rest], budget = B}) ->
+    case total(W) + Bytes > B of
+        true -> _ = file:delete(F), make_room(Bytes, W#w{done = Rest});
+        false -> W
+    end;
+make_room(_, W) ->
+    W.
+
+total(#w{done = Done, open = Open}) ->
+    lists:sum([B || #{bytes := B} <- Done]) + case Open of
+                                                  #{bytes := B} -> B;
+                                                  none -> 0
+                                              end.
+
+report(W = #w{collector = C, done = Done, open = Open}) ->
+    Segs = Done ++ [#{first_at => At} || #{first_at := At} <- [Open]],
+    C ! {msgflow_history, self(),
+         #{bytes => total(W), segments => length(Segs), windows_written => W#w.written,
+           oldest => case Segs of [#{first_at := O} | _] -> O; [] -> undefined end}},
+    W.
+
+%% The history stopped by a failed write: the collector told why, the
+%% writer gone (counting goes on).
+stop(Why, File, W = #w{collector = C}) ->
+    C ! {msgflow_history, self(), {stopped, Why, File}},
+    _ = case W#w.open of
+            #{fd := Fd} -> file:close(Fd);
+            none -> ok
+        end,
+    exit(normal).

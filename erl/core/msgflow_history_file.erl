@@ -1,0 +1,185 @@
+%%% @doc The history's files (msgflow_history writes them, its readers
+%%% read them): a directory of segments, each a file of windows, in the
+%%% one format this module reads and writes.  Pure functions on files;
+%%% any process.
+%%%
+%%% A segment is `<FirstAt>-<Level>.mfh': FirstAt the end of its first
+%%% window (system time, ms, 13 digits, so that names sort by time), Level
+%%% 0 for windows as they closed, 1 for ten windows merged into one, 2 for
+%%% a whole segment merged into one.  It is a run of frames
+%%% `<<Size:32, Crc32:32, Payload:Size/binary>>', each payload the
+%%% term_to_binary (compressed) of one window:
+%%% ```
+%%% #{v => 1, node => Node, run => StartedAt, n => FirstWindow,
+%%%   at => EndMs, ms => TracedMs, scale => Scale,
+%%%   ends => [{Index, Endpoint, Label, Module, Application}],
+%%%   rows => [{SenderIndex, ReceiverIndex, Kind, Tag, Messages}]}
+%%% '''
+%%% `ends' are those the segment had not named before (a segment reads
+%%% alone, from its first frame); Endpoint as the VM reported it (a pid,
+%%% port, registered name or `{Name, Node}'; `alias' for the aliases of
+%%% calls), Label, Module and Application as the views showed them then
+%%% (msgflow_labels): its identity across restarts.  Kind and Tag are
+%%% `none' with kinds off.  A frame cut short (the node died while
+%%% writing it) or that does not read ends the segment: what came before
+%%% it is read.
+-module(msgflow_history_file).
+
+-export([new_dict/0, encode/2, encode_all/1, read/1, list/1, path/3, merge/2, write/2]).
+-export_type([window/0, end_id/0, segment/0, dict/0]).
+
+%% An endpoint and its identity: {Endpoint, Label, Module, Application}.
+-type end_id() :: {term(), binary(), atom(), atom()}.
+%% One window (or several merged), its ends resolved.
+-type window() :: #{node := node(), run := integer(), n := pos_integer(), at := integer(),
+                    ms := non_neg_integer(), scale := number(),
+                    rows := [{end_id(), end_id(), atom(), atom(), pos_integer()}]}.
+%% A segment file as list/1 finds it.
+-type segment() :: #{file := file:filename(), first_at := integer(), level := 0..2,
+                     bytes := non_neg_integer()}.
+%% The ends a segment named so far (the writer's, per segment).
+-opaque dict() :: #{end_id() => non_neg_integer()}.
+
+%% @doc A new segment's (empty) dictionary.
+-spec new_dict() -> dict().
+new_dict() -> #{}.
+
+%% @doc One window as a frame of the segment whose ends so far are Dict,
+%% and Dict with its new ends.
+-spec encode(window(), dict()) -> {binary(), dict()}.
+encode(W = #{rows := Rows}, Dict0) ->
+    {Rows1, {Dict, New}} =
+        lists:mapfoldl(fun({S, R, K, T, N}, Acc0) ->
+                               {SI, Acc1} = index(S, Acc0),
+                               {RI, Acc2} = index(R, Acc1),
+                               {{SI, RI, K, T, N}, Acc2}
+                       end, {Dict0, []}, Rows),
+    Payload = term_to_binary((maps:with([node, run, n, at, ms, scale], W))#{
+                               v => 1, rows => Rows1,
+                               ends => [{I, E, L, M, A} || {I, {E, L, M, A}} <- lists:reverse(New)]},
+                             [{compressed, 6}]),
+    {<<(byte_size(Payload)):32, (erlang:crc32(Payload)):32, Payload/binary>>, Dict}.
+
+index(End, {D, New}) ->
+    case D of
+        #{End := I} -> {I, {D, New}};
+        _ -> I = map_size(D), {I, {D#{End => I}, [{I, End} | New]}}
+    end.
+
+%% @doc The windows of a segment file, oldest first, and `ok', or
+%% `{cut, Offset}' when a frame at Offset is cut short or does not read
+%% (those before it are returned); `{error, Reason}' when it cannot be
+%% read.
+-spec read(file:filename()) -> {ok, [window()], ok | {cut, non_neg_integer()}} | {error, term()}.
+read(File) ->
+    case file:read_file(File) of
+        {ok, Bin} -> frames(Bin, 0, #{}, []);
+        {error, _} = E -> E
+    end.
+
+frames(<<>>, _, _, Acc) ->
+    {ok, lists:reverse(Acc), ok};
+frames(<<Size:32, Crc:32, Payload:Size/binary, Rest/binary>>, Off, Ends0, Acc) ->
+    case erlang:crc32(Payload) =:= Crc andalso window(Payload, Ends0) of
+        {ok, W, Ends} -> frames(Rest, Off + 8 + Size, Ends, [W | Acc]);
+        _ -> {ok, lists:reverse(Acc), {cut, Off}}
+    end;
+frames(_, Off, _, Acc) ->
+    {ok, lists:reverse(Acc), {cut, Off}}.
+
+%% Not `safe': a history names endpoints by atoms (registered names,
+%% modules) a node that reads it after a restart has not made yet.
+window(Payload, Ends0) ->
+    try binary_to_term(Payload) of
+        W = #{v := 1, ends := New, rows := Rows} ->
+            Ends = lists:foldl(fun({I, E, L, M, A}, D) -> D#{I => {E, L, M, A}} end, Ends0, New),
+            {ok, (maps:with([node, run, n, at, ms, scale], W))#{
+                   rows => [{maps:get(SI, Ends), maps:get(RI, Ends), K, T, N}
+                            || {SI, RI, K, T, N} <- Rows]}, Ends};
+        _ -> error
+    catch
+        error:_ -> error
+    end.
+
+%% @doc The segments in Dir, oldest first (files of other names are left
+%% alone); `[]' when Dir does not exist.
+-spec list(file:filename()) -> [segment()].
+list(Dir) ->
+    Names = case file:list_dir(Dir) of
+                {ok, Ns} -> Ns;
+                {error, _} -> []
+            end,
+    lists:sort(fun(#{first_at := A, level := LA}, #{first_at := B, level := LB}) ->
+                       {A, LA} =< {B, LB}
+               end,
+               [#{file => F, first_at => At, level => L, bytes => Bytes}
+                || Name <- Names,
+                   {match, [AtS, LS]} <- [re:run(Name, "^([0-9]{13})-([0-2])\\.mfh$",
+                                                 [{capture, all_but_first, list}])],
+                   At <- [list_to_integer(AtS)], L <- [list_to_integer(LS)],
+                   F <- [filename:join(Dir, Name)],
+                   {ok, #{size := Bytes}} <- [file_size(F)]]).
+
+file_size(F) ->
+    case file:read_file_info(F) of
+        {ok, I} -> {ok, #{size => element(2, I)}};
+        E -> E
+    end.
+
+%% @doc The path of the segment of level Level whose first window ended
+%% at FirstAt.
+-spec path(file:filename(), integer(), 0..2) -> file:filename().
+path(Dir, FirstAt, Level) ->
+    filename:join(Dir, io_lib:format("~13..0b-~b.mfh", [FirstAt, Level])).
+
+%% @doc Windows merged Factor into one, in order: each merged window has
+%% the messages of its pair, kind and tag summed, the end (`at') of its
+%% last, the first's number and the traced ms of all.  Windows of two
+%% runs are never merged together.
+-spec merge([window()], pos_integer()) -> [window()].
+merge(Ws, Factor) ->
+    [merge_one(Chunk) || Run <- by_run(Ws), Chunk <- chunks(Run, Factor)].
+
+by_run([]) -> [];
+by_run([#{run := R} | _] = Ws) ->
+    {Same, Rest} = lists:splitwith(fun(#{run := R1}) -> R1 =:= R end, Ws),
+    [Same | by_run(Rest)].
+
+chunks([], _) -> [];
+chunks(L, F) when length(L) =< F -> [L];
+chunks(L, F) -> {A, B} = lists:split(F, L), [A | chunks(B, F)].
+
+merge_one([W]) ->
+    W;
+merge_one(Ws = [First | _]) ->
+    Sums = lists:foldl(fun(#{rows := Rows}, Acc) ->
+                               lists:foldl(fun({S, R, K, T, N}, A) ->
+                                                   maps:update_with({S, R, K, T}, fun(X) -> X + N end,
+                                                                    N, A)
+                                           end, Acc, Rows)
+                       end, #{}, Ws),
+    (lists:last(Ws))#{n => maps:get(n, First), ms => lists:sum([Ms || #{ms := Ms} <- Ws]),
+                      rows => [{S, R, K, T, N} || {{S, R, K, T}, N} <- maps:to_list(Sums)]}.
+
+%% @doc Windows as a whole segment's frames.
+-spec encode_all([window()]) -> binary().
+encode_all(Ws) ->
+    {Frames, _} = lists:mapfoldl(fun encode/2, new_dict(), Ws),
+    iolist_to_binary(Frames).
+
+%% @doc A segment's frames (encode_all/1) written as a new segment File,
+%% through a file beside it renamed over, so that a reader sees the old
+%% file or the new one.
+-spec write(file:filename(), binary()) -> ok | {error, term()}.
+write(File, Bin) ->
+    Tmp = File ++ ".tmp",
+    case file:write_file(Tmp, Bin) of
+        ok ->
+            case file:rename(Tmp, File) of
+                ok -> ok;
+                {error, _} = E -> _ = file:delete(Tmp), E
+            end;
+        {error, _} = E ->
+            _ = file:delete(Tmp),
+            E
+    end.

@@ -1,0 +1,73 @@
+%%% @doc A time range of the history (msgflow_history) read back as a
+%%% store, so that every view reads a range the way it reads the running
+%%% counts (msgflow_query, options `from' and `to').
+%%%
+%%% The windows in the range are those whose middle falls in it (a
+%%% window merged by thinning counts whole, at its middle).  They are
+%%% merged into a new store as one window: its pairs are the pairs of the
+%%% windows, each endpoint with the label it had when it was written (not
+%%% read from the VM: after a restart its pid stands for a process of the
+%%% node before, and its label is what matches it to today's), its kinds
+%%% and tags those of the windows.  Its run is the traced time of the
+%%% windows (their lengths summed, the gaps of a restart left out), ending
+%%% at the last window's end: rates over a range are its means.  Not in a
+%%% range: peaks by window, sizes, waits and round trips (the history
+%%% keeps messages by kind only), and a send to a name is not merged into
+%%% the pid that held it.
+%%%
+%%% The store's tables belong to the calling process and go with it
+%%% (msgflow_query builds a range in a process of its own).
+-module(msgflow_history_range).
+
+-export([windows/3, store/3]).
+
+%% @doc The windows of Dir in [From, To] (system ms), oldest first.
+-spec windows(file:filename(), integer(), integer()) -> [msgflow_history_file:window()].
+windows(Dir, From, To) ->
+    Segs = msgflow_history_file:list(Dir),
+    %% a segment can hold windows in the range when it starts before To
+    %% and the next starts after From
+    Nexts = [At || #{first_at := At} <- tl(Segs ++ [#{first_at => infinity}])],
+    lists:append([[W || W = #{at := At, ms := Ms} <- Ws, Mid <- [At - Ms div 2],
+                        Mid >= From, Mid =< To]
+                  || {#{file := F, first_at := First}, Next} <- lists:zip(Segs, Nexts),
+                     First - max_window(Segs) =< To, Next >= From,
+                     {ok, Ws, _} <- [msgflow_history_file:read(F)]]).
+
+%% a window's length is at most an hour (the `interval' option), times
+%% 60 a segment when merged whole: a segment's first window may start
+%% that long before its name says
+max_window(_) -> 3600 * 1000 * 60.
+
+%% @doc The windows of Dir in [From, To] merged into a store (the
+%% handle views read, msgflow_store:store()), with `range => #{from, to,
+%% windows, traced_ms}'; `{error, {no_history, Dir, {From, To}}}' when no
+%% window of Dir is in the range.
+-spec store(file:filename(), integer(), integer()) -> {ok, msgflow_store:store()} | {error, term()}.
+store(Dir, From, To) ->
+    case windows(Dir, From, To) of
+        [] ->
+            {error, {no_history, Dir, {From, To}}};
+        Ws = [#{node := Node} | _] ->
+            Traced = lists:sum([Ms || #{ms := Ms} <- Ws]),
+            #{at := Last} = lists:last(Ws),
+            S0 = msgflow_store:start_run(msgflow_store:new(),
+                                         #{windows => 1, max_pairs => 1 bsl 32, max_kinds => 8}),
+            Ends = lists:usort([E || #{rows := Rows} <- Ws, {S, R, _, _, _} <- Rows, E <- [S, R]]),
+            S1 = msgflow_store:seed(S0, Ends),
+            S2 = lists:foldl(fun(#{rows := Rows}, S) ->
+                                     msgflow_store:merge_deltas([delta(Row) || Row <- Rows], S)
+                             end, S1, Ws),
+            S3 = msgflow_store:open_for(S2, Traced),
+            Handle = msgflow_store:handle(S3, #{node => Node, running => false,
+                                                 started_at => Last - Traced, stopped_at => Last,
+                                                 interval => max(1, Traced div length(Ws)),
+                                                 sample => off, call_sample => off, skipped => 0,
+                                                 new_tracer => msgflow}),
+            {ok, Handle#{taken_at => Last,
+                         range => #{from => From, to => To, windows => length(Ws),
+                                    traced_ms => Traced}}}
+    end.
+
+delta({{S, _, _, _}, {R, _, _, _}, none, none, N}) -> {S, R, N};
+delta({{S, _, _, _}, {R, _, _, _}, K, T, N}) -> {S, R, N, K, T}.

@@ -1,0 +1,348 @@
+%%% The kept history (issue 39): windows written to disk as they close,
+%%% read back as a time range by every view and by msgflow:diff/2.
+%%% <ul>
+%%% <li>range_diff: the diff suite's workload (two edges added, one
+%%%     removed, one doubled, ten the same with Poisson noise) recorded as
+%%%     two ranges of one run; the diff of the ranges lists exactly the
+%%%     four changes, as data and printed, and msgflow-report --diff on
+%%%     the ranges' exports prints the same table;</li>
+%%% <li>range_views: a view over a range counts exactly the range's
+%%%     messages, by process and by name; errors;</li>
+%%% <li>restart: a node stopped and started again under its name; its
+%%%     history reads across the restart, the two runs' processes matched
+%%%     by their labels;</li>
+%%% <li>budget_churn: 600 windows of churn (a 10-minute run's windows at
+%%%     the default 1 s, here 50 ms each) under a 64 KiB budget: the
+%%%     files never take more, segments are thinned to both coarser
+%%%     levels and the oldest deleted;</li>
+%%% <li>full_disk: a 64 KiB tmpfs fills: the history stops and info()
+%%%     says why, while counting goes on exactly;</li>
+%%% <li>bad_history: a directory that cannot be written is start/1's
+%%%     error, with nothing traced.</li>
+%%% </ul>
+%%% Only the senders are traced: the sinks tell the test when they got
+%%% their messages (untraced, so never counted), then
+%%% erlang:trace_delivered/1 is the barrier; a range's ends are the ends
+%%% of windows (the collector's), so no window straddles two ranges.
+-module(msgflow_history_SUITE).
+-include_lib("stdlib/include/assert.hrl").
+-include_lib("common_test/include/ct.hrl").
+-export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
+-export([range_diff/1, range_views/1, restart/1, budget_churn/1, full_disk/1, bad_history/1]).
+-export([peer_run/3]).
+
+-define(MS, 1000).          %% each recording's length, at least
+-define(INTERVAL, 200).     %% windows of the recordings
+
+all() ->
+    [range_diff, range_views, restart, budget_churn, full_disk, bad_history].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Config.
+
+end_per_suite(_Config) ->
+    _ = msgflow:stop(),
+    ok.
+
+end_per_testcase(_Case, _Config) ->
+    _ = msgflow:stop(),
+    ok.
+
+%%% The workload
+
+%% Edge I's sender (registered `hs_sI', traced) and sink (`hs_sinkI',
+%% untraced), spawned once for both recordings.
+edges(Is) ->
+    maps:from_list([{I, {spawn_registered(sender_name(I), fun sender/0),
+                         spawn_registered(sink_name(I), fun() -> sink(0, none) end)}}
+                    || I <- Is]).
+
+sender() ->
+    receive {go, Sink, N} -> [Sink ! {m, K} || K <- lists:seq(1, N)] end,
+    sender().
+
+%% counts what it got; tells the test once it has N (untraced: not counted)
+sink(Got, Want) ->
+    receive
+        {expect, N, From} -> check_sink(Got, {N, From});
+        {m, _} -> check_sink(Got + 1, Want)
+    end.
+
+check_sink(Got, {N, From}) when Got >= N -> From ! {got, self()}, sink(Got, none);
+check_sink(Got, Want) -> sink(Got, Want).
+
+%% Plan played: edge I's sender sends N more to its sink; returns once
+%% every message was received and its trace delivered.
+play(Plan, Edges) ->
+    Waits = [begin
+                 {S, Sink} = maps:get(I, Edges),
+                 Sink ! {expect, sent(I) + N, self()},
+                 S ! {go, Sink, N},
+                 Sink
+             end || {I, N} <- Plan],
+    [receive {got, Sink} -> ok end || Sink <- Waits],
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok end,
+    [put({sent, I}, sent(I) + N) || {I, N} <- Plan],
+    ok.
+
+%% messages edge I's sender sent so far (this process asked for them)
+sent(I) -> case get({sent, I}) of undefined -> 0; T -> T end.
+
+%% Waits at least until Until (monotonic ms, or `now'), then until the next window
+%% closes: the end of that window (system ms), a range's end.
+boundary(Until) ->
+    _ = Until =:= now orelse timer:sleep(max(0, Until - erlang:monotonic_time(millisecond))),
+    ok = msgflow_collector:await_windows(1, 30000),
+    last_at().
+
+last_at() ->
+    #{windows := Ws} = msgflow_collector:store(false),
+    #{at := At} = lists:last(Ws),
+    At.
+
+spawn_registered(Name, Fun) ->
+    Self = self(),
+    P = spawn(fun() -> register(Name, self()), Self ! {registered, self()}, Fun() end),
+    receive {registered, P} -> P end.
+
+sender_name(I) -> list_to_atom("hs_s" ++ integer_to_list(I)).
+sink_name(I) -> list_to_atom("hs_sink" ++ integer_to_list(I)).
+
+stop_all(Edges) ->
+    [begin M = monitor(process, P), exit(P, kill), receive {'DOWN', M, _, _, _} -> ok end end
+     || {S, K} <- maps:values(Edges), P <- [S, K]],
+    ok.
+
+%% The diff suite's plans, its edges named as here.
+renamed(D) ->
+    Rn = fun(B) -> re:replace(B, "^hs_", "df_", [{return, binary}]) end,
+    maps:map(fun(K, Es) when K =:= appeared; K =:= vanished; K =:= changed ->
+                     [E#{sender := Rn(S), receiver := Rn(R)} || E = #{sender := S, receiver := R} <- Es];
+                (_, V) -> V
+             end, D).
+
+%% Both recordings in one run with a history: the ranges [T0, T1] and
+%% [T1, T2].
+record_ranges(Dir) ->
+    Edges = edges(lists:seq(1, 14)),
+    Senders = [S || {S, _} <- maps:values(Edges)],
+    ok = msgflow:start(#{procs => Senders, history => Dir, interval => ?INTERVAL}),
+    ok = msgflow_collector:await_census(10000),
+    T0 = boundary(now),
+    M0 = erlang:monotonic_time(millisecond),
+    ok = play(msgflow_diff_SUITE:before_plan(), Edges),
+    T1 = boundary(M0 + ?MS),
+    M1 = erlang:monotonic_time(millisecond),
+    ok = play(msgflow_diff_SUITE:after_plan(), Edges),
+    T2 = boundary(M1 + ?MS),
+    ok = msgflow:stop(),
+    ok = stop_all(Edges),
+    {T0, T1, T2}.
+
+%%% The cases
+
+range_diff(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "range_diff"),
+    {T0, T1, T2} = record_ranges(Dir),
+    Before = #{from => T0, to => T1},
+    After = #{from => T1, to => T2},
+    D = msgflow:diff(Before, After),
+    ct:log("~p", [D]),
+    msgflow_diff_SUITE:check(renamed(D)),
+    Text = msgflow_test_io:capture(fun() -> ok = msgflow:diff(Before, After, #{print => true}) end),
+    ct:log("~ts", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "^2 appeared, 1 vanished, 1 changed, 10 the same",
+                                    [multiline])),
+    ?assertMatch({match, _}, re:run(Text, "^changed +hs_s12 +hs_sink12 +[0-9.]+ +[0-9.]+ +2\\.0x",
+                                    [multiline])),
+    %% the ranges exported, msgflow-report --diff on them: the same table
+    B = filename:join(?config(priv_dir, Config), "range_before.etf"),
+    A = filename:join(?config(priv_dir, Config), "range_after.etf"),
+    ok = msgflow:export(B, etf, Before),
+    ok = msgflow:export(A, etf, After),
+    ?assertEqual(D, msgflow:diff(B, A)),
+    {0, C} = msgflow_test_lib:run(msgflow_test_lib:tool("msgflow-report"), ["--diff", B, A]),
+    ct:log("~ts", [C]),
+    Lines = fun(T) -> string:split(string:trim(unicode:characters_to_binary(T), trailing), "\n", all) end,
+    ?assertEqual(Lines(Text), Lines(C)).
+
+%% A view over a range counts exactly its windows' messages.
+range_views(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "range_views"),
+    {T0, T1, T2} = record_ranges(Dir),
+    Count = fun(Range, Edge) ->
+                    #{rows := Rows, endpoints := Ends} =
+                        msgflow:view(top, Range#{by => process, limit => all}),
+                    Label = fun(E) -> maps:get(label, maps:get(E, Ends)) end,
+                    lists:sum([C || #{sender := S, receiver := R, count := C} <- Rows,
+                                    {Label(S), Label(R)} =:= Edge])
+            end,
+    E = fun(I) -> {atom_to_binary(sender_name(I)), atom_to_binary(sink_name(I))} end,
+    %% before: 11 and 12 300 each; after: 12 600, 13 300, 14 200
+    ?assertEqual([300, 300, 0, 0], [Count(#{from => T0, to => T1}, E(I)) || I <- [11, 12, 13, 14]]),
+    ?assertEqual([0, 600, 300, 200], [Count(#{from => T1, to => T2}, E(I)) || I <- [11, 12, 13, 14]]),
+    ?assertEqual([300, 900, 300, 200], [Count(#{from => T0, to => T2}, E(I)) || I <- [11, 12, 13, 14]]),
+    %% by name, printed, with the range in its head
+    Text = msgflow_test_io:capture(
+             fun() -> ok = msgflow:print(top, #{from => T1, to => T2, by => name, limit => 3}) end),
+    ct:log("~ts", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "^msgflow history [0-9-]+ [0-9:]+ to ", [multiline])),
+    ?assertMatch({match, _}, re:run(Text, "^ +1 hs_s12 +hs_sink12 +600 ", [multiline])),
+    %% every view that reads the counts takes a range
+    [?assertNotMatch({error, _}, msgflow:view(V, #{from => T0, to => T2}))
+     || V <- [top, matrix, receivers, hotspots, pairs, calls]],
+    %% nothing there, a bad time, no history
+    ?assertMatch({error, {no_history, _, _}}, msgflow:view(top, #{from => T2 + 3600000})),
+    ?assertMatch({error, {badopt, {from, yesterday}, _}}, msgflow:view(top, #{from => yesterday})),
+    ?assertMatch({error, {no_history, _, _}},
+                 msgflow:view(top, #{from => T0, history => filename:join(Dir, "none")})).
+
+%% Run on the peer: a sender and a sink, N messages, msgflow with the
+%% history in Dir; the peer's history figures.
+peer_run(Dir, N, Parent) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Edges = edges([1]),
+    #{1 := {S, _}} = Edges,
+    ok = msgflow:start(#{procs => [S], history => Dir, interval => 100}),
+    ok = msgflow_collector:await_census(10000),
+    ok = play([{1, N}], Edges),
+    ok = msgflow_collector:await_windows(1, 30000),
+    ok = msgflow:stop(),
+    Parent ! {pids, S},
+    maps:get(history, msgflow:info()).
+
+restart(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "restart"),
+    _ = msgflow_test_lib:start_distribution(),
+    Name = "mfh" ++ os:getpid(),
+    Args = lists:append([["-pa", filename:dirname(code:which(M))]
+                         || M <- [msgflow, ?MODULE, msgflow_diff_SUITE, msgflow_test_lib]]),
+    Run = fun(N) ->
+                  {ok, Peer, Node} = peer:start_link(#{name => Name, args => Args}),
+                  H = erpc:call(Node, ?MODULE, peer_run, [Dir, N, self()]),
+                  P = receive {pids, Pid} -> Pid end,
+                  ok = peer:stop(Peer),
+                  {Node, P, H}
+          end,
+    T0 = erlang:system_time(millisecond),
+    {Node, P1, H1} = Run(500),
+    T1 = erlang:system_time(millisecond),
+    {Node, P2, H2} = Run(700),
+    T2 = erlang:system_time(millisecond),
+    ct:log("~p~n~p", [H1, H2]),
+    %% the second run found the first's segment (one of each run)
+    ?assertMatch(#{status := closed, segments := 1}, H1),
+    ?assertMatch(#{status := closed, segments := 2}, H2),
+    ?assertNotEqual(P1, P2),
+    %% read here, the peer gone: by name one edge of both runs' messages
+    #{rows := ByName, endpoints := Ends} = msgflow:view(top, #{from => T0, to => T2, history => Dir,
+                                                               by => name, limit => all}),
+    ?assertEqual([{<<"hs_s1">>, <<"hs_sink1">>, 1200}],
+                 [{maps:get(label, maps:get(S, Ends)), maps:get(label, maps:get(R, Ends)), C}
+                  || #{sender := S, receiver := R, count := C} <- ByName]),
+    %% by process the two runs' senders, each with its label and messages
+    #{rows := ByPid, endpoints := PEnds} = msgflow:view(top, #{from => T0, to => T2, history => Dir,
+                                                               limit => all}),
+    ?assertEqual(lists:sort([{P1, <<"hs_s1">>, 500}, {P2, <<"hs_s1">>, 700}]),
+                 lists:sort([{S, maps:get(label, maps:get(S, PEnds)), C}
+                             || #{sender := S, count := C} <- ByPid])),
+    %% the diff of the two runs matches the edge by its labels
+    D = msgflow:diff(#{from => T0, to => T1, history => Dir}, #{from => T1, to => T2, history => Dir}),
+    ct:log("~p", [D]),
+    ?assertMatch(#{appeared := [], vanished := []}, D),
+    ?assertEqual(1, maps:get(unchanged, D) + length(maps:get(changed, D))),
+    _ = Node.
+
+%% The size of the history's files now.
+dir_bytes(Dir) ->
+    lists:sum([B || #{bytes := B} <- msgflow_history_file:list(Dir)]).
+
+churn(Stop) ->
+    receive Stop -> ok
+    after 0 ->
+        Sinks = [spawn(fun() -> receive _ -> ok end end) || _ <- lists:seq(1, 5)],
+        _ = [spawn(fun() -> [K ! x || K <- Sinks] end) || _ <- lists:seq(1, 2)],
+        timer:sleep(10),
+        [exit(K, kill) || K <- Sinks],
+        churn(Stop)
+    end.
+
+budget_churn(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "churn"),
+    Budget = 65536,
+    ok = msgflow:start(#{procs => new, history => Dir, interval => 50, history_bytes => Budget,
+                         history_segment => 10, history_whole => 3, history_tenths => 3}),
+    Churn = spawn(fun() -> churn(stop) end),
+    Seen = lists:foldl(fun(_, {Max, Levels, Files}) ->
+                               ok = msgflow_collector:await_windows(1, 30000),
+                               Segs = msgflow_history_file:list(Dir),
+                               {max(Max, dir_bytes(Dir)),
+                                lists:usort(Levels ++ [L || #{level := L} <- Segs]),
+                                lists:usort(Files ++ [F || #{file := F} <- Segs])}
+                       end, {0, [], []}, lists:seq(1, 600)),
+    Churn ! stop,
+    ok = msgflow:stop(),
+    {Max, Levels, Files} = Seen,
+    #{history := H} = msgflow:info(),
+    Left = [F || #{file := F} <- msgflow_history_file:list(Dir)],
+    ct:log("largest ~b bytes; levels ~p; ~b files seen, ~b left; ~p", [Max, Levels, length(Files),
+                                                                       length(Left), H]),
+    ?assert(Max =< Budget),
+    ?assert(dir_bytes(Dir) =< Budget),
+    ?assertEqual([0, 1, 2], Levels),
+    %% the oldest were deleted to keep to the budget
+    ?assert(length(Files) > length(Left)),
+    ?assertMatch(#{status := closed}, H),
+    %% what is left reads, whole
+    ?assertMatch(#{rows := _}, msgflow:view(top, #{from => 0, history => Dir})).
+
+full_disk(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "full"),
+    ok = filelib:ensure_path(Dir),
+    case os:cmd("mount -t tmpfs -o size=64k tmpfs " ++ Dir ++ " 2>&1 && echo mounted") of
+        "mounted\n" ->
+            try full_disk_run(Dir)
+            after os:cmd("umount " ++ Dir)
+            end;
+        Why ->
+            {skip, "a 64 KiB tmpfs cannot be mounted here (needs root): " ++ Why}
+    end.
+
+full_disk_run(Dir) ->
+    Edges = edges([1]),
+    #{1 := {S, _}} = Edges,
+    ok = msgflow:start(#{procs => new, history => Dir, interval => 50}),
+    ok = msgflow:trace(S),
+    Churn = spawn(fun() -> churn(stop) end),
+    Stopped = until_stopped(2000),
+    Churn ! stop,
+    ct:log("~p", [Stopped]),
+    ?assertMatch(#{status := stopped, reason := enospc}, Stopped),
+    ?assertMatch({match, _}, re:run(maps:get(message, Stopped), "no space left on device")),
+    %% counting goes on, exactly
+    #{running := true} = msgflow:info(),
+    ok = play([{1, 1000}], Edges),
+    #{rows := Rows} = msgflow:view(top, #{limit => all}),
+    ?assertEqual([1000], [C || #{sender := Sn, count := C} <- Rows, Sn =:= S]),
+    ok = msgflow:stop(),
+    stop_all(Edges).
+
+until_stopped(0) ->
+    ct:fail(history_never_stopped);
+until_stopped(N) ->
+    ok = msgflow_collector:await_windows(1, 30000),
+    case msgflow:info() of
+        #{history := H = #{status := stopped}} -> H;
+        _ -> until_stopped(N - 1)
+    end.
+
+bad_history(Config) ->
+    File = filename:join(?config(priv_dir, Config), "a_file"),
+    ok = file:write_file(File, <<>>),
+    ?assertMatch({error, {history, _, _}}, msgflow:start(#{history => filename:join(File, "h")})),
+    ?assertEqual([], msgflow_test_lib:flagged()),
+    ?assertMatch({error, {badopt, {history, 42}, _}}, msgflow:start(#{history => 42})),
+    ?assertMatch({error, {badopt, {history_bytes, 1}, _}},
+                 msgflow:start(#{history => File, history_bytes => 1})).
