@@ -29,7 +29,7 @@
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([range_diff/1, range_views/1, restart/1, budget_churn/1, full_disk/1, bad_history/1]).
--export([peer_run/3]).
+-export([peer_run/3, record_ranges/1]).
 
 -define(MS, 1000).          %% each recording's length, at least
 -define(INTERVAL, 200).     %% windows of the recordings

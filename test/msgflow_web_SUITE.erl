@@ -21,7 +21,7 @@
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
--export([browser/1, requests/1, prometheus/1, options/1, cluster/1, own_traffic/1]).
+-export([browser/1, browser_history/1, requests/1, prometheus/1, options/1, cluster/1, own_traffic/1]).
 -export([sink/0, sender/3, store_loop/1]).
 
 -define(EVIL, '<img src=x onerror=alert(1)>').
@@ -34,7 +34,7 @@ all() ->
     [{group, web}].
 
 groups() ->
-    [{web, [], [options, requests, browser, prometheus, cluster, own_traffic]}].
+    [{web, [], [options, requests, browser, browser_history, prometheus, cluster, own_traffic]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -317,6 +317,52 @@ browser(Config, Node) ->
     end,
     ok = msgflow:stop(),
     [P ! stop || P <- [Src, Evil, Client]].
+
+%% The page over the kept history: a range shows that range's edges, and
+%% "compare with" lists what changed (msgflow_history_SUITE's workload:
+%% two edges added, one removed, one doubled, ten the same).
+browser_history(Config) ->
+    Node = os:find_executable("node"),
+    Driver = filename:join([root(), "_build", "npm", "node_modules", "playwright-core"]),
+    case {Node, filelib:is_dir(Driver), os:find_executable("chromium")} of
+        {false, _, _} -> {skip, "no node (make deps installs nodejs)"};
+        {_, false, _} -> {skip, "no playwright-core in _build/npm (tools/web/vendor.sh)"};
+        {_, _, false} -> {skip, "no chromium (make deps installs it)"};
+        {_, true, _} -> browser_history(Config, Node)
+    end.
+
+browser_history(Config, Node) ->
+    Shots = filename:join([root(), "_build", "web"]),
+    _ = msgflow:stop(),
+    {T0, T1, T2} = msgflow_history_SUITE:record_ranges(filename:join(?config(priv_dir, Config), "h")),
+    {ok, Url} = msgflow:web(#{port => 0}),
+    B = browser_open(Node, Url, Shots),
+    Edge = fun(I) -> {iolist_to_binary(["hs_s", integer_to_list(I)]),
+                      iolist_to_binary(["hs_sink", integer_to_list(I)])} end,
+    try
+        #{<<"error">> := null} = step(B, "open"),
+        %% the first range: edges 1..12, edge 11 and 12 300 messages
+        #{<<"graph">> := G1, <<"status">> := <<"history">>, <<"history">> := true} =
+            step(B, "range " ++ json([T0, T1])),
+        E1 = edges(G1),
+        ?assertEqual(lists:sort([Edge(I) || I <- lists:seq(1, 12)]), lists:sort(maps:keys(E1))),
+        ?assertEqual([300, 300], [maps:get(Edge(I), E1) || I <- [11, 12]]),
+        %% the second, compared with the first
+        #{<<"graph">> := G2} = step(B, "range " ++ json([T1, T2])),
+        ?assertEqual([600, 300, 200], [maps:get(Edge(I), edges(G2)) || I <- [12, 13, 14]]),
+        #{<<"changes">> := Changes} = step(B, "compare before " ++ json([T0, T1])),
+        ?assertEqual([[<<"appeared">>, <<"hs_s13">>, <<"hs_sink13">>],
+                      [<<"appeared">>, <<"hs_s14">>, <<"hs_sink14">>],
+                      [<<"vanished">>, <<"hs_s11">>, <<"hs_sink11">>],
+                      [<<"changed">>, <<"hs_s12">>, <<"hs_sink12">>]],
+                     [[C, S, R] || [C, S, R | _] <- Changes]),
+        ?assertMatch([<<"2.0x">>], [F || [<<"changed">>, _, _, _, _, F | _] <- Changes]),
+        #{<<"file">> := _} = step(B, "shot web-history")
+    after
+        _ = msgflow_test_lib:quietly(fun() -> port_command(B, "quit\n") end),
+        msgflow_test_lib:quietly(fun() -> port_close(B) end),
+        ok = msgflow:web_stop()
+    end.
 
 label(Pid) ->
     msgflow_rows:display(msgflow:view(top, #{limit => 10}), Pid).

@@ -52,7 +52,9 @@ store(Dir, From, To) ->
             Traced = lists:sum([Ms || #{ms := Ms} <- Ws]),
             #{at := Last} = lists:last(Ws),
             S0 = msgflow_store:start_run(msgflow_store:new(),
-                                         #{windows => 1, max_pairs => 1 bsl 32, max_kinds => 8}),
+                                         (msgflow_opts:defaults())#{windows => 1,
+                                                                    max_pairs => 1 bsl 32,
+                                                                    max_memory => infinity}),
             Ends = lists:usort([E || #{rows := Rows} <- Ws, {S, R, _, _, _} <- Rows, E <- [S, R]]),
             S1 = msgflow_store:seed(S0, Ends),
             S2 = lists:foldl(fun(#{rows := Rows}, S) ->

@@ -66,7 +66,7 @@
 %% its unit), a positive number, a boolean, a pid, an atom, or one of
 %% several rules.
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
-              | boolean | pid | pair | pid_text | atom | text | procs | nodes | sample | kind | ip
+              | boolean | pid | pair | pid_text | atom | text | procs | nodes | sample | kind | ip | time
               | {either, [rule()]} | {subset, [atom()]}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 

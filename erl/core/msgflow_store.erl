@@ -96,7 +96,11 @@
                    events := non_neg_integer(), dead_letters := non_neg_integer(),
                    overflow := non_neg_integer(), rolled_up_messages := non_neg_integer(),
                    skipped := non_neg_integer(), proc_events_dropped := non_neg_integer(),
-                   new_tracer := msgflow | term()}.
+                   new_tracer := msgflow | term(),
+                   %% a store replayed from a range of the history
+                   %% (msgflow_history_range)
+                   range => #{from := integer(), to := integer(), windows := pos_integer(),
+                              traced_ms := non_neg_integer()}}.
 
 %% @doc An empty store; its tables belong to the calling process.
 -spec new() -> state().

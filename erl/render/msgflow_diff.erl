@@ -21,7 +21,7 @@
 %%% or its share moved 20 points, and when its call p99 doubled or
 %%% halved.
 -module(msgflow_diff).
--export([diff/2, diff/3, text/2, side/1]).
+-export([diff/2, diff/3, text/2, json/1, side/1]).
 -export_type([diff/0, edge/0]).
 
 %% |z| at least this: an edge's rate changed
@@ -267,6 +267,29 @@ text(#{appeared := Ap, vanished := Va, changed := Ch, unchanged := Same,
      Line("CHANGE", "SENDER", "RECEIVER", "BEFORE/S", "AFTER/S", "AFTER", "NOTES"),
      [Row("appeared", E) || E <- Ap], [Row("vanished", E) || E <- Va],
      [Row("changed", E) || E <- Ch]].
+
+%% @doc The diff as JSON terms (the web page's "compare with"): each
+%% side's figures, and each edge that appeared, vanished or changed with
+%% its `change' (appeared, vanished, changed), labels, rates before and
+%% after (msg/s), messages, main kind (text) and notes.
+-spec json(diff()) -> msgflow_view:json().
+json(#{appeared := Ap, vanished := Va, changed := Ch, unchanged := Same,
+       before := B, 'after' := A}) ->
+    Side = fun(#{node := N, seconds := T, messages := M, taken_at := At}) ->
+                   #{<<"node">> => atom_to_binary(N), <<"seconds">> => float(T),
+                     <<"messages">> => M, <<"taken_at">> => At}
+           end,
+    Fig = fun(#{messages := M, rate := R, kind := K}) ->
+                  #{<<"messages">> => M, <<"rate">> => float(R), <<"kind">> => kind_note(K)}
+          end,
+    Edge = fun(What, E = #{sender := S, receiver := R, before := FB, 'after' := FA, notes := Ns}) ->
+                   #{<<"change">> => What, <<"sender">> => S, <<"receiver">> => R,
+                     <<"before">> => Fig(FB), <<"after">> => Fig(FA), <<"notes">> => Ns,
+                     <<"z">> => case E of #{z := Z} -> float(Z); _ -> null end}
+           end,
+    #{<<"before">> => Side(B), <<"after">> => Side(A), <<"unchanged">> => Same,
+      <<"edges">> => [Edge(<<"appeared">>, E) || E <- Ap] ++ [Edge(<<"vanished">>, E) || E <- Va]
+                     ++ [Edge(<<"changed">>, E) || E <- Ch]}.
 
 %% X to one decimal, from its tenths rounded (as msgflow-report writes
 %% it: the two print the same rows).

@@ -34,7 +34,9 @@
 %%%               kind => atom(), tag => atom(), calls => N | undefined,
 %%%               sampled => N, unanswered => N, p50_ns => Ns | undefined,
 %%%               p90_ns => Ns | undefined, p99_ns => Ns | undefined,
-%%%               max_ns => Ns | undefined}]}
+%%%               max_ns => Ns | undefined}],
+%%%   %% a range of the history: its ends (system ms)
+%%%   range_from => SystemMs, range_to => SystemMs}
 %%% '''
 %%% `rows' are the view's, in its order (busiest first by `sort'),
 %%% grouped by `by': by process each end is an endpoint as the VM
@@ -90,7 +92,7 @@ of_top(View = #{rows := Rows, endpoints := Ends, by := By}, Calls, Statuses) ->
                              node => node_of(K, View)}
                    end
            end,
-    #{format => msgflow_dump, version => ?VERSION,
+    maps:merge(#{format => msgflow_dump, version => ?VERSION,
       node => maps:get(node, View), by => By, sort => maps:get(sort, View, messages),
       taken_at => maps:get(taken_at, View), started_at => maps:get(started_at, View),
       stopped_at => maps:get(stopped_at, View, undefined),
@@ -113,7 +115,11 @@ of_top(View = #{rows := Rows, endpoints := Ends, by := By}, Calls, Statuses) ->
                end,
       missing => [#{node => N, reason => iolist_to_binary(io_lib:format("~0tp", [Why]))}
                   || {N, Why} <- maps:get(missing, View, [])],
-      calls => calls(Calls)}.
+      calls => calls(Calls)}, range(View)).
+
+%% A range of the history (msgflow_history_range): its ends (system ms).
+range(#{range := #{from := F, to := T}}) -> #{range_from => F, range_to => T};
+range(_) -> #{}.
 
 node_of(K, _) when is_pid(K); is_port(K); is_reference(K) -> node(K);
 node_of({_, N}, _) when is_atom(N) -> N;

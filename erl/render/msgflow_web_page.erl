@@ -10,7 +10,7 @@
 %%% Every label goes to the page as a JSON string, and the page sets
 %%% text, never markup, from it (priv/www/msgflow.js).
 -module(msgflow_web_page).
--export([state/3, page/2, www_dir/0, file/1]).
+-export([state/3, state/4, page/2, www_dir/0, file/1]).
 
 %% edges the graph draws (the busiest; the rest summed in the state)
 -define(GRAPH_EDGES, 80).
@@ -40,7 +40,13 @@
 %% msgflow_query:run/2 gives it.
 -spec state(msgflow_rows:grouping(), all | node(), boolean()) -> map() | {error, term()}.
 state(By, Node, Static) ->
-    Scope = #{node => Node},
+    state(By, Node, Static, #{}).
+
+%% @doc state/3 of a range of the history (`#{from => Ms, to => Ms}',
+%% msgflow_query), or of the counts now (`#{}').
+-spec state(msgflow_rows:grouping(), all | node(), boolean(), map()) -> map() | {error, term()}.
+state(By, Node, Static, Range) ->
+    Scope = Range#{node => Node},
     Pairs = Scope#{by => process, limit => ?PAIRS, windows => ?WINDOWS},
     Graph = case By of
                 process -> Pairs;
@@ -80,6 +86,18 @@ page_state(G = #{by := By}, P, Extra) ->
     Info = maps:get(info, Extra, #{}),
     #{<<"node">> => atom_to_binary(maps:get(node, G)),
       <<"running">> => maps:get(running, G),
+      %% the range of the history shown (null: the counts now), and the
+      %% history kept (null without one): its oldest window's end
+      <<"range">> => case G of
+                         #{range := #{from := F, to := T}} -> #{<<"from">> => F, <<"to">> => T};
+                         _ -> null
+                     end,
+      <<"history">> => case maps:get(history, Info, #{}) of
+                           #{oldest := O, status := St, bytes := HB} when is_integer(O) ->
+                               #{<<"oldest">> => O, <<"status">> => St, <<"bytes">> => HB,
+                                 <<"message">> => maps:get(message, maps:get(history, Info), null)};
+                           _ -> null
+                       end,
       <<"static">> => maps:get(static, Extra, false),
       <<"taken_at">> => maps:get(taken_at, G),
       <<"window_ms">> => maps:get(window_ms, G),

@@ -21,7 +21,8 @@
 -export([start/2, stop/0, url/0, get/1]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
--type request() :: {state, msgflow_rows:grouping()} | hotspots | metrics | views
+-type request() :: {state, msgflow_rows:grouping(), #{from => integer(), to => integer()}}
+                 | {diff, map(), map()} | hotspots | metrics | views
                  | {view | text, msgflow_view:name(), map()}.
 -type source() :: fun((request()) -> {ok, iodata()} | {error, term()}).
 -export_type([request/0, source/0]).

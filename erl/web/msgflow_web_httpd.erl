@@ -94,10 +94,24 @@ route("/api/state", Q) ->
     case proplists:get_value(<<"by">>, Q, <<"name">>) of
         By when is_binary(By) ->
             case lists:member(By, Names) of
-                true -> doc({state, binary_to_existing_atom(By)}, "application/json");
+                true ->
+                    case range(Q, <<"from">>, <<"to">>) of
+                        {ok, Range} -> doc({state, binary_to_existing_atom(By), Range},
+                                           "application/json");
+                        {error, K} -> bad(K, [<<"system time in ms">>])
+                    end;
                 false -> bad(<<"by">>, Names)
             end;
         _ -> bad(<<"by">>, Names)
+    end;
+%% the diff of two ranges of the history (msgflow_diff): before
+%% cfrom..cto, after from..to
+route("/api/diff", Q) ->
+    case {range(Q, <<"cfrom">>, <<"cto">>), range(Q, <<"from">>, <<"to">>)} of
+        {{ok, B = #{from := _}}, {ok, A = #{from := _}}} -> doc({diff, B, A}, "application/json");
+        {{error, K}, _} -> bad(K, [<<"system time in ms">>]);
+        {_, {error, K}} -> bad(K, [<<"system time in ms">>]);
+        _ -> bad(<<"from">>, [<<"from, to, cfrom and cto: system time in ms">>])
     end;
 route("/api/hotspots", _) ->
     doc(hotspots, "application/json");
@@ -111,6 +125,22 @@ route("/metrics", _) ->
     doc(metrics, "text/plain; version=0.0.4; charset=utf-8");
 route(_, _) ->
     {404, "text/plain", <<"not found: the page is at /\n">>}.
+
+%% A range of the history from two parameters (system ms): `#{}' when
+%% neither is given.
+range(Q, F, T) ->
+    case {proplists:get_value(F, Q), proplists:get_value(T, Q)} of
+        {undefined, undefined} -> {ok, #{}};
+        {From, To} ->
+            case {ms(From), ms(To)} of
+                {{ok, A}, {ok, B}} -> {ok, #{from => A, to => B}};
+                {error, _} -> {error, F};
+                _ -> {error, T}
+            end
+    end.
+
+ms(undefined) -> {ok, now};
+ms(V) -> try {ok, binary_to_integer(V)} catch error:badarg -> error end.
 
 %% A view by `name', its options from the other parameters: each key one
 %% of the view's options, each value read by the option's rule (an atom
@@ -167,6 +197,8 @@ value({either, Rules}, V) ->
         [] -> error
     end;
 value(Rule, V) when Rule =:= text; Rule =:= pid_text -> {ok, V};
+value(time, V) ->
+    try {ok, binary_to_integer(V)} catch error:badarg -> {ok, V} end;
 value(atom, V) ->
     try {ok, binary_to_existing_atom(V)} catch error:badarg -> error end;
 value(_, _) ->

@@ -48,10 +48,15 @@ start(Opts0) ->
 %% msgflow counts on.
 -spec source(map()) -> msgflow_web:source().
 source(Web = #{metrics_edges := Edges}) ->
-    fun({state, By}) ->
-            case msgflow_web_page:state(By, all, false) of
+    fun({state, By, Range}) ->
+            case msgflow_web_page:state(By, all, false, Range) of
                 {error, _} = E -> E;
                 State -> {ok, msgflow_report:json_encode(State)}
+            end;
+       ({diff, Before, After}) ->
+            case msgflow_diff:diff(Before, After, #{}) of
+                {error, _} = E -> E;
+                D -> {ok, msgflow_report:json_encode(msgflow_diff:json(D))}
             end;
        (hotspots) ->
             json(hotspots, #{});

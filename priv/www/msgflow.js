@@ -30,6 +30,9 @@
   var chart = null;
   var lastSequence = null;
   var sequenceCount = 0;
+  var range = null;               // a range of the kept history shown, {from, to} (ms); null: live
+  var kept = null;                // the node's history: {oldest, status, bytes, message}; null: none
+  var compareRange = null;        // a range to compare with, given (window.msgflow.compare)
 
   // ---- small helpers -------------------------------------------------
 
@@ -82,8 +85,80 @@
 
   // ---- the state -----------------------------------------------------
 
+  function rangeQuery(r, f, t) {
+    return '&' + f + '=' + Math.round(r.from) + '&' + t + '=' + Math.round(r.to);
+  }
+
+  // The range the time slider and its length choose: null at the right
+  // end (live), else the length up to a time between the oldest window
+  // kept and now (all kept: from its start).
+  function chosenRange() {
+    var v = +$('range-end').value;
+    if (!kept || v >= 1000) return null;
+    var now = Date.now();
+    var end = kept.oldest + (now - kept.oldest) * v / 1000;
+    var len = +$('range-len').value;
+    return {from: len ? end - len : 0, to: end};
+  }
+
+  function showRange() {
+    setRange(chosenRange());
+    fetchChanges();
+  }
+
+  function setRange(r) {
+    range = r;
+    $('range-text').textContent = range ? (range.from ? time(range.from) : 'start') + ' \u2013 ' + time(range.to)
+                                        : 'live';
+    selected = null;
+    return fetchState();
+  }
+
+  // "compare with": the diff (api/diff) of the range shown, or the last
+  // length of it when live, against the range before it, or the same
+  // range an hour or a day earlier.
+  function fetchChanges() {
+    var how = $('compare').value;
+    $('changes-section').hidden = !how;
+    if (!how) return null;
+    var len = +$('range-len').value || 300000;
+    var now = Date.now();
+    var a = range || {from: now - len, to: now};
+    if (!a.from) a = {from: a.to - len, to: a.to};
+    var shift = how === 'before' ? a.to - a.from : how === 'hour' ? 3600000 : 86400000;
+    var b = compareRange || {from: a.from - shift, to: a.to - shift};
+    $('changes-note').textContent = time(b.from) + ' \u2013 ' + time(b.to) + ' to ' +
+      time(a.from) + ' \u2013 ' + time(a.to);
+    return fetch('api/diff?' + rangeQuery(a, 'from', 'to').slice(1) + rangeQuery(b, 'cfrom', 'cto'),
+                 {cache: 'no-store'}).then(function (r) {
+      return r.json().then(function (body) {
+        if (!r.ok) throw new Error(body.error || ('HTTP ' + r.status));
+        return body;
+      });
+    }).then(renderChanges).catch(function (err) {
+      clear(document.querySelector('#changes tbody')).appendChild(
+        el('tr', {}, el('td', {class: 'muted', colspan: '7'}, 'No comparison: ' + err.message)));
+    });
+  }
+
+  function renderChanges(d) {
+    var tb = clear(document.querySelector('#changes tbody'));
+    $('changes-note').textContent += ': ' + d.edges.length + ' changed, ' + int(d.unchanged) + ' the same';
+    if (!d.edges.length) {
+      tb.appendChild(el('tr', {}, el('td', {class: 'muted', colspan: '7'}, 'No edge appeared, vanished or changed its rate.')));
+    }
+    d.edges.forEach(function (e) {
+      var f = e.before.rate > 0 && e.after.rate > 0 ? (e.after.rate / e.before.rate).toFixed(1) + 'x' : '-';
+      var kind = e.change === 'vanished' ? e.before.kind : e.after.kind;
+      tb.appendChild(el('tr', {}, el('td', {}, el('span', {class: 'pill'}, e.change)),
+        td(e.sender, 'label'), td(e.receiver, 'label'),
+        td(e.before.rate ? rate(e.before.rate) : '-', 'n'), td(e.after.rate ? rate(e.after.rate) : '-', 'n'),
+        td(f, 'n'), td([kind].concat(e.notes).filter(function (x) { return x; }).join('; '))));
+    });
+  }
+
   function fetchState() {
-    var url = 'api/state?by=' + encodeURIComponent(by);
+    var url = 'api/state?by=' + encodeURIComponent(by) + (range ? rangeQuery(range, 'from', 'to') : '');
     return fetch(url, {cache: 'no-store'}).then(function (r) {
       return r.json().then(function (body) {
         if (!r.ok) throw new Error(body.error || ('HTTP ' + r.status));
@@ -169,7 +244,12 @@
     var st = $('status');
     st.className = 'status' + (state.static ? ' static' : state.running ? '' : ' stopped');
     st.textContent = state.static ? 'exported ' + new Date(state.taken_at).toLocaleString()
-                                  : state.running ? 'counting' : 'stopped';
+                                  : state.range ? 'history' : state.running ? 'counting' : 'stopped';
+    if (state.range) st.className = 'status stopped';
+    kept = state.static ? null : state.history;
+    $('history-box').hidden = !kept;
+    if (kept) $('history-box').title = 'the history kept: from ' + new Date(kept.oldest).toLocaleString() +
+      ', ' + bytes(kept.bytes) + (kept.message ? '; ' + kept.message : '');
     var sel = $('by');
     if (sel.options.length === 0) {
       state.groupings.forEach(function (g) { sel.appendChild(el('option', {value: g}, g)); });
@@ -607,6 +687,9 @@
       if (state) renderGraph();
     });
     $('filter').addEventListener('input', function () { if (state) renderTop(); });
+    $('range-end').addEventListener('change', showRange);
+    $('range-len').addEventListener('change', showRange);
+    $('compare').addEventListener('change', fetchChanges);
     $('view').addEventListener('change', fetchViewText);
     document.querySelectorAll('#top th.sort').forEach(function (th) {
       th.addEventListener('click', function () { sortKey = th.getAttribute('data-sort'); if (state) renderTop(); });
@@ -623,6 +706,14 @@
                                                              count: e.data('count'), kind: e.data('kind')}; })};
       },
       select: select,
+      // a range of the history shown ({from, to}, ms; null: live), and
+      // the one compared with (for the browser test)
+      showRange: setRange,
+      compare: function (how, r) {
+        $('compare').value = how;
+        compareRange = r || null;
+        return fetchChanges();
+      },
       // where a group's node, or an edge's middle, is drawn, in the page's
       // coordinates (to click it)
       position: function (id) {
@@ -640,7 +731,8 @@
       fetchState();
       fetchHotspots();
       fetchViews();
-      setInterval(function () { if (!paused) fetchState(); }, REFRESH_MS);
+      // a range of the history does not change: fetched when chosen
+      setInterval(function () { if (!paused && !range) fetchState(); }, REFRESH_MS);
       setInterval(function () { if (!paused) fetchHotspots(); }, HOTSPOTS_MS);
       setInterval(function () { if (!paused) fetchViewText(); }, VIEW_MS);
     }

@@ -6,6 +6,8 @@
 //   wait EDGE N    wait until the edge "S\u0000R" (JSON string) counts N: {count, updates}
 //   click GROUP    click the group's node on the canvas: {title, members}
 //   clickedge [S, R]  click the edge's middle: {title, kinds, chart, pairs}
+//   range FROM TO  show the history from FROM to TO (ms): {graph, top, status, history}
+//   compare HOW [FROM, TO]  compare with (before | hour | day, or the range given): {note, changes}
 //   shot NAME      a screenshot OUT_DIR/NAME.png: {file}
 //   static FILE    open file://FILE (no server behind it): {graph, top, dialogs, images}
 //   quit
@@ -97,6 +99,24 @@ async function snapshot(page, dialogs) {
               Array.from(tr.children).map((td) => td.textContent))
           };
         }));
+      } else if (cmd === 'range') {
+        const [from, to] = JSON.parse(arg);
+        await page.evaluate((r) => window.msgflow.showRange(r), { from, to });
+        await waitFor(page, () => window.msgflow.state().range !== null);
+        send(Object.assign(await snapshot(page, dialogs), await page.evaluate(() => ({
+          status: document.getElementById('status').textContent,
+          history: !document.getElementById('history-box').hidden
+        }))));
+      } else if (cmd === 'compare') {
+        const [how, ...r] = arg.split(' ');
+        const cr = r.length ? JSON.parse(r.join(' ')) : null;
+        await page.evaluate(([h, c]) => window.msgflow.compare(h, c && { from: c[0], to: c[1] }), [how, cr]);
+        await waitFor(page, () => document.querySelector('#changes tbody tr'));
+        send(await page.evaluate(() => ({
+          note: document.getElementById('changes-note').textContent,
+          changes: Array.from(document.querySelectorAll('#changes tbody tr')).map((tr) =>
+            Array.from(tr.children).map((td) => td.textContent))
+        })));
       } else if (cmd === 'shot') {
         const file = outDir + '/' + arg + '.png';
         await page.screenshot({ path: file, fullPage: true });

@@ -1031,12 +1031,14 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     /* Keys come in any order: note where each value is, then decode. */
     enum { K_FORMAT, K_VERSION, K_NODE, K_TAKEN, K_STARTED, K_RUNNING, K_WINDOW, K_SCALE,
            K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_NODES, K_CALLS, K_BY, K_SORT,
-           K_PAIR_COUNT, K_GROUP_COUNT, K_ROWS, K_MISSING, K_STOPPED, K_N };
+           K_PAIR_COUNT, K_GROUP_COUNT, K_ROWS, K_MISSING, K_STOPPED, K_RANGE_FROM, K_RANGE_TO,
+           K_N };
     static const char *const names[K_N] = {"format", "version", "node", "taken_at",
                                            "started_at", "running", "window_ms", "scale",
                                            "events", "dead_letters", "overflow", "endpoints",
                                            "pairs", "nodes", "calls", "by", "sort", "pair_count",
-                                           "group_count", "rows", "missing", "stopped_at"};
+                                           "group_count", "rows", "missing", "stopped_at",
+                                           "range_from", "range_to"};
     int at[K_N];
     if (!map_fields(&d, names, K_N, at))
         return fail(err, errlen, "not a msgflow dump: the term is not a map (or not a well-formed one)"), -1;
@@ -1058,7 +1060,7 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
                      (k != K_CALLS || d.version >= 5) && (k != K_PAIRS || d.version < 6) &&
                      ((k != K_BY && k != K_ROWS) || d.version >= 6) && k != K_SORT &&
                      k != K_PAIR_COUNT && k != K_GROUP_COUNT && k != K_MISSING &&
-                     k != K_STOPPED;
+                     k != K_STOPPED && k != K_RANGE_FROM && k != K_RANGE_TO;
         if (at[k] < 0 && needed)
             return fail(err, errlen, "msgflow dump without `%s'", names[k]), -1;
     }
@@ -1085,6 +1087,17 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         d.idx = at[K_STOPPED];
         if (ei_decode_longlong(buf, &d.idx, &out->stopped_at) != 0)
             out->stopped_at = -1; /* undefined */
+    }
+    /* a range of the history: both ends, or neither */
+    out->range_from = out->range_to = -1;
+    if (at[K_RANGE_FROM] >= 0 && at[K_RANGE_TO] >= 0) {
+        d.idx = at[K_RANGE_FROM];
+        int bad_from = ei_decode_longlong(buf, &d.idx, &out->range_from) != 0;
+        d.idx = at[K_RANGE_TO];
+        if (bad_from || ei_decode_longlong(buf, &d.idx, &out->range_to) != 0) {
+            fail(err, errlen, "range_from, range_to: not integers");
+            goto bad;
+        }
     }
     if (at[K_RUNNING] >= 0) {
         d.idx = at[K_RUNNING];

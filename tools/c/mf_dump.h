@@ -142,6 +142,8 @@ typedef struct {
     long long stopped_at;  /* system time, ms; -1 when undefined (running, or
                             * a dump from before it was given) */
     int running;
+    long long range_from;  /* a range of the history (system time, ms): its */
+    long long range_to;    /* ends; -1 for the counts of a run */
     uint64_t window_ms;
     double scale;          /* > 1: sampled, rates are estimates */
     uint64_t events, dead_letters, overflow; /* messages */

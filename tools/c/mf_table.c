@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <uthash.h>
 
 static double log1p_ratio(uint64_t c, uint64_t max)
@@ -653,8 +654,20 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
     int end_w = top_end_w(width, by_kind, peak, bytes, wait);
     int kind_w = MF_TOP_KIND_W(width);
     const char *ellipsis = lay->ellipsis;
+    char state[96] = "";
+    if (d->range_from >= 0) {
+        /* a range of the history, in local time as msgflow prints it */
+        char from[32], to[32];
+        time_t f = (time_t)(d->range_from / 1000), t = (time_t)(d->range_to / 1000);
+        struct tm tf, tt;
+        strftime(from, sizeof(from), "%Y-%m-%d %H:%M:%S", localtime_r(&f, &tf));
+        strftime(to, sizeof(to), tf.tm_yday == localtime_r(&t, &tt)->tm_yday ? "%H:%M:%S"
+                                                                               : "%Y-%m-%d %H:%M:%S",
+                 &tt);
+        snprintf(state, sizeof(state), "history %s to %s", from, to);
+    }
     fprintf(out, "msgflow %s on %s: %s messages, %s %s; MSG/S over the last %s ms\n",
-            d->running ? "running" : "stopped", d->node, mf_int(d->events, a),
+            state[0] ? state : d->running ? "running" : "stopped", d->node, mf_int(d->events, a),
             mf_int(lay->total >= 0 ? (uint64_t)lay->total : n, b),
             lay->by == MF_BY_PROCESS ? "pairs" : "groups", mf_int(d->window_ms, c));
     if (d->n_missing > 0) {

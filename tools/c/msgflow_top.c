@@ -91,7 +91,10 @@ static void on_signal(int sig)
 static const char usage[] =
     "usage: msgflow-top --node NAME@HOST [--cookie C | --cookie-file F] [--interval Ms]\n"
     "                   [--top N] [--by process|name|module|application|node|kind]\n"
-    "                   [--once] [--keep] [--start] [--code DIR]\n"
+    "                   [--once] [--keep] [--start] [--code DIR] [--from T [--to T]]\n"
+    "  --from, --to: a range of the node's kept history (start/1's history\n"
+    "  option) instead of the counts now: system time in ms, or RFC 3339\n"
+    "  (2026-11-26T04:00:00Z); --to defaults to now\n"
     "  --code DIR: the msgflow application directory (ebin/, priv/) shipped to a\n"
     "  node without msgflow; default: the build beside this program\n"
     "  (its directory's ../default/lib/msgflow)\n";
@@ -648,6 +651,21 @@ static char *reply_binary(ei_x_buff *reply, size_t *len, char *err, size_t errle
  * `top' view with `by', `sort', `limit' and, when not empty, `filter') and
  * decodes the dump of them.  0, or -1 with a message in err; *gone set
  * when the connection failed. */
+/* --from and --to: a range of the history, or NULL (set once in main) */
+static const char *range_from, *range_to;
+
+/* A time of --from or --to as the node reads it: ms digits as an
+ * integer, anything else as text (msgflow_opts:system_ms/1). */
+static void encode_time(ei_x_buff *x, const char *t)
+{
+    char *end;
+    long long ms = strtoll(t, &end, 10);
+    if (*t && !*end)
+        ei_x_encode_longlong(x, ms);
+    else
+        ei_x_encode_binary(x, t, (long)strlen(t));
+}
+
 static int fetch(conn *c, mf_by by, int sort, long limit, const char *filter, mf_dump *d,
                  int *gone, char *err, size_t errlen)
 {
@@ -657,7 +675,15 @@ static int fetch(conn *c, mf_by by, int sort, long limit, const char *filter, mf
     ei_x_new(&call);
     ei_x_encode_tuple_header(&call, 2);
     ei_x_encode_atom(&call, "rows");
-    ei_x_encode_map_header(&call, filter[0] ? 4 : 3);
+    ei_x_encode_map_header(&call, (filter[0] ? 4 : 3) + (range_from ? 1 : 0) + (range_to ? 1 : 0));
+    if (range_from) {
+        ei_x_encode_atom(&call, "from");
+        encode_time(&call, range_from);
+    }
+    if (range_to) {
+        ei_x_encode_atom(&call, "to");
+        encode_time(&call, range_to);
+    }
     ei_x_encode_atom(&call, "by");
     ei_x_encode_atom(&call, by_names[by]);
     ei_x_encode_atom(&call, "sort");
@@ -1210,7 +1236,8 @@ int main(int argc, char **argv)
         const char *a = argv[i];
         int has_value = !strcmp(a, "--node") || !strcmp(a, "--cookie") ||
                         !strcmp(a, "--cookie-file") || !strcmp(a, "--interval") ||
-                        !strcmp(a, "--top") || !strcmp(a, "--by") || !strcmp(a, "--code");
+                        !strcmp(a, "--top") || !strcmp(a, "--by") || !strcmp(a, "--code") ||
+                        !strcmp(a, "--from") || !strcmp(a, "--to");
         if (has_value && i + 1 >= argc) {
             fprintf(stderr, "msgflow-top: %s needs a value\n%s", a, usage);
             return 2;
@@ -1224,6 +1251,10 @@ int main(int argc, char **argv)
             cookie_file = argv[++i];
         } else if (!strcmp(a, "--by")) {
             by_name = argv[++i];
+        } else if (!strcmp(a, "--from")) {
+            range_from = argv[++i];
+        } else if (!strcmp(a, "--to")) {
+            range_to = argv[++i];
         } else if (!strcmp(a, "--code")) {
             if ((size_t)snprintf(code_dir, sizeof(code_dir), "%s", argv[++i]) >=
                 sizeof(code_dir)) {
@@ -1250,6 +1281,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "msgflow-top: unknown argument %s\n%s", a, usage);
             return 2;
         }
+    }
+    if (range_to && !range_from) {
+        fprintf(stderr, "msgflow-top: --to needs --from\n%s", usage);
+        return 2;
     }
     if (!code_dir[0] && code_dir_beside_me() != 0)
         snprintf(code_dir, sizeof(code_dir), "."); /* read_build_file says what is missing */
