@@ -20,7 +20,7 @@ CT_LOGDIR = $(if $(OTP),_build/otp$(OTP)/ct_logs,_build/ct_logs)
 BUILD_BASE = $(or $(REBAR_BASE_DIR),_build)
 ERL_PA = -pa $(BUILD_BASE)/default/lib/msgflow/ebin
 
-.PHONY: all deps test-deps build shell docs vendor demo test dialyzer bench bench-scale bench-cluster soak fuzz clean
+.PHONY: all deps test-deps build shell docs vendor demo test dialyzer bench bench-scale bench-history bench-cluster soak fuzz clean
 
 all: build
 
@@ -102,6 +102,13 @@ bench-scale: build
 	erl -noshell +P 1000000 $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_scale:main()'
 	$(MAKE) --no-print-directory bench-cluster
 	$(MAKE) --no-print-directory soak
+
+# What the kept history costs: 200,000 pairs a window, history off and
+# on, side by side (a minute).  Prints, judges nothing.
+bench-history: build
+	mkdir -p _build/bench
+	erlc -o _build/bench tools/bench/*.erl
+	erl -noshell +P 1000000 $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_history:main()'
 
 # Views across a cluster: MSGFLOW_CLUSTER_NODES (10) peer nodes of
 # MSGFLOW_CLUSTER_PAIRS (200,000) pairs each, counted from this node; part

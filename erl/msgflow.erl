@@ -116,6 +116,14 @@ start() ->
 %% <li>`owner => Pid': the run stops `grace' ms after Pid exits or its
 %%     node disconnects, so that a tool that started it cannot leave it on
 %%     by dying (msgflow-top passes its own C node's pid).</li>
+%% <li>`history => Dir | off': every window's messages by pair, kind and
+%%     tag written to segment files in Dir as it closes (by a process of
+%%     its own, never the collector), kept across reset/0, stop/0 and
+%%     restarts, read back by every view's `from' and `to' and by diff/2;
+%%     `history_bytes' (64 MiB) bounds the files, `history_segment' (60
+%%     windows), `history_whole' (10 segments) and `history_tenths' (60)
+%%     the thinning schedule (guides/history.md; default off).  A Dir that
+%%     cannot be written is `{error, {history, Dir, Reason}}'.</li>
 %% </ul>
 %% Errors: `{error, {badopt, {Key, Value}, Allowed}}' for a bad value or
 %% an unknown key (Allowed: the values or the keys), `{error, {noproc,
@@ -260,6 +268,12 @@ matrix(By, Opts) ->
 %%     `history' (`pair'), `flows', `nodes', `info' (info/0's map as it
 %%     stands, with no snapshot).</li>
 %% </ul>
+%% Every view of the counts also takes `from' and `to' (system ms, an RFC
+%% 3339 text, a local datetime, `{ago, Seconds}' or `now'): the value is
+%% then built from that range of the kept history (start/1's `history',
+%% or `history => Dir'), with `range => #{from, to}' in it; `{error,
+%% {no_history, Dir, {From, To}}}' when no window of it is there
+%% (guides/history.md).
 %% A view whose value is a map has `missing': the nodes of a cluster that
 %% did not answer within `timeout' ms (1000; 30,000 for every pair), with
 %% why.  Errors: `{error, {badarg, {view, Name}, Names}}', `{error,
@@ -288,7 +302,11 @@ print(Name, Opts) ->
 %% `trace_mode', `started_at' and `stopped_at' (ms, system time), what
 %% other tools hold (`skipped', `new_tracer'), and the term reads checked
 %% at load (`fast_extra', `alias_owner', `plain_refs', `fast_terms',
-%% `native_records'; guides/production.md, Compatibility).
+%% `native_records'; guides/production.md, Compatibility), and with
+%% start/1's `history' the history kept: `#{dir, status => on | closed |
+%% stopped, bytes, budget, segments, oldest (ms), windows_written,
+%% windows_dropped, writer_ms}', and when it stopped `reason' and
+%% `message' (guides/history.md).
 -spec info() -> map() | {error, {timeout, msgflow_collector}}.
 info() ->
     msgflow_collector:info().
@@ -304,7 +322,8 @@ export(Path, Format) ->
 %% web page with its state, one self-contained file), or `mermaid' (the
 %% last follow/2 flow); or, with `view => Name', any view as `json' or
 %% `text'.  Opts: `by' (a grouping, default `process'; html `name'),
-%% `sort', `limit', across a cluster `node'; with `view', the view's
+%% `sort', `limit', across a cluster `node', `from' and `to' (a range of
+%% the kept history, as view/2 takes them); with `view', the view's
 %% options.  The file is written whole under a temporary name and renamed
 %% over Path.  Errors: `{error, {enoent, Path}}', `{error,
 %% {not_a_regular_file, Path}}' (a device, directory or FIFO is left as
@@ -394,8 +413,10 @@ follow(Fun, Opts) ->
     msgflow_flow:follow(Fun, Opts).
 
 %% @doc What changed in who talks to whom between two recordings, each a
-%% dump file (`export(Path, etf)'), a dump (dump/0's binary) or `now' (the
-%% counts so far): `#{appeared, vanished, changed := [Edge], unchanged,
+%% dump file (`export(Path, etf)'), a dump (dump/0's binary), `now' (the
+%% counts so far) or a range of the kept history (`#{from => T1, to =>
+%% T2}', and `history => Dir' for another directory than the run's;
+%% guides/history.md): `#{appeared, vanished, changed := [Edge], unchanged,
 %% before, after}', edges by label with their messages, rate (msg/s over
 %% the recording), main kind, call p99 (µs) and bytes on each side; a rate
 %% changed beyond chance by a binomial test on the counts (|z| >= 5;

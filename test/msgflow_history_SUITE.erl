@@ -257,7 +257,7 @@ restart(Config) ->
 
 %% The size of the history's files now.
 dir_bytes(Dir) ->
-    lists:sum([B || #{bytes := B} <- msgflow_history_file:list(Dir)]).
+    lists:sum([B || #{bytes := B} <- msgflow_history_file:list(Dir, all)]).
 
 churn(Stop) ->
     receive Stop -> ok
@@ -277,7 +277,7 @@ budget_churn(Config) ->
     Churn = spawn(fun() -> churn(stop) end),
     Seen = lists:foldl(fun(_, {Max, Levels, Files}) ->
                                ok = msgflow_collector:await_windows(1, 30000),
-                               Segs = msgflow_history_file:list(Dir),
+                               Segs = msgflow_history_file:list(Dir, all),
                                {max(Max, dir_bytes(Dir)),
                                 lists:usort(Levels ++ [L || #{level := L} <- Segs]),
                                 lists:usort(Files ++ [F || #{file := F} <- Segs])}
@@ -286,7 +286,7 @@ budget_churn(Config) ->
     ok = msgflow:stop(),
     {Max, Levels, Files} = Seen,
     #{history := H} = msgflow:info(),
-    Left = [F || #{file := F} <- msgflow_history_file:list(Dir)],
+    Left = [F || #{file := F} <- msgflow_history_file:list(Dir, all)],
     ct:log("largest ~b bytes; levels ~p; ~b files seen, ~b left; ~p", [Max, Levels, length(Files),
                                                                        length(Left), H]),
     ?assert(Max =< Budget),

@@ -16,8 +16,9 @@
 %%% window.  Whatever the schedule, the files take at most
 %%% `history_bytes' (64 MiB): past it the oldest segments are deleted,
 %%% and a segment is closed early once it holds an eighth of it.
-%%% Segments already in Dir (an earlier run, before a restart) count in
-%%% the budget and are thinned alike.
+%%% Segments of this node already in Dir (an earlier run, before a
+%%% restart) count in the budget and are thinned alike; those of other
+%%% nodes (a cluster's, on one host) are theirs.
 %%%
 %%% A write that fails (a full disk, a file size limit, a directory
 %%% removed) stops the history: counting goes on, and info()'s `history'
@@ -48,7 +49,8 @@
     open = none :: none | #{file := file:filename(), fd := file:io_device(),
                             first_at := integer(), windows := non_neg_integer(),
                             bytes := non_neg_integer(), dict := msgflow_history_file:dict()},
-    written = 0 :: non_neg_integer()    %% windows written by this run
+    written = 0 :: non_neg_integer(),   %% windows written by this run
+    work_us = 0 :: non_neg_integer()    %% µs spent labelling, writing, thinning
 }).
 
 %% @doc A writer for a run with these options (msgflow_opts:run_opts(),
@@ -99,20 +101,23 @@ close(Writer) ->
 -spec init(file:filename(), map()) -> no_return().
 init(Dir, Opts = #{collector := C}) ->
     ok = msgflow_flags:untrace_self(),
+    Mine = "-" ++ atom_to_list(node()) ++ ".mfh.tmp",
     _ = [file:delete(filename:join(Dir, F)) || {ok, Fs} <- [file:list_dir(Dir)], F <- Fs,
-                                               lists:suffix(".mfh.tmp", F)],
+                                               lists:suffix(Mine, F)],
     W = #w{dir = Dir, collector = C, budget = maps:get(history_bytes, Opts),
            per_segment = maps:get(history_segment, Opts), whole = maps:get(history_whole, Opts),
-           tenths = maps:get(history_tenths, Opts), done = msgflow_history_file:list(Dir)},
+           tenths = maps:get(history_tenths, Opts), done = msgflow_history_file:list(Dir, [node()])},
     loop(report(W)).
 
 loop(W) ->
     receive
         {'ETS-TRANSFER', Log, _, {window, Meta}} ->
+            T0 = erlang:monotonic_time(microsecond),
             Rows = rows(Log, maps:get(label_ids, Meta)),
             ets:delete(Log),
             Win = (maps:with([node, run, n, at, ms, scale], Meta))#{rows => Rows},
-            loop(report(write(Win, W)));
+            W1 = write(Win, W),
+            loop(report(W1#w{work_us = W1#w.work_us + erlang:monotonic_time(microsecond) - T0}));
         close ->
             _ = close_open(W),
             exit(normal)
@@ -167,7 +172,7 @@ write(Win = #{at := At}, W0) ->
 open_segment(_, W = #w{open = #{}}) ->
     W;
 open_segment(At, W = #w{dir = Dir}) ->
-    File = msgflow_history_file:path(Dir, At, 0),
+    File = msgflow_history_file:path(Dir, At, 0, node()),
     case file:open(File, [append, raw, binary]) of
         {ok, Fd} ->
             W#w{open = #{file => File, fd => Fd, first_at => At, windows => 0, bytes => 0,
@@ -200,7 +205,7 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
                                                                   infinity -> max(1, length(Ws));
                                                                   _ -> Factor
                                                               end),
-                      New = msgflow_history_file:path(Dir, At, Level + 1),
+                      New = msgflow_history_file:path(Dir, At, Level + 1, node()),
                       Bin = msgflow_history_file:encode_all(Merged),
                       %% room for the merged file beside the old one
                       Acc1 = #w{done = D1} = make_room(byte_size(Bin), Acc),
@@ -247,6 +252,7 @@ report(W = #w{collector = C, done = Done, open = Open}) ->
     Segs = Done ++ [#{first_at => At} || #{first_at := At} <- [Open]],
     C ! {msgflow_history, self(),
          #{bytes => total(W), segments => length(Segs), windows_written => W#w.written,
+           writer_ms => W#w.work_us div 1000,
            oldest => case Segs of [#{first_at := O} | _] -> O; [] -> undefined end}},
     W.
 

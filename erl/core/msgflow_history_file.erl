@@ -3,10 +3,11 @@
 %%% one format this module reads and writes.  Pure functions on files;
 %%% any process.
 %%%
-%%% A segment is `<FirstAt>-<Level>.mfh': FirstAt the end of its first
-%%% window (system time, ms, 13 digits, so that names sort by time), Level
-%%% 0 for windows as they closed, 1 for ten windows merged into one, 2 for
-%%% a whole segment merged into one.  It is a run of frames
+%%% A segment is `<FirstAt>-<Level>-<Node>.mfh': FirstAt the end of its
+%%% first window (system time, ms, 13 digits, so that names sort by time),
+%%% Level 0 for windows as they closed, 1 for ten windows merged into one,
+%%% 2 for a whole segment merged into one, Node the node whose windows it
+%%% holds (the nodes of a cluster on one host may share a directory).  It is a run of frames
 %%% `<<Size:32, Crc32:32, Payload:Size/binary>>', each payload the
 %%% term_to_binary (compressed) of one window:
 %%% ```
@@ -25,7 +26,7 @@
 %%% it is read.
 -module(msgflow_history_file).
 
--export([new_dict/0, encode/2, encode_all/1, read/1, list/1, path/3, merge/2, write/2]).
+-export([new_dict/0, encode/2, encode_all/1, read/1, list/2, path/4, merge/2, write/2]).
 -export_type([window/0, end_id/0, segment/0, dict/0]).
 
 %% An endpoint and its identity: {Endpoint, Label, Module, Application}.
@@ -36,7 +37,7 @@
                     rows := [{end_id(), end_id(), atom(), atom(), pos_integer()}]}.
 %% A segment file as list/1 finds it.
 -type segment() :: #{file := file:filename(), first_at := integer(), level := 0..2,
-                     bytes := non_neg_integer()}.
+                     node := node(), bytes := non_neg_integer()}.
 %% The ends a segment named so far (the writer's, per segment).
 -opaque dict() :: #{end_id() => non_neg_integer()}.
 
@@ -101,10 +102,12 @@ window(Payload, Ends0) ->
         error:_ -> error
     end.
 
-%% @doc The segments in Dir, oldest first (files of other names are left
-%% alone); `[]' when Dir does not exist.
--spec list(file:filename()) -> [segment()].
-list(Dir) ->
+%% @doc The segments in Dir of the nodes Nodes (`all', or a list),
+%% oldest first (files of other names are left alone); `[]' when Dir
+%% does not exist.  A node's name is made an atom only when it is one
+%% already or in Nodes.
+-spec list(file:filename(), all | [node()]) -> [segment()].
+list(Dir, Nodes) ->
     Names = case file:list_dir(Dir) of
                 {ok, Ns} -> Ns;
                 {error, _} -> []
@@ -112,13 +115,19 @@ list(Dir) ->
     lists:sort(fun(#{first_at := A, level := LA}, #{first_at := B, level := LB}) ->
                        {A, LA} =< {B, LB}
                end,
-               [#{file => F, first_at => At, level => L, bytes => Bytes}
+               [#{file => F, first_at => At, level => L, node => N, bytes => Bytes}
                 || Name <- Names,
-                   {match, [AtS, LS]} <- [re:run(Name, "^([0-9]{13})-([0-2])\\.mfh$",
-                                                 [{capture, all_but_first, list}])],
+                   {match, [AtS, LS, NS]} <- [re:run(Name, "^([0-9]{13})-([0-2])-(.+)\\.mfh$",
+                                                     [{capture, all_but_first, list}, unicode])],
+                   N <- node_named(NS, Nodes),
                    At <- [list_to_integer(AtS)], L <- [list_to_integer(LS)],
                    F <- [filename:join(Dir, Name)],
                    {ok, #{size := Bytes}} <- [file_size(F)]]).
+
+node_named(Name, all) ->
+    try [list_to_atom(Name)] catch error:_ -> [] end;
+node_named(Name, Nodes) ->
+    [N || N <- Nodes, atom_to_list(N) =:= Name].
 
 file_size(F) ->
     case file:read_file_info(F) of
@@ -126,11 +135,11 @@ file_size(F) ->
         E -> E
     end.
 
-%% @doc The path of the segment of level Level whose first window ended
-%% at FirstAt.
--spec path(file:filename(), integer(), 0..2) -> file:filename().
-path(Dir, FirstAt, Level) ->
-    filename:join(Dir, io_lib:format("~13..0b-~b.mfh", [FirstAt, Level])).
+%% @doc The path of Node's segment of level Level whose first window
+%% ended at FirstAt.
+-spec path(file:filename(), integer(), 0..2, node()) -> file:filename().
+path(Dir, FirstAt, Level, Node) ->
+    filename:join(Dir, lists:flatten(io_lib:format("~13..0b-~b-~s.mfh", [FirstAt, Level, Node]))).
 
 %% @doc Windows merged Factor into one, in order: each merged window has
 %% the messages of its pair, kind and tag summed, the end (`at') of its

@@ -19,12 +19,13 @@
 %%% (msgflow_query builds a range in a process of its own).
 -module(msgflow_history_range).
 
--export([windows/3, store/3]).
+-export([windows/4, store/4]).
 
-%% @doc The windows of Dir in [From, To] (system ms), oldest first.
--spec windows(file:filename(), integer(), integer()) -> [msgflow_history_file:window()].
-windows(Dir, From, To) ->
-    Segs = msgflow_history_file:list(Dir),
+%% @doc The windows of the nodes Nodes (`all' or a list) in Dir in
+%% [From, To] (system ms), oldest first.
+-spec windows(file:filename(), all | [node()], integer(), integer()) -> [msgflow_history_file:window()].
+windows(Dir, Nodes, From, To) ->
+    Segs = msgflow_history_file:list(Dir, Nodes),
     %% a segment can hold windows in the range when it starts before To
     %% and the next starts after From
     Nexts = [At || #{first_at := At} <- tl(Segs ++ [#{first_at => infinity}])],
@@ -39,13 +40,14 @@ windows(Dir, From, To) ->
 %% that long before its name says
 max_window(_) -> 3600 * 1000 * 60.
 
-%% @doc The windows of Dir in [From, To] merged into a store (the
-%% handle views read, msgflow_store:store()), with `range => #{from, to,
-%% windows, traced_ms}'; `{error, {no_history, Dir, {From, To}}}' when no
-%% window of Dir is in the range.
--spec store(file:filename(), integer(), integer()) -> {ok, msgflow_store:store()} | {error, term()}.
-store(Dir, From, To) ->
-    case windows(Dir, From, To) of
+%% @doc The windows of Nodes in Dir in [From, To] merged into a store
+%% (the handle views read, msgflow_store:store()), with `range => #{from,
+%% to, windows, traced_ms}'; `{error, {no_history, Dir, {From, To}}}'
+%% when no window of Dir is in the range.
+-spec store(file:filename(), all | [node()], integer(), integer()) ->
+          {ok, msgflow_store:store()} | {error, term()}.
+store(Dir, Nodes, From, To) ->
+    case windows(Dir, Nodes, From, To) of
         [] ->
             {error, {no_history, Dir, {From, To}}};
         Ws = [#{node := Node} | _] ->
@@ -61,7 +63,11 @@ store(Dir, From, To) ->
                                      msgflow_store:merge_deltas([delta(Row) || Row <- Rows], S)
                              end, S1, Ws),
             S3 = msgflow_store:open_for(S2, Traced),
-            Handle = msgflow_store:handle(S3, #{node => Node, running => false,
+            Handle = msgflow_store:handle(S3, #{node => case Nodes of
+                                                             [One] -> One;
+                                                             _ -> Node
+                                                         end,
+                                                 running => false,
                                                  started_at => Last - Traced, stopped_at => Last,
                                                  interval => max(1, Traced div length(Ws)),
                                                  sample => off, call_sample => off, skipped => 0,

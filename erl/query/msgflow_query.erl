@@ -377,18 +377,19 @@ local_parts(Queries) ->
                                    end),
     [proplists:get_value(Q, Built) || Q <- Mods].
 
-%% The range of the history a query's options ask for, `{Dir, From, To}'
-%% (system ms; the run's history directory unless `history' names one),
-%% or `none' for the counts now.
+%% The range of the history a query's options ask for, `{Dir, Nodes,
+%% From, To}' (system ms; this node's windows in the run's history
+%% directory, or every node's in the one `history' names), or `none' for
+%% the counts now.
 range(#{from := From} = Opts) when From =/= none ->
-    Dir = case maps:get(history, Opts, run) of
-              run -> case maps:get(opts, msgflow_collector:info_as_is(), #{}) of
-                         #{history := D} when D =/= off -> D;
-                         _ -> none
-                     end;
-              D -> D
-          end,
-    {Dir, msgflow_opts:system_ms(From), msgflow_opts:system_ms(maps:get(to, Opts, now))};
+    {Dir, Nodes} = case maps:get(history, Opts, run) of
+                       run -> case maps:get(opts, msgflow_collector:info_as_is(), #{}) of
+                                  #{history := D} when D =/= off -> {D, [node()]};
+                                  _ -> {none, all}
+                              end;
+                       D -> {D, all}
+                   end,
+    {Dir, Nodes, msgflow_opts:system_ms(From), msgflow_opts:system_ms(maps:get(to, Opts, now))};
 range(_) ->
     none.
 
@@ -397,12 +398,12 @@ range(_) ->
 store_for(Opts, Live, Ranges) ->
     case range(Opts) of
         none -> {Live, Ranges};
-        {none, _, _} -> {{error, no_history}, Ranges};
-        Key = {Dir, From, To} ->
+        {none, _, _, _} -> {{error, no_history}, Ranges};
+        Key = {Dir, Nodes, From, To} ->
             case Ranges of
                 #{Key := St} -> {St, Ranges};
                 _ ->
-                    St = case msgflow_history_range:store(Dir, From, To) of
+                    St = case msgflow_history_range:store(Dir, Nodes, From, To) of
                              {ok, H} -> H;
                              {error, _} = E -> E
                          end,
