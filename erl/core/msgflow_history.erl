@@ -185,7 +185,8 @@ close_open(W = #w{open = none}) ->
     W;
 close_open(W = #w{open = #{file := F, fd := Fd, first_at := At, bytes := B}, done = Done}) ->
     _ = file:close(Fd),
-    W#w{open = none, done = Done ++ [#{file => F, first_at => At, level => 0, bytes => B}]}.
+    W#w{open = none, done = Done ++ [#{file => F, first_at => At, level => 0, node => node(),
+                                       bytes => B}]}.
 
 %% Segments past the schedule merged: the level-0 ones older than the
 %% newest `whole' ten windows into one, the level-1 ones older than the
@@ -216,7 +217,7 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
                           ok ->
                               _ = file:delete(F),
                               Acc1#w{done = replace(S, #{file => New, first_at => At,
-                                                         level => Level + 1,
+                                                         level => Level + 1, node => node(),
                                                          bytes => byte_size(Bin)}, D1)};
                           {error, Why} ->
                               stop(Why, New, Acc1)

@@ -50,7 +50,7 @@ measure(Procs, Opts) ->
     ok = msgflow_collector:await_windows(1, 60000),
     #{collector_work_ms := C0} = msgflow:info(),
     [begin
-         round(Procs),
+         send_round(Procs),
          ok = msgflow_collector:await_windows(1, 60000)
      end || _ <- lists:seq(1, ?ROUNDS)],
     #{collector_work_ms := C1, events := E} = msgflow:info(),
@@ -66,7 +66,7 @@ measure(Procs, Opts) ->
 %% every process sends one message to each of the next two, and counts
 %% itself done in an atomic (no message: only the 200,000 pairs are
 %% counted)
-round(T) ->
+send_round(T) ->
     N = tuple_size(T),
     Done = atomics:new(1, []),
     [element(I, T) ! {send, [element((I rem N) + 1, T), element(((I + 1) rem N) + 1, T)], Done}
