@@ -272,7 +272,8 @@ matrix(By, Opts) ->
 %% 3339 text, a local datetime, `{ago, Seconds}' or `now'): the value is
 %% then built from that range of the kept history (start/1's `history',
 %% or `history => Dir'), with `range => #{from, to}' in it; `{error,
-%% {no_history, Dir, {From, To}}}' when no window of it is there
+%% {no_history, Dir, {From, To}}}' when no window of it is there, `{error,
+%% {badopt, {history, run}, _}}' when the run keeps no history
 %% (guides/history.md).
 %% A view whose value is a map has `missing': the nodes of a cluster that
 %% did not answer within `timeout' ms (1000; 30,000 for every pair), with

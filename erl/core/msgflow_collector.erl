@@ -341,11 +341,14 @@ handle_info({slice_on, Tag}, St = #st{tag = Tag, running = true,
 %% (counting goes on), or that it died.
 handle_info({msgflow_history, Pid, {stopped, Why, File}}, St = #st{writer = {Pid, Ref}}) ->
     erlang:demonitor(Ref, [flush]),
-    {noreply, St#st{writer = none, history = history_stopped(Why, File, St#st.history)}};
-handle_info({msgflow_history, _, Report}, St = #st{history = H}) when is_map(Report) ->
+    {noreply, St#st{writer = none, store = msgflow_store:log_off(St#st.store),
+                    history = history_stopped(Why, File, St#st.history)}};
+handle_info({msgflow_history, Pid, Report}, St = #st{writer = {Pid, _}, history = H})
+  when is_map(Report) ->
     {noreply, St#st{history = maps:merge(H, Report)}};
 handle_info({'DOWN', Ref, process, Pid, Why}, St = #st{writer = {Pid, Ref}}) ->
-    {noreply, St#st{writer = none, history = history_stopped(Why, none, St#st.history)}};
+    {noreply, St#st{writer = none, store = msgflow_store:log_off(St#st.store),
+                    history = history_stopped(Why, none, St#st.history)}};
 handle_info({retire, Tables}, St) ->
     ok = msgflow_store:retire(Tables),
     {noreply, St};
@@ -355,7 +358,13 @@ handle_info(_Msg, St) ->
 %% @private
 -spec terminate(term(), #st{}) -> ok.
 terminate(_Reason, St) ->
-    _ = stop_tracing(St),
+    %% the writer not awaited: the supervisor's shutdown time is the run's
+    _ = close_history(St#st{writer = none}, 0),
+    _ = stop_tracing(St#st{writer = none}),
+    _ = case St#st.writer of
+            {Pid, _} -> msgflow_history:close(Pid);
+            none -> ok
+        end,
     ok.
 
 %%% Starting and stopping
@@ -431,17 +440,23 @@ begin_run(Opts, St) ->
     end.
 
 %% The writer told to end once it wrote what it was given, and awaited
-%% (?HISTORY_CLOSE_MS at most): when stop/0 returns, the history of the
-%% run is on disk.
-close_history(St = #st{writer = {Pid, Ref}, history = H}) ->
-    ok = msgflow_history:close(Pid),
-    H1 = await_writer(Pid, Ref, erlang:monotonic_time(millisecond) + ?HISTORY_CLOSE_MS, H),
-    erlang:demonitor(Ref, [flush]),
-    St#st{writer = none, history = case H1 of
-                                       #{status := on} -> H1#{status => closed};
-                                       _ -> H1
-                                   end};
+%% (Ms at most; then killed, so that a next run never has two writers on
+%% one directory): when stop/0 returns, the history of the run is on
+%% disk.
 close_history(St) ->
+    close_history(St, ?HISTORY_CLOSE_MS).
+
+close_history(St = #st{writer = {Pid, Ref}, history = H}, Ms) ->
+    ok = msgflow_history:close(Pid),
+    H1 = await_writer(Pid, Ref, erlang:monotonic_time(millisecond) + Ms, H),
+    _ = is_process_alive(Pid) andalso exit(Pid, kill),
+    erlang:demonitor(Ref, [flush]),
+    St#st{writer = none, store = msgflow_store:log_off(St#st.store),
+          history = case H1 of
+                        #{status := on} -> H1#{status => closed};
+                        _ -> H1
+                    end};
+close_history(St, _) ->
     St.
 
 %% The writer's reports until it ends (or the deadline).
@@ -466,16 +481,16 @@ hand_log(St = #st{writer = {Pid, _}, store = S, history = H}) ->
         {none, S1} ->
             St#st{store = S1};
         {Log, Meta, S1} ->
-            H1 = case msgflow_history:behind(Pid) of
-                     true ->
-                         ets:delete(Log),
-                         H#{windows_dropped => maps:get(windows_dropped, H, 0) + 1};
-                     false ->
-                         ok = msgflow_history:window(Pid, Log, Meta#{node => node(),
-                                                                     run => St#st.started_at}),
-                         H
-                 end,
-            St#st{store = S1, history = H1}
+            Given = not msgflow_history:behind(Pid) andalso
+                msgflow_history:window(Pid, Log, Meta#{node => node(), run => St#st.started_at}),
+            case Given of
+                ok ->
+                    St#st{store = S1};
+                _ ->
+                    %% behind (or just gone: its 'DOWN' says why)
+                    ets:delete(Log),
+                    St#st{store = S1, history = H#{windows_dropped => maps:get(windows_dropped, H, 0) + 1}}
+            end
     end.
 
 resumes(#{resume := true, coordinator := C}, #st{opts = #{coordinator := C}}) -> true;

@@ -50,7 +50,8 @@
                             first_at := integer(), windows := non_neg_integer(),
                             bytes := non_neg_integer(), dict := msgflow_history_file:dict()},
     written = 0 :: non_neg_integer(),   %% windows written by this run
-    work_us = 0 :: non_neg_integer()    %% µs spent labelling, writing, thinning
+    work_us = 0 :: non_neg_integer(),   %% µs spent labelling, writing, thinning
+    too_large = 0 :: non_neg_integer()  %% windows left out: alone over half the budget
 }).
 
 %% @doc A writer for a run with these options (msgflow_opts:run_opts(),
@@ -61,24 +62,31 @@
 start(Opts = #{history := Dir0}) ->
     Dir = unicode:characters_to_list(Dir0),
     Probe = filename:join(Dir, ".msgflow-probe"),
-    case filelib:ensure_dir(Probe) =:= ok andalso file:write_file(Probe, <<>>) of
+    case filelib:ensure_dir(Probe) of
         ok ->
-            _ = file:delete(Probe),
-            {Pid, Ref} = proc_lib:spawn_opt(?MODULE, init, [Dir, Opts#{collector => self()}],
-                                            [monitor]),
-            {ok, Pid, Ref};
-        false ->
-            {error, {history, Dir0, enotdir}};
+            case file:write_file(Probe, <<>>) of
+                ok ->
+                    _ = file:delete(Probe),
+                    {Pid, Ref} = proc_lib:spawn_opt(?MODULE, init,
+                                                    [Dir, Opts#{collector => self()}], [monitor]),
+                    {ok, Pid, Ref};
+                {error, Why} ->
+                    {error, {history, Dir0, Why}}
+            end;
         {error, Why} ->
             {error, {history, Dir0, Why}}
     end.
 
 %% @doc The window log Log (its owner's, the caller's) given to Writer
-%% with what the collector knows of the window.
--spec window(pid(), ets:tid(), meta()) -> ok.
+%% with what the collector knows of the window; `gone' when Writer is
+%% no more (Log is still the caller's).
+-spec window(pid(), ets:tid(), meta()) -> ok | gone.
 window(Writer, Log, Meta) ->
-    true = ets:give_away(Log, Writer, {window, Meta}),
-    ok.
+    try ets:give_away(Log, Writer, {window, Meta}) of
+        true -> ok
+    catch
+        error:badarg -> gone
+    end.
 
 %% @doc Whether Writer is ?MAX_BEHIND windows behind (the next is
 %% dropped).
@@ -101,9 +109,14 @@ close(Writer) ->
 -spec init(file:filename(), map()) -> no_return().
 init(Dir, Opts = #{collector := C}) ->
     ok = msgflow_flags:untrace_self(),
+    %% a collector that dies takes its writer with it (the windows given
+    %% so far are written first)
+    _ = erlang:monitor(process, C),
     Mine = "-" ++ atom_to_list(node()) ++ ".mfh.tmp",
     _ = [file:delete(filename:join(Dir, F)) || {ok, Fs} <- [file:list_dir(Dir)], F <- Fs,
                                                lists:suffix(Mine, F)],
+    %% a thinning cut short leaves a segment at two levels: the lower goes
+    ok = msgflow_history_file:drop_superseded(Dir, node()),
     W = #w{dir = Dir, collector = C, budget = maps:get(history_bytes, Opts),
            per_segment = maps:get(history_segment, Opts), whole = maps:get(history_whole, Opts),
            tenths = maps:get(history_tenths, Opts), done = msgflow_history_file:list(Dir, [node()])},
@@ -119,6 +132,9 @@ loop(W) ->
             W1 = write(Win, W),
             loop(report(W1#w{work_us = W1#w.work_us + erlang:monotonic_time(microsecond) - T0}));
         close ->
+            _ = close_open(W),
+            exit(normal);
+        {'DOWN', _, process, C, _} when C =:= W#w.collector ->
             _ = close_open(W),
             exit(normal)
     end.
@@ -152,9 +168,26 @@ endpoint(E) -> E.
 %% closed when full, then thinning and the budget.  A write that fails
 %% stops the writer.
 write(Win = #{at := At}, W0) ->
-    Opened = #w{open = #{dict := D0}} = open_segment(At, W0),
+    W1 = #w{open = #{dict := D0}} = open_segment(At, W0),
     {Frame, D1} = msgflow_history_file:encode(Win, D0),
-    W = #w{open = Seg = #{fd := Fd}} = make_room(byte_size(Frame), Opened),
+    case byte_size(Frame) > W1#w.budget div 2 of
+        true ->
+            %% a window alone near the budget: left out, and said so
+            W1#w{too_large = W1#w.too_large + 1};
+        false ->
+            case make_room(byte_size(Frame), W1) of
+                W2 = #w{open = #{}} ->
+                    append(Frame, D1, W2);
+                W2 ->
+                    %% the open segment went to make room: the window is
+                    %% the first of a new one (its ends named anew)
+                    W3 = #w{open = #{dict := D2}} = open_segment(At, W2),
+                    {Frame2, D3} = msgflow_history_file:encode(Win, D2),
+                    append(Frame2, D3, W3)
+            end
+    end.
+
+append(Frame, D1, W = #w{open = Seg = #{fd := Fd}}) ->
     case file:write(Fd, Frame) of
         ok ->
             Seg1 = Seg#{dict := D1, windows := maps:get(windows, Seg) + 1,
@@ -222,9 +255,12 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
                           {error, Why} ->
                               stop(Why, New, Acc1)
                       end;
-                  {error, _} ->
+                  {error, enoent} ->
                       %% gone (deleted by hand): forgotten
-                      Acc#w{done = D -- [S]}
+                      Acc#w{done = D -- [S]};
+                  {error, _} ->
+                      %% unreadable: left as it is, in the budget
+                      Acc
               end
       end, W, Old).
 
@@ -233,11 +269,16 @@ replace(Old, New, [H | T]) -> [H | replace(Old, New, T)];
 replace(_, _, []) -> [].
 
 %% The oldest segments deleted until Bytes more fit in the budget (the
-%% files never take more than it); the open segment is closed first when
-%% it alone leaves no room.
+%% files never take more than it); when the closed ones are not enough,
+%% the open one is closed and deleted too (the caller opens a new one).
 make_room(Bytes, W = #w{done = [#{file := F} | Rest], budget = B}) ->
     case total(W) + Bytes > B of
         true -> _ = file:delete(F), make_room(Bytes, W#w{done = Rest});
+        false -> W
+    end;
+make_room(Bytes, W = #w{done = [], open = #{}, budget = B}) ->
+    case total(W) + Bytes > B of
+        true -> make_room(Bytes, close_open(W));
         false -> W
     end;
 make_room(_, W) ->
@@ -253,7 +294,7 @@ report(W = #w{collector = C, done = Done, open = Open}) ->
     Segs = Done ++ [#{first_at => At} || #{first_at := At} <- [Open]],
     C ! {msgflow_history, self(),
          #{bytes => total(W), segments => length(Segs), windows_written => W#w.written,
-           writer_ms => W#w.work_us div 1000,
+           writer_ms => W#w.work_us div 1000, windows_too_large => W#w.too_large,
            oldest => case Segs of [#{first_at := O} | _] -> O; [] -> undefined end}},
     W.
 

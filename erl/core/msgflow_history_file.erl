@@ -26,7 +26,8 @@
 %%% it is read.
 -module(msgflow_history_file).
 
--export([new_dict/0, encode/2, encode_all/1, read/1, list/2, path/4, merge/2, write/2]).
+-export([new_dict/0, encode/2, encode_all/1, read/1, list/2, drop_superseded/2, path/4, merge/2,
+         write/2]).
 -export_type([window/0, end_id/0, segment/0, dict/0]).
 
 %% An endpoint and its identity: {Endpoint, Label, Module, Application}.
@@ -104,10 +105,28 @@ window(Payload, Ends0) ->
 
 %% @doc The segments in Dir of the nodes Nodes (`all', or a list),
 %% oldest first (files of other names are left alone); `[]' when Dir
-%% does not exist.  A node's name is made an atom only when it is one
-%% already or in Nodes.
+%% does not exist.  With `all' each node's name in a file name is made an
+%% atom (as the windows in the files name them).  A segment found at two
+%% levels (a thinning cut short between writing the merged one and
+%% deleting the other) is listed at the higher only: the merged file is
+%% whole, since it is renamed into place once written.
 -spec list(file:filename(), all | [node()]) -> [segment()].
 list(Dir, Nodes) ->
+    All = listed(Dir, Nodes),
+    Top = lists:foldl(fun(#{first_at := A, node := N, level := L}, M) ->
+                              maps:update_with({A, N}, fun(X) -> max(X, L) end, L, M)
+                      end, #{}, All),
+    [S || S = #{first_at := A, node := N, level := L} <- All, maps:get({A, N}, Top) =:= L].
+
+%% @doc Node's segments list/2 leaves out (superseded by a merged one)
+%% deleted.
+-spec drop_superseded(file:filename(), node()) -> ok.
+drop_superseded(Dir, Node) ->
+    Listed = [F || #{file := F} <- list(Dir, [Node])],
+    _ = [file:delete(F) || #{file := F} <- listed(Dir, [Node]), not lists:member(F, Listed)],
+    ok.
+
+listed(Dir, Nodes) ->
     Names = case file:list_dir(Dir) of
                 {ok, Ns} -> Ns;
                 {error, _} -> []
@@ -177,18 +196,11 @@ encode_all(Ws) ->
     iolist_to_binary(Frames).
 
 %% @doc A segment's frames (encode_all/1) written as a new segment File,
-%% through a file beside it renamed over, so that a reader sees the old
-%% file or the new one.
+%% whole or not at all (msgflow_file: through a file beside it renamed
+%% over, so that a reader sees the old file or the new one).
 -spec write(file:filename(), binary()) -> ok | {error, term()}.
 write(File, Bin) ->
-    Tmp = File ++ ".tmp",
-    case file:write_file(Tmp, Bin) of
-        ok ->
-            case file:rename(Tmp, File) of
-                ok -> ok;
-                {error, _} = E -> _ = file:delete(Tmp), E
-            end;
-        {error, _} = E ->
-            _ = file:delete(Tmp),
-            E
+    case msgflow_file:write(File, Bin) of
+        ok -> ok;
+        {error, {Why, _}} -> {error, Why}
     end.

@@ -25,9 +25,13 @@
 %% [From, To] (system ms), oldest first.
 -spec windows(file:filename(), all | [node()], integer(), integer()) -> [msgflow_history_file:window()].
 windows(Dir, Nodes, From, To) ->
-    Segs = msgflow_history_file:list(Dir, Nodes),
-    %% a segment can hold windows in the range when it starts before To
-    %% and the next starts after From
+    ByNode = maps:groups_from_list(fun(#{node := N}) -> N end, msgflow_history_file:list(Dir, Nodes)),
+    lists:sort(fun(#{at := A}, #{at := B}) -> A =< B end,
+               lists:append([node_windows(Segs, From, To) || Segs <- maps:values(ByNode)])).
+
+%% One node's segments (oldest first): one can hold windows in the range
+%% when it starts before To and the next starts after From.
+node_windows(Segs, From, To) ->
     Nexts = [At || #{first_at := At} <- tl(Segs ++ [#{first_at => infinity}])],
     lists:append([[W || W = #{at := At, ms := Ms} <- Ws, Mid <- [At - Ms div 2],
                         Mid >= From, Mid =< To]
@@ -53,9 +57,10 @@ store(Dir, Nodes, From, To) ->
         Ws = [#{node := Node} | _] ->
             Traced = lists:sum([Ms || #{ms := Ms} <- Ws]),
             #{at := Last} = lists:last(Ws),
+            %% at most as many pairs as a run holds by default: a range
+            %% of more has the rest in overflow, as a run would
             S0 = msgflow_store:start_run(msgflow_store:new(),
                                          (msgflow_opts:defaults())#{windows => 1,
-                                                                    max_pairs => 1 bsl 32,
                                                                     max_memory => infinity}),
             Ends = lists:usort([E || #{rows := Rows} <- Ws, {S, R, _, _, _} <- Rows, E <- [S, R]]),
             S1 = msgflow_store:seed(S0, Ends),
@@ -70,11 +75,20 @@ store(Dir, Nodes, From, To) ->
                                                  running => false,
                                                  started_at => Last - Traced, stopped_at => Last,
                                                  interval => max(1, Traced div length(Ws)),
-                                                 sample => off, call_sample => off, skipped => 0,
+                                                 sample => sample(Ws), call_sample => off,
+                                                 skipped => 0,
                                                  new_tracer => msgflow}),
             {ok, Handle#{taken_at => Last,
                          range => #{from => From, to => To, windows => length(Ws),
                                     traced_ms => Traced}}}
+    end.
+
+%% A sampled run's windows (`sample => {T, P}': scale P / T) read as
+%% sampled: rates are estimates, scaled.
+sample(Ws) ->
+    case lists:max([Sc || #{scale := Sc} <- Ws]) of
+        Sc when Sc > 1 -> {1000, round(1000 * Sc)};
+        _ -> off
     end.
 
 delta({{S, _, _, _}, {R, _, _, _}, none, none, N}) -> {S, R, N};

@@ -28,8 +28,9 @@
 %% more than the busiest node measured here holds (200,000 pairs for
 %% 100,000 processes), and 3 % of a node of 8 GB
 -define(MAX_MEMORY, 256 * 1024 * 1024).
-%% history_bytes' default, 64 MiB: at 200 pairs with traffic a window,
-%% weeks of history; at 200,000, the last hour or so (guides/history.md)
+%% history_bytes' default, 64 MiB: at a few hundred pairs with messages
+%% a window, days of history; at 200,000 (1.5 MB a window), the last 40
+%% windows or so (guides/history.md)
 -define(HISTORY_BYTES, 64 * 1024 * 1024).
 
 -type procs() :: all | new | existing | [pid() | atom()].
@@ -200,7 +201,10 @@ valid(pair, V) -> is_tuple(V) andalso tuple_size(V) =:= 2;
 valid(pid_text, V) -> is_pid(V) orelse is_binary(V) orelse (is_list(V) andalso io_lib:printable_list(V));
 valid(atom, V) -> is_atom(V);
 valid(text, V) -> (is_binary(V) orelse (is_list(V) andalso io_lib:printable_unicode_list(V)))
-                      andalso unicode:characters_to_binary(V) =/= <<>>;
+                      andalso case unicode:characters_to_binary(V) of
+                                  B when is_binary(B) -> B =/= <<>>;
+                                  _ -> false
+                              end;
 valid(ip, V) -> (tuple_size_is(V, 4) orelse tuple_size_is(V, 8)) andalso inet:is_ip_address(V);
 valid({either, Rules}, V) -> lists:any(fun(R) -> valid(R, V) end, Rules);
 valid({subset, As}, V) ->
@@ -254,7 +258,7 @@ allowed(time) -> [now, <<"system time in ms (erlang:system_time(millisecond))">>
 -spec system_ms(term()) -> integer() | error.
 system_ms(now) -> erlang:system_time(millisecond);
 system_ms(Ms) when is_integer(Ms), Ms >= 0 -> Ms;
-system_ms({ago, S}) when is_number(S), S >= 0 -> erlang:system_time(millisecond) - round(S * 1000);
+system_ms({ago, S}) when is_number(S), S >= 0 -> max(0, erlang:system_time(millisecond) - round(S * 1000));
 system_ms({{_, _, _}, {_, _, _}} = DT) ->
     try calendar:local_time_to_universal_time_dst(DT) of
         [U | _] -> (calendar:datetime_to_gregorian_seconds(U) - 62167219200) * 1000;

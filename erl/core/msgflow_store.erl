@@ -45,7 +45,7 @@
 -export([new/1, merge_deltas/2]).
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
--export([take_log/1, seed/2, open_for/2]).
+-export([take_log/1, log_off/1, seed/2, open_for/2]).
 -export_type([store/0, window/0, state/0]).
 
 %% Receivers with at least this many senders in a window get their
@@ -133,7 +133,8 @@ start_run(S, #{windows := Keep, max_pairs := Max} = Opts) ->
                                              {T, P} -> P / T;
                                              off -> 1
                                          end,
-                           log = new_log(S#store.log, maps:get(history, Opts, off))}).
+                           log = new_log(S#store.log, maps:get(history, Opts, off)),
+                           log_start = now_ms()}).
 
 %% The open window's log of messages for the history (none without it).
 new_log(Old, History) ->
@@ -142,6 +143,12 @@ new_log(Old, History) ->
         off -> none;
         _ -> ets:new(msgflow_window_log, [set, protected])
     end.
+
+%% @doc The history stopped: the window's log deleted, and no more kept.
+%% The owner only.
+-spec log_off(state()) -> state().
+log_off(S = #store{log = none}) -> S;
+log_off(S = #store{log = Log}) -> ets:delete(Log), S#store{log = none}.
 
 %% @doc With `history' on, the log of the window that closed last: its
 %% messages by pair, kind and tag (`{{Sender, Receiver, {LabelIdS, NodeS},
@@ -154,10 +161,13 @@ new_log(Old, History) ->
 -spec take_log(state()) -> {none, state()} | {ets:tid(), map(), state()}.
 take_log(S = #store{log = none}) ->
     {none, S};
-take_log(S = #store{log = Log, windows = [#{n := N, at := At, window_ms := Ms} | _], labels = L}) ->
-    {Log, #{n => N, at => At, ms => Ms, scale => S#store.count_scale,
+take_log(S = #store{log = Log, windows = [#{n := N, at := At} | _], labels = L}) ->
+    %% the log's own length: since the last was taken (a reset restarts
+    %% the window, not the log)
+    Now = now_ms(),
+    {Log, #{n => N, at => At, ms => Now - S#store.log_start, scale => S#store.count_scale,
             label_ids => maps:get(label_ids, msgflow_labels:tables(L))},
-     S#store{log = ets:new(msgflow_window_log, [set, protected])}}.
+     S#store{log = ets:new(msgflow_window_log, [set, protected]), log_start = Now}}.
 
 %% @doc Endpoints labelled as given, `[{Endpoint, Label, Module,
 %% Application}]', before any row names them (a store replayed from the
@@ -300,7 +310,8 @@ memory(S) ->
     Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
                                                     S#store.groups, S#store.calls, S#store.sizes]
                                                   ++ msgflow_store_kept:tables(S#store.kept)
-                                                  ++ maps:values(msgflow_labels:tables(S#store.labels))]),
+                                                  ++ maps:values(msgflow_labels:tables(S#store.labels))
+                                                  ++ [L || L <- [S#store.log], L =/= none]]),
     Words * erlang:system_info(wordsize).
 
 %% The sampled calls' round trips since the last take (msgflow_store_calls).

@@ -51,5 +51,6 @@
     %% tag, `{{Sender, Receiver, GroupS, GroupR, Kind, Tag}, Messages}'
     %% (group ends as msgflow_labels:group_end/2 gives them), handed to
     %% the history's writer as the window closes (take_log/1)
-    log = none :: ets:tid() | none
+    log = none :: ets:tid() | none,
+    log_start = 0 :: integer()              %% monotonic ms the log began
 }).

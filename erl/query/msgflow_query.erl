@@ -25,7 +25,7 @@
 %%% text/3 and json/2 give the value as the view shows it.
 -module(msgflow_query).
 
--export([run/2, run_all/1, text/3, json/2, options/1, ready/0]).
+-export([run/2, run_all/1, text/3, json/2, options/1, range_options/0, ready/0]).
 %% what each node runs for a query (over erpc, in a process of its own)
 -export([parts/1, labels/1]).
 
@@ -90,13 +90,21 @@ options(Name) ->
 ready() ->
     [N || N <- msgflow_view:names(), element(1, prepare(N, #{})) =:= ok].
 
+%% @doc The options of a range of the kept history, which every view of
+%% the counts takes (and the exports): `from' (none: the counts now), `to'
+%% (now), `history' (`run': the run's directory, this node's windows; a
+%% directory: every node's windows in it, read on this node).
+-spec range_options() -> msgflow_opts:schema().
+range_options() ->
+    #{from => {none, time}, to => {now, time},
+      history => {run, {either, [{one_of, [run]}, text]}}}.
+
 schema(Mod) ->
     Own = case needs_store(Mod) of
               %% a time range of the history instead of the counts now
               %% (msgflow_history_range), of the run's `history' directory
               %% or another
-              true -> (Mod:options())#{from => {none, time}, to => {now, time},
-                                       history => {run, {either, [{one_of, [run]}, text]}}};
+              true -> maps:merge(Mod:options(), range_options());
               false -> Mod:options()
           end,
     case scope(Mod) of
@@ -171,6 +179,10 @@ where(Mod, Opts) ->
     All = [node() | msgflow_cluster:members()],
     case {scope(Mod), maps:get(node, Opts, all)} of
         {here, _} ->
+            {ok, [node()]};
+        {nodes, all} when is_map_key(from, Opts), map_get(from, Opts) =/= none,
+                          map_get(history, Opts) =/= run ->
+            %% a directory named: read here, every node's windows in it
             {ok, [node()]};
         {nodes, all} ->
             case erlang:function_exported(Mod, nodes, 2) of
@@ -277,11 +289,15 @@ merge(P = #{mod := Mod, opts := Opts, timeout := Timeout}, Got, T0) ->
                 %% every node's own answer: not started, or no history
                 [not_started] -> {error, not_started};
                 [Why = {no_history, _, _}] -> {error, Why};
-                [no_history] -> {error, no_history};
+                [Why = {badopt, {history, _}, _}] -> {error, Why};
                 _ -> {error, {no_answer, Missing}}
             end;
         _ ->
-            Stand = fallbacks(Mod, Opts, Missing),
+            Stand = case Opts of
+                        %% a range: never the counts now in its place
+                        #{from := F} when F =/= none -> [];
+                        _ -> fallbacks(Mod, Opts, Missing)
+                    end,
             Deadline = T0 + Timeout,
             Ctx = #{missing => Missing,
                     labels => fun(Pids) -> remote_labels(Pids, [N || {N, _} <- Missing],
@@ -295,9 +311,8 @@ merge(P = #{mod := Mod, opts := Opts, timeout := Timeout}, Got, T0) ->
     end.
 
 %% A value of a range of the history says which (the views' heads).
-ranged(#{from := F} = Opts, Value) when is_map(Value), F =/= none ->
-    Value#{range => #{from => msgflow_opts:system_ms(F),
-                      to => msgflow_opts:system_ms(maps:get(to, Opts, now))}};
+ranged(#{from := F, to := T}, Value) when is_map(Value), F =/= none ->
+    Value#{range => #{from => F, to => T}};
 ranged(_, Value) ->
     Value.
 
@@ -381,15 +396,15 @@ local_parts(Queries) ->
 %% From, To}' (system ms; this node's windows in the run's history
 %% directory, or every node's in the one `history' names), or `none' for
 %% the counts now.
-range(#{from := From} = Opts) when From =/= none ->
+range(#{from := From, to := To} = Opts) when From =/= none ->
     {Dir, Nodes} = case maps:get(history, Opts, run) of
-                       run -> case maps:get(opts, msgflow_collector:info_as_is(), #{}) of
-                                  #{history := D} when D =/= off -> {D, [node()]};
+                       run -> case msgflow_collector:info_as_is() of
+                                  #{opts := #{history := D}} when D =/= off -> {D, [node()]};
                                   _ -> {none, all}
                               end;
                        D -> {D, all}
                    end,
-    {Dir, Nodes, msgflow_opts:system_ms(From), msgflow_opts:system_ms(maps:get(to, Opts, now))};
+    {Dir, Nodes, From, To};
 range(_) ->
     none.
 
@@ -398,7 +413,10 @@ range(_) ->
 store_for(Opts, Live, Ranges) ->
     case range(Opts) of
         none -> {Live, Ranges};
-        {none, _, _, _} -> {{error, no_history}, Ranges};
+        {none, _, _, _} ->
+            {{error, {badopt, {history, run},
+                      [<<"a directory: this node's run keeps no history (start/1's history option)">>]}},
+             Ranges};
         Key = {Dir, Nodes, From, To} ->
             case Ranges of
                 #{Key := St} -> {St, Ranges};

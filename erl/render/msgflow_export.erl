@@ -14,12 +14,12 @@
 %% with the view's own options beside it).
 -spec options() -> msgflow_opts:schema().
 options() ->
-    #{by => {process, {one_of, msgflow_rows:groupings()}},
-      sort => {messages, {one_of, msgflow_rows:sorts()}},
-      limit => {none, {int, 1, msgflow_rows:max_rows(), "rows"}},
-      node => {all, atom},
-      %% a range of the history instead of the counts now (msgflow_query)
-      from => {none, time}, to => {now, time}, history => {run, {either, [{one_of, [run]}, text]}}}.
+    maps:merge(#{by => {process, {one_of, msgflow_rows:groupings()}},
+                 sort => {messages, {one_of, msgflow_rows:sorts()}},
+                 limit => {none, {int, 1, msgflow_rows:max_rows(), "rows"}},
+                 node => {all, atom}},
+               %% a range of the history instead of the counts now
+               msgflow_query:range_options()).
 
 %% `ok' for a format msgflow writes; a path where the format goes
 %% (the arguments swapped) is named as such.
@@ -85,8 +85,8 @@ export_view(Path, text, Name, Opts) ->
     end.
 
 %% A report of the counts: the views Format reads, rendered.
-report(Path, html, #{node := Node}, Given) ->
-    case msgflow_web_page:state(maps:get(by, Given, name), Node, true) of
+report(Path, html, Opts = #{node := Node}, Given) ->
+    case msgflow_web_page:state(maps:get(by, Given, name), Node, true, range(Opts)) of
         {error, _} = E -> E;
         State ->
             case msgflow_web_page:page({static, msgflow_report:json_encode(State)},

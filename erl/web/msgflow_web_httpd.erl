@@ -140,7 +140,7 @@ range(Q, F, T) ->
     end.
 
 ms(undefined) -> {ok, now};
-ms(V) -> try {ok, binary_to_integer(V)} catch error:badarg -> error end.
+ms(V) -> value(time, V).
 
 %% A view by `name', its options from the other parameters: each key one
 %% of the view's options, each value read by the option's rule (an atom
@@ -164,7 +164,9 @@ view_request(As, Q, Type) ->
 
 view_options([], _, Acc) ->
     {ok, Acc};
-view_options([{K, V} | Rest], Schema, Acc) ->
+view_options([{K, V} | Rest], Schema0, Acc) ->
+    %% a request reads the run's history only, never a directory it names
+    Schema = maps:remove(history, Schema0),
     Keys = [atom_to_binary(X) || X <- lists:sort(maps:keys(Schema))],
     case lists:member(K, Keys) of
         false ->

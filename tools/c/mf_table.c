@@ -661,9 +661,9 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
         time_t f = (time_t)(d->range_from / 1000), t = (time_t)(d->range_to / 1000);
         struct tm tf, tt;
         strftime(from, sizeof(from), "%Y-%m-%d %H:%M:%S", localtime_r(&f, &tf));
-        strftime(to, sizeof(to), tf.tm_yday == localtime_r(&t, &tt)->tm_yday ? "%H:%M:%S"
-                                                                               : "%Y-%m-%d %H:%M:%S",
-                 &tt);
+        localtime_r(&t, &tt);
+        int same_day = tf.tm_yday == tt.tm_yday && tf.tm_year == tt.tm_year;
+        strftime(to, sizeof(to), same_day ? "%H:%M:%S" : "%Y-%m-%d %H:%M:%S", &tt);
         snprintf(state, sizeof(state), "history %s to %s", from, to);
     }
     fprintf(out, "msgflow %s on %s: %s messages, %s %s; MSG/S over the last %s ms\n",

@@ -730,10 +730,18 @@ static char *view_text(conn *c, const char *view, const char *key, const char *v
     ei_x_encode_tuple_header(&call, 4);
     ei_x_encode_atom(&call, "text");
     ei_x_encode_atom(&call, view);
-    ei_x_encode_map_header(&call, key ? 1 : 0);
+    ei_x_encode_map_header(&call, (key ? 1 : 0) + (range_from ? 1 : 0) + (range_to ? 1 : 0));
     if (key) {
         ei_x_encode_atom(&call, key);
         ei_x_encode_string(&call, value);
+    }
+    if (range_from) {
+        ei_x_encode_atom(&call, "from");
+        encode_time(&call, range_from);
+    }
+    if (range_to) {
+        ei_x_encode_atom(&call, "to");
+        encode_time(&call, range_to);
     }
     ei_x_encode_long(&call, width < 40 ? 40 : width);
     char *text = NULL;
@@ -1286,6 +1294,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "msgflow-top: --to needs --from\n%s", usage);
         return 2;
     }
+    if (range_from && fresh) {
+        fprintf(stderr, "msgflow-top: --from reads the node's kept history: no --start\n");
+        return 2;
+    }
     if (!code_dir[0] && code_dir_beside_me() != 0)
         snprintf(code_dir, sizeof(code_dir), "."); /* read_build_file says what is missing */
     mf_by by;
@@ -1345,7 +1357,8 @@ int main(int argc, char **argv)
     int exists = fresh ? 0 : run_exists(&c);
     if (exists < 0)
         return 1;
-    int started = exists ? 0 : start_msgflow(&c, interval, keep);
+    /* a range of the history is read, never a run started for it */
+    int started = exists || range_from ? 0 : start_msgflow(&c, interval, keep);
     if (started < 0)
         return 1;
     int gone = 0, rc;

@@ -1,0 +1,61 @@
+%%% The history's segment files (msgflow_history_file): windows written
+%%% and read back whole; a frame cut short ends a segment with the frames
+%%% before it read; windows merged ten to one, never across two runs; a
+%%% segment found at two levels (a thinning cut short) listed once, at
+%%% the higher, and the lower deleted by drop_superseded/2.
+-module(msgflow_history_file_tests).
+-include_lib("eunit/include/eunit.hrl").
+
+-define(NODE, 'h@host').
+
+dir() ->
+    D = filename:join(["/tmp", "msgflow_history_file_tests_" ++ os:getpid() ++ "_" ++
+                           integer_to_list(erlang:unique_integer([positive]))]),
+    ok = filelib:ensure_path(D),
+    D.
+
+win(Run, N, Rows) ->
+    #{node => ?NODE, run => Run, n => N, at => 1000 * N, ms => 1000, scale => 1, rows => Rows}.
+
+e(Name) -> {Name, atom_to_binary(Name), undefined, undefined}.
+
+round_trip_and_cut_test() ->
+    D = dir(),
+    Ws = [win(1, N, [{e(a), e(b), info, x, N}, {e(a), e(c), call, get, 2 * N}]) || N <- [1, 2, 3]],
+    F = msgflow_history_file:path(D, 1000, 0, ?NODE),
+    ok = msgflow_history_file:write(F, msgflow_history_file:encode_all(Ws)),
+    ?assertEqual({ok, Ws, ok}, msgflow_history_file:read(F)),
+    %% cut in the middle of the last frame: the first two read
+    {ok, Bin} = file:read_file(F),
+    ok = file:write_file(F, binary:part(Bin, 0, byte_size(Bin) - 5)),
+    {ok, Two, {cut, _}} = msgflow_history_file:read(F),
+    ?assertEqual(lists:sublist(Ws, 2), Two),
+    ok = file:del_dir_r(D).
+
+merge_test() ->
+    Ws = [win(1, N, [{e(a), e(b), info, x, 1}]) || N <- lists:seq(1, 12)]
+        ++ [win(2, N, [{e(a), e(b), info, x, 1}]) || N <- [13, 14]],
+    M = msgflow_history_file:merge(Ws, 10),
+    %% run 1: 10 + 2 windows; run 2: 2, never merged with run 1's
+    ?assertEqual([{1, 1, 10000, 10}, {1, 11, 2000, 2}, {2, 13, 2000, 2}],
+                 [{R, N, Ms, Sum} || #{run := R, n := N, ms := Ms, rows := [{_, _, _, _, Sum}]} <- M]),
+    ?assertEqual([10000, 12000, 14000], [At || #{at := At} <- M]).
+
+superseded_test() ->
+    D = dir(),
+    W = [win(1, 1, [{e(a), e(b), info, x, 1}])],
+    Bin = msgflow_history_file:encode_all(W),
+    [ok = msgflow_history_file:write(msgflow_history_file:path(D, 1000, L, ?NODE), Bin) || L <- [0, 1]],
+    ok = msgflow_history_file:write(msgflow_history_file:path(D, 2000, 0, ?NODE), Bin),
+    ok = msgflow_history_file:write(msgflow_history_file:path(D, 1000, 0, 'other@host'), Bin),
+    ?assertEqual([{1000, 0, 'other@host'}, {1000, 1, ?NODE}, {2000, 0, ?NODE}],
+                 [{A, L, N} || #{first_at := A, level := L, node := N} <- msgflow_history_file:list(D, all)]),
+    ?assertEqual([{1000, 1}, {2000, 0}],
+                 [{A, L} || #{first_at := A, level := L} <- msgflow_history_file:list(D, [?NODE])]),
+    ok = msgflow_history_file:drop_superseded(D, ?NODE),
+    ?assertEqual(false, filelib:is_file(msgflow_history_file:path(D, 1000, 0, ?NODE))),
+    ?assertEqual(true, filelib:is_file(msgflow_history_file:path(D, 1000, 0, 'other@host'))),
+    ok = file:del_dir_r(D).
+
+bad_text_test() ->
+    ?assertMatch({error, {badopt, {history, <<255>>}, _}}, msgflow_opts:validate(#{history => <<255>>})).
