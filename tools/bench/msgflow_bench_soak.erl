@@ -17,6 +17,11 @@
 %%% issue 12 beside the figures, and top(10, #{by => name}).
 %%%
 %%% MSGFLOW_SOAK_S sets the length in seconds (600 by default).
+%%% MSGFLOW_SOAK_HISTORY_BYTES keeps the history too (history => Dir in
+%%% _build/bench/soak-history, fresh, with that budget): each report then
+%%% adds the history's bytes on disk (sampled every window: the largest
+%%% seen), its segments by level, the windows written and dropped, and
+%%% the summary whether the budget held.
 -module(msgflow_bench_soak).
 -behaviour(gen_server).
 
@@ -51,7 +56,14 @@ run(Secs) ->
                erlang:system_info(otp_release), erlang:system_info(schedulers_online)]),
     Servers = list_to_tuple([element(2, gen_server:start(?MODULE, [], []))
                              || _ <- lists:seq(1, ?SERVERS)]),
-    ok = msgflow:start(#{max_pairs => ?MAX_PAIRS}),
+    History = case os:getenv("MSGFLOW_SOAK_HISTORY_BYTES") of
+                  false -> #{};
+                  B -> Dir = filename:join(["_build", "bench", "soak-history"]),
+                       _ = file:del_dir_r(Dir),
+                       #{history => Dir, history_bytes => list_to_integer(B)}
+              end,
+    ok = msgflow:start(History#{max_pairs => ?MAX_PAIRS}),
+    _ = map_size(History) > 0 andalso spawn(fun() -> watch_history(maps:get(history, History)) end),
     ok = msgflow:untrace(self()),
     %% clients are spawned by a traced process, as a listener's acceptor
     %% would, so that msgflow has their process events
@@ -121,7 +133,39 @@ report(Ms, Started, Calls) ->
                mb(maps:get(vm, R)), mb(maps:get(rss, R)), mb(Coll), mb(maps:get(nif, R)), mb(Je),
                maps:get(pairs, R), maps:get(rolled_up_rows, R), msgflow_fmt:int(FM),
                msgflow_fmt:int(O), atom_to_list(Exact)]),
+    case Info of
+        #{history := H = #{dir := Dir}} ->
+            Levels = [L || #{level := L} <- msgflow_history_file:list(Dir, [node()])],
+            io:format("       history: ~.2f MB of ~.2f (largest seen ~.2f), segments ~b/~b/~b "
+                      "(whole/tenths/merged), windows written ~b, dropped ~b~n",
+                      [mb(maps:get(bytes, H, 0)), mb(maps:get(budget, H)),
+                       mb(largest_history()), count(0, Levels), count(1, Levels),
+                       count(2, Levels), maps:get(windows_written, H, 0),
+                       maps:get(windows_dropped, H, 0)]);
+        _ -> ok
+    end,
     R.
+
+count(X, L) -> length([Y || Y <- L, Y =:= X]).
+
+%% The history's files summed after every window (the largest kept in
+%% a persistent term for the reports).
+watch_history(Dir) ->
+    persistent_term:put({?MODULE, largest}, 0),
+    watch_history(Dir, 0).
+
+watch_history(Dir, Max) ->
+    case msgflow_collector:await_windows(1, 60000) of
+        ok ->
+            Now = lists:sum([B || #{bytes := B} <- msgflow_history_file:list(Dir, [node()])]),
+            persistent_term:put({?MODULE, largest}, max(Max, Now)),
+            watch_history(Dir, max(Max, Now));
+        _ ->
+            ok
+    end.
+
+largest_history() ->
+    persistent_term:get({?MODULE, largest}, 0).
 
 rss() ->
     {ok, Status} = file:read_file("/proc/self/status"),
@@ -160,6 +204,13 @@ summary(Secs, Clients, Rows) ->
                mb(lists:max(Nif)), mb(hd(Nif)), mb(lists:last(Nif))]),
     io:format("  ~-36s ~-10s ~s~n", ["events = pairs + rolled_up + overflow", "always",
                                     atom_to_list(lists:all(fun(#{exact := X}) -> X end, Rows))]),
+    case msgflow:info() of
+        #{history := #{budget := Budget}} ->
+            io:format("  ~-36s ~-10s ~.2f MB at most of ~.2f: ~s~n",
+                      ["history on disk", "<= budget", mb(largest_history()), mb(Budget),
+                       case largest_history() =< Budget of true -> "held"; false -> "EXCEEDED" end]);
+        _ -> ok
+    end,
     io:format("~ntop(10, #{by => name}), still running:~n"),
     msgflow:top(10, #{by => name}).
 
