@@ -235,13 +235,17 @@ read_to_end(S) ->
 %% The live page in Chromium: groups and edges with their counts, the top
 %% table, an update, a click, the hostile name as text, the static export.
 browser(Config) ->
+    with_browser(fun(Node) -> browser(Config, Node) end).
+
+%% Fun(NodeExecutable) when the browser test's tools are here, else a skip.
+with_browser(Fun) ->
     Node = os:find_executable("node"),
     Driver = filename:join([root(), "_build", "npm", "node_modules", "playwright-core"]),
     case {Node, filelib:is_dir(Driver), os:find_executable("chromium")} of
         {false, _, _} -> {skip, "no node (make deps installs nodejs)"};
         {_, false, _} -> {skip, "no playwright-core in _build/npm (tools/web/vendor.sh)"};
         {_, _, false} -> {skip, "no chromium (make deps installs it)"};
-        {_, true, _} -> browser(Config, Node)
+        {_, true, _} -> Fun(Node)
     end.
 
 browser(Config, Node) ->
@@ -322,14 +326,7 @@ browser(Config, Node) ->
 %% "compare with" lists what changed (msgflow_history_SUITE's workload:
 %% two edges added, one removed, one doubled, ten the same).
 browser_history(Config) ->
-    Node = os:find_executable("node"),
-    Driver = filename:join([root(), "_build", "npm", "node_modules", "playwright-core"]),
-    case {Node, filelib:is_dir(Driver), os:find_executable("chromium")} of
-        {false, _, _} -> {skip, "no node (make deps installs nodejs)"};
-        {_, false, _} -> {skip, "no playwright-core in _build/npm (tools/web/vendor.sh)"};
-        {_, _, false} -> {skip, "no chromium (make deps installs it)"};
-        {_, true, _} -> browser_history(Config, Node)
-    end.
+    with_browser(fun(Node) -> browser_history(Config, Node) end).
 
 browser_history(Config, Node) ->
     Shots = filename:join([root(), "_build", "web"]),

@@ -666,6 +666,25 @@ static void encode_time(ei_x_buff *x, const char *t)
         ei_x_encode_binary(x, t, (long)strlen(t));
 }
 
+/* The keys encode_range adds to a map of options. */
+static int range_keys(void)
+{
+    return (range_from ? 1 : 0) + (range_to ? 1 : 0);
+}
+
+/* `from' and `to' of --from and --to, as keys of a map of options. */
+static void encode_range(ei_x_buff *x)
+{
+    if (range_from) {
+        ei_x_encode_atom(x, "from");
+        encode_time(x, range_from);
+    }
+    if (range_to) {
+        ei_x_encode_atom(x, "to");
+        encode_time(x, range_to);
+    }
+}
+
 static int fetch(conn *c, mf_by by, int sort, long limit, const char *filter, mf_dump *d,
                  int *gone, char *err, size_t errlen)
 {
@@ -675,15 +694,8 @@ static int fetch(conn *c, mf_by by, int sort, long limit, const char *filter, mf
     ei_x_new(&call);
     ei_x_encode_tuple_header(&call, 2);
     ei_x_encode_atom(&call, "rows");
-    ei_x_encode_map_header(&call, (filter[0] ? 4 : 3) + (range_from ? 1 : 0) + (range_to ? 1 : 0));
-    if (range_from) {
-        ei_x_encode_atom(&call, "from");
-        encode_time(&call, range_from);
-    }
-    if (range_to) {
-        ei_x_encode_atom(&call, "to");
-        encode_time(&call, range_to);
-    }
+    ei_x_encode_map_header(&call, (filter[0] ? 4 : 3) + range_keys());
+    encode_range(&call);
     ei_x_encode_atom(&call, "by");
     ei_x_encode_atom(&call, by_names[by]);
     ei_x_encode_atom(&call, "sort");
@@ -730,19 +742,12 @@ static char *view_text(conn *c, const char *view, const char *key, const char *v
     ei_x_encode_tuple_header(&call, 4);
     ei_x_encode_atom(&call, "text");
     ei_x_encode_atom(&call, view);
-    ei_x_encode_map_header(&call, (key ? 1 : 0) + (range_from ? 1 : 0) + (range_to ? 1 : 0));
+    ei_x_encode_map_header(&call, (key ? 1 : 0) + range_keys());
     if (key) {
         ei_x_encode_atom(&call, key);
         ei_x_encode_string(&call, value);
     }
-    if (range_from) {
-        ei_x_encode_atom(&call, "from");
-        encode_time(&call, range_from);
-    }
-    if (range_to) {
-        ei_x_encode_atom(&call, "to");
-        encode_time(&call, range_to);
-    }
+    encode_range(&call);
     ei_x_encode_long(&call, width < 40 ? 40 : width);
     char *text = NULL;
     if (call_node(c, &call, &reply) != 0)
