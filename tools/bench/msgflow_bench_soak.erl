@@ -18,7 +18,8 @@
 %%%
 %%% MSGFLOW_SOAK_S sets the length in seconds (600 by default).
 %%% MSGFLOW_SOAK_HISTORY_BYTES keeps the history too (history => Dir in
-%%% _build/bench/soak-history, fresh, with that budget): each report then
+%%% _build/bench/soak-history, fresh, with that budget, 3 segments of a
+%%% minute kept whole and 3 at a tenth): each report then
 %%% adds the history's bytes on disk (sampled every window: the largest
 %%% seen), its segments by level, the windows written and dropped, and
 %%% the summary whether the budget held.
@@ -60,7 +61,10 @@ run(Secs) ->
                   false -> #{};
                   B -> Dir = filename:join(["_build", "bench", "soak-history"]),
                        _ = file:del_dir_r(Dir),
-                       #{history => Dir, history_bytes => list_to_integer(B)}
+                       %% a short schedule: the run's 10 minutes see
+                       %% every level (3 minutes whole, 3 at a tenth)
+                       #{history => Dir, history_bytes => list_to_integer(B),
+                         history_whole => 3, history_tenths => 3}
               end,
     ok = msgflow:start(History#{max_pairs => ?MAX_PAIRS}),
     _ = map_size(History) > 0 andalso spawn(fun() -> watch_history(maps:get(history, History)) end),
