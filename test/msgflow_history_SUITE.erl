@@ -28,14 +28,15 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
--export([range_diff/1, range_views/1, restart/1, budget_churn/1, full_disk/1, bad_history/1]).
+-export([range_diff/1, range_views/1, restart/1, budget_churn/1, full_disk/1, bad_history/1,
+         writer_not_counted/1]).
 -export([peer_run/3, record_ranges/1]).
 
 -define(MS, 1000).          %% each recording's length, at least
 -define(INTERVAL, 200).     %% windows of the recordings
 
 all() ->
-    [range_diff, range_views, restart, budget_churn, full_disk, bad_history].
+    [range_diff, range_views, restart, budget_churn, full_disk, bad_history, writer_not_counted].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -346,3 +347,22 @@ bad_history(Config) ->
     ?assertMatch({error, {badopt, {history, 42}, _}}, msgflow:start(#{history => 42})),
     ?assertMatch({error, {badopt, {history_bytes, 1}, _}},
                  msgflow:start(#{history => File, history_bytes => 1})).
+
+%% The writer is msgflow's own: with every process traced and a segment
+%% thinned every window (its reads and deletes are requests to the file
+%% server), none of its messages is counted.
+writer_not_counted(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "own"),
+    Edges = edges([1]),
+    ok = msgflow:start(#{history => Dir, interval => 50, history_segment => 1, history_whole => 1,
+                         history_tenths => 1}),
+    [begin ok = play([{1, 10}], Edges), ok = msgflow_collector:await_windows(1, 30000) end
+     || _ <- lists:seq(1, 8)],
+    #{rows := Rows, endpoints := Ends} = msgflow:view(top, #{limit => all}),
+    ok = msgflow:stop(),
+    ok = stop_all(Edges),
+    Labels = [maps:get(label, maps:get(E, Ends)) || #{sender := S, receiver := R} <- Rows, E <- [S, R]],
+    ct:log("~p", [lists:usort(Labels)]),
+    %% the workload is there, the writer is not
+    ?assert(lists:member(<<"hs_s1">>, Labels)),
+    ?assertEqual([], [L || L <- Labels, binary:match(L, <<"msgflow_history">>) =/= nomatch]).

@@ -410,6 +410,8 @@ history_status(_) -> #{}.
 begin_run(Opts, St) ->
     case msgflow_run:begin_run(Opts) of
         {ok, Run} ->
+            %% the writer is msgflow's own: its file requests never counted
+            _ = [msgflow_run:own(Run, [W]) || {W, _} <- [St#st.writer]],
             Tag = make_ref(),
             S0 = msgflow_store:start_run(St#st.store, Opts),
             %% a coordinator restarting the node it had started (it

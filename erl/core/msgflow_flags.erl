@@ -273,7 +273,8 @@ own_pids() ->
                      process_info(P, initial_call) =:=
                          {initial_call, {erts_dirty_process_signal_handler, start, 0}}],
     [P || P <- [whereis(msgflow_collector), whereis(msgflow_sup), whereis(msgflow_flow_keeper),
-                whereis(msgflow_cluster), whereis(msgflow_remote), whereis(msgflow_web)
+                whereis(msgflow_cluster), whereis(msgflow_remote), whereis(msgflow_web),
+                whereis(msgflow_history)
                 | Masters ++ Handlers ++ persistent_term:get({msgflow_web, own}, [])],
           is_pid(P)].
 
@@ -316,7 +317,7 @@ own_flags(T, Nif, P) ->
 -spec own_names() -> [atom()].
 own_names() ->
     [msgflow_collector, msgflow_sup, msgflow_flow_keeper, msgflow_cluster, msgflow_remote,
-     msgflow_web].
+     msgflow_web, msgflow_history].
 
 %% @doc The calling process is one of msgflow's own (a view worker, an
 %% erpc process running a node's part of a view): none of its messages

@@ -31,6 +31,8 @@
 
 %% windows a writer may be behind before the next are dropped
 -define(MAX_BEHIND, 16).
+%% ms a new writer has to read its directory and say it is ready
+-define(READY_MS, 10000).
 
 %% What the collector says of a window: msgflow_store:take_log/1's.
 -type meta() :: #{n := pos_integer(), at := integer(), ms := non_neg_integer(),
@@ -69,7 +71,16 @@ start(Opts = #{history := Dir0}) ->
                     _ = file:delete(Probe),
                     {Pid, Ref} = proc_lib:spawn_opt(?MODULE, init,
                                                     [Dir, Opts#{collector => self()}], [monitor]),
-                    {ok, Pid, Ref};
+                    %% registered before tracing starts, so that the run
+                    %% knows it for its own (msgflow_flags:own_pids/0)
+                    receive
+                        {msgflow_history, Pid, ready} -> {ok, Pid, Ref};
+                        {'DOWN', Ref, process, Pid, Why} -> {error, {history, Dir0, Why}}
+                    after ?READY_MS ->
+                        exit(Pid, kill),
+                        erlang:demonitor(Ref, [flush]),
+                        {error, {history, Dir0, timeout}}
+                    end;
                 {error, Why} ->
                     {error, {history, Dir0, Why}}
             end;
@@ -120,6 +131,10 @@ init(Dir, Opts = #{collector := C}) ->
     W = #w{dir = Dir, collector = C, budget = maps:get(history_bytes, Opts),
            per_segment = maps:get(history_segment, Opts), whole = maps:get(history_whole, Opts),
            tenths = maps:get(history_tenths, Opts), done = msgflow_history_file:list(Dir, [node()])},
+    %% one writer a node: msgflow's own by its name (a writer killed a
+    %% moment ago may hold it still: then by its pid, msgflow_run:own/2)
+    _ = catch register(?MODULE, self()),
+    C ! {msgflow_history, self(), ready},
     loop(report(W)).
 
 loop(W) ->
