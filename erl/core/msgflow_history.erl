@@ -133,7 +133,7 @@ init(Dir, Opts = #{collector := C}) ->
            tenths = maps:get(history_tenths, Opts), done = msgflow_history_file:list(Dir, [node()])},
     %% one writer a node: msgflow's own by its name (a writer killed a
     %% moment ago may hold it still: then by its pid, msgflow_run:own/2)
-    _ = catch register(?MODULE, self()),
+    try register(?MODULE, self()) catch error:badarg -> ok end,
     C ! {msgflow_history, self(), ready},
     loop(report(W)).
 
