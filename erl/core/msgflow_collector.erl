@@ -359,7 +359,6 @@ handle_info(_Msg, St) ->
 -spec terminate(term(), #st{}) -> ok.
 terminate(_Reason, St) ->
     %% the writer not awaited: the supervisor's shutdown time is the run's
-    _ = close_history(St#st{writer = none}, 0),
     _ = stop_tracing(St#st{writer = none}),
     _ = case St#st.writer of
             {Pid, _} -> msgflow_history:close(Pid);

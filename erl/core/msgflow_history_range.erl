@@ -21,6 +21,12 @@
 
 -export([windows/4, store/4]).
 
+%% how long before its name's time (the end of its first window as it
+%% closed) a segment's windows may start: one window, at most an hour
+%% (the `interval' option); a window merged by thinning starts where its
+%% first did
+-define(MAX_SEGMENT_MS, 3600 * 1000).
+
 %% @doc The windows of the nodes Nodes (`all' or a list) in Dir in
 %% [From, To] (system ms), oldest first.
 -spec windows(file:filename(), all | [node()], integer(), integer()) -> [msgflow_history_file:window()].
@@ -36,13 +42,9 @@ node_windows(Segs, From, To) ->
     lists:append([[W || W = #{at := At, ms := Ms} <- Ws, Mid <- [At - Ms div 2],
                         Mid >= From, Mid =< To]
                   || {#{file := F, first_at := First}, Next} <- lists:zip(Segs, Nexts),
-                     First - max_window(Segs) =< To, Next >= From,
+                     First - ?MAX_SEGMENT_MS =< To, Next >= From,
                      {ok, Ws, _} <- [msgflow_history_file:read(F)]]).
 
-%% a window's length is at most an hour (the `interval' option), times
-%% 60 a segment when merged whole: a segment's first window may start
-%% that long before its name says
-max_window(_) -> 3600 * 1000 * 60.
 
 %% @doc The windows of Nodes in Dir in [From, To] merged into a store
 %% (the handle views read, msgflow_store:store()), with `range => #{from,
