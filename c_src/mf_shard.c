@@ -49,13 +49,18 @@ _Static_assert(sizeof(mf_cell) == MF_CELL_BYTES, "mf_shard_prefetch's cell size"
 #define MF_SLAB_ENTRIES 64  /* entries per slab: 6 KiB on LP64 */
 
 /* How many kind words each pair has in this shard (cells and entries),
- * for max_kinds: an open-addressing table of (from, to) with linear
- * probing, half full at most, doubled when it gets there.  Owner only, and
- * only when a kind word is new to the shard; the reader never looks. */
-typedef struct mf_pair_kinds {
-    uint64_t from, to;
-    uint64_t n; /* 0: a free slot */
-} mf_pair_kinds;
+ * for max_kinds: an open-addressing table with linear probing, three
+ * quarters full at most, doubled when it gets there.  A slot is one word:
+ * the pair's 54-bit fingerprint (a mix of from and to) above its count of
+ * kind words (max_kinds <= 1000 fits the low 10 bits); 0 is a free slot,
+ * and a taken one has a count of at least 1.  Two pairs whose fingerprints
+ * collide (about 1 in 2^54 per pair of pairs) share one count: a pair may
+ * then meet max_kinds sooner, and sends past it are counted under their
+ * kind's `other', so totals stay exact.  Owner only, and only when a kind
+ * word is new to the shard; the reader never looks. */
+typedef uint64_t mf_pair_kinds;
+#define MF_KINDS_COUNT_BITS 10
+#define MF_KINDS_COUNT_MASK ((1ull << MF_KINDS_COUNT_BITS) - 1)
 #define MF_PAIR_KINDS_MIN 1024
 
 /* Entries come from slabs the shard owns, cache-line aligned, so no other
@@ -257,14 +262,24 @@ void mf_shard_overflow(mf_shard *sh, int dead)
 
 /* ---------------------------------------------- kind words per pair */
 
-static inline uint64_t kinds_slot(uint64_t from, uint64_t to, uint64_t mask)
+/* A pair's fingerprint, in the high 54 bits (the low ones are the count's). */
+static inline uint64_t kinds_print(uint64_t from, uint64_t to)
 {
-    return (from * 0x9E3779B97F4A7C15ULL ^ to * 0xC2B2AE3D27D4EB4FULL) >> 20 & mask;
+    uint64_t h = from * 0x9E3779B97F4A7C15ULL ^ to * 0xC2B2AE3D27D4EB4FULL;
+    h ^= h >> 31;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    h ^= h >> 29;
+    return (h | (1ull << 63)) & ~MF_KINDS_COUNT_MASK; /* never 0 */
+}
+
+static inline uint64_t kinds_home(uint64_t print, uint64_t mask)
+{
+    return (print >> MF_KINDS_COUNT_BITS) & mask;
 }
 
 /* Doubles the table (or makes its first); 0 when out of memory.  The
- * rehash is one pass over the old slots: at 1M pairs on one thread about
- * 10 ms, once, as uthash's own bucket doubling is. */
+ * rehash is one pass over the old slots: at 1M pairs on one thread a few
+ * ms, once, as uthash's own bucket doubling is. */
 static int kinds_grow(mf_shard *sh)
 {
     uint64_t size = sh->kinds ? sh->kinds_size * 2 : MF_PAIR_KINDS_MIN;
@@ -273,13 +288,13 @@ static int kinds_grow(mf_shard *sh)
         return 0;
     memset(t, 0, size * sizeof(*t));
     for (uint64_t i = 0; sh->kinds && i < sh->kinds_size; i++) {
-        mf_pair_kinds *o = &sh->kinds[i];
-        if (!o->n)
+        uint64_t o = sh->kinds[i];
+        if (!o)
             continue;
-        uint64_t j = kinds_slot(o->from, o->to, size - 1);
-        while (t[j].n)
+        uint64_t j = kinds_home(o & ~MF_KINDS_COUNT_MASK, size - 1);
+        while (t[j])
             j = (j + 1) & (size - 1);
-        t[j] = *o;
+        t[j] = o;
     }
     mf_shard_raw_free(sh, sh->kinds, sh->kinds_size * sizeof(*t));
     sh->kinds = t;
@@ -296,20 +311,21 @@ static int kinds_admit(mf_shard *sh, const uint64_t key[3], uint64_t other)
 {
     if (!key[2] || key[2] == other)
         return 1;
-    if (2 * (sh->kinds_used + 1) > sh->kinds_size && !kinds_grow(sh))
+    if (4 * (sh->kinds_used + 1) > 3 * sh->kinds_size && !kinds_grow(sh))
         return 1;
     uint64_t mask = sh->kinds_size - 1;
-    uint64_t j = kinds_slot(key[0], key[1], mask);
-    for (; sh->kinds[j].n; j = (j + 1) & mask) {
-        mf_pair_kinds *k = &sh->kinds[j];
-        if (k->from == key[0] && k->to == key[1]) {
-            if (k->n >= sh->limit->max_kinds)
+    uint64_t print = kinds_print(key[0], key[1]);
+    uint64_t j = kinds_home(print, mask);
+    for (; sh->kinds[j]; j = (j + 1) & mask) {
+        uint64_t k = sh->kinds[j];
+        if ((k & ~MF_KINDS_COUNT_MASK) == print) {
+            if ((k & MF_KINDS_COUNT_MASK) >= sh->limit->max_kinds)
                 return 0;
-            k->n++;
+            sh->kinds[j] = k + 1;
             return 1;
         }
     }
-    sh->kinds[j] = (mf_pair_kinds){key[0], key[1], 1};
+    sh->kinds[j] = print | 1;
     sh->kinds_used++;
     return 1;
 }

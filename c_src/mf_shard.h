@@ -47,8 +47,9 @@
  * overflow tally instead, so the sum of all counts stays exact.
  *
  * Memory: 192 KiB per shard for the cells, the reader's copy of their
- * counts and the front cache; with kinds on, 48 bytes per pair for its
- * count of kind words (a table at most half full); and for each key past
+ * counts and the front cache; with kinds on, 11 to 21 bytes per pair for
+ * its count of kind words (a word a slot, the table at most three quarters
+ * full); and for each key past
  * the cells one mf_entry (104 bytes on LP64) taken from
  * cache-line aligned slabs of 64 the shard owns (so no other thread's data
  * shares a line with a count), plus uthash's bucket array; all of it from
