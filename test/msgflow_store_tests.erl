@@ -13,7 +13,47 @@ proper_test_() ->
     {timeout, 300,
      [?_assert(proper:quickcheck(P, [{numtests, ?RUNS}, {to_file, user}]))
       || P <- [prop_busiest_model(), prop_top_equals_scan(), prop_hotspots_equal_full(),
-               prop_hot_pairs_with_names()]]}.
+               prop_hot_pairs_with_names(), prop_row_kinds_model()]]}.
+
+%%% A row's kinds, kept as `{Kind, Tag}' while it has one
+
+%% Deltas of a few kinds and tags, some without one (`none'), in one
+%% window or across windows, added as the store adds them (the messages
+%% first, then the kind): the row's total is every delta's messages, and
+%% its kinds are the model's sums of each kind and tag (past max_kinds 2,
+%% `{Kind, other}'), whatever form the row holds them in.
+prop_row_kinds_model() ->
+    KT = oneof([none, {info, m}, {call, get}, {cast, put}]),
+    ?FORALL({First, Deltas}, {{range(1, 9), KT}, list({range(1, 9), KT, boolean()})},
+            begin
+                {N0, KT0} = First,
+                Row0 = msgflow_row:new(k, N0, 1, KT0),
+                {Row, _} = lists:foldl(
+                             fun({N, K, Next}, {R, W}) ->
+                                     W1 = case Next of true -> W + 1; false -> W end,
+                                     R1 = case msgflow_row:last_window(R) of
+                                              W1 -> msgflow_row:add_in_open(R, N);
+                                              _ -> msgflow_row:add(R, N, W1, 0, #{})
+                                          end,
+                                     {msgflow_row:add_kind(R1, N, K, 2), W1}
+                             end, {Row0, 1}, Deltas),
+                Model = lists:foldl(fun({_, none}, M) -> M;
+                                       ({N, {K, T}}, M) -> model_kind(M, K, T, N)
+                                    end, [], [First | [{N, K} || {N, K, _} <- Deltas]]),
+                Total = N0 + lists:sum([N || {N, _, _} <- Deltas]),
+                msgflow_row:total(Row) =:= Total
+                    andalso lists:sort(msgflow_row:kinds(Row)) =:= lists:sort(Model)
+            end).
+
+%% kinds and tags as the row keeps them: at most 2 of its own, then the
+%% kind's `other'
+model_kind(M, K, T, N) ->
+    Own = [X || X = {_, Tg, _} <- M, Tg =/= other],
+    case lists:keyfind({K, T}, 1, [{{Kd, Tg}, C} || {Kd, Tg, C} <- M]) of
+        {_, C} -> lists:delete({K, T, C}, M) ++ [{K, T, C + N}];
+        false when length(Own) < 2; T =:= other -> M ++ [{K, T, N}];
+        false -> model_kind(M, K, other, N)
+    end.
 
 %%% The index against a map of every pair's value
 

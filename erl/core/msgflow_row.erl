@@ -11,9 +11,11 @@
 %%% and mHz into the messages/s views show); Kinds
 %%% the messages since start by kind and tag, `[{Kind, Tag, Messages}]'
 %%% (empty with kinds off; their sum is Total when every delta carried a
-%%% kind).  Pure; any process.
+%%% kind), or `{Kind, Tag}' while all Total messages are of that one kind
+%%% and tag: most pairs have one, and so a row takes 24 bytes less
+%%% (kinds/1 and kinds_of/2 read either).  Pure; any process.
 -module(msgflow_row).
--export([new/4, select_spec/3, add_kind/4, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, named/1, total/1, count/1, last_window/1, peak_mhz/1, mhz/2, per_s/3, mhz_to_per_s/1, pattern/1, count_in_open/1, add/5,
+-export([new/4, select_spec/3, add_kind/4, kinds_of/2, same_kinds/2, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, named/1, total/1, count/1, last_window/1, peak_mhz/1, mhz/2, per_s/3, mhz_to_per_s/1, pattern/1, count_in_open/1, add/5,
          merge/3, counts_in/3, last_two/2, peak_rate/4, fold_select/4, sum_counts/1,
          sorted_pairs/1]).
 -export_type([row/0, pattern_fields/0, kind_count/0]).
@@ -23,7 +25,10 @@
 
 -type row() :: {{msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}, pos_integer(),
                 pos_integer(), non_neg_integer(), msgflow_hist:hist(), non_neg_integer(),
-                [kind_count()]}.
+                kinds_field()}.
+%% A row's kinds as it holds them: a list, or `{Kind, Tag}' when every
+%% message of the row is of that kind and tag.
+-type kinds_field() :: [kind_count()] | {msgflow_tracer:kind(), atom()}.
 %% Messages of one kind and tag (msgflow_tracer:delta/0).
 -type kind_count() :: {msgflow_tracer:kind(), atom(), pos_integer()}.
 -type deep_kinds() :: [row() | kind_count() | deep_kinds()].
@@ -34,16 +39,34 @@
 %% (`none' with kinds off).
 -spec new(term(), pos_integer(), pos_integer(), {atom(), atom()} | none) -> row().
 new(Key, N, Open, none) -> {Key, N, Open, N, [], 0, []};
-new(Key, N, Open, {K, T}) -> {Key, N, Open, N, [], 0, [{K, T, N}]}.
+new(Key, N, Open, {K, T}) -> {Key, N, Open, N, [], 0, {K, T}}.
 
-%% @doc The row with N more messages of kind and tag KT in its kinds (not
-%% in its total: add/5 and count_in_open/1 do that).  A row that has Max
-%% kinds and tags already counts a new one as `{Kind, other}'.
+%% @doc The row with N more messages of kind and tag KT in its kinds: N
+%% are in its total already (add/5 and add_in_open/2 put them there
+%% first).  A row that has Max kinds and tags already counts a new one as
+%% `{Kind, other}'.
 -spec add_kind(row(), pos_integer(), {atom(), atom()} | none, pos_integer()) -> row().
+add_kind(Row, _, KT, _) when element(7, Row) =:= KT ->
+    Row;
+add_kind(Row, N, KT, Max) when is_tuple(element(7, Row)) ->
+    {K0, T0} = element(7, Row),
+    add_kind(setelement(7, Row, [{K0, T0, element(2, Row) - N}]), N, KT, Max);
 add_kind(Row, _, none, _) ->
     Row;
 add_kind(Row, N, {K, T}, Max) ->
     setelement(7, Row, kind_add(element(7, Row), K, T, N, Max)).
+
+%% @doc Whether N more messages of kind and tag KT (`none' with kinds
+%% off) leave the row's kinds as they are (add_kind/4 would return the row
+%% itself): then count_in_open/1's counters are the whole update.
+-spec same_kinds(row(), {atom(), atom()} | none) -> boolean().
+same_kinds(Row, none) -> is_list(element(7, Row));
+same_kinds(Row, KT) -> element(7, Row) =:= KT.
+
+%% @doc A row's kinds field as a list, Total the row's messages.
+-spec kinds_of(non_neg_integer(), kinds_field()) -> [kind_count()].
+kinds_of(Total, {K, T}) -> [{K, T, Total}];
+kinds_of(_, Ks) -> Ks.
 
 %% (`{Kind, other}' entries do not count towards Max: the NIF sends them
 %% in any order with the others.)
@@ -68,7 +91,7 @@ take_kind(K, T, [E | Rest], Seen) -> take_kind(K, T, Rest, [E | Seen]).
 
 %% @doc Messages since start by kind and tag, most first.
 -spec kinds(row()) -> [kind_count()].
-kinds(Row) -> lists:sort(fun most_first/2, element(7, Row)).
+kinds(Row) -> lists:sort(fun most_first/2, kinds_of(element(2, Row), element(7, Row))).
 
 %% Most messages first; equal counts by kind, then tag (one order for
 %% every view and export, and the C tools).
@@ -86,7 +109,7 @@ sum_kinds(Deep) ->
 sum_kinds([], M) -> M;
 sum_kinds([H | T], M) -> sum_kinds(T, sum_kinds(H, M));
 sum_kinds({Kd, Tg, N}, M) -> add_kind_count(Kd, Tg, N, M);
-sum_kinds(Row, M) -> sum_kinds(element(7, Row), M).
+sum_kinds(Row, M) -> sum_kinds(kinds_of(element(2, Row), element(7, Row)), M).
 
 add_kind_count(Kd, Tg, N, M) ->
     case M of
@@ -206,7 +229,8 @@ merge({_, T1, W1, C1, H1, P1, K1}, {_, T2, W2, C2, H2, P2, K2}, {K, Oldest, Durs
     {Earlier, [{W, C}]} = lists:split(length(Ws) - 1, Ws),
     Peak = lists:max([P1, P2 | [msgflow_row:mhz(Cw, D)
                                 || {Wn, Cw} <- Ws, {ok, D} <- [maps:find(Wn, Durs)]]]),
-    Kinds = lists:foldl(fun({Kd, Tg, N}, Acc) -> kind_add(Acc, Kd, Tg, N, infinity) end, K1, K2),
+    Kinds = lists:foldl(fun({Kd, Tg, N}, Acc) -> kind_add(Acc, Kd, Tg, N, infinity) end,
+                        kinds_of(T1, K1), kinds_of(T2, K2)),
     {K, T1 + T2, W, C, msgflow_hist:encode(Earlier, Oldest), Peak, Kinds}.
 
 add_windows([{W, A} | R1], [{W, B} | R2]) -> [{W, A + B} | add_windows(R1, R2)];

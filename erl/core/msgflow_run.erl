@@ -20,8 +20,9 @@
 %% kinds on; see max_pairs in CONTRIBUTING.md, Memory)
 -define(ENTRIES_PER_PAIR, 4).
 %% the tracer's share of max_memory (half), in entries of about this many
-%% bytes (BENCHMARKS.md: 140-190 bytes an entry)
--define(ENTRY_BYTES, 200).
+%% bytes (an entry, its share of uthash's buckets and of the table of kind
+%% words per pair: 125-130 bytes measured at 200,000 pairs, BENCHMARKS.md)
+-define(ENTRY_BYTES, 140).
 %% windows between rotations of the NIF's tables (sooner when they are
 %% half full)
 -define(ROTATE_EVERY, 30).

@@ -419,12 +419,20 @@ log(Log, Sn, R, GS, GR, KT, N) ->
 %% messages in it already, `{first, ...}' when these are its first of the
 %% window; Total its messages since start and Count in the open window,
 %% now.
-add_to_row(T, K, Row, N, KT, #store{closed = C, max_kinds = MaxK, keep = Keep, durations = Durs}) ->
+add_to_row(T, K, Row, N, KT, S = #store{closed = C}) ->
     Open = C + 1,
-    case msgflow_row:last_window(Row) of
-        Open when KT =:= none ->
+    case msgflow_row:last_window(Row) =:= Open andalso msgflow_row:same_kinds(Row, KT) of
+        true ->
             [Total, Count] = ets:update_counter(T, K, msgflow_row:count_in_open(N)),
             {open, Total, Count};
+        false ->
+            add_kinds_to_row(T, Row, N, KT, S)
+    end.
+
+%% (the row's kinds change, or this is its first delta of the window)
+add_kinds_to_row(T, Row, N, KT, #store{closed = C, max_kinds = MaxK, keep = Keep, durations = Durs}) ->
+    Open = C + 1,
+    case msgflow_row:last_window(Row) of
         Open ->
             Row1 = msgflow_row:add_in_open(Row, N),
             ets:insert(T, msgflow_row:add_kind(Row1, N, KT, MaxK)),

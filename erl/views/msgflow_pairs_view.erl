@@ -49,9 +49,12 @@ build(#{pairs := T}, #{with := total}) ->
                                   fun(X, Acc) -> [X | Acc] end, []),
     lists:reverse(lists:keysort(3, All));
 build(#{pairs := T}, #{with := kinds}) ->
-    All = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, kinds => '$3'}),
-                                       [], [{{'$1', '$2', '$3'}}]}],
-                                  fun({S, R, Ks}, Acc) -> [{S, R, K, Tg, N} || {K, Tg, N} <- Ks] ++ Acc
+    All = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, total => '$3',
+                                                             kinds => '$4'}),
+                                       [], [{{'$1', '$2', '$3', '$4'}}]}],
+                                  fun({S, R, Total, Ks}, Acc) ->
+                                          [{S, R, K, Tg, N} || {K, Tg, N} <- msgflow_row:kinds_of(Total, Ks)]
+                                              ++ Acc
                                   end, []),
     sort_kinds(All).
 
