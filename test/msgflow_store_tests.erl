@@ -13,7 +13,34 @@ proper_test_() ->
     {timeout, 300,
      [?_assert(proper:quickcheck(P, [{numtests, ?RUNS}, {to_file, user}]))
       || P <- [prop_busiest_model(), prop_top_equals_scan(), prop_hotspots_equal_full(),
-               prop_hot_pairs_with_names(), prop_row_kinds_model()]]}.
+               prop_hot_pairs_with_names(), prop_row_kinds_model(), prop_cluster_pairs_merge()]]}.
+
+%%% pairs() of a cluster: the nodes' parts as they cross and merge
+
+%% This node's pairs (a list, busiest first) and the other nodes' (each
+%% encoded, then decoded as the asking node does): the merge is every
+%% pair of every part, busiest first.
+prop_cluster_pairs_merge() ->
+    Part = ?LET(L, list({range(1, 30), range(1, 30), range(1, 50)}),
+                lists:reverse(lists:keysort(3, L))),
+    ?FORALL({Here, Others}, {Part, list(Part)},
+            begin
+                Opts = #{with => total},
+                Parts = [Here | [msgflow_pairs_view:decode(msgflow_pairs_view:encode(P, Opts), Opts)
+                                 || P <- Others]],
+                Got = msgflow_pairs_view:merge(Parts, Opts, #{missing => []}),
+                Counts = [N || {_, _, N} <- Got],
+                lists:sort(Got) =:= lists:sort(lists:append([Here | Others]))
+                    andalso Counts =:= lists:reverse(lists:sort(Counts))
+            end).
+
+%% A part whose pairs name ends it does not hold is refused as it comes
+%% (the query path makes that the node's `bad_answer'), never in the merge.
+cluster_pairs_bad_part_test() ->
+    Opts = #{with => total},
+    ?assertError(_, msgflow_pairs_view:decode({{a, b}, <<1:32, 3:32, 5:64>>}, Opts)),
+    ?assertError(_, msgflow_pairs_view:decode({{a, b}, <<1:32, 2:32>>}, Opts)),
+    ?assertMatch({ascending, _, _}, msgflow_pairs_view:decode({{a, b}, <<1:32, 2:32, 5:64>>}, Opts)).
 
 %%% A row's kinds, kept as `{Kind, Tag}' while it has one
 
