@@ -177,10 +177,10 @@ measure(R) ->
     %% one refresh of the web page, in CPU ms of the whole VM (the views
     %% run in worker processes): what msgflow_web asks its source for
     Source = msgflow_web_source:source(#{metrics_edges => 100}),
-    Web = [{web_name, fun() -> {ok, _} = Source({state, name}) end},
+    Web = [{web_name, fun() -> {ok, _} = Source({state, name, #{}}) end},
            {matrix_cpu, fun() -> #{} = msgflow:view(matrix, #{by => name}) end},
            {web_hotspots, fun() -> {ok, _} = Source(hotspots) end},
-           {web_process, fun() -> {ok, _} = Source({state, process}) end},
+           {web_process, fun() -> {ok, _} = Source({state, process, #{}}) end},
            {web_metrics, fun() -> {ok, _} = Source(metrics) end},
            {top_cpu, Quiet(fun() -> ok = msgflow:top(20) end)}],
     Cpu0 = maps:from_list([{K, median3_cpu(F)} || {K, F} <- Web]),
@@ -189,7 +189,7 @@ measure(R) ->
     Shared = fun() ->
                      _ = msgflow:web_stop(),
                      {ok, _} = msgflow:web(#{port => 0}),
-                     at_once(5, fun() -> {ok, _} = msgflow_web:get({state, name}) end)
+                     at_once(5, fun() -> {ok, _} = msgflow_web:get({state, name, #{}}) end)
              end,
     %% msgflow-top's refresh: what it asked the node for before (the whole
     %% dump, regrouped in C) beside what it asks now (the rows it shows, from

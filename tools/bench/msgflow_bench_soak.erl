@@ -148,7 +148,20 @@ report(Ms, Started, Calls) ->
                        maps:get(windows_dropped, H, 0)]);
         _ -> ok
     end,
+    %% MSGFLOW_SOAK_TABLES=1: the collector's heap and its biggest tables,
+    %% to see what grows
+    _ = os:getenv("MSGFLOW_SOAK_TABLES") =:= "1" andalso tables(),
     R.
+
+tables() ->
+    Coll = whereis(msgflow_collector),
+    Ts = lists:sublist(lists:reverse(lists:sort(
+                                       [{ets:info(T, memory) * erlang:system_info(wordsize), ets:info(T, name),
+                                         ets:info(T, size)}
+                                        || T <- ets:all(), ets:info(T, owner) =:= Coll])), 8),
+    io:format("       heap ~.1f MB; ~s~n",
+              [mb(element(2, process_info(Coll, memory))),
+               lists:join(", ", [io_lib:format("~s ~b rows ~.1f MB", [Name, N, mb(B)]) || {B, Name, N} <- Ts])]).
 
 count(X, L) -> length([Y || Y <- L, Y =:= X]).
 
