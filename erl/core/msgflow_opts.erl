@@ -23,7 +23,7 @@
 %% did not).
 -define(MAX_MS, 365 * 24 * 3600 * 1000).
 -define(MAX_WINDOWS, 10000).
-%% max_memory's default, 256 MiB: about 500,000 pairs (about 500 bytes a
+%% max_memory's default, 256 MiB: about 700,000 pairs (about 380 bytes a
 %% pair, tracer and store together, with kinds on: BENCHMARKS.md), far
 %% more than the busiest node measured here holds (200,000 pairs for
 %% 100,000 processes), and 3 % of a node of 8 GB
