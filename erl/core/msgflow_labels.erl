@@ -210,11 +210,21 @@ alive(P) when is_port(P) -> erlang:port_info(P, id) =/= undefined.
 %% be alive: a local process is read with one describe/1; what its spawn
 %% or register event said stands in for what can no longer be read once it
 %% exited (and `(unknown)' when there was none).  A registered name also gets the pid it stands for (whereis/1
-%% now), and that pid its label.  Owner only.
+%% now), and that pid its label.  Owner only.  A process, port or alias
+%% learnt is expiring until a row holds it (hold/2), as if released: one
+%% labelled for a delta whose row is a group's, or for its group when it
+%% rolled up, is deleted by purge/1 two windows later, as no row names it
+%% (such endpoints were kept for good: under churn, 1,000 a second).
 learn(L = #labels{endpoints = Ends}, E) ->
     case ets:member(Ends, E) of
-        true -> L;
-        false -> learn_new(L, E, none)
+        true ->
+            L;
+        false ->
+            L1 = #labels{expiring = Expiring} = learn_new(L, E, none),
+            case mortal(E) of
+                true -> L1#labels{expiring = [E | Expiring]};
+                false -> L1
+            end
     end.
 
 learn_new(L = #labels{endpoints = Ends, names = Names}, E, _Hint)
