@@ -288,8 +288,8 @@ names_of(_) ->
 %% The kinds of the rows out of Found's fan-out subjects and into its
 %% fan-in ones (`#{{S, R} => [kind_count()]}'), for with_kind/2: one read
 %% of the pairs for each ?KIND_ENDS of them, with a guard naming each.  A
-%% finding of a group gives the kinds of its first ?KIND_ENDS members
-%% (a group of 1,000 senders at a million pairs took 32 reads of them, 20
+%% finding of a group gives the kinds of its first ?KIND_ENDS members,
+%% its strongest (a group of 1,000 senders at a million pairs took 32 reads of them, 20
 %% s, for one note).
 fan_kinds(Store = #{pairs := T}, Found, Opts) ->
     Subjects = fun kind_subjects/1,
@@ -320,7 +320,9 @@ chunks(L, N) ->
 %% its explanation: `21 x xmpp_stream_in:init/1: each sends to 24
 %% receivers, 769-812 messages in the last window'.  A subject alone with
 %% its label stays as it was found.  Groups come in the order of their
-%% strongest member.
+%% strongest member, and a group's members strongest first (by their
+%% rule's figure, strength/1; equal ones by subject, so that the order is
+%% the same however the rules met them).
 grouped(Found, Group, O) ->
     Key = fun(#{subject := {S, R}, rule := K}) when K =:= hot_pair; K =:= spike;
                                                     K =:= large_messages ->
@@ -337,8 +339,19 @@ grouped(Found, Group, O) ->
                        end, {[], #{}}, Found),
     [case maps:get(K, ByKey) of
          [F] -> F;
-         Fs -> group_finding(K, lists:reverse(Fs), O)
+         Fs -> group_finding(K, [F || {_, _, F} <- lists:sort([{-strength(F), maps:get(subject, F), F}
+                                                                 || F <- Fs])], O)
      end || K <- lists:reverse(Order)].
+
+%% The figure a finding of its rule is strongest by.
+strength(#{rule := Rule, evidence := Ev}) ->
+    maps:get(case Rule of
+                 fan_in -> rate;
+                 hot_pair -> rate;
+                 large_messages -> words_max;
+                 long_wait -> wait_ms;
+                 _ -> count   %% fan_out, spike, dead_letters
+             end, Ev, 0).
 
 group_finding(Key, Fs = [#{rule := Rule} | _], O) ->
     N = length(Fs),
