@@ -289,8 +289,8 @@ names_of(_) ->
 %% fan-in ones (`#{{S, R} => [kind_count()]}'), for with_kind/2: one read
 %% of the pairs for each ?KIND_ENDS of them, with a guard naming each.  A
 %% finding of a group gives the kinds of its first ?KIND_ENDS members,
-%% its strongest (a group of 1,000 senders at a million pairs took 32 reads of them, 20
-%% s, for one note).
+%% its strongest (a group of 1,000 senders at a million pairs took 32
+%% reads of them, 20 s, for one note).
 fan_kinds(Store = #{pairs := T}, Found, Opts) ->
     Subjects = fun kind_subjects/1,
     Into = lists:append([[P | names_of(P) ++ [{N, node()} || N <- names_of(P)]]
