@@ -39,7 +39,9 @@ prop_cluster_pairs_merge() ->
 cluster_pairs_bad_part_test() ->
     Opts = #{with => total},
     ?assertError(_, msgflow_pairs_view:decode({{a, b}, <<1:32, 3:32, 5:64>>}, Opts)),
-    ?assertEqual({ascending, [{a, b, 5}]}, msgflow_pairs_view:decode({{a, b}, <<1:32, 2:32, 5:64>>}, Opts)).
+    ?assertError(_, msgflow_pairs_view:decode({{a, b}, <<1:32, 2:32>>}, Opts)),
+    ?assertEqual([{a, b, 5}], msgflow_pairs_view:merge([msgflow_pairs_view:decode({{a, b}, <<1:32, 2:32, 5:64>>}, Opts)],
+                                                       Opts, #{missing => []})).
 
 %%% A row's kinds, kept as `{Kind, Tag}' while it has one
 

@@ -58,6 +58,9 @@ build(#{pairs := T}, #{with := kinds}) ->
                                   end, []),
     sort_kinds(All).
 
+%% the heap words of a pair in a list: its cell and its tuple
+-define(PAIR_WORDS, 6).
+
 %% most messages first (equal counts in term order, the same every time)
 sort_kinds(L) ->
     [{S, R, K, Tg, N} || {N, S, R, K, Tg} <- lists:reverse(lists:sort([{N, S, R, K, Tg}
@@ -72,39 +75,66 @@ merge([One], _Opts, _Ctx) when is_list(One) -> One;
 merge(Parts, #{with := total}, _Ctx) -> merge_sorted(Parts);
 merge(Parts, #{with := kinds}, _Ctx) -> sort_kinds(lists:append(Parts)).
 
-%% Parts merged in one pass, each least busy first (a node's as decode/2
-%% made it, `{ascending, Pairs}'; this node's reversed): the part whose
-%% next pair is the least busy gives it (the parts ordered by their next
-%% pair's count, a list of as many as nodes), in front of those given
-%% before, so the value comes out busiest first.  One list cell a pair
-%% is made, where merging two by two made one a pass and sorting all
-%% again several.
+%% Parts merged count by count, least busy first: each part is least
+%% busy first (a node's binary as it came, decode/2; this node's list
+%% reversed), so each gives its run of pairs of the lowest count left in
+%% turn, in front of those given before, and the value comes out busiest
+%% first.  A pair read from a binary is made once, as it joins the value,
+%% and reading a run makes nothing else (no list of a node's pairs beside
+%% the value, no head per pair): at 2,000,000 pairs the value is all the
+%% merge leaves on the heap.  A round per distinct count, each asking
+%% every part for its next count.
+%%
+%% So the asking process's heap is first made as large as the value
+%% (min_heap_size for the merge, then as it was): the value is built
+%% without a garbage collection, where each collection of a growing value
+%% copied all of it into a heap half as large again.
 merge_sorted(Parts) ->
-    Heads = lists:sort(fun less_busy/2, [H || P <- Parts, H <- [next(ascending(P))], H =/= none]),
-    kmerge(Heads, []).
-
-ascending({ascending, L}) -> L;
-ascending(L) -> lists:reverse(L).
-
-kmerge([], Acc) -> Acc;
-kmerge([{X, Rest} | Heads], Acc) ->
-    case next(Rest) of
-        none -> kmerge(Heads, [X | Acc]);
-        H -> kmerge(insert(H, Heads), [X | Acc])
+    Asc = [ascending(P) || P <- Parts],
+    Words = ?PAIR_WORDS * lists:sum([pairs_in(P) || P <- Asc]),
+    Old = erlang:process_flag(min_heap_size, Words + Words div 8),
+    true = erlang:garbage_collect(),
+    try levels(Asc, [])
+    after erlang:process_flag(min_heap_size, Old)
     end.
 
-%% A part's next pair and the rest of it, or none.
-next([X | Rest]) -> {X, Rest};
-next([]) -> none.
+pairs_in({_, Bin}) -> byte_size(Bin) div 16;
+pairs_in(L) -> length(L).
 
-insert(H, [H1 | T]) ->
-    case less_busy(H, H1) of
-        true -> [H, H1 | T];
-        false -> [H1 | insert(H, T)]
-    end;
-insert(H, []) -> [H].
+ascending({ascending, Ends, Bin}) -> {Ends, Bin};
+ascending(L) -> lists:reverse(L).
 
-less_busy({{_, _, A}, _}, {{_, _, B}, _}) -> A =< B.
+levels(Parts0, Acc) ->
+    case [P || P <- Parts0, not empty(P)] of
+        [] ->
+            Acc;
+        Parts ->
+            C = lists:min([first_count(P) || P <- Parts]),
+            {Rests, Acc1} = lists:mapfoldl(fun(P, A) -> run(P, C, A) end, Acc, Parts),
+            levels(Rests, Acc1)
+    end.
+
+empty({_, <<>>}) -> true;
+empty([]) -> true;
+empty(_) -> false.
+
+first_count({_, <<_:64, N:64, _/binary>>}) -> N;
+first_count([{_, _, N} | _]) -> N.
+
+%% The part's pairs of count C at its front onto Acc, and the rest of it.
+run({Ends, Bin}, C, Acc) ->
+    {Rest, Acc1} = run_bin(Bin, C, Ends, Acc),
+    {{Ends, Rest}, Acc1};
+run(L, C, Acc) ->
+    run_list(L, C, Acc).
+
+run_bin(<<I:32, J:32, N:64, Rest/binary>>, C, Ends, Acc) when N =:= C ->
+    run_bin(Rest, C, Ends, [{element(I, Ends), element(J, Ends), N} | Acc]);
+run_bin(Bin, _, _, Acc) ->
+    {Bin, Acc}.
+
+run_list([X = {_, _, C} | Rest], C, Acc) -> run_list(Rest, C, [X | Acc]);
+run_list(L, _, Acc) -> {L, Acc}.
 
 %% @doc A node's pairs as they cross to the asking node: its ends once,
 %% in a tuple, and each pair as the ends' places in it, so that a
@@ -126,6 +156,10 @@ encode(Pairs, Opts) ->
              << <<I:32, J:32, N:64>> || P = {_, _, N} <- lists:reverse(Pairs), {I, J} <- [Places(P)] >>
      end}.
 
+places_in(<<I:32, J:32, _:64, Rest/binary>>, Size) when I >= 1, I =< Size, J >= 1, J =< Size ->
+    places_in(Rest, Size);
+places_in(<<>>, _) -> true.
+
 index(E, Acc = {Ends, Index, N}) ->
     case Index of
         #{E := _} -> Acc;
@@ -133,13 +167,15 @@ index(E, Acc = {Ends, Index, N}) ->
     end.
 
 %% @doc encode/2's value as pairs again, each end one term shared by its
-%% pairs (decoded as each node's answer comes, so that what came is
-%% dropped at once); with `total', `{ascending, Pairs}', least busy first,
-%% as merge/3 reads them.
+%% pairs; with `total', `{ascending, Ends, Binary}': the pairs least busy
+%% first, left in the binary they came in (off the heap) for merge/3 to
+%% read, checked first (a place not in Ends, or a binary cut short, is an
+%% error here, where the query path makes it the node's `bad_answer').
 -spec decode({tuple(), binary() | [tuple()]}, map()) ->
-          [pair_count()] | [pair_kind_count()] | {ascending, [pair_count()]}.
-decode({Ends, Bin}, _Opts) when is_binary(Bin) ->
-    {ascending, [{element(I, Ends), element(J, Ends), N} || <<I:32, J:32, N:64>> <= Bin]};
+          [pair_kind_count()] | {ascending, tuple(), binary()}.
+decode({Ends, Bin}, _Opts) when is_tuple(Ends), is_binary(Bin) ->
+    true = places_in(Bin, tuple_size(Ends)),
+    {ascending, Ends, Bin};
 decode({Ends, Pairs}, _Opts) ->
     [setelement(2, setelement(1, P, element(element(1, P), Ends)), element(element(2, P), Ends))
      || P <- Pairs].
