@@ -204,7 +204,7 @@ ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     ErlNifUInt64 max, max_kinds;
     ERL_NIF_TERM term;
     if (!enif_get_local_pid(env, argv[0], &collector) || !enif_get_uint64(env, argv[1], &max) ||
-        max == 0 || !enif_get_uint64(env, argv[2], &max_kinds) || max_kinds > 1000)
+        max == 0 || !enif_get_uint64(env, argv[2], &max_kinds) || max_kinds > MF_MAX_KINDS)
         return enif_make_badarg(env);
     if (!mf_session_make(env, &collector, max, max_kinds, MF_SESSION_SEND, &term))
         return enif_raise_exception(env, atom_memory);

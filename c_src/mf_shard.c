@@ -51,16 +51,18 @@ _Static_assert(sizeof(mf_cell) == MF_CELL_BYTES, "mf_shard_prefetch's cell size"
 /* How many kind words each pair has in this shard (cells and entries),
  * for max_kinds: an open-addressing table with linear probing, three
  * quarters full at most, doubled when it gets there.  A slot is one word:
- * the pair's 54-bit fingerprint (a mix of from and to) above its count of
- * kind words (max_kinds <= 1000 fits the low 10 bits); 0 is a free slot,
- * and a taken one has a count of at least 1.  Two pairs whose fingerprints
- * collide (about 1 in 2^54 per pair of pairs) share one count: a pair may
+ * the pair's 53-bit fingerprint (a mix of from and to, the top bit set)
+ * above its count of kind words (max_kinds <= MF_MAX_KINDS fits the low
+ * 10 bits); 0 is a free slot, and a taken one has a count of at least 1.
+ * Two pairs whose fingerprints collide (about 1 in 2^53 per pair of
+ * pairs) share one count: a pair may
  * then meet max_kinds sooner, and sends past it are counted under their
  * kind's `other', so totals stay exact.  Owner only, and only when a kind
  * word is new to the shard; the reader never looks. */
 typedef uint64_t mf_pair_kinds;
 #define MF_KINDS_COUNT_BITS 10
 #define MF_KINDS_COUNT_MASK ((1ull << MF_KINDS_COUNT_BITS) - 1)
+_Static_assert(MF_MAX_KINDS <= MF_KINDS_COUNT_MASK, "a pair's count of kind words fits its slot");
 #define MF_PAIR_KINDS_MIN 1024
 
 /* Entries come from slabs the shard owns, cache-line aligned, so no other
@@ -262,7 +264,8 @@ void mf_shard_overflow(mf_shard *sh, int dead)
 
 /* ---------------------------------------------- kind words per pair */
 
-/* A pair's fingerprint, in the high 54 bits (the low ones are the count's). */
+/* A pair's fingerprint, in the high 54 bits, the top one set (the low
+ * ones are the count's). */
 static inline uint64_t kinds_print(uint64_t from, uint64_t to)
 {
     uint64_t h = from * 0x9E3779B97F4A7C15ULL ^ to * 0xC2B2AE3D27D4EB4FULL;

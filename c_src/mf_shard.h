@@ -68,6 +68,11 @@
 
 /* Shared by all shards of a session.  `used` is touched only when an entry
  * is created (an atomic add), never when a message is counted. */
+/* The most kind words a pair may have in a shard (the max_kinds option's
+ * bound, 1..1000): the table of kind words per pair counts them in 10
+ * bits. */
+#define MF_MAX_KINDS 1000
+
 typedef struct mf_limit {
     _Atomic uint64_t used; /* entries created, all shards */
     uint64_t max;          /* entries allowed, all shards */
