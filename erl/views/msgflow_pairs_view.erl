@@ -75,15 +75,16 @@ merge([One], _Opts, _Ctx) when is_list(One) -> One;
 merge(Parts, #{with := total}, _Ctx) -> merge_sorted(Parts);
 merge(Parts, #{with := kinds}, _Ctx) -> sort_kinds(lists:append(Parts)).
 
-%% Parts merged count by count, least busy first: each part is least
-%% busy first (a node's binary as it came, decode/2; this node's list
-%% reversed), so each gives its run of pairs of the lowest count left in
-%% turn, in front of those given before, and the value comes out busiest
-%% first.  A pair read from a binary is made once, as it joins the value,
-%% and reading a run makes nothing else (no list of a node's pairs beside
-%% the value, no head per pair): at 2,000,000 pairs the value is all the
-%% merge leaves on the heap.  A round per distinct count, each asking
-%% every part for its next count.
+%% Parts merged run by run, least busy first: each part is least busy
+%% first (a node's binary as it came, decode/2; this node's list
+%% reversed); the part whose next pair is the least busy gives its run of
+%% pairs of that count, in front of those given before, then goes back
+%% among the others by its next count (a list of as many as nodes), so
+%% the value comes out busiest first.  A pair read from a binary is made
+%% once, as it joins the value, and reading a run makes nothing else: at
+%% 2,000,000 pairs of few distinct counts the value is all the merge
+%% leaves on the heap (a run costs a few words and the parts' list, so
+%% pairs whose counts all differ leave about that much per pair).
 %%
 %% So the asking process's heap is first made as large as the value
 %% (min_heap_size for the merge, then as it was): the value is built
@@ -91,28 +92,32 @@ merge(Parts, #{with := kinds}, _Ctx) -> sort_kinds(lists:append(Parts)).
 %% copied all of it into a heap half as large again.
 merge_sorted(Parts) ->
     Asc = [ascending(P) || P <- Parts],
-    Words = ?PAIR_WORDS * lists:sum([pairs_in(P) || P <- Asc]),
+    Words = lists:sum([pair_words(P) || P <- Asc]),
     Old = erlang:process_flag(min_heap_size, Words + Words div 8),
     true = erlang:garbage_collect(),
-    try levels(Asc, [])
+    try runs(lists:keysort(1, [{first_count(P), P} || P <- Asc, not empty(P)]), [])
     after erlang:process_flag(min_heap_size, Old)
     end.
 
-pairs_in({_, Bin}) -> byte_size(Bin) div 16;
-pairs_in(L) -> length(L).
+%% The heap words the merge makes for a part's pairs: a list cell and a
+%% tuple for a pair read from a binary, a cell for one already a term.
+pair_words({_, Bin}) -> ?PAIR_WORDS * (byte_size(Bin) div 16);
+pair_words(L) -> 2 * length(L).
 
 ascending({ascending, Ends, Bin}) -> {Ends, Bin};
 ascending(L) -> lists:reverse(L).
 
-levels(Parts0, Acc) ->
-    case [P || P <- Parts0, not empty(P)] of
-        [] ->
-            Acc;
-        Parts ->
-            C = lists:min([first_count(P) || P <- Parts]),
-            {Rests, Acc1} = lists:mapfoldl(fun(P, A) -> run(P, C, A) end, Acc, Parts),
-            levels(Rests, Acc1)
+runs([], Acc) ->
+    Acc;
+runs([{C, P} | Heads], Acc) ->
+    {Rest, Acc1} = run(P, C, Acc),
+    case empty(Rest) of
+        true -> runs(Heads, Acc1);
+        false -> runs(insert({first_count(Rest), Rest}, Heads), Acc1)
     end.
+
+insert(H = {C, _}, [H1 = {C1, _} | T]) when C > C1 -> [H1 | insert(H, T)];
+insert(H, Heads) -> [H | Heads].
 
 empty({_, <<>>}) -> true;
 empty([]) -> true;
@@ -156,9 +161,10 @@ encode(Pairs, Opts) ->
              << <<I:32, J:32, N:64>> || P = {_, _, N} <- lists:reverse(Pairs), {I, J} <- [Places(P)] >>
      end}.
 
-places_in(<<I:32, J:32, _:64, Rest/binary>>, Size) when I >= 1, I =< Size, J >= 1, J =< Size ->
-    places_in(Rest, Size);
-places_in(<<>>, _) -> true.
+places_in(<<I:32, J:32, N:64, Rest/binary>>, Size, Before)
+  when I >= 1, I =< Size, J >= 1, J =< Size, N >= Before ->
+    places_in(Rest, Size, N);
+places_in(<<>>, _, _) -> true.
 
 index(E, Acc = {Ends, Index, N}) ->
     case Index of
@@ -169,12 +175,13 @@ index(E, Acc = {Ends, Index, N}) ->
 %% @doc encode/2's value as pairs again, each end one term shared by its
 %% pairs; with `total', `{ascending, Ends, Binary}': the pairs least busy
 %% first, left in the binary they came in (off the heap) for merge/3 to
-%% read, checked first (a place not in Ends, or a binary cut short, is an
-%% error here, where the query path makes it the node's `bad_answer').
+%% read, checked first (a place not in Ends, a count lower than the one
+%% before, or a binary cut short, is an error here, where the query path
+%% makes it the node's `bad_answer').
 -spec decode({tuple(), binary() | [tuple()]}, map()) ->
           [pair_kind_count()] | {ascending, tuple(), binary()}.
 decode({Ends, Bin}, _Opts) when is_tuple(Ends), is_binary(Bin) ->
-    true = places_in(Bin, tuple_size(Ends)),
+    true = places_in(Bin, tuple_size(Ends), 0),
     {ascending, Ends, Bin};
 decode({Ends, Pairs}, _Opts) ->
     [setelement(2, setelement(1, P, element(element(1, P), Ends)), element(element(2, P), Ends))
