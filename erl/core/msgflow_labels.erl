@@ -215,13 +215,17 @@ alive(P) when is_port(P) -> erlang:port_info(P, id) =/= undefined.
 %% labelled for a delta whose row is a group's, or for its group when it
 %% rolled up, is deleted by purge/1 two windows later, as no row names it
 %% (such endpoints were kept for good: under churn, 1,000 a second).
-learn(L = #labels{endpoints = Ends}, E) ->
+learn(L, E) ->
+    learn(L, E, true).
+
+%% (Expire false: the caller holds E at once, hold/2)
+learn(L = #labels{endpoints = Ends}, E, Expire) ->
     case ets:member(Ends, E) of
         true ->
             L;
         false ->
             L1 = #labels{expiring = Expiring} = learn_new(L, E, none),
-            case mortal(E) of
+            case Expire andalso mortal(E) of
                 true -> L1#labels{expiring = [E | Expiring]};
                 false -> L1
             end
@@ -363,7 +367,7 @@ seed(L = #labels{endpoints = Ends}, E, Label, M, A) ->
 hold(L, {exited, _, _}) ->
     L;
 hold(L = #labels{endpoints = Ends}, E) ->
-    L1 = learn(L, E),
+    L1 = learn(L, E, false),
     _ = ets:update_counter(Ends, E, {3, 1}),
     L1.
 

@@ -229,8 +229,11 @@ merge({_, T1, W1, C1, H1, P1, K1}, {_, T2, W2, C2, H2, P2, K2}, {K, Oldest, Durs
     {Earlier, [{W, C}]} = lists:split(length(Ws) - 1, Ws),
     Peak = lists:max([P1, P2 | [msgflow_row:mhz(Cw, D)
                                 || {Wn, Cw} <- Ws, {ok, D} <- [maps:find(Wn, Durs)]]]),
-    Kinds = lists:foldl(fun({Kd, Tg, N}, Acc) -> kind_add(Acc, Kd, Tg, N, infinity) end,
-                        kinds_of(T1, K1), kinds_of(T2, K2)),
+    Kinds = case K1 of
+                {_, _} when K1 =:= K2 -> K1;   %% both all of one kind and tag: still
+                _ -> lists:foldl(fun({Kd, Tg, N}, Acc) -> kind_add(Acc, Kd, Tg, N, infinity) end,
+                                 kinds_of(T1, K1), kinds_of(T2, K2))
+            end,
     {K, T1 + T2, W, C, msgflow_hist:encode(Earlier, Oldest), Peak, Kinds}.
 
 add_windows([{W, A} | R1], [{W, B} | R2]) -> [{W, A + B} | add_windows(R1, R2)];
