@@ -14,7 +14,7 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([files/1, now_side/1, report_diff/1, bad_sides/1]).
 %% the workload and its check, for msgflow_history_SUITE's ranges
--export([before_plan/0, after_plan/0, check/1]).
+-export([before_plan/0, after_plan/0, check/1, changed_ratio/2, doubled/1]).
 
 -define(SAME, 10).      %% edges 1..10: Poisson(300) in each recording
 -define(MS, 1000).      %% each recording's length
@@ -128,8 +128,20 @@ files(Config) ->
     ct:log("~ts", [Text]),
     ?assertMatch({match, _}, re:run(Text, "^2 appeared, 1 vanished, 1 changed, 10 the same",
                                     [multiline])),
-    ?assertMatch({match, _}, re:run(Text, "^changed +df_s12 +df_sink12 +[0-9.]+ +[0-9.]+ +2\\.0x",
-                                    [multiline])).
+    ?assert(doubled(changed_ratio(Text, "df_s12 +df_sink12"))).
+
+%% The AFTER column of the changed row of Sender and Receiver (a regular
+%% expression) in a printed diff: the ratio of the two rates.
+changed_ratio(Text, Ends) ->
+    {match, [X]} = re:run(Text, "^changed +" ++ Ends ++ " +[0-9.,]+ +[0-9.,]+ +([0-9.]+)x",
+                          [multiline, {capture, all_but_first, list}]),
+    list_to_float(X).
+
+%% A rate twice the other's: the messages are exactly twice (check/1), and
+%% each side's length is measured, so on a busy machine the rates' ratio
+%% is near 2 (1.9x was seen), not always 2.0.
+doubled(Ratio) ->
+    Ratio >= 1.8 andalso Ratio =< 2.2.
 
 %% The after side the running counts.
 now_side(Config) ->
