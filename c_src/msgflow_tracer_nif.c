@@ -78,9 +78,65 @@ typedef struct mf_tls_cache {
     /* sends this thread counts before it measures the next one's size
      * (mf_size), as call_countdown */
     int size_countdown;
+    /* the owner thread's pointer (thread_pointer()), once send_cache()
+     * published this cache; written by the owner only */
+    _Atomic uintptr_t tp;
 } mf_tls_cache;
 static __thread mf_tls_cache mf_tls_all[MF_SESSION_TYPES];
 #define mf_tls (mf_tls_all[MF_SESSION_SEND])
+
+/* The calling thread's cache for the session that counts sends, found
+ * without a call into the loader.  The loader gives this library's
+ * thread-local block no static space (jemalloc's 2.6 KB in it is more
+ * than the surplus glibc keeps for libraries loaded later), so `&mf_tls'
+ * is a call to _dl_tlsdesc_dynamic: 5.5 % of the direct loop's samples.
+ * Instead, a table indexed by a hash of the thread pointer (the %fs base
+ * on x86-64, tpidr_el0 on aarch64) holds each thread's cache's address;
+ * a thread takes the cache it finds there when the cache's `tp' is its
+ * own, and the thread-local path otherwise (its first send, a slot two
+ * threads share, another platform), which publishes it.  The callers
+ * are scheduler threads, which live as long as the VM, so an address in
+ * the table stays valid while the library is loaded (the table is the
+ * library's and goes with it).  Any scheduler thread. */
+#define MF_TP_BITS 10
+static _Atomic(mf_tls_cache *) mf_tp_caches[1u << MF_TP_BITS];
+
+static inline uintptr_t thread_pointer(void)
+{
+    uintptr_t tp;
+#if defined(__x86_64__)
+    __asm__("mov %%fs:0, %0" : "=r"(tp));
+#elif defined(__aarch64__)
+    __asm__("mrs %0, tpidr_el0" : "=r"(tp));
+#else
+    tp = 0;
+#endif
+    return tp;
+}
+
+static inline unsigned tp_index(uintptr_t tp)
+{
+    return (unsigned)(((uint64_t)tp * 0x9E3779B97F4A7C15ULL) >> (64 - MF_TP_BITS));
+}
+
+static __attribute__((noinline)) mf_tls_cache *send_cache_slow(uintptr_t tp)
+{
+    mf_tls_cache *c = &mf_tls;
+    if (tp) {
+        atomic_store_explicit(&c->tp, tp, memory_order_relaxed);
+        atomic_store_explicit(&mf_tp_caches[tp_index(tp)], c, memory_order_release);
+    }
+    return c;
+}
+
+static inline mf_tls_cache *send_cache(void)
+{
+    uintptr_t tp = thread_pointer();
+    mf_tls_cache *c = atomic_load_explicit(&mf_tp_caches[tp_index(tp)], memory_order_acquire);
+    if (tp && c && atomic_load_explicit(&c->tp, memory_order_relaxed) == tp)
+        return c;
+    return send_cache_slow(tp);
+}
 
 /* The calling thread's slot in s, claimed on its first send for s, with a
  * generation of `stamp' (a new one after a rotation), and cached.  NULL:
@@ -362,9 +418,8 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
      * this one does not).  The kind word is read once, here, when the
      * cache's session counts kinds; count_send reads it only for a session
      * whose cache this is not, or a reply to an alias. */
-    /* the thread's cache, its address taken once: where the loader gave
-     * the library no static TLS space, each access is a call */
-    mf_tls_cache *const t = &mf_tls;
+    /* the thread's cache, its address found once (send_cache) */
+    mf_tls_cache *const t = send_cache();
     mf_shard *sh = t->shard;
     ERL_NIF_TERM tag = 0; /* a reply's {Tag, _}, for its round trip */
     uint64_t kind = t->kinds ? mf_kind_word(L, env, argv[3], 0, &tag) : 0;
