@@ -19,6 +19,9 @@
 -export_type([pair_count/0, pair_kind_count/0, pairs/0]).
 
 %% {Sender, Receiver, Messages}
+%% the heap words of a pair in a list: its cell and its tuple
+-define(PAIR_WORDS, 6).
+
 -type pair_count() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint(), pos_integer()}.
 %% {Sender, Receiver, Kind, Tag, Messages}
 -type pair_kind_count() :: {msgflow_tracer:endpoint(), msgflow_tracer:endpoint(),
@@ -58,17 +61,16 @@ build(#{pairs := T}, #{with := kinds}) ->
                                   end, []),
     sort_kinds(All).
 
-%% the heap words of a pair in a list: its cell and its tuple
--define(PAIR_WORDS, 6).
-
 %% most messages first (equal counts in term order, the same every time)
 sort_kinds(L) ->
     [{S, R, K, Tg, N} || {N, S, R, K, Tg} <- lists:reverse(lists:sort([{N, S, R, K, Tg}
                                                                      || {S, R, K, Tg, N} <- L]))].
 
 %% @doc Every node's pairs, busiest first; `{partial, Pairs, Missing}'
-%% when some did not answer.
--spec merge([[pair_count()]] | [[pair_kind_count()]], map(), msgflow_view:context()) -> pairs().
+%% when some did not answer.  Parts are this node's pairs and the other
+%% nodes' as decode/2 left them.
+-spec merge([[pair_count()] | {ascending, tuple(), binary()}] | [[pair_kind_count()]], map(),
+            msgflow_view:context()) -> pairs().
 merge(Parts, Opts, #{missing := [_ | _] = Missing} = Ctx) ->
     {partial, merge(Parts, Opts, Ctx#{missing := []}), Missing};
 merge([One], _Opts, _Ctx) when is_list(One) -> One;
