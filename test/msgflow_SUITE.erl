@@ -22,7 +22,7 @@
          remote_workload/0]).
 -export([exact_workload/0]).
 
--export([gen_call_two_edges/1, rotate_direct/1, rotate_under_load/1, churn_conserved/1, churn_labels_leave/1, cap_live_pairs/1,
+-export([answers_while_merging/1, gen_call_two_edges/1, rotate_direct/1, rotate_under_load/1, churn_conserved/1, churn_labels_leave/1, cap_live_pairs/1,
          churn_server/0, churn_spawner/1, churn_client/2, rotations/0]).
 -export([other_tool_kept/1, dbg_alongside/1, session_dies_with_collector/1,
          proc_lib_labels/1]).
@@ -49,6 +49,7 @@ groups() ->
        max_pairs_overflow, max_memory_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing, reload_under_calls, delete_while_tracing, snapshot_busy,
+       answers_while_merging,
        gen_call_two_edges, rotate_direct, rotate_under_load, churn_conserved, churn_labels_leave, cap_live_pairs,
        other_tool_kept, dbg_alongside, session_dies_with_collector, proc_lib_labels]},
      %% request flows (seq_trace): the system tracer is node-global
@@ -1075,6 +1076,34 @@ snapshot_busy(_Config) ->
     ok = msgflow:stop(),
     ?assertEqual(Collector, whereis(msgflow_collector)),
     [?assert(lists:member(P, msgflow:pairs())) || P <- Before ++ After].
+
+%% A snapshot of 300,000 new pairs is merged a chunk a message: a call
+%% that needs no snapshot is answered between two chunks, so hotspots()
+%% (built from closed windows) returns while the merge a store(true) asked
+%% for first is still under way; that store then holds every pair,
+%% exactly.
+answers_while_merging(_Config) ->
+    Self = self(),
+    Rs = [spawn(fun sink/0) || _ <- lists:seq(1, 500)],
+    Ss = [spawn(fun() ->
+                        receive go -> [R ! m || R <- Rs] end,
+                        Self ! {sent, self()},
+                        receive stop -> ok end
+                end) || _ <- lists:seq(1, 600)],
+    ok = msgflow:start(#{procs => Ss, interval => 3600000}),
+    [S ! go || S <- Ss],
+    [receive {sent, S} -> ok end || S <- Ss],
+    [receive {trace_delivered, S, Ref} -> ok end || S <- Ss, Ref <- [erlang:trace_delivered(S)]],
+    %% the merge asked for first; hotspots' call comes after it
+    Req = gen_server:send_request(msgflow_collector, {store, true}),
+    ?assert(is_list(msgflow:view(hotspots, #{}))),
+    ?assertEqual(timeout, gen_server:wait_response(Req, 0)),
+    ?assertMatch({reply, #{pairs := _}}, gen_server:receive_response(Req, 60000)),
+    Into = maps:from_list([{R, true} || R <- Rs]),
+    Counted = [N || {_, R, N} <- msgflow:pairs(), is_map_key(R, Into)],
+    ?assertEqual({300000, 300000}, {length(Counted), lists:sum(Counted)}),
+    ok = msgflow:stop(),
+    [exit(P, kill) || P <- Ss ++ Rs].
 
 drain(Take) ->
     case msgflow_tracer:snapshot_next(Take) of

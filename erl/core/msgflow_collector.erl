@@ -59,8 +59,21 @@
     %% and what info/0 says of the history (its last report, the windows
     %% dropped while it was behind, why it stopped)
     writer = none :: none | {pid(), reference()},
-    history = #{} :: map()
+    history = #{} :: map(),
+    %% a snapshot merged a chunk a message (msgflow_store:take_begin/2),
+    %% so that calls are answered between chunks however many new pairs
+    %% it holds: `none', or the take (`ref' tags its steps) with the calls
+    %% it answers when done and whether the window closes then (a tick
+    %% came); and the calls that came while it ran, answered after the
+    %% next take (this one may have passed their sends)
+    taking = none :: none | #{ref := reference(), take := msgflow_store:take(),
+                              waiters := [waiter()], close := boolean()},
+    next_waiters = [] :: [waiter()]
 }).
+
+%% A call that wants a snapshot taken after it came: the store handle
+%% (store(true)), info/0 or balance/0.
+-type waiter() :: {gen_server:from(), store | info | balance}.
 
 %%% Client API
 
@@ -224,7 +237,8 @@ handle_call({start, Opts}, _From, St) ->
     end;
 handle_call(stop, _From, St) ->
     {reply, ok, stop_tracing(St)};
-handle_call(reset, _From, St) ->
+handle_call(reset, _From, St0) ->
+    St = settle(St0, true),
     S = refresh(St),       %% drop what the NIF holds so far
     {reply, ok, St#st{store = msgflow_store:clear(msgflow_store:restart_window(S), keep_labels)}};
 handle_call({reset_for, Coord}, From, St = #st{opts = #{coordinator := Coord}})
@@ -236,9 +250,10 @@ handle_call({store, _}, _From, St = #st{started_at = undefined}) ->
     %% no run yet (a start that failed, say with the NIF not loaded):
     %% nothing to view
     {reply, undefined, St};
-handle_call({store, Refresh}, _From, St) ->
-    St1 = refreshed(Refresh, St),
-    {reply, handle(St1), St1};
+handle_call({store, true}, From, St = #st{running = true}) ->
+    {noreply, after_take({From, store}, St)};
+handle_call({store, _}, _From, St) ->
+    {reply, handle(St), St};
 handle_call(await_census, From, St = #st{running = true, census_waiters = W}) ->
     case msgflow_store:census_left(St#st.store) of
         0 -> {reply, ok, St};
@@ -258,12 +273,12 @@ handle_call({Op, Who}, _From, St = #st{run = Run}) when Op =:= trace; Op =:= unt
                         untrace -> msgflow_run:untrace(Run, Who)
                     end,
     {reply, Reply, St#st{run = Run1}};
+handle_call(What, From, St = #st{running = true}) when What =:= balance; What =:= info ->
+    {noreply, after_take({From, What}, St)};
 handle_call(balance, _From, St) ->
-    St1 = refreshed(true, St),
-    {reply, msgflow_store:balance(St1#st.store), St1};
+    {reply, msgflow_store:balance(St#st.store), St};
 handle_call(info, _From, St) ->
-    St1 = refreshed(true, St),
-    {reply, info(St1), St1};
+    {reply, info(St), St};
 handle_call(info_as_is, _From, St) ->
     {reply, info(St), St};
 handle_call({await_windows, _}, _From, St = #st{running = false}) ->
@@ -286,12 +301,18 @@ handle_cast(_Msg, St) ->
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
 %% Over 40 lines: one short clause per message (tick, monitors, the
 %% owner's and coordinator's ends), each a few lines.
-handle_info({tick, Tag}, St = #st{tag = Tag, running = true, run = Run}) ->
-    St1 = work_rate(close_window(refreshed(true, St))),
-    ok = msgflow_run:rotate(Run, maps:get(max_pairs, St#st.opts),
-                            msgflow_store:closed(St1#st.store)),
-    ok = msgflow_run:own_sweep(Run),
-    {noreply, schedule_tick(St1#st{new_tracer = msgflow_run:new_tracer(Run)})};
+handle_info({tick, Tag}, St = #st{tag = Tag, running = true, taking = none}) ->
+    {noreply, begin_take([], true, St)};
+handle_info({tick, Tag}, St = #st{tag = Tag, running = true, taking = T}) ->
+    {noreply, St#st{taking = T#{close := true}}};
+handle_info({take_step, Ref}, St = #st{taking = T = #{ref := Ref, take := Take}}) ->
+    case step(Take, St) of
+        {more, St1} ->
+            self() ! {take_step, Ref},
+            {noreply, St1};
+        {done, St1} ->
+            {noreply, took(T, St1)}
+    end;
 handle_info({wait_sample, Tag}, St = #st{tag = Tag, running = true}) ->
     {noreply, St#st{store = msgflow_store:sample_waits(St#st.store)}};
 handle_info({census, Tag}, St = #st{tag = Tag, running = true}) ->
@@ -501,9 +522,11 @@ resumes(_, _) -> false.
 %% store then holds every send traced before stop was called.
 stop_tracing(St = #st{running = false}) ->
     St;
-stop_tracing(St = #st{run = Run}) ->
+stop_tracing(St0 = #st{run = Run}) ->
     ok = msgflow_run:flags_off(Run),
-    St1 = close_history(close_window(refreshed(true, St))),
+    %% a take under way ends here, its window closed below with the rest
+    St = settle(St0, false),
+    St1 = close_history(close_window(refreshed(St))),
     Info = msgflow_run:close(Run),
     [gen_server:reply(W, ok) || W <- St1#st.waiters],
     [gen_server:reply(W, not_running) || {_, W} <- St1#st.window_waiters],
@@ -520,8 +543,72 @@ refresh(#st{running = true, run = Run, store = S}) ->
     msgflow_store:take(msgflow_run:session(Run), S);
 refresh(#st{store = S}) -> S.
 
-refreshed(true, St) -> timed(St, fun() -> refresh(St) end);
-refreshed(false, St) -> St.
+%% St with the NIF's counts so far merged in (refresh/1), timed.
+refreshed(St) -> timed(St, fun() -> refresh(St) end).
+
+%% W answered once a take begun after it is merged: the take begun now,
+%% or after the one under way.
+after_take(W, St = #st{taking = none}) ->
+    begin_take([W], false, St);
+after_take(W, St = #st{next_waiters = Next}) ->
+    St#st{next_waiters = [W | Next]}.
+
+%% A take begun, its chunks merged one a message (take_step), Waiters
+%% answered and the window closed (Close) when it is done; when none can
+%% begin (see msgflow_store:take/2) that is now.
+begin_take(Waiters, Close, St = #st{run = Run, store = S}) ->
+    case msgflow_store:take_begin(msgflow_run:session(Run), S) of
+        {Take, S1} ->
+            Ref = make_ref(),
+            self() ! {take_step, Ref},
+            St#st{store = S1, taking = #{ref => Ref, take => Take, waiters => Waiters,
+                                         close => Close}};
+        none ->
+            took(#{waiters => Waiters, close => Close}, St)
+    end.
+
+%% One chunk of Take merged, timed as this process's work.
+step(Take, St = #st{store = S, work_us = W}) ->
+    T0 = erlang:monotonic_time(microsecond),
+    {Res, S1} = msgflow_store:take_step(Take, S),
+    {Res, St#st{store = S1, work_us = W + erlang:monotonic_time(microsecond) - T0}}.
+
+%% A take done: the window closed when a tick came meanwhile, its waiters
+%% answered, and the next take begun for those who came while it ran.
+took(#{waiters := Waiters, close := Close}, St0) ->
+    St = case Close of
+             true -> tick_done(St0#st{taking = none});
+             false -> St0#st{taking = none}
+         end,
+    _ = [gen_server:reply(From, answer(What, St)) || {From, What} <- lists:reverse(Waiters)],
+    case St#st.next_waiters of
+        [] -> St;
+        Next -> begin_take(lists:reverse(Next), false, St#st{next_waiters = []})
+    end.
+
+answer(store, St) -> handle(St);
+answer(info, St) -> info(St);
+answer(balance, St) -> msgflow_store:balance(St#st.store).
+
+%% A tick's work once its snapshot is merged: the window closed, the
+%% tracer's tables rotated, msgflow's own set swept, the next tick set.
+tick_done(St = #st{run = Run}) ->
+    St1 = work_rate(close_window(St)),
+    ok = msgflow_run:rotate(Run, maps:get(max_pairs, St#st.opts),
+                            msgflow_store:closed(St1#st.store)),
+    ok = msgflow_run:own_sweep(Run),
+    schedule_tick(St1#st{new_tracer = msgflow_run:new_tracer(Run)}).
+
+%% The take under way (and those its waiters' calls began) merged to the
+%% end, here, before a reset or a stop: with the window closed where a
+%% tick asked for it when Close is true (a reset; a stop closes it itself).
+settle(St = #st{taking = none}, _) ->
+    St;
+settle(St = #st{taking = T = #{take := Take, close := C}}, Close) ->
+    case step(Take, St) of
+        {more, St1} -> settle(St1, Close);
+        {done, St1} -> settle(took(T#{close := C andalso Close}, St1), Close)
+    end.
 
 %% St with the store Fun returns, and the µs it took in its work.
 timed(St = #st{work_us = W}, Fun) ->

@@ -43,10 +43,11 @@
 -include("msgflow_store.hrl").
 
 -export([new/1, merge_deltas/2]).
--export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, close_window/1, sample_waits/1,
+-export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/2, take_step/2,
+         close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
 -export([take_log/1, log_off/1, seed/2, open_for/2]).
--export_type([store/0, window/0, state/0]).
+-export_type([store/0, window/0, state/0, take/0]).
 
 %% Receivers with at least this many senders in a window get their
 %% message queue length read when the window closes (for hotspots).
@@ -60,6 +61,9 @@
 
 %% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
 -type state() :: #store{}.
+%% A snapshot being merged a chunk at a time (take_begin/2): its session,
+%% the NIF's take, and the bytes the NIF's tables held as it began.
+-opaque take() :: {msgflow_tracer:session(), msgflow_tracer:take(), non_neg_integer()}.
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the
@@ -253,37 +257,65 @@ closed(#store{closed = C}) -> C.
 %% it.
 -spec take(msgflow_tracer:session(), state()) -> state().
 take(Session, S) ->
-    try msgflow_tracer:snapshot_start(Session) of
-        Take ->
-            S1 = S#store{snapshot_at = erlang:system_time(millisecond)},
-            S2 = take_calls(Session, take_chunks(Session, Take, nif_bytes(Session), S1)),
-            ok = msgflow_store_sizes:take(Session, S2#store.sizes, S2#store.pairs),
-            S2
-    catch
-        error:undef -> S;
-        error:{not_loaded, _} -> S;
-        error:badarg -> S;
-        error:busy -> S
+    case take_begin(Session, S) of
+        {Take, S1} -> take_rest(Take, S1);
+        none -> S
     end.
 
-%% The snapshot in chunks of about 1,024 deltas, each merged before the
-%% next is read, so this heap never holds a whole snapshot.  A chunk that
-%% cannot be read (the tracer module deleted or reloaded between two
-%% chunks: see take/2) ends the turn with the chunks merged so far; the
-%% rest stays in the NIF's tables or goes with the old module.
-take_chunks(Session, Take, Nif, S0) ->
+take_rest(Take, S) ->
+    case take_step(Take, S) of
+        {more, S1} -> take_rest(Take, S1);
+        {done, S1} -> S1
+    end.
+
+%% @doc A snapshot begun, to be merged a chunk at a time (take_step/2):
+%% what take/2 does, in steps between which the owner may do other work
+%% (answer calls).  `none' when none can begin now (see take/2: the turn
+%% is skipped, nothing is lost).  The owner only, one take at a time.
+-spec take_begin(msgflow_tracer:session(), state()) -> {take(), state()} | none.
+take_begin(Session, S) ->
+    try msgflow_tracer:snapshot_start(Session) of
+        Take ->
+            {{Session, Take, nif_bytes(Session)},
+             S#store{snapshot_at = erlang:system_time(millisecond)}}
+    catch
+        error:undef -> none;
+        error:{not_loaded, _} -> none;
+        error:badarg -> none;
+        error:busy -> none
+    end.
+
+%% @doc The next chunk of Take (about 1,024 deltas: a few ms of work)
+%% merged: `{more, S}', or `{done, S}' once the last was, with the
+%% sampled round trips and sizes taken too.  The owner only.
+-spec take_step(take(), state()) -> {more | done, state()}.
+take_step(Take = {Session, _, _}, S) ->
+    case take_chunk(Take, S) of
+        {more, S1} ->
+            {more, S1};
+        {done, S1} ->
+            S2 = take_calls(Session, S1),
+            ok = msgflow_store_sizes:take(Session, S2#store.sizes, S2#store.pairs),
+            {done, S2}
+    end.
+
+%% One chunk of the snapshot merged, so that this heap never holds a
+%% whole snapshot.  A chunk that cannot be read (the tracer module
+%% deleted or reloaded between two chunks: see take/2) ends the turn with
+%% the chunks merged so far; the rest stays in the NIF's tables or goes
+%% with the old module.
+take_chunk({Session, Take, Nif}, S0) ->
     S = check_memory(Nif, S0),
     case next_chunk(Take) of
         {more, Pairs, Dead, Replies} ->
-            take_chunks(Session, Take, Nif,
-                        merge({Pairs, Dead, Replies, 0, 0}, take_proc_events(Session, S)));
+            {more, merge({Pairs, Dead, Replies, 0, 0}, take_proc_events(Session, S))};
         {done, Pairs, Dead, Replies, Overflow, OverflowDead} ->
             %% and once more after the last chunk, so that what info()
             %% and the views say of the bound is true of the store now
-            check_memory(Nif, merge({Pairs, Dead, Replies, Overflow, OverflowDead},
-                                    take_proc_events(Session, S)));
+            {done, check_memory(Nif, merge({Pairs, Dead, Replies, Overflow, OverflowDead},
+                                           take_proc_events(Session, S)))};
         gone ->
-            S
+            {done, S}
     end.
 
 %% The bytes the tracer's tables hold, as the take begins (0 when it

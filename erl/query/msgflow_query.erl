@@ -366,12 +366,11 @@ parts(Queries) ->
 
 local_parts(Queries) ->
     Mods = [{msgflow_view:module(Name), Opts} || {Name, Opts} <- Queries],
-    NeedStore = lists:any(fun({{ok, M}, O}) -> needs_store(M) andalso range(O) =:= none;
-                             (_) -> false
-                          end, Mods),
-    Store = case NeedStore of
-                true -> msgflow_collector:store(true);
-                false -> none
+    Live = [M || {{ok, M}, O} <- Mods, needs_store(M), range(O) =:= none],
+    Store = case Live of
+                [] -> none;
+                %% a snapshot first unless every view reads closed windows only
+                _ -> msgflow_collector:store(lists:any(fun needs_snapshot/1, Live))
             end,
     Heap = case Store of
                #{pairs := _} -> Store;
@@ -442,6 +441,9 @@ part({ok, Mod}, Opts, Store) ->
 
 needs_store(Mod) ->
     not erlang:function_exported(Mod, store, 0) orelse Mod:store().
+
+needs_snapshot(Mod) ->
+    not erlang:function_exported(Mod, fresh, 0) orelse Mod:fresh().
 
 %% @doc The labels of these local processes, as this node gives them
 %% (for another node's view: a process is named where it runs).

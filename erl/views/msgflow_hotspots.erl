@@ -44,7 +44,7 @@
 %%% the findings, strongest first within each rule.
 -module(msgflow_hotspots).
 -behaviour(msgflow_view).
--export([options/0, build/2, merge/3, text/3, json/2]).
+-export([options/0, build/2, merge/3, text/3, json/2, fresh/0]).
 -export([find/2]).
 
 -export_type([finding/0]).
@@ -82,6 +82,14 @@ options() ->
       large_words => {1000, pos_number},    %% a sampled message's heap words, at least
       large_binary_bytes => {1048576, pos_number}, %% off-heap binary bytes a message, mean
       long_wait_ms => {100, pos_number}}.   %% a mailbox's wait in the last window, ms
+
+%% @doc false: the rules read closed windows (and the round trips and
+%% sizes merged by then), so the findings are built from the store as the
+%% collector last merged it, with no snapshot first: hotspots() answers
+%% while a merge of a million new pairs is under way (the web page asks
+%% every 5 s).
+-spec fresh() -> false.
+fresh() -> false.
 
 %% @doc This node's findings, each with `node'.  The rules read what the
 %% store keeps as snapshots merge (inputs/2): the last window's ends (each

@@ -37,6 +37,10 @@
 %%%     where its data is (a pair's history: its sender's node);</li>
 %%% <li>`store()': false for a view that reads no store (it is then
 %%%     given `none', and is there before the first start);</li>
+%%% <li>`fresh()': false for a view built from closed windows only (the
+%%%     default true: every send traced before the query is in the store
+%%%     it is given): it is given the store as it is, with no snapshot
+%%%     taken first, so it never waits for the collector to merge one;</li>
 %%% <li>`wait(Opts)': how long the query waits for the other nodes when
 %%%     its `timeout' is not given: `interactive' (1000 ms, a view a
 %%%     person waits for; the default) or `full' (30,000 ms, a value that
@@ -87,12 +91,13 @@
 -callback scope() -> nodes | here.
 -callback nodes(map(), [node()]) -> [node()].
 -callback store() -> boolean().
+-callback fresh() -> boolean().
 -callback wait(map()) -> interactive | full.
 -callback fallback(msgflow_rows:view(), map()) -> term() | none.
 -callback metrics(term()) -> [family()].
 -callback encode(term(), map()) -> term().
 -callback decode(term(), map()) -> term().
--optional_callbacks([check/1, scope/0, nodes/2, store/0, wait/1, fallback/2, metrics/1,
+-optional_callbacks([check/1, scope/0, nodes/2, store/0, fresh/0, wait/1, fallback/2, metrics/1,
                      encode/2, decode/2]).
 
 %% @doc Every view, by name, in the order help and menus list them: the
