@@ -160,11 +160,19 @@ times(O) ->
 %% waits for no other node.
 timeout(Mod, O) ->
     case maps:get(timeout, O, 0) of
-        auto -> case erlang:function_exported(Mod, wait, 1) andalso Mod:wait(O) of
+        auto -> case wait(Mod, O) of
                     full -> ?FULL_TIMEOUT_MS;
-                    _ -> ?TIMEOUT_MS
+                    interactive -> ?TIMEOUT_MS
                 end;
         T -> T
+    end.
+
+%% What the view says its value is (its wait/1): `full' (every pair) or
+%% `interactive' (the default).
+wait(Mod, O) ->
+    case erlang:function_exported(Mod, wait, 1) andalso Mod:wait(O) of
+        full -> full;
+        _ -> interactive
     end.
 
 maybe_all([First | Steps]) ->
@@ -380,7 +388,11 @@ local_parts(Queries) ->
     %% query asked twice (the web page's graph and pairs by process) is
     %% built once
     Unique = lists:usort(Mods),
-    Built = msgflow_view:run(Heap, fun() ->
+    Wait = case lists:any(fun({{ok, M}, O}) -> wait(M, O) =:= full; (_) -> false end, Mods) of
+               true -> full;
+               false -> interactive
+           end,
+    Built = msgflow_view:run(Heap, Wait, fun() ->
                                            %% a range read once for the queries that ask it
                                            {Parts, _} = lists:mapfoldl(
                                                           fun(Q = {M, Opts}, Ranges) ->

@@ -42,7 +42,15 @@ check_format(Path, Format, Formats) ->
 %% partial is left behind.
 -spec export(file:filename_all(), atom(), term()) -> ok | {error, term()}.
 export(Path, Format, Opts0) ->
-    msgflow_view:run(none, fun() -> export_here(Path, Format, Opts0) end).
+    msgflow_view:run(sizing(), export, fun() -> export_here(Path, Format, Opts0) end).
+
+%% The store the process that builds an export or a dump is sized for:
+%% what it writes may hold every pair (msgflow_view:run/3).
+sizing() ->
+    case msgflow_collector:store(false) of
+        #{pairs := _} = Store -> Store;
+        _ -> none
+    end.
 
 export_here(Path, Format, Opts0) ->
     case msgflow_opts:to_map(Opts0) of
@@ -147,7 +155,7 @@ dump() ->
 %% {no_history, Dir, {From, To}}}'.
 -spec dump(map()) -> binary() | {error, term()}.
 dump(Range) ->
-    msgflow_view:run(none, fun() -> dump_here(Range) end).
+    msgflow_view:run(sizing(), export, fun() -> dump_here(Range) end).
 
 dump_here(Range) ->
     case msgflow_query:run_all(dump_queries(Range)) of

@@ -19,7 +19,10 @@
 %%% warm-up, in the caller), counts the windows the collector closed while
 %%% views ran back to back for 3 s, the long_schedule events (> 1 ms) of
 %%% msgflow's own processes over the whole run beside those of a control
-%%% process that only computes (and each per second of its work), and
+%%% process that only computes (and each per second of its work), the
+%%% garbage collections over 1 ms (long_gc) of the collector, of
+%%% msgflow's view processes, of the bench's process and of the
+%%% workload's (MSGFLOW_GC_DEBUG=1 prints each with where it ran), and
 %%% memory per distinct pair.  Prints a table beside issue 37's targets
 %%% and main's figures before it (before/0); judges nothing.
 -module(msgflow_bench_scale).
@@ -306,7 +309,7 @@ start_monitor() ->
     persistent_term:put(msgflow_bench_control_busy, Busy),
     Control = spawn(fun() -> control(Busy) end),
     register(msgflow_bench_control, Control),
-    erlang:system_monitor(M, [{long_schedule, 1}]),
+    erlang:system_monitor(M, [{long_schedule, 1}, {long_gc, 1}]),
     M.
 
 stop_monitor(M) ->
@@ -330,20 +333,54 @@ monitor_loop(Bench, Acc) ->
             monitor_loop(Bench, [{Pid, proplists:get_value(timeout, Info),
                                   {proplists:get_value(in, Info), proplists:get_value(out, Info)}}
                                  | Acc]);
+        {monitor, Pid, long_gc, Info} when is_pid(Pid) ->
+            os:getenv("MSGFLOW_GC_DEBUG") =/= false andalso
+                io:format(standard_error, "gc ~p ~p ~p~n", [gc_of(Pid, Bench), erlang:process_info(Pid, current_stacktrace), Info]),
+            monitor_loop(Bench, [{Pid, proplists:get_value(timeout, Info), {gc, gc_of(Pid, Bench)}}
+                                 | Acc]);
         {monitor, _, _, _} ->
             monitor_loop(Bench, Acc);
         {done, From} ->
             Own = [whereis(msgflow_collector), whereis(msgflow_sup)],
-            Mine = [Ms || {P, Ms, _} <- Acc, lists:member(P, Own)],
-            Where = lists:sublist(lists:reverse(lists:sort([{Ms, W} || {P, Ms, W} <- Acc,
+            {Gcs, Slices} = lists:partition(fun({_, _, W}) -> element(1, W) =:= gc end, Acc),
+            Mine = [Ms || {P, Ms, _} <- Slices, lists:member(P, Own)],
+            Where = lists:sublist(lists:reverse(lists:sort([{Ms, W} || {P, Ms, W} <- Slices,
                                                                        lists:member(P, Own)])), 3),
-            Caller = [Ms || {P, Ms, _} <- Acc, P =:= Bench],
-            Control = [Ms || {P, Ms, _} <- Acc, P =:= whereis(msgflow_bench_control)],
+            Caller = [Ms || {P, Ms, _} <- Slices, P =:= Bench],
+            Control = [Ms || {P, Ms, _} <- Slices, P =:= whereis(msgflow_bench_control)],
+            %% garbage collections over 1 ms (a big heap's major one runs
+            %% on a dirty scheduler): msgflow's own (the collector, and
+            %% the view processes, which are gone by now: not the
+            %% bench's nor the workload's), and the rest
+            Gc = fun(Class) -> [Ms || {_, Ms, {gc, C}} <- Gcs, C =:= Class] end,
             From ! {events, #{own => length(Mine), own_worst => lists:max([0 | Mine]),
                               own_where => Where,
                               caller => length(Caller), caller_worst => lists:max([0 | Caller]),
                               control => length(Control),
-                              control_worst => lists:max([0 | Control])}}
+                              control_worst => lists:max([0 | Control]),
+                              gc => maps:from_list([{C, {length(Gc(C)), lists:sum(Gc(C))}}
+                                                    || C <- [collector, msgflow, bench, other]])}}
+    end.
+
+%% Whose garbage collection a long_gc event is: `msgflow' (its
+%% collector, or a process running its code: a view's), `bench' (this
+%% bench's process) or `other' (the workload's); read as the event comes,
+%% while a view's process is still there.
+gc_of(Bench, Bench) ->
+    bench;
+gc_of(Pid, _) ->
+    case lists:member(Pid, [whereis(msgflow_collector), whereis(msgflow_sup)]) of
+        true -> collector;
+        false ->
+            case erlang:process_info(Pid, current_stacktrace) of
+                {current_stacktrace, Frames} ->
+                    Mods = [atom_to_list(M) || {M, _, _, _} <- Frames],
+                    case [M || M = "msgflow_" ++ Rest <- Mods, not lists:prefix("bench", Rest)] of
+                        [] -> other;
+                        _ -> msgflow
+                    end;
+                undefined -> other
+            end
     end.
 
 %%% Table
@@ -429,6 +466,10 @@ print(A, B) ->
     Row("long_schedule > 1 ms, caller", "",
         fun(#{long := #{caller := N, caller_worst := W}}) ->
                 io_lib:format("~b (worst ~b)", [N, W]) end),
+    [Row("long_gc > 1 ms, " ++ What ++ " (ms)", "",
+         fun(#{long := #{gc := #{C := {N, GcMs}}}}) -> io_lib:format("~b (~b)", [N, GcMs]) end)
+     || {C, What} <- [{collector, "collector"}, {msgflow, "views"}, {bench, "caller"},
+                      {other, "workload"}]],
     [io:format("~nworst long_schedule of msgflow's processes, ~s: ~p", [Name, W])
      || {Name, #{long := #{own_where := W}}} <- [{"100k", A}, {"1M", B}]],
     io:format("~nBefore this layout (issue 11, 100k processes, 200-300k pairs): top(20) "
