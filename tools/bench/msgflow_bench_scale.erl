@@ -29,6 +29,8 @@
 -export([main/0]).
 %% output thrown away, for the other benches too
 -export([quiet/1]).
+%% the merge beside a scan, by itself
+-export([merge_beside_scan/0]).
 
 -spec main() -> no_return().
 main() ->
@@ -48,6 +50,7 @@ run() ->
     A = workload_100k(),
     B = workload_1m(),
     print(A, B),
+    merge_beside_scan(),
     ok.
 
 %%% Workloads
@@ -158,6 +161,65 @@ wait_count(C, N) ->
 
 await_windows(N) ->
     ok = msgflow_collector:await_windows(N, 120000).
+
+%% The merge of a million new pairs (1,000 senders x 1,000 receivers, one
+%% message each, merged by pairs()), alone and with a process that reads
+%% every row of the pairs table over and over (asking the collector for
+%% the store each time, as a view does): the collector's work and its
+%% long_schedule events over 1 ms.  What the rows tables' locks are for
+%% (msgflow_store:new_rows/0).
+merge_beside_scan() ->
+    io:format("~nthe merge of 1,000,000 new pairs (pairs()), the collector's work ms and "
+              "long_schedule > 1 ms:~n"),
+    [begin
+         {Work, Long} = merge_1m(Scan),
+         io:format("  ~-28s ~6b ms ~6b~n", [What, Work, Long])
+     end || {Scan, What} <- [{false, "alone"}, {true, "beside a scan of the pairs"}]].
+
+merge_1m(Scan) ->
+    Rs = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
+    Ss = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
+    ok = msgflow:start(#{max_memory => 2 bsl 30, interval => 3600000}),
+    Self = self(),
+    M = spawn(fun() -> collector_long(Self, 0) end),
+    erlang:system_monitor(M, [{long_schedule, 1}]),
+    Scanner = case Scan of
+                  true -> spawn(fun scan/0);
+                  false -> none
+              end,
+    run_senders([{S, Rs} || S <- Ss]),
+    _ = msgflow:pairs(),
+    Work = collector_work(),
+    erlang:system_monitor(undefined),
+    Scanner =/= none andalso exit(Scanner, kill),
+    M ! {done, self()},
+    Long = receive {long, N} -> N end,
+    ok = msgflow:stop(),
+    [exit(P, kill) || P <- Rs ++ Ss],
+    {Work, Long}.
+
+%% The collector's work once the merge is done (info/0 waits for it; 30 s
+%% at a time).
+collector_work() ->
+    case msgflow:info() of
+        #{collector_work_ms := Work} -> Work;
+        {error, {timeout, _}} -> collector_work()
+    end.
+
+%% A view's read of every pair, over and over: the store asked for (as
+%% a view asks, without a snapshot), then every row of the pairs read.
+scan() ->
+    #{pairs := T} = msgflow_collector:store(false),
+    _ = ets:select_count(T, [{'_', [], [true]}]),
+    scan().
+
+collector_long(Bench, N) ->
+    C = whereis(msgflow_collector),
+    receive
+        {monitor, C, long_schedule, _} -> collector_long(Bench, N + 1);
+        {monitor, _, _, _} -> collector_long(Bench, N);
+        {done, Bench} -> Bench ! {long, N}
+    end.
 
 %%% Measurements
 
