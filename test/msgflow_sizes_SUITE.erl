@@ -210,39 +210,50 @@ feeder(Server, Burst, PeriodMs) ->
     [Server ! {msg, erlang:monotonic_time(microsecond)} || _ <- lists:seq(1, Burst)],
     receive stop -> ok after PeriodMs -> feeder(Server, Burst, PeriodMs) end.
 
-%% Runs the workload for windows of 1 s: two to settle, then the server's
-%% measure restarts and one more closes.  Returns the server's receivers
-%% entry, its measured mean wait over the last window (ms), the hotspots
-%% and the top rows by their receiver's wait.
-waits(Burst) ->
+%% Runs the workload for windows of 1 s: two to settle, then Windows
+%% more, the server's measure restarted as each begins.  Returns the
+%% server's receivers entry of the last, the waits of each (`{Estimated,
+%% Measured}': its receivers entry's wait and the server's measured mean
+%% wait, ms), the hotspots and the top rows by their receiver's wait.
+waits(Burst, Windows) ->
     Server = spawn(fun() -> server(2) end),
     Feeder = spawn(fun() -> feeder(Server, Burst, 50) end),
     ok = msgflow:start(#{procs => [Server, Feeder], interval => 1000}),
     ok = msgflow_collector:await_windows(2, 20000),
     Server ! {report, self()},
     receive {measured, _, _} -> ok end,
-    ok = msgflow_collector:await_windows(1, 20000),
-    Server ! {report, self()},
-    {Sum, N} = receive {measured, S, C} -> {S, C} end,
-    #{receivers := Es} = msgflow:view(receivers, #{limit => 5}),
+    Each = [begin
+                ok = msgflow_collector:await_windows(1, 20000),
+                Server ! {report, self()},
+                {Sum, N} = receive {measured, S, C} -> {S, C} end,
+                #{receivers := Es} = msgflow:view(receivers, #{limit => 5}),
+                [E] = [E || E = #{receiver := R} <- Es, R =:= Server],
+                ct:log("~p~nmeasured ~p us over ~p", [E, Sum, N]),
+                {E, Sum / max(N, 1) / 1000}
+            end || _ <- lists:seq(1, Windows)],
     Found = msgflow:view(hotspots, #{}),
     #{rows := ByWait} = msgflow:view(top, #{sort => wait, limit => 3}),
     ok = msgflow:stop(),
     exit(Feeder, kill),
     exit(Server, kill),
-    [E] = [E || E = #{receiver := R} <- Es, R =:= Server],
-    ct:log("~p~nmeasured ~p us over ~p~n~p", [E, Sum, N, Found]),
-    {Server, E, Sum / max(N, 1) / 1000, Found, ByWait}.
+    ct:log("~p", [Found]),
+    {Last, _} = lists:last(Each),
+    {Server, Last, [{maps:get(wait_ms, E), M} || {E, M} <- Each], Found, ByWait}.
 
-%% Bursts of 20 every 50 ms, 2 ms each: 80 % busy.  The wait within 30 %
-%% of the measured mean; no large_messages, and no long_wait while the
-%% measured wait is short.
+%% Bursts of 20 every 50 ms, 2 ms each: 80 % busy.  The wait, over three
+%% windows, within 30 % of the measured mean: each window's is a mean of
+%% 40 readings of a queue that goes from 19 to 0 and rests every 50 ms,
+%% whose standard error is about 13 % here (one window was off by a
+%% third twice in two days of runs); no large_messages, and no long_wait
+%% while the measured wait is short.
 wait_below_capacity(_Config) ->
-    {_, E, Measured, Found, _} = waits(20),
-    #{wait_ms := W, growing := G} = E,
-    ?assert(is_number(W)),
+    {_, E, Waits, Found, _} = waits(20, 3),
+    #{growing := G} = E,
+    ?assert(lists:all(fun({W, _}) -> is_number(W) end, Waits)),
     ?assertNot(G),
-    ?assert(abs(W - Measured) =< 0.3 * Measured, {W, Measured}),
+    W = lists:sum([X || {X, _} <- Waits]) / 3,
+    Measured = lists:sum([M || {_, M} <- Waits]) / 3,
+    ?assert(abs(W - Measured) =< 0.3 * Measured, {W, Measured, Waits}),
     ?assertEqual([], [F || F = #{rule := large_messages} <- Found]),
     %% no long_wait while messages did not wait long (a machine too busy
     %% to give the server its 80 % makes the wait long: then it is one)
@@ -254,7 +265,7 @@ wait_below_capacity(_Config) ->
 %% Bursts of 30 every 50 ms: 120 % of what it can take.  The mailbox grew
 %% all window, and long_wait names the server.
 wait_above_capacity(_Config) ->
-    {Server, E, _, Found, ByWait} = waits(30),
+    {Server, E, _, Found, ByWait} = waits(30, 1),
     ?assertMatch(#{growing := true}, E),
     ?assertMatch([#{subject := Server}], [F || F = #{rule := long_wait} <- Found]),
     %% top by wait: the feeder's pair to the server first

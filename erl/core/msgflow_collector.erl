@@ -68,7 +68,11 @@
     %% next take (this one may have passed their sends)
     taking = none :: none | #{ref := reference(), take := msgflow_store:take(),
                               waiters := [waiter()], close := boolean()},
-    next_waiters = [] :: [waiter()]
+    next_waiters = [] :: [waiter()],
+    %% a tick came while a take it did not begin ran: the next take,
+    %% begun after it, closes the window (so that a window holds the
+    %% sends up to its tick, not up to an earlier take's start)
+    tick_due = false :: boolean()
 }).
 
 %% A call that wants a snapshot taken after it came: the store handle
@@ -303,8 +307,8 @@ handle_cast(_Msg, St) ->
 %% owner's and coordinator's ends), each a few lines.
 handle_info({tick, Tag}, St = #st{tag = Tag, running = true, taking = none}) ->
     {noreply, begin_take([], true, St)};
-handle_info({tick, Tag}, St = #st{tag = Tag, running = true, taking = T}) ->
-    {noreply, St#st{taking = T#{close := true}}};
+handle_info({tick, Tag}, St = #st{tag = Tag, running = true}) ->
+    {noreply, St#st{tick_due = true}};
 handle_info({take_step, Ref}, St = #st{taking = T = #{ref := Ref, take := Take}}) ->
     case step(Take, St) of
         {more, St1} ->
@@ -326,6 +330,11 @@ handle_info({census, Tag}, St = #st{tag = Tag, running = true}) ->
     end;
 handle_info({duration_over, Tag}, St = #st{tag = Tag, running = true}) ->
     {noreply, stop_tracing(St)};
+%% The history's writer died (before the monitors of the watched
+%% processes, which would take its 'DOWN' for theirs).
+handle_info({'DOWN', Ref, process, Pid, Why}, St = #st{writer = {Pid, Ref}}) ->
+    {noreply, St#st{writer = none, store = msgflow_store:log_off(St#st.store),
+                    history = history_stopped(Why, none, St#st.history)}};
 %% The coordinator of the cluster this node counts for, or the run's
 %% owner, went away (it stopped, its node went down, or the link to it
 %% broke): counting stops after the grace period unless a new run started
@@ -367,9 +376,6 @@ handle_info({msgflow_history, Pid, {stopped, Why, File}}, St = #st{writer = {Pid
 handle_info({msgflow_history, Pid, Report}, St = #st{writer = {Pid, _}, history = H})
   when is_map(Report) ->
     {noreply, St#st{history = maps:merge(H, Report)}};
-handle_info({'DOWN', Ref, process, Pid, Why}, St = #st{writer = {Pid, Ref}}) ->
-    {noreply, St#st{writer = none, store = msgflow_store:log_off(St#st.store),
-                    history = history_stopped(Why, none, St#st.history)}};
 handle_info({retire, Tables}, St) ->
     ok = msgflow_store:retire(Tables),
     {noreply, St};
@@ -556,15 +562,18 @@ after_take(W, St = #st{next_waiters = Next}) ->
 %% A take begun, its chunks merged one a message (take_step), Waiters
 %% answered and the window closed (Close) when it is done; when none can
 %% begin (see msgflow_store:take/2) that is now.
-begin_take(Waiters, Close, St = #st{run = Run, store = S}) ->
-    case msgflow_store:take_begin(msgflow_run:session(Run), S) of
+begin_take(Waiters, Close, St = #st{run = Run, store = S, work_us = W}) ->
+    T0 = erlang:monotonic_time(microsecond),
+    Begun = msgflow_store:take_begin(msgflow_run:session(Run), S),
+    St1 = St#st{work_us = W + erlang:monotonic_time(microsecond) - T0},
+    case Begun of
         {Take, S1} ->
             Ref = make_ref(),
             self() ! {take_step, Ref},
-            St#st{store = S1, taking = #{ref => Ref, take => Take, waiters => Waiters,
-                                         close => Close}};
+            St1#st{store = S1, taking = #{ref => Ref, take => Take, waiters => Waiters,
+                                          close => Close}};
         none ->
-            took(#{waiters => Waiters, close => Close}, St)
+            took(#{waiters => Waiters, close => Close}, St1)
     end.
 
 %% One chunk of Take merged, timed as this process's work.
@@ -573,17 +582,19 @@ step(Take, St = #st{store = S, work_us = W}) ->
     {Res, S1} = msgflow_store:take_step(Take, S),
     {Res, St#st{store = S1, work_us = W + erlang:monotonic_time(microsecond) - T0}}.
 
-%% A take done: the window closed when a tick came meanwhile, its waiters
-%% answered, and the next take begun for those who came while it ran.
+%% A take done: the window closed when a tick began it, its waiters
+%% answered (the first to ask first), and the next take begun for those
+%% who came while it ran and for a tick that did.
 took(#{waiters := Waiters, close := Close}, St0) ->
     St = case Close of
              true -> tick_done(St0#st{taking = none});
              false -> St0#st{taking = none}
          end,
     _ = [gen_server:reply(From, answer(What, St)) || {From, What} <- lists:reverse(Waiters)],
-    case St#st.next_waiters of
-        [] -> St;
-        Next -> begin_take(lists:reverse(Next), false, St#st{next_waiters = []})
+    case St of
+        #st{next_waiters = [], tick_due = false} -> St;
+        #st{next_waiters = Next, tick_due = Tick} ->
+            begin_take(Next, Tick, St#st{next_waiters = [], tick_due = false})
     end.
 
 answer(store, St) -> handle(St);
@@ -599,15 +610,22 @@ tick_done(St = #st{run = Run}) ->
     ok = msgflow_run:own_sweep(Run),
     schedule_tick(St1#st{new_tracer = msgflow_run:new_tracer(Run)}).
 
-%% The take under way (and those its waiters' calls began) merged to the
-%% end, here, before a reset or a stop: with the window closed where a
-%% tick asked for it when Close is true (a reset; a stop closes it itself).
-settle(St = #st{taking = none}, _) ->
+%% The take under way (and those its waiters' calls and a tick began)
+%% merged to the end, here, before a reset or a stop: with the window
+%% closed where a tick asked for it when Close is true (a reset; a stop
+%% closes it itself).
+settle(St, false) ->
+    settle_takes(St#st{tick_due = false}, false);
+settle(St, true) ->
+    settle_takes(St, true).
+
+%% (no take under way: none is asked for either, took/2 begins those)
+settle_takes(St = #st{taking = none}, _) ->
     St;
-settle(St = #st{taking = T = #{take := Take, close := C}}, Close) ->
+settle_takes(St = #st{taking = T = #{take := Take, close := C}}, Close) ->
     case step(Take, St) of
-        {more, St1} -> settle(St1, Close);
-        {done, St1} -> settle(took(T#{close := C andalso Close}, St1), Close)
+        {more, St1} -> settle_takes(St1, Close);
+        {done, St1} -> settle_takes(took(T#{close := C andalso Close}, St1), Close)
     end.
 
 %% St with the store Fun returns, and the µs it took in its work.

@@ -62,8 +62,9 @@
 %% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
 -type state() :: #store{}.
 %% A snapshot being merged a chunk at a time (take_begin/2): its session,
-%% the NIF's take, and the bytes the NIF's tables held as it began.
--opaque take() :: {msgflow_tracer:session(), msgflow_tracer:take(), non_neg_integer()}.
+%% the NIF's take, the bytes the NIF's tables held as it began, and when
+%% it began (system ms: the store's snapshot_at once it is merged).
+-opaque take() :: {msgflow_tracer:session(), msgflow_tracer:take(), non_neg_integer(), integer()}.
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the
@@ -276,8 +277,7 @@ take_rest(Take, S) ->
 take_begin(Session, S) ->
     try msgflow_tracer:snapshot_start(Session) of
         Take ->
-            {{Session, Take, nif_bytes(Session)},
-             S#store{snapshot_at = erlang:system_time(millisecond)}}
+            {{Session, Take, nif_bytes(Session), erlang:system_time(millisecond)}, S}
     catch
         error:undef -> none;
         error:{not_loaded, _} -> none;
@@ -289,12 +289,13 @@ take_begin(Session, S) ->
 %% merged: `{more, S}', or `{done, S}' once the last was, with the
 %% sampled round trips and sizes taken too.  The owner only.
 -spec take_step(take(), state()) -> {more | done, state()}.
-take_step(Take = {Session, _, _}, S) ->
+take_step(Take = {Session, _, _, At}, S) ->
     case take_chunk(Take, S) of
         {more, S1} ->
             {more, S1};
         {done, S1} ->
-            S2 = take_calls(Session, S1),
+            %% the snapshot's time, once it is all merged
+            S2 = take_calls(Session, S1#store{snapshot_at = At}),
             ok = msgflow_store_sizes:take(Session, S2#store.sizes, S2#store.pairs),
             {done, S2}
     end.
@@ -304,7 +305,7 @@ take_step(Take = {Session, _, _}, S) ->
 %% deleted or reloaded between two chunks: see take/2) ends the turn with
 %% the chunks merged so far; the rest stays in the NIF's tables or goes
 %% with the old module.
-take_chunk({Session, Take, Nif}, S0) ->
+take_chunk({Session, Take, Nif, _}, S0) ->
     S = check_memory(Nif, S0),
     case next_chunk(Take) of
         {more, Pairs, Dead, Replies} ->

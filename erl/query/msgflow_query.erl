@@ -440,7 +440,7 @@ store_for(Opts, Live, Ranges) ->
             end
     end.
 
-%% Called in the process msgflow_view:run/2 gives.
+%% Called in the process msgflow_view:run/3 gives.
 part({error, _} = E, _, _) ->
     E;
 part({ok, Mod}, Opts, Store) ->

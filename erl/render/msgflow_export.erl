@@ -2,7 +2,7 @@
 %%% query path for the views it reads (msgflow_query:run_all/1: one
 %%% snapshot on each node), renders them (msgflow_report, msgflow_dump,
 %%% msgflow_web_page, msgflow_flow_render) and writes the file whole
-%%% (msgflow_file), in a process of its own (msgflow_view:run/2), so that
+%%% (msgflow_file), in a process of its own (msgflow_view:run/3), so that
 %%% the caller's heap never holds a million rows.
 -module(msgflow_export).
 -export([export/3, dump/0, dump/1, options/0]).
