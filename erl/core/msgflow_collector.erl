@@ -60,7 +60,7 @@
     %% dropped while it was behind, why it stopped)
     writer = none :: none | {pid(), reference()},
     history = #{} :: map(),
-    %% a snapshot merged a chunk a message (msgflow_store:take_begin/2),
+    %% a snapshot merged a chunk a message (msgflow_store:take_begin/1),
     %% so that calls are answered between chunks however many new pairs
     %% it holds: `none', or the take (`ref' tags its steps) with the calls
     %% it answers when done and whether the window closes then (a tick
@@ -562,25 +562,19 @@ after_take(W, St = #st{next_waiters = Next}) ->
 %% A take begun, its chunks merged one a message (take_step), Waiters
 %% answered and the window closed (Close) when it is done; when none can
 %% begin (see msgflow_store:take/2) that is now.
-begin_take(Waiters, Close, St = #st{run = Run, store = S, work_us = W}) ->
-    T0 = erlang:monotonic_time(microsecond),
-    Begun = msgflow_store:take_begin(msgflow_run:session(Run), S),
-    St1 = St#st{work_us = W + erlang:monotonic_time(microsecond) - T0},
-    case Begun of
-        {Take, S1} ->
+begin_take(Waiters, Close, St = #st{run = Run, store = S}) ->
+    case worked(St, fun() -> {msgflow_store:take_begin(msgflow_run:session(Run)), S} end) of
+        {none, St1} ->
+            took(#{waiters => Waiters, close => Close}, St1);
+        {Take, St1} ->
             Ref = make_ref(),
             self() ! {take_step, Ref},
-            St1#st{store = S1, taking = #{ref => Ref, take => Take, waiters => Waiters,
-                                          close => Close}};
-        none ->
-            took(#{waiters => Waiters, close => Close}, St1)
+            St1#st{taking = #{ref => Ref, take => Take, waiters => Waiters, close => Close}}
     end.
 
-%% One chunk of Take merged, timed as this process's work.
-step(Take, St = #st{store = S, work_us = W}) ->
-    T0 = erlang:monotonic_time(microsecond),
-    {Res, S1} = msgflow_store:take_step(Take, S),
-    {Res, St#st{store = S1, work_us = W + erlang:monotonic_time(microsecond) - T0}}.
+%% One chunk of Take merged, as this process's work.
+step(Take, St = #st{store = S}) ->
+    worked(St, fun() -> msgflow_store:take_step(Take, S) end).
 
 %% A take done: the window closed when a tick began it, its waiters
 %% answered (the first to ask first), and the next take begun for those
@@ -629,10 +623,16 @@ settle_takes(St = #st{taking = T = #{take := Take, close := C}}, Close) ->
     end.
 
 %% St with the store Fun returns, and the µs it took in its work.
-timed(St = #st{work_us = W}, Fun) ->
+timed(St, Fun) ->
+    {ok, St1} = worked(St, fun() -> {ok, Fun()} end),
+    St1.
+
+%% Fun's `{Result, Store}': Result, and St with that store and the µs Fun
+%% took added to its work.
+worked(St = #st{work_us = W}, Fun) ->
     T0 = erlang:monotonic_time(microsecond),
-    S = Fun(),
-    St#st{store = S, work_us = W + erlang:monotonic_time(microsecond) - T0}.
+    {Result, S} = Fun(),
+    {Result, St#st{store = S, work_us = W + erlang:monotonic_time(microsecond) - T0}}.
 
 %% The share of its time this process spent working since the last
 %% window closed, as ms a second.

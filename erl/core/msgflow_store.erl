@@ -43,7 +43,7 @@
 -include("msgflow_store.hrl").
 
 -export([new/1, merge_deltas/2]).
--export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/2, take_step/2,
+-export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/1, take_step/2,
          close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
 -export([take_log/1, log_off/1, seed/2, open_for/2]).
@@ -61,7 +61,7 @@
 
 %% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
 -type state() :: #store{}.
-%% A snapshot being merged a chunk at a time (take_begin/2): its session,
+%% A snapshot being merged a chunk at a time (take_begin/1): its session,
 %% the NIF's take, the bytes the NIF's tables held as it began, and when
 %% it began (system ms: the store's snapshot_at once it is merged).
 -opaque take() :: {msgflow_tracer:session(), msgflow_tracer:take(), non_neg_integer(), integer()}.
@@ -258,9 +258,9 @@ closed(#store{closed = C}) -> C.
 %% it.
 -spec take(msgflow_tracer:session(), state()) -> state().
 take(Session, S) ->
-    case take_begin(Session, S) of
-        {Take, S1} -> take_rest(Take, S1);
-        none -> S
+    case take_begin(Session) of
+        none -> S;
+        Take -> take_rest(Take, S)
     end.
 
 take_rest(Take, S) ->
@@ -273,11 +273,11 @@ take_rest(Take, S) ->
 %% what take/2 does, in steps between which the owner may do other work
 %% (answer calls).  `none' when none can begin now (see take/2: the turn
 %% is skipped, nothing is lost).  The owner only, one take at a time.
--spec take_begin(msgflow_tracer:session(), state()) -> {take(), state()} | none.
-take_begin(Session, S) ->
+-spec take_begin(msgflow_tracer:session()) -> take() | none.
+take_begin(Session) ->
     try msgflow_tracer:snapshot_start(Session) of
         Take ->
-            {{Session, Take, nif_bytes(Session), erlang:system_time(millisecond)}, S}
+            {Session, Take, nif_bytes(Session), erlang:system_time(millisecond)}
     catch
         error:undef -> none;
         error:{not_loaded, _} -> none;

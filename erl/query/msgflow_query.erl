@@ -25,7 +25,7 @@
 %%% text/3 and json/2 give the value as the view shows it.
 -module(msgflow_query).
 
--export([run/2, run_all/1, text/3, json/2, options/1, range_options/0, ready/0]).
+-export([run/2, run_all/1, text/3, json/2, options/1, range_options/0, ready/0, run_sized/1]).
 %% what each node runs for a query (over erpc, in a process of its own)
 -export([parts/1, labels/1]).
 
@@ -83,6 +83,18 @@ options(Name) ->
         {ok, Mod} -> {ok, schema(Mod)};
         {error, _} = E -> E
     end.
+
+%% @doc Fun() run in a process of its own sized for a value that holds
+%% every pair of the store as it is now, and a view of every pair beside
+%% it (msgflow_view:run/3's `export'): where an export or a dump is
+%% rendered.  Its value, or what it raises.
+-spec run_sized(fun(() -> Result)) -> Result.
+run_sized(Fun) ->
+    Store = case msgflow_collector:store(false) of
+                #{pairs := _} = S -> S;
+                _ -> none
+            end,
+    msgflow_view:run(Store, export, Fun).
 
 %% @doc The views that can be asked for with no options (those that need
 %% one, a pid or a pair, are left out): what a tool may show in turn.

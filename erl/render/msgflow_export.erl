@@ -2,7 +2,7 @@
 %%% query path for the views it reads (msgflow_query:run_all/1: one
 %%% snapshot on each node), renders them (msgflow_report, msgflow_dump,
 %%% msgflow_web_page, msgflow_flow_render) and writes the file whole
-%%% (msgflow_file), in a process of its own (msgflow_view:run/3), so that
+%%% (msgflow_file), in a process of its own (msgflow_query:run_sized/1), so that
 %%% the caller's heap never holds a million rows.
 -module(msgflow_export).
 -export([export/3, dump/0, dump/1, options/0]).
@@ -42,15 +42,7 @@ check_format(Path, Format, Formats) ->
 %% partial is left behind.
 -spec export(file:filename_all(), atom(), term()) -> ok | {error, term()}.
 export(Path, Format, Opts0) ->
-    msgflow_view:run(sizing(), export, fun() -> export_here(Path, Format, Opts0) end).
-
-%% The store the process that builds an export or a dump is sized for:
-%% what it writes may hold every pair (msgflow_view:run/3).
-sizing() ->
-    case msgflow_collector:store(false) of
-        #{pairs := _} = Store -> Store;
-        _ -> none
-    end.
+    msgflow_query:run_sized(fun() -> export_here(Path, Format, Opts0) end).
 
 export_here(Path, Format, Opts0) ->
     case msgflow_opts:to_map(Opts0) of
@@ -155,7 +147,7 @@ dump() ->
 %% {no_history, Dir, {From, To}}}'.
 -spec dump(map()) -> binary() | {error, term()}.
 dump(Range) ->
-    msgflow_view:run(sizing(), export, fun() -> dump_here(Range) end).
+    msgflow_query:run_sized(fun() -> dump_here(Range) end).
 
 dump_here(Range) ->
     case msgflow_query:run_all(dump_queries(Range)) of
