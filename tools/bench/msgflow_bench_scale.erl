@@ -24,7 +24,11 @@
 %%% msgflow's view processes, of the bench's process and of the
 %%% workload's (MSGFLOW_GC_DEBUG=1 prints each with where it ran), and
 %%% memory per distinct pair.  Prints a table beside issue 37's targets
-%%% and main's figures before it (before/0); judges nothing.
+%%% and main's figures before it (before/0); judges nothing.  Then the
+%%% merge of a million new pairs alone and beside a reader of every pair,
+%%% and each workload's merge with views running and a process doing plain
+%%% work whenever the collector works: the long_schedule events of each
+%%% (merge_beside_scan/0).
 -module(msgflow_bench_scale).
 -export([main/0]).
 %% output thrown away, for the other benches too
@@ -59,6 +63,7 @@ workload_100k() ->
     N = 100000,
     Procs = [spawn(fun idle/0) || _ <- lists:seq(1, N)],
     T = list_to_tuple(Procs),
+    Work0 = collector_work(),
     Monitor = start_monitor(),
     ok = msgflow:start(#{}),
     %% the first views right after the first round's sends: they wait for
@@ -82,7 +87,7 @@ workload_100k() ->
     await_windows(1),
     R0 = measure(#{name => "100k processes, 200k pairs"}),
     R = R0#{times := maps:merge(maps:get(times, R0), First)},
-    #{collector_work_ms := Work} = msgflow:info(),
+    Work = collector_work() - Work0,
     {StopMs, _} = tc(fun() -> ok = msgflow:stop() end),
     Events = (stop_monitor(Monitor))#{own_busy_ms => Work},
     [exit(P, kill) || P <- Procs],
@@ -91,6 +96,7 @@ workload_100k() ->
 workload_1m() ->
     Rs = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
     Ss = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
+    Work0 = collector_work(),
     Monitor = start_monitor(),
     %% a million pairs take more than max_memory's default (256 MiB)
     ok = msgflow:start(#{max_memory => 2 bsl 30}),
@@ -111,7 +117,7 @@ workload_1m() ->
     await_windows(2),
     R0 = measure(#{name => "1,000,000 pairs"}),
     R = R0#{times := (maps:get(times, R0))#{hotspots_busy => Busy}},
-    #{collector_work_ms := Work} = msgflow:info(),
+    Work = collector_work() - Work0,
     {StopMs, _} = tc(fun() -> ok = msgflow:stop() end),
     Events = (stop_monitor(Monitor))#{own_busy_ms => Work},
     [exit(P, kill) || P <- Rs ++ Ss],
@@ -167,39 +173,128 @@ await_windows(N) ->
 %% every row of the pairs table over and over (asking the collector for
 %% the store each time, as a view does): the collector's work and its
 %% long_schedule events over 1 ms.  What the rows tables' locks are for
-%% (msgflow_store:new_rows/0).
+%% (msgflow_store:new_rows/0).  Then the collector beside plain work: the
+%% merge of each workload's pairs and the two windows after it, with views
+%% running over and over, and a process doing plain work whenever the
+%% collector works (beside/1): the long_schedule events over 1 ms of each,
+%% and each one's work.
 merge_beside_scan() ->
     io:format("~nthe merge of 1,000,000 new pairs (pairs()), the collector's work ms and "
               "long_schedule > 1 ms:~n"),
     [begin
-         {Work, Long} = merge_1m(Scan),
+         #{collector := {Work, Long}} = merge(big, Beside),
          io:format("  ~-28s ~6b ms ~6b~n", [What, Work, Long])
-     end || {Scan, What} <- [{false, "alone"}, {true, "beside a scan of the pairs"}]].
+     end || {Beside, What} <- [{none, "alone"}, {scan, "beside a scan of the pairs"}]],
+    io:format("~nthe merge of new pairs and two windows after it, views running, "
+              "and plain work whenever the collector works (three rounds, and their sum):~n"
+              "~-36s ~12s ~12s ~12s ~12s ~12s ~12s~n",
+              ["long_schedule > 1 ms", "collector", "plain work", "collector ms", "plain ms",
+               "collector /s", "plain /s"]),
+    PerS = fun(N, W) -> io_lib:format("~.1f", [N * 1000 / max(1, W)]) end,
+    Line = fun(What, {CW, CN}, {PW, PN}) ->
+                   io:format("~-36s ~12b ~12b ~12b ~12b ~12s ~12s~n",
+                             [What, CN, PN, CW, PW, PerS(CN, CW), PerS(PN, PW)])
+           end,
+    Add = fun({W1, N1}, {W2, N2}) -> {W1 + W2, N1 + N2} end,
+    [begin
+         Rounds = [merge(Load, plain) || _ <- lists:seq(1, 3)],
+         [Line(io_lib:format("  ~s, round ~b", [What, I]), C, P)
+          || {I, #{collector := C, plain := P}} <- lists:enumerate(Rounds)],
+         Line(io_lib:format("  ~s, the three", [What]),
+              lists:foldl(Add, {0, 0}, [C || #{collector := C} <- Rounds]),
+              lists:foldl(Add, {0, 0}, [P || #{plain := P} <- Rounds]))
+     end || {Load, What} <- [{small, "100k procs, 200k pairs"}, {big, "1M pairs"}]],
+    ok.
 
-merge_1m(Scan) ->
-    Rs = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
-    Ss = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
-    ok = msgflow:start(#{max_memory => 2 bsl 30, interval => 3600000}),
+%% Load `big' (1,000 x 1,000 pairs) or `small' (100,000 processes, each
+%% to two others) sent once and merged, Beside it `none', `scan' (a
+%% reader of every pair) or `plain' (views over and over, and plain work
+%% beside the collector, whose long_schedule events are counted too):
+%% #{collector => {WorkMs, Events}, plain => {WorkMs, Events}}.
+merge(Load, Beside) ->
+    {Plan, Procs} =
+        case Load of
+            big ->
+                Rs = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
+                Ss = [spawn(fun idle/0) || _ <- lists:seq(1, 1000)],
+                {[{S, Rs} || S <- Ss], Rs ++ Ss};
+            small ->
+                N = 100000,
+                Ps = [spawn(fun idle/0) || _ <- lists:seq(1, N)],
+                T = list_to_tuple(Ps),
+                {[{element(I, T), [element(1 + I rem N, T), element(1 + (I + 6) rem N, T)]}
+                  || I <- lists:seq(1, N)], Ps}
+        end,
+    Work0 = collector_work(),
+    Interval = case Beside of plain -> 1000; _ -> 3600000 end,
+    ok = msgflow:start(#{max_memory => 2 bsl 30, interval => Interval}),
+    Busy = atomics:new(1, []),
     Self = self(),
-    M = spawn(fun() -> collector_long(Self, 0) end),
+    M = spawn(fun() -> long_events(Self, #{}) end),
     erlang:system_monitor(M, [{long_schedule, 1}]),
-    Scanner = case Scan of
-                  true -> spawn(fun scan/0);
-                  false -> none
-              end,
-    run_senders([{S, Rs} || S <- Ss]),
+    Others = case Beside of
+                 none -> [];
+                 scan -> [spawn(fun scan/0)];
+                 plain -> [spawn(fun views/0), register_plain(spawn(fun() -> beside(Busy) end))]
+             end,
+    run_senders(Plan),
     _ = msgflow:pairs(),
-    Work = collector_work(),
+    Beside =:= plain andalso await_windows(2),
+    Work = collector_work() - Work0,
     erlang:system_monitor(undefined),
-    Scanner =/= none andalso exit(Scanner, kill),
+    [exit(P, kill) || P <- Others],
     M ! {done, self()},
-    Long = receive {long, N} -> N end,
+    Long = receive {long, L} -> L end,
     ok = msgflow:stop(),
-    [exit(P, kill) || P <- Rs ++ Ss],
-    {Work, Long}.
+    [exit(P, kill) || P <- Procs],
+    #{collector => {Work, maps:get(collector, Long, 0)},
+      plain => {atomics:get(Busy, 1) div 1000, maps:get(plain, Long, 0)}}.
 
-%% The collector's work once the merge is done (info/0 waits for it; 30 s
-%% at a time).
+register_plain(P) ->
+    register(msgflow_bench_plain, P),
+    P.
+
+%% Views over and over, as a page and a shell would ask them.
+views() ->
+    quiet(fun() ->
+                  _ = msgflow:view(top, #{limit => 20}),
+                  _ = msgflow:view(hotspots, #{}),
+                  _ = msgflow:view(matrix, #{by => name})
+          end),
+    views().
+
+%% Plain work beside the collector: arithmetic for 5 ms at a time (many
+%% slices, each ended by reductions) for as long as the collector is not
+%% waiting for a message (read between two such stretches), and rest
+%% (1 ms) while it waits; the µs of work added up in Busy.  A thread that
+%% runs for long stretches is the one the OS takes the core from (a
+%% long_schedule of about 4 ms, this kernel's tick), and the whole run's
+%% control rests 50 ms out of 51: this one works when and about as long
+%% as the collector does, so that their counts compare.
+beside(Busy) ->
+    Working = case whereis(msgflow_collector) of
+                  C when is_pid(C) -> erlang:process_info(C, status) =/= {status, waiting};
+                  _ -> false
+              end,
+    case Working of
+        true ->
+            T0 = erlang:monotonic_time(microsecond),
+            work_until(T0 + 5000),
+            atomics:add(Busy, 1, erlang:monotonic_time(microsecond) - T0),
+            beside(Busy);
+        false ->
+            receive after 1 -> beside(Busy) end
+    end.
+
+work_until(T) ->
+    _ = lists:sum(lists:seq(1, 2000)),
+    case erlang:monotonic_time(microsecond) >= T of
+        true -> ok;
+        false -> work_until(T)
+    end.
+
+%% The collector's work since it started, ms (info/0 waits for a merge
+%% under way; 30 s at a time).
 collector_work() ->
     case msgflow:info() of
         #{collector_work_ms := Work} -> Work;
@@ -213,12 +308,16 @@ scan() ->
     _ = ets:select_count(T, [{'_', [], [true]}]),
     scan().
 
-collector_long(Bench, N) ->
-    C = whereis(msgflow_collector),
+%% long_schedule events over 1 ms, by whose: `collector', `plain'.
+long_events(Bench, Acc) ->
+    Whose = #{whereis(msgflow_collector) => collector, whereis(msgflow_bench_plain) => plain},
     receive
-        {monitor, C, long_schedule, _} -> collector_long(Bench, N + 1);
-        {monitor, _, _, _} -> collector_long(Bench, N);
-        {done, Bench} -> Bench ! {long, N}
+        {monitor, P, long_schedule, Info} when is_map_key(P, Whose) ->
+            os:getenv("MSGFLOW_LONG_DEBUG") =/= false andalso
+                io:format(standard_error, "long ~p ~p~n", [maps:get(P, Whose), Info]),
+            long_events(Bench, maps:update_with(maps:get(P, Whose), fun(N) -> N + 1 end, 1, Acc));
+        {monitor, _, _, _} -> long_events(Bench, Acc);
+        {done, Bench} -> Bench ! {long, Acc}
     end.
 
 %%% Measurements
@@ -367,7 +466,7 @@ null_gl() ->
 start_monitor() ->
     Self = self(),
     M = spawn(fun() -> monitor_loop(Self, []) end),
-    Busy = atomics:new(1, []),
+    Busy = atomics:new(2, []),
     persistent_term:put(msgflow_bench_control_busy, Busy),
     Control = spawn(fun() -> control(Busy) end),
     register(msgflow_bench_control, Control),
@@ -515,13 +614,13 @@ print(A, B) ->
         fun(#{entries := E, pairs := P}) -> io_lib:format("~.2f", [E / max(1, P)]) end),
     Row("collector heap MB", "",
         fun(#{collector_heap := H}) -> io_lib:format("~.1f", [H / 1048576]) end),
-    Row("long_schedule > 1 ms, msgflow", "=< control",
+    Row("long_schedule > 1 ms, msgflow", "(below)",
         fun(#{long := #{own := N, own_worst := W}}) -> io_lib:format("~b (worst ~b)", [N, W]) end),
     Row("long_schedule > 1 ms, control", "",
         fun(#{long := #{control := N, control_worst := W}}) ->
                 io_lib:format("~b (worst ~b)", [N, W]) end),
     PerBusy = fun(N, Busy) -> io_lib:format("~.1f", [N * 1000 / max(1, Busy)]) end,
-    Row("  the same per s of its work", "",
+    Row("  msgflow's per s of its work", "",
         fun(#{long := #{own := N, own_busy_ms := Busy}}) -> PerBusy(N, Busy) end),
     Row("  control's per s of its work", "",
         fun(#{long := #{control := N, control_busy_ms := Busy}}) -> PerBusy(N, Busy) end),
