@@ -56,6 +56,30 @@ static void place(mf_own *o, uint64_t w)
     atomic_store_explicit(&o->slots[i], w, memory_order_relaxed);
 }
 
+/* w's bit set in the filter, before w is placed.  Under the lock. */
+static void filter_add(mf_own *o, uint64_t w)
+{
+    unsigned b = mf_own_filter_bit(w);
+    atomic_fetch_or_explicit(&o->filter[b >> 6], 1ULL << (b & 63), memory_order_relaxed);
+}
+
+/* The filter made again from the words in the set: the bits of removed
+ * words cleared, a word of the set keeping its bit throughout (each filter
+ * word is stored whole).  Under the lock, inside a write. */
+static void filter_remake(mf_own *o)
+{
+    uint64_t f[MF_OWN_FILTER_WORDS] = {0};
+    for (unsigned i = 0; i < MF_OWN_SLOTS; i++) {
+        uint64_t v = atomic_load_explicit(&o->slots[i], memory_order_relaxed);
+        if (v > MF_OWN_GONE) {
+            unsigned b = mf_own_filter_bit(v);
+            f[b >> 6] |= 1ULL << (b & 63);
+        }
+    }
+    for (unsigned j = 0; j < MF_OWN_FILTER_WORDS; j++)
+        atomic_store_explicit(&o->filter[j], f[j], memory_order_relaxed);
+}
+
 /* Drops the removed entries: the live ones placed again.  Under the lock,
  * inside a write. */
 static void rebuild(mf_own *o)
@@ -85,6 +109,7 @@ int mf_own_add(mf_own *o, uint64_t w)
             begin_write(o);
             if (o->used >= MF_OWN_SLOTS * 3 / 4)
                 rebuild(o);
+            filter_add(o, w);
             place(o, w);
             o->used++;
             atomic_fetch_add_explicit(&o->live, 1, memory_order_relaxed);
@@ -102,6 +127,7 @@ int mf_own_remove(mf_own *o, uint64_t w)
     if (i >= 0) {
         begin_write(o);
         atomic_store_explicit(&o->slots[i], MF_OWN_GONE, memory_order_relaxed);
+        filter_remake(o);
         atomic_fetch_sub_explicit(&o->live, 1, memory_order_relaxed);
         end_write(o);
     }

@@ -6,11 +6,13 @@
  * What it owns: an mf_own (one per send session, inside it): a table of
  * MF_OWN_SLOTS words, each a local pid or a registered name's atom (the
  * words of immediates: no term is kept), open addressing with linear
- * probing, 0 empty and MF_OWN_GONE a removed entry; its lock; the count of
- * messages left out.  Made and freed by mf_own_init and mf_own_free.
+ * probing, 0 empty and MF_OWN_GONE a removed entry; a 512-bit filter of
+ * the words in it (one bit each); its lock; the count of messages left
+ * out.  Made and freed by mf_own_init and mf_own_free.
  *
  * Threads: any scheduler thread reads it on every counted send
- * (mf_own_send), without a lock: a seqlock (`seq', odd while a writer
+ * (mf_own_send), without a lock: the filter first (a clear bit: not own,
+ * one load), then the table, where a seqlock (`seq', odd while a writer
  * changes slots) tells a reader that raced a change to read again.
  * Writers take `lock': the collector (own_add/2, own_remove/2) and the
  * spawn callback on the parent's thread, which adds the child of an own
@@ -29,6 +31,7 @@
 #define MF_OWN_SLOTS 1024 /* a power of two; 8 KB */
 #define MF_OWN_MAX 512    /* own entries at most (half the slots) */
 #define MF_OWN_GONE 1ULL  /* no pid or atom word is 1 */
+#define MF_OWN_FILTER_WORDS 8 /* 512 bits: 64 bytes */
 
 typedef struct mf_own {
     _Atomic uint64_t seq;      /* odd while a writer changes `slots' */
@@ -37,6 +40,15 @@ typedef struct mf_own {
     _Atomic uint64_t left_out; /* sends not counted: an end was msgflow's */
     _Atomic uint64_t refused;  /* adds past MF_OWN_MAX */
     ErlNifMutex *lock;
+    /* One bit a word's hash (mf_own_filter_bit) for every word in the set,
+     * 64 bytes read together: a send whose ends' bits are clear (most,
+     * with a few dozen own processes) is answered without a probe of
+     * `slots'.
+     * Written under `lock': a bit is set before its word is placed, and
+     * the bits are made again from the set (mf_own_remove, the rebuild),
+     * each word stored whole, so that a word in the set never has its bit
+     * clear to a reader. */
+    _Atomic uint64_t filter[MF_OWN_FILTER_WORDS];
     _Atomic uint64_t slots[MF_OWN_SLOTS];
 } mf_own;
 
@@ -63,9 +75,19 @@ static inline unsigned mf_own_index(uint64_t w)
     return (unsigned)((w * 0x9E3779B97F4A7C15ULL) >> 54) & (MF_OWN_SLOTS - 1);
 }
 
+/* The bit of w in the filter (0..511): other bits of the hash than the
+ * slot's. */
+static inline unsigned mf_own_filter_bit(uint64_t w)
+{
+    return (unsigned)((w * 0x9E3779B97F4A7C15ULL) >> 45) & (MF_OWN_FILTER_WORDS * 64 - 1);
+}
+
 /* Whether w is in the set, read without the lock.  Any thread. */
 static inline int mf_own_has(mf_own *o, uint64_t w)
 {
+    unsigned b = mf_own_filter_bit(w);
+    if (!((atomic_load_explicit(&o->filter[b >> 6], memory_order_relaxed) >> (b & 63)) & 1))
+        return 0; /* not in the set, nor being placed before this send */
     for (;;) {
         uint64_t s = atomic_load_explicit(&o->seq, memory_order_acquire);
         int found = 0;

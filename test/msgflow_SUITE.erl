@@ -12,7 +12,7 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
-         collector_killed/1, orphaned_session/1, session_owner_down/1, callbacks_direct/1,
+         collector_killed/1, orphaned_session/1, session_owner_down/1, callbacks_direct/1, own_set_churn/1,
          layout_reads_on/1, max_pairs_overflow/1, max_memory_overflow/1, bad_options/1, export_csv/1, sampling/1,
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
@@ -45,7 +45,8 @@ all() ->
 groups() ->
     [{tracing, [],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
-       collector_killed, orphaned_session, session_owner_down, callbacks_direct, layout_reads_on,
+       collector_killed, orphaned_session, session_owner_down, callbacks_direct, own_set_churn,
+       layout_reads_on,
        max_pairs_overflow, max_memory_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing, reload_under_calls, delete_while_tracing, snapshot_busy,
@@ -334,6 +335,31 @@ callbacks_direct(_Config) ->
     ?assertEqual(remove, msgflow_tracer:enabled(trace_status, make_ref(), Self)),
     ?assertEqual(discard, msgflow_tracer:enabled(send, make_ref(), Self)),
     ?assertEqual(discard, msgflow_tracer:enabled_procs(spawn, make_ref(), Self)).
+
+%% msgflow's own processes in a session as they come and go: 400 added,
+%% 300 of them removed, 400 more added (past three quarters of the set's
+%% slots in use, live and removed: the set is made again), then each of the
+%% 800 sends once to a process that is none of them.  The sends of the 500
+%% own now are left out, exactly; those of the 300 removed are counted, one
+%% pair each.  Sends to an own process are left out too.
+own_set_churn(_Config) ->
+    Session = msgflow_tracer:session_new(self(), 100000, 0),
+    Procs = [spawn_link(fun sink/0) || _ <- lists:seq(1, 800)],
+    {First, Later} = lists:split(400, Procs),
+    {Removed, Kept} = lists:split(300, First),
+    Own = Kept ++ Later,
+    [ok = msgflow_tracer:own(Session, add, P) || P <- First],
+    [ok = msgflow_tracer:own(Session, remove, P) || P <- Removed],
+    [ok = msgflow_tracer:own(Session, add, P) || P <- Later],
+    ?assertEqual(lists:sort(Own), lists:sort(msgflow_tracer:own(Session, list, none))),
+    Other = spawn_link(fun sink/0),
+    [ok = msgflow_tracer:trace_send(send, Session, P, m, #{extra => Other}) || P <- Procs],
+    [ok = msgflow_tracer:trace_send(send, Session, Other, m, #{extra => P}) || P <- Own],
+    {Pairs, [], [], 0, 0} = msgflow_tracer:snapshot(Session),
+    ?assertEqual(lists:sort([{P, Other, 1} || P <- Removed]), lists:sort(Pairs)),
+    ?assertMatch(#{own_left_out := 1000, own := 500}, msgflow_tracer:session_info(Session)),
+    msgflow_tracer:session_stop(Session),
+    [begin unlink(P), exit(P, kill) end || P <- [Other | Procs]].
 
 %% The session's state once it is no longer From, yielding at most Tries
 %% times in between.
