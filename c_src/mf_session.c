@@ -409,12 +409,28 @@ ERL_NIF_TERM mf_nif_sizes_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return atom_ok;
 }
 
+/* The edges of list as terms, prepended to acc; list freed. */
+static ERL_NIF_TERM size_edges(ErlNifEnv *env, mf_sizes *z, mf_size_edge *list, ERL_NIF_TERM acc)
+{
+    for (mf_size_edge *e = list; e; e = e->next) {
+        ERL_NIF_TERM items[7] = {(ERL_NIF_TERM)e->sender, (ERL_NIF_TERM)e->receiver,
+                                 enif_make_uint64(env, e->sampled),
+                                 enif_make_uint64(env, e->words),
+                                 enif_make_uint64(env, e->words_max),
+                                 enif_make_uint64(env, e->bin_bytes),
+                                 enif_make_uint64(env, e->large)};
+        acc = enif_make_list_cell(env, enif_make_tuple_from_array(env, items, 7), acc);
+    }
+    mf_sizes_free_edges(z, list);
+    return acc;
+}
+
 /* sizes_take(Session) -> [{Sender, Receiver, Sampled, Words, WordsMax,
  * BinBytes, Large}]: the messages measured since the last take, by edge
  * (Sender a local pid, Receiver a local pid or registered name); Words and BinBytes are sums over the Sampled messages, Large how
- * many of them ran out the walk's budget.  `[]' when sizes are off.  The
- * collector, on its own scheduler: an edge per pair measured in an
- * interval, at most. */
+ * many of them ran out the walk's budget.  `[]' when sizes are off.  All
+ * at once (tests and benches; the collector takes them in chunks with
+ * sizes_take_some/2).  `busy' while another caller takes them. */
 ERL_NIF_TERM mf_nif_sizes_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
@@ -423,20 +439,38 @@ ERL_NIF_TERM mf_nif_sizes_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
         return enif_make_badarg(env);
     mf_sizes *z = atomic_load(&s->sizes);
     ERL_NIF_TERM list = enif_make_list(env, 0);
-    if (z) {
-        mf_size_edge *all = mf_sizes_take(z);
-        for (mf_size_edge *e = all; e; e = e->next) {
-            ERL_NIF_TERM items[7] = {(ERL_NIF_TERM)e->sender, (ERL_NIF_TERM)e->receiver,
-                                     enif_make_uint64(env, e->sampled),
-                                     enif_make_uint64(env, e->words),
-                                     enif_make_uint64(env, e->words_max),
-                                     enif_make_uint64(env, e->bin_bytes),
-                                     enif_make_uint64(env, e->large)};
-            list = enif_make_list_cell(env, enif_make_tuple_from_array(env, items, 7), list);
-        }
-        mf_sizes_free_edges(z, all);
+    int more = z != NULL, busy;
+    while (more) {
+        mf_size_edge *some = mf_sizes_take_some(z, UINT32_MAX, &more, &busy);
+        if (busy)
+            return enif_raise_exception(env, atom_busy);
+        list = size_edges(env, z, some, list);
     }
     return list;
+}
+
+/* sizes_take_some(Session, Max) -> {more | done, Edges}: sizes_take/1's
+ * edges, at most Max (1 to 65,536) a call, so that no call holds its
+ * scheduler long: `more' while edges of this take are left, which the
+ * next call gives before any newer.  `{done, []}' when sizes are off;
+ * `busy' while another caller takes them.  The collector. */
+ERL_NIF_TERM mf_nif_sizes_take_some(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    unsigned max;
+    if (!mf_get_session(env, argv[0], &s) || !enif_get_uint(env, argv[1], &max) || max < 1 ||
+        max > 65536)
+        return enif_make_badarg(env);
+    mf_sizes *z = atomic_load(&s->sizes);
+    if (!z)
+        return enif_make_tuple2(env, atom_done, enif_make_list(env, 0));
+    int more, busy;
+    mf_size_edge *some = mf_sizes_take_some(z, max, &more, &busy);
+    if (busy)
+        return enif_raise_exception(env, atom_busy);
+    ERL_NIF_TERM list = size_edges(env, z, some, enif_make_list(env, 0));
+    return enif_make_tuple2(env, more ? atom_more : atom_done, list);
 }
 
 /* call_buckets() -> [{Low, High}]: each histogram bucket's bounds in ns,

@@ -6,7 +6,8 @@
  *
  * Threads: mf_size_measure and mf_sizes_add on any scheduler thread at
  * once (the edges under a spin lock held for a lookup and a few adds);
- * mf_sizes_take and mf_sizes_free_edges by the collector only;
+ * mf_sizes_take, mf_sizes_take_some and mf_sizes_free_edges by the
+ * collector only (a second caller of mf_sizes_take_some is told busy);
  * mf_sizes_new and mf_sizes_free by whoever owns the session.
  */
 #include "mf_size.h"
@@ -54,6 +55,7 @@ void mf_sizes_free(mf_sizes *z)
         return;
     for (unsigned i = 0; i < EDGE_CHAINS; i++)
         mf_sizes_free_edges(z, z->edges[i]);
+    mf_sizes_free_edges(z, z->pending);
     z->alloc.free(z->alloc.ctx, z->edges, EDGE_CHAINS * sizeof(mf_size_edge *));
     z->alloc.free(z->alloc.ctx, z, sizeof(*z));
 }
@@ -232,4 +234,25 @@ mf_size_edge *mf_sizes_take(mf_sizes *z)
         }
     }
     return all;
+}
+
+mf_size_edge *mf_sizes_take_some(mf_sizes *z, unsigned max, int *more, int *busy)
+{
+    int idle = 0;
+    *more = 0;
+    *busy = !atomic_compare_exchange_strong(&z->taking, &idle, 1);
+    if (*busy)
+        return NULL;
+    mf_size_edge *all = z->pending ? z->pending : mf_sizes_take(z);
+    mf_size_edge *last = NULL, *e = all;
+    for (unsigned n = 0; e && n < max; n++) {
+        last = e;
+        e = e->next;
+    }
+    if (last)
+        last->next = NULL;
+    z->pending = e;
+    *more = e != NULL;
+    atomic_store(&z->taking, 0);
+    return last ? all : NULL;
 }

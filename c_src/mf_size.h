@@ -72,6 +72,10 @@ typedef struct mf_sizes {
     mf_alloc alloc;
     atomic_flag lock;       /* the edges */
     mf_size_edge **edges;   /* 2^MF_SIZE_EDGE_BITS chains; under `lock' */
+    /* a take's edges not yet given out (mf_sizes_take_some), and 1 while
+     * a caller gives some out: one at a time */
+    mf_size_edge *pending;
+    _Atomic int taking;
 } mf_sizes;
 
 /* A new mf_sizes measuring 1 in `sample' sends with the words of w, or
@@ -99,5 +103,12 @@ mf_size_edge *mf_sizes_take(mf_sizes *z);
 
 /* Frees a list mf_sizes_take returned. */
 void mf_sizes_free_edges(mf_sizes *z, mf_size_edge *list);
+
+/* Up to `max' edges of a take, cut from z's pending ones (every edge, taken
+ * with mf_sizes_take, when none are pending): a list the caller owns and
+ * frees with mf_sizes_free_edges; *more set to 1 when edges are left for
+ * the next call.  NULL with *busy set when another caller is in it.  The
+ * collector; bounded by `max'. */
+mf_size_edge *mf_sizes_take_some(mf_sizes *z, unsigned max, int *more, int *busy);
 
 #endif

@@ -657,6 +657,7 @@ static ErlNifFunc nif_funcs[] = {
     {"calls_take", 1, mf_nif_calls_take, 0},
     {"sizes_config", 3, mf_nif_sizes_config, 0},
     {"sizes_take", 1, mf_nif_sizes_take, 0},
+    {"sizes_take_some", 2, mf_nif_sizes_take_some, 0},
     {"call_buckets", 0, mf_nif_call_buckets, 0},
     {"session_new", 3, mf_nif_session_new, 0},
     {"session_stop", 1, mf_nif_session_stop, 0},

@@ -15,13 +15,13 @@
 -include_lib("stdlib/include/assert.hrl").
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([sizes_exact/1, sizes_sampled/1, sizes_off/1, native_record_sizes/1,
-         wait_below_capacity/1, wait_above_capacity/1]).
+         sizes_in_chunks/1, wait_below_capacity/1, wait_above_capacity/1]).
 
 -define(N, 1000).
 
 all() ->
-    [sizes_exact, sizes_sampled, sizes_off, native_record_sizes, wait_below_capacity,
-     wait_above_capacity].
+    [sizes_exact, sizes_sampled, sizes_off, native_record_sizes, sizes_in_chunks,
+     wait_below_capacity, wait_above_capacity].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -34,6 +34,34 @@ end_per_suite(_Config) ->
 end_per_testcase(_Case, _Config) ->
     _ = msgflow:stop(),
     ok.
+
+%% The tracer gives a take's measured edges in chunks, as the collector
+%% takes them (so that no call holds its scheduler long): 2,500 edges,
+%% every send measured, come 1,000, 1,000 and 500 a call, each once, the
+%% last chunk marked done; an edge measured between two calls waits for
+%% the next take.  A bad chunk size is refused.
+sizes_in_chunks(_Config) ->
+    Session = msgflow_tracer:session_new(self(), 100000, 8),
+    ok = msgflow_tracer:sizes_config(Session, 1, msgflow_tracer:size_words()),
+    To = spawn_link(fun sink/0),
+    Procs = [spawn_link(fun sink/0) || _ <- lists:seq(1, 2500)],
+    Send = fun(P) -> ok = msgflow_tracer:trace_send(send, Session, P, {m, 1}, #{extra => To}) end,
+    lists:foreach(Send, Procs),
+    {more, A} = msgflow_tracer:sizes_take_some(Session, 1000),
+    Late = spawn_link(fun sink/0),
+    Send(Late),
+    {more, B} = msgflow_tracer:sizes_take_some(Session, 1000),
+    {done, C} = msgflow_tracer:sizes_take_some(Session, 1000),
+    ?assertEqual([1000, 1000, 500], [length(X) || X <- [A, B, C]]),
+    ?assertEqual(lists:sort([{P, To, 1} || P <- Procs]),
+                 lists:sort([{S, R, N} || {S, R, N, _, _, _, _} <- A ++ B ++ C])),
+    ?assertEqual({done, [Late]}, (fun({D, [{S, _, 1, _, _, _, _}]}) -> {D, [S]} end)(
+                                   msgflow_tracer:sizes_take_some(Session, 1000))),
+    ?assertEqual({done, []}, msgflow_tracer:sizes_take_some(Session, 1000)),
+    [?assertError(badarg, msgflow_tracer:sizes_take_some(Session, Bad))
+     || Bad <- [0, 65537, -1, a]],
+    msgflow_tracer:session_stop(Session),
+    [begin unlink(P), exit(P, kill) end || P <- [To, Late | Procs]].
 
 %% The messages of each edge, by name.
 messages() ->

@@ -286,18 +286,27 @@ take_begin(Session) ->
     end.
 
 %% @doc The next chunk of Take (about 1,024 deltas: a few ms of work)
-%% merged: `{more, S}', or `{done, S}' once the last was, with the
-%% sampled round trips and sizes taken too.  The owner only.
+%% merged, then its sampled round trips, then its sampled sizes 1,024
+%% edges a step: `{more, S}', or `{done, S}' once the last was.  The
+%% owner only.
 -spec take_step(take(), state()) -> {more | done, state()}.
-take_step(Take = {Session, _, _, At}, S) ->
+take_step({Session, Handle, _, _}, S = #store{sizes_of = Handle}) ->
+    take_sizes(Session, Handle, S);
+take_step(Take = {Session, Handle, _, At}, S) ->
     case take_chunk(Take, S) of
         {more, S1} ->
             {more, S1};
         {done, S1} ->
-            %% the snapshot's time, once it is all merged
+            %% the snapshot's time, once its pairs are merged; then the
+            %% round trips, and the sizes 1,024 edges a step
             S2 = take_calls(Session, S1#store{snapshot_at = At}),
-            ok = msgflow_store_sizes:take(Session, S2#store.sizes, S2#store.pairs),
-            {done, S2}
+            take_sizes(Session, Handle, S2)
+    end.
+
+take_sizes(Session, Handle, S = #store{sizes = Z, pairs = P}) ->
+    case msgflow_store_sizes:take_some(Session, Z, P) of
+        more -> {more, S#store{sizes_of = Handle}};
+        done -> {done, S#store{sizes_of = none}}
     end.
 
 %% One chunk of the snapshot merged, so that this heap never holds a

@@ -47,6 +47,9 @@
     rolled_up_messages = 0 :: non_neg_integer(),
     proc_events_dropped = 0 :: non_neg_integer(),
     snapshot_at :: integer() | undefined,   %% system time of the last snapshot
+    %% the take (its NIF handle) whose pairs are merged and whose sampled
+    %% sizes are being added, a chunk a step; none between takes
+    sizes_of = none :: term(),
     %% with `history' on: the open window's messages by pair, kind and
     %% tag, `{{Sender, Receiver, GroupS, GroupR, Kind, Tag}, Messages}'
     %% (group ends as msgflow_labels:group_end/2 gives them), handed to

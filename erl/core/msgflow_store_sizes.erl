@@ -1,5 +1,5 @@
 %%% @doc The store's sizes of sampled messages by edge (the `sizes'
-%%% table): what the tracer measured (msgflow_tracer:sizes_take/1, one in
+%%% table): what the tracer measured (msgflow_tracer:sizes_take_some/2, one in
 %%% `size_sample' sends per scheduler thread) added up since start, and
 %%% the rows of pairs that left the pairs table (rolled up) dropped.  The
 %%% collector's process calls these with the table msgflow_store gives it
@@ -8,7 +8,7 @@
 %%% off-heap binaries) summed over the Sampled messages, Large how many
 %%% ran out the walk's budget (their figures a lower bound).
 -module(msgflow_store_sizes).
--export([new/0, take/3, sweep/3, of_pair/2, figures/1, bytes/3, bytes_by/3]).
+-export([new/0, take_some/3, sweep/3, of_pair/2, figures/1, bytes/3, bytes_by/3]).
 -export_type([figures/0]).
 
 %% reductions one merged edge is worth (as msgflow_store counts a delta)
@@ -28,15 +28,20 @@
 -spec new() -> ets:tid().
 new() -> ets:new(msgflow_sizes, [set, protected]).
 
-%% @doc The messages measured since the last take, added to their edges'
-%% rows in T: those of the pairs the pairs table P holds (not of pairs
-%% past max_pairs or max_memory, counted in overflow, so that the table
-%% stays within the bounds the pairs keep).  Nothing when the session
-%% cannot be read.
--spec take(msgflow_tracer:session(), ets:tid(), ets:tid()) -> ok.
-take(Session, T, P) ->
-    try msgflow_tracer:sizes_take(Session) of
-        Edges ->
+%% edges merged a call (a few ms of work, as a chunk of the snapshot)
+-define(TAKE_EDGES, 1024).
+
+%% @doc Up to 1,024 of the messages measured since the last take, added to
+%% their edges' rows in T: those of the pairs the pairs table P holds (not
+%% of pairs past max_pairs or max_memory, counted in overflow, so that
+%% the table stays within the bounds the pairs keep).  `more' while edges
+%% of this take are left (call again: between two calls the owner may
+%% answer others), `done' once none are, or when the session cannot be
+%% read.
+-spec take_some(msgflow_tracer:session(), ets:tid(), ets:tid()) -> more | done.
+take_some(Session, T, P) ->
+    try msgflow_tracer:sizes_take_some(Session, ?TAKE_EDGES) of
+        {More, Edges} ->
             lists:foreach(
               fun({S, R, N, W, WMax, B, L}) ->
                       erlang:bump_reductions(?MERGE_REDUCTIONS),
@@ -48,9 +53,10 @@ take(Session, T, P) ->
                                         [] ->
                                             {K, N, W, WMax, B, L}
                                     end)
-              end, Edges)
+              end, Edges),
+            More
     catch
-        error:_ -> ok
+        error:_ -> done
     end.
 
 %% @doc Rows of T whose pair is no longer in the pairs table P (rolled up
