@@ -45,8 +45,9 @@ typedef struct mf_own {
      * with a few dozen own processes) is answered without a probe of
      * `slots'.
      * Written under `lock': a bit is set before its word is placed, and
-     * the bits are made again from the set (mf_own_remove, the rebuild),
-     * each word stored whole, so that a word in the set never has its bit
+     * the bits are made again from the set on each mf_own_remove (a
+     * rebuild keeps the same words, and so their bits), each word stored
+     * whole, so that a word in the set never has its bit
      * clear to a reader. */
     _Atomic uint64_t filter[MF_OWN_FILTER_WORDS];
     _Atomic uint64_t slots[MF_OWN_SLOTS];

@@ -108,7 +108,8 @@ void mf_sizes_free_edges(mf_sizes *z, mf_size_edge *list);
  * with mf_sizes_take, when none are pending): a list the caller owns and
  * frees with mf_sizes_free_edges; *more set to 1 when edges are left for
  * the next call.  NULL with *busy set when another caller is in it.  The
- * collector; bounded by `max'. */
+ * collector; terms are made for `max' edges at most (the first call of a
+ * take also unlinks every edge from its chain: pointer moves, no terms). */
 mf_size_edge *mf_sizes_take_some(mf_sizes *z, unsigned max, int *more, int *busy);
 
 #endif

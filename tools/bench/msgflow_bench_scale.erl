@@ -331,9 +331,12 @@ scan() ->
 %% `views' (a slice begun or ended in msgflow's code: the views' own
 %% processes, and msgflow's API in the bench's process that asks them).
 long_events(Bench, Acc) ->
-    Whose = #{whereis(msgflow_collector) => collector, whereis(msgflow_bench_plain) => plain},
     receive
         {monitor, P, long_schedule, Info} when is_pid(P) ->
+            %% read as the event comes: the plain process is registered
+            %% after this one starts
+            Whose = #{whereis(msgflow_collector) => collector,
+                      whereis(msgflow_bench_plain) => plain},
             W = case Whose of
                     #{P := W0} -> W0;
                     _ -> case msgflow_code(Info) of true -> views; false -> other end
