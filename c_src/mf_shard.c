@@ -28,20 +28,12 @@ struct mf_entry {
     UT_hash_handle hh;      /* owner only */
 };
 
-/* The first tier: pairs counted in place, in a fixed array of cells, two to
- * a cache line.  A pair's cells are the two of one line; a send to a pair
- * found there touches that line and nothing else of the shard.  A cell once
- * taken keeps its pair while the shard lives (so a pair whose line was full
- * when it came is never in the cells later), and it is published to the
- * reader by the release store of its first count. */
-typedef struct mf_cell {
-    uint64_t key[3];        /* from, to, kind word; written before publication */
-    _Atomic uint64_t count; /* messages; 0 while free; written by the owner only */
-} mf_cell;
-
-#define MF_CELLS (1u << MF_CELL_BITS)       /* 4,096 cells: 128 KiB */
-#define MF_CELLS_PER_LINE (MF_CACHE_LINE / sizeof(mf_cell))
-_Static_assert(sizeof(mf_cell) == MF_CELL_BYTES, "mf_shard_prefetch's cell size");
+/* The first tier: mf_cell (mf_shard.h), two to a cache line.  A pair's
+ * cells are the two of one line; a send to a pair found there touches that
+ * line and nothing else of the shard.  A cell once taken keeps its pair
+ * while the shard lives (so a pair whose line was full when it came is
+ * never in the cells later), and it is published to the reader by the
+ * release store of its first count. */
 
 /* The second tier, for pairs whose line of cells was full: uthash, with a
  * direct-mapped front cache of entry pointers before it. */
@@ -76,7 +68,7 @@ typedef struct mf_slab {
 } mf_slab;
 
 struct mf_shard {
-    /* Owner-written.  First: mf_shard_prefetch finds a cell at its offset
+    /* Owner-written.  First: mf_shard_line finds a cell at its offset
      * from the shard. */
     _Alignas(MF_CACHE_LINE) mf_cell cells[MF_CELLS];
     mf_entry *front[MF_FRONT_SLOTS];    /* direct-mapped cache of pair entries */
@@ -102,6 +94,8 @@ struct mf_shard {
     uint64_t seen_overflow;
     uint64_t seen_overflow_dead;
 };
+_Static_assert(offsetof(struct mf_shard, cells) == 0,
+               "mf_shard_line finds the cells at the shard's address");
 
 static inline unsigned mf_mix(const uint64_t *k)
 {
@@ -378,16 +372,15 @@ static int entry_known(mf_shard *sh, const uint64_t key[3])
  * new kind word the pair may not have (kinds_admit). */
 static int count_key(mf_shard *sh, const uint64_t key[3], uint64_t other)
 {
-    mf_cell *line = &sh->cells[mf_cell_first(key[0], mf_to_kind(key[1], key[2]))];
+    mf_cell *line = mf_shard_line(sh, key[0], key[1], key[2]);
+    if (mf_shard_count_hit(line, key[0], key[1], key[2]))
+        return 1;
+    /* not in the cells: a free cell on the key's line means the key is
+     * nowhere yet (cells fill in order, and are never freed) */
     for (unsigned i = 0; i < MF_CELLS_PER_LINE; i++) {
         mf_cell *c = &line[i];
-        uint64_t n = atomic_load_explicit(&c->count, memory_order_relaxed);
-        if (n == 0) /* a free cell on the key's line: the key is nowhere yet */
+        if (atomic_load_explicit(&c->count, memory_order_relaxed) == 0)
             return kinds_admit(sh, key, other) ? cell_take(sh, c, key) : -1;
-        if (same_key(c->key, key)) {
-            atomic_store_explicit(&c->count, n + 1, memory_order_relaxed);
-            return 1;
-        }
     }
     if (key[2] && key[2] != other && !entry_known(sh, key) && !kinds_admit(sh, key, other))
         return -1;

@@ -101,9 +101,17 @@ void mf_shard_free(mf_shard *sh);
 int mf_shard_count(mf_shard *sh, uint64_t from, uint64_t to, uint64_t kind, uint64_t other,
                    int dead);
 
-/* The cells (the first tier) as mf_shard_prefetch needs to know them. */
+/* The cells (the first tier), as mf_shard_line and mf_shard_count_hit
+ * read them: the shard's first member is its array of MF_CELLS cells. */
 #define MF_CELL_BITS 12  /* 4,096 cells per shard */
 #define MF_CELL_BYTES 32 /* key, count: two cells to a cache line */
+#define MF_CELLS (1u << MF_CELL_BITS) /* 128 KiB */
+typedef struct mf_cell {
+    uint64_t key[3];        /* from, to, kind word; written before publication */
+    _Atomic uint64_t count; /* messages; 0 while free; written by the owner only */
+} mf_cell;
+#define MF_CELLS_PER_LINE (MF_CACHE_LINE / sizeof(mf_cell))
+_Static_assert(sizeof(mf_cell) == MF_CELL_BYTES, "two cells to a line");
 
 /* The receiver word mixed with the kind word, for the hashes. */
 static inline uint64_t mf_to_kind(uint64_t to, uint64_t kind)
@@ -121,18 +129,45 @@ static inline unsigned mf_cell_first(uint64_t from, uint64_t to)
            ~(unsigned)(MF_CACHE_LINE / MF_CELL_BYTES - 1);
 }
 
-/* Starts loading the line of cells where (from, to) is counted, so that the
- * caller's other work overlaps the cache miss; mf_shard_count then finds it
- * there.  Reads nothing: `sh' may even be stale or freed (a prefetch never
- * faults), which lets the caller issue it before it has checked that the
- * shard is still its own.  Any thread. */
-static inline void mf_shard_prefetch(const mf_shard *sh, uint64_t from, uint64_t to,
-                                     uint64_t kind)
+/* The line of cells where key (from, to, kind) is counted in `sh': its
+ * first cell.  Computes an address and reads nothing, so `sh' may even be
+ * stale or freed: the caller may find the line (and prefetch it) before it
+ * has checked that the shard is still its own, and use it once it has.
+ * Any thread. */
+static inline mf_cell *mf_shard_line(mf_shard *sh, uint64_t from, uint64_t to, uint64_t kind)
 {
-    __builtin_prefetch((const void *)((uintptr_t)sh +
-                                      (uintptr_t)mf_cell_first(from, mf_to_kind(to, kind)) *
-                                                          MF_CELL_BYTES),
-                       1);
+    return (mf_cell *)sh + mf_cell_first(from, mf_to_kind(to, kind));
+}
+
+/* Starts loading a line of cells (mf_shard_line), so that the caller's
+ * other work overlaps the cache miss; mf_shard_count_hit then finds it
+ * there.  A prefetch never faults.  Any thread. */
+static inline void mf_shard_prefetch(const mf_cell *line)
+{
+    __builtin_prefetch(line, 1);
+}
+
+/* One message of key (from, to, kind) counted in place when the key sits
+ * in its line of cells, `line' = mf_shard_line(sh, from, to, kind) of the
+ * caller's own shard (the common case: a pair seen before, with room on
+ * its line): 1.  0 when it is not there, and nothing was counted: the
+ * caller then counts it with mf_shard_count.  Inline, so that a traced
+ * send whose pair is in the cells makes no call into the shard's code and
+ * finds its line once.  Owner thread only. */
+static inline int mf_shard_count_hit(mf_cell *line, uint64_t from, uint64_t to, uint64_t kind)
+{
+    for (unsigned i = 0; i < MF_CELLS_PER_LINE; i++) {
+        mf_cell *c = &line[i];
+        uint64_t n = atomic_load_explicit(&c->count, memory_order_relaxed);
+        if (n == 0)
+            return 0;
+        if (c->key[0] == from && c->key[1] == to && c->key[2] == kind) {
+            /* single writer: a plain load and store, no locked instruction */
+            atomic_store_explicit(&c->count, n + 1, memory_order_relaxed);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 /* Adds one message to the overflow tally without looking anything up.

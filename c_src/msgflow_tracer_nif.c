@@ -423,8 +423,9 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     mf_shard *sh = t->shard;
     ERL_NIF_TERM tag = 0; /* a reply's {Tag, _}, for its round trip */
     uint64_t kind = t->kinds ? mf_kind_word(L, env, argv[3], 0, &tag) : 0;
+    mf_cell *line = NULL; /* the pair's line in sh, if sh is still the thread's */
     if (sh)
-        mf_shard_prefetch(sh, (uint64_t)argv[2], (uint64_t)to, kind);
+        mf_shard_prefetch(line = mf_shard_line(sh, (uint64_t)argv[2], (uint64_t)to, kind));
     if (!mf_get_session(env, argv[1], &s))
         return atom_ok;
     if (mf_own_send(&s->own, L, env, argv[2], to))
@@ -434,8 +435,9 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     mf_slot *slot;
     if (t->stamp == stamp) {
         if (sh && mf_is_local_pid(argv[2]) && mf_is_local_pid(to)) {
-            mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, kind,
-                           kind ? mf_kind_other(kind) : 0, dead);
+            if (dead || !mf_shard_count_hit(line, (uint64_t)argv[2], (uint64_t)to, kind))
+                mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, kind,
+                               kind ? mf_kind_other(kind) : 0, dead);
             measure(L, env, s, t, argv[2], (uint64_t)to, argv[3]);
             if ((kind & MF_KIND_MASK) == MF_K_CALL)
                 note_call(L, env, s, t, argv[2], to, argv[3], kind);
