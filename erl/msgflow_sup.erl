@@ -15,6 +15,9 @@ start_link() ->
 
 -spec init([]) -> {ok, {supervisor:sup_flags(), [supervisor:child_spec()]}}.
 init([]) ->
+    %% where a legacy run's session is kept while it lasts: here, so that
+    %% a collector restarted after a crash finds it (msgflow_run)
+    ok = msgflow_run:legacy_table(),
     Collector = #{id => msgflow_collector,
                   start => {msgflow_collector, start_link, []},
                   restart => permanent,

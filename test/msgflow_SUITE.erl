@@ -12,7 +12,7 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
-         collector_killed/1, orphaned_session/1, session_owner_down/1, callbacks_direct/1, own_set_churn/1,
+         collector_killed/1, orphaned_session/1, persistent_terms_kept/1, session_owner_down/1, callbacks_direct/1, own_set_churn/1,
          layout_reads_on/1, max_pairs_overflow/1, max_memory_overflow/1, bad_options/1, export_csv/1, sampling/1,
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
@@ -45,7 +45,8 @@ all() ->
 groups() ->
     [{tracing, [],
       [exact_counts, receiver_kinds, duration_autostop, stop_leaves_no_flags,
-       collector_killed, orphaned_session, session_owner_down, callbacks_direct, own_set_churn,
+       collector_killed, orphaned_session, persistent_terms_kept, session_owner_down,
+       callbacks_direct, own_set_churn,
        layout_reads_on,
        max_pairs_overflow, max_memory_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
@@ -231,7 +232,7 @@ collector_killed(_Config) ->
     {tracer, {msgflow_tracer, Session}} = erlang:trace_info(Echo, tracer),
     ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Session, Echo)),
     %% what a restarted collector finds (see orphaned_session)
-    ?assertEqual(Session, persistent_term:get({msgflow_collector, running}, undefined)),
+    ?assertEqual(Session, msgflow_run:legacy_session()),
     Collector = whereis(msgflow_collector),
     MRef = monitor(process, Collector),
     exit(Collector, kill),
@@ -260,7 +261,7 @@ collector_killed(_Config) ->
     exit(Echo, kill).
 
 %% What a restarted collector finds of its predecessor's run: the session
-%% in the application environment.  It stops that session itself (whose
+%% in the supervisor's table (msgflow_run:legacy_table/0).  It stops that session itself (whose
 %% owner here stays alive, so no monitor can have done it) and clears the
 %% flags left with it.
 orphaned_session(_Config) ->
@@ -270,7 +271,7 @@ orphaned_session(_Config) ->
     Session = receive {session, S} -> S end,
     Flagged = spawn_link(fun sink/0),
     1 = erlang:trace(Flagged, true, [send, {tracer, msgflow_tracer, Session}]),
-    persistent_term:put({msgflow_collector, running}, Session),
+    true = ets:insert(msgflow_run_legacy, {session, Session}),
     Collector = whereis(msgflow_collector),
     MRef = monitor(process, Collector),
     exit(Collector, kill),
@@ -280,11 +281,39 @@ orphaned_session(_Config) ->
     ?assert(is_pid(New) andalso New =/= Collector),
     ?assertMatch(#{state := stopped}, msgflow_tracer:session_info(Session)),
     ?assertEqual({trace, 0}, process_info(Flagged, trace)),
-    ?assertEqual(undefined, persistent_term:get({msgflow_collector, running}, undefined)),
+    ?assertEqual(undefined, msgflow_run:legacy_session()),
     unlink(Owner),
     exit(Owner, kill),
     unlink(Flagged),
     exit(Flagged, kill).
+
+%% A run in legacy mode and the page, started and stopped, leave every
+%% persistent term as it was: erasing or replacing one that holds a boxed
+%% term makes every process on the node scan its heap for it (a literal
+%% area collection), which at every stop on a node of 100,000 processes
+%% is 100,000 heaps read.  (A run before this one made the terms msgflow
+%% keeps for the VM's life: they are written once, never changed.)
+persistent_terms_kept(_Config) ->
+    ok = msgflow:start(#{procs => [self()], trace_mode => legacy}),
+    {ok, _} = msgflow:web(#{port => 0}),
+    ok = msgflow_web:stop(),
+    ok = msgflow:stop(),
+    Before = lists:sort(persistent_term:get()),
+    ok = msgflow:start(#{procs => [self()], trace_mode => legacy}),
+    {ok, Url} = msgflow:web(#{port => 0}),
+    ?assertEqual(Url, msgflow_web:url()),
+    ?assertNotEqual(undefined, msgflow_run:legacy_session()),
+    ?assertEqual({[], []}, terms_changed(Before)),
+    ok = msgflow_web:stop(),
+    ?assertEqual(undefined, msgflow_web:url()),
+    ok = msgflow:stop(),
+    ?assertEqual(undefined, msgflow_run:legacy_session()),
+    ?assertEqual({[], []}, terms_changed(Before)).
+
+%% The persistent terms written and those gone since Before.
+terms_changed(Before) ->
+    After = lists:sort(persistent_term:get()),
+    {After -- Before, Before -- After}.
 
 %% A session whose owner dies turns itself off (its monitor on the owner):
 %% collector_down, and trace_status then answers remove.  The monitor fires
@@ -1087,11 +1116,11 @@ delete_while_tracing(_Config) ->
 %% time makes the NIF answer `busy': the collector skips that turn and
 %% lives on with what it had; its next snapshot counts again.
 snapshot_busy(_Config) ->
-    %% legacy mode: the NIF session is in a persistent term
+    %% legacy mode: the NIF session is in the supervisor's table
     ok = msgflow:start(#{procs => all, interval => 3600000, trace_mode => legacy}),
     Collector = whereis(msgflow_collector),
     Before = counted_burst(20),
-    Session = persistent_term:get({msgflow_collector, running}),
+    Session = msgflow_run:legacy_session(),
     Take = msgflow_tracer:snapshot_start(Session),
     ?assertEqual({error, busy}, try msgflow_tracer:snapshot(Session) catch error:E -> {error, E} end),
     Pairs = msgflow:pairs(),                   %% the collector's take is refused too
@@ -1636,9 +1665,9 @@ rotations() ->
 %% a rotation and a snapshot after another during 64,000 sends: each pair
 %% has its exact count.
 rotate_under_load(_Config) ->
-    %% legacy mode: the NIF session is in a persistent term
+    %% legacy mode: the NIF session is in the supervisor's table
     ok = msgflow:start(#{procs => new, interval => 3600000, trace_mode => legacy}),
-    Session = persistent_term:get({msgflow_collector, running}),
+    Session = msgflow_run:legacy_session(),
     Sinks = [spawn(fun sink/0) || _ <- lists:seq(1, 8)],
     Senders = [spawn(fun() ->
                              receive go -> ok end,
@@ -1883,7 +1912,7 @@ session_dies_with_collector(_Config) ->
             receive {'DOWN', MRef, process, Collector, killed} -> ok end,
             ?assertEqual([], sessions_after(W, 1000000)),
             ok = work(W, Sink, 10),              %% the node and the worker live on
-            ?assertEqual(undefined, persistent_term:get({msgflow_collector, running}, undefined)),
+            ?assertEqual(undefined, msgflow_run:legacy_session()),
             ok = msgflow:start(#{procs => [W]}),
             ok = work(W, Sink, 5),
             ok = msgflow:stop(),

@@ -275,8 +275,18 @@ own_pids() ->
     [P || P <- [whereis(msgflow_collector), whereis(msgflow_sup), whereis(msgflow_flow_keeper),
                 whereis(msgflow_cluster), whereis(msgflow_remote), whereis(msgflow_web),
                 whereis(msgflow_history)
-                | Masters ++ Handlers ++ persistent_term:get({msgflow_web, own}, [])],
+                | Masters ++ Handlers ++ web_own()],
           is_pid(P)].
+
+%% httpd's processes while msgflow's page is up: the web server keeps them
+%% in its table (msgflow_web), read here by name, not called.
+web_own() ->
+    try ets:lookup(msgflow_web_kept, own) of
+        [{own, Own}] -> Own;
+        [] -> []
+    catch
+        error:badarg -> []
+    end.
 
 %% @doc Makes Pids msgflow's own in the run's NIF session: a send from or
 %% to one of them is no longer counted (msgflow_tracer:own/3), and each

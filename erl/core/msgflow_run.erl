@@ -7,11 +7,17 @@
 
 -export([begin_run/1, trace/2, untrace/2, slice_off/1, slice_on/1, flags_off/1, close/1,
          session/1, mode/1, skipped/1, new_tracer/1, session_info/1, rotate/3,
-         clear_orphaned/0, own/2, own_sweep/1, nif_session/0, supported/1, reads_off/1]).
+         clear_orphaned/0, legacy_table/0, legacy_session/0, own/2, own_sweep/1, nif_session/0,
+         supported/1, reads_off/1]).
 -export_type([run/0]).
 
-%% the NIF session of a legacy run while it lasts (see clear_orphaned/0)
--define(RUNNING, {msgflow_collector, running}).
+%% the NIF session of a legacy run while it lasts (see clear_orphaned/0):
+%% a table msgflow's supervisor owns (legacy_table/0), so that it outlives
+%% the collector.  Not a persistent term: erasing one that holds a boxed
+%% term (the session's resource) makes every process on the node scan its
+%% heap for it (a literal area collection, a copy_literals request to each
+%% of 100,000 processes), at every stop.
+-define(RUNNING, msgflow_run_legacy).
 %% the NIF session of the run now, for msgflow's own processes to join
 %% it (nif_session/0): a named table of the collector's
 -define(CURRENT, msgflow_run_current).
@@ -147,7 +153,7 @@ set_flags(T, Targets, Mode, Session, Procs) ->
         {ok, Skipped} ->
             %% legacy flags outlive a crash of the collector: say where
             %% they are for the collector that is started next
-            _ = Mode =:= legacy andalso persistent_term:put(?RUNNING, Session),
+            _ = Mode =:= legacy andalso quietly(fun() -> ets:insert(?RUNNING, {session, Session}) end),
             publish(Session),
             {ok, #run{session = Session, tracing = T, mode = Mode, skipped = Skipped,
                       procs = Procs,
@@ -245,7 +251,7 @@ flags_off(Run = #run{tracing = T, session = S}) ->
 close(#run{session = Session}) ->
     Info = try msgflow_tracer:session_info(Session) catch error:_ -> #{} end,
     _ = quietly(fun() -> msgflow_tracer:session_stop(Session) end),
-    _ = persistent_term:erase(?RUNNING),
+    _ = quietly(fun() -> ets:delete(?RUNNING, session) end),
     _ = quietly(fun() -> ets:delete(?CURRENT, nif) end),
     Info.
 
@@ -338,8 +344,8 @@ max_entries(MaxPairs, Opts) ->
 
 %% @doc For a collector that starts: a collector that died while running
 %% in legacy mode left processes flagged for its session (the session is
-%% kept in a persistent term, ?RUNNING, while such a run lasts: not in
-%% the application environment, whose controller a collector stopping
+%% kept in the supervisor's table, ?RUNNING, while such a run lasts: not
+%% in the application environment, whose controller a collector stopping
 %% with the application would wait on; a trace session dies with the
 %% collector that held it).  Asking the VM for their tracer makes it ask
 %% the session's trace_status, which answers `remove' once the session
@@ -349,14 +355,36 @@ max_entries(MaxPairs, Opts) ->
 %% collector in between: so the session is stopped here first.
 -spec clear_orphaned() -> ok.
 clear_orphaned() ->
-    case persistent_term:get(?RUNNING, undefined) of
+    case legacy_session() of
         undefined ->
             ok;
         Session ->
             _ = quietly(fun() -> msgflow_tracer:session_stop(Session) end),
             _ = [erlang:trace_info(P, tracer) || P <- [new | processes() ++ erlang:ports()]],
-            _ = persistent_term:erase(?RUNNING),
+            _ = quietly(fun() -> ets:delete(?RUNNING, session) end),
             ok
+    end.
+
+%% @doc Makes the table that holds a legacy run's NIF session while it
+%% lasts (clear_orphaned/0), owned by the caller: msgflow's supervisor, in
+%% its init, so that the table outlives a collector that dies.  Public:
+%% the collector writes it.  Without it (the collector started by some
+%% other process) a legacy run works as well, and a collector that dies
+%% leaves its flags to the session's `remove' alone.
+-spec legacy_table() -> ok.
+legacy_table() ->
+    _ = ets:new(?RUNNING, [named_table, public, set]),
+    ok.
+
+%% @doc The NIF session of the legacy run under way (kept in the table
+%% legacy_table/0 made), or `undefined'.
+-spec legacy_session() -> term() | undefined.
+legacy_session() ->
+    try ets:lookup(?RUNNING, session) of
+        [{session, Session}] -> Session;
+        [] -> undefined
+    catch
+        error:badarg -> undefined
     end.
 
 %% F(), or `error' when it raises (the NIF's module deleted, a session gone).

@@ -29,6 +29,11 @@
 
 %% how long a computed document is served before the next is computed, ms
 -define(REFRESH_MS, 1000).
+%% The page's address and httpd's processes (msgflow's own: msgflow_flags
+%% reads them), in a table of the server's, gone with it.  Not persistent
+%% terms: erasing one that holds a boxed term makes every process on the
+%% node scan its heap (a literal area collection).
+-define(KEPT, msgflow_web_kept).
 %% a document is computed again at most every COST_SHARE times what it
 %% took (on a big node the page updates less often, and costs the node at
 %% most about a tenth of a scheduler)
@@ -74,8 +79,9 @@ stop() ->
 %% when the server is not running.
 -spec url() -> string() | undefined.
 url() ->
-    try persistent_term:get({?MODULE, url}) of
-        Url -> case whereis(?MODULE) of undefined -> undefined; _ -> Url end
+    try ets:lookup(?KEPT, url) of
+        [{url, Url}] -> Url;
+        [] -> undefined
     catch
         error:badarg -> undefined
     end.
@@ -116,10 +122,11 @@ init({Opts = #{port := Port, ip := Ip}, Source}) ->
                     %% left out of the run now and of one that starts
                     %% later (msgflow_flags:own_pids/0)
                     Own = tree(Httpd),
-                    persistent_term:put({?MODULE, own}, Own),
+                    _ = ets:new(?KEPT, [named_table, protected, set]),
+                    true = ets:insert(?KEPT, {own, Own}),
                     _ = msgflow_collector:own([self() | Own]),
                     Url = lists:flatten(io_lib:format("http://~s:~b/", [host(Ip), Real])),
-                    persistent_term:put({?MODULE, url}, Url),
+                    true = ets:insert(?KEPT, {url, Url}),
                     {ok, #{httpd => Httpd, source => Source, cache => #{}, pending => #{},
                            refresh => maps:get(refresh, Opts, ?REFRESH_MS)}};
                 {error, Reason} ->
@@ -222,8 +229,7 @@ handle_info(_, S) ->
 %% @private
 -spec terminate(term(), map()) -> ok.
 terminate(_, #{httpd := Httpd}) ->
-    persistent_term:erase({?MODULE, url}),
-    persistent_term:erase({?MODULE, own}),
+    _ = ets:delete(?KEPT),
     _ = inets:stop(stand_alone, Httpd),
     ok;
 terminate(_, _) ->
