@@ -24,7 +24,10 @@
 %%% garbage collections over 1 ms (long_gc) of the collector, of
 %%% msgflow's view processes, of the bench's process and of the
 %%% workload's (MSGFLOW_GC_DEBUG=1 prints each with where it ran;
-%%% MSGFLOW_LONG_DEBUG=1 each long_schedule of the last part), and
+%%% MSGFLOW_LONG_DEBUG=1 each long_schedule and long_gc of the last
+%%% part, stamped with the OS's monotonic clock in ns, so that they line
+%%% up with `perf record -k CLOCK_MONOTONIC -e sched:sched_switch -a':
+%%% whether the thread was on a core for the slice, or waited for one), and
 %%% memory per distinct pair.  Prints a table beside issue 37's targets
 %%% and main's figures before it (before/0); judges nothing.  Then the
 %%% merge of a million new pairs alone and beside a reader of every pair,
@@ -249,8 +252,13 @@ merge(Load, Beside) ->
     ok = msgflow:start(#{max_memory => 2 bsl 30, interval => Interval}),
     Busy = atomics:new(1, []),
     Self = self(),
-    M = spawn(fun() -> long_events(Self, #{}) end),
-    erlang:system_monitor(M, [{long_schedule, 1}]),
+    Debug = os:getenv("MSGFLOW_LONG_DEBUG") =/= false,
+    M = spawn(fun() ->
+                      %% the events' times read as they come (below)
+                      _ = Debug andalso process_flag(priority, max),
+                      long_events(Self, #{})
+              end),
+    erlang:system_monitor(M, [{long_schedule, 1} | [{long_gc, 1} || Debug]]),
     Others = case Beside of
                  none -> [];
                  scan -> [spawn(fun scan/0)];
@@ -341,9 +349,19 @@ long_events(Bench, Acc) ->
                     #{P := W0} -> W0;
                     _ -> case msgflow_code(Info) of true -> views; false -> other end
                 end,
+            %% (with the OS's monotonic clock, ns, as the event came: to
+            %% line it up with `perf record -k CLOCK_MONOTONIC')
             os:getenv("MSGFLOW_LONG_DEBUG") =/= false andalso
-                io:format(standard_error, "long ~p ~p~n", [W, Info]),
+                io:format(standard_error, "long ~p ~b ~p~n",
+                          [W, proplists:get_value(time, erlang:system_info(
+                                                          os_monotonic_time_source)), Info]),
             long_events(Bench, maps:update_with(W, fun(N) -> N + 1 end, 1, Acc));
+        {monitor, P, long_gc, Info} ->
+            io:format(standard_error, "gc ~p ~b ~p~n",
+                      [case whereis(msgflow_collector) of P -> collector; _ -> other end,
+                       proplists:get_value(time, erlang:system_info(os_monotonic_time_source)),
+                       Info]),
+            long_events(Bench, Acc);
         {monitor, _, _, _} -> long_events(Bench, Acc);
         {done, Bench} -> Bench ! {long, Acc}
     end.
