@@ -278,8 +278,9 @@ own_pids() ->
                 | Masters ++ Handlers ++ web_own()],
           is_pid(P)].
 
-%% httpd's processes while msgflow's page is up: the web server keeps them
-%% in its table (msgflow_web), read here by name, not called.
+%% httpd's processes while msgflow's page is up: the web server
+%% (msgflow_web) keeps them in its table msgflow_web_kept, read here by
+%% name: the core calls nothing of the web layer.
 web_own() ->
     try ets:lookup(msgflow_web_kept, own) of
         [{own, Own}] -> Own;

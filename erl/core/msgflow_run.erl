@@ -149,11 +149,12 @@ begin_tracing(Targets, Mode, Session, Procs) ->
     end.
 
 set_flags(T, Targets, Mode, Session, Procs) ->
+    %% legacy flags outlive a crash of the collector: say where they are
+    %% for the collector that is started next, before the first is set (a
+    %% crash while they are set on 100,000 processes leaves some)
+    _ = Mode =:= legacy andalso quietly(fun() -> ets:insert(?RUNNING, {session, Session}) end),
     try msgflow_flags:on(T, Targets) of
         {ok, Skipped} ->
-            %% legacy flags outlive a crash of the collector: say where
-            %% they are for the collector that is started next
-            _ = Mode =:= legacy andalso quietly(fun() -> ets:insert(?RUNNING, {session, Session}) end),
             publish(Session),
             {ok, #run{session = Session, tracing = T, mode = Mode, skipped = Skipped,
                       procs = Procs,
@@ -163,6 +164,7 @@ set_flags(T, Targets, Mode, Session, Procs) ->
             msgflow_tracer:session_stop(Session),
             msgflow_flags:off(T, Targets),
             msgflow_flags:end_tracing(T),
+            _ = quietly(fun() -> ets:delete(?RUNNING, session) end),
             {error, {trace_failed, Reason}}
     end.
 
@@ -368,9 +370,12 @@ clear_orphaned() ->
 %% @doc Makes the table that holds a legacy run's NIF session while it
 %% lasts (clear_orphaned/0), owned by the caller: msgflow's supervisor, in
 %% its init, so that the table outlives a collector that dies.  Public:
-%% the collector writes it.  Without it (the collector started by some
-%% other process) a legacy run works as well, and a collector that dies
-%% leaves its flags to the session's `remove' alone.
+%% the collector writes it (nothing else does).  It goes with the
+%% supervisor: when the supervisor gives up (more than 10 collector
+%% restarts in 10 s) and the application is started again, the flags a
+%% dead collector left answer the session's `remove' alone, the next time
+%% the VM asks (trace_status), as they do without the table (a collector
+%% started by some other process).
 -spec legacy_table() -> ok.
 legacy_table() ->
     _ = ets:new(?RUNNING, [named_table, public, set]),
@@ -378,7 +383,7 @@ legacy_table() ->
 
 %% @doc The NIF session of the legacy run under way (kept in the table
 %% legacy_table/0 made), or `undefined'.
--spec legacy_session() -> term() | undefined.
+-spec legacy_session() -> msgflow_tracer:session() | undefined.
 legacy_session() ->
     try ets:lookup(?RUNNING, session) of
         [{session, Session}] -> Session;

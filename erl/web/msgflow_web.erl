@@ -229,7 +229,8 @@ handle_info(_, S) ->
 %% @private
 -spec terminate(term(), map()) -> ok.
 terminate(_, #{httpd := Httpd}) ->
-    _ = ets:delete(?KEPT),
+    %% (the table goes with this process, once httpd is down: msgflow
+    %% leaves httpd's processes out until then)
     _ = inets:stop(stand_alone, Httpd),
     ok;
 terminate(_, _) ->

@@ -392,8 +392,8 @@ exact_text(L) ->
 %% the sends cost; the drain is the collector's merge of what they
 %% counted, which a running node pays once a window).
 summary(Workloads, Results) ->
-    io:format("~nmsgflow's added cost against the others, in CPU ns per send (drain "
-              "included; medians, and fastest runs):~n"),
+    io:format("~nmsgflow's added cost against the others, in CPU ns per send (medians with "
+              "the drain, fastest runs, and medians without the drain):~n"),
     [begin
          Cost = fun(S) -> med(cpu, maps:get({W, S}, Results)) -
                               med(cpu, maps:get({W, untraced}, Results)) end,

@@ -255,7 +255,7 @@ merge(Load, Beside) ->
     Debug = os:getenv("MSGFLOW_LONG_DEBUG") =/= false,
     M = spawn(fun() ->
                       %% the events' times read as they come (below)
-                      _ = Debug andalso process_flag(priority, max),
+                      _ = Debug andalso process_flag(priority, high),
                       long_events(Self, #{})
               end),
     erlang:system_monitor(M, [{long_schedule, 1} | [{long_gc, 1} || Debug]]),
@@ -341,6 +341,7 @@ scan() ->
 long_events(Bench, Acc) ->
     receive
         {monitor, P, long_schedule, Info} when is_pid(P) ->
+            At = os_now(),
             %% read as the event comes: the plain process is registered
             %% after this one starts
             Whose = #{whereis(msgflow_collector) => collector,
@@ -349,22 +350,26 @@ long_events(Bench, Acc) ->
                     #{P := W0} -> W0;
                     _ -> case msgflow_code(Info) of true -> views; false -> other end
                 end,
-            %% (with the OS's monotonic clock, ns, as the event came: to
-            %% line it up with `perf record -k CLOCK_MONOTONIC')
+            %% (with the OS's monotonic clock as the event came: to line
+            %% it up with `perf record -k CLOCK_MONOTONIC')
             os:getenv("MSGFLOW_LONG_DEBUG") =/= false andalso
-                io:format(standard_error, "long ~p ~b ~p~n",
-                          [W, proplists:get_value(time, erlang:system_info(
-                                                          os_monotonic_time_source)), Info]),
+                io:format(standard_error, "long ~p ~b ~p~n", [W, At, Info]),
             long_events(Bench, maps:update_with(W, fun(N) -> N + 1 end, 1, Acc));
         {monitor, P, long_gc, Info} ->
+            At = os_now(),
             io:format(standard_error, "gc ~p ~b ~p~n",
-                      [case whereis(msgflow_collector) of P -> collector; _ -> other end,
-                       proplists:get_value(time, erlang:system_info(os_monotonic_time_source)),
-                       Info]),
+                      [case whereis(msgflow_collector) of P -> collector; _ -> other end, At, Info]),
             long_events(Bench, Acc);
         {monitor, _, _, _} -> long_events(Bench, Acc);
         {done, Bench} -> Bench ! {long, Acc}
     end.
+
+%% The OS's monotonic clock now, ns (the VM's native unit, which is ns
+%% on Linux, converted).
+os_now() ->
+    erlang:convert_time_unit(proplists:get_value(time, erlang:system_info(
+                                                          os_monotonic_time_source)),
+                             native, nanosecond).
 
 msgflow_code(Info) ->
     lists:any(fun({M, _, _}) ->
