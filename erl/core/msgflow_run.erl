@@ -270,7 +270,12 @@ publish(Session) ->
 %% (msgflow_flags:untrace_self/0).  Any process.
 -spec nif_session() -> msgflow_tracer:session() | undefined.
 nif_session() ->
-    try ets:lookup(?CURRENT, nif) of
+    session_in(?CURRENT, nif).
+
+%% The session under Key in named table Tab, `undefined' when there is
+%% none or no such table.
+session_in(Tab, Key) ->
+    try ets:lookup(Tab, Key) of
         [{_, S}] -> S;
         [] -> undefined
     catch
@@ -385,12 +390,7 @@ legacy_table() ->
 %% legacy_table/0 made), or `undefined'.
 -spec legacy_session() -> msgflow_tracer:session() | undefined.
 legacy_session() ->
-    try ets:lookup(?RUNNING, session) of
-        [{session, Session}] -> Session;
-        [] -> undefined
-    catch
-        error:badarg -> undefined
-    end.
+    session_in(?RUNNING, session).
 
 %% F(), or `error' when it raises (the NIF's module deleted, a session gone).
 quietly(F) ->
