@@ -12,10 +12,13 @@
  * first load found.  The checks find the same layout on one
  * VM, so an upgrade publishes nothing new; should one ever find another,
  * every read goes through enif from then on (layout_off), which is right
- * on any VM.
+ * on any VM.  The resource check opens a resource type of its own
+ * (mf_layout_probe, no destructor) and makes two resources of it at each
+ * load, released before the load returns.
  */
 #include "mf_layout.h"
 
+#include <stddef.h>
 #include <string.h>
 
 /* every read off: what callbacks read before the first load */
@@ -287,6 +290,112 @@ static void records_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t 
     L->record_tag = tag;
 }
 
+/* Whether a term of magic reference shape passes mf_get_resource's first
+ * test (header and marker) under L. */
+static int magic_shaped(const mf_layout_t *L, ERL_NIF_TERM t)
+{
+    if (((uint64_t)t & 0x3) != 0x2)
+        return 0;
+    const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
+    return ref[0] == L->magic_ref_header && (uint32_t)ref[1] != MF_REF_MARKER;
+}
+
+/* Whether mf_get_resource may read a resource's term itself.  Two
+ * resources of a type opened for the check (8 and 200 bytes; the second
+ * kept once more, so that the two binaries' reference counts differ) must
+ * have one header word and a binary's address after it, where
+ * enif_get_resource finds them: the type's pointer at one offset of both
+ * binaries, the object at one offset after it, and before the type, the
+ * binary's size (the two differ by 192 bytes) followed by a word the two
+ * share, the VM's destructor for resources.  References that are no
+ * resource (the load info's plain references and aliases, one made here)
+ * must fail the shape test, and the inline read must answer as
+ * enif_get_resource does for all of them.  64-bit little-endian only (the
+ * marker's place).  Sets L->magic_ref_header and the offsets; load and
+ * upgrade only (it opens a resource type). */
+static void resource_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L)
+{
+    const ERL_NIF_TERM *el, *pair;
+    int arity;
+    ERL_NIF_TERM head, list;
+    L->magic_ref_header = 0;
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    return;
+#endif
+    if (sizeof(ERL_NIF_TERM) != 8 || sizeof(void *) != 8 ||
+        !enif_get_tuple(env, info, &arity, &el) || arity != 3)
+        return;
+    ErlNifResourceType *rt = enif_open_resource_type(
+        env, NULL, "mf_layout_probe", NULL, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER, NULL);
+    if (!rt)
+        return;
+    void *obj[2] = {enif_alloc_resource(rt, 8), enif_alloc_resource(rt, 200)};
+    if (!obj[0] || !obj[1]) {
+        if (obj[0])
+            enif_release_resource(obj[0]);
+        if (obj[1])
+            enif_release_resource(obj[1]);
+        return;
+    }
+    enif_keep_resource(obj[1]);
+    ERL_NIF_TERM term[2] = {enif_make_resource(env, obj[0]), enif_make_resource(env, obj[1])};
+    const char *bin[2] = {NULL, NULL};
+    mf_layout_t c = *L;
+    int ok = 1;
+    for (int i = 0; i < 2 && ok; i++) {
+        const uint64_t *ref = (const uint64_t *)((uint64_t)term[i] - 0x2);
+        ok = ((uint64_t)term[i] & 0x3) == 0x2 && (uint32_t)ref[1] != MF_REF_MARKER &&
+             (!c.magic_ref_header || ref[0] == c.magic_ref_header) && ref[1] != 0;
+        c.magic_ref_header = ref[0];
+        bin[i] = (const char *)ref[1];
+    }
+    /* the type's pointer, then the object after it */
+    unsigned at;
+    for (at = 0; ok && at < 128; at += 8)
+        if (*(ErlNifResourceType *const *)(bin[0] + at) == rt &&
+            *(ErlNifResourceType *const *)(bin[1] + at) == rt)
+            break;
+    ok = ok && at < 128;
+    c.type_at = at;
+    if (ok) {
+        ptrdiff_t d0 = (const char *)obj[0] - bin[0], d1 = (const char *)obj[1] - bin[1];
+        ok = d0 == d1 && d0 > (ptrdiff_t)at && d0 - (ptrdiff_t)at <= 64;
+        c.data_at = (unsigned)d0;
+    }
+    /* the size, then the destructor, before the type: the first word
+     * whose values differ by the sizes' difference and whose next word
+     * the two share (OTP 27 has a size in the binary's header too,
+     * followed by the reference count, which differs) */
+    unsigned size_at;
+    for (size_at = 0; ok && size_at + 8 < at; size_at += 8) {
+        const uint64_t *w0 = (const uint64_t *)(bin[0] + size_at),
+                       *w1 = (const uint64_t *)(bin[1] + size_at);
+        if (w1[0] - w0[0] == 192 && w1[1] == w0[1] && w0[1] != 0)
+            break;
+    }
+    ok = ok && size_at + 8 < at;
+    c.destructor_at = size_at + 8;
+    c.resource_destructor = ok ? *(const uint64_t *)(bin[0] + c.destructor_at) : 0;
+    /* what the inline read answers, against enif_get_resource */
+    for (int i = 0; i < 2 && ok; i++) {
+        void *got = NULL, *want = NULL;
+        ok = mf_get_resource(&c, env, term[i], rt, &got) && got == obj[i] &&
+             enif_get_resource(env, term[i], rt, &want) && want == got &&
+             !mf_get_resource(&c, env, term[i], NULL, &got);
+    }
+    /* no other reference passes for one */
+    for (list = el[1]; ok && enif_get_list_cell(env, list, &head, &list);)
+        ok = !magic_shaped(&c, head);
+    for (list = el[0]; ok && enif_get_list_cell(env, list, &head, &list);)
+        ok = enif_get_tuple(env, head, &arity, &pair) && arity == 2 && !magic_shaped(&c, pair[0]);
+    ok = ok && !magic_shaped(&c, enif_make_ref(env));
+    enif_release_resource(obj[0]);
+    enif_release_resource(obj[1]);
+    enif_release_resource(obj[1]);
+    if (ok)
+        *L = c;
+}
+
 /* MSGFLOW_TERM_READS=off in the environment: every read through enif, as
  * on a VM whose layout the checks refuse (for tests and benches of that
  * path). */
@@ -317,11 +426,16 @@ int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
     ref_layout_check(env, load_info, &found);
     terms_layout_check(env, &found);
     records_layout_check(env, load_info, &found);
+    resource_layout_check(env, load_info, &found);
     const mf_layout_t *cur = mf_layout_get();
     int same = cur->flatmap_header == found.flatmap_header &&
                cur->pidref_header == found.pidref_header && cur->ref_header == found.ref_header &&
                cur->fast_terms == found.fast_terms && cur->types == found.types &&
-               cur->record_tag == found.record_tag;
+               cur->record_tag == found.record_tag &&
+               cur->magic_ref_header == found.magic_ref_header &&
+               cur->resource_destructor == found.resource_destructor &&
+               cur->destructor_at == found.destructor_at && cur->type_at == found.type_at &&
+               cur->data_at == found.data_at;
     if (same)
         return 1; /* an upgrade on this VM */
     if (found_published) {
@@ -338,6 +452,11 @@ int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
 int mf_layout_fast_terms(void)
 {
     return mf_layout_get()->fast_terms != 0;
+}
+
+int mf_layout_fast_resources(void)
+{
+    return mf_layout_get()->magic_ref_header != 0;
 }
 
 int mf_layout_plain_refs(void)

@@ -95,7 +95,24 @@ typedef struct {
      * records made at load all have them and no other boxed term does; 0
      * when records cannot be told by their words */
     uint64_t record_tag;
+    /* A NIF resource's term, read as enif_get_resource reads it: a magic
+     * reference (its header `magic_ref_header', and in its first word
+     * after the header no ordinary reference's marker, MF_REF_MARKER)
+     * points to its magic binary; that binary is a NIF resource when the
+     * word `destructor_at' bytes into it is the VM's resource destructor
+     * (`resource_destructor'); its type is the pointer `type_at' bytes in,
+     * its object `data_at' bytes in.  All checked at load against
+     * resources made there (mf_layout.c); magic_ref_header 0: ask
+     * enif_get_resource */
+    uint64_t magic_ref_header;
+    uint64_t resource_destructor;
+    unsigned destructor_at, type_at, data_at;
 } mf_layout_t;
+
+/* The low half of the first word after an ordinary reference's header,
+ * on 64-bit little-endian (the VM's ERTS_ORDINARY_REF_MARKER): a magic
+ * reference has the same header and its binary's address there. */
+#define MF_REF_MARKER 0xFFFFFFFFu
 
 enum { MF_TYPES_UNKNOWN = 0, MF_TYPES_CLASSIC = 1, MF_TYPES_RECORDS = 2 };
 
@@ -243,6 +260,30 @@ static inline int mf_alias_id(const mf_layout_t *L, ERL_NIF_TERM t, uint64_t *id
     return ref != NULL;
 }
 
+/* enif_get_resource, inline where the layout was checked at load: the
+ * object of resource type `type' behind term t (*obj), 1; 0 for a term
+ * that is no resource of that type.  Read so, a callback's tracer state
+ * costs no call into the VM (the VM asks trace_status on every schedule-in
+ * of a traced process, and trace_send on every send).  A magic reference
+ * whose binary is no NIF resource, or a resource of another type, answers
+ * 0 as enif_get_resource does; any other term goes to it.  Any thread. */
+static inline int mf_get_resource(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t,
+                                  ErlNifResourceType *type, void **obj)
+{
+    if (L->magic_ref_header && ((uint64_t)t & 0x3) == 0x2) {
+        const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
+        if (ref[0] == L->magic_ref_header && (uint32_t)ref[1] != MF_REF_MARKER) {
+            const char *bin = (const char *)ref[1];
+            if (*(const uint64_t *)(bin + L->destructor_at) != L->resource_destructor ||
+                *(ErlNifResourceType *const *)(bin + L->type_at) != type)
+                return 0;
+            *obj = (void *)(bin + L->data_at);
+            return 1;
+        }
+    }
+    return enif_get_resource(env, t, type, obj);
+}
+
 /* enif_is_atom, inline: an atom is an immediate whose low six bits are
  * 0x0B.  Any thread. */
 static inline int mf_is_atom(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t)
@@ -296,6 +337,9 @@ int mf_layout_plain_refs(void);
 
 /* 1 when mf_is_atom and mf_get_tuple read terms themselves.  Any thread. */
 int mf_layout_fast_terms(void);
+
+/* 1 when mf_get_resource reads a resource's term itself.  Any thread. */
+int mf_layout_fast_resources(void);
 
 /* What native records are on this VM: atom_none (it has none: before OTP
  * 29), atom_read (told by their words, checked at load) or atom_unread

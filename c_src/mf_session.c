@@ -216,7 +216,7 @@ ERL_NIF_TERM mf_nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
 {
     (void)argc;
     mf_session *s;
-    if (!mf_get_session(env, argv[0], &s))
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
         return enif_make_badarg(env);
     atomic_store(&s->state, MF_STOPPED);
     if (s->monitored) {
@@ -232,7 +232,7 @@ ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
 {
     (void)argc;
     mf_session *s;
-    if (!mf_get_session(env, argv[0], &s))
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
         return enif_make_badarg(env);
     atomic_store(&s->stamp, atomic_fetch_add(&mf_next_stamp, 1));
     atomic_fetch_add(&s->rotations, 1);
@@ -247,7 +247,7 @@ ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
 {
     (void)argc;
     mf_session *s;
-    if (!mf_get_session(env, argv[0], &s))
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
         return enif_make_badarg(env);
     uint64_t bytes = sizeof(*s), entries = 0, shards = 0, retired = 0, freed;
     unsigned n = atomic_load_explicit(&s->nslots, memory_order_relaxed);
@@ -298,7 +298,7 @@ ERL_NIF_TERM mf_nif_proc_events_take(ErlNifEnv *env, int argc, const ERL_NIF_TER
 {
     (void)argc;
     mf_session *s;
-    if (!mf_get_session(env, argv[0], &s))
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
         return enif_make_badarg(env);
     return mf_proc_events_take(env, &s->proc_events);
 }
@@ -316,7 +316,7 @@ ERL_NIF_TERM mf_nif_calls_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     mf_session *s;
     unsigned sample;
     ErlNifUInt64 timeout_ms;
-    if (!mf_get_session(env, argv[0], &s) || s->type != MF_SESSION_SEND ||
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s) || s->type != MF_SESSION_SEND ||
         !enif_get_uint(env, argv[1], &sample) || sample == 0 || sample > (1u << 30) ||
         !enif_get_uint64(env, argv[2], &timeout_ms) || timeout_ms > (1ULL << 40))
         return enif_make_badarg(env);
@@ -345,7 +345,7 @@ ERL_NIF_TERM mf_nif_calls_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 {
     (void)argc;
     mf_session *s;
-    if (!mf_get_session(env, argv[0], &s))
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
         return enif_make_badarg(env);
     mf_calls *c = atomic_load(&s->calls);
     ERL_NIF_TERM list = enif_make_list(env, 0), figures;
@@ -388,7 +388,7 @@ ERL_NIF_TERM mf_nif_sizes_config(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     unsigned sample, v[11];
     const ERL_NIF_TERM *e;
     int n;
-    if (!mf_get_session(env, argv[0], &s) || s->type != MF_SESSION_SEND ||
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s) || s->type != MF_SESSION_SEND ||
         !enif_get_uint(env, argv[1], &sample) || sample == 0 || sample > (1u << 30) ||
         !enif_get_tuple(env, argv[2], &n, &e) || n != 11)
         return enif_make_badarg(env);
@@ -436,7 +436,7 @@ ERL_NIF_TERM mf_nif_sizes_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 {
     (void)argc;
     mf_session *s;
-    if (!mf_get_session(env, argv[0], &s))
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
         return enif_make_badarg(env);
     mf_sizes *z = atomic_load(&s->sizes);
     ERL_NIF_TERM list = enif_make_list(env, 0);
@@ -460,7 +460,7 @@ ERL_NIF_TERM mf_nif_sizes_take_some(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     (void)argc;
     mf_session *s;
     unsigned max;
-    if (!mf_get_session(env, argv[0], &s) || !enif_get_uint(env, argv[1], &max) || max < 1 ||
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s) || !enif_get_uint(env, argv[1], &max) || max < 1 ||
         max > 65536)
         return enif_make_badarg(env);
     mf_sizes *z = atomic_load(&s->sizes);
@@ -503,7 +503,7 @@ ERL_NIF_TERM mf_nif_own(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     (void)argc;
     mf_session *s;
     ErlNifPid pid;
-    if (!mf_get_session(env, argv[0], &s))
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
         return enif_make_badarg(env);
     if (argv[1] == atom_list) {
         uint64_t words[MF_OWN_MAX];

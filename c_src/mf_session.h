@@ -57,6 +57,7 @@
 #include "mf_calls.h"
 #include "mf_size.h"
 #include "mf_gen.h"
+#include "mf_layout.h"
 #include "mf_own.h"
 #include "mf_shard.h"
 #include "mf_watch.h"
@@ -120,10 +121,13 @@ struct mf_session {
 
 extern ErlNifResourceType *mf_session_rt MF_HIDDEN;
 
-/* Any thread: the session behind a tracer state, without a reference. */
-static inline int mf_get_session(ErlNifEnv *env, ERL_NIF_TERM t, mf_session **s)
+/* Any thread: the session behind a tracer state, without a reference,
+ * read with layout L (mf_get_resource: a callback passes the one it
+ * loaded; other NIFs mf_layout_get()). */
+static inline int mf_get_session(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM t,
+                                 mf_session **s)
 {
-    return enif_get_resource(env, t, mf_session_rt, (void **)s);
+    return mf_get_resource(L, env, t, mf_session_rt, (void **)s);
 }
 
 /* Load and upgrade: opens (or takes over) the session resource type. */

@@ -282,7 +282,7 @@ ERL_NIF_TERM mf_nif_snapshot_start(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     (void)argc;
     mf_session *s;
     ERL_NIF_TERM err;
-    if (!mf_get_session(env, argv[0], &s))
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
         return enif_make_badarg(env);
     mf_take *t = take_new(env, s, &err);
     if (!t)

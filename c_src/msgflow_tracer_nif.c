@@ -183,15 +183,18 @@ static ERL_NIF_TERM nif_enabled(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
      * read (the session of a deleted and purged instance of the module)
      * or a stopped session is removed there, and discarded elsewhere. */
     ERL_NIF_TERM answer;
-    if (!mf_args_are_terms(argc, argv))
+    (void)argc;
+    /* the state is the one argument read (the tracee never is) */
+    if (!mf_is_term(argv[1]))
         return argv[0] == atom_trace_status ? atom_remove : atom_discard;
+    const mf_layout_t *L = mf_layout_get();
     if (argv[0] == atom_trace_status) {
-        if (mf_get_session(env, argv[1], &s))
+        if (mf_get_session(L, env, argv[1], &s))
             return active(s) ? atom_trace : atom_remove;
         /* a call entry's meta pattern (follow_calls) */
         return mf_entry_status(env, argv[1], &answer) ? answer : atom_remove;
     }
-    if (!mf_get_session(env, argv[1], &s))
+    if (!mf_get_session(L, env, argv[1], &s))
         /* a call entry's meta pattern asks here: see nif_enabled_call */
         return argv[0] == atom_call && mf_entry_call(env, argv[1], &answer) ? answer
                                                                            : atom_discard;
@@ -426,7 +429,7 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     mf_cell *line = NULL; /* the pair's line in sh, if sh is still the thread's */
     if (sh)
         mf_shard_prefetch(line = mf_shard_line(sh, (uint64_t)argv[2], (uint64_t)to, kind));
-    if (!mf_get_session(env, argv[1], &s))
+    if (!mf_get_session(L, env, argv[1], &s))
         return atom_ok;
     if (mf_own_send(&s->own, L, env, argv[2], to))
         return atom_ok; /* msgflow's own: counted as left out */
@@ -466,7 +469,8 @@ static ERL_NIF_TERM nif_enabled_procs(ErlNifEnv *env, int argc, const ERL_NIF_TE
 {
     mf_session *s;
     /* never `remove' (see nif_enabled): trace_status goes to enabled/3 */
-    if (!mf_args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s) || !active(s))
+    if (!mf_args_are_terms(argc, argv) || !mf_get_session(mf_layout_get(), env, argv[1], &s) ||
+        !active(s))
         return atom_discard;
     return argv[0] == atom_spawn || argv[0] == atom_spawned || argv[0] == atom_register
                ? atom_trace
@@ -482,7 +486,7 @@ static ERL_NIF_TERM nif_trace_procs(ErlNifEnv *env, int argc, const ERL_NIF_TERM
 {
     mf_session *s;
     ERL_NIF_TERM mfa;
-    if (!mf_args_are_terms(argc, argv) || !mf_get_session(env, argv[1], &s))
+    if (!mf_args_are_terms(argc, argv) || !mf_get_session(mf_layout_get(), env, argv[1], &s))
         return atom_ok;
     if (argv[0] == atom_spawn && atomic_load_explicit(&s->own.live, memory_order_relaxed) &&
         mf_is_local_pid(argv[2]) && mf_is_local_pid(argv[3]) &&
@@ -512,7 +516,8 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     mf_session *s;
     const ERL_NIF_TERM *ev, *serial;
     int arity, sarity;
-    if (!mf_args_are_terms(5, argv) || !mf_get_session(env, argv[1], &s) ||
+    const mf_layout_t *L = mf_layout_get();
+    if (!mf_args_are_terms(5, argv) || !mf_get_session(L, env, argv[1], &s) ||
         s->type != MF_SESSION_FLOW || !active(s) ||
         !enif_get_tuple(env, argv[3], &arity, &ev) || arity != 5 || ev[0] != atom_send ||
         !enif_get_tuple(env, ev[1], &sarity, &serial) || sarity != 2)
@@ -520,7 +525,6 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
     mf_tls_cache *c = &mf_tls_all[MF_SESSION_FLOW];
     mf_slot *slot = c->session_id == s->id && c->stamp == stamp ? c->slot : find_slot(s, stamp);
-    const mf_layout_t *L = mf_layout_get();
     if (slot) {
         ERL_NIF_TERM key = enif_make_tuple2(env, argv[2], ev[2]);
         if (!slot->lock) {
@@ -559,6 +563,7 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
  *                 jemalloc_build => static | system, fast_extra => boolean(),
  *                 alias_owner => boolean(), fast_terms => boolean(),
  *                 plain_refs => boolean(), native_records => none | read | unread,
+ *                 fast_resources => boolean(),
  *                 jemalloc_allocated => bytes, jemalloc_resident => bytes} */
 static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -574,7 +579,7 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     ERL_NIF_TERM keys[] = {atom_allocator,      atom_jemalloc_error,     atom_jemalloc_build,
                            atom_fast_extra,     atom_jemalloc_allocated, atom_jemalloc_resident,
                            atom_alias_owner,    atom_fast_terms,         atom_plain_refs,
-                           atom_native_records};
+                           atom_native_records, atom_fast_resources};
     ERL_NIF_TERM vals[] = {
         je ? atom_jemalloc : atom_enif, why,
         strcmp(mf_alloc_jemalloc_build(), "static") == 0 ? atom_static : atom_system,
@@ -584,7 +589,8 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         mf_layout_alias_owner() ? atom_true : atom_false,
         mf_layout_fast_terms() ? atom_true : atom_false,
         mf_layout_plain_refs() ? atom_true : atom_false,
-        mf_layout_native_records()};
+        mf_layout_native_records(),
+        mf_layout_fast_resources() ? atom_true : atom_false};
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, vals, sizeof(keys) / sizeof(keys[0]), &map);
     return map;

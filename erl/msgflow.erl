@@ -135,7 +135,7 @@ start() ->
 %% Where the tracer's load checks refused this VM's term layout, counting
 %% goes on through the API and a warning at start says what that costs
 %% (see info/0's `fast_extra', `alias_owner', `plain_refs', `fast_terms',
-%% `native_records').
+%% `fast_resources', `native_records').
 %% Starting clears the data of the previous run.
 -spec start(map() | [{atom(), term()}]) -> ok | error().
 start(Opts) ->
@@ -303,7 +303,7 @@ print(Name, Opts) ->
 %% `trace_mode', `started_at' and `stopped_at' (ms, system time), what
 %% other tools hold (`skipped', `new_tracer'), and the term reads checked
 %% at load (`fast_extra', `alias_owner', `plain_refs', `fast_terms',
-%% `native_records'; guides/production.md, Compatibility), and with
+%% `fast_resources', `native_records'; guides/production.md, Compatibility), and with
 %% start/1's `history' the history kept: `#{dir, status => on | closed |
 %% stopped, bytes, budget, segments, oldest (ms), windows_written,
 %% windows_dropped, writer_ms}', and when it stopped `reason' and

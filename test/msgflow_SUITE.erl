@@ -371,10 +371,30 @@ callbacks_direct(_Config) ->
     ?assertEqual(remove, msgflow_tracer:enabled(trace_status, Session, Self)),
     ?assertEqual(discard, msgflow_tracer:enabled(send, Session, Self)),
     ?assertEqual(discard, msgflow_tracer:enabled_procs(spawn, Session, Self)),
-    %% a tracer state that is no session: removed on trace_status only
-    ?assertEqual(remove, msgflow_tracer:enabled(trace_status, make_ref(), Self)),
-    ?assertEqual(discard, msgflow_tracer:enabled(send, make_ref(), Self)),
-    ?assertEqual(discard, msgflow_tracer:enabled_procs(spawn, make_ref(), Self)).
+    %% a tracer state that is no session: removed on trace_status only.
+    %% Magic references of every kind at hand (read from their words when
+    %% fast_resources is on): another resource type of the library's (a
+    %% call entry), ETS's and atomics' (no NIF resources), and a session
+    %% whose binary's words were read for another type's
+    Entry = msgflow_tracer:entry_new(1),
+    Ets = ets:new(?MODULE, []),
+    Atomics = atomics:new(4, []),
+    [atomics:put(Atomics, I, -1) || I <- lists:seq(1, 4)],
+    Live = msgflow_tracer:session_new(Self, 100, 0),
+    [begin
+         ?assertEqual(remove, msgflow_tracer:enabled(trace_status, State, Self)),
+         ?assertEqual(discard, msgflow_tracer:enabled(send, State, Self)),
+         ?assertEqual(discard, msgflow_tracer:enabled_procs(spawn, State, Self)),
+         ?assertEqual(ok, msgflow_tracer:trace_send(send, State, Self, m, #{extra => Other}))
+     end || State <- [make_ref(), Ets, Atomics, {Live}, [Live], <<"state">>, 1 bsl 70]],
+    ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Entry, Self)),
+    ok = msgflow_tracer:trace_send(send, Entry, Self, m, #{extra => Other}),
+    %% nothing counted by any of them, one send to the live session
+    ok = msgflow_tracer:trace_send(send, Live, Self, m, #{extra => Other}),
+    ?assertEqual({[{Self, Other, 1}], [], [], 0, 0}, msgflow_tracer:snapshot(Live)),
+    msgflow_tracer:entry_stop(Entry),
+    msgflow_tracer:session_stop(Live),
+    ets:delete(Ets).
 
 %% msgflow's own processes in a session as they come and go: 400 added,
 %% 300 of them removed, 400 more added (past three quarters of the set's
@@ -501,28 +521,32 @@ batch_sender(Parent) ->
 
 %% Every read of the VM's term words the checks at load allow is on where
 %% msgflow is tested (64-bit OTP 25, 27 and 29): the options map's
-%% `extra', an alias's owner, a plain reference, atoms and tuples; a
+%% `extra', an alias's owner, a plain reference, atoms and tuples, the
+%% session behind a tracer state; a
 %% release where one is off says which (the layout changed: the slow path
 %% counts the same, and this test names what to look at).  info() says
 %% so too; proc_events_dropped is reported.
 layout_reads_on(_Config) ->
     Lib = msgflow_tracer:lib_info(),
-    Reads = maps:with([fast_extra, alias_owner, fast_terms, plain_refs, native_records], Lib),
+    Reads = maps:with([fast_extra, alias_owner, fast_terms, plain_refs, native_records,
+                       fast_resources], Lib),
     Release = erlang:system_info(otp_release),
     case erlang:system_info(wordsize) =:= 8 andalso lists:member(Release, ["25", "27", "29"]) of
         true ->
             %% native records came with OTP 29
             Records = case Release of "29" -> read; _ -> none end,
             ?assertEqual({Release, #{fast_extra => true, alias_owner => true, fast_terms => true,
-                                     plain_refs => true, native_records => Records}},
+                                     plain_refs => true, native_records => Records,
+                                     fast_resources => true}},
                          {Release, Reads});
         false ->
             ct:comment("OTP ~s, untested: ~p", [Release, Reads])
     end,
     ok = msgflow:start(#{procs => [self()]}),
     ok = msgflow:stop(),
-    #{fast_extra := Fast} = Lib,
-    ?assertMatch(#{fast_extra := Fast, proc_events_dropped := 0}, msgflow:info()).
+    #{fast_extra := Fast, fast_resources := Resources} = Lib,
+    ?assertMatch(#{fast_extra := Fast, fast_resources := Resources, proc_events_dropped := 0},
+                 msgflow:info()).
 
 bad_options(Config) ->
     Dead = spawn(fun() -> ok end),

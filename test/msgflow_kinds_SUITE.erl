@@ -212,13 +212,13 @@ slow_reads(_Config) ->
     try
         {Off, SlowPairs, [Warning]} = erpc:call(Node, ?MODULE, reads_workload, [], 60000),
         ?assertEqual(#{fast_extra => false, alias_owner => false, fast_terms => false,
-                       plain_refs => false}, Off),
+                       plain_refs => false, fast_resources => false}, Off),
         %% said at start, each read named
         [?assertMatch({_, _}, binary:match(Warning, atom_to_binary(R)))
-         || R <- [fast_extra, fast_terms, alias_owner, plain_refs]],
+         || R <- [fast_extra, fast_terms, alias_owner, plain_refs, fast_resources]],
         {On, FastPairs, []} = reads_workload(),
         ?assertEqual(#{fast_extra => true, alias_owner => true, fast_terms => true,
-                       plain_refs => true}, On),
+                       plain_refs => true, fast_resources => true}, On),
         ?assertEqual(FastPairs, SlowPairs),
         %% the last call waits for the server to be done with the rest
         ?assertEqual(lists:sort([{client, srv, call, get, 8}, {client, srv, cast, add, 5},
@@ -341,7 +341,8 @@ reads_workload() ->
     ok = logger:remove_handler(msgflow_reads),
     Warnings = receive {logged, W} -> [W] after 0 -> [] end,
     Pairs = client_pairs(Client, Srv),
-    {maps:with([fast_extra, alias_owner, fast_terms, plain_refs], msgflow_tracer:lib_info()), Pairs,
+    {maps:with([fast_extra, alias_owner, fast_terms, plain_refs, fast_resources],
+               msgflow_tracer:lib_info()), Pairs,
      Warnings}.
 
 %% A peer node with this suite on its path whose tracer reads every term

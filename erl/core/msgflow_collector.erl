@@ -152,7 +152,7 @@ await_census(Ms) ->
 %% time in its process), and `collector_work_ms' since it started;
 %% `allocator', `jemalloc_build', `rotations'; the
 %% checks made at load (`fast_extra', `alias_owner', `plain_refs',
-%% `fast_terms', `native_records');
+%% `fast_terms', `fast_resources', `native_records');
 %% `own_left_out', messages from or to msgflow's own processes (its
 %% collector, view workers, web server) left out of the counts; `started_at' and
 %% `stopped_at' (system time, ms), `opts', `trace_mode'; and what other
@@ -719,6 +719,7 @@ info(St = #st{opts = Opts}) ->
                  alias_owner => maps:get(alias_owner, Lib, false),
                  plain_refs => maps:get(plain_refs, Lib, false),
                  fast_terms => maps:get(fast_terms, Lib, false),
+                 fast_resources => maps:get(fast_resources, Lib, false),
                  native_records => maps:get(native_records, Lib, unread),
                  own_left_out => maps:get(own_left_out, Tables, 0),
                  memory => maps:get(memory, Tables, 0),

@@ -98,6 +98,8 @@ note_reads(Lib) ->
 reads_off(Lib) ->
     Costs = [{fast_extra, "each send costs a map lookup more"},
              {fast_terms, "each send costs a few API calls more"},
+             {fast_resources, "each send, and each time a traced process is scheduled in, "
+                              "costs a call into the VM more"},
              {alias_owner, "a reply to an alias is a pair to the alias, not to its caller, "
                            "and the call is not timed"},
              {plain_refs, "calls made with timeout infinity are not timed"},

@@ -420,11 +420,15 @@ entry_stop(_Entry) -> ?NOT_LOADED.
 %% load against references made for it); `native_records', `none' before
 %% OTP 29, `read' where a native record is told by its words (checked at
 %% load against records made for it: tag `record'), `unread' where it
-%% cannot be (a native record or a bitstring is then tagged `other').
+%% cannot be (a native record or a bitstring is then tagged `other');
+%% `fast_resources', whether the callbacks read the session behind their
+%% tracer state from the words of its resource term (checked at load
+%% against resources made for it) or through enif_get_resource.
 -spec lib_info() -> #{allocator := jemalloc | enif, jemalloc_error := binary(),
                       jemalloc_build := static | system, fast_extra := boolean(),
                       alias_owner := boolean(), fast_terms := boolean(),
                       plain_refs := boolean(), native_records := none | read | unread,
+                      fast_resources := boolean(),
                       jemalloc_allocated := non_neg_integer() | undefined,
                       jemalloc_resident := non_neg_integer() | undefined}.
 lib_info() -> ?NOT_LOADED.
