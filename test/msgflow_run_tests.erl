@@ -15,12 +15,13 @@ releases_test() ->
 
 reads_off_test() ->
     On = #{fast_extra => true, alias_owner => true, fast_terms => true, plain_refs => true,
-           native_records => none},
+           native_records => none, fast_resources => true},
     ?assertEqual([], msgflow_run:reads_off(On)),
     ?assertEqual([], msgflow_run:reads_off(On#{native_records := read})),
     ?assertEqual([native_records],
                  [R || {R, _} <- msgflow_run:reads_off(On#{native_records := unread})]),
     ?assertEqual([alias_owner], [R || {R, _} <- msgflow_run:reads_off(On#{alias_owner := false})]),
     %% a read lib_info/0 does not report is off
-    ?assertEqual([fast_extra, fast_terms, alias_owner, plain_refs, native_records],
+    ?assertEqual([fast_extra, fast_terms, fast_resources, alias_owner, plain_refs,
+                  native_records],
                  [R || {R, _} <- msgflow_run:reads_off(#{})]).

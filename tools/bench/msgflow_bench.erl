@@ -592,7 +592,8 @@ direct_costs(N) ->
     Floor = lists:min(maps:get(floor, Runs)),
     Reads = [atom_to_list(K) || {K, true} <- lists:sort(maps:to_list(
                                                 maps:with([fast_extra, alias_owner, fast_terms,
-                                                           plain_refs], msgflow_tracer:lib_info())))],
+                                                           plain_refs, fast_resources],
+                                                          msgflow_tracer:lib_info())))],
     {lists:min(maps:get(off, Runs)) - Floor, lists:min(maps:get(on, Runs)) - Floor,
      case Reads of [] -> "none"; _ -> string:join(Reads, " ") end}.
 
