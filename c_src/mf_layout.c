@@ -6,15 +6,17 @@
  * fills a local mf_layout_t, and mf_layout_load publishes the result in one
  * release store.
  *
- * Memory: three static layouts, none written once published nor freed (a
+ * Memory: four static layouts, none written once published nor freed (a
  * callback of an old instance may still hold one): every read off, every
- * read off with the VM's types (MSGFLOW_TERM_READS=off), and the one the
- * first load found.  The checks find the same layout on one
+ * read off with the VM's types (MSGFLOW_TERM_READS=off), the one the
+ * first load found, and that one with the resource read mf_layout_probe
+ * found after load.  The checks find the same layout on one
  * VM, so an upgrade publishes nothing new; should one ever find another,
  * every read goes through enif from then on (layout_off), which is right
- * on any VM.  The resource check opens a resource type of its own
- * (mf_layout_probe, no destructor) and makes two resources of it at each
- * load, released before the load returns.
+ * on any VM.  Load opens a resource type of its own (mf_layout_probe, no
+ * destructor); the resource check (mf_layout_probe, a NIF call after
+ * load: a type opened in load takes no resources until load returned)
+ * makes two resources of it, which go with the calling process's terms.
  */
 #include "mf_layout.h"
 
@@ -29,6 +31,15 @@ static int found_published;
  * (MSGFLOW_TERM_READS=off); written once, before it is published */
 static mf_layout_t layout_api;
 static int api_published;
+
+/* the layout found at load with the resource read that mf_layout_probe
+ * found after it; written once, before it is published */
+static mf_layout_t layout_probed;
+static int probed_published;
+/* 1 while a call of mf_layout_probe checks */
+static _Atomic int probing;
+/* the type of the resource check's resources, opened at each load */
+static ErlNifResourceType *probe_rt;
 
 _Atomic(const mf_layout_t *) mf_layout_cur = &layout_off;
 
@@ -290,44 +301,30 @@ static void records_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t 
     L->record_tag = tag;
 }
 
-/* Whether a term of magic reference shape passes mf_get_resource's first
- * test (header and marker) under L. */
-static int magic_shaped(const mf_layout_t *L, ERL_NIF_TERM t)
-{
-    if (((uint64_t)t & 0x3) != 0x2)
-        return 0;
-    const uint64_t *ref = (const uint64_t *)((uint64_t)t - 0x2);
-    return ref[0] == L->magic_ref_header && (uint32_t)ref[1] != MF_REF_MARKER;
-}
-
 /* Whether mf_get_resource may read a resource's term itself.  Two
- * resources of a type opened for the check (8 and 200 bytes; the second
- * kept once more, so that the two binaries' reference counts differ) must
- * have one header word and a binary's address after it, where
- * enif_get_resource finds them: the type's pointer at one offset of both
- * binaries, the object at one offset after it, and before the type, the
- * binary's size (the two differ by 192 bytes) followed by a word the two
- * share, the VM's destructor for resources.  References that are no
- * resource (the load info's plain references and aliases, one made here)
- * must fail the shape test, and the inline read must answer as
- * enif_get_resource does for all of them.  64-bit little-endian only (the
- * marker's place).  Sets L->magic_ref_header and the offsets; load and
- * upgrade only (it opens a resource type). */
-static void resource_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L)
+ * resources of the probe type (8 and 200 bytes; the second kept once
+ * more, so that the two binaries' reference counts differ) must have one
+ * header word and a binary's address after it, where enif_get_resource
+ * finds them: the type's pointer at one offset of both binaries, the
+ * object at one offset after it, and before the type, the binary's size
+ * (the two differ by 192 bytes) followed by a word the two share, the
+ * VM's destructor for resources.  `others' lists references that are no
+ * NIF resource (plain ones and aliases: they must fail the shape test; an
+ * ETS table's and an atomics array's: magic references whose binaries
+ * must fail the destructor test, at least one of them); the inline read
+ * must answer as enif_get_resource does for every term here.  64-bit
+ * little-endian only (the marker's place).  Sets L->magic_ref_header and
+ * the offsets when all of it holds.  A process's NIF call after load (a
+ * type opened in load takes no resources until load has returned). */
+static void resource_layout_check(ErlNifEnv *env, ErlNifResourceType *rt, ERL_NIF_TERM others,
+                                  mf_layout_t *L)
 {
-    const ERL_NIF_TERM *el, *pair;
-    int arity;
     ERL_NIF_TERM head, list;
     L->magic_ref_header = 0;
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
     return;
 #endif
-    if (sizeof(ERL_NIF_TERM) != 8 || sizeof(void *) != 8 ||
-        !enif_get_tuple(env, info, &arity, &el) || arity != 3)
-        return;
-    ErlNifResourceType *rt = enif_open_resource_type(
-        env, NULL, "mf_layout_probe", NULL, ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER, NULL);
-    if (!rt)
+    if (sizeof(ERL_NIF_TERM) != 8 || sizeof(void *) != 8 || !rt)
         return;
     void *obj[2] = {enif_alloc_resource(rt, 8), enif_alloc_resource(rt, 200)};
     if (!obj[0] || !obj[1]) {
@@ -343,9 +340,12 @@ static void resource_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t
     mf_layout_t c = *L;
     int ok = 1;
     for (int i = 0; i < 2 && ok; i++) {
+        ok = ((uint64_t)term[i] & 0x3) == 0x2;
+        if (!ok)
+            break;
         const uint64_t *ref = (const uint64_t *)((uint64_t)term[i] - 0x2);
-        ok = ((uint64_t)term[i] & 0x3) == 0x2 && (uint32_t)ref[1] != MF_REF_MARKER &&
-             (!c.magic_ref_header || ref[0] == c.magic_ref_header) && ref[1] != 0;
+        ok = (uint32_t)ref[1] != MF_REF_MARKER && ref[1] != 0 &&
+             (!c.magic_ref_header || ref[0] == c.magic_ref_header);
         c.magic_ref_header = ref[0];
         bin[i] = (const char *)ref[1];
     }
@@ -383,12 +383,23 @@ static void resource_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t
              enif_get_resource(env, term[i], rt, &want) && want == got &&
              !mf_get_resource(&c, env, term[i], NULL, &got);
     }
-    /* no other reference passes for one */
-    for (list = el[1]; ok && enif_get_list_cell(env, list, &head, &list);)
-        ok = !magic_shaped(&c, head);
-    for (list = el[0]; ok && enif_get_list_cell(env, list, &head, &list);)
-        ok = enif_get_tuple(env, head, &arity, &pair) && arity == 2 && !magic_shaped(&c, pair[0]);
-    ok = ok && !magic_shaped(&c, enif_make_ref(env));
+    /* no other reference passes for one: a plain one or an alias fails
+     * the shape, another magic reference the destructor */
+    unsigned magic = 0;
+    for (list = others; ok && enif_get_list_cell(env, list, &head, &list);) {
+        void *got = NULL;
+        ok = enif_is_ref(env, head) && !enif_get_resource(env, head, rt, &got) &&
+             !mf_get_resource(&c, env, head, rt, &got);
+        if (ok && ((uint64_t)head & 0x3) == 0x2) {
+            const uint64_t *ref = (const uint64_t *)((uint64_t)head - 0x2);
+            if (ref[0] == c.magic_ref_header && (uint32_t)ref[1] != MF_REF_MARKER) {
+                magic++;
+                ok = *(const uint64_t *)((const char *)ref[1] + c.destructor_at) !=
+                     c.resource_destructor;
+            }
+        }
+    }
+    ok = ok && magic > 0 && enif_is_list(env, list);
     enif_release_resource(obj[0]);
     enif_release_resource(obj[1]);
     enif_release_resource(obj[1]);
@@ -426,8 +437,14 @@ int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
     ref_layout_check(env, load_info, &found);
     terms_layout_check(env, &found);
     records_layout_check(env, load_info, &found);
-    resource_layout_check(env, load_info, &found);
+    /* the resource read is checked after load (mf_layout_probe): as the
+     * layout in use has it, so that an upgrade on this VM keeps it */
     const mf_layout_t *cur = mf_layout_get();
+    found.magic_ref_header = cur->magic_ref_header;
+    found.resource_destructor = cur->resource_destructor;
+    found.destructor_at = cur->destructor_at;
+    found.type_at = cur->type_at;
+    found.data_at = cur->data_at;
     int same = cur->flatmap_header == found.flatmap_header &&
                cur->pidref_header == found.pidref_header && cur->ref_header == found.ref_header &&
                cur->fast_terms == found.fast_terms && cur->types == found.types &&
@@ -447,6 +464,32 @@ int mf_layout_load(ErlNifEnv *env, ERL_NIF_TERM load_info)
     found_published = 1;
     atomic_store_explicit(&mf_layout_cur, &layout_found, memory_order_release);
     return 1;
+}
+
+void mf_layout_open_type(ErlNifEnv *env)
+{
+    probe_rt = enif_open_resource_type(env, NULL, "mf_layout_probe", NULL,
+                                       ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER, NULL);
+}
+
+int mf_layout_probe(ErlNifEnv *env, ERL_NIF_TERM others)
+{
+    const mf_layout_t *cur = mf_layout_get();
+    int idle = 0;
+    /* every read off (MSGFLOW_TERM_READS=off, or a layout that changed),
+     * already checked, or being checked by another call */
+    if (cur != &layout_found || cur->magic_ref_header || probed_published ||
+        !atomic_compare_exchange_strong(&probing, &idle, 1))
+        return mf_layout_get()->magic_ref_header != 0;
+    mf_layout_t c = *cur;
+    resource_layout_check(env, probe_rt, others, &c);
+    if (c.magic_ref_header) {
+        layout_probed = c;
+        probed_published = 1;
+        atomic_store_explicit(&mf_layout_cur, &layout_probed, memory_order_release);
+    }
+    atomic_store_explicit(&probing, 0, memory_order_release);
+    return c.magic_ref_header != 0;
 }
 
 int mf_layout_fast_terms(void)

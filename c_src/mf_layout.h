@@ -101,8 +101,8 @@ typedef struct {
      * points to its magic binary; that binary is a NIF resource when the
      * word `destructor_at' bytes into it is the VM's resource destructor
      * (`resource_destructor'); its type is the pointer `type_at' bytes in,
-     * its object `data_at' bytes in.  All checked at load against
-     * resources made there (mf_layout.c); magic_ref_header 0: ask
+     * its object `data_at' bytes in.  All checked after load against
+     * resources made then (mf_layout_probe); magic_ref_header 0: ask
      * enif_get_resource */
     uint64_t magic_ref_header;
     uint64_t resource_destructor;
@@ -260,9 +260,10 @@ static inline int mf_alias_id(const mf_layout_t *L, ERL_NIF_TERM t, uint64_t *id
     return ref != NULL;
 }
 
-/* enif_get_resource, inline where the layout was checked at load: the
- * object of resource type `type' behind term t (*obj), 1; 0 for a term
- * that is no resource of that type.  Read so, a callback's tracer state
+/* enif_get_resource, inline where the layout was checked (mf_layout_probe):
+ * the object of resource type `type' behind term t (*obj: borrowed, no
+ * reference taken, valid while t is), 1; 0 for a term that is no resource
+ * of that type.  Read so, a callback's tracer state
  * costs no call into the VM (the VM asks trace_status on every schedule-in
  * of a traced process, and trace_send on every send).  A magic reference
  * whose binary is no NIF resource, or a resource of another type, answers
@@ -340,6 +341,21 @@ int mf_layout_fast_terms(void);
 
 /* 1 when mf_get_resource reads a resource's term itself.  Any thread. */
 int mf_layout_fast_resources(void);
+
+/* Checks the resource read (mf_get_resource) against this VM, with
+ * `others' a list of references that are no NIF resource (plain ones,
+ * aliases, an ETS table's, an atomics array's), and publishes it when the
+ * check passes; once per VM (a later call answers as the first did).  1
+ * when the read is on.  After load, from a process (the type load opened
+ * takes resources only once load has returned): msgflow_tracer's on_load
+ * calls it right after erlang:load_nif/2.  Any scheduler thread; one call
+ * checks at a time. */
+int mf_layout_probe(ErlNifEnv *env, ERL_NIF_TERM others);
+
+/* Opens the type of the resource check's resources (mf_layout_probe);
+ * NULL when it cannot be, and the read stays off.  Load and upgrade, last
+ * (after nothing can fail the load: the type would go, the pointer stay). */
+void mf_layout_open_type(ErlNifEnv *env);
 
 /* What native records are on this VM: atom_none (it has none: before OTP
  * 29), atom_read (told by their words, checked at load) or atom_unread

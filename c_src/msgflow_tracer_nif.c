@@ -596,6 +596,14 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return map;
 }
 
+/* layout_probe(Others) -> boolean(): the resource read checked after load
+ * (mf_layout_probe), Others references that are no NIF resource. */
+static ERL_NIF_TERM nif_layout_probe(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return mf_layout_probe(env, argv[0]) ? atom_true : atom_false;
+}
+
 /* ----------------------------------------------------------- load/unload */
 
 static void *enif_alloc_fn(void *ctx, size_t size)
@@ -632,10 +640,11 @@ static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     choose_allocator();
     *priv = NULL;
     ErlNifResourceFlags flags = ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER;
-    return mf_session_open_type(env, flags) || mf_snapshot_open_type(env, flags) ||
-                   mf_flow_open_type(env, flags)
-               ? -1
-               : 0;
+    if (mf_session_open_type(env, flags) || mf_snapshot_open_type(env, flags) ||
+        mf_flow_open_type(env, flags))
+        return -1;
+    mf_layout_open_type(env);
+    return 0;
 }
 
 /* Upgrade keeps the sessions of the old code: the resource type is taken
@@ -675,6 +684,7 @@ static ErlNifFunc nif_funcs[] = {
     {"snapshot_next", 1, mf_nif_snapshot_next, 0},
     {"session_info", 1, mf_nif_session_info, 0},
     {"lib_info", 0, nif_lib_info, 0},
+    {"layout_probe", 1, nif_layout_probe, 0},
     {"enabled_call", 3, nif_enabled_call, 0},
     {"flow_session_new", 2, mf_nif_flow_session_new, 0},
     {"flow_watch", 3, mf_nif_flow_watch, 0},

@@ -372,28 +372,40 @@ callbacks_direct(_Config) ->
     ?assertEqual(discard, msgflow_tracer:enabled(send, Session, Self)),
     ?assertEqual(discard, msgflow_tracer:enabled_procs(spawn, Session, Self)),
     %% a tracer state that is no session: removed on trace_status only.
-    %% Magic references of every kind at hand (read from their words when
-    %% fast_resources is on): another resource type of the library's (a
-    %% call entry), ETS's and atomics' (no NIF resources), and a session
-    %% whose binary's words were read for another type's
-    Entry = msgflow_tracer:entry_new(1),
+    %% References of every kind at hand (read from their words when
+    %% fast_resources is on): a plain one, an alias, a monitor's alias,
+    %% another node's, ETS's and atomics' (magic references, no NIF
+    %% resources), and terms holding a session
     Ets = ets:new(?MODULE, []),
     Atomics = atomics:new(4, []),
     [atomics:put(Atomics, I, -1) || I <- lists:seq(1, 4)],
+    Alias = alias(),
+    MonAlias = erlang:monitor(process, Other, [{alias, explicit_unalias}]),
+    %% NEWER_REFERENCE_EXT of node 'x@y', creation 1, three words
+    Remote = binary_to_term(<<131, 90, 0, 3, 100, 0, 3, "x@y", 0, 0, 0, 1,
+                              0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3>>),
+    ?assertNotEqual(node(), node(Remote)),
     Live = msgflow_tracer:session_new(Self, 100, 0),
     [begin
          ?assertEqual(remove, msgflow_tracer:enabled(trace_status, State, Self)),
          ?assertEqual(discard, msgflow_tracer:enabled(send, State, Self)),
          ?assertEqual(discard, msgflow_tracer:enabled_procs(spawn, State, Self)),
          ?assertEqual(ok, msgflow_tracer:trace_send(send, State, Self, m, #{extra => Other}))
-     end || State <- [make_ref(), Ets, Atomics, {Live}, [Live], <<"state">>, 1 bsl 70]],
+     end || State <- [make_ref(), Alias, MonAlias, Remote, Ets, Atomics, {Live}, [Live],
+                      <<"state">>, 1 bsl 70]],
+    %% another resource type of the library's (a call entry): its own
+    %% answer to trace_status, nothing counted
+    Entry = msgflow_tracer:entry_new(1),
     ?assertEqual(trace, msgflow_tracer:enabled(trace_status, Entry, Self)),
+    ?assertEqual(discard, msgflow_tracer:enabled(send, Entry, Self)),
     ok = msgflow_tracer:trace_send(send, Entry, Self, m, #{extra => Other}),
     %% nothing counted by any of them, one send to the live session
     ok = msgflow_tracer:trace_send(send, Live, Self, m, #{extra => Other}),
     ?assertEqual({[{Self, Other, 1}], [], [], 0, 0}, msgflow_tracer:snapshot(Live)),
     msgflow_tracer:entry_stop(Entry),
     msgflow_tracer:session_stop(Live),
+    unalias(Alias),
+    unalias(MonAlias),
     ets:delete(Ets).
 
 %% msgflow's own processes in a session as they come and go: 400 added,
@@ -1043,8 +1055,10 @@ field(F) -> list_to_binary(lists:reverse(F)).
 
 %% Reload the NIF module 15 times under live traffic, purging the old code
 %% each time: the VM survives, the session (taken over by each new
-%% instance) keeps counting, and counts taken before are kept exactly.
+%% instance) keeps counting, counts taken before are kept exactly, and the
+%% term reads stay as they were.
 reload_while_tracing(_Config) ->
+    Reads = maps:with([fast_resources, fast_terms], msgflow_tracer:lib_info()),
     ok = msgflow:start(#{procs => all, interval => 10}),
     Before = counted_burst(300),
     Noise = start_pingpong(),
@@ -1053,6 +1067,8 @@ reload_while_tracing(_Config) ->
                    code:load_file(msgflow_tracer)
                end || _ <- lists:seq(1, 15)],
     ?assertEqual(lists:duplicate(15, {module, msgflow_tracer}), Reloads),
+    %% each instance's checks found the reads as the first
+    ?assertEqual(Reads, maps:with([fast_resources, fast_terms], msgflow_tracer:lib_info())),
     After = counted_burst(200),       %% still counting with the new code
     Noise ! {self(), ping},
     receive pong -> ok end,

@@ -69,7 +69,25 @@ kinds() -> [call, cast, event, system, reply, exit, down, io, info].
 
 -spec init() -> ok | {error, term()}.
 init() ->
-    erlang:load_nif(filename:join(priv_dir(), "msgflow_tracer"), layout_samples()).
+    case erlang:load_nif(filename:join(priv_dir(), "msgflow_tracer"), layout_samples()) of
+        ok ->
+            %% the resource read is checked once load has returned (a type
+            %% opened in load takes no resources before)
+            _ = layout_probe(not_resources()),
+            ok;
+        Error ->
+            Error
+    end.
+
+%% References that are no NIF resource, for layout_probe/1: plain ones
+%% and aliases (layout_samples/0's), an ETS table's and an atomics
+%% array's (magic references of other kinds).
+not_resources() ->
+    {Aliases, Refs} = ref_samples(),
+    Table = ets:new(?MODULE, []),
+    ets:delete(Table),
+    [Table, atomics:new(1, []) | [A || {A, _} <- Aliases] ++ Refs].
+
 
 %% Terms the library checks its reads of the VM's term layout against when
 %% it loads: aliases with their owners (made by alias/0 and by monitor/3,
@@ -432,3 +450,9 @@ entry_stop(_Entry) -> ?NOT_LOADED.
                       jemalloc_allocated := non_neg_integer() | undefined,
                       jemalloc_resident := non_neg_integer() | undefined}.
 lib_info() -> ?NOT_LOADED.
+
+%% Checks the tracer's read of a resource's term (info/0's
+%% `fast_resources') against this VM, with Others references that are no
+%% NIF resource; true when the read is on.  Once per VM; from init/0.
+-spec layout_probe([reference()]) -> boolean().
+layout_probe(_Others) -> ?NOT_LOADED.
