@@ -36,7 +36,8 @@ static int api_published;
  * found after it; written once, before it is published */
 static mf_layout_t layout_probed;
 static int probed_published;
-/* 1 while a call of mf_layout_probe checks */
+/* 1 while a call of mf_layout_probe checks; layout_probed and
+ * probed_published are written under it */
 static _Atomic int probing;
 /* the type of the resource check's resources, opened at each load */
 static ErlNifResourceType *probe_rt;
@@ -474,22 +475,26 @@ void mf_layout_open_type(ErlNifEnv *env)
 
 int mf_layout_probe(ErlNifEnv *env, ERL_NIF_TERM others)
 {
-    const mf_layout_t *cur = mf_layout_get();
     int idle = 0;
-    /* every read off (MSGFLOW_TERM_READS=off, or a layout that changed),
-     * already checked, or being checked by another call */
-    if (cur != &layout_found || cur->magic_ref_header || probed_published ||
-        !atomic_compare_exchange_strong(&probing, &idle, 1))
-        return mf_layout_get()->magic_ref_header != 0;
-    mf_layout_t c = *cur;
-    resource_layout_check(env, probe_rt, others, &c);
-    if (c.magic_ref_header) {
-        layout_probed = c;
-        probed_published = 1;
-        atomic_store_explicit(&mf_layout_cur, &layout_probed, memory_order_release);
+    if (!atomic_compare_exchange_strong(&probing, &idle, 1))
+        return mf_layout_get()->magic_ref_header != 0; /* another call checks */
+    const mf_layout_t *cur = mf_layout_get();
+    int on = cur->magic_ref_header != 0;
+    /* only the layout the first load found, checked once: every read off
+     * (MSGFLOW_TERM_READS=off, a layout that changed) stays so */
+    if (cur == &layout_found && !on && !probed_published) {
+        mf_layout_t c = *cur;
+        resource_layout_check(env, probe_rt, others, &c);
+        if (c.magic_ref_header) {
+            layout_probed = c;
+            probed_published = 1;
+            /* unless a load published another layout meanwhile */
+            const mf_layout_t *was = &layout_found;
+            on = atomic_compare_exchange_strong(&mf_layout_cur, &was, &layout_probed);
+        }
     }
     atomic_store_explicit(&probing, 0, memory_order_release);
-    return c.magic_ref_header != 0;
+    return on;
 }
 
 int mf_layout_fast_terms(void)

@@ -345,8 +345,8 @@ int mf_layout_fast_resources(void);
 /* Checks the resource read (mf_get_resource) against this VM, with
  * `others' a list of references that are no NIF resource (plain ones,
  * aliases, an ETS table's, an atomics array's), and publishes it when the
- * check passes; once per VM (a later call answers as the first did).  1
- * when the read is on.  After load, from a process (the type load opened
+ * check passes: once per VM (a later call finds it on; a check that
+ * failed is made again).  1 when the read is on.  After load, from a process (the type load opened
  * takes resources only once load has returned): msgflow_tracer's on_load
  * calls it right after erlang:load_nif/2.  Any scheduler thread; one call
  * checks at a time. */

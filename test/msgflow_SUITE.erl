@@ -405,7 +405,7 @@ callbacks_direct(_Config) ->
     msgflow_tracer:entry_stop(Entry),
     msgflow_tracer:session_stop(Live),
     unalias(Alias),
-    unalias(MonAlias),
+    erlang:demonitor(MonAlias, [flush]),
     ets:delete(Ets).
 
 %% msgflow's own processes in a session as they come and go: 400 added,
