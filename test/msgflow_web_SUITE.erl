@@ -202,6 +202,10 @@ own_traffic(_Config) ->
     %% msgflow's own processes kept the procs flag while it ran: none left
     ?assertEqual([], msgflow_test_lib:flagged()),
     Mine = fun(E) -> lists:member(E, Sockets) end,
+    %% what to look at should the counts be wrong (seen once in a whole
+    %% make test, after the cluster case)
+    ct:log("pairs ~p~ninfo ~p~nnew ~p", [msgflow:pairs(), msgflow:info(),
+                                        erlang:trace_info(new, tracer)]),
     ?assertEqual(lists:sort([{Sender, Sink, 50}, {Sender, Self, 1}]),
                  lists:sort([P || P = {S, R, _} <- msgflow:pairs(), not Mine(S), not Mine(R)])),
     #{own_left_out := Left} = msgflow:info(),
