@@ -196,6 +196,9 @@ own_traffic(_Config) ->
     Sink = spawn(fun sink/0),
     Sender = spawn(fun() -> [Sink ! {hello, I} || I <- lists:seq(1, 50)], Self ! {done, self()} end),
     receive {done, Sender} -> ok end,
+    %% who traced the sink while the run went on (see the log below)
+    ct:log("new ~p~nsink ~p", [[erlang:trace_info(new, I) || I <- [tracer, flags]],
+                               [erlang:trace_info(Sink, I) || I <- [tracer, flags]]]),
     Paths = ["/", "/api/state?by=process", "/api/state?by=name", "/api/hotspots", "/metrics"],
     Sockets = [page_load(Url, lists:nth(1 + I rem length(Paths), Paths)) || I <- lists:seq(1, 10)],
     ok = msgflow:stop(),
