@@ -90,7 +90,6 @@ not_resources() ->
     ets:delete(Table),
     [Table, atomics:new(1, []) | [A || {A, _} <- Aliases] ++ Refs].
 
-
 %% Terms the library checks its reads of the VM's term layout against when
 %% it loads: aliases with their owners (made by alias/0 and by monitor/3,
 %% here and in another process), references that are no aliases, and the
@@ -442,8 +441,9 @@ entry_stop(_Entry) -> ?NOT_LOADED.
 %% load against records made for it: tag `record'), `unread' where it
 %% cannot be (a native record or a bitstring is then tagged `other');
 %% `fast_resources', whether the callbacks read the session behind their
-%% tracer state from the words of its resource term (checked at load
-%% against resources made for it) or through enif_get_resource.
+%% tracer state from the words of its resource term (checked right after
+%% load against resources made for it: layout_probe/1) or through
+%% enif_get_resource.
 -spec lib_info() -> #{allocator := jemalloc | enif, jemalloc_error := binary(),
                       jemalloc_build := static | system, fast_extra := boolean(),
                       alias_owner := boolean(), fast_terms := boolean(),
