@@ -12,7 +12,8 @@
 
 static int get_flow_session(ErlNifEnv *env, ERL_NIF_TERM t, mf_session **s)
 {
-    return mf_get_session(mf_layout_get(), env, t, s) && (*s)->type == MF_SESSION_FLOW && (*s)->watches.lock;
+    return mf_get_session(mf_layout_get(), env, t, s) && (*s)->type == MF_SESSION_FLOW &&
+           (*s)->watches.lock;
 }
 
 /* flow_session_new(KeeperPid, MaxPairs) -> FlowSession: the tracer state

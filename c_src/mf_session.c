@@ -460,8 +460,8 @@ ERL_NIF_TERM mf_nif_sizes_take_some(ErlNifEnv *env, int argc, const ERL_NIF_TERM
     (void)argc;
     mf_session *s;
     unsigned max;
-    if (!mf_get_session(mf_layout_get(), env, argv[0], &s) || !enif_get_uint(env, argv[1], &max) || max < 1 ||
-        max > 65536)
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s) || !enif_get_uint(env, argv[1], &max) ||
+        max < 1 || max > 65536)
         return enif_make_badarg(env);
     mf_sizes *z = atomic_load(&s->sizes);
     if (!z)

@@ -12,7 +12,8 @@
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
 -export([exact_counts/1, receiver_kinds/1, duration_autostop/1, stop_leaves_no_flags/1,
-         collector_killed/1, orphaned_session/1, persistent_terms_kept/1, session_owner_down/1, callbacks_direct/1, own_set_churn/1,
+         collector_killed/1, orphaned_session/1, persistent_terms_kept/1, session_owner_down/1,
+         callbacks_direct/1, own_set_churn/1,
          layout_reads_on/1, max_pairs_overflow/1, max_memory_overflow/1, bad_options/1, export_csv/1, sampling/1,
          matrix_groupings/1, mx_sender/3, reports_all_formats/1, export_bad_args/1,
          labels_after_exit/1, hotspot_bottleneck/1, hotspot_balanced/1, trace_untrace/1,
@@ -406,6 +407,7 @@ callbacks_direct(_Config) ->
     msgflow_tracer:session_stop(Live),
     unalias(Alias),
     erlang:demonitor(MonAlias, [flush]),
+    unalias(MonAlias), %% (explicit_unalias: the monitor's end leaves it active)
     ets:delete(Ets).
 
 %% msgflow's own processes in a session as they come and go: 400 added,
