@@ -13,7 +13,8 @@ proper_test_() ->
     {timeout, 300,
      [?_assert(proper:quickcheck(P, [{numtests, ?RUNS}, {to_file, user}]))
       || P <- [prop_busiest_model(), prop_top_equals_scan(), prop_hotspots_equal_full(),
-               prop_hot_pairs_with_names(), prop_row_kinds_model(), prop_cluster_pairs_merge()]]}.
+               prop_hot_pairs_with_names(), prop_row_kinds_model(), prop_cluster_pairs_merge(),
+               prop_heatmap_equals_scan(), prop_cluster_heatmap_equals_scan()]]}.
 
 %%% pairs() of a cluster: the nodes' parts as they cross and merge
 
@@ -244,6 +245,75 @@ prop_hot_pairs_with_names() ->
                       retire(S),
                       ?WHENFAIL(io:format("kept: ~p~nscan: ~p~n", [A, B]), A =:= B)
               end)).
+
+%% The matrix by process limited to L senders and L receivers (the
+%% heatmap: read from the rows' totals, only its senders' rows made) is
+%% the one of every row, chosen the way it was before (labels aside: a
+%% label shared by several keys the view shows gets their pids beside
+%% it, and the heatmap's view labels fewer keys).
+prop_heatmap_equals_scan() ->
+    ?FORALL({Windows, L}, {non_empty(list(list(delta(9)))), range(1, 10)},
+            with_ends(
+              fun(Ends, Name) ->
+                      {S, H, _} = fed(Windows, Ends, Name, #{}),
+                      Opts = #{by => process, limit => L, weigh => messages},
+                      A = msgflow_matrix_view:merge([msgflow_matrix_view:build(H, Opts)], Opts, #{}),
+                      B = heatmap_of_every_row([H], L),
+                      retire(S),
+                      ?WHENFAIL(io:format("heatmap: ~p~nscan: ~p~n", [A, B]),
+                                same_matrix(A, B))
+              end)).
+
+%% The same over two nodes' parts, each with its own senders (a send is
+%% counted on its sender's node) and the same receivers: the merged
+%% heatmap is the one of both nodes' every row.
+prop_cluster_heatmap_equals_scan() ->
+    ?FORALL({Windows, L}, {non_empty(list(list(delta(9)))), range(1, 10)},
+            with_ends(
+              fun(Ends, Name) ->
+                      Part = fun(Senders) -> [[D || D = {Sn, _, _, _} <- W, lists:member(Sn, Senders)]
+                                              || W <- Windows] end,
+                      {S1, H1, _} = fed(Part([1, 2, 3, 4]), Ends, Name, #{}),
+                      {S2, H2, _} = fed(Part([5, 6, 7, 8]), Ends, Name, #{}),
+                      Opts = #{by => process, limit => L, weigh => messages},
+                      Ctx = #{labels => fun(_) -> #{} end},
+                      A = msgflow_matrix_view:merge([msgflow_matrix_view:build(H, Opts) || H <- [H1, H2]],
+                                                    Opts, Ctx),
+                      B = heatmap_of_every_row([H1, H2], L),
+                      retire(S1),
+                      retire(S2),
+                      ?WHENFAIL(io:format("heatmap: ~p~nscan: ~p~n", [A, B]),
+                                same_matrix(A, B))
+              end)).
+
+%% More receivers than a heatmap's sums keep in a map (their sums then
+%% sorted), the last spawned the busiest, 210 of them tied at the most:
+%% the heatmap is still the one of every row.
+heatmap_many_receivers_test() ->
+    with_ends(5009, fun(Ends, Name) ->
+                            W = [{R rem 8 + 1, R, R div 200 + 1, none} || R <- lists:seq(0, 5009)],
+                            {S, H, _} = fed([W, W], Ends, Name, #{}),
+                            Opts = #{by => process, limit => 30, weigh => messages},
+                            A = msgflow_matrix_view:merge([msgflow_matrix_view:build(H, Opts)], Opts, #{}),
+                            B = heatmap_of_every_row([H], 30),
+                            retire(S),
+                            ?assertMatch(#{cols := [_ | _]}, A),
+                            ?assertEqual(30, length(maps:get(cols, A))),
+                            ?assert(same_matrix(A, B))
+                    end).
+
+%% The matrix of every row of the stores' handles, its heatmap chosen
+%% from all of them.
+heatmap_of_every_row(Handles, L) ->
+    Spec = #{by => process, with_kinds => false},
+    View = #{rows := Rows} = msgflow_rows_merge:merge([msgflow_rows:build(H, Spec) || H <- Handles],
+                                                     Spec, #{labels => fun(_) -> #{} end}),
+    msgflow_matrix_view:of_rows(View#{heatmap => msgflow_rows_ends:heatmap(Rows, L)}, L).
+
+same_matrix(A, B) ->
+    Fields = [rows, cols, cells, sent, received, messages],
+    maps:with(Fields, A) =:= maps:with(Fields, B)
+        andalso lists:sort(maps:keys(maps:get(labels, A))) =:= lists:sort(maps:keys(maps:get(labels, B))).
 
 %% Forty senders casting to the same six receivers in each of two
 %% windows are forty fan-out subjects, more than one read of the pairs

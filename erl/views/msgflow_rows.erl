@@ -79,6 +79,8 @@
                   windows := [msgflow_store:window()],
                   dead := [{key(), key(), pos_integer()}],
                   heatmap => #{rows := [key()], cols := [key()]},
+                  heat_totals => #{sent := [{key(), non_neg_integer()}],
+                                   received := [{key(), non_neg_integer()}]},
                   nodes => [node()], node_status => [msgflow_cluster:node_status()]}.
 %% `by' (process), `limit' (all; else the N busiest rows), `windows'
 %% (0: per-window counts of the K latest closed windows in each row),
@@ -88,7 +90,10 @@
 %% sends to names and the rolled-up rows: what the hotspot rules read),
 %% `ends' (none; more keys to give endpoint info for, rows or not),
 %% `heatmap' (none; L: the L senders and the L receivers with the most
-%% messages, as `heatmap => #{rows, cols}', busiest first),
+%% messages, as `heatmap => #{rows, cols}', busiest first; by process
+%% over every pair, from the rows' totals, with only the L senders' rows
+%% made, and `heat_totals': those senders' messages and every
+%% receiver's, which a cluster's parts add up),
 %% `labelled' (all; N: only the keys of the first N rows, and those of the
 %% heatmap, get endpoint info: for reports that show a few rows of many),
 %% `with_kinds' (true; false: rows' `kinds' left empty, for views that show
@@ -155,10 +160,21 @@ build(Store, Spec) ->
            end,
     %% by process, only these pairs (and the sends to names and rolled-up
     %% rows, which are few)
-    Ctx = case Spec of
-              #{keys := Keys} when By =:= process -> Ctx2#{keys => Keys};
-              _ -> Ctx2
-          end,
+    Ctx3 = case Spec of
+               #{keys := Keys} when By =:= process -> Ctx2#{keys => Keys};
+               _ -> Ctx2
+           end,
+    %% a heatmap of every pair by process: its keys from the rows' totals
+    %% alone, and only its senders' rows made
+    {Ctx, HeatRead} = case heat_read(Spec, By, Limit, Sort, Ctx3) of
+                          {yes, L} ->
+                              {Heat0, HeatPairs, Totals} =
+                                  msgflow_rows_groups:heat_by_process(Store, Ctx3, L),
+                              {Ctx3#{keys => HeatPairs},
+                               #{heatmap => Heat0, heat_totals => Totals}};
+                          no ->
+                              {Ctx3, none}
+                      end,
     {Groups, NGroups} = case {By, Limit, Sort} of
                             {process, N, messages} when is_integer(N), not is_map_key(filter, Ctx) ->
                                 msgflow_rows_groups:top_by_process(Store, Ctx, N);
@@ -212,8 +228,9 @@ build(Store, Spec) ->
                _ -> Rows3
            end,
     Kept = maps:get(windows, Store),
-    Heat = case Spec of
-               #{heatmap := L} -> #{heatmap => msgflow_rows_ends:heatmap(Rows, L)};
+    Heat = case {Spec, HeatRead} of
+               {_, #{}} -> HeatRead;
+               {#{heatmap := HL}, none} -> #{heatmap => msgflow_rows_ends:heatmap(Rows, HL)};
                _ -> #{}
            end,
     Labelled = case maps:get(labelled, Spec, all) of
@@ -243,6 +260,20 @@ build(Store, Spec) ->
                   true -> dead(Store, By);
                   false -> []
               end}.
+
+%% {yes, L} when the heatmap of L is read from the rows' totals
+%% (msgflow_rows_groups:heat_by_process/3): by process, every pair's
+%% messages since start, not narrowed (to pairs, an endpoint, a kind, a
+%% text, the active ones); else no.
+heat_read(#{heatmap := L} = Spec, process, all, messages, Ctx) ->
+    Narrowed = [K || K <- [pair, endpoint, kind, keys], is_map_key(K, Spec)]
+        ++ [active || maps:get(active, Spec, false)] ++ [filter || is_map_key(filter, Ctx)],
+    case Narrowed of
+        [] -> {yes, L};
+        _ -> no
+    end;
+heat_read(_, _, _, _, _) ->
+    no.
 
 %% fun({S, R}) -> true when one end of the group has Text in its label or
 %% text, upper and lower case alike.

@@ -2,7 +2,7 @@
 %%% key's label, text and display, read from the labels tables; and the
 %%% heatmap's keys.  Any process; reads ETS only.
 -module(msgflow_rows_ends).
--export([endpoints/4, displays/1, heatmap/2]).
+-export([endpoints/4, displays/1, heatmap/2, heatmap_of/3]).
 
 
 %% @doc The L senders and the L receivers of the most messages, busiest
@@ -10,15 +10,39 @@
 -spec heatmap([msgflow_rows:row()], pos_integer()) ->
           #{rows := [msgflow_rows:key()], cols := [msgflow_rows:key()]}.
 heatmap(Rows, L) ->
-    Sum = fun(F) -> lists:foldl(fun(Row = #{count := C}, Acc) ->
-                                        K = F(Row),
-                                        Acc#{K => C + maps:get(K, Acc, 0)}
-                                end, #{}, Rows) end,
-    Top = fun(M) -> [K || {_, K} <- lists:sublist(lists:reverse(lists:sort(
-                                                                   [{C, K} || {K, C} <- maps:to_list(M)])),
-                                                   L)] end,
-    #{rows => Top(Sum(fun(#{sender := S}) -> S end)),
-      cols => Top(Sum(fun(#{receiver := R}) -> R end))}.
+    Sum = fun(F) -> maps:to_list(lists:foldl(fun(Row = #{count := C}, Acc) ->
+                                                     K = F(Row),
+                                                     Acc#{K => C + maps:get(K, Acc, 0)}
+                                             end, #{}, Rows)) end,
+    heatmap_of(Sum(fun(#{sender := S}) -> S end), Sum(fun(#{receiver := R}) -> R end), L).
+
+%% @doc The heatmap of each key's messages sent and received, `{Key,
+%% Messages}' once a key: the L keys of the most of each, busiest first,
+%% of two as many the greater key first.  Reads each list once, keeping
+%% the L best (a set of L).
+-spec heatmap_of([{msgflow_rows:key(), non_neg_integer()}],
+                 [{msgflow_rows:key(), non_neg_integer()}], pos_integer()) ->
+          #{rows := [msgflow_rows:key()], cols := [msgflow_rows:key()]}.
+heatmap_of(Sent, Received, L) ->
+    #{rows => top(Sent, L), cols => top(Received, L)}.
+
+%% The L keys of the most messages, as a sort of {Messages, Key} from the
+%% greatest would give them.
+top(KCs, L) ->
+    {Set, _} = lists:foldl(fun({K, C}, {S, Min}) ->
+                                   E = {C, K},
+                                   case gb_sets:size(S) < L of
+                                       true ->
+                                           S1 = gb_sets:add(E, S),
+                                           {S1, gb_sets:smallest(S1)};
+                                       false when E > Min ->
+                                           S1 = gb_sets:add(E, gb_sets:delete(Min, S)),
+                                           {S1, gb_sets:smallest(S1)};
+                                       false ->
+                                           {S, Min}
+                                   end
+                           end, {gb_sets:new(), none}, KCs),
+    [K || {_, K} <- lists:reverse(gb_sets:to_list(Set))].
 
 %% @doc The endpoint info of the keys of Rows and of Extra, grouped By,
 %% from the labels tables: `label', `text', `display', `module',

@@ -8,7 +8,7 @@
 %%% `acc()' summed as its pairs are read; msgflow_rows makes its row.
 %%% Reads the store's ETS tables only, in the calling process.
 -module(msgflow_rows_groups).
--export([top_by_process/3, all_groups/5, key_fun/2]).
+-export([top_by_process/3, all_groups/5, key_fun/2, heat_by_process/3]).
 -export_type([acc/0]).
 
 %% One group: {Total, Counts, Pairs, PeakMhz, FirstRow, KindLists}
@@ -22,6 +22,7 @@
                    non_neg_integer() | undefined}.
 
 -define(SAMPLE, 4096).       %% rows read to set the top-N threshold
+-define(SUM_MAP_KEYS, 4096). %% keys a heatmap's sums keep in a map (sums/1)
 
 %% The N busiest pairs by process, by messages or by the last window's.
 %% Rows whose receiver is a local registered name, and the rolled-up
@@ -64,6 +65,61 @@ top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx = #{labels := Tables},
                        end, Groups0, Side),
     Accs = [{Key, sum_rows(Members, Ctx)} || {Key, Members} <- maps:to_list(Groups)],
     {[{Key, Acc, maps:get(Key, Groups)} || {Key, Acc} <- busiest(Accs, N, Ctx)], undefined}.
+
+%% @doc By process, a heatmap of L (msgflow_rows' `heatmap') without a
+%% row made of every pair: each end's messages since start, summed from
+%% the rows' totals alone (a send to a local name counted for its pid, as
+%% by_process/5 groups them); the heatmap of those
+%% (msgflow_rows_ends:heatmap_of/3); and the pairs (not sent to a name)
+%% of its L senders, to every receiver: the rows the view then reads
+%% (`keys').  A send is counted on its sender's node, so a cluster's L
+%% busiest senders are among its nodes' own L busiest, and their rows
+%% are all in these; `received' holds every receiver, for the nodes'
+%% parts to be added up (msgflow_rows_merge).
+-spec heat_by_process(msgflow_store:store(), map(), pos_integer()) ->
+          {#{rows := [term()], cols := [term()]}, [{term(), term()}],
+           #{sent := [{term(), non_neg_integer()}], received := [{term(), non_neg_integer()}]}}.
+heat_by_process(#{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, L) ->
+    KeyOf = key_fun(process, Tables),
+    Named = case Ctx of
+                #{named := NT} when NT =/= none -> [Row || {K} <- ets:tab2list(NT), Row <- ets:lookup(T, K)];
+                _ -> ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}])
+            end ++ ets:tab2list(F),
+    Side = [{S, KeyOf(R), msgflow_row:total(Row)} || Row <- Named, {S, R} <- [msgflow_row:key(Row)]],
+    Plain = msgflow_row:pattern(#{key => {'$3', '$1'}, total => '$2'}),
+    Pairs = msgflow_row:fold_select(T, [{Plain, [{'not', named_guard()}], [{{'$3', '$1', '$2'}}]}],
+                                    fun(E, Acc) -> [E | Acc] end, []),
+    Sent = sums([{S, N} || {S, _, N} <- Side ++ Pairs]),
+    Received = sums([{R, N} || {_, R, N} <- Side ++ Pairs]),
+    Heat = #{rows := HR} = msgflow_rows_ends:heatmap_of(Sent, Received, L),
+    Senders = maps:from_list([{S, []} || S <- HR]),
+    {Heat, [{S, R} || {S, R, _} <- Pairs, is_map_key(S, Senders)],
+     #{sent => [E || E = {S, _} <- Sent, is_map_key(S, Senders)], received => Received}}.
+
+%% [{Key, N}]: each key once, its Ns added.  In a map while the keys are
+%% few (a million pairs of a thousand senders); past ?SUM_MAP_KEYS the
+%% rest sorted and added up a run at a time (a map of 100,000 keys copies
+%% a path of its tree on every add: twice the time).
+sums(KNs) ->
+    sums(KNs, #{}).
+
+sums([{K, N} | T], M) when map_size(M) < ?SUM_MAP_KEYS ->
+    sums(T, case M of
+                #{K := X} -> M#{K := X + N};
+                _ -> M#{K => N}
+            end);
+sums([], M) ->
+    maps:to_list(M);
+sums(Rest, M) ->
+    sum_runs(lists:sort(maps:to_list(M) ++ Rest)).
+
+%% [{Key, N}] sorted by key: each key once, its Ns added.
+sum_runs([]) -> [];
+sum_runs([{K, N} | T]) -> sum_runs(T, K, N, []).
+
+sum_runs([{K, N} | T], K, Acc, Out) -> sum_runs(T, K, Acc + N, Out);
+sum_runs([{K1, N} | T], K, Acc, Out) -> sum_runs(T, K1, N, [{K, Acc} | Out]);
+sum_runs([], K, Acc, Out) -> [{K, Acc} | Out].
 
 %% The rows of the N busiest pairs (sends to names aside) from the
 %% store's index for the view's sort: messages since start, or the last

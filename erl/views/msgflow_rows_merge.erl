@@ -8,11 +8,12 @@
 
 %% @doc The rows of the nodes that answered (this node's first) as one
 %% (merge/2), remote processes labelled by their own nodes (the query's
-%% `labels'); one node's rows as they are.
+%% `labels'); one node's rows as they are (without the totals its
+%% heatmap was read from).
 -spec merge([msgflow_rows:view()], msgflow_rows:spec(), msgflow_view:context()) ->
           msgflow_rows:view().
 merge([View = #{node := N}], _Spec, _Ctx) ->
-    View#{nodes => [N]};
+    (maps:remove(heat_totals, View))#{nodes => [N]};
 merge(Views, Spec, #{labels := Ask}) ->
     View = #{endpoints := Ends} = merge(Views, Spec),
     Here = node(),
@@ -55,14 +56,25 @@ merge([Local | _] = Views, Spec) ->
                N -> lists:sublist(Sorted, N)
            end,
     Sum = fun(Key) -> lists:sum([maps:get(Key, V) || V <- Views]) end,
-    Heat = case Spec of
-               #{heatmap := L} -> #{heatmap => msgflow_rows_ends:heatmap(Rows, L)};
+    Heat = case {Spec, [T || #{heat_totals := T} <- Views]} of
+               %% every node's senders and receivers added up (each node
+               %% sent the rows of its own L busiest senders, among which
+               %% are the cluster's: msgflow_rows_groups:heat_by_process/3)
+               {#{heatmap := L}, Totals} when length(Totals) =:= length(Views) ->
+                   Add = fun(Which) ->
+                                 maps:to_list(
+                                   lists:foldl(fun(E, A) -> A#{element(1, E) => element(2, E) +
+                                                                  maps:get(element(1, E), A, 0)} end,
+                                               #{}, lists:append([M || #{Which := M} <- Totals])))
+                         end,
+                   #{heatmap => msgflow_rows_ends:heatmap_of(Add(sent), Add(received), L)};
+               {#{heatmap := L}, _} -> #{heatmap => msgflow_rows_ends:heatmap(Rows, L)};
                _ -> #{}
            end,
     Dead = maps:to_list(lists:foldl(fun({S, R, C}, Acc) ->
                                             maps:update_with({S, R}, fun(X) -> X + C end, C, Acc)
                                     end, #{}, lists:append([D || #{dead := D} <- Views]))),
-    maps:merge(Local, Heat#{
+    maps:merge(maps:remove(heat_totals, Local), Heat#{
                  rows => Rows,
                  events => Sum(events), dead_letters => Sum(dead_letters),
                  overflow => Sum(overflow), proc_events_dropped => Sum(proc_events_dropped),

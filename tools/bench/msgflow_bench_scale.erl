@@ -396,6 +396,10 @@ measure(R) ->
              {matrix_printed, Quiet(fun() -> ok = msgflow:matrix(name) end)},
              {process, fun() -> #{sends_to := [_ | _]} = msgflow:view(process, #{pid => Busiest}) end},
              {hotspots, fun() -> true = is_list(msgflow:view(hotspots, #{})) end},
+             %% the svg export's heatmap, by process; and the same made
+             %% the way it was before, from a row of every pair
+             {heatmap, fun() -> #{} = msgflow:view(matrix, #{by => process, limit => 30}) end},
+             {heatmap_rows, fun() -> #{} = heatmap_of_every_row(30) end},
              {export, fun() -> ok = msgflow:export(Path, html) end},
              {pairs, fun() -> true = length(msgflow:pairs()) >= Pairs end}],
     Times = maps:from_list([{K, median3(F)} || {K, F} <- Calls]),
@@ -605,6 +609,14 @@ gc_of(Pid, _) ->
             end
     end.
 
+%% The heatmap of L by process as it was made before heat_by_process
+%% (msgflow_rows_groups): a row of every pair, their senders' and
+%% receivers' sums, the matrix of those (in the calling process).
+heatmap_of_every_row(L) ->
+    Store = msgflow_collector:store(false),
+    View = #{rows := Rows} = msgflow_rows:build(Store, #{by => process, with_kinds => false}),
+    msgflow_matrix_view:of_rows(View#{heatmap => msgflow_rows_ends:heatmap(Rows, L)}, L).
+
 %%% Table
 
 %% Figures of main before issue 37 (at 6640f04, `make bench-scale' on
@@ -647,6 +659,8 @@ print(A, B) ->
     Row("matrix(name) printed, 80x24 ms", "", Ms(matrix_printed)),
     Row("view(process, busiest) ms", "", Ms(process)),
     Row("hotspots() ms", "100 / 200", Ms(hotspots)),
+    Row("matrix(process), limit 30 ms", "", Ms(heatmap)),
+    Row("  the same from every row ms", "", Ms(heatmap_rows)),
     Row("hotspots(), last window busy ms", "100 / 200", MsOr(hotspots_busy)),
     Row("export(Path, html) ms", "1500 / 3000", Ms(export)),
     Row("pairs() ms", "500 / 1000", Ms(pairs)),
