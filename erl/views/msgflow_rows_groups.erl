@@ -113,8 +113,7 @@ sums([], M) ->
 sums(Rest, M) ->
     sum_runs(lists:sort(maps:to_list(M) ++ Rest)).
 
-%% [{Key, N}] sorted by key: each key once, its Ns added.
-sum_runs([]) -> [];
+%% [{Key, N}] sorted by key, not empty: each key once, its Ns added.
 sum_runs([{K, N} | T]) -> sum_runs(T, K, N, []).
 
 sum_runs([{K, N} | T], K, Acc, Out) -> sum_runs(T, K, Acc + N, Out);
