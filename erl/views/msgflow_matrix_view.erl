@@ -12,7 +12,7 @@
 %%%     row's messages;</li>
 %%% <li>`limit' (all): only the L senders and the L receivers with the most
 %%%     messages, and the cells between them (only they are labelled: for a
-%%%     heatmap of a big node).  By process the L of each are chosen from
+%%%     heatmap of a big node).  By process (no `kind') the L of each are chosen from
 %%%     every pair's total alone, and only the L senders' rows are made
 %%%     (msgflow_rows_groups:heat_by_process/3): at 200,000 pairs a fifth
 %%%     of the time a row of every pair takes (BENCHMARKS.md);</li>

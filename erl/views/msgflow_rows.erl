@@ -91,9 +91,9 @@
 %% `ends' (none; more keys to give endpoint info for, rows or not),
 %% `heatmap' (none; L: the L senders and the L receivers with the most
 %% messages, as `heatmap => #{rows, cols}', busiest first; by process
-%% over every pair, from the rows' totals, with only the L senders' rows
-%% made, and `heat_totals': those senders' messages and every
-%% receiver's, which a cluster's parts add up),
+%% over every pair and not narrowed (heat_read/3), from the rows' totals,
+%% with only the L senders' rows made, and `heat_totals': those senders'
+%% messages and every receiver's, which a cluster's parts add up),
 %% `labelled' (all; N: only the keys of the first N rows, and those of the
 %% heatmap, get endpoint info: for reports that show a few rows of many),
 %% `with_kinds' (true; false: rows' `kinds' left empty, for views that show
@@ -166,7 +166,7 @@ build(Store, Spec) ->
            end,
     %% a heatmap of every pair by process: its keys from the rows' totals
     %% alone, and only its senders' rows made
-    {Ctx, HeatRead} = case heat_read(Spec, By, Limit, Sort, Ctx3) of
+    {Ctx, HeatRead} = case heat_read(Spec, By, Ctx3) of
                           {yes, L} ->
                               {Heat0, HeatPairs, Totals} =
                                   msgflow_rows_groups:heat_by_process(Store, Ctx3, L),
@@ -263,16 +263,18 @@ build(Store, Spec) ->
 
 %% {yes, L} when the heatmap of L is read from the rows' totals
 %% (msgflow_rows_groups:heat_by_process/3): by process, every pair's
-%% messages since start, not narrowed (to pairs, an endpoint, a kind, a
-%% text, the active ones); else no.
-heat_read(#{heatmap := L} = Spec, process, all, messages, Ctx) ->
+%% messages since start, all rows ranked by messages, not narrowed (to
+%% pairs, an endpoint, a kind, a text, the active ones); else no.
+heat_read(#{heatmap := L} = Spec, process, Ctx) ->
     Narrowed = [K || K <- [pair, endpoint, kind, keys], is_map_key(K, Spec)]
-        ++ [active || maps:get(active, Spec, false)] ++ [filter || is_map_key(filter, Ctx)],
+        ++ [active || maps:get(active, Spec, false)] ++ [filter || is_map_key(filter, Ctx)]
+        ++ [limit || maps:get(limit, Spec, all) =/= all]
+        ++ [sort || maps:get(sort, Spec, messages) =/= messages],
     case Narrowed of
         [] -> {yes, L};
         _ -> no
     end;
-heat_read(_, _, _, _, _) ->
+heat_read(_, _, _) ->
     no.
 
 %% fun({S, R}) -> true when one end of the group has Text in its label or

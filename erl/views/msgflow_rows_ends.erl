@@ -2,7 +2,12 @@
 %%% key's label, text and display, read from the labels tables; and the
 %%% heatmap's keys.  Any process; reads ETS only.
 -module(msgflow_rows_ends).
--export([endpoints/4, displays/1, heatmap/2, heatmap_of/3]).
+-export([endpoints/4, displays/1, heatmap/2, heatmap_of/3, totals/1, add_totals/1]).
+-export_type([totals/0]).
+
+%% Messages sent and received by key, each key once.
+-type totals() :: #{sent := [{msgflow_rows:key(), non_neg_integer()}],
+                    received := [{msgflow_rows:key(), non_neg_integer()}]}.
 
 
 %% @doc The L senders and the L receivers of the most messages, busiest
@@ -10,11 +15,28 @@
 -spec heatmap([msgflow_rows:row()], pos_integer()) ->
           #{rows := [msgflow_rows:key()], cols := [msgflow_rows:key()]}.
 heatmap(Rows, L) ->
-    Sum = fun(F) -> maps:to_list(lists:foldl(fun(Row = #{count := C}, Acc) ->
-                                                     K = F(Row),
-                                                     Acc#{K => C + maps:get(K, Acc, 0)}
-                                             end, #{}, Rows)) end,
-    heatmap_of(Sum(fun(#{sender := S}) -> S end), Sum(fun(#{receiver := R}) -> R end), L).
+    #{sent := Sent, received := Received} = totals(Rows),
+    heatmap_of(Sent, Received, L).
+
+%% @doc Each sender's and each receiver's messages in Rows, `{Key,
+%% Messages}' once a key.
+-spec totals([msgflow_rows:row()]) -> totals().
+totals(Rows) ->
+    {Sent, Received} = lists:foldl(fun(#{sender := S, receiver := R, count := C}, {SA, RA}) ->
+                                           {SA#{S => C + maps:get(S, SA, 0)},
+                                            RA#{R => C + maps:get(R, RA, 0)}}
+                                   end, {#{}, #{}}, Rows),
+    #{sent => maps:to_list(Sent), received => maps:to_list(Received)}.
+
+%% @doc Several parts' totals (totals/1, or a node's heat_totals)
+%% added up key by key.
+-spec add_totals([totals()]) -> totals().
+add_totals(Parts) ->
+    Add = fun(Which) ->
+                  maps:to_list(lists:foldl(fun({K, C}, A) -> A#{K => C + maps:get(K, A, 0)} end, #{},
+                                           lists:append([M || #{Which := M} <- Parts])))
+          end,
+    #{sent => Add(sent), received => Add(received)}.
 
 %% @doc The heatmap of each key's messages sent and received, `{Key,
 %% Messages}' once a key: the L keys of the most of each, busiest first,

@@ -56,19 +56,20 @@ merge([Local | _] = Views, Spec) ->
                N -> lists:sublist(Sorted, N)
            end,
     Sum = fun(Key) -> lists:sum([maps:get(Key, V) || V <- Views]) end,
-    Heat = case {Spec, [T || #{heat_totals := T} <- Views]} of
-               %% every node's senders and receivers added up (each node
-               %% sent the rows of its own L busiest senders, among which
-               %% are the cluster's: msgflow_rows_groups:heat_by_process/3)
-               {#{heatmap := L}, Totals} when length(Totals) =:= length(Views) ->
-                   Add = fun(Which) ->
-                                 maps:to_list(
-                                   lists:foldl(fun(E, A) -> A#{element(1, E) => element(2, E) +
-                                                                  maps:get(element(1, E), A, 0)} end,
-                                               #{}, lists:append([M || #{Which := M} <- Totals])))
-                         end,
-                   #{heatmap => msgflow_rows_ends:heatmap_of(Add(sent), Add(received), L)};
-               {#{heatmap := L}, _} -> #{heatmap => msgflow_rows_ends:heatmap(Rows, L)};
+    Heat = case Spec of
+               %% every node's senders and receivers added up: by process
+               %% a node sent the rows of its own L busiest senders (among
+               %% them the cluster's) and every receiver's total
+               %% (msgflow_rows_groups:heat_by_process/3); a part without
+               %% them (a stand-in for a node that did not answer) its rows'
+               #{heatmap := L} ->
+                   #{sent := Sent, received := Received} =
+                       msgflow_rows_ends:add_totals(
+                         [case V of
+                              #{heat_totals := T} -> T;
+                              #{rows := Rs} -> msgflow_rows_ends:totals(Rs)
+                          end || V <- Views]),
+                   #{heatmap => msgflow_rows_ends:heatmap_of(Sent, Received, L)};
                _ -> #{}
            end,
     Dead = maps:to_list(lists:foldl(fun({S, R, C}, Acc) ->
