@@ -46,14 +46,10 @@ top_by_process(Store = #{pairs := T}, Ctx, N) ->
                                   end).
 
 top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, N, Plain) ->
-    Named = case Store of
-                #{named := NT} -> lists:append([ets:lookup(T, K) || {K} <- ets:tab2list(NT)]);
-                _ -> ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}])
-            end,
     Side = lists:foldl(fun(Row, Acc) ->
                                {S, R} = msgflow_row:key(Row),
                                add_member({S, msgflow_labels:canon(Tables, R)}, Row, Acc)
-                       end, #{}, Named ++ ets:tab2list(F)),
+                       end, #{}, named_rows(T, maps:get(named, Store, none)) ++ ets:tab2list(F)),
     Groups0 = lists:foldl(fun(Row, Acc) -> add_member(msgflow_row:key(Row), Row, Acc) end,
                           Side, Plain),
     %% a merged name's pid row may be below the threshold: fetch it
@@ -77,14 +73,11 @@ top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx = #{labels := Tables},
 %% are all in these; `received' holds every receiver, for the nodes'
 %% parts to be added up (msgflow_rows_merge).
 -spec heat_by_process(msgflow_store:store(), map(), pos_integer()) ->
-          {#{rows := [term()], cols := [term()]}, [{term(), term()}],
-           #{sent := [{term(), non_neg_integer()}], received := [{term(), non_neg_integer()}]}}.
+          {#{rows := [msgflow_rows:key()], cols := [msgflow_rows:key()]},
+           [{msgflow_rows:key(), msgflow_rows:key()}], msgflow_rows_ends:totals()}.
 heat_by_process(#{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, L) ->
     KeyOf = key_fun(process, Tables),
-    Named = case Ctx of
-                #{named := NT} when NT =/= none -> [Row || {K} <- ets:tab2list(NT), Row <- ets:lookup(T, K)];
-                _ -> ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}])
-            end ++ ets:tab2list(F),
+    Named = named_rows(T, maps:get(named, Ctx, none)) ++ ets:tab2list(F),
     Side = [{S, KeyOf(R), msgflow_row:total(Row)} || Row <- Named, {S, R} <- [msgflow_row:key(Row)]],
     Plain = msgflow_row:pattern(#{key => {'$3', '$1'}, total => '$2'}),
     Pairs = msgflow_row:fold_select(T, [{Plain, [{'not', named_guard()}], [{{'$3', '$1', '$2'}}]}],
@@ -171,6 +164,14 @@ sum_rows([Row | Rows], Ctx) ->
     lists:foldl(fun(R, Acc) -> add_acc(acc(R, Ctx), Acc) end, acc(Row, Ctx), Rows).
 
 %% Local registered names (atom, or {Name, node()}) as receivers.
+%% The rows of the sends to local registered names: those of the keys
+%% the store keeps apart (NT, msgflow_store_kept), or where a handle has
+%% no such table (`none') a select of the pairs table T.
+named_rows(T, none) ->
+    ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}]);
+named_rows(T, NT) ->
+    [Row || {K} <- ets:tab2list(NT), Row <- ets:lookup(T, K)].
+
 named_guard() ->
     {'orelse', {is_atom, '$1'},
      {'andalso', {is_tuple, '$1'}, {'==', {element, 2, '$1'}, node()}}}.
@@ -255,15 +256,7 @@ by_process(T, F, Guard, KeyOf, Ctx) ->
                _ -> []
            end,
     Min = case Guard of [{'>', _, M}] -> M; [] -> 0 end,
-    Named = case Ctx of
-                #{named := NT} when NT =/= none ->
-                    %% the store keeps the sends to names apart
-                    [Row || {K} <- ets:tab2list(NT), Row <- ets:lookup(T, K),
-                            msgflow_row:last_window(Row) > Min];
-                _ ->
-                    ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, window => '$2'}),
-                                    [named_guard() | Guard], ['$_']}])
-            end
+    Named = [Row || Row <- named_rows(T, maps:get(named, Ctx, none)), msgflow_row:last_window(Row) > Min]
         ++ ets:select(F, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}), Ends ++ Guard,
                            ['$_']}]),
     Side = lists:foldl(fun(Row, Acc) ->
