@@ -357,6 +357,27 @@ many_fan_out_subjects_test() ->
                           ?assertEqual(B, A)
                   end).
 
+%% 2,500 senders casting to the same six receivers in each of two
+%% windows: the second window's ends are split over four tables (about
+%% 1,000 ends a table, as many as the first window's ends asked for), and
+%% the fan-out rule over what the store kept of that window finds every
+%% sender, as it does over every pair.
+fan_out_over_split_ends_test() ->
+    with_ends(2506, fun(Ends, Name) ->
+                            W = [{Sn, R, 1, cast} || Sn <- lists:seq(1, 2500), R <- lists:seq(2501, 2506)],
+                            {S, Kept, Scan} = fed([W, W, []], Ends, Name, #{}),
+                            Opts = #{fan_out_receivers => 6},
+                            Found = fun(Store) ->
+                                            [maps:with([members, evidence], F)
+                                             || F = #{rule := fan_out} <- msgflow_hotspots:build(Store, Opts)]
+                                    end,
+                            A = Found(Kept),
+                            B = Found(Scan),
+                            retire(S),
+                            ?assertMatch([#{members := 2500}], A),
+                            ?assertEqual(B, A)
+                    end).
+
 %% The store's tables deleted (the test's process owns them).
 retire(_S) ->
     [ets:delete(T) || T <- ets:all(), ets:info(T, owner) =:= self(),

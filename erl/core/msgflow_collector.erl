@@ -377,7 +377,10 @@ handle_info({msgflow_history, Pid, Report}, St = #st{writer = {Pid, _}, history 
   when is_map(Report) ->
     {noreply, St#st{history = maps:merge(H, Report)}};
 handle_info({retire, Tables}, St) ->
-    ok = msgflow_store:retire(Tables),
+    _ = case msgflow_store:retire(Tables) of
+            [] -> ok;
+            Left -> self() ! {retire, Left}
+        end,
     {noreply, St};
 handle_info(_Msg, St) ->
     {noreply, St}.

@@ -58,6 +58,8 @@
 %% how long the tables a reset or a new run replaced are kept for the
 %% views still reading them, in ms
 -define(RETIRE_MS, 60000).
+%% objects retire/1 deletes one at a time in a call: about 20 ms
+-define(RETIRE_ROWS, 20000).
 
 %% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
 -type state() :: #store{}.
@@ -235,12 +237,12 @@ census(S = #store{labels = L, closed = C}) ->
 census_left(#store{labels = L}) ->
     msgflow_labels:census_left(L).
 
-%% @doc Deletes tables clear/2 replaced (deleted whole, which the VM does
-%% in the background).  The owner only.
--spec retire([ets:tid()]) -> ok.
+%% @doc Deletes tables clear/2 replaced, ?RETIRE_ROWS objects at most
+%% one at a time (msgflow_tables): the tables left, for the owner to
+%% retire next (after the messages that came meanwhile).  The owner only.
+-spec retire([ets:tid()]) -> [ets:tid()].
 retire(Tables) ->
-    _ = [ets:delete(T) || T <- Tables],
-    ok.
+    msgflow_tables:drop(Tables, ?RETIRE_ROWS).
 
 %% @doc Windows closed since the run started.
 -spec closed(state()) -> non_neg_integer().
@@ -530,8 +532,9 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
     Now = now_ms(),
     N = Closed + 1,
     Tables = msgflow_labels:tables(L),
+    Kept0 = S#store.kept,
     {Waits, WaitsNext} = msgflow_store_waits:close(S#store.waits,
-                                                   msgflow_store_kept:open_receivers(S#store.kept),
+                                                   fun(MS) -> msgflow_store_kept:open_receivers(Kept0, MS) end,
                                                    fun(R) -> msgflow_labels:canon(Tables, R) end,
                                                    Now - Start, S#store.count_scale),
     W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
@@ -562,22 +565,19 @@ sweep_sizes(S = #store{sizes = T, pairs = P, sweeps = Sw}) ->
 %% with 100,000 receivers costs no sort of them all); names join their
 %% pid's count.
 queue_lens(#store{kept = Kept, labels = L}) ->
-    WS = msgflow_store_kept:open_receivers(Kept),
     Tables = msgflow_labels:tables(L),
-    Thr = case ets:select(WS, [{{'_', '$1', '_'}, [], ['$1']}], 1000) of
-              {Ns, _} when length(Ns) > ?QLEN_MAX_SAMPLED ->
+    Thr = case msgflow_store_kept:open_receivers(Kept, [{{'_', '$1', '_'}, [], ['$1']}], 1000) of
+              Ns when length(Ns) > ?QLEN_MAX_SAMPLED ->
                   max(?QLEN_MIN_SENDERS,
                       lists:nth(?QLEN_MAX_SAMPLED, lists:sort(fun erlang:'>='/2, Ns)));
               _ -> ?QLEN_MIN_SENDERS
           end,
-    Above = ets:select(WS, [{{'$1', '$2', '_'}, [{'orelse', {'>', '$2', Thr}, {'not', {is_pid, '$1'}}}],
-                             [{{'$1', '$2'}}]}]),
-    Equal = case ets:select(WS, [{{'$1', '$2', '_'}, [{'==', '$2', Thr}, {is_pid, '$1'}],
-                                  [{{'$1', '$2'}}]}],
-                            ?QLEN_MAX_SAMPLED) of
-                '$end_of_table' -> [];
-                {Eq, _} -> Eq
-            end,
+    Above = msgflow_store_kept:open_receivers(
+              Kept, [{{'$1', '$2', '_'}, [{'orelse', {'>', '$2', Thr}, {'not', {is_pid, '$1'}}}],
+                      [{{'$1', '$2'}}]}]),
+    Equal = lists:sublist(msgflow_store_kept:open_receivers(
+                            Kept, [{{'$1', '$2', '_'}, [{'==', '$2', Thr}, {is_pid, '$1'}],
+                                    [{{'$1', '$2'}}]}], ?QLEN_MAX_SAMPLED), ?QLEN_MAX_SAMPLED),
     Merged = lists:foldl(fun({R, N}, Acc) ->
                                  case msgflow_labels:canon(Tables, R) of
                                      P when is_pid(P), node(P) =:= node() ->

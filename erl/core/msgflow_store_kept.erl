@@ -19,9 +19,14 @@
 %%% update returns.  A window's tables are deleted one window after they
 %%% stopped being the last (close_window/1); those of a run or a reset are
 %%% handed back to be retired later (msgflow_store's `{retire, Tables}').
+%%% The open window's ends are split over tables of about ?PART_ROWS ends
+%%% each (by the hash of the end; as many as the last window's ends asked
+%%% for), so that each is freed in a short slice as the window closes
+%%% (msgflow_tables): a node of 100,000 processes has 200,000 ends every
+%%% window.
 -module(msgflow_store_kept).
 
--export([new/1, new_pair/2, add/8, forget/2, open_receivers/1, close_window/1, clear/1, tables/1,
+-export([new/1, new_pair/2, add/8, forget/2, open_receivers/2, open_receivers/3, close_window/1, clear/1, tables/1,
          handle/1]).
 -export_type([kept/0, caps/0]).
 
@@ -36,6 +41,9 @@
 %% default): on a node of 100,000 processes each talking to a few, all of
 %% them would take 18 MB a window
 -define(KEEP_PARTNERS, 5).
+%% the open window's ends a table holds, about (new_ends/1)
+-define(PART_ROWS, 1000).
+-define(MAX_PARTS, 512).
 
 -record(kept, {
     caps :: {pos_integer(), pos_integer()},         %% busiest sizes: total, window
@@ -43,7 +51,7 @@
     open :: msgflow_busiest:index(),
     last = none :: msgflow_busiest:index() | none,
     named :: ets:tid(),
-    ends :: {ets:tid(), ets:tid()},                 %% the open window's: in, out
+    ends :: {parts(), parts()},                     %% the open window's: in, out
     last_ends = none :: {ets:tid(), ets:tid()} | none,
     %% the window before the last's index and ends, deleted as the next
     %% window closes: a view that began before has a whole interval to
@@ -53,6 +61,9 @@
 }).
 
 -opaque kept() :: #kept{}.
+%% One kind of ends of the open window, split by the hash of the end
+%% (part/2): a tuple of tables.
+-type parts() :: tuple().
 %% The busiest indexes' sizes (tests make them small).
 -type caps() :: #{total => pos_integer(), window => pos_integer()}.
 
@@ -62,7 +73,7 @@ new(Caps) ->
     C = {maps:get(total, Caps, ?BUSIEST_TOTAL), maps:get(window, Caps, ?BUSIEST_WINDOW)},
     #kept{caps = C, total = msgflow_busiest:new(element(1, C)),
           open = msgflow_busiest:new(element(2, C)),
-          named = ets:new(msgflow_named, [set, protected]), ends = new_ends()}.
+          named = ets:new(msgflow_named, [set, protected]), ends = new_ends(0)}.
 
 %% @doc A new row K of the pairs table (a send to a local name is kept
 %% apart).
@@ -79,10 +90,10 @@ new_pair(Kp = #kept{named = Nm}, K = {_, R}) ->
           first | open, pos_integer(), pos_integer()) -> kept().
 add(Kp = #kept{ends = {In, Out}}, Which, K = {Sn, R}, N, KT, First, Total, Count) ->
     New = case First of first -> 1; open -> 0 end,
-    _ = ets:update_counter(In, R, [{2, New}, {3, N}], {R, 0, 0}),
+    _ = ets:update_counter(part(In, R), R, [{2, New}, {3, N}], {R, 0, 0}),
     _ = case KT of
             {reply, _} -> ok;
-            _ -> ets:update_counter(Out, Sn, [{2, New}, {3, N}], {Sn, 0, 0})
+            _ -> ets:update_counter(part(Out, Sn), Sn, [{2, New}, {3, N}], {Sn, 0, 0})
         end,
     case Which =:= pairs andalso not msgflow_row:named(R) of
         true -> Kp#kept{total = msgflow_busiest:bump(Kp#kept.total, K, Total),
@@ -98,9 +109,24 @@ forget(Kp = #kept{named = Nm, last = L}, K) ->
             open = msgflow_busiest:remove(Kp#kept.open, K),
             last = case L of none -> none; _ -> msgflow_busiest:remove(L, K) end}.
 
-%% @doc The open window's receivers, `{Receiver, Senders, Messages}'.
--spec open_receivers(kept()) -> ets:tid().
-open_receivers(#kept{ends = {In, _}}) -> In.
+%% @doc What MatchSpec selects of the open window's receivers,
+%% `{Receiver, Senders, Messages}' (each select traps: the collector
+%% yields while it runs).
+-spec open_receivers(kept(), ets:match_spec()) -> [term()].
+open_receivers(#kept{ends = {In, _}}, MS) ->
+    lists:append([ets:select(T, MS) || T <- tuple_to_list(In)]).
+
+%% @doc The same, at least Limit of them when there are as many (the
+%% first tables' first).
+-spec open_receivers(kept(), ets:match_spec(), pos_integer()) -> [term()].
+open_receivers(#kept{ends = {In, _}}, MS, Limit) ->
+    lists:foldl(fun(T, Acc) when length(Acc) < Limit ->
+                        case ets:select(T, MS, Limit - length(Acc)) of
+                            {Got, _} -> Acc ++ Got;
+                            '$end_of_table' -> Acc
+                        end;
+                   (_, Acc) -> Acc
+                end, [], tuple_to_list(In)).
 
 %% @doc The open window closed: its busiest index and its ends (those
 %% with ?KEEP_PARTNERS partners or more and the registered names, copied:
@@ -109,12 +135,13 @@ open_receivers(#kept{ends = {In, _}}) -> In.
 %% tables to retire later: none (the shape clear/1 shares).
 -spec close_window(kept()) -> {kept(), [ets:tid()]}.
 close_window(Kp = #kept{ends = {In, Out}, caps = {_, W}}) ->
-    _ = [ets:delete(T) || T <- Kp#kept.before],
+    ok = msgflow_tables:drop(Kp#kept.before),
     Before = ends_tables(Kp#kept.last_ends) ++ index_tables(Kp#kept.last),
     Last = {kept_ends(In, msgflow_window_receivers), kept_ends(Out, msgflow_window_senders)},
-    ets:delete(In),
-    ets:delete(Out),
-    {Kp#kept{last = Kp#kept.open, open = msgflow_busiest:new(W), ends = new_ends(),
+    Ends = [ets:info(T, size) || T <- tuple_to_list(In) ++ tuple_to_list(Out)],
+    ok = msgflow_tables:drop(ends_tables({In, Out})),
+    {Kp#kept{last = Kp#kept.open, open = msgflow_busiest:new(W),
+             ends = new_ends(lists:max(Ends) * tuple_size(In)),
              last_ends = Last, before = Before}, []}.
 
 %% @doc All of it new and empty, and the tables it had, to be retired.
@@ -139,20 +166,32 @@ handle(#kept{total = T, open = O, last = L, named = Nm, last_ends = LE}) ->
       named => Nm,
       window_ends => #{last => LE, min_partners => ?KEEP_PARTNERS}}.
 
-kept_ends(T, Name) ->
+kept_ends(Parts, Name) ->
     Kept = ets:new(Name, [set, protected]),
     Named = {'orelse', {is_atom, '$2'},
              {'andalso', {is_tuple, '$2'}, {'==', {element, 2, '$2'}, node()}}},
-    ets:insert(Kept, ets:select(T, [{{'$2', '$1', '_'},
-                                     [{'orelse', {'>=', '$1', ?KEEP_PARTNERS}, Named}], ['$_']}])),
+    MS = [{{'$2', '$1', '_'}, [{'orelse', {'>=', '$1', ?KEEP_PARTNERS}, Named}], ['$_']}],
+    _ = [ets:insert(Kept, ets:select(T, MS)) || T <- tuple_to_list(Parts)],
     Kept.
 
-new_ends() ->
-    {ets:new(msgflow_window_receivers, [set, protected]),
-     ets:new(msgflow_window_senders, [set, protected])}.
+%% The open window's ends, in as many tables (a power of 2, up to
+%% ?MAX_PARTS) as Ends ends of one kind (the last window's: its fullest
+%% table's times their number) fill ?PART_ROWS at a time.
+new_ends(Ends) ->
+    N = parts_for(Ends, 1),
+    {list_to_tuple([ets:new(msgflow_window_receivers, [set, protected]) || _ <- lists:seq(1, N)]),
+     list_to_tuple([ets:new(msgflow_window_senders, [set, protected]) || _ <- lists:seq(1, N)])}.
+
+parts_for(Ends, N) when Ends > N * ?PART_ROWS, N < ?MAX_PARTS -> parts_for(Ends, 2 * N);
+parts_for(_, N) -> N.
+
+%% The table of Parts that holds End.
+part({T}, _) -> T;
+part(Parts, End) -> element(1 + erlang:phash2(End, tuple_size(Parts)), Parts).
 
 index_tables(none) -> [];
 index_tables(I) -> msgflow_busiest:tables(I).
 
 ends_tables(none) -> [];
+ends_tables({I, O}) when is_tuple(I) -> tuple_to_list(I) ++ tuple_to_list(O);
 ends_tables({I, O}) -> [I, O].

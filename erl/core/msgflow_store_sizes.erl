@@ -15,6 +15,7 @@
 -define(MERGE_REDUCTIONS, 50).
 %% rows looked at as a window closes, for pairs that left
 -define(SLICE, 2000).
+-define(SWEEP_REDUCTIONS, 10).
 
 %% What a view shows of an edge's sizes: messages measured, their mean and
 %% largest heap words, mean bytes of off-heap binaries, how many were
@@ -72,7 +73,9 @@ sweep(T, P, Cont) ->
         '$end_of_table' ->
             start;
         {Keys, Next} ->
-            _ = [ets:delete(T, K) || K <- Keys, not ets:member(P, K)],
+            %% each key's lookups counted, so that the slice yields
+            _ = [ets:delete(T, K) || K <- Keys, erlang:bump_reductions(?SWEEP_REDUCTIONS),
+                                     not ets:member(P, K)],
             Next
     end.
 

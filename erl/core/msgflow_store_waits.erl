@@ -51,15 +51,16 @@ sample(W = #waits{watch = Watch, samples = Ss}) ->
                                   end, Ss, Watch)}.
 
 %% @doc The window closes: a last reading, each watched receiver's wait
-%% (In: the window's receivers `{Receiver, Senders, Messages}', Canon: a
+%% (In: what a match spec selects of the window's receivers
+%% `{Receiver, Senders, Messages}' (msgflow_store_kept), Canon: a
 %% receiver's process, a registered name's too; WinMs the window's
 %% length; Scale the messages sent for each one counted, over 1 when
 %% tracing is sampled), and the receivers to watch in the next window (the
 %% window's busiest local processes).  Messages from senders that are not
 %% traced are not counted: with `procs' naming a few, a receiver's wait is
 %% too long by their share.
--spec close(waits(), ets:tid(), fun((term()) -> term()), non_neg_integer(), number()) ->
-          {#{pid() => wait()}, waits()}.
+-spec close(waits(), fun((ets:match_spec()) -> [term()]), fun((term()) -> term()),
+            non_neg_integer(), number()) -> {#{pid() => wait()}, waits()}.
 close(W0, In, Canon, WinMs, Scale) ->
     #waits{samples = Ss} = sample(W0),
     %% the window's messages to each local process (its names' added), of
@@ -70,8 +71,8 @@ close(W0, In, Canon, WinMs, Scale) ->
                                    P when is_pid(P), node(P) =:= node() -> Acc#{P => M + maps:get(P, Acc, 0)};
                                    _ -> Acc
                                end
-                       end, #{}, ets:select(In, [{{'$1', '_', '$2'}, [{'>=', '$2', ?MIN_MESSAGES}],
-                                                  [{{'$1', '$2'}}]}])),
+                       end, #{}, In([{{'$1', '_', '$2'}, [{'>=', '$2', ?MIN_MESSAGES}],
+                                      [{{'$1', '$2'}}]}])),
     Waits = maps:from_list([{P, wait(lists:reverse(Rs), maps:get(P, Busy, 0) * Scale, WinMs)}
                             || {P, Rs} <- maps:to_list(Ss)]),
     Watch = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort([{M, P} || {P, M} <- maps:to_list(Busy)])),
