@@ -6,8 +6,8 @@
  *
  * Threads: mf_size_measure and mf_sizes_add on any scheduler thread at
  * once (the edges under a spin lock held for a lookup and a few adds);
- * mf_sizes_take, mf_sizes_take_some and mf_sizes_free_edges by the
- * collector only (a second caller of mf_sizes_take_some is told busy);
+ * mf_sizes_take_some and mf_sizes_free_edges by the collector only (a
+ * second caller of mf_sizes_take_some is told busy);
  * mf_sizes_new and mf_sizes_free by whoever owns the session.
  */
 #include "mf_size.h"
@@ -211,31 +211,6 @@ void mf_sizes_add(mf_sizes *z, uint64_t sender, uint64_t receiver, const mf_size
     }
 }
 
-mf_size_edge *mf_sizes_take(mf_sizes *z)
-{
-    /* the chains emptied under the lock, 64 at a time, then linked
-     * outside it */
-    mf_size_edge *heads[64], *all = NULL;
-    for (unsigned base = 0; base < EDGE_CHAINS; base += 64) {
-        mf_spin_lock(&z->lock);
-        for (unsigned j = 0; j < 64; j++) {
-            heads[j] = z->edges[base + j];
-            z->edges[base + j] = NULL;
-        }
-        mf_spin_unlock(&z->lock);
-        for (unsigned j = 0; j < 64; j++) {
-            mf_size_edge *e = heads[j];
-            while (e) {
-                mf_size_edge *next = e->next;
-                e->next = all;
-                all = e;
-                e = next;
-            }
-        }
-    }
-    return all;
-}
-
 mf_size_edge *mf_sizes_take_some(mf_sizes *z, unsigned max, int *more, int *busy)
 {
     int idle = 0;
@@ -243,16 +218,44 @@ mf_size_edge *mf_sizes_take_some(mf_sizes *z, unsigned max, int *more, int *busy
     *busy = !atomic_compare_exchange_strong(&z->taking, &idle, 1);
     if (*busy)
         return NULL;
-    mf_size_edge *all = z->pending ? z->pending : mf_sizes_take(z);
-    mf_size_edge *last = NULL, *e = all;
-    for (unsigned n = 0; e && n < max; n++) {
-        last = e;
-        e = e->next;
+    /* the edges the last call left, then the chains from the take's
+     * cursor on, 64 at a time (emptied under the lock, linked outside
+     * it), until `max' are in hand: a call walks about what it gives out
+     * and 64 chains more, however many edges the table holds */
+    mf_size_edge *all = z->pending, **tail = &all, *heads[64];
+    unsigned n = 0;
+    while (*tail && n < max) {
+        tail = &(*tail)->next;
+        n++;
     }
-    if (last)
-        last->next = NULL;
-    z->pending = e;
-    *more = e != NULL;
+    while (n < max && z->cursor < EDGE_CHAINS) {
+        unsigned base = z->cursor;
+        mf_spin_lock(&z->lock);
+        for (unsigned j = 0; j < 64; j++) {
+            heads[j] = z->edges[base + j];
+            z->edges[base + j] = NULL;
+        }
+        mf_spin_unlock(&z->lock);
+        z->cursor = base + 64;
+        for (unsigned j = 0; j < 64; j++) {
+            /* each chain's edges after those in hand: walked once more,
+             * when counted below */
+            *tail = heads[j];
+            while (*tail) {
+                tail = &(*tail)->next;
+                n++;
+            }
+        }
+    }
+    /* cut after `max': the rest waits for the next call */
+    mf_size_edge **cut = &all;
+    for (unsigned i = 0; *cut && i < max; i++)
+        cut = &(*cut)->next;
+    z->pending = *cut;
+    *cut = NULL;
+    *more = z->pending != NULL || z->cursor < EDGE_CHAINS;
+    if (!*more)
+        z->cursor = 0; /* the take is over: the next starts at chain 0 */
     atomic_store(&z->taking, 0);
-    return last ? all : NULL;
+    return all;
 }

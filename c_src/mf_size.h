@@ -11,8 +11,8 @@
  *
  * Threads: mf_size_measure and mf_sizes_add on any scheduler thread (the
  * sender's), the add under the spin lock held for one lookup and a few
- * adds; mf_sizes_take by the collector only (the table swapped out under
- * the lock, a slice at a time).  msgflow allocates nothing on a send but
+ * adds; mf_sizes_take_some by the collector only (the chains emptied
+ * under the lock, 64 at a time).  msgflow allocates nothing on a send but
  * the first sample of an edge in a take interval (the VM may, for a hash
  * map's iterator or an unaligned binary: mf_size_measure).
  */
@@ -72,9 +72,11 @@ typedef struct mf_sizes {
     mf_alloc alloc;
     atomic_flag lock;       /* the edges */
     mf_size_edge **edges;   /* 2^MF_SIZE_EDGE_BITS chains; under `lock' */
-    /* a take's edges not yet given out (mf_sizes_take_some), and 1 while
-     * a caller gives some out: one at a time */
+    /* a take's edges not yet given out (mf_sizes_take_some), the next
+     * chain it empties (0 between takes), and 1 while a caller gives some
+     * out: one at a time */
     mf_size_edge *pending;
+    unsigned cursor;
     _Atomic int taking;
 } mf_sizes;
 
@@ -97,19 +99,16 @@ mf_size mf_size_measure(const mf_layout_t *L, ErlNifEnv *env, const mf_sizes *z,
  * thread. */
 void mf_sizes_add(mf_sizes *z, uint64_t sender, uint64_t receiver, const mf_size *m);
 
-/* Takes every edge: a list (through `next') the caller owns and frees
- * with mf_sizes_free_edges.  The collector; one caller at a time. */
-mf_size_edge *mf_sizes_take(mf_sizes *z);
-
-/* Frees a list mf_sizes_take returned. */
+/* Frees a list mf_sizes_take_some returned. */
 void mf_sizes_free_edges(mf_sizes *z, mf_size_edge *list);
 
-/* Up to `max' edges of a take, cut from z's pending ones (every edge, taken
- * with mf_sizes_take, when none are pending): a list the caller owns and
- * frees with mf_sizes_free_edges; *more set to 1 when edges are left for
+/* Up to `max' edges of a take: those the last call left, then the chains
+ * from where it stopped, emptied 64 at a time (an edge added meanwhile to
+ * a chain not yet emptied is in this take, to one emptied already in the
+ * next): a list the caller owns and frees with mf_sizes_free_edges, NULL
+ * when none are left; *more set to 1 while edges or chains are left for
  * the next call.  NULL with *busy set when another caller is in it.  The
- * collector; terms are made for `max' edges at most (the first call of a
- * take also unlinks every edge from its chain: pointer moves, no terms). */
+ * collector; a call walks the edges it gives out and 64 chains more. */
 mf_size_edge *mf_sizes_take_some(mf_sizes *z, unsigned max, int *more, int *busy);
 
 #endif

@@ -358,8 +358,8 @@ many_fan_out_subjects_test() ->
                   end).
 
 %% 2,500 senders casting to the same six receivers in each of two
-%% windows: the second window's ends are split over four tables (about
-%% 1,000 ends a table, as many as the first window's ends asked for), and
+%% windows: the second window's ends are split over two tables (about
+%% 2,000 ends a table, as many as the first window's ends asked for), and
 %% the fan-out rule over what the store kept of that window finds every
 %% sender, as it does over every pair.
 fan_out_over_split_ends_test() ->
@@ -377,6 +377,30 @@ fan_out_over_split_ends_test() ->
                             ?assertMatch([#{members := 2500}], A),
                             ?assertEqual(B, A)
                     end).
+
+%% The open window's receivers are read from every table they are split
+%% over: 5,000 receivers in a window make the next window's four tables,
+%% and open_receivers/2,3 give all 5,000 of the next window's, or at
+%% least the limit asked for.
+open_receivers_over_parts_test() ->
+    Add = fun(Kp, W) ->
+                  lists:foldl(fun(R, K) ->
+                                      msgflow_store_kept:add(K, pairs, {self(), {r, W, R}}, 1, none,
+                                                             first, 1, 1)
+                              end, Kp, lists:seq(1, 5000))
+          end,
+    {K, []} = msgflow_store_kept:close_window(Add(msgflow_store_kept:new(#{}), 1)),
+    Parts = [T || T <- ets:all(), ets:info(T, owner) =:= self(),
+                  ets:info(T, name) =:= msgflow_window_receivers, ets:info(T, protection) =:= private],
+    K2 = Add(K, 2),
+    MS = [{{'$1', '_', '_'}, [], ['$1']}],
+    All = msgflow_store_kept:open_receivers(K2, MS),
+    Some = msgflow_store_kept:open_receivers(K2, MS, 1000),
+    _ = [ets:delete(T) || T <- msgflow_store_kept:tables(K2)],
+    ?assertEqual(4, length(Parts)),
+    ?assertEqual([{r, 2, R} || R <- lists:seq(1, 5000)], lists:sort(All)),
+    ?assert(length(Some) >= 1000 andalso length(Some) < 5000),
+    ?assertEqual([], Some -- All).
 
 %% The store's tables deleted (the test's process owns them).
 retire(_S) ->

@@ -377,10 +377,7 @@ handle_info({msgflow_history, Pid, Report}, St = #st{writer = {Pid, _}, history 
   when is_map(Report) ->
     {noreply, St#st{history = maps:merge(H, Report)}};
 handle_info({retire, Tables}, St) ->
-    _ = case msgflow_store:retire(Tables) of
-            [] -> ok;
-            Left -> self() ! {retire, Left}
-        end,
+    ok = msgflow_store:retire(Tables),
     {noreply, St};
 handle_info(_Msg, St) ->
     {noreply, St}.

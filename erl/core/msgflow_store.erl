@@ -58,8 +58,6 @@
 %% how long the tables a reset or a new run replaced are kept for the
 %% views still reading them, in ms
 -define(RETIRE_MS, 60000).
-%% objects retire/1 deletes one at a time in a call: about 20 ms
--define(RETIRE_ROWS, 20000).
 
 %% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
 -type state() :: #store{}.
@@ -237,12 +235,14 @@ census(S = #store{labels = L, closed = C}) ->
 census_left(#store{labels = L}) ->
     msgflow_labels:census_left(L).
 
-%% @doc Deletes tables clear/2 replaced, ?RETIRE_ROWS objects at most
-%% one at a time (msgflow_tables): the tables left, for the owner to
-%% retire next (after the messages that came meanwhile).  The owner only.
--spec retire([ets:tid()]) -> [ets:tid()].
+%% @doc Deletes tables clear/2 replaced (deleted whole: a view that
+%% still reads one finds it there or gone, never in part; a table of a
+%% million rows holds the owner for slices of 2-4 ms: msgflow_tables).
+%% The owner only.
+-spec retire([ets:tid()]) -> ok.
 retire(Tables) ->
-    msgflow_tables:drop(Tables, ?RETIRE_ROWS).
+    _ = [ets:delete(T) || T <- Tables],
+    ok.
 
 %% @doc Windows closed since the run started.
 -spec closed(state()) -> non_neg_integer().

@@ -19,11 +19,12 @@
 %%% update returns.  A window's tables are deleted one window after they
 %%% stopped being the last (close_window/1); those of a run or a reset are
 %%% handed back to be retired later (msgflow_store's `{retire, Tables}').
-%%% The open window's ends are split over tables of about ?PART_ROWS ends
-%%% each (by the hash of the end; as many as the last window's ends asked
-%%% for), so that each is freed in a short slice as the window closes
-%%% (msgflow_tables): a node of 100,000 processes has 200,000 ends every
-%%% window.
+%%% The open window's ends are the collector's own (private: only
+%%% msgflow_store reads them, through open_receivers/2,3), split over
+%%% tables of about ?PART_ROWS ends each by the hash of the end (as many
+%%% as the last window's ends asked for), so that each is freed in a short
+%%% slice as the window closes (msgflow_tables): a node of 100,000
+%%% processes has 200,000 ends every window.
 -module(msgflow_store_kept).
 
 -export([new/1, new_pair/2, add/8, forget/2, open_receivers/2, open_receivers/3, close_window/1, clear/1, tables/1,
@@ -42,7 +43,7 @@
 %% them would take 18 MB a window
 -define(KEEP_PARTNERS, 5).
 %% the open window's ends a table holds, about (new_ends/1)
--define(PART_ROWS, 1000).
+-define(PART_ROWS, 2000).
 -define(MAX_PARTS, 512).
 
 -record(kept, {
@@ -62,7 +63,7 @@
 
 -opaque kept() :: #kept{}.
 %% One kind of ends of the open window, split by the hash of the end
-%% (part/2): a tuple of tables.
+%% (part/2): a tuple of one table or more, private.
 -type parts() :: tuple().
 %% The busiest indexes' sizes (tests make them small).
 -type caps() :: #{total => pos_integer(), window => pos_integer()}.
@@ -70,10 +71,14 @@
 %% @doc Empty, its tables the calling process's.
 -spec new(caps()) -> kept().
 new(Caps) ->
+    new(Caps, 0).
+
+%% (the open window's ends in as many tables as Ends ends ask for)
+new(Caps, Ends) ->
     C = {maps:get(total, Caps, ?BUSIEST_TOTAL), maps:get(window, Caps, ?BUSIEST_WINDOW)},
     #kept{caps = C, total = msgflow_busiest:new(element(1, C)),
           open = msgflow_busiest:new(element(2, C)),
-          named = ets:new(msgflow_named, [set, protected]), ends = new_ends(0)}.
+          named = ets:new(msgflow_named, [set, protected]), ends = new_ends(Ends)}.
 
 %% @doc A new row K of the pairs table (a send to a local name is kept
 %% apart).
@@ -131,11 +136,13 @@ open_receivers(#kept{ends = {In, _}}, MS, Limit) ->
 %% @doc The open window closed: its busiest index and its ends (those
 %% with ?KEEP_PARTNERS partners or more and the registered names, copied:
 %% the select traps, so the collector yields while it runs) become the
-%% last window's; those of the window before the last are deleted.  The
-%% tables to retire later: none (the shape clear/1 shares).
+%% last window's; those of the window before the last are deleted, and
+%% the open window's ends are dropped (msgflow_tables).  The tables to
+%% retire later: none (the shape clear/1 shares).
 -spec close_window(kept()) -> {kept(), [ets:tid()]}.
 close_window(Kp = #kept{ends = {In, Out}, caps = {_, W}}) ->
-    ok = msgflow_tables:drop(Kp#kept.before),
+    %% (views may be reading these: deleted whole, there or not)
+    _ = [ets:delete(T) || T <- Kp#kept.before],
     Before = ends_tables(Kp#kept.last_ends) ++ index_tables(Kp#kept.last),
     Last = {kept_ends(In, msgflow_window_receivers), kept_ends(Out, msgflow_window_senders)},
     Ends = [ets:info(T, size) || T <- tuple_to_list(In) ++ tuple_to_list(Out)],
@@ -144,10 +151,15 @@ close_window(Kp = #kept{ends = {In, Out}, caps = {_, W}}) ->
              ends = new_ends(lists:max(Ends) * tuple_size(In)),
              last_ends = Last, before = Before}, []}.
 
-%% @doc All of it new and empty, and the tables it had, to be retired.
+%% @doc All of it new and empty, and the tables it had that views may be
+%% reading, to be retired (the open window's ends, its own, are dropped
+%% now).
 -spec clear(kept()) -> {kept(), [ets:tid()]}.
-clear(Kp = #kept{caps = {T, W}}) ->
-    {new(#{total => T, window => W}), tables(Kp)}.
+clear(Kp = #kept{caps = {T, W}, ends = {In, _} = Ends}) ->
+    Open = ends_tables(Ends),
+    ok = msgflow_tables:drop(Open),
+    %% as many tables of ends as the open window's (a reset of a big node)
+    {new(#{total => T, window => W}, tuple_size(In) * ?PART_ROWS), tables(Kp) -- Open}.
 
 %% @doc Its tables (for their memory, or to retire them).
 -spec tables(kept()) -> [ets:tid()].
@@ -179,8 +191,8 @@ kept_ends(Parts, Name) ->
 %% table's times their number) fill ?PART_ROWS at a time.
 new_ends(Ends) ->
     N = parts_for(Ends, 1),
-    {list_to_tuple([ets:new(msgflow_window_receivers, [set, protected]) || _ <- lists:seq(1, N)]),
-     list_to_tuple([ets:new(msgflow_window_senders, [set, protected]) || _ <- lists:seq(1, N)])}.
+    {list_to_tuple([ets:new(msgflow_window_receivers, [set, private]) || _ <- lists:seq(1, N)]),
+     list_to_tuple([ets:new(msgflow_window_senders, [set, private]) || _ <- lists:seq(1, N)])}.
 
 parts_for(Ends, N) when Ends > N * ?PART_ROWS, N < ?MAX_PARTS -> parts_for(Ends, 2 * N);
 parts_for(_, N) -> N.
