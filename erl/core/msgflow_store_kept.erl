@@ -71,7 +71,8 @@
 %% @doc Empty, its tables the calling process's.
 -spec new(caps()) -> kept().
 new(Caps) ->
-    new(Caps, 0).
+    %% the first window's ends: as many as the processes, at most
+    new(Caps, erlang:system_info(process_count)).
 
 %% (the open window's ends in as many tables as Ends ends ask for)
 new(Caps, Ends) ->
@@ -158,8 +159,11 @@ close_window(Kp = #kept{ends = {In, Out}, caps = {_, W}}) ->
 clear(Kp = #kept{caps = {T, W}, ends = {In, _} = Ends}) ->
     Open = ends_tables(Ends),
     ok = msgflow_tables:drop(Open),
-    %% as many tables of ends as the open window's (a reset of a big node)
-    {new(#{total => T, window => W}, tuple_size(In) * ?PART_ROWS), tables(Kp) -- Open}.
+    %% as many tables of ends as the open window's, or as the processes
+    %% ask for (a reset or a new run on a big node)
+    {new(#{total => T, window => W},
+         max(tuple_size(In) * ?PART_ROWS, erlang:system_info(process_count))),
+     tables(Kp) -- Open}.
 
 %% @doc Its tables (for their memory, or to retire them).
 -spec tables(kept()) -> [ets:tid()].

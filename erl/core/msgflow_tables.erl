@@ -8,7 +8,7 @@
 %%% whole only when it holds at most ?WHOLE_ROWS objects (well under 1 ms
 %%% of freeing), its objects counted as reductions so that the next table
 %%% is freed in another slice; a bigger one first loses objects one at a
-%%% time (about 1 µs each, each counted) down to that size.
+%%% time (1-5 µs each, each counted) down to that size.
 %%%
 %%% For the owner's set and ordered set tables that no other process
 %%% reads: one read while the objects go would find some of them gone
@@ -18,9 +18,12 @@
 -export([drop/1]).
 
 -define(WHOLE_ROWS, 2000).
-%% an object freed or deleted one at a time, in reductions (a slice is
-%% 4,000: about 2,000 objects, under 1 ms)
+%% an object a table deleted whole frees, in reductions (a slice is
+%% 4,000: 2,000 objects, about 0.5 ms)
 -define(ROW_REDUCTIONS, 2).
+%% an object deleted alone (ets:next/2 and ets:delete/2 in a big table,
+%% 1-5 µs: `make bench-scale' met 5 ms slices at 2): 200 a slice
+-define(THIN_REDUCTIONS, 20).
 
 %% @doc Every table of Tables deleted (one gone already is skipped).
 -spec drop([ets:tid()]) -> ok.
@@ -49,5 +52,5 @@ thin(_, '$end_of_table', _) ->
 thin(T, K, N) ->
     Next = ets:next(T, K),
     ets:delete(T, K),
-    erlang:bump_reductions(?ROW_REDUCTIONS),
+    erlang:bump_reductions(?THIN_REDUCTIONS),
     thin(T, Next, N - 1).
