@@ -453,9 +453,10 @@ ERL_NIF_TERM mf_nif_sizes_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 
 /* sizes_take_some(Session, Max) -> {more | done, Edges}: sizes_take/1's
  * edges, at most Max (1 to 65,536) a call, so that no call holds its
- * scheduler long: `more' while edges of this take are left, which the
- * next call gives before any newer.  `{done, []}' when sizes are off;
- * `busy' while another caller takes them.  The collector. */
+ * scheduler long: `more' while edges or chains of this take are left,
+ * which the next call goes on with (mf_sizes_take_some).  `{done, []}'
+ * when sizes are off; `busy' while another caller takes them.  The
+ * collector (tests and benches too). */
 ERL_NIF_TERM mf_nif_sizes_take_some(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;

@@ -6,8 +6,9 @@
  *
  * Threads: mf_size_measure and mf_sizes_add on any scheduler thread at
  * once (the edges under a spin lock held for a lookup and a few adds);
- * mf_sizes_take_some and mf_sizes_free_edges by the collector only (a
- * second caller of mf_sizes_take_some is told busy);
+ * mf_sizes_take_some and mf_sizes_free_edges by the collector (and
+ * tests and benches, through sizes_take: a second caller of
+ * mf_sizes_take_some at once is told busy);
  * mf_sizes_new and mf_sizes_free by whoever owns the session.
  */
 #include "mf_size.h"
@@ -17,6 +18,7 @@
 #include "mf_spin.h"
 
 #define EDGE_CHAINS (1u << MF_SIZE_EDGE_BITS)
+_Static_assert(EDGE_CHAINS % 64 == 0, "chains are emptied 64 at a time");
 /* a small integer's bounds on a 64-bit VM (60 bits with its sign) */
 #define SMALL_MAX ((int64_t)((1ULL << 59) - 1))
 #define SMALL_MIN (-(int64_t)(1ULL << 59))
@@ -215,6 +217,9 @@ mf_size_edge *mf_sizes_take_some(mf_sizes *z, unsigned max, int *more, int *busy
 {
     int idle = 0;
     *more = 0;
+    *busy = 0;
+    if (max == 0)
+        return NULL; /* nothing asked: nothing moves */
     *busy = !atomic_compare_exchange_strong(&z->taking, &idle, 1);
     if (*busy)
         return NULL;

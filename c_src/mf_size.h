@@ -11,8 +11,8 @@
  *
  * Threads: mf_size_measure and mf_sizes_add on any scheduler thread (the
  * sender's), the add under the spin lock held for one lookup and a few
- * adds; mf_sizes_take_some by the collector only (the chains emptied
- * under the lock, 64 at a time).  msgflow allocates nothing on a send but
+ * adds; mf_sizes_take_some by one caller at a time, the collector (the
+ * chains emptied under the lock, 64 at a time).  msgflow allocates nothing on a send but
  * the first sample of an edge in a take interval (the VM may, for a hash
  * map's iterator or an unaligned binary: mf_size_measure).
  */
@@ -108,7 +108,8 @@ void mf_sizes_free_edges(mf_sizes *z, mf_size_edge *list);
  * next): a list the caller owns and frees with mf_sizes_free_edges, NULL
  * when none are left; *more set to 1 while edges or chains are left for
  * the next call.  NULL with *busy set when another caller is in it.  The
- * collector; a call walks the edges it gives out and 64 chains more. */
+ * collector; a call walks the edges it gives out and 64 chains more.
+ * `max' 0 gives NULL and moves nothing (*more and *busy 0). */
 mf_size_edge *mf_sizes_take_some(mf_sizes *z, unsigned max, int *more, int *busy);
 
 #endif

@@ -58,10 +58,24 @@ sizes_in_chunks(_Config) ->
     ?assertEqual(lists:sort([{P, To, 1} || P <- [Late | Procs]]),
                  lists:sort([{S, R, N} || {S, R, N, _, _, _, _} <- A ++ B ++ C ++ D])),
     ?assertEqual({done, []}, msgflow_tracer:sizes_take_some(Session, 1000)),
+    %% again, 7 a call: the chains emptied give more than asked, the rest
+    %% waits
+    lists:foreach(Send, Procs),
+    Small = take_all(Session, 7, []),
+    ?assert(lists:all(fun(X) -> length(X) =< 7 end, Small)),
+    ?assertEqual(lists:sort([{P, To, 1} || P <- Procs]),
+                 lists:sort([{S, R, N} || {S, R, N, _, _, _, _} <- lists:append(Small)])),
     [?assertError(badarg, msgflow_tracer:sizes_take_some(Session, Bad))
      || Bad <- [0, 65537, -1, a]],
     msgflow_tracer:session_stop(Session),
     [begin unlink(P), exit(P, kill) end || P <- [To, Late | Procs]].
+
+%% Every chunk of a take, Max a call, until the one marked done.
+take_all(Session, Max, Acc) ->
+    case msgflow_tracer:sizes_take_some(Session, Max) of
+        {more, Es} -> take_all(Session, Max, [Es | Acc]);
+        {done, Es} -> lists:reverse([Es | Acc])
+    end.
 
 %% The messages of each edge, by name.
 messages() ->

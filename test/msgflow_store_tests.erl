@@ -344,36 +344,32 @@ same_matrix(A, B) ->
 many_fan_out_subjects_test() ->
     with_ends(47, fun(Ends, Name) ->
                           W = [{Sn, R, 3, cast} || Sn <- lists:seq(1, 40), R <- lists:seq(41, 46)],
-                          {S, Kept, Scan} = fed([W, W], Ends, Name, #{}),
-                          Opts = #{fan_out_receivers => 5},
-                          Found = fun(Store) ->
-                                          [maps:with([members, evidence], F)
-                                           || F = #{rule := fan_out} <- msgflow_hotspots:build(Store, Opts)]
-                                  end,
-                          A = Found(Kept),
-                          B = Found(Scan),
-                          retire(S),
+                          {A, B} = fan_outs([W, W], Ends, Name, 5),
                           ?assertMatch([#{members := 40, evidence := #{kind := {cast, x, 100}}}], A),
                           ?assertEqual(B, A)
                   end).
 
+%% The fan-out findings (members and evidence) over what the store fed
+%% with Windows keeps, and over every pair.
+fan_outs(Windows, Ends, Name, Min) ->
+    {S, Kept, Scan} = fed(Windows, Ends, Name, #{}),
+    Found = fun(Store) ->
+                    [maps:with([members, evidence], F)
+                     || F = #{rule := fan_out} <- msgflow_hotspots:build(Store, #{fan_out_receivers => Min})]
+            end,
+    A = Found(Kept),
+    B = Found(Scan),
+    retire(S),
+    {A, B}.
+
 %% 2,500 senders casting to the same six receivers in each of two
 %% windows: the second window's ends are split over two tables (about
-%% 2,000 ends a table, as many as the first window's ends asked for), and
-%% the fan-out rule over what the store kept of that window finds every
-%% sender, as it does over every pair.
+%% 2,000 ends a table, as many as the first window's ends asked for), and the fan-out rule over what the store kept of
+%% that window finds every sender, as it does over every pair.
 fan_out_over_split_ends_test() ->
     with_ends(2506, fun(Ends, Name) ->
                             W = [{Sn, R, 1, cast} || Sn <- lists:seq(1, 2500), R <- lists:seq(2501, 2506)],
-                            {S, Kept, Scan} = fed([W, W, []], Ends, Name, #{}),
-                            Opts = #{fan_out_receivers => 6},
-                            Found = fun(Store) ->
-                                            [maps:with([members, evidence], F)
-                                             || F = #{rule := fan_out} <- msgflow_hotspots:build(Store, Opts)]
-                                    end,
-                            A = Found(Kept),
-                            B = Found(Scan),
-                            retire(S),
+                            {A, B} = fan_outs([W, W, []], Ends, Name, 6),
                             ?assertMatch([#{members := 2500}], A),
                             ?assertEqual(B, A)
                     end).
@@ -389,9 +385,10 @@ open_receivers_over_parts_test() ->
                                                              first, 1, 1)
                               end, Kp, lists:seq(1, 5000))
           end,
+    Before = ets:all(),
     {K, []} = msgflow_store_kept:close_window(Add(msgflow_store_kept:new(#{}), 1)),
-    Parts = [T || T <- ets:all(), ets:info(T, owner) =:= self(),
-                  ets:info(T, name) =:= msgflow_window_receivers, ets:info(T, protection) =:= private],
+    Parts = [T || T <- ets:all() -- Before, ets:info(T, name) =:= msgflow_window_receivers,
+                  ets:info(T, protection) =:= private],
     K2 = Add(K, 2),
     MS = [{{'$1', '_', '_'}, [], ['$1']}],
     All = msgflow_store_kept:open_receivers(K2, MS),

@@ -23,8 +23,20 @@ drop_test() ->
 %% it deletes alone, 2 an object of the table it deletes whole (a slice
 %% is 4,000).
 counted_test() ->
-    T = table(set, 20000),
-    {reductions, R0} = process_info(self(), reductions),
-    ok = msgflow_tables:drop([T]),
-    {reductions, R1} = process_info(self(), reductions),
-    ?assert(R1 - R0 >= 20 * 18000 + 2 * 2000).
+    Counted = fun(F) ->
+                      {reductions, R0} = process_info(self(), reductions),
+                      ok = F(),
+                      {reductions, R1} = process_info(self(), reductions),
+                      R1 - R0
+              end,
+    ?assert(Counted(fun() -> msgflow_tables:drop([table(set, 20000)]) end) >= 20 * 18000),
+    ?assert(Counted(fun() -> msgflow_tables:drop([table(set, 2000)]) end) >= 2 * 2000),
+    ?assert(Counted(fun() -> msgflow_tables:delete([table(set, 20000)]) end) >= 2 * 20000).
+
+%% delete/1 deletes whole, whatever the size; a table gone is skipped.
+delete_test() ->
+    Gone = table(set, 1),
+    ets:delete(Gone),
+    Ts = [table(ordered_set, 5), Gone, table(set, 30000)],
+    ?assertEqual(ok, msgflow_tables:delete(Ts)),
+    ?assertEqual([undefined], lists:usort([ets:info(T, size) || T <- Ts])).

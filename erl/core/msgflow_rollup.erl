@@ -81,14 +81,14 @@ select(Cont) ->
 %% row leaves its table and is added to that key's row (rolled-up rows, or
 %% dead letters).
 rollup_row(Which, K = {Sn, R}, S = #store{labels = L0}) ->
-    %% a few ETS calls and two label lookups: counted as the work they
-    %% are, so that a slice of the sweep stays under 1 ms
-    erlang:bump_reductions(?ROW_REDUCTIONS),
     T = table(Which, S),
     case ets:lookup(T, K) of
         [] ->
             S;
         [Row] ->
+            %% a few ETS calls and two label lookups: counted as the work
+            %% they are, so that a slice of the sweep stays under 1 ms
+            erlang:bump_reductions(?ROW_REDUCTIONS),
             {S1, L1} = msgflow_labels:rollup_key(L0, Sn),
             {R1, L2} = msgflow_labels:rollup_key(L1, R),
             case {S1, R1} of

@@ -241,8 +241,7 @@ census_left(#store{labels = L}) ->
 %% The owner only.
 -spec retire([ets:tid()]) -> ok.
 retire(Tables) ->
-    _ = [ets:delete(T) || T <- Tables],
-    ok.
+    msgflow_tables:delete(Tables).
 
 %% @doc Windows closed since the run started.
 -spec closed(state()) -> non_neg_integer().

@@ -71,8 +71,7 @@
 %% @doc Empty, its tables the calling process's.
 -spec new(caps()) -> kept().
 new(Caps) ->
-    %% the first window's ends: as many as the processes, at most
-    new(Caps, erlang:system_info(process_count)).
+    new(Caps, 0).
 
 %% (the open window's ends in as many tables as Ends ends ask for)
 new(Caps, Ends) ->
@@ -143,7 +142,7 @@ open_receivers(#kept{ends = {In, _}}, MS, Limit) ->
 -spec close_window(kept()) -> {kept(), [ets:tid()]}.
 close_window(Kp = #kept{ends = {In, Out}, caps = {_, W}}) ->
     %% (views may be reading these: deleted whole, there or not)
-    _ = [ets:delete(T) || T <- Kp#kept.before],
+    ok = msgflow_tables:delete(Kp#kept.before),
     Before = ends_tables(Kp#kept.last_ends) ++ index_tables(Kp#kept.last),
     Last = {kept_ends(In, msgflow_window_receivers), kept_ends(Out, msgflow_window_senders)},
     Ends = [ets:info(T, size) || T <- tuple_to_list(In) ++ tuple_to_list(Out)],

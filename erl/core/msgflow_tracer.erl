@@ -279,10 +279,11 @@ sizes_config(_Session, _Sample, _Words) -> ?NOT_LOADED.
 sizes_take(_Session) -> ?NOT_LOADED.
 
 %% @doc sizes_take/1's edges, at most Max (1 to 65,536) a call: `{more,
-%% Edges}' while edges of this take are left (the next call gives them
-%% before newer ones), `{done, Edges}' with the last.  Raises `busy' while
+%% Edges}' while edges or chains of this take are left (the next call
+%% goes on with them; a message measured meanwhile comes in this take or
+%% the next, once), `{done, Edges}' with the last.  Raises `busy' while
 %% another process takes them; badarg for a bad argument.  The collector
-%% only.
+%% (tests and benches too).
 -spec sizes_take_some(session(), 1..65536) ->
           {more | done, [{pid(), pid() | atom(), pos_integer(), non_neg_integer(),
                           non_neg_integer(), non_neg_integer(), non_neg_integer()}]}.
