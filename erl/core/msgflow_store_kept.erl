@@ -22,9 +22,10 @@
 %%% The open window's ends are the collector's own (private: only
 %%% msgflow_store reads them, through open_receivers/2,3), split over
 %%% tables of about ?PART_ROWS ends each by the hash of the end (as many
-%%% as the last window's ends asked for), so that each is freed in a short
-%%% slice as the window closes (msgflow_tables): a node of 100,000
-%%% processes has 200,000 ends every window.
+%%% as the last window's ends, or a run's processes, ask for; clear/1),
+%%% so that each is freed in a short slice as the window closes
+%%% (msgflow_tables): a node of 100,000 processes has 200,000 ends every
+%%% window.
 -module(msgflow_store_kept).
 
 -export([new/1, new_pair/2, add/8, forget/2, open_receivers/2, open_receivers/3, close_window/1, clear/1, tables/1,
@@ -121,7 +122,7 @@ forget(Kp = #kept{named = Nm, last = L}, K) ->
 open_receivers(#kept{ends = {In, _}}, MS) ->
     lists:append([ets:select(T, MS) || T <- tuple_to_list(In)]).
 
-%% @doc The same, at least Limit of them when there are as many (the
+%% @doc The same, about Limit of them (all when there are fewer; the
 %% first tables' first).
 -spec open_receivers(kept(), ets:match_spec(), pos_integer()) -> [term()].
 open_receivers(#kept{ends = {In, _}}, MS, Limit) ->
