@@ -1,5 +1,6 @@
-%%% @doc Dropping the collector's private ETS tables without holding a
-%%% scheduler.
+%%% @doc Deleting the collector's ETS tables in slices a scheduler can
+%%% afford: its own ones under 1 ms a slice (drop/1), those views may
+%%% read whole, in the VM's slices (delete/1).
 %%%
 %%% `ets:delete/1' frees a table's objects in the owner's time, 10,000
 %%% of a hash table's (12,000 of an ordered set's) before it traps: 2 to
