@@ -432,7 +432,8 @@ static ERL_NIF_TERM size_edges(ErlNifEnv *env, mf_sizes *z, mf_size_edge *list, 
  * one call (tests and benches; the collector takes them in chunks with
  * sizes_take_some/2): while a chunked take is under way, the rest of
  * it (the edges it left and the chains it has not reached yet); newer
- * edges in chains it emptied come with the next call.  `busy' while another caller takes them. */
+ * edges in chains it emptied come with the next call.  `busy' while
+ * another caller takes them. */
 ERL_NIF_TERM mf_nif_sizes_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;

@@ -12,9 +12,10 @@
  * Threads: mf_size_measure and mf_sizes_add on any scheduler thread (the
  * sender's), the add under the spin lock held for one lookup and a few
  * adds; mf_sizes_take_some by one caller at a time, the collector (the
- * chains emptied under the lock, 64 at a time).  msgflow allocates nothing on a send but
- * the first sample of an edge in a take interval (the VM may, for a hash
- * map's iterator or an unaligned binary: mf_size_measure).
+ * chains emptied under the lock, 64 at a time).  msgflow allocates
+ * nothing on a send but the first sample of an edge in a take interval
+ * (the VM may, for a hash map's iterator or an unaligned binary:
+ * mf_size_measure).
  */
 #ifndef MF_SIZE_H
 #define MF_SIZE_H

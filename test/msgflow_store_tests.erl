@@ -364,8 +364,9 @@ fan_outs(Windows, Ends, Name, Min) ->
 
 %% 2,500 senders casting to the same six receivers in each of two
 %% windows: the second window's ends are split over two tables (about
-%% 2,000 ends a table, as many as the first window's ends asked for), and the fan-out rule over what the store kept of
-%% that window finds every sender, as it does over every pair.
+%% 2,000 ends a table, as many as the first window's ends asked for),
+%% and the fan-out rule over what the store kept of that window finds
+%% every sender, as it does over every pair.
 fan_out_over_split_ends_test() ->
     with_ends(2506, fun(Ends, Name) ->
                             W = [{Sn, R, 1, cast} || Sn <- lists:seq(1, 2500), R <- lists:seq(2501, 2506)],
@@ -376,8 +377,8 @@ fan_out_over_split_ends_test() ->
 
 %% The open window's receivers are read from every table they are split
 %% over: 5,000 receivers in a window make the next window's four tables,
-%% and open_receivers/2,3 give all 5,000 of the next window's, or at
-%% least the limit asked for.
+%% and open_receivers/2,3 give all 5,000 of the next window's, or some
+%% of them, no fewer than the limit asked for.
 open_receivers_over_parts_test() ->
     Add = fun(Kp, W) ->
                   lists:foldl(fun(R, K) ->

@@ -163,7 +163,6 @@ scan_top(T, N) ->
 sum_rows([Row | Rows], Ctx) ->
     lists:foldl(fun(R, Acc) -> add_acc(acc(R, Ctx), Acc) end, acc(Row, Ctx), Rows).
 
-%% Local registered names (atom, or {Name, node()}) as receivers.
 %% The rows of the sends to local registered names: those of the keys
 %% the store keeps apart (NT, msgflow_store_kept), or where a handle has
 %% no such table (`none') a select of the pairs table T.
@@ -172,6 +171,7 @@ named_rows(T, none) ->
 named_rows(T, NT) ->
     [Row || {K} <- ets:tab2list(NT), Row <- ets:lookup(T, K)].
 
+%% Local registered names (atom, or {Name, node()}) as receivers.
 named_guard() ->
     {'orelse', {is_atom, '$1'},
      {'andalso', {is_tuple, '$1'}, {'==', {element, 2, '$1'}, node()}}}.
