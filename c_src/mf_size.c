@@ -243,8 +243,8 @@ mf_size_edge *mf_sizes_take_some(mf_sizes *z, unsigned max, int *more, int *busy
         mf_spin_unlock(&z->lock);
         z->cursor = base + 64;
         for (unsigned j = 0; j < 64; j++) {
-            /* each chain's edges after those in hand: walked once more,
-             * when counted below */
+            /* each chain's edges linked after those in hand and counted
+             * here (the cut below walks up to `max' of them once more) */
             *tail = heads[j];
             while (*tail) {
                 tail = &(*tail)->next;
