@@ -20,7 +20,7 @@ CT_LOGDIR = $(if $(OTP),_build/otp$(OTP)/ct_logs,_build/ct_logs)
 BUILD_BASE = $(or $(REBAR_BASE_DIR),_build)
 ERL_PA = -pa $(BUILD_BASE)/default/lib/msgflow/ebin
 
-.PHONY: all deps test-deps build shell docs vendor demo test dialyzer bench bench-scale bench-history bench-cluster soak fuzz clean
+.PHONY: all deps test-deps build shell docs vendor demo test dialyzer bench bench-scale bench-live bench-history bench-cluster soak fuzz clean
 
 all: build
 
@@ -117,6 +117,17 @@ bench-cluster: build
 	mkdir -p _build/bench
 	erlc -o _build/bench tools/bench/*.erl
 	erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_cluster:main()'
+
+# A live many-to-many node: 10,000 clients calling 100 servers at random
+# (25,000 calls/s) and 2,000 casters to 50 sinks, msgflow off and on in
+# interleaved phases: the views' wall time, msgflow's added CPU, own
+# memory against max_memory, msgflow-top's first screen after a million
+# new pairs (MSGFLOW_LIVE_S seconds a phase, 30 by default; about 5
+# minutes).  Prints, judges nothing.
+bench-live: build
+	mkdir -p _build/bench
+	erlc -o _build/bench tools/bench/*.erl
+	erl -noshell +P 1000000 $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_live:main()'
 
 # msgflow left running under process churn (MSGFLOW_SOAK_S seconds, 600
 # by default); part of bench-scale
