@@ -29,7 +29,7 @@
          trace/1, untrace/1,
          pairs/0, pairs/1, top/0, top/1, top/2, kinds/2, history/2, matrix/1, matrix/2, view/2,
          print/1, print/2, hotspots/0, hotspots/1,
-         info/0, export/2, export/3, dump/0,
+         info/0, sync/0, export/2, export/3, dump/0,
          follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0,
          web/0, web/1, web_stop/0, calls/0, calls/1, diff/2, diff/3]).
 
@@ -311,6 +311,20 @@ print(Name, Opts) ->
 -spec info() -> map() | {error, {timeout, msgflow_collector}}.
 info() ->
     msgflow_collector:info().
+
+%% @doc Returns once every send traced on this node before the call is
+%% counted, however long the collector's merge takes: a view, info/0 or
+%% pairs/0 asked after it includes them, even from a collector that is
+%% behind (which answers those at once, from the counts as they stand:
+%% `behind' in info/0).  `ok' (also when not running), or `{error,
+%% {timeout, msgflow_collector}}' after 30 s.  A view's own form is
+%% `sync => true'.
+-spec sync() -> ok | {error, {timeout, msgflow_collector}}.
+sync() ->
+    case msgflow_collector:store(sync) of
+        {error, _} = E -> E;
+        _ -> ok
+    end.
 
 %% @doc Same as `export(Path, Format, #{})'.
 -spec export(file:filename_all(), atom()) -> ok | error().

@@ -506,11 +506,14 @@ max_memory_overflow(_Config) ->
     #{memory_full := false, pairs := 240} = msgflow:info(),
     First = lists:sort(msgflow:pairs()),
     Send(Ss, Many),
+    %% (40 x 500 new pairs: a merge a plain info/0 does not wait for)
+    ok = msgflow:sync(),
     #{memory_full := true, pairs := Held1, overflow := Over1} = msgflow:info(),
     ?assert(Held1 > 240 andalso Held1 < 240 + 40 * 500),
     Pairs1 = lists:sort(msgflow:pairs()),
     ?assertEqual(40 * 505 * 7 + 80, lists:sum([N || {_, _, N} <- Pairs1]) + Over1),
     Send(Ss, Few ++ Many),
+    ok = msgflow:sync(),
     #{memory_full := true, pairs := Held2, overflow := Over2, events := Events} = msgflow:info(),
     Pairs2 = lists:sort(msgflow:pairs()),
     %% no pair added past the bound: the same pairs, none with fewer
@@ -1203,11 +1206,12 @@ answers_while_merging(_Config) ->
     [receive {sent, S} -> ok end || S <- Ss],
     [receive {trace_delivered, S, Ref} -> ok end || S <- Ss, Ref <- [erlang:trace_delivered(S)]],
     %% the merge asked for first; hotspots' call comes after it
-    Req = gen_server:send_request(msgflow_collector, {store, true}),
+    Req = gen_server:send_request(msgflow_collector, {store, sync}),
     ?assert(is_list(msgflow:view(hotspots, #{}))),
     ?assertEqual(timeout, gen_server:wait_response(Req, 0)),
     ?assertMatch({reply, #{pairs := _}}, gen_server:receive_response(Req, 60000)),
     Into = maps:from_list([{R, true} || R <- Rs]),
+    ok = msgflow:sync(),
     Counted = [N || {_, R, N} <- msgflow:pairs(), is_map_key(R, Into)],
     ?assertEqual({300000, 300000}, {length(Counted), lists:sum(Counted)}),
     ok = msgflow:stop(),

@@ -62,9 +62,9 @@ view(Name) ->
 every_call_test_() ->
     Groupings = [process, name, module, application, node, kind],
     Keys = lists:sort(maps:keys(msgflow_opts:defaults()) ++ [owner]),
-    [?_assertEqual({error, {badopt, {byy, name}, [by, bytes, filter, from, history, limit, node, sort, timeout, to, windows]}},
+    [?_assertEqual({error, {badopt, {byy, name}, [by, bytes, filter, from, history, limit, node, sort, sync, timeout, to, windows]}},
                    msgflow_opts:check(view(top), #{byy => name})),
-     ?_assertEqual({error, {badopt, {byy, name}, [by, bytes, filter, from, history, limit, node, sort, timeout, to, windows]}},
+     ?_assertEqual({error, {badopt, {byy, name}, [by, bytes, filter, from, history, limit, node, sort, sync, timeout, to, windows]}},
                    msgflow_query:run(top, #{byy => name})),
      ?_assertEqual({error, {badopt, {intervall, 500}, Keys}},
                    msgflow_opts:check(msgflow_opts:schema(start), #{intervall => 500})),

@@ -174,7 +174,7 @@ view_data(_Config) ->
               ?assertMatch({error, {badopt, {pair, none}, _}}, msgflow:view(kinds, #{})),
               ?assertMatch({error, {badarg, {pair, {ps_store, ps_store}}, _}},
                            msgflow:view(kinds, #{pair => {ps_store, ps_store}})),
-              ?assertMatch({error, {badopt, {nope, 1}, [by, from, history, kind, limit, node, timeout, to, weigh]}},
+              ?assertMatch({error, {badopt, {nope, 1}, [by, from, history, kind, limit, node, sync, timeout, to, weigh]}},
                            msgflow:view(matrix, #{nope => 1})),
               ?assertMatch({error, {badopt, {x, 1}, []}}, msgflow:view(nodes, #{x => 1})),
               ?assertMatch({error, {badarg, {by, bogus}, _}}, msgflow:matrix(bogus)),

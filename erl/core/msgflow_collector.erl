@@ -18,12 +18,23 @@
 -behaviour(gen_server).
 
 -export([start/1, stop/0, reset/0, reset_for/1, trace/1, untrace/1, own/1, await_census/1, info/0, info_as_is/0, wait/1,
-         await_windows/2, store/1, balance/0]).
+         await_windows/2, store/1, balance/0, published/0]).
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(SERVER, ?MODULE).
 %% ms stop/0 waits for the history's writer to write the last windows
 -define(HISTORY_CLOSE_MS, 5000).
+%% The merge a view waits for, in chunks of about 1,024 deltas
+%% (msgflow_store:take_step/2): past it, a view is answered at once from
+%% the counts as they stand (`behind'), unless it asked for `sync'.
+-define(VIEW_WAIT_CHUNKS, 8).
+%% where the store handle and info/0's figures are published for the
+%% views at the end of each take (a protected table of the collector's)
+-define(PUBLISHED, msgflow_published).
+%% behind: a take under way past ?VIEW_WAIT_CHUNKS, or the last one done
+%% was (the next will likely be as long)
+-define(BEHIND(St), (St#st.running andalso
+                     (St#st.chunks >= ?VIEW_WAIT_CHUNKS orelse St#st.last_chunks >= ?VIEW_WAIT_CHUNKS))).
 
 -record(st, {
     running = false :: boolean(),
@@ -72,12 +83,17 @@
     %% a tick came while a take it did not begin ran: the next take,
     %% begun after it, closes the window (so that a window holds the
     %% sends up to its tick, not up to an earlier take's start)
-    tick_due = false :: boolean()
+    tick_due = false :: boolean(),
+    %% chunks of the take under way merged so far, and of the last take
+    %% done: past ?VIEW_WAIT_CHUNKS the collector is behind
+    chunks = 0 :: non_neg_integer(),
+    last_chunks = 0 :: non_neg_integer()
 }).
 
 %% A call that wants a snapshot taken after it came: the store handle
-%% (store(true)), info/0 or balance/0.
--type waiter() :: {gen_server:from(), store | info | balance}.
+%% (store(true), or store(sync) which never takes the counts as they
+%% stand), info/0 or balance/0 (always a whole take).
+-type waiter() :: {gen_server:from(), store | sync | info | balance}.
 
 %%% Client API
 
@@ -137,8 +153,11 @@ await_census(Ms) ->
         exit:{noproc, _} -> ok
     end.
 
-%% @doc msgflow:info/0, after a snapshot taken now (`#{running =>
-%% false}' when the collector is not there): `running'; counts, in
+%% @doc msgflow:info/0, after a snapshot taken now, or, while the collector
+%% is behind (a merge of more than about 8,000 deltas under way or just
+%% done), at once as the figures stand, with `behind => true' and
+%% `snapshot_at' saying from when (`#{running => false}' when the
+%% collector is not there): `running'; counts, in
 %% messages (`events' = sum of pairs() + `rolled up' + `overflow';
 %% `dead_letters', `proc_events_dropped' spawn and register events lost past
 %% 1,000,000 between snapshots) and in rows (`pairs', `rolled_up_rows',
@@ -158,12 +177,22 @@ await_census(Ms) ->
 %% `stopped_at' (system time, ms), `opts', `trace_mode'; and what other
 %% tools hold (`skipped', `skipped_examples', `new_tracer').
 -spec info() -> map() | {error, {timeout, msgflow_collector}}.
-info() -> call(info, #{running => false}).
+info() ->
+    case published() of
+        {_, Info, true} -> Info;
+        _ -> call(info, #{running => false})
+    end.
 
 %% @doc info/0 without the snapshot (the figures as of the last one), for
-%% a caller that has just taken one (store(true)): the web page.
+%% a caller that has just taken one (store(true)): the web page.  While
+%% the collector is behind, the figures published at its last take's end,
+%% without a call.
 -spec info_as_is() -> map() | {error, {timeout, msgflow_collector}}.
-info_as_is() -> call(info_as_is, #{running => false}).
+info_as_is() ->
+    case published() of
+        {_, Info, true} -> Info;
+        _ -> call(info_as_is, #{running => false})
+    end.
 
 %% @doc Waits until counting stops, at most Timeout ms: `ok' (also when
 %% not running), or `timeout'.
@@ -184,13 +213,36 @@ await_windows(N, Timeout) ->
         R -> R
     end.
 
-%% @doc The store handle, taken after a snapshot when Refresh is true and
-%% counting is on: every send traced before the call is in its tables.
-%% `undefined' when the collector is not there or never ran (msgflow
-%% never started, or no start succeeded); `{error, {timeout,
+%% @doc The store handle.  `sync': taken after a snapshot when counting
+%% is on, so every send traced before the call is in its tables, however
+%% long the merge.  `true': the same while the merge is small; while the
+%% collector is behind (a merge of more than about 8,000 deltas under way
+%% or just done: a node with many new pairs a second) at once, as the
+%% tables stand, with `behind => true' (every send before its
+%% `snapshot_at' is in them, and part of those after), read from what the
+%% collector published without a call to it.  `false': as the tables
+%% stand.  `undefined' when the collector is not there or never ran
+%% (msgflow never started, or no start succeeded); `{error, {timeout,
 %% msgflow_collector}}' when it did not answer within 30 s.
--spec store(boolean()) -> msgflow_store:store() | undefined | {error, {timeout, msgflow_collector}}.
+-spec store(boolean() | sync) -> msgflow_store:store() | undefined | {error, {timeout, msgflow_collector}}.
+store(true) ->
+    case published() of
+        {Handle, _, true} -> Handle;
+        _ -> call({store, true}, undefined)
+    end;
 store(Refresh) -> call({store, Refresh}, undefined).
+
+%% @doc What the collector published at the end of its last take (and as
+%% a run starts, stops or is reset): the store handle, info/0's figures,
+%% and whether it is behind; `undefined' before the first run or when the
+%% collector is not there.  Any process; no call to the collector.
+-spec published() -> {msgflow_store:store(), map(), boolean()} | undefined.
+published() ->
+    try ets:lookup(?PUBLISHED, store) of
+        [{store, Handle, Info, Behind}] -> {Handle, Info, Behind};
+        [] -> undefined
+    catch error:badarg -> undefined
+    end.
 
 %% @doc Where every message counted is, read in one call after a snapshot
 %% (msgflow_store:balance/1): for tests and benchmarks.  `undefined' when
@@ -221,6 +273,7 @@ init([]) ->
                                         msgflow_tracer, msgflow_store, msgflow_rollup,
                                         msgflow_row, msgflow_hist]],
     ok = msgflow_run:clear_orphaned(),
+    ?PUBLISHED = ets:new(?PUBLISHED, [named_table, protected, {read_concurrency, true}]),
     {ok, #st{store = msgflow_store:new()}}.
 
 %% @private
@@ -236,15 +289,15 @@ handle_call({start, _}, _From, St = #st{running = true}) ->
     {reply, {error, already_started}, St};
 handle_call({start, Opts}, _From, St) ->
     case start_tracing(Opts, St) of
-        {ok, St1} -> {reply, ok, St1};
+        {ok, St1} -> {reply, ok, publish(St1)};
         {error, _} = E -> {reply, E, St}
     end;
 handle_call(stop, _From, St) ->
-    {reply, ok, stop_tracing(St)};
+    {reply, ok, publish(stop_tracing(St))};
 handle_call(reset, _From, St0) ->
     St = settle(St0, true),
     S = refresh(St),       %% drop what the NIF holds so far
-    {reply, ok, St#st{store = msgflow_store:clear(msgflow_store:restart_window(S), keep_labels)}};
+    {reply, ok, publish(St#st{store = msgflow_store:clear(msgflow_store:restart_window(S), keep_labels)})};
 handle_call({reset_for, Coord}, From, St = #st{opts = #{coordinator := Coord}})
   when is_pid(Coord) ->
     handle_call(reset, From, St);
@@ -254,8 +307,12 @@ handle_call({store, _}, _From, St = #st{started_at = undefined}) ->
     %% no run yet (a start that failed, say with the NIF not loaded):
     %% nothing to view
     {reply, undefined, St};
+handle_call({store, true}, _From, St = #st{running = true}) when ?BEHIND(St) ->
+    {reply, handle(St, true), St};
 handle_call({store, true}, From, St = #st{running = true}) ->
     {noreply, after_take({From, store}, St)};
+handle_call({store, sync}, From, St = #st{running = true}) ->
+    {noreply, after_take({From, sync}, St)};
 handle_call({store, _}, _From, St) ->
     {reply, handle(St), St};
 handle_call(await_census, From, St = #st{running = true, census_waiters = W}) ->
@@ -277,6 +334,8 @@ handle_call({Op, Who}, _From, St = #st{run = Run}) when Op =:= trace; Op =:= unt
                         untrace -> msgflow_run:untrace(Run, Who)
                     end,
     {reply, Reply, St#st{run = Run1}};
+handle_call(info, _From, St = #st{running = true}) when ?BEHIND(St) ->
+    {reply, info(St, true), St};
 handle_call(What, From, St = #st{running = true}) when What =:= balance; What =:= info ->
     {noreply, after_take({From, What}, St)};
 handle_call(balance, _From, St) ->
@@ -311,9 +370,16 @@ handle_info({tick, Tag}, St = #st{tag = Tag, running = true}) ->
     {noreply, St#st{tick_due = true}};
 handle_info({take_step, Ref}, St = #st{taking = T = #{ref := Ref, take := Take}}) ->
     case step(Take, St) of
-        {more, St1} ->
+        {more, St1 = #st{chunks = N}} when N + 1 =:= ?VIEW_WAIT_CHUNKS ->
+            %% behind from now on: those waiting are answered as the
+            %% counts stand, and views read what is published
             self() ! {take_step, Ref},
-            {noreply, St1};
+            St2 = answer_behind(St1#st{chunks = N + 1}),
+            ok = held(),
+            {noreply, St2};
+        {more, St1 = #st{chunks = N}} ->
+            self() ! {take_step, Ref},
+            {noreply, St1#st{chunks = N + 1}};
         {done, St1} ->
             {noreply, took(T, St1)}
     end;
@@ -579,11 +645,12 @@ step(Take, St = #st{store = S}) ->
 %% A take done: the window closed when a tick began it, its waiters
 %% answered (the first to ask first), and the next take begun for those
 %% who came while it ran and for a tick that did.
-took(#{waiters := Waiters, close := Close}, St0) ->
-    St = case Close of
-             true -> tick_done(St0#st{taking = none});
-             false -> St0#st{taking = none}
-         end,
+took(#{waiters := Waiters, close := Close}, St0 = #st{chunks = N}) ->
+    St1 = St0#st{taking = none, chunks = 0, last_chunks = N},
+    St = publish(case Close of
+                     true -> tick_done(St1);
+                     false -> St1
+                 end),
     _ = [gen_server:reply(From, answer(What, St)) || {From, What} <- lists:reverse(Waiters)],
     case St of
         #st{next_waiters = [], tick_due = false} -> St;
@@ -591,9 +658,49 @@ took(#{waiters := Waiters, close := Close}, St0) ->
             begin_take(Next, Tick, St#st{next_waiters = [], tick_due = false})
     end.
 
-answer(store, St) -> handle(St);
-answer(info, St) -> info(St);
+answer(store, St) -> handle(St, false);
+answer(sync, St) -> handle(St, false);
+answer(info, St) -> info(St, false);
 answer(balance, St) -> msgflow_store:balance(St#st.store).
+
+%% The collector fell behind during a take: the calls waiting on it or on
+%% the next that may take the counts as they stand are answered now (a
+%% sync store, balance/0 wait on), and that is published.
+answer_behind(St = #st{taking = T = #{waiters := W}, next_waiters = Next}) ->
+    Now = fun({_, What}) -> What =:= store orelse What =:= info end,
+    {Answer, Keep} = lists:partition(Now, W),
+    {AnswerNext, KeepNext} = lists:partition(Now, Next),
+    St1 = publish(St#st{taking = T#{waiters := Keep}, next_waiters = KeepNext}),
+    _ = [gen_server:reply(From, answer_now(What, St1)) || {From, What} <- lists:reverse(Answer ++ AnswerNext)],
+    St1.
+
+%% A test's hold on a take half-way (msgflow_live_SUITE): with the
+%% persistent term `{msgflow_collector, hold_take}' set to a pid, a take
+%% that has just fallen behind tells it `{take_held, Collector}' and waits
+%% for `take_release', so that what views do meanwhile can be seen.
+%% Nothing is held when the term is not set (one lookup a take).
+held() ->
+    case persistent_term:get({?MODULE, hold_take}, none) of
+        Pid when is_pid(Pid) ->
+            Pid ! {take_held, self()},
+            receive take_release -> ok end;
+        _ ->
+            ok
+    end.
+
+%% The store handle and info/0's figures published for the views
+%% (published/0), with whether the collector is behind.
+publish(St = #st{started_at = undefined}) ->
+    St;
+publish(St) ->
+    Behind = ?BEHIND(St),
+    true = ets:insert(?PUBLISHED, {store, handle(St, Behind), info(St, Behind), Behind}),
+    St.
+
+%% A waiter's answer from the counts as they stand, the take it waits on
+%% not done.
+answer_now(store, St) -> handle(St, true);
+answer_now(info, St) -> info(St, true).
 
 %% A tick's work once its snapshot is merged: the window closed, the
 %% tracer's tables rotated, msgflow's own set swept, the next tick set.
@@ -673,7 +780,12 @@ schedule_tick(St = #st{tag = Tag, opts = #{interval := I}, next_tick = Prev}) ->
          || Next > Now, _ <- lists:seq(2, msgflow_store_waits:readings())],
     St#st{next_tick = Next}.
 
-handle(St = #st{opts = Opts}) ->
+%% The store handle; Behind: its tables as they stand, not after a
+%% snapshot taken for the caller.
+handle(St) ->
+    handle(St, false).
+
+handle(St = #st{opts = Opts}, Behind) ->
     msgflow_store:handle(St#st.store,
                          #{node => node(), running => St#st.running,
                            started_at => St#st.started_at, stopped_at => St#st.stopped_at,
@@ -683,9 +795,12 @@ handle(St = #st{opts = Opts}) ->
                                               _ -> maps:get(call_sample, Opts, off)
                                           end,
                            skipped => element(1, skipped(St)),
-                           new_tracer => St#st.new_tracer}).
+                           new_tracer => St#st.new_tracer, behind => Behind}).
 
-info(St = #st{opts = Opts}) ->
+info(St) ->
+    info(St, false).
+
+info(St = #st{opts = Opts}, Behind) ->
     Tables = case St#st.run of
                  undefined -> St#st.last_info;
                  Run -> msgflow_run:session_info(Run)
@@ -698,6 +813,7 @@ info(St = #st{opts = Opts}) ->
     {memory, Heap} = process_info(self(), memory),
     maps:merge(Figures,
                #{running => St#st.running,
+                 behind => Behind, snapshot_at => msgflow_store:snapshot_at(St#st.store),
                  collector_ms_per_s => St#st.work_rate,
                  collector_work_ms => St#st.work_us div 1000,
                  collector_memory => Heap,

@@ -3,7 +3,7 @@
 %%% column.  Pure: it reads nothing of the live system (msgflow_labels
 %%% does that).
 -module(msgflow_fmt).
--export([run_state/1, run_state/2, on_nodes/1, missing/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, label_cell/3, label_cell/4, rcell/2, ellipsis/1,
+-export([run_state/1, run_state/2, on_nodes/1, missing/1, behind/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, label_cell/3, label_cell/4, rcell/2, ellipsis/1,
          endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0,
          micros/1, bytes/1]).
 
@@ -354,6 +354,16 @@ missing([]) ->
 missing(Missing) ->
     io_lib:format("not in it: ~ts~n",
                   [lists:join(", ", [io_lib:format("~s (~0tp)", [N, Why]) || {N, Why} <- Missing])]).
+
+%% @doc The line a view prints when its counts are those that stood
+%% while the collector was behind (msgflow_collector:store/1): how long
+%% before the view its last whole snapshot was taken; or nothing.
+-spec behind(map()) -> iolist().
+behind(#{behind := true, snapshot_at := At, taken_at := Taken}) when is_integer(At) ->
+    io_lib:format("the collector is behind: counts as of ~.1f s before this view, with part "
+                  "of those since (sync => true waits for all)~n", [max(0, Taken - At) / 1000]);
+behind(_) ->
+    [].
 
 %% @doc Text in lines of Width columns, broken at spaces; lines after the
 %% first indented by Indent.

@@ -46,7 +46,7 @@
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/1, take_step/2,
          close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
--export([take_log/1, log_off/1, seed/2, open_for/2]).
+-export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1]).
 -export_type([store/0, window/0, state/0, take/0]).
 
 %% Receivers with at least this many senders in a window get their
@@ -102,6 +102,10 @@
                    overflow := non_neg_integer(), rolled_up_messages := non_neg_integer(),
                    skipped := non_neg_integer(), proc_events_dropped := non_neg_integer(),
                    new_tracer := msgflow | term(),
+                   %% the collector was behind (msgflow_collector:store/1):
+                   %% the tables as they stood, not after a snapshot taken
+                   %% for the caller
+                   behind => boolean(),
                    %% a store replayed from a range of the history
                    %% (msgflow_history_range)
                    range => #{from := integer(), to := integer(), windows := pos_integer(),
@@ -608,6 +612,11 @@ handle(S, Run) ->
          events => S#store.events, dead_letters => S#store.dead_letters,
          overflow => S#store.overflow, rolled_up_messages => S#store.rolled_up_messages,
          proc_events_dropped => S#store.proc_events_dropped}.
+
+%% @doc When the last snapshot merged was taken (system ms): every send
+%% traced before it is counted; `undefined' before the first.
+-spec snapshot_at(state()) -> integer() | undefined.
+snapshot_at(S) -> S#store.snapshot_at.
 
 %% @doc Where every message counted is: `events' (messages counted),
 %% `held' (the sum of the pairs' totals: reads every pair, about 10 ms

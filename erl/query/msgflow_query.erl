@@ -105,11 +105,17 @@ ready() ->
 %% @doc The options of a range of the kept history, which every view of
 %% the counts takes (and the exports): `from' (none: the counts now), `to'
 %% (now), `history' (`run': the run's directory, this node's windows; a
-%% directory: every node's windows in it, read on this node).
+%% directory: every node's windows in it, read on this node); and `sync'
+%% for the counts now (false: after a snapshot taken for the call while
+%% the collector's merge is small, at once as the counts stand while it
+%% is behind; true: after a snapshot taken for the call, however long).
 -spec range_options() -> msgflow_opts:schema().
 range_options() ->
     #{from => {none, time}, to => {now, time},
-      history => {run, {either, [{one_of, [run]}, text]}}}.
+      history => {run, {either, [{one_of, [run]}, text]}},
+      %% true: every send traced before the call is counted, however long
+      %% the collector's merge takes (msgflow_collector:store/1)
+      sync => {false, boolean}}.
 
 schema(Mod) ->
     Own = case needs_store(Mod) of
@@ -389,8 +395,12 @@ local_parts(Queries) ->
     Live = [M || {{ok, M}, O} <- Mods, needs_store(M), range(O) =:= none],
     Store = case Live of
                 [] -> none;
-                %% a snapshot first unless every view reads closed windows only
-                _ -> msgflow_collector:store(lists:any(fun needs_snapshot/1, Live))
+                %% a snapshot first unless every view reads closed windows
+                %% only; waited for however long only when one asks `sync'
+                _ -> case lists:any(fun({_, O}) -> maps:get(sync, O, false) end, Mods) of
+                         true -> msgflow_collector:store(sync);
+                         false -> msgflow_collector:store(lists:any(fun needs_snapshot/1, Live))
+                     end
             end,
     Heap = case Store of
                #{pairs := _} -> Store;

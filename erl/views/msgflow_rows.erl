@@ -68,6 +68,9 @@
 -type view() :: #{by := grouping(), sort := sort(), node := node(), running := boolean(),
                   started_at := integer() | undefined, stopped_at := integer() | undefined,
                   taken_at := integer(), window_ms := non_neg_integer(), scale := number(),
+                  %% the counts as they stood while the collector was
+                  %% behind: every send before snapshot_at (system ms)
+                  behind => boolean(), snapshot_at => integer() | undefined,
                   estimated := boolean(), sample := off | {pos_integer(), pos_integer()},
                   events := non_neg_integer(), dead_letters := non_neg_integer(),
                   overflow := non_neg_integer(), proc_events_dropped := non_neg_integer(),
@@ -245,6 +248,7 @@ build(Store, Spec) ->
       running => maps:get(running, Store),
       started_at => maps:get(started_at, Store), stopped_at => maps:get(stopped_at, Store),
       taken_at => maps:get(taken_at, Store),
+      behind => maps:get(behind, Store, false), snapshot_at => maps:get(snapshot_at, Store, undefined),
       window_ms => maps:get(window_ms, Ctx), scale => maps:get(scale, Ctx),
       estimated => maps:get(scale, Ctx) =/= 1, sample => maps:get(sample, Store),
       events => maps:get(events, Store), dead_letters => maps:get(dead_letters, Store),

@@ -94,6 +94,7 @@ head(View = #{by := By, window_ms := WinMs, events := Events, pairs := Pairs,
                    [msgflow_fmt:run_state(Running, View), msgflow_fmt:on_nodes(maps:get(nodes, View, [])),
                     msgflow_fmt:int(Events), Count, msgflow_fmt:int(WinMs)]),
      msgflow_fmt:missing(maps:get(missing, View, [])),
+     msgflow_fmt:behind(View),
      case Sample of
          off -> [];
          {T, P} -> io_lib:format("sampled: traced ~b ms of every ~b; messages are "

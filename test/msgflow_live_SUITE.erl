@@ -1,0 +1,87 @@
+%%% A live node whose collector falls behind (issue 53): views do not wait
+%%% for a merge of many new pairs, they answer from what the collector
+%%% published and say so; the `sync' form waits for every send.  The merge
+%%% is held half-way by the collector's test hook (the persistent term
+%%% `{msgflow_collector, hold_take}'), so nothing here depends on how fast
+%%% the machine is.  Exact counts of a known workload; its barrier is each
+%%% sender's `done' (a traced send is counted within the send).
+-module(msgflow_live_SUITE).
+
+-include_lib("common_test/include/ct.hrl").
+-include_lib("stdlib/include/assert.hrl").
+
+-export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([views_while_behind/1, sender/2]).
+
+-define(SENDERS, 1000).
+-define(RECEIVERS, 20).
+-define(HOLD, {msgflow_collector, hold_take}).
+
+all() ->
+    [views_while_behind].
+
+init_per_suite(Config) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Config.
+
+end_per_suite(_Config) ->
+    msgflow_test_lib:clean().
+
+init_per_testcase(_Case, Config) ->
+    ok = msgflow_test_lib:clean(),
+    Config.
+
+end_per_testcase(_Case, _Config) ->
+    _ = persistent_term:erase(?HOLD),
+    msgflow_test_lib:clean().
+
+%% 1,000 senders, each to its own 20 receivers (20,000 new pairs, about 20
+%% chunks of the collector's merge, past the 8 a view waits for), then a
+%% `done' to this process (1,000 pairs more).  No window closes during
+%% the case (interval of an hour): the one take is the one a sync view
+%% begins, held by the hook once it is behind.
+views_while_behind(_Config) ->
+    Self = self(),
+    Receivers = [spawn_link(fun() -> receive stop -> ok end end)
+                 || _ <- lists:seq(1, ?SENDERS * ?RECEIVERS)],
+    Senders = [spawn_link(?MODULE, sender, [Self, Rs]) || Rs <- chunks(Receivers, ?RECEIVERS)],
+    ok = msgflow:start(#{procs => Senders, interval => 3600000}),
+    %% a first, empty take: the counts published as of before the sends
+    #{events := 0, behind := false} = msgflow:view(top, #{limit => 5, sync => true}),
+    Before = erlang:system_time(millisecond),
+    ok = persistent_term:put(?HOLD, Self),
+    [S ! go || S <- Senders],
+    [receive {done, S} -> ok end || S <- Senders],
+    %% a sync view begins the take and waits for all of it
+    Sync = spawn_link(fun() -> Self ! {sync, msgflow:view(top, #{limit => 5, sync => true})} end),
+    Collector = receive {take_held, C} -> C end,
+    %% the collector is held: what a view gets comes without a call to it
+    #{behind := true, snapshot_at := At, events := Part} = msgflow:view(top, #{limit => 5}),
+    ?assert(At =< Before),
+    ?assert(Part < ?SENDERS * (?RECEIVERS + 1)),
+    #{behind := true, running := true} = msgflow:info(),
+    %% and it says so
+    Text = unicode:characters_to_binary(msgflow_test_io:capture(fun() -> msgflow:top(5) end)),
+    ?assertMatch({_, _}, binary:match(Text, <<"the collector is behind">>), Text),
+    %% the sync view cannot have had its answer: the collector is held
+    receive {sync, Early} -> ct:fail({sync_answered_while_held, Early}) after 0 -> ok end,
+    true = persistent_term:erase(?HOLD),
+    Collector ! take_release,
+    Whole = receive {sync, V} -> V end,
+    ?assertMatch(#{events := 21000, pairs := 21000}, Whole),
+    ?assertEqual(false, maps:get(behind, Whole)),
+    ok = msgflow:stop(),
+    [exit(P, kill) || P <- [Sync | Senders ++ Receivers]],
+    ok.
+
+%% @private One message to each of Rs, then `done' to Parent.
+sender(Parent, Rs) ->
+    receive go -> ok end,
+    [R ! hello || R <- Rs],
+    Parent ! {done, self()},
+    receive stop -> ok end.
+
+chunks([], _) -> [];
+chunks(L, N) ->
+    {H, T} = lists:split(N, L),
+    [H | chunks(T, N)].
