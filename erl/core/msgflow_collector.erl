@@ -24,17 +24,19 @@
 -define(SERVER, ?MODULE).
 %% ms stop/0 waits for the history's writer to write the last windows
 -define(HISTORY_CLOSE_MS, 5000).
-%% The merge a view waits for, in chunks of about 1,024 deltas
-%% (msgflow_store:take_step/2): past it, a view is answered at once from
-%% the counts as they stand (`behind'), unless it asked for `sync'.
--define(VIEW_WAIT_CHUNKS, 8).
+%% The merge a view waits for, in deltas (each a few µs of the
+%% collector's work): past it, a view is answered at once from the counts
+%% as they stand (`behind'), unless it asked for `sync'.  Counted in
+%% deltas, not time, so that a busy machine never makes a small merge
+%% look long.
+-define(VIEW_WAIT_DELTAS, 8192).
 %% where the store handle and info/0's figures are published for the
 %% views at the end of each take (a protected table of the collector's)
 -define(PUBLISHED, msgflow_published).
-%% behind: a take under way past ?VIEW_WAIT_CHUNKS, or the last one done
+%% behind: a take under way past ?VIEW_WAIT_DELTAS, or the last one done
 %% was (the next will likely be as long)
 -define(BEHIND(St), (St#st.running andalso
-                     (St#st.chunks >= ?VIEW_WAIT_CHUNKS orelse St#st.last_chunks >= ?VIEW_WAIT_CHUNKS))).
+                     (St#st.deltas >= ?VIEW_WAIT_DELTAS orelse St#st.last_deltas >= ?VIEW_WAIT_DELTAS))).
 
 -record(st, {
     running = false :: boolean(),
@@ -84,10 +86,12 @@
     %% begun after it, closes the window (so that a window holds the
     %% sends up to its tick, not up to an earlier take's start)
     tick_due = false :: boolean(),
-    %% chunks of the take under way merged so far, and of the last take
-    %% done: past ?VIEW_WAIT_CHUNKS the collector is behind
-    chunks = 0 :: non_neg_integer(),
-    last_chunks = 0 :: non_neg_integer()
+    %% deltas of the take under way merged so far (the store's count as
+    %% it began, and since), and of the last take done: past
+    %% ?VIEW_WAIT_DELTAS the collector is behind
+    take_from = 0 :: non_neg_integer(),
+    deltas = 0 :: non_neg_integer(),
+    last_deltas = 0 :: non_neg_integer()
 }).
 
 %% A call that wants a snapshot taken after it came: the store handle
@@ -370,16 +374,19 @@ handle_info({tick, Tag}, St = #st{tag = Tag, running = true}) ->
     {noreply, St#st{tick_due = true}};
 handle_info({take_step, Ref}, St = #st{taking = T = #{ref := Ref, take := Take}}) ->
     case step(Take, St) of
-        {more, St1 = #st{chunks = N}} when N + 1 =:= ?VIEW_WAIT_CHUNKS ->
-            %% behind from now on: those waiting are answered as the
-            %% counts stand, and views read what is published
+        {more, St1 = #st{deltas = Before, take_from = From}} ->
             self() ! {take_step, Ref},
-            St2 = answer_behind(St1#st{chunks = N + 1}),
-            ok = held(),
-            {noreply, St2};
-        {more, St1 = #st{chunks = N}} ->
-            self() ! {take_step, Ref},
-            {noreply, St1#st{chunks = N + 1}};
+            D = msgflow_store:merged(St1#st.store) - From,
+            case Before < ?VIEW_WAIT_DELTAS andalso D >= ?VIEW_WAIT_DELTAS of
+                true ->
+                    %% behind from now on: those waiting are answered as
+                    %% the counts stand, and views read what is published
+                    St2 = answer_behind(St1#st{deltas = D}),
+                    ok = held(),
+                    {noreply, St2};
+                false ->
+                    {noreply, St1#st{deltas = D}}
+            end;
         {done, St1} ->
             {noreply, took(T, St1)}
     end;
@@ -628,7 +635,8 @@ after_take(W, St = #st{next_waiters = Next}) ->
 %% A take begun, its chunks merged one a message (take_step), Waiters
 %% answered and the window closed (Close) when it is done; when none can
 %% begin (see msgflow_store:take/2) that is now.
-begin_take(Waiters, Close, St = #st{run = Run, store = S}) ->
+begin_take(Waiters, Close, St0 = #st{run = Run, store = S}) ->
+    St = St0#st{take_from = msgflow_store:merged(S), deltas = 0},
     case worked(St, fun() -> {msgflow_store:take_begin(msgflow_run:session(Run)), S} end) of
         {none, St1} ->
             took(#{waiters => Waiters, close => Close}, St1);
@@ -645,8 +653,8 @@ step(Take, St = #st{store = S}) ->
 %% A take done: the window closed when a tick began it, its waiters
 %% answered (the first to ask first), and the next take begun for those
 %% who came while it ran and for a tick that did.
-took(#{waiters := Waiters, close := Close}, St0 = #st{chunks = N}) ->
-    St1 = St0#st{taking = none, chunks = 0, last_chunks = N},
+took(#{waiters := Waiters, close := Close}, St0 = #st{take_from = Begun}) ->
+    St1 = St0#st{taking = none, deltas = 0, last_deltas = max(0, msgflow_store:merged(St0#st.store) - Begun)},
     St = publish(case Close of
                      true -> tick_done(St1);
                      false -> St1

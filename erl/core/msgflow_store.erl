@@ -46,7 +46,7 @@
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/1, take_step/2,
          close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
--export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1]).
+-export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1, merged/1]).
 -export_type([store/0, window/0, state/0, take/0]).
 
 %% Receivers with at least this many senders in a window get their
@@ -400,7 +400,9 @@ take_proc_events(Session, S) ->
     end.
 
 merge({Pairs, Dead, Replies, Overflow, OverflowDead}, S) ->
-    S0 = lists:foldl(fun add_reply/2, S, Replies),
+    S0 = lists:foldl(fun add_reply/2,
+                     S#store{merged = S#store.merged + length(Pairs) + length(Dead) + length(Replies)},
+                     Replies),
     S1 = lists:foldl(fun(D, Acc) -> add_row(pairs, D, Acc) end, S0, Pairs),
     {DeadN, L} = lists:foldl(fun({Sn, R, N}, {A, L0}) ->
                                      {A + N, add_dead({Sn, R}, N, S1#store.dead, L0)}
@@ -617,6 +619,10 @@ handle(S, Run) ->
 %% traced before it is counted; `undefined' before the first.
 -spec snapshot_at(state()) -> integer() | undefined.
 snapshot_at(S) -> S#store.snapshot_at.
+
+%% @doc The deltas merged into this store since it was made.
+-spec merged(state()) -> non_neg_integer().
+merged(S) -> S#store.merged.
 
 %% @doc Where every message counted is: `events' (messages counted),
 %% `held' (the sum of the pairs' totals: reads every pair, about 10 ms
