@@ -293,7 +293,8 @@ handle_call({start, _}, _From, St = #st{running = true}) ->
     {reply, {error, already_started}, St};
 handle_call({start, Opts}, _From, St) ->
     case start_tracing(Opts, St) of
-        {ok, St1} -> {reply, ok, publish(St1)};
+        %% (a run starts not behind, whatever the last one's last take was)
+        {ok, St1} -> {reply, ok, publish(St1#st{deltas = 0, last_deltas = 0})};
         {error, _} = E -> {reply, E, St}
     end;
 handle_call(stop, _From, St) ->
@@ -301,7 +302,8 @@ handle_call(stop, _From, St) ->
 handle_call(reset, _From, St0) ->
     St = settle(St0, true),
     S = refresh(St),       %% drop what the NIF holds so far
-    {reply, ok, publish(St#st{store = msgflow_store:clear(msgflow_store:restart_window(S), keep_labels)})};
+    {reply, ok, publish(St#st{store = msgflow_store:clear(msgflow_store:restart_window(S), keep_labels),
+                              deltas = 0, last_deltas = 0})};
 handle_call({reset_for, Coord}, From, St = #st{opts = #{coordinator := Coord}})
   when is_pid(Coord) ->
     handle_call(reset, From, St);
