@@ -103,16 +103,25 @@ rollup_row(Which, K = {Sn, R}, S = #store{labels = L0}) ->
                                 pairs -> msgflow_row:total(Row);
                                 _ -> 0
                             end,
-                    S0#store{labels = L5, rolled_up_messages = S#store.rolled_up_messages + Moved}
+                    ranked(Which, K1, S0#store{labels = L5,
+                                               rolled_up_messages = S#store.rolled_up_messages + Moved})
             end
     end.
 
-%% A pair that left the pairs table leaves the busiest indexes and the
-%% sends to names too.
-forget(pairs, K, S = #store{kept = Kept}) ->
-    S#store{kept = msgflow_store_kept:forget(Kept, K)};
-forget(_, _, S) ->
-    S.
+%% A row that left its table: its key is ranked again in the busiest
+%% indexes by what it has left in the other (a pair's replies, say), and
+%% leaves the sends to names.
+forget(dead, _, S) ->
+    S;
+forget(_, K, S) ->
+    msgflow_store:rekept(S, K).
+
+%% The key a row rolled up to is ranked by all it holds now (more than
+%% before: the index by messages since start only grows).
+ranked(dead, _, S) ->
+    S;
+ranked(_, K1, S) ->
+    msgflow_store:ranked(S, K1).
 
 add_rolled_up(dead, K1 = {S1, R1}, {_, N}, #store{dead = D, labels = L}) ->
     case ets:insert_new(D, {K1, N}) of

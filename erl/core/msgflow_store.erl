@@ -46,7 +46,7 @@
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/1, take_step/2,
          close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
--export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1, merged/1]).
+-export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1, merged/1, rekept/2, ranked/2]).
 -export_type([store/0, window/0, state/0, take/0]).
 
 %% Receivers with at least this many senders in a window get their
@@ -522,9 +522,46 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
     end.
 
 %% What the store keeps for the views of N messages of pair K, now at
-%% Total since start and Count in the open window (msgflow_store_kept).
+%% Total since start and Count in the open window (msgflow_store_kept),
+%% with what K's row in the other table (pairs, rolled-up rows: a pair's
+%% replies to its receiver's aliases) holds: the busiest indexes rank a
+%% key by both, as the views by process show it.
 kept(First, Which, K, N, KT, Total, Count, S = #store{kept = Kp}) ->
-    S#store{kept = msgflow_store_kept:add(Kp, Which, K, N, KT, First, Total, Count)}.
+    {OtherTotal, OtherCount} = other_row(Which, K, S),
+    S#store{kept = msgflow_store_kept:add(Kp, Which, K, N, KT, First, Total + OtherTotal,
+                                          Count + OtherCount)}.
+
+%% K's messages since start and in the open window in the table other
+%% than Which ({0, 0} when it has no row there).
+other_row(Which, K, S = #store{closed = C}) ->
+    T = case Which of
+            pairs -> S#store.rolled_up_rows;
+            rolled_up -> S#store.pairs
+        end,
+    Open = C + 1,
+    case ets:lookup(T, K) of
+        [] -> {0, 0};
+        [Row] -> {msgflow_row:total(Row), case msgflow_row:last_window(Row) of
+                                              Open -> msgflow_row:count(Row);
+                                              _ -> 0
+                                          end}
+    end.
+
+%% @doc K's rows left the busiest indexes (msgflow_rollup moved one of
+%% them): it is ranked again by the row it has left, if any, in the
+%% index by messages since start (a row rolled up was idle for two
+%% windows: none in the window indexes).  The owner only.
+-spec rekept(state(), {term(), term()}) -> state().
+rekept(S = #store{kept = Kp}, K) ->
+    ranked(S#store{kept = msgflow_store_kept:forget(Kp, K)}, K).
+
+%% @doc K ranked in the index by messages since start by the rows it has
+%% in both tables (msgflow_rollup added one to it).  The owner only.
+-spec ranked(state(), {term(), term()}) -> state().
+ranked(S = #store{kept = Kp}, K) ->
+    Total = lists:sum([msgflow_row:total(Row) || T <- [S#store.pairs, S#store.rolled_up_rows],
+                                                 Row <- ets:lookup(T, K)]),
+    S#store{kept = msgflow_store_kept:ranked(Kp, K, Total)}.
 
 %%% Windows
 

@@ -36,20 +36,30 @@
 -spec top_by_process(msgflow_store:store(), map(), pos_integer()) -> chosen().
 top_by_process(Store, Ctx = #{sort := rate}, N) ->
     case from_index(Store, Ctx, N) of
-        {ok, Rows} -> top_by_process(Store, Ctx, N, Rows);
+        {ok, Rows} -> top_by_process(Store, Ctx, N, Rows, indexed);
         unknown -> all_groups(Store, Ctx, process, N, false)
     end;
-top_by_process(Store = #{pairs := T}, Ctx, N) ->
-    top_by_process(Store, Ctx, N, case from_index(Store, Ctx, N) of
-                                      {ok, Rows} -> Rows;
-                                      unknown -> scan_top(T, N)
-                                  end).
+top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx, N) ->
+    case from_index(Store, Ctx, N) of
+        {ok, Rows} -> top_by_process(Store, Ctx, N, Rows, indexed);
+        unknown -> top_by_process(Store, Ctx, N, scan_top(T, N), ets:tab2list(F))
+    end.
 
-top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, N, Plain) ->
+%% Plain: the rows of the busiest keys (both tables' when Rolled is
+%% `indexed': the index ranks a key by both), or of the busiest pairs
+%% with Rolled every rolled-up row.
+top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, N, Plain, Rolled) ->
+    Named = named_rows(T, maps:get(named, Store, none)),
+    %% a name's pid's replies (rolled-up rows) are read with it
+    NamedReplies = case Rolled of
+                       indexed -> [Row || Row0 <- Named, {S, R} <- [msgflow_row:key(Row0)],
+                                          Row <- ets:lookup(F, {S, msgflow_labels:canon(Tables, R)})];
+                       _ -> []
+                   end,
     Side = lists:foldl(fun(Row, Acc) ->
                                {S, R} = msgflow_row:key(Row),
                                add_member({S, msgflow_labels:canon(Tables, R)}, Row, Acc)
-                       end, #{}, named_rows(T, maps:get(named, Store, none)) ++ ets:tab2list(F)),
+                       end, #{}, Named ++ NamedReplies ++ case Rolled of indexed -> []; _ -> Rolled end),
     Groups0 = lists:foldl(fun(Row, Acc) -> add_member(msgflow_row:key(Row), Row, Acc) end,
                           Side, Plain),
     %% a merged name's pid row may be below the threshold: fetch it
@@ -86,7 +96,8 @@ heat_by_process(#{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, L) ->
     Received = sums([{R, N} || {_, R, N} <- Side ++ Pairs]),
     Heat = #{rows := HR} = msgflow_rows_ends:heatmap_of(Sent, Received, L),
     Senders = maps:from_list([{S, []} || S <- HR]),
-    {Heat, [{S, R} || {S, R, _} <- Pairs, is_map_key(S, Senders)],
+    %% (their rolled-up rows too: the view reads those of these keys only)
+    {Heat, lists:usort([{S, R} || {S, R, _} <- Pairs ++ Side, is_map_key(S, Senders)]),
      #{sent => [E || E = {S, _} <- Sent, is_map_key(S, Senders)], received => Received}}.
 
 %% [{Key, N}]: each key once, its Ns added.  In a map while the keys are
@@ -113,12 +124,14 @@ sum_runs([{K, N} | T], K, Acc, Out) -> sum_runs(T, K, Acc + N, Out);
 sum_runs([{K1, N} | T], K, Acc, Out) -> sum_runs(T, K1, N, [{K, Acc} | Out]);
 sum_runs([], K, Acc, Out) -> [{K, Acc} | Out].
 
-%% The rows of the N busiest pairs (sends to names aside) from the
-%% store's index for the view's sort: messages since start, or the last
-%% window's messages (`last': the open window before one closed), when
-%% it knows them all; `unknown' when it does not (it let go of some, or
-%% a pair of it left the table since).
-from_index(#{busiest := Idx, pairs := T}, #{sort := Sort, last := Last, open := Open}, N) ->
+%% The rows of the N busiest keys (sends to names aside: a key's row in
+%% the pairs table and its rolled-up row, which the index ranks together)
+%% from the store's index for the view's sort: messages since start, or
+%% the last window's messages (`last': the open window before one
+%% closed), when it knows them all; `unknown' when it does not (it let go
+%% of some, a key of it left the tables since, or by messages a key's
+%% rows no longer add up to what the index holds).
+from_index(#{busiest := Idx, pairs := T, rolled_up := F}, #{sort := Sort, last := Last, open := Open}, N) ->
     Reader = case Sort of
                  messages -> maps:get(total, Idx);
                  rate when Last =:= Open -> maps:get(open, Idx);
@@ -137,9 +150,14 @@ from_index(#{busiest := Idx, pairs := T}, #{sort := Sort, last := Last, open := 
             %% rest are ranked by their totals, which a read of all gives
             unknown;
         {ok, KVs} ->
-            Rows = lists:append([ets:lookup(T, K) || {K, _} <- KVs]),
-            case length(Rows) =:= length(KVs) of
-                true -> {ok, Rows};
+            Found = [{V, ets:lookup(T, K) ++ ets:lookup(F, K)} || {K, V} <- KVs],
+            Whole = fun({_, []}) -> false;
+                       ({V, Rows}) when Sort =:= messages ->
+                            lists:sum([msgflow_row:total(R) || R <- Rows]) =:= V;
+                       (_) -> true
+                    end,
+            case lists:all(Whole, Found) of
+                true -> {ok, lists:append([Rows || {_, Rows} <- Found])};
                 false -> unknown
             end
     end;
@@ -256,9 +274,21 @@ by_process(T, F, Guard, KeyOf, Ctx) ->
                _ -> []
            end,
     Min = case Guard of [{'>', _, M}] -> M; [] -> 0 end,
-    Named = [Row || Row <- named_rows(T, maps:get(named, Ctx, none)), msgflow_row:last_window(Row) > Min]
-        ++ ets:select(F, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}), Ends ++ Guard,
-                           ['$_']}]),
+    NamedRows = [Row || Row <- named_rows(T, maps:get(named, Ctx, none)),
+                        msgflow_row:last_window(Row) > Min],
+    Rolled = case Ctx of
+                 #{keys := Keys0} when not is_map_key(endpoint, Ctx) ->
+                     %% the rolled-up rows of these keys only (the busiest
+                     %% indexes rank a key by both its rows) and of the
+                     %% pids the sends to names join
+                     Joined0 = [{S, KeyOf(R)} || Row <- NamedRows, {S, R} <- [msgflow_row:key(Row)]],
+                     [Row || K <- lists:usort(Keys0 ++ Joined0), Row <- ets:lookup(F, K),
+                             msgflow_row:last_window(Row) > Min];
+                 _ ->
+                     ets:select(F, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}),
+                                     Ends ++ Guard, ['$_']}])
+             end,
+    Named = NamedRows ++ Rolled,
     Side = lists:foldl(fun(Row, Acc) ->
                                {S, R} = msgflow_row:key(Row),
                                add_acc_to({S, KeyOf(R)}, acc(Row, Ctx), Acc)
