@@ -12,7 +12,8 @@
 proper_test_() ->
     {timeout, 300,
      [?_assert(proper:quickcheck(P, [{numtests, ?RUNS}, {to_file, user}]))
-      || P <- [prop_busiest_model(), prop_top_equals_scan(), prop_hotspots_equal_full(),
+      || P <- [prop_busiest_model(), prop_top_equals_scan(), prop_top_with_replies_equals_scan(), prop_index_ranks_replies(),
+               prop_hotspots_equal_full(),
                prop_hot_pairs_with_names(), prop_row_kinds_model(), prop_cluster_pairs_merge(),
                prop_heatmap_equals_scan(), prop_cluster_heatmap_equals_scan()]]}.
 
@@ -159,15 +160,22 @@ with_ends(N, Fun) ->
 %% The store fed with Windows (all but the last closed), its handle, and
 %% the same handle without what the store keeps (the views then scan).
 fed(Windows, Ends, Name, Caps) ->
+    fed(Windows, Ends, Name, Caps, fun(_) -> false end).
+
+%% fed/4 with the deltas Reply says are replies to aliases of their
+%% receiver (rolled-up rows) merged as such.
+fed(Windows, Ends, Name, Caps, Reply) ->
     S0 = msgflow_store:start_run(msgflow_store:new(Caps), #{windows => 60, max_pairs => 1000000}),
     End = fun(0) -> Name; (I) -> element(I, Ends) end,
     S = lists:foldl(
           fun({I, W}, Acc) ->
-                  Deltas = [case K of
-                                none -> {element(Sn, Ends), End(R), N};
-                                _ -> {element(Sn, Ends), End(R), N, K, x}
-                            end || {Sn, R, N, K} <- W],
-                  Acc1 = msgflow_store:merge_deltas(Deltas, Acc),
+                  {Rs, Ps} = lists:partition(Reply, W),
+                  Of = fun(Ds) -> [case K of
+                                       none -> {element(Sn, Ends), End(R), N};
+                                       _ -> {element(Sn, Ends), End(R), N, K, x}
+                                   end || {Sn, R, N, K} <- Ds]
+                       end,
+                  Acc1 = msgflow_store:merge_deltas(Of(Ps), Of(Rs), Acc),
                   case I < length(Windows) of
                       true -> msgflow_store:close_window(Acc1);
                       false -> Acc1
@@ -202,6 +210,52 @@ prop_top_equals_scan() ->
                                             end, A),
                       retire(S),
                       ?WHENFAIL(io:format("index: ~p~nscan: ~p~n", [A, B]), Same)
+              end)).
+
+%% The same with some deltas replies to the aliases of their receiver
+%% (not to a name): a key's pair and its replies are one row of the
+%% view by process, which the index ranks by both.
+prop_top_with_replies_equals_scan() ->
+    ?FORALL({Windows, Limit, Sort, Cap}, {store_windows(), range(1, 10), elements([messages, rate]),
+                                         range(1, 6)},
+            with_ends(
+              fun(Ends, Name) ->
+                      %% (by N: a key has rows in both tables)
+                      Reply = fun({_, R, N, _}) -> R =/= 0 andalso N rem 2 =:= 0 end,
+                      {S, Kept, Scan} = fed(Windows, Ends, Name, #{total => Cap, window => Cap}, Reply),
+                      Spec = #{by => process, limit => Limit, sort => Sort},
+                      #{rows := A} = msgflow_rows:build(Kept, Spec),
+                      #{rows := B} = msgflow_rows:build(Scan, Spec),
+                      Rank = fun(#{count := C}) when Sort =:= messages -> C;
+                                (#{last_count := C}) -> C
+                             end,
+                      ByKey = maps:from_list([{{Sn, R}, Row} || Row = #{sender := Sn, receiver := R} <- B]),
+                      Same = [Rank(X) || X <- A] =:= [Rank(X) || X <- B]
+                          andalso lists:all(fun(Row = #{sender := Sn, receiver := R}) ->
+                                                    case ByKey of
+                                                        #{{Sn, R} := Row2} -> Row2 =:= Row;
+                                                        _ -> true
+                                                    end
+                                            end, A),
+                      retire(S),
+                      ?WHENFAIL(io:format("index: ~p~nscan: ~p~n", [A, B]), Same)
+              end)).
+
+%% An index that let no key go answers top by messages itself, replies
+%% and all (the view reads no rolled-up row but its keys'): a key's value
+%% there is what its rows in both tables add up to.
+prop_index_ranks_replies() ->
+    ?FORALL({Windows, Limit}, {store_windows(), range(1, 10)},
+            with_ends(
+              fun(Ends, Name) ->
+                      %% (by N: a key has rows in both tables)
+                      Reply = fun({_, R, N, _}) -> R =/= 0 andalso N rem 2 =:= 0 end,
+                      {S, Kept, _} = fed(Windows, Ends, Name, #{total => 1000, window => 1000}, Reply),
+                      #{closed := Closed} = Kept,
+                      Ctx = #{sort => messages, last => Closed, open => Closed + 1},
+                      Got = msgflow_rows_groups:from_index(Kept, Ctx, Limit),
+                      retire(S),
+                      ?WHENFAIL(io:format("~p~n", [Got]), element(1, Got) =:= ok)
               end)).
 
 %% The hotspot rules over what the store keeps find what they find over

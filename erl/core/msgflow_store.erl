@@ -42,7 +42,7 @@
 -module(msgflow_store).
 -include("msgflow_store.hrl").
 
--export([new/1, merge_deltas/2]).
+-export([new/1, merge_deltas/2, merge_deltas/3]).
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/1, take_step/2,
          close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
@@ -130,6 +130,13 @@ new(Caps) ->
 -spec merge_deltas([msgflow_tracer:delta()], state()) -> state().
 merge_deltas(Deltas, S) ->
     merge({Deltas, [], [], 0, 0}, S).
+
+%% @doc merge_deltas/2 with Replies too: deltas of replies to the aliases
+%% of their receiver, counted for it (rolled-up rows), as a snapshot's
+%% chunk gives them.
+-spec merge_deltas([msgflow_tracer:delta()], [msgflow_tracer:delta()], state()) -> state().
+merge_deltas(Deltas, Replies, S) ->
+    merge({Deltas, [], Replies, 0, 0}, S).
 
 %% @doc The store set for a run with these options (`windows',
 %% `max_pairs', `max_kinds'); its window opens now.

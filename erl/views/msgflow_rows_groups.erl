@@ -8,7 +8,7 @@
 %%% `acc()' summed as its pairs are read; msgflow_rows makes its row.
 %%% Reads the store's ETS tables only, in the calling process.
 -module(msgflow_rows_groups).
--export([top_by_process/3, all_groups/5, key_fun/2, heat_by_process/3]).
+-export([top_by_process/3, all_groups/5, key_fun/2, heat_by_process/3, from_index/3]).
 -export_type([acc/0]).
 
 %% One group: {Total, Counts, Pairs, PeakMhz, FirstRow, KindLists}
@@ -45,28 +45,28 @@ top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx, N) ->
         unknown -> top_by_process(Store, Ctx, N, scan_top(T, N), ets:tab2list(F))
     end.
 
-%% Plain: the rows of the busiest keys (both tables' when Rolled is
-%% `indexed': the index ranks a key by both), or of the busiest pairs
-%% with Rolled every rolled-up row.
+%% Plain: the rows of the busiest keys, both tables' (Rolled `indexed':
+%% the index ranks a key by both), or of the busiest pairs with Rolled
+%% every rolled-up row.  A key that other rows join (a name's pid; with
+%% Rolled read whole, a rolled-up row's pair) but that Plain does not
+%% hold has its rows fetched: they may be below the index's floor or the
+%% scan's threshold.
 top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, N, Plain, Rolled) ->
-    Named = named_rows(T, maps:get(named, Store, none)),
-    %% a name's pid's replies (rolled-up rows) are read with it
-    NamedReplies = case Rolled of
-                       indexed -> [Row || Row0 <- Named, {S, R} <- [msgflow_row:key(Row0)],
-                                          Row <- ets:lookup(F, {S, msgflow_labels:canon(Tables, R)})];
-                       _ -> []
-                   end,
+    {Extra, Fetch} = case Rolled of
+                         indexed -> {[], fun(K) -> ets:lookup(T, K) ++ ets:lookup(F, K) end};
+                         _ -> {Rolled, fun(K) -> ets:lookup(T, K) end}
+                     end,
     Side = lists:foldl(fun(Row, Acc) ->
                                {S, R} = msgflow_row:key(Row),
                                add_member({S, msgflow_labels:canon(Tables, R)}, Row, Acc)
-                       end, #{}, Named ++ NamedReplies ++ case Rolled of indexed -> []; _ -> Rolled end),
+                       end, #{}, named_rows(T, maps:get(named, Store, none)) ++ Extra),
+    Held = maps:from_list([{msgflow_row:key(Row), true} || Row <- Plain]),
     Groups0 = lists:foldl(fun(Row, Acc) -> add_member(msgflow_row:key(Row), Row, Acc) end,
                           Side, Plain),
-    %% a merged name's pid row may be below the threshold: fetch it
     Groups = maps:fold(fun(Key, Members, Acc) ->
-                               case lists:any(fun(M) -> msgflow_row:key(M) =:= Key end, Members) of
+                               case is_map_key(Key, Held) of
                                    true -> Acc;
-                                   false -> Acc#{Key := ets:lookup(T, Key) ++ Members}
+                                   false -> Acc#{Key := Fetch(Key) ++ Members}
                                end
                        end, Groups0, Side),
     Accs = [{Key, sum_rows(Members, Ctx)} || {Key, Members} <- maps:to_list(Groups)],
@@ -124,13 +124,17 @@ sum_runs([{K, N} | T], K, Acc, Out) -> sum_runs(T, K, Acc + N, Out);
 sum_runs([{K1, N} | T], K, Acc, Out) -> sum_runs(T, K1, N, [{K, Acc} | Out]);
 sum_runs([], K, Acc, Out) -> [{K, Acc} | Out].
 
-%% The rows of the N busiest keys (sends to names aside: a key's row in
+%% @doc The rows of the N busiest keys (sends to names aside: a key's row in
 %% the pairs table and its rolled-up row, which the index ranks together)
 %% from the store's index for the view's sort: messages since start, or
 %% the last window's messages (`last': the open window before one
 %% closed), when it knows them all; `unknown' when it does not (it let go
 %% of some, a key of it left the tables since, or by messages a key's
 %% rows no longer add up to what the index holds).
+%% Ctx: the view's `sort' and window numbers (`last', `open').
+-spec from_index(msgflow_store:store(), #{sort := msgflow_rows:sort(), last := integer(),
+                                          open := integer(), _ => _}, pos_integer()) ->
+          {ok, [msgflow_row:row()]} | unknown.
 from_index(#{busiest := Idx, pairs := T, rolled_up := F}, #{sort := Sort, last := Last, open := Open}, N) ->
     Reader = case Sort of
                  messages -> maps:get(total, Idx);
