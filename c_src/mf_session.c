@@ -173,7 +173,7 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
     atomic_store(&s->stamp, atomic_fetch_add(&mf_next_stamp, 1));
     s->type = type;
     s->alloc = *mf_alloc_chosen();
-    s->limit.max = max;
+    atomic_init(&s->limit.max, max);
     s->limit.max_kinds = max_kinds;
     s->kinds = max_kinds > 0;
     s->spill_lock = enif_mutex_create("msgflow_spill_claim");
@@ -239,6 +239,28 @@ ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return atom_ok;
 }
 
+/* session_limit(Session, Max) -> ok.  The session's cap lowered to Max
+ * entries (never raised: a higher Max leaves it as it is), so that its
+ * tables grow no more once the collector's share of max_memory is used:
+ * a new entry past it is overflow, as past the cap it was made with.  The
+ * collector's thread; the callbacks read the cap relaxed when they create
+ * an entry. */
+ERL_NIF_TERM mf_nif_session_limit(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    mf_session *s;
+    ErlNifUInt64 max;
+    if (!mf_get_session(mf_layout_get(), env, argv[0], &s) || !enif_get_uint64(env, argv[1], &max) ||
+        max == 0)
+        return enif_make_badarg(env);
+    uint64_t cur = atomic_load_explicit(&s->limit.max, memory_order_relaxed);
+    while (max < cur &&
+           !atomic_compare_exchange_weak_explicit(&s->limit.max, &cur, max, memory_order_relaxed,
+                                                  memory_order_relaxed))
+        ;
+    return atom_ok;
+}
+
 /* session_info(Session) -> #{state, shards, memory (bytes), entries, max_pairs,
  *   max_kinds (0: kinds off), rotations, retired (generations not yet freed), freed (generations
  *   freed), own (msgflow's own processes and names in the set), own_left_out (sends to or
@@ -278,7 +300,7 @@ ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         enif_make_uint64(env, shards),
         enif_make_uint64(env, bytes),
         enif_make_uint64(env, entries),
-        enif_make_uint64(env, s->limit.max),
+        enif_make_uint64(env, atomic_load_explicit(&s->limit.max, memory_order_relaxed)),
         enif_make_uint64(env, atomic_load(&s->rotations)),
         enif_make_uint64(env, retired),
         enif_make_uint64(env, freed),

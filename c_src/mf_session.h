@@ -162,6 +162,7 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
 ERL_NIF_TERM mf_nif_session_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_session_limit(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_session_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_own(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_proc_events_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);

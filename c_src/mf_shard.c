@@ -183,7 +183,8 @@ void mf_shard_free(mf_shard *sh)
 
 int mf_limit_full(const mf_limit *limit)
 {
-    return atomic_load_explicit(&limit->used, memory_order_relaxed) >= limit->max;
+    return atomic_load_explicit(&limit->used, memory_order_relaxed) >=
+           atomic_load_explicit(&limit->max, memory_order_relaxed);
 }
 
 static int limit_take(mf_limit *limit)
@@ -191,7 +192,7 @@ static int limit_take(mf_limit *limit)
     if (mf_limit_full(limit))
         return 0;
     uint64_t before = atomic_fetch_add_explicit(&limit->used, 1, memory_order_relaxed);
-    if (before >= limit->max) {
+    if (before >= atomic_load_explicit(&limit->max, memory_order_relaxed)) {
         atomic_fetch_sub_explicit(&limit->used, 1, memory_order_relaxed);
         return 0;
     }

@@ -679,6 +679,7 @@ static ErlNifFunc nif_funcs[] = {
     {"session_new", 3, mf_nif_session_new, 0},
     {"session_stop", 1, mf_nif_session_stop, 0},
     {"session_rotate", 1, mf_nif_session_rotate, 0},
+    {"session_limit", 2, mf_nif_session_limit, 0},
     {"snapshot", 1, mf_nif_snapshot, 0},
     {"snapshot_start", 1, mf_nif_snapshot_start, 0},
     {"snapshot_next", 1, mf_nif_snapshot_next, 0},

@@ -11,14 +11,14 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
--export([views_while_behind/1, sender/2]).
+-export([views_while_behind/1, memory_bound/1, sender/2, batch_sender/2]).
 
 -define(SENDERS, 1000).
 -define(RECEIVERS, 20).
 -define(HOLD, {msgflow_collector, hold_take}).
 
 all() ->
-    [views_while_behind].
+    [views_while_behind, memory_bound].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -85,3 +85,37 @@ chunks([], _) -> [];
 chunks(L, N) ->
     {H, T} = lists:split(N, L),
     [H | chunks(T, N)].
+
+%% 300,000 new pairs (300 senders x 1,000 receivers, in 10 batches of 30
+%% senders) under a max_memory of 30 MB: after each batch, once counted
+%% (sync), what msgflow holds is within the bound, and every message is
+%% somewhere: events = pairs held + rolled up + overflow, and events are
+%% the messages sent (each batch's `done's to this process too).
+memory_bound(_Config) ->
+    Self = self(),
+    Max = 30000000,
+    Receivers = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 1000)],
+    Senders = [spawn(?MODULE, batch_sender, [Self, Receivers]) || _ <- lists:seq(1, 300)],
+    ok = msgflow:start(#{procs => Senders, max_memory => Max}),
+    Owns = [begin
+                [S ! go || S <- Batch],
+                [receive {done, S} -> ok end || S <- Batch],
+                ok = msgflow:sync(),
+                #{own_memory := Own, max_memory := Max} = msgflow:info(),
+                Own
+            end || Batch <- chunks(Senders, 30)],
+    ct:log("own_memory after each batch: ~p", [Owns]),
+    ?assert(lists:all(fun(Own) -> Own =< Max end, Owns), Owns),
+    #{memory_full := true} = msgflow:info(),
+    #{events := E, held := H, rolled_up := R, overflow := O} = msgflow_collector:balance(),
+    ?assertEqual({300 * 1000 + 300, 300 * 1000 + 300}, {E, H + R + O}),
+    ok = msgflow:stop(),
+    [exit(P, kill) || P <- Senders ++ Receivers],
+    ok.
+
+%% @private One message to each of Rs once told to go, then `done'.
+batch_sender(Parent, Rs) ->
+    receive go -> ok end,
+    [R ! hello || R <- Rs],
+    Parent ! {done, self()},
+    receive stop -> ok end.

@@ -719,6 +719,11 @@ tick_done(St = #st{run = Run}) ->
     ok = msgflow_run:rotate(Run, maps:get(max_pairs, St#st.opts),
                             msgflow_store:closed(St1#st.store)),
     ok = msgflow_run:own_sweep(Run),
+    %% the heap a window's merges and close grew (a chunk's terms, the
+    %% roll-up's keys) given back: what this process holds between
+    %% windows is its state, which max_memory counts (a collection of a
+    %% heap of a few MB: well under 1 ms)
+    true = erlang:garbage_collect(),
     schedule_tick(St1#st{new_tracer = msgflow_run:new_tracer(Run)}).
 
 %% The take under way (and those its waiters' calls and a tick began)

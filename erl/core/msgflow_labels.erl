@@ -31,7 +31,7 @@
 %%% and owner (msgflow_describe:label/1); remote endpoints their node.
 -module(msgflow_labels).
 
--export([new/0, clear/1, tables/1, proc_events/3, prune_proc_events/2, census_start/1, census/2, census_left/1,
+-export([new/0, clear/1, tables/1, all_tables/1, proc_events/3, prune_proc_events/2, census_start/1, census/2, census_left/1,
          hold/2, hold_pair/3, seed/5, release/2, purge/1, rollup_key/2, forget_endpoints/1, group_end/2,
          canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1]).
 -export_type([label_id/0]).
@@ -115,6 +115,12 @@ forget_endpoints(L = #labels{endpoints = Ends}) ->
 -spec tables(labels()) -> tables().
 tables(#labels{endpoints = E, label_ids = K, names = N}) ->
     #{endpoints => E, label_ids => K, names => N}.
+
+%% @doc Every table of the labels, the owner's own too (for the memory
+%% max_memory bounds).
+-spec all_tables(labels()) -> [ets:tid()].
+all_tables(L = #labels{ids_of = KI, proc_events = B, census_rows = C}) ->
+    maps:values(tables(L)) ++ [KI, B, C].
 
 %% @doc Records proc_events (msgflow_tracer:proc_events_take/1) taken at Tick.  A
 %% register and a spawn of one process may come in any order.  Owner only.

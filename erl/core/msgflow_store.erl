@@ -225,7 +225,7 @@ clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Ca
             calls = new_calls(), call_figures = #{busy => 0, displaced => 0},
             sizes = msgflow_store_sizes:new(), waits = msgflow_store_waits:new(),
             kept = Kept, full = false,
-            dead_letters = 0, overflow = 0, rolled_up_messages = 0, sweeps = #{},
+            dead_letters = 0, overflow = 0, rolled_up_messages = 0, calls_left_out = 0, sweeps = #{},
             labels = Labels}.
 
 %% @doc The census of the processes alive as a run starts begins
@@ -327,15 +327,15 @@ take_sizes(Session, Handle, S = #store{sizes = Z, pairs = P}) ->
 %% the chunks merged so far; the rest stays in the NIF's tables or goes
 %% with the old module.
 take_chunk({Session, Take, Nif, _}, S0) ->
-    S = check_memory(Nif, S0),
+    S = limit_tracer(Session, S0, check_memory(Nif, S0)),
     case next_chunk(Take) of
         {more, Pairs, Dead, Replies} ->
             {more, merge({Pairs, Dead, Replies, 0, 0}, take_proc_events(Session, S))};
         {done, Pairs, Dead, Replies, Overflow, OverflowDead} ->
             %% and once more after the last chunk, so that what info()
             %% and the views say of the bound is true of the store now
-            {done, check_memory(Nif, merge({Pairs, Dead, Replies, Overflow, OverflowDead},
-                                           take_proc_events(Session, S)))};
+            S1 = merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_proc_events(Session, S)),
+            {done, limit_tracer(Session, S1, check_memory(Nif, S1))};
         gone ->
             {done, S}
     end.
@@ -354,25 +354,67 @@ nif_bytes(Session) ->
 %% run goes on (rows are only rolled up, never freed one by one, and a
 %% bound that came and went would count a pair now and not the next
 %% moment); reset/0 and a new run start empty.
+%% The collector's own heap counts too (the process that calls this: the
+%% store's owner), and so does what it publishes for the views
+%% (msgflow_collector: a copy of the handle and the figures), so that
+%% `own_memory' stays within the bound.
 check_memory(_, S = #store{max_memory = infinity}) -> S;
 check_memory(_, S = #store{full = true}) -> S;
 check_memory(Nif, S = #store{max_memory = Max}) ->
-    S#store{full = Nif + memory(S) >= Max}.
+    S#store{full = Nif + memory(S) + heap(Max) + published_bytes() >= Max}.
 
-%% The store's tables' bytes.
+%% The collector's heap as the bound counts it: what it is now, or what
+%% it grows to while it merges (a chunk's terms, the labels' state: 1-5 MB
+%% measured), a sixth of the bound at most 16 MB, whichever is more.
+heap(Max) ->
+    {memory, Heap} = process_info(self(), memory),
+    max(Heap, min(Max div 6, 16 * 1024 * 1024)).
+
+%% The store just reached max_memory (S0 was not full, S1 is): the
+%% tracer's tables may hold no more than what is left of the bound, as
+%% many entries as those bytes make at the bytes an entry takes there now
+%% (their number as they stand, when nothing is left), so that what
+%% msgflow holds stays within it.
+limit_tracer(Session, #store{full = false}, S1 = #store{full = true, max_memory = Max}) ->
+    try msgflow_tracer:session_info(Session) of
+        #{memory := Bytes, entries := Entries} ->
+            Left = Max - memory(S1) - heap(Max) - published_bytes(),
+            Per = max(1, Bytes div max(1, Entries)),
+            ok = msgflow_tracer:session_limit(Session, max(1, max(Entries, Left div Per))),
+            S1
+    catch
+        error:_ -> S1
+    end;
+limit_tracer(_, _, S1) ->
+    S1.
+
+published_bytes() ->
+    case ets:info(msgflow_published, memory) of
+        undefined -> 0;
+        W -> W * erlang:system_info(wordsize)
+    end.
+
+%% The store's tables' bytes, the labels' own ones too.
 memory(S) ->
     Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
                                                     S#store.groups, S#store.calls, S#store.sizes]
                                                   ++ msgflow_store_kept:tables(S#store.kept)
-                                                  ++ maps:values(msgflow_labels:tables(S#store.labels))
+                                                  ++ msgflow_labels:all_tables(S#store.labels)
                                                   ++ [L || L <- [S#store.log], L =/= none]]),
     Words * erlang:system_info(wordsize).
 
 %% The sampled calls' round trips since the last take (msgflow_store_calls).
-take_calls(Session, S = #store{calls = T, closed = C}) ->
-    case msgflow_store_calls:take(Session, T, C + 1) of
+take_calls(Session, S = #store{calls = T, closed = C, pairs = P}) ->
+    %% past max_memory a new edge only for a pair held (its pair's
+    %% messages are counted in a row): the rest are left out, counted
+    Admit = case S#store.full of
+                false -> fun(_, _) -> true end;
+                true -> fun(Caller, Server) -> ets:member(P, {Caller, Server}) end
+            end,
+    case msgflow_store_calls:take(Session, T, C + 1, Admit) of
         none -> S;
-        Figures -> S#store{call_figures = Figures}
+        {Figures, Left} ->
+            S#store{call_figures = Figures, calls_left_out = S#store.calls_left_out + Left}
     end.
 
 %% The call edges of the pairs rolled up, a slice a window (msgflow_store_calls).
@@ -430,7 +472,10 @@ add_dead(K = {Sn, R}, N, D, L) ->
 %% alias of a gen:call is used once.
 add_reply(D, S) ->
     S1 = add_row(rolled_up, D, S),
-    S1#store{rolled_up_messages = S1#store.rolled_up_messages + element(3, D)}.
+    case S1#store.overflow =:= S#store.overflow of
+        true -> S1#store{rolled_up_messages = S1#store.rolled_up_messages + element(3, D)};
+        false -> S1             %% past max_memory: in overflow
+    end.
 
 %% N messages of (Sn, R) in the open window, in the pairs or the rolled up
 %% rows (a pair counted on several threads comes once per thread), of
@@ -511,8 +556,10 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
             {First, Total, Count} = add_to_row(T, K, Row, N, KT, S),
             kept(First, Which, K, N, KT, Total, Count, S#store{events = E + N});
         [] ->
-            case Which =:= pairs andalso
-                (S#store.full orelse ets:info(T, size) >= S#store.max_pairs) of
+            %% a new pair past max_pairs or max_memory, or a new row of
+            %% replies past max_memory (one per call pair on a node of
+            %% gen_server calls): its messages in overflow
+            case S#store.full orelse (Which =:= pairs andalso ets:info(T, size) >= S#store.max_pairs) of
                 true ->
                     S#store{events = E + N, overflow = S#store.overflow + N};
                 false ->
@@ -693,6 +740,7 @@ figures(S) ->
       call_edges => ets:info(S#store.calls, size),
       calls_busy => maps:get(busy, S#store.call_figures),
       calls_displaced => maps:get(displaced, S#store.call_figures),
+      calls_left_out => S#store.calls_left_out,
       proc_events_dropped => S#store.proc_events_dropped,
       store_memory => memory(S),
       memory_full => S#store.full,

@@ -3,7 +3,7 @@
 %%% edges of exited processes rolled up.  The collector's process calls these
 %%% with the tables msgflow_store gives it (it owns them).
 -module(msgflow_store_calls).
--export([take/3, rollup/4]).
+-export([take/4, rollup/4]).
 
 %% reductions one merged edge is worth (as msgflow_store counts a delta)
 -define(MERGE_REDUCTIONS, 50).
@@ -12,23 +12,31 @@
 
 %% @doc The sampled calls' round trips since the last take
 %% (msgflow_tracer:calls_take/1), added to their edges' rows in table T in
-%% window Open; the tracer's figures (`busy', `displaced'), or none when
-%% the session cannot be read (sessions that sample none give no edges).
--spec take(msgflow_tracer:session(), ets:tid(), pos_integer()) -> map() | none.
-take(Session, T, Open) ->
+%% window Open, a new edge only when Admit(Caller, Server) (the store's
+%% bound on its memory); the tracer's figures (`busy', `displaced') and
+%% the sampled calls left out, or none when the session cannot be read
+%% (sessions that sample none give no edges).
+-spec take(msgflow_tracer:session(), ets:tid(), pos_integer(), fun((term(), term()) -> boolean())) ->
+          {map(), non_neg_integer()} | none.
+take(Session, T, Open, Admit) ->
     try msgflow_tracer:calls_take(Session) of
         {Edges, Figures} ->
-            lists:foreach(
-              fun({Caller, Server, Kind, Tag, Sampled, Unanswered, Hist}) ->
-                      erlang:bump_reductions(?MERGE_REDUCTIONS),
-                      K = {Caller, Server, Kind, Tag},
-                      D = {Sampled, Unanswered, Hist},
-                      ets:insert(T, case ets:lookup(T, K) of
-                                        [Row] -> msgflow_call_row:add(Row, D, Open);
-                                        [] -> msgflow_call_row:new(K, D, Open)
-                                    end)
-              end, Edges),
-            Figures
+            Left = lists:foldl(
+                     fun({Caller, Server, Kind, Tag, Sampled, Unanswered, Hist}, N) ->
+                             erlang:bump_reductions(?MERGE_REDUCTIONS),
+                             K = {Caller, Server, Kind, Tag},
+                             D = {Sampled, Unanswered, Hist},
+                             case ets:lookup(T, K) of
+                                 [Row] ->
+                                     ets:insert(T, msgflow_call_row:add(Row, D, Open)), N;
+                                 [] ->
+                                     case Admit(Caller, Server) of
+                                         true -> ets:insert(T, msgflow_call_row:new(K, D, Open)), N;
+                                         false -> N + Sampled
+                                     end
+                             end
+                     end, 0, Edges),
+            {Figures, Left}
     catch
         error:_ -> none
     end.

@@ -17,7 +17,7 @@
          enabled_call/3]).
 -export([calls_config/3, calls_take/1, call_buckets/0]).
 -export([sizes_config/3, sizes_take/1, sizes_take_some/2, size_words/0]).
--export([session_new/3, session_stop/1, session_rotate/1, snapshot/1, snapshot_start/1, snapshot_next/1,
+-export([session_new/3, session_stop/1, session_rotate/1, session_limit/2, snapshot/1, snapshot_start/1, snapshot_next/1,
          proc_events_take/1, session_info/1, own/3,
          lib_info/0, kinds/0]).
 -export([flow_session_new/2, flow_watch/3, flow_take/2, entry_new/1, entry_info/1, entry_stop/1]).
@@ -330,6 +330,14 @@ session_stop(_Session) -> ?NOT_LOADED.
 %% badarg for a non-session.
 -spec session_rotate(session()) -> ok.
 session_rotate(_Session) -> ?NOT_LOADED.
+
+%% @doc The session's cap lowered to Max entries (a higher Max leaves it):
+%% past it a new entry's messages are overflow, as past the cap it was
+%% made with.  The collector lowers it once its share of max_memory is
+%% used (msgflow_store), so that the tracer's tables grow no more.
+%% badarg for a non-session or a Max of 0.
+-spec session_limit(session(), pos_integer()) -> ok.
+session_limit(_Session, _Max) -> ?NOT_LOADED.
 
 %% @doc What was counted since the previous snapshot of this session (on
 %% the caller's normal scheduler, in steps of at most ~0.5 ms with yields
