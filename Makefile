@@ -129,7 +129,7 @@ bench-live: build
 	erlc -o _build/bench tools/bench/*.erl
 	erl -noshell +P 1000000 $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_live:main()'
 
-# msgflow left running under process churn (MSGFLOW_SOAK_S seconds, 600
+# msgflow left running under process churn (MSGFLOW_SOAK_S seconds, 1800
 # by default); part of bench-scale
 soak: build
 	mkdir -p _build/bench

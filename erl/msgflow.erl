@@ -295,11 +295,16 @@ print(Name) ->
 print(Name, Opts) ->
     msgflow_shell:print(Name, Opts).
 
-%% @doc What msgflow is doing and holding, from a snapshot taken now:
+%% @doc What msgflow is doing and holding, from a snapshot taken now (or,
+%% while the collector is behind, merging tens of thousands of new pairs,
+%% at once as the figures stand: `behind' true, every send before
+%% `snapshot_at', system ms, counted; sync/0 first to wait):
 %% `running', `pairs' (held), `events' (messages counted: the sum of
 %% pairs() + `rolled_up' + `overflow'), `dead_letters', `own_left_out'
 %% (msgflow's own messages, never counted), `memory' and `store_memory'
-%% (bytes of the tracer's and the collector's tables), `allocator',
+%% (bytes of the tracer's and the collector's tables), `own_memory' (all
+%% msgflow holds, bytes, within `max_memory'), `calls_left_out' (sampled
+%% calls of new call edges left out past `max_memory'), `allocator',
 %% `trace_mode', `started_at' and `stopped_at' (ms, system time), what
 %% other tools hold (`skipped', `new_tracer'), and the term reads checked
 %% at load (`fast_extra', `alias_owner', `plain_refs', `fast_terms',

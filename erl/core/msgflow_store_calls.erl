@@ -45,14 +45,21 @@ take(Session, T, Open, Admit) ->
 %% groups (msgflow_labels:rollup_key/2) once their pair left the pairs
 %% table P (msgflow_rollup rolled up it): T holds the edges of live processes
 %% and one per group of exited ones, keyed as their pairs are, so that a
-%% view finds each edge's exact count in its pair's kinds.  ?SLICE edges
-%% are looked at a window, from where the last slice ended (Cont: `start'
-%% or what the last call returned), so that a window's close does not
-%% grow with the edges.  Returns the labels as fold_key left them and
-%% where the next slice starts.
+%% view finds each edge's exact count in its pair's kinds.  ?SLICE edges,
+%% or an eighth of them when that is more, are looked at a window, from
+%% where the last slice ended (Cont: `start' or what the last call
+%% returned), so that a window's close grows with the edges by an eighth
+%% at most and a pass over them takes 8 windows at most (callers that come
+%% and go faster than ?SLICE a window are rolled up as fast).  Returns the
+%% labels as fold_key left them and where the next slice starts.
 -spec rollup(ets:tid(), ets:tid(), msgflow_labels:labels(), start | term()) ->
           {msgflow_labels:labels(), start | term()}.
 rollup(T, P, L0, Cont) ->
+    %% at least an eighth of the table a window, so that a node whose
+    %% callers come and go faster than ?SLICE a window is swept in 8
+    rollup(T, P, L0, Cont, max(?SLICE, ets:info(T, size) div 8)).
+
+rollup(T, P, L0, Cont, Budget) ->
     {Rows, Next} = case slice(T, Cont) of
                        '$end_of_table' -> {[], start};
                        {Rs, C} -> {Rs, C}
@@ -76,7 +83,11 @@ rollup(T, P, L0, Cont) ->
                                 end),
                   L3
           end, L0, Gone),
-    {L, Next}.
+    case {Next, Budget - length(Rows)} of
+        {start, _} -> {L, start};
+        {_, More} when More > 0 -> rollup(T, P, L, Next, More);
+        _ -> {L, Next}
+    end.
 
 slice(T, start) -> ets:select(T, [{'_', [], ['$_']}], ?SLICE);
 slice(_, Cont) -> ets:select(Cont).

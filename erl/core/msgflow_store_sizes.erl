@@ -61,11 +61,17 @@ take_some(Session, T, P) ->
     end.
 
 %% @doc Rows of T whose pair is no longer in the pairs table P (rolled up
-%% with its exited ends) dropped, ?SLICE rows a window from where the last
-%% slice ended (Cont: `start' or what the last call returned).  Returns
-%% where the next slice starts.
+%% with its exited ends) dropped, ?SLICE rows a window or an eighth of
+%% them when that is more (a pass takes 8 windows at most), from where
+%% the last slice ended (Cont: `start' or what the last call returned).
+%% Returns where the next slice starts.
 -spec sweep(ets:tid(), ets:tid(), start | term()) -> start | term().
 sweep(T, P, Cont) ->
+    %% at least an eighth of the table a window, so that a node whose
+    %% pairs come and go faster than ?SLICE a window is swept in 8
+    sweep(T, P, Cont, max(?SLICE, ets:info(T, size) div 8)).
+
+sweep(T, P, Cont, Budget) ->
     case case Cont of
              start -> ets:select(T, [{{'$1', '_', '_', '_', '_', '_'}, [], ['$1']}], ?SLICE);
              _ -> ets:select(Cont)
@@ -76,7 +82,10 @@ sweep(T, P, Cont) ->
             %% each key's lookups counted, so that the slice yields
             _ = [ets:delete(T, K) || K <- Keys, erlang:bump_reductions(?SWEEP_REDUCTIONS),
                                      not ets:member(P, K)],
-            Next
+            case Budget - length(Keys) of
+                More when More > 0 -> sweep(T, P, Next, More);
+                _ -> Next
+            end
     end.
 
 %% @doc The sizes of the messages from S to R, the sends to R's

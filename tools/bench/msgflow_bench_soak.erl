@@ -16,7 +16,9 @@
 %%% rolled up + overflow' holds in one store.  At the end: the targets of
 %%% issue 12 beside the figures, and top(10, #{by => name}).
 %%%
-%%% MSGFLOW_SOAK_S sets the length in seconds (600 by default).
+%%% MSGFLOW_SOAK_S sets the length in seconds (1,800 by default).  The
+%%% exit status is 1 when the collector's memory (its heap and tables)
+%%% rose more than 1 MB per 10 minutes after the first 5 (issue 53).
 %%% MSGFLOW_SOAK_HISTORY_BYTES keeps the history too (history => Dir in
 %%% _build/bench/soak-history, fresh, with that budget, 3 segments of a
 %%% minute kept whole and 3 at a tenth): each report then
@@ -39,16 +41,21 @@
 -spec main() -> no_return().
 main() ->
     Secs = case os:getenv("MSGFLOW_SOAK_S") of
-               false -> 600;
+               false -> 1800;
                S -> list_to_integer(S)
            end,
-    Code = try run(Secs) of ok -> 0
+    Code = try run(Secs) of
+               ok -> 0;
+               {grew, _} -> 1
            catch C:R:St -> io:format("soak failed: ~p:~p~n~p~n", [C, R, St]), 1
            end,
     erlang:halt(Code).
 
-%% @doc The soak for Secs seconds (msgflow's application started here).
--spec run(pos_integer()) -> ok.
+%% @doc The soak for Secs seconds (msgflow's application started here):
+%% `ok', or `{grew, MBPer10Min}' when the collector's memory (its heap and
+%% its tables) rose more than 1 MB per 10 minutes after the first 5 (the
+%% slope of a least-squares line through the reports from 300 s on).
+-spec run(pos_integer()) -> ok | {grew, float()}.
 run(Secs) ->
     {ok, _} = application:ensure_all_started(msgflow),
     io:format("~nmsgflow soak: ~b s, ~b servers, ~b new clients/s x ~b gen_server:calls, "
@@ -80,10 +87,10 @@ run(Secs) ->
     Rows = loop({Acceptor, Servers}, Calls, T0, T0 + Secs * 1000, 0, T0 + ?REPORT_MS, []),
     exit(Acceptor, kill),
     {Clients, _} = lists:last(Rows),
-    summary(Secs, Clients, [R || {_, R} <- Rows]),   %% top while still running
+    Verdict = summary(Secs, Clients, [R || {_, R} <- Rows]),   %% top while still running
     ok = msgflow:stop(),
     [gen_server:stop(element(I, Servers)) || I <- lists:seq(1, ?SERVERS)],
-    ok.
+    Verdict.
 
 %% Starts a tick's clients every ?TICK_MS ms (on time, not after the
 %% previous ones ended), and reports every ?REPORT_MS.
@@ -228,8 +235,32 @@ summary(Secs, Clients, Rows) ->
                        case largest_history() =< Budget of true -> "held"; false -> "EXCEEDED" end]);
         _ -> ok
     end,
+    %% flat: after the first 5 minutes, at most 1 MB more per 10 minutes
+    Slope = slope([{S, maps:get(collector, R)} || R = #{s := S} <- Rows, S >= 300]),
+    PerTen = mb(Slope * 600),
+    io:format("  ~-36s ~-10s ~s~n", ["collector's growth after 300 s", "<= 1 MB/10 min",
+                                    case Slope of
+                                        undefined -> "too short to say (under 3 reports after 300 s)";
+                                        _ -> io_lib:format("~.2f MB per 10 min", [PerTen])
+                                    end]),
     io:format("~ntop(10, #{by => name}), still running:~n"),
-    msgflow:top(10, #{by => name}).
+    ok = msgflow:top(10, #{by => name}),
+    case Slope =/= undefined andalso PerTen > 1.0 of
+        true -> io:format("~nsoak: the collector's memory grew ~.2f MB per 10 minutes~n", [PerTen]),
+                {grew, PerTen};
+        false -> ok
+    end.
+
+%% The least-squares slope of Y over X (bytes a second), or undefined with
+%% fewer than 3 points.
+slope(Points) when length(Points) < 3 ->
+    undefined;
+slope(Points) ->
+    N = length(Points),
+    Mx = lists:sum([X || {X, _} <- Points]) / N,
+    My = lists:sum([Y || {_, Y} <- Points]) / N,
+    lists:sum([(X - Mx) * (Y - My) || {X, Y} <- Points])
+        / max(1.0e-9, lists:sum([(X - Mx) * (X - Mx) || {X, _} <- Points])).
 
 %%% The servers
 
