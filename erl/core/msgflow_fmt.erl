@@ -360,8 +360,11 @@ missing(Missing) ->
 %% before the view its last whole snapshot was taken; or nothing.
 -spec behind(map()) -> iolist().
 behind(#{behind := true, snapshot_at := At, taken_at := Taken}) when is_integer(At) ->
-    io_lib:format("the collector is behind: counts as of ~.1f s before this view, with part "
-                  "of those since (sync => true waits for all)~n", [max(0, Taken - At) / 1000]);
+    %% (within 80 columns)
+    io_lib:format("the collector is behind: counts of ~.1f s ago, some newer (sync => true "
+                  "waits)~n", [max(0, Taken - At) / 1000]);
+behind(#{behind := true}) ->
+    "the collector is behind: part of its first merge (sync => true waits)\n";
 behind(_) ->
     [].
 
