@@ -31,12 +31,8 @@
 %% look long.
 -define(VIEW_WAIT_DELTAS, 8192).
 %% where the store handle and info/0's figures are published for the
-%% views at the end of each take (a protected table of the collector's)
+%% views while the collector is behind (a protected table of its own)
 -define(PUBLISHED, msgflow_published).
-%% behind: a take under way past ?VIEW_WAIT_DELTAS, or the last one done
-%% was (the next will likely be as long)
--define(BEHIND(St), (St#st.running andalso
-                     (St#st.deltas >= ?VIEW_WAIT_DELTAS orelse St#st.last_deltas >= ?VIEW_WAIT_DELTAS))).
 
 -record(st, {
     running = false :: boolean(),
@@ -86,11 +82,9 @@
     %% begun after it, closes the window (so that a window holds the
     %% sends up to its tick, not up to an earlier take's start)
     tick_due = false :: boolean(),
-    %% deltas of the take under way merged so far (the store's count as
-    %% it began, and since), and of the last take done: past
-    %% ?VIEW_WAIT_DELTAS the collector is behind
+    %% the store's count of deltas merged as the take under way began,
+    %% and the deltas of the last take done (behind/1)
     take_from = 0 :: non_neg_integer(),
-    deltas = 0 :: non_neg_integer(),
     last_deltas = 0 :: non_neg_integer()
 }).
 
@@ -183,7 +177,7 @@ await_census(Ms) ->
 -spec info() -> map() | {error, {timeout, msgflow_collector}}.
 info() ->
     case published() of
-        {_, Info, true} -> Info;
+        {_, Info} -> Info;
         _ -> call(info, #{running => false})
     end.
 
@@ -194,7 +188,7 @@ info() ->
 -spec info_as_is() -> map() | {error, {timeout, msgflow_collector}}.
 info_as_is() ->
     case published() of
-        {_, Info, true} -> Info;
+        {_, Info} -> Info;
         _ -> call(info_as_is, #{running => false})
     end.
 
@@ -231,19 +225,19 @@ await_windows(N, Timeout) ->
 -spec store(boolean() | sync) -> msgflow_store:store() | undefined | {error, {timeout, msgflow_collector}}.
 store(true) ->
     case published() of
-        {Handle, _, true} -> Handle;
+        {Handle, _} -> Handle;
         _ -> call({store, true}, undefined)
     end;
 store(Refresh) -> call({store, Refresh}, undefined).
 
-%% @doc What the collector published at the end of its last take (and as
-%% a run starts, stops or is reset): the store handle, info/0's figures,
-%% and whether it is behind; `undefined' before the first run or when the
-%% collector is not there.  Any process; no call to the collector.
--spec published() -> {msgflow_store:store(), map(), boolean()} | undefined.
+%% @doc While the collector is behind, the store handle and info/0's
+%% figures it published when it fell behind and at the end of each take
+%% since; `undefined' when it is not behind, or not there (a call to it
+%% then answers).  Any process; no call to the collector.
+-spec published() -> {msgflow_store:store(), map()} | undefined.
 published() ->
     try ets:lookup(?PUBLISHED, store) of
-        [{store, Handle, Info, Behind}] -> {Handle, Info, Behind};
+        [{store, Handle, Info}] -> {Handle, Info};
         [] -> undefined
     catch error:badarg -> undefined
     end.
@@ -294,7 +288,7 @@ handle_call({start, _}, _From, St = #st{running = true}) ->
 handle_call({start, Opts}, _From, St) ->
     case start_tracing(Opts, St) of
         %% (a run starts not behind, whatever the last one's last take was)
-        {ok, St1} -> {reply, ok, publish(St1#st{deltas = 0, last_deltas = 0})};
+        {ok, St1} -> {reply, ok, publish(St1#st{last_deltas = 0})};
         {error, _} = E -> {reply, E, St}
     end;
 handle_call(stop, _From, St) ->
@@ -303,7 +297,7 @@ handle_call(reset, _From, St0) ->
     St = settle(St0, true),
     S = refresh(St),       %% drop what the NIF holds so far
     {reply, ok, publish(St#st{store = msgflow_store:clear(msgflow_store:restart_window(S), keep_labels),
-                              deltas = 0, last_deltas = 0})};
+                              last_deltas = 0})};
 handle_call({reset_for, Coord}, From, St = #st{opts = #{coordinator := Coord}})
   when is_pid(Coord) ->
     handle_call(reset, From, St);
@@ -313,10 +307,11 @@ handle_call({store, _}, _From, St = #st{started_at = undefined}) ->
     %% no run yet (a start that failed, say with the NIF not loaded):
     %% nothing to view
     {reply, undefined, St};
-handle_call({store, true}, _From, St = #st{running = true}) when ?BEHIND(St) ->
-    {reply, handle(St, true), St};
 handle_call({store, true}, From, St = #st{running = true}) ->
-    {noreply, after_take({From, store}, St)};
+    case behind(St) of
+        true -> {reply, handle(St, true), St};
+        false -> {noreply, after_take({From, store}, St)}
+    end;
 handle_call({store, sync}, From, St = #st{running = true}) ->
     {noreply, after_take({From, sync}, St)};
 handle_call({store, _}, _From, St) ->
@@ -340,10 +335,13 @@ handle_call({Op, Who}, _From, St = #st{run = Run}) when Op =:= trace; Op =:= unt
                         untrace -> msgflow_run:untrace(Run, Who)
                     end,
     {reply, Reply, St#st{run = Run1}};
-handle_call(info, _From, St = #st{running = true}) when ?BEHIND(St) ->
-    {reply, info(St, true), St};
-handle_call(What, From, St = #st{running = true}) when What =:= balance; What =:= info ->
-    {noreply, after_take({From, What}, St)};
+handle_call(info, From, St = #st{running = true}) ->
+    case behind(St) of
+        true -> {reply, info(St, true), St};
+        false -> {noreply, after_take({From, info}, St)}
+    end;
+handle_call(balance, From, St = #st{running = true}) ->
+    {noreply, after_take({From, balance}, St)};
 handle_call(balance, _From, St) ->
     {reply, msgflow_store:balance(St#st.store), St};
 handle_call(info, _From, St) ->
@@ -376,18 +374,17 @@ handle_info({tick, Tag}, St = #st{tag = Tag, running = true}) ->
     {noreply, St#st{tick_due = true}};
 handle_info({take_step, Ref}, St = #st{taking = T = #{ref := Ref, take := Take}}) ->
     case step(Take, St) of
-        {more, St1 = #st{deltas = Before, take_from = From}} ->
+        {more, St1} ->
             self() ! {take_step, Ref},
-            D = msgflow_store:merged(St1#st.store) - From,
-            case Before < ?VIEW_WAIT_DELTAS andalso D >= ?VIEW_WAIT_DELTAS of
+            case not behind(St) andalso behind(St1) of
                 true ->
                     %% behind from now on: those waiting are answered as
                     %% the counts stand, and views read what is published
-                    St2 = answer_behind(St1#st{deltas = D}),
+                    St2 = answer_behind(St1),
                     ok = held(),
                     {noreply, St2};
                 false ->
-                    {noreply, St1#st{deltas = D}}
+                    {noreply, St1}
             end;
         {done, St1} ->
             {noreply, took(T, St1)}
@@ -638,7 +635,7 @@ after_take(W, St = #st{next_waiters = Next}) ->
 %% answered and the window closed (Close) when it is done; when none can
 %% begin (see msgflow_store:take/2) that is now.
 begin_take(Waiters, Close, St0 = #st{run = Run, store = S}) ->
-    St = St0#st{take_from = msgflow_store:merged(S), deltas = 0},
+    St = St0#st{take_from = msgflow_store:merged(S)},
     case worked(St, fun() -> {msgflow_store:take_begin(msgflow_run:session(Run)), S} end) of
         {none, St1} ->
             took(#{waiters => Waiters, close => Close}, St1);
@@ -655,8 +652,8 @@ step(Take, St = #st{store = S}) ->
 %% A take done: the window closed when a tick began it, its waiters
 %% answered (the first to ask first), and the next take begun for those
 %% who came while it ran and for a tick that did.
-took(#{waiters := Waiters, close := Close}, St0 = #st{take_from = Begun}) ->
-    St1 = St0#st{taking = none, deltas = 0, last_deltas = max(0, msgflow_store:merged(St0#st.store) - Begun)},
+took(#{waiters := Waiters, close := Close}, St0) ->
+    St1 = St0#st{taking = none, last_deltas = taken(St0)},
     St = publish(case Close of
                      true -> tick_done(St1);
                      false -> St1
@@ -698,14 +695,30 @@ held() ->
             ok
     end.
 
-%% The store handle and info/0's figures published for the views
-%% (published/0), with whether the collector is behind.
-publish(St = #st{started_at = undefined}) ->
-    St;
-publish(St) ->
-    Behind = ?BEHIND(St),
-    true = ets:insert(?PUBLISHED, {store, handle(St, Behind), info(St, Behind), Behind}),
-    St.
+%% Behind: the run's take under way has merged ?VIEW_WAIT_DELTAS deltas,
+%% or the last one done had (the next will likely be as long).
+behind(#st{running = false}) ->
+    false;
+behind(St = #st{taking = Taking, last_deltas = Last}) ->
+    Last >= ?VIEW_WAIT_DELTAS orelse (Taking =/= none andalso taken(St) >= ?VIEW_WAIT_DELTAS).
+
+%% The deltas merged since the take under way (or the last) began.
+taken(#st{store = S, take_from = From}) ->
+    max(0, msgflow_store:merged(S) - From).
+
+%% What views read without a call (published/0): while behind, the store
+%% handle and info/0's figures as they stand (their bytes told to the
+%% store, which counts them in max_memory); nothing otherwise.
+publish(St = #st{store = S}) ->
+    Bytes = case behind(St) of
+                true ->
+                    true = ets:insert(?PUBLISHED, {store, handle(St, true), info(St, true)}),
+                    ets:info(?PUBLISHED, memory) * erlang:system_info(wordsize);
+                false ->
+                    true = ets:delete(?PUBLISHED, store),
+                    0
+            end,
+    St#st{store = msgflow_store:copies(S, Bytes)}.
 
 %% A waiter's answer from the counts as they stand, the take it waits on
 %% not done.

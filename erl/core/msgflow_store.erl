@@ -46,7 +46,7 @@
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/1, take_step/2,
          close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
--export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1, merged/1, rekept/2, ranked/2]).
+-export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1, merged/1, moved/3, copies/2]).
 -export_type([store/0, window/0, state/0, take/0]).
 
 %% Receivers with at least this many senders in a window get their
@@ -355,13 +355,12 @@ nif_bytes(Session) ->
 %% bound that came and went would count a pair now and not the next
 %% moment); reset/0 and a new run start empty.
 %% The collector's own heap counts too (the process that calls this: the
-%% store's owner), and so does what it publishes for the views
-%% (msgflow_collector: a copy of the handle and the figures), so that
-%% `own_memory' stays within the bound.
+%% store's owner), and so do the copies it holds of the store's handle
+%% and figures (copies/2), so that `own_memory' stays within the bound.
 check_memory(_, S = #store{max_memory = infinity}) -> S;
 check_memory(_, S = #store{full = true}) -> S;
 check_memory(Nif, S = #store{max_memory = Max}) ->
-    S#store{full = Nif + memory(S) + heap(Max) + published_bytes() >= Max}.
+    S#store{full = Nif + memory(S) + heap(Max) + S#store.copies >= Max}.
 
 %% The collector's heap as the bound counts it: what it is now, or what
 %% it grows to while it merges (a chunk's terms, the labels' state: 1-5 MB
@@ -378,7 +377,7 @@ heap(Max) ->
 limit_tracer(Session, #store{full = false}, S1 = #store{full = true, max_memory = Max}) ->
     try msgflow_tracer:session_info(Session) of
         #{memory := Bytes, entries := Entries} ->
-            Left = Max - memory(S1) - heap(Max) - published_bytes(),
+            Left = Max - memory(S1) - heap(Max) - S1#store.copies,
             Per = max(1, Bytes div max(1, Entries)),
             ok = msgflow_tracer:session_limit(Session, max(1, max(Entries, Left div Per))),
             S1
@@ -388,11 +387,12 @@ limit_tracer(Session, #store{full = false}, S1 = #store{full = true, max_memory 
 limit_tracer(_, _, S1) ->
     S1.
 
-published_bytes() ->
-    case ets:info(msgflow_published, memory) of
-        undefined -> 0;
-        W -> W * erlang:system_info(wordsize)
-    end.
+%% @doc The bytes its owner now holds in copies of the store's handle and
+%% figures (what the collector publishes for the views while it is
+%% behind): counted in max_memory.  The owner only.
+-spec copies(state(), non_neg_integer()) -> state().
+copies(S, Bytes) ->
+    S#store{copies = Bytes}.
 
 %% The store's tables' bytes, the labels' own ones too.
 memory(S) ->
@@ -582,8 +582,7 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
 %% key by both, as the views by process show it.
 kept(First, Which, K, N, KT, Total, Count, S = #store{kept = Kp}) ->
     {OtherTotal, OtherCount} = other_row(Which, K, S),
-    S#store{kept = msgflow_store_kept:add(Kp, Which, K, N, KT, First, Total + OtherTotal,
-                                          Count + OtherCount)}.
+    S#store{kept = msgflow_store_kept:add(Kp, K, N, KT, First, Total + OtherTotal, Count + OtherCount)}.
 
 %% K's messages since start and in the open window in the table other
 %% than Which ({0, 0} when it has no row there).
@@ -601,17 +600,17 @@ other_row(Which, K, S = #store{closed = C}) ->
                                           end}
     end.
 
-%% @doc K's rows left the busiest indexes (msgflow_rollup moved one of
-%% them): it is ranked again by the row it has left, if any, in the
-%% index by messages since start (a row rolled up was idle for two
-%% windows: none in the window indexes).  The owner only.
--spec rekept(state(), {term(), term()}) -> state().
-rekept(S = #store{kept = Kp}, K) ->
-    ranked(S#store{kept = msgflow_store_kept:forget(Kp, K)}, K).
+%% @doc A row of key K was rolled up into key K1's rolled-up row
+%% (msgflow_rollup): K leaves the busiest indexes and the sends to names,
+%% and is ranked again by the row it has left in the other table, if any
+%% (a row rolled up was idle for two windows: in no window index); K1 is
+%% ranked by all its rows hold now.  The owner only.
+-spec moved(state(), {term(), term()}, {term(), term()}) -> state().
+moved(S = #store{kept = Kp}, K, K1) ->
+    ranked(ranked(S#store{kept = msgflow_store_kept:forget(Kp, K)}, K), K1).
 
-%% @doc K ranked in the index by messages since start by the rows it has
-%% in both tables (msgflow_rollup added one to it).  The owner only.
--spec ranked(state(), {term(), term()}) -> state().
+%% K ranked in the index by messages since start by its rows in both
+%% tables.
 ranked(S = #store{kept = Kp}, K) ->
     Total = lists:sum([msgflow_row:total(Row) || T <- [S#store.pairs, S#store.rolled_up_rows],
                                                  Row <- ets:lookup(T, K)]),

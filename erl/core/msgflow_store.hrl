@@ -48,6 +48,7 @@
     proc_events_dropped = 0 :: non_neg_integer(),
     merged = 0 :: non_neg_integer(),   %% deltas merged since the store was made
     calls_left_out = 0 :: non_neg_integer(),  %% sampled calls of new edges past max_memory
+    copies = 0 :: non_neg_integer(),  %% bytes of the owner's copies of the handle (copies/2)
     snapshot_at :: integer() | undefined,   %% system time of the last snapshot
     %% the take (its NIF handle) whose pairs are merged and whose sampled
     %% sizes are being added, a chunk a step; none between takes
