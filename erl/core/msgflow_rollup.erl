@@ -96,32 +96,20 @@ rollup_row(Which, K = {Sn, R}, S = #store{labels = L0}) ->
                     S#store{labels = L2};
                 K1 ->
                     ets:delete(T, K),
-                    S0 = forget(Which, K, S),
-                    L3 = add_rolled_up(Which, K1, Row, S0#store{labels = L2}),
+                    L3 = add_rolled_up(Which, K1, Row, S#store{labels = L2}),
                     L5 = msgflow_labels:release(msgflow_labels:release(L3, Sn), R),
                     Moved = case Which of
                                 pairs -> msgflow_row:total(Row);
                                 _ -> 0
                             end,
-                    ranked(Which, K1, S0#store{labels = L5,
-                                               rolled_up_messages = S#store.rolled_up_messages + Moved})
+                    S2 = S#store{labels = L5, rolled_up_messages = S#store.rolled_up_messages + Moved},
+                    %% (dead letters are in no busiest index)
+                    case Which of
+                        dead -> S2;
+                        _ -> msgflow_store:moved(S2, K, K1)
+                    end
             end
     end.
-
-%% A row that left its table: its key is ranked again in the busiest
-%% indexes by what it has left in the other (a pair's replies, say), and
-%% leaves the sends to names.
-forget(dead, _, S) ->
-    S;
-forget(_, K, S) ->
-    msgflow_store:rekept(S, K).
-
-%% The key a row rolled up to is ranked by all it holds now (more than
-%% before: the index by messages since start only grows).
-ranked(dead, _, S) ->
-    S;
-ranked(_, K1, S) ->
-    msgflow_store:ranked(S, K1).
 
 add_rolled_up(dead, K1 = {S1, R1}, {_, N}, #store{dead = D, labels = L}) ->
     case ets:insert_new(D, {K1, N}) of

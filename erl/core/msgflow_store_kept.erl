@@ -28,7 +28,7 @@
 %%% window.
 -module(msgflow_store_kept).
 
--export([new/1, new_pair/2, add/8, ranked/3, forget/2, open_receivers/2, open_receivers/3, close_window/1, clear/1, tables/1,
+-export([new/1, new_pair/2, add/7, ranked/3, forget/2, open_receivers/2, open_receivers/3, close_window/1, clear/1, tables/1,
          handle/1]).
 -export_type([kept/0, caps/0]).
 
@@ -88,14 +88,14 @@ new_pair(Kp = #kept{named = Nm}, K = {_, R}) ->
     _ = msgflow_row:named(R) andalso ets:insert(Nm, {K}),
     Kp.
 
-%% @doc N messages of pair K (of table Which, kind and tag KT or none),
-%% now at Total since start and Count in the open window, in both tables
-%% (its row in the pairs and the rolled-up rows, as the views by process
-%% add them up); First: `first' for its first messages of the window.  A
-%% key not sent to a local name goes in the busiest indexes.
--spec add(kept(), pairs | rolled_up, {term(), term()}, pos_integer(), {atom(), atom()} | none,
+%% @doc N messages of pair K (of kind and tag KT or none), now at Total
+%% since start and Count in the open window, in both tables (its row in
+%% the pairs and the rolled-up rows, as the views by process add them
+%% up); First: `first' for its first messages of the window.  A key not
+%% sent to a local name goes in the busiest indexes.
+-spec add(kept(), {term(), term()}, pos_integer(), {atom(), atom()} | none,
           first | open, pos_integer(), pos_integer()) -> kept().
-add(Kp = #kept{ends = {In, Out}}, _Which, K = {Sn, R}, N, KT, First, Total, Count) ->
+add(Kp = #kept{ends = {In, Out}}, K = {Sn, R}, N, KT, First, Total, Count) ->
     New = case First of first -> 1; open -> 0 end,
     _ = ets:update_counter(part(In, R), R, [{2, New}, {3, N}], {R, 0, 0}),
     _ = case KT of
@@ -109,7 +109,7 @@ add(Kp = #kept{ends = {In, Out}}, _Which, K = {Sn, R}, N, KT, First, Total, Coun
     end.
 
 %% @doc Key K's messages since start, in both tables, are now Total (a
-%% roll-up moved a row to K, or away from it: see msgflow_store:rekept/2).
+%% roll-up moved a row to K, or away from it: msgflow_store:moved/3).
 -spec ranked(kept(), {term(), term()}, non_neg_integer()) -> kept().
 ranked(Kp, {_, R} = K, Total) ->
     case msgflow_row:named(R) of
