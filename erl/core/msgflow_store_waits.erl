@@ -95,9 +95,10 @@ wait(Rs, Msgs, WinMs) ->
 %% readings' wobble makes likely (three standard errors of that
 %% difference, from the spread within the quarters).  A queue read at
 %% random times wobbles: one that comes and goes (a server 80 % busy fed
-%% in bursts, 19 messages to 0 every 50 ms) rose quarter by quarter by
-%% chance in about one window of 25; one that holds still or comes and
-%% goes is no growth.
+%% in bursts, 19 messages to 0 every 50 ms, read 40 times) rose quarter
+%% by quarter by chance in about one window of 250 (one of 2,500 with
+%% the second condition); one that holds still or comes and goes is no
+%% growth.
 grew(Rs) when length(Rs) >= 4 ->
     Q = length(Rs) div 4,
     Quarters = [lists:sublist(Rs, 1 + I * Q, Q) || I <- [0, 1, 2]] ++ [lists:nthtail(3 * Q, Rs)],

@@ -184,7 +184,7 @@ text(M = #{by := By, rows := Rows0, cols := Cols0, messages := Total, running :=
                     string:trim(msgflow_fmt:label_cell(maps:get(C, Labels), Width - 22, E), trailing),
                     " (receives only)\n"]
                    || {I, C} <- Legend],
-    [Head, msgflow_fmt:missing(maps:get(missing, M, [])), ColHeads, Lines, Received, LegendLines,
+    [Head, msgflow_fmt:missing(maps:get(missing, M, [])), msgflow_fmt:behind(M), ColHeads, Lines, Received, LegendLines,
      left_out(Rows0, Rows, Sent, "senders", Fmt, Unit), left_out(Cols0, Cols, Recv, "receivers", Fmt, Unit)].
 
 %% Each key's label in Width columns, cut in its middle; labels that

@@ -536,6 +536,8 @@ json_head(V = #{node := N, running := Run, events := E, dead_letters := D, overf
       <<"memory_full">> => maps:get(memory_full, V, false),
       <<"groups">> => case G of undefined -> null; _ -> G end,
       <<"window_ms">> => W, <<"estimated">> => Est, <<"taken_at_ms">> => maps:get(taken_at, V),
+      <<"behind">> => maps:get(behind, V, false),
+      <<"snapshot_at_ms">> => case maps:get(snapshot_at, V, undefined) of undefined -> null; At -> At end,
       <<"nodes">> => [atom_to_binary(X) || X <- maps:get(nodes, V, [N])],
       <<"missing">> => [#{<<"node">> => atom_to_binary(X),
                           <<"reason">> => iolist_to_binary(io_lib:format("~0tp", [Why]))}
