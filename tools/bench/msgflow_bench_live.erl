@@ -171,8 +171,8 @@ reader_loop(Bench, Until, Next) ->
         Now ->
             receive after max(0, Next - Now) -> ok end,
             At = erlang:monotonic_time(millisecond),
-            {InfoMs, Info} = tc(fun() -> msgflow:info() end),
-            Views = [{K, element(1, tc(F))} || {K, F} <- views()],
+            {InfoMs, Info} = msgflow_bench_scale:tc(fun() -> msgflow:info() end),
+            Views = [{K, element(1, msgflow_bench_scale:tc(F))} || {K, F} <- views()],
             Mem = case Info of
                       #{own_memory := Own, max_memory := Max} -> {Own, Max};
                       _ -> none
@@ -207,7 +207,7 @@ first_screen(Runs) ->
                    ok = msgflow:reset(),
                    Receivers = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 1000)],
                    run_senders([{S, Receivers, 1} || S <- Senders]),
-                   {Ms, ok} = tc(fun top_once/0),
+                   {Ms, ok} = msgflow_bench_scale:tc(fun msgflow_bench_scale:top_once/0),
                    [R ! stop || R <- Receivers],
                    Ms
                end || _ <- lists:seq(1, Runs)],
@@ -258,25 +258,6 @@ wait_count(C, N) ->
         false -> receive after 20 -> wait_count(C, N) end
     end.
 
-%% msgflow-top --once --top 20 against this node, as a person runs it.
-top_once() ->
-    Ebin = filename:dirname(code:which(msgflow)),
-    Tool = filename:absname(filename:join([filename:dirname(filename:dirname(
-                                             filename:dirname(filename:dirname(Ebin)))),
-                                           "bin", "msgflow-top"])),
-    Port = open_port({spawn_executable, Tool},
-                     [{args, ["--node", atom_to_list(node()), "--cookie",
-                              atom_to_list(erlang:get_cookie()), "--once", "--top", "20"]},
-                      binary, exit_status, use_stdio, stderr_to_stdout]),
-    top_once_wait(Port, []).
-
-top_once_wait(Port, Acc) ->
-    receive
-        {Port, {data, D}} -> top_once_wait(Port, [D | Acc]);
-        {Port, {exit_status, 0}} -> ok;
-        {Port, {exit_status, S}} -> error({msgflow_top, S, iolist_to_binary(lists:reverse(Acc))})
-    end.
-
 %%% Figures
 
 %% CPU ms of this OS process (every thread), from /proc/self/stat.
@@ -287,11 +268,6 @@ os_cpu_ms() ->
     Fields = binary:split(After, <<" ">>, [global]),
     Ticks = binary_to_integer(lists:nth(12, Fields)) + binary_to_integer(lists:nth(13, Fields)),
     Ticks * 1000 div 100.
-
-tc(F) ->
-    T0 = erlang:monotonic_time(microsecond),
-    V = F(),
-    {(erlang:monotonic_time(microsecond) - T0) / 1000, V}.
 
 pct(Sorted, P) ->
     lists:nth(max(1, min(length(Sorted), ceil(P * length(Sorted)))), Sorted).

@@ -40,6 +40,8 @@
 -export([quiet/1]).
 %% the merge beside a scan, by itself
 -export([merge_beside_scan/0]).
+%% shared with msgflow_bench_live
+-export([top_once/0, tc/1]).
 
 -spec main() -> no_return().
 main() ->
@@ -503,6 +505,7 @@ median3(F) ->
     Ts = lists:sort([element(1, tc(F)) || _ <- [1, 2, 3]]),
     lists:nth(2, Ts).
 
+%% F's wall time in ms (a float) and its value.
 tc(F) ->
     T0 = erlang:monotonic_time(microsecond),
     V = F(),
