@@ -378,12 +378,21 @@ static int count_key(mf_shard *sh, const uint64_t key[3], uint64_t other)
         return 1;
     /* not in the cells: a free cell on the key's line means the key is
      * nowhere yet (cells fill in order, and are never freed) */
+    /* A new key past the entry cap is refused before the table of kind
+     * words hears of it (it would grow by the overflowed pairs); one with
+     * a kind word of its own is tried again as the pair's `other' kind,
+     * which may have a place. */
+    int refused = key[2] && key[2] != other ? -1 : 0;
     for (unsigned i = 0; i < MF_CELLS_PER_LINE; i++) {
         mf_cell *c = &line[i];
-        if (atomic_load_explicit(&c->count, memory_order_relaxed) == 0)
+        if (atomic_load_explicit(&c->count, memory_order_relaxed) == 0) {
+            if (mf_limit_full(sh->limit))
+                return refused;
             return kinds_admit(sh, key, other) ? cell_take(sh, c, key) : -1;
+        }
     }
-    if (key[2] && key[2] != other && !entry_known(sh, key) && !kinds_admit(sh, key, other))
+    if (key[2] && key[2] != other && !entry_known(sh, key) &&
+        (mf_limit_full(sh->limit) || !kinds_admit(sh, key, other)))
         return -1;
     return count_entry(sh, key);
 }

@@ -311,6 +311,28 @@ static void test_jemalloc(int required)
     }
 }
 
+/* Past the entry cap a new pair with a kind word is refused before the
+ * table of kind words takes it: 200,000 such pairs leave the shard's
+ * bytes as they were, all in the overflow tally. */
+static void test_kinds_past_cap(void)
+{
+    mf_limit lim = {0, 100, 3};
+    mf_shard *sh = mf_shard_new(&counting, &lim);
+    for (uint64_t p = 0; p < 100; p++)
+        CHECK(mf_shard_count(sh, (p << 4) | 3, 0x13, (1 << 4) | 1, K_OTHER | 1, 0) == MF_COUNTED);
+    size_t full = mf_shard_bytes(sh);
+    for (uint64_t p = 100; p < 200100; p++)
+        CHECK(mf_shard_count(sh, (p << 4) | 3, 0x13, (1 << 4) | 1, K_OTHER | 1, 0) == MF_OVERFLOW);
+    CHECK(mf_shard_bytes(sh) == full);
+    mf_take_totals tot = {0, 0};
+    mf_cursor cur = {0, NULL, 0};
+    static const mf_take_fns none = {NULL, NULL};
+    while (!mf_shard_take_some(sh, &cur, &none, NULL, &tot, 1000))
+        ;
+    CHECK(tot.overflow == 200000);
+    mf_shard_free(sh);
+}
+
 /* With --require-jemalloc (run by ctest under GLIBC_TUNABLES) the jemalloc
  * allocator must load; without, either answer is fine. */
 int main(int argc, char **argv)
@@ -321,6 +343,7 @@ int main(int argc, char **argv)
     test_concurrent_take_is_exact();
     test_many_pairs_bytes();
     test_kinds();
+    test_kinds_past_cap();
     test_jemalloc(require_je);
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);
