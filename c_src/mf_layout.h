@@ -44,6 +44,13 @@ static inline int mf_is_local_pid(ERL_NIF_TERM t)
     return ((uint64_t)t & MF_PID_TAG_MASK) == MF_PID_TAG;
 }
 
+/* Whether a pair word names its process by itself, without the NIF's
+ * interned terms: a local pid's word, or the reply word of one. */
+static inline int mf_is_process_word(uint64_t w)
+{
+    return (w & MF_PID_TAG_MASK) == MF_PID_TAG || (w & MF_PID_TAG_MASK) == MF_REPLY_TAG;
+}
+
 /* Whether a word the VM passed to a callback is a term at all.  Where it
  * has nothing to pass the VM passes THE_NON_VALUE, a word whose primary tag
  * is a header's (0 in a release build): OTP 25 calls trace_send/5 with it

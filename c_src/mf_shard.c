@@ -5,6 +5,8 @@
 
 #include <string.h>
 
+#include "mf_topk.h"
+
 typedef struct mf_entry mf_entry;
 
 /* uthash allocates its buckets through the shard's allocator and counts them
@@ -88,6 +90,9 @@ struct mf_shard {
     mf_pair_kinds *kinds; /* NULL until a pair has a kind word */
     uint64_t kinds_size;  /* slots, a power of two */
     uint64_t kinds_used;
+    /* the busiest pairs of the sends that found no entry (mf_topk.h): its
+     * own lock, written by the owner, taken by the snapshot */
+    mf_topk top;
     /* Reader-written, on lines of their own: the count of each cell at the
      * last take, and the overflow tallies then. */
     _Alignas(MF_CACHE_LINE) uint64_t seen[MF_CELLS];
@@ -162,6 +167,7 @@ mf_shard *mf_shard_new(const mf_alloc *alloc, mf_limit *limit)
     sh->alloc = alloc;
     sh->limit = limit;
     sh->base = base;
+    mf_topk_init(&sh->top);
     atomic_store_explicit(&sh->bytes, sz, memory_order_relaxed);
     return sh;
 }
@@ -255,6 +261,16 @@ void mf_shard_overflow(mf_shard *sh, int dead)
     owner_add(&sh->overflow, 1);
     if (dead)
         owner_add(&sh->overflow_dead, 1);
+}
+
+void mf_shard_overflow_pair(mf_shard *sh, uint64_t from, uint64_t to)
+{
+    mf_topk_add(&sh->top, from, to);
+}
+
+mf_topk *mf_shard_topk(mf_shard *sh)
+{
+    return &sh->top;
 }
 
 /* ---------------------------------------------- kind words per pair */

@@ -176,6 +176,19 @@ static inline int mf_shard_count_hit(mf_cell *line, uint64_t from, uint64_t to, 
  * Owner thread only. */
 void mf_shard_overflow(mf_shard *sh, int dead);
 
+/* A message of (from, to) that mf_shard_count put in the overflow tally
+ * (MF_OVERFLOW), added to the shard's summary of the busiest such pairs
+ * (mf_topk.h: part of the shard, 36 KiB, so that its bytes count from the
+ * start).  The caller passes only words that stay valid after the shard's
+ * interned terms are gone (a local pid's, or its reply word): the
+ * snapshot reads the summary apart from the entries.  Owner thread only. */
+void mf_shard_overflow_pair(mf_shard *sh, uint64_t from, uint64_t to);
+
+/* That summary.  Lives as long as the shard; the snapshot takes it
+ * (mf_topk_take).  Any thread. */
+struct mf_topk;
+struct mf_topk *mf_shard_topk(mf_shard *sh);
+
 /* 1 when the session's cap on entries is reached.  Any thread. */
 int mf_limit_full(const mf_limit *limit);
 

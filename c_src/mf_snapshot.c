@@ -7,6 +7,7 @@
 
 #include "mf_gen.h"
 #include "mf_kind.h"
+#include "mf_topk.h"
 
 /*
  * A snapshot in progress.  It yields between steps (enif_schedule_nif), so
@@ -32,6 +33,14 @@ typedef struct {
     ERL_NIF_TERM *terms;       /* decoded this step; 0 = not yet */
     uint64_t n;
     uint64_t emitted;          /* deltas added in this step */
+    /* the summaries of the busiest overflowed pairs taken so far, each
+     * shard's as a part {min, first, n} of the slots (enif_alloc; only
+     * process words, turned into terms when the take is done) */
+    mf_topk_slot *top;
+    unsigned top_n, top_cap;
+    mf_topk_slot *scratch; /* one shard's summary as it is taken */
+    struct { uint64_t min; unsigned first, n; } *parts;
+    unsigned parts_n, parts_cap;
     /* valid during one step only */
     ErlNifEnv *env;
     ERL_NIF_TERM pairs, dead, replies;
@@ -53,6 +62,9 @@ static void take_dtor(ErlNifEnv *env, void *obj)
     (void)env;
     mf_take *t = obj;
     take_drop_index(t);
+    enif_free(t->top);
+    enif_free(t->scratch);
+    enif_free(t->parts);
     if (t->session) {
         if (!t->finished)
             atomic_store(&t->session->taking, 0);
@@ -145,6 +157,64 @@ static void take_dead(void *ctx, uint64_t from, uint64_t to, uint64_t kind, uint
 
 static const mf_take_fns take_fns = {take_pair, take_dead};
 
+/* The shard's summary of its busiest overflowed pairs, taken (and so
+ * emptied) as the shard's take ends, kept as a part of t->top: dropped
+ * when there is no memory for it (its messages are in the overflow tally
+ * all the same). */
+static void take_top(mf_take *t, mf_shard *sh)
+{
+    if (!t->scratch && !(t->scratch = enif_alloc(MF_TOPK_SLOTS * sizeof(*t->scratch))))
+        return;
+    uint64_t min;
+    unsigned n = mf_topk_take(mf_shard_topk(sh), t->scratch, &min);
+    if (!n)
+        return; /* (most takes: nothing overflowed) */
+    if (t->top_cap - t->top_n < n) {
+        mf_topk_slot *top = enif_realloc(t->top, (t->top_n + n) * sizeof(*top));
+        if (!top)
+            return;
+        t->top = top;
+        t->top_cap = t->top_n + n;
+    }
+    if (t->parts_n == t->parts_cap) {
+        unsigned cap = t->parts_cap ? 2 * t->parts_cap : 4;
+        void *parts = enif_realloc(t->parts, cap * sizeof(*t->parts));
+        if (!parts)
+            return;
+        t->parts = parts;
+        t->parts_cap = cap;
+    }
+    memcpy(t->top + t->top_n, t->scratch, n * sizeof(*t->scratch));
+    t->parts[t->parts_n].min = min;
+    t->parts[t->parts_n].first = t->top_n;
+    t->parts[t->parts_n].n = n;
+    t->parts_n++;
+    t->top_n += n;
+}
+
+/* [{Min, [{Sender, Receiver, Count, Err}]}]: the summaries taken, a
+ * receiver word of a reply as the alias's owner. */
+static ERL_NIF_TERM top_term(mf_take *t)
+{
+    ERL_NIF_TERM parts = enif_make_list(t->env, 0);
+    for (unsigned p = 0; p < t->parts_n; p++) {
+        ERL_NIF_TERM slots = enif_make_list(t->env, 0);
+        for (unsigned i = 0; i < t->parts[p].n; i++) {
+            const mf_topk_slot *e = &t->top[t->parts[p].first + i];
+            slots = enif_make_list_cell(t->env,
+                                        enif_make_tuple4(t->env, word_term(t, e->from),
+                                                         word_term(t, e->to),
+                                                         enif_make_uint64(t->env, e->count),
+                                                         enif_make_uint64(t->env, e->err)),
+                                        slots);
+        }
+        parts = enif_make_list_cell(
+            t->env, enif_make_tuple2(t->env, enif_make_uint64(t->env, t->parts[p].min), slots),
+            parts);
+    }
+    return parts;
+}
+
 #define MF_ENTRIES_PER_CLOCK_READ 256       /* entries between clock reads */
 #define MF_TAKE_SLICE_US 500    /* at most this long on a scheduler per step */
 #define MF_NEXT_SLICE_US 250    /* ... per snapshot_next call */
@@ -200,6 +270,7 @@ static int take_run(mf_take *t, ErlNifEnv *env, uint64_t max, ErlNifTime slice_u
         if (slot->lock)
             enif_mutex_unlock(slot->lock);
         if (done) {
+            take_top(t, t->gen->shard);
             take_drop_index(t);
             if (t->gen_retired)
                 mf_slot_free_retired(slot, t->gen);
@@ -270,7 +341,7 @@ static mf_take *take_new(ErlNifEnv *env, mf_session *s, ERL_NIF_TERM *err)
 /*
  * snapshot_start(Session) -> Take, and snapshot_next(Take) ->
  * {more, Pairs, DeadLetters, Replies} | {done, Pairs, DeadLetters, Replies,
- * Overflow, OverflowDead}: the snapshot/1 below in chunks of about MF_NEXT_DELTAS
+ * Overflow, OverflowDead, Top}: the snapshot/1 below in chunks of about MF_NEXT_DELTAS
  * deltas (or ~0.25 ms of work), so that the caller's heap never holds a
  * whole snapshot and no call holds its scheduler long.  Call snapshot_next until it says done; a take dropped
  * before that lets the session take again when it is garbage collected.
@@ -308,9 +379,10 @@ ERL_NIF_TERM mf_nif_snapshot_next(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     enif_consume_timeslice(env, 100);
     if (r != TAKE_DONE)
         return enif_make_tuple4(env, atom_more, t->pairs, t->dead, t->replies);
-    return enif_make_tuple6(env, atom_done, t->pairs, t->dead, t->replies,
+    ERL_NIF_TERM done[7] = {atom_done, t->pairs, t->dead, t->replies,
                             enif_make_uint64(env, t->tot.overflow),
-                            enif_make_uint64(env, t->tot.overflow_dead));
+                            enif_make_uint64(env, t->tot.overflow_dead), top_term(t)};
+    return enif_make_tuple_from_array(env, done, 7);
 }
 
 /*
@@ -326,7 +398,14 @@ ERL_NIF_TERM mf_nif_snapshot_next(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
  *               and owner, when lib_info() says alias_owner (else those
  *               sends are in Pairs, to the alias);
  *   Overflow    messages that found no entry (cap reached), in no pair;
- *   OverflowDead dead letters in no DeadLetters tuple.
+ *   OverflowDead dead letters in no DeadLetters tuple;
+ *   Top         (snapshot_next only) the busiest pairs among the
+ *               overflowed sends of a local process to a local process or
+ *               its aliases, one Space-Saving summary a shard (mf_topk.h):
+ *               [{Min, [{Sender, Receiver, Count, Err}]}], each pair's
+ *               messages between Count - Err and Count, a pair left out of
+ *               a summary with at most Min (0: none left out); a reply's
+ *               receiver is the alias's owner, so a pair may come twice.
  * Runs on the caller's normal scheduler in steps of at most ~0.5 ms,
  * yielding in between; the tracees keep counting meanwhile.  Raises badarg
  * for a non-session and `busy' while another snapshot of the session runs.

@@ -378,7 +378,9 @@ static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *
             t ^= MF_REPLY_FLIP;
             alias = NULL;
         }
-        mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead);
+        if (mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead) == MF_OVERFLOW &&
+            mf_is_process_word(f) && mf_is_process_word(t))
+            mf_shard_overflow_pair(g->shard, f, t); /* the busiest past the cap */
         /* a flow's event (msg 0) is not measured; the receiver's word is
          * read only for the sampled send */
         if (msg && --tc->size_countdown <= 0) {
@@ -438,9 +440,10 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     mf_slot *slot;
     if (t->stamp == stamp) {
         if (sh && mf_is_local_pid(argv[2]) && mf_is_local_pid(to)) {
-            if (dead || !mf_shard_count_hit(line, (uint64_t)argv[2], (uint64_t)to, kind))
+            if ((dead || !mf_shard_count_hit(line, (uint64_t)argv[2], (uint64_t)to, kind)) &&
                 mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, kind,
-                               kind ? mf_kind_other(kind) : 0, dead);
+                               kind ? mf_kind_other(kind) : 0, dead) == MF_OVERFLOW)
+                mf_shard_overflow_pair(sh, (uint64_t)argv[2], (uint64_t)to);
             measure(L, env, s, t, argv[2], (uint64_t)to, argv[3]);
             if ((kind & MF_KIND_MASK) == MF_K_CALL)
                 note_call(L, env, s, t, argv[2], to, argv[3], kind);

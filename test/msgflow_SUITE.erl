@@ -1220,7 +1220,7 @@ answers_while_merging(_Config) ->
 drain(Take) ->
     case msgflow_tracer:snapshot_next(Take) of
         {more, _, _, _} -> drain(Take);
-        {done, _, _, _, _, _} -> ok
+        {done, _, _, _, _, _, _} -> ok
     end.
 
 %% A process sends N messages to a sink; returns the exact pairs expected

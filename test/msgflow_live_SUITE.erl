@@ -11,14 +11,14 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
--export([views_while_behind/1, memory_bound/1, sender/2, batch_sender/2]).
+-export([views_while_behind/1, memory_bound/1, overflow_busiest/1, sender/2, batch_sender/2, planted_sender/2]).
 
 -define(SENDERS, 1000).
 -define(RECEIVERS, 20).
 -define(HOLD, {msgflow_collector, hold_take}).
 
 all() ->
-    [views_while_behind, memory_bound].
+    [views_while_behind, memory_bound, overflow_busiest].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -117,5 +117,54 @@ memory_bound(_Config) ->
 batch_sender(Parent, Rs) ->
     receive go -> ok end,
     [R ! hello || R <- Rs],
+    Parent ! {done, self()},
+    receive stop -> ok end.
+
+%% Past max_memory the busiest pairs are still found.  A 30 MB bound is
+%% reached by 300,000 new pairs of one message; then 20 new pairs, pair k
+%% sending 1,000 k messages, come among 100,000 more of one message, all
+%% in overflow.  The top view's busiest in overflow are those 20, in
+%% order, each pair's true count between `count - error' and `count'
+%% (the summary's least count, what 400,000 one-message pairs can raise
+%% it to, stays below the 1,000 between them); totals balance.
+overflow_busiest(_Config) ->
+    Self = self(),
+    Receivers = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 1000)],
+    Fill = [spawn(?MODULE, batch_sender, [Self, Receivers]) || _ <- lists:seq(1, 300)],
+    More = [spawn(?MODULE, batch_sender, [Self, Receivers]) || _ <- lists:seq(1, 100)],
+    Sinks = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 20)],
+    Planted = [{spawn(?MODULE, planted_sender, [Self, Sink]), Sink, 1000 * K}
+               || {K, Sink} <- lists:enumerate(Sinks)],
+    PlantedSenders = [P || {P, _, _} <- Planted],
+    ok = msgflow:start(#{procs => Fill ++ More ++ PlantedSenders, max_memory => 30000000}),
+    [S ! go || S <- Fill],
+    [receive {done, S} -> ok end || S <- Fill],
+    ok = msgflow:sync(),
+    #{memory_full := true} = msgflow:info(),
+    %% the planted pairs' sends among the others'
+    [S ! go || S <- More],
+    [P ! {go, N} || {P, _, N} <- Planted],
+    [receive {done, S} -> ok end || S <- More ++ PlantedSenders],
+    #{overflow_top := #{pairs := Top, min := Min}, overflow := Overflow} =
+        msgflow:view(top, #{limit => 20, sync => true}),
+    ct:log("overflow ~p, least count ~p, busiest in overflow ~p", [Overflow, Min, Top]),
+    ?assertEqual([{P, Sink} || {P, Sink, _} <- lists:reverse(Planted)],
+                 [{S, R} || #{sender := S, receiver := R} <- Top]),
+    Truth = maps:from_list([{{P, Sink}, N} || {P, Sink, N} <- Planted]),
+    ?assertEqual([], [T || T = #{sender := S, receiver := R, count := C, error := E} <- Top,
+                           not (C - E =< map_get({S, R}, Truth) andalso map_get({S, R}, Truth) =< C)]),
+    ?assert(Min < 1000, Min),
+    #{events := Ev, held := H, rolled_up := Ru, overflow := O} = msgflow_collector:balance(),
+    %% (and each sender's `done')
+    Sent = 400 * 1000 + 210000 + 420,
+    ?assertEqual({Sent, Sent}, {Ev, H + Ru + O}),
+    ok = msgflow:stop(),
+    [exit(P, kill) || P <- Fill ++ More ++ PlantedSenders ++ Receivers ++ Sinks],
+    ok.
+
+%% @private N messages to Sink once told to, then `done'.
+planted_sender(Parent, Sink) ->
+    receive {go, N} -> ok end,
+    [Sink ! hello || _ <- lists:seq(1, N)],
     Parent ! {done, self()},
     receive stop -> ok end.

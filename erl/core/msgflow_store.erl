@@ -46,7 +46,7 @@
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/1, take_step/2,
          close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
--export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1, merged/1, moved/3, copies/2]).
+-export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1, merged/1, moved/3, copies/2, tracer_room/1]).
 -export_type([store/0, window/0, state/0, take/0]).
 
 %% Receivers with at least this many senders in a window get their
@@ -100,6 +100,7 @@
                    call_sample := off | pos_integer(),
                    events := non_neg_integer(), dead_letters := non_neg_integer(),
                    overflow := non_neg_integer(), rolled_up_messages := non_neg_integer(),
+                   overflow_top := msgflow_store_topk:handle(),
                    skipped := non_neg_integer(), proc_events_dropped := non_neg_integer(),
                    new_tracer := msgflow | term(),
                    %% the collector was behind (msgflow_collector:store/1):
@@ -122,7 +123,8 @@ new() ->
 new(Caps) ->
     #store{pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
            calls = new_calls(), sizes = msgflow_store_sizes:new(), waits = msgflow_store_waits:new(),
-           labels = msgflow_labels:new(), kept = msgflow_store_kept:new(Caps)}.
+           labels = msgflow_labels:new(), kept = msgflow_store_kept:new(Caps),
+           topk = msgflow_store_topk:new()}.
 
 %% @doc One chunk of deltas merged, as a snapshot's are (take/2): pairs
 %% `{Sender, Receiver, Messages}' or `{Sender, Receiver, Messages, Kind,
@@ -219,12 +221,13 @@ clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Ca
                               new_run -> msgflow_labels:clear(S#store.labels)
                           end,
     {Kept, OldKept} = msgflow_store_kept:clear(S#store.kept),
-    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, Sz | OldLabels] ++ OldKept}),
+    {TopK, OldTopK} = msgflow_store_topk:clear(S#store.topk),
+    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, Sz | OldLabels] ++ OldKept ++ OldTopK}),
     S#store{closed = 0, windows = [], durations = #{}, events = 0,
             pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
             calls = new_calls(), call_figures = #{busy => 0, displaced => 0},
             sizes = msgflow_store_sizes:new(), waits = msgflow_store_waits:new(),
-            kept = Kept, full = false,
+            kept = Kept, topk = TopK, full = false,
             dead_letters = 0, overflow = 0, rolled_up_messages = 0, calls_left_out = 0, sweeps = #{},
             labels = Labels}.
 
@@ -331,11 +334,12 @@ take_chunk({Session, Take, Nif, _}, S0) ->
     case next_chunk(Take) of
         {more, Pairs, Dead, Replies} ->
             {more, merge({Pairs, Dead, Replies, 0, 0}, take_proc_events(Session, S))};
-        {done, Pairs, Dead, Replies, Overflow, OverflowDead} ->
+        {done, Pairs, Dead, Replies, Overflow, OverflowDead, Top} ->
             %% and once more after the last chunk, so that what info()
             %% and the views say of the bound is true of the store now
             S1 = merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_proc_events(Session, S)),
-            {done, limit_tracer(Session, S1, check_memory(Nif, S1))};
+            S2 = S1#store{topk = msgflow_store_topk:merge(S1#store.topk, Top)},
+            {done, limit_tracer(Session, S2, check_memory(Nif, S2))};
         gone ->
             {done, S}
     end.
@@ -356,11 +360,23 @@ nif_bytes(Session) ->
 %% moment); reset/0 and a new run start empty.
 %% The collector's own heap counts too (the process that calls this: the
 %% store's owner), and so do the copies it holds of the store's handle
-%% and figures (copies/2), so that `own_memory' stays within the bound.
+%% and figures (copies/2) and the room the summary of the busiest pairs
+%% in overflow may still take (msgflow_store_topk:to_come/1), so that
+%% `own_memory' stays within the bound.
 check_memory(_, S = #store{max_memory = infinity}) -> S;
 check_memory(_, S = #store{full = true}) -> S;
-check_memory(Nif, S = #store{max_memory = Max}) ->
-    S#store{full = Nif + memory(S) + heap(Max) + S#store.copies >= Max}.
+check_memory(Nif, S) ->
+    S#store{full = Nif >= tracer_room(S)}.
+
+%% @doc The bytes max_memory leaves the tracer's tables: what the store's
+%% tables, the collector's heap, its copies of the handle and the room
+%% the summary of the busiest pairs in overflow may still take leave of
+%% it; `infinity' without a bound.  The owner only.
+-spec tracer_room(state()) -> integer() | infinity.
+tracer_room(#store{max_memory = infinity}) ->
+    infinity;
+tracer_room(S = #store{max_memory = Max}) ->
+    Max - memory(S) - heap(Max) - S#store.copies - msgflow_store_topk:to_come(S#store.topk).
 
 %% The collector's heap as the bound counts it: what it is now, or what
 %% it grows to while it merges (a chunk's terms, the labels' state: 1-5 MB
@@ -374,10 +390,10 @@ heap(Max) ->
 %% many entries as those bytes make at the bytes an entry takes there now
 %% (their number as they stand, when nothing is left), so that what
 %% msgflow holds stays within it.
-limit_tracer(Session, #store{full = false}, S1 = #store{full = true, max_memory = Max}) ->
+limit_tracer(Session, #store{full = false}, S1 = #store{full = true}) ->
     try msgflow_tracer:session_info(Session) of
         #{memory := Bytes, entries := Entries} ->
-            Left = Max - memory(S1) - heap(Max) - S1#store.copies,
+            Left = tracer_room(S1),
             Per = max(1, Bytes div max(1, Entries)),
             ok = msgflow_tracer:session_limit(Session, max(1, max(Entries, Left div Per))),
             S1
@@ -399,6 +415,7 @@ memory(S) ->
     Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
                                                     S#store.groups, S#store.calls, S#store.sizes]
                                                   ++ msgflow_store_kept:tables(S#store.kept)
+                                                  ++ msgflow_store_topk:tables(S#store.topk)
                                                   ++ msgflow_labels:all_tables(S#store.labels)
                                                   ++ [L || L <- [S#store.log], L =/= none]]),
     Words * erlang:system_info(wordsize).
@@ -561,7 +578,8 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
             %% gen_server calls): its messages in overflow
             case S#store.full orelse (Which =:= pairs andalso ets:info(T, size) >= S#store.max_pairs) of
                 true ->
-                    S#store{events = E + N, overflow = S#store.overflow + N};
+                    S#store{events = E + N, overflow = S#store.overflow + N,
+                            topk = msgflow_store_topk:add(S#store.topk, K, N)};
                 false ->
                     %% labelling reads the new endpoints from the VM
                     erlang:bump_reductions(10 * ?MERGE_REDUCTIONS),
@@ -703,6 +721,7 @@ handle(S, Run) ->
          memory_full => S#store.full,
          events => S#store.events, dead_letters => S#store.dead_letters,
          overflow => S#store.overflow, rolled_up_messages => S#store.rolled_up_messages,
+         overflow_top => msgflow_store_topk:handle(S#store.topk),
          proc_events_dropped => S#store.proc_events_dropped}.
 
 %% @doc When the last snapshot merged was taken (system ms): every send

@@ -25,6 +25,8 @@
     labels :: msgflow_labels:labels(),
     %% what the views ask most, kept as deltas merge (msgflow_store_kept)
     kept :: msgflow_store_kept:kept(),
+    %% the busiest pairs among the messages in overflow
+    topk :: msgflow_store_topk:topk(),
     %% max_memory: bytes the store's tables and the tracer's may take
     %% together; `full' once they do (new pairs go to overflow, as past
     %% max_pairs), read at each chunk of a snapshot

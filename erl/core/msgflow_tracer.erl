@@ -364,12 +364,19 @@ snapshot(_Session) -> ?NOT_LOADED.
 snapshot_start(_Session) -> ?NOT_LOADED.
 
 %% @doc The next chunk of a take: `{more, Pairs, DeadLetters, Replies}', or
-%% at the end `{done, Pairs, DeadLetters, Replies, Overflow, OverflowDead}'
-%% (as in snapshot/1; the overflow figures cover the whole take).  badarg
-%% for a take that is done.
+%% at the end `{done, Pairs, DeadLetters, Replies, Overflow, OverflowDead,
+%% Top}' (as in snapshot/1; the overflow figures cover the whole take).
+%% Top is the busiest pairs among the take's overflowed sends of a local
+%% process to a local process (or its aliases: the owner is the receiver,
+%% so a pair may come twice), a Space-Saving summary of 1,024 pairs from
+%% each thread's tables: `[{Min, [{Sender, Receiver, Count, Err}]}]', a
+%% pair's messages between Count - Err and Count, and one left out of a
+%% summary had at most Min there (msgflow_store_topk merges them).
+%% badarg for a take that is done.
 -spec snapshot_next(take()) ->
           {more, [delta()], [delta()], [delta()]}
-        | {done, [delta()], [delta()], [delta()], non_neg_integer(), non_neg_integer()}.
+        | {done, [delta()], [delta()], [delta()], non_neg_integer(), non_neg_integer(),
+           [{non_neg_integer(), [{pid(), pid(), pos_integer(), non_neg_integer()}]}]}.
 snapshot_next(_Take) -> ?NOT_LOADED.
 
 %% @doc The session's tables: `state' (active | stopped | collector_down),

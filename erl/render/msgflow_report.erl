@@ -126,6 +126,7 @@ json_doc(View = #{rows := Rows}) ->
       <<"messages">> => maps:get(events, View),
       <<"dead_letters">> => maps:get(dead_letters, View),
       <<"overflow">> => maps:get(overflow, View),
+      <<"overflow_top">> => msgflow_rows:overflow_top_json(View),
       <<"pairs">> => [begin
                           {SE, SL} = texts(View, S),
                           {RE, RL} = texts(View, R),

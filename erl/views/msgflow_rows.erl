@@ -20,7 +20,7 @@
 %%% the other groupings read every pair.
 -module(msgflow_rows).
 
--export([build/2, groupings/0, sorts/0, max_rows/0, display/2, text/2, key_text/1, json_head/1, kinds_json/1,
+-export([overflow_top_json/1, build/2, groupings/0, sorts/0, max_rows/0, display/2, text/2, key_text/1, json_head/1, kinds_json/1,
          rate_window/1]).
 -export_type([view/0, spec/0, row/0, key/0, grouping/0, sort/0, endpoint_info/0]).
 
@@ -75,6 +75,10 @@
                   events := non_neg_integer(), dead_letters := non_neg_integer(),
                   overflow := non_neg_integer(), proc_events_dropped := non_neg_integer(),
                   memory_full => boolean(),
+                  %% by process, with messages in overflow: its busiest pairs
+                  %% (msgflow_store_topk:busiest/2) and what one not listed had
+                  %% at most
+                  overflow_top => #{pairs => [msgflow_store_topk:entry()], min => non_neg_integer()},
                   rolled_up := non_neg_integer(), skipped := non_neg_integer(),
                   new_tracer => msgflow | term(),
                   pairs := non_neg_integer(), groups := non_neg_integer() | undefined,
@@ -240,10 +244,12 @@ build(Store, Spec) ->
                    all -> Rows;
                    NL -> lists:sublist(Rows, NL)
                end,
+    OverflowTop = overflow_top(Store, By, maps:get(limit, Spec, all)),
     HeatKeys = case Heat of
                    #{heatmap := #{rows := HR, cols := HC}} -> HR ++ HC;
                    _ -> []
-               end ++ maps:get(ends, Spec, []),
+               end ++ maps:get(ends, Spec, [])
+        ++ lists:append([[S, R] || #{sender := S, receiver := R} <- maps:get(pairs, OverflowTop, [])]),
     Heat#{by => By, sort => maps:get(sort, Spec, messages), node => maps:get(node, Store),
       running => maps:get(running, Store),
       started_at => maps:get(started_at, Store), stopped_at => maps:get(stopped_at, Store),
@@ -254,6 +260,7 @@ build(Store, Spec) ->
       events => maps:get(events, Store), dead_letters => maps:get(dead_letters, Store),
       overflow => maps:get(overflow, Store), proc_events_dropped => maps:get(proc_events_dropped, Store),
       memory_full => maps:get(memory_full, Store, false),
+      overflow_top => OverflowTop,
       rolled_up => maps:get(rolled_up_messages, Store), skipped => maps:get(skipped, Store),
       new_tracer => maps:get(new_tracer, Store, msgflow),
       pairs => ets:info(maps:get(pairs, Store), size), groups => NGroups,
@@ -264,6 +271,15 @@ build(Store, Spec) ->
                   true -> dead(Store, By);
                   false -> []
               end}.
+
+%% By process with messages in overflow: the busiest pairs among them
+%% (msgflow_store_topk), as many as the rows asked for (10 for all), and
+%% what a pair not listed had at most; else nothing.
+overflow_top(#{overflow := O, overflow_top := T}, process, Limit) when O > 0 ->
+    {Pairs, Min} = msgflow_store_topk:busiest(T, case Limit of all -> 10; N -> min(N, 100) end),
+    #{pairs => Pairs, min => Min};
+overflow_top(_, _, _) ->
+    #{}.
 
 %% {yes, L} when the heatmap of L is read from the rows' totals
 %% (msgflow_rows_groups:heat_by_process/3): by process, every pair's
@@ -538,10 +554,26 @@ json_head(V = #{node := N, running := Run, events := E, dead_letters := D, overf
       <<"window_ms">> => W, <<"estimated">> => Est, <<"taken_at_ms">> => maps:get(taken_at, V),
       <<"behind">> => maps:get(behind, V, false),
       <<"snapshot_at_ms">> => case maps:get(snapshot_at, V, undefined) of undefined -> null; At -> At end,
+      <<"overflow_top">> => overflow_top_json(V),
       <<"nodes">> => [atom_to_binary(X) || X <- maps:get(nodes, V, [N])],
       <<"missing">> => [#{<<"node">> => atom_to_binary(X),
                           <<"reason">> => iolist_to_binary(io_lib:format("~0tp", [Why]))}
                         || {X, Why} <- maps:get(missing, V, [])]}.
+
+%% @doc A view's busiest pairs in overflow as JSON: `{"min", "pairs":
+%% [{"sender", "receiver", "messages", "error"}]}' (each pair's messages
+%% between messages - error and messages, one not listed at most min), or
+%% null when the view has none (no overflow; not by process).
+-spec overflow_top_json(view()) -> msgflow_view:json().
+overflow_top_json(V) ->
+    case maps:get(overflow_top, V, #{}) of
+        #{pairs := Pairs, min := Min} ->
+            #{<<"min">> => Min,
+              <<"pairs">> => [#{<<"sender">> => text(V, S), <<"receiver">> => text(V, R),
+                                <<"messages">> => C, <<"error">> => Err}
+                              || #{sender := S, receiver := R, count := C, error := Err} <- Pairs]};
+        _ -> null
+    end.
 
 %% @doc The text a view shows for one of its keys: its `display' (the
 %% label, with the pid or port beside it when another key shares the

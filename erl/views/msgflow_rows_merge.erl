@@ -86,9 +86,24 @@ merge([Local | _] = Views, Spec) ->
                            end,
                  running => lists:any(fun(#{running := R}) -> R end, Views),
                  memory_full => lists:any(fun(V) -> maps:get(memory_full, V, false) end, Views),
+                 overflow_top => overflow_top(Views, maps:get(limit, Spec, all)),
                  endpoints => merge_endpoints(Views),
                  dead => [{S, R, C} || {{S, R}, C} <- Dead],
                  nodes => [N || #{node := N} <- Views]}).
+
+%% The nodes' busiest pairs in overflow together (each node's are pairs
+%% of its own senders): a pair not listed had at most the largest of the
+%% nodes' `min'.
+overflow_top(Views, Limit) ->
+    case [T || #{overflow_top := T = #{pairs := _}} <- Views] of
+        [] ->
+            #{};
+        Tops ->
+            All = lists:sort(fun(#{count := A}, #{count := B}) -> A >= B end,
+                             lists:append([P || #{pairs := P} <- Tops])),
+            #{pairs => case Limit of all -> lists:sublist(All, 10); N -> lists:sublist(All, min(N, 100)) end,
+              min => lists:max([M || #{min := M} <- Tops])}
+    end.
 
 %% Every view's endpoint info; the text of an endpoint a node showed as
 %% one of its own is written again as this node prints it (`<0.115.0>'

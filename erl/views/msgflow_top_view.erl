@@ -79,7 +79,26 @@ fallback(_, _) ->
 %% sampled calls (msgflow:calls/0).
 -spec text(msgflow_rows:view(), map(), msgflow_view:area()) -> unicode:chardata().
 text(View, _Opts, Area = #{width := Width}) ->
-    [head(View) | table(View, Width, msgflow_fmt:ellipsis(Area))].
+    E = msgflow_fmt:ellipsis(Area),
+    [head(View), table(View, Width, E), overflow_table(View, Width, E)].
+
+%% Below the rows, past the bound: the busiest pairs among the messages in
+%% overflow, their counts estimates (msgflow_store_topk) with the most
+%% each may be over.
+overflow_table(View = #{overflow_top := #{pairs := [_ | _] = Pairs, min := Min}}, Width, E) ->
+    EndW = max(8, (Width - 1 - (3 + 1 + 1 + 1 + 9 + 1 + 9)) div 2),
+    [io_lib:format("~nbusiest in overflow (estimates: each has MESSAGES - ERROR to MESSAGES;~n"
+                   "a pair not listed, at most ~s):~n", [msgflow_fmt:int(Min)]),
+     msgflow_fmt:rcell("#", 3), " ", msgflow_fmt:cell("SENDER", EndW, E), " ",
+     msgflow_fmt:cell("RECEIVER", EndW, E), " ", msgflow_fmt:rcell("MESSAGES", 9), " ",
+     msgflow_fmt:rcell("ERROR", 9), "\n",
+     [[msgflow_fmt:rcell(integer_to_list(I), 3), " ", end_cell(View, S, EndW, E), " ",
+       end_cell(View, R, EndW, E), " ", msgflow_fmt:rcell(msgflow_fmt:int(C), 9), " ",
+       msgflow_fmt:rcell(msgflow_fmt:int(Err), 9), "\n"]
+      || {I, #{sender := S, receiver := R, count := C, error := Err}} <- lists:enumerate(Pairs)]];
+overflow_table(_, _, _) ->
+    [].
+
 
 %% The header: run state, messages, pairs or groups, the window the rates
 %% are over, sampling, what is not counted.

@@ -10,6 +10,7 @@
 
 #include "mf_alloc.h"
 #include "mf_shard.h"
+#include "mf_topk.h"
 
 #include "check.h"
 
@@ -333,6 +334,97 @@ static void test_kinds_past_cap(void)
     mf_shard_free(sh);
 }
 
+/* The summary of overflowed sends: 20 heavy pairs (pair k sends 500 k
+ * messages) among 300,000 pairs of one message, interleaved.  Every heavy
+ * pair is in it, ranked in order by its count, its true count between
+ * count - err and count;
+ * counts add up to the sends; the least count bounds what was left out;
+ * and a pair held is found again after many replacements (the index's
+ * deletions keep it reachable). */
+static mf_topk topk; /* 36 KiB: not on the stack */
+static mf_topk_slot topk_out[MF_TOPK_SLOTS];
+static void test_topk(void)
+{
+    mf_topk_init(&topk);
+    uint64_t sends = 0, lcg = 12345;
+    unsigned left[21] = {0};
+    for (unsigned k = 1; k <= 20; k++)
+        left[k] = 500 * k;
+    for (uint64_t i = 0; i < 300000; i++) {
+        mf_topk_add(&topk, (i << 4) | 3, 0x13);
+        sends++;
+        lcg = lcg * 6364136223846793005ULL + 1442695040888963407ULL;
+        unsigned k = 1 + (unsigned)(lcg >> 33) % 20;
+        /* about 1 heavy send in 3 singles: the heavy ones end first */
+        if (lcg % 3 == 0 && left[k]) {
+            mf_topk_add(&topk, ((uint64_t)k << 4) | 3, 0x23);
+            left[k]--;
+            sends++;
+        }
+    }
+    for (unsigned k = 1; k <= 20; k++)
+        for (; left[k]; left[k]--, sends++)
+            mf_topk_add(&topk, ((uint64_t)k << 4) | 3, 0x23);
+    uint64_t min;
+    unsigned n = mf_topk_take(&topk, topk_out, &min);
+    CHECK(n == MF_TOPK_SLOTS);
+    CHECK(min >= 1 && min < 500);
+    uint64_t sum = 0, heavy[21] = {0}, single_max = 0;
+    unsigned found = 0;
+    for (unsigned i = 0; i < n; i++) {
+        const mf_topk_slot *e = &topk_out[i];
+        sum += e->count;
+        CHECK(e->err < e->count);
+        if (e->to == 0x23) {
+            uint64_t truth = 500 * (e->from >> 4);
+            CHECK(e->count - e->err <= truth && truth <= e->count);
+            heavy[e->from >> 4] = e->count;
+            found++;
+        } else {
+            CHECK(e->count - e->err <= 1); /* a single's lower bound */
+            single_max = e->count > single_max ? e->count : single_max;
+        }
+    }
+    CHECK(found == 20);
+    /* ranked by count, the heavy pairs come first and in order */
+    CHECK(heavy[1] > single_max);
+    for (unsigned k = 2; k <= 20; k++)
+        CHECK(heavy[k] > heavy[k - 1]);
+    CHECK(sum == sends);
+    /* taken: empty, and what comes next is counted from nothing */
+    CHECK(mf_topk_take(&topk, topk_out, &min) == 0 && min == 0);
+    for (int i = 0; i < 3; i++)
+        mf_topk_add(&topk, 0x33, 0x43);
+    CHECK(mf_topk_take(&topk, topk_out, &min) == 1 && topk_out[0].count == 3 && min == 0);
+    /* a held pair is found after 100,000 replacements around it */
+    for (uint64_t i = 0; i < 5000; i++)
+        mf_topk_add(&topk, 0x53, 0x63);
+    for (uint64_t i = 0; i < 100000; i++)
+        mf_topk_add(&topk, (i << 4) | 3, 0x73);
+    mf_topk_add(&topk, 0x53, 0x63);
+    n = mf_topk_take(&topk, topk_out, &min);
+    unsigned held = 0;
+    for (unsigned i = 0; i < n; i++)
+        if (topk_out[i].from == 0x53 && topk_out[i].to == 0x63) {
+            held++;
+            CHECK(topk_out[i].count == 5001 && topk_out[i].err == 0);
+        }
+    CHECK(held == 1);
+    /* through a shard: its summary is part of it, in its bytes from the
+     * start, and a take of it ends empty */
+    mf_limit lim = {0, 1, 0};
+    mf_shard *sh = mf_shard_new(&counting, &lim);
+    size_t before = mf_shard_bytes(sh);
+    CHECK(before > sizeof(mf_topk));
+    CHECK(mf_topk_take(mf_shard_topk(sh), topk_out, &min) == 0);
+    mf_shard_overflow_pair(sh, 0x13, 0x23);
+    mf_shard_overflow_pair(sh, 0x13, 0x23);
+    CHECK(mf_shard_bytes(sh) == before);
+    CHECK(mf_topk_take(mf_shard_topk(sh), topk_out, &min) == 1 && topk_out[0].count == 2);
+    CHECK(mf_topk_take(mf_shard_topk(sh), topk_out, &min) == 0);
+    mf_shard_free(sh);
+}
+
 /* With --require-jemalloc (run by ctest under GLIBC_TUNABLES) the jemalloc
  * allocator must load; without, either answer is fine. */
 int main(int argc, char **argv)
@@ -344,6 +436,7 @@ int main(int argc, char **argv)
     test_many_pairs_bytes();
     test_kinds();
     test_kinds_past_cap();
+    test_topk();
     test_jemalloc(require_je);
     if (failures) {
         fprintf(stderr, "%d check(s) failed\n", failures);

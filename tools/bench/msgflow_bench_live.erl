@@ -24,7 +24,8 @@
 %%% runs it, right after the sends, MSGFLOW_LIVE_TOP_RUNS times (5), a reset
 %%% between; and with 200 planted pairs among that million (pair i sends
 %%% 2,000 + 40 i messages), the busiest 200 rows after `stop()' against
-%%% those pairs in that order, the totals' balance (`events = pairs +
+%%% those pairs in that order (and the same with the busiest pairs in
+%%% overflow ranked beside the rows), the totals' balance (`events = pairs +
 %%% rolled up + overflow') and the share of messages that went to
 %%% overflow.
 %%%
@@ -223,11 +224,21 @@ first_screen(Runs) ->
     #{rows := Rows} = msgflow:view(top, #{limit => ?PLANTED}),
     Got = [{S, R} || #{sender := S, receiver := R} <- Rows],
     Want = lists:reverse(Planted),
+    %% with the busiest in overflow: a pair's row and its overflow summed
+    %% (the latter an upper bound), ranked together
+    {OverTop, _} = msgflow_store_topk:busiest(maps:get(overflow_top, msgflow_collector:store(sync)), 1024),
+    Both = maps:to_list(lists:foldl(fun({K, N}, Acc) -> maps:update_with(K, fun(X) -> X + N end, N, Acc) end, #{},
+                                    [{{S, R}, C} || #{sender := S, receiver := R, count := C} <- Rows]
+                                    ++ [{{S, R}, C} || #{sender := S, receiver := R, count := C} <- OverTop])),
+    GotBoth = [K || {K, _} <- lists:sublist(lists:reverse(lists:keysort(2, Both)), ?PLANTED)],
+    MaxErr = lists:max([0 | [E || #{sender := S, receiver := R, error := E} <- OverTop,
+                                  lists:member({S, R}, Want)]]),
     Balance = msgflow_collector:balance(),
     Info = msgflow:info(),
     [exit(P, kill) || P <- Senders ++ Receivers],
     #{screens => Screens, planted_ok => Got =:= Want,
       planted_found => length([P || P <- Got, lists:member(P, Want)]),
+      planted_both => {GotBoth =:= Want, length([P || P <- GotBoth, lists:member(P, Want)]), MaxErr},
       balance => Balance, info => Info}.
 
 %% @private A sender: sends N messages to each of the receivers it is given.
@@ -310,7 +321,8 @@ print_phases(Results) ->
      end || M <- [default, small]],
     ok.
 
-print_first(#{screens := Screens, planted_ok := Ok, planted_found := Found, balance := B, info := Info}) ->
+print_first(#{screens := Screens, planted_ok := Ok, planted_found := Found, planted_both := {OkBoth, FoundBoth, MaxErr},
+              balance := B, info := Info}) ->
     S = lists:sort(Screens),
     io:format("~nmsgflow-top --once right after a million new pairs (ms); target p95 <= 300~n"
               "  runs ~w; p95 ~.1f~n", [[round(X) || X <- Screens], pct(S, 0.95)]),
@@ -318,6 +330,8 @@ print_first(#{screens := Screens, planted_ok := Ok, planted_found := Found, bala
     io:format("~nthe planted skew (~b pairs at 2,000 + 40 i messages among a million): "
               "busiest rows exactly those in order: ~s (~b of ~b found)~n",
               [?PLANTED, Ok, Found, ?PLANTED]),
+    io:format("  with the busiest in overflow (msgflow_store_topk) ranked beside the rows: in order ~s "
+              "(~b of ~b found; their largest error ~b messages)~n", [OkBoth, FoundBoth, ?PLANTED, MaxErr]),
     io:format("totals: events ~b = pairs ~b + rolled up ~b + overflow ~b: ~s; "
               "overflow ~.2f % of messages; pairs held ~b~n",
               [E, H, R, O, E =:= H + R + O, 100 * O / max(1, E), maps:get(pairs, Info, 0)]).
