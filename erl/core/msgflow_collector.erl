@@ -730,7 +730,7 @@ answer_now(info, St) -> info(St, true).
 tick_done(St = #st{run = Run}) ->
     St1 = work_rate(close_window(St)),
     ok = msgflow_run:rotate(Run, maps:get(max_pairs, St#st.opts),
-                            msgflow_store:closed(St1#st.store)),
+                            msgflow_store:closed(St1#st.store), msgflow_store:tracer_room(St1#st.store)),
     ok = msgflow_run:own_sweep(Run),
     %% the heap a window's merges and close grew (a chunk's terms, the
     %% roll-up's keys) given back: what this process holds between

@@ -6,7 +6,7 @@
 -module(msgflow_run).
 
 -export([begin_run/1, trace/2, untrace/2, slice_off/1, slice_on/1, flags_off/1, close/1,
-         session/1, mode/1, skipped/1, new_tracer/1, session_info/1, rotate/3,
+         session/1, mode/1, skipped/1, new_tracer/1, session_info/1, rotate/4,
          clear_orphaned/0, legacy_table/0, legacy_session/0, own/2, own_sweep/1, nif_session/0,
          supported/1, reads_off/1]).
 -export_type([run/0]).
@@ -332,14 +332,21 @@ session_info(#run{session = S}) ->
 %% @doc The NIF's tables start a new generation every ?ROTATE_EVERY
 %% windows (Closed is the windows closed), or as soon as they hold half
 %% the entries MaxPairs allows: pairs that had no messages since then
-%% leave them (msgflow_tracer:session_rotate/1).
--spec rotate(run(), pos_integer(), non_neg_integer()) -> ok.
-rotate(Run, MaxPairs, Closed) ->
-    Full = case session_info(Run) of
-               #{entries := E, max_pairs := Cap} -> E * 2 >= min(Cap, MaxPairs * ?ENTRIES_PER_PAIR);
-               _ -> false
-           end,
-    _ = (Full orelse Closed rem ?ROTATE_EVERY =:= 0)
+%% leave them (msgflow_tracer:session_rotate/1).  Only while Room, the
+%% bytes max_memory leaves the tracer's tables (infinity without a bound;
+%% msgflow_store:tracer_room/1), holds them twice: the old generation is
+%% freed by the next snapshot, and until then the live pairs' new entries
+%% come on top of it.  Past that the tables keep their entries (new pairs
+%% go to overflow, as the store's do past the bound).
+-spec rotate(run(), pos_integer(), non_neg_integer(), non_neg_integer() | infinity) -> ok.
+rotate(Run, MaxPairs, Closed, Room) ->
+    {Due, Fits} = case session_info(Run) of
+                      #{entries := E, max_pairs := Cap, memory := Bytes} ->
+                          {E * 2 >= min(Cap, MaxPairs * ?ENTRIES_PER_PAIR), Room =:= infinity orelse 2 * Bytes =< Room};
+                      _ ->
+                          {false, true}
+                  end,
+    _ = (Due orelse Closed rem ?ROTATE_EVERY =:= 0) andalso Fits
         andalso quietly(fun() -> msgflow_tracer:session_rotate(Run#run.session) end),
     ok.
 
