@@ -239,12 +239,12 @@ ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     return atom_ok;
 }
 
-/* session_limit(Session, Max) -> ok.  The session's cap lowered to Max
- * entries (never raised: a higher Max leaves it as it is), so that its
- * tables grow no more once the collector's share of max_memory is used:
- * a new entry past it is overflow, as past the cap it was made with.  The
- * collector's thread; the callbacks read the cap relaxed when they create
- * an entry. */
+/* session_limit(Session, Max) -> ok.  The session's cap set to Max
+ * entries: lowered so that its tables grow no more once the collector's
+ * share of max_memory is used (a new entry past it is overflow, as past
+ * the cap it was made with), set back when the collector's store is
+ * emptied (a reset).  The collector's thread; the callbacks read the cap
+ * relaxed when they create an entry. */
 ERL_NIF_TERM mf_nif_session_limit(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
@@ -253,11 +253,7 @@ ERL_NIF_TERM mf_nif_session_limit(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     if (!mf_get_session(mf_layout_get(), env, argv[0], &s) || !enif_get_uint64(env, argv[1], &max) ||
         max == 0)
         return enif_make_badarg(env);
-    uint64_t cur = atomic_load_explicit(&s->limit.max, memory_order_relaxed);
-    while (max < cur &&
-           !atomic_compare_exchange_weak_explicit(&s->limit.max, &cur, max, memory_order_relaxed,
-                                                  memory_order_relaxed))
-        ;
+    atomic_store_explicit(&s->limit.max, max, memory_order_relaxed);
     return atom_ok;
 }
 

@@ -75,8 +75,8 @@
 
 typedef struct mf_limit {
     _Atomic uint64_t used; /* entries created, all shards */
-    _Atomic uint64_t max;  /* entries allowed, all shards: only lowered after the
-                            * session is made (session_limit/2, the collector's
+    _Atomic uint64_t max;  /* entries allowed, all shards: set after the session
+                            * is made by session_limit/2 only (the collector's
                             * thread; read relaxed when an entry is created) */
     uint64_t max_kinds;    /* kind words a pair may have in one shard */
 } mf_limit;

@@ -11,14 +11,14 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
--export([views_while_behind/1, memory_bound/1, overflow_busiest/1, sender/2, batch_sender/2, planted_sender/2]).
+-export([views_while_behind/1, memory_bound/1, overflow_busiest/1, reset_after_bound/1, sender/2, batch_sender/2, planted_sender/2]).
 
 -define(SENDERS, 1000).
 -define(RECEIVERS, 20).
 -define(HOLD, {msgflow_collector, hold_take}).
 
 all() ->
-    [views_while_behind, memory_bound, overflow_busiest].
+    [views_while_behind, memory_bound, overflow_busiest, reset_after_bound].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -160,6 +160,32 @@ overflow_busiest(_Config) ->
     ?assertEqual({Sent, Sent}, {Ev, H + Ru + O}),
     ok = msgflow:stop(),
     [exit(P, kill) || P <- Fill ++ More ++ PlantedSenders ++ Receivers ++ Sinks],
+    ok.
+
+%% A reset after the bound was reached starts anew: the tracer's tables,
+%% whose cap the bound lowered and which held the old pairs, take new
+%% pairs again.  300,000 pairs fill a 30 MB bound; after reset/0, 20,000
+%% new pairs of one message are every one held, none in overflow.
+reset_after_bound(_Config) ->
+    Self = self(),
+    Receivers = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 1000)],
+    Fill = [spawn(?MODULE, batch_sender, [Self, Receivers]) || _ <- lists:seq(1, 300)],
+    After = [spawn(?MODULE, batch_sender, [Self, Receivers]) || _ <- lists:seq(1, 20)],
+    ok = msgflow:start(#{procs => Fill ++ After, max_memory => 30000000}),
+    [S ! go || S <- Fill],
+    [receive {done, S} -> ok end || S <- Fill],
+    ok = msgflow:sync(),
+    #{memory_full := true} = msgflow:info(),
+    ok = msgflow:reset(),
+    [S ! go || S <- After],
+    [receive {done, S} -> ok end || S <- After],
+    ok = msgflow:sync(),
+    Into = maps:from_list([{R, true} || R <- Receivers]),
+    Counted = [N || {_, R, N} <- msgflow:pairs(), is_map_key(R, Into)],
+    #{overflow := Overflow, memory_full := Full} = msgflow:info(),
+    ?assertEqual({20000, 20000, 0, false}, {length(Counted), lists:sum(Counted), Overflow, Full}),
+    ok = msgflow:stop(),
+    [exit(P, kill) || P <- Fill ++ After ++ Receivers],
     ok.
 
 %% @private N messages to Sink once told to, then `done'.

@@ -295,6 +295,9 @@ handle_call(stop, _From, St) ->
     {reply, ok, publish(stop_tracing(St))};
 handle_call(reset, _From, St0) ->
     St = settle(St0, true),
+    %% the NIF's tables to start anew, their cap as at the start (once the
+    %% old generations' last counts are taken, here, they are freed)
+    _ = St#st.running andalso msgflow_run:renew(St#st.run, St#st.opts),
     S = refresh(St),       %% drop what the NIF holds so far
     {reply, ok, publish(St#st{store = msgflow_store:clear(msgflow_store:restart_window(S), keep_labels),
                               last_deltas = 0})};

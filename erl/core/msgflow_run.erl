@@ -6,7 +6,7 @@
 -module(msgflow_run).
 
 -export([begin_run/1, trace/2, untrace/2, slice_off/1, slice_on/1, flags_off/1, close/1,
-         session/1, mode/1, skipped/1, new_tracer/1, session_info/1, rotate/4,
+         session/1, mode/1, skipped/1, new_tracer/1, session_info/1, rotate/4, renew/2,
          clear_orphaned/0, legacy_table/0, legacy_session/0, own/2, own_sweep/1, nif_session/0,
          supported/1, reads_off/1]).
 -export_type([run/0]).
@@ -348,6 +348,17 @@ rotate(Run, MaxPairs, Closed, Room) ->
                   end,
     _ = (Due orelse Closed rem ?ROTATE_EVERY =:= 0) andalso Fits
         andalso quietly(fun() -> msgflow_tracer:session_rotate(Run#run.session) end),
+    ok.
+
+%% @doc The NIF's tables emptied of the pairs they hold, for a store
+%% emptied (a reset): every thread starts a new generation (the next
+%% snapshot takes the old ones' last counts and frees them), and the cap
+%% on entries is what the run began with again (the store lowers it once
+%% max_memory is reached: msgflow_store).  The collector only.
+-spec renew(run(), map()) -> ok.
+renew(#run{session = S}, #{max_pairs := MaxPairs} = Opts) ->
+    _ = quietly(fun() -> msgflow_tracer:session_limit(S, max_entries(MaxPairs, Opts)) end),
+    _ = quietly(fun() -> msgflow_tracer:session_rotate(S) end),
     ok.
 
 %% The tracer's entries, at most: four a pair (kinds and threads), and

@@ -331,10 +331,11 @@ session_stop(_Session) -> ?NOT_LOADED.
 -spec session_rotate(session()) -> ok.
 session_rotate(_Session) -> ?NOT_LOADED.
 
-%% @doc The session's cap lowered to Max entries (a higher Max leaves it):
-%% past it a new entry's messages are overflow, as past the cap it was
-%% made with.  The collector lowers it once its share of max_memory is
-%% used (msgflow_store), so that the tracer's tables grow no more.
+%% @doc The session's cap set to Max entries: past it a new entry's
+%% messages are overflow, as past the cap it was made with.  The collector
+%% lowers it once its share of max_memory is used (msgflow_store), so that
+%% the tracer's tables grow no more, and sets it back on a reset
+%% (msgflow_run:renew/2).
 %% badarg for a non-session or a Max of 0.
 -spec session_limit(session(), pos_integer()) -> ok.
 session_limit(_Session, _Max) -> ?NOT_LOADED.
