@@ -123,6 +123,12 @@ page_state(G = #{by := By}, P, Extra) ->
       <<"nodes">> => node_traffic(maps:get(node_status, Extra, []), maps:get(nodes, Extra, undefined)),
       <<"figures">> => #{<<"events">> => maps:get(events, G),
                          <<"overflow">> => maps:get(overflow, G),
+                         %% the collector was behind: counts as of snapshot_at
+                         <<"behind">> => maps:get(behind, G, false),
+                         <<"snapshot_at">> => case maps:get(snapshot_at, G, undefined) of
+                                                  undefined -> null;
+                                                  At -> At
+                                              end,
                          <<"memory_full">> => maps:get(memory_full, Info, false),
                          <<"collector_ms_per_s">> => maps:get(collector_ms_per_s, Info, 0.0),
                          <<"dead_letters">> => maps:get(dead_letters, G),

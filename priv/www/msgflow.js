@@ -278,7 +278,9 @@
       ['collector', (f.collector_ms_per_s || 0).toFixed(1) + ' ms/s'],
       ['windows kept', int(f.windows)],
       ['proc_events dropped', int(f.dropped)], ['window', int(state.window_ms) + ' ms'],
-      ['snapshot', time(state.taken_at)]
+      ['snapshot', f.behind && f.snapshot_at
+        ? time(f.snapshot_at) + ' (the collector is behind: newer sends are not in yet)'
+        : time(state.taken_at)]
     ];
     var foot = clear($('figures'));
     foot.appendChild(el('span', {}, 'msgflow\'s own figures:'));
