@@ -123,8 +123,12 @@ head(View = #{by := By, window_ms := WinMs, events := Events, pairs := Pairs,
      case maps:get(memory_full, View, false) of
          false -> [];
          true -> io_lib:format("max_memory reached: new pairs are counted in overflow (~s "
-                               "messages so far; info())~n",
-                               [msgflow_fmt:int(maps:get(overflow, View))])
+                               "messages so far; ~s)~n",
+                               [msgflow_fmt:int(maps:get(overflow, View)),
+                                case View of
+                                    #{overflow_top := #{pairs := [_ | _]}} -> "the busiest below";
+                                    _ -> "info()"
+                                end])
      end,
      case maps:get(new_tracer, View, msgflow) of
          msgflow -> [];
