@@ -410,14 +410,16 @@ limit_tracer(_, _, S1) ->
 copies(S, Bytes) ->
     S#store{copies = Bytes}.
 
-%% The store's tables' bytes, the labels' own ones too.
+%% The store's tables' bytes, the labels' own ones too (a table gone
+%% counts nothing: the soak once found one gone here, cause not found).
 memory(S) ->
-    Words = lists:sum([ets:info(T, memory) || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
-                                                    S#store.groups, S#store.calls, S#store.sizes]
-                                                  ++ msgflow_store_kept:tables(S#store.kept)
-                                                  ++ msgflow_store_topk:tables(S#store.topk)
-                                                  ++ msgflow_labels:all_tables(S#store.labels)
-                                                  ++ [L || L <- [S#store.log], L =/= none]]),
+    Words = lists:sum([W || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
+                                  S#store.groups, S#store.calls, S#store.sizes]
+                                  ++ msgflow_store_kept:tables(S#store.kept)
+                                  ++ msgflow_store_topk:tables(S#store.topk)
+                                  ++ msgflow_labels:all_tables(S#store.labels)
+                                  ++ [L || L <- [S#store.log], L =/= none],
+                            W <- [ets:info(T, memory)], is_integer(W)]),
     Words * erlang:system_info(wordsize).
 
 %% The sampled calls' round trips since the last take (msgflow_store_calls).
