@@ -411,7 +411,8 @@ copies(S, Bytes) ->
     S#store{copies = Bytes}.
 
 %% The store's tables' bytes, the labels' own ones too (a table gone
-%% counts nothing: the soak once found one gone here, cause not found).
+%% counts nothing: under `make soak' an open window's ends table was once
+%% found gone, cause not found yet).
 memory(S) ->
     Words = lists:sum([W || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
                                   S#store.groups, S#store.calls, S#store.sizes]

@@ -20,7 +20,7 @@
 %%% the other groupings read every pair.
 -module(msgflow_rows).
 
--export([overflow_top_json/1, build/2, groupings/0, sorts/0, max_rows/0, display/2, text/2, key_text/1, json_head/1, kinds_json/1,
+-export([overflow_top_json/1, overflow_top_limit/1, build/2, groupings/0, sorts/0, max_rows/0, display/2, text/2, key_text/1, json_head/1, kinds_json/1,
          rate_window/1]).
 -export_type([view/0, spec/0, row/0, key/0, grouping/0, sort/0, endpoint_info/0]).
 
@@ -276,10 +276,16 @@ build(Store, Spec) ->
 %% (msgflow_store_topk), as many as the rows asked for (10 for all), and
 %% what a pair not listed had at most; else nothing.
 overflow_top(#{overflow := O, overflow_top := T}, process, Limit) when O > 0 ->
-    {Pairs, Min} = msgflow_store_topk:busiest(T, case Limit of all -> 10; N -> min(N, 100) end),
+    {Pairs, Min} = msgflow_store_topk:busiest(T, overflow_top_limit(Limit)),
     #{pairs => Pairs, min => Min};
 overflow_top(_, _, _) ->
     #{}.
+
+%% @doc How many of the busiest pairs in overflow a view of Limit rows
+%% shows: as many as its rows, 10 for all, 100 at most.
+-spec overflow_top_limit(pos_integer() | all) -> pos_integer().
+overflow_top_limit(all) -> 10;
+overflow_top_limit(N) -> min(N, 100).
 
 %% {yes, L} when the heatmap of L is read from the rows' totals
 %% (msgflow_rows_groups:heat_by_process/3): by process, every pair's

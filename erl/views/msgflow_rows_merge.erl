@@ -101,7 +101,7 @@ overflow_top(Views, Limit) ->
         Tops ->
             All = lists:sort(fun(#{count := A}, #{count := B}) -> A >= B end,
                              lists:append([P || #{pairs := P} <- Tops])),
-            #{pairs => case Limit of all -> lists:sublist(All, 10); N -> lists:sublist(All, min(N, 100)) end,
+            #{pairs => lists:sublist(All, msgflow_rows:overflow_top_limit(Limit)),
               min => lists:max([M || #{min := M} <- Tops])}
     end.
 
