@@ -32,7 +32,7 @@
 -module(msgflow_labels).
 
 -export([new/0, clear/1, tables/1, all_tables/1, proc_events/3, prune_proc_events/2, census_start/1, census/2, census_left/1,
-         hold/2, hold_pair/3, seed/5, release/2, purge/1, rollup_key/2, forget_endpoints/1, group_end/2,
+         hold/2, hold_pair/3, seed/5, release/2, purge/1, rollup_key/2, stays/1, forget_endpoints/1, group_end/2,
          canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1]).
 -export_type([label_id/0]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
@@ -411,20 +411,21 @@ mortal(E) -> is_reference(E).
 %% not seen).
 -spec rollup_key(labels(), msgflow_tracer:endpoint() | group()) ->
           {msgflow_tracer:endpoint() | group(), labels()}.
-rollup_key(L, R) when is_reference(R) ->
-    group(L, R);
-rollup_key(L, P) when is_pid(P), node(P) =:= node() ->
-    case is_process_alive(P) of
-        true -> {P, L};
-        false -> group(L, P)
-    end;
-rollup_key(L, P) when is_port(P), node(P) =:= node() ->
-    case erlang:port_info(P, id) of
-        undefined -> group(L, P);
-        _ -> {P, L}
-    end;
 rollup_key(L, E) ->
-    {E, L}.
+    case stays(E) of
+        true -> {E, L};
+        false -> group(L, E)
+    end.
+
+%% @doc Whether endpoint E stays as it is when its rows are rolled up
+%% (rollup_key/2 returns it): any but an alias and a local process or
+%% port that has exited.  Reads no table: a sweep asks it of a row's ends
+%% before it reads the row (msgflow_rollup).  Any process.
+-spec stays(msgflow_tracer:endpoint() | group()) -> boolean().
+stays(R) when is_reference(R) -> false;
+stays(P) when is_pid(P), node(P) =:= node() -> is_process_alive(P);
+stays(P) when is_port(P), node(P) =:= node() -> erlang:port_info(P, id) =/= undefined;
+stays(_) -> true.
 
 group(L = #labels{endpoints = Ends}, E) ->
     L1 = learn(L, E),
