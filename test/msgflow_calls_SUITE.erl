@@ -120,6 +120,13 @@ round_trips(_Config) ->
                  lists:sort([Sub || #{subject := Sub} <- Found])),
     Above = trunc(lists:max([P || #{p99 := P} <- Es, P =/= undefined])) div 1000 + 1,
     ?assertEqual([], Slow10(#{slow_call_ms => Above})),
+    %% slowest_us: the edges whose slowest round trip (max) reached it,
+    %% each as the whole view has it; none above the slowest of all
+    SlowMax = maps:get(max, Slow),
+    ?assertEqual([E || E = #{max := M} <- Es, M =/= undefined, M >= SlowMax],
+                 maps:get(entries, msgflow:view(calls, #{slowest_us => trunc(SlowMax)}))),
+    ?assertEqual([], maps:get(entries, msgflow:view(calls, #{slowest_us => trunc(SlowMax) + 1}))),
+    ?assertMatch({error, {badopt, {slowest_us, -1}, [_]}}, msgflow:view(calls, #{slowest_us => -1})),
     ok.
 
 -define(INF, 60).     %% calls with timeout infinity: tagged with a plain monitor reference

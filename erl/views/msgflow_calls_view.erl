@@ -42,35 +42,41 @@
 -spec options() -> msgflow_opts:schema().
 options() ->
     #{by => {process, {one_of, msgflow_rows:groupings() -- [kind]}},
-      limit => {all, {either, [{one_of, [all]}, {int, 1, msgflow_rows:max_rows(), "rows"}]}}}.
+      limit => {all, {either, [{one_of, [all]}, {int, 1, msgflow_rows:max_rows(), "rows"}]}},
+      %% only the edges (of `by') whose slowest sampled round trip took
+      %% at least this long, µs (0: every edge)
+      slowest_us => {0, {int, 0, 1 bsl 40, "µs"}}}.
 
 %% @doc The call edges of Store, grouped by `by' (process: a call to a
 %% registered name is its pid's; name, module, application or node: the
-%% labels'), busiest total wait first, at most `limit' (all).
--spec build(msgflow_store:store(), #{by => msgflow_rows:grouping(), limit => pos_integer() | all}) ->
+%% labels'), busiest total wait first, at most `limit' (all); with
+%% `slowest_us', only the edges whose slowest sampled round trip (the
+%% upper bound of their histogram's highest bucket) took that many µs or
+%% more, so that asking for the slow ones (the hotspot rules) costs a
+%% pass over the edges' rows and the work of the few that are.
+-spec build(msgflow_store:store(), #{by => msgflow_rows:grouping(), limit => pos_integer() | all,
+                                     slowest_us => non_neg_integer()}) ->
           view().
 build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
     By = case maps:get(by, Opts, process) of kind -> process; B -> B end,
     Canon = msgflow_rows_groups:key_fun(process, Tables),
     KeyOf = msgflow_rows_groups:key_fun(By, Tables),
-    Groups = lists:foldl(
+    Key = fun(Row) ->
+                  {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
+                  {KeyOf(Canon(C0)), KeyOf(Canon(S0)), Kind, Tag}
+          end,
+    Wanted = case maps:get(slowest_us, Opts, 0) of
+                 0 -> fun(_) -> true end;
+                 Us -> Slow = slow_keys(T, Key, Us), fun(K) -> maps:is_key(K, Slow) end
+             end,
+    Groups = ets:foldl(
                fun(Row, Acc) ->
-                       {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
-                       Calls = calls(Store, C0, S0, Kind, Tag),
-                       K = {KeyOf(Canon(C0)), KeyOf(Canon(S0)), Kind, Tag},
-                       {N0, S1, U1, H1, L1, P1} = maps:get(K, Acc, {0, 0, 0, [], [], []}),
-                       {LH, PH} = msgflow_call_row:recent(Row, Last),
-                       N = case {N0, Calls} of
-                               {undefined, _} -> undefined;
-                               {_, undefined} -> undefined;
-                               _ -> N0 + Calls
-                           end,
-                       Acc#{K => {N, S1 + msgflow_call_row:sampled(Row),
-                                  U1 + msgflow_call_row:unanswered(Row),
-                                  msgflow_call_row:add_hists(H1, msgflow_call_row:hist(Row)),
-                                  msgflow_call_row:add_hists(L1, LH),
-                                  msgflow_call_row:add_hists(P1, PH)}}
-               end, #{}, ets:tab2list(T)),
+                       K = Key(Row),
+                       case Wanted(K) of
+                           true -> add_row(Store, K, Row, Last, Acc);
+                           false -> Acc
+                       end
+               end, #{}, T),
     Label = fun(K) -> label(By, K, Tables) end,
     Sorted = sort([entry(K, V, Label) || {K, V} <- maps:to_list(Groups)]),
     #{by => By, node => maps:get(node, Store), running => maps:get(running, Store),
@@ -78,6 +84,33 @@ build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
       busy => maps:get(busy, maps:get(call_figures, Store)),
       displaced => maps:get(displaced, maps:get(call_figures, Store)),
       entries => limit(Sorted, maps:get(limit, Opts, all))}.
+
+%% The keys (of `by', Key) of the edges in T one of whose rows had a
+%% sampled round trip of Us µs or more.
+slow_keys(T, Key, Us) ->
+    ets:foldl(fun(Row, Acc) ->
+                      case msgflow_call_row:percentiles(msgflow_call_row:hist(Row), [1]) of
+                          [Max] when is_number(Max), Max >= Us -> Acc#{Key(Row) => true};
+                          _ -> Acc
+                      end
+              end, #{}, T).
+
+%% Row (of an edge of key K) added to its group in Acc.
+add_row(Store, K, Row, Last, Acc) ->
+    {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
+    Calls = calls(Store, C0, S0, Kind, Tag),
+    {N0, S1, U1, H1, L1, P1} = maps:get(K, Acc, {0, 0, 0, [], [], []}),
+    {LH, PH} = msgflow_call_row:recent(Row, Last),
+    N = case {N0, Calls} of
+            {undefined, _} -> undefined;
+            {_, undefined} -> undefined;
+            _ -> N0 + Calls
+        end,
+    Acc#{K => {N, S1 + msgflow_call_row:sampled(Row),
+               U1 + msgflow_call_row:unanswered(Row),
+               msgflow_call_row:add_hists(H1, msgflow_call_row:hist(Row)),
+               msgflow_call_row:add_hists(L1, LH),
+               msgflow_call_row:add_hists(P1, PH)}}.
 
 %% @doc Several nodes' views as one (a cluster's): the edges of one key
 %% added (calls, round trips, unanswered, histograms: a call is measured

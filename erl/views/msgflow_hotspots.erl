@@ -117,7 +117,10 @@ build(Store, Opts0) ->
                     find(msgflow_rows:build(Store, spec(Opts)), Opts)
             end,
     Measured = grouped(large_messages(Store, Opts) ++ long_wait(Store, Opts), meta_label(Store), Opts),
-    [F#{node => node()} || F <- Found ++ slow_calls(msgflow_calls_view:build(Store, #{}), Opts)
+    %% (an edge is slow or growing only with a round trip of a tenth of
+    %% slow_call_ms or more: the rest of the edges are not built)
+    Slowest = ceil(maps:get(slow_call_ms, Opts) * 100),
+    [F#{node => node()} || F <- Found ++ slow_calls(msgflow_calls_view:build(Store, #{slowest_us => Slowest}), Opts)
                                ++ Measured].
 
 %% @doc Every node's findings, this node's first, and one `no_answer'
