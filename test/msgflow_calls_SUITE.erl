@@ -127,6 +127,10 @@ round_trips(_Config) ->
                  maps:get(entries, msgflow:view(calls, #{slowest_us => trunc(SlowMax)}))),
     ?assertEqual([], maps:get(entries, msgflow:view(calls, #{slowest_us => trunc(SlowMax) + 1}))),
     ?assertMatch({error, {badopt, {slowest_us, -1}, [_]}}, msgflow:view(calls, #{slowest_us => -1})),
+    %% edges: those asked for only
+    ?assertEqual(Es, maps:get(entries, msgflow:view(calls, #{edges => [{Client, Srv}, {Srv, Client}]}))),
+    ?assertEqual([], maps:get(entries, msgflow:view(calls, #{edges => [{Srv, Client}]}))),
+    ?assertMatch({error, {badopt, {edges, [Client]}, [all, _]}}, msgflow:view(calls, #{edges => [Client]})),
     ok.
 
 -define(INF, 60).     %% calls with timeout infinity: tagged with a plain monitor reference

@@ -17,6 +17,9 @@
 
 -export_type([opts/0, run_opts/0, procs/0, nodes/0, schema/0, rule/0, error/0]).
 
+%% the pairs an option (`pairs') may list: a page's shown edges, say
+-define(MAX_PAIRS_LISTED, 10000).
+
 %% A run asks for at most a year (send_after/3 takes no more than about
 %% 292,000 years, but nobody means more) and 10,000 kept windows (each
 %% window close walks the kept ones: 10,000 every 10 ms keeps up, 100,000
@@ -67,7 +70,7 @@
 %% its unit), a positive number, a boolean, a pid, an atom, or one of
 %% several rules.
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
-              | boolean | pid | pair | pid_text | atom | text | procs | nodes | sample | kind | ip | time
+              | boolean | pid | pair | pairs | pid_text | atom | text | procs | nodes | sample | kind | ip | time
               | {either, [rule()]} | {subset, [atom()]}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 
@@ -198,6 +201,7 @@ valid(pos_number, V) -> is_number(V) andalso V > 0;
 valid(boolean, V) -> is_boolean(V);
 valid(pid, V) -> is_pid(V);
 valid(pair, V) -> is_tuple(V) andalso tuple_size(V) =:= 2;
+valid(pairs, L) -> is_list(L) andalso length(L) =< ?MAX_PAIRS_LISTED andalso lists:all(fun(V) -> valid(pair, V) end, L);
 valid(pid_text, V) -> is_pid(V) orelse is_binary(V) orelse (is_list(V) andalso io_lib:printable_list(V));
 valid(atom, V) -> is_atom(V);
 valid(text, V) -> (is_binary(V) orelse (is_list(V) andalso io_lib:printable_unicode_list(V)))
@@ -237,6 +241,7 @@ allowed(boolean) -> [true, false];
 allowed(pid) -> [<<"a pid">>];
 allowed(pid_text) -> [<<"a local pid, or its text: \"<0.80.0>\"">>];
 allowed(pair) -> [<<"{Sender, Receiver}: pids, ports or names as top/1 shows them, or labels">>];
+allowed(pairs) -> [iolist_to_binary(io_lib:format("a list of at most ~b {Sender, Receiver} pairs", [?MAX_PAIRS_LISTED]))];
 allowed(atom) -> [<<"an atom">>];
 allowed(text) -> [<<"a text: a binary or a string, not empty">>];
 allowed(ip) -> [<<"an IP address tuple: {127,0,0,1} (loopback), {0,0,0,0} (every interface)">>];

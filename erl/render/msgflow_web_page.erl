@@ -56,7 +56,6 @@ state(By, Node, Static, Range) ->
     Named = [{graph, {top, Graph}}, {pairs, {top, Pairs}},
              {by_node, {top, Scope#{by => node, limit => all}}}, {statuses, {nodes, #{}}},
              {flows, {flows, #{}}}, {info, {info, #{}}}]
-        ++ [{calls, {calls, Scope#{by => By}}} || By =/= kind]
         ++ [{hotspots, {hotspots, Scope}} || Static]
         %% the mailbox waits of the busiest receivers (the receivers view
         %% reads every pair: a live page fetches it apart, as hotspots)
@@ -65,8 +64,14 @@ state(By, Node, Static, Range) ->
         [{error, _} = E | _] ->
             E;
         Values ->
-            V = maps:from_list(lists:zip([K || {K, _} <- Named], Values)),
-            #{graph := G, pairs := P, statuses := Statuses} = V,
+            V0 = maps:from_list(lists:zip([K || {K, _} <- Named], Values)),
+            #{graph := G, pairs := P, statuses := Statuses} = V0,
+            %% the round trips of the edges the graph shows (a click on
+            %% one shows them), asked once those are known
+            V = case By of
+                    kind -> V0;
+                    _ -> V0#{calls => msgflow_query:run(calls, Scope#{by => By, edges => shown_edges(G)})}
+                end,
             page_state(G, P, #{hotspots => case V of #{hotspots := H} when is_list(H) -> H; _ -> [] end,
                                calls => case V of #{calls := C = #{entries := _}} -> C; _ -> none end,
                                flows => maps:get(flows, V), node_status => Statuses,
@@ -141,6 +146,12 @@ page_state(G = #{by := By}, P, Extra) ->
                          <<"interval_ms">> => maps:get(interval, maps:get(opts, Info, #{}), 1000)}}.
 
 last(N, L) -> lists:nthtail(max(0, length(L) - N), L).
+
+%% The ends of the edges graph/1 shows: `[{Sender, Receiver}]'.
+shown_edges(#{rows := Rows}) ->
+    [{S, R} || #{sender := S, receiver := R} <- lists:sublist(Rows, ?GRAPH_EDGES)];
+shown_edges(_) ->
+    [].
 
 %% The groups and the busiest ?GRAPH_EDGES edges between them; each
 %% group's messages sent and received over all its edges.

@@ -45,17 +45,22 @@ options() ->
       limit => {all, {either, [{one_of, [all]}, {int, 1, msgflow_rows:max_rows(), "rows"}]}},
       %% only the edges (of `by') whose slowest sampled round trip took
       %% at least this long, µs (0: every edge)
-      slowest_us => {0, {int, 0, 1 bsl 40, "µs"}}}.
+      slowest_us => {0, {int, 0, 1 bsl 40, "µs"}},
+      %% only the edges between these {Caller, Server} (keys of `by')
+      edges => {all, {either, [{one_of, [all]}, pairs]}}}.
 
 %% @doc The call edges of Store, grouped by `by' (process: a call to a
 %% registered name is its pid's; name, module, application or node: the
 %% labels'), busiest total wait first, at most `limit' (all); with
 %% `slowest_us', only the edges whose slowest sampled round trip (the
 %% upper bound of their histogram's highest bucket) took that many µs or
-%% more, so that asking for the slow ones (the hotspot rules) costs a
-%% pass over the edges' rows and the work of the few that are.
+%% more; with `edges', only those between these `{Caller, Server}' (keys
+%% of `by', as the rows views give them).  Asking for a few edges (the
+%% slow ones for the hotspot rules, those a web page shows) costs a pass
+%% over the edges' rows and the work of the few asked for.
 -spec build(msgflow_store:store(), #{by => msgflow_rows:grouping(), limit => pos_integer() | all,
-                                     slowest_us => non_neg_integer()}) ->
+                                     slowest_us => non_neg_integer(),
+                                     edges => all | [{term(), term()}]}) ->
           view().
 build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
     By = case maps:get(by, Opts, process) of kind -> process; B -> B end,
@@ -65,9 +70,15 @@ build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
                   {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
                   {KeyOf(Canon(C0)), KeyOf(Canon(S0)), Kind, Tag}
           end,
-    Wanted = case maps:get(slowest_us, Opts, 0) of
-                 0 -> fun(_) -> true end;
-                 Us -> Slow = slow_keys(T, Key, Us), fun(K) -> maps:is_key(K, Slow) end
+    Slow = case maps:get(slowest_us, Opts, 0) of
+               0 -> fun(_) -> true end;
+               Us -> SlowKeys = slow_keys(T, Key, Us), fun(K) -> maps:is_key(K, SlowKeys) end
+           end,
+    Wanted = case maps:get(edges, Opts, all) of
+                 all -> Slow;
+                 Edges ->
+                     Asked = maps:from_list([{E, true} || E <- Edges]),
+                     fun(K) -> maps:is_key({element(1, K), element(2, K)}, Asked) andalso Slow(K) end
              end,
     Groups = ets:foldl(
                fun(Row, Acc) ->
