@@ -67,10 +67,17 @@ state(By, Node, Static, Range) ->
             V0 = maps:from_list(lists:zip([K || {K, _} <- Named], Values)),
             #{graph := G, pairs := P, statuses := Statuses} = V0,
             %% the round trips of the edges the graph shows (a click on
-            %% one shows them), asked once those are known
+            %% one shows them), asked once those are known; when a node
+            %% did not answer the graph in time, not waited for again (the
+            %% page answers within one view's timeout)
+            Wait = case G of
+                       #{missing := [_ | _]} -> #{timeout => 0};
+                       _ -> #{}
+                   end,
             V = case By of
                     kind -> V0;
-                    _ -> V0#{calls => msgflow_query:run(calls, Scope#{by => By, edges => shown_edges(G)})}
+                    _ -> V0#{calls => msgflow_query:run(calls, maps:merge(Scope#{by => By, edges => shown_edges(G)},
+                                                                          Wait))}
                 end,
             page_state(G, P, #{hotspots => case V of #{hotspots := H} when is_list(H) -> H; _ -> [] end,
                                calls => case V of #{calls := C = #{entries := _}} -> C; _ -> none end,
