@@ -219,16 +219,19 @@ await_windows(N, Timeout) ->
 %% tables stand, with `behind => true' (every send before its
 %% `snapshot_at' is in them, and part of those after), read from what the
 %% collector published without a call to it.  `false': as the tables
-%% stand.  `undefined' when the collector is not there or never ran
+%% stand (while the collector is behind, what it published: a view that
+%% reads closed windows only, such as hotspots, then waits for no window
+%% close or merge step under way).  `undefined' when the collector is not there or never ran
 %% (msgflow never started, or no start succeeded); `{error, {timeout,
 %% msgflow_collector}}' when it did not answer within 30 s.
 -spec store(boolean() | sync) -> msgflow_store:store() | undefined | {error, {timeout, msgflow_collector}}.
-store(true) ->
+store(sync) ->
+    call({store, sync}, undefined);
+store(Refresh) ->
     case published() of
         {Handle, _} -> Handle;
-        _ -> call({store, true}, undefined)
-    end;
-store(Refresh) -> call({store, Refresh}, undefined).
+        _ -> call({store, Refresh}, undefined)
+    end.
 
 %% @doc While the collector is behind, the store handle and info/0's
 %% figures it published when it fell behind and at the end of each take
