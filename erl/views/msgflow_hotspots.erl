@@ -117,9 +117,9 @@ build(Store, Opts0) ->
                     find(msgflow_rows:build(Store, spec(Opts)), Opts)
             end,
     Measured = grouped(large_messages(Store, Opts) ++ long_wait(Store, Opts), meta_label(Store), Opts),
-    %% (an edge is slow or growing only with a round trip of a tenth of
-    %% slow_call_ms or more: the rest of the edges are not built)
-    Slowest = ceil(maps:get(slow_call_ms, Opts) * 100),
+    %% (an edge is slow or growing only with a round trip of at least
+    %% growth_floor_us/1: the rest of the edges are not built)
+    Slowest = ceil(growth_floor_us(maps:get(slow_call_ms, Opts))),
     [F#{node => node()} || F <- Found ++ slow_calls(msgflow_calls_view:build(Store, #{slowest_us => Slowest}), Opts)
                                ++ Measured].
 
@@ -561,7 +561,7 @@ slow_calls(#{entries := Es}, #{slow_call_ms := Ms, slow_growth := Growth}) ->
                   server_label := SL, p99 := P99, p50 := P50, calls := Calls, sampled := Sampled,
                   p99_last := Last, p99_prev := Prev} <- Es,
                 Label <- [iolist_to_binary([CL, " -> ", SL])],
-                slow(P99, Ms * 1000) orelse growing(Last, Prev, Growth, Ms * 100)],
+                slow(P99, Ms * 1000) orelse growing(Last, Prev, Growth, growth_floor_us(Ms))],
     by_desc(fun(#{evidence := #{p99_us := P}}) -> P end, Found).
 
 %% Edges whose sampled messages are large: a message of large_words heap
@@ -632,6 +632,11 @@ long_wait(_, _) ->
 %% An endpoint's label, as the labels tables give it.
 meta_label(#{labels := Tables}) ->
     fun(E) -> maps:get(label, msgflow_labels:meta(Tables, E)) end.
+
+%% The p99 a call edge's last window needs for the growth rule, µs: a
+%% tenth of slow_call_ms (the least round trip any finding of slow_calls
+%% can have, so the calls view is asked for those edges only).
+growth_floor_us(SlowMs) -> SlowMs * 100.
 
 slow(undefined, _) -> false;
 slow(P99, Limit) -> P99 >= Limit.
