@@ -62,9 +62,9 @@
 %% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
 -type state() :: #store{}.
 %% A snapshot being merged a chunk at a time (take_begin/1): its session,
-%% the NIF's take, the bytes the NIF's tables held as it began, and when
-%% it began (system ms: the store's snapshot_at once it is merged).
--opaque take() :: {msgflow_tracer:session(), msgflow_tracer:take(), non_neg_integer(), integer()}.
+%% the NIF's take, and when it began (system ms: the store's snapshot_at
+%% once it is merged).
+-opaque take() :: {msgflow_tracer:session(), msgflow_tracer:take(), integer()}.
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the
@@ -292,7 +292,7 @@ take_rest(Take, S) ->
 take_begin(Session) ->
     try msgflow_tracer:snapshot_start(Session) of
         Take ->
-            {Session, Take, nif_bytes(Session), erlang:system_time(millisecond)}
+            {Session, Take, erlang:system_time(millisecond)}
     catch
         error:undef -> none;
         error:{not_loaded, _} -> none;
@@ -305,9 +305,9 @@ take_begin(Session) ->
 %% edges a step: `{more, S}', or `{done, S}' once the last was.  The
 %% owner only.
 -spec take_step(take(), state()) -> {more | done, state()}.
-take_step({Session, Handle, _, _}, S = #store{sizes_of = Handle}) ->
+take_step({Session, Handle, _}, S = #store{sizes_of = Handle}) ->
     take_sizes(Session, Handle, S);
-take_step(Take = {Session, Handle, _, At}, S) ->
+take_step(Take = {Session, Handle, At}, S) ->
     case take_chunk(Take, S) of
         {more, S1} ->
             {more, S1};
@@ -329,8 +329,8 @@ take_sizes(Session, Handle, S = #store{sizes = Z, pairs = P}) ->
 %% deleted or reloaded between two chunks: see take/2) ends the turn with
 %% the chunks merged so far; the rest stays in the NIF's tables or goes
 %% with the old module.
-take_chunk({Session, Take, Nif, _}, S0) ->
-    S = limit_tracer(Session, S0, check_memory(Nif, S0)),
+take_chunk({Session, Take, _}, S0) ->
+    S = limit_tracer(Session, S0, check_memory(Session, S0)),
     case next_chunk(Take) of
         {more, Pairs, Dead, Replies} ->
             {more, merge({Pairs, Dead, Replies, 0, 0}, take_proc_events(Session, S))};
@@ -339,20 +339,23 @@ take_chunk({Session, Take, Nif, _}, S0) ->
             %% and the views say of the bound is true of the store now
             S1 = merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_proc_events(Session, S)),
             S2 = S1#store{topk = msgflow_store_topk:merge(S1#store.topk, Top)},
-            {done, limit_tracer(Session, S2, check_memory(Nif, S2))};
+            {done, limit_tracer(Session, S2, check_memory(Session, S2))};
         gone ->
             {done, S}
     end.
 
-%% The bytes the tracer's tables hold, as the take begins (0 when it
-%% cannot say).
+%% The bytes the tracer's tables hold now (0 when it cannot say): read
+%% before each chunk, not once as the take begins, since the tables go on
+%% growing while a take runs.  With the figure of the take's start, a
+%% take begun during a burst of 1,000,000 new pairs once let the store
+%% and the tracer reach 276 MB under the default bound of 256 MiB.
 nif_bytes(Session) ->
     try msgflow_tracer:session_info(Session) of
         #{memory := B} -> B
     catch error:_ -> 0
     end.
 
-%% `full' once the store's tables and the tracer's (Nif bytes) reach
+%% `full' once the store's tables and Session's (nif_bytes/1) reach
 %% max_memory: read before each chunk of about 1,024 deltas, so the bound
 %% is passed by one chunk's new pairs at most.  It is not undone while the
 %% run goes on (rows are only rolled up, never freed one by one, and a
@@ -365,8 +368,8 @@ nif_bytes(Session) ->
 %% `own_memory' stays within the bound.
 check_memory(_, S = #store{max_memory = infinity}) -> S;
 check_memory(_, S = #store{full = true}) -> S;
-check_memory(Nif, S) ->
-    S#store{full = Nif >= tracer_room(S)}.
+check_memory(Session, S) ->
+    S#store{full = nif_bytes(Session) >= tracer_room(S)}.
 
 %% @doc The bytes max_memory leaves the tracer's tables: what the store's
 %% tables, the collector's heap, its copies of the handle and the room
