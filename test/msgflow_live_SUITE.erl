@@ -154,6 +154,12 @@ overflow_busiest(_Config) ->
     ?assertEqual([], [T || T = #{sender := S, receiver := R, count := C, error := E} <- Top,
                            not (C - E =< map_get({S, R}, Truth) andalso map_get({S, R}, Truth) =< C)]),
     ?assert(Min < 1000, Min),
+    %% the web page's state has them too, in the same order, below its
+    %% busiest pairs held
+    #{<<"overflow_top">> := #{<<"pairs">> := WebTop, <<"min">> := WebMin}} =
+        msgflow_web_page:state(process, all, false),
+    ?assertEqual({[C || #{count := C} <- Top], Min},
+                 {[M || #{<<"messages">> := M} <- lists:sublist(WebTop, 20)], WebMin}),
     #{events := Ev, held := H, rolled_up := Ru, overflow := O} = msgflow_collector:balance(),
     %% (and each sender's `done')
     Sent = 400 * 1000 + 210000 + 420,

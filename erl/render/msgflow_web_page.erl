@@ -123,6 +123,8 @@ page_state(G = #{by := By}, P, Extra) ->
       <<"graph">> => graph(G),
       <<"matrix">> => matrix(msgflow_matrix_view:of_rows(G, all)),
       <<"pairs">> => pairs(P, By),
+      %% past max_memory: the busiest pairs in overflow (null: none)
+      <<"overflow_top">> => msgflow_rows:overflow_top_json(P),
       <<"hotspots">> => msgflow_hotspots:json(maps:get(hotspots, Extra, []), #{}),
       %% by process id: the wait in the last window of the busiest
       %% receivers that had one (ms), their mean queue and whether it grew

@@ -571,6 +571,24 @@
     document.querySelectorAll('#top th.sort').forEach(function (th) {
       th.classList.toggle('active', th.getAttribute('data-sort') === sortKey);
     });
+    renderOverflowTop();
+  }
+
+  // past max_memory, the busiest pairs that went to overflow (a bounded
+  // summary: each pair's messages between `messages - error' and
+  // `messages'), below the pairs held
+  function renderOverflowTop() {
+    var o = state.overflow_top;
+    var box = $('overflow-top');
+    box.hidden = !(o && o.pairs.length);
+    if (box.hidden) return;
+    $('overflow-note').textContent = 'new pairs past max_memory; a pair\'s messages are between ' +
+      '"at most" less its error and "at most"; one not listed has at most ' + int(o.min);
+    var tb = clear(document.querySelector('#overflow tbody'));
+    o.pairs.forEach(function (p, i) {
+      tb.appendChild(el('tr', {}, td(i + 1, 'n'), td(p.sender, 'label'), td(p.receiver, 'label'),
+        td(int(p.messages), 'n'), td(int(p.error), 'n')));
+    });
   }
 
   // ---- the matrix ----------------------------------------------------
