@@ -127,7 +127,7 @@ batch_sender(Parent, Rs) ->
 %% order, each pair's true count between `count - error' and `count'
 %% (the summary's least count, what 400,000 one-message pairs can raise
 %% it to, stays below the 1,000 between them); totals balance.
-overflow_busiest(_Config) ->
+overflow_busiest(Config) ->
     Self = self(),
     Receivers = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 1000)],
     Fill = [spawn(?MODULE, batch_sender, [Self, Receivers]) || _ <- lists:seq(1, 300)],
@@ -160,6 +160,19 @@ overflow_busiest(_Config) ->
         msgflow_web_page:state(process, all, false),
     ?assertEqual({[C || #{count := C} <- Top], Min},
                  {[M || #{<<"messages">> := M} <- lists:sublist(WebTop, 20)], WebMin}),
+    %% and the dump: msgflow-report (and msgflow-top, whose table it
+    %% shares) prints the busiest of them below the rows, in that order
+    Etf = filename:join(?config(priv_dir, Config), "overflow.etf"),
+    ok = msgflow:export(Etf, etf),
+    {0, Out} = msgflow_test_lib:run(msgflow_test_lib:tool("msgflow-report"), [Etf, "--top", "20"]),
+    [_, Below] = string:split(Out, "busiest in overflow"),
+    %% each row: #, sender, receiver (either may hold spaces), MESSAGES, ERROR
+    Counts = [binary_to_integer(iolist_to_binary(string:replace(lists:nth(length(Ls) - 1, Ls), ",", "", all)))
+              || Line <- string:split(Below, "\n", all),
+                 Ls <- [string:lexemes(Line, " ")], length(Ls) >= 5,
+                 {_, <<>>} <- [string:to_integer(hd(Ls))]],
+    %% (an export of every row lists the 10 busiest in overflow)
+    ?assertEqual(lists:sublist([C || #{count := C} <- Top], 10), Counts, Out),
     #{events := Ev, held := H, rolled_up := Ru, overflow := O} = msgflow_collector:balance(),
     %% (and each sender's `done')
     Sent = 400 * 1000 + 210000 + 420,

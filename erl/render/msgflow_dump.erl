@@ -36,7 +36,13 @@
 %%%               p90_ns => Ns | undefined, p99_ns => Ns | undefined,
 %%%               max_ns => Ns | undefined}],
 %%%   %% a range of the history: its ends (system ms)
-%%%   range_from => SystemMs, range_to => SystemMs}
+%%%   range_from => SystemMs, range_to => SystemMs,
+%%%   %% by process, once max_memory was reached
+%%%   memory_full => boolean(),
+%%%   %% by process, past the bound: the busiest pairs in overflow
+%%%   overflow_top => [#{sender => binary(), receiver => binary(),
+%%%                      messages => Messages, error => Messages}],
+%%%   overflow_top_min => Messages}
 %%% '''
 %%% `rows' are the view's, in its order (busiest first by `sort'),
 %%% grouped by `by': by process each end is an endpoint as the VM
@@ -51,7 +57,10 @@
 %%% long), `rate' and `peak_rate' in messages/s (scale > 1 means sampling:
 %%% rates are estimates).  A row's kinds add up to its messages (none with
 %%% kinds off).  `nodes' are the nodes whose counts are in it, `missing'
-%%% those that did not answer in time.  `calls' are the call edges' round
+%%% those that did not answer in time.  `overflow_top' are the busiest
+%%% pairs among the messages in overflow (msgflow_store_topk), ends as the
+%%% views show them, each pair's messages between `messages - error' and
+%%% `messages', one not listed at most `overflow_top_min'.  `calls' are the call edges' round
 %%% trips (msgflow_calls_view), quantiles in ns.  A row's sizes (msgflow_rows
 %%% by process: bytes its messages copied since start, bytes and heap
 %%% words a message, ...) are there when some of its messages were
@@ -115,7 +124,17 @@ of_top(View = #{rows := Rows, endpoints := Ends, by := By}, Calls, Statuses) ->
                end,
       missing => [#{node => N, reason => iolist_to_binary(io_lib:format("~0tp", [Why]))}
                   || {N, Why} <- maps:get(missing, View, [])],
-      calls => calls(Calls)}, range(View)).
+      calls => calls(Calls)}, maps:merge(range(View), overflow(View))).
+
+%% Past the bound (by process): memory_full and the busiest in overflow.
+overflow(View = #{overflow_top := #{pairs := Pairs, min := Min}}) ->
+    #{memory_full => maps:get(memory_full, View, false),
+      overflow_top => [#{sender => msgflow_rows:display(View, S), receiver => msgflow_rows:display(View, R),
+                         messages => C, error => E}
+                       || #{sender := S, receiver := R, count := C, error := E} <- Pairs],
+      overflow_top_min => Min};
+overflow(View) ->
+    #{memory_full => maps:get(memory_full, View, false)}.
 
 %% A range of the history (msgflow_history_range): its ends (system ms).
 range(#{range := #{from := F, to := T}}) -> #{range_from => F, range_to => T};

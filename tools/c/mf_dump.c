@@ -951,8 +951,12 @@ static const char *const call_fields[C_N] = {"caller", "caller_label", "server",
                                              "kind", "tag", "calls", "sampled", "unanswered",
                                              "p50_ns", "p90_ns", "p99_ns", "max_ns"};
 
+enum { O_SENDER, O_RECEIVER, O_MESSAGES, O_ERROR, O_N };
+static const char *const overflow_fields[O_N] = {"sender", "receiver", "messages", "error"};
+
 _Static_assert(E_N <= MF_MAX_FIELDS && R_N <= MF_MAX_FIELDS && K_N6 <= MF_MAX_FIELDS &&
-                   N_N <= MF_MAX_FIELDS && M_N <= MF_MAX_FIELDS && C_N <= MF_MAX_FIELDS,
+                   N_N <= MF_MAX_FIELDS && M_N <= MF_MAX_FIELDS && C_N <= MF_MAX_FIELDS &&
+                   O_N <= MF_MAX_FIELDS,
                "each_map's maps name at most MF_MAX_FIELDS fields");
 
 static int dec_call6(dec *d, mf_dump *out, void *elem, int i, const int *at)
@@ -979,6 +983,20 @@ static int dec_call6(dec *d, mf_dump *out, void *elem, int i, const int *at)
                           "p50_ns, p90_ns, p99_ns, max_ns}", i), 0);
 }
 
+static int dec_overflow6(dec *d, mf_dump *out, void *elem, int i, const int *at)
+{
+    (void)out;
+    mf_overflow_pair *o = elem;
+    int ok = all_there(at, O_N);
+    d->idx = at[O_SENDER];
+    ok = ok && dec_binary_str(d, &o->sender);
+    d->idx = at[O_RECEIVER];
+    ok = ok && dec_binary_str(d, &o->receiver) && at_u64(d, at[O_MESSAGES], &o->messages) &&
+         at_u64(d, at[O_ERROR], &o->error);
+    return ok ? 1 : (fail(d->err, d->errlen, "overflow_top: entry %d is not #{sender, "
+                          "receiver, messages, error}", i), 0);
+}
+
 static int dec_endpoints6(dec *d, mf_dump *out)
 {
     return dec_maps(d, out, "endpoints", endpoint_fields, E_N, sizeof(mf_endpoint),
@@ -1001,6 +1019,12 @@ static int dec_missing_list6(dec *d, mf_dump *out)
 {
     return dec_maps(d, out, "missing", missing_fields, M_N, sizeof(char *),
                     (void **)&out->missing, &out->n_missing, dec_missing6);
+}
+
+static int dec_overflow_top6(dec *d, mf_dump *out)
+{
+    return dec_maps(d, out, "overflow_top", overflow_fields, O_N, sizeof(mf_overflow_pair),
+                    (void **)&out->overflow_top, &out->n_overflow_top, dec_overflow6);
 }
 
 static int dec_calls6(dec *d, mf_dump *out)
@@ -1032,13 +1056,14 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     enum { K_FORMAT, K_VERSION, K_NODE, K_TAKEN, K_STARTED, K_RUNNING, K_WINDOW, K_SCALE,
            K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_NODES, K_CALLS, K_BY, K_SORT,
            K_PAIR_COUNT, K_GROUP_COUNT, K_ROWS, K_MISSING, K_STOPPED, K_RANGE_FROM, K_RANGE_TO,
-           K_N };
+           K_FULL, K_OVER_TOP, K_OVER_MIN, K_N };
     static const char *const names[K_N] = {"format", "version", "node", "taken_at",
                                            "started_at", "running", "window_ms", "scale",
                                            "events", "dead_letters", "overflow", "endpoints",
                                            "pairs", "nodes", "calls", "by", "sort", "pair_count",
                                            "group_count", "rows", "missing", "stopped_at",
-                                           "range_from", "range_to"};
+                                           "range_from", "range_to", "memory_full",
+                                           "overflow_top", "overflow_top_min"};
     int at[K_N];
     if (!map_fields(&d, names, K_N, at))
         return fail(err, errlen, "not a msgflow dump: the term is not a map (or not a well-formed one)"), -1;
@@ -1060,7 +1085,8 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
                      (k != K_CALLS || d.version >= 5) && (k != K_PAIRS || d.version < 6) &&
                      ((k != K_BY && k != K_ROWS) || d.version >= 6) && k != K_SORT &&
                      k != K_PAIR_COUNT && k != K_GROUP_COUNT && k != K_MISSING &&
-                     k != K_STOPPED && k != K_RANGE_FROM && k != K_RANGE_TO;
+                     k != K_STOPPED && k != K_RANGE_FROM && k != K_RANGE_TO && k != K_FULL &&
+                     k != K_OVER_TOP && k != K_OVER_MIN;
         if (at[k] < 0 && needed)
             return fail(err, errlen, "msgflow dump without `%s'", names[k]), -1;
     }
@@ -1154,6 +1180,21 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
             if (!dec_missing_list6(&d, out))
                 goto bad;
         }
+        if (at[K_FULL] >= 0) {
+            d.idx = at[K_FULL];
+            out->memory_full = dec_atom(&d, a) && strcmp(a, "true") == 0;
+        }
+        /* the busiest in overflow: both, or neither */
+        if (at[K_OVER_TOP] >= 0 && at[K_OVER_MIN] >= 0) {
+            d.idx = at[K_OVER_MIN];
+            if (!dec_u64(&d, &out->overflow_top_min)) {
+                fail(err, errlen, "overflow_top_min: not a count");
+                goto bad;
+            }
+            d.idx = at[K_OVER_TOP];
+            if (!dec_overflow_top6(&d, out))
+                goto bad;
+        }
     } else if (!(out->by = dup_str("process"))) {
         fail(err, errlen, "out of memory");
         goto bad;
@@ -1219,6 +1260,11 @@ void mf_dump_free(mf_dump *d)
     for (size_t i = 0; i < d->n_missing; i++)
         free(d->missing[i]);
     free(d->missing);
+    for (size_t i = 0; i < d->n_overflow_top; i++) {
+        free(d->overflow_top[i].sender);
+        free(d->overflow_top[i].receiver);
+    }
+    free(d->overflow_top);
     free(d->node);
     free(d->by);
     free(d->sort);

@@ -16,7 +16,9 @@
  *     missing => [#{node, reason}],
  *     calls => [#{caller, caller_label, server, server_label, kind, tag,
  *                 calls, sampled, unanswered, p50_ns, p90_ns, p99_ns,
- *                 max_ns}]}
+ *                 max_ns}],
+ *     memory_full, overflow_top => [#{sender, receiver, messages, error}],
+ *     overflow_top_min}   (the last three optional)
  * A field this reader does not know is skipped.  Its rows are a view's:
  * grouped by `by' on the node, in its order.  Versions 1 to 5 were tuples
  * by position:
@@ -128,6 +130,14 @@ typedef struct {
     long long p50_ns, p90_ns, p99_ns, max_ns;
 } mf_call;
 
+/* A busiest pair among the messages in overflow (version 6, past
+ * max_memory): its ends as the node shows them; its messages between
+ * messages - error and messages. */
+typedef struct {
+    char *sender, *receiver;
+    uint64_t messages, error;
+} mf_overflow_pair;
+
 typedef struct {
     long version;
     char *node;
@@ -160,6 +170,11 @@ typedef struct {
     size_t n_pair_kinds;   /* version 4: every pair's kinds, pair after pair,
                             * most messages first within a pair */
     mf_pair_kind *pair_kinds;
+    int memory_full;          /* version 6: max_memory reached (new pairs
+                               * counted in overflow); 0 when not said */
+    size_t n_overflow_top;    /* version 6, past the bound: the busiest */
+    mf_overflow_pair *overflow_top; /* pairs in overflow, busiest first */
+    uint64_t overflow_top_min; /* a pair not listed has at most this */
 } mf_dump;
 
 /* Decodes the len bytes at buf into *out.  Returns 0, or -1 with a message

@@ -638,6 +638,9 @@ long long mf_given_total(const mf_dump *d)
     return d->by && strcmp(d->by, "process") == 0 ? d->pair_count : d->group_count;
 }
 
+static void print_overflow_top(FILE *out, const mf_dump *d, size_t max, int width,
+                               const char *ellipsis);
+
 void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
                   const mf_top_layout *lay)
 {
@@ -678,6 +681,9 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
     }
     if (d->scale > 1.0)
         fprintf(out, "sampled: rates are estimates (x%.1f)\n", d->scale);
+    if (d->memory_full)
+        fprintf(out, "max_memory reached: new pairs are counted in overflow (%s messages so far; "
+                "%s)\n", mf_int(d->overflow, a), d->n_overflow_top ? "the busiest below" : "info()");
     if (d->n_nodes > 1) {
         /* a cluster-wide dump (version 3): each node and its status */
         fprintf(out, "%zu nodes:", d->n_nodes);
@@ -746,6 +752,42 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
         fputc('\n', out);
     }
     index_free(&ix);
+    print_overflow_top(out, d, lay->overflow, width, ellipsis);
+}
+
+int mf_top_head_lines(const mf_dump *d)
+{
+    return 1 + (d->n_missing > 0) + (d->scale > 1.0) + (d->memory_full != 0) + (d->n_nodes > 1);
+}
+
+/* Below the rows, past the bound: the busiest pairs among the messages in
+ * overflow, at most `max' of them, their counts estimates with the most
+ * each may be over (msgflow_top_view's overflow table). */
+static void print_overflow_top(FILE *out, const mf_dump *d, size_t max, int width,
+                               const char *ellipsis)
+{
+    size_t n = d->n_overflow_top < max ? d->n_overflow_top : max;
+    if (n == 0)
+        return;
+    char a[32], b[32];
+    int end_w = (width - 1 - (3 + 1 + 1 + 1 + 9 + 1 + 9)) / 2;
+    if (end_w < 8)
+        end_w = 8;
+    fprintf(out, "\nbusiest in overflow (estimates: each has MESSAGES - ERROR to MESSAGES;\n"
+                 "a pair not listed, at most %s):\n", mf_int(d->overflow_top_min, a));
+    fprintf(out, "%3s ", "#");
+    cell(out, "SENDER", end_w, ellipsis);
+    fputc(' ', out);
+    cell(out, "RECEIVER", end_w, ellipsis);
+    fprintf(out, " %9s %9s\n", "MESSAGES", "ERROR");
+    for (size_t i = 0; i < n; i++) {
+        const mf_overflow_pair *o = &d->overflow_top[i];
+        fprintf(out, "%3zu ", i + 1);
+        cell(out, o->sender, end_w, ellipsis);
+        fputc(' ', out);
+        cell(out, o->receiver, end_w, ellipsis);
+        fprintf(out, " %9s %9s\n", mf_int(o->messages, a), mf_int(o->error, b));
+    }
 }
 
 static void csv_field(FILE *f, const char *s)

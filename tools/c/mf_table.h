@@ -88,6 +88,8 @@ typedef struct {
     int bytes;            /* 1: a BYTES column when a row has sampled sizes */
     const char *ellipsis; /* cuts labels */
     long long total;      /* pairs or groups the header names; -1: the rows given */
+    size_t overflow;      /* past max_memory, at most this many of the busiest
+                           * pairs in overflow below the rows (0: none) */
 } mf_top_layout;
 
 /* The pairs or groups the node held of the rows a version 6 dump gives
@@ -98,9 +100,14 @@ long long mf_given_total(const mf_dump *d);
 /* The top table: a summary line, then `#  SENDER  RECEIVER  MESSAGES  MSG/S
  * [PEAK/S] [BYTES]  KIND' for the rows the layout names (BYTES when a row
  * has sampled sizes, from 120 columns or with the dump's rows sorted by
- * bytes). */
+ * bytes); past max_memory a line saying so (mf_top_head_lines counts the
+ * summary lines), and the busiest pairs in overflow below the rows when
+ * the layout asks for them, as msgflow:top/1 prints them. */
 void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
                   const mf_top_layout *lay);
+
+/* The lines mf_print_top writes above the column heads (at least 1). */
+int mf_top_head_lines(const mf_dump *d);
 
 /* CSV with the header and columns of msgflow:export/3 (kinds as
  * `call:get=41 cast:add=30'), and a Graphviz digraph of the `limit'

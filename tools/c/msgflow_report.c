@@ -273,7 +273,8 @@ int main(int argc, char **argv)
     if (sort_bytes)
         mf_rows_by_bytes(rows, n);
     mf_top_layout lay = {.by = by, .width = 80, .first = 0, .top = (size_t)top, .selected = -1,
-                         .peaks = 0, .bytes = sort_bytes, .ellipsis = ellipsis, .total = -1};
+                         .peaks = 0, .bytes = sort_bytes, .ellipsis = ellipsis, .total = -1,
+                         .overflow = (size_t)top};
     mf_print_top(stdout, &d, rows, n, &lay);
     print_calls(stdout, &d, (size_t)top);
     int rc = 0;

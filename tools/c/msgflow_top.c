@@ -898,7 +898,7 @@ static void draw(screen *s, const mf_dump *d, const mf_row *rows, size_t n, int 
         fputs("\n(Esc, Enter or q: back to the table; v: the next view)\n", f);
     } else {
         /* head lines, column heads, status line */
-        int head = 2 + (d->scale > 1.0) + (d->n_nodes > 1) + (d->n_missing > 0);
+        int head = mf_top_head_lines(d) + 1;
         size_t fit = lines - head - 1 > 1 ? (size_t)(lines - head - 1) : 1;
         if (s->selected >= (long)n)
             s->selected = n ? (long)n - 1 : 0;
@@ -1223,9 +1223,11 @@ static int plain(conn *c, mf_by by, long interval, long top, int once, int start
         mf_row *rows;
         size_t n;
         if (mf_rows_given(&d, &rows, &n) == 0) {
+            /* past max_memory, the busiest in overflow below the rows, as
+             * many as rows (the node sends at most 100) */
             mf_top_layout lay = {.by = by, .width = width, .first = 0, .top = (size_t)top,
                                  .selected = -1, .peaks = 0, .ellipsis = ellipsis,
-                                 .total = mf_given_total(&d)};
+                                 .total = mf_given_total(&d), .overflow = (size_t)top};
             mf_print_top(stdout, &d, rows, n, &lay);
             if (!once)
                 fputc('\n', stdout);
