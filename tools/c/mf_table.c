@@ -683,7 +683,9 @@ void mf_print_top(FILE *out, const mf_dump *d, const mf_row *rows, size_t n,
         fprintf(out, "sampled: rates are estimates (x%.1f)\n", d->scale);
     if (d->memory_full)
         fprintf(out, "max_memory reached: new pairs are counted in overflow (%s messages so far; "
-                "%s)\n", mf_int(d->overflow, a), d->n_overflow_top ? "the busiest below" : "info()");
+                "%s)\n", mf_int(d->overflow, a),
+                d->n_overflow_top && lay->overflow ? "the busiest below"
+                : d->n_overflow_top && lay->overflow_at ? lay->overflow_at : "info()");
     if (d->n_nodes > 1) {
         /* a cluster-wide dump (version 3): each node and its status */
         fprintf(out, "%zu nodes:", d->n_nodes);

@@ -90,6 +90,8 @@ typedef struct {
     long long total;      /* pairs or groups the header names; -1: the rows given */
     size_t overflow;      /* past max_memory, at most this many of the busiest
                            * pairs in overflow below the rows (0: none) */
+    const char *overflow_at; /* with overflow 0: where they are shown
+                              * instead (NULL: info()) */
 } mf_top_layout;
 
 /* The pairs or groups the node held of the rows a version 6 dump gives

@@ -897,9 +897,13 @@ static void draw(screen *s, const mf_dump *d, const mf_row *rows, size_t n, int 
         fputs(s->detail, f);
         fputs("\n(Esc, Enter or q: back to the table; v: the next view)\n", f);
     } else {
-        /* head lines, column heads, status line */
+        /* head lines, column heads, status line; past max_memory, on a
+         * terminal of 20 lines or more, the 5 busiest in overflow below
+         * the rows (a blank line, two of title, column heads, 5 rows) */
         int head = mf_top_head_lines(d) + 1;
-        size_t fit = lines - head - 1 > 1 ? (size_t)(lines - head - 1) : 1;
+        size_t over = d->n_overflow_top && lines >= 20 ? (d->n_overflow_top < 5 ? d->n_overflow_top : 5) : 0;
+        int below = over ? (int)over + 4 : 0;
+        size_t fit = lines - head - below - 1 > 1 ? (size_t)(lines - head - below - 1) : 1;
         if (s->selected >= (long)n)
             s->selected = n ? (long)n - 1 : 0;
         if (s->selected < 0)
@@ -910,7 +914,8 @@ static void draw(screen *s, const mf_dump *d, const mf_row *rows, size_t n, int 
             s->first = (size_t)s->selected - fit + 1;
         mf_top_layout lay = {.by = s->by, .width = cols, .first = s->first, .top = fit,
                              .selected = s->selected, .peaks = 1, .ellipsis = ellipsis,
-                             .total = mf_given_total(d)};
+                             .total = mf_given_total(d), .overflow = over,
+                             .overflow_at = "the busiest below on a terminal of 20 lines"};
         mf_print_top(f, d, rows, n, &lay);
     }
     fclose(f);
