@@ -14,7 +14,7 @@
 -export([remote_burst/1, remote_sender/4]).
 -export([suite/0, all/0, groups/0, init_per_suite/1, end_per_suite/1,
          init_per_testcase/2, end_per_testcase/2]).
--export([port_exits/1, cluster_port_exit_rounds/1, export_targets/1, purge_mid_snapshot/1,
+-export([collector_crash_after_close/1, port_exits/1, cluster_port_exit_rounds/1, export_targets/1, purge_mid_snapshot/1,
          application_stop/1, top_signals/1, top_once_keeps_run/1, hostile_arguments/1,
          follow_caller_killed/1, two_coordinators/1, views_during_reset/1,
          dbg_takes_new/1, reconnect_within_grace/1, reconnect_after_grace/1, api_storm/1]).
@@ -28,7 +28,7 @@ all() ->
 
 groups() ->
     [{faults, [],
-      [port_exits, cluster_port_exit_rounds, export_targets, purge_mid_snapshot,
+      [collector_crash_after_close, port_exits, cluster_port_exit_rounds, export_targets, purge_mid_snapshot,
        application_stop, top_signals, top_once_keeps_run, hostile_arguments,
        follow_caller_killed, two_coordinators, views_during_reset, dbg_takes_new,
        reconnect_within_grace, reconnect_after_grace, api_storm]}].
@@ -281,6 +281,42 @@ application_stop(_Config) ->
                                            msgflow_test_lib:quietly(fun() -> process_info(P, [initial_call, current_function]) end)}
                                           || P <- msgflow_test_lib:flagged()]}),
          {ok, _} = application:ensure_all_started(msgflow)
+     end || Mode <- msgflow_test_lib:modes()],
+    ok.
+
+%%% The collector crashed in a callback that had changed its tables
+
+%% A callback that closed a window and then crashed leaves the state it
+%% was given, whose tables of the window's ends it had dropped: stopping
+%% the run from there would crash again in terminate, and that second
+%% error would be the one reported.  Here the collector drops those
+%% tables itself (sys:replace_state runs the fun in it) and a call it
+%% cannot carry out crashes it: the first error is its exit reason, no
+%% process is left flagged, and the restarted collector starts anew; in
+%% either trace mode.
+collector_crash_after_close(_Config) ->
+    [begin
+         Echo = spawn(fun Loop() -> receive {From, M} -> From ! M, Loop() end end),
+         ok = msgflow:start(#{procs => [Echo], trace_mode => Mode}),
+         Echo ! {self(), ping},
+         receive ping -> ok end,
+         Collector = whereis(msgflow_collector),
+         Ref = monitor(process, Collector),
+         _ = sys:replace_state(Collector, fun(St) ->
+                                                  [ets:delete(T) || T <- ets:all(), ets:info(T, owner) =:= self(),
+                                                                    ets:info(T, name) =:= msgflow_window_receivers],
+                                                  St
+                                          end),
+         {'EXIT', _} = (catch gen_server:call(Collector, {await_windows, not_a_number})),
+         receive {'DOWN', Ref, process, _, Why} -> ?assertMatch({Mode, {badarith, _}}, {Mode, Why}) end,
+         ?assertEqual({Mode, []}, {Mode, msgflow_test_lib:flagged()}),
+         ?assertMatch(#{running := false}, msgflow:info()),
+         ok = msgflow:start(#{procs => [Echo], trace_mode => Mode}),
+         Echo ! {self(), ping},
+         receive ping -> ok end,
+         ok = msgflow:stop(),
+         ?assertEqual({Mode, [{Echo, self(), 1}]}, {Mode, msgflow:pairs()}),
+         exit(Echo, kill)
      end || Mode <- msgflow_test_lib:modes()],
     ok.
 

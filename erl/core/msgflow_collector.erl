@@ -462,9 +462,14 @@ handle_info(_Msg, St) ->
 
 %% @private
 -spec terminate(term(), #st{}) -> ok.
-terminate(_Reason, St) ->
+terminate(Reason, St) ->
+    _ = case Reason of
+            normal -> stop_tracing(St#st{writer = none});
+            shutdown -> stop_tracing(St#st{writer = none});
+            {shutdown, _} -> stop_tracing(St#st{writer = none});
+            _ -> abandon(St)
+        end,
     %% the writer not awaited: the supervisor's shutdown time is the run's
-    _ = stop_tracing(St#st{writer = none}),
     _ = case St#st.writer of
             {Pid, _} -> msgflow_history:close(Pid);
             none -> ok
@@ -619,6 +624,18 @@ stop_tracing(St0 = #st{run = Run}) ->
     St1#st{running = false, run = undefined, tag = undefined,
            waiters = [], watched = [], window_waiters = [], census_waiters = [],
            stopped_at = erlang:system_time(millisecond), last_info = Info, last_run = Run}.
+
+%% After a crash: tracing off and the run's session stopped, nothing
+%% merged.  The state a crashed callback leaves is the one it was given,
+%% but ETS tables it made or dropped are not given back (a window it
+%% closed has its ends tables gone), so a stop_tracing/1 here would crash
+%% too and its error be reported in place of the first.
+abandon(#st{running = true, run = Run}) ->
+    ok = msgflow_run:flags_off(Run),
+    _ = msgflow_run:close(Run),
+    ok;
+abandon(_) ->
+    ok.
 
 %%% Snapshots and windows
 
