@@ -11,14 +11,14 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
--export([views_while_behind/1, memory_bound/1, overflow_busiest/1, reset_after_bound/1, sender/2, batch_sender/2, planted_sender/2]).
+-export([views_while_behind/1, memory_bound/1, proc_events_past_bound/1, overflow_busiest/1, reset_after_bound/1, sender/2, batch_sender/2, planted_sender/2]).
 
 -define(SENDERS, 1000).
 -define(RECEIVERS, 20).
 -define(HOLD, {msgflow_collector, hold_take}).
 
 all() ->
-    [views_while_behind, memory_bound, overflow_busiest, reset_after_bound].
+    [views_while_behind, memory_bound, proc_events_past_bound, overflow_busiest, reset_after_bound].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -111,6 +111,34 @@ memory_bound(_Config) ->
     ?assertEqual({300 * 1000 + 300, 300 * 1000 + 300}, {E, H + R + O}),
     ok = msgflow:stop(),
     [exit(P, kill) || P <- Senders ++ Receivers],
+    ok.
+
+%% Past max_memory the process events of new processes (which label the
+%% ends of new pairs, and those go to overflow) are dropped, not kept:
+%% 300,000 pairs fill a 30 MB bound, then a traced process spawns 10,000
+%% processes that live on; their 10,000 spawns are counted as dropped.
+proc_events_past_bound(_Config) ->
+    Self = self(),
+    Receivers = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 1000)],
+    Fill = [spawn(?MODULE, batch_sender, [Self, Receivers]) || _ <- lists:seq(1, 300)],
+    Spawner = spawn(fun() ->
+                            receive go -> ok end,
+                            Kids = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 10000)],
+                            Self ! {kids, Kids},
+                            receive stop -> ok end
+                    end),
+    ok = msgflow:start(#{procs => [Spawner | Fill], max_memory => 30000000}),
+    [S ! go || S <- Fill],
+    [receive {done, S} -> ok end || S <- Fill],
+    ok = msgflow:sync(),
+    #{memory_full := true, proc_events_dropped := D0} = msgflow:info(),
+    Spawner ! go,
+    Kids = receive {kids, K} -> K end,
+    ok = msgflow:sync(),
+    #{proc_events_dropped := D1} = msgflow:info(),
+    ?assertEqual(10000, D1 - D0),
+    ok = msgflow:stop(),
+    [exit(P, kill) || P <- [Spawner | Fill ++ Receivers ++ Kids]],
     ok.
 
 %% @private One message to each of Rs once told to go, then `done'.
