@@ -12,7 +12,7 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
--export([round_trips/1, sampled_one_in_four/1, off/1, printed/1, exports/1, cluster/1,
+-export([round_trips/1, past_max_pairs/1, sampled_one_in_four/1, off/1, printed/1, exports/1, cluster/1,
          peer_client/3, infinity_calls/1, file_server_calls/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
@@ -24,7 +24,7 @@ all() ->
     [{group, calls}].
 
 groups() ->
-    [{calls, [], [round_trips, sampled_one_in_four, off, printed, exports, cluster,
+    [{calls, [], [round_trips, past_max_pairs, sampled_one_in_four, off, printed, exports, cluster,
                   infinity_calls, file_server_calls]}].
 
 init_per_suite(Config) ->
@@ -78,6 +78,39 @@ by_tag(#{entries := Es}) ->
 %% Every call sampled: as many round trips as calls, the slow ones' p50 in
 %% a bucket reaching past 20 ms and starting no later than the client's
 %% own fifth time (p50 of ten is the fifth), the unanswered ones exact.
+%% Past max_pairs, as past max_memory, a call edge is kept only for a
+%% pair held: 6 clients make 5 calls each to one server, max_pairs 3; the
+%% edges listed are those of the held pairs to the server, and every other
+%% client's 5 sampled calls are left out (calls_left_out).
+past_max_pairs(_Config) ->
+    {ok, Srv} = gen_server:start({local, calls_srv}, ?MODULE, [], []),
+    Self = self(),
+    Clients = [spawn(fun() ->
+                             receive go -> ok end,
+                             [ok = gen_server:call(Srv, fast) || _ <- lists:seq(1, 5)],
+                             Self ! {done, self()},
+                             receive stop -> ok end
+                     end) || _ <- lists:seq(1, 6)],
+    ok = msgflow:start(#{procs => [Srv | Clients], call_sample => 1, max_pairs => 3}),
+    %% one client after the other, each one's pairs merged before the
+    %% next's: C1's two (to the server, and its `done' to this process)
+    %% and one of C2's are held, which one as the snapshot lists them
+    [begin C ! go, receive {done, C} -> ok end, ok = msgflow:sync() end || C <- Clients],
+    #{entries := Es} = msgflow:view(calls, #{sync => true}),
+    #{calls_left_out := Left} = msgflow:info(),
+    ok = msgflow:stop(),
+    Held = [{C, S} || {C, S, _} <- msgflow:pairs(), lists:member(C, Clients)],
+    ?assertEqual(3, length(Held)),
+    HeldCalls = [{C, S, 5} || {C, S} <- Held, S =:= Srv],
+    ?assertEqual(lists:sort(HeldCalls),
+                 lists:sort([{C, S, N} || #{caller := C, server := S, calls := N} <- Es])),
+    %% the other clients' calls, sampled, left out (5 each)
+    Out = 6 - length(HeldCalls),
+    ?assertEqual(5 * Out, Left),
+    [C ! stop || C <- Clients],
+    gen_server:stop(Srv),
+    ok.
+
 round_trips(_Config) ->
     {Client, Srv, View, SlowUs} = run(1),
     #{slow := Slow, fast := Fast, never := Never} = Tags = by_tag(View),

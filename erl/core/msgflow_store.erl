@@ -428,9 +428,10 @@ memory(S) ->
 
 %% The sampled calls' round trips since the last take (msgflow_store_calls).
 take_calls(Session, S = #store{calls = T, closed = C, pairs = P}) ->
-    %% past max_memory a new edge only for a pair held (its pair's
-    %% messages are counted in a row): the rest are left out, counted
-    Admit = case S#store.full of
+    %% past max_memory or max_pairs (new pairs go to overflow) a new edge
+    %% only for a pair held (its pair's messages are counted in a row):
+    %% the rest are left out, counted
+    Admit = case S#store.full orelse ets:info(P, size) >= S#store.max_pairs of
                 false -> fun(_, _) -> true end;
                 true -> fun(Caller, Server) -> ets:member(P, {Caller, Server}) end
             end,
