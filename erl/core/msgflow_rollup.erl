@@ -73,7 +73,8 @@ slice(Which, _End, _, S) ->
     S#store{sweeps = maps:remove(Which, S#store.sweeps)}.
 
 %% ets:select/1 of a continuation, `'$end_of_table'' too when the table
-%% it came from is gone (a reset made it anew meanwhile).
+%% it came from is gone (a reset made it anew meanwhile) or, a hash
+%% table, shrank since (rows rolled up): the next pass starts anew.
 select(Cont) ->
     try ets:select(Cont) catch error:badarg -> '$end_of_table' end.
 

@@ -279,9 +279,19 @@ peak_rate({_, _, _, _, _, Peak, _}, _, _, _) ->
 %% @doc Fun rolled up over the rows of table T a match spec selects, read in
 %% chunks of ?CHUNK (so the table's read lock is held that long at most,
 %% and this heap never holds the whole result of a big select unfolded).
+%% The table is fixed meanwhile (ets:safe_fixtable/2): its owner goes on
+%% deleting rows, and a hash table that shrinks between two chunks makes
+%% the next one raise badarg; fixed, every row there all along is read
+%% once.
 -spec fold_select(ets:tid(), ets:match_spec(), fun((term(), Acc) -> Acc), Acc) -> Acc.
 fold_select(T, Match, Fun, Acc0) ->
-    fold_chunks(ets:select(T, Match, ?CHUNK), Fun, Acc0).
+    true = ets:safe_fixtable(T, true),
+    try
+        fold_chunks(ets:select(T, Match, ?CHUNK), Fun, Acc0)
+    after
+        %% (a table retired meanwhile is gone, fixed or not)
+        catch ets:safe_fixtable(T, false)
+    end.
 
 fold_chunks('$end_of_table', _, Acc) -> Acc;
 fold_chunks({Rows, Cont}, Fun, Acc) ->
