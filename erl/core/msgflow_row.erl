@@ -290,7 +290,7 @@ fold_select(T, Match, Fun, Acc0) ->
         fold_chunks(ets:select(T, Match, ?CHUNK), Fun, Acc0)
     after
         %% (a table retired meanwhile is gone, fixed or not)
-        catch ets:safe_fixtable(T, false)
+        try ets:safe_fixtable(T, false) catch error:badarg -> true end
     end.
 
 fold_chunks('$end_of_table', _, Acc) -> Acc;
