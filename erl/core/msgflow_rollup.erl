@@ -8,7 +8,7 @@
 -module(msgflow_rollup).
 -include("msgflow_store.hrl").
 
--export([sweep/1]).
+-export([sweep/1, continue/1]).
 
 %% Keys read per select; rows the slow pass reads a window at least.
 -define(SWEEP_CHUNK, 1000).
@@ -58,7 +58,7 @@ sweep_slice(Which, MS, S = #store{sweeps = Sw}) ->
     T = table(Which, S),
     Budget = max(?SWEEP_MIN, ets:info(T, size) div 32),
     First = case Sw of
-                #{Which := Cont} -> select(Cont);
+                #{Which := Cont} -> continue(Cont);
                 _ -> ets:select(T, MS, ?SWEEP_CHUNK)
             end,
     slice(Which, First, Budget, S).
@@ -66,16 +66,21 @@ sweep_slice(Which, MS, S = #store{sweeps = Sw}) ->
 slice(Which, {Keys, Cont}, Budget, S) ->
     S1 = lists:foldl(fun(K, Acc) -> rollup_row(Which, K, Acc) end, S, Keys),
     case Budget - length(Keys) of
-        B when B > 0 -> slice(Which, select(Cont), B, S1);
+        B when B > 0 -> slice(Which, continue(Cont), B, S1);
         _ -> S1#store{sweeps = (S1#store.sweeps)#{Which => Cont}}
     end;
 slice(Which, _End, _, S) ->
     S#store{sweeps = maps:remove(Which, S#store.sweeps)}.
 
-%% ets:select/1 of a continuation, `'$end_of_table'' too when the table
-%% it came from is gone (a reset made it anew meanwhile) or, a hash
-%% table, shrank since (rows rolled up): the next pass starts anew.
-select(Cont) ->
+%% @doc The next part of a pass over a table begun in an earlier window
+%% (ets:select/1 of its continuation), or `'$end_of_table'' (the next
+%% pass starts anew) when the continuation is no longer valid: the table
+%% is gone (a reset made it anew meanwhile) or, a hash table, shrank since
+%% (rows rolled up or dropped), which makes ets:select/1 raise badarg (a
+%% collector ended so under `make soak').  Every sweep that goes on from
+%% window to window reads on with this.
+-spec continue(term()) -> {[term()], term()} | '$end_of_table'.
+continue(Cont) ->
     try ets:select(Cont) catch error:badarg -> '$end_of_table' end.
 
 %% One row: where its endpoints roll up to; when that is another key, the

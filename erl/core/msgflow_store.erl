@@ -431,7 +431,7 @@ take_calls(Session, S = #store{calls = T, closed = C, pairs = P}) ->
     %% past max_memory or max_pairs (new pairs go to overflow) a new edge
     %% only for a pair held (its pair's messages are counted in a row):
     %% the rest are left out, counted
-    Admit = case S#store.full orelse ets:info(P, size) >= S#store.max_pairs of
+    Admit = case S#store.full orelse at_max_pairs(S) of
                 false -> fun(_, _) -> true end;
                 true -> fun(Caller, Server) -> ets:member(P, {Caller, Server}) end
             end,
@@ -593,7 +593,7 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
             %% a new pair past max_pairs or max_memory, or a new row of
             %% replies past max_memory (one per call pair on a node of
             %% gen_server calls): its messages in overflow
-            case S#store.full orelse (Which =:= pairs andalso ets:info(T, size) >= S#store.max_pairs) of
+            case S#store.full orelse (Which =:= pairs andalso at_max_pairs(S)) of
                 true ->
                     S#store{events = E + N, overflow = S#store.overflow + N,
                             topk = msgflow_store_topk:add(S#store.topk, K, N)};
@@ -609,6 +609,11 @@ add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
                     kept(first, Which, K, N, KT, N, N, S#store{events = E + N, labels = L, kept = Kept})
             end
     end.
+
+%% The pairs table holds max_pairs rows: a new pair goes to overflow
+%% (and its call edge is not kept) until some roll up.
+at_max_pairs(#store{pairs = P, max_pairs = Max}) ->
+    ets:info(P, size) >= Max.
 
 %% What the store keeps for the views of N messages of pair K, now at
 %% Total since start and Count in the open window (msgflow_store_kept),

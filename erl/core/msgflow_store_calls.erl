@@ -90,4 +90,4 @@ rollup(T, P, L0, Cont, Budget) ->
     end.
 
 slice(T, start) -> ets:select(T, [{'_', [], ['$_']}], ?SLICE);
-slice(_, Cont) -> ets:select(Cont).
+slice(_, Cont) -> msgflow_rollup:continue(Cont).

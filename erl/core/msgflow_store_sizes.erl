@@ -74,7 +74,7 @@ sweep(T, P, Cont) ->
 sweep(T, P, Cont, Budget) ->
     case case Cont of
              start -> ets:select(T, [{{'$1', '_', '_', '_', '_', '_'}, [], ['$1']}], ?SLICE);
-             _ -> continue(Cont)
+             _ -> msgflow_rollup:continue(Cont)
          end of
         '$end_of_table' ->
             start;
@@ -87,14 +87,6 @@ sweep(T, P, Cont, Budget) ->
                 _ -> Next
             end
     end.
-
-%% The next keys of a pass begun in an earlier window, or
-%% `'$end_of_table'' (the next pass starts anew) when the continuation is
-%% no longer valid: a hash table that shrank since (rows dropped here, or
-%% by a rolled-up pair) makes ets:select/1 raise badarg, which ended a
-%% collector under `make soak'.
-continue(Cont) ->
-    try ets:select(Cont) catch error:badarg -> '$end_of_table' end.
 
 %% @doc The sizes of the messages from S to R, the sends to R's
 %% registered names added (Names), or none when none was measured.
