@@ -9,27 +9,25 @@
 
 typedef struct mf_entry mf_entry;
 
-/* uthash allocates its buckets through the shard's allocator and counts them
- * in the shard's bytes.  Every macro below runs where `sh` is the shard. */
-#define uthash_malloc(sz) mf_shard_raw_alloc(sh, (sz))
-#define uthash_free(ptr, sz) mf_shard_raw_free(sh, (ptr), (sz))
-#define HASH_NONFATAL_OOM 1
-#define uthash_nonfatal_oom(obj) (sh->oom = 1)
-/* Keys are two words.  A multiply-xorshift mix is enough: pid words differ
- * in their middle bits, and uthash takes the low bits of the result. */
-#define HASH_FUNCTION(keyptr, keylen, hashv) ((hashv) = mf_mix((const uint64_t *)(keyptr)))
-#define HASH_KEYCMP(a, b, n) mf_keycmp((const uint64_t *)(a), (const uint64_t *)(b))
-
-#include <uthash.h>
-
 struct mf_entry {
     uint64_t key[3];        /* from, to, kind word */
     _Atomic uint64_t count; /* messages; written by the owner only */
     uint64_t seen;          /* count at the last take; reader only */
     mf_entry *next;         /* publish list; immutable once published */
-    UT_hash_handle hh;      /* owner only */
 };
+_Static_assert(sizeof(mf_entry) == 48, "an entry is six words");
 
+/* Where the owner finds a key's entry: open addressing with linear
+ * probing over entry pointers, at most three quarters full, doubled when
+ * it gets there (8 bytes a slot: 11 to 21 bytes an entry).  Owner only;
+ * the reader never looks (it walks the publish list).  uthash's handle
+ * took 56 bytes in every entry and its buckets 16 more a chain. */
+typedef struct mf_index {
+    mf_entry **slots; /* NULL until the first entry */
+    uint64_t size;    /* slots, a power of two */
+    uint64_t used;
+} mf_index;
+#define MF_INDEX_MIN 1024
 /* The first tier: mf_cell (mf_shard.h), two to a cache line.  A pair's
  * cells are the two of one line; a send to a pair found there touches that
  * line and nothing else of the shard.  A cell once taken keeps its pair
@@ -37,8 +35,8 @@ struct mf_entry {
  * never in the cells later), and it is published to the reader by the
  * release store of its first count. */
 
-/* The second tier, for pairs whose line of cells was full: uthash, with a
- * direct-mapped front cache of entry pointers before it. */
+/* The second tier, for pairs whose line of cells was full: an mf_index,
+ * with a direct-mapped front cache of entry pointers before it. */
 #define MF_FRONT_SLOTS 4096 /* power of two; 32 KiB of pointers */
 #define MF_SLAB_ENTRIES 64  /* entries per slab: 6 KiB on LP64 */
 
@@ -74,8 +72,8 @@ struct mf_shard {
      * from the shard. */
     _Alignas(MF_CACHE_LINE) mf_cell cells[MF_CELLS];
     mf_entry *front[MF_FRONT_SLOTS];    /* direct-mapped cache of pair entries */
-    mf_entry *pairs;                    /* uthash head */
-    mf_entry *dead;                     /* uthash head */
+    mf_index pairs;                     /* the pairs' entries */
+    mf_index dead;                      /* the dead letters' entries */
     mf_slab *slab;                      /* newest slab */
     _Atomic(mf_entry *) pairs_list;     /* newest first */
     _Atomic(mf_entry *) dead_list;
@@ -86,7 +84,6 @@ struct mf_shard {
     const mf_alloc *alloc;
     mf_limit *limit;
     void *base; /* what alloc returned, for the aligned shard itself */
-    int oom;
     mf_pair_kinds *kinds; /* NULL until a pair has a kind word */
     uint64_t kinds_size;  /* slots, a power of two */
     uint64_t kinds_used;
@@ -102,14 +99,16 @@ struct mf_shard {
 _Static_assert(offsetof(struct mf_shard, cells) == 0,
                "mf_shard_line finds the cells at the shard's address");
 
-static inline unsigned mf_mix(const uint64_t *k)
+/* A key's home slot in an index: pid words differ in their middle bits,
+ * and a multiply-xorshift mix spreads them over the low ones. */
+static inline uint64_t mf_mix(const uint64_t *k)
 {
     uint64_t h = k[0] * 0x9E3779B97F4A7C15ULL ^ (k[1] + 0x632BE59BD9B4E019ULL) * 0xC2B2AE3D27D4EB4FULL ^
                  k[2] * 0xD6E8FEB86659FD93ULL;
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ULL;
     h ^= h >> 32;
-    return (unsigned)h;
+    return h;
 }
 
 /* Front-cache slot: the high bits of a two-multiply mix. */
@@ -119,11 +118,6 @@ static inline unsigned mf_front_index(const uint64_t k[3])
                           0xC2B2AE3D27D4EB4FULL >>
                       52) &
            (MF_FRONT_SLOTS - 1);
-}
-
-static inline int mf_keycmp(const uint64_t *a, const uint64_t *b)
-{
-    return !(a[0] == b[0] && a[1] == b[1] && a[2] == b[2]);
 }
 
 static inline int same_key(const uint64_t a[3], const uint64_t b[3])
@@ -176,8 +170,8 @@ void mf_shard_free(mf_shard *sh)
 {
     if (!sh)
         return;
-    HASH_CLEAR(hh, sh->pairs);
-    HASH_CLEAR(hh, sh->dead);
+    mf_shard_raw_free(sh, sh->pairs.slots, sh->pairs.size * sizeof(mf_entry *));
+    mf_shard_raw_free(sh, sh->dead.slots, sh->dead.size * sizeof(mf_entry *));
     for (mf_slab *sl = sh->slab, *prev; sl; sl = prev) {
         prev = sl->prev;
         mf_shard_raw_free(sh, sl->base, sizeof(mf_slab) + MF_CACHE_LINE);
@@ -225,31 +219,65 @@ static mf_entry *slab_entry(mf_shard *sh)
     return e;
 }
 
+/* The entry of key in the index, or NULL. */
+static mf_entry *index_find(const mf_index *ix, const uint64_t key[3])
+{
+    if (!ix->slots)
+        return NULL;
+    uint64_t mask = ix->size - 1;
+    for (uint64_t j = mf_mix(key) & mask;; j = (j + 1) & mask) {
+        mf_entry *e = ix->slots[j];
+        if (!e || same_key(e->key, key))
+            return e;
+    }
+}
+
+/* Puts e in a free slot of slots (size a power of two, e's key absent). */
+static void index_put(mf_entry **slots, uint64_t size, mf_entry *e)
+{
+    uint64_t j = mf_mix(e->key) & (size - 1);
+    while (slots[j])
+        j = (j + 1) & (size - 1);
+    slots[j] = e;
+}
+
+/* Room for one more entry: the index doubled (or made) when it would pass
+ * three quarters full; 0 when out of memory.  The rehash is one pass over
+ * the old slots: at 1M entries on one thread a few ms, once. */
+static int index_room(mf_shard *sh, mf_index *ix)
+{
+    if (4 * (ix->used + 1) <= 3 * ix->size)
+        return 1;
+    uint64_t size = ix->slots ? ix->size * 2 : MF_INDEX_MIN;
+    mf_entry **t = mf_shard_raw_alloc(sh, size * sizeof(*t));
+    if (!t)
+        return 0;
+    memset(t, 0, size * sizeof(*t));
+    for (uint64_t i = 0; ix->slots && i < ix->size; i++)
+        if (ix->slots[i])
+            index_put(t, size, ix->slots[i]);
+    mf_shard_raw_free(sh, ix->slots, ix->size * sizeof(*t));
+    ix->slots = t;
+    ix->size = size;
+    return 1;
+}
+
 /* Finds or makes the entry for key in one table; NULL when none can be made. */
-static mf_entry *find_or_add(mf_shard *sh, mf_entry **table, _Atomic(mf_entry *) *list,
+static mf_entry *find_or_add(mf_shard *sh, mf_index *ix, _Atomic(mf_entry *) *list,
                              const uint64_t key[3])
 {
-    mf_entry *e;
-    HASH_FIND(hh, *table, key, sizeof(e->key), e);
+    mf_entry *e = index_find(ix, key);
     if (e)
         return e;
     if (!limit_take(sh->limit))
         return NULL;
-    e = slab_entry(sh);
-    if (!e) {
+    if (!index_room(sh, ix) || !(e = slab_entry(sh))) {
         atomic_fetch_sub_explicit(&sh->limit->used, 1, memory_order_relaxed);
         return NULL;
     }
     memcpy(e->key, key, sizeof(e->key));
-    sh->oom = 0;
-    HASH_ADD(hh, *table, key, sizeof(e->key), e);
-    if (sh->oom) {
-        /* uthash could not grow its buckets; the entry is not in the table
-         * and goes back to the slab it came from (the last one taken). */
-        sh->slab->used--;
-        atomic_fetch_sub_explicit(&sh->limit->used, 1, memory_order_relaxed);
-        return NULL;
-    }
+    index_put(ix->slots, ix->size, e);
+    ix->used++;
     e->next = atomic_load_explicit(list, memory_order_relaxed);
     atomic_store_explicit(list, e, memory_order_release);
     owner_add(&sh->entries, 1);
@@ -293,7 +321,7 @@ static inline uint64_t kinds_home(uint64_t print, uint64_t mask)
 
 /* Doubles the table (or makes its first); 0 when out of memory.  The
  * rehash is one pass over the old slots: at 1M pairs on one thread a few
- * ms, once, as uthash's own bucket doubling is. */
+ * ms, once, as the index's own doubling is. */
 static int kinds_grow(mf_shard *sh)
 {
     uint64_t size = sh->kinds ? sh->kinds_size * 2 : MF_PAIR_KINDS_MIN;
@@ -359,7 +387,7 @@ static int cell_take(mf_shard *sh, mf_cell *c, const uint64_t key[3])
 }
 
 /* The second tier: a key seen lately sits in its front slot, found with
- * one multiply and three compares, before uthash is asked. */
+ * one multiply and three compares, before the index is asked. */
 static int count_entry(mf_shard *sh, const uint64_t key[3])
 {
     mf_entry **slot = &sh->front[mf_front_index(key)];
@@ -381,8 +409,7 @@ static int entry_known(mf_shard *sh, const uint64_t key[3])
     mf_entry *e = sh->front[mf_front_index(key)];
     if (e && same_key(e->key, key))
         return 1;
-    HASH_FIND(hh, sh->pairs, key, sizeof(e->key), e);
-    return e != NULL;
+    return index_find(&sh->pairs, key) != NULL;
 }
 
 /* Counts one message of key: 1 counted, 0 no room (cap or memory), -1 a

@@ -20,7 +20,7 @@
  * without stopping the writer.  It scans the cells: a cell is published by
  * the release store of its first count, after its key, so the reader's
  * acquire load of a non-zero count comes with the key.  It never touches the
- * uthash table, which the writer may resize at any moment; it walks a singly
+ * index, which the writer may resize at any moment; it walks a singly
  * linked list of entries instead.  The writer fills an entry completely,
  * then publishes it at the head of that list with a release store; entries
  * are never unlinked or freed while the shard lives, so the reader's acquire
@@ -50,9 +50,10 @@
  * counts and the front cache; with kinds on, 11 to 21 bytes per pair for
  * its count of kind words (a word a slot, the table at most three quarters
  * full); and for each key past
- * the cells one mf_entry (104 bytes on LP64) taken from
+ * the cells one mf_entry (48 bytes on LP64) taken from
  * cache-line aligned slabs of 64 the shard owns (so no other thread's data
- * shares a line with a count), plus uthash's bucket array; all of it from
+ * shares a line with a count), plus its slot in the index (8 bytes a slot,
+ * the index at most three quarters full: 11 to 21 bytes); all of it from
  * the shard's mf_alloc.  The shard itself is cache-line aligned.
  */
 #ifndef MF_SHARD_H

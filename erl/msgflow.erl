@@ -78,7 +78,8 @@ start() ->
 %% <li>`interval => Ms', 10..3600000, between snapshots, which is also the
 %%     window for rates (default 1000);</li>
 %% <li>`max_pairs => N', cap on distinct pairs held; past it messages go
-%%     to the `overflow' tally, so totals stay exact (default 1000000);</li>
+%%     to the `overflow' tally, so totals stay exact (default 2000000:
+%%     `max_memory' is reached first, at about 1,100,000 pairs);</li>
 %% <li>`max_memory => Bytes | infinity', cap on the bytes the tracer's
 %%     tables and the store take together (the tracer gets half); once
 %%     reached, new pairs go to `overflow' as past max_pairs (pairs held

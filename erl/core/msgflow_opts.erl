@@ -75,7 +75,7 @@
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 
 %% @doc The options used where start/1 is given none:
-%% all processes, a snapshot every 1000 ms, at most 1,000,000 pairs,
+%% all processes, a snapshot every 1000 ms, at most 2,000,000 pairs,
 %% kinds of message told apart (at most 8 kinds and tags a pair), the
 %% round trip of 1 in 64 gen:calls per scheduler thread measured
 %% (unanswered after 5000 ms), no time limit, the last 60 windows kept,
@@ -165,7 +165,7 @@ to_map(_) ->
 schema(start) ->
     #{procs => {all, procs},
       interval => {1000, {int, 10, 3600000, "ms"}},
-      max_pairs => {1000000, {int, 1, 1 bsl 32, "pairs"}},
+      max_pairs => {2000000, {int, 1, 1 bsl 32, "pairs"}},
       %% bytes the store's tables and the tracer's take together, at most
       %% (msgflow_run:max_memory/0)
       max_memory => {?MAX_MEMORY, {either, [{one_of, [infinity]}, {int, 1, 1 bsl 50, "bytes"}]}},

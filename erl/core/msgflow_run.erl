@@ -26,9 +26,10 @@
 %% kinds on; see max_pairs in CONTRIBUTING.md, Memory)
 -define(ENTRIES_PER_PAIR, 4).
 %% the tracer's share of max_memory (half), in entries of about this many
-%% bytes (an entry, its share of uthash's buckets and of the table of kind
-%% words per pair: 125-130 bytes measured at 200,000 pairs, BENCHMARKS.md)
--define(ENTRY_BYTES, 140).
+%% bytes (an entry, its slot in the shard's index and its share of the
+%% table of kind words per pair: 85 bytes measured at 958,698 entries of
+%% one kind, BENCHMARKS.md)
+-define(ENTRY_BYTES, 90).
 %% windows between rotations of the NIF's tables (sooner when they are
 %% half full)
 -define(ROTATE_EVERY, 30).
