@@ -11,14 +11,14 @@
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
--export([views_while_behind/1, memory_bound/1, proc_events_past_bound/1, overflow_busiest/1, reset_after_bound/1, sender/2, batch_sender/2, planted_sender/2]).
+-export([views_while_behind/1, memory_bound/1, million_pairs_kept/1, proc_events_past_bound/1, overflow_busiest/1, reset_after_bound/1, sender/2, batch_sender/2, planted_sender/2]).
 
 -define(SENDERS, 1000).
 -define(RECEIVERS, 20).
 -define(HOLD, {msgflow_collector, hold_take}).
 
 all() ->
-    [views_while_behind, memory_bound, proc_events_past_bound, overflow_busiest, reset_after_bound].
+    [views_while_behind, memory_bound, million_pairs_kept, proc_events_past_bound, overflow_busiest, reset_after_bound].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -113,6 +113,35 @@ memory_bound(_Config) ->
     [exit(P, kill) || P <- Senders ++ Receivers],
     ok.
 
+%% At the default max_memory a million pairs are held exactly, and the
+%% busiest among them found in order: 1,000 senders each send one message
+%% to each of 1,000 receivers, and sender k (of the first 20) 1,000 k
+%% more to receiver k, then `done' to this process (1,000 pairs more).
+%% Nothing goes to overflow, own_memory stays within the bound, the 20
+%% busiest rows are the planted pairs with their exact counts.
+million_pairs_kept(_Config) ->
+    Self = self(),
+    Receivers = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 1000)],
+    Senders = [spawn(?MODULE, batch_sender, [Self, Receivers]) || _ <- lists:seq(1, 1000)],
+    Planted = [{S, R, 1000 * K} || {K, S, R} <- lists:zip3(lists:seq(1, 20), lists:sublist(Senders, 20),
+                                                        lists:sublist(Receivers, 20))],
+    ok = msgflow:start(#{procs => Senders}),
+    [S ! {go, [{R, N} || {S1, R, N} <- Planted, S1 =:= S]} || S <- Senders],
+    [receive {done, S} -> ok end || S <- Senders],
+    #{rows := Rows, overflow := Overflow} = msgflow:view(top, #{limit => 20, sync => true}),
+    #{pairs := Pairs, own_memory := Own, max_memory := Max, memory_full := Full} = msgflow:info(),
+    ct:log("pairs ~p, own_memory ~p of ~p", [Pairs, Own, Max]),
+    ?assertEqual({1001000, 0, false}, {Pairs, Overflow, Full}),
+    ?assert(Own =< Max, {Own, Max}),
+    ?assertEqual([{S, R, N + 1} || {S, R, N} <- lists:reverse(Planted)],
+                 [{S, R, C} || #{sender := S, receiver := R, count := C} <- Rows]),
+    #{events := E, held := H, rolled_up := Ru, overflow := O} = msgflow_collector:balance(),
+    Sent = 1000 * 1000 + 210000 + 1000,
+    ?assertEqual({Sent, Sent}, {E, H + Ru + O}),
+    ok = msgflow:stop(),
+    [exit(P, kill) || P <- Senders ++ Receivers],
+    ok.
+
 %% Past max_memory the process events of new processes (which label the
 %% ends of new pairs, and those go to overflow) are dropped, not kept:
 %% 300,000 pairs fill a 30 MB bound, then a traced process spawns 10,000
@@ -141,10 +170,12 @@ proc_events_past_bound(_Config) ->
     [exit(P, kill) || P <- [Spawner | Fill ++ Receivers ++ Kids]],
     ok.
 
-%% @private One message to each of Rs once told to go, then `done'.
+%% @private One message to each of Rs once told to go (`{go, More}': then
+%% N more to each `{R, N}' of More), then `done'.
 batch_sender(Parent, Rs) ->
-    receive go -> ok end,
+    More = receive go -> []; {go, M} -> M end,
     [R ! hello || R <- Rs],
+    [[R ! hello || _ <- lists:seq(1, N)] || {R, N} <- More],
     Parent ! {done, self()},
     receive stop -> ok end.
 
