@@ -85,8 +85,8 @@ start() ->
 %%     reached, new pairs go to `overflow' as past max_pairs (pairs held
 %%     go on counting while the tracer's half has room for them; totals
 %%     stay exact either way), and info(), top's header, the web page and
-%%     `/metrics' say so (default 268435456, 256 MiB: about 700,000 pairs
-%%     with kinds; guides/production.md);</li>
+%%     `/metrics' say so (default 268435456, 256 MiB: 1,000,000 pairs of
+%%     one kind at 240 MB; guides/production.md);</li>
 %% <li>`kinds => boolean()': tell messages apart by kind and tag (`call
 %%     get', `cast', `reply', `info', ...; default true);</li>
 %% <li>`max_kinds => N', 1..1000: kinds and tags kept per pair, the rest

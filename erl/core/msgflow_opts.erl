@@ -26,8 +26,8 @@
 %% did not).
 -define(MAX_MS, 365 * 24 * 3600 * 1000).
 -define(MAX_WINDOWS, 10000).
-%% max_memory's default, 256 MiB: about 700,000 pairs (about 380 bytes a
-%% pair, tracer and store together, with kinds on: BENCHMARKS.md), far
+%% max_memory's default, 256 MiB: 1,000,000 pairs of one kind (240 bytes
+%% a pair, tracer and store together: BENCHMARKS.md), far
 %% more than the busiest node measured here holds (200,000 pairs for
 %% 100,000 processes), and 3 % of a node of 8 GB
 -define(MAX_MEMORY, 256 * 1024 * 1024).
