@@ -4,7 +4,7 @@
 
 defaults_test() ->
     ?assertEqual({ok, msgflow_opts:defaults()}, msgflow_opts:validate(#{})),
-    ?assertMatch(#{procs := all, interval := 1000, max_pairs := 1000000,
+    ?assertMatch(#{procs := all, interval := 1000, max_pairs := 2000000,
                    duration := infinity, windows := 60, sample := off},
                  msgflow_opts:defaults()).
 

@@ -179,6 +179,7 @@ reader_loop(Bench, Until, Next) ->
                       _ -> none
                   end,
             Bench ! {reading, self(), #{at => At, memory => Mem,
+                                        collector_ms => maps:get(collector_ms_per_s, Info, 0.0),
                                         ms => maps:from_list([{info, InfoMs} | Views])}},
             reader_loop(Bench, Until, Next + 1000)
     end.
@@ -280,6 +281,9 @@ os_cpu_ms() ->
     Ticks = binary_to_integer(lists:nth(12, Fields)) + binary_to_integer(lists:nth(13, Fields)),
     Ticks * 1000 div 100.
 
+mean([]) -> 0.0;
+mean(L) -> lists:sum(L) / length(L).
+
 pct(Sorted, P) ->
     lists:nth(max(1, min(length(Sorted), ceil(P * length(Sorted)))), Sorted).
 
@@ -290,6 +294,16 @@ print_phases(Results) ->
               "target <= 0.1 of a core~n", [OffMean]),
     [io:format("  ~-8s ~s~n", [M, lists:join(" ", [io_lib:format("~s~.3f", [[$+ || C >= OffMean], C - OffMean])
                                                   || #{mode := M1, cores := C} <- Results, M1 =:= M])])
+     || M <- [default, small]],
+    %% where it goes: the collector's working ms a second (info()'s
+    %% collector_ms_per_s, its mean over the readings) and the views' (the
+    %% reader's wall ms a second); the rest is the tracer and the VM's
+    %% tracing of each send
+    io:format("  of which (ms a second, mean over the phases' readings): collector, views~n"),
+    [io:format("  ~-8s ~s~n", [M, lists:join(" ", [io_lib:format("~.0f, ~.0f",
+                                                              [mean([C || #{collector_ms := C} <- Rs]),
+                                                               mean([lists:sum(maps:values(Ms)) || #{ms := Ms} <- Rs])])
+                                                || #{mode := M1, readings := Rs} <- Results, M1 =:= M])])
      || M <- [default, small]],
     Keys = [info, top, top_name, matrix_name, hotspots, web_state, top_rows],
     io:format("~nviews' wall time over every reading (ms); target p95 <= 100, max <= 500~n"
