@@ -12,7 +12,7 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
--export([round_trips/1, past_max_pairs/1, sampled_one_in_four/1, off/1, printed/1, exports/1, cluster/1,
+-export([round_trips/1, past_max_pairs/1, by_name/1, sampled_one_in_four/1, off/1, printed/1, exports/1, cluster/1,
          peer_client/3, infinity_calls/1, file_server_calls/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
@@ -24,7 +24,7 @@ all() ->
     [{group, calls}].
 
 groups() ->
-    [{calls, [], [round_trips, past_max_pairs, sampled_one_in_four, off, printed, exports, cluster,
+    [{calls, [], [round_trips, past_max_pairs, by_name, sampled_one_in_four, off, printed, exports, cluster,
                   infinity_calls, file_server_calls]}].
 
 init_per_suite(Config) ->
@@ -74,6 +74,44 @@ run(Sample) ->
 
 by_tag(#{entries := Es}) ->
     maps:from_list([{T, E} || E = #{tag := T} <- Es]).
+
+%% By name (or module, application, node) the call edges are read by the
+%% label ids of their ends, as the store kept them: 8 clients of one
+%% label make 40 calls each to the registered server, every call sampled;
+%% half the clients exit before the view is read (their edges rolled up).
+%% By name there is one edge, (the clients' label, calls_srv, call,
+%% fast), with all 320 calls, sampled and measured; by node one, the
+%% same; by process the 8 edges add up to it.
+by_name(_Config) ->
+    {ok, Srv} = gen_server:start({local, calls_srv}, ?MODULE, [], []),
+    Self = self(),
+    Clients = [spawn(fun() ->
+                             receive go -> ok end,
+                             [ok = gen_server:call(calls_srv, fast) || _ <- lists:seq(1, 40)],
+                             Self ! {done, self()},
+                             receive stop -> ok end
+                     end) || _ <- lists:seq(1, 8)],
+    ok = msgflow:start(#{procs => [Srv | Clients], call_sample => 1}),
+    [C ! go || C <- Clients],
+    [receive {done, C} -> ok end || C <- Clients],
+    #{entries := ByProcess} = msgflow:view(calls, #{sync => true}),
+    {Gone, Left} = lists:split(4, Clients),
+    [begin MRef = monitor(process, C), C ! stop, receive {'DOWN', MRef, _, _, _} -> ok end end
+     || C <- Gone],
+    %% two windows closed: the exited clients' edges rolled up
+    ok = msgflow_collector:await_windows(2, 10000),
+    [Label] = lists:usort([L || #{caller_label := L} <- ByProcess]),
+    ?assertEqual({8, 320}, {length(ByProcess), lists:sum([N || #{calls := N} <- ByProcess])}),
+    #{entries := ByName} = msgflow:view(calls, #{by => name, sync => true}),
+    ?assertMatch([#{caller := Label, server := <<"calls_srv">>, kind := call, tag := fast,
+                    calls := 320, sampled := 320, unanswered := 0}], ByName),
+    #{entries := ByNode} = msgflow:view(calls, #{by => node}),
+    Node = node(),
+    ?assertMatch([#{caller := Node, server := Node, calls := 320, sampled := 320}], ByNode),
+    ok = msgflow:stop(),
+    [C ! stop || C <- Left],
+    gen_server:stop(Srv),
+    ok.
 
 %% Every call sampled: as many round trips as calls, the slow ones' p50 in
 %% a bucket reaching past 20 ms and starting no later than the client's

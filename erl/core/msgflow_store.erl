@@ -24,7 +24,8 @@
 %%% <li>calls: the round trips of sampled calls by call edge
 %%%     (msgflow_call_row), merged from msgflow_tracer:calls_take/1 with
 %%%     each snapshot; an edge whose caller or server exited is rolled up into
-%%%     their groups as a window closes;</li>
+%%%     their groups as a window closes; and `call_groups', the same by the
+%%%     label ids and nodes of their ends, as `groups' for the pairs;</li>
 %%% <li>the labels (msgflow_labels);</li>
 %%% <li>what the views ask most, kept up to date as each delta is merged
 %%%     so that a view costs what it shows, not the pairs held
@@ -82,7 +83,7 @@
 %% receivers `{R, Senders, Messages}' and senders `{S, Receivers,
 %% Messages}' of no replies, those with `min_partners' or more).
 -type store() :: #{pairs := ets:tid(), rolled_up := ets:tid(), dead := ets:tid(),
-                   groups := ets:tid(), calls := ets:tid(), sizes := ets:tid(),
+                   groups := ets:tid(), calls := ets:tid(), call_groups := ets:tid(), sizes := ets:tid(),
                    call_figures := #{busy := non_neg_integer(), displaced := non_neg_integer()},
                    labels := msgflow_labels:tables(),
                    node := node(), running := boolean(),
@@ -122,8 +123,8 @@ new() ->
 -spec new(msgflow_store_kept:caps()) -> state().
 new(Caps) ->
     #store{pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
-           calls = new_calls(), sizes = msgflow_store_sizes:new(), waits = msgflow_store_waits:new(),
-           labels = msgflow_labels:new(), kept = msgflow_store_kept:new(Caps),
+           calls = new_calls(), call_groups = new_call_groups(), sizes = msgflow_store_sizes:new(),
+           waits = msgflow_store_waits:new(), labels = msgflow_labels:new(), kept = msgflow_store_kept:new(Caps),
            topk = msgflow_store_topk:new()}.
 
 %% @doc One chunk of deltas merged, as a snapshot's are (take/2): pairs
@@ -215,17 +216,18 @@ restart_window(S) -> S#store{win_start = now_ms()}.
 %% `{retire, Tables}' ?RETIRE_MS later (then retire/1), so that a view
 %% that began before reads the store as it was.
 -spec clear(state(), keep_labels | new_run) -> state().
-clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Calls, sizes = Sz}, What) ->
+clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Calls, call_groups = CG,
+                 sizes = Sz}, What) ->
     {Labels, OldLabels} = case What of
                               keep_labels -> msgflow_labels:forget_endpoints(S#store.labels);
                               new_run -> msgflow_labels:clear(S#store.labels)
                           end,
     {Kept, OldKept} = msgflow_store_kept:clear(S#store.kept),
     {TopK, OldTopK} = msgflow_store_topk:clear(S#store.topk),
-    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, Sz | OldLabels] ++ OldKept ++ OldTopK}),
+    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, CG, Sz | OldLabels] ++ OldKept ++ OldTopK}),
     S#store{closed = 0, windows = [], durations = #{}, events = 0,
             pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
-            calls = new_calls(), call_figures = #{busy => 0, displaced => 0},
+            calls = new_calls(), call_groups = new_call_groups(), call_figures = #{busy => 0, displaced => 0},
             sizes = msgflow_store_sizes:new(), waits = msgflow_store_waits:new(),
             kept = Kept, topk = TopK, full = false,
             dead_letters = 0, overflow = 0, rolled_up_messages = 0, calls_left_out = 0, sweeps = #{},
@@ -418,7 +420,7 @@ copies(S, Bytes) ->
 %% found gone, cause not found yet).
 memory(S) ->
     Words = lists:sum([W || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
-                                  S#store.groups, S#store.calls, S#store.sizes]
+                                  S#store.groups, S#store.calls, S#store.call_groups, S#store.sizes]
                                   ++ msgflow_store_kept:tables(S#store.kept)
                                   ++ msgflow_store_topk:tables(S#store.topk)
                                   ++ msgflow_labels:all_tables(S#store.labels)
@@ -427,7 +429,7 @@ memory(S) ->
     Words * erlang:system_info(wordsize).
 
 %% The sampled calls' round trips since the last take (msgflow_store_calls).
-take_calls(Session, S = #store{calls = T, closed = C, pairs = P}) ->
+take_calls(Session, S = #store{calls = T, call_groups = G, labels = L, closed = C, pairs = P}) ->
     %% past max_memory or max_pairs (new pairs go to overflow) a new edge
     %% only for a pair held (its pair's messages are counted in a row):
     %% the rest are left out, counted
@@ -435,10 +437,10 @@ take_calls(Session, S = #store{calls = T, closed = C, pairs = P}) ->
                 false -> fun(_, _) -> true end;
                 true -> fun(Caller, Server) -> ets:member(P, {Caller, Server}) end
             end,
-    case msgflow_store_calls:take(Session, T, C + 1, Admit) of
+    case msgflow_store_calls:take(Session, {T, G}, C + 1, Admit, L) of
         none -> S;
-        {Figures, Left} ->
-            S#store{call_figures = Figures, calls_left_out = S#store.calls_left_out + Left}
+        {Figures, Left, L1} ->
+            S#store{call_figures = Figures, calls_left_out = S#store.calls_left_out + Left, labels = L1}
     end.
 
 %% The call edges of the pairs rolled up, a slice a window (msgflow_store_calls).
@@ -734,7 +736,8 @@ queue_lens(#store{kept = Kept, labels = L}) ->
 -spec handle(state(), map()) -> store().
 handle(S, Run) ->
     (maps:merge(Run, msgflow_store_kept:handle(S#store.kept)))#{pairs => S#store.pairs, rolled_up => S#store.rolled_up_rows, dead => S#store.dead,
-         groups => S#store.groups, calls => S#store.calls, call_figures => S#store.call_figures,
+         groups => S#store.groups, calls => S#store.calls, call_groups => S#store.call_groups,
+         call_figures => S#store.call_figures,
          sizes => S#store.sizes,
          labels => msgflow_labels:tables(S#store.labels),
          taken_at => erlang:system_time(millisecond), snapshot_at => S#store.snapshot_at,
@@ -805,6 +808,8 @@ new_dead() -> ets:new(msgflow_dead, [set, protected]).
 
 %% ordered: a pair's call edges are one range of keys (msgflow_call_row:of_pair/3)
 new_calls() -> ets:new(msgflow_calls, [ordered_set, protected]).
+
+new_call_groups() -> ets:new(msgflow_call_groups, [set, protected]).
 
 now_ms() ->
     erlang:monotonic_time(millisecond).

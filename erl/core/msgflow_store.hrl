@@ -12,6 +12,12 @@
     groups :: ets:tid(),
     %% sampled calls' round trips by call edge (msgflow_call_row)
     calls :: ets:tid(),
+    %% the same by the label ids and nodes of their ends: rows of
+    %% msgflow_call_row keyed {{LabelIdC, NodeC}, {LabelIdS, NodeS}, Kind,
+    %% Tag}, kept as edges are taken, that views by name, module,
+    %% application or node read instead of every edge (as `groups' for
+    %% the pairs)
+    call_groups :: ets:tid(),
     %% the tracer's figures of them (msgflow_tracer:calls_take/1)
     call_figures = #{busy => 0, displaced => 0} :: #{busy := non_neg_integer(),
                                                     displaced := non_neg_integer()},

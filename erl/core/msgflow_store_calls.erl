@@ -3,7 +3,7 @@
 %%% edges of exited processes rolled up.  The collector's process calls these
 %%% with the tables msgflow_store gives it (it owns them).
 -module(msgflow_store_calls).
--export([take/4, rollup/4]).
+-export([take/5, rollup/4]).
 
 %% reductions one merged edge is worth (as msgflow_store counts a delta)
 -define(MERGE_REDUCTIONS, 50).
@@ -11,35 +11,46 @@
 -define(SLICE, 2000).
 
 %% @doc The sampled calls' round trips since the last take
-%% (msgflow_tracer:calls_take/1), added to their edges' rows in table T in
-%% window Open, a new edge only when Admit(Caller, Server) (the store's
-%% bound on its memory); the tracer's figures (`busy', `displaced') and
-%% the sampled calls left out, or none when the session cannot be read
-%% (sessions that sample none give no edges).
--spec take(msgflow_tracer:session(), ets:tid(), pos_integer(), fun((term(), term()) -> boolean())) ->
-          {map(), non_neg_integer()} | none.
-take(Session, T, Open, Admit) ->
+%% (msgflow_tracer:calls_take/1), added to their edges' rows in table T and
+%% to their groups' in G (the label ids and nodes of their ends,
+%% msgflow_labels:group_end/2) in window Open, a new edge only when
+%% Admit(Caller, Server) (the store's bound on its memory); the tracer's
+%% figures (`busy', `displaced'), the sampled calls left out and the
+%% labels, or none when the session cannot be read (sessions that sample
+%% none give no edges).
+-spec take(msgflow_tracer:session(), {ets:tid(), ets:tid()}, pos_integer(),
+           fun((term(), term()) -> boolean()), msgflow_labels:labels()) ->
+          {map(), non_neg_integer(), msgflow_labels:labels()} | none.
+take(Session, {T, G}, Open, Admit, L0) ->
     try msgflow_tracer:calls_take(Session) of
         {Edges, Figures} ->
-            Left = lists:foldl(
-                     fun({Caller, Server, Kind, Tag, Sampled, Unanswered, Hist}, N) ->
-                             erlang:bump_reductions(?MERGE_REDUCTIONS),
-                             K = {Caller, Server, Kind, Tag},
-                             D = {Sampled, Unanswered, Hist},
-                             case ets:lookup(T, K) of
-                                 [Row] ->
-                                     ets:insert(T, msgflow_call_row:add(Row, D, Open)), N;
-                                 [] ->
-                                     case Admit(Caller, Server) of
-                                         true -> ets:insert(T, msgflow_call_row:new(K, D, Open)), N;
-                                         false -> N + Sampled
-                                     end
-                             end
-                     end, 0, Edges),
-            {Figures, Left}
+            {Left, L} = lists:foldl(
+                          fun({Caller, Server, Kind, Tag, Sampled, Unanswered, Hist}, {N, L1}) ->
+                                  erlang:bump_reductions(?MERGE_REDUCTIONS),
+                                  K = {Caller, Server, Kind, Tag},
+                                  D = {Sampled, Unanswered, Hist},
+                                  case ets:lookup(T, K) == [] andalso not Admit(Caller, Server) of
+                                      true ->
+                                          {N + Sampled, L1};
+                                      false ->
+                                          add(T, K, D, Open),
+                                          {GC, L2} = msgflow_labels:group_end(L1, Caller),
+                                          {GS, L3} = msgflow_labels:group_end(L2, Server),
+                                          add(G, {GC, GS, Kind, Tag}, D, Open),
+                                          {N, L3}
+                                  end
+                          end, {0, L0}, Edges),
+            {Figures, Left, L}
     catch
         error:_ -> none
     end.
+
+%% D added to the row of K in T in window Open (made when new).
+add(T, K, D, Open) ->
+    ets:insert(T, case ets:lookup(T, K) of
+                      [Row] -> msgflow_call_row:add(Row, D, Open);
+                      [] -> msgflow_call_row:new(K, D, Open)
+                  end).
 
 %% @doc Call edges in T whose caller or server exited, rolled up into their
 %% groups (msgflow_labels:rollup_key/2) once their pair left the pairs

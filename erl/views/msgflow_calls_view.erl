@@ -55,21 +55,44 @@ options() ->
 %% `slowest_us', only the edges whose slowest sampled round trip (the
 %% upper bound of their histogram's highest bucket) took that many µs or
 %% more; with `edges', only those between these `{Caller, Server}' (keys
-%% of `by', as the rows views give them).  Asking for a few edges (the
-%% slow ones for the hotspot rules, those a web page shows) costs a pass
-%% over the edges' rows and the work of the few asked for.
+%% of `by', as the rows views give them).  By process, asking for a few
+%% edges (the slow ones for the hotspot rules) costs a pass over the
+%% edges' rows and the work of the few asked for; by name, module,
+%% application or node the store's call groups are read (one row per pair
+%% of label ids and call: msgflow_store), and a group's calls are its
+%% pairs' group's, every call counted, not only those of sampled edges.
 -spec build(msgflow_store:store(), #{by => msgflow_rows:grouping(), limit => pos_integer() | all,
                                      slowest_us => non_neg_integer(),
                                      edges => all | [{term(), term()}]}) ->
           view().
-build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
+build(Store = #{labels := Tables, closed := Last}, Opts) ->
     By = case maps:get(by, Opts, process) of kind -> process; B -> B end,
-    Canon = msgflow_rows_groups:key_fun(process, Tables),
-    KeyOf = msgflow_rows_groups:key_fun(By, Tables),
-    Key = fun(Row) ->
-                  {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
-                  {KeyOf(Canon(C0)), KeyOf(Canon(S0)), Kind, Tag}
-          end,
+    {T, Key, CallsOf} =
+        case lists:member(By, [name, module, application, node]) andalso is_map_key(call_groups, Store) of
+            true ->
+                GroupKey = msgflow_rows_groups:group_key_fun(By, Tables),
+                GroupRows = maps:get(groups, Store),
+                {maps:get(call_groups, Store),
+                 fun(Row) ->
+                         {GC, GS, Kind, Tag} = msgflow_call_row:key(Row),
+                         {GroupKey(GC), GroupKey(GS), Kind, Tag}
+                 end,
+                 fun(GC, GS, Kind, Tag) -> calls(ets:lookup(GroupRows, {GC, GS}), Kind, Tag) end};
+            false ->
+                Canon = msgflow_rows_groups:key_fun(process, Tables),
+                KeyOf = msgflow_rows_groups:key_fun(By, Tables),
+                #{pairs := P, rolled_up := F} = Store,
+                {maps:get(calls, Store),
+                 fun(Row) ->
+                         {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
+                         {KeyOf(Canon(C0)), KeyOf(Canon(S0)), Kind, Tag}
+                 end,
+                 %% a call to a name counted under the name and under its
+                 %% pid alike: in the pairs or the rolled-up rows
+                 fun(C, S, Kind, Tag) ->
+                         calls(lists:append([ets:lookup(Tab, {C, S}) || Tab <- [P, F]]), Kind, Tag)
+                 end}
+        end,
     Slow = case maps:get(slowest_us, Opts, 0) of
                0 -> fun(_) -> true end;
                Us -> SlowKeys = slow_keys(T, Key, Us), fun(K) -> maps:is_key(K, SlowKeys) end
@@ -84,7 +107,7 @@ build(Store = #{calls := T, labels := Tables, closed := Last}, Opts) ->
                fun(Row, Acc) ->
                        K = Key(Row),
                        case Wanted(K) of
-                           true -> add_row(Store, K, Row, Last, Acc);
+                           true -> add_row(CallsOf, K, Row, Last, Acc);
                            false -> Acc
                        end
                end, #{}, T),
@@ -106,10 +129,11 @@ slow_keys(T, Key, Us) ->
                       end
               end, #{}, T).
 
-%% Row (of an edge of key K) added to its group in Acc.
-add_row(Store, K, Row, Last, Acc) ->
+%% Row (of an edge of key K) added to its group in Acc; CallsOf gives
+%% the calls its ends made (its key's four elements).
+add_row(CallsOf, K, Row, Last, Acc) ->
     {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
-    Calls = calls(Store, C0, S0, Kind, Tag),
+    Calls = CallsOf(C0, S0, Kind, Tag),
     {N0, S1, U1, H1, L1, P1} = maps:get(K, Acc, {0, 0, 0, [], [], []}),
     {LH, PH} = msgflow_call_row:recent(Row, Last),
     N = case {N0, Calls} of
@@ -195,11 +219,9 @@ mean(Hist) ->
     Mids = [{M, N} || {B, N} <- Hist, [M] <- [msgflow_call_row:percentiles([{B, 1}], [0.5])]],
     lists:sum([M * N || {M, N} <- Mids]) / lists:sum([N || {_, N} <- Mids]).
 
-%% The exact count of Kind-Tag messages from Caller to Server: their
-%% pair's kinds, in the pairs or the rolled-up rows (a call to a name counted
-%% under the name and under its pid alike).
-calls(#{pairs := P, rolled_up := F}, Caller, Server, Kind, Tag) ->
-    Rows = lists:append([ets:lookup(T, {Caller, Server}) || T <- [P, F]]),
+%% The exact count of Kind-Tag messages in Rows (msgflow_row), undefined
+%% when none holds any.
+calls(Rows, Kind, Tag) ->
     case Rows of
         [] -> undefined;
         _ ->

@@ -8,7 +8,7 @@
 %%% `acc()' summed as its pairs are read; msgflow_rows makes its row.
 %%% Reads the store's ETS tables only, in the calling process.
 -module(msgflow_rows_groups).
--export([top_by_process/3, all_groups/5, key_fun/2, heat_by_process/3, from_index/3]).
+-export([top_by_process/3, all_groups/5, key_fun/2, group_key_fun/2, heat_by_process/3, from_index/3]).
 -export_type([acc/0]).
 
 %% One group: {Total, Counts, Pairs, PeakMhz, FirstRow, KindLists}
@@ -426,9 +426,12 @@ key_fun(By, Tables) ->
             end
     end.
 
-%% fun({LabelId, Node}) -> the key of its group, for a row of the store's
-%% groups (msgflow_labels:group_end/2): the label id's label, module or
-%% application, or the node.  The ids are read once per view.
+%% @doc fun({LabelId, Node}) -> the key of its group, for a row of the
+%% store's groups or call groups (msgflow_labels:group_end/2): the label
+%% id's label, module or application, or the node.  The ids are read once
+%% per view.
+-spec group_key_fun(name | module | application | node, msgflow_labels:tables()) ->
+          fun(({term(), node()}) -> term()).
 group_key_fun(node, _) ->
     fun({_, Node}) -> Node end;
 group_key_fun(By, Tables) ->
