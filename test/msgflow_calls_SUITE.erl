@@ -78,36 +78,46 @@ by_tag(#{entries := Es}) ->
 %% By name (or module, application, node) the call edges are read by the
 %% label ids of their ends, as the store kept them: 8 clients of one
 %% label make 40 calls each to the registered server, every call sampled;
-%% half the clients exit before the view is read (their edges rolled up).
-%% By name there is one edge, (the clients' label, calls_srv, call,
-%% fast), with all 320 calls, sampled and measured; by node one, the
-%% same; by process the 8 edges add up to it.
+%% once merged, 4 of them exit (their pairs, idle with an end gone, are
+%% rolled up, and then their call edges: one edge of their group).  By name there is one edge, (the clients' label, calls_srv,
+%% call, fast), with all 320 calls, sampled and measured; by node one, the
+%% same; by process the 4 live edges and the group's add up to it, and
+%% the slowest are found among them all (the index by the slowest round
+%% trip follows the rollup).
 by_name(_Config) ->
     {ok, Srv} = gen_server:start({local, calls_srv}, ?MODULE, [], []),
     Self = self(),
-    Clients = [spawn(fun() ->
-                             receive go -> ok end,
-                             [ok = gen_server:call(calls_srv, fast) || _ <- lists:seq(1, 40)],
-                             Self ! {done, self()},
-                             receive stop -> ok end
-                     end) || _ <- lists:seq(1, 8)],
-    ok = msgflow:start(#{procs => [Srv | Clients], call_sample => 1}),
-    [C ! go || C <- Clients],
-    [receive {done, C} -> ok end || C <- Clients],
-    #{entries := ByProcess} = msgflow:view(calls, #{sync => true}),
-    {Gone, Left} = lists:split(4, Clients),
+    Client = fun() ->
+                     receive go -> ok end,
+                     [ok = gen_server:call(calls_srv, fast) || _ <- lists:seq(1, 40)],
+                     Self ! {done, self()},
+                     receive stop -> ok end
+             end,
+    {Gone, Left} = lists:split(4, [spawn(Client) || _ <- lists:seq(1, 8)]),
+    ok = msgflow:start(#{procs => [Srv | Gone ++ Left], call_sample => 1, interval => 50}),
+    [C ! go || C <- Gone ++ Left],
+    [receive {done, C} -> ok end || C <- Gone ++ Left],
+    %% merged (and so labelled) while all are alive; then 4 exit
+    ok = msgflow:sync(),
     [begin MRef = monitor(process, C), C ! stop, receive {'DOWN', MRef, _, _, _} -> ok end end
      || C <- Gone],
-    %% two windows closed: the exited clients' edges rolled up
-    ok = msgflow_collector:await_windows(2, 10000),
-    [Label] = lists:usort([L || #{caller_label := L} <- ByProcess]),
-    ?assertEqual({8, 320}, {length(ByProcess), lists:sum([N || #{calls := N} <- ByProcess])}),
-    #{entries := ByName} = msgflow:view(calls, #{by => name, sync => true}),
+    %% past a whole pass of the sweeps over the idle rows (~32 windows)
+    ok = msgflow_collector:await_windows(40, 30000),
+    #{entries := ByProcess} = msgflow:view(calls, #{sync => true}),
+    ?assertEqual({lists:sort([{C, 40} || C <- Left]), [160]},
+                 {lists:sort([{C, N} || #{caller := C, calls := N} <- ByProcess, is_pid(C)]),
+                  [N || #{caller := {exited, _, _}, calls := N} <- ByProcess]}),
+    [Label] = lists:usort([L || #{caller := C, caller_label := L} <- ByProcess, is_pid(C)]),
+    #{entries := ByName} = msgflow:view(calls, #{by => name}),
     ?assertMatch([#{caller := Label, server := <<"calls_srv">>, kind := call, tag := fast,
                     calls := 320, sampled := 320, unanswered := 0}], ByName),
     #{entries := ByNode} = msgflow:view(calls, #{by => node}),
     Node = node(),
     ?assertMatch([#{caller := Node, server := Node, calls := 320, sampled := 320}], ByNode),
+    %% every edge took 1 µs or more, and none the highest bucket's time
+    ?assertEqual(ByProcess, maps:get(entries, msgflow:view(calls, #{slowest_us => 1}))),
+    ?assertEqual(ByName, maps:get(entries, msgflow:view(calls, #{by => name, slowest_us => 1}))),
+    ?assertEqual([], maps:get(entries, msgflow:view(calls, #{slowest_us => 1 bsl 40}))),
     ok = msgflow:stop(),
     [C ! stop || C <- Left],
     gen_server:stop(Srv),

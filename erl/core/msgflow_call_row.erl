@@ -13,7 +13,7 @@
 %%% (the store writes the rows, views read them).
 -module(msgflow_call_row).
 -export([new/3, add/3, key/1, rekey/2, merge/2, sampled/1, unanswered/1, hist/1, recent/2,
-         add_hists/2, percentiles/2, buckets/0, of_pair/3]).
+         add_hists/2, percentiles/2, buckets/0, of_pair/3, top_bucket/1, bucket_max_us/1]).
 -export_type([row/0, hist/0, key/0]).
 
 -type key() :: {msgflow_tracer:endpoint() | msgflow_labels:group(), msgflow_tracer:endpoint() | msgflow_labels:group(),
@@ -62,6 +62,20 @@ unanswered(Row) -> element(3, Row).
 
 -spec hist(row()) -> hist().
 hist(Row) -> element(4, Row).
+
+%% @doc The highest bucket a round trip of Row fell in, none before any.
+-spec top_bucket(row()) -> non_neg_integer() | none.
+top_bucket(Row) ->
+    case hist(Row) of
+        [] -> none;
+        H -> element(1, lists:last(H))
+    end.
+
+%% @doc The upper bound of bucket B, µs (a float), as percentiles/2 gives
+%% it for the highest bucket (the `max').
+-spec bucket_max_us(non_neg_integer()) -> float().
+bucket_max_us(B) ->
+    upper({B, 1}, buckets()).
 
 %% @doc The histograms of the last closed window Last and the one before:
 %% `{LastHist, PrevHist}' (empty where a window had none).

@@ -83,7 +83,8 @@
 %% receivers `{R, Senders, Messages}' and senders `{S, Receivers,
 %% Messages}' of no replies, those with `min_partners' or more).
 -type store() :: #{pairs := ets:tid(), rolled_up := ets:tid(), dead := ets:tid(),
-                   groups := ets:tid(), calls := ets:tid(), call_groups := ets:tid(), sizes := ets:tid(),
+                   groups := ets:tid(), calls := ets:tid(), call_groups := ets:tid(),
+                   call_slowest := ets:tid(), sizes := ets:tid(),
                    call_figures := #{busy := non_neg_integer(), displaced := non_neg_integer()},
                    labels := msgflow_labels:tables(),
                    node := node(), running := boolean(),
@@ -123,7 +124,8 @@ new() ->
 -spec new(msgflow_store_kept:caps()) -> state().
 new(Caps) ->
     #store{pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
-           calls = new_calls(), call_groups = new_call_groups(), sizes = msgflow_store_sizes:new(),
+           calls = new_calls(), call_groups = new_call_groups(), call_slowest = new_call_slowest(),
+           sizes = msgflow_store_sizes:new(),
            waits = msgflow_store_waits:new(), labels = msgflow_labels:new(), kept = msgflow_store_kept:new(Caps),
            topk = msgflow_store_topk:new()}.
 
@@ -217,17 +219,18 @@ restart_window(S) -> S#store{win_start = now_ms()}.
 %% that began before reads the store as it was.
 -spec clear(state(), keep_labels | new_run) -> state().
 clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Calls, call_groups = CG,
-                 sizes = Sz}, What) ->
+                 call_slowest = CS, sizes = Sz}, What) ->
     {Labels, OldLabels} = case What of
                               keep_labels -> msgflow_labels:forget_endpoints(S#store.labels);
                               new_run -> msgflow_labels:clear(S#store.labels)
                           end,
     {Kept, OldKept} = msgflow_store_kept:clear(S#store.kept),
     {TopK, OldTopK} = msgflow_store_topk:clear(S#store.topk),
-    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, CG, Sz | OldLabels] ++ OldKept ++ OldTopK}),
+    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, CG, CS, Sz | OldLabels] ++ OldKept ++ OldTopK}),
     S#store{closed = 0, windows = [], durations = #{}, events = 0,
             pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
-            calls = new_calls(), call_groups = new_call_groups(), call_figures = #{busy => 0, displaced => 0},
+            calls = new_calls(), call_groups = new_call_groups(), call_slowest = new_call_slowest(),
+            call_figures = #{busy => 0, displaced => 0},
             sizes = msgflow_store_sizes:new(), waits = msgflow_store_waits:new(),
             kept = Kept, topk = TopK, full = false,
             dead_letters = 0, overflow = 0, rolled_up_messages = 0, calls_left_out = 0, sweeps = #{},
@@ -420,7 +423,8 @@ copies(S, Bytes) ->
 %% found gone, cause not found yet).
 memory(S) ->
     Words = lists:sum([W || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
-                                  S#store.groups, S#store.calls, S#store.call_groups, S#store.sizes]
+                                  S#store.groups, S#store.calls, S#store.call_groups,
+                                  S#store.call_slowest, S#store.sizes]
                                   ++ msgflow_store_kept:tables(S#store.kept)
                                   ++ msgflow_store_topk:tables(S#store.topk)
                                   ++ msgflow_labels:all_tables(S#store.labels)
@@ -429,7 +433,8 @@ memory(S) ->
     Words * erlang:system_info(wordsize).
 
 %% The sampled calls' round trips since the last take (msgflow_store_calls).
-take_calls(Session, S = #store{calls = T, call_groups = G, labels = L, closed = C, pairs = P}) ->
+take_calls(Session, S = #store{calls = T, call_groups = G, call_slowest = Ix, labels = L, closed = C,
+                               pairs = P}) ->
     %% past max_memory or max_pairs (new pairs go to overflow) a new edge
     %% only for a pair held (its pair's messages are counted in a row):
     %% the rest are left out, counted
@@ -437,15 +442,15 @@ take_calls(Session, S = #store{calls = T, call_groups = G, labels = L, closed = 
                 false -> fun(_, _) -> true end;
                 true -> fun(Caller, Server) -> ets:member(P, {Caller, Server}) end
             end,
-    case msgflow_store_calls:take(Session, {T, G}, C + 1, Admit, L) of
+    case msgflow_store_calls:take(Session, {T, G, Ix}, C + 1, Admit, L) of
         none -> S;
         {Figures, Left, L1} ->
             S#store{call_figures = Figures, calls_left_out = S#store.calls_left_out + Left, labels = L1}
     end.
 
 %% The call edges of the pairs rolled up, a slice a window (msgflow_store_calls).
-rollup_calls(S = #store{calls = T, pairs = P, labels = L, sweeps = Sw}) ->
-    {L1, Next} = msgflow_store_calls:rollup(T, P, L, maps:get(calls, Sw, start)),
+rollup_calls(S = #store{calls = T, call_slowest = Ix, pairs = P, labels = L, sweeps = Sw}) ->
+    {L1, Next} = msgflow_store_calls:rollup({T, Ix}, P, L, maps:get(calls, Sw, start)),
     S#store{labels = L1, sweeps = Sw#{calls => Next}}.
 
 next_chunk(Take) ->
@@ -737,6 +742,7 @@ queue_lens(#store{kept = Kept, labels = L}) ->
 handle(S, Run) ->
     (maps:merge(Run, msgflow_store_kept:handle(S#store.kept)))#{pairs => S#store.pairs, rolled_up => S#store.rolled_up_rows, dead => S#store.dead,
          groups => S#store.groups, calls => S#store.calls, call_groups => S#store.call_groups,
+         call_slowest => S#store.call_slowest,
          call_figures => S#store.call_figures,
          sizes => S#store.sizes,
          labels => msgflow_labels:tables(S#store.labels),
@@ -810,6 +816,8 @@ new_dead() -> ets:new(msgflow_dead, [set, protected]).
 new_calls() -> ets:new(msgflow_calls, [ordered_set, protected]).
 
 new_call_groups() -> ets:new(msgflow_call_groups, [set, protected]).
+
+new_call_slowest() -> ets:new(msgflow_call_slowest, [ordered_set, protected]).
 
 now_ms() ->
     erlang:monotonic_time(millisecond).

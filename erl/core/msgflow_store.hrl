@@ -18,6 +18,9 @@
     %% application or node read instead of every edge (as `groups' for
     %% the pairs)
     call_groups :: ets:tid(),
+    %% the call edges by the highest bucket of their round trips
+    %% (msgflow_store_calls), for the views that ask for the slowest
+    call_slowest :: ets:tid(),
     %% the tracer's figures of them (msgflow_tracer:calls_take/1)
     call_figures = #{busy => 0, displaced => 0} :: #{busy := non_neg_integer(),
                                                     displaced := non_neg_integer()},

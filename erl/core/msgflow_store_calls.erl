@@ -1,9 +1,13 @@
 %%% @doc The store's call edges (the `calls' table, rows of
 %%% msgflow_call_row): the round trips the tracer took merged in, and the
-%%% edges of exited processes rolled up.  The collector's process calls these
+%%% edges of exited processes rolled up; their index by the highest
+%%% bucket of their round trips (`call_slowest', an ordered set of
+%%% `{{TopBucket, EdgeKey}}'), so that the edges whose slowest round trip
+%%% reached a time are found at a cost that grows with them, not with
+%%% every edge.  The collector's process calls these
 %%% with the tables msgflow_store gives it (it owns them).
 -module(msgflow_store_calls).
--export([take/5, rollup/4]).
+-export([take/5, rollup/4, slowest/3]).
 
 %% reductions one merged edge is worth (as msgflow_store counts a delta)
 -define(MERGE_REDUCTIONS, 50).
@@ -18,10 +22,10 @@
 %% figures (`busy', `displaced'), the sampled calls left out and the
 %% labels, or none when the session cannot be read (sessions that sample
 %% none give no edges).
--spec take(msgflow_tracer:session(), {ets:tid(), ets:tid()}, pos_integer(),
+-spec take(msgflow_tracer:session(), {ets:tid(), ets:tid(), ets:tid()}, pos_integer(),
            fun((term(), term()) -> boolean()), msgflow_labels:labels()) ->
           {map(), non_neg_integer(), msgflow_labels:labels()} | none.
-take(Session, {T, G}, Open, Admit, L0) ->
+take(Session, {T, G, Ix}, Open, Admit, L0) ->
     try msgflow_tracer:calls_take(Session) of
         {Edges, Figures} ->
             {Left, L} = lists:foldl(
@@ -33,7 +37,8 @@ take(Session, {T, G}, Open, Admit, L0) ->
                                       true ->
                                           {N + Sampled, L1};
                                       false ->
-                                          add(T, K, D, Open),
+                                          {Old, New} = add(T, K, D, Open),
+                                          index(Ix, K, Old, New),
                                           {GC, L2} = msgflow_labels:group_end(L1, Caller),
                                           {GS, L3} = msgflow_labels:group_end(L2, Server),
                                           add(G, {GC, GS, Kind, Tag}, D, Open),
@@ -45,14 +50,46 @@ take(Session, {T, G}, Open, Admit, L0) ->
         error:_ -> none
     end.
 
-%% D added to the row of K in T in window Open (made when new).
+%% D added to the row of K in T in window Open (made when new): the row
+%% before (none) and after.
 add(T, K, D, Open) ->
-    ets:insert(T, case ets:lookup(T, K) of
-                      [Row] -> msgflow_call_row:add(Row, D, Open);
-                      [] -> msgflow_call_row:new(K, D, Open)
-                  end).
+    {Old, New} = case ets:lookup(T, K) of
+                     [Row] -> {Row, msgflow_call_row:add(Row, D, Open)};
+                     [] -> {none, msgflow_call_row:new(K, D, Open)}
+                 end,
+    ets:insert(T, New),
+    {Old, New}.
 
-%% @doc Call edges in T whose caller or server exited, rolled up into their
+%% Edge K's entry in the index Ix moved from its row Old's top bucket to
+%% New's (either row none: no entry).
+index(Ix, K, Old, New) ->
+    case {top(Old), top(New)} of
+        {Same, Same} -> ok;
+        {Was, Now} ->
+            _ = Was =:= none orelse ets:delete(Ix, {Was, K}),
+            _ = Now =:= none orelse ets:insert(Ix, {{Now, K}}),
+            ok
+    end.
+
+top(none) -> none;
+top(Row) -> msgflow_call_row:top_bucket(Row).
+
+%% @doc The keys of the edges in index Ix whose slowest sampled round trip
+%% (the upper bound of their highest bucket) took Us µs or more, read from
+%% the slowest down: a cost that grows with them.
+-spec slowest(ets:tid(), number(), [msgflow_call_row:key()]) -> [msgflow_call_row:key()].
+slowest(Ix, Us, Acc) ->
+    slowest(Ix, Us, ets:last(Ix), Acc).
+
+slowest(_, _, '$end_of_table', Acc) ->
+    Acc;
+slowest(Ix, Us, Ik = {B, K}, Acc) ->
+    case msgflow_call_row:bucket_max_us(B) >= Us of
+        true -> slowest(Ix, Us, ets:prev(Ix, Ik), [K | Acc]);
+        false -> Acc
+    end.
+
+%% @doc Call edges in T (indexed in Ix) whose caller or server exited, rolled up into their
 %% groups (msgflow_labels:rollup_key/2) once their pair left the pairs
 %% table P (msgflow_rollup rolled up it): T holds the edges of live processes
 %% and one per group of exited ones, keyed as their pairs are, so that a
@@ -63,14 +100,14 @@ add(T, K, D, Open) ->
 %% at most and a pass over them takes 8 windows at most (callers that come
 %% and go faster than ?SLICE a window are rolled up as fast).  Returns the
 %% labels as fold_key left them and where the next slice starts.
--spec rollup(ets:tid(), ets:tid(), msgflow_labels:labels(), start | term()) ->
+-spec rollup({ets:tid(), ets:tid()}, ets:tid(), msgflow_labels:labels(), start | term()) ->
           {msgflow_labels:labels(), start | term()}.
-rollup(T, P, L0, Cont) ->
+rollup(Tables = {T, _}, P, L0, Cont) ->
     %% at least an eighth of the table a window, so that a node whose
     %% callers come and go faster than ?SLICE a window is swept in 8
-    rollup(T, P, L0, Cont, max(?SLICE, ets:info(T, size) div 8)).
+    rollup(Tables, P, L0, Cont, max(?SLICE, ets:info(T, size) div 8)).
 
-rollup(T, P, L0, Cont, Budget) ->
+rollup({T, Ix}, P, L0, Cont, Budget) ->
     {Rows, Next} = case slice(T, Cont) of
                        '$end_of_table' -> {[], start};
                        {Rs, C} -> {Rs, C}
@@ -87,16 +124,19 @@ rollup(T, P, L0, Cont, Budget) ->
                   {S1, L3} = msgflow_labels:rollup_key(L2, Server),
                   K = {C1, S1, Kind, Tag},
                   ets:delete(T, msgflow_call_row:key(Row)),
+                  index(Ix, msgflow_call_row:key(Row), Row, none),
                   Row1 = msgflow_call_row:rekey(Row, K),
-                  ets:insert(T, case ets:lookup(T, K) of
-                                    [Old] -> msgflow_call_row:merge(Old, Row1);
-                                    [] -> Row1
-                                end),
+                  {Old, New} = case ets:lookup(T, K) of
+                                   [O] -> {O, msgflow_call_row:merge(O, Row1)};
+                                   [] -> {none, Row1}
+                               end,
+                  ets:insert(T, New),
+                  index(Ix, K, Old, New),
                   L3
           end, L0, Gone),
     case {Next, Budget - length(Rows)} of
         {start, _} -> {L, start};
-        {_, More} when More > 0 -> rollup(T, P, L, Next, More);
+        {_, More} when More > 0 -> rollup({T, Ix}, P, L, Next, More);
         _ -> {L, Next}
     end.
 

@@ -95,7 +95,7 @@ build(Store = #{labels := Tables, closed := Last}, Opts) ->
         end,
     Slow = case maps:get(slowest_us, Opts, 0) of
                0 -> fun(_) -> true end;
-               Us -> SlowKeys = slow_keys(T, Key, Us), fun(K) -> maps:is_key(K, SlowKeys) end
+               Us -> SlowKeys = slow_keys(Store, T, Key, Us), fun(K) -> maps:is_key(K, SlowKeys) end
            end,
     Wanted = case maps:get(edges, Opts, all) of
                  all -> Slow;
@@ -120,8 +120,13 @@ build(Store = #{labels := Tables, closed := Last}, Opts) ->
       entries => limit(Sorted, maps:get(limit, Opts, all))}.
 
 %% The keys (of `by', Key) of the edges in T one of whose rows had a
-%% sampled round trip of Us µs or more.
-slow_keys(T, Key, Us) ->
+%% sampled round trip of Us µs or more: of the store's edges from their
+%% index by the slowest (msgflow_store_calls:slowest/3), of its call
+%% groups (few) or a store without that index from every row.
+slow_keys(#{calls := T, call_slowest := Ix}, T, Key, Us) ->
+    maps:from_list([{Key(Row), true} || K <- msgflow_store_calls:slowest(Ix, Us, []),
+                                        Row <- ets:lookup(T, K)]);
+slow_keys(_, T, Key, Us) ->
     ets:foldl(fun(Row, Acc) ->
                       case msgflow_call_row:percentiles(msgflow_call_row:hist(Row), [1]) of
                           [Max] when is_number(Max), Max >= Us -> Acc#{Key(Row) => true};
