@@ -477,3 +477,28 @@ fold_select_while_rows_go_test() ->
                                           Acc#{I => true}
                                   end, #{}),
     ?assertEqual([], [I || I <- lists:seq(1, 100000), Kept(I), not is_map_key(I, Got)]).
+
+%% The window's sweep leaves the rows unread while no endpoint a row names
+%% has gone (msgflow_labels:any_gone/1), and rolls them up once one has:
+%% two pairs of live processes stay rows through windows; once one
+%% sender exits, its pair (idle two windows) is rolled up into its group,
+%% and the other stays.
+rollup_once_an_end_is_gone_test() ->
+    Procs = [A, B, C, D] = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 4)],
+    S0 = msgflow_store:start_run(msgflow_store:new(), #{windows => 60, max_pairs => 1000}),
+    S1 = msgflow_store:merge_deltas([{A, B, 3}, {C, D, 5}], S0),
+    Close = fun(S, N) -> lists:foldl(fun(_, Acc) -> msgflow_store:close_window(Acc) end, S, lists:seq(1, N)) end,
+    S2 = Close(S1, 4),
+    Rows = fun(S) ->
+                   #{pairs := P, rolled_up := F} = msgflow_store:handle(S, #{}),
+                   {lists:sort([{K, msgflow_row:total(R)} || R <- ets:tab2list(P), K <- [msgflow_row:key(R)]]),
+                    [{K, msgflow_row:total(R)} || R <- ets:tab2list(F), K <- [msgflow_row:key(R)]]}
+           end,
+    ?assertEqual({lists:sort([{{A, B}, 3}, {{C, D}, 5}]), []}, Rows(S2)),
+    MRef = monitor(process, C),
+    C ! stop,
+    receive {'DOWN', MRef, _, _, _} -> ok end,
+    S3 = Close(S2, 2),
+    ?assertMatch({[{{A, B}, 3}], [{{{exited, _, _}, D}, 5}]}, Rows(S3)),
+    [P ! stop || P <- Procs],
+    retire(S3).

@@ -33,7 +33,7 @@
 
 -export([new/0, clear/1, tables/1, all_tables/1, proc_events/3, prune_proc_events/2, census_start/1, census/2, census_left/1,
          hold/2, hold_pair/3, seed/5, release/2, purge/1, rollup_key/2, stays/1, forget_endpoints/1, group_end/2,
-         canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1]).
+         canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1, any_gone/1]).
 -export_type([label_id/0]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
 
@@ -416,6 +416,23 @@ rollup_key(L, E) ->
         true -> {E, L};
         false -> group(L, E)
     end.
+
+%% @doc Whether some endpoint that a row names (held: hold/2) would not
+%% stay as it is were its rows rolled up (stays/1): a local process or
+%% port that has exited, or an alias.  When none would, no row can roll
+%% up, and the sweeps need not read the rows (msgflow_rollup).  Reads the
+%% held endpoints, not the rows: a cost that grows with the endpoints,
+%% and stops at the first gone.  Owner only.
+-spec any_gone(labels()) -> boolean().
+any_gone(#labels{endpoints = Ends}) ->
+    Held = [{{'$1', '_', '$2'}, [{'>', '$2', 0}, {'orelse', {is_pid, '$1'}, {is_port, '$1'}, {is_reference, '$1'}}],
+             ['$1']}],
+    any_gone_in(ets:select(Ends, Held, 1000)).
+
+any_gone_in('$end_of_table') ->
+    false;
+any_gone_in({Es, Cont}) ->
+    lists:any(fun(E) -> not stays(E) end, Es) orelse any_gone_in(ets:select(Cont)).
 
 %% @doc Whether endpoint E stays as it is when its rows are rolled up
 %% (rollup_key/2 returns it): any but an alias and a local process or

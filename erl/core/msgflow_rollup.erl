@@ -26,9 +26,17 @@
 -spec sweep(msgflow_store:state()) -> msgflow_store:state().
 sweep(S = #store{closed = N}) when N < 3 ->
     S;
-sweep(S = #store{closed = N}) ->
+sweep(S = #store{closed = N, labels = L}) ->
     Idle = N - 2,
     S1 = sweep_slice(dead, [{{'$1', '_'}, [], ['$1']}], S),
+    %% no endpoint a row names has gone: no row can roll up, and the rows
+    %% are left unread (on a node whose processes live on, this was most
+    %% of a window's close: a scan of the rows for the idle ones, then a
+    %% check of each one's ends)
+    Rollable = case msgflow_labels:any_gone(L) of
+                   true -> [pairs, rolled_up];
+                   false -> []
+               end,
     lists:foldl(
       fun(Which, Acc) ->
               T = table(Which, Acc),
@@ -43,7 +51,7 @@ sweep(S = #store{closed = N}) ->
               Acc1 = lists:foldl(fun(K, A) -> rollup_row(Which, K, A) end, Acc, Just),
               sweep_slice(Which, [{msgflow_row:pattern(#{key => '$1', window => '$2'}),
                                    [{'<', '$2', Idle}], ['$1']}], Acc1)
-      end, S1, [pairs, rolled_up]).
+      end, S1, Rollable).
 
 table(pairs, #store{pairs = T}) -> T;
 table(rolled_up, #store{rolled_up_rows = T}) -> T;
