@@ -300,9 +300,9 @@ print_phases(Results) ->
     %% reader's wall ms a second); the rest is the tracer and the VM's
     %% tracing of each send
     io:format("  of which (ms a second, mean over the phases' readings): collector, views~n"),
-    [io:format("  ~-8s ~s~n", [M, lists:join(" ", [io_lib:format("~.0f, ~.0f",
-                                                              [mean([C || #{collector_ms := C} <- Rs]),
-                                                               mean([lists:sum(maps:values(Ms)) || #{ms := Ms} <- Rs])])
+    [io:format("  ~-8s ~s~n", [M, lists:join(" ", [io_lib:format("~b, ~b",
+                                                              [round(mean([C || #{collector_ms := C} <- Rs])),
+                                                               round(mean([lists:sum(maps:values(Ms)) || #{ms := Ms} <- Rs]))])
                                                 || #{mode := M1, readings := Rs} <- Results, M1 =:= M])])
      || M <- [default, small]],
     Keys = [info, top, top_name, matrix_name, hotspots, web_state, top_rows],
