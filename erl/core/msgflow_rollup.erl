@@ -8,12 +8,15 @@
 -module(msgflow_rollup).
 -include("msgflow_store.hrl").
 
--export([sweep/1, continue/1]).
+-export([sweep/1, follow/1, continue/1]).
 
 %% Keys read per select; rows the slow pass reads a window at least.
 -define(SWEEP_CHUNK, 1000).
 -define(SWEEP_MIN, 20000).
 -define(ROW_REDUCTIONS, 50).
+%% windows after the last with an endpoint gone during which the call
+%% edges' and the sizes' sweeps still run (their passes take 8 at most)
+-define(FOLLOW_WINDOWS, 10).
 
 %% @doc Rolls up the rows that are done with, once window N has closed: the
 %% rows whose last messages were in window N - 2 (so a process that
@@ -33,10 +36,10 @@ sweep(S = #store{closed = N, labels = L}) ->
     %% are left unread (on a node whose processes live on, this was most
     %% of a window's close: a scan of the rows for the idle ones, then a
     %% check of each one's ends)
-    Rollable = case msgflow_labels:any_gone(L) of
-                   true -> [pairs, rolled_up];
-                   false -> []
-               end,
+    {Rollable, GoneAt} = case msgflow_labels:any_gone(L) of
+                             true -> {[pairs, rolled_up], N};
+                             false -> {[], S#store.gone_at}
+                         end,
     lists:foldl(
       fun(Which, Acc) ->
               T = table(Which, Acc),
@@ -51,7 +54,16 @@ sweep(S = #store{closed = N, labels = L}) ->
               Acc1 = lists:foldl(fun(K, A) -> rollup_row(Which, K, A) end, Acc, Just),
               sweep_slice(Which, [{msgflow_row:pattern(#{key => '$1', window => '$2'}),
                                    [{'<', '$2', Idle}], ['$1']}], Acc1)
-      end, S1, Rollable).
+      end, S1#store{gone_at = GoneAt}, Rollable).
+
+%% @doc Whether the sweeps of what follows the rows (a pair's call edges
+%% and sizes, which go once its row has rolled up) have work: while an
+%% endpoint was gone within the last ?FOLLOW_WINDOWS windows (a pass of
+%% either takes 8 at most, msgflow_store_calls), so that on a node whose
+%% processes live on they read nothing either.
+-spec follow(#store{}) -> boolean().
+follow(#store{closed = N, gone_at = GoneAt}) ->
+    N - GoneAt =< ?FOLLOW_WINDOWS.
 
 table(pairs, #store{pairs = T}) -> T;
 table(rolled_up, #store{rolled_up_rows = T}) -> T;

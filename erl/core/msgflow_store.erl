@@ -227,7 +227,7 @@ clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Ca
     {Kept, OldKept} = msgflow_store_kept:clear(S#store.kept),
     {TopK, OldTopK} = msgflow_store_topk:clear(S#store.topk),
     erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, CG, CS, Sz | OldLabels] ++ OldKept ++ OldTopK}),
-    S#store{closed = 0, windows = [], durations = #{}, events = 0,
+    S#store{closed = 0, gone_at = 0, windows = [], durations = #{}, events = 0,
             pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
             calls = new_calls(), call_groups = new_call_groups(), call_slowest = new_call_slowest(),
             call_figures = #{busy => 0, displaced => 0},
@@ -685,10 +685,15 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
     %% window before go once no view can be reading them
     {Kept, Old} = msgflow_store_kept:close_window(S#store.kept),
     _ = Old =/= [] andalso erlang:send_after(?RETIRE_MS, self(), {retire, Old}),
-    sweep_sizes(rollup_calls(msgflow_rollup:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
-                               durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
-                               kept = Kept, waits = WaitsNext,
-                               labels = msgflow_labels:purge(msgflow_labels:prune_proc_events(L, N))}))).
+    S1 = msgflow_rollup:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
+                                      durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
+                                      kept = Kept, waits = WaitsNext,
+                                      labels = msgflow_labels:purge(msgflow_labels:prune_proc_events(L, N))}),
+    %% what follows the rows rolled up, while some were lately
+    case msgflow_rollup:follow(S1) of
+        true -> sweep_sizes(rollup_calls(S1));
+        false -> S1
+    end.
 
 %% @doc The busiest receivers' queue lengths read now, for their wait in
 %% the open window (msgflow_store_waits); the collector, between ticks.

@@ -43,6 +43,10 @@
     full = false :: boolean(),
     %% where the slow pass of the sweep is, per table
     sweeps = #{} :: #{pairs | rolled_up | dead | calls | sizes => term()},
+    %% the last window that closed with an endpoint a row names gone
+    %% (msgflow_labels:any_gone/1): the sweeps of what follows the rows
+    %% (call edges, sizes) run while that is recent (msgflow_rollup)
+    gone_at = 0 :: non_neg_integer(),
     keep = 60 :: pos_integer(),             %% windows kept (the `windows' option)
     max_pairs = 1 :: pos_integer(),
     max_kinds = 8 :: pos_integer(),         %% kinds and tags a row keeps
