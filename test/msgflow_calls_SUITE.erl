@@ -12,7 +12,7 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
--export([round_trips/1, past_max_pairs/1, by_name/1, sampled_one_in_four/1, off/1, printed/1, exports/1, cluster/1,
+-export([round_trips/1, past_max_pairs/1, by_name/1, by_name_many_tags/1, sampled_one_in_four/1, off/1, printed/1, exports/1, cluster/1,
          peer_client/3, infinity_calls/1, file_server_calls/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
 
@@ -24,7 +24,7 @@ all() ->
     [{group, calls}].
 
 groups() ->
-    [{calls, [], [round_trips, past_max_pairs, by_name, sampled_one_in_four, off, printed, exports, cluster,
+    [{calls, [], [round_trips, past_max_pairs, by_name, by_name_many_tags, sampled_one_in_four, off, printed, exports, cluster,
                   infinity_calls, file_server_calls]}].
 
 init_per_suite(Config) ->
@@ -38,6 +38,7 @@ end_per_suite(_Config) ->
 init([]) -> {ok, 0}.
 handle_call({slow, Ms}, _From, N) -> timer:sleep(Ms), {reply, ok, N + 1};
 handle_call(fast, _From, N) -> {reply, ok, N + 1};
+handle_call({Tag, _}, _From, N) when Tag =:= a; Tag =:= b; Tag =:= c; Tag =:= d -> {reply, ok, N + 1};
 handle_call(forever, _From, N) -> {reply, ok, N + 1};
 handle_call(never, _From, N) -> {noreply, N}.
 handle_cast(_, N) -> {noreply, N}.
@@ -120,6 +121,35 @@ by_name(_Config) ->
     ?assertEqual([], maps:get(entries, msgflow:view(calls, #{slowest_us => 1 bsl 40}))),
     ok = msgflow:stop(),
     [C ! stop || C <- Left],
+    gen_server:stop(Srv),
+    ok.
+
+%% A group keeps max_kinds kinds and tags, as a pair does: with
+%% `max_kinds => 2', 4 clients of one label call the server with tags a
+%% and b, 4 more with c and d, 10 calls of each.  The group of their label
+%% and the server has 4 call tags, two of them past its kinds; each
+%% client's pair has 2.  By name every tag still has its exact 40 calls
+%% (read from the edges' pairs when the group cannot say).
+by_name_many_tags(_Config) ->
+    {ok, Srv} = gen_server:start({local, calls_srv}, ?MODULE, [], []),
+    Self = self(),
+    Client = fun(Tags) ->
+                     fun() ->
+                             receive go -> ok end,
+                             [ok = gen_server:call(calls_srv, {Tag, I}) || Tag <- Tags, I <- lists:seq(1, 10)],
+                             Self ! {done, self()},
+                             receive stop -> ok end
+                     end
+             end,
+    Clients = [spawn(Client([a, b])) || _ <- lists:seq(1, 4)] ++ [spawn(Client([c, d])) || _ <- lists:seq(1, 4)],
+    ok = msgflow:start(#{procs => [Srv | Clients], call_sample => 1, max_kinds => 2}),
+    [C ! go || C <- Clients],
+    [receive {done, C} -> ok end || C <- Clients],
+    #{entries := ByName} = msgflow:view(calls, #{by => name, sync => true}),
+    ?assertEqual([{a, 40, 40}, {b, 40, 40}, {c, 40, 40}, {d, 40, 40}],
+                 lists:sort([{T, N, S} || #{tag := T, calls := N, sampled := S} <- ByName])),
+    ok = msgflow:stop(),
+    [C ! stop || C <- Clients],
     gen_server:stop(Srv),
     ok.
 

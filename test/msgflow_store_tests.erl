@@ -502,3 +502,21 @@ rollup_once_an_end_is_gone_test() ->
     ?assertMatch({[{{A, B}, 3}], [{{{exited, _, _}, D}, 5}]}, Rows(S3)),
     [P ! stop || P <- Procs],
     retire(S3).
+
+%% An endpoint found gone keeps the sweeps going for 40 windows, a whole
+%% pass of them, and then no more while it stays held (a name holds its
+%% pid for good): held and alive, none; once it exited, from the window
+%% it was found so to 40 later; past that, none.
+any_gone_test() ->
+    P = spawn(fun() -> receive stop -> ok end end),
+    L0 = msgflow_labels:hold(msgflow_labels:new(), P),
+    {false, L1} = msgflow_labels:any_gone(L0, 5),
+    MRef = monitor(process, P),
+    P ! stop,
+    receive {'DOWN', MRef, _, _, _} -> ok end,
+    {true, L2} = msgflow_labels:any_gone(L1, 6),
+    {true, L3} = msgflow_labels:any_gone(L2, 46),
+    ?assertMatch({false, _}, msgflow_labels:any_gone(L3, 47)),
+    {L4, Old} = msgflow_labels:clear(L3),
+    [ets:delete(T) || T <- Old ++ msgflow_labels:all_tables(L4)],
+    ok.

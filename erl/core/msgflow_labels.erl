@@ -33,7 +33,7 @@
 
 -export([new/0, clear/1, tables/1, all_tables/1, proc_events/3, prune_proc_events/2, census_start/1, census/2, census_left/1,
          hold/2, hold_pair/3, seed/5, release/2, purge/1, rollup_key/2, stays/1, forget_endpoints/1, group_end/2,
-         canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1, any_gone/1]).
+         canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1, any_gone/2]).
 -export_type([label_id/0]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
 
@@ -44,6 +44,10 @@
 -define(MAX_TEXTS, 10000).
 %% processes the census of a run's start reads in one step (census/2)
 -define(CENSUS_STEP, 500).
+%% windows an endpoint found gone keeps the rollup's sweeps going (a whole
+%% pass of their slow part takes 32 at most: msgflow_rollup); past them it
+%% is let be (a name's pid, which the name holds for good)
+-define(GONE_WINDOWS, 40).
 
 -record(labels, {
     endpoints :: ets:tid(),
@@ -62,7 +66,10 @@
     apps = #{} :: #{pid() => atom() | undefined},  %% application by group leader
     texts = #{} :: #{term() => binary()},          %% label text by call or {name, Name}
     stacks = #{} :: map(),                         %% deep stacks' bottoms (msgflow_describe:facts/3)
-    census = [] :: [pid()]                         %% processes the census has yet to read
+    census = [] :: [pid()],                        %% processes the census has yet to read
+    %% held endpoints found gone (any_gone/2), by the window they were
+    %% first found so
+    gone = #{} :: #{msgflow_tracer:endpoint() => non_neg_integer()}
 }).
 
 -opaque labels() :: #labels{}.
@@ -109,7 +116,7 @@ clear(#labels{endpoints = E, label_ids = K, ids_of = KI, names = N, proc_events 
 -spec forget_endpoints(labels()) -> {labels(), [ets:tid()]}.
 forget_endpoints(L = #labels{endpoints = Ends}) ->
     {L#labels{endpoints = ets:new(msgflow_endpoints, [set, protected, {read_concurrency, true}]),
-              expiring = [], expiring_before = []}, [Ends]}.
+              expiring = [], expiring_before = [], gone = #{}}, [Ends]}.
 
 %% @doc The tables views read.
 -spec tables(labels()) -> tables().
@@ -396,9 +403,9 @@ release(L = #labels{endpoints = Ends, expiring = Expiring}, E) ->
 %% windows ago that no row has named since (so that a view built from
 %% the tables meanwhile still finds their labels).  Owner only.
 -spec purge(labels()) -> labels().
-purge(L = #labels{endpoints = Ends, expiring = Expiring, expiring_before = Before}) ->
+purge(L = #labels{endpoints = Ends, expiring = Expiring, expiring_before = Before, gone = Gone}) ->
     _ = [ets:delete(Ends, E) || E <- Before, [{_, _, Rows}] <- [ets:lookup(Ends, E)], Rows =< 0],
-    L#labels{expiring = [], expiring_before = Expiring}.
+    L#labels{expiring = [], expiring_before = Expiring, gone = maps:without(Before, Gone)}.
 
 mortal(E) when is_pid(E); is_port(E) -> node(E) =:= node();
 mortal(E) -> is_reference(E).
@@ -417,22 +424,44 @@ rollup_key(L, E) ->
         false -> group(L, E)
     end.
 
-%% @doc Whether some endpoint that a row names (held: hold/2) would not
-%% stay as it is were its rows rolled up (stays/1): a local process or
-%% port that has exited, or an alias.  When none would, no row can roll
-%% up, and the sweeps need not read the rows (msgflow_rollup).  Reads the
-%% held endpoints, not the rows: a cost that grows with the endpoints,
-%% and stops at the first gone.  Owner only.
--spec any_gone(labels()) -> boolean().
-any_gone(#labels{endpoints = Ends}) ->
+%% @doc Whether, as window N closes, some endpoint that a row names
+%% (held: hold/2) would not stay as it is were its rows rolled up
+%% (stays/1): a local process or port that has exited, or an alias,
+%% found so within the last ?GONE_WINDOWS windows.  When none would, no
+%% row can roll up, and the sweeps need not read the rows
+%% (msgflow_rollup); past those windows an endpoint still held is let be
+%% (its rows have had a whole pass of the sweeps: what still holds it is
+%% a name whose pid it was, or a row of a dead letter not yet rolled up).
+%% Reads the held endpoints, not the rows: a cost that grows with the
+%% endpoints, and stops at the first gone.  Owner only.
+-spec any_gone(labels(), non_neg_integer()) -> {boolean(), labels()}.
+any_gone(L = #labels{endpoints = Ends}, N) ->
     Held = [{{'$1', '_', '$2'}, [{'>', '$2', 0}, {'orelse', {is_pid, '$1'}, {is_port, '$1'}, {is_reference, '$1'}}],
              ['$1']}],
-    any_gone_in(ets:select(Ends, Held, 1000)).
+    any_gone_in(ets:select(Ends, Held, 1000), N, L).
 
-any_gone_in('$end_of_table') ->
-    false;
-any_gone_in({Es, Cont}) ->
-    lists:any(fun(E) -> not stays(E) end, Es) orelse any_gone_in(ets:select(Cont)).
+any_gone_in('$end_of_table', _, L) ->
+    {false, L};
+any_gone_in({Es, Cont}, N, L) ->
+    case fresh_gone(Es, N, L#labels.gone) of
+        {true, Gone} -> {true, L#labels{gone = Gone}};
+        {false, Gone} -> any_gone_in(ets:select(Cont), N, L#labels{gone = Gone})
+    end.
+
+%% Whether one of Es is gone and was first found so within ?GONE_WINDOWS
+%% of N, each gone one noted with the window it was first found so.
+fresh_gone([], _, Gone) ->
+    {false, Gone};
+fresh_gone([E | Es], N, Gone) ->
+    case stays(E) of
+        true -> fresh_gone(Es, N, Gone);
+        false ->
+            case Gone of
+                #{E := N0} when N - N0 > ?GONE_WINDOWS -> fresh_gone(Es, N, Gone);
+                #{E := _} -> {true, Gone};
+                _ -> {true, Gone#{E => N}}
+            end
+    end.
 
 %% @doc Whether endpoint E stays as it is when its rows are rolled up
 %% (rollup_key/2 returns it): any but an alias and a local process or
@@ -463,9 +492,13 @@ group_end(L = #labels{endpoints = Ends}, E0) ->
         [{_, K, _}] ->
             {{K, node_of(E)}, L};
         [] ->
+            %% a name learnt now is its pid's from here on (canon/2), as
+            %% every later group of it will be
             L1 = learn(L, E),
-            [{_, K, _}] = ets:lookup(Ends, E),
-            {{K, node_of(E)}, L1}
+            E1 = canon(tables(L1), E0),
+            L2 = learn(L1, E1),
+            [{_, K, _}] = ets:lookup(Ends, E1),
+            {{K, node_of(E1)}, L2}
     end.
 
 %% The label id of a (label, module, application) triple, made when new.

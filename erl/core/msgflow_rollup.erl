@@ -29,14 +29,15 @@
 -spec sweep(msgflow_store:state()) -> msgflow_store:state().
 sweep(S = #store{closed = N}) when N < 3 ->
     S;
-sweep(S = #store{closed = N, labels = L}) ->
+sweep(S = #store{closed = N}) ->
     Idle = N - 2,
     S1 = sweep_slice(dead, [{{'$1', '_'}, [], ['$1']}], S),
     %% no endpoint a row names has gone: no row can roll up, and the rows
     %% are left unread (on a node whose processes live on, this was most
     %% of a window's close: a scan of the rows for the idle ones, then a
     %% check of each one's ends)
-    {Rollable, GoneAt} = case msgflow_labels:any_gone(L) of
+    {Gone, L1} = msgflow_labels:any_gone(S1#store.labels, N),
+    {Rollable, GoneAt} = case Gone of
                              true -> {[pairs, rolled_up], N};
                              false -> {[], S#store.gone_at}
                          end,
@@ -54,7 +55,7 @@ sweep(S = #store{closed = N, labels = L}) ->
               Acc1 = lists:foldl(fun(K, A) -> rollup_row(Which, K, A) end, Acc, Just),
               sweep_slice(Which, [{msgflow_row:pattern(#{key => '$1', window => '$2'}),
                                    [{'<', '$2', Idle}], ['$1']}], Acc1)
-      end, S1#store{gone_at = GoneAt}, Rollable).
+      end, S1#store{gone_at = GoneAt, labels = L1}, Rollable).
 
 %% @doc Whether the sweeps of what follows the rows (a pair's call edges
 %% and sizes, which go once its row has rolled up) have work: while an

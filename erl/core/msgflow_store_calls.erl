@@ -7,7 +7,7 @@
 %%% every edge.  The collector's process calls these
 %%% with the tables msgflow_store gives it (it owns them).
 -module(msgflow_store_calls).
--export([take/5, rollup/4, slowest/3]).
+-export([take/5, rollup/4, slowest/2]).
 
 %% reductions one merged edge is worth (as msgflow_store counts a delta)
 -define(MERGE_REDUCTIONS, 50).
@@ -77,9 +77,9 @@ top(Row) -> msgflow_call_row:top_bucket(Row).
 %% @doc The keys of the edges in index Ix whose slowest sampled round trip
 %% (the upper bound of their highest bucket) took Us µs or more, read from
 %% the slowest down: a cost that grows with them.
--spec slowest(ets:tid(), number(), [msgflow_call_row:key()]) -> [msgflow_call_row:key()].
-slowest(Ix, Us, Acc) ->
-    slowest(Ix, Us, ets:last(Ix), Acc).
+-spec slowest(ets:tid(), number()) -> [msgflow_call_row:key()].
+slowest(Ix, Us) ->
+    slowest(Ix, Us, ets:last(Ix), []).
 
 slowest(_, _, '$end_of_table', Acc) ->
     Acc;

@@ -60,39 +60,66 @@ options() ->
 %% edges' rows and the work of the few asked for; by name, module,
 %% application or node the store's call groups are read (one row per pair
 %% of label ids and call: msgflow_store), and a group's calls are its
-%% pairs' group's, every call counted, not only those of sampled edges.
+%% pairs' group's, every call counted, not only those of sampled edges
+%% (but for a call tag past the group's max_kinds kinds and tags: then
+%% the edges are read, as by process).
 -spec build(msgflow_store:store(), #{by => msgflow_rows:grouping(), limit => pos_integer() | all,
                                      slowest_us => non_neg_integer(),
                                      edges => all | [{term(), term()}]}) ->
           view().
-build(Store = #{labels := Tables, closed := Last}, Opts) ->
+build(Store = #{labels := Tables}, Opts) ->
     By = case maps:get(by, Opts, process) of kind -> process; B -> B end,
-    {T, Key, CallsOf} =
-        case lists:member(By, [name, module, application, node]) andalso is_map_key(call_groups, Store) of
-            true ->
-                GroupKey = msgflow_rows_groups:group_key_fun(By, Tables),
-                GroupRows = maps:get(groups, Store),
-                {maps:get(call_groups, Store),
-                 fun(Row) ->
-                         {GC, GS, Kind, Tag} = msgflow_call_row:key(Row),
-                         {GroupKey(GC), GroupKey(GS), Kind, Tag}
-                 end,
-                 fun(GC, GS, Kind, Tag) -> calls(ets:lookup(GroupRows, {GC, GS}), Kind, Tag) end};
-            false ->
-                Canon = msgflow_rows_groups:key_fun(process, Tables),
-                KeyOf = msgflow_rows_groups:key_fun(By, Tables),
-                #{pairs := P, rolled_up := F} = Store,
-                {maps:get(calls, Store),
-                 fun(Row) ->
-                         {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
-                         {KeyOf(Canon(C0)), KeyOf(Canon(S0)), Kind, Tag}
-                 end,
-                 %% a call to a name counted under the name and under its
-                 %% pid alike: in the pairs or the rolled-up rows
-                 fun(C, S, Kind, Tag) ->
-                         calls(lists:append([ets:lookup(Tab, {C, S}) || Tab <- [P, F]]), Kind, Tag)
-                 end}
-        end,
+    Groups = case lists:member(By, [name, module, application, node]) of
+                 true ->
+                     G = groups(Store, Opts, by_labels(Store, By)),
+                     %% a group row keeps max_kinds kinds and tags, the
+                     %% rest as `{Kind, other}': a call tag past them has
+                     %% no exact count there, and the edges' pairs have
+                     %% it (each pair has few)
+                     case lists:any(fun({N, _, _, _, _, _}) -> N =:= undefined end, maps:values(G)) of
+                         true -> groups(Store, Opts, by_edges(Store, By));
+                         false -> G
+                     end;
+                 false ->
+                     groups(Store, Opts, by_edges(Store, By))
+             end,
+    Label = fun(K) -> label(By, K, Tables) end,
+    Sorted = sort([entry(K, V, Label) || {K, V} <- maps:to_list(Groups)]),
+    #{by => By, node => maps:get(node, Store), running => maps:get(running, Store),
+      sample => maps:get(call_sample, Store, off),
+      busy => maps:get(busy, maps:get(call_figures, Store)),
+      displaced => maps:get(displaced, maps:get(call_figures, Store)),
+      entries => limit(Sorted, maps:get(limit, Opts, all))}.
+
+%% How the call groups are read: their table, the key of a row's group
+%% (of `by') and the calls its ends made (its key's four elements).
+by_labels(Store = #{labels := Tables, groups := GroupRows}, By) ->
+    GroupKey = msgflow_rows_groups:group_key_fun(By, Tables),
+    {maps:get(call_groups, Store),
+     fun(Row) ->
+             {GC, GS, Kind, Tag} = msgflow_call_row:key(Row),
+             {GroupKey(GC), GroupKey(GS), Kind, Tag}
+     end,
+     fun(GC, GS, Kind, Tag) -> calls(ets:lookup(GroupRows, {GC, GS}), Kind, Tag) end}.
+
+%% The same of the edges.
+by_edges(#{calls := T, pairs := P, rolled_up := F, labels := Tables}, By) ->
+    Canon = msgflow_rows_groups:key_fun(process, Tables),
+    KeyOf = msgflow_rows_groups:key_fun(By, Tables),
+    {T,
+     fun(Row) ->
+             {C0, S0, Kind, Tag} = msgflow_call_row:key(Row),
+             {KeyOf(Canon(C0)), KeyOf(Canon(S0)), Kind, Tag}
+     end,
+     %% a call to a name counted under the name and under its pid alike:
+     %% in the pairs or the rolled-up rows
+     fun(C, S, Kind, Tag) ->
+             calls(lists:append([ets:lookup(Tab, {C, S}) || Tab <- [P, F]]), Kind, Tag)
+     end}.
+
+%% The wanted rows of T summed by their key's group: `#{Key => {Calls,
+%% Sampled, Unanswered, Hist, LastHist, PrevHist}}'.
+groups(Store = #{closed := Last}, Opts, {T, Key, CallsOf}) ->
     Slow = case maps:get(slowest_us, Opts, 0) of
                0 -> fun(_) -> true end;
                Us -> SlowKeys = slow_keys(Store, T, Key, Us), fun(K) -> maps:is_key(K, SlowKeys) end
@@ -103,28 +130,20 @@ build(Store = #{labels := Tables, closed := Last}, Opts) ->
                      Asked = maps:from_list([{E, true} || E <- Edges]),
                      fun(K) -> maps:is_key({element(1, K), element(2, K)}, Asked) andalso Slow(K) end
              end,
-    Groups = ets:foldl(
-               fun(Row, Acc) ->
-                       K = Key(Row),
-                       case Wanted(K) of
-                           true -> add_row(CallsOf, K, Row, Last, Acc);
-                           false -> Acc
-                       end
-               end, #{}, T),
-    Label = fun(K) -> label(By, K, Tables) end,
-    Sorted = sort([entry(K, V, Label) || {K, V} <- maps:to_list(Groups)]),
-    #{by => By, node => maps:get(node, Store), running => maps:get(running, Store),
-      sample => maps:get(call_sample, Store, off),
-      busy => maps:get(busy, maps:get(call_figures, Store)),
-      displaced => maps:get(displaced, maps:get(call_figures, Store)),
-      entries => limit(Sorted, maps:get(limit, Opts, all))}.
+    ets:foldl(fun(Row, Acc) ->
+                      K = Key(Row),
+                      case Wanted(K) of
+                          true -> add_row(CallsOf, K, Row, Last, Acc);
+                          false -> Acc
+                      end
+              end, #{}, T).
 
 %% The keys (of `by', Key) of the edges in T one of whose rows had a
 %% sampled round trip of Us µs or more: of the store's edges from their
-%% index by the slowest (msgflow_store_calls:slowest/3), of its call
-%% groups (few) or a store without that index from every row.
+%% index by the slowest (msgflow_store_calls:slowest/2), of its call
+%% groups (few) from every row.
 slow_keys(#{calls := T, call_slowest := Ix}, T, Key, Us) ->
-    maps:from_list([{Key(Row), true} || K <- msgflow_store_calls:slowest(Ix, Us, []),
+    maps:from_list([{Key(Row), true} || K <- msgflow_store_calls:slowest(Ix, Us),
                                         Row <- ets:lookup(T, K)]);
 slow_keys(_, T, Key, Us) ->
     ets:foldl(fun(Row, Acc) ->
