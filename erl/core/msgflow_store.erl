@@ -442,10 +442,14 @@ take_calls(Session, S = #store{calls = T, call_groups = G, call_slowest = Ix, la
                 false -> fun(_, _) -> true end;
                 true -> fun(Caller, Server) -> ets:member(P, {Caller, Server}) end
             end,
-    case msgflow_store_calls:take(Session, {T, G, Ix}, C + 1, Admit, L) of
+    case msgflow_store_calls:take(Session, {T, G, Ix, P}, C + 1, Admit, L) of
         none -> S;
-        {Figures, Left, L1} ->
-            S#store{call_figures = Figures, calls_left_out = S#store.calls_left_out + Left, labels = L1}
+        {Figures, Left, Rowless, L1} ->
+            %% an edge of a pair with no row: the calls' sweep has work
+            %% (msgflow_rollup:follow/1)
+            GoneAt = case Rowless of true -> C; false -> S#store.gone_at end,
+            S#store{call_figures = Figures, calls_left_out = S#store.calls_left_out + Left, labels = L1,
+                    gone_at = GoneAt}
     end.
 
 %% The call edges of the pairs rolled up, a slice a window (msgflow_store_calls).

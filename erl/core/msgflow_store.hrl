@@ -44,8 +44,9 @@
     %% where the slow pass of the sweep is, per table
     sweeps = #{} :: #{pairs | rolled_up | dead | calls | sizes => term()},
     %% the last window that closed with an endpoint a row names gone
-    %% (msgflow_labels:any_gone/1): the sweeps of what follows the rows
-    %% (call edges, sizes) run while that is recent (msgflow_rollup)
+    %% (msgflow_labels:any_gone/2), or in which a call edge was taken for
+    %% a pair with no row: the sweeps of what follows the rows (call
+    %% edges, sizes) run while that is recent (msgflow_rollup:follow/1)
     gone_at = 0 :: non_neg_integer(),
     keep = 60 :: pos_integer(),             %% windows kept (the `windows' option)
     max_pairs = 1 :: pos_integer(),

@@ -19,46 +19,57 @@
 %% to their groups' in G (the label ids and nodes of their ends,
 %% msgflow_labels:group_end/2) in window Open, a new edge only when
 %% Admit(Caller, Server) (the store's bound on its memory); the tracer's
-%% figures (`busy', `displaced'), the sampled calls left out and the
-%% labels, or none when the session cannot be read (sessions that sample
-%% none give no edges).
--spec take(msgflow_tracer:session(), {ets:tid(), ets:tid(), ets:tid()}, pos_integer(),
+%% figures (`busy', `displaced'), the sampled calls left out, whether an
+%% edge was written whose pair has no row in P (the pair rolled up before
+%% an unanswered call was given up, or went to the tracer's overflow:
+%% rollup/4 then has work without a row's end gone) and the labels, or
+%% none when the session cannot be read (sessions that sample none give
+%% no edges).
+-spec take(msgflow_tracer:session(), {ets:tid(), ets:tid(), ets:tid(), ets:tid()}, pos_integer(),
            fun((term(), term()) -> boolean()), msgflow_labels:labels()) ->
-          {map(), non_neg_integer(), msgflow_labels:labels()} | none.
-take(Session, {T, G, Ix}, Open, Admit, L0) ->
+          {map(), non_neg_integer(), boolean(), msgflow_labels:labels()} | none.
+take(Session, Tables = {T, _, _, _}, Open, Admit, L0) ->
     try msgflow_tracer:calls_take(Session) of
         {Edges, Figures} ->
-            {Left, L} = lists:foldl(
-                          fun({Caller, Server, Kind, Tag, Sampled, Unanswered, Hist}, {N, L1}) ->
-                                  erlang:bump_reductions(?MERGE_REDUCTIONS),
-                                  K = {Caller, Server, Kind, Tag},
-                                  D = {Sampled, Unanswered, Hist},
-                                  case ets:lookup(T, K) == [] andalso not Admit(Caller, Server) of
-                                      true ->
-                                          {N + Sampled, L1};
-                                      false ->
-                                          {Old, New} = add(T, K, D, Open),
-                                          index(Ix, K, Old, New),
-                                          {GC, L2} = msgflow_labels:group_end(L1, Caller),
-                                          {GS, L3} = msgflow_labels:group_end(L2, Server),
-                                          add(G, {GC, GS, Kind, Tag}, D, Open),
-                                          {N, L3}
-                                  end
-                          end, {0, L0}, Edges),
-            {Figures, Left, L}
+            {Left, Rowless, L} =
+                lists:foldl(
+                  fun({Caller, Server, Kind, Tag, Sampled, Unanswered, Hist}, {N, R, L1}) ->
+                          erlang:bump_reductions(?MERGE_REDUCTIONS),
+                          K = {Caller, Server, Kind, Tag},
+                          D = {Sampled, Unanswered, Hist},
+                          case ets:lookup(T, K) of
+                              [] ->
+                                  case Admit(Caller, Server) of
+                                      false -> {N + Sampled, R, L1};
+                                      true -> add_edge(Tables, K, none, D, Open, {N, R, L1})
+                                  end;
+                              [Row] ->
+                                  add_edge(Tables, K, Row, D, Open, {N, R, L1})
+                          end
+                  end, {0, false, L0}, Edges),
+            {Figures, Left, Rowless, L}
     catch
         error:_ -> none
     end.
 
-%% D added to the row of K in T in window Open (made when new): the row
-%% before (none) and after.
-add(T, K, D, Open) ->
-    {Old, New} = case ets:lookup(T, K) of
-                     [Row] -> {Row, msgflow_call_row:add(Row, D, Open)};
-                     [] -> {none, msgflow_call_row:new(K, D, Open)}
-                 end,
+%% D added to edge K's row Old (none: made) in T in window Open, to its
+%% group's in G and to the index Ix; whether its pair has no row in P
+%% noted.
+add_edge({T, G, Ix, P}, K = {Caller, Server, Kind, Tag}, Old, D, Open, {N, R, L1}) ->
+    New = case Old of
+              none -> msgflow_call_row:new(K, D, Open);
+              _ -> msgflow_call_row:add(Old, D, Open)
+          end,
     ets:insert(T, New),
-    {Old, New}.
+    index(Ix, K, Old, New),
+    {GC, L2} = msgflow_labels:group_end(L1, Caller),
+    {GS, L3} = msgflow_labels:group_end(L2, Server),
+    GK = {GC, GS, Kind, Tag},
+    ets:insert(G, case ets:lookup(G, GK) of
+                      [GRow] -> msgflow_call_row:add(GRow, D, Open);
+                      [] -> msgflow_call_row:new(GK, D, Open)
+                  end),
+    {N, R orelse not ets:member(P, {Caller, Server}), L3}.
 
 %% Edge K's entry in the index Ix moved from its row Old's top bucket to
 %% New's (either row none: no entry).
