@@ -15,7 +15,7 @@ struct mf_entry {
     uint64_t seen;          /* count at the last take; reader only */
     mf_entry *next;         /* publish list; immutable once published */
 };
-_Static_assert(sizeof(mf_entry) == 48, "an entry is six words");
+_Static_assert(sizeof(void *) != 8 || sizeof(mf_entry) == 48, "an entry is six words");
 
 /* Where the owner finds a key's entry: open addressing with linear
  * probing over entry pointers, at most three quarters full, doubled when
@@ -38,7 +38,7 @@ typedef struct mf_index {
 /* The second tier, for pairs whose line of cells was full: an mf_index,
  * with a direct-mapped front cache of entry pointers before it. */
 #define MF_FRONT_SLOTS 4096 /* power of two; 32 KiB of pointers */
-#define MF_SLAB_ENTRIES 64  /* entries per slab: 6 KiB on LP64 */
+#define MF_SLAB_ENTRIES 64  /* entries per slab: 3 KiB on LP64 */
 
 /* How many kind words each pair has in this shard (cells and entries),
  * for max_kinds: an open-addressing table with linear probing, three

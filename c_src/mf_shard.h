@@ -11,8 +11,9 @@
  * Pairs live in two tiers.  The first is a fixed array of 4,096 cells, two
  * to a cache line, each holding a pair's key and count: a pair's cells are
  * the two of one line, so counting a pair found there touches that one line
- * of the shard.  A pair whose line is full goes to the second tier, a
- * uthash table of entries reached through a direct-mapped front cache.
+ * of the shard.  A pair whose line is full goes to the second tier: an
+ * entry, found through an open-addressing index of entry pointers behind
+ * a direct-mapped front cache.
  * Cells are never freed or reused while the shard lives, so a pair found in
  * neither tier, with a free cell on its line, is new.
  *

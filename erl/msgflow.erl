@@ -79,7 +79,7 @@ start() ->
 %%     window for rates (default 1000);</li>
 %% <li>`max_pairs => N', cap on distinct pairs held; past it messages go
 %%     to the `overflow' tally, so totals stay exact (default 2000000:
-%%     `max_memory' is reached first, at about 1,100,000 pairs);</li>
+%%     `max_memory' is reached first, at about 1,000,000 pairs);</li>
 %% <li>`max_memory => Bytes | infinity', cap on the bytes the tracer's
 %%     tables and the store take together (the tracer gets half); once
 %%     reached, new pairs go to `overflow' as past max_pairs (pairs held

@@ -16,8 +16,11 @@
          add_hists/2, percentiles/2, buckets/0, of_pair/3, top_bucket/1, bucket_max_us/1]).
 -export_type([row/0, hist/0, key/0]).
 
--type key() :: {msgflow_tracer:endpoint() | msgflow_labels:group(), msgflow_tracer:endpoint() | msgflow_labels:group(),
-                msgflow_tracer:kind(), atom()}.
+%% An edge's key: its caller's and server's endpoints or groups, or (the
+%% store's call groups) their label ids and nodes.
+-type key() :: {end_key(), end_key(), msgflow_tracer:kind(), atom()}.
+-type end_key() :: msgflow_tracer:endpoint() | msgflow_labels:group()
+                 | {msgflow_labels:label_id(), node()}.
 -type hist() :: [{non_neg_integer(), pos_integer()}].
 -type row() :: {key(), non_neg_integer(), non_neg_integer(), hist(), non_neg_integer(), hist(), hist()}.
 
