@@ -520,3 +520,26 @@ any_gone_test() ->
     {L4, Old} = msgflow_labels:clear(L3),
     [ets:delete(T) || T <- Old ++ msgflow_labels:all_tables(L4)],
     ok.
+
+%% any_gone/2 reads the held endpoints a slice a window (2,000 here), so
+%% one that exited is found within a pass: 5,000 held, the last one held
+%% exits; a pass of 3 windows finds it, and from then it counts.
+any_gone_sliced_test() ->
+    Ps = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 5000)],
+    L0 = lists:foldl(fun(P, A) -> msgflow_labels:hold(A, P) end, msgflow_labels:new(), Ps),
+    Last = lists:last(Ps),
+    MRef = monitor(process, Last),
+    Last ! stop,
+    receive {'DOWN', MRef, _, _, _} -> ok end,
+    {Found, L} = lists:foldl(fun(N, {F, A}) ->
+                                     {G, A1} = msgflow_labels:any_gone(A, N),
+                                     {F ++ [G], A1}
+                             end, {[], L0}, lists:seq(1, 4)),
+    %% false until the slice that holds it, true from then on
+    {Before, From} = lists:splitwith(fun(G) -> not G end, Found),
+    ?assert(length(Before) < 3, Found),
+    ?assertEqual(lists:duplicate(length(From), true), From),
+    [P ! stop || P <- Ps],
+    {L1, Old} = msgflow_labels:clear(L),
+    [ets:delete(T) || T <- Old ++ msgflow_labels:all_tables(L1)],
+    ok.
