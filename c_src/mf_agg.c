@@ -1,0 +1,883 @@
+/*
+ * mf_agg.c -- see mf_agg.h for what it owns and the thread rules.
+ *
+ * Layout: endpoints and rows live in arrays that double when full (so a
+ * pointer into them is good until the next write); each is found through
+ * an open-addressing index of 32-bit numbers with linear probing, at most
+ * three quarters full.  Rows are never freed in this version (roll-ups
+ * come with the collector's switch to the aggregate).
+ */
+#include "mf_agg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define IDX_MIN 1024u
+#define HEAP_MIN 64u
+#define ROW_PAGE_BITS 12
+#define ROW_PAGE (1u << ROW_PAGE_BITS)
+#define ROW(g, n) (&(g)->pages[(n) >> ROW_PAGE_BITS][(n) & (ROW_PAGE - 1)])
+
+typedef struct {
+    uint32_t *slots; /* numbers, 0 free */
+    uint32_t size;   /* a power of two */
+    uint32_t used;
+} num_index;
+
+/* A bounded index of the busiest keys: a min-heap of (value, key), and
+ * where each key sits in it. */
+typedef struct {
+    uint32_t from, to, pos; /* pos: heap position + 1; 0 a free slot */
+} pos_slot;
+
+typedef struct {
+    mf_agg_top *heap;      /* room + 1 entries, made on first use */
+    uint32_t n, room;
+    uint64_t floor;
+    pos_slot *pos;         /* where each key sits, at most half full */
+    uint32_t pos_size;
+} busiest;
+
+/* A pair's delta that waits for its ends' group ends. */
+typedef struct {
+    uint32_t from, to;
+    uint64_t kind, n;
+} pending;
+
+struct mf_agg {
+    const mf_alloc *a;
+    mf_agg_opts o;
+    uint64_t bytes;
+    uint32_t open;              /* the open window */
+    uint64_t *window_ms;        /* by w % (keep + 1): (w << 32 | ms), ms < 2^32 */
+    int full;
+    /* endpoints, numbered from 1 (ends[0] unused) */
+    mf_agg_end *ends;
+    uint32_t ends_n, ends_cap;
+    num_index end_index;
+    uint32_t new_from;          /* endpoints from this number on are new */
+    /* rows, numbered from 1 */
+    mf_agg_row *rows;
+    mf_agg_row **pages;         /* ROW_PAGE rows each: a row never moves */
+    uint32_t rows_n, pages_cap;
+    num_index row_index;
+    uint64_t sizes[MF_AGG_TABLES];
+    /* pairs rows whose receiver is a named endpoint */
+    uint32_t *named;
+    uint32_t named_n, named_cap;
+    busiest top_total, top_open;
+    mf_agg_top *last;           /* the last closed window's index, sorted */
+    uint32_t last_n;
+    uint64_t last_floor;
+    mf_agg_ends_row *last_ends;
+    uint32_t last_ends_n, last_ends_cap;
+    pending *waiting;
+    uint32_t waiting_n, waiting_cap;
+};
+
+/* ---- memory ---- */
+
+static void *g_alloc(mf_agg *g, size_t sz)
+{
+    void *p = g->a->alloc(g->a->ctx, sz);
+    if (p)
+        g->bytes += sz;
+    return p;
+}
+
+static void g_free(mf_agg *g, void *p, size_t sz)
+{
+    if (!p)
+        return;
+    g->a->free(g->a->ctx, p, sz);
+    g->bytes -= sz;
+}
+
+/* *p (of *cap elements of `size' bytes, n used) with room for one more. */
+static int grow(mf_agg *g, void **p, uint32_t *cap, uint32_t n, size_t size, uint32_t min)
+{
+    if (n < *cap)
+        return 0;
+    uint32_t cap1 = *cap ? 2 * *cap : min;
+    void *q = g_alloc(g, (size_t)cap1 * size);
+    if (!q)
+        return -1;
+    if (*p)
+        memcpy(q, *p, (size_t)n * size);
+    g_free(g, *p, (size_t)*cap * size);
+    *p = q;
+    *cap = cap1;
+    return 0;
+}
+
+/* ---- hashing and indexes ---- */
+
+static uint64_t mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDULL;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static uint64_t hash_bytes(const unsigned char *b, size_t n)
+{
+    uint64_t h = 0xCBF29CE484222325ULL; /* FNV-1a, then mixed */
+    for (size_t i = 0; i < n; i++) {
+        h ^= b[i];
+        h *= 0x100000001B3ULL;
+    }
+    return mix(h ^ n);
+}
+
+static uint64_t key_hash(unsigned table, uint32_t from, uint32_t to)
+{
+    return mix(((uint64_t)from << 32 | to) ^ (uint64_t)table * 0x9E3779B97F4A7C15ULL);
+}
+
+/* Makes room for one more number in the index; `rehash' gives a number's
+ * hash. */
+static int index_room(mf_agg *g, num_index *ix, uint64_t (*rehash)(const mf_agg *, uint32_t, const void *),
+                      const void *ctx)
+{
+    if (ix->slots && (uint64_t)(ix->used + 1) * 4 <= (uint64_t)ix->size * 3)
+        return 0;
+    uint32_t size = ix->slots ? 2 * ix->size : IDX_MIN;
+    uint32_t *slots = g_alloc(g, (size_t)size * sizeof(*slots));
+    if (!slots)
+        return -1;
+    memset(slots, 0, (size_t)size * sizeof(*slots));
+    for (uint32_t i = 0; ix->slots && i < ix->size; i++) {
+        uint32_t n = ix->slots[i];
+        if (!n)
+            continue;
+        uint32_t j = (uint32_t)rehash(g, n, ctx) & (size - 1);
+        while (slots[j])
+            j = (j + 1) & (size - 1);
+        slots[j] = n;
+    }
+    g_free(g, ix->slots, (size_t)ix->size * sizeof(*ix->slots));
+    ix->slots = slots;
+    ix->size = size;
+    return 0;
+}
+
+static void index_put(num_index *ix, uint64_t h, uint32_t n)
+{
+    uint32_t j = (uint32_t)h & (ix->size - 1);
+    while (ix->slots[j])
+        j = (j + 1) & (ix->size - 1);
+    ix->slots[j] = n;
+    ix->used++;
+}
+
+static uint64_t end_hash_of(const mf_agg_end *e)
+{
+    return e->etf ? hash_bytes(e->etf, e->etf_len) : mix(e->word);
+}
+
+static uint64_t end_rehash(const mf_agg *g, uint32_t n, const void *ctx)
+{
+    (void)ctx;
+    return end_hash_of(&g->ends[n]);
+}
+
+static uint64_t row_rehash(const mf_agg *g, uint32_t n, const void *ctx)
+{
+    (void)ctx;
+    const mf_agg_row *r = ROW(g, n);
+    return key_hash(r->table, r->from, r->to);
+}
+
+/* ---- the aggregate ---- */
+
+mf_agg *mf_agg_new(const mf_alloc *a, const mf_agg_opts *o)
+{
+    mf_agg *g = a->alloc(a->ctx, sizeof(*g));
+    if (!g)
+        return NULL;
+    memset(g, 0, sizeof(*g));
+    g->a = a;
+    g->o = *o;
+    if (g->o.keep < 1)
+        g->o.keep = 1;
+    if (g->o.max_kinds < 1)
+        g->o.max_kinds = 1;
+    g->bytes = sizeof(*g);
+    g->open = 1;
+    g->new_from = 1;
+    g->top_total.room = o->top_total ? o->top_total : 1;
+    g->top_open.room = o->top_window ? o->top_window : 1;
+    size_t wsz = (size_t)(g->o.keep + 1) * sizeof(uint64_t);
+    g->window_ms = g_alloc(g, wsz);
+    if (!g->window_ms) {
+        a->free(a->ctx, g, sizeof(*g));
+        return NULL;
+    }
+    memset(g->window_ms, 0, wsz);
+    return g;
+}
+
+static void row_drop(mf_agg *g, mf_agg_row *r)
+{
+    g_free(g, r->hist, (size_t)r->hist_cap * sizeof(*r->hist));
+    if (r->kinds_n || r->kinds_cap)
+        g_free(g, r->kinds.list, (size_t)r->kinds_cap * sizeof(mf_agg_kind));
+}
+
+static void busiest_drop(mf_agg *g, busiest *b)
+{
+    if (b->heap) {
+        g_free(g, b->heap, (size_t)(b->room + 1) * sizeof(*b->heap));
+        g_free(g, b->pos, (size_t)b->pos_size * sizeof(*b->pos));
+    }
+    b->heap = NULL;
+    b->pos = NULL;
+}
+
+void mf_agg_free(mf_agg *g)
+{
+    if (!g)
+        return;
+    for (uint32_t i = 1; i <= g->rows_n; i++)
+        if (ROW(g, i)->from)
+            row_drop(g, ROW(g, i));
+    for (uint32_t i = 1; i <= g->ends_n; i++)
+        g_free(g, g->ends[i].etf, g->ends[i].etf_len);
+    for (uint32_t i = 0; i < g->pages_cap && g->pages[i]; i++)
+        g_free(g, g->pages[i], ROW_PAGE * sizeof(mf_agg_row));
+    g_free(g, g->pages, (size_t)g->pages_cap * sizeof(*g->pages));
+    g_free(g, g->ends, (size_t)g->ends_cap * sizeof(*g->ends));
+    g_free(g, g->row_index.slots, (size_t)g->row_index.size * sizeof(uint32_t));
+    g_free(g, g->end_index.slots, (size_t)g->end_index.size * sizeof(uint32_t));
+    g_free(g, g->named, (size_t)g->named_cap * sizeof(*g->named));
+    busiest_drop(g, &g->top_total);
+    busiest_drop(g, &g->top_open);
+    g_free(g, g->last, (size_t)g->last_n * sizeof(*g->last));
+    g_free(g, g->last_ends, (size_t)g->last_ends_cap * sizeof(*g->last_ends));
+    g_free(g, g->waiting, (size_t)g->waiting_cap * sizeof(*g->waiting));
+    g_free(g, g->window_ms, (size_t)(g->o.keep + 1) * sizeof(uint64_t));
+    const mf_alloc *a = g->a;
+    a->free(a->ctx, g, sizeof(*g));
+}
+
+uint64_t mf_agg_bytes(const mf_agg *g) { return g->bytes; }
+uint32_t mf_agg_open(const mf_agg *g) { return g->open; }
+uint32_t mf_agg_ends(const mf_agg *g) { return g->ends_n; }
+uint64_t mf_agg_size(const mf_agg *g, unsigned table) { return table < MF_AGG_TABLES ? g->sizes[table] : 0; }
+void mf_agg_set_full(mf_agg *g, int full) { g->full = full; }
+
+uint64_t mf_agg_window_ms(const mf_agg *g, uint32_t w)
+{
+    uint64_t x = g->window_ms[w % (g->o.keep + 1)];
+    return w && (uint32_t)(x >> 32) == w ? (x & 0xFFFFFFFFu) : 0;
+}
+
+/* ---- endpoints ---- */
+
+const mf_agg_end *mf_agg_end_at(const mf_agg *g, uint32_t e)
+{
+    return e >= 1 && e <= g->ends_n ? &g->ends[e] : NULL;
+}
+
+static uint32_t find_end(const mf_agg *g, uint64_t h, uint64_t word, const unsigned char *etf,
+                         size_t len)
+{
+    const num_index *ix = &g->end_index;
+    if (!ix->slots)
+        return 0;
+    for (uint32_t j = (uint32_t)h & (ix->size - 1);; j = (j + 1) & (ix->size - 1)) {
+        uint32_t n = ix->slots[j];
+        if (!n)
+            return 0;
+        const mf_agg_end *e = &g->ends[n];
+        if (etf ? (e->etf && e->etf_len == len && memcmp(e->etf, etf, len) == 0)
+                : (!e->etf && e->word == word))
+            return n;
+    }
+}
+
+uint32_t mf_agg_find_word(const mf_agg *g, uint64_t word)
+{
+    return find_end(g, mix(word), word, NULL, 0);
+}
+
+uint32_t mf_agg_find_bytes(const mf_agg *g, const unsigned char *etf, size_t len)
+{
+    return find_end(g, hash_bytes(etf, len), 0, etf, len);
+}
+
+static uint32_t add_end(mf_agg *g, uint64_t h, uint64_t word, const unsigned char *etf, size_t len,
+                        uint32_t flags)
+{
+    if (len > UINT32_MAX)
+        return 0;
+    if (g->ends_n + 1 >= UINT32_MAX - 1)
+        return 0;
+    /* ends[0] is unused: room for ends_n + 2 entries */
+    if (grow(g, (void **)&g->ends, &g->ends_cap, g->ends_n + 1, sizeof(*g->ends), 1024) < 0)
+        return 0;
+    if (index_room(g, &g->end_index, end_rehash, NULL) < 0)
+        return 0;
+    unsigned char *copy = NULL;
+    if (etf) {
+        copy = g_alloc(g, len);
+        if (!copy)
+            return 0;
+        memcpy(copy, etf, len);
+    }
+    uint32_t n = ++g->ends_n;
+    mf_agg_end *e = &g->ends[n];
+    memset(e, 0, sizeof(*e));
+    e->word = etf ? 0 : word;
+    e->etf = copy;
+    e->etf_len = (uint32_t)len;
+    e->flags = flags;
+    index_put(&g->end_index, h, n);
+    return n;
+}
+
+uint32_t mf_agg_end_word(mf_agg *g, uint64_t word)
+{
+    uint64_t h = mix(word);
+    uint32_t n = find_end(g, h, word, NULL, 0);
+    return n ? n : add_end(g, h, word, NULL, 0, 0);
+}
+
+uint32_t mf_agg_end_bytes(mf_agg *g, const unsigned char *etf, size_t len, uint32_t flags)
+{
+    uint64_t h = hash_bytes(etf, len);
+    uint32_t n = find_end(g, h, 0, etf, len);
+    return n ? n : add_end(g, h, 0, etf, len, flags);
+}
+
+uint32_t mf_agg_take_new(mf_agg *g, uint32_t *out, uint32_t max)
+{
+    uint32_t k = 0;
+    while (k < max && g->new_from <= g->ends_n)
+        out[k++] = g->new_from++;
+    return k;
+}
+
+/* ---- rows ---- */
+
+static uint32_t find_row(const mf_agg *g, unsigned table, uint32_t from, uint32_t to)
+{
+    const num_index *ix = &g->row_index;
+    if (!ix->slots)
+        return 0;
+    for (uint32_t j = (uint32_t)key_hash(table, from, to) & (ix->size - 1);;
+         j = (j + 1) & (ix->size - 1)) {
+        uint32_t n = ix->slots[j];
+        if (!n)
+            return 0;
+        const mf_agg_row *r = ROW(g, n);
+        if (r->from == from && r->to == to && r->table == table)
+            return n;
+    }
+}
+
+const mf_agg_row *mf_agg_find(const mf_agg *g, unsigned table, uint32_t from, uint32_t to)
+{
+    uint32_t n = find_row(g, table, from, to);
+    return n ? ROW(g, n) : NULL;
+}
+
+const mf_agg_row *mf_agg_next(const mf_agg *g, unsigned table, uint32_t *cursor)
+{
+    for (uint32_t i = *cursor + 1; i <= g->rows_n; i++) {
+        if (ROW(g, i)->from && ROW(g, i)->table == table) {
+            *cursor = i;
+            return ROW(g, i);
+        }
+    }
+    *cursor = g->rows_n;
+    return NULL;
+}
+
+static uint32_t new_row(mf_agg *g, unsigned table, uint32_t from, uint32_t to)
+{
+    if (g->rows_n + 1 >= UINT32_MAX - 1)
+        return 0;
+    uint32_t page = (g->rows_n + 1) >> ROW_PAGE_BITS;
+    if (page >= g->pages_cap) {
+        uint32_t cap = g->pages_cap ? 2 * g->pages_cap : 16;
+        mf_agg_row **pages = g_alloc(g, cap * sizeof(*pages));
+        if (!pages)
+            return 0;
+        memset(pages, 0, cap * sizeof(*pages));
+        if (g->pages)
+            memcpy(pages, g->pages, g->pages_cap * sizeof(*pages));
+        g_free(g, g->pages, (size_t)g->pages_cap * sizeof(*g->pages));
+        g->pages = pages;
+        g->pages_cap = cap;
+    }
+    if (!g->pages[page] && !(g->pages[page] = g_alloc(g, ROW_PAGE * sizeof(mf_agg_row))))
+        return 0;
+    if (index_room(g, &g->row_index, row_rehash, NULL) < 0)
+        return 0;
+    uint32_t n = ++g->rows_n;
+    mf_agg_row *r = ROW(g, n);
+    memset(r, 0, sizeof(*r));
+    r->table = table;
+    r->from = from;
+    r->to = to;
+    index_put(&g->row_index, key_hash(table, from, to), n);
+    g->sizes[table]++;
+    g->ends[from].rows++;
+    g->ends[to].rows++;
+    return n;
+}
+
+static uint64_t mhz(uint64_t count, uint64_t ms)
+{
+    return ms ? count * 1000000u / ms : 0;
+}
+
+/* (w, count) at the end of r's history, entries before `oldest' dropped. */
+static int hist_push(mf_agg *g, mf_agg_row *r, uint32_t w, uint64_t count, int64_t oldest)
+{
+    uint32_t drop = 0;
+    while (drop < r->hist_n && (int64_t)(r->hist[drop] >> 32) < oldest)
+        drop++;
+    if (drop) {
+        memmove(r->hist, r->hist + drop, (size_t)(r->hist_n - drop) * sizeof(*r->hist));
+        r->hist_n -= drop;
+    }
+    if ((int64_t)w < oldest)
+        return 0;
+    if (grow(g, (void **)&r->hist, &r->hist_cap, r->hist_n, sizeof(*r->hist), 2) < 0)
+        return -1;
+    r->hist[r->hist_n++] = (uint64_t)w << 32 | (count > 0xFFFFFFFFu ? 0xFFFFFFFFu : count);
+    return 0;
+}
+
+static int is_other(const mf_agg *g, uint64_t kind)
+{
+    return (kind >> g->o.kind_bits) == g->o.other_tag;
+}
+
+static uint64_t other_of(const mf_agg *g, uint64_t kind)
+{
+    return g->o.other_tag << g->o.kind_bits | (kind & ((1ull << g->o.kind_bits) - 1));
+}
+
+/* n messages of `kind' (in r->total already) added to r's kinds: the rule
+ * of msgflow_row:add_kind/4. */
+static int add_kind(mf_agg *g, mf_agg_row *r, uint64_t n, uint64_t kind)
+{
+    if (!kind || (!r->kinds_n && r->kinds.one == kind))
+        return 0;
+    if (!r->kinds_n) {
+        uint64_t one = r->kinds.one;
+        r->kinds.list = NULL;
+        if (one) {
+            if (grow(g, (void **)&r->kinds.list, &r->kinds_cap, 0, sizeof(mf_agg_kind), 2) < 0) {
+                r->kinds.one = one;
+                return -1;
+            }
+            r->kinds.list[0].word = one;
+            r->kinds.list[0].n = r->total - n;
+            r->kinds_n = 1;
+        }
+    }
+    for (;;) {
+        for (uint32_t i = 0; i < r->kinds_n; i++) {
+            if (r->kinds.list[i].word == kind) {
+                mf_agg_kind k = r->kinds.list[i];
+                k.n += n;
+                memmove(r->kinds.list + 1, r->kinds.list, (size_t)i * sizeof(k));
+                r->kinds.list[0] = k;
+                return 0;
+            }
+        }
+        uint32_t own = 0;
+        for (uint32_t i = 0; i < r->kinds_n; i++)
+            own += !is_other(g, r->kinds.list[i].word);
+        if (is_other(g, kind) || own < g->o.max_kinds) {
+            if (grow(g, (void **)&r->kinds.list, &r->kinds_cap, r->kinds_n, sizeof(mf_agg_kind), 2) < 0)
+                return -1;
+            memmove(r->kinds.list + 1, r->kinds.list, (size_t)r->kinds_n * sizeof(mf_agg_kind));
+            r->kinds.list[0].word = kind;
+            r->kinds.list[0].n = n;
+            r->kinds_n++;
+            return 0;
+        }
+        kind = other_of(g, kind);
+    }
+}
+
+/* n messages of `kind' in row number rn in the open window: 1 when they are
+ * its first of the window.  The rule of msgflow_row:add/5 and
+ * add_in_open/2. */
+static int row_add(mf_agg *g, uint32_t rn, uint64_t kind, uint64_t n)
+{
+    mf_agg_row *r = ROW(g, rn);
+    int first = r->last_window != g->open;
+    if (first && r->last_window) {
+        uint64_t p = mhz(r->last_count, mf_agg_window_ms(g, r->last_window));
+        if (p > r->peak_mhz)
+            r->peak_mhz = p;
+        (void)hist_push(g, r, r->last_window, r->last_count, (int64_t)g->open - g->o.keep);
+        r = ROW(g, rn);
+        r->last_count = 0;
+    }
+    r->last_window = g->open;
+    r->last_count += n;
+    r->total += n;
+    (void)add_kind(g, r, n, kind);
+    return first;
+}
+
+/* ---- busiest indexes ---- */
+
+static uint64_t top_key_hash(uint32_t from, uint32_t to) { return mix((uint64_t)from << 32 | to); }
+
+/* The slot of key (from, to) in b's position index (one holding it, or the
+ * free one where it would go). */
+static pos_slot *pos_find(const busiest *b, uint32_t from, uint32_t to)
+{
+    uint32_t mask = b->pos_size - 1;
+    for (uint32_t j = (uint32_t)top_key_hash(from, to) & mask;; j = (j + 1) & mask) {
+        pos_slot *s = &b->pos[j];
+        if (!s->pos || (s->from == from && s->to == to))
+            return s;
+    }
+}
+
+static void pos_del(busiest *b, pos_slot *s)
+{
+    uint32_t mask = b->pos_size - 1;
+    uint32_t i = (uint32_t)(s - b->pos);
+    for (;;) {
+        b->pos[i].pos = 0;
+        uint32_t k = i;
+        for (;;) {
+            k = (k + 1) & mask;
+            if (!b->pos[k].pos)
+                return;
+            uint32_t home = (uint32_t)top_key_hash(b->pos[k].from, b->pos[k].to) & mask;
+            if (i <= k ? (home <= i || home > k) : (home <= i && home > k))
+                break;
+        }
+        b->pos[i] = b->pos[k];
+        i = k;
+    }
+}
+
+static int top_less(const mf_agg_top *a, const mf_agg_top *b)
+{
+    if (a->value != b->value)
+        return a->value < b->value;
+    return a->from != b->from ? a->from > b->from : a->to > b->to;
+}
+
+/* t placed at heap position j, and its key's slot told so. */
+static void heap_set(busiest *b, uint32_t j, mf_agg_top t)
+{
+    b->heap[j] = t;
+    pos_find(b, t.from, t.to)->pos = j + 1;
+}
+
+static void sift_down(busiest *b, uint32_t i)
+{
+    mf_agg_top t = b->heap[i];
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= b->n)
+            break;
+        if (c + 1 < b->n && top_less(&b->heap[c + 1], &b->heap[c]))
+            c++;
+        if (!top_less(&b->heap[c], &t))
+            break;
+        heap_set(b, i, b->heap[c]);
+        i = c;
+    }
+    heap_set(b, i, t);
+}
+
+static void sift_up(busiest *b, uint32_t i)
+{
+    mf_agg_top t = b->heap[i];
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (!top_less(&t, &b->heap[p]))
+            break;
+        heap_set(b, i, b->heap[p]);
+        i = p;
+    }
+    heap_set(b, i, t);
+}
+
+/* The heap and its position index, made at their full size on first use:
+ * room + 1 entries, the index at most half full. */
+static int busiest_ready(mf_agg *g, busiest *b)
+{
+    if (b->heap)
+        return 0;
+    uint32_t size = 16;
+    while (size < 2 * (b->room + 1))
+        size *= 2;
+    b->heap = g_alloc(g, (size_t)(b->room + 1) * sizeof(*b->heap));
+    b->pos = g_alloc(g, (size_t)size * sizeof(*b->pos));
+    if (!b->heap || !b->pos) {
+        g_free(g, b->heap, (size_t)(b->room + 1) * sizeof(*b->heap));
+        g_free(g, b->pos, (size_t)size * sizeof(*b->pos));
+        b->heap = NULL;
+        b->pos = NULL;
+        return -1;
+    }
+    memset(b->pos, 0, (size_t)size * sizeof(*b->pos));
+    b->pos_size = size;
+    return 0;
+}
+
+/* Key (from, to) has value v now (never less than before).  -1 out of
+ * memory (the floor then rises to v, so that the index stays exact). */
+static int bump(mf_agg *g, busiest *b, uint32_t from, uint32_t to, uint64_t v)
+{
+    if (v <= b->floor)
+        return 0;
+    if (busiest_ready(g, b) < 0) {
+        b->floor = v;
+        return -1;
+    }
+    pos_slot *s = pos_find(b, from, to);
+    if (s->pos) {
+        uint32_t i = s->pos - 1;
+        b->heap[i].value = v;
+        sift_down(b, i);
+        return 0;
+    }
+    uint32_t i = b->n++;
+    s->from = from;
+    s->to = to;
+    s->pos = i + 1;
+    b->heap[i] = (mf_agg_top){v, from, to};
+    sift_up(b, i);
+    if (b->n > b->room) {
+        mf_agg_top min = b->heap[0];
+        pos_del(b, pos_find(b, min.from, min.to));
+        b->n--;
+        if (b->n) {
+            b->heap[0] = b->heap[b->n];
+            sift_down(b, 0);
+        }
+        if (min.value > b->floor)
+            b->floor = min.value;
+    }
+    return 0;
+}
+
+static int top_cmp_desc(const void *x, const void *y)
+{
+    const mf_agg_top *a = x, *b = y;
+    return top_less(a, b) ? 1 : top_less(b, a) ? -1 : 0;
+}
+
+uint32_t mf_agg_busiest(const mf_agg *g, unsigned which, mf_agg_top *out, uint32_t max,
+                        uint64_t *floor)
+{
+    const mf_agg_top *src;
+    uint32_t n;
+    if (which == 2) {
+        src = g->last;
+        n = g->last_n;
+        *floor = g->last_floor;
+    } else {
+        const busiest *b = which == 0 ? &g->top_total : &g->top_open;
+        src = b->heap;
+        n = b->n;
+        *floor = b->floor;
+    }
+    if (!n || !max)
+        return 0;
+    if (which == 2) {
+        uint32_t k = n < max ? n : max; /* sorted at close */
+        memcpy(out, src, (size_t)k * sizeof(*out));
+        return k;
+    }
+    /* the heap sorted into a copy: at most the index's cap entries */
+    mf_agg_top *all = malloc((size_t)n * sizeof(*all));
+    if (!all)
+        return 0;
+    memcpy(all, src, (size_t)n * sizeof(*all));
+    qsort(all, n, sizeof(*all), top_cmp_desc);
+    uint32_t k = n < max ? n : max;
+    memcpy(out, all, (size_t)k * sizeof(*out));
+    free(all);
+    return k;
+}
+
+/* ---- adding ---- */
+
+static void end_count(mf_agg *g, uint32_t e, int in, int first, uint64_t n)
+{
+    mf_agg_end *x = &g->ends[e];
+    if (x->window != g->open) {
+        x->window = g->open;
+        x->in_partners = x->out_partners = 0;
+        x->in_msgs = x->out_msgs = 0;
+    }
+    if (in) {
+        x->in_partners += first;
+        x->in_msgs += n;
+    } else {
+        x->out_partners += first;
+        x->out_msgs += n;
+    }
+}
+
+/* The group row of a pair's delta, or -1 out of memory. */
+static int add_group(mf_agg *g, uint32_t from, uint32_t to, uint64_t kind, uint64_t n)
+{
+    uint32_t gs = g->ends[from].group, gr = g->ends[to].group;
+    if (!gs || !gr) {
+        if (grow(g, (void **)&g->waiting, &g->waiting_cap, g->waiting_n, sizeof(*g->waiting), 64) < 0)
+            return -1;
+        g->waiting[g->waiting_n++] = (pending){from, to, kind, n};
+        return 0;
+    }
+    uint32_t rn = find_row(g, MF_AGG_GROUPS, gs, gr);
+    if (!rn) {
+        if (!(rn = new_row(g, MF_AGG_GROUPS, gs, gr)))
+            return -1;
+        ROW(g, rn)->kinds.one = kind;
+        ROW(g, rn)->last_window = g->open;
+        ROW(g, rn)->total = ROW(g, rn)->last_count = n;
+        return 0;
+    }
+    (void)row_add(g, rn, kind, n);
+    return 0;
+}
+
+int mf_agg_set_group(mf_agg *g, uint32_t e, uint32_t group)
+{
+    if (!mf_agg_end_at(g, e) || !mf_agg_end_at(g, group))
+        return -1;
+    g->ends[e].group = group;
+    return 0;
+}
+
+int mf_agg_groups_ready(mf_agg *g)
+{
+    uint32_t k = 0;
+    int err = 0;
+    for (uint32_t i = 0; i < g->waiting_n; i++) {
+        pending p = g->waiting[i];
+        if (g->ends[p.from].group && g->ends[p.to].group) {
+            if (add_group(g, p.from, p.to, p.kind, p.n) < 0)
+                err = -1;
+        } else {
+            g->waiting[k++] = p;
+        }
+    }
+    g->waiting_n = k;
+    if (!k && g->waiting_cap > 1024) {
+        g_free(g, g->waiting, (size_t)g->waiting_cap * sizeof(*g->waiting));
+        g->waiting = NULL;
+        g->waiting_cap = 0;
+    }
+    return err;
+}
+
+int mf_agg_add(mf_agg *g, unsigned table, uint32_t from, uint32_t to, uint64_t kind, uint64_t n)
+{
+    if (table > MF_AGG_DEAD || !mf_agg_end_at(g, from) || !mf_agg_end_at(g, to) || !n)
+        return 1;
+    uint32_t rn = find_row(g, table, from, to);
+    int first;
+    if (!rn) {
+        if (g->full || !(rn = new_row(g, table, from, to)))
+            return 1;
+        mf_agg_row *r = ROW(g, rn);
+        r->last_window = g->open;
+        r->total = r->last_count = n;
+        r->kinds.one = table == MF_AGG_DEAD ? 0 : kind;
+        if (table == MF_AGG_PAIRS && (g->ends[to].flags & MF_AGG_NAMED) &&
+            grow(g, (void **)&g->named, &g->named_cap, g->named_n, sizeof(*g->named), 16) == 0)
+            g->named[g->named_n++] = rn;
+        first = 1;
+    } else if (table == MF_AGG_DEAD) {
+        ROW(g, rn)->total += n;
+        return 0;
+    } else {
+        first = row_add(g, rn, kind, n);
+    }
+    if (table == MF_AGG_DEAD)
+        return 0;
+    /* the window's ends */
+    end_count(g, to, 1, first, n);
+    if ((kind & ((1ull << g->o.kind_bits) - 1)) != g->o.reply_kind || !kind)
+        end_count(g, from, 0, first, n);
+    /* the busiest indexes: the key's rows in both tables */
+    if (!(g->ends[to].flags & MF_AGG_NAMED)) {
+        const mf_agg_row *r = ROW(g, rn);
+        uint64_t total = r->total, count = r->last_count;
+        const mf_agg_row *o = mf_agg_find(g, table == MF_AGG_PAIRS ? MF_AGG_ROLLED : MF_AGG_PAIRS, from, to);
+        if (o) {
+            total += o->total;
+            if (o->last_window == g->open)
+                count += o->last_count;
+        }
+        (void)bump(g, &g->top_total, from, to, total);
+        (void)bump(g, &g->top_open, from, to, count);
+    }
+    (void)add_group(g, from, to, kind, n);
+    return 0;
+}
+
+/* ---- windows ---- */
+
+int mf_agg_close(mf_agg *g, uint64_t ms, uint32_t min_partners)
+{
+    uint32_t w = g->open;
+    g->window_ms[w % (g->o.keep + 1)] = (uint64_t)w << 32 | (ms > 0xFFFFFFFFu ? 0xFFFFFFFFu : ms);
+    int err = 0;
+    /* the open window's index becomes the last's, sorted */
+    busiest *b = &g->top_open;
+    g_free(g, g->last, (size_t)g->last_n * sizeof(*g->last));
+    g->last = NULL;
+    g->last_n = 0;
+    g->last_floor = b->floor;
+    if (b->n) {
+        g->last = g_alloc(g, (size_t)b->n * sizeof(*g->last));
+        if (g->last) {
+            memcpy(g->last, b->heap, (size_t)b->n * sizeof(*g->last));
+            qsort(g->last, b->n, sizeof(*g->last), top_cmp_desc);
+            g->last_n = b->n;
+        } else {
+            err = -1;
+        }
+    }
+    b->n = 0;
+    b->floor = 0;
+    if (b->pos)
+        memset(b->pos, 0, (size_t)b->pos_size * sizeof(*b->pos));
+    /* its ends kept: the busy ones and the names */
+    g->last_ends_n = 0;
+    for (uint32_t e = 1; e <= g->ends_n; e++) {
+        const mf_agg_end *x = &g->ends[e];
+        if (x->window != w)
+            continue;
+        if (x->in_partners < min_partners && x->out_partners < min_partners && !(x->flags & MF_AGG_NAMED))
+            continue;
+        if (grow(g, (void **)&g->last_ends, &g->last_ends_cap, g->last_ends_n, sizeof(*g->last_ends), 64) < 0) {
+            err = -1;
+            break;
+        }
+        g->last_ends[g->last_ends_n++] =
+            (mf_agg_ends_row){e, x->in_partners, x->out_partners, x->in_msgs, x->out_msgs};
+    }
+    g->open = w + 1;
+    return err;
+}
+
+const mf_agg_ends_row *mf_agg_last_ends(const mf_agg *g, uint32_t *cursor)
+{
+    if (*cursor >= g->last_ends_n)
+        return NULL;
+    return &g->last_ends[(*cursor)++];
+}

@@ -1,0 +1,312 @@
+/*
+ * C unit tests of the aggregate (c_src/mf_agg.c): each check compares
+ * exact figures with a plain model of the same deltas.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mf_agg.h"
+#include "mf_alloc.h"
+
+#include "check.h"
+
+static long live_bytes, live_blocks;
+static void *count_alloc(void *ctx, size_t sz)
+{
+    (void)ctx;
+    live_bytes += (long)sz;
+    live_blocks++;
+    return malloc(sz);
+}
+static void count_free(void *ctx, void *p, size_t sz)
+{
+    (void)ctx;
+    live_bytes -= (long)sz;
+    live_blocks--;
+    free(p);
+}
+static const mf_alloc counting = {count_alloc, count_free, NULL, "counting"};
+
+#define KIND_BITS 4
+#define OTHER 7u /* the tag word of `other' */
+#define REPLY 5u
+static uint64_t kw(uint64_t tag, unsigned kind) { return tag << KIND_BITS | kind; }
+
+static mf_agg *agg(unsigned keep, unsigned max_kinds, unsigned top_total, unsigned top_window)
+{
+    mf_agg_opts o = {keep, max_kinds, OTHER, KIND_BITS, REPLY, top_total, top_window};
+    return mf_agg_new(&counting, &o);
+}
+
+static uint64_t rnd_state = 88172645463325252ULL;
+static uint64_t rnd(void)
+{
+    rnd_state ^= rnd_state << 13;
+    rnd_state ^= rnd_state >> 7;
+    rnd_state ^= rnd_state << 17;
+    return rnd_state;
+}
+
+/* A row's history as the model expects: windows and counts. */
+static int hist_is(const mf_agg_row *r, const uint32_t *w, const uint64_t *c, uint32_t n)
+{
+    if (r->hist_n != n)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (r->hist[i] >> 32 != w[i] || (r->hist[i] & 0xFFFFFFFFu) != c[i])
+            return 0;
+    return 1;
+}
+
+static uint64_t kind_n(const mf_agg_row *r, uint64_t word)
+{
+    if (!r->kinds_n)
+        return r->kinds.one == word ? r->total : 0;
+    for (uint32_t i = 0; i < r->kinds_n; i++)
+        if (r->kinds.list[i].word == word)
+            return r->kinds.list[i].n;
+    return 0;
+}
+
+/* One row through windows: totals, counts, history kept `keep' windows,
+ * the peak from the closed windows' lengths. */
+static void test_windows(void)
+{
+    mf_agg *g = agg(3, 8, 16, 16);
+    uint32_t a = mf_agg_end_word(g, 0x103), b = mf_agg_end_word(g, 0x203);
+    CHECK(a == 1 && b == 2);
+    CHECK(mf_agg_end_word(g, 0x103) == a);
+    CHECK(mf_agg_add(g, MF_AGG_PAIRS, a, b, 0, 5) == 0);
+    CHECK(mf_agg_add(g, MF_AGG_PAIRS, a, b, 0, 5) == 0);
+    mf_agg_close(g, 1000, 5);                         /* window 1: 10 in 1 s */
+    mf_agg_close(g, 500, 5);                          /* window 2: none */
+    CHECK(mf_agg_add(g, MF_AGG_PAIRS, a, b, 0, 3) == 0); /* window 3 */
+    const mf_agg_row *r = mf_agg_find(g, MF_AGG_PAIRS, a, b);
+    CHECK(r && r->total == 13 && r->last_window == 3 && r->last_count == 3);
+    CHECK(r->peak_mhz == 10000);                      /* 10 messages/s */
+    CHECK(hist_is(r, (uint32_t[]){1}, (uint64_t[]){10}, 1));
+    mf_agg_close(g, 250, 5);                          /* window 3: 3 in 250 ms */
+    mf_agg_close(g, 1000, 5);
+    mf_agg_close(g, 1000, 5);
+    CHECK(mf_agg_add(g, MF_AGG_PAIRS, a, b, 0, 1) == 0); /* window 6: keeps 3.. */
+    r = mf_agg_find(g, MF_AGG_PAIRS, a, b);
+    CHECK(r->peak_mhz == 12000);
+    CHECK(hist_is(r, (uint32_t[]){3}, (uint64_t[]){3}, 1));
+    CHECK(mf_agg_window_ms(g, 5) == 1000 && mf_agg_window_ms(g, 1) == 0);
+    CHECK(mf_agg_size(g, MF_AGG_PAIRS) == 1);
+    mf_agg_free(g);
+    CHECK(live_bytes == 0 && live_blocks == 0);
+}
+
+/* Kinds: one word, then a list; past max_kinds a word of its own counts
+ * under its kind's `other'; the sum is the total. */
+static void test_kinds(void)
+{
+    mf_agg *g = agg(10, 2, 16, 16);
+    uint32_t a = mf_agg_end_word(g, 0x103), b = mf_agg_end_word(g, 0x203);
+    uint64_t call_get = kw(100, 1), call_put = kw(101, 1), call_del = kw(102, 1), cast_x = kw(103, 2);
+    mf_agg_add(g, MF_AGG_PAIRS, a, b, call_get, 4);
+    const mf_agg_row *r = mf_agg_find(g, MF_AGG_PAIRS, a, b);
+    CHECK(r->kinds_n == 0 && r->kinds.one == call_get);
+    mf_agg_add(g, MF_AGG_PAIRS, a, b, call_get, 1);
+    r = mf_agg_find(g, MF_AGG_PAIRS, a, b);
+    CHECK(r->kinds_n == 0 && kind_n(r, call_get) == 5);
+    mf_agg_add(g, MF_AGG_PAIRS, a, b, call_put, 2);
+    mf_agg_add(g, MF_AGG_PAIRS, a, b, call_del, 3); /* a third: call's other */
+    mf_agg_add(g, MF_AGG_PAIRS, a, b, cast_x, 1);   /* also past the two */
+    mf_agg_add(g, MF_AGG_PAIRS, a, b, 0, 6);        /* no kind: in the total only */
+    r = mf_agg_find(g, MF_AGG_PAIRS, a, b);
+    CHECK(r->total == 17);
+    CHECK(kind_n(r, call_get) == 5 && kind_n(r, call_put) == 2);
+    CHECK(kind_n(r, kw(OTHER, 1)) == 3 && kind_n(r, kw(OTHER, 2)) == 1);
+    CHECK(kind_n(r, call_del) == 0 && r->kinds_n == 4);
+    mf_agg_free(g);
+    CHECK(live_bytes == 0 && live_blocks == 0);
+}
+
+#define NS 200
+#define NR 50
+/* Many keys with random counts: every row exact, the busiest indexes equal
+ * to a sort of the model (the key's pairs and rolled-up rows added up;
+ * names left out), the ends of the window exact. */
+static void test_busiest(void)
+{
+    mf_agg *g = agg(60, 8, 64, 64);
+    static uint64_t pairs[NS][NR], rolled[NS][NR], win[NS][NR];
+    uint32_t se[NS], re[NR];
+    for (int i = 0; i < NS; i++)
+        se[i] = mf_agg_end_word(g, (uint64_t)(i + 1) << 4 | 3);
+    for (int j = 0; j < NR; j++) {
+        unsigned char etf[8] = {131, 100, 0, 3, 'r', (unsigned char)('a' + j / 26), (unsigned char)('a' + j % 26), 0};
+        re[j] = j % 10 == 9 ? mf_agg_end_bytes(g, etf, 7, MF_AGG_NAMED) : mf_agg_end_word(g, (uint64_t)(1000 + j) << 4 | 3);
+    }
+    CHECK(mf_agg_find_bytes(g, (const unsigned char *)"\x83\x64\x00\x03raj", 7) == re[9]);
+    for (int w = 0; w < 3; w++) {
+        memset(win, 0, sizeof(win));
+        for (int k = 0; k < 20000; k++) {
+            int i = (int)(rnd() % NS), j = (int)(rnd() % NR);
+            uint64_t n = 1 + rnd() % (i < 5 ? 50 : 3);
+            int rep = rnd() % 4 == 0;
+            CHECK(mf_agg_add(g, rep ? MF_AGG_ROLLED : MF_AGG_PAIRS, se[i], re[j],
+                             rep ? kw(9, REPLY) : kw(8, 1), n) == 0);
+            (rep ? rolled : pairs)[i][j] += n;
+            win[i][j] += n;
+        }
+        /* the open window's index */
+        mf_agg_top got[64];
+        uint64_t floor;
+        uint32_t k = mf_agg_busiest(g, 1, got, 10, &floor);
+        CHECK(k == 10);
+        for (uint32_t x = 0; x < k; x++) {
+            int i = (int)(got[x].from - se[0]), j = -1;
+            for (int y = 0; y < NR; y++)
+                if (re[y] == got[x].to)
+                    j = y;
+            CHECK(j >= 0 && j % 10 != 9 && got[x].value == win[i][j]);
+            /* none not listed has more */
+            for (int i2 = 0; i2 < NS; i2++)
+                for (int j2 = 0; j2 < NR; j2++) {
+                    if (j2 % 10 == 9)
+                        continue;
+                    int listed = 0;
+                    for (uint32_t y = 0; y <= x; y++)
+                        listed |= got[y].from == se[i2] && got[y].to == re[j2];
+                    CHECK(listed || win[i2][j2] <= got[x].value);
+                }
+        }
+        /* ends of the window: messages in and out (replies not out) */
+        uint64_t in0 = 0, out0 = 0;
+        for (int j = 0; j < NR; j++)
+            in0 += win[0][j];
+        (void)out0;
+        CHECK(mf_agg_close(g, 1000, 5) == 0);
+        uint32_t cur = 0;
+        const mf_agg_ends_row *e;
+        uint64_t in_all = 0, out_all = 0;
+        while ((e = mf_agg_last_ends(g, &cur))) {
+            in_all += e->in_msgs;
+            out_all += e->out_msgs;
+        }
+        uint64_t sum = 0;
+        for (int i = 0; i < NS; i++)
+            for (int j = 0; j < NR; j++)
+                sum += win[i][j];
+        CHECK(in_all == sum); /* every receiver has >= 5 senders a window */
+        CHECK(out_all <= sum);
+    }
+    /* by total, both tables */
+    mf_agg_top got[64];
+    uint64_t floor;
+    uint32_t k = mf_agg_busiest(g, 0, got, 20, &floor);
+    CHECK(k == 20);
+    for (uint32_t x = 0; x < k; x++) {
+        int i = (int)(got[x].from - se[0]), j = -1;
+        for (int y = 0; y < NR; y++)
+            if (re[y] == got[x].to)
+                j = y;
+        CHECK(j >= 0 && got[x].value == pairs[i][j] + rolled[i][j]);
+        if (x)
+            CHECK(got[x].value <= got[x - 1].value);
+    }
+    for (int i = 0; i < NS; i++)
+        for (int j = 0; j < NR; j++) {
+            const mf_agg_row *p = mf_agg_find(g, MF_AGG_PAIRS, se[i], re[j]);
+            const mf_agg_row *q = mf_agg_find(g, MF_AGG_ROLLED, se[i], re[j]);
+            CHECK((p ? p->total : 0) == pairs[i][j] && (q ? q->total : 0) == rolled[i][j]);
+            int listed = 0;
+            for (uint32_t y = 0; y < k; y++)
+                listed |= got[y].from == se[i] && got[y].to == re[j];
+            CHECK(listed || j % 10 == 9 || pairs[i][j] + rolled[i][j] <= got[k - 1].value);
+        }
+    /* the named receivers' pairs are listed apart */
+    mf_agg_free(g);
+    CHECK(live_bytes == 0 && live_blocks == 0);
+}
+
+/* Groups: a pair's delta waits for its ends' group ends, then adds to the
+ * group row; the groups' totals are the pairs'. */
+static void test_groups(void)
+{
+    mf_agg *g = agg(10, 8, 16, 16);
+    uint32_t e[6];
+    for (int i = 0; i < 6; i++)
+        e[i] = mf_agg_end_word(g, (uint64_t)(i + 1) << 4 | 3);
+    uint32_t gx = mf_agg_end_bytes(g, (const unsigned char *)"gx", 2, 0);
+    uint32_t gy = mf_agg_end_bytes(g, (const unsigned char *)"gy", 2, 0);
+    uint32_t fresh[16];
+    CHECK(mf_agg_take_new(g, fresh, 16) == 8 && fresh[0] == e[0] && fresh[7] == gy);
+    CHECK(mf_agg_take_new(g, fresh, 16) == 0);
+    for (int i = 0; i < 3; i++)
+        for (int j = 3; j < 6; j++)
+            mf_agg_add(g, MF_AGG_PAIRS, e[i], e[j], kw(8, 1), (uint64_t)(1 + i + j));
+    CHECK(mf_agg_size(g, MF_AGG_GROUPS) == 0);
+    for (int i = 0; i < 3; i++)
+        mf_agg_set_group(g, e[i], gx);
+    CHECK(mf_agg_groups_ready(g) == 0);
+    CHECK(mf_agg_size(g, MF_AGG_GROUPS) == 0);
+    for (int j = 3; j < 6; j++)
+        mf_agg_set_group(g, e[j], gy);
+    CHECK(mf_agg_groups_ready(g) == 0);
+    const mf_agg_row *r = mf_agg_find(g, MF_AGG_GROUPS, gx, gy);
+    uint64_t want = 0;
+    for (int i = 0; i < 3; i++)
+        for (int j = 3; j < 6; j++)
+            want += (uint64_t)(1 + i + j);
+    CHECK(r && r->total == want && kind_n(r, kw(8, 1)) == want);
+    mf_agg_add(g, MF_AGG_PAIRS, e[0], e[3], kw(8, 1), 2);
+    r = mf_agg_find(g, MF_AGG_GROUPS, gx, gy);
+    CHECK(r->total == want + 2 && mf_agg_size(g, MF_AGG_GROUPS) == 1);
+    mf_agg_free(g);
+    CHECK(live_bytes == 0 && live_blocks == 0);
+}
+
+/* Full: a new key finds no row, a held one still counts; many rows and
+ * endpoints grow the indexes; a scan sees each row once. */
+static void test_full_and_scale(void)
+{
+    mf_agg *g = agg(10, 8, 2048, 5000);
+    const uint32_t N = 300000;
+    for (uint32_t i = 0; i < N; i++) {
+        uint32_t a = mf_agg_end_word(g, (uint64_t)(i % 1000 + 1) << 4 | 3);
+        uint32_t b = mf_agg_end_word(g, (uint64_t)(i / 1000 + 5000) << 4 | 3);
+        CHECK(mf_agg_add(g, MF_AGG_PAIRS, a, b, 0, 1) == 0);
+    }
+    CHECK(mf_agg_size(g, MF_AGG_PAIRS) == N && mf_agg_ends(g) == 1300);
+    uint32_t grp = mf_agg_end_bytes(g, (const unsigned char *)"g", 1, 0);
+    for (uint32_t e = 1; e <= 1300; e++)
+        CHECK(mf_agg_set_group(g, e, grp) == 0);
+    CHECK(mf_agg_groups_ready(g) == 0);
+    CHECK(mf_agg_find(g, MF_AGG_GROUPS, grp, grp)->total == N);
+    mf_agg_set_full(g, 1);
+    uint32_t a = mf_agg_find_word(g, 1 << 4 | 3), b = mf_agg_find_word(g, 5000 << 4 | 3);
+    CHECK(mf_agg_add(g, MF_AGG_PAIRS, a, b, 0, 1) == 0);
+    uint32_t c = mf_agg_end_word(g, 99999 << 4 | 3);
+    CHECK(mf_agg_add(g, MF_AGG_PAIRS, a, c, 0, 1) == 1);
+    uint32_t cur = 0, seen = 0;
+    uint64_t sum = 0;
+    const mf_agg_row *r;
+    while ((r = mf_agg_next(g, MF_AGG_PAIRS, &cur))) {
+        seen++;
+        sum += r->total;
+    }
+    CHECK(seen == N && sum == N + 1);
+    printf("300,000 rows: %.1f bytes a row\n", (double)mf_agg_bytes(g) / N);
+    CHECK(mf_agg_bytes(g) < 90ull * N);
+    mf_agg_free(g);
+    CHECK(live_bytes == 0 && live_blocks == 0);
+}
+
+int main(void)
+{
+    test_windows();
+    test_kinds();
+    test_busiest();
+    test_groups();
+    test_full_and_scale();
+    if (failures)
+        fprintf(stderr, "%d checks failed\n", failures);
+    else
+        printf("all checks passed\n");
+    return failures ? 1 : 0;
+}
