@@ -271,8 +271,11 @@ void mf_agg_set_full(mf_agg *g, int full) { g->full = full; }
 
 uint64_t mf_agg_window_ms(const mf_agg *g, uint32_t w)
 {
+    /* the last `keep' closed windows' lengths (msgflow_store's durations) */
+    if (!w || w >= g->open || (uint64_t)w + g->o.keep < g->open)
+        return 0;
     uint64_t x = g->window_ms[w % (g->o.keep + 1)];
-    return w && (uint32_t)(x >> 32) == w ? (x & 0xFFFFFFFFu) : 0;
+    return (uint32_t)(x >> 32) == w ? (x & 0xFFFFFFFFu) : 0;
 }
 
 /* ---- endpoints ---- */
@@ -468,8 +471,8 @@ static uint64_t other_of(const mf_agg *g, uint64_t kind)
  * of msgflow_row:add_kind/4. */
 static int add_kind(mf_agg *g, mf_agg_row *r, uint64_t n, uint64_t kind)
 {
-    if (!kind || (!r->kinds_n && r->kinds.one == kind))
-        return 0;
+    if (!r->kinds_n && r->kinds.one == kind)
+        return 0; /* all of this one kind still, or no kinds at all */
     if (!r->kinds_n) {
         uint64_t one = r->kinds.one;
         r->kinds.list = NULL;
@@ -483,6 +486,8 @@ static int add_kind(mf_agg *g, mf_agg_row *r, uint64_t n, uint64_t kind)
             r->kinds_n = 1;
         }
     }
+    if (!kind)
+        return 0; /* (no longer all of one kind) */
     for (;;) {
         for (uint32_t i = 0; i < r->kinds_n; i++) {
             if (r->kinds.list[i].word == kind) {

@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "mf_agg_nif.h"
 #include "mf_atoms.h"
 #include "mf_proc_events.h"
 #include "mf_calls.h"
@@ -644,7 +645,7 @@ static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
     *priv = NULL;
     ErlNifResourceFlags flags = ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER;
     if (mf_session_open_type(env, flags) || mf_snapshot_open_type(env, flags) ||
-        mf_flow_open_type(env, flags))
+        mf_flow_open_type(env, flags) || mf_agg_open_type(env, flags))
         return -1;
     mf_layout_open_type(env);
     return 0;
@@ -696,6 +697,17 @@ static ErlNifFunc nif_funcs[] = {
     {"entry_new", 1, mf_nif_entry_new, 0},
     {"entry_info", 1, mf_nif_entry_info, 0},
     {"entry_stop", 1, mf_nif_entry_stop, 0},
+    {"agg_new", 1, mf_nif_agg_new, 0},
+    {"agg_add", 3, mf_nif_agg_add, 0},
+    {"agg_new_ends", 2, mf_nif_agg_new_ends, 0},
+    {"agg_set_groups", 2, mf_nif_agg_set_groups, 0},
+    {"agg_close", 3, mf_nif_agg_close, 0},
+    {"agg_full", 2, mf_nif_agg_full, 0},
+    {"agg_lookup", 3, mf_nif_agg_lookup, 0},
+    {"agg_rows", 5, mf_nif_agg_rows, 0},
+    {"agg_busiest", 3, mf_nif_agg_busiest, 0},
+    {"agg_last_ends", 1, mf_nif_agg_last_ends, 0},
+    {"agg_info", 1, mf_nif_agg_info, 0},
 };
 
 ERL_NIF_INIT(msgflow_tracer, nif_funcs, on_load, NULL, on_upgrade, on_unload)

@@ -21,6 +21,9 @@
          proc_events_take/1, session_info/1, own/3,
          lib_info/0, kinds/0]).
 -export([flow_session_new/2, flow_watch/3, flow_take/2, entry_new/1, entry_info/1, entry_stop/1]).
+-export([agg_new/1, agg_add/3, agg_new_ends/2, agg_set_groups/2, agg_close/3, agg_full/2, agg_lookup/3,
+         agg_rows/5, agg_busiest/3, agg_last_ends/1, agg_info/1]).
+-export_type([agg/0]).
 
 -on_load(init/0).
 
@@ -438,6 +441,73 @@ entry_info(_Entry) -> ?NOT_LOADED.
 %% trace_status, and no call is counted after.
 -spec entry_stop(entry()) -> ok.
 entry_stop(_Entry) -> ?NOT_LOADED.
+
+%%% The aggregate (c_src/mf_agg.h): a run's rows folded in C.  Tables
+%%% are `pairs', `rolled_up', `dead' and `groups'; a row is msgflow_row's
+%%% `{{From, To}, Total, LastWindow, LastCount, History, PeakMhz, Kinds}'
+%%% (a dead letter's `{{From, To}, Messages}').  One process writes
+%%% (agg_add, agg_new_ends, agg_set_groups, agg_close, agg_full); any
+%%% process reads.  Not yet the collector's store (issue 53).
+
+-opaque agg() :: reference().
+-type agg_table() :: pairs | rolled_up | dead | groups.
+
+%% @doc An empty aggregate, window 1 open: rows keep Keep windows of
+%% history and MaxKinds kinds and tags of their own; the busiest indexes
+%% hold TopTotal keys by messages since start and TopWindow by the open
+%% window; Node is node().  Raises `memory'.
+-spec agg_new({pos_integer(), pos_integer(), pos_integer(), pos_integer(), node()}) -> agg().
+agg_new(_Opts) -> ?NOT_LOADED.
+
+%% @doc The deltas added to Table (pairs, rolled_up or dead) in the open
+%% window; returns the messages of keys that found no row (agg_full/2).
+-spec agg_add(agg(), pairs | rolled_up | dead, [delta()]) -> non_neg_integer().
+agg_add(_Agg, _Table, _Deltas) -> ?NOT_LOADED.
+
+%% @doc At most Max endpoints new since the last call, by number.
+-spec agg_new_ends(agg(), pos_integer()) -> [{pos_integer(), endpoint()}].
+agg_new_ends(_Agg, _Max) -> ?NOT_LOADED.
+
+%% @doc The group ends of endpoints (by number); then the deltas that
+%% waited for them go to their groups' rows.
+-spec agg_set_groups(agg(), [{pos_integer(), term()}]) -> ok.
+agg_set_groups(_Agg, _Groups) -> ?NOT_LOADED.
+
+%% @doc The open window closed after Ms ms; its ends with MinPartners
+%% partners or more (or a registered name) are kept (agg_last_ends/1).
+-spec agg_close(agg(), non_neg_integer(), non_neg_integer()) -> ok.
+agg_close(_Agg, _Ms, _MinPartners) -> ?NOT_LOADED.
+
+%% @doc Whether new rows may not be made (true) or may (false).
+-spec agg_full(agg(), boolean()) -> ok.
+agg_full(_Agg, _Full) -> ?NOT_LOADED.
+
+%% @doc The row of a key, or [].
+-spec agg_lookup(agg(), agg_table(), {term(), term()}) -> [tuple()].
+agg_lookup(_Agg, _Table, _Key) -> ?NOT_LOADED.
+
+%% @doc At most Max rows after Cursor (0 to start), and the cursor to go on
+%% from (`done' at the end); with Kinds false each row's kinds are [].
+-spec agg_rows(agg(), agg_table(), non_neg_integer(), pos_integer(), boolean()) ->
+          {[tuple()], non_neg_integer() | done}.
+agg_rows(_Agg, _Table, _Cursor, _Max, _Kinds) -> ?NOT_LOADED.
+
+%% @doc The N busiest keys by messages since start (`total'), in the open
+%% window or in the last closed one, highest first, with the index's
+%% floor (a key not in it has at most that many).
+-spec agg_busiest(agg(), total | open | last, non_neg_integer()) ->
+          {[{{term(), term()}, non_neg_integer()}], non_neg_integer()}.
+agg_busiest(_Agg, _Which, _N) -> ?NOT_LOADED.
+
+%% @doc The last closed window's ends kept: `{End, InPartners,
+%% InMessages, OutPartners, OutMessages}'.
+-spec agg_last_ends(agg()) -> [{term(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
+                                non_neg_integer()}].
+agg_last_ends(_Agg) -> ?NOT_LOADED.
+
+%% @doc Its figures: bytes held, rows by table, endpoints, the open window.
+-spec agg_info(agg()) -> #{atom() => non_neg_integer()}.
+agg_info(_Agg) -> ?NOT_LOADED.
 
 %% @doc What the library chose when it loaded: `allocator', the one the
 %% tables use, and `jemalloc_error', why jemalloc is not it (empty binary
