@@ -21,11 +21,7 @@
 #include "mf_atoms.h"
 #include "mf_kind.h"
 
-typedef struct {
-    mf_agg *g;
-    ErlNifRWLock *lock;
-    ERL_NIF_TERM node; /* the local node's atom (atoms are never freed) */
-} agg_res;
+typedef mf_agg_res agg_res; /* (the node's atom: atoms are never freed) */
 
 static ErlNifResourceType *agg_rt;
 
@@ -49,6 +45,11 @@ int mf_agg_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
 static int get_agg(ErlNifEnv *env, ERL_NIF_TERM t, agg_res **r)
 {
     return enif_get_resource(env, t, agg_rt, (void **)r) && (*r)->g;
+}
+
+int mf_agg_res_get(ErlNifEnv *env, ERL_NIF_TERM t, mf_agg_res **r)
+{
+    return get_agg(env, t, r);
 }
 
 static int table_of(ERL_NIF_TERM t, unsigned *table)
@@ -87,6 +88,16 @@ static uint32_t end_of(ErlNifEnv *env, agg_res *r, ERL_NIF_TERM t, int make)
                       : mf_agg_find_bytes(r->g, b.data, b.size);
     enif_release_binary(&b);
     return e;
+}
+
+uint32_t mf_agg_res_end_etf(ErlNifEnv *env, mf_agg_res *r, const unsigned char *etf, size_t len)
+{
+    uint32_t e = mf_agg_find_bytes(r->g, etf, len);
+    if (e)
+        return e;
+    ERL_NIF_TERM t;
+    int named = enif_binary_to_term(env, etf, len, &t, 0) && is_named(env, r, t);
+    return mf_agg_end_bytes(r->g, etf, len, named ? MF_AGG_NAMED : 0);
 }
 
 /* Endpoint number e as a term. */

@@ -5,6 +5,23 @@
 #define MF_AGG_NIF_H
 
 #include <erl_nif.h>
+#include <stdint.h>
+
+#include "mf_agg.h"
+
+/* The aggregate resource: its mf_agg, the lock every call takes (the
+ * write lock to change it), the local node's atom. */
+typedef struct mf_agg_res {
+    mf_agg *g;
+    ErlNifRWLock *lock;
+    ERL_NIF_TERM node;
+} mf_agg_res;
+
+/* The resource behind term t (1), or 0.  Any thread. */
+int mf_agg_res_get(ErlNifEnv *env, ERL_NIF_TERM t, mf_agg_res **r);
+/* The endpoint of an external format, made when new (flags from its term,
+ * decoded in env then).  0 out of memory.  The write lock held. */
+uint32_t mf_agg_res_end_etf(ErlNifEnv *env, mf_agg_res *r, const unsigned char *etf, size_t len);
 
 int mf_agg_open_type(ErlNifEnv *env, ErlNifResourceFlags flags);
 ERL_NIF_TERM mf_nif_agg_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);

@@ -21,5 +21,8 @@ int mf_snapshot_open_type(ErlNifEnv *env, ErlNifResourceFlags flags);
 ERL_NIF_TERM mf_nif_snapshot(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_snapshot_start(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_snapshot_next(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+/* The same take folded into an aggregate: snapshot_fold_start/2, snapshot_fold/1. */
+ERL_NIF_TERM mf_nif_snapshot_fold_start(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_snapshot_fold(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 
 #endif

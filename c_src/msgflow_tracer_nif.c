@@ -687,6 +687,8 @@ static ErlNifFunc nif_funcs[] = {
     {"snapshot", 1, mf_nif_snapshot, 0},
     {"snapshot_start", 1, mf_nif_snapshot_start, 0},
     {"snapshot_next", 1, mf_nif_snapshot_next, 0},
+    {"snapshot_fold_start", 2, mf_nif_snapshot_fold_start, 0},
+    {"snapshot_fold", 1, mf_nif_snapshot_fold, 0},
     {"session_info", 1, mf_nif_session_info, 0},
     {"lib_info", 0, nif_lib_info, 0},
     {"layout_probe", 1, nif_layout_probe, 0},

@@ -128,3 +128,55 @@ badarg_test() ->
     ?assertError(badarg, msgflow_tracer:agg_set_groups(A, [{99, x}])),
     ?assertError(badarg, msgflow_tracer:agg_busiest(A, nope, 3)),
     ?assertEqual([], msgflow_tracer:agg_lookup(A, pairs, {a, b})).
+
+%% The snapshot folded into an aggregate (snapshot_fold_start/2,
+%% snapshot_fold/1) against the snapshot as terms (snapshot/1) of a
+%% session fed the same sends: pids to pids, to a registered name and to
+%% {Name, node()}, of a few kinds, and sends to a process gone (dead
+%% letters, also counted in their pairs); the rows are what the deltas
+%% make (agg_add/3), exactly, and
+%% a full aggregate's messages are reported as having no row.
+fold_equals_terms_test() ->
+    Ps = [spawn(fun() -> receive stop -> ok end end) || _ <- lists:seq(1, 30)],
+    Gone = spawn(fun() -> ok end),
+    Ref = monitor(process, Gone),
+    receive {'DOWN', Ref, _, _, _} -> ok end,
+    Tos = Ps ++ [a_name, {a_name, node()}],
+    Msgs = [m, {'$gen_call', {self(), make_ref()}, get}, {'$gen_cast', put}],
+    Sends = [{lists:nth(1 + (I rem 30), Ps), lists:nth(1 + (I * 7 rem 32), Tos), lists:nth(1 + (I rem 3), Msgs)}
+             || I <- lists:seq(1, 3000)],
+    Feed = fun(Session) ->
+                   [ok = msgflow_tracer:trace_send(send, Session, F, M, #{extra => T}) || {F, T, M} <- Sends],
+                   [ok = msgflow_tracer:trace_send(send_to_non_existing_process, Session, F, m, #{extra => Gone})
+                    || F <- lists:sublist(Ps, 5)],
+                   ok
+           end,
+    S1 = msgflow_tracer:session_new(self(), 100000, 8),
+    S2 = msgflow_tracer:session_new(self(), 100000, 8),
+    ok = Feed(S1),
+    ok = Feed(S2),
+    {Pairs, Dead, Replies, 0, 0} = msgflow_tracer:snapshot(S1),
+    Want = msgflow_tracer:agg_new({10, 8, 16, 16, node()}),
+    0 = msgflow_tracer:agg_add(Want, pairs, Pairs),
+    0 = msgflow_tracer:agg_add(Want, rolled_up, Replies),
+    0 = msgflow_tracer:agg_add(Want, dead, Dead),
+    Got = msgflow_tracer:agg_new({10, 8, 16, 16, node()}),
+    {Folded, 0} = fold_all(msgflow_tracer:snapshot_fold_start(S2, Got), 0),
+    ?assertEqual(length(Pairs) + length(Dead) + length(Replies), Folded),
+    [?assertEqual(rows(all(Want, T)), rows(all(Got, T))) || T <- [pairs, rolled_up]],
+    ?assertEqual(lists:sort(all(Want, dead)), lists:sort(all(Got, dead))),
+    ?assertEqual({3005, 5}, {lists:sum([element(2, R) || R <- all(Got, pairs)]), lists:sum([element(2, R) || R <- all(Got, dead)])}),
+    %% full: the same sends again find their rows; new keys find none
+    ok = msgflow_tracer:agg_full(Got, true),
+    ok = Feed(S2),
+    [ok = msgflow_tracer:trace_send(send, S2, P, m, #{extra => self()}) || P <- Ps],
+    {_, 30} = fold_all(msgflow_tracer:snapshot_fold_start(S2, Got), 0),
+    ?assertEqual(2 * 3005, lists:sum([element(2, R) || R <- all(Got, pairs)])),
+    [msgflow_tracer:session_stop(S) || S <- [S1, S2]],
+    [P ! stop || P <- Ps].
+
+fold_all(Take, Acc) ->
+    case msgflow_tracer:snapshot_fold(Take) of
+        {more, N, 0} -> fold_all(Take, Acc + N);
+        {done, N, Over, 0, 0, _} -> {Acc + N, Over}
+    end.
