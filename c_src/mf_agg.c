@@ -55,11 +55,21 @@ struct mf_agg {
     mf_agg_end *ends;
     uint32_t ends_n, ends_cap;
     num_index end_index;
-    uint32_t new_from;          /* endpoints from this number on are new */
+    uint32_t *fresh;            /* endpoints new since mf_agg_take_new */
+    uint32_t fresh_n, fresh_cap;
+    uint32_t *free_ends;        /* numbers to reuse */
+    uint32_t free_ends_n, free_ends_cap;
+    uint32_t *released;         /* let go since mf_agg_take_released */
+    uint32_t released_n, released_cap;
+    uint32_t *dying;            /* let go, freed two windows on if still so */
+    uint32_t dying_n, dying_cap;
     /* rows, numbered from 1 */
     mf_agg_row *rows;
     mf_agg_row **pages;         /* ROW_PAGE rows each: a row never moves */
     uint32_t rows_n, pages_cap;
+    uint32_t *free_rows;        /* numbers of rows rolled up, to reuse */
+    uint32_t free_rows_n, free_rows_cap;
+    uint32_t sweep_at[MF_AGG_TABLES]; /* where each table's sweep goes on */
     num_index row_index;
     uint64_t sizes[MF_AGG_TABLES];
     /* pairs rows whose receiver is a named endpoint */
@@ -173,6 +183,37 @@ static void index_put(num_index *ix, uint64_t h, uint32_t n)
     ix->used++;
 }
 
+/* Removes number n from the index, found from its hash h (backward-shift
+ * deletion keeps every probe sequence whole). */
+static void index_del(mf_agg *g, num_index *ix, uint64_t h, uint32_t n,
+                      uint64_t (*rehash)(const mf_agg *, uint32_t, const void *))
+{
+    uint32_t mask = ix->size - 1;
+    uint32_t i = (uint32_t)h & mask;
+    while (ix->slots[i] != n) {
+        if (!ix->slots[i])
+            return; /* (not there) */
+        i = (i + 1) & mask;
+    }
+    for (;;) {
+        ix->slots[i] = 0;
+        uint32_t k = i;
+        for (;;) {
+            k = (k + 1) & mask;
+            uint32_t m = ix->slots[k];
+            if (!m) {
+                ix->used--;
+                return;
+            }
+            uint32_t home = (uint32_t)rehash(g, m, NULL) & mask;
+            if (i <= k ? (home <= i || home > k) : (home <= i && home > k))
+                break;
+        }
+        ix->slots[i] = ix->slots[k];
+        i = k;
+    }
+}
+
 static uint64_t end_hash_of(const mf_agg_end *e)
 {
     return e->etf ? hash_bytes(e->etf, e->etf_len) : mix(e->word);
@@ -207,7 +248,6 @@ mf_agg *mf_agg_new(const mf_alloc *a, const mf_agg_opts *o)
         g->o.max_kinds = 1;
     g->bytes = sizeof(*g);
     g->open = 1;
-    g->new_from = 1;
     g->top_total.room = o->top_total ? o->top_total : 1;
     g->top_open.room = o->top_window ? o->top_window : 1;
     size_t wsz = (size_t)(g->o.keep + 1) * sizeof(uint64_t);
@@ -245,7 +285,7 @@ void mf_agg_free(mf_agg *g)
         if (ROW(g, i)->from)
             row_drop(g, ROW(g, i));
     for (uint32_t i = 1; i <= g->ends_n; i++)
-        g_free(g, g->ends[i].etf, g->ends[i].etf_len);
+        g_free(g, g->ends[i].etf, g->ends[i].etf_len); /* (NULL when freed) */
     for (uint32_t i = 0; i < g->pages_cap && g->pages[i]; i++)
         g_free(g, g->pages[i], ROW_PAGE * sizeof(mf_agg_row));
     g_free(g, g->pages, (size_t)g->pages_cap * sizeof(*g->pages));
@@ -258,6 +298,11 @@ void mf_agg_free(mf_agg *g)
     g_free(g, g->last, (size_t)g->last_n * sizeof(*g->last));
     g_free(g, g->last_ends, (size_t)g->last_ends_cap * sizeof(*g->last_ends));
     g_free(g, g->waiting, (size_t)g->waiting_cap * sizeof(*g->waiting));
+    g_free(g, g->fresh, (size_t)g->fresh_cap * sizeof(*g->fresh));
+    g_free(g, g->free_ends, (size_t)g->free_ends_cap * sizeof(*g->free_ends));
+    g_free(g, g->released, (size_t)g->released_cap * sizeof(*g->released));
+    g_free(g, g->dying, (size_t)g->dying_cap * sizeof(*g->dying));
+    g_free(g, g->free_rows, (size_t)g->free_rows_cap * sizeof(*g->free_rows));
     g_free(g, g->window_ms, (size_t)(g->o.keep + 1) * sizeof(uint64_t));
     const mf_alloc *a = g->a;
     a->free(a->ctx, g, sizeof(*g));
@@ -324,6 +369,8 @@ static uint32_t add_end(mf_agg *g, uint64_t h, uint64_t word, const unsigned cha
         return 0;
     if (index_room(g, &g->end_index, end_rehash, NULL) < 0)
         return 0;
+    if (grow(g, (void **)&g->fresh, &g->fresh_cap, g->fresh_n, sizeof(*g->fresh), 256) < 0)
+        return 0;
     unsigned char *copy = NULL;
     if (etf) {
         copy = g_alloc(g, len);
@@ -331,7 +378,8 @@ static uint32_t add_end(mf_agg *g, uint64_t h, uint64_t word, const unsigned cha
             return 0;
         memcpy(copy, etf, len);
     }
-    uint32_t n = ++g->ends_n;
+    uint32_t n = g->free_ends_n ? g->free_ends[--g->free_ends_n] : ++g->ends_n;
+    g->fresh[g->fresh_n++] = n;
     mf_agg_end *e = &g->ends[n];
     memset(e, 0, sizeof(*e));
     e->word = etf ? 0 : word;
@@ -358,10 +406,85 @@ uint32_t mf_agg_end_bytes(mf_agg *g, const unsigned char *etf, size_t len, uint3
 
 uint32_t mf_agg_take_new(mf_agg *g, uint32_t *out, uint32_t max)
 {
-    uint32_t k = 0;
-    while (k < max && g->new_from <= g->ends_n)
-        out[k++] = g->new_from++;
+    uint32_t k = 0, i = 0;
+    for (; k < max && i < g->fresh_n; i++) {
+        uint32_t e = g->fresh[i];
+        if (g->ends[e].etf || g->ends[e].word)
+            out[k++] = e; /* (not freed since) */
+    }
+    memmove(g->fresh, g->fresh + i, (size_t)(g->fresh_n - i) * sizeof(*g->fresh));
+    g->fresh_n -= i;
+    if (!g->fresh_n && g->fresh_cap > 4096) {
+        g_free(g, g->fresh, (size_t)g->fresh_cap * sizeof(*g->fresh));
+        g->fresh = NULL;
+        g->fresh_cap = 0;
+    }
     return k;
+}
+
+/* e's rows or refs fell to 0: let go (the owner hears of it; freed two
+ * windows on, when still so). */
+static void end_unref_check(mf_agg *g, uint32_t e)
+{
+    mf_agg_end *x = &g->ends[e];
+    if (x->rows || x->refs || x->released)
+        return;
+    if (grow(g, (void **)&g->released, &g->released_cap, g->released_n, sizeof(*g->released), 256) < 0 ||
+        grow(g, (void **)&g->dying, &g->dying_cap, g->dying_n, sizeof(*g->dying), 256) < 0)
+        return; /* (kept: it is freed with the aggregate) */
+    x->released = g->open;
+    g->released[g->released_n++] = e;
+    g->dying[g->dying_n++] = e;
+}
+
+uint32_t mf_agg_take_released(mf_agg *g, uint32_t *out, uint32_t max)
+{
+    uint32_t k = 0;
+    while (k < max && g->released_n)
+        out[k++] = g->released[--g->released_n];
+    return k;
+}
+
+static void end_ref(mf_agg *g, uint32_t e, int by)
+{
+    if (!e)
+        return;
+    g->ends[e].refs += (uint32_t)by;
+    if (by > 0)
+        g->ends[e].released = 0;
+    else
+        end_unref_check(g, e);
+}
+
+/* The endpoints let go at least two windows ago that nothing names since:
+ * freed, their numbers to reuse (a view or a window's kept figures made
+ * before may have named them until then). */
+static void free_dying(mf_agg *g)
+{
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < g->dying_n; i++) {
+        uint32_t e = g->dying[i];
+        mf_agg_end *x = &g->ends[e];
+        if (!x->released || x->rows || x->refs) {
+            x->released = 0; /* named again */
+            continue;
+        }
+        int waits = 0;
+        for (uint32_t w = 0; w < g->waiting_n && !waits; w++)
+            waits = g->waiting[w].from == e || g->waiting[w].to == e;
+        if (x->released + 2 > g->open || waits ||
+            grow(g, (void **)&g->free_ends, &g->free_ends_cap, g->free_ends_n, sizeof(*g->free_ends), 256) < 0) {
+            g->dying[k++] = e;
+            continue;
+        }
+        index_del(g, &g->end_index, end_hash_of(x), e, end_rehash);
+        end_ref(g, x->group, -1);
+        end_ref(g, x->rollup, -1);
+        g_free(g, x->etf, x->etf_len);
+        memset(x, 0, sizeof(*x));
+        g->free_ends[g->free_ends_n++] = e;
+    }
+    g->dying_n = k;
 }
 
 /* ---- rows ---- */
@@ -421,7 +544,7 @@ static uint32_t new_row(mf_agg *g, unsigned table, uint32_t from, uint32_t to)
         return 0;
     if (index_room(g, &g->row_index, row_rehash, NULL) < 0)
         return 0;
-    uint32_t n = ++g->rows_n;
+    uint32_t n = g->free_rows_n ? g->free_rows[--g->free_rows_n] : ++g->rows_n;
     mf_agg_row *r = ROW(g, n);
     memset(r, 0, sizeof(*r));
     r->table = table;
@@ -431,7 +554,32 @@ static uint32_t new_row(mf_agg *g, unsigned table, uint32_t from, uint32_t to)
     g->sizes[table]++;
     g->ends[from].rows++;
     g->ends[to].rows++;
+    g->ends[from].released = g->ends[to].released = 0;
     return n;
+}
+
+/* Row rn leaves its table (its history and kinds freed unless `keep'
+ * says they went to another row); its number is reused. */
+static void row_delete(mf_agg *g, uint32_t rn, int keep)
+{
+    mf_agg_row *r = ROW(g, rn);
+    index_del(g, &g->row_index, key_hash(r->table, r->from, r->to), rn, row_rehash);
+    g->sizes[r->table]--;
+    for (uint32_t i = 0; i < g->named_n; i++)
+        if (g->named[i] == rn) {
+            g->named[i] = g->named[--g->named_n];
+            break;
+        }
+    uint32_t from = r->from, to = r->to;
+    if (!keep)
+        row_drop(g, r);
+    memset(r, 0, sizeof(*r));
+    if (grow(g, (void **)&g->free_rows, &g->free_rows_cap, g->free_rows_n, sizeof(*g->free_rows), 256) == 0)
+        g->free_rows[g->free_rows_n++] = rn;
+    g->ends[from].rows--;
+    g->ends[to].rows--;
+    end_unref_check(g, from);
+    end_unref_check(g, to);
 }
 
 static uint64_t mhz(uint64_t count, uint64_t ms)
@@ -762,7 +910,23 @@ int mf_agg_set_group(mf_agg *g, uint32_t e, uint32_t group)
 {
     if (!mf_agg_end_at(g, e) || !mf_agg_end_at(g, group))
         return -1;
-    g->ends[e].group = group;
+    if (g->ends[e].group != group) {
+        end_ref(g, group, 1);
+        end_ref(g, g->ends[e].group, -1);
+        g->ends[e].group = group;
+    }
+    return 0;
+}
+
+int mf_agg_set_rollup(mf_agg *g, uint32_t e, uint32_t to)
+{
+    if (!mf_agg_end_at(g, e) || (to && !mf_agg_end_at(g, to)))
+        return -1;
+    if (g->ends[e].rollup != to) {
+        end_ref(g, to, 1);
+        end_ref(g, g->ends[e].rollup, -1);
+        g->ends[e].rollup = to;
+    }
     return 0;
 }
 
@@ -877,6 +1041,7 @@ int mf_agg_close(mf_agg *g, uint64_t ms, uint32_t min_partners)
             (mf_agg_ends_row){e, x->in_partners, x->out_partners, x->in_msgs, x->out_msgs};
     }
     g->open = w + 1;
+    free_dying(g);
     return err;
 }
 
@@ -885,4 +1050,247 @@ const mf_agg_ends_row *mf_agg_last_ends(const mf_agg *g, uint32_t *cursor)
     if (*cursor >= g->last_ends_n)
         return NULL;
     return &g->last_ends[(*cursor)++];
+}
+
+/* ---- roll-ups ---- */
+
+/* Key (from, to) leaves index b (a key tied with the rest stays exact:
+ * msgflow_busiest's remove). */
+static void heap_remove(busiest *b, uint32_t from, uint32_t to)
+{
+    if (!b->heap)
+        return;
+    pos_slot *s = pos_find(b, from, to);
+    if (!s->pos)
+        return;
+    uint32_t i = s->pos - 1;
+    pos_del(b, s);
+    b->n--;
+    if (i < b->n) {
+        mf_agg_top t = b->heap[b->n];
+        heap_set(b, i, t);
+        sift_up(b, i);
+        sift_down(b, pos_find(b, t.from, t.to)->pos - 1);
+    }
+}
+
+/* Key (from, to) ranked by messages since start by its rows in both
+ * tables (none sent to a name). */
+static void rank(mf_agg *g, uint32_t from, uint32_t to)
+{
+    if (g->ends[to].flags & MF_AGG_NAMED)
+        return;
+    const mf_agg_row *p = mf_agg_find(g, MF_AGG_PAIRS, from, to), *q = mf_agg_find(g, MF_AGG_ROLLED, from, to);
+    uint64_t total = (p ? p->total : 0) + (q ? q->total : 0);
+    if (total)
+        (void)bump(g, &g->top_total, from, to, total);
+}
+
+/* The windows of a row with their counts, ascending: its history, then its
+ * last window. */
+static uint32_t row_windows(const mf_agg_row *r, uint64_t *out)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->hist_n; i++)
+        out[n++] = r->hist[i];
+    out[n++] = (uint64_t)r->last_window << 32 | (r->last_count > 0xFFFFFFFFu ? 0xFFFFFFFFu : r->last_count);
+    return n;
+}
+
+/* src's messages added to row dn: msgflow_row:merge/3's rule (windows
+ * added up, the peak the highest of theirs and of the kept windows' rates,
+ * kinds added with no cap).  0, or -1 out of memory (dn as it was). */
+static int row_merge(mf_agg *g, uint32_t dn, const mf_agg_row *src)
+{
+    mf_agg_row *d = ROW(g, dn);
+    uint32_t na = d->hist_n + 1, nb = src->hist_n + 1;
+    uint64_t *a = g_alloc(g, (size_t)(na + nb) * sizeof(*a) * 2);
+    if (!a)
+        return -1;
+    uint64_t *b = a + na, *w = a + na + nb;
+    row_windows(d, a);
+    row_windows(src, b);
+    uint64_t last_count = d->last_count, src_last = src->last_count;
+    uint32_t i = 0, j = 0, n = 0;
+    while (i < na || j < nb) {
+        uint32_t wa = i < na ? (uint32_t)(a[i] >> 32) : UINT32_MAX, wb = j < nb ? (uint32_t)(b[j] >> 32) : UINT32_MAX;
+        uint32_t wn = wa < wb ? wa : wb;
+        uint64_t c = 0;
+        if (wa == wn)
+            c += i == na - 1 ? last_count : (a[i] & 0xFFFFFFFFu), i++;
+        if (wb == wn)
+            c += j == nb - 1 ? src_last : (b[j] & 0xFFFFFFFFu), j++;
+        w[n++] = (uint64_t)wn << 32 | (c > 0xFFFFFFFFu ? 0xFFFFFFFFu : c);
+        if (i == na && j == nb)
+            last_count = c; /* (the last window's, uncapped) */
+    }
+    uint64_t peak = d->peak_mhz > src->peak_mhz ? d->peak_mhz : src->peak_mhz;
+    for (uint32_t k = 0; k < n; k++) {
+        uint32_t wk = (uint32_t)(w[k] >> 32);
+        uint64_t ck = k == n - 1 ? last_count : (w[k] & 0xFFFFFFFFu);
+        uint64_t ms = mf_agg_window_ms(g, wk);
+        if (ms && mhz(ck, ms) > peak)
+            peak = mhz(ck, ms);
+    }
+    /* the history: every window but the last, none before the oldest kept */
+    int64_t oldest = (int64_t)g->open - g->o.keep;
+    uint32_t first = 0;
+    while (first < n - 1 && (int64_t)(w[first] >> 32) < oldest)
+        first++;
+    uint32_t hn = n - 1 - first;
+    uint64_t *hist = NULL;
+    uint32_t hcap = 0;
+    if (hn) {
+        hist = g_alloc(g, (size_t)hn * sizeof(*hist));
+        if (!hist) {
+            g_free(g, a, (size_t)(na + nb) * sizeof(*a) * 2);
+            return -1;
+        }
+        memcpy(hist, w + first, (size_t)hn * sizeof(*hist));
+        hcap = hn;
+    }
+    /* kinds: both all of one same word (or both none) stay so */
+    if (d->kinds_n || src->kinds_n || d->kinds.one != src->kinds.one) {
+        uint64_t total = d->total + src->total;
+        if (src->kinds_n || src->kinds.one) {
+            /* each of src's kinds added to d's (as a list), no cap */
+            uint64_t one = src->kinds_n ? 0 : src->kinds.one;
+            uint32_t sn = src->kinds_n ? src->kinds_n : 1;
+            for (uint32_t k = 0; k < sn; k++) {
+                uint64_t word = src->kinds_n ? src->kinds.list[k].word : one;
+                uint64_t cnt = src->kinds_n ? src->kinds.list[k].n : src->total;
+                unsigned saved = g->o.max_kinds;
+                g->o.max_kinds = UINT32_MAX;
+                d->total += cnt; /* (add_kind's row holds the messages it adds) */
+                int err = add_kind(g, d, cnt, word);
+                g->o.max_kinds = saved;
+                if (err < 0) {
+                    g_free(g, hist, (size_t)hcap * sizeof(*hist));
+                    g_free(g, a, (size_t)(na + nb) * sizeof(*a) * 2);
+                    return -1;
+                }
+            }
+        } else if (!d->kinds_n && d->kinds.one) {
+            /* src has none: d is no longer all of one kind */
+            uint64_t one = d->kinds.one;
+            d->kinds.list = NULL;
+            d->kinds_cap = 0;
+            if (grow(g, (void **)&d->kinds.list, &d->kinds_cap, 0, sizeof(mf_agg_kind), 2) < 0) {
+                d->kinds.one = one;
+                g_free(g, hist, (size_t)hcap * sizeof(*hist));
+                g_free(g, a, (size_t)(na + nb) * sizeof(*a) * 2);
+                return -1;
+            }
+            d->kinds.list[0] = (mf_agg_kind){one, d->total};
+            d->kinds_n = 1;
+        }
+        d->total = total;
+    } else {
+        d->total += src->total;
+    }
+    g_free(g, d->hist, (size_t)d->hist_cap * sizeof(*d->hist));
+    d->hist = hist;
+    d->hist_n = d->hist_cap = hn;
+    d->last_window = (uint32_t)(w[n - 1] >> 32);
+    d->last_count = last_count;
+    d->peak_mhz = peak;
+    g_free(g, a, (size_t)(na + nb) * sizeof(*a) * 2);
+    return 0;
+}
+
+/* Row rn rolled up to key (f1, t1) of table `into': merged into the row
+ * there, or moved there whole.  0, -1 out of memory (rn stays). */
+static int roll(mf_agg *g, uint32_t rn, unsigned into, uint32_t f1, uint32_t t1)
+{
+    mf_agg_row *r = ROW(g, rn);
+    uint32_t dn = find_row(g, into, f1, t1);
+    if (dn) {
+        if (into == MF_AGG_DEAD)
+            ROW(g, dn)->total += r->total;
+        else if (row_merge(g, dn, r) < 0)
+            return -1;
+        row_delete(g, rn, 0);
+        return 0;
+    }
+    if (!(dn = new_row(g, into, f1, t1)))
+        return -1;
+    r = ROW(g, rn); /* (pages never move; the row number may have been reused: not rn) */
+    mf_agg_row *d = ROW(g, dn);
+    d->total = r->total;
+    d->last_window = r->last_window;
+    d->last_count = r->last_count;
+    d->peak_mhz = r->peak_mhz;
+    d->hist = r->hist;
+    d->hist_n = r->hist_n;
+    d->hist_cap = r->hist_cap;
+    d->kinds_n = r->kinds_n;
+    d->kinds_cap = r->kinds_cap;
+    d->kinds = r->kinds;
+    row_delete(g, rn, 1);
+    return 0;
+}
+
+int mf_agg_sweep(mf_agg *g, unsigned table, uint32_t idle, uint32_t budget, uint64_t *moved)
+{
+    *moved = 0;
+    if (table > MF_AGG_DEAD)
+        return 1;
+    unsigned into = table == MF_AGG_DEAD ? MF_AGG_DEAD : MF_AGG_ROLLED;
+    uint32_t i = g->sweep_at[table];
+    int err = 0;
+    for (; budget && i < g->rows_n; budget--) {
+        i++;
+        mf_agg_row *r = ROW(g, i);
+        if (!r->from || r->table != table || (table != MF_AGG_DEAD && r->last_window > idle))
+            continue;
+        uint32_t from = r->from, to = r->to;
+        uint32_t f1 = g->ends[from].rollup ? g->ends[from].rollup : from;
+        uint32_t t1 = g->ends[to].rollup ? g->ends[to].rollup : to;
+        if (f1 == from && t1 == to)
+            continue;
+        uint64_t total = r->total;
+        if (roll(g, i, into, f1, t1) < 0) {
+            err = -1;
+            continue;
+        }
+        if (table == MF_AGG_DEAD)
+            continue;
+        if (table == MF_AGG_PAIRS)
+            *moved += total;
+        /* msgflow_store:moved/3: the key forgotten, ranked by what is left
+         * of it, the key rolled up to ranked by both its rows */
+        heap_remove(&g->top_total, from, to);
+        heap_remove(&g->top_open, from, to);
+        for (uint32_t k = 0; k < g->last_n; k++)
+            if (g->last[k].from == from && g->last[k].to == to) {
+                memmove(g->last + k, g->last + k + 1, (size_t)(g->last_n - k - 1) * sizeof(*g->last));
+                g->last_n--;
+                break;
+            }
+        rank(g, from, to);
+        rank(g, f1, t1);
+    }
+    g->sweep_at[table] = i < g->rows_n ? i : 0;
+    return err ? -1 : i >= g->rows_n;
+}
+
+const mf_agg_end *mf_agg_open_receivers(const mf_agg *g, uint32_t min_senders, uint64_t min_messages,
+                                        uint32_t *cursor)
+{
+    while (*cursor < g->ends_n) {
+        const mf_agg_end *x = &g->ends[++*cursor];
+        if (x->window == g->open && x->in_msgs && x->in_partners >= min_senders && x->in_msgs >= min_messages)
+            return x;
+    }
+    return NULL;
+}
+
+uint64_t mf_agg_sum(const mf_agg *g, unsigned table)
+{
+    uint64_t sum = 0;
+    uint32_t cur = 0;
+    const mf_agg_row *r;
+    while ((r = mf_agg_next(g, table, &cur)))
+        sum += r->total;
+    return sum;
 }

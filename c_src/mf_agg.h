@@ -79,7 +79,10 @@ typedef struct mf_agg_end {
     uint32_t etf_len;
     uint32_t flags;         /* MF_AGG_NAMED */
     uint32_t group;         /* its group end (0: not labelled yet) */
+    uint32_t rollup;        /* what it becomes in a row rolled up (0: itself) */
     uint32_t rows;          /* rows naming it */
+    uint32_t refs;          /* endpoints whose group or rollup it is */
+    uint32_t released;      /* the window it was let go in (0: it is not) */
     uint32_t window;        /* the window the counts below are of */
     uint32_t in_partners, out_partners;
     uint64_t in_msgs, out_msgs;
@@ -128,8 +131,9 @@ uint32_t mf_agg_ends(const mf_agg *g);
  * them): 0, or -1 out of memory (those wait on).  Writer only. */
 int mf_agg_set_group(mf_agg *g, uint32_t e, uint32_t group);
 int mf_agg_groups_ready(mf_agg *g);
-/* The endpoints that are new since the last call (none labelled): their
- * numbers written to out (room for max), how many returned.  Writer only. */
+/* The endpoints that are new since the last call (none labelled; a freed
+ * number made anew is new again): their numbers written to out (room for
+ * max), how many returned.  Writer only. */
 uint32_t mf_agg_take_new(mf_agg *g, uint32_t *out, uint32_t max);
 
 /* n messages of kind word `kind' (0: none) from `from' to `to' in the open
@@ -140,6 +144,29 @@ uint32_t mf_agg_take_new(mf_agg *g, uint32_t *out, uint32_t max);
  * only. */
 int mf_agg_add(mf_agg *g, unsigned table, uint32_t from, uint32_t to, uint64_t kind,
                uint64_t n);
+
+/* Endpoint e rolls up to `to' (an endpoint number; 0: it stays itself)
+ * when its rows are rolled up (mf_agg_sweep): -1 when either is no
+ * endpoint.  Writer only. */
+int mf_agg_set_rollup(mf_agg *g, uint32_t e, uint32_t to);
+
+/* The next rows of `table' (from where its last sweep stopped; `budget'
+ * rows at most) whose last window is `idle' or earlier (dead letters: any)
+ * and one of whose ends rolls up: each leaves its table for the row of its
+ * ends' rollups in MF_AGG_ROLLED (dead letters: MF_AGG_DEAD), added to
+ * what is there as msgflow_row:merge/3 adds.  The key leaves the busiest
+ * indexes, and is ranked again by its row in the other table; the key
+ * rolled up to is ranked by both.  *moved: the messages of MF_AGG_PAIRS
+ * rows moved.  1 when the sweep reached the end of the table (the next
+ * starts anew), 0 else, -1 out of memory (the rows not moved stay).
+ * Writer only. */
+int mf_agg_sweep(mf_agg *g, unsigned table, uint32_t idle, uint32_t budget, uint64_t *moved);
+
+/* Endpoints no row names any more (and no endpoint has as its group or
+ * rollup) since the last call, at most max written to out: the owner's
+ * labels may let them go.  An endpoint is freed (its number reused) two
+ * windows after, when nothing names it still.  Writer only. */
+uint32_t mf_agg_take_released(mf_agg *g, uint32_t *out, uint32_t max);
 
 /* No new row may be made from now on (1), or again (0).  Writer only. */
 void mf_agg_set_full(mf_agg *g, int full);
@@ -179,6 +206,15 @@ typedef struct {
     uint64_t in_msgs, out_msgs;
 } mf_agg_ends_row;
 const mf_agg_ends_row *mf_agg_last_ends(const mf_agg *g, uint32_t *cursor);
+
+/* The open window's receivers with at least min_senders senders and
+ * min_messages messages in it, from *cursor on (start with 0); NULL at the
+ * end.  Readers too. */
+const mf_agg_end *mf_agg_open_receivers(const mf_agg *g, uint32_t min_senders, uint64_t min_messages,
+                                        uint32_t *cursor);
+
+/* The messages of a table's rows, added up (reads every row). */
+uint64_t mf_agg_sum(const mf_agg *g, unsigned table);
 
 /* Bytes the aggregate holds. */
 uint64_t mf_agg_bytes(const mf_agg *g);

@@ -431,3 +431,112 @@ ERL_NIF_TERM mf_nif_agg_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
     enif_make_map_from_arrays(env, k, v, 7, &m);
     return m;
 }
+
+/* agg_set_rollups(Agg, [{Endpoint, RollupTo}]) -> ok: what each endpoint
+ * (one the aggregate does not hold is passed over) becomes in a row
+ * rolled up (mf_agg_set_rollup). */
+ERL_NIF_TERM mf_nif_agg_set_rollups(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    agg_res *r;
+    if (!get_agg(env, argv[0], &r) || !enif_is_list(env, argv[1]))
+        return enif_make_badarg(env);
+    int bad = 0, mem = 0;
+    ERL_NIF_TERM list = argv[1], x;
+    enif_rwlock_rwlock(r->lock);
+    while (enif_get_list_cell(env, list, &x, &list)) {
+        const ERL_NIF_TERM *e;
+        int n;
+        if (!enif_get_tuple(env, x, &n, &e) || n != 2) {
+            bad = 1;
+            break;
+        }
+        uint32_t end = end_of(env, r, e[0], 0);
+        if (!end)
+            continue;
+        uint32_t to = end_of(env, r, e[1], 1);
+        if (!to || mf_agg_set_rollup(r->g, end, to) < 0)
+            mem = 1;
+    }
+    enif_rwlock_rwunlock(r->lock);
+    return bad ? enif_make_badarg(env) : mem ? enif_raise_exception(env, atom_memory) : atom_ok;
+}
+
+/* agg_sweep(Agg, Table, Idle, Budget) -> {Moved, done | more}: the next
+ * Budget rows of Table (pairs, rolled_up, dead) swept (mf_agg_sweep):
+ * Moved the messages of pairs rows rolled up. */
+ERL_NIF_TERM mf_nif_agg_sweep(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    agg_res *r;
+    unsigned table, idle, budget;
+    if (!get_agg(env, argv[0], &r) || !table_of(argv[1], &table) || table == MF_AGG_GROUPS ||
+        !enif_get_uint(env, argv[2], &idle) || !enif_get_uint(env, argv[3], &budget))
+        return enif_make_badarg(env);
+    uint64_t moved;
+    enif_rwlock_rwlock(r->lock);
+    int done = mf_agg_sweep(r->g, table, idle, budget, &moved);
+    enif_rwlock_rwunlock(r->lock);
+    if (done < 0)
+        return enif_raise_exception(env, atom_memory);
+    return enif_make_tuple2(env, enif_make_uint64(env, moved), done ? atom_done : atom_more);
+}
+
+/* agg_take_released(Agg, Max) -> [Endpoint]: endpoints no row names any
+ * more, since the last call (mf_agg_take_released). */
+ERL_NIF_TERM mf_nif_agg_take_released(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    agg_res *r;
+    unsigned max;
+    if (!get_agg(env, argv[0], &r) || !enif_get_uint(env, argv[1], &max) || max > 100000)
+        return enif_make_badarg(env);
+    uint32_t got[256];
+    ERL_NIF_TERM out = enif_make_list(env, 0);
+    enif_rwlock_rwlock(r->lock);
+    while (max) {
+        uint32_t k = mf_agg_take_released(r->g, got, max < 256 ? max : 256);
+        if (!k)
+            break;
+        max -= k;
+        for (uint32_t i = 0; i < k; i++)
+            out = enif_make_list_cell(env, end_term(env, r, got[i]), out);
+    }
+    enif_rwlock_rwunlock(r->lock);
+    return out;
+}
+
+/* agg_open_receivers(Agg, MinSenders, MinMessages) -> [{Receiver, Senders,
+ * Messages}]: the open window's receivers with at least that many. */
+ERL_NIF_TERM mf_nif_agg_open_receivers(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    agg_res *r;
+    unsigned min_s;
+    ErlNifUInt64 min_m;
+    if (!get_agg(env, argv[0], &r) || !enif_get_uint(env, argv[1], &min_s) || !enif_get_uint64(env, argv[2], &min_m))
+        return enif_make_badarg(env);
+    ERL_NIF_TERM out = enif_make_list(env, 0);
+    enif_rwlock_rlock(r->lock);
+    uint32_t cur = 0;
+    const mf_agg_end *x;
+    while ((x = mf_agg_open_receivers(r->g, min_s, min_m, &cur)))
+        out = enif_make_list_cell(env, enif_make_tuple3(env, end_term(env, r, cur), enif_make_uint(env, x->in_partners),
+                                                        enif_make_uint64(env, x->in_msgs)), out);
+    enif_rwlock_runlock(r->lock);
+    return out;
+}
+
+/* agg_sum(Agg, Table) -> Messages: the table's rows' totals added up. */
+ERL_NIF_TERM mf_nif_agg_sum(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    agg_res *r;
+    unsigned table;
+    if (!get_agg(env, argv[0], &r) || !table_of(argv[1], &table))
+        return enif_make_badarg(env);
+    enif_rwlock_rlock(r->lock);
+    uint64_t sum = mf_agg_sum(r->g, table);
+    enif_rwlock_runlock(r->lock);
+    return enif_make_uint64(env, sum);
+}

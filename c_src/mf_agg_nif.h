@@ -34,6 +34,11 @@ ERL_NIF_TERM mf_nif_agg_lookup(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv
 ERL_NIF_TERM mf_nif_agg_rows(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_agg_busiest(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_agg_last_ends(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_agg_set_rollups(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_agg_sweep(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_agg_take_released(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_agg_open_receivers(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_agg_sum(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_agg_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 
 #endif

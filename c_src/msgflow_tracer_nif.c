@@ -710,6 +710,11 @@ static ErlNifFunc nif_funcs[] = {
     {"agg_busiest", 3, mf_nif_agg_busiest, 0},
     {"agg_last_ends", 1, mf_nif_agg_last_ends, 0},
     {"agg_info", 1, mf_nif_agg_info, 0},
+    {"agg_set_rollups", 2, mf_nif_agg_set_rollups, 0},
+    {"agg_sweep", 4, mf_nif_agg_sweep, 0},
+    {"agg_take_released", 2, mf_nif_agg_take_released, 0},
+    {"agg_open_receivers", 3, mf_nif_agg_open_receivers, 0},
+    {"agg_sum", 2, mf_nif_agg_sum, 0},
 };
 
 ERL_NIF_INIT(msgflow_tracer, nif_funcs, on_load, NULL, on_upgrade, on_unload)

@@ -23,7 +23,8 @@
 -export([flow_session_new/2, flow_watch/3, flow_take/2, entry_new/1, entry_info/1, entry_stop/1]).
 -export([snapshot_fold_start/2, snapshot_fold/1]).
 -export([agg_new/1, agg_add/3, agg_new_ends/2, agg_set_groups/2, agg_close/3, agg_full/2, agg_lookup/3,
-         agg_rows/5, agg_busiest/3, agg_last_ends/1, agg_info/1]).
+         agg_rows/5, agg_busiest/3, agg_last_ends/1, agg_info/1, agg_set_rollups/2, agg_sweep/4,
+         agg_take_released/2, agg_open_receivers/3, agg_sum/2]).
 -export_type([agg/0]).
 
 -on_load(init/0).
@@ -523,6 +524,33 @@ snapshot_fold_start(_Session, _Agg) -> ?NOT_LOADED.
           {done, non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
            [{non_neg_integer(), [{endpoint(), endpoint(), pos_integer(), non_neg_integer()}]}]}.
 snapshot_fold(_Take) -> ?NOT_LOADED.
+
+%% @doc What each endpoint (one not held is passed over) becomes in a row
+%% rolled up: an exited process's group, or itself.
+-spec agg_set_rollups(agg(), [{endpoint(), term()}]) -> ok.
+agg_set_rollups(_Agg, _Rollups) -> ?NOT_LOADED.
+
+%% @doc The next Budget rows of Table swept: those idle since window Idle
+%% or before (dead letters: any) with an end that rolls up go to their
+%% rolled-up row (dead letters: dead letters); the messages of pairs rows
+%% moved, and whether the sweep reached the end of the table.
+-spec agg_sweep(agg(), pairs | rolled_up | dead, non_neg_integer(), non_neg_integer()) ->
+          {non_neg_integer(), done | more}.
+agg_sweep(_Agg, _Table, _Idle, _Budget) -> ?NOT_LOADED.
+
+%% @doc At most Max endpoints no row names any more, since the last call.
+-spec agg_take_released(agg(), pos_integer()) -> [term()].
+agg_take_released(_Agg, _Max) -> ?NOT_LOADED.
+
+%% @doc The open window's receivers with at least MinSenders senders and
+%% MinMessages messages: `{Receiver, Senders, Messages}'.
+-spec agg_open_receivers(agg(), non_neg_integer(), non_neg_integer()) ->
+          [{term(), non_neg_integer(), non_neg_integer()}].
+agg_open_receivers(_Agg, _MinSenders, _MinMessages) -> ?NOT_LOADED.
+
+%% @doc The messages of a table's rows, added up (reads every row).
+-spec agg_sum(agg(), agg_table()) -> non_neg_integer().
+agg_sum(_Agg, _Table) -> ?NOT_LOADED.
 
 %% @doc Its figures: bytes held, rows by table, endpoints, the open window.
 -spec agg_info(agg()) -> #{atom() => non_neg_integer()}.

@@ -297,12 +297,77 @@ static void test_full_and_scale(void)
     CHECK(live_bytes == 0 && live_blocks == 0);
 }
 
+/* Roll-ups: rows of an endpoint that rolls up move, once idle, to the
+ * rolled-up row of its group, summed with what is there (windows added,
+ * kinds added); the busiest index ranks the new key; the endpoint is let
+ * go, then freed two windows on and its number reused. */
+static void test_rollup(void)
+{
+    mf_agg *g = agg(10, 8, 16, 16);
+    uint32_t a = mf_agg_end_word(g, 0x13), b1 = mf_agg_end_word(g, 0x23), b2 = mf_agg_end_word(g, 0x33);
+    uint32_t grp = mf_agg_end_bytes(g, (const unsigned char *)"grp", 3, 0);
+    uint32_t gg = mf_agg_end_bytes(g, (const unsigned char *)"gg", 2, 0);
+    uint32_t all[] = {a, b1, b2, grp, gg};
+    for (int i = 0; i < 5; i++)
+        CHECK(mf_agg_set_group(g, all[i], gg) == 0);
+    uint64_t call = kw(100, 1), cast = kw(101, 2);
+    CHECK(mf_agg_add(g, MF_AGG_PAIRS, a, b1, call, 5) == 0);   /* window 1 */
+    CHECK(mf_agg_add(g, MF_AGG_PAIRS, a, b2, cast, 7) == 0);
+    CHECK(mf_agg_add(g, MF_AGG_DEAD, a, b1, 0, 2) == 0);
+    mf_agg_close(g, 1000, 5);
+    CHECK(mf_agg_add(g, MF_AGG_PAIRS, a, b2, cast, 3) == 0);   /* window 2 */
+    CHECK(mf_agg_add(g, MF_AGG_ROLLED, b1, a, kw(102, REPLY), 4) == 0);
+    mf_agg_close(g, 500, 5);
+    mf_agg_close(g, 1000, 5);                                  /* open: 4 */
+    uint64_t moved;
+    /* nothing rolls up while the ends stay */
+    CHECK(mf_agg_sweep(g, MF_AGG_PAIRS, 2, 100, &moved) == 1 && moved == 0);
+    CHECK(mf_agg_set_rollup(g, b1, grp) == 0 && mf_agg_set_rollup(g, b2, grp) == 0);
+    /* idle up to window 1 only: a->b2 had messages in 2 */
+    CHECK(mf_agg_sweep(g, MF_AGG_PAIRS, 1, 100, &moved) == 1 && moved == 5);
+    CHECK(!mf_agg_find(g, MF_AGG_PAIRS, a, b1) && mf_agg_find(g, MF_AGG_PAIRS, a, b2));
+    CHECK(mf_agg_sweep(g, MF_AGG_PAIRS, 2, 100, &moved) == 1 && moved == 10);
+    CHECK(mf_agg_size(g, MF_AGG_PAIRS) == 0);
+    const mf_agg_row *r = mf_agg_find(g, MF_AGG_ROLLED, a, grp);
+    CHECK(r && r->total == 15 && r->last_window == 2 && r->last_count == 3);
+    CHECK(hist_is(r, (uint32_t[]){1}, (uint64_t[]){12}, 1));
+    CHECK(r->peak_mhz == 12000);                               /* 12 in window 1's 1 s */
+    CHECK(kind_n(r, call) == 5 && kind_n(r, cast) == 10 && r->kinds_n == 2);
+    CHECK(mf_agg_sweep(g, MF_AGG_ROLLED, 2, 100, &moved) == 1 && moved == 0);
+    CHECK(mf_agg_find(g, MF_AGG_ROLLED, grp, a)->total == 4 && !mf_agg_find(g, MF_AGG_ROLLED, b1, a));
+    CHECK(mf_agg_sweep(g, MF_AGG_DEAD, 2, 100, &moved) == 1);
+    CHECK(mf_agg_find(g, MF_AGG_DEAD, a, grp)->total == 2 && mf_agg_size(g, MF_AGG_DEAD) == 1);
+    /* the busiest by total: the group's keys, not the pairs' */
+    mf_agg_top top[16];
+    uint64_t floor;
+    uint32_t k = mf_agg_busiest(g, 0, top, 16, &floor);
+    CHECK(k == 2 && top[0].from == a && top[0].to == grp && top[0].value == 15);
+    CHECK(top[1].from == grp && top[1].to == a && top[1].value == 4);
+    /* b1 and b2 let go, then freed; a new endpoint takes a number back */
+    uint32_t out[8];
+    CHECK(mf_agg_take_released(g, out, 8) == 2);
+    mf_agg_close(g, 1000, 5);
+    CHECK(mf_agg_find_word(g, 0x23) == b1);
+    mf_agg_close(g, 1000, 5);
+    CHECK(mf_agg_find_word(g, 0x23) == 0 && mf_agg_find_word(g, 0x33) == 0);
+    uint32_t fresh[16];
+    CHECK(mf_agg_take_new(g, fresh, 16) == 3);                 /* a, grp, gg: b1, b2 are gone */
+    uint32_t c = mf_agg_end_word(g, 0x43);
+    CHECK(c == b1 || c == b2);
+    CHECK(mf_agg_take_new(g, fresh, 16) == 1 && fresh[0] == c);
+    CHECK(mf_agg_end_at(g, grp)->refs == 0 && mf_agg_end_at(g, gg)->refs == 3);
+    CHECK(mf_agg_find(g, MF_AGG_GROUPS, gg, gg)->total == 5 + 7 + 3 + 4);
+    mf_agg_free(g);
+    CHECK(live_bytes == 0 && live_blocks == 0);
+}
+
 int main(void)
 {
     test_windows();
     test_kinds();
     test_busiest();
     test_groups();
+    test_rollup();
     test_full_and_scale();
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);
