@@ -305,7 +305,7 @@ report(Top) ->
 
 figures(Store = #{pairs := T}) ->
     #{running => maps:get(running, Store), events => maps:get(events, Store),
-      pairs => case ets:info(T, size) of undefined -> 0; N -> N end,
+      pairs => case msgflow_row_table:size(T) of undefined -> 0; N -> N end,
       last_snapshot_ms => case maps:get(snapshot_at, Store) of
                               undefined -> undefined;
                               At -> max(0, erlang:system_time(millisecond) - At)

@@ -16,12 +16,10 @@
 %%% (kinds/1 and kinds_of/2 read either).  Pure; any process.
 -module(msgflow_row).
 -export([new/4, select_spec/3, add_kind/4, kinds_of/2, same_kinds/2, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, named/1, total/1, count/1, last_window/1, peak_mhz/1, mhz/2, per_s/3, mhz_to_per_s/1, pattern/1, count_in_open/1, add/5,
-         merge/3, counts_in/3, last_two/2, peak_rate/4, fold_select/4, sum_counts/1,
+         merge/3, counts_in/3, last_two/2, peak_rate/4, sum_counts/1,
          sorted_pairs/1]).
 -export_type([row/0, pattern_fields/0, kind_count/0]).
 
--define(CHUNK, 500).         %% rows per ets:select continuation (and per hold
-                             %% of the table's read lock)
 
 -type row() :: {{msgflow_tracer:endpoint(), msgflow_tracer:endpoint()}, pos_integer(),
                 pos_integer(), non_neg_integer(), msgflow_hist:hist(), non_neg_integer(),
@@ -275,27 +273,6 @@ peak_rate({_, _, W, C, _, Peak, _}, Open, Durs, Interval) when W < Open ->
     msgflow_row:mhz_to_per_s(max(Peak, msgflow_row:mhz(C, maps:get(W, Durs, Interval))));
 peak_rate({_, _, _, _, _, Peak, _}, _, _, _) ->
     msgflow_row:mhz_to_per_s(Peak).
-
-%% @doc Fun rolled up over the rows of table T a match spec selects, read in
-%% chunks of ?CHUNK (so the table's read lock is held that long at most,
-%% and this heap never holds the whole result of a big select unfolded).
-%% The table is fixed meanwhile (ets:safe_fixtable/2): its owner goes on
-%% deleting rows, and a hash table that shrinks between two chunks makes
-%% the next one raise badarg; fixed, every row there all along is read
-%% once.
--spec fold_select(ets:tid(), ets:match_spec(), fun((term(), Acc) -> Acc), Acc) -> Acc.
-fold_select(T, Match, Fun, Acc0) ->
-    true = ets:safe_fixtable(T, true),
-    try
-        fold_chunks(ets:select(T, Match, ?CHUNK), Fun, Acc0)
-    after
-        %% (a table retired meanwhile is gone, fixed or not)
-        try ets:safe_fixtable(T, false) catch error:badarg -> true end
-    end.
-
-fold_chunks('$end_of_table', _, Acc) -> Acc;
-fold_chunks({Rows, Cont}, Fun, Acc) ->
-    fold_chunks(ets:select(Cont), Fun, lists:foldl(Fun, Acc, Rows)).
 
 %% @doc Per-window counts of several rows (counts_in/3 of each, same
 %% windows) added window by window.

@@ -25,7 +25,7 @@
 %% rollup/4 then has work without a row's end gone) and the labels, or
 %% none when the session cannot be read (sessions that sample none give
 %% no edges).
--spec take(msgflow_tracer:session(), {ets:tid(), ets:tid(), ets:tid(), ets:tid()}, pos_integer(),
+-spec take(msgflow_tracer:session(), {ets:tid(), ets:tid(), ets:tid(), msgflow_row_table:table()}, pos_integer(),
            fun((term(), term()) -> boolean()), msgflow_labels:labels()) ->
           {map(), non_neg_integer(), boolean(), msgflow_labels:labels()} | none.
 take(Session, Tables = {T, _, _, _}, Open, Admit, L0) ->
@@ -69,7 +69,7 @@ add_edge({T, G, Ix, P}, K = {Caller, Server, Kind, Tag}, Old, D, Open, {N, R, L1
                       [GRow] -> msgflow_call_row:add(GRow, D, Open);
                       [] -> msgflow_call_row:new(GK, D, Open)
                   end),
-    {N, R orelse not ets:member(P, {Caller, Server}), L3}.
+    {N, R orelse not msgflow_row_table:member(P, {Caller, Server}), L3}.
 
 %% Edge K's entry in the index Ix moved from its row Old's top bucket to
 %% New's (either row none: no entry).
@@ -111,7 +111,7 @@ slowest(Ix, Us, Ik = {B, K}, Acc) ->
 %% at most and a pass over them takes 8 windows at most (callers that come
 %% and go faster than ?SLICE a window are rolled up as fast).  Returns the
 %% labels as fold_key left them and where the next slice starts.
--spec rollup({ets:tid(), ets:tid()}, ets:tid(), msgflow_labels:labels(), start | term()) ->
+-spec rollup({ets:tid(), ets:tid()}, msgflow_row_table:table(), msgflow_labels:labels(), start | term()) ->
           {msgflow_labels:labels(), start | term()}.
 rollup(Tables = {T, _}, P, L0, Cont) ->
     %% at least an eighth of the table a window, so that a node whose
@@ -127,7 +127,7 @@ rollup({T, Ix}, P, L0, Cont, Budget) ->
     Gone = [Row || Row <- Rows,
                    {Caller, Server, _, _} <- [msgflow_call_row:key(Row)],
                    Dead(Caller) orelse Dead(Server),
-                   not ets:member(P, {Caller, Server})],
+                   not msgflow_row_table:member(P, {Caller, Server})],
     L = lists:foldl(
           fun(Row, L1) ->
                   {Caller, Server, Kind, Tag} = msgflow_call_row:key(Row),

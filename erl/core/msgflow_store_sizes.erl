@@ -39,7 +39,7 @@ new() -> ets:new(msgflow_sizes, [set, protected]).
 %% of this take are left (call again: between two calls the owner may
 %% answer others), `done' once none are, or when the session cannot be
 %% read.
--spec take_some(msgflow_tracer:session(), ets:tid(), ets:tid()) -> more | done.
+-spec take_some(msgflow_tracer:session(), ets:tid(), msgflow_row_table:table()) -> more | done.
 take_some(Session, T, P) ->
     try msgflow_tracer:sizes_take_some(Session, ?TAKE_EDGES) of
         {More, Edges} ->
@@ -47,7 +47,7 @@ take_some(Session, T, P) ->
               fun({S, R, N, W, WMax, B, L}) ->
                       erlang:bump_reductions(?MERGE_REDUCTIONS),
                       K = {S, R},
-                      ets:member(P, K) andalso
+                      msgflow_row_table:member(P, K) andalso
                       ets:insert(T, case ets:lookup(T, K) of
                                         [{_, N0, W0, WMax0, B0, L0}] ->
                                             {K, N0 + N, W0 + W, max(WMax0, WMax), B0 + B, L0 + L};
@@ -65,7 +65,7 @@ take_some(Session, T, P) ->
 %% them when that is more (a pass takes 8 windows at most), from where
 %% the last slice ended (Cont: `start' or what the last call returned).
 %% Returns where the next slice starts.
--spec sweep(ets:tid(), ets:tid(), start | term()) -> start | term().
+-spec sweep(ets:tid(), msgflow_row_table:table(), start | term()) -> start | term().
 sweep(T, P, Cont) ->
     %% at least an eighth of the table a window, so that a node whose
     %% pairs come and go faster than ?SLICE a window is swept in 8
@@ -81,7 +81,7 @@ sweep(T, P, Cont, Budget) ->
         {Keys, Next} ->
             %% each key's lookups counted, so that the slice yields
             _ = [ets:delete(T, K) || K <- Keys, erlang:bump_reductions(?SWEEP_REDUCTIONS),
-                                     not ets:member(P, K)],
+                                     not msgflow_row_table:member(P, K)],
             case Budget - length(Keys) of
                 More when More > 0 -> sweep(T, P, Next, More);
                 _ -> Next
@@ -112,10 +112,10 @@ figures({N, W, WMax, B, L}) ->
 %% since start (its messages in the pairs table P x its mean), summed by
 %% Key({Sender, Receiver}).  One read of the sizes table T (the pairs
 %% measured, not every pair).
--spec bytes_by(ets:tid(), ets:tid(), fun(({term(), term()}) -> term())) -> #{term() => float()}.
+-spec bytes_by(ets:tid(), msgflow_row_table:table(), fun(({term(), term()}) -> term())) -> #{term() => float()}.
 bytes_by(T, P, Key) ->
     ets:foldl(fun({K, N, Words, _, _, _}, Acc) ->
-                      case ets:lookup(P, K) of
+                      case msgflow_row_table:lookup(P, K) of
                           [Row] ->
                               B = bytes(msgflow_row:total(Row), Words, N),
                               maps:update_with(Key(K), fun(X) -> X + B end, B, Acc);

@@ -25,7 +25,7 @@
 -export([agg_new/1, agg_add/3, agg_new_ends/2, agg_set_groups/2, agg_close/3, agg_full/2, agg_lookup/3,
          agg_rows/5, agg_busiest/3, agg_last_ends/1, agg_info/1, agg_set_rollups/2, agg_sweep/4,
          agg_take_released/2, agg_open_receivers/3, agg_sum/2]).
--export_type([agg/0]).
+-export_type([agg/0, agg_table/0]).
 
 -on_load(init/0).
 

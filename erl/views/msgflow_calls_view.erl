@@ -100,7 +100,7 @@ by_labels(Store = #{labels := Tables, groups := GroupRows}, By) ->
              {GC, GS, Kind, Tag} = msgflow_call_row:key(Row),
              {GroupKey(GC), GroupKey(GS), Kind, Tag}
      end,
-     fun(GC, GS, Kind, Tag) -> calls(ets:lookup(GroupRows, {GC, GS}), Kind, Tag) end}.
+     fun(GC, GS, Kind, Tag) -> calls(msgflow_row_table:lookup(GroupRows, {GC, GS}), Kind, Tag) end}.
 
 %% The same of the edges.
 by_edges(#{calls := T, pairs := P, rolled_up := F, labels := Tables}, By) ->
@@ -114,7 +114,7 @@ by_edges(#{calls := T, pairs := P, rolled_up := F, labels := Tables}, By) ->
      %% a call to a name counted under the name and under its pid alike:
      %% in the pairs or the rolled-up rows
      fun(C, S, Kind, Tag) ->
-             calls(lists:append([ets:lookup(Tab, {C, S}) || Tab <- [P, F]]), Kind, Tag)
+             calls(lists:append([msgflow_row_table:lookup(Tab, {C, S}) || Tab <- [P, F]]), Kind, Tag)
      end}.
 
 %% The wanted rows of T summed by their key's group: `#{Key => {Calls,

@@ -53,7 +53,7 @@ build(Store = #{pairs := T, rolled_up := Fo, labels := Tables = #{names := Names
                    false -> []
                end,
     Keys = lists:usort([{S, R} | [{S, N} || N <- NamesOfR] ++ [{S, {N, node()}} || N <- NamesOfR]]),
-    Members = lists:append([ets:lookup(T, Key) || Key <- Keys]) ++ ets:lookup(Fo, {S, R}),
+    Members = lists:append([msgflow_row_table:lookup(T, Key) || Key <- Keys]) ++ msgflow_row_table:lookup(Fo, {S, R}),
     Open = Closed + 1,
     First = case Ws of [] -> Open; [#{n := F} | _] -> F end,
     Counts = case Members of

@@ -313,7 +313,7 @@ fan_kinds(Store = #{pairs := T}, Found, Opts) ->
     Out = lists:append([Subjects(F) || F = #{rule := fan_out} <- Found]),
     Is = fun(Var, Ends) -> [{'=:=', Var, {const, E}} || E <- Ends] end,
     Keys = lists:append(
-             [case ets:select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}}),
+             [case msgflow_row_table:select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}}),
                                    [list_to_tuple(['orelse', false | Guards])], [{{'$1', '$2'}}]}],
                               ?KIND_ROWS) of
                   {Some, _} -> Some;

@@ -47,12 +47,12 @@ build(#{pairs := T}, #{with := total}) ->
     %% sorted by the count alone (a stable sort: pairs of equal counts in
     %% the table's order, reversed): a million pairs in about 0.5 s, where
     %% sorting the whole tuples took twice that
-    All = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, total => '$3'}), [],
+    All = msgflow_row_table:fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, total => '$3'}), [],
                                        [{{'$1', '$2', '$3'}}]}],
                                   fun(X, Acc) -> [X | Acc] end, []),
     lists:reverse(lists:keysort(3, All));
 build(#{pairs := T}, #{with := kinds}) ->
-    All = msgflow_row:fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, total => '$3',
+    All = msgflow_row_table:fold_select(T, [{msgflow_row:pattern(#{key => {'$1', '$2'}, total => '$3',
                                                              kinds => '$4'}),
                                        [], [{{'$1', '$2', '$3', '$4'}}]}],
                                   fun({S, R, Total, Ks}, Acc) ->

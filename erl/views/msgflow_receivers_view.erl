@@ -59,7 +59,7 @@ build(Store = #{pairs := T, rolled_up := F, labels := Tables}, #{limit := Limit,
                   Acc#{R => {M + msgflow_row:total(Row), W + Last, N + 1}}
           end,
     Match = msgflow_row:select_spec(#{}, [], false),
-    Sums = msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{})),
+    Sums = msgflow_row_table:fold_select(F, Match, Add, msgflow_row_table:fold_select(T, Match, Add, #{})),
     Bytes = bytes_in(Store, Canon),
     Waits = case maps:get(windows, Store) of
                 [] -> #{};

@@ -263,7 +263,7 @@ build(Store, Spec) ->
       overflow_top => OverflowTop,
       rolled_up => maps:get(rolled_up_messages, Store), skipped => maps:get(skipped, Store),
       new_tracer => maps:get(new_tracer, Store, msgflow),
-      pairs => ets:info(maps:get(pairs, Store), size), groups => NGroups,
+      pairs => msgflow_row_table:size(maps:get(pairs, Store)), groups => NGroups,
       rows => Rows, endpoints => msgflow_rows_ends:endpoints(Labelled, HeatKeys, By,
                                                        maps:get(labels, Store)),
       windows => lists:nthtail(length(Kept) - K, Kept),
@@ -350,7 +350,7 @@ with_sizes(Rows, T, Labels, NamedT) ->
             %% have it; none in a handle without them
             Sends = case NamedT of
                         none -> [];
-                        _ -> [K || {K = {_, Name}} <- ets:tab2list(NamedT), is_atom(Name)]
+                        _ -> [K || {K = {_, Name}} <- msgflow_row_table:to_list(NamedT), is_atom(Name)]
                     end,
             Named = lists:foldl(fun({S, Name}, Acc) ->
                                         case msgflow_labels:canon(Labels, Name) of
@@ -526,7 +526,7 @@ dead(#{dead := D, labels := Tables}, By) ->
     M = lists:foldl(fun({{S, R}, N}, Acc) ->
                             K = {KeyOf(S), KeyOf(R)},
                             Acc#{K => N + maps:get(K, Acc, 0)}
-                    end, #{}, ets:tab2list(D)),
+                    end, #{}, msgflow_row_table:to_list(D)),
     [{S, R, N} || {{S, R}, N} <- maps:to_list(M)].
 
 %% @doc A key as the VM writes it (an endpoint: `<0.80.0>'), or a group's

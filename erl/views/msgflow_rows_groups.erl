@@ -42,7 +42,7 @@ top_by_process(Store, Ctx = #{sort := rate}, N) ->
 top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx, N) ->
     case from_index(Store, Ctx, N) of
         {ok, Rows} -> top_by_process(Store, Ctx, N, Rows, indexed);
-        unknown -> top_by_process(Store, Ctx, N, scan_top(T, N), ets:tab2list(F))
+        unknown -> top_by_process(Store, Ctx, N, scan_top(T, N), msgflow_row_table:to_list(F))
     end.
 
 %% Plain: the rows of the busiest keys, both tables' (Rolled `indexed':
@@ -53,8 +53,8 @@ top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx, N) ->
 %% scan's threshold.
 top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, N, Plain, Rolled) ->
     {Extra, Fetch} = case Rolled of
-                         indexed -> {[], fun(K) -> ets:lookup(T, K) ++ ets:lookup(F, K) end};
-                         _ -> {Rolled, fun(K) -> ets:lookup(T, K) end}
+                         indexed -> {[], fun(K) -> msgflow_row_table:lookup(T, K) ++ msgflow_row_table:lookup(F, K) end};
+                         _ -> {Rolled, fun(K) -> msgflow_row_table:lookup(T, K) end}
                      end,
     Side = lists:foldl(fun(Row, Acc) ->
                                {S, R} = msgflow_row:key(Row),
@@ -87,10 +87,10 @@ top_by_process(Store = #{pairs := T, rolled_up := F}, Ctx = #{labels := Tables},
            [{msgflow_rows:key(), msgflow_rows:key()}], msgflow_rows_ends:totals()}.
 heat_by_process(#{pairs := T, rolled_up := F}, Ctx = #{labels := Tables}, L) ->
     KeyOf = key_fun(process, Tables),
-    Named = named_rows(T, maps:get(named, Ctx, none)) ++ ets:tab2list(F),
+    Named = named_rows(T, maps:get(named, Ctx, none)) ++ msgflow_row_table:to_list(F),
     Side = [{S, KeyOf(R), msgflow_row:total(Row)} || Row <- Named, {S, R} <- [msgflow_row:key(Row)]],
     Plain = msgflow_row:pattern(#{key => {'$3', '$1'}, total => '$2'}),
-    Pairs = msgflow_row:fold_select(T, [{Plain, [{'not', named_guard()}], [{{'$3', '$1', '$2'}}]}],
+    Pairs = msgflow_row_table:fold_select(T, [{Plain, [{'not', named_guard()}], [{{'$3', '$1', '$2'}}]}],
                                     fun(E, Acc) -> [E | Acc] end, []),
     Sent = sums([{S, N} || {S, _, N} <- Side ++ Pairs]),
     Received = sums([{R, N} || {_, R, N} <- Side ++ Pairs]),
@@ -154,7 +154,7 @@ from_index(#{busiest := Idx, pairs := T, rolled_up := F}, #{sort := Sort, last :
             %% rest are ranked by their totals, which a read of all gives
             unknown;
         {ok, KVs} ->
-            Found = [{V, ets:lookup(T, K) ++ ets:lookup(F, K)} || {K, V} <- KVs],
+            Found = [{V, msgflow_row_table:lookup(T, K) ++ msgflow_row_table:lookup(F, K)} || {K, V} <- KVs],
             Whole = fun({_, []}) -> false;
                        ({V, Rows}) when Sort =:= messages ->
                             lists:sum([msgflow_row:total(R) || R <- Rows]) =:= V;
@@ -173,9 +173,9 @@ from_index(_, _, _) ->
 %% most N equal to it.
 scan_top(T, N) ->
     Thr = threshold(T, N),
-    Above = ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
+    Above = msgflow_row_table:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
                             [{'>', '$2', Thr}, {'not', named_guard()}], ['$_']}]),
-    Equal = case ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
+    Equal = case msgflow_row_table:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}),
                                  [{'==', '$2', Thr}, {'not', named_guard()}], ['$_']}], N) of
                 '$end_of_table' -> [];
                 {Eq, _} -> Eq
@@ -189,9 +189,9 @@ sum_rows([Row | Rows], Ctx) ->
 %% the store keeps apart (NT, msgflow_store_kept), or where a handle has
 %% no such table (`none') a select of the pairs table T.
 named_rows(T, none) ->
-    ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}]);
+    msgflow_row_table:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}}), [named_guard()], ['$_']}]);
 named_rows(T, NT) ->
-    [Row || {K} <- ets:tab2list(NT), Row <- ets:lookup(T, K)].
+    [Row || {K} <- msgflow_row_table:to_list(NT), Row <- msgflow_row_table:lookup(T, K)].
 
 %% Local registered names (atom, or {Name, node()}) as receivers.
 named_guard() ->
@@ -201,7 +201,7 @@ named_guard() ->
 %% The N-th largest total of the first ?SAMPLE rows that are not sends to
 %% a name (0 when there are fewer): a bound below the N-th largest of all.
 threshold(T, N) ->
-    case ets:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}), [{'not', named_guard()}],
+    case msgflow_row_table:select(T, [{msgflow_row:pattern(#{key => {'_', '$1'}, total => '$2'}), [{'not', named_guard()}],
                          ['$2']}], ?SAMPLE) of
         '$end_of_table' -> 0;
         {Totals, _} when length(Totals) < N -> 0;
@@ -245,10 +245,10 @@ all_groups(Store = #{pairs := T, rolled_up := F, labels := Tables}, Ctx = #{k :=
                          end,
                    case Labelled of
                        true ->
-                           maps:to_list(msgflow_row:fold_select(maps:get(groups, Store), Match, Add, #{}));
+                           maps:to_list(msgflow_row_table:fold_select(maps:get(groups, Store), Match, Add, #{}));
                        false ->
-                           maps:to_list(msgflow_row:fold_select(F, Match, Add,
-                                                                msgflow_row:fold_select(T, Match, Add, #{})))
+                           maps:to_list(msgflow_row_table:fold_select(F, Match, Add,
+                                                                msgflow_row_table:fold_select(T, Match, Add, #{})))
                    end
            end,
     Kept = case Ctx of
@@ -286,10 +286,10 @@ by_process(T, F, Guard, KeyOf, Ctx) ->
                      %% indexes rank a key by both its rows) and of the
                      %% pids the sends to names join
                      Joined0 = [{S, KeyOf(R)} || Row <- NamedRows, {S, R} <- [msgflow_row:key(Row)]],
-                     [Row || K <- lists:usort(Keys0 ++ Joined0), Row <- ets:lookup(F, K),
+                     [Row || K <- lists:usort(Keys0 ++ Joined0), Row <- msgflow_row_table:lookup(F, K),
                              msgflow_row:last_window(Row) > Min];
                  _ ->
-                     ets:select(F, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}),
+                     msgflow_row_table:select(F, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}),
                                      Ends ++ Guard, ['$_']}])
              end,
     Named = NamedRows ++ Rolled,
@@ -303,11 +303,11 @@ by_process(T, F, Guard, KeyOf, Ctx) ->
                     %% and the pid rows the sends to names join
                     Joined = [{S, KeyOf(R)} || Row <- Named, {S, R} <- [msgflow_row:key(Row)],
                                                msgflow_row:named(R)],
-                    [{K, acc(Row, Ctx)} || K <- lists:usort(Keys ++ Joined), Row <- ets:lookup(T, K),
+                    [{K, acc(Row, Ctx)} || K <- lists:usort(Keys ++ Joined), Row <- msgflow_row_table:lookup(T, K),
                                            not msgflow_row:named(element(2, K)),
                                            msgflow_row:last_window(Row) > Min];
                 _ ->
-                    msgflow_row:fold_select(
+                    msgflow_row_table:fold_select(
                       T, [{msgflow_row:pattern(#{key => {'$3', '$1'}, window => '$2'}),
                            [{'not', named_guard()} | Ends ++ Guard], ['$_']}],
                       fun(Row, Acc) -> [{msgflow_row:key(Row), acc(Row, Ctx)} | Acc] end, [])
@@ -342,7 +342,7 @@ members(Keys, Tables, KeyOf, Match) ->
                       _ -> Acc
                   end
           end,
-    lists:foldl(fun(T, Acc) -> msgflow_row:fold_select(T, Match, Add, Acc) end, #{}, Tables).
+    lists:foldl(fun(T, Acc) -> msgflow_row_table:fold_select(T, Match, Add, Acc) end, #{}, Tables).
 
 %% One pair's part of a group: {Total, Counts, Pairs, Peak, Row, Kinds}:
 %% Counts its messages per window from `first' to `last' (see context/2),
@@ -389,7 +389,7 @@ by_kind(T, F, Match, Ctx) ->
                             end, Acc, Ks)
                   end
           end,
-    maps:to_list(msgflow_row:fold_select(F, Match, Add, msgflow_row:fold_select(T, Match, Add, #{}))).
+    maps:to_list(msgflow_row_table:fold_select(F, Match, Add, msgflow_row_table:fold_select(T, Match, Add, #{}))).
 
 add_counts([A, B], [C, D]) -> [A + C, B + D];
 add_counts(L1, L2) -> lists:zipwith(fun erlang:'+'/2, L1, L2).

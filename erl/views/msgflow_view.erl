@@ -162,7 +162,7 @@ run(Store, Fun) ->
 run(Store, Wait, Fun) ->
     Size = case Store of
                #{pairs := T} ->
-                   case ets:info(T, size) of
+                   case msgflow_row_table:size(T) of
                        undefined -> 0;      %% the collector is gone: the view says so
                        N -> N
                    end;
