@@ -9,6 +9,8 @@
  */
 #include "mf_agg.h"
 
+#include "mf_topk.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -51,6 +53,8 @@ struct mf_agg {
     uint32_t open;              /* the open window */
     uint64_t *window_ms;        /* by w % (keep + 1): (w << 32 | ms), ms < 2^32 */
     int full;
+    uint64_t max_pairs;         /* pairs rows at most (0: no bound) */
+    mf_topk *over;              /* the busiest keys that found no row (pairs, replies) */
     /* endpoints, numbered from 1 (ends[0] unused) */
     mf_agg_end *ends;
     uint32_t ends_n, ends_cap;
@@ -246,6 +250,13 @@ mf_agg *mf_agg_new(const mf_alloc *a, const mf_agg_opts *o)
         g->o.keep = 1;
     if (g->o.max_kinds < 1)
         g->o.max_kinds = 1;
+    g->over = a->alloc(a->ctx, sizeof(*g->over));
+    if (!g->over) {
+        a->free(a->ctx, g, sizeof(*g));
+        return NULL;
+    }
+    mf_topk_init(g->over);
+    g->bytes += sizeof(*g->over);
     g->bytes = sizeof(*g);
     g->open = 1;
     g->top_total.room = o->top_total ? o->top_total : 1;
@@ -304,6 +315,7 @@ void mf_agg_free(mf_agg *g)
     g_free(g, g->dying, (size_t)g->dying_cap * sizeof(*g->dying));
     g_free(g, g->free_rows, (size_t)g->free_rows_cap * sizeof(*g->free_rows));
     g_free(g, g->window_ms, (size_t)(g->o.keep + 1) * sizeof(uint64_t));
+    g_free(g, g->over, sizeof(*g->over));
     const mf_alloc *a = g->a;
     a->free(a->ctx, g, sizeof(*g));
 }
@@ -313,6 +325,12 @@ uint32_t mf_agg_open(const mf_agg *g) { return g->open; }
 uint32_t mf_agg_ends(const mf_agg *g) { return g->ends_n; }
 uint64_t mf_agg_size(const mf_agg *g, unsigned table) { return table < MF_AGG_TABLES ? g->sizes[table] : 0; }
 void mf_agg_set_full(mf_agg *g, int full) { g->full = full; }
+void mf_agg_set_max_pairs(mf_agg *g, uint64_t max) { g->max_pairs = max; }
+
+unsigned mf_agg_take_top(mf_agg *g, mf_topk_slot *out, uint64_t *min)
+{
+    return mf_topk_take(g->over, out, min);
+}
 
 uint64_t mf_agg_window_ms(const mf_agg *g, uint32_t w)
 {
@@ -959,8 +977,14 @@ int mf_agg_add(mf_agg *g, unsigned table, uint32_t from, uint32_t to, uint64_t k
     uint32_t rn = find_row(g, table, from, to);
     int first;
     if (!rn) {
-        if (g->full || !(rn = new_row(g, table, from, to)))
+        if (g->full || (table == MF_AGG_PAIRS && g->max_pairs && g->sizes[MF_AGG_PAIRS] >= g->max_pairs) ||
+            !(rn = new_row(g, table, from, to))) {
+            if (table != MF_AGG_DEAD)
+                mf_topk_add_n(g->over, from, to, n);
+            end_unref_check(g, from); /* (made for this key only: let go) */
+            end_unref_check(g, to);
             return 1;
+        }
         mf_agg_row *r = ROW(g, rn);
         r->last_window = g->open;
         r->total = r->last_count = n;

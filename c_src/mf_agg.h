@@ -168,8 +168,17 @@ int mf_agg_sweep(mf_agg *g, unsigned table, uint32_t idle, uint32_t budget, uint
  * windows after, when nothing names it still.  Writer only. */
 uint32_t mf_agg_take_released(mf_agg *g, uint32_t *out, uint32_t max);
 
-/* No new row may be made from now on (1), or again (0).  Writer only. */
+/* No new row may be made from now on (1), or again (0); no new pairs row
+ * past `max' of them (0: no bound).  Writer only. */
 void mf_agg_set_full(mf_agg *g, int full);
+void mf_agg_set_max_pairs(mf_agg *g, uint64_t max);
+
+/* The busiest keys of pairs and replies that found no row, since the last
+ * call: a Space-Saving summary (mf_topk.h) of endpoint numbers, emptied;
+ * its slots written to out (room for MF_TOPK_SLOTS), *min as
+ * mf_topk_take's.  Writer only. */
+struct mf_topk_slot;
+unsigned mf_agg_take_top(mf_agg *g, struct mf_topk_slot *out, uint64_t *min);
 
 /* The open window closed after `ms' milliseconds; the next is open.  Its
  * busiest index becomes the last window's, and its ends are kept with

@@ -100,6 +100,13 @@ uint32_t mf_agg_res_end_etf(ErlNifEnv *env, mf_agg_res *r, const unsigned char *
     return mf_agg_end_bytes(r->g, etf, len, named ? MF_AGG_NAMED : 0);
 }
 
+static ERL_NIF_TERM end_term(ErlNifEnv *env, const agg_res *r, uint32_t e);
+
+ERL_NIF_TERM mf_agg_res_end_term(ErlNifEnv *env, const mf_agg_res *r, uint32_t e)
+{
+    return end_term(env, r, e);
+}
+
 /* Endpoint number e as a term. */
 static ERL_NIF_TERM end_term(ErlNifEnv *env, const agg_res *r, uint32_t e)
 {
@@ -302,15 +309,19 @@ ERL_NIF_TERM mf_nif_agg_close(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
     return err ? enif_raise_exception(env, atom_memory) : atom_ok;
 }
 
-/* agg_full(Agg, Bool) -> ok: whether new rows may be made. */
+/* agg_full(Agg, Full, MaxPairs) -> ok: whether new rows may be made, and
+ * the most pairs rows (0: no bound). */
 ERL_NIF_TERM mf_nif_agg_full(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     agg_res *r;
-    if (!get_agg(env, argv[0], &r) || (argv[1] != atom_true && argv[1] != atom_false))
+    ErlNifUInt64 max;
+    if (!get_agg(env, argv[0], &r) || (argv[1] != atom_true && argv[1] != atom_false) ||
+        !enif_get_uint64(env, argv[2], &max))
         return enif_make_badarg(env);
     enif_rwlock_rwlock(r->lock);
     mf_agg_set_full(r->g, argv[1] == atom_true);
+    mf_agg_set_max_pairs(r->g, max);
     enif_rwlock_rwunlock(r->lock);
     return atom_ok;
 }

@@ -17,6 +17,10 @@ typedef struct mf_agg_res {
     ERL_NIF_TERM node;
 } mf_agg_res;
 
+/* Endpoint number e as a term of env (`undefined' for none).  The lock
+ * held. */
+ERL_NIF_TERM mf_agg_res_end_term(ErlNifEnv *env, const mf_agg_res *r, uint32_t e);
+
 /* The resource behind term t (1), or 0.  Any thread. */
 int mf_agg_res_get(ErlNifEnv *env, ERL_NIF_TERM t, mf_agg_res **r);
 /* The endpoint of an external format, made when new (flags from its term,

@@ -45,7 +45,8 @@ typedef struct {
     unsigned parts_n, parts_cap;
     /* folding into an aggregate (snapshot_fold): kept while we exist */
     mf_agg_res *agg;
-    uint64_t folded, agg_over; /* deltas folded; messages with no row */
+    uint64_t folded;           /* deltas folded in this step */
+    uint64_t msgs[3], no_row[3]; /* messages by MF_AGG_PAIRS, _ROLLED, _DEAD; of those, with no row */
     /* valid during one step only */
     ErlNifEnv *env;
     ERL_NIF_TERM pairs, dead, replies;
@@ -200,8 +201,9 @@ static void fold(mf_take *t, unsigned table, uint64_t from, uint64_t to, uint64_
                  uint64_t delta)
 {
     uint32_t f = word_end(t, from), r = word_end(t, to);
+    t->msgs[table] += delta;
     if (!f || !r || mf_agg_add(t->agg->g, table, f, r, kind, delta))
-        t->agg_over += delta;
+        t->no_row[table] += delta;
     t->folded++;
     t->emitted++;
 }
@@ -448,14 +450,40 @@ ERL_NIF_TERM mf_nif_snapshot_next(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     return enif_make_tuple_from_array(env, done, 7);
 }
 
+/* The aggregate's summary of the keys that found no row, taken (so
+ * emptied): [{Min, [{Sender, Receiver, Count, Err}]}] as top_term's, or
+ * [] when none did.  Its write lock held. */
+static ERL_NIF_TERM agg_top_term(mf_take *t)
+{
+    if (!t->scratch && !(t->scratch = enif_alloc(MF_TOPK_SLOTS * sizeof(*t->scratch))))
+        return enif_make_list(t->env, 0);
+    uint64_t min;
+    unsigned n = mf_agg_take_top(t->agg->g, t->scratch, &min);
+    ERL_NIF_TERM slots = enif_make_list(t->env, 0);
+    for (unsigned i = 0; i < n; i++) {
+        const mf_topk_slot *e = &t->scratch[i];
+        slots = enif_make_list_cell(
+            t->env,
+            enif_make_tuple4(t->env, mf_agg_res_end_term(t->env, t->agg, (uint32_t)e->from),
+                             mf_agg_res_end_term(t->env, t->agg, (uint32_t)e->to),
+                             enif_make_uint64(t->env, e->count), enif_make_uint64(t->env, e->err)),
+            slots);
+    }
+    return n ? enif_make_list1(t->env, enif_make_tuple2(t->env, enif_make_uint64(t->env, min), slots))
+             : enif_make_list(t->env, 0);
+}
+
 /*
  * snapshot_fold_start(Session, Agg) -> Take, and snapshot_fold(Take) ->
- * {more, Folded, NoRow} | {done, Folded, NoRow, Overflow, OverflowDead,
- * Top}: the take of snapshot_start/next folded into the aggregate Agg
- * (mf_agg.h) instead of made into terms, in steps of ~0.25 ms under its
- * write lock.  Folded counts the deltas, NoRow the messages of keys that
- * found no row in the aggregate (mf_agg_set_full), since the last call;
- * Overflow, OverflowDead and Top are snapshot_next's.  badarg for a
+ * {more, Folded} | {done, Folded, {Pairs, Replies, Dead}, {PairsNoRow,
+ * RepliesNoRow, DeadNoRow}, Overflow, OverflowDead, Top, AggTop}: the take
+ * of snapshot_start/next folded into the aggregate Agg (mf_agg.h) instead
+ * of made into terms, in steps of ~0.25 ms under its write lock.  Folded
+ * counts the step's deltas; the take's messages of pairs, replies to
+ * aliases and dead letters, and of those the ones of keys that found no
+ * row in the aggregate (past mf_agg_set_full or max pairs); Overflow,
+ * OverflowDead and Top are snapshot_next's; AggTop the aggregate's summary
+ * of the busiest keys that found no row, in Top's shape.  badarg for a
  * non-session or non-aggregate; `busy' as snapshot_start's.
  */
 ERL_NIF_TERM mf_nif_snapshot_fold_start(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
@@ -483,16 +511,20 @@ ERL_NIF_TERM mf_nif_snapshot_fold(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     if (!enif_get_resource(env, argv[0], mf_take_rt, (void **)&t) || t->finished || !t->agg)
         return enif_make_badarg(env);
     t->folded = 0;
-    t->agg_over = 0;
     enif_rwlock_rwlock(t->agg->lock);
     int r = take_run(t, env, UINT64_MAX, MF_NEXT_SLICE_US);
+    ERL_NIF_TERM agg_top = r == TAKE_DONE ? agg_top_term(t) : 0;
     enif_rwlock_rwunlock(t->agg->lock);
-    ERL_NIF_TERM folded = enif_make_uint64(env, t->folded), over = enif_make_uint64(env, t->agg_over);
+    ERL_NIF_TERM folded = enif_make_uint64(env, t->folded);
     if (r != TAKE_DONE)
-        return enif_make_tuple3(env, atom_more, folded, over);
-    ERL_NIF_TERM done[6] = {atom_done, folded, over, enif_make_uint64(env, t->tot.overflow),
-                            enif_make_uint64(env, t->tot.overflow_dead), top_term(t)};
-    return enif_make_tuple_from_array(env, done, 6);
+        return enif_make_tuple2(env, atom_more, folded);
+    ERL_NIF_TERM msgs = enif_make_tuple3(env, enif_make_uint64(env, t->msgs[0]), enif_make_uint64(env, t->msgs[1]),
+                                         enif_make_uint64(env, t->msgs[2]));
+    ERL_NIF_TERM no_row = enif_make_tuple3(env, enif_make_uint64(env, t->no_row[0]),
+                                           enif_make_uint64(env, t->no_row[1]), enif_make_uint64(env, t->no_row[2]));
+    ERL_NIF_TERM done[8] = {atom_done, folded, msgs, no_row, enif_make_uint64(env, t->tot.overflow),
+                            enif_make_uint64(env, t->tot.overflow_dead), top_term(t), agg_top};
+    return enif_make_tuple_from_array(env, done, 8);
 }
 
 /*

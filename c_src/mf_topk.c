@@ -79,10 +79,12 @@ static void rescan(mf_topk *t)
     t->at_min = at;
 }
 
-/* Slot s, all slots taken, one message more. */
-static void bump(mf_topk *t, unsigned s)
+/* Slot s, all slots taken, n messages more. */
+static void bump(mf_topk *t, unsigned s, uint64_t n)
 {
-    if (t->slots[s].count++ == t->min && --t->at_min == 0)
+    uint64_t old = t->slots[s].count;
+    t->slots[s].count = old + n;
+    if (old == t->min && --t->at_min == 0)
         rescan(t);
 }
 
@@ -100,17 +102,22 @@ static unsigned least(mf_topk *t)
 
 void mf_topk_add(mf_topk *t, uint64_t from, uint64_t to)
 {
+    mf_topk_add_n(t, from, to, 1);
+}
+
+void mf_topk_add_n(mf_topk *t, uint64_t from, uint64_t to, uint64_t n)
+{
     mf_spin_lock(&t->lock);
     unsigned i = find(t, from, to);
     unsigned s = t->index[i];
     if (s != MF_TOPK_FREE) {
         if (t->used < MF_TOPK_SLOTS)
-            t->slots[s].count++;
+            t->slots[s].count += n;
         else
-            bump(t, s);
+            bump(t, s, n);
     } else if (t->used < MF_TOPK_SLOTS) {
         s = t->used++;
-        t->slots[s] = (mf_topk_slot){from, to, 1, 0};
+        t->slots[s] = (mf_topk_slot){from, to, n, 0};
         t->index[i] = (uint16_t)s;
         if (t->used == MF_TOPK_SLOTS) {
             t->cursor = 0;
@@ -124,7 +131,7 @@ void mf_topk_add(mf_topk *t, uint64_t from, uint64_t to)
         t->slots[s].to = to;
         t->slots[s].err = t->min;
         t->index[find(t, from, to)] = (uint16_t)s;
-        bump(t, s);
+        bump(t, s, n);
     }
     mf_spin_unlock(&t->lock);
 }

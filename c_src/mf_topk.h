@@ -58,4 +58,8 @@ void mf_topk_add(mf_topk *t, uint64_t from, uint64_t to);
  * 0.  The snapshot only. */
 unsigned mf_topk_take(mf_topk *t, mf_topk_slot *out, uint64_t *min);
 
+/* mf_topk_add of n messages at once (the aggregate's pairs that found no
+ * row: mf_agg.h).  Its owner only. */
+void mf_topk_add_n(mf_topk *t, uint64_t from, uint64_t to, uint64_t n);
+
 #endif

@@ -704,7 +704,7 @@ static ErlNifFunc nif_funcs[] = {
     {"agg_new_ends", 2, mf_nif_agg_new_ends, 0},
     {"agg_set_groups", 2, mf_nif_agg_set_groups, 0},
     {"agg_close", 3, mf_nif_agg_close, 0},
-    {"agg_full", 2, mf_nif_agg_full, 0},
+    {"agg_full", 3, mf_nif_agg_full, 0},
     {"agg_lookup", 3, mf_nif_agg_lookup, 0},
     {"agg_rows", 5, mf_nif_agg_rows, 0},
     {"agg_busiest", 3, mf_nif_agg_busiest, 0},

@@ -161,22 +161,23 @@ fold_equals_terms_test() ->
     0 = msgflow_tracer:agg_add(Want, rolled_up, Replies),
     0 = msgflow_tracer:agg_add(Want, dead, Dead),
     Got = msgflow_tracer:agg_new({10, 8, 16, 16, node()}),
-    {Folded, 0} = fold_all(msgflow_tracer:snapshot_fold_start(S2, Got), 0),
+    {Folded, {3005, 0, 5}, {0, 0, 0}, []} = fold_all(msgflow_tracer:snapshot_fold_start(S2, Got), 0),
     ?assertEqual(length(Pairs) + length(Dead) + length(Replies), Folded),
     [?assertEqual(rows(all(Want, T)), rows(all(Got, T))) || T <- [pairs, rolled_up]],
     ?assertEqual(lists:sort(all(Want, dead)), lists:sort(all(Got, dead))),
     ?assertEqual({3005, 5}, {lists:sum([element(2, R) || R <- all(Got, pairs)]), lists:sum([element(2, R) || R <- all(Got, dead)])}),
     %% full: the same sends again find their rows; new keys find none
-    ok = msgflow_tracer:agg_full(Got, true),
+    ok = msgflow_tracer:agg_full(Got, true, 0),
     ok = Feed(S2),
     [ok = msgflow_tracer:trace_send(send, S2, P, m, #{extra => self()}) || P <- Ps],
-    {_, 30} = fold_all(msgflow_tracer:snapshot_fold_start(S2, Got), 0),
+    {_, {3035, 0, 5}, {30, 0, 0}, [{0, Top}]} = fold_all(msgflow_tracer:snapshot_fold_start(S2, Got), 0),
+    ?assertEqual(lists:sort([{P, self(), 1, 0} || P <- Ps]), lists:sort(Top)),
     ?assertEqual(2 * 3005, lists:sum([element(2, R) || R <- all(Got, pairs)])),
     [msgflow_tracer:session_stop(S) || S <- [S1, S2]],
     [P ! stop || P <- Ps].
 
 fold_all(Take, Acc) ->
     case msgflow_tracer:snapshot_fold(Take) of
-        {more, N, 0} -> fold_all(Take, Acc + N);
-        {done, N, Over, 0, 0, _} -> {Acc + N, Over}
+        {more, N} -> fold_all(Take, Acc + N);
+        {done, N, Msgs, NoRow, 0, 0, _, AggTop} -> {Acc + N, Msgs, NoRow, AggTop}
     end.

@@ -470,7 +470,7 @@ fold_select_while_rows_go_test() ->
     true = ets:insert(T, [{I} || I <- lists:seq(1, 100000)]),
     Kept = fun(I) -> I rem 100 =:= 0 end,
     %% after the first chunk every row but the kept ones goes
-    Got = msgflow_row:fold_select(T, [{{'$1'}, [], ['$1']}],
+    Got = msgflow_row_table:fold_select(T, [{{'$1'}, [], ['$1']}],
                                   fun(I, Acc) ->
                                           _ = map_size(Acc) =:= 0 andalso
                                               [ets:delete(T, J) || J <- lists:seq(1, 100000), not Kept(J)],

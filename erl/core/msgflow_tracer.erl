@@ -22,7 +22,7 @@
          lib_info/0, kinds/0]).
 -export([flow_session_new/2, flow_watch/3, flow_take/2, entry_new/1, entry_info/1, entry_stop/1]).
 -export([snapshot_fold_start/2, snapshot_fold/1]).
--export([agg_new/1, agg_add/3, agg_new_ends/2, agg_set_groups/2, agg_close/3, agg_full/2, agg_lookup/3,
+-export([agg_new/1, agg_add/3, agg_new_ends/2, agg_set_groups/2, agg_close/3, agg_full/3, agg_lookup/3,
          agg_rows/5, agg_busiest/3, agg_last_ends/1, agg_info/1, agg_set_rollups/2, agg_sweep/4,
          agg_take_released/2, agg_open_receivers/3, agg_sum/2]).
 -export_type([agg/0, agg_table/0]).
@@ -480,9 +480,10 @@ agg_set_groups(_Agg, _Groups) -> ?NOT_LOADED.
 -spec agg_close(agg(), non_neg_integer(), non_neg_integer()) -> ok.
 agg_close(_Agg, _Ms, _MinPartners) -> ?NOT_LOADED.
 
-%% @doc Whether new rows may not be made (true) or may (false).
--spec agg_full(agg(), boolean()) -> ok.
-agg_full(_Agg, _Full) -> ?NOT_LOADED.
+%% @doc Whether new rows may not be made (true) or may (false), and the
+%% most pairs rows there may be (0: no bound).
+-spec agg_full(agg(), boolean(), non_neg_integer()) -> ok.
+agg_full(_Agg, _Full, _MaxPairs) -> ?NOT_LOADED.
 
 %% @doc The row of a key, or [].
 -spec agg_lookup(agg(), agg_table(), {term(), term()}) -> [tuple()].
@@ -515,13 +516,17 @@ agg_last_ends(_Agg) -> ?NOT_LOADED.
 snapshot_fold_start(_Session, _Agg) -> ?NOT_LOADED.
 
 %% @doc The next step of it (about 0.25 ms under the aggregate's write
-%% lock): the deltas folded and the messages of keys that found no row
-%% (past agg_full/2) since the last call, and when done the tracer's
-%% overflow, its overflowed dead letters and the busiest overflowed pairs
-%% (as snapshot_next/1's `done').
+%% lock): the deltas folded in it; when done, also the take's messages of
+%% pairs, of replies to aliases and of dead letters, the same of keys that
+%% found no row (past agg_full/3), the tracer's overflow, its overflowed
+%% dead letters and its busiest overflowed pairs (as snapshot_next/1's
+%% `done'), and the aggregate's busiest keys that found no row (the same
+%% shape).
 -spec snapshot_fold(take()) ->
-          {more, non_neg_integer(), non_neg_integer()} |
-          {done, non_neg_integer(), non_neg_integer(), non_neg_integer(), non_neg_integer(),
+          {more, non_neg_integer()} |
+          {done, non_neg_integer(), {non_neg_integer(), non_neg_integer(), non_neg_integer()},
+           {non_neg_integer(), non_neg_integer(), non_neg_integer()}, non_neg_integer(), non_neg_integer(),
+           [{non_neg_integer(), [{endpoint(), endpoint(), pos_integer(), non_neg_integer()}]}],
            [{non_neg_integer(), [{endpoint(), endpoint(), pos_integer(), non_neg_integer()}]}]}.
 snapshot_fold(_Take) -> ?NOT_LOADED.
 
