@@ -427,8 +427,8 @@ uint32_t mf_agg_take_new(mf_agg *g, uint32_t *out, uint32_t max)
     uint32_t k = 0, i = 0;
     for (; k < max && i < g->fresh_n; i++) {
         uint32_t e = g->fresh[i];
-        if (g->ends[e].etf || g->ends[e].word)
-            out[k++] = e; /* (not freed since) */
+        if ((g->ends[e].etf || g->ends[e].word) && !(g->ends[e].flags & MF_AGG_GROUP))
+            out[k++] = e; /* (not freed since, and no group end) */
     }
     memmove(g->fresh, g->fresh + i, (size_t)(g->fresh_n - i) * sizeof(*g->fresh));
     g->fresh_n -= i;
@@ -1317,4 +1317,19 @@ uint64_t mf_agg_sum(const mf_agg *g, unsigned table)
     while ((r = mf_agg_next(g, table, &cur)))
         sum += r->total;
     return sum;
+}
+
+const mf_agg_row *mf_agg_named(const mf_agg *g, uint32_t *cursor)
+{
+    if (*cursor >= g->named_n)
+        return NULL;
+    uint32_t rn = g->named[*cursor];
+    ++*cursor;
+    return ROW(g, rn);
+}
+
+void mf_agg_flag(mf_agg *g, uint32_t e, uint32_t flags)
+{
+    if (mf_agg_end_at(g, e))
+        g->ends[e].flags |= flags;
 }

@@ -49,6 +49,7 @@ enum { MF_AGG_PAIRS = 0, MF_AGG_ROLLED = 1, MF_AGG_DEAD = 2, MF_AGG_GROUPS = 3, 
 
 /* An endpoint's flags (mf_agg_end_bytes). */
 #define MF_AGG_NAMED 1u /* a local registered name: Name or {Name, node()} */
+#define MF_AGG_GROUP 2u /* a group end or a rollup (never labelled: not new) */
 
 typedef struct {
     uint64_t word; /* a kind word (mf_kind.h) */
@@ -162,6 +163,9 @@ int mf_agg_set_rollup(mf_agg *g, uint32_t e, uint32_t to);
  * Writer only. */
 int mf_agg_sweep(mf_agg *g, unsigned table, uint32_t idle, uint32_t budget, uint64_t *moved);
 
+/* Adds flags to endpoint e's (MF_AGG_GROUP).  Writer only. */
+void mf_agg_flag(mf_agg *g, uint32_t e, uint32_t flags);
+
 /* Endpoints no row names any more (and no endpoint has as its group or
  * rollup) since the last call, at most max written to out: the owner's
  * labels may let them go.  An endpoint is freed (its number reused) two
@@ -172,6 +176,10 @@ uint32_t mf_agg_take_released(mf_agg *g, uint32_t *out, uint32_t max);
  * past `max' of them (0: no bound).  Writer only. */
 void mf_agg_set_full(mf_agg *g, int full);
 void mf_agg_set_max_pairs(mf_agg *g, uint64_t max);
+
+/* The pairs rows whose receiver is a named endpoint, from *cursor on
+ * (start with 0); NULL at the end.  Readers too. */
+const mf_agg_row *mf_agg_named(const mf_agg *g, uint32_t *cursor);
 
 /* The busiest keys of pairs and replies that found no row, since the last
  * call: a Space-Saving summary (mf_topk.h) of endpoint numbers, emptied;

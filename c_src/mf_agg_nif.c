@@ -20,6 +20,7 @@
 #include "mf_agg.h"
 #include "mf_atoms.h"
 #include "mf_kind.h"
+#include "mf_topk.h"
 
 typedef mf_agg_res agg_res; /* (the node's atom: atoms are never freed) */
 
@@ -284,6 +285,8 @@ ERL_NIF_TERM mf_nif_agg_set_groups(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
             break;
         }
         uint32_t grp = end_of(env, r, e[1], 1);
+        if (grp)
+            mf_agg_flag(r->g, grp, MF_AGG_GROUP);
         if (!grp || mf_agg_set_group(r->g, num, grp) < 0)
             mem = 1;
     }
@@ -466,7 +469,9 @@ ERL_NIF_TERM mf_nif_agg_set_rollups(ErlNifEnv *env, int argc, const ERL_NIF_TERM
         if (!end)
             continue;
         uint32_t to = end_of(env, r, e[1], 1);
-        if (!to || mf_agg_set_rollup(r->g, end, to) < 0)
+        if (to && to != end)
+            mf_agg_flag(r->g, to, MF_AGG_GROUP);
+        if (!to || mf_agg_set_rollup(r->g, end, to == end ? 0 : to) < 0)
             mem = 1;
     }
     enif_rwlock_rwunlock(r->lock);
@@ -550,4 +555,51 @@ ERL_NIF_TERM mf_nif_agg_sum(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     uint64_t sum = mf_agg_sum(r->g, table);
     enif_rwlock_runlock(r->lock);
     return enif_make_uint64(env, sum);
+}
+
+/* agg_named(Agg) -> [{{Sender, Name}}]: the keys of pairs rows sent to a
+ * local registered name (msgflow_store_kept's `named' rows). */
+ERL_NIF_TERM mf_nif_agg_named(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    agg_res *r;
+    if (!get_agg(env, argv[0], &r))
+        return enif_make_badarg(env);
+    ERL_NIF_TERM out = enif_make_list(env, 0);
+    enif_rwlock_rlock(r->lock);
+    uint32_t cur = 0;
+    const mf_agg_row *row;
+    while ((row = mf_agg_named(r->g, &cur)))
+        out = enif_make_list_cell(
+            env, enif_make_tuple1(env, enif_make_tuple2(env, end_term(env, r, row->from), end_term(env, r, row->to))),
+            out);
+    enif_rwlock_runlock(r->lock);
+    return out;
+}
+
+/* agg_take_top(Agg) -> [{Min, [{Sender, Receiver, Count, Err}]}]: the
+ * summary of the busiest keys that found no row, taken (emptied). */
+ERL_NIF_TERM mf_nif_agg_take_top(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    agg_res *r;
+    if (!get_agg(env, argv[0], &r))
+        return enif_make_badarg(env);
+    mf_topk_slot *slots = enif_alloc(MF_TOPK_SLOTS * sizeof(*slots));
+    if (!slots)
+        return enif_raise_exception(env, atom_memory);
+    uint64_t min;
+    ERL_NIF_TERM list = enif_make_list(env, 0);
+    enif_rwlock_rwlock(r->lock);
+    unsigned n = mf_agg_take_top(r->g, slots, &min);
+    for (unsigned i = 0; i < n; i++)
+        list = enif_make_list_cell(env,
+                                   enif_make_tuple4(env, end_term(env, r, (uint32_t)slots[i].from),
+                                                    end_term(env, r, (uint32_t)slots[i].to),
+                                                    enif_make_uint64(env, slots[i].count),
+                                                    enif_make_uint64(env, slots[i].err)),
+                                   list);
+    enif_rwlock_rwunlock(r->lock);
+    enif_free(slots);
+    return n ? enif_make_list1(env, enif_make_tuple2(env, enif_make_uint64(env, min), list)) : enif_make_list(env, 0);
 }

@@ -715,6 +715,8 @@ static ErlNifFunc nif_funcs[] = {
     {"agg_take_released", 2, mf_nif_agg_take_released, 0},
     {"agg_open_receivers", 3, mf_nif_agg_open_receivers, 0},
     {"agg_sum", 2, mf_nif_agg_sum, 0},
+    {"agg_named", 1, mf_nif_agg_named, 0},
+    {"agg_take_top", 1, mf_nif_agg_take_top, 0},
 };
 
 ERL_NIF_INIT(msgflow_tracer, nif_funcs, on_load, NULL, on_upgrade, on_unload)

@@ -24,7 +24,7 @@
 -export([snapshot_fold_start/2, snapshot_fold/1]).
 -export([agg_new/1, agg_add/3, agg_new_ends/2, agg_set_groups/2, agg_close/3, agg_full/3, agg_lookup/3,
          agg_rows/5, agg_busiest/3, agg_last_ends/1, agg_info/1, agg_set_rollups/2, agg_sweep/4,
-         agg_take_released/2, agg_open_receivers/3, agg_sum/2]).
+         agg_take_released/2, agg_open_receivers/3, agg_sum/2, agg_named/1, agg_take_top/1]).
 -export_type([agg/0, agg_table/0]).
 
 -on_load(init/0).
@@ -556,6 +556,17 @@ agg_open_receivers(_Agg, _MinSenders, _MinMessages) -> ?NOT_LOADED.
 %% @doc The messages of a table's rows, added up (reads every row).
 -spec agg_sum(agg(), agg_table()) -> non_neg_integer().
 agg_sum(_Agg, _Table) -> ?NOT_LOADED.
+
+%% @doc The keys of the pairs rows sent to a local registered name, each
+%% as `{Key}'.
+-spec agg_named(agg()) -> [{{term(), term()}}].
+agg_named(_Agg) -> ?NOT_LOADED.
+
+%% @doc The summary of the busiest keys that found no row since the last
+%% take of it (snapshot_fold/1's last element's shape), emptied.
+-spec agg_take_top(agg()) ->
+          [{non_neg_integer(), [{endpoint(), endpoint(), pos_integer(), non_neg_integer()}]}].
+agg_take_top(_Agg) -> ?NOT_LOADED.
 
 %% @doc Its figures: bytes held, rows by table, endpoints, the open window.
 -spec agg_info(agg()) -> #{atom() => non_neg_integer()}.
