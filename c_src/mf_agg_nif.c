@@ -393,7 +393,7 @@ ERL_NIF_TERM mf_nif_agg_busiest(ErlNifEnv *env, int argc, const ERL_NIF_TERM arg
     uint64_t floor = 0;
     ERL_NIF_TERM out = enif_make_list(env, 0);
     enif_rwlock_rlock(r->lock);
-    uint32_t k = max ? mf_agg_busiest(r->g, which, top, max, &floor) : 0;
+    uint32_t k = mf_agg_busiest(r->g, which, top, max, &floor); /* (the floor even for max 0) */
     for (uint32_t i = k; i-- > 0;) {
         ERL_NIF_TERM key = enif_make_tuple2(env, end_term(env, r, top[i].from), end_term(env, r, top[i].to));
         out = enif_make_list_cell(env, enif_make_tuple2(env, key, enif_make_uint64(env, top[i].value)), out);

@@ -412,31 +412,6 @@ fan_out_over_split_ends_test() ->
                             ?assertEqual(B, A)
                     end).
 
-%% The open window's receivers are read from every table they are split
-%% over: 5,000 receivers in a window make the next window's four tables,
-%% and open_receivers/2,3 give all 5,000 of the next window's, or some
-%% of them, no fewer than the limit asked for.
-open_receivers_over_parts_test() ->
-    Add = fun(Kp, W) ->
-                  lists:foldl(fun(R, K) ->
-                                      msgflow_store_kept:add(K, {self(), {r, W, R}}, 1, none,
-                                                             first, 1, 1)
-                              end, Kp, lists:seq(1, 5000))
-          end,
-    Before = ets:all(),
-    {K, []} = msgflow_store_kept:close_window(Add(msgflow_store_kept:new(#{}), 1)),
-    Parts = [T || T <- ets:all() -- Before, ets:info(T, name) =:= msgflow_window_receivers,
-                  ets:info(T, protection) =:= private],
-    K2 = Add(K, 2),
-    MS = [{{'$1', '_', '_'}, [], ['$1']}],
-    All = msgflow_store_kept:open_receivers(K2, MS),
-    Some = msgflow_store_kept:open_receivers(K2, MS, 1000),
-    _ = [ets:delete(T) || T <- msgflow_store_kept:tables(K2)],
-    ?assertEqual(4, length(Parts)),
-    ?assertEqual([{r, 2, R} || R <- lists:seq(1, 5000)], lists:sort(All)),
-    ?assert(length(Some) >= 1000 andalso length(Some) < 5000),
-    ?assertEqual([], Some -- All).
-
 %% The store's tables deleted (the test's process owns them).
 retire(_S) ->
     [ets:delete(T) || T <- ets:all(), ets:info(T, owner) =:= self(),

@@ -34,7 +34,10 @@
 %% (the collector goes on meanwhile: a reader may see a few newer values;
 %% a window's index is deleted a window after it was the last, and a
 %% reader that finds it gone gets `unknown').
--type reader() :: #{order := ets:tid(), floor := non_neg_integer()}.
+%% Or the aggregate's (msgflow_tracer:agg_busiest/3): `{msgflow_agg, Agg,
+%% total | open | last}'.
+-type reader() :: #{order := ets:tid(), floor := non_neg_integer()}
+                | {msgflow_agg, msgflow_tracer:agg(), total | open | last}.
 
 %% @doc An empty index of at most Cap pairs; its tables belong to the
 %% calling process.
@@ -84,6 +87,11 @@ remove(I = #busiest{order = O, values = Vs}, Key) ->
 %% else `unknown' (the caller scans).  Pairs tied with the N-th come in
 %% key order.  Any process.
 -spec top(reader(), pos_integer()) -> {ok, [{term(), non_neg_integer()}]} | unknown.
+top({msgflow_agg, A, Which}, N) ->
+    case msgflow_tracer:agg_busiest(A, Which, N) of
+        {Got, F} when length(Got) =:= N; F =:= 0 -> {ok, Got};
+        _ -> unknown
+    end;
 top(#{order := O, floor := F}, N) ->
     try walk(O, ets:last(O), N, []) of
         {Got, 0} -> {ok, lists:reverse(Got)};
@@ -101,6 +109,14 @@ walk(O, K = {V, Key}, Left, Acc) -> walk(O, ets:prev(O, K), Left - 1, [{Key, V} 
 %% index holds them all (Min above its floor); else `unknown'.  Any
 %% process.
 -spec above(reader(), pos_integer()) -> {ok, [{term(), non_neg_integer()}]} | unknown.
+above({msgflow_agg, A, Which}, Min) ->
+    case msgflow_tracer:agg_busiest(A, Which, 0) of
+        {_, F} when Min > F ->
+            {Got, _} = msgflow_tracer:agg_busiest(A, Which, 1000000),
+            {ok, [E || E = {_, V} <- Got, V >= Min]};
+        _ ->
+            unknown
+    end;
 above(#{order := O, floor := F}, Min) when Min > F ->
     try ets:select(O, [{{{'$1', '_'}}, [{'>=', '$1', Min}], ['$_']}]) of
         Got -> {ok, lists:reverse([{Key, V} || {{V, Key}} <- Got])}

@@ -659,7 +659,7 @@ after_take(W, St = #st{next_waiters = Next}) ->
 %% begin (see msgflow_store:take/2) that is now.
 begin_take(Waiters, Close, St0 = #st{run = Run, store = S}) ->
     St = St0#st{take_from = msgflow_store:merged(S)},
-    case worked(St, fun() -> {msgflow_store:take_begin(msgflow_run:session(Run)), S} end) of
+    case worked(St, fun() -> {msgflow_store:take_begin(msgflow_run:session(Run), S), S} end) of
         {none, St1} ->
             took(#{waiters => Waiters, close => Close}, St1);
         {Take, St1} ->

@@ -33,7 +33,8 @@
 
 -export([new/0, clear/1, tables/1, all_tables/1, proc_events/3, prune_proc_events/2, census_start/1, census/2, census_left/1,
          hold/2, hold_pair/3, seed/5, release/2, purge/1, rollup_key/2, stays/1, forget_endpoints/1, group_end/2,
-         canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1, any_gone/2]).
+         canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1, any_gone/2,
+         gone_in/2]).
 -export_type([label_id/0]).
 -export_type([labels/0, tables/0, meta/0, group/0]).
 
@@ -446,6 +447,15 @@ any_gone(L = #labels{endpoints = Ends, gone_pass = Pass}, N) ->
     {Gone, Next} = gone_slice(first(Ends, Pass), N, Budget, L#labels.gone),
     {lists:any(fun(N0) -> N - N0 =< ?GONE_WINDOWS end, maps:values(Gone)),
      L#labels{gone = Gone, gone_pass = Next}}.
+
+%% @doc The endpoints any_gone/2 found gone as window N closed, with what
+%% each becomes when its rows are rolled up (rollup_key/2).  Owner only.
+-spec gone_in(labels(), non_neg_integer()) -> {[{msgflow_tracer:endpoint(), group()}], labels()}.
+gone_in(L = #labels{gone = Gone}, N) ->
+    lists:foldl(fun(E, {Acc, L1}) ->
+                        {K, L2} = rollup_key(L1, E),
+                        {[{E, K} | Acc], L2}
+                end, {[], L}, [E || {E, W} <- maps:to_list(Gone), W =:= N]).
 
 %% The held endpoints' first chunk of a slice: the pass's next, or a new
 %% pass's (a continuation into a table that shrank since is refused).

@@ -16,7 +16,7 @@
 
 -define(CHUNK, 500).         %% rows a read returns (and ETS holds its lock for)
 
--type table() :: ets:tid() | {msgflow_agg, msgflow_tracer:agg(), msgflow_tracer:agg_table()}.
+-type table() :: ets:tid() | {msgflow_agg, msgflow_tracer:agg(), msgflow_tracer:agg_table() | named}.
 %% Where a select/3 goes on (select/1).
 -opaque cont() :: {agg, table(), ets:comp_match_spec(), non_neg_integer(), pos_integer(), [term()]}
                 | {ets, term()}.
@@ -38,6 +38,7 @@ size(T) -> ets:info(T, size).
 
 %% @doc Every row.
 -spec to_list(table()) -> [tuple()].
+to_list({msgflow_agg, A, named}) -> msgflow_tracer:agg_named(A);
 to_list(T = {msgflow_agg, _, _}) -> fold_select(T, [{'_', [], ['$_']}], fun(R, A) -> [R | A] end, []);
 to_list(T) -> ets:tab2list(T).
 

@@ -44,18 +44,20 @@
 -include("msgflow_store.hrl").
 
 -export([new/1, merge_deltas/2, merge_deltas/3]).
--export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/1, take_step/2,
+-export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/2, take_step/2,
          close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
--export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1, merged/1, moved/3, copies/2, tracer_room/1]).
+-export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1, merged/1, copies/2, tracer_room/1]).
 -export_type([store/0, window/0, state/0, take/0]).
 
 %% Receivers with at least this many senders in a window get their
 %% message queue length read when the window closes (for hotspots).
 -define(QLEN_MIN_SENDERS, 2).
 -define(QLEN_MAX_SAMPLED, 50).
-%% reductions one merged delta is worth (see add_row/3)
+%% reductions the labelling of a new endpoint is worth, a tenth of it
+%% (label_new/1), and endpoints labelled a call of agg_new_ends
 -define(MERGE_REDUCTIONS, 50).
+-define(LABEL_STEP, 2000).
 %% how long the tables a reset or a new run replaced are kept for the
 %% views still reading them, in ms
 -define(RETIRE_MS, 60000).
@@ -65,7 +67,7 @@
 %% A snapshot being merged a chunk at a time (take_begin/1): its session,
 %% the NIF's take, and when it began (system ms: the store's snapshot_at
 %% once it is merged).
--opaque take() :: {msgflow_tracer:session(), msgflow_tracer:take(), integer()}.
+-opaque take() :: {msgflow_tracer:session(), {fold | terms, msgflow_tracer:take()}, integer()}.
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the
@@ -82,8 +84,9 @@
 %% local names, `{Key}'), `window_ends' (the last closed window's
 %% receivers `{R, Senders, Messages}' and senders `{S, Receivers,
 %% Messages}' of no replies, those with `min_partners' or more).
--type store() :: #{pairs := ets:tid(), rolled_up := ets:tid(), dead := ets:tid(),
-                   groups := ets:tid(), calls := ets:tid(), call_groups := ets:tid(),
+-type store() :: #{pairs := msgflow_row_table:table(), rolled_up := msgflow_row_table:table(),
+                   dead := msgflow_row_table:table(),
+                   groups := msgflow_row_table:table(), calls := ets:tid(), call_groups := ets:tid(),
                    call_slowest := ets:tid(), sizes := ets:tid(),
                    call_figures := #{busy := non_neg_integer(), displaced := non_neg_integer()},
                    labels := msgflow_labels:tables(),
@@ -94,7 +97,7 @@
                    windows := [window()],
                    busiest := #{total := msgflow_busiest:reader(), open := msgflow_busiest:reader(),
                                 last := msgflow_busiest:reader() | none},
-                   named := ets:tid(),
+                   named := msgflow_row_table:table(),
                    window_ends := #{last := {ets:tid(), ets:tid()} | none,
                                     min_partners := pos_integer()},
                    memory_full := boolean(),
@@ -123,10 +126,11 @@ new() ->
 %% pairs (tests make them small, to see them let go of pairs).
 -spec new(msgflow_store_kept:caps()) -> state().
 new(Caps) ->
-    #store{pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
+    Opts = {60, 8, Caps},
+    #store{agg = new_agg(Opts), agg_opts = Opts,
            calls = new_calls(), call_groups = new_call_groups(), call_slowest = new_call_slowest(),
            sizes = msgflow_store_sizes:new(),
-           waits = msgflow_store_waits:new(), labels = msgflow_labels:new(), kept = msgflow_store_kept:new(Caps),
+           waits = msgflow_store_waits:new(), labels = msgflow_labels:new(), kept = msgflow_store_kept:new(),
            topk = msgflow_store_topk:new()}.
 
 %% @doc One chunk of deltas merged, as a snapshot's are (take/2): pairs
@@ -147,8 +151,19 @@ merge_deltas(Deltas, Replies, S) ->
 %% `max_pairs', `max_kinds'); its window opens now.
 -spec start_run(state(), msgflow_opts:run_opts()) -> state().
 start_run(S, #{windows := Keep, max_pairs := Max} = Opts) ->
+    MaxKinds = maps:get(max_kinds, Opts, 8),
+    {_, _, Caps} = S#store.agg_opts,
+    AggOpts = {Keep, MaxKinds, Caps},
+    %% (an aggregate of other settings is made anew: a store that starts
+    %% a run is empty, or resumes one of the same settings)
+    Agg = case AggOpts =:= S#store.agg_opts of
+              true -> S#store.agg;
+              false -> new_agg(AggOpts)
+          end,
+    ok = msgflow_tracer:agg_full(Agg, false, Max),
     restart_window(S#store{keep = Keep, max_pairs = Max, proc_events_dropped = 0,
-                           max_kinds = maps:get(max_kinds, Opts, 8),
+                           agg = Agg, agg_opts = AggOpts,
+                           max_kinds = MaxKinds,
                            max_memory = maps:get(max_memory, Opts, infinity), full = false,
                            count_scale = case maps:get(sample, Opts, off) of
                                              {T, P} -> P / T;
@@ -218,17 +233,19 @@ restart_window(S) -> S#store{win_start = now_ms()}.
 %% `{retire, Tables}' ?RETIRE_MS later (then retire/1), so that a view
 %% that began before reads the store as it was.
 -spec clear(state(), keep_labels | new_run) -> state().
-clear(S = #store{pairs = P, rolled_up_rows = F, dead = D, groups = G, calls = Calls, call_groups = CG,
-                 call_slowest = CS, sizes = Sz}, What) ->
+clear(S = #store{calls = Calls, call_groups = CG, call_slowest = CS, sizes = Sz}, What) ->
     {Labels, OldLabels} = case What of
                               keep_labels -> msgflow_labels:forget_endpoints(S#store.labels);
                               new_run -> msgflow_labels:clear(S#store.labels)
                           end,
     {Kept, OldKept} = msgflow_store_kept:clear(S#store.kept),
     {TopK, OldTopK} = msgflow_store_topk:clear(S#store.topk),
-    erlang:send_after(?RETIRE_MS, self(), {retire, [P, F, D, G, Calls, CG, CS, Sz | OldLabels] ++ OldKept ++ OldTopK}),
+    erlang:send_after(?RETIRE_MS, self(), {retire, [Calls, CG, CS, Sz | OldLabels] ++ OldKept ++ OldTopK}),
+    %% (the old aggregate goes once no view holds its handle)
+    Agg = new_agg(S#store.agg_opts),
+    ok = msgflow_tracer:agg_full(Agg, false, S#store.max_pairs),
     S#store{closed = 0, gone_at = 0, windows = [], durations = #{}, events = 0,
-            pairs = new_rows(), rolled_up_rows = new_rows(), dead = new_dead(), groups = new_rows(),
+            agg = Agg,
             calls = new_calls(), call_groups = new_call_groups(), call_slowest = new_call_slowest(),
             call_figures = #{busy => 0, displaced => 0},
             sizes = msgflow_store_sizes:new(), waits = msgflow_store_waits:new(),
@@ -278,7 +295,7 @@ closed(#store{closed = C}) -> C.
 %% it.
 -spec take(msgflow_tracer:session(), state()) -> state().
 take(Session, S) ->
-    case take_begin(Session) of
+    case take_begin(Session, S) of
         none -> S;
         Take -> take_rest(Take, S)
     end.
@@ -291,11 +308,19 @@ take_rest(Take, S) ->
 
 %% @doc A snapshot begun, to be merged a chunk at a time (take_step/2):
 %% what take/2 does, in steps between which the owner may do other work
-%% (answer calls).  `none' when none can begin now (see take/2: the turn
-%% is skipped, nothing is lost).  The owner only, one take at a time.
--spec take_begin(msgflow_tracer:session()) -> take() | none.
-take_begin(Session) ->
-    try msgflow_tracer:snapshot_start(Session) of
+%% (answer calls).  The snapshot folds into the aggregate in C; with the
+%% history on, it comes as terms instead, which the window's log needs
+%% (a delta's kind in that window), merged here.  `none' when none can
+%% begin now (see take/2: the turn is skipped, nothing is lost).  The
+%% owner only, one take at a time.
+-spec take_begin(msgflow_tracer:session(), state()) -> take() | none.
+take_begin(Session, #store{agg = Agg, log = Log}) ->
+    try
+        case Log of
+            none -> {fold, msgflow_tracer:snapshot_fold_start(Session, Agg)};
+            _ -> {terms, msgflow_tracer:snapshot_start(Session)}
+        end
+    of
         Take ->
             {Session, Take, erlang:system_time(millisecond)}
     catch
@@ -323,8 +348,8 @@ take_step(Take = {Session, Handle, At}, S) ->
             take_sizes(Session, Handle, S2)
     end.
 
-take_sizes(Session, Handle, S = #store{sizes = Z, pairs = P}) ->
-    case msgflow_store_sizes:take_some(Session, Z, P) of
+take_sizes(Session, Handle, S = #store{sizes = Z}) ->
+    case msgflow_store_sizes:take_some(Session, Z, table(S, pairs)) of
         more -> {more, S#store{sizes_of = Handle}};
         done -> {done, S#store{sizes_of = none}}
     end.
@@ -345,8 +370,44 @@ take_chunk({Session, Take, _}, S0) ->
             S1 = merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_proc_events(Session, S)),
             S2 = S1#store{topk = msgflow_store_topk:merge(S1#store.topk, Top)},
             {done, limit_tracer(Session, S2, check_memory(Session, S2))};
+        {more, N} ->
+            %% (the spawns before the new endpoints are labelled)
+            {more, label_new(take_proc_events(Session, S#store{merged = S#store.merged + N}))};
+        {done, N, Msgs, NoRow, Overflow, OverflowDead, Top, AggTop} ->
+            S1 = counted(Msgs, NoRow, Overflow, OverflowDead,
+                         label_new(take_proc_events(Session, S#store{merged = S#store.merged + N}))),
+            S2 = S1#store{topk = msgflow_store_topk:merge(msgflow_store_topk:merge(S1#store.topk, Top), AggTop)},
+            {done, limit_tracer(Session, S2, check_memory(Session, S2))};
         gone ->
             {done, S}
+    end.
+
+%% The counters of a take's or a merge's messages: of pairs, replies to
+%% aliases and dead letters ({P, R, D}), of those the ones that found no
+%% row, and the tracer's overflow.
+counted({P, R, D}, {NoP, NoR, _}, Overflow, OverflowDead, S) ->
+    S#store{events = S#store.events + P + R + Overflow,
+            overflow = S#store.overflow + NoP + NoR + Overflow,
+            rolled_up_messages = S#store.rolled_up_messages + R - NoR,
+            dead_letters = S#store.dead_letters + D + OverflowDead}.
+
+%% The endpoints the aggregate made since it was last asked (the first
+%% rows that name them): labelled (read from the VM now, while they may
+%% still be alive), their group ends written back, so that the deltas
+%% that waited for them are in their groups' rows.
+label_new(S = #store{agg = A, labels = L0}) ->
+    case msgflow_tracer:agg_new_ends(A, ?LABEL_STEP) of
+        [] ->
+            S;
+        New ->
+            {Groups, L} = lists:foldl(fun({Num, E}, {Acc, L1}) ->
+                                              %% labelling reads the VM
+                                              erlang:bump_reductions(10 * ?MERGE_REDUCTIONS),
+                                              {G, L2} = msgflow_labels:group_end(msgflow_labels:hold(L1, E), E),
+                                              {[{Num, G} | Acc], L2}
+                                      end, {[], L0}, New),
+            ok = msgflow_tracer:agg_set_groups(A, Groups),
+            label_new(S#store{labels = L})
     end.
 
 %% The bytes the tracer's tables hold now (0 when it cannot say): read
@@ -374,7 +435,13 @@ nif_bytes(Session) ->
 check_memory(_, S = #store{max_memory = infinity}) -> S;
 check_memory(_, S = #store{full = true}) -> S;
 check_memory(Session, S) ->
-    S#store{full = nif_bytes(Session) >= tracer_room(S)}.
+    case nif_bytes(Session) >= tracer_room(S) of
+        true ->
+            ok = msgflow_tracer:agg_full(S#store.agg, true, S#store.max_pairs),
+            S#store{full = true};
+        false ->
+            S
+    end.
 
 %% @doc The bytes max_memory leaves the tracer's tables: what the store's
 %% tables, the collector's heap, its copies of the handle and the room
@@ -422,8 +489,11 @@ copies(S, Bytes) ->
 %% counts nothing: under `make soak' an open window's ends table was once
 %% found gone, cause not found yet).
 memory(S) ->
-    Words = lists:sum([W || T <- [S#store.pairs, S#store.rolled_up_rows, S#store.dead,
-                                  S#store.groups, S#store.calls, S#store.call_groups,
+    #{bytes := AggBytes} = msgflow_tracer:agg_info(S#store.agg),
+    AggBytes + ets_memory(S).
+
+ets_memory(S) ->
+    Words = lists:sum([W || T <- [S#store.calls, S#store.call_groups,
                                   S#store.call_slowest, S#store.sizes]
                                   ++ msgflow_store_kept:tables(S#store.kept)
                                   ++ msgflow_store_topk:tables(S#store.topk)
@@ -433,14 +503,14 @@ memory(S) ->
     Words * erlang:system_info(wordsize).
 
 %% The sampled calls' round trips since the last take (msgflow_store_calls).
-take_calls(Session, S = #store{calls = T, call_groups = G, call_slowest = Ix, labels = L, closed = C,
-                               pairs = P}) ->
+take_calls(Session, S = #store{calls = T, call_groups = G, call_slowest = Ix, labels = L, closed = C}) ->
+    P = table(S, pairs),
     %% past max_memory or max_pairs (new pairs go to overflow) a new edge
     %% only for a pair held (its pair's messages are counted in a row):
     %% the rest are left out, counted
     Admit = case S#store.full orelse at_max_pairs(S) of
                 false -> fun(_, _) -> true end;
-                true -> fun(Caller, Server) -> ets:member(P, {Caller, Server}) end
+                true -> fun(Caller, Server) -> msgflow_row_table:member(P, {Caller, Server}) end
             end,
     case msgflow_store_calls:take(Session, {T, G, Ix, P}, C + 1, Admit, L) of
         none -> S;
@@ -453,13 +523,16 @@ take_calls(Session, S = #store{calls = T, call_groups = G, call_slowest = Ix, la
     end.
 
 %% The call edges of the pairs rolled up, a slice a window (msgflow_store_calls).
-rollup_calls(S = #store{calls = T, call_slowest = Ix, pairs = P, labels = L, sweeps = Sw}) ->
-    {L1, Next} = msgflow_store_calls:rollup({T, Ix}, P, L, maps:get(calls, Sw, start)),
+rollup_calls(S = #store{calls = T, call_slowest = Ix, labels = L, sweeps = Sw}) ->
+    {L1, Next} = msgflow_store_calls:rollup({T, Ix}, table(S, pairs), L, maps:get(calls, Sw, start)),
     S#store{labels = L1, sweeps = Sw#{calls => Next}}.
 
-next_chunk(Take) ->
+next_chunk({Mode, Take}) ->
     try
-        msgflow_tracer:snapshot_next(Take)
+        case Mode of
+            fold -> msgflow_tracer:snapshot_fold(Take);
+            terms -> msgflow_tracer:snapshot_next(Take)
+        end
     catch
         error:undef -> gone;
         error:{not_loaded, _} -> gone;
@@ -493,179 +566,48 @@ take_proc_events(Session, S) ->
         error:_ -> S
     end.
 
-merge({Pairs, Dead, Replies, Overflow, OverflowDead}, S) ->
-    S0 = lists:foldl(fun add_reply/2,
-                     S#store{merged = S#store.merged + length(Pairs) + length(Dead) + length(Replies)},
-                     Replies),
-    S1 = lists:foldl(fun(D, Acc) -> add_row(pairs, D, Acc) end, S0, Pairs),
-    {DeadN, L} = lists:foldl(fun({Sn, R, N}, {A, L0}) ->
-                                     {A + N, add_dead({Sn, R}, N, S1#store.dead, L0)}
-                             end, {OverflowDead, S1#store.labels}, Dead),
-    S1#store{overflow = S1#store.overflow + Overflow,
-             events = S1#store.events + Overflow, labels = L,
-             dead_letters = S1#store.dead_letters + DeadN}.
-
-%% N dead letters of a pair (a new row holds its endpoints' labels).
-add_dead(K = {Sn, R}, N, D, L) ->
-    case ets:insert_new(D, {K, N}) of
-        true -> msgflow_labels:hold_pair(L, Sn, R);
-        false -> _ = ets:update_counter(D, K, N), L
+%% A chunk of deltas as terms (a snapshot's with the history on, a
+%% replayed store's, the tests') added to the aggregate, counted, its new
+%% endpoints labelled and, with the history on, logged.
+merge({Pairs, Dead, Replies, Overflow, OverflowDead}, S0) ->
+    A = S0#store.agg,
+    Sum = fun(Ds) -> lists:sum([element(3, D) || D <- Ds]) end,
+    NoP = msgflow_tracer:agg_add(A, pairs, Pairs),
+    NoR = msgflow_tracer:agg_add(A, rolled_up, Replies),
+    NoD = msgflow_tracer:agg_add(A, dead, Dead),
+    S1 = counted({Sum(Pairs), Sum(Replies), Sum(Dead)}, {NoP, NoR, NoD}, Overflow, OverflowDead,
+                 S0#store{merged = S0#store.merged + length(Pairs) + length(Dead) + length(Replies)}),
+    S2 = label_new(S1),
+    S3 = S2#store{topk = msgflow_store_topk:merge(S2#store.topk, msgflow_tracer:agg_take_top(A))},
+    case S3#store.log of
+        none -> S3;
+        Log -> lists:foldl(fun(D, Acc) -> log(Log, D, Acc) end, S3, Pairs ++ Replies)
     end.
 
-%% Replies to the aliases of a process, which the NIF counts for the
-%% process: added at once to the rolled-up row (sender, owner), since each
-%% alias of a gen:call is used once.
-add_reply(D, S) ->
-    S1 = add_row(rolled_up, D, S),
-    case S1#store.overflow =:= S#store.overflow of
-        true -> S1#store{rolled_up_messages = S1#store.rolled_up_messages + element(3, D)};
-        false -> S1             %% past max_memory: in overflow
-    end.
-
-%% N messages of (Sn, R) in the open window, in the pairs or the rolled up
-%% rows (a pair counted on several threads comes once per thread), of
-%% kind and tag KT when the delta has them.  A pair past max_pairs
-%% distinct pairs goes to overflow.
-add_row(Which, {Sn, R, N}, S) ->
-    add_row(Which, Sn, R, N, none, S);
-add_row(Which, {Sn, R, N, Kind, Tag}, S) ->
-    add_row(Which, Sn, R, N, {Kind, Tag}, S).
-
-add_row(Which, Sn, R, N, KT, S0) ->
-    S = add_pair_row(Which, Sn, R, N, KT, S0),
-    case S#store.overflow =:= S0#store.overflow of
-        true -> add_group(Sn, R, N, KT, S);
-        false -> S              %% in no pair: in no group either
-    end.
-
-%% The delta's messages added to the row of its ends' label ids (made
-%% when new; never rolled up: there are as many as pairs of kinds).
-add_group(Sn, R, N, KT, S = #store{groups = G, closed = C}) ->
-    erlang:bump_reductions(?MERGE_REDUCTIONS),
-    {GS, L1} = msgflow_labels:group_end(S#store.labels, Sn),
+%% A delta in the window's log for the history, by its ends' groups (as
+%% the aggregate's group rows have them), kind and tag; one that found no
+%% row too (the history has what was sent, as the totals do).
+log(Log, D, S = #store{labels = L0}) ->
+    {Sn, R, N, K, T} = case D of
+                           {Sn0, R0, N0} -> {Sn0, R0, N0, none, none};
+                           {_, _, _, _, _} -> D
+                       end,
+    {GS, L1} = msgflow_labels:group_end(L0, Sn),
     {GR, L2} = msgflow_labels:group_end(L1, R),
-    K = {GS, GR},
-    case ets:lookup(G, K) of
-        [Row] -> _ = add_to_row(G, K, Row, N, KT, S);
-        [] -> ets:insert(G, msgflow_row:new(K, N, C + 1, KT))
-    end,
-    log(S#store.log, Sn, R, GS, GR, KT, N),
-    S#store{labels = L2}.
-
-log(none, _, _, _, _, _, _) ->
-    ok;
-log(Log, Sn, R, GS, GR, KT, N) ->
-    {K, T} = case KT of none -> {none, none}; _ -> KT end,
     Key = {Sn, R, GS, GR, K, T},
     _ = ets:update_counter(Log, Key, N, {Key, 0}),
-    ok.
+    S#store{labels = L2}.
 
-%% N messages (of kind and tag KT, or none) added to Row, the row of key K
-%% in table T, in the open window: `{open, Total, Count}' when Row had
-%% messages in it already, `{first, ...}' when these are its first of the
-%% window; Total its messages since start and Count in the open window,
-%% now.
-add_to_row(T, K, Row, N, KT, S = #store{closed = C}) ->
-    Open = C + 1,
-    case msgflow_row:last_window(Row) =:= Open andalso msgflow_row:same_kinds(Row, KT) of
-        true ->
-            [Total, Count] = ets:update_counter(T, K, msgflow_row:count_in_open(N)),
-            {open, Total, Count};
-        false ->
-            add_kinds_to_row(T, Row, N, KT, S)
-    end.
+%% The pairs hold max_pairs rows: a new pair goes to overflow (and its
+%% call edge is not kept) until some roll up.
+at_max_pairs(S = #store{max_pairs = Max}) ->
+    msgflow_row_table:size(table(S, pairs)) >= Max.
 
-%% (the row's kinds change, or this is its first delta of the window)
-add_kinds_to_row(T, Row, N, KT, #store{closed = C, max_kinds = MaxK, keep = Keep, durations = Durs}) ->
-    Open = C + 1,
-    case msgflow_row:last_window(Row) of
-        Open ->
-            Row1 = msgflow_row:add_in_open(Row, N),
-            ets:insert(T, msgflow_row:add_kind(Row1, N, KT, MaxK)),
-            {open, msgflow_row:total(Row1), msgflow_row:count(Row1)};
-        _ ->
-            Row1 = msgflow_row:add(Row, N, Open, Open - Keep, Durs),
-            ets:insert(T, msgflow_row:add_kind(Row1, N, KT, MaxK)),
-            {first, msgflow_row:total(Row1), N}
-    end.
+%% A table of the aggregate as views read it (msgflow_row_table).
+table(#store{agg = A}, Which) -> {msgflow_agg, A, Which}.
 
-add_pair_row(Which, Sn, R, N, KT, S = #store{closed = C, events = E}) ->
-    %% a few ETS calls (more for a new pair, below): count them as the
-    %% work they are, so that a slice of merging stays well under 1 ms
-    erlang:bump_reductions(?MERGE_REDUCTIONS),
-    T = case Which of pairs -> S#store.pairs; rolled_up -> S#store.rolled_up_rows end,
-    K = {Sn, R},
-    Open = C + 1,
-    case ets:lookup(T, K) of
-        [Row] ->
-            {First, Total, Count} = add_to_row(T, K, Row, N, KT, S),
-            kept(First, Which, K, N, KT, Total, Count, S#store{events = E + N});
-        [] ->
-            %% a new pair past max_pairs or max_memory, or a new row of
-            %% replies past max_memory (one per call pair on a node of
-            %% gen_server calls): its messages in overflow
-            case S#store.full orelse (Which =:= pairs andalso at_max_pairs(S)) of
-                true ->
-                    S#store{events = E + N, overflow = S#store.overflow + N,
-                            topk = msgflow_store_topk:add(S#store.topk, K, N)};
-                false ->
-                    %% labelling reads the new endpoints from the VM
-                    erlang:bump_reductions(10 * ?MERGE_REDUCTIONS),
-                    ets:insert(T, msgflow_row:new(K, N, Open, KT)),
-                    Kept = case Which of
-                               pairs -> msgflow_store_kept:new_pair(S#store.kept, K);
-                               rolled_up -> S#store.kept
-                           end,
-                    L = msgflow_labels:hold_pair(S#store.labels, Sn, R),
-                    kept(first, Which, K, N, KT, N, N, S#store{events = E + N, labels = L, kept = Kept})
-            end
-    end.
-
-%% The pairs table holds max_pairs rows: a new pair goes to overflow
-%% (and its call edge is not kept) until some roll up.
-at_max_pairs(#store{pairs = P, max_pairs = Max}) ->
-    ets:info(P, size) >= Max.
-
-%% What the store keeps for the views of N messages of pair K, now at
-%% Total since start and Count in the open window (msgflow_store_kept),
-%% with what K's row in the other table (pairs, rolled-up rows: a pair's
-%% replies to its receiver's aliases) holds: the busiest indexes rank a
-%% key by both, as the views by process show it.
-kept(First, Which, K, N, KT, Total, Count, S = #store{kept = Kp}) ->
-    {OtherTotal, OtherCount} = other_row(Which, K, S),
-    S#store{kept = msgflow_store_kept:add(Kp, K, N, KT, First, Total + OtherTotal, Count + OtherCount)}.
-
-%% K's messages since start and in the open window in the table other
-%% than Which ({0, 0} when it has no row there).
-other_row(Which, K, S = #store{closed = C}) ->
-    T = case Which of
-            pairs -> S#store.rolled_up_rows;
-            rolled_up -> S#store.pairs
-        end,
-    Open = C + 1,
-    case ets:lookup(T, K) of
-        [] -> {0, 0};
-        [Row] -> {msgflow_row:total(Row), case msgflow_row:last_window(Row) of
-                                              Open -> msgflow_row:count(Row);
-                                              _ -> 0
-                                          end}
-    end.
-
-%% @doc A row of key K was rolled up into key K1's rolled-up row
-%% (msgflow_rollup): K leaves the busiest indexes and the sends to names,
-%% and is ranked again by the row it has left in the other table, if any
-%% (a row rolled up was idle for two windows: in no window index); K1 is
-%% ranked by all its rows hold now.  The owner only.
--spec moved(state(), {term(), term()}, {term(), term()}) -> state().
-moved(S = #store{kept = Kp}, K, K1) ->
-    ranked(ranked(S#store{kept = msgflow_store_kept:forget(Kp, K)}, K), K1).
-
-%% K ranked in the index by messages since start by its rows in both
-%% tables.
-ranked(S = #store{kept = Kp}, K) ->
-    Total = lists:sum([msgflow_row:total(Row) || T <- [S#store.pairs, S#store.rolled_up_rows],
-                                                 Row <- ets:lookup(T, K)]),
-    S#store{kept = msgflow_store_kept:ranked(Kp, K, Total)}.
+new_agg({Keep, MaxKinds, Caps}) ->
+    msgflow_store_kept:new_agg(Keep, MaxKinds, Caps).
 
 %%% Windows
 
@@ -674,21 +616,23 @@ ranked(S = #store{kept = Kp}, K) ->
 %% the call edges of the pairs rolled up.
 -spec close_window(state()) -> state().
 close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durations = Durs,
-                        keep = Keep, labels = L}) ->
+                        keep = Keep, labels = L, agg = A}) ->
     Now = now_ms(),
     N = Closed + 1,
     Tables = msgflow_labels:tables(L),
-    Kept0 = S#store.kept,
-    {Waits, WaitsNext} = msgflow_store_waits:close(S#store.waits,
-                                                   fun(MS) -> msgflow_store_kept:open_receivers(Kept0, MS) end,
+    %% the open window's receivers with the messages the waits need
+    In = fun(MS) ->
+                 ets:match_spec_run(msgflow_tracer:agg_open_receivers(A, 0, 1), ets:match_spec_compile(MS))
+         end,
+    {Waits, WaitsNext} = msgflow_store_waits:close(S#store.waits, In,
                                                    fun(R) -> msgflow_labels:canon(Tables, R) end,
                                                    Now - Start, S#store.count_scale),
     W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
           queue_lens => queue_lens(S), waits => Waits},
-    %% the last window's aggregates are kept for the views; those of the
-    %% window before go once no view can be reading them
-    {Kept, Old} = msgflow_store_kept:close_window(S#store.kept),
-    _ = Old =/= [] andalso erlang:send_after(?RETIRE_MS, self(), {retire, Old}),
+    %% the aggregate's window closed: its busiest index and its ends
+    %% become the last window's, kept for the views
+    ok = msgflow_tracer:agg_close(A, Now - Start, msgflow_store_kept:min_partners()),
+    Kept = msgflow_store_kept:close_window(S#store.kept, A),
     S1 = msgflow_rollup:sweep(S#store{win_start = Now, closed = N, windows = lists:sublist([W | Ws], Keep),
                                       durations = maps:remove(N - Keep, Durs#{N => Now - Start}),
                                       kept = Kept, waits = WaitsNext,
@@ -706,36 +650,22 @@ sample_waits(S = #store{waits = W}) ->
     S#store{waits = msgflow_store_waits:sample(W)}.
 
 %% The sizes of pairs rolled up dropped, a slice a window (msgflow_store_sizes).
-sweep_sizes(S = #store{sizes = T, pairs = P, sweeps = Sw}) ->
-    S#store{sweeps = Sw#{sizes => msgflow_store_sizes:sweep(T, P, maps:get(sizes, Sw, start))}}.
+sweep_sizes(S = #store{sizes = T, sweeps = Sw}) ->
+    S#store{sweeps = Sw#{sizes => msgflow_store_sizes:sweep(T, table(S, pairs), maps:get(sizes, Sw, start))}}.
 
 %% message_queue_len of the local receivers that had the most senders in
 %% the window (fan-in candidates), read now.  Only the ?QLEN_MAX_SAMPLED
-%% with the most senders are read: a threshold from a sample, then those
-%% above it and up to that many equal to it, from ETS (so that a window
-%% with 100,000 receivers costs no sort of them all); names join their
-%% pid's count.
-queue_lens(#store{kept = Kept, labels = L}) ->
+%% with the most senders are read; names join their pid's count.  The
+%% aggregate gives the receivers with ?QLEN_MIN_SENDERS senders or more.
+queue_lens(#store{agg = A, labels = L}) ->
     Tables = msgflow_labels:tables(L),
-    Thr = case msgflow_store_kept:open_receivers(Kept, [{{'_', '$1', '_'}, [], ['$1']}], 1000) of
-              Ns when length(Ns) > ?QLEN_MAX_SAMPLED ->
-                  max(?QLEN_MIN_SENDERS,
-                      lists:nth(?QLEN_MAX_SAMPLED, lists:sort(fun erlang:'>='/2, Ns)));
-              _ -> ?QLEN_MIN_SENDERS
-          end,
-    Above = msgflow_store_kept:open_receivers(
-              Kept, [{{'$1', '$2', '_'}, [{'orelse', {'>', '$2', Thr}, {'not', {is_pid, '$1'}}}],
-                      [{{'$1', '$2'}}]}]),
-    Equal = lists:sublist(msgflow_store_kept:open_receivers(
-                            Kept, [{{'$1', '$2', '_'}, [{'==', '$2', Thr}, {is_pid, '$1'}],
-                                    [{{'$1', '$2'}}]}], ?QLEN_MAX_SAMPLED), ?QLEN_MAX_SAMPLED),
-    Merged = lists:foldl(fun({R, N}, Acc) ->
+    Merged = lists:foldl(fun({R, N, _}, Acc) ->
                                  case msgflow_labels:canon(Tables, R) of
                                      P when is_pid(P), node(P) =:= node() ->
                                          Acc#{P => N + maps:get(P, Acc, 0)};
                                      _ -> Acc
                                  end
-                         end, #{}, Above ++ Equal),
+                         end, #{}, msgflow_tracer:agg_open_receivers(A, ?QLEN_MIN_SENDERS, 1)),
     Cands = [{N, P} || {P, N} <- maps:to_list(Merged), N >= ?QLEN_MIN_SENDERS],
     Top = lists:sublist(lists:reverse(lists:sort(Cands)), ?QLEN_MAX_SAMPLED),
     maps:from_list([{P, Len} || {_, P} <- Top,
@@ -749,8 +679,9 @@ queue_lens(#store{kept = Kept, labels = L}) ->
 %% `new_tracer').
 -spec handle(state(), map()) -> store().
 handle(S, Run) ->
-    (maps:merge(Run, msgflow_store_kept:handle(S#store.kept)))#{pairs => S#store.pairs, rolled_up => S#store.rolled_up_rows, dead => S#store.dead,
-         groups => S#store.groups, calls => S#store.calls, call_groups => S#store.call_groups,
+    (maps:merge(Run, msgflow_store_kept:handle(S#store.kept, S#store.agg, S#store.closed)))#{
+         pairs => table(S, pairs), rolled_up => table(S, rolled_up), dead => table(S, dead),
+         groups => table(S, groups), calls => S#store.calls, call_groups => S#store.call_groups,
          call_slowest => S#store.call_slowest,
          call_figures => S#store.call_figures,
          sizes => S#store.sizes,
@@ -780,7 +711,7 @@ merged(S) -> S#store.merged.
 -spec balance(state()) -> #{events := non_neg_integer(), held := non_neg_integer(),
                             rolled_up := non_neg_integer(), overflow := non_neg_integer()}.
 balance(S) ->
-    Held = ets:foldl(fun(Row, A) -> A + msgflow_row:total(Row) end, 0, S#store.pairs),
+    Held = msgflow_tracer:agg_sum(S#store.agg, pairs),
     #{events => S#store.events, held => Held, rolled_up => S#store.rolled_up_messages,
       overflow => S#store.overflow}.
 
@@ -788,13 +719,14 @@ balance(S) ->
 %% memory of its tables (bytes).
 -spec figures(state()) -> map().
 figures(S) ->
-    #{pairs => ets:info(S#store.pairs, size),
+    #{pairs := Pairs, rolled_up := RolledUp, groups := Groups} = msgflow_tracer:agg_info(S#store.agg),
+    #{pairs => Pairs,
       events => S#store.events,
       dead_letters => S#store.dead_letters,
       overflow => S#store.overflow,
       rolled_up => S#store.rolled_up_messages,
-      rolled_up_rows => ets:info(S#store.rolled_up_rows, size),
-      group_rows => ets:info(S#store.groups, size),
+      rolled_up_rows => RolledUp,
+      group_rows => Groups,
       call_edges => ets:info(S#store.calls, size),
       calls_busy => maps:get(busy, S#store.call_figures),
       calls_displaced => maps:get(displaced, S#store.call_figures),
@@ -804,22 +736,6 @@ figures(S) ->
       memory_full => S#store.full,
       max_memory => S#store.max_memory,
       windows => length(S#store.windows)}.
-
-%% The rows tables (pairs, rolled up, groups): the ones views scan whole
-%% (a top of every pair, pairs(), an export) while the collector writes
-%% them, so their locks are per bucket (`write_concurrency'): a scan holds
-%% one part at a time, and the collector's next write waits for that part
-%% at most.  With one lock for the table, a process reading every pair
-%% over and over while the collector merged a million new pairs kept the
-%% collector blocked in its writes (its scheduler with it): 70 s of work
-%% and 497 slices over 1 ms, for a merge of 2.0 s alone; with these, 5.8-5.9
-%% s and 5-9 slices, alone 2.3 s (`make bench-scale', its last lines).
-%% The other tables keep one lock: views read them a few rows at a time,
-%% and with fine locks on all of them the merge alone was a fifth slower.
-new_rows() ->
-    ets:new(msgflow_pairs, [set, protected, {write_concurrency, true}]).
-
-new_dead() -> ets:new(msgflow_dead, [set, protected]).
 
 %% ordered: a pair's call edges are one range of keys (msgflow_call_row:of_pair/3)
 new_calls() -> ets:new(msgflow_calls, [ordered_set, protected]).

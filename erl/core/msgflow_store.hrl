@@ -2,14 +2,15 @@
 %% and msgflow_rollup (rolling up): no other module sees it.  The collector
 %% process holds it and is the only one to call either module with it.
 -record(store, {
-    pairs :: ets:tid(),                     %% rows of live pairs (msgflow_row)
-    rolled_up_rows :: ets:tid(),               %% rows of rolled up pairs (msgflow_row)
-    dead :: ets:tid(),                      %% {{S, R}, Messages}
-    %% the pairs' and rolled-up rows' messages by the labels of their ends:
-    %% rows (msgflow_row) keyed {{LabelIdS, NodeS}, {LabelIdR, NodeR}}, kept as
-    %% deltas are merged, that views by name, module, application or node
-    %% read instead of every pair
-    groups :: ets:tid(),
+    %% the rows, in C (msgflow_tracer:agg_*, c_src/mf_agg.h): the pairs
+    %% (msgflow_row), the rolled-up rows, the dead letters ({{S, R},
+    %% Messages}) and the groups (the pairs' and rolled-up rows' messages
+    %% by the labels of their ends, keyed {{LabelIdS, NodeS}, {LabelIdR,
+    %% NodeR}}, that views by name, module, application or node read
+    %% instead of every pair); the busiest indexes and each window's ends
+    agg :: msgflow_tracer:agg(),
+    %% its settings: windows of history, kinds a row keeps, busiest sizes
+    agg_opts :: {pos_integer(), pos_integer(), msgflow_store_kept:caps()},
     %% sampled calls' round trips by call edge (msgflow_call_row)
     calls :: ets:tid(),
     %% the same by the label ids and nodes of their ends: rows of
@@ -32,7 +33,7 @@
     %% (the queues are read all the time, messages counted in T of P)
     count_scale = 1 :: number(),
     labels :: msgflow_labels:labels(),
-    %% what the views ask most, kept as deltas merge (msgflow_store_kept)
+    %% the last window's ends the views read (msgflow_store_kept)
     kept :: msgflow_store_kept:kept(),
     %% the busiest pairs among the messages in overflow
     topk :: msgflow_store_topk:topk(),
