@@ -1,93 +1,70 @@
-%%% The aggregate in C (msgflow_tracer:agg_*, c_src/mf_agg.c) against the
-%%% store it is to replace (msgflow_store, issue 53): the same deltas,
-%%% window after window, make the same rows, the same busiest keys and
-%%% the same window ends.
+%%% The aggregate in C (msgflow_tracer:agg_*, c_src/mf_agg.c) against a
+%%% model of its rows made with msgflow_row's rules (new/4, add/5,
+%%% add_in_open/2, add_kind/4): the same deltas, window after window, make
+%%% the same rows.
 -module(msgflow_agg_tests).
 -include_lib("proper/include/proper.hrl").  %% before eunit.hrl: both define LET
 -include_lib("eunit/include/eunit.hrl").
 
 -define(RUNS, 200).
 -define(KEEP, 4).
+-define(MAX_KINDS, 2).
 
 proper_test_() ->
     {timeout, 300,
      [?_assert(proper:quickcheck(P, [{numtests, ?RUNS}, {to_file, user}]))
-      || P <- [prop_rows_equal_store()]]}.
+      || P <- [prop_rows_equal_model()]]}.
 
-%% Windows of deltas between a few endpoints (pids, a registered name and a
+%% Windows of deltas between a few endpoints (pids, a registered name, a
 %% remote-looking pair), of a few kinds and tags or none, pairs and
-%% replies, with max_kinds 2 and history kept 4 windows: after each window
-%% closes, and at the end, every row of the pairs and the rolled-up rows
-%% is the store's (kinds as a set), and so are the busiest keys by total
-%% and the last window's ends the store keeps.
-prop_rows_equal_store() ->
+%% replies, with max_kinds 2 and history kept 4 windows (windows of
+%% random lengths): after each window closes, every row of the pairs and
+%% the rolled-up rows is the model's (kinds as a set).
+prop_rows_equal_model() ->
     Ends = [self(), whereis(init), whereis(erl_prim_loader), a_name, {a_name, node()}, {x, 'n@h'}],
     KT = oneof([none, {info, m}, {call, get}, {cast, put}, {call, other}]),
     Delta = {oneof(Ends), oneof(Ends), range(1, 20), KT, boolean()},
-    ?FORALL(Windows, non_empty(list(list(Delta))),
+    ?FORALL(Windows, non_empty(list({range(0, 3000), list(Delta)})),
             begin
-                S0 = msgflow_store:start_run(msgflow_store:new(#{total => 8, window => 8}),
-                                             maps:merge(msgflow_opts:defaults(),
-                                                        #{windows => ?KEEP, max_kinds => 2})),
-                S1 = msgflow_store:clear(S0, new_run),
-                A = msgflow_tracer:agg_new({?KEEP, 2, 8, 8, node()}),
-                {S, Ok} = lists:foldl(fun(W, {Sx, Okx}) ->
-                                              Sy = window(W, Sx, A),
-                                              {Sy, Okx andalso same(Sy, A)}
-                                      end, {S1, true}, Windows),
-                retire(S),
+                A = msgflow_tracer:agg_new({?KEEP, ?MAX_KINDS, 8, 8, node()}),
+                {_, Ok} = lists:foldl(fun({Ms, W}, {M, Okx}) ->
+                                              M1 = window(W, Ms, M, A),
+                                              {M1, Okx andalso same(M1, A)}
+                                      end, {#{open => 1, durs => #{}, rows => #{}}, true}, Windows),
                 Ok
             end).
 
-%% One window's deltas into both, then closed in both with the store's
-%% length of it.
-window(Deltas, S, A) ->
+%% One window's deltas into both, then the window closed after Ms ms.
+window(Deltas, Ms, M = #{open := Open, durs := Durs}, A) ->
     Tuple = fun({F, T, N, none, _}) -> {F, T, N};
                ({F, T, N, {K, Tg}, _}) -> {F, T, N, K, Tg}
             end,
-    Pairs = [Tuple(D) || D = {_, _, _, _, false} <- Deltas],
-    Replies = [Tuple(D) || D = {_, _, _, _, true} <- Deltas],
-    S1 = msgflow_store:merge_deltas(Pairs, Replies, S),
-    0 = msgflow_tracer:agg_add(A, rolled_up, Replies),
-    0 = msgflow_tracer:agg_add(A, pairs, Pairs),
-    S2 = msgflow_store:close_window(S1),
-    [#{window_ms := Ms} | _] = lists:reverse(maps:get(windows, msgflow_store:handle(S2, #{}))),
+    0 = msgflow_tracer:agg_add(A, pairs, [Tuple(D) || D = {_, _, _, _, false} <- Deltas]),
+    0 = msgflow_tracer:agg_add(A, rolled_up, [Tuple(D) || D = {_, _, _, _, true} <- Deltas]),
     ok = msgflow_tracer:agg_close(A, Ms, 5),
-    S2.
+    Rows = lists:foldl(fun({F, T, N, KT, Reply}, Acc) ->
+                               Table = case Reply of true -> rolled_up; false -> pairs end,
+                               K = {F, T},
+                               Row = case Acc of
+                                         #{{Table, K} := R0} ->
+                                             R1 = case msgflow_row:last_window(R0) of
+                                                      Open -> msgflow_row:add_in_open(R0, N);
+                                                      _ -> msgflow_row:add(R0, N, Open, Open - ?KEEP, Durs)
+                                                  end,
+                                             msgflow_row:add_kind(R1, N, KT, ?MAX_KINDS);
+                                         _ ->
+                                             msgflow_row:new(K, N, Open, KT)
+                                     end,
+                               Acc#{{Table, K} => Row}
+                       end, maps:get(rows, M), Deltas),
+    M#{open := Open + 1, durs := maps:remove(Open - ?KEEP, Durs#{Open => Ms}), rows := Rows}.
 
-same(S, A) ->
-    H = msgflow_store:handle(S, #{}),
-    Rows = [{Table, rows(ets:tab2list(maps:get(Table, H))), rows(all(A, Table))} || Table <- [pairs, rolled_up]],
-    %% the busiest keys by total, when the store's index knows them
-    #{busiest := #{total := Total}, window_ends := #{last := Last}} = H,
-    {AggTop, _} = msgflow_tracer:agg_busiest(A, total, 8),
-    Top = case msgflow_busiest:top(Total, 8) of
-              %% (keys tied with the least may differ: each index keeps
-              %% some of those it had to choose between)
-              {ok, L} -> [{busiest, above_least(L), above_least(AggTop)}];
-              unknown -> []
-          end,
-    %% the last window's ends: receivers and senders with five partners
-    %% or more, or a registered name
-    AggEnds = msgflow_tracer:agg_last_ends(A),
-    Named = fun(E) -> msgflow_row:named(E) end,
-    Ends = case Last of
-               none -> [];
-               {In, Out} ->
-                   [{ends_in, lists:sort(ets:tab2list(In)),
-                     lists:sort([{E, P, M} || {E, P, M, _, _} <- AggEnds, M > 0, P >= 5 orelse Named(E)])},
-                    {ends_out, lists:sort(ets:tab2list(Out)),
-                     lists:sort([{E, P, M} || {E, _, _, P, M} <- AggEnds, M > 0, P >= 5 orelse Named(E)])}]
-           end,
-    lists:all(fun({What, Want, Got}) ->
-                      Want =:= Got orelse io:format("~p:~n store ~p~n agg   ~p~n", [What, Want, Got]) =:= x
-              end, Rows ++ Top ++ Ends).
-
-%% The values of a busiest list, and its keys above the least value.
-above_least([]) -> [];
-above_least(L) ->
-    Least = lists:min([V || {_, V} <- L]),
-    {lists:sort([V || {_, V} <- L]), lists:sort([E || E = {_, V} <- L, V > Least])}.
+same(#{rows := Rows}, A) ->
+    lists:all(fun(Table) ->
+                      Want = rows([R || {{T, _}, R} <- maps:to_list(Rows), T =:= Table]),
+                      Got = rows(all(A, Table)),
+                      Want =:= Got orelse io:format("~p:~n model ~p~n agg   ~p~n", [Table, Want, Got]) =:= x
+              end, [pairs, rolled_up]).
 
 %% Rows with their kinds as a sorted list.
 rows(Rows) ->
@@ -98,11 +75,6 @@ all(_, _, done, Acc) -> Acc;
 all(A, Table, Cursor, Acc) ->
     {Rows, Next} = msgflow_tracer:agg_rows(A, Table, Cursor, 7, true),
     all(A, Table, Next, Rows ++ Acc).
-
-retire(_S) ->
-    [ets:delete(T) || T <- ets:all(), ets:info(T, owner) =:= self(),
-                      lists:prefix("msgflow_", atom_to_list(ets:info(T, name)))],
-    ok.
 
 %% A cursor walks every row once, in chunks of any size.
 rows_in_chunks_test() ->

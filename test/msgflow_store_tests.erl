@@ -466,8 +466,8 @@ rollup_once_an_end_is_gone_test() ->
     S2 = Close(S1, 4),
     Rows = fun(S) ->
                    #{pairs := P, rolled_up := F} = msgflow_store:handle(S, #{}),
-                   {lists:sort([{K, msgflow_row:total(R)} || R <- ets:tab2list(P), K <- [msgflow_row:key(R)]]),
-                    [{K, msgflow_row:total(R)} || R <- ets:tab2list(F), K <- [msgflow_row:key(R)]]}
+                   {lists:sort([{K, msgflow_row:total(R)} || R <- msgflow_row_table:to_list(P), K <- [msgflow_row:key(R)]]),
+                    [{K, msgflow_row:total(R)} || R <- msgflow_row_table:to_list(F), K <- [msgflow_row:key(R)]]}
            end,
     ?assertEqual({lists:sort([{{A, B}, 3}, {{C, D}, 5}]), []}, Rows(S2)),
     MRef = monitor(process, C),
