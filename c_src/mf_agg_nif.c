@@ -26,10 +26,75 @@ typedef mf_agg_res agg_res; /* (the node's atom: atoms are never freed) */
 
 static ErlNifResourceType *agg_rt;
 
+/*
+ * Every aggregate alive, by a number of its own.  A handle is the term
+ * {Resource, Number}.  When msgflow_tracer is deleted and purged, and then
+ * loaded again, the new code opens a new resource type: it cannot read a
+ * resource of the old one (enif_get_resource fails).  The library stays
+ * mapped while such resources live, so this table, a static of it,
+ * does too, and the number finds the aggregate the resource still holds
+ * alive.  So the counts of a run outlive the tracer module, as the store's
+ * ETS tables did.  Under registry_lock, made once (load); an entry
+ * leaves with its resource (the destructor).
+ */
+static ErlNifMutex *registry_lock;
+static struct {
+    uint64_t id;
+    agg_res *r;
+} *registry;
+static size_t registry_n, registry_cap;
+static uint64_t registry_next;
+
+static uint64_t registry_add(agg_res *r)
+{
+    uint64_t id = 0;
+    enif_mutex_lock(registry_lock);
+    if (registry_n == registry_cap) {
+        size_t cap = registry_cap ? 2 * registry_cap : 16;
+        void *p = enif_realloc(registry, cap * sizeof(*registry));
+        if (p) {
+            registry = p;
+            registry_cap = cap;
+        }
+    }
+    if (registry_n < registry_cap) {
+        id = ++registry_next;
+        registry[registry_n].id = id;
+        registry[registry_n].r = r;
+        registry_n++;
+    }
+    enif_mutex_unlock(registry_lock);
+    return id;
+}
+
+static agg_res *registry_find(uint64_t id)
+{
+    agg_res *r = NULL;
+    enif_mutex_lock(registry_lock);
+    for (size_t i = 0; i < registry_n && !r; i++)
+        if (registry[i].id == id)
+            r = registry[i].r;
+    enif_mutex_unlock(registry_lock);
+    return r;
+}
+
+static void registry_del(agg_res *r)
+{
+    enif_mutex_lock(registry_lock);
+    for (size_t i = 0; i < registry_n; i++)
+        if (registry[i].r == r) {
+            registry[i] = registry[--registry_n];
+            break;
+        }
+    enif_mutex_unlock(registry_lock);
+}
+
 static void agg_dtor(ErlNifEnv *env, void *obj)
 {
     (void)env;
     agg_res *r = obj;
+    if (registry_lock)
+        registry_del(r);
     mf_agg_free(r->g);
     if (r->lock)
         enif_rwlock_destroy(r->lock);
@@ -39,13 +104,29 @@ int mf_agg_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
 {
     ErlNifResourceTypeInit init = {agg_dtor, NULL, NULL, 0, NULL};
     ErlNifResourceFlags tried;
+    if (!registry_lock && !(registry_lock = enif_mutex_create("msgflow_agg_registry")))
+        return -1;
     agg_rt = enif_open_resource_type_x(env, "msgflow_agg", &init, flags, &tried);
     return agg_rt ? 0 : -1;
 }
 
+/* The aggregate of a handle {Resource, Number}: the resource when it is of
+ * this code's type, else (one made before the module was deleted and
+ * loaded again) the one its number names, which the resource in the term
+ * keeps alive. */
 static int get_agg(ErlNifEnv *env, ERL_NIF_TERM t, agg_res **r)
 {
-    return enif_get_resource(env, t, agg_rt, (void **)r) && (*r)->g;
+    const ERL_NIF_TERM *e;
+    int n;
+    ErlNifUInt64 id;
+    if (!enif_get_tuple(env, t, &n, &e) || n != 2 || !enif_get_uint64(env, e[1], &id))
+        return 0;
+    if (enif_get_resource(env, e[0], agg_rt, (void **)r))
+        return (*r)->g != NULL;
+    if (!enif_is_ref(env, e[0]))
+        return 0;
+    *r = registry_find(id);
+    return *r && (*r)->g;
 }
 
 int mf_agg_res_get(ErlNifEnv *env, ERL_NIF_TERM t, mf_agg_res **r)
@@ -186,9 +267,10 @@ ERL_NIF_TERM mf_nif_agg_new(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     r->node = e[4];
     r->g = a ? mf_agg_new(a, &o) : NULL;
     r->lock = enif_rwlock_create("msgflow_agg");
-    ERL_NIF_TERM t = enif_make_resource(env, r);
+    uint64_t id = r->g && r->lock ? registry_add(r) : 0;
+    ERL_NIF_TERM t = enif_make_tuple2(env, enif_make_resource(env, r), enif_make_uint64(env, id));
     enif_release_resource(r);
-    if (!r->g || !r->lock)
+    if (!r->g || !r->lock || !id)
         return enif_raise_exception(env, atom_memory);
     return t;
 }

@@ -20,23 +20,7 @@
 #include "mf_atoms.h"
 #include "mf_layout.h"
 
-#define MF_KIND_BITS 4
-#define MF_KIND_MASK ((1ULL << MF_KIND_BITS) - 1)
-
-enum {
-    MF_K_NONE = 0,
-    MF_K_CALL = 1,   /* {'$gen_call', From, Request} */
-    MF_K_CAST = 2,   /* {'$gen_cast', Request} */
-    MF_K_EVENT = 3,  /* {'$gen_event', E}, {'$gen_all_state_event', E}, sync variants */
-    MF_K_SYSTEM = 4, /* {system, From, Request} */
-    MF_K_REPLY = 5,  /* {Tag, Reply}: to an alias (counted for its owner), or
-                      * Tag a reference or [alias | Ref] (gen:reply/2's shapes) */
-    MF_K_EXIT = 6,   /* {'EXIT', From, Reason} */
-    MF_K_DOWN = 7,   /* {'DOWN', Ref, Type, Object, Info} */
-    MF_K_IO = 8,     /* {io_request, From, ReplyAs, Request}, {io_reply, ReplyAs, Reply} */
-    MF_K_INFO = 9,   /* anything else */
-    MF_K_COUNT = 10
-};
+#include "mf_kind_word.h"
 
 /* The name of t's type as a tag (`binary', `list', `map', `integer',
  * `record' for a native record, ...), for a term that is neither an atom

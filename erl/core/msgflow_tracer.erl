@@ -451,7 +451,9 @@ entry_stop(_Entry) -> ?NOT_LOADED.
 %%% (agg_add, agg_new_ends, agg_set_groups, agg_close, agg_full); any
 %%% process reads.  Not yet the collector's store (issue 53).
 
--opaque agg() :: reference().
+%% {Resource, Number}: the number finds the aggregate when this module was
+%% deleted and loaded again since it was made (c_src/mf_agg_nif.c).
+-opaque agg() :: {reference(), pos_integer()}.
 -type agg_table() :: pairs | rolled_up | dead | groups.
 
 %% @doc An empty aggregate, window 1 open: rows keep Keep windows of
