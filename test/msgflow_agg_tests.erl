@@ -48,12 +48,12 @@ window(Deltas, Ms, M = #{open := Open, durs := Durs}, A) ->
                                Row = case Acc of
                                          #{{Table, K} := R0} ->
                                              R1 = case msgflow_row:last_window(R0) of
-                                                      Open -> msgflow_row:add_in_open(R0, N);
-                                                      _ -> msgflow_row:add(R0, N, Open, Open - ?KEEP, Durs)
+                                                      Open -> msgflow_row_model:add_in_open(R0, N);
+                                                      _ -> msgflow_row_model:add(R0, N, Open, Open - ?KEEP, Durs)
                                                   end,
-                                             msgflow_row:add_kind(R1, N, KT, ?MAX_KINDS);
+                                             msgflow_row_model:add_kind(R1, N, KT, ?MAX_KINDS);
                                          _ ->
-                                             msgflow_row:new(K, N, Open, KT)
+                                             msgflow_row_model:new(K, N, Open, KT)
                                      end,
                                Acc#{{Table, K} => Row}
                        end, maps:get(rows, M), Deltas),

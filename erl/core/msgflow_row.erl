@@ -15,9 +15,9 @@
 %%% and tag: most pairs have one, and so a row takes 24 bytes less
 %%% (kinds/1 and kinds_of/2 read either).  Pure; any process.
 -module(msgflow_row).
--export([new/4, select_spec/3, add_kind/4, kinds_of/2, same_kinds/2, add_in_open/2, kinds/1, sum_kinds/1, key/1, rekey/2, named/1, total/1, count/1, last_window/1, peak_mhz/1, mhz/2, per_s/3, mhz_to_per_s/1, pattern/1, count_in_open/1, add/5,
-         merge/3, counts_in/3, last_two/2, peak_rate/4, sum_counts/1,
-         sorted_pairs/1]).
+-export([select_spec/3, kinds_of/2, kinds/1, sum_kinds/1, key/1, named/1, total/1, count/1, last_window/1,
+         peak_mhz/1, mhz/2, per_s/3, mhz_to_per_s/1, pattern/1, counts_in/3, last_two/2, peak_rate/4,
+         sum_counts/1, sorted_pairs/1]).
 -export_type([row/0, pattern_fields/0, kind_count/0]).
 
 
@@ -33,59 +33,10 @@
 %% The fields a match pattern names (others are '_').
 -type pattern_fields() :: #{key => term(), total => term(), window => term(), kinds => term()}.
 
-%% @doc A new pair's row: N messages in window Open, of kind and tag KT
-%% (`none' with kinds off).
--spec new(term(), pos_integer(), pos_integer(), {atom(), atom()} | none) -> row().
-new(Key, N, Open, none) -> {Key, N, Open, N, [], 0, []};
-new(Key, N, Open, {K, T}) -> {Key, N, Open, N, [], 0, {K, T}}.
-
-%% @doc The row with N more messages of kind and tag KT in its kinds: N
-%% are in its total already (add/5 and add_in_open/2 put them there
-%% first).  A row that has Max kinds and tags already counts a new one as
-%% `{Kind, other}'.
--spec add_kind(row(), pos_integer(), {atom(), atom()} | none, pos_integer()) -> row().
-add_kind(Row, _, KT, _) when element(7, Row) =:= KT ->
-    Row;
-add_kind(Row, N, KT, Max) when is_tuple(element(7, Row)) ->
-    {K0, T0} = element(7, Row),
-    add_kind(setelement(7, Row, [{K0, T0, element(2, Row) - N}]), N, KT, Max);
-add_kind(Row, _, none, _) ->
-    Row;
-add_kind(Row, N, {K, T}, Max) ->
-    setelement(7, Row, kind_add(element(7, Row), K, T, N, Max)).
-
-%% @doc Whether N more messages of kind and tag KT (`none' with kinds
-%% off) leave the row's kinds as they are (add_kind/4 would return the row
-%% itself): then count_in_open/1's counters are the whole update.
--spec same_kinds(row(), {atom(), atom()} | none) -> boolean().
-same_kinds(Row, none) -> is_list(element(7, Row));
-same_kinds(Row, KT) -> element(7, Row) =:= KT.
-
 %% @doc A row's kinds field as a list, Total the row's messages.
 -spec kinds_of(non_neg_integer(), kinds_field()) -> [kind_count()].
 kinds_of(Total, {K, T}) -> [{K, T, Total}];
 kinds_of(_, Ks) -> Ks.
-
-%% (`{Kind, other}' entries do not count towards Max: the NIF sends them
-%% in any order with the others.)
-kind_add(Ks, K, T, N, Max) ->
-    case take_kind(K, T, Ks, []) of
-        {M, Rest} -> [{K, T, M + N} | Rest];
-        none when T =:= other -> [{K, T, N} | Ks];
-        none ->
-            case own(Ks, 0) < Max of
-                true -> [{K, T, N} | Ks];
-                false -> kind_add(Ks, K, other, N, Max)
-            end
-    end.
-
-own([], A) -> A;
-own([{_, other, _} | R], A) -> own(R, A);
-own([_ | R], A) -> own(R, A + 1).
-
-take_kind(_, _, [], _) -> none;
-take_kind(K, T, [{K, T, M} | Rest], Seen) -> {M, lists:reverse(Seen, Rest)};
-take_kind(K, T, [E | Rest], Seen) -> take_kind(K, T, Rest, [E | Seen]).
 
 %% @doc Messages since start by kind and tag, most first.
 -spec kinds(row()) -> [kind_count()].
@@ -126,10 +77,6 @@ key(Row) -> element(1, Row).
 named(R) when is_atom(R) -> true;
 named({_, N}) when N =:= node() -> true;
 named(_) -> false.
-
-%% @doc The row under another pair (a rolled-up row's group key).
--spec rekey(row(), term()) -> row().
-rekey(Row, Key) -> setelement(1, Row, Key).
 
 %% @doc The highest rate of a closed window before the last, in messages
 %% per 1000 s.
@@ -196,49 +143,6 @@ var(N) -> list_to_atom([$$ | integer_to_list(N)]).
 %% A pattern's term as a match spec body builds it (a tuple is {{...}}).
 body(T) when is_tuple(T) -> {list_to_tuple([body(X) || X <- tuple_to_list(T)])};
 body(X) -> X.
-
-%% @doc The ets:update_counter/3 operations that add N messages to a row
-%% whose last window is the open one.
--spec count_in_open(pos_integer()) -> [{pos_integer(), pos_integer()}].
-count_in_open(N) -> [{2, N}, {4, N}].
-
-%% @doc Row with N more messages in its last window, the open one (as
-%% count_in_open/1 does in ETS).
--spec add_in_open(row(), pos_integer()) -> row().
-add_in_open({K, Total, W, Count, Hist, Peak, Ks}, N) -> {K, Total + N, W, Count + N, Hist, Peak, Ks}.
-
-%% @doc Row with N messages of window Open added, its last window (older
-%% than Open) moved to its history (none before window Oldest) and its
-%% peak updated from that window's length in Durs (ms by window; a window
-%% not in it counts as 0 ms: no rate).
--spec add(row(), pos_integer(), pos_integer(), integer(), #{pos_integer() => non_neg_integer()}) ->
-          row().
-add({K, Total, W, Count, Hist, Peak, Ks}, N, Open, Oldest, Durs) ->
-    Peak1 = max(Peak, msgflow_row:mhz(Count, maps:get(W, Durs, 0))),
-    {K, Total + N, Open, N, msgflow_hist:push(Hist, W, Count, Oldest), Peak1, Ks}.
-
-%% @doc Two rows as one under key K: totals and counts per window added,
-%% the peak the highest of theirs and of the windows they now share
-%% (lengths in Durs); history kept from window Oldest.
--spec merge(row(), row(), {term(), integer(), #{pos_integer() => non_neg_integer()}}) -> row().
-merge({_, T1, W1, C1, H1, P1, K1}, {_, T2, W2, C2, H2, P2, K2}, {K, Oldest, Durs}) ->
-    Ws = add_windows(msgflow_hist:entries(H1, W1 - 1) ++ [{W1, C1}],
-                     msgflow_hist:entries(H2, W2 - 1) ++ [{W2, C2}]),
-    {Earlier, [{W, C}]} = lists:split(length(Ws) - 1, Ws),
-    Peak = lists:max([P1, P2 | [msgflow_row:mhz(Cw, D)
-                                || {Wn, Cw} <- Ws, {ok, D} <- [maps:find(Wn, Durs)]]]),
-    Kinds = case K1 of
-                {_, _} when K1 =:= K2 -> K1;   %% both all of one kind and tag: still
-                _ -> lists:foldl(fun({Kd, Tg, N}, Acc) -> kind_add(Acc, Kd, Tg, N, infinity) end,
-                                 kinds_of(T1, K1), kinds_of(T2, K2))
-            end,
-    {K, T1 + T2, W, C, msgflow_hist:encode(Earlier, Oldest), Peak, Kinds}.
-
-add_windows([{W, A} | R1], [{W, B} | R2]) -> [{W, A + B} | add_windows(R1, R2)];
-add_windows([{W1, A} | R1], L2 = [{W2, _} | _]) when W1 < W2 -> [{W1, A} | add_windows(R1, L2)];
-add_windows(L1, [X | R2]) when L1 =/= [] -> [X | add_windows(L1, R2)];
-add_windows([], L2) -> L2;
-add_windows(L1, []) -> L1.
 
 %% @doc The messages of the row in each window from First to Last (closed
 %% or open windows), oldest first; First found in the history by

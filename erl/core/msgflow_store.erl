@@ -1,11 +1,17 @@
-%%% @doc msgflow's store: the counts of a run, in ETS tables the collector
-%%% process owns (protected: any process may read them, only the
-%%% collector writes), and the windows.  The collector calls these
+%%% @doc msgflow's store: the counts of a run and its windows.  The rows
+%%% are in the aggregate in C (msgflow_tracer:agg_*, c_src/mf_agg.h),
+%%% which the snapshot folds the tracer's deltas into without making a
+%%% term of them (issue 53): this module is handed only what is new to it,
+%%% the endpoints the aggregate has not seen, which it labels once and
+%%% whose groups it writes back.  The rest (call edges, sizes, labels) is
+%%% in ETS tables the collector process owns (protected: any process may
+%%% read them, only the collector writes).  The collector calls these
 %%% functions with the state it holds (`#store{}', msgflow_store.hrl);
-%%% what views read is handle/2's map.
+%%% what views read is handle/2's map, the aggregate's tables through
+%%% msgflow_row_table.
 %%% <ul>
 %%% <li>pairs: one row per distinct pair as the VM reported it
-%%%     (msgflow_row);</li>
+%%%     (msgflow_row's shape);</li>
 %%% <li>rolled-up rows: rows of the same shape for the pairs that left
 %%%     `pairs' (msgflow_rollup), and the replies to the aliases of a process
 %%%     (a gen:call's, one per call), which the NIF counts for the process
@@ -17,29 +23,28 @@
 %%%     not exist (rolled up the same way);</li>
 %%% <li>groups: the same messages by the label ids and nodes of their
 %%%     ends (msgflow_labels:group_end/2), rows of the same shape keyed
-%%%     `{{LabelIdS, NodeS}, {LabelIdR, NodeR}}', added to as each delta is
-%%%     merged, so that views by name, module, application or node read
-%%%     one row per pair of label ids instead of every pair; an
-%%%     endpoint's kind is the one it had when its messages were merged;</li>
+%%%     `{{LabelIdS, NodeS}, {LabelIdR, NodeR}}', so that views by name,
+%%%     module, application or node read one row per pair of label ids
+%%%     instead of every pair; an endpoint's group is the one it had when
+%%%     it was first seen;</li>
 %%% <li>calls: the round trips of sampled calls by call edge
 %%%     (msgflow_call_row), merged from msgflow_tracer:calls_take/1 with
 %%%     each snapshot; an edge whose caller or server exited is rolled up into
 %%%     their groups as a window closes; and `call_groups', the same by the
 %%%     label ids and nodes of their ends, as `groups' for the pairs;</li>
 %%% <li>the labels (msgflow_labels);</li>
-%%% <li>what the views ask most, kept up to date as each delta is merged
-%%%     so that a view costs what it shows, not the pairs held
-%%%     (msgflow_store_kept: the busiest pairs, the sends to names, each
-%%%     window's ends).</li>
+%%% <li>what the views ask most, which the aggregate keeps as it folds so
+%%%     that a view costs what it shows, not the pairs held: the busiest
+%%%     pairs, the sends to names, the last window's ends
+%%%     (msgflow_store_kept).</li>
 %%% </ul>
-%%% `max_memory' bounds its tables and the tracer's together: once they
-%%% reach it, new pairs go to overflow (check_memory/2).
-%%% (About 500 lines: the pairs, the rolled-up rows and the groups share
-%%% one row update, add_to_row/6, which keeps them here together.)
-%%% Windows are numbered from 1; the open one is `closed + 1'.  Merging
-%%% is the collector's only load: it grows with the distinct pairs per
-%%% window, never with the messages (the NIF counts them in the tracees'
-%%% own scheduler threads).
+%%% `max_memory' bounds the aggregate, these tables and the tracer's
+%%% together: once they reach it, new pairs go to overflow (check_memory/2).
+%%% Windows are numbered from 1; the open one is `closed + 1'.  The
+%%% collector's work grows with the endpoints new to the run and with what
+%%% views ask, not with the deltas (the NIF counts the messages in the
+%%% tracees' own scheduler threads, and the snapshot folds them in C); with
+%%% the history on, the deltas come as terms, which its log needs.
 -module(msgflow_store).
 -include("msgflow_store.hrl").
 
