@@ -334,7 +334,7 @@ collector_work() ->
 %% a view asks, without a snapshot), then every row of the pairs read.
 scan() ->
     #{pairs := T} = msgflow_collector:store(false),
-    _ = ets:select_count(T, [{'_', [], [true]}]),
+    _ = msgflow_row_table:fold_select(T, [{'_', [], [true]}], fun(_, N) -> N + 1 end, 0),
     scan().
 
 %% long_schedule events over 1 ms, by whose: `collector', `plain', or
