@@ -604,25 +604,65 @@ ERL_NIF_TERM mf_nif_agg_take_released(ErlNifEnv *env, int argc, const ERL_NIF_TE
     return out;
 }
 
-/* agg_open_receivers(Agg, MinSenders, MinMessages) -> [{Receiver, Senders,
- * Messages}]: the open window's receivers with at least that many. */
+typedef struct {
+    uint32_t end, senders;
+    uint64_t msgs;
+} recv_row;
+
+static int recv_most_first(const void *a, const void *b)
+{
+    const recv_row *x = a, *y = b;
+    if (x->senders != y->senders)
+        return x->senders > y->senders ? -1 : 1;
+    return x->msgs > y->msgs ? -1 : x->msgs < y->msgs ? 1 : 0;
+}
+
+/* agg_open_receivers(Agg, MinSenders, MinMessages, Max) -> [{Receiver,
+ * Senders, Messages}]: the open window's receivers with at least that
+ * many: the Max with the most senders, and every registered name among
+ * them (the views join a name to its pid).  Max `all': every one. */
 ERL_NIF_TERM mf_nif_agg_open_receivers(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     agg_res *r;
-    unsigned min_s;
+    unsigned min_s, max = UINT32_MAX;
     ErlNifUInt64 min_m;
-    if (!get_agg(env, argv[0], &r) || !enif_get_uint(env, argv[1], &min_s) || !enif_get_uint64(env, argv[2], &min_m))
+    if (!get_agg(env, argv[0], &r) || !enif_get_uint(env, argv[1], &min_s) || !enif_get_uint64(env, argv[2], &min_m) ||
+        (argv[3] != atom_all && !enif_get_uint(env, argv[3], &max)))
         return enif_make_badarg(env);
     ERL_NIF_TERM out = enif_make_list(env, 0);
+    recv_row *rows = NULL;
+    size_t n = 0, cap = 0;
+    int mem = 0;
     enif_rwlock_rlock(r->lock);
     uint32_t cur = 0;
     const mf_agg_end *x;
-    while ((x = mf_agg_open_receivers(r->g, min_s, min_m, &cur)))
-        out = enif_make_list_cell(env, enif_make_tuple3(env, end_term(env, r, cur), enif_make_uint(env, x->in_partners),
-                                                        enif_make_uint64(env, x->in_msgs)), out);
+    while ((x = mf_agg_open_receivers(r->g, min_s, min_m, &cur))) {
+        if (n == cap) {
+            size_t c = cap ? 2 * cap : 256;
+            recv_row *p = enif_realloc(rows, c * sizeof(*rows));
+            if (!p) {
+                mem = 1;
+                break;
+            }
+            rows = p;
+            cap = c;
+        }
+        rows[n++] = (recv_row){cur, x->in_partners, x->in_msgs};
+    }
+    if (n > max)
+        qsort(rows, n, sizeof(*rows), recv_most_first);
+    for (size_t i = 0; i < n; i++) {
+        if (i >= max && !(mf_agg_end_at(r->g, rows[i].end)->flags & MF_AGG_NAMED))
+            continue;
+        out = enif_make_list_cell(env, enif_make_tuple3(env, end_term(env, r, rows[i].end),
+                                                        enif_make_uint(env, rows[i].senders),
+                                                        enif_make_uint64(env, rows[i].msgs)),
+                                  out);
+    }
     enif_rwlock_runlock(r->lock);
-    return out;
+    enif_free(rows);
+    return mem ? enif_raise_exception(env, atom_memory) : out;
 }
 
 /* agg_sum(Agg, Table) -> Messages: the table's rows' totals added up. */

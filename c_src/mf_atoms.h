@@ -19,7 +19,7 @@
     X(erlang) X(apply)                                                                  \
     X(displaced) X(call_sample) X(infinity) X(alias) X(plain_refs) X(own) X(own_left_out) X(add) X(erts_internal) X(dist_spawn_init) \
     X(record) X(native_records) X(none) X(read) X(unread) X(classic) X(records)     \
-    X(pairs) X(rolled_up) X(dead) X(groups) X(total) X(open) X(last) X(bytes) X(ends)
+    X(pairs) X(rolled_up) X(dead) X(groups) X(total) X(open) X(last) X(bytes) X(ends) X(all)
 
 /* Atoms whose text is no C name: atom_<name> is the atom <text>. */
 #define MF_ATOMS_NAMED(X) \

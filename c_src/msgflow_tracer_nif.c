@@ -713,7 +713,7 @@ static ErlNifFunc nif_funcs[] = {
     {"agg_set_rollups", 2, mf_nif_agg_set_rollups, 0},
     {"agg_sweep", 4, mf_nif_agg_sweep, 0},
     {"agg_take_released", 2, mf_nif_agg_take_released, 0},
-    {"agg_open_receivers", 3, mf_nif_agg_open_receivers, 0},
+    {"agg_open_receivers", 4, mf_nif_agg_open_receivers, 0},
     {"agg_sum", 2, mf_nif_agg_sum, 0},
     {"agg_named", 1, mf_nif_agg_named, 0},
     {"agg_take_top", 1, mf_nif_agg_take_top, 0},

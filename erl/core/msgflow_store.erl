@@ -627,7 +627,8 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
     Tables = msgflow_labels:tables(L),
     %% the open window's receivers with the messages the waits need
     In = fun(MS) ->
-                 ets:match_spec_run(msgflow_tracer:agg_open_receivers(A, 0, 1), ets:match_spec_compile(MS))
+                 ets:match_spec_run(msgflow_tracer:agg_open_receivers(A, 0, msgflow_store_waits:min_messages(), all),
+                                    ets:match_spec_compile(MS))
          end,
     {Waits, WaitsNext} = msgflow_store_waits:close(S#store.waits, In,
                                                    fun(R) -> msgflow_labels:canon(Tables, R) end,
@@ -670,7 +671,7 @@ queue_lens(#store{agg = A, labels = L}) ->
                                          Acc#{P => N + maps:get(P, Acc, 0)};
                                      _ -> Acc
                                  end
-                         end, #{}, msgflow_tracer:agg_open_receivers(A, ?QLEN_MIN_SENDERS, 1)),
+                         end, #{}, msgflow_tracer:agg_open_receivers(A, ?QLEN_MIN_SENDERS, 1, ?QLEN_MAX_SAMPLED)),
     Cands = [{N, P} || {P, N} <- maps:to_list(Merged), N >= ?QLEN_MIN_SENDERS],
     Top = lists:sublist(lists:reverse(lists:sort(Cands)), ?QLEN_MAX_SAMPLED),
     maps:from_list([{P, Len} || {_, P} <- Top,

@@ -11,7 +11,7 @@
 %%% The collector's process holds this (in msgflow_store's state); nothing
 %%% here touches the send path.
 -module(msgflow_store_waits).
--export([new/0, sample/1, close/5, readings/0]).
+-export([new/0, sample/1, close/5, readings/0, min_messages/0]).
 -export_type([waits/0, wait/0]).
 
 %% receivers watched at most, and the fewest messages a window that makes
@@ -112,3 +112,8 @@ grew(_) ->
 
 rising([A, B | T]) -> A + 1 =< B andalso rising([B | T]);
 rising(_) -> true.
+
+%% @doc The fewest messages a receiver has in a window for its wait to be
+%% read (the aggregate gives the store only those).
+-spec min_messages() -> pos_integer().
+min_messages() -> ?MIN_MESSAGES.

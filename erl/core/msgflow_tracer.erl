@@ -24,7 +24,7 @@
 -export([snapshot_fold_start/2, snapshot_fold/1]).
 -export([agg_new/1, agg_add/3, agg_new_ends/2, agg_set_groups/2, agg_close/3, agg_full/3, agg_lookup/3,
          agg_rows/5, agg_busiest/3, agg_last_ends/1, agg_info/1, agg_set_rollups/2, agg_sweep/4,
-         agg_take_released/2, agg_open_receivers/3, agg_sum/2, agg_named/1, agg_take_top/1]).
+         agg_take_released/2, agg_open_receivers/4, agg_sum/2, agg_named/1, agg_take_top/1]).
 -export_type([agg/0, agg_table/0]).
 
 -on_load(init/0).
@@ -550,10 +550,11 @@ agg_sweep(_Agg, _Table, _Idle, _Budget) -> ?NOT_LOADED.
 agg_take_released(_Agg, _Max) -> ?NOT_LOADED.
 
 %% @doc The open window's receivers with at least MinSenders senders and
-%% MinMessages messages: `{Receiver, Senders, Messages}'.
--spec agg_open_receivers(agg(), non_neg_integer(), non_neg_integer()) ->
+%% MinMessages messages, `{Receiver, Senders, Messages}': the Max with the
+%% most senders, and the registered names among them (`all': every one).
+-spec agg_open_receivers(agg(), non_neg_integer(), non_neg_integer(), pos_integer() | all) ->
           [{term(), non_neg_integer(), non_neg_integer()}].
-agg_open_receivers(_Agg, _MinSenders, _MinMessages) -> ?NOT_LOADED.
+agg_open_receivers(_Agg, _MinSenders, _MinMessages, _Max) -> ?NOT_LOADED.
 
 %% @doc The messages of a table's rows, added up (reads every row).
 -spec agg_sum(agg(), agg_table()) -> non_neg_integer().
