@@ -3,9 +3,10 @@
  * terms out.
  *
  * What it owns: the `msgflow_agg' resource type; each resource owns one
- * mf_agg (on the chosen mf_alloc) and the read-write lock around it.  No
- * term is kept across calls: endpoints are numbers, local pids words, other
- * endpoints external formats (mf_agg.c), kinds atoms' words.
+ * mf_agg (on the chosen mf_alloc) and the read-write lock around it; the
+ * registry of live aggregates by number (below).  No term is kept across
+ * calls but the node's atom: endpoints are numbers, local pids words,
+ * other endpoints external formats (mf_agg.c), kinds atoms' words.
  *
  * Threads: any process may call; every call that changes the aggregate
  * takes the write lock (the collector is its one writer, so it never
