@@ -62,7 +62,7 @@
 %% reductions the labelling of a new endpoint is worth, a tenth of it
 %% (label_new/1), and endpoints labelled a call of agg_new_ends
 -define(MERGE_REDUCTIONS, 50).
--define(LABEL_STEP, 2000).
+-define(LABEL_STEP, 500).
 %% how long the tables a reset or a new run replaced are kept for the
 %% views still reading them, in ms
 -define(RETIRE_MS, 60000).
@@ -376,8 +376,9 @@ take_chunk({Session, Take, _}, S0) ->
             S2 = S1#store{topk = msgflow_store_topk:merge(S1#store.topk, Top)},
             {done, limit_tracer(Session, S2, check_memory(Session, S2))};
         {more, N} ->
-            %% (the spawns before the new endpoints are labelled)
-            {more, label_new(take_proc_events(Session, S#store{merged = S#store.merged + N}))};
+            %% (the spawns before the new endpoints are labelled: a step's
+            %% share of them, so that the owner answers calls in between)
+            {more, stepped(label_step(take_proc_events(Session, S#store{merged = S#store.merged + N})))};
         {done, N, Msgs, NoRow, Overflow, OverflowDead, Top, AggTop} ->
             S1 = counted(Msgs, NoRow, Overflow, OverflowDead,
                          label_new(take_proc_events(Session, S#store{merged = S#store.merged + N}))),
@@ -397,13 +398,25 @@ counted({P, R, D}, {NoP, NoR, _}, Overflow, OverflowDead, S) ->
             dead_letters = S#store.dead_letters + D + OverflowDead}.
 
 %% The endpoints the aggregate made since it was last asked (the first
-%% rows that name them): labelled (read from the VM now, while they may
-%% still be alive), their group ends written back, so that the deltas
-%% that waited for them are in their groups' rows.
-label_new(S = #store{agg = A, labels = L0}) ->
+%% rows that name them), all of them: labelled (read from the VM now,
+%% while they may still be alive), their group ends written back, so that
+%% the deltas that waited for them are in their groups' rows.
+label_new(S) ->
+    case label_step(S) of
+        {S1, done} -> S1;
+        S1 -> label_new(S1)
+    end.
+
+stepped({S, done}) -> S;
+stepped(S) -> S.
+
+%% ?LABEL_STEP of them, between two steps of a take: on a node's first
+%% take every process is new (12,000 labelled at once held the collector
+%% for 2.4 s, and calls to it waited that long).
+label_step(S = #store{agg = A, labels = L0}) ->
     case msgflow_tracer:agg_new_ends(A, ?LABEL_STEP) of
         [] ->
-            S;
+            {S, done};
         New ->
             {Groups, L} = lists:foldl(fun({Num, E}, {Acc, L1}) ->
                                               %% labelling reads the VM
@@ -412,7 +425,7 @@ label_new(S = #store{agg = A, labels = L0}) ->
                                               {[{Num, G} | Acc], L2}
                                       end, {[], L0}, New),
             ok = msgflow_tracer:agg_set_groups(A, Groups),
-            label_new(S#store{labels = L})
+            S#store{labels = L}
     end.
 
 %% The bytes the tracer's tables hold now (0 when it cannot say): read
