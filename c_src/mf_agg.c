@@ -575,6 +575,10 @@ static uint32_t new_row(mf_agg *g, unsigned table, uint32_t from, uint32_t to)
     g->ends[from].rows++;
     g->ends[to].rows++;
     g->ends[from].released = g->ends[to].released = 0;
+    if (table == MF_AGG_PAIRS)
+        g->ends[from].flags |= MF_AGG_PAIRS_OUT;
+    else if (table == MF_AGG_ROLLED)
+        g->ends[from].flags |= MF_AGG_ROLLED_OUT;
     return n;
 }
 
@@ -1011,7 +1015,11 @@ int mf_agg_add(mf_agg *g, unsigned table, uint32_t from, uint32_t to, uint64_t k
     if (!(g->ends[to].flags & MF_AGG_NAMED)) {
         const mf_agg_row *r = ROW(g, rn);
         uint64_t total = r->total, count = r->last_count;
-        const mf_agg_row *o = mf_agg_find(g, table == MF_AGG_PAIRS ? MF_AGG_ROLLED : MF_AGG_PAIRS, from, to);
+        /* (most keys have rows in one table only: a sender of none in
+         * the other is not looked up there) */
+        unsigned other = table == MF_AGG_PAIRS ? MF_AGG_ROLLED : MF_AGG_PAIRS;
+        uint32_t other_out = other == MF_AGG_PAIRS ? MF_AGG_PAIRS_OUT : MF_AGG_ROLLED_OUT;
+        const mf_agg_row *o = g->ends[from].flags & other_out ? mf_agg_find(g, other, from, to) : NULL;
         if (o) {
             total += o->total;
             if (o->last_window == g->open)

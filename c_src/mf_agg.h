@@ -50,6 +50,8 @@ enum { MF_AGG_PAIRS = 0, MF_AGG_ROLLED = 1, MF_AGG_DEAD = 2, MF_AGG_GROUPS = 3, 
 /* An endpoint's flags (mf_agg_end_bytes). */
 #define MF_AGG_NAMED 1u /* a local registered name: Name or {Name, node()} */
 #define MF_AGG_GROUP 2u /* a group end or a rollup (never labelled: not new) */
+#define MF_AGG_PAIRS_OUT 4u  /* the sender of a pairs row (ever) */
+#define MF_AGG_ROLLED_OUT 8u /* the sender of a rolled-up row (ever) */
 
 typedef struct {
     uint64_t word; /* a kind word (mf_kind.h) */
