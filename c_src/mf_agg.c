@@ -20,13 +20,28 @@
 #define HEAP_MIN 64u
 #define ROW_PAGE_BITS 12
 #define ROW_PAGE (1u << ROW_PAGE_BITS)
-#define ROW(g, n) (&(g)->pages[(n) >> ROW_PAGE_BITS][(n) & (ROW_PAGE - 1)])
+/* A row's number: its table in the top 2 bits, its place in that table's
+ * pages below (from 1), so that a table's rows are read without the
+ * others'. */
+#define ROW_TABLE_SHIFT 30
+#define ROW_IN(n) ((n) & ((1u << ROW_TABLE_SHIFT) - 1))
+#define ROW_NUM(t, i) ((uint32_t)(t) << ROW_TABLE_SHIFT | (i))
+#define ROW(g, n) \
+    (&(g)->tab[(n) >> ROW_TABLE_SHIFT].pages[ROW_IN(n) >> ROW_PAGE_BITS][ROW_IN(n) & (ROW_PAGE - 1)])
 
 typedef struct {
     uint32_t *slots; /* numbers, 0 free */
     uint32_t size;   /* a power of two */
     uint32_t used;
 } num_index;
+
+/* One table's rows. */
+typedef struct {
+    mf_agg_row **pages;     /* ROW_PAGE rows each: a row never moves */
+    uint32_t rows_n, pages_cap;
+    uint32_t *free_rows;    /* places of rows rolled up, to reuse */
+    uint32_t free_rows_n, free_rows_cap;
+} row_table;
 
 /* A bounded index of the busiest keys: a min-heap of (value, key), and
  * where each key sits in it. */
@@ -71,10 +86,7 @@ struct mf_agg {
     uint32_t dying_n, dying_cap;
     /* rows, numbered from 1 */
     mf_agg_row *rows;
-    mf_agg_row **pages;         /* ROW_PAGE rows each: a row never moves */
-    uint32_t rows_n, pages_cap;
-    uint32_t *free_rows;        /* numbers of rows rolled up, to reuse */
-    uint32_t free_rows_n, free_rows_cap;
+    row_table tab[MF_AGG_TABLES];
     uint32_t sweep_at[MF_AGG_TABLES]; /* where each table's sweep goes on */
     num_index row_index;
     uint64_t sizes[MF_AGG_TABLES];
@@ -294,14 +306,18 @@ void mf_agg_free(mf_agg *g)
 {
     if (!g)
         return;
-    for (uint32_t i = 1; i <= g->rows_n; i++)
-        if (ROW(g, i)->from)
-            row_drop(g, ROW(g, i));
+    for (unsigned t = 0; t < MF_AGG_TABLES; t++)
+        for (uint32_t i = 1; i <= g->tab[t].rows_n; i++)
+            if (ROW(g, ROW_NUM(t, i))->from)
+                row_drop(g, ROW(g, ROW_NUM(t, i)));
     for (uint32_t i = 1; i <= g->ends_n; i++)
         g_free(g, g->ends[i].etf, g->ends[i].etf_len); /* (NULL when freed) */
-    for (uint32_t i = 0; i < g->pages_cap && g->pages[i]; i++)
-        g_free(g, g->pages[i], ROW_PAGE * sizeof(mf_agg_row));
-    g_free(g, g->pages, (size_t)g->pages_cap * sizeof(*g->pages));
+    for (unsigned t = 0; t < MF_AGG_TABLES; t++) {
+        for (uint32_t i = 0; i < g->tab[t].pages_cap && g->tab[t].pages[i]; i++)
+            g_free(g, g->tab[t].pages[i], ROW_PAGE * sizeof(mf_agg_row));
+        g_free(g, g->tab[t].pages, (size_t)g->tab[t].pages_cap * sizeof(mf_agg_row *));
+        g_free(g, g->tab[t].free_rows, (size_t)g->tab[t].free_rows_cap * sizeof(uint32_t));
+    }
     g_free(g, g->ends, (size_t)g->ends_cap * sizeof(*g->ends));
     g_free(g, g->row_index.slots, (size_t)g->row_index.size * sizeof(uint32_t));
     g_free(g, g->end_index.slots, (size_t)g->end_index.size * sizeof(uint32_t));
@@ -315,7 +331,6 @@ void mf_agg_free(mf_agg *g)
     g_free(g, g->free_ends, (size_t)g->free_ends_cap * sizeof(*g->free_ends));
     g_free(g, g->released, (size_t)g->released_cap * sizeof(*g->released));
     g_free(g, g->dying, (size_t)g->dying_cap * sizeof(*g->dying));
-    g_free(g, g->free_rows, (size_t)g->free_rows_cap * sizeof(*g->free_rows));
     g_free(g, g->window_ms, (size_t)(g->o.keep + 1) * sizeof(uint64_t));
     g_free(g, g->over, sizeof(*g->over));
     const mf_alloc *a = g->a;
@@ -533,38 +548,42 @@ const mf_agg_row *mf_agg_find(const mf_agg *g, unsigned table, uint32_t from, ui
 
 const mf_agg_row *mf_agg_next(const mf_agg *g, unsigned table, uint32_t *cursor)
 {
-    for (uint32_t i = *cursor + 1; i <= g->rows_n; i++) {
-        if (ROW(g, i)->from && ROW(g, i)->table == table) {
+    if (table >= MF_AGG_TABLES)
+        return NULL;
+    for (uint32_t i = *cursor + 1; i <= g->tab[table].rows_n; i++) {
+        const mf_agg_row *r = ROW(g, ROW_NUM(table, i));
+        if (r->from) {
             *cursor = i;
-            return ROW(g, i);
+            return r;
         }
     }
-    *cursor = g->rows_n;
+    *cursor = g->tab[table].rows_n;
     return NULL;
 }
 
 static uint32_t new_row(mf_agg *g, unsigned table, uint32_t from, uint32_t to)
 {
-    if (g->rows_n + 1 >= UINT32_MAX - 1)
+    row_table *tb = &g->tab[table];
+    if (tb->rows_n + 1 >= (1u << ROW_TABLE_SHIFT) - 1)
         return 0;
-    uint32_t page = (g->rows_n + 1) >> ROW_PAGE_BITS;
-    if (page >= g->pages_cap) {
-        uint32_t cap = g->pages_cap ? 2 * g->pages_cap : 16;
+    uint32_t page = (tb->rows_n + 1) >> ROW_PAGE_BITS;
+    if (page >= tb->pages_cap) {
+        uint32_t cap = tb->pages_cap ? 2 * tb->pages_cap : 16;
         mf_agg_row **pages = g_alloc(g, cap * sizeof(*pages));
         if (!pages)
             return 0;
         memset(pages, 0, cap * sizeof(*pages));
-        if (g->pages)
-            memcpy(pages, g->pages, g->pages_cap * sizeof(*pages));
-        g_free(g, g->pages, (size_t)g->pages_cap * sizeof(*g->pages));
-        g->pages = pages;
-        g->pages_cap = cap;
+        if (tb->pages)
+            memcpy(pages, tb->pages, tb->pages_cap * sizeof(*pages));
+        g_free(g, tb->pages, (size_t)tb->pages_cap * sizeof(*tb->pages));
+        tb->pages = pages;
+        tb->pages_cap = cap;
     }
-    if (!g->pages[page] && !(g->pages[page] = g_alloc(g, ROW_PAGE * sizeof(mf_agg_row))))
+    if (!tb->pages[page] && !(tb->pages[page] = g_alloc(g, ROW_PAGE * sizeof(mf_agg_row))))
         return 0;
     if (index_room(g, &g->row_index, row_rehash, NULL) < 0)
         return 0;
-    uint32_t n = g->free_rows_n ? g->free_rows[--g->free_rows_n] : ++g->rows_n;
+    uint32_t n = ROW_NUM(table, tb->free_rows_n ? tb->free_rows[--tb->free_rows_n] : ++tb->rows_n);
     mf_agg_row *r = ROW(g, n);
     memset(r, 0, sizeof(*r));
     r->table = table;
@@ -598,8 +617,9 @@ static void row_delete(mf_agg *g, uint32_t rn, int keep)
     if (!keep)
         row_drop(g, r);
     memset(r, 0, sizeof(*r));
-    if (grow(g, (void **)&g->free_rows, &g->free_rows_cap, g->free_rows_n, sizeof(*g->free_rows), 256) == 0)
-        g->free_rows[g->free_rows_n++] = rn;
+    row_table *tb = &g->tab[rn >> ROW_TABLE_SHIFT];
+    if (grow(g, (void **)&tb->free_rows, &tb->free_rows_cap, tb->free_rows_n, sizeof(*tb->free_rows), 256) == 0)
+        tb->free_rows[tb->free_rows_n++] = ROW_IN(rn);
     g->ends[from].rows--;
     g->ends[to].rows--;
     end_unref_check(g, from);
@@ -1270,12 +1290,13 @@ int mf_agg_sweep(mf_agg *g, unsigned table, uint32_t idle, uint32_t budget, uint
     if (table > MF_AGG_DEAD)
         return 1;
     unsigned into = table == MF_AGG_DEAD ? MF_AGG_DEAD : MF_AGG_ROLLED;
-    uint32_t i = g->sweep_at[table];
+    uint32_t i = g->sweep_at[table], end = g->tab[table].rows_n;
     int err = 0;
-    for (; budget && i < g->rows_n; budget--) {
+    for (; budget && i < end; budget--) {
         i++;
-        mf_agg_row *r = ROW(g, i);
-        if (!r->from || r->table != table || (table != MF_AGG_DEAD && r->last_window > idle))
+        uint32_t rn = ROW_NUM(table, i);
+        mf_agg_row *r = ROW(g, rn);
+        if (!r->from || (table != MF_AGG_DEAD && r->last_window > idle))
             continue;
         uint32_t from = r->from, to = r->to;
         uint32_t f1 = g->ends[from].rollup ? g->ends[from].rollup : from;
@@ -1283,7 +1304,7 @@ int mf_agg_sweep(mf_agg *g, unsigned table, uint32_t idle, uint32_t budget, uint
         if (f1 == from && t1 == to)
             continue;
         uint64_t total = r->total;
-        if (roll(g, i, into, f1, t1) < 0) {
+        if (roll(g, rn, into, f1, t1) < 0) {
             err = -1;
             continue;
         }
@@ -1304,8 +1325,8 @@ int mf_agg_sweep(mf_agg *g, unsigned table, uint32_t idle, uint32_t budget, uint
         rank(g, from, to);
         rank(g, f1, t1);
     }
-    g->sweep_at[table] = i < g->rows_n ? i : 0;
-    return err ? -1 : i >= g->rows_n;
+    g->sweep_at[table] = i < end ? i : 0;
+    return err ? -1 : i >= end;
 }
 
 const mf_agg_end *mf_agg_open_receivers(const mf_agg *g, uint32_t min_senders, uint64_t min_messages,
