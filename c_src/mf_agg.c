@@ -2,8 +2,9 @@
  * mf_agg.c -- see mf_agg.h for what it owns and the thread rules.
  *
  * Layout: endpoints live in an array that doubles when full (so a pointer
- * to one is good until the next write), rows in pages of 4,096 that never
- * move; each is found through an open-addressing index of 32-bit numbers
+ * to one is good until the next write), each table's rows in pages of
+ * 4,096 of its own that never move (a scan of one table reads none of the
+ * others'); each is found through an open-addressing index of 32-bit numbers
  * with linear probing, at most three quarters full (doubled, and rehashed
  * under the writer's lock: 40-60 ms at 400,000 rows).  A row rolled up
  * and an endpoint let go (freed two windows later) give their numbers
