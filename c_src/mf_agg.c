@@ -1365,3 +1365,24 @@ void mf_agg_flag(mf_agg *g, uint32_t e, uint32_t flags)
     if (mf_agg_end_at(g, e))
         g->ends[e].flags |= flags;
 }
+
+uint32_t mf_agg_idle_ends(mf_agg *g, uint32_t idle, uint32_t *out, uint32_t max)
+{
+    uint32_t k = 0;
+    for (unsigned t = MF_AGG_PAIRS; t <= MF_AGG_ROLLED && k < max; t++) {
+        for (uint32_t i = 1; i <= g->tab[t].rows_n && k < max; i++) {
+            const mf_agg_row *r = ROW(g, ROW_NUM(t, i));
+            if (!r->from || r->last_window != idle)
+                continue;
+            uint32_t e2[2] = {r->from, r->to};
+            for (int j = 0; j < 2 && k < max; j++) {
+                mf_agg_end *x = &g->ends[e2[j]];
+                if (x->rollup || (x->flags & MF_AGG_GROUP) || x->idle_seen == idle)
+                    continue;
+                x->idle_seen = idle;
+                out[k++] = e2[j];
+            }
+        }
+    }
+    return k;
+}

@@ -86,6 +86,7 @@ typedef struct mf_agg_end {
     uint32_t rows;          /* rows naming it */
     uint32_t refs;          /* endpoints whose group or rollup it is */
     uint32_t released;      /* the window it was let go in (0: it is not) */
+    uint32_t idle_seen;     /* the last window mf_agg_idle_ends gave it for */
     uint32_t window;        /* the window the counts below are of */
     uint32_t in_partners, out_partners;
     uint64_t in_msgs, out_msgs;
@@ -167,6 +168,14 @@ int mf_agg_sweep(mf_agg *g, unsigned table, uint32_t idle, uint32_t budget, uint
 
 /* Adds flags to endpoint e's (MF_AGG_GROUP).  Writer only. */
 void mf_agg_flag(mf_agg *g, uint32_t e, uint32_t flags);
+
+/* The endpoints of the rows whose last window is `idle' (those that went
+ * idle as window idle + 2 closed: the ones that may roll up now) that
+ * roll up to nothing yet and are no group end, each once for that
+ * window, at most max written to out: the owner checks which are gone
+ * (mf_agg_set_rollup).  Reads every row of the pairs and rolled-up rows
+ * (50,000 in well under a ms).  Writer only. */
+uint32_t mf_agg_idle_ends(mf_agg *g, uint32_t idle, uint32_t *out, uint32_t max);
 
 /* Endpoints no row names any more (and no endpoint has as its group or
  * rollup) since the last call, at most max written to out: the owner's

@@ -717,6 +717,7 @@ static ErlNifFunc nif_funcs[] = {
     {"agg_sum", 2, mf_nif_agg_sum, 0},
     {"agg_named", 1, mf_nif_agg_named, 0},
     {"agg_take_top", 1, mf_nif_agg_take_top, 0},
+    {"agg_idle_ends", 3, mf_nif_agg_idle_ends, 0},
 };
 
 ERL_NIF_INIT(msgflow_tracer, nif_funcs, on_load, NULL, on_upgrade, on_unload)

@@ -19,6 +19,8 @@
 %% windows after the last with an endpoint gone during which the call
 %% edges' and the sizes' sweeps still run (their passes take 8 at most)
 -define(FOLLOW_WINDOWS, 10).
+%% ends of the rows just gone idle checked a window, at most
+-define(IDLE_ENDS, 200000).
 
 %% @doc Rolls up the rows that are done with, once window N has closed: the
 %% rows whose last messages were in window N - 2 or before (so a process
@@ -36,17 +38,28 @@ sweep(S = #store{closed = N, agg = A}) ->
     %% are left unread
     {Gone, L1} = msgflow_labels:any_gone(S#store.labels, N),
     {Rollups, L2} = msgflow_labels:gone_in(L1, N),
-    ok = msgflow_tracer:agg_set_rollups(A, Rollups),
-    S1 = case Gone of
+    %% and the ends of the rows that just went idle, checked now: on a
+    %% node of short-lived clients, those are the rows to roll up, and a
+    %% pass of any_gone/2 over every endpoint takes up to 32 windows
+    {Idle2, L3} = lists:foldl(fun(E, {Acc, Lx}) ->
+                                      case msgflow_labels:stays(E) of
+                                          true -> {Acc, Lx};
+                                          false ->
+                                              {K, Ly} = msgflow_labels:rollup_key(Lx, E),
+                                              {[{E, K} | Acc], Ly}
+                                      end
+                              end, {[], L2}, msgflow_tracer:agg_idle_ends(A, Idle, ?IDLE_ENDS)),
+    ok = msgflow_tracer:agg_set_rollups(A, Rollups ++ Idle2),
+    S1 = case Gone orelse Idle2 =/= [] of
              true ->
                  #{pairs := P, rolled_up := R, dead := D} = msgflow_tracer:agg_info(A),
                  Budget = max(?SWEEP_MIN, (P + R + D) div 8),
                  Moved = lists:sum([element(1, msgflow_tracer:agg_sweep(A, T, Idle, Budget))
                                     || T <- [pairs, rolled_up, dead]]),
-                 S#store{gone_at = N, labels = L2,
+                 S#store{gone_at = N, labels = L3,
                          rolled_up_messages = S#store.rolled_up_messages + Moved};
              false ->
-                 S#store{labels = L2}
+                 S#store{labels = L3}
          end,
     released(S1).
 

@@ -24,7 +24,8 @@
 -export([snapshot_fold_start/2, snapshot_fold/1]).
 -export([agg_new/1, agg_add/3, agg_new_ends/2, agg_set_groups/2, agg_close/3, agg_full/3, agg_lookup/3,
          agg_rows/5, agg_busiest/3, agg_last_ends/1, agg_info/1, agg_set_rollups/2, agg_sweep/4,
-         agg_take_released/2, agg_open_receivers/4, agg_sum/2, agg_named/1, agg_take_top/1]).
+         agg_take_released/2, agg_open_receivers/4, agg_sum/2, agg_named/1, agg_take_top/1,
+         agg_idle_ends/3]).
 -export_type([agg/0, agg_table/0]).
 
 -on_load(init/0).
@@ -570,6 +571,12 @@ agg_named(_Agg) -> ?NOT_LOADED.
 -spec agg_take_top(agg()) ->
           [{non_neg_integer(), [{endpoint(), endpoint(), pos_integer(), non_neg_integer()}]}].
 agg_take_top(_Agg) -> ?NOT_LOADED.
+
+%% @doc At most Max endpoints of the rows whose last window is Idle that
+%% roll up to nothing yet, each once for that window: the ones to check
+%% for having exited (agg_set_rollups/2).
+-spec agg_idle_ends(agg(), non_neg_integer(), non_neg_integer()) -> [term()].
+agg_idle_ends(_Agg, _Idle, _Max) -> ?NOT_LOADED.
 
 %% @doc Its figures: bytes held, rows by table, endpoints, the open window.
 -spec agg_info(agg()) -> #{atom() => non_neg_integer()}.
