@@ -250,11 +250,10 @@ summary(Secs, Clients, Rows) ->
     end,
     %% flat: after the first 5 minutes, at most 1 MB more per 10 minutes
     Slope = slope([{S, maps:get(collector, R)} || R = #{s := S} <- Rows, S >= 300]),
-    PerTen = mb(Slope * 600),
     io:format("  ~-36s ~-10s ~s~n", ["collector's growth after 300 s", "<= 1 MB/10 min",
                                     case Slope of
                                         undefined -> "too short to say (under 3 reports after 300 s)";
-                                        _ -> io_lib:format("~.2f MB per 10 min", [PerTen])
+                                        _ -> io_lib:format("~.2f MB per 10 min", [mb(Slope * 600)])
                                     end]),
     io:format("~ntop(10, #{by => name}), still running:~n"),
     ok = msgflow:top(10, #{by => name}),
