@@ -257,6 +257,7 @@ summary(Secs, Clients, Rows) ->
                                     end]),
     io:format("~ntop(10, #{by => name}), still running:~n"),
     ok = msgflow:top(10, #{by => name}),
+    PerTen = case Slope of undefined -> 0.0; _ -> mb(Slope * 600) end,
     case Slope =/= undefined andalso PerTen > 1.0 of
         true -> io:format("~nsoak: the collector's memory grew ~.2f MB per 10 minutes~n", [PerTen]),
                 {grew, PerTen};
