@@ -475,13 +475,14 @@ static ERL_NIF_TERM agg_top_term(mf_take *t)
 
 /*
  * snapshot_fold_start(Session, Agg) -> Take, and snapshot_fold(Take) ->
- * {more, Folded} | {done, Folded, {Pairs, Replies, Dead}, {PairsNoRow,
- * RepliesNoRow, DeadNoRow}, Overflow, OverflowDead, Top, AggTop}: the take
- * of snapshot_start/next folded into the aggregate Agg (mf_agg.h) instead
- * of made into terms, in steps of ~0.25 ms under its write lock.  Folded
- * counts the step's deltas; the take's messages of pairs, replies to
- * aliases and dead letters, and of those the ones of keys that found no
- * row in the aggregate (past mf_agg_set_full or max pairs); Overflow,
+ * {more, Folded, Msgs, NoRow} | {done, Folded, Msgs, NoRow, Overflow,
+ * OverflowDead, Top, AggTop}: the take of snapshot_start/next folded into
+ * the aggregate Agg (mf_agg.h) instead of made into terms, in steps of
+ * ~0.25 ms under its write lock.  Each step's: Folded its deltas, Msgs
+ * {Pairs, Replies, Dead} its messages of pairs, replies to aliases and
+ * dead letters, NoRow the same of keys that found no row in the aggregate
+ * (past mf_agg_set_full or max pairs), so that a take abandoned half-way
+ * (the module reloaded) has counted what it folded; Overflow,
  * OverflowDead and Top are snapshot_next's; AggTop the aggregate's summary
  * of the busiest keys that found no row, in Top's shape.  badarg for a
  * non-session or non-aggregate; `busy' as snapshot_start's.
@@ -511,17 +512,19 @@ ERL_NIF_TERM mf_nif_snapshot_fold(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
     if (!enif_get_resource(env, argv[0], mf_take_rt, (void **)&t) || t->finished || !t->agg)
         return enif_make_badarg(env);
     t->folded = 0;
+    memset(t->msgs, 0, sizeof(t->msgs));
+    memset(t->no_row, 0, sizeof(t->no_row));
     enif_rwlock_rwlock(t->agg->lock);
     int r = take_run(t, env, UINT64_MAX, MF_NEXT_SLICE_US);
     ERL_NIF_TERM agg_top = r == TAKE_DONE ? agg_top_term(t) : 0;
     enif_rwlock_rwunlock(t->agg->lock);
     ERL_NIF_TERM folded = enif_make_uint64(env, t->folded);
-    if (r != TAKE_DONE)
-        return enif_make_tuple2(env, atom_more, folded);
     ERL_NIF_TERM msgs = enif_make_tuple3(env, enif_make_uint64(env, t->msgs[0]), enif_make_uint64(env, t->msgs[1]),
                                          enif_make_uint64(env, t->msgs[2]));
     ERL_NIF_TERM no_row = enif_make_tuple3(env, enif_make_uint64(env, t->no_row[0]),
                                            enif_make_uint64(env, t->no_row[1]), enif_make_uint64(env, t->no_row[2]));
+    if (r != TAKE_DONE)
+        return enif_make_tuple4(env, atom_more, folded, msgs, no_row);
     ERL_NIF_TERM done[8] = {atom_done, folded, msgs, no_row, enif_make_uint64(env, t->tot.overflow),
                             enif_make_uint64(env, t->tot.overflow_dead), top_term(t), agg_top};
     return enif_make_tuple_from_array(env, done, 8);

@@ -149,7 +149,11 @@ fold_equals_terms_test() ->
     [P ! stop || P <- Ps].
 
 fold_all(Take, Acc) ->
+    fold_all(Take, Acc, {0, 0, 0}, {0, 0, 0}).
+
+fold_all(Take, Acc, M0, N0) ->
+    Add = fun({A, B, C}, {D, E, F}) -> {A + D, B + E, C + F} end,
     case msgflow_tracer:snapshot_fold(Take) of
-        {more, N} -> fold_all(Take, Acc + N);
-        {done, N, Msgs, NoRow, 0, 0, _, AggTop} -> {Acc + N, Msgs, NoRow, AggTop}
+        {more, N, Msgs, NoRow} -> fold_all(Take, Acc + N, Add(M0, Msgs), Add(N0, NoRow));
+        {done, N, Msgs, NoRow, 0, 0, _, AggTop} -> {Acc + N, Add(M0, Msgs), Add(N0, NoRow), AggTop}
     end.

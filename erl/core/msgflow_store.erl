@@ -375,11 +375,14 @@ take_chunk({Session, Take, _}, S0) ->
             S1 = merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_proc_events(Session, S)),
             S2 = S1#store{topk = msgflow_store_topk:merge(S1#store.topk, Top)},
             {done, limit_tracer(Session, S2, check_memory(Session, S2))};
-        {more, N} ->
-            %% (the spawns before the new endpoints are labelled: a step's
-            %% share of them, so that the owner answers calls in between)
-            {more, stepped(label_step(take_proc_events(Session, S#store{merged = S#store.merged + N})))};
-        {done, N, Msgs, NoRow, Overflow, OverflowDead, Top, AggTop} ->
+        {fold, {more, N, Msgs, NoRow}} ->
+            %% (counted as it is folded: a take the module's reload cuts
+            %% short has counted what is in the aggregate; the spawns
+            %% before the new endpoints are labelled, a step's share of
+            %% them, so that the owner answers calls in between)
+            S1 = counted(Msgs, NoRow, 0, 0, S#store{merged = S#store.merged + N}),
+            {more, stepped(label_step(take_proc_events(Session, S1)))};
+        {fold, {done, N, Msgs, NoRow, Overflow, OverflowDead, Top, AggTop}} ->
             S1 = counted(Msgs, NoRow, Overflow, OverflowDead,
                          label_new(take_proc_events(Session, S#store{merged = S#store.merged + N}))),
             S2 = S1#store{topk = msgflow_store_topk:merge(msgflow_store_topk:merge(S1#store.topk, Top), AggTop)},
@@ -548,7 +551,7 @@ rollup_calls(S = #store{calls = T, call_slowest = Ix, labels = L, sweeps = Sw}) 
 next_chunk({Mode, Take}) ->
     try
         case Mode of
-            fold -> msgflow_tracer:snapshot_fold(Take);
+            fold -> {fold, msgflow_tracer:snapshot_fold(Take)};
             terms -> msgflow_tracer:snapshot_next(Take)
         end
     catch

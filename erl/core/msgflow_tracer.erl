@@ -519,14 +519,15 @@ agg_last_ends(_Agg) -> ?NOT_LOADED.
 snapshot_fold_start(_Session, _Agg) -> ?NOT_LOADED.
 
 %% @doc The next step of it (about 0.25 ms under the aggregate's write
-%% lock): the deltas folded in it; when done, also the take's messages of
-%% pairs, of replies to aliases and of dead letters, the same of keys that
-%% found no row (past agg_full/3), the tracer's overflow, its overflowed
-%% dead letters and its busiest overflowed pairs (as snapshot_next/1's
-%% `done'), and the aggregate's busiest keys that found no row (the same
-%% shape).
+%% lock): the deltas folded in it, its messages of pairs, of replies to
+%% aliases and of dead letters, and the same of keys that found no row
+%% (past agg_full/3); when done, also the tracer's overflow, its
+%% overflowed dead letters and its busiest overflowed pairs (as
+%% snapshot_next/1's `done'), and the aggregate's busiest keys that found
+%% no row (the same shape).
 -spec snapshot_fold(take()) ->
-          {more, non_neg_integer()} |
+          {more, non_neg_integer(), {non_neg_integer(), non_neg_integer(), non_neg_integer()},
+           {non_neg_integer(), non_neg_integer(), non_neg_integer()}} |
           {done, non_neg_integer(), {non_neg_integer(), non_neg_integer(), non_neg_integer()},
            {non_neg_integer(), non_neg_integer(), non_neg_integer()}, non_neg_integer(), non_neg_integer(),
            [{non_neg_integer(), [{endpoint(), endpoint(), pos_integer(), non_neg_integer()}]}],
