@@ -363,7 +363,8 @@ uint64_t mf_agg_window_ms(const mf_agg *g, uint32_t w)
 
 const mf_agg_end *mf_agg_end_at(const mf_agg *g, uint32_t e)
 {
-    return e >= 1 && e <= g->ends_n ? &g->ends[e] : NULL;
+    /* (a number freed and not yet reused holds no endpoint) */
+    return e >= 1 && e <= g->ends_n && (g->ends[e].etf || g->ends[e].word) ? &g->ends[e] : NULL;
 }
 
 static uint32_t find_end(const mf_agg *g, uint64_t h, uint64_t word, const unsigned char *etf,
@@ -469,6 +470,7 @@ static void end_unref_check(mf_agg *g, uint32_t e)
         grow(g, (void **)&g->dying, &g->dying_cap, g->dying_n, sizeof(*g->dying), 256) < 0)
         return; /* (kept: it is freed with the aggregate) */
     x->released = g->open;
+    x->flags |= MF_AGG_LISTED;
     g->released[g->released_n++] = e;
     g->dying[g->dying_n++] = e;
 }
@@ -476,8 +478,12 @@ static void end_unref_check(mf_agg *g, uint32_t e)
 uint32_t mf_agg_take_released(mf_agg *g, uint32_t *out, uint32_t max)
 {
     uint32_t k = 0;
-    while (k < max && g->released_n)
-        out[k++] = g->released[--g->released_n];
+    while (k < max && g->released_n) {
+        uint32_t e = g->released[--g->released_n];
+        g->ends[e].flags &= ~MF_AGG_LISTED;
+        if (g->ends[e].released)
+            out[k++] = e; /* (not named again since) */
+    }
     return k;
 }
 
@@ -508,7 +514,7 @@ static void free_dying(mf_agg *g)
         int waits = 0;
         for (uint32_t w = 0; w < g->waiting_n && !waits; w++)
             waits = g->waiting[w].from == e || g->waiting[w].to == e;
-        if (x->released + 2 > g->open || waits ||
+        if (x->released + 2 > g->open || waits || (x->flags & MF_AGG_LISTED) ||
             grow(g, (void **)&g->free_ends, &g->free_ends_cap, g->free_ends_n, sizeof(*g->free_ends), 256) < 0) {
             g->dying[k++] = e;
             continue;
@@ -551,6 +557,10 @@ const mf_agg_row *mf_agg_next(const mf_agg *g, unsigned table, uint32_t *cursor)
 {
     if (table >= MF_AGG_TABLES)
         return NULL;
+    if (*cursor >= g->tab[table].rows_n) {
+        *cursor = g->tab[table].rows_n;
+        return NULL;
+    }
     for (uint32_t i = *cursor + 1; i <= g->tab[table].rows_n; i++) {
         const mf_agg_row *r = ROW(g, ROW_NUM(table, i));
         if (r->from) {

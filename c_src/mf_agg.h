@@ -52,6 +52,7 @@ enum { MF_AGG_PAIRS = 0, MF_AGG_ROLLED = 1, MF_AGG_DEAD = 2, MF_AGG_GROUPS = 3, 
 #define MF_AGG_GROUP 2u /* a group end or a rollup (never labelled: not new) */
 #define MF_AGG_PAIRS_OUT 4u  /* the sender of a pairs row (ever) */
 #define MF_AGG_ROLLED_OUT 8u /* the sender of a rolled-up row (ever) */
+#define MF_AGG_LISTED 16u    /* in the released list, not yet taken: kept */
 
 typedef struct {
     uint64_t word; /* a kind word (mf_kind.h) */

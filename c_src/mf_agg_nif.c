@@ -59,7 +59,13 @@ static uint64_t registry_add(agg_res *r)
         }
     }
     if (registry_n < registry_cap) {
-        id = ++registry_next;
+        /* (numbers no one guesses: a handle made up of a reference and
+         * another's number finds nothing) */
+        if (!registry_next)
+            registry_next = (uint64_t)enif_monotonic_time(ERL_NIF_NSEC) ^ (uint64_t)(uintptr_t)&registry_next;
+        registry_next += 0x9E3779B97F4A7C15ULL;
+        id = (registry_next ^ (registry_next >> 31)) * 0xBF58476D1CE4E5B9ULL;
+        id = id ? id : 1;
         registry[registry_n].id = id;
         registry[registry_n].r = r;
         registry_n++;
@@ -195,7 +201,7 @@ static ERL_NIF_TERM end_term(ErlNifEnv *env, const agg_res *r, uint32_t e)
 {
     const mf_agg_end *x = mf_agg_end_at(r->g, e);
     if (!x)
-        return atom_undefined;
+        return atom_undefined; /* (none, or freed: never a pid of word 0) */
     if (!x->etf) {
         ErlNifPid pid;
         pid.pid = (ERL_NIF_TERM)x->word;

@@ -432,7 +432,8 @@ ERL_NIF_TERM mf_nif_snapshot_next(ErlNifEnv *env, int argc, const ERL_NIF_TERM a
 {
     (void)argc;
     mf_take *t;
-    if (!enif_get_resource(env, argv[0], mf_take_rt, (void **)&t) || t->finished)
+    /* (a fold's take writes only under its aggregate's lock: snapshot_fold) */
+    if (!enif_get_resource(env, argv[0], mf_take_rt, (void **)&t) || t->finished || t->agg)
         return enif_make_badarg(env);
     t->pairs = enif_make_list(env, 0);
     t->dead = enif_make_list(env, 0);

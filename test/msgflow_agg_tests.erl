@@ -99,7 +99,14 @@ badarg_test() ->
     ?assertError(badarg, msgflow_tracer:agg_rows(A, pairs, 0, 0, true)),
     ?assertError(badarg, msgflow_tracer:agg_set_groups(A, [{99, x}])),
     ?assertError(badarg, msgflow_tracer:agg_busiest(A, nope, 3)),
-    ?assertEqual([], msgflow_tracer:agg_lookup(A, pairs, {a, b})).
+    ?assertEqual([], msgflow_tracer:agg_lookup(A, pairs, {a, b})),
+    %% a cursor past the end, on an empty table and on one with rows
+    ?assertEqual({[], done}, msgflow_tracer:agg_rows(A, pairs, 4294967295, 10, true)),
+    0 = msgflow_tracer:agg_add(A, pairs, [{a, b, 1}]),
+    ?assertEqual({[], done}, msgflow_tracer:agg_rows(A, pairs, 4294967295, 10, true)),
+    %% a handle made of another reference and a number finds nothing
+    {_, Id} = A,
+    ?assertError(badarg, msgflow_tracer:agg_info({make_ref(), Id + 1})).
 
 %% The snapshot folded into an aggregate (snapshot_fold_start/2,
 %% snapshot_fold/1) against the snapshot as terms (snapshot/1) of a
