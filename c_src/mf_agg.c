@@ -271,14 +271,14 @@ mf_agg *mf_agg_new(const mf_alloc *a, const mf_agg_opts *o)
         return NULL;
     }
     mf_topk_init(g->over);
-    g->bytes += sizeof(*g->over);
-    g->bytes = sizeof(*g);
+    g->bytes = sizeof(*g) + sizeof(*g->over);
     g->open = 1;
     g->top_total.room = o->top_total ? o->top_total : 1;
     g->top_open.room = o->top_window ? o->top_window : 1;
     size_t wsz = (size_t)(g->o.keep + 1) * sizeof(uint64_t);
     g->window_ms = g_alloc(g, wsz);
     if (!g->window_ms) {
+        a->free(a->ctx, g->over, sizeof(*g->over));
         a->free(a->ctx, g, sizeof(*g));
         return NULL;
     }
