@@ -711,15 +711,13 @@ static ErlNifFunc nif_funcs[] = {
     {"agg_last_ends", 1, mf_nif_agg_last_ends, 0},
     {"agg_info", 1, mf_nif_agg_info, 0},
     {"agg_set_rollups", 2, mf_nif_agg_set_rollups, 0},
-    /* (these read every row of a table, or a slice of 100,000: a million
-     * rows take several ms, off the normal schedulers) */
-    {"agg_sweep", 4, mf_nif_agg_sweep, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"agg_sweep", 4, mf_nif_agg_sweep, 0},
     {"agg_take_released", 2, mf_nif_agg_take_released, 0},
     {"agg_open_receivers", 4, mf_nif_agg_open_receivers, 0},
-    {"agg_sum", 2, mf_nif_agg_sum, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"agg_sum", 2, mf_nif_agg_sum, 0},
     {"agg_named", 1, mf_nif_agg_named, 0},
     {"agg_take_top", 1, mf_nif_agg_take_top, 0},
-    {"agg_idle_ends", 3, mf_nif_agg_idle_ends, ERL_NIF_DIRTY_JOB_CPU_BOUND},
+    {"agg_idle_ends", 3, mf_nif_agg_idle_ends, 0},
 };
 
 ERL_NIF_INIT(msgflow_tracer, nif_funcs, on_load, NULL, on_upgrade, on_unload)
