@@ -127,6 +127,7 @@ bench-cluster: build
 bench-live: build
 	mkdir -p _build/bench
 	erlc -o _build/bench tools/bench/*.erl
+	cp $(CMAKE_DIR)/bench/*.so _build/bench/
 	erl -noshell +P 1000000 $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_live:main()'
 
 # msgflow left running under process churn (MSGFLOW_SOAK_S seconds, 1800

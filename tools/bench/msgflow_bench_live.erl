@@ -7,6 +7,11 @@
 %%% It runs the whole time; msgflow is off, on with its defaults, and on
 %%% with `max_memory => 30000000', in interleaved phases of
 %%% MSGFLOW_LIVE_S seconds (30 by default), MSGFLOW_LIVE_ROUNDS rounds (2).
+%%% Two more phases in each round split the added CPU: `floor', every
+%%% process traced as msgflow traces it (send, procs) by a tracer module
+%%% that does nothing (bench_floor_tracer), which is what the VM's tracing
+%%% interface costs by itself; and `quiet', msgflow on with its defaults
+%%% and no view asked.
 %%%
 %%% In each phase with msgflow on, every second a reader process (not
 %%% traced) asks, one after the other: `info()', `top' by process and by
@@ -73,7 +78,7 @@ run() ->
         ++ [spawn(?MODULE, caster, [Sinks, Calls]) || _ <- lists:seq(1, ?CASTERS)],
     %% the load settles (every client has made its first calls)
     timer:sleep(2000),
-    Phases = lists:append([[off, default, small] || _ <- lists:seq(1, Rounds)]),
+    Phases = lists:append([[off, floor, default, small, quiet] || _ <- lists:seq(1, Rounds)]),
     Results = [phase(P, PhaseS, Calls) || P <- Phases],
     print_phases(Results),
     First = first_screen(env("MSGFLOW_LIVE_TOP_RUNS", 5)),
@@ -109,6 +114,8 @@ caster(Sinks, Calls) ->
 %%% A phase
 
 opts(off) -> off;
+opts(floor) -> floor;
+opts(quiet) -> #{};
 opts(default) -> #{};
 opts(small) -> #{max_memory => 30000000}.
 
@@ -116,18 +123,21 @@ phase(Mode, Secs, Calls) ->
     [C0, K0] = [counters:get(Calls, I) || I <- [1, 2]],
     case opts(Mode) of
         off -> ok;
+        floor -> erlang:trace(all, true, [send, procs, {tracer, bench_floor_tracer, []}]);
         Opts -> ok = msgflow:start(Opts)
     end,
     Cpu0 = os_cpu_ms(),
     T0 = erlang:monotonic_time(millisecond),
     Readings = case Mode of
-                   off -> receive after Secs * 1000 -> [] end;
+                   _ when Mode =:= off; Mode =:= floor; Mode =:= quiet ->
+                       receive after Secs * 1000 -> [] end;
                    _ -> readings(T0 + Secs * 1000)
                end,
     Cpu1 = os_cpu_ms(),
     T1 = erlang:monotonic_time(millisecond),
     Info = case Mode of
                off -> #{};
+               floor -> erlang:trace(all, false, [send, procs]), #{};
                _ -> I = msgflow:info(), ok = msgflow:stop(), I
            end,
     [C1, K1] = [counters:get(Calls, I) || I <- [1, 2]],
@@ -294,7 +304,9 @@ print_phases(Results) ->
               "target <= 0.1 of a core~n", [OffMean]),
     [io:format("  ~-8s ~s~n", [M, lists:join(" ", [io_lib:format("~s~.3f", [[$+ || C >= OffMean], C - OffMean])
                                                   || #{mode := M1, cores := C} <- Results, M1 =:= M])])
-     || M <- [default, small]],
+     || M <- [floor, quiet, default, small]],
+    io:format("  (floor: the VM's tracing interface with a tracer that does nothing; "
+              "quiet: the defaults, no view asked)~n"),
     %% where it goes: the collector's working ms a second (info()'s
     %% collector_ms_per_s, its mean over the readings) and the views' (the
     %% reader's wall ms a second); the rest is the tracer and the VM's
