@@ -5,8 +5,8 @@
  * to one is good until the next write), each table's rows in pages of
  * 4,096 of its own that never move (a scan of one table reads none of the
  * others'); each is found through an open-addressing index of 32-bit numbers
- * with linear probing, at most three quarters full (doubled, and rehashed
- * under the writer's lock: 40-60 ms at 400,000 rows).  A row rolled up
+ * with linear probing, grown to twice its size past 5/8 full a few
+ * numbers at each insert (num_index), so that no write reads every row.  A row rolled up
  * and an endpoint let go (freed two windows later) give their numbers
  * back for reuse.
  */
@@ -18,6 +18,12 @@
 #include <string.h>
 
 #define IDX_MIN 1024u
+/* slots of an index's larger table cleared at each insert before its scan */
+#define IDX_ZERO 4096u
+/* windows whose touched rows are kept: the open one and the three before
+ * (mf_agg_idle_ends asks for the open one's minus 3) */
+#define TOUCHED 4u
+#define TOUCHED_PAGE 4096u
 #define HEAP_MIN 64u
 #define ROW_PAGE_BITS 12
 #define ROW_PAGE (1u << ROW_PAGE_BITS)
@@ -30,10 +36,20 @@
 #define ROW(g, n) \
     (&(g)->tab[(n) >> ROW_TABLE_SHIFT].pages[ROW_IN(n) >> ROW_PAGE_BITS][ROW_IN(n) & (ROW_PAGE - 1)])
 
+/* An open-addressing index of numbers (rows or endpoints).  It grows
+ * without a pause: past five eighths full, a table twice the size is built beside
+ * it, a few numbers at each insert (index_room; first its slots are
+ * cleared, a page at each insert), by reading the numbers in order (`scan': every live number below it is in `next' too, and an
+ * insert or delete below it is made in both), and takes over when the
+ * scan is done.  Lookups read `slots' only, which stays whole until then. */
 typedef struct {
     uint32_t *slots; /* numbers, 0 free */
     uint32_t size;   /* a power of two */
     uint32_t used;
+    uint32_t *next;  /* the larger table being built (NULL: none) */
+    uint32_t next_size, next_used;
+    uint32_t zeroed; /* slots of `next' cleared so far (all: the scan runs) */
+    uint32_t scan;   /* the next number to read into `next' (0: not begun) */
 } num_index;
 
 /* One table's rows. */
@@ -91,6 +107,7 @@ struct mf_agg {
     uint32_t sweep_at[MF_AGG_TABLES]; /* where each table's sweep goes on */
     num_index row_index;
     uint64_t sizes[MF_AGG_TABLES];
+    uint64_t sums[MF_AGG_TABLES];    /* each table's rows' messages */
     /* pairs rows whose receiver is a named endpoint */
     uint32_t *named;
     uint32_t named_n, named_cap;
@@ -102,7 +119,15 @@ struct mf_agg {
     uint32_t last_ends_n, last_ends_cap;
     pending *waiting;
     uint32_t waiting_n, waiting_cap;
+    /* the pairs and rolled-up rows with traffic in each of the last
+     * TOUCHED windows (by w % TOUCHED; a row may be listed twice, or after
+     * its number was reused): the rows that may have gone idle in a
+     * window, read without reading every row */
+    uint32_t **touched[TOUCHED];     /* pages of TOUCHED_PAGE numbers */
+    uint32_t touched_n[TOUCHED], touched_pages[TOUCHED];
 };
+
+static void touched_drop(mf_agg *g, unsigned w);
 
 /* ---- memory ---- */
 
@@ -166,71 +191,144 @@ static uint64_t key_hash(unsigned table, uint32_t from, uint32_t to)
     return mix(((uint64_t)from << 32 | to) ^ (uint64_t)table * 0x9E3779B97F4A7C15ULL);
 }
 
-/* Makes room for one more number in the index; `rehash' gives a number's
- * hash. */
-static int index_room(mf_agg *g, num_index *ix, uint64_t (*rehash)(const mf_agg *, uint32_t, const void *),
-                      const void *ctx)
+/* What an index holds: a live number's hash, whether a number is live,
+ * and the number read after n when building a larger table (0: none). */
+typedef struct {
+    uint64_t (*hash)(const mf_agg *g, uint32_t n);
+    int (*live)(const mf_agg *g, uint32_t n);
+    uint32_t (*after)(const mf_agg *g, uint32_t n);
+    uint32_t first;
+} index_kind;
+
+static void slots_put(uint32_t *slots, uint32_t size, uint64_t h, uint32_t n)
 {
-    if (ix->slots && (uint64_t)(ix->used + 1) * 4 <= (uint64_t)ix->size * 3)
-        return 0;
-    uint32_t size = ix->slots ? 2 * ix->size : IDX_MIN;
-    uint32_t *slots = g_alloc(g, (size_t)size * sizeof(*slots));
-    if (!slots)
-        return -1;
-    memset(slots, 0, (size_t)size * sizeof(*slots));
-    for (uint32_t i = 0; ix->slots && i < ix->size; i++) {
-        uint32_t n = ix->slots[i];
-        if (!n)
-            continue;
-        uint32_t j = (uint32_t)rehash(g, n, ctx) & (size - 1);
-        while (slots[j])
-            j = (j + 1) & (size - 1);
-        slots[j] = n;
+    uint32_t j = (uint32_t)h & (size - 1);
+    while (slots[j])
+        j = (j + 1) & (size - 1);
+    slots[j] = n;
+}
+
+/* Removes n (hash h) from a table (backward-shift deletion keeps every
+ * probe sequence whole); 1 when it was there. */
+static int slots_del(const mf_agg *g, const index_kind *k, uint32_t *slots, uint32_t size,
+                     uint64_t h, uint32_t n)
+{
+    uint32_t mask = size - 1;
+    uint32_t i = (uint32_t)h & mask;
+    while (slots[i] != n) {
+        if (!slots[i])
+            return 0; /* (not there) */
+        i = (i + 1) & mask;
     }
+    for (;;) {
+        slots[i] = 0;
+        uint32_t j = i;
+        for (;;) {
+            j = (j + 1) & mask;
+            uint32_t m = slots[j];
+            if (!m)
+                return 1;
+            uint32_t home = (uint32_t)k->hash(g, m) & mask;
+            if (i <= j ? (home <= i || home > j) : (home <= i && home > j))
+                break;
+        }
+        slots[i] = slots[j];
+        i = j;
+    }
+}
+
+/* The larger table takes over. */
+static void index_swap(mf_agg *g, num_index *ix)
+{
     g_free(g, ix->slots, (size_t)ix->size * sizeof(*ix->slots));
-    ix->slots = slots;
-    ix->size = size;
+    ix->slots = ix->next;
+    ix->size = ix->next_size;
+    ix->used = ix->next_used;
+    ix->next = NULL;
+    ix->next_size = ix->next_used = ix->zeroed = ix->scan = 0;
+}
+
+/* Reads up to `budget' numbers into the larger table; swaps when done. */
+static void index_scan(mf_agg *g, num_index *ix, const index_kind *k, uint32_t budget)
+{
+    if (ix->next && ix->zeroed < ix->next_size) {
+        uint32_t n = budget == UINT32_MAX ? ix->next_size - ix->zeroed
+                     : ix->next_size - ix->zeroed < IDX_ZERO ? ix->next_size - ix->zeroed
+                                                             : IDX_ZERO;
+        memset(ix->next + ix->zeroed, 0, (size_t)n * sizeof(*ix->next));
+        ix->zeroed += n;
+        if (ix->zeroed < ix->next_size)
+            return;
+        ix->scan = k->first;
+    }
+    while (ix->next && budget--) {
+        uint32_t n = ix->scan;
+        if (k->live(g, n)) {
+            slots_put(ix->next, ix->next_size, k->hash(g, n), n);
+            ix->next_used++;
+        }
+        /* done: from here a number goes into `slots' alone */
+        if (!(ix->scan = k->after(g, n)))
+            index_swap(g, ix);
+    }
+}
+
+/* Numbers read into the larger table at each insert: enough to finish it
+ * before the index is three quarters full (an eighth of its size in
+ * inserts) while fewer than 8 times its size are numbered. */
+#define IDX_SCAN 64u
+
+/* Makes room for one more number in the index: a step of the larger
+ * table's build, begun past five eighths full; only when the index is three
+ * quarters full with the build not done (or out of memory for it) is the
+ * rest read at once.  -1 when out of memory and full. */
+static int index_room(mf_agg *g, num_index *ix, const index_kind *k)
+{
+    if (!ix->slots) {
+        if (!(ix->slots = g_alloc(g, (size_t)IDX_MIN * sizeof(*ix->slots))))
+            return -1;
+        memset(ix->slots, 0, (size_t)IDX_MIN * sizeof(*ix->slots));
+        ix->size = IDX_MIN;
+        return 0;
+    }
+    int full = (uint64_t)(ix->used + 1) * 4 > (uint64_t)ix->size * 3;
+    if (!ix->next && (uint64_t)(ix->used + 1) * 8 > (uint64_t)ix->size * 5) {
+        uint32_t size = 2 * ix->size;
+        uint32_t *next = g_alloc(g, (size_t)size * sizeof(*next));
+        if (!next)
+            return full ? -1 : 0;
+        ix->next = next;
+        ix->next_size = size;
+        ix->next_used = ix->zeroed = ix->scan = 0;
+    }
+    index_scan(g, ix, k, full ? UINT32_MAX : IDX_SCAN);
     return 0;
 }
 
 static void index_put(num_index *ix, uint64_t h, uint32_t n)
 {
-    uint32_t j = (uint32_t)h & (ix->size - 1);
-    while (ix->slots[j])
-        j = (j + 1) & (ix->size - 1);
-    ix->slots[j] = n;
+    slots_put(ix->slots, ix->size, h, n);
     ix->used++;
+    if (ix->next && n < ix->scan) {
+        slots_put(ix->next, ix->next_size, h, n);
+        ix->next_used++;
+    }
 }
 
-/* Removes number n from the index, found from its hash h (backward-shift
- * deletion keeps every probe sequence whole). */
-static void index_del(mf_agg *g, num_index *ix, uint64_t h, uint32_t n,
-                      uint64_t (*rehash)(const mf_agg *, uint32_t, const void *))
+/* Removes number n from the index, found from its hash h; n is still
+ * live (k->hash reads it). */
+static void index_del(mf_agg *g, num_index *ix, const index_kind *k, uint64_t h, uint32_t n)
 {
-    uint32_t mask = ix->size - 1;
-    uint32_t i = (uint32_t)h & mask;
-    while (ix->slots[i] != n) {
-        if (!ix->slots[i])
-            return; /* (not there) */
-        i = (i + 1) & mask;
-    }
-    for (;;) {
-        ix->slots[i] = 0;
-        uint32_t k = i;
-        for (;;) {
-            k = (k + 1) & mask;
-            uint32_t m = ix->slots[k];
-            if (!m) {
-                ix->used--;
-                return;
-            }
-            uint32_t home = (uint32_t)rehash(g, m, NULL) & mask;
-            if (i <= k ? (home <= i || home > k) : (home <= i && home > k))
-                break;
-        }
-        ix->slots[i] = ix->slots[k];
-        i = k;
-    }
+    ix->used -= (uint32_t)slots_del(g, k, ix->slots, ix->size, h, n);
+    if (ix->next && n < ix->scan)
+        ix->next_used -= (uint32_t)slots_del(g, k, ix->next, ix->next_size, h, n);
+}
+
+static void index_drop(mf_agg *g, num_index *ix)
+{
+    g_free(g, ix->slots, (size_t)ix->size * sizeof(*ix->slots));
+    g_free(g, ix->next, (size_t)ix->next_size * sizeof(*ix->next));
+    memset(ix, 0, sizeof(*ix));
 }
 
 static uint64_t end_hash_of(const mf_agg_end *e)
@@ -238,18 +336,36 @@ static uint64_t end_hash_of(const mf_agg_end *e)
     return e->etf ? hash_bytes(e->etf, e->etf_len) : mix(e->word);
 }
 
-static uint64_t end_rehash(const mf_agg *g, uint32_t n, const void *ctx)
+static uint64_t end_hash(const mf_agg *g, uint32_t n) { return end_hash_of(&g->ends[n]); }
+static int end_live(const mf_agg *g, uint32_t n)
 {
-    (void)ctx;
-    return end_hash_of(&g->ends[n]);
+    return n <= g->ends_n && (g->ends[n].etf || g->ends[n].word);
 }
+static uint32_t end_after(const mf_agg *g, uint32_t n) { return n < g->ends_n ? n + 1 : 0; }
+static const index_kind end_kind = {end_hash, end_live, end_after, 1};
 
-static uint64_t row_rehash(const mf_agg *g, uint32_t n, const void *ctx)
+static uint64_t row_hash(const mf_agg *g, uint32_t n)
 {
-    (void)ctx;
     const mf_agg_row *r = ROW(g, n);
     return key_hash(r->table, r->from, r->to);
 }
+static int row_live(const mf_agg *g, uint32_t n)
+{
+    return ROW_IN(n) <= g->tab[n >> ROW_TABLE_SHIFT].rows_n && ROW(g, n)->from != 0;
+}
+/* the rows in number order: each table's from 1 to its rows_n (rows
+ * added to a table the scan has left have numbers below it) */
+static uint32_t row_after(const mf_agg *g, uint32_t n)
+{
+    unsigned t = n >> ROW_TABLE_SHIFT;
+    if (ROW_IN(n) < g->tab[t].rows_n)
+        return n + 1;
+    for (t++; t < MF_AGG_TABLES; t++)
+        if (g->tab[t].rows_n)
+            return ROW_NUM(t, 1);
+    return 0;
+}
+static const index_kind row_kind = {row_hash, row_live, row_after, ROW_NUM(0, 1)};
 
 /* ---- the aggregate ---- */
 
@@ -320,14 +436,16 @@ void mf_agg_free(mf_agg *g)
         g_free(g, g->tab[t].free_rows, (size_t)g->tab[t].free_rows_cap * sizeof(uint32_t));
     }
     g_free(g, g->ends, (size_t)g->ends_cap * sizeof(*g->ends));
-    g_free(g, g->row_index.slots, (size_t)g->row_index.size * sizeof(uint32_t));
-    g_free(g, g->end_index.slots, (size_t)g->end_index.size * sizeof(uint32_t));
+    index_drop(g, &g->row_index);
+    index_drop(g, &g->end_index);
     g_free(g, g->named, (size_t)g->named_cap * sizeof(*g->named));
     busiest_drop(g, &g->top_total);
     busiest_drop(g, &g->top_open);
     g_free(g, g->last, (size_t)g->last_n * sizeof(*g->last));
     g_free(g, g->last_ends, (size_t)g->last_ends_cap * sizeof(*g->last_ends));
     g_free(g, g->waiting, (size_t)g->waiting_cap * sizeof(*g->waiting));
+    for (unsigned w = 0; w < TOUCHED; w++)
+        touched_drop(g, w);
     g_free(g, g->fresh, (size_t)g->fresh_cap * sizeof(*g->fresh));
     g_free(g, g->free_ends, (size_t)g->free_ends_cap * sizeof(*g->free_ends));
     g_free(g, g->released, (size_t)g->released_cap * sizeof(*g->released));
@@ -404,7 +522,7 @@ static uint32_t add_end(mf_agg *g, uint64_t h, uint64_t word, const unsigned cha
     /* ends[0] is unused: room for ends_n + 2 entries */
     if (grow(g, (void **)&g->ends, &g->ends_cap, g->ends_n + 1, sizeof(*g->ends), 1024) < 0)
         return 0;
-    if (index_room(g, &g->end_index, end_rehash, NULL) < 0)
+    if (index_room(g, &g->end_index, &end_kind) < 0)
         return 0;
     if (grow(g, (void **)&g->fresh, &g->fresh_cap, g->fresh_n, sizeof(*g->fresh), 256) < 0)
         return 0;
@@ -519,7 +637,7 @@ static void free_dying(mf_agg *g)
             g->dying[k++] = e;
             continue;
         }
-        index_del(g, &g->end_index, end_hash_of(x), e, end_rehash);
+        index_del(g, &g->end_index, &end_kind, end_hash_of(x), e);
         end_ref(g, x->group, -1);
         end_ref(g, x->rollup, -1);
         g_free(g, x->etf, x->etf_len);
@@ -592,7 +710,7 @@ static uint32_t new_row(mf_agg *g, unsigned table, uint32_t from, uint32_t to)
     }
     if (!tb->pages[page] && !(tb->pages[page] = g_alloc(g, ROW_PAGE * sizeof(mf_agg_row))))
         return 0;
-    if (index_room(g, &g->row_index, row_rehash, NULL) < 0)
+    if (index_room(g, &g->row_index, &row_kind) < 0)
         return 0;
     uint32_t n = ROW_NUM(table, tb->free_rows_n ? tb->free_rows[--tb->free_rows_n] : ++tb->rows_n);
     mf_agg_row *r = ROW(g, n);
@@ -617,13 +735,15 @@ static uint32_t new_row(mf_agg *g, unsigned table, uint32_t from, uint32_t to)
 static void row_delete(mf_agg *g, uint32_t rn, int keep)
 {
     mf_agg_row *r = ROW(g, rn);
-    index_del(g, &g->row_index, key_hash(r->table, r->from, r->to), rn, row_rehash);
+    index_del(g, &g->row_index, &row_kind, key_hash(r->table, r->from, r->to), rn);
     g->sizes[r->table]--;
-    for (uint32_t i = 0; i < g->named_n; i++)
-        if (g->named[i] == rn) {
-            g->named[i] = g->named[--g->named_n];
-            break;
-        }
+    g->sums[r->table] -= r->total;
+    if (r->named_at) {
+        /* the last named row takes its place */
+        uint32_t last = g->named[--g->named_n];
+        g->named[r->named_at - 1] = last;
+        ROW(g, last)->named_at = r->named_at;
+    }
     uint32_t from = r->from, to = r->to;
     if (!keep)
         row_drop(g, r);
@@ -717,6 +837,44 @@ static int add_kind(mf_agg *g, mf_agg_row *r, uint64_t n, uint64_t kind)
     }
 }
 
+
+static void touched_drop(mf_agg *g, unsigned w)
+{
+    for (uint32_t p = 0; p < g->touched_pages[w]; p++)
+        g_free(g, g->touched[w][p], TOUCHED_PAGE * sizeof(uint32_t));
+    g_free(g, g->touched[w], (size_t)g->touched_pages[w] * sizeof(uint32_t *));
+    g->touched[w] = NULL;
+    g->touched_n[w] = g->touched_pages[w] = 0;
+}
+
+/* Row rn (pairs or rolled up) has traffic in the open window, its first
+ * there: listed for mf_agg_idle_ends.  Out of memory: not listed (its ends
+ * are then found gone only by the owner's own pass). */
+static void touch(mf_agg *g, uint32_t rn)
+{
+    unsigned w = g->open % TOUCHED;
+    if ((rn >> ROW_TABLE_SHIFT) > MF_AGG_ROLLED)
+        return;
+    uint32_t n = g->touched_n[w], p = n / TOUCHED_PAGE;
+    if (p == g->touched_pages[w]) {
+        /* a page more (the pages' list grows by copying its pointers) */
+        uint32_t **pages = g_alloc(g, (size_t)(p + 1) * sizeof(*pages));
+        uint32_t *page = pages ? g_alloc(g, TOUCHED_PAGE * sizeof(uint32_t)) : NULL;
+        if (!page) {
+            g_free(g, pages, (size_t)(p + 1) * sizeof(*pages));
+            return;
+        }
+        if (p)
+            memcpy(pages, g->touched[w], (size_t)p * sizeof(*pages));
+        g_free(g, g->touched[w], (size_t)p * sizeof(*pages));
+        pages[p] = page;
+        g->touched[w] = pages;
+        g->touched_pages[w] = p + 1;
+    }
+    g->touched[w][p][n % TOUCHED_PAGE] = rn;
+    g->touched_n[w] = n + 1;
+}
+
 /* n messages of `kind' in row number rn in the open window: 1 when they are
  * its first of the window.  The rule of msgflow_row:add/5 and
  * add_in_open/2. */
@@ -732,9 +890,12 @@ static int row_add(mf_agg *g, uint32_t rn, uint64_t kind, uint64_t n)
         r = ROW(g, rn);
         r->last_count = 0;
     }
+    if (first)
+        touch(g, rn);
     r->last_window = g->open;
     r->last_count += n;
     r->total += n;
+    g->sums[r->table] += n;
     (void)add_kind(g, r, n, kind);
     return first;
 }
@@ -955,6 +1116,7 @@ static int add_group(mf_agg *g, uint32_t from, uint32_t to, uint64_t kind, uint6
         ROW(g, rn)->kinds.one = kind;
         ROW(g, rn)->last_window = g->open;
         ROW(g, rn)->total = ROW(g, rn)->last_count = n;
+        g->sums[MF_AGG_GROUPS] += n;
         return 0;
     }
     (void)row_add(g, rn, kind, n);
@@ -1025,13 +1187,18 @@ int mf_agg_add(mf_agg *g, unsigned table, uint32_t from, uint32_t to, uint64_t k
         mf_agg_row *r = ROW(g, rn);
         r->last_window = g->open;
         r->total = r->last_count = n;
+        g->sums[table] += n;
+        touch(g, rn);
         r->kinds.one = table == MF_AGG_DEAD ? 0 : kind;
         if (table == MF_AGG_PAIRS && (g->ends[to].flags & MF_AGG_NAMED) &&
-            grow(g, (void **)&g->named, &g->named_cap, g->named_n, sizeof(*g->named), 16) == 0)
+            grow(g, (void **)&g->named, &g->named_cap, g->named_n, sizeof(*g->named), 16) == 0) {
             g->named[g->named_n++] = rn;
+            r->named_at = g->named_n;
+        }
         first = 1;
     } else if (table == MF_AGG_DEAD) {
         ROW(g, rn)->total += n;
+        g->sums[MF_AGG_DEAD] += n;
         return 0;
     } else {
         first = row_add(g, rn, kind, n);
@@ -1106,6 +1273,11 @@ int mf_agg_close(mf_agg *g, uint64_t ms, uint32_t min_partners)
             (mf_agg_ends_row){e, x->in_partners, x->out_partners, x->in_msgs, x->out_msgs};
     }
     g->open = w + 1;
+    /* the list of window w + 1 - TOUCHED makes room for the new one's */
+    unsigned t = g->open % TOUCHED;
+    if (g->touched_pages[t] > 1)
+        touched_drop(g, t);
+    g->touched_n[t] = 0;
     free_dying(g);
     return err;
 }
@@ -1270,10 +1442,12 @@ static int roll(mf_agg *g, uint32_t rn, unsigned into, uint32_t f1, uint32_t t1)
     mf_agg_row *r = ROW(g, rn);
     uint32_t dn = find_row(g, into, f1, t1);
     if (dn) {
+        uint64_t before = ROW(g, dn)->total;
         if (into == MF_AGG_DEAD)
             ROW(g, dn)->total += r->total;
         else if (row_merge(g, dn, r) < 0)
             return -1;
+        g->sums[into] += ROW(g, dn)->total - before;
         row_delete(g, rn, 0);
         return 0;
     }
@@ -1282,6 +1456,7 @@ static int roll(mf_agg *g, uint32_t rn, unsigned into, uint32_t f1, uint32_t t1)
     r = ROW(g, rn); /* (pages never move; the row number may have been reused: not rn) */
     mf_agg_row *d = ROW(g, dn);
     d->total = r->total;
+    g->sums[into] += r->total;
     d->last_window = r->last_window;
     d->last_count = r->last_count;
     d->peak_mhz = r->peak_mhz;
@@ -1353,12 +1528,7 @@ const mf_agg_end *mf_agg_open_receivers(const mf_agg *g, uint32_t min_senders, u
 
 uint64_t mf_agg_sum(const mf_agg *g, unsigned table)
 {
-    uint64_t sum = 0;
-    uint32_t cur = 0;
-    const mf_agg_row *r;
-    while ((r = mf_agg_next(g, table, &cur)))
-        sum += r->total;
-    return sum;
+    return table < MF_AGG_TABLES ? g->sums[table] : 0;
 }
 
 const mf_agg_row *mf_agg_named(const mf_agg *g, uint32_t *cursor)
@@ -1376,23 +1546,31 @@ void mf_agg_flag(mf_agg *g, uint32_t e, uint32_t flags)
         g->ends[e].flags |= flags;
 }
 
-uint32_t mf_agg_idle_ends(mf_agg *g, uint32_t idle, uint32_t *out, uint32_t max)
+uint32_t mf_agg_idle_ends(mf_agg *g, uint32_t idle, uint32_t *cursor, uint32_t rows, uint32_t *out)
 {
     uint32_t k = 0;
-    for (unsigned t = MF_AGG_PAIRS; t <= MF_AGG_ROLLED && k < max; t++) {
-        for (uint32_t i = 1; i <= g->tab[t].rows_n && k < max; i++) {
-            const mf_agg_row *r = ROW(g, ROW_NUM(t, i));
-            if (!r->from || r->last_window != idle)
+    if (!idle || idle >= g->open || idle + TOUCHED <= g->open) {
+        *cursor = UINT32_MAX;
+        return 0;
+    }
+    uint32_t *const *pages = g->touched[idle % TOUCHED];
+    uint32_t n = g->touched_n[idle % TOUCHED], i = *cursor;
+    for (; i < n && rows; i++, rows--) {
+        uint32_t rn = pages[i / TOUCHED_PAGE][i % TOUCHED_PAGE];
+        if (ROW_IN(rn) > g->tab[rn >> ROW_TABLE_SHIFT].rows_n)
+            continue;
+        const mf_agg_row *r = ROW(g, rn);
+        if (!r->from || r->last_window != idle)
+            continue;
+        uint32_t e2[2] = {r->from, r->to};
+        for (int j = 0; j < 2; j++) {
+            mf_agg_end *x = &g->ends[e2[j]];
+            if (x->rollup || (x->flags & MF_AGG_GROUP) || x->idle_seen == idle)
                 continue;
-            uint32_t e2[2] = {r->from, r->to};
-            for (int j = 0; j < 2 && k < max; j++) {
-                mf_agg_end *x = &g->ends[e2[j]];
-                if (x->rollup || (x->flags & MF_AGG_GROUP) || x->idle_seen == idle)
-                    continue;
-                x->idle_seen = idle;
-                out[k++] = e2[j];
-            }
+            x->idle_seen = idle;
+            out[k++] = e2[j];
         }
     }
+    *cursor = i < n ? i : UINT32_MAX;
     return k;
 }

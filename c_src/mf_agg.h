@@ -61,7 +61,8 @@ typedef struct {
 
 typedef struct mf_agg_row {
     uint32_t from, to;     /* endpoint numbers; from == 0: a free row */
-    uint32_t table;        /* MF_AGG_* */
+    uint32_t table : 2;    /* MF_AGG_* */
+    uint32_t named_at : 30; /* its place in the named rows + 1 (0: none) */
     uint32_t last_window;  /* the latest window with traffic */
     uint64_t total;        /* messages since start */
     uint64_t last_count;   /* messages in last_window */
@@ -173,10 +174,12 @@ void mf_agg_flag(mf_agg *g, uint32_t e, uint32_t flags);
 /* The endpoints of the rows whose last window is `idle' (those that went
  * idle as window idle + 2 closed: the ones that may roll up now) that
  * roll up to nothing yet and are no group end, each once for that
- * window, at most max written to out: the owner checks which are gone
- * (mf_agg_set_rollup).  Reads every row of the pairs and rolled-up rows
- * (50,000 in well under a ms).  Writer only. */
-uint32_t mf_agg_idle_ends(mf_agg *g, uint32_t idle, uint32_t *out, uint32_t max);
+ * window: the owner checks which are gone (mf_agg_set_rollup).  Reads the
+ * rows with traffic in window idle (a list kept for the open window and
+ * the three before: none for an older one), not every row: at most `rows'
+ * of them from *cursor on (start with 0), writing at most 2 * rows ends
+ * to out; *cursor is UINT32_MAX when the list is done.  Writer only. */
+uint32_t mf_agg_idle_ends(mf_agg *g, uint32_t idle, uint32_t *cursor, uint32_t rows, uint32_t *out);
 
 /* Endpoints no row names any more (and no endpoint has as its group or
  * rollup) since the last call, at most max written to out: the owner's
@@ -242,7 +245,8 @@ const mf_agg_ends_row *mf_agg_last_ends(const mf_agg *g, uint32_t *cursor);
 const mf_agg_end *mf_agg_open_receivers(const mf_agg *g, uint32_t min_senders, uint64_t min_messages,
                                         uint32_t *cursor);
 
-/* The messages of a table's rows, added up (reads every row). */
+/* The messages of a table's rows, added up (kept as rows change: reads
+ * no row).  Readers too. */
 uint64_t mf_agg_sum(const mf_agg *g, unsigned table);
 
 /* Bytes the aggregate holds. */

@@ -733,26 +733,29 @@ ERL_NIF_TERM mf_nif_agg_take_top(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return n ? enif_make_list1(env, enif_make_tuple2(env, enif_make_uint64(env, min), list)) : enif_make_list(env, 0);
 }
 
-/* agg_idle_ends(Agg, Idle, Max) -> [Endpoint]: at most Max endpoints of
- * the rows whose last window is Idle that roll up to nothing yet
+/* agg_idle_ends(Agg, Idle, Cursor) -> {[Endpoint], Cursor | done}: the
+ * endpoints of up to 20,000 rows of those whose last window is Idle,
+ * from Cursor on (start with 0), that roll up to nothing yet
  * (mf_agg_idle_ends), each once for that window. */
+#define IDLE_ROWS 20000u
 ERL_NIF_TERM mf_nif_agg_idle_ends(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     agg_res *r;
-    unsigned idle, max;
-    if (!get_agg(env, argv[0], &r) || !enif_get_uint(env, argv[1], &idle) || !enif_get_uint(env, argv[2], &max) ||
-        max > 10000000)
+    unsigned idle, cursor;
+    if (!get_agg(env, argv[0], &r) || !enif_get_uint(env, argv[1], &idle) ||
+        !enif_get_uint(env, argv[2], &cursor) || cursor == UINT32_MAX)
         return enif_make_badarg(env);
-    uint32_t *got = max ? enif_alloc((size_t)max * sizeof(*got)) : NULL;
-    if (max && !got)
+    uint32_t *got = enif_alloc(2 * IDLE_ROWS * sizeof(*got));
+    if (!got)
         return enif_raise_exception(env, atom_memory);
     ERL_NIF_TERM out = enif_make_list(env, 0);
+    uint32_t at = cursor;
     enif_rwlock_rwlock(r->lock);
-    uint32_t k = max ? mf_agg_idle_ends(r->g, idle, got, max) : 0;
+    uint32_t k = mf_agg_idle_ends(r->g, idle, &at, IDLE_ROWS, got);
     for (uint32_t i = 0; i < k; i++)
         out = enif_make_list_cell(env, end_term(env, r, got[i]), out);
     enif_rwlock_rwunlock(r->lock);
     enif_free(got);
-    return out;
+    return enif_make_tuple2(env, out, at == UINT32_MAX ? atom_done : enif_make_uint(env, at));
 }

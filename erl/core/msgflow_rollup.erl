@@ -13,9 +13,11 @@
 
 -export([sweep/1, follow/1, continue/1]).
 
-%% Row slots the sweep of a table reads a window, at least (in C: 100,000
-%% take well under a ms), or an eighth of them.
+%% Row slots the sweep of a table reads a window, at least, or an eighth
+%% of them; in calls of ?SWEEP_SLICE slots each, so that no call holds a
+%% scheduler for long (20,000 take about 0.2 ms in C).
 -define(SWEEP_MIN, 100000).
+-define(SWEEP_SLICE, 20000).
 %% windows after the last with an endpoint gone during which the call
 %% edges' and the sizes' sweeps still run (their passes take 8 at most)
 -define(FOLLOW_WINDOWS, 10).
@@ -48,20 +50,37 @@ sweep(S = #store{closed = N, agg = A}) ->
                                               {K, Ly} = msgflow_labels:rollup_key(Lx, E),
                                               {[{E, K} | Acc], Ly}
                                       end
-                              end, {[], L2}, msgflow_tracer:agg_idle_ends(A, Idle, ?IDLE_ENDS)),
+                              end, {[], L2}, idle_ends(A, Idle, 0, ?IDLE_ENDS)),
     ok = msgflow_tracer:agg_set_rollups(A, Rollups ++ Idle2),
     S1 = case Gone orelse Idle2 =/= [] of
              true ->
                  #{pairs := P, rolled_up := R, dead := D} = msgflow_tracer:agg_info(A),
                  Budget = max(?SWEEP_MIN, (P + R + D) div 8),
-                 Moved = lists:sum([element(1, msgflow_tracer:agg_sweep(A, T, Idle, Budget))
-                                    || T <- [pairs, rolled_up, dead]]),
+                 Moved = lists:sum([sweep_table(A, T, Idle, Budget, 0) || T <- [pairs, rolled_up, dead]]),
                  S#store{gone_at = N, labels = L3,
                          rolled_up_messages = S#store.rolled_up_messages + Moved};
              false ->
                  S#store{labels = L3}
          end,
     released(S1).
+
+%% The ends of the rows gone idle in window Idle, at most Max, in calls
+%% of 20,000 rows.
+idle_ends(_A, _Idle, done, _Max) -> [];
+idle_ends(_A, _Idle, _Cursor, Max) when Max =< 0 -> [];
+idle_ends(A, Idle, Cursor, Max) ->
+    {Ends, Next} = msgflow_tracer:agg_idle_ends(A, Idle, Cursor),
+    Ends ++ idle_ends(A, Idle, Next, Max - length(Ends)).
+
+%% Up to Budget row slots of table T swept, in slices; the messages of the
+%% pairs rows rolled up.
+sweep_table(_A, _T, _Idle, Budget, Moved) when Budget =< 0 ->
+    Moved;
+sweep_table(A, T, Idle, Budget, Moved) ->
+    case msgflow_tracer:agg_sweep(A, T, Idle, min(Budget, ?SWEEP_SLICE)) of
+        {M, done} -> Moved + M;
+        {M, more} -> sweep_table(A, T, Idle, Budget - ?SWEEP_SLICE, Moved + M)
+    end.
 
 %% The endpoints the aggregate let go (no row names them any more) let go
 %% by the labels too.

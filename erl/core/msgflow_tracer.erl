@@ -573,11 +573,15 @@ agg_named(_Agg) -> ?NOT_LOADED.
           [{non_neg_integer(), [{endpoint(), endpoint(), pos_integer(), non_neg_integer()}]}].
 agg_take_top(_Agg) -> ?NOT_LOADED.
 
-%% @doc At most Max endpoints of the rows whose last window is Idle that
-%% roll up to nothing yet, each once for that window: the ones to check
-%% for having exited (agg_set_rollups/2).
--spec agg_idle_ends(agg(), non_neg_integer(), non_neg_integer()) -> [term()].
-agg_idle_ends(_Agg, _Idle, _Max) -> ?NOT_LOADED.
+%% @doc The endpoints of up to 20,000 of the rows whose last window is
+%% Idle, from Cursor on (0 first, then what the last call gave), that roll
+%% up to nothing yet, each once for that window: the ones to check for
+%% having exited (agg_set_rollups/2); `done' when no row is left.  Reads
+%% the rows with traffic in Idle (kept for the open window and the three
+%% before), never every row.  `badarg' for a cursor that is no integer.
+-spec agg_idle_ends(agg(), non_neg_integer(), non_neg_integer()) ->
+          {[term()], non_neg_integer() | done}.
+agg_idle_ends(_Agg, _Idle, _Cursor) -> ?NOT_LOADED.
 
 %% @doc Its figures: bytes held, rows by table, endpoints, the open window.
 -spec agg_info(agg()) -> #{atom() => non_neg_integer()}.

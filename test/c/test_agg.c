@@ -361,6 +361,122 @@ static void test_rollup(void)
     CHECK(live_bytes == 0 && live_blocks == 0);
 }
 
+/* Every live row found through the index, the tables' sums equal to their
+ * rows added up, every live endpoint found by its word. */
+static void check_index(mf_agg *g, uint64_t max_word)
+{
+    for (unsigned t = 0; t < MF_AGG_TABLES; t++) {
+        uint32_t cur = 0, seen = 0;
+        uint64_t sum = 0;
+        const mf_agg_row *r;
+        while ((r = mf_agg_next(g, t, &cur))) {
+            seen++;
+            sum += r->total;
+            if (mf_agg_find(g, t, r->from, r->to) != r)
+                CHECK(!"a live row found through the index");
+        }
+        CHECK(seen == mf_agg_size(g, t));
+        CHECK(sum == mf_agg_sum(g, t));
+    }
+    uint32_t live = 0;
+    for (uint32_t e = 1; e <= mf_agg_ends(g); e++) {
+        const mf_agg_end *x = mf_agg_end_at(g, e);
+        if (!x || !x->word)
+            continue;
+        live++;
+        if (mf_agg_find_word(g, x->word) != e)
+            CHECK(!"a live endpoint found through the index");
+    }
+    CHECK(live > 0);
+    (void)max_word;
+}
+
+/* Churn across many index growths: endpoints come, send for five windows,
+ * roll up and are freed; their rows roll up and their numbers are reused,
+ * while the larger index is being built (a window of few inserts leaves a
+ * build half done when the sweep deletes).  After every window the index
+ * finds every row and endpoint and the sums hold; mf_agg_idle_ends gives
+ * exactly the ends a read of every row finds. */
+static void test_index_churn(void)
+{
+    mf_agg *g = agg(4, 4, 64, 64);
+    uint32_t gg = mf_agg_end_bytes(g, (const unsigned char *)"gg", 2, MF_AGG_GROUP);
+    uint32_t rg = mf_agg_end_bytes(g, (const unsigned char *)"rg", 2, MF_AGG_GROUP);
+    CHECK(mf_agg_set_group(g, gg, gg) == 0 && mf_agg_set_group(g, rg, gg) == 0);
+    enum { PER = 600, LIFE = 5, WINDOWS = 70 };
+    static uint32_t born[WINDOWS + 1][PER];
+    uint64_t word = 1;
+    int half_done = 0;
+    for (uint32_t w = 1; w <= WINDOWS; w++) {
+        for (int i = 0; i < PER; i++) {
+            born[w][i] = mf_agg_end_word(g, (word++) << 4 | 3);
+            CHECK(born[w][i] && mf_agg_set_group(g, born[w][i], gg) == 0);
+        }
+        CHECK(mf_agg_groups_ready(g) == 0);
+        /* 100 to 60,000 deltas between the living endpoints */
+        uint32_t first = w > LIFE ? w - LIFE + 1 : 1;
+        uint32_t deltas = w % 7 == 3 ? 100 : (uint32_t)(rnd() % 60000);
+        for (uint32_t d = 0; d < deltas; d++) {
+            uint32_t a = born[first + rnd() % (w - first + 1)][rnd() % PER];
+            uint32_t b = born[first + rnd() % (w - first + 1)][rnd() % PER];
+            CHECK(mf_agg_add(g, d % 50 ? MF_AGG_PAIRS : MF_AGG_DEAD, a, b, kw(100, 1), 1 + d % 3) == 0);
+        }
+        mf_agg_close(g, 1000, 1000);
+        /* the idle ends (window w - 2's rows, the open one being w + 1):
+         * as a read of every row finds them */
+        if (w >= 3) {
+            uint32_t idle = w - 2;
+            static uint32_t got[2 * WINDOWS * PER];
+            static uint8_t mark[WINDOWS * PER + 16];
+            memset(mark, 0, sizeof(mark));
+            uint32_t nw = 0;
+            for (unsigned t = MF_AGG_PAIRS; t <= MF_AGG_ROLLED; t++) {
+                uint32_t cur = 0;
+                const mf_agg_row *r;
+                while ((r = mf_agg_next(g, t, &cur))) {
+                    if (r->last_window != idle)
+                        continue;
+                    uint32_t e2[2] = {r->from, r->to};
+                    for (int j = 0; j < 2; j++) {
+                        const mf_agg_end *x = mf_agg_end_at(g, e2[j]);
+                        if (!x->rollup && !(x->flags & MF_AGG_GROUP) && !mark[e2[j]]) {
+                            mark[e2[j]] = 1;
+                            nw++;
+                        }
+                    }
+                }
+            }
+            /* in slices of 1,000 rows */
+            uint32_t ng = 0, cursor = 0;
+            while (cursor != UINT32_MAX)
+                ng += mf_agg_idle_ends(g, idle, &cursor, 1000, got + ng);
+            CHECK(ng == nw);
+            uint32_t both = 0;
+            for (uint32_t i = 0; i < ng; i++)
+                both += mark[got[i]] == 1 ? (mark[got[i]] = 2, 1) : 0;
+            CHECK(both == nw);
+        }
+        /* the endpoints born LIFE windows ago roll up; the rows idle since
+         * window w - 2 roll with them (as msgflow_rollup sweeps) */
+        if (w > LIFE)
+            for (int i = 0; i < PER; i++)
+                CHECK(mf_agg_set_rollup(g, born[w - LIFE][i], rg) == 0);
+        uint64_t moved;
+        for (unsigned t = MF_AGG_PAIRS; t <= MF_AGG_DEAD; t++)
+            while (mf_agg_sweep(g, t, w >= 3 ? w - 2 : 0, 5000, &moved) == 0)
+                ;
+        check_index(g, word);
+        uint32_t out[4096];
+        while (mf_agg_take_released(g, out, 4096))
+            ;
+        half_done += deltas == 100;
+    }
+    CHECK(half_done > 0);
+    CHECK(mf_agg_sum(g, MF_AGG_ROLLED) + mf_agg_sum(g, MF_AGG_PAIRS) == mf_agg_sum(g, MF_AGG_GROUPS));
+    mf_agg_free(g);
+    CHECK(live_bytes == 0 && live_blocks == 0);
+}
+
 int main(void)
 {
     test_windows();
@@ -369,6 +485,7 @@ int main(void)
     test_groups();
     test_rollup();
     test_full_and_scale();
+    test_index_churn();
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);
     else
