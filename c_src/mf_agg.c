@@ -1205,6 +1205,13 @@ int mf_agg_add(mf_agg *g, unsigned table, uint32_t from, uint32_t to, uint64_t k
     }
     if (table == MF_AGG_DEAD)
         return 0;
+    /* the sender's busiest receiver so far */
+    mf_agg_end *sender = &g->ends[from];
+    uint64_t sent = ROW(g, rn)->total;
+    if (table == MF_AGG_PAIRS && (sender->partner == to || sent > sender->partner_msgs)) {
+        sender->partner = to;
+        sender->partner_msgs = sent;
+    }
     /* the window's ends */
     end_count(g, to, 1, first, n);
     if ((kind & ((1ull << g->o.kind_bits) - 1)) != g->o.reply_kind || !kind)
@@ -1524,6 +1531,12 @@ const mf_agg_end *mf_agg_open_receivers(const mf_agg *g, uint32_t min_senders, u
             return x;
     }
     return NULL;
+}
+
+uint32_t mf_agg_partner(const mf_agg *g, uint32_t e)
+{
+    const mf_agg_end *x = mf_agg_end_at(g, e);
+    return x && mf_agg_end_at(g, x->partner) ? x->partner : 0;
 }
 
 uint64_t mf_agg_sum(const mf_agg *g, unsigned table)

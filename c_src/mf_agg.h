@@ -91,7 +91,11 @@ typedef struct mf_agg_end {
     uint32_t idle_seen;     /* the last window mf_agg_idle_ends gave it for */
     uint32_t window;        /* the window the counts below are of */
     uint32_t in_partners, out_partners;
+    uint32_t partner;       /* the receiver of its busiest pairs row as
+                             * seen when it was added to (0: none yet; a
+                             * number that may since be another's) */
     uint64_t in_msgs, out_msgs;
+    uint64_t partner_msgs;  /* that row's messages then */
 } mf_agg_end;
 
 /* A key of the busiest indexes with its value. */
@@ -244,6 +248,12 @@ const mf_agg_ends_row *mf_agg_last_ends(const mf_agg *g, uint32_t *cursor);
  * end.  Readers too. */
 const mf_agg_end *mf_agg_open_receivers(const mf_agg *g, uint32_t min_senders, uint64_t min_messages,
                                         uint32_t *cursor);
+
+/* The receiver of endpoint e's busiest pairs row as its sender (as seen
+ * when each was added to), while that receiver is an endpoint (0: none):
+ * whom a port closed before it was labelled sent to, its owner.  Readers
+ * too. */
+uint32_t mf_agg_partner(const mf_agg *g, uint32_t e);
 
 /* The messages of a table's rows, added up (kept as rows change: reads
  * no row).  Readers too. */

@@ -672,6 +672,22 @@ ERL_NIF_TERM mf_nif_agg_open_receivers(ErlNifEnv *env, int argc, const ERL_NIF_T
     return mem ? enif_raise_exception(env, atom_memory) : out;
 }
 
+/* agg_partner(Agg, Number) -> Endpoint | undefined: the receiver of the
+ * first pairs row endpoint Number sent (mf_agg_partner). */
+ERL_NIF_TERM mf_nif_agg_partner(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    agg_res *r;
+    unsigned e;
+    if (!get_agg(env, argv[0], &r) || !enif_get_uint(env, argv[1], &e))
+        return enif_make_badarg(env);
+    enif_rwlock_rlock(r->lock);
+    uint32_t p = mf_agg_partner(r->g, e);
+    ERL_NIF_TERM out = p ? end_term(env, r, p) : atom_undefined;
+    enif_rwlock_runlock(r->lock);
+    return out;
+}
+
 /* agg_sum(Agg, Table) -> Messages: the table's rows' totals added up. */
 ERL_NIF_TERM mf_nif_agg_sum(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {

@@ -44,6 +44,7 @@ ERL_NIF_TERM mf_nif_agg_take_released(ErlNifEnv *env, int argc, const ERL_NIF_TE
 ERL_NIF_TERM mf_nif_agg_open_receivers(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_agg_sum(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_agg_named(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
+ERL_NIF_TERM mf_nif_agg_partner(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_agg_take_top(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_agg_idle_ends(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);
 ERL_NIF_TERM mf_nif_agg_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]);

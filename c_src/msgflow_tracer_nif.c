@@ -716,6 +716,7 @@ static ErlNifFunc nif_funcs[] = {
     {"agg_open_receivers", 4, mf_nif_agg_open_receivers, 0},
     {"agg_sum", 2, mf_nif_agg_sum, 0},
     {"agg_named", 1, mf_nif_agg_named, 0},
+    {"agg_partner", 2, mf_nif_agg_partner, 0},
     {"agg_take_top", 1, mf_nif_agg_take_top, 0},
     {"agg_idle_ends", 3, mf_nif_agg_idle_ends, 0},
 };

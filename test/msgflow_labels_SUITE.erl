@@ -9,13 +9,14 @@
 -include_lib("stdlib/include/assert.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
 -export([labels_recognised/1, fan_out_grouped/1, gone_before_seen/1, fire/1, remote_spawned/1,
-         fire_now/1]).
+         fire_now/1, closed_port_owner/1]).
 
 all() ->
     [{group, labels}].
 
 groups() ->
-    [{labels, [], [labels_recognised, fan_out_grouped, gone_before_seen, remote_spawned]}].
+    [{labels, [], [labels_recognised, fan_out_grouped, gone_before_seen, remote_spawned,
+                   closed_port_owner]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -70,6 +71,30 @@ remote_spawned(_Config) ->
         exit(Sink, kill),
         peer:stop(Peer)
     end.
+
+%% A port that sends its owner two messages and closes before any
+%% snapshot (none until stop/0) is labelled by that owner, the receiver
+%% of its first row: `port <- Owner'.
+closed_port_owner(_Config) ->
+    Self = self(),
+    ok = msgflow:start(#{procs => all, interval => 3600000}),
+    Owner = spawn(fun() ->
+                          P = open_port({spawn, "printf hi"}, [binary, exit_status]),
+                          receive {P, {data, <<"hi">>}} -> ok end,
+                          receive {P, {exit_status, 0}} -> ok end,
+                          Self ! {closed, self(), P},
+                          receive stop -> ok end
+                  end),
+    Port = receive {closed, Owner, P} -> P end,
+    ?assertEqual(undefined, erlang:port_info(Port)),
+    ok = msgflow:stop(),
+    #{rows := Rows, endpoints := Ends} = msgflow:view(top, #{by => process, limit => all}),
+    OwnerLabel = maps:get(label, maps:get(Owner, Ends)),
+    ?assertEqual(<<"msgflow_labels_SUITE:closed_port_owner/1 fun">>, OwnerLabel),
+    ?assertEqual([{<<"port <- ", OwnerLabel/binary>>, Owner, 2}],
+                 [{maps:get(label, maps:get(S, Ends)), R, C}
+                  || #{sender := S, receiver := R, count := C} <- Rows, S =:= Port, R =:= Owner]),
+    Owner ! stop.
 
 %% Three messages to Sink now.
 fire_now(Sink) ->

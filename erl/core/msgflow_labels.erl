@@ -32,7 +32,7 @@
 -module(msgflow_labels).
 
 -export([new/0, clear/1, tables/1, all_tables/1, proc_events/3, prune_proc_events/2, census_start/1, census/2, census_left/1,
-         hold/2, hold_pair/3, seed/5, release/2, purge/1, rollup_key/2, stays/1, forget_endpoints/1, group_end/2,
+         hold/2, hold_port/3, seed/5, release/2, purge/1, rollup_key/2, stays/1, forget_endpoints/1, group_end/2,
          canon/2, meta/2, all_meta/1, field_map/2, id_field/3, id_map/2, node_of/1, any_gone/2,
          gone_in/2]).
 -export_type([label_id/0]).
@@ -356,21 +356,22 @@ dead_label(undefined, undefined) -> <<"(unknown)">>;
 dead_label(Name, _) -> msgflow_fmt:name(Name).
 
 
-%% @doc hold/2 of a row's receiver R, then of its sender S: a port
-%% closed before it was read is labelled by the process it sent to, its
-%% owner (`port <- httpd_request_handler:init/1').  Owner only.
--spec hold_pair(labels(), msgflow_tracer:endpoint() | group(),
-                msgflow_tracer:endpoint() | group()) -> labels().
-hold_pair(L0, S, R) ->
-    L = #labels{endpoints = Ends} = hold(L0, R),
-    case is_port(S) andalso not ets:member(Ends, S) of
+%% @doc hold/2 of a local port P whose busiest row went to Owner (the
+%% process it sent to, or `undefined'): a port closed before it was read
+%% is labelled by its owner (`port <- httpd_request_handler:init/1'),
+%% Owner labelled first (not held: its own rows hold it).  Owner only.
+-spec hold_port(labels(), port(), msgflow_tracer:endpoint() | undefined) -> labels().
+hold_port(L0 = #labels{endpoints = Ends}, P, Owner) when is_pid(Owner) ->
+    case ets:member(Ends, P) of
         true ->
-            L1 = learn_new(L, S, R),
-            _ = ets:update_counter(Ends, S, {3, 1}),
-            L1;
+            hold(L0, P);
         false ->
-            hold(L, S)
-    end.
+            L1 = learn_new(learn(L0, Owner, false), P, Owner),
+            _ = ets:update_counter(Ends, P, {3, 1}),
+            L1
+    end;
+hold_port(L, P, _) ->
+    hold(L, P).
 
 %% @doc Endpoint E labelled Label (of module M, application A) without
 %% reading the VM: an endpoint a store replayed from the history names

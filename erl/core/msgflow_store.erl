@@ -424,7 +424,11 @@ label_step(S = #store{agg = A, labels = L0}) ->
             {Groups, L} = lists:foldl(fun({Num, E}, {Acc, L1}) ->
                                               %% labelling reads the VM
                                               erlang:bump_reductions(10 * ?MERGE_REDUCTIONS),
-                                              {G, L2} = msgflow_labels:group_end(msgflow_labels:hold(L1, E), E),
+                                              L2a = case is_port(E) andalso node(E) =:= node() of
+                                                        true -> msgflow_labels:hold_port(L1, E, msgflow_tracer:agg_partner(A, Num));
+                                                        false -> msgflow_labels:hold(L1, E)
+                                                    end,
+                                              {G, L2} = msgflow_labels:group_end(L2a, E),
                                               {[{Num, G} | Acc], L2}
                                       end, {[], L0}, New),
             ok = msgflow_tracer:agg_set_groups(A, Groups),

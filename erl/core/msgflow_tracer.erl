@@ -24,7 +24,7 @@
 -export([snapshot_fold_start/2, snapshot_fold/1]).
 -export([agg_new/1, agg_add/3, agg_new_ends/2, agg_set_groups/2, agg_close/3, agg_full/3, agg_lookup/3,
          agg_rows/5, agg_busiest/3, agg_last_ends/1, agg_info/1, agg_set_rollups/2, agg_sweep/4,
-         agg_take_released/2, agg_open_receivers/4, agg_sum/2, agg_named/1, agg_take_top/1,
+         agg_take_released/2, agg_open_receivers/4, agg_sum/2, agg_named/1, agg_partner/2, agg_take_top/1,
          agg_idle_ends/3]).
 -export_type([agg/0, agg_table/0]).
 
@@ -558,7 +558,15 @@ agg_take_released(_Agg, _Max) -> ?NOT_LOADED.
           [{term(), non_neg_integer(), non_neg_integer()}].
 agg_open_receivers(_Agg, _MinSenders, _MinMessages, _Max) -> ?NOT_LOADED.
 
-%% @doc The messages of a table's rows, added up (reads every row).
+%% @doc The receiver of the busiest pairs row that endpoint Number (a
+%% number agg_new_ends/2 gave) sent, or `undefined' when it sent none with
+%% a row (or that receiver is gone): the owner of a port closed before it
+%% was labelled.
+-spec agg_partner(agg(), non_neg_integer()) -> term() | undefined.
+agg_partner(_Agg, _Number) -> ?NOT_LOADED.
+
+%% @doc The messages of a table's rows, added up (kept as rows change:
+%% reads no row).
 -spec agg_sum(agg(), agg_table()) -> non_neg_integer().
 agg_sum(_Agg, _Table) -> ?NOT_LOADED.
 
