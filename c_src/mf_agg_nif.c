@@ -326,11 +326,11 @@ ERL_NIF_TERM mf_nif_agg_add(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
     return bad ? enif_make_badarg(env) : enif_make_uint64(env, over);
 }
 
-/* agg_new_ends(Agg, Max) -> [{Number, Endpoint}]: at most Max endpoints
- * new since the last call (each comes once), for the owner to label. */
-ERL_NIF_TERM mf_nif_agg_new_ends(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+/* At most argv[1] endpoints `take' gives (256 at a time) under the write
+ * lock, each as {Number, Endpoint} when `numbered', else as Endpoint. */
+static ERL_NIF_TERM take_ends(ErlNifEnv *env, const ERL_NIF_TERM argv[],
+                              uint32_t (*take)(mf_agg *g, uint32_t *out, uint32_t max), int numbered)
 {
-    (void)argc;
     agg_res *r;
     unsigned max;
     if (!get_agg(env, argv[0], &r) || !enif_get_uint(env, argv[1], &max) || max > 100000)
@@ -339,16 +339,67 @@ ERL_NIF_TERM mf_nif_agg_new_ends(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     ERL_NIF_TERM out = enif_make_list(env, 0);
     enif_rwlock_rwlock(r->lock);
     while (max) {
-        uint32_t k = mf_agg_take_new(r->g, got, max < 256 ? max : 256);
+        uint32_t k = take(r->g, got, max < 256 ? max : 256);
         if (!k)
             break;
         max -= k;
-        for (uint32_t i = 0; i < k; i++)
-            out = enif_make_list_cell(env, enif_make_tuple2(env, enif_make_uint(env, got[i]),
-                                                            end_term(env, r, got[i])), out);
+        for (uint32_t i = 0; i < k; i++) {
+            ERL_NIF_TERM e = end_term(env, r, got[i]);
+            out = enif_make_list_cell(env, numbered ? enif_make_tuple2(env, enif_make_uint(env, got[i]), e) : e,
+                                      out);
+        }
     }
     enif_rwlock_rwunlock(r->lock);
     return out;
+}
+
+/* agg_new_ends(Agg, Max) -> [{Number, Endpoint}]: at most Max endpoints
+ * new since the last call (each comes once), for the owner to label. */
+ERL_NIF_TERM mf_nif_agg_new_ends(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
+{
+    (void)argc;
+    return take_ends(env, argv, mf_agg_take_new, 1);
+}
+
+/* Each {A, B} of the list argv[1] given to `one' under the write lock (1
+ * set, 0 out of memory: the rest go on, -1 no such pair: stops), then
+ * `then' (NULL: nothing; < 0 out of memory).  ok, badarg, or the
+ * exception `memory'. */
+typedef int (*pair_fn)(ErlNifEnv *env, agg_res *r, const ERL_NIF_TERM *e);
+static ERL_NIF_TERM set_each(ErlNifEnv *env, const ERL_NIF_TERM argv[], pair_fn one,
+                             int (*then)(mf_agg *g))
+{
+    agg_res *r;
+    if (!get_agg(env, argv[0], &r) || !enif_is_list(env, argv[1]))
+        return enif_make_badarg(env);
+    int bad = 0, mem = 0;
+    ERL_NIF_TERM list = argv[1], x;
+    enif_rwlock_rwlock(r->lock);
+    while (enif_get_list_cell(env, list, &x, &list)) {
+        const ERL_NIF_TERM *e;
+        int n, done;
+        if (!enif_get_tuple(env, x, &n, &e) || n != 2 || (done = one(env, r, e)) < 0) {
+            bad = 1;
+            break;
+        }
+        mem |= !done;
+    }
+    if (then && then(r->g) < 0)
+        mem = 1;
+    enif_rwlock_rwunlock(r->lock);
+    return bad ? enif_make_badarg(env) : mem ? enif_raise_exception(env, atom_memory) : atom_ok;
+}
+
+/* {Number, GroupEnd}: the endpoint's group end. */
+static int set_group(ErlNifEnv *env, agg_res *r, const ERL_NIF_TERM *e)
+{
+    unsigned num;
+    if (!enif_get_uint(env, e[0], &num) || !mf_agg_end_at(r->g, num))
+        return -1;
+    uint32_t grp = end_of(env, r, e[1], 1);
+    if (grp)
+        mf_agg_flag(r->g, grp, MF_AGG_GROUP);
+    return grp && mf_agg_set_group(r->g, num, grp) == 0;
 }
 
 /* agg_set_groups(Agg, [{Number, GroupEnd}]) -> ok: each endpoint's group
@@ -358,31 +409,7 @@ ERL_NIF_TERM mf_nif_agg_new_ends(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
 ERL_NIF_TERM mf_nif_agg_set_groups(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    agg_res *r;
-    if (!get_agg(env, argv[0], &r) || !enif_is_list(env, argv[1]))
-        return enif_make_badarg(env);
-    int bad = 0, mem = 0;
-    ERL_NIF_TERM list = argv[1], x;
-    enif_rwlock_rwlock(r->lock);
-    while (enif_get_list_cell(env, list, &x, &list)) {
-        const ERL_NIF_TERM *e;
-        int n;
-        unsigned num;
-        if (!enif_get_tuple(env, x, &n, &e) || n != 2 || !enif_get_uint(env, e[0], &num) ||
-            !mf_agg_end_at(r->g, num)) {
-            bad = 1;
-            break;
-        }
-        uint32_t grp = end_of(env, r, e[1], 1);
-        if (grp)
-            mf_agg_flag(r->g, grp, MF_AGG_GROUP);
-        if (!grp || mf_agg_set_group(r->g, num, grp) < 0)
-            mem = 1;
-    }
-    if (mf_agg_groups_ready(r->g) < 0)
-        mem = 1;
-    enif_rwlock_rwunlock(r->lock);
-    return bad ? enif_make_badarg(env) : mem ? enif_raise_exception(env, atom_memory) : atom_ok;
+    return set_each(env, argv, set_group, mf_agg_groups_ready);
 }
 
 /* agg_close(Agg, Ms, MinPartners) -> ok: the open window closed after Ms
@@ -535,36 +562,26 @@ ERL_NIF_TERM mf_nif_agg_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[]
     return m;
 }
 
+/* {Endpoint, RollupTo}: what the endpoint becomes in a row rolled up (one
+ * the aggregate does not hold is passed over). */
+static int set_rollup(ErlNifEnv *env, agg_res *r, const ERL_NIF_TERM *e)
+{
+    uint32_t end = end_of(env, r, e[0], 0);
+    if (!end)
+        return 1;
+    uint32_t to = end_of(env, r, e[1], 1);
+    if (to && to != end)
+        mf_agg_flag(r->g, to, MF_AGG_GROUP);
+    return to && mf_agg_set_rollup(r->g, end, to == end ? 0 : to) == 0;
+}
+
 /* agg_set_rollups(Agg, [{Endpoint, RollupTo}]) -> ok: what each endpoint
  * (one the aggregate does not hold is passed over) becomes in a row
  * rolled up (mf_agg_set_rollup). */
 ERL_NIF_TERM mf_nif_agg_set_rollups(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    agg_res *r;
-    if (!get_agg(env, argv[0], &r) || !enif_is_list(env, argv[1]))
-        return enif_make_badarg(env);
-    int bad = 0, mem = 0;
-    ERL_NIF_TERM list = argv[1], x;
-    enif_rwlock_rwlock(r->lock);
-    while (enif_get_list_cell(env, list, &x, &list)) {
-        const ERL_NIF_TERM *e;
-        int n;
-        if (!enif_get_tuple(env, x, &n, &e) || n != 2) {
-            bad = 1;
-            break;
-        }
-        uint32_t end = end_of(env, r, e[0], 0);
-        if (!end)
-            continue;
-        uint32_t to = end_of(env, r, e[1], 1);
-        if (to && to != end)
-            mf_agg_flag(r->g, to, MF_AGG_GROUP);
-        if (!to || mf_agg_set_rollup(r->g, end, to == end ? 0 : to) < 0)
-            mem = 1;
-    }
-    enif_rwlock_rwunlock(r->lock);
-    return bad ? enif_make_badarg(env) : mem ? enif_raise_exception(env, atom_memory) : atom_ok;
+    return set_each(env, argv, set_rollup, NULL);
 }
 
 /* agg_sweep(Agg, Table, Idle, Budget) -> {Moved, done | more}: the next
@@ -592,23 +609,7 @@ ERL_NIF_TERM mf_nif_agg_sweep(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 ERL_NIF_TERM mf_nif_agg_take_released(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
-    agg_res *r;
-    unsigned max;
-    if (!get_agg(env, argv[0], &r) || !enif_get_uint(env, argv[1], &max) || max > 100000)
-        return enif_make_badarg(env);
-    uint32_t got[256];
-    ERL_NIF_TERM out = enif_make_list(env, 0);
-    enif_rwlock_rwlock(r->lock);
-    while (max) {
-        uint32_t k = mf_agg_take_released(r->g, got, max < 256 ? max : 256);
-        if (!k)
-            break;
-        max -= k;
-        for (uint32_t i = 0; i < k; i++)
-            out = enif_make_list_cell(env, end_term(env, r, got[i]), out);
-    }
-    enif_rwlock_rwunlock(r->lock);
-    return out;
+    return take_ends(env, argv, mf_agg_take_released, 0);
 }
 
 typedef struct {
