@@ -1341,6 +1341,50 @@ static uint32_t row_windows(const mf_agg_row *r, uint64_t *out)
     return n;
 }
 
+/* src's kinds added to d's, as add_kind would one by one with no cap on
+ * own kinds (a kind found moves to the front, a new one goes there), into
+ * a list made first: -1 out of memory, d unchanged.  d->total is d's
+ * messages before. */
+static int merge_kinds(mf_agg *g, mf_agg_row *d, const mf_agg_row *src)
+{
+    uint32_t dn = d->kinds_n ? d->kinds_n : d->kinds.one ? 1 : 0;
+    uint32_t sn = src->kinds_n ? src->kinds_n : 1;
+    uint32_t cap = dn + sn;
+    mf_agg_kind *list = g_alloc(g, (size_t)cap * sizeof(*list));
+    if (!list)
+        return -1;
+    if (d->kinds_n)
+        memcpy(list, d->kinds.list, (size_t)dn * sizeof(*list));
+    else if (dn)
+        list[0] = (mf_agg_kind){d->kinds.one, d->total};
+    uint32_t n = dn;
+    for (uint32_t k = 0; k < sn; k++) {
+        mf_agg_kind add = src->kinds_n ? src->kinds.list[k] : (mf_agg_kind){src->kinds.one, src->total};
+        if (!add.word)
+            continue;
+        uint32_t i = 0;
+        while (i < n && list[i].word != add.word)
+            i++;
+        if (i < n)
+            add.n += list[i].n;
+        else
+            n++;
+        memmove(list + 1, list, (size_t)i * sizeof(*list));
+        list[0] = add;
+    }
+    if (!d->kinds_n && n == 1 && dn == 1) {
+        /* all of d's one kind still */
+        g_free(g, list, (size_t)cap * sizeof(*list));
+        return 0;
+    }
+    if (d->kinds_n)
+        g_free(g, d->kinds.list, (size_t)d->kinds_cap * sizeof(*d->kinds.list));
+    d->kinds.list = list;
+    d->kinds_n = n;
+    d->kinds_cap = cap;
+    return 0;
+}
+
 /* src's messages added to row dn: msgflow_row:merge/3's rule (windows
  * added up, the peak the highest of theirs and of the kept windows' rates,
  * kinds added with no cap).  0, or -1 out of memory (dn as it was). */
@@ -1397,22 +1441,10 @@ static int row_merge(mf_agg *g, uint32_t dn, const mf_agg_row *src)
     if (d->kinds_n || src->kinds_n || d->kinds.one != src->kinds.one) {
         uint64_t total = d->total + src->total;
         if (src->kinds_n || src->kinds.one) {
-            /* each of src's kinds added to d's (as a list), no cap */
-            uint64_t one = src->kinds_n ? 0 : src->kinds.one;
-            uint32_t sn = src->kinds_n ? src->kinds_n : 1;
-            for (uint32_t k = 0; k < sn; k++) {
-                uint64_t word = src->kinds_n ? src->kinds.list[k].word : one;
-                uint64_t cnt = src->kinds_n ? src->kinds.list[k].n : src->total;
-                unsigned saved = g->o.max_kinds;
-                g->o.max_kinds = UINT32_MAX;
-                d->total += cnt; /* (add_kind's row holds the messages it adds) */
-                int err = add_kind(g, d, cnt, word);
-                g->o.max_kinds = saved;
-                if (err < 0) {
-                    g_free(g, hist, (size_t)hcap * sizeof(*hist));
-                    g_free(g, a, (size_t)(na + nb) * sizeof(*a) * 2);
-                    return -1;
-                }
+            if (merge_kinds(g, d, src) < 0) {
+                g_free(g, hist, (size_t)hcap * sizeof(*hist));
+                g_free(g, a, (size_t)(na + nb) * sizeof(*a) * 2);
+                return -1;
             }
         } else if (!d->kinds_n && d->kinds.one) {
             /* src has none: d is no longer all of one kind */

@@ -27,6 +27,16 @@ static void count_free(void *ctx, void *p, size_t sz)
     free(p);
 }
 static const mf_alloc counting = {count_alloc, count_free, NULL, "counting"};
+/* An allocator whose fail_at-th allocation fails (0: none does). */
+static long fail_at, allocs;
+static void *failing_alloc(void *ctx, size_t sz)
+{
+    if (++allocs == fail_at)
+        return NULL;
+    return count_alloc(ctx, sz);
+}
+static const mf_alloc failing = {failing_alloc, count_free, NULL, "failing"};
+
 
 #define KIND_BITS 4
 #define OTHER 7u /* the tag word of `other' */
@@ -477,6 +487,84 @@ static void test_index_churn(void)
     CHECK(live_bytes == 0 && live_blocks == 0);
 }
 
+/* One allocation refused, for each allocation a workload makes in turn
+ * (rows with kinds, windows, roll-ups that merge rows): no message is
+ * counted twice or lost (what the rows hold plus what found no row is
+ * what was added, in both the rows and the kept sums), and nothing
+ * leaks. */
+static void test_oom_conserved(void)
+{
+    long total_allocs = 0;
+    for (long k = 1;; k++) {
+        fail_at = k;
+        allocs = 0;
+        mf_agg_opts o = {4, 2, OTHER, KIND_BITS, REPLY, 16, 16};
+        mf_agg *g = mf_agg_new(&failing, &o);
+        if (!g)
+            continue;
+        uint64_t added = 0, no_row = 0, moved_all = 0;
+        uint32_t e[12] = {0};
+        for (int i = 0; i < 12; i++)
+            e[i] = mf_agg_end_word(g, (uint64_t)(i + 1) << 4 | 3);
+        uint32_t grp = mf_agg_end_bytes(g, (const unsigned char *)"grp", 3, MF_AGG_GROUP);
+        for (uint32_t w = 1; w <= 8; w++) {
+            for (int i = 0; i < 12; i++)
+                if (e[i] && grp)
+                    (void)mf_agg_set_group(g, e[i], grp);
+            (void)mf_agg_groups_ready(g);
+            for (int i = 0; i < 40; i++) {
+                uint32_t a = e[i % 12], b = e[(i * 7 + w) % 12];
+                uint64_t n = 1 + (uint64_t)(i % 5);
+                if (!a || !b)
+                    continue;
+                int r = mf_agg_add(g, MF_AGG_PAIRS, a, b, kw(100 + (uint64_t)(i + w) % 4, 1 + i % 3), n);
+                added += n;
+                if (r == 1)
+                    no_row += n;
+            }
+            (void)mf_agg_close(g, 1000, 3);
+            /* half the endpoints roll up to grp from window 3 on */
+            if (w >= 3 && grp)
+                for (int i = 0; i < 6; i++)
+                    if (e[i])
+                        (void)mf_agg_set_rollup(g, e[i], grp);
+            uint64_t moved;
+            for (unsigned t = MF_AGG_PAIRS; t <= MF_AGG_DEAD; t++) {
+                int r;
+                while ((r = mf_agg_sweep(g, t, w >= 2 ? w - 1 : 0, 7, &moved)) == 0)
+                    moved_all += t == MF_AGG_PAIRS ? moved : 0;
+                moved_all += t == MF_AGG_PAIRS && r >= 0 ? moved : 0;
+            }
+        }
+        uint64_t held = 0;
+        for (unsigned t = MF_AGG_PAIRS; t <= MF_AGG_ROLLED; t++) {
+            uint32_t cur = 0;
+            const mf_agg_row *r;
+            uint64_t sum = 0;
+            while ((r = mf_agg_next(g, t, &cur)))
+                sum += r->total;
+            if (sum != mf_agg_sum(g, t))
+                CHECK(!"the kept sum equals the rows'");
+            held += sum;
+        }
+        if (held + no_row != added) {
+            fprintf(stderr, "allocation %ld refused: held %llu + no row %llu != added %llu\n", k,
+                    (unsigned long long)held, (unsigned long long)no_row, (unsigned long long)added);
+            CHECK(!"conserved");
+        }
+        (void)moved_all;
+        mf_agg_free(g);
+        CHECK(live_bytes == 0 && live_blocks == 0);
+        if (allocs < k) {
+            total_allocs = allocs; /* the workload made fewer: every one was tried */
+            break;
+        }
+    }
+    fail_at = 0;
+    CHECK(total_allocs > 50);
+    printf("one allocation refused: each of %ld tried\n", total_allocs);
+}
+
 int main(void)
 {
     test_windows();
@@ -486,6 +574,7 @@ int main(void)
     test_rollup();
     test_full_and_scale();
     test_index_churn();
+    test_oom_conserved();
     if (failures)
         fprintf(stderr, "%d checks failed\n", failures);
     else
