@@ -158,7 +158,50 @@ label_cell_test_() ->
 
 proper_test_() ->
     [?_assert(proper:quickcheck(P, [{numtests, 500}, {to_file, user}]))
-     || P <- [prop_int_roundtrip(), prop_cell_width(), prop_mfa_as_format(), prop_label_cell()]].
+     || P <- [prop_int_roundtrip(), prop_cell_width(), prop_mfa_as_format(), prop_label_cell(),
+              prop_visible(), prop_cells_visible()]].
+
+%% The cases tools/c's test_dump checks mf_visible against too.
+visible_cases_test_() ->
+    {ok, Text} = file:read_file(filename:join(filename:dirname(?FILE), "data/visible.tsv")),
+    Cases = [binary:split(L, <<"\t">>) || L <- binary:split(Text, <<"\n">>, [global]),
+                                          L =/= <<>>, binary:first(L) =/= $#],
+    [?_assertEqual(Want, msgflow_fmt:visible(binary:decode_hex(Hex))) || [Hex, Want] <- Cases].
+
+%% Nothing a terminal acts on is left: no C0, DEL or C1 character, no
+%% bidirectional control, no byte that is no UTF-8; a second pass changes
+%% nothing; text with none of them is left as it is.
+prop_visible() ->
+    ?FORALL(B, oneof([binary(), utf8(), ?LET(A, utf8(), <<"x", A/binary, 27, "[31m">>)]),
+            begin
+                V = msgflow_fmt:visible(B),
+                Cs = unicode:characters_to_list(V),
+                is_list(Cs) andalso not lists:any(fun controls/1, Cs)
+                    andalso msgflow_fmt:visible(V) =:= V
+                    andalso (lists:any(fun controls/1, chars(B)) orelse V =:= B)
+            end).
+
+%% A cell or label cell of hostile text: visible, and exactly its width.
+prop_cells_visible() ->
+    ?FORALL({B, W}, {oneof([binary(), utf8()]), range(12, 60)},
+            begin
+                Cells = [msgflow_fmt:cell(B, W, "~"), msgflow_fmt:label_cell(B, W, "~"),
+                         msgflow_fmt:label_cell(B, "<0.81.0>", W, "~")],
+                lists:all(fun(C) -> string:length(C) =:= W andalso not lists:any(fun controls/1, C) end,
+                          Cells)
+            end).
+
+controls(C) ->
+    C < 16#20 orelse C =:= 16#7F orelse (C >= 16#80 andalso C =< 16#9F) orelse C =:= 16#61C
+        orelse C =:= 16#200E orelse C =:= 16#200F orelse (C >= 16#202A andalso C =< 16#202E)
+        orelse (C >= 16#2066 andalso C =< 16#2069).
+
+%% B's characters, with a byte that is no UTF-8 read as a control.
+chars(B) ->
+    case unicode:characters_to_list(B) of
+        L when is_list(L) -> L;
+        _ -> [0]
+    end.
 
 %% Elixir modules and names as Elixir writes them; Erlang ones unchanged.
 elixir_names_test() ->

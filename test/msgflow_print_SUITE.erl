@@ -9,7 +9,7 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1]).
--export([printed_views/1, view_data/1, printed_flows/1, live_top_keys/1]).
+-export([printed_views/1, view_data/1, printed_flows/1, live_top_keys/1, hostile_names/1]).
 -export([ps_call/2]).
 
 -define(A_GETS, 30).
@@ -21,7 +21,7 @@ all() ->
     [{group, print}].
 
 groups() ->
-    [{print, [], [printed_views, view_data, printed_flows, live_top_keys]}].
+    [{print, [], [printed_views, view_data, printed_flows, live_top_keys, hostile_names]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -297,6 +297,79 @@ ps_call(Store, K) ->
     gen_server:call(Store, {get, K}).
 
 %% What Fun prints, a binary per line, trailing blanks cut.
+%% A process registered as '\e[31mEVIL\e[0m' sends 5 messages
+%% {'\e[1mTAG', I} to one registered with a bidi override, and one named
+%% like a spreadsheet formula 3 to it: no printed view or /metrics text
+%% holds a control character, no export the names' own; every line of the tables
+%% fits its 80 columns; the CSV cell of the formula name starts with '.
+hostile_names(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Evil = '\e[31mEVIL\e[0m',
+    Bidi = '\x{202E}gnp.exe',
+    Formula = '=HYPERLINK("http://x")',
+    Self = self(),
+    Proc = fun(Name, Work) ->
+                   spawn(fun() ->
+                                 register(Name, self()),
+                                 Self ! {ready, self()},
+                                 receive go -> ok end,
+                                 Work(),
+                                 Self ! {done, self()},
+                                 receive stop -> ok end
+                         end)
+           end,
+    R = Proc(Bidi, fun() -> ok end),
+    S = Proc(Evil, fun() -> [Bidi ! {'\e[1mTAG', I} || I <- lists:seq(1, 5)] end),
+    F = Proc(Formula, fun() -> [Bidi ! {'=1+2', I} || I <- lists:seq(1, 3)] end),
+    [receive {ready, P} -> ok end || P <- [R, S, F]],
+    ok = msgflow:start(#{procs => [R, S, F]}),
+    [P ! go || P <- [S, F]],
+    [receive {done, P} -> ok end || P <- [S, F]],
+    ok = msgflow:stop(),
+    Printed = [lines(fun() -> ok = msgflow:top(10) end),
+               lines(fun() -> ok = msgflow:top(10, #{by => kind}) end),
+               lines(fun() -> ok = msgflow:matrix(name) end),
+               lines(fun() -> ok = msgflow:kinds(Evil, Bidi) end),
+               lines(fun() -> ok = msgflow:hotspots() end)],
+    [?assertEqual([], [C || C <- unicode:characters_to_list(L), control(C)], L) || Ls <- Printed, L <- Ls],
+    %% the tables' rows in their columns
+    [?assert(string:length(L) =< 80, L) || Ls <- lists:sublist(Printed, 3), L <- Ls],
+    %% the names are there, escaped
+    Top = iolist_to_binary(lists:join("\n", hd(Printed))),
+    [?assertNotEqual(nomatch, binary:match(Top, T), T)
+     || T <- [<<"\\e[31mEVIL\\e[0m">>, <<"\\x{202E}gnp.exe">>]],
+    Exports = [begin
+                   Path = filename:join(Dir, "hostile." ++ atom_to_list(Fmt)),
+                   ok = msgflow:export(Path, Fmt, #{by => name}),
+                   {ok, B} = file:read_file(Path),
+                   {Fmt, B}
+               end || Fmt <- [csv, dot, json, html]],
+    %% (a format's own tabs and line ends, and the HTML page's vendored
+    %% scripts, are no names: what the names held is not there raw)
+    [?assertEqual([], [C || C <- unicode:characters_to_list(B), C =:= $\e orelse C =:= 16#202E], Fmt)
+     || {Fmt, B} <- Exports],
+    {csv, Csv} = lists:keyfind(csv, 1, Exports),
+    ?assertNotEqual(nomatch, binary:match(Csv, <<"\n\"'=HYPERLINK(\"\"http://x\"\")\",">>)),
+    Metrics = iolist_to_binary(msgflow_prom:metrics(msgflow:view(top, #{by => name, limit => all}),
+                                                    none, msgflow:info(), 10, [])),
+    ?assertEqual([], [C || C <- unicode:characters_to_list(Metrics), control(C), C =/= $\n]),
+    ?assertNotEqual(nomatch, binary:match(Metrics, <<"sender=\"\\\\e[31mEVIL\\\\e[0m\"">>)),
+    case os:find_executable("promtool") of
+        false -> ok;
+        Promtool ->
+            File = filename:join(Dir, "hostile.prom"),
+            ok = file:write_file(File, Metrics),
+            {0, _} = msgflow_test_io:run(os:find_executable("sh"),
+                                         ["-c", Promtool ++ " check metrics < " ++ File], [])
+    end,
+    [P ! stop || P <- [R, S, F]],
+    ok.
+
+control(C) ->
+    C < 16#20 orelse C =:= 16#7F orelse (C >= 16#80 andalso C =< 16#9F) orelse C =:= 16#61C
+        orelse C =:= 16#200E orelse C =:= 16#200F orelse (C >= 16#202A andalso C =< 16#202E)
+        orelse (C >= 16#2066 andalso C =< 16#2069).
+
 lines(Fun) ->
     [string:trim(L, trailing)
      || L <- string:split(string:trim(msgflow_test_io:capture(Fun), trailing), "\n", all)].

@@ -5,7 +5,7 @@
 -module(msgflow_fmt).
 -export([run_state/1, run_state/2, on_nodes/1, missing/1, behind/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, label_cell/3, label_cell/4, rcell/2, ellipsis/1,
          endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0,
-         micros/1, bytes/1]).
+         micros/1, bytes/1, visible/1]).
 
 %% @doc The terminal's width in columns (io:columns/0 of the caller's
 %% group leader, at least 40), 80 where there is none.
@@ -21,6 +21,50 @@ rows() ->
 
 geometry({ok, N}, Min, _) -> max(N, Min);
 geometry(_, _, Default) -> Default.
+
+%% @doc Text a terminal, a scrape or a graph may be given: every control
+%% character (C0, DEL, C1) and every bidirectional mark, embedding,
+%% override or isolate (U+061C, U+200E-U+200F, U+202A-U+202E,
+%% U+2066-U+2069) shown escaped, as Erlang writes it in a string: `\e',
+%% `\n', `\r', `\t', else `\xHH' (up to U+00FF) or `\x{HHHH}'; a byte
+%% that is no UTF-8 likewise `\xHH'.  Anything else is left as it is, a
+%% backslash too, so that visible(visible(T)) =:= visible(T).  Every
+%% renderer applies it to the names, labels and tags it prints (a process
+%% registered as `'\e[31mEVIL'' must not colour the operator's terminal),
+%% and counts widths in the escaped form; msgflow-top and msgflow-report
+%% apply the same rule as they decode (tools/c/mf_dump.c).
+-spec visible(unicode:chardata()) -> binary().
+visible(Text) when is_binary(Text) ->
+    case plain(Text) of
+        true -> Text;
+        false -> iolist_to_binary(escape(Text))
+    end;
+visible(Text) ->
+    case unicode:characters_to_binary(Text) of
+        B when is_binary(B) -> visible(B);
+        {_, Good, Rest} -> <<(visible(Good))/binary, (visible(iolist_to_binary(Rest)))/binary>>
+    end.
+
+%% Whether B has nothing to escape (ASCII printable, the common case).
+plain(<<C, Rest/binary>>) when C >= 16#20, C < 16#7F -> plain(Rest);
+plain(<<>>) -> true;
+plain(_) -> false.
+
+escape(<<C/utf8, Rest/binary>>) -> [escape_char(C) | escape(Rest)];
+escape(<<B, Rest/binary>>) -> [hex(B) | escape(Rest)];
+escape(<<>>) -> [].
+
+escape_char($\e) -> "\\e";
+escape_char($\n) -> "\\n";
+escape_char($\r) -> "\\r";
+escape_char($\t) -> "\\t";
+escape_char(C) when C < 16#20; C =:= 16#7F; C >= 16#80, C =< 16#9F -> hex(C);
+escape_char(C) when C =:= 16#61C; C =:= 16#200E; C =:= 16#200F; C >= 16#202A, C =< 16#202E;
+                    C >= 16#2066, C =< 16#2069 ->
+    io_lib:format("\\x{~4.16.0B}", [C]);
+escape_char(C) -> <<C/utf8>>.
+
+hex(C) -> io_lib:format("\\x~2.16.0B", [C]).
 
 %% @doc A kind and tag as the views write them: `call get', `reply',
 %% `info tick'.
@@ -79,7 +123,7 @@ fun_home(F) ->
                     case string:split(Home, <<"/">>, trailing) of
                         [Name, Arity] when Name =/= <<>> ->
                             try binary_to_integer(Arity) of
-                                _ -> Home
+                                _ -> visible(Home)
                             catch
                                 error:badarg -> false
                             end;
@@ -107,14 +151,14 @@ plain_mfa(M, F, A) ->
 -spec name(atom()) -> binary().
 name(Atom) ->
     case elixir(Atom) of
-        false -> atom_to_binary(Atom);
+        false -> visible(atom_to_binary(Atom));
         Alias -> Alias
     end.
 
 %% The alias an Elixir module name stands for, or false.
 elixir(Atom) ->
     case atom_to_binary(Atom) of
-        <<"Elixir.", Alias/binary>> when Alias =/= <<>> -> Alias;
+        <<"Elixir.", Alias/binary>> when Alias =/= <<>> -> visible(Alias);
         _ -> false
     end.
 
@@ -157,7 +201,7 @@ endpoint(Pid) when is_pid(Pid) ->
 endpoint(Ref) when is_reference(Ref) ->
     iolist_to_binary(["alias ", ref_to_list(Ref)]);
 endpoint(Atom) when is_atom(Atom) ->
-    atom_to_binary(Atom);
+    visible(atom_to_binary(Atom));
 endpoint({exited, Id, _Node}) when is_integer(Id) ->
     %% the exited endpoints of one label id (msgflow_labels:rollup_key/2)
     <<"exited#", (integer_to_binary(Id))/binary>>;
@@ -194,7 +238,7 @@ micros(U) -> lists:flatten(io_lib:format("~.2fs", [U / 1000000])).
 %% ends with Ellipsis (one column wide).
 -spec cell(unicode:chardata(), pos_integer(), string()) -> string().
 cell(Text, Width, Ellipsis) ->
-    S = unicode:characters_to_list(Text),
+    S = unicode:characters_to_list(visible(Text)),
     case string:length(S) of
         L when L =< Width -> S ++ lists:duplicate(Width - L, $\s);
         _ -> string:slice(S, 0, Width - 1) ++ Ellipsis
@@ -227,12 +271,12 @@ label_cell(Label, Width, Ellipsis) ->
 -spec label_cell(unicode:chardata(), unicode:chardata() | none, pos_integer(), string()) ->
           string().
 label_cell(Label0, Text0, Width, Ellipsis) ->
-    Label = unicode:characters_to_list(Label0),
+    Label = unicode:characters_to_list(visible(Label0)),
     {Name, Rest} = name_part(Label),
     Len = fun string:length/1,
     {Text, Short} = case Text0 of
                         none -> {none, none};
-                        _ -> T = unicode:characters_to_list(Text0), {T, short_text(T)}
+                        _ -> T = unicode:characters_to_list(visible(Text0)), {T, short_text(T)}
                     end,
     With = fun(L, none) -> L; (L, T) -> L ++ " " ++ T end,
     Candidates = [With(Label, Text) | [With(Label, Short) || Short =/= none]]

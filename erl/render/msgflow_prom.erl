@@ -136,10 +136,12 @@ own(Name, Type, Help, Value) ->
                     V -> number(V)
                 end, "\n"].
 
-%% A label value as the text format wants it.
+%% A label value as the text format wants it, its control characters
+%% made visible text first (msgflow_fmt:visible/1: the format allows no
+%% escape but \\\\, \\" and \\n).
 escape(V) ->
     unicode:characters_to_binary(lists:map(fun($\\) -> "\\\\";
                  ($") -> "\\\"";
                  ($\n) -> "\\n";
                  (C) -> C
-              end, unicode:characters_to_list(V))).
+              end, unicode:characters_to_list(msgflow_fmt:visible(V)))).

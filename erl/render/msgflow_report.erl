@@ -70,7 +70,18 @@ kinds_text(Ks) ->
     iolist_to_binary(lists:join(" ", [[msgflow_fmt:name(K), ":", msgflow_fmt:name(T), "=",
                                        integer_to_binary(N)] || {K, T, N} <- Ks])).
 
-csv_field(F) ->
+%% A field quoted when it must be; a text a spreadsheet would read as a
+%% formula (it starts with =, +, -, @, a tab or a carriage return, and is
+%% no number) gets a leading ' first, which quoting alone does not stop.
+csv_field(F0) ->
+    F = case F0 of
+            <<C, _/binary>> when C =:= $=; C =:= $+; C =:= $-; C =:= $@; C =:= $\t; C =:= $\r ->
+                case re:run(F0, "\\A[+-]?[0-9]+(\\.[0-9]+)?([eE][+-]?[0-9]+)?\\z") of
+                    nomatch -> <<$', F0/binary>>;
+                    _ -> F0
+                end;
+            _ -> F0
+        end,
     case binary:match(F, [<<",">>, <<"\"">>, <<"\n">>, <<"\r">>]) of
         nomatch -> F;
         _ -> [$", binary:replace(F, <<"\"">>, <<"\"\"">>, [global]), $"]
@@ -104,7 +115,7 @@ dot(View = #{rows := Rows0, by := By}, Limit) ->
 width(C, Max) -> 1 + 7 * math:log(1 + C) / math:log(1 + Max).
 
 dot_string(T) ->
-    B = unicode:characters_to_binary(T),
+    B = msgflow_fmt:visible(T),
     [$", binary:replace(binary:replace(B, <<"\\">>, <<"\\\\">>, [global]),
                         <<"\"">>, <<"\\\"">>, [global]), $"].
 

@@ -130,5 +130,5 @@ mermaid_text(T) ->
                      ($:) -> "#58;";
                      ($\n) -> " ";
                      (C) -> [C]
-                  end, unicode:characters_to_list(iolist_to_binary(T))).
+                  end, unicode:characters_to_list(msgflow_fmt:visible(T))).
 

@@ -753,8 +753,43 @@ static void label_cells(void)
     }
 }
 
+/* mf_visible against the cases msgflow_fmt:visible/1 is checked against
+ * (test/data/visible.tsv: input as hex bytes, a tab, the visible text). */
+static void visible_cases(void)
+{
+    FILE *f = fopen(MF_TEST_DATA "/visible.tsv", "r");
+    CHECK(f != NULL, "cannot read %s", MF_TEST_DATA "/visible.tsv");
+    char line[4096];
+    int n = 0;
+    while (f && fgets(line, sizeof(line), f)) {
+        if (line[0] == '#')
+            continue;
+        line[strcspn(line, "\n")] = 0;
+        char *tab = strchr(line, '\t');
+        if (!tab)
+            continue;
+        *tab = 0;
+        char in[2048];
+        size_t len = 0;
+        for (const char *h = line; h[0] && h[1]; h += 2) {
+            unsigned v;
+            sscanf(h, "%2x", &v);
+            in[len++] = (char)v;
+        }
+        char *got = mf_visible(in, len);
+        CHECK(got && !strcmp(got, tab + 1), "visible case %d: \"%s\", not \"%s\"", n, got ? got : "",
+              tab + 1);
+        free(got);
+        n++;
+    }
+    if (f)
+        fclose(f);
+    CHECK(n >= 10, "only %d visible cases", n);
+}
+
 int main(int argc, char **argv)
 {
+    visible_cases();
     label_cells();
     bad_inputs();
     crafted_dumps();

@@ -202,13 +202,76 @@ static int valid_term(cur *c, int depth)
 
 /* -------------------------------------------------------------- decoding */
 
+/* The length of the UTF-8 character at s (n bytes left) as Erlang's
+ * <<C/utf8>> takes it (no overlong form, surrogate or code point past
+ * U+10FFFF), its code point in *c; 0 when it is none. */
+static size_t utf8_char(const unsigned char *s, size_t n, uint32_t *c)
+{
+    unsigned char b = s[0];
+#define CONT(i) (n > (i) && (s[i] & 0xC0) == 0x80)
+    if (b < 0x80) {
+        *c = b;
+        return 1;
+    }
+    if (b >= 0xC2 && b <= 0xDF && CONT(1)) {
+        *c = (uint32_t)(b & 0x1F) << 6 | (s[1] & 0x3F);
+        return 2;
+    }
+    if (b >= 0xE0 && b <= 0xEF && CONT(1) && CONT(2)) {
+        *c = (uint32_t)(b & 0x0F) << 12 | (uint32_t)(s[1] & 0x3F) << 6 | (s[2] & 0x3F);
+        return *c >= 0x800 && (*c < 0xD800 || *c > 0xDFFF) ? 3 : 0;
+    }
+    if (b >= 0xF0 && b <= 0xF4 && CONT(1) && CONT(2) && CONT(3)) {
+        *c = (uint32_t)(b & 0x07) << 18 | (uint32_t)(s[1] & 0x3F) << 12 | (uint32_t)(s[2] & 0x3F) << 6 |
+             (s[3] & 0x3F);
+        return *c >= 0x10000 && *c <= 0x10FFFF ? 4 : 0;
+    }
+#undef CONT
+    return 0;
+}
+
+char *mf_visible(const char *s0, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)s0;
+    char *out = malloc(4 * n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        size_t len = utf8_char(s + i, n - i, &c);
+        if (!len) {
+            o += sprintf(o, "\\x%02X", s[i]); /* no UTF-8: the byte */
+            i++;
+            continue;
+        }
+        if (c == 0x1B)
+            o += sprintf(o, "\\e");
+        else if (c == '\n')
+            o += sprintf(o, "\\n");
+        else if (c == '\r')
+            o += sprintf(o, "\\r");
+        else if (c == '\t')
+            o += sprintf(o, "\\t");
+        else if (c < 0x20 || c == 0x7F || (c >= 0x80 && c <= 0x9F))
+            o += sprintf(o, "\\x%02X", (unsigned)c);
+        else if (c == 0x61C || c == 0x200E || c == 0x200F || (c >= 0x202A && c <= 0x202E) ||
+                 (c >= 0x2066 && c <= 0x2069))
+            o += sprintf(o, "\\x{%04X}", (unsigned)c);
+        else {
+            memcpy(o, s + i, len);
+            o += len;
+        }
+        i += len;
+    }
+    *o = 0;
+    return out;
+}
+
+/* Every string a dump holds (names, labels, tags, node names) is copied
+ * visible (mf_visible), so nothing printed from it can drive a terminal. */
 static char *dup_str(const char *s)
 {
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
+    return mf_visible(s, strlen(s));
 }
 
 /* An atom in backquote-free Erlang syntax: bare when it can be. */
@@ -291,10 +354,10 @@ static int dec_binary_str(dec *d, char **out)
         free(s);
         return 0;
     }
-    s[got] = 0;
-    /* a label with a NUL inside is cut there */
-    *out = s;
-    return 1;
+    /* (a NUL inside shows as \x00, as the node shows it) */
+    *out = mf_visible(s, (size_t)got);
+    free(s);
+    return *out != NULL;
 }
 
 static int dec_endpoint(dec *d, mf_endpoint *e)

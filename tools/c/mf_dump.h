@@ -185,6 +185,14 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
 /* Frees what *d points to and zeroes it.  NULL is fine. */
 void mf_dump_free(mf_dump *d);
 
+/* A copy of the n bytes at s (UTF-8) with every control character (C0,
+ * DEL, C1) and bidirectional mark, embedding, override or isolate shown
+ * escaped, as msgflow_fmt:visible/1 writes them (`\e', `\n', `\r',
+ * `\t', `\xHH', `\x{HHHH}'; a byte that is no UTF-8 as `\xHH'):
+ * what a terminal may be shown.  NUL-terminated; the caller frees it
+ * (free()); NULL when out of memory.  Any thread. */
+char *mf_visible(const char *s, size_t n);
+
 /* Messages per second of a pair over the last window (scale applied): the
  * node's figure in version 6. */
 double mf_dump_rate(const mf_dump *d, const mf_pair *p);

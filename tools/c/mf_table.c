@@ -792,8 +792,35 @@ static void print_overflow_top(FILE *out, const mf_dump *d, size_t max, int widt
     }
 }
 
+/* [+-]digits[.digits][(e|E)[+-]digits], all of s. */
+static int is_number(const char *s)
+{
+    const char *p = s + (*s == '+' || *s == '-');
+    size_t n = strspn(p, "0123456789");
+    if (!n)
+        return 0;
+    p += n;
+    if (*p == '.') {
+        if (!(n = strspn(++p, "0123456789")))
+            return 0;
+        p += n;
+    }
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        if (!(n = strspn(p, "0123456789")))
+            return 0;
+        p += n;
+    }
+    return !*p;
+}
+
+/* A field quoted when it must be; a text a spreadsheet would read as a
+ * formula (it starts with =, +, -, @, a tab or a carriage return, and is
+ * no number) gets a leading ' first, as msgflow_report's csv_field/1. */
 static void csv_field(FILE *f, const char *s)
 {
+    if (s[0] && strchr("=+-@\t\r", s[0]) && !is_number(s))
+        fputc('\'', f);
     if (!strpbrk(s, ",\"\n\r")) {
         fputs(s, f);
         return;
