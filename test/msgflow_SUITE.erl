@@ -1548,13 +1548,24 @@ top_keys_in(Tmux) ->
     end.
 
 %% Clear messages and status 1: wrong cookie, unknown node, no epmd.
-top_failures(_Config) ->
+top_failures(Config) ->
     {Node, Cookie} = msgflow_test_lib:start_node(),
     Top = msgflow_test_lib:tool("msgflow-top"),
     try
         {1, Wrong} = msgflow_test_lib:run(Top, ["--node", atom_to_list(Node), "--cookie", "not-the-cookie",
                                "--once"]),
         ?assertMatch({_, _}, binary:match(Wrong, <<"wrong cookie">>)),
+        %% a cookie on the command line is said to be visible, once; one
+        %% from a file is not
+        Visible = <<"--cookie is visible to other users">>,
+        ?assertEqual(1, length(binary:matches(Wrong, Visible))),
+        CookieFile = filename:join(?config(priv_dir, Config), "cookie"),
+        ok = file:write_file(CookieFile, "not-the-cookie"),
+        ok = file:change_mode(CookieFile, 8#600),
+        {1, FromFile} = msgflow_test_lib:run(Top, ["--node", atom_to_list(Node), "--cookie-file", CookieFile,
+                                                   "--once"]),
+        ?assertMatch({_, _}, binary:match(FromFile, <<"wrong cookie">>)),
+        ?assertEqual(nomatch, binary:match(FromFile, Visible)),
         [_, Host] = string:split(atom_to_list(Node), "@"),
         {1, Unknown} = msgflow_test_lib:run(Top, ["--node", "no_such_node@" ++ Host, "--cookie", "x", "--once"]),
         ?assertMatch({_, _}, binary:match(Unknown, <<"unknown node">>)),

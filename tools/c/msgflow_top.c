@@ -1329,6 +1329,9 @@ int main(int argc, char **argv)
     }
     char cookie_buf[512], from[PATH_MAX + 32];
     if (cookie) {
+        /* argv is every local user's to read (ps, /proc/PID/cmdline) */
+        fprintf(stderr, "msgflow-top: --cookie is visible to other users of this machine "
+                        "(ps); --cookie-file F or ~/.erlang.cookie keep it private\n");
         snprintf(from, sizeof(from), "--cookie");
     } else {
         char path[PATH_MAX];
