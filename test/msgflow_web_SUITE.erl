@@ -21,7 +21,8 @@
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
--export([browser/1, browser_history/1, requests/1, prometheus/1, options/1, cluster/1, own_traffic/1]).
+-export([browser/1, browser_history/1, requests/1, prometheus/1, options/1, cluster/1, own_traffic/1,
+         hosts_and_origins/1, tokens/1, computations/1, slow_clients/1]).
 -export([sink/0, sender/3, store_loop/1]).
 
 -define(EVIL, '<img src=x onerror=alert(1)>').
@@ -34,7 +35,8 @@ all() ->
     [{group, web}].
 
 groups() ->
-    [{web, [], [options, requests, browser, browser_history, prometheus, cluster, own_traffic]}].
+    [{web, [], [options, requests, browser, browser_history, prometheus, cluster, own_traffic,
+                hosts_and_origins, tokens, computations, slow_clients]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -505,6 +507,141 @@ poll(F, N) ->
         false -> timer:sleep(100), poll(F, N - 1)
     end.
 
+%% A request naming another host (DNS rebinding), or coming from a page of
+%% another origin, gets 403 on every path; the loopback names, any port,
+%% and the names web/1's `hosts' adds are answered.
+hosts_and_origins(_Config) ->
+    {ok, Url} = msgflow:web(#{port => 0, hosts => ["Msgflow.Example"]}),
+    Port = port_of(Url),
+    Get = fun(Path, Headers) ->
+                  {ok, {{_, Code, _}, _, _}} =
+                      httpc:request(get, {"http://127.0.0.1:" ++ integer_to_list(Port) ++ Path, Headers},
+                                    [], [{body_format, binary}]),
+                  Code
+          end,
+    [?assertEqual({Path, Host, 403}, {Path, Host, Get(Path, [{"host", Host}])})
+     || Path <- ["/", "/api/view?name=top", "/metrics", "/www/msgflow.js"],
+        Host <- ["evil.test", "evil.test:" ++ integer_to_list(Port), "127.0.0.1.evil.test", ""]],
+    [?assertEqual({Host, 200}, {Host, Get("/api/views", [{"host", Host}])})
+     || Host <- ["localhost", "LOCALHOST:1", "127.0.0.1:" ++ integer_to_list(Port), "[::1]:8080",
+                 "msgflow.example", "msgflow.example:443"]],
+    ?assertEqual(403, Get("/api/views", [{"host", "localhost"}, {"origin", "http://evil.test"}])),
+    ?assertEqual(403, Get("/api/views", [{"host", "localhost"}, {"origin", "null"}])),
+    ?assertEqual(200, Get("/api/views", [{"host", "localhost"},
+                                         {"origin", "http://127.0.0.1:" ++ integer_to_list(Port)}])).
+
+%% Beyond loopback a token is required (an error says how to give one,
+%% or to opt out); with one, every API path and /metrics need it as a
+%% Bearer token, and the page and its files do not; a generated one comes
+%% in the URL's fragment only; one from a file is its first line.
+tokens(Config) ->
+    {error, {badopt, {token, default}, [Why]}} = msgflow:web(#{port => 0, ip => {0, 0, 0, 0}}),
+    ?assertNotEqual(nomatch, binary:match(Why, <<"token => generate">>)),
+    ?assertEqual(undefined, whereis(msgflow_web)),
+    {ok, Url} = msgflow:web(#{port => 0, token => generate}),
+    [Base, "token=" ++ Token] = string:split(Url, "#"),
+    ?assertEqual(32, length(Token)),
+    Get = fun(Path, Headers) ->
+                  {ok, {{_, Code, _}, Hs, _}} =
+                      httpc:request(get, {Base ++ tl(Path), Headers}, [], [{body_format, binary}]),
+                  {Code, proplists:get_value("www-authenticate", Hs)}
+          end,
+    [?assertEqual({Path, {401, "Bearer realm=\"msgflow\""}}, {Path, Get(Path, H)})
+     || Path <- ["/api/views", "/api/view?name=top", "/metrics", "/api/state?by=name"],
+        H <- [[], [{"authorization", "Bearer wrong"}], [{"authorization", "Basic " ++ Token}],
+              [{"authorization", "Bearer " ++ Token ++ "x"}]]],
+    %% (/metrics: 503 while msgflow was never started here, but no 401)
+    [?assertMatch({Path, {C, _}} when C =:= 200; C =:= 503,
+                  {Path, Get(Path, [{"authorization", "Bearer " ++ Token}])})
+     || Path <- ["/api/views", "/metrics"]],
+    ?assertMatch({200, _}, Get("/api/views", [{"authorization", "bearer " ++ Token}])),
+    [?assertMatch({Path, {200, _}}, {Path, Get(Path, [])}) || Path <- ["/", "/www/msgflow.js"]],
+    ok = msgflow:web_stop(),
+    File = filename:join(?config(priv_dir, Config), "token"),
+    ok = file:write_file(File, "s3cret-token\nignored\n"),
+    {ok, Url2} = msgflow:web(#{port => 0, token => {file, File}}),
+    ?assertEqual(nomatch, string:find(Url2, "#")),
+    {ok, {{_, 200, _}, _, _}} = httpc:request(get, {Url2 ++ "api/views", [{"authorization", "Bearer s3cret-token"}]},
+                                              [], []),
+    {ok, {{_, 401, _}, _, _}} = httpc:request(get, {Url2 ++ "api/views", []}, [], []),
+    ok = msgflow:web_stop(),
+    {error, {badopt, {token, {file, "/nonexistent"}}, [_]}} = msgflow:web(#{port => 0, token => {file, "/nonexistent"}}),
+    ok = file:write_file(File, "\n"),
+    {error, {badopt, {token, {file, File}}, [_]}} = msgflow:web(#{port => 0, token => {file, File}}),
+    %% beyond loopback without a token, when asked for
+    {ok, _} = msgflow:web(#{port => 0, ip => {0, 0, 0, 0}, token => none}),
+    ok.
+
+%% Documents computed at once are capped: past 4, a request for another
+%% gets 503 with Retry-After at once; a computation that dies (here
+%% killed) gives its waiters an error, and the next request for it
+%% computes anew.  (A source that waits to be told stands in for slow
+%% views.)
+computations(_Config) ->
+    {ok, Url} = msgflow:web(#{port => 0}),
+    Self = self(),
+    Real = sys:get_state(msgflow_web),
+    sys:replace_state(msgflow_web, fun(S) ->
+                                           S#{source := fun(Request) ->
+                                                                 Self ! {computing, self(), Request},
+                                                                 receive go -> {ok, <<"{}">>} end
+                                                         end}
+                                   end),
+    Ask = fun(Path) ->
+                  spawn(fun() ->
+                                {ok, {{_, Code, _}, Hs, Body}} =
+                                    httpc:request(get, {Url ++ Path, []}, [], [{body_format, binary}]),
+                                Self ! {answer, Path, Code, proplists:get_value("retry-after", Hs), Body}
+                        end)
+          end,
+    Paths = ["api/view?name=top&limit=" ++ integer_to_list(I) || I <- lists:seq(1, 4)],
+    _ = [Ask(P) || P <- Paths],
+    %% each computation's worker by the limit its request asked for
+    Workers = maps:from_list([receive {computing, W, {view, top, #{limit := L}}} -> {L, W} end || _ <- Paths]),
+    %% (raw: httpc itself retries a 503 that has Retry-After)
+    ?assertEqual({503, <<"1">>}, raw_status_retry(Url, "/api/view?name=top&limit=5")),
+    %% one dies: its request gets an error; the others are answered
+    exit(map_get(1, Workers), kill),
+    receive {answer, P1, 500, _, Body1} when P1 =:= hd(Paths) ->
+            ?assertNotEqual(nomatch, binary:match(Body1, <<"computation">>))
+    after 60000 -> ct:fail(no_error)
+    end,
+    [W ! go || {L, W} <- maps:to_list(Workers), L =/= 1],
+    [receive {answer, P, 200, _, _} -> ok after 60000 -> ct:fail({no_answer, P}) end || P <- tl(Paths)],
+    %% and the next request for it computes anew
+    _ = Ask(hd(Paths)),
+    receive {computing, W2, _} -> W2 ! go after 60000 -> ct:fail(not_again) end,
+    receive {answer, P2, 200, _, _} when P2 =:= hd(Paths) -> ok after 60000 -> ct:fail(no_answer) end,
+    sys:replace_state(msgflow_web, fun(S) -> S#{source := maps:get(source, Real)} end),
+    ok.
+
+%% 50 clients that connect and send nothing, and one with a request line
+%% longer than the server reads: the page still answers (httpd's limits
+%% close the slow connections), and the long request gets 414.
+slow_clients(_Config) ->
+    {ok, Url} = msgflow:web(#{port => 0}),
+    Port = port_of(Url),
+    Slow = [begin {ok, S} = gen_tcp:connect("127.0.0.1", Port, [binary, {active, false}]), S end
+            || _ <- lists:seq(1, 50)],
+    ok = gen_tcp:send(hd(Slow), "GET /"),
+    ?assertEqual(414, raw_status(Url, "/api/view?name=top&x=" ++ lists:duplicate(10000, $a))),
+    Deadline = erlang:monotonic_time(millisecond) + 60000,
+    ?assertEqual(200, until_answered(Url, Deadline)),
+    [gen_tcp:close(S) || S <- Slow],
+    ok.
+
+%% 200 once the page is served, else the last answer at Deadline (503
+%% while every connection httpd takes is held)
+until_answered(Url, Deadline) ->
+    R = case httpc:request(get, {Url, []}, [{timeout, 5000}], []) of
+            {ok, {{_, Code, _}, _, _}} -> Code;
+            {error, _} = E -> E
+        end,
+    case R =:= 200 orelse erlang:monotonic_time(millisecond) > Deadline of
+        true -> R;
+        false -> receive after 100 -> until_answered(Url, Deadline) end
+    end.
+
 free_port() ->
     {ok, L} = gen_tcp:listen(0, [{ip, {127, 0, 0, 1}}]),
     {ok, P} = inet:port(L),
@@ -522,6 +659,21 @@ raw_status(Url, Path) ->
     {ok, <<"HTTP/1.1 ", Code:3/binary, _/binary>>} = gen_tcp:recv(S, 0, 10000),
     gen_tcp:close(S),
     binary_to_integer(Code).
+
+%% The status and Retry-After of a GET of Path sent byte for byte.
+raw_status_retry(Url, Path) ->
+    {ok, S} = gen_tcp:connect("127.0.0.1", port_of(Url), [binary, {active, false}, {packet, http_bin}]),
+    ok = gen_tcp:send(S, ["GET ", Path, " HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"]),
+    {ok, {http_response, _, Code, _}} = gen_tcp:recv(S, 0, 60000),
+    Headers = raw_headers(S, []),
+    gen_tcp:close(S),
+    {Code, proplists:get_value('Retry-After', Headers)}.
+
+raw_headers(S, Acc) ->
+    case gen_tcp:recv(S, 0, 60000) of
+        {ok, {http_header, _, Name, _, Value}} -> raw_headers(S, [{Name, Value} | Acc]);
+        {ok, http_eoh} -> Acc
+    end.
 
 port_of(Url) ->
     #{port := P} = uri_string:parse(Url),

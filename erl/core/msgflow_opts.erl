@@ -71,7 +71,8 @@
 %% several rules.
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
               | boolean | pid | pair | pairs | pid_text | atom | text | procs | nodes | sample | kind | ip | time
-              | {either, [rule()]} | {subset, [atom()]}.
+              | {either, [rule()]} | {subset, [atom()]} | {list_of, rule(), pos_integer()}
+              | {tagged, atom(), rule()}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 
 %% @doc The options used where start/1 is given none:
@@ -211,6 +212,10 @@ valid(text, V) -> (is_binary(V) orelse (is_list(V) andalso io_lib:printable_unic
                               end;
 valid(ip, V) -> (tuple_size_is(V, 4) orelse tuple_size_is(V, 8)) andalso inet:is_ip_address(V);
 valid({either, Rules}, V) -> lists:any(fun(R) -> valid(R, V) end, Rules);
+valid({list_of, Rule, Max}, V) ->
+    is_list(V) andalso proper(V) andalso length(V) =< Max andalso lists:all(fun(X) -> valid(Rule, X) end, V);
+valid({tagged, Tag, Rule}, V) -> is_tuple(V) andalso tuple_size(V) =:= 2 andalso element(1, V) =:= Tag
+                                     andalso valid(Rule, element(2, V));
 valid({subset, As}, V) ->
     is_list(V) andalso proper(V) andalso lists:all(fun(X) -> lists:member(X, As) end, V);
 valid(procs, P) when P =:= all; P =:= new; P =:= existing -> true;
@@ -231,6 +236,9 @@ valid(kind, {K, T}) -> lists:member(K, msgflow_tracer:kinds()) andalso is_atom(T
 valid(kind, K) -> lists:member(K, msgflow_tracer:kinds());
 valid(time, V) -> system_ms(V) =/= error.
 
+allowed_text(A) when is_binary(A) -> A;
+allowed_text(A) -> io_lib:format("~0tp", [A]).
+
 %% @doc What Rule allows, as the error names it.
 -spec allowed(rule()) -> list().
 allowed({one_of, As}) -> As;
@@ -246,6 +254,10 @@ allowed(atom) -> [<<"an atom">>];
 allowed(text) -> [<<"a text: a binary or a string, not empty">>];
 allowed(ip) -> [<<"an IP address tuple: {127,0,0,1} (loopback), {0,0,0,0} (every interface)">>];
 allowed({either, Rules}) -> lists:append([allowed(R) || R <- Rules]);
+allowed({list_of, Rule, Max}) ->
+    [iolist_to_binary(io_lib:format("a list of at most ~b of: ~ts", [Max, lists:join(", ", [allowed_text(A) || A <- allowed(Rule)])]))];
+allowed({tagged, Tag, Rule}) ->
+    [iolist_to_binary(io_lib:format("{~ts, X}, X ~ts", [Tag, lists:join(" or ", [allowed_text(A) || A <- allowed(Rule)])]))];
 allowed({subset, As}) -> [iolist_to_binary(["a list of: ", lists:join(", ", [atom_to_list(A) || A <- As])])];
 allowed(procs) -> [all, new, existing, <<"a list of local pids and registered names, "
                                          "without repeats">>];

@@ -18,7 +18,7 @@
 %%% processes are msgflow's own: never traced (msgflow_flags).
 -module(msgflow_web).
 -behaviour(gen_server).
--export([start/2, stop/0, url/0, get/1]).
+-export([start/2, stop/0, url/0, get/1, access/0]).
 -export([start_link/2, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -type request() :: {state, msgflow_rows:grouping(), #{from => integer(), to => integer()}}
@@ -39,8 +39,23 @@
 %% most about a tenth of a scheduler)
 -define(COST_SHARE, 10).
 %% how long a request waits for a document, ms (a state at a million pairs
-%% takes about a second to compute the first time)
+%% takes about a second to compute the first time); a computation still
+%% running then is killed
 -define(CALL_MS, 60000).
+%% documents computed at once, at most: a request for another gets 503
+%% with Retry-After (each distinct query string is a computation)
+-define(COMPUTING, 4).
+%% a computation's heap, at most (words: 64 MB on a 64-bit VM); past it
+%% the VM kills it and its waiters get an error
+-define(COMPUTE_HEAP_WORDS, 8388608).
+%% httpd's limits, so that slow or oversized requests cannot hold the
+%% server: a request line and headers of at most these sizes, no body
+%% (GET only), at least 100 bytes a second from a client while a request
+%% is read, an idle keep-alive connection closed after 30 s
+-define(HTTPD_LIMITS, [{max_uri_size, 8192}, {max_header_size, 16384}, {max_body_size, 1024},
+                       {max_content_length, 1024}, {minimum_bytes_per_second, 100},
+                       {keep_alive_timeout, 30}, {max_keep_alive_request, 1000},
+                       {max_clients, 50}]).
 
 %% @doc Starts the server under msgflow_sup: Opts `port' (0: any free
 %% port), `ip' (an address tuple), `refresh' (ms).  `{ok, Url}', or
@@ -86,8 +101,22 @@ url() ->
         error:badarg -> undefined
     end.
 
+%% @doc Who the running server answers (msgflow_web_source:access/1), or
+%% undefined when none runs.
+-spec access() -> msgflow_web_source:access() | undefined.
+access() ->
+    try ets:lookup(?KEPT, access) of
+        [{access, A}] -> A;
+        [] -> undefined
+    catch
+        error:badarg -> undefined
+    end.
+
 %% @doc A document: the one computed within the last `refresh' ms, or a
 %% new one (computed once, whoever asks meanwhile waits for it).
+%% `{error, busy}' when ?COMPUTING others are being computed;
+%% `{error, {computation, Reason}}' when its computation died (killed
+%% past its heap or time bound).
 -spec get(request()) -> {ok, binary()} | {error, term()}.
 get(Request) ->
     try
@@ -106,13 +135,15 @@ start_link(Opts, Source) ->
 -spec init({map(), source()}) -> {ok, map()} | {stop, term()}.
 init({Opts = #{port := Port, ip := Ip}, Source}) ->
     ok = msgflow_flags:untrace_self(),
+    %% msgflow's own, and so are the processes it spawns from now on
+    %% (httpd's, before they send their first message)
+    _ = msgflow_collector:own([self()]),
     process_flag(trap_exit, true),
     Www = msgflow_web_page:www_dir(),
     Real = free_port(Port, Ip),
     Config = [{port, Real}, {bind_address, Ip}, {ipfamily, family(Ip)},
               {server_name, "msgflow"}, {server_root, Www}, {document_root, Www},
-              {modules, [msgflow_web_httpd]}, {keep_alive_timeout, 30},
-              {max_clients, 50}],
+              {modules, [msgflow_web_httpd]} | ?HTTPD_LIMITS],
     case application:ensure_all_started(inets) of
         {ok, _} ->
             case inets:start(httpd, Config, stand_alone) of
@@ -127,8 +158,10 @@ init({Opts = #{port := Port, ip := Ip}, Source}) ->
                     _ = msgflow_collector:own([self() | Own]),
                     Url = lists:flatten(io_lib:format("http://~s:~b/", [host(Ip), Real])),
                     true = ets:insert(?KEPT, {url, Url}),
+                    true = ets:insert(?KEPT, {access, maps:get(access, Opts,
+                                                                #{hosts => [], token => none})}),
                     {ok, #{httpd => Httpd, source => Source, cache => #{}, pending => #{},
-                           refresh => maps:get(refresh, Opts, ?REFRESH_MS)}};
+                           computing => #{}, refresh => maps:get(refresh, Opts, ?REFRESH_MS)}};
                 {error, Reason} ->
                     {stop, {listen_error(Reason), {port, Port}}}
             end;
@@ -174,39 +207,46 @@ host(Ip) -> inet:ntoa(Ip).
 %% @private
 -spec handle_call(term(), gen_server:from(), map()) -> {reply, term(), map()} | {noreply, map()}.
 handle_call({get, Request}, From, S = #{cache := Cache, pending := Pending, refresh := Refresh,
-                                         source := Source}) ->
+                                         source := Source, computing := Computing}) ->
     Now = erlang:monotonic_time(millisecond),
     case {Cache, Pending} of
         {#{Request := {At, Cost, Doc}}, _} when Now - At < Refresh; Now - At < ?COST_SHARE * Cost ->
             {reply, Doc, S};
         {_, #{Request := Waiting}} ->
             {noreply, S#{pending := Pending#{Request := [From | Waiting]}}};
+        _ when map_size(Computing) >= ?COMPUTING ->
+            {reply, {error, busy}, S};
         _ ->
-            compute(Source, Request, Now),
-            {noreply, S#{pending := Pending#{Request => [From]}}}
+            Pid = compute(Source, Request, Now),
+            {noreply, S#{pending := Pending#{Request => [From]}, computing := Computing#{Pid => Request}}}
     end;
 handle_call(_, _From, S) ->
     {reply, {error, unknown_call}, S}.
 
 %% Request's document computed by a process of its own, which says
-%% `{computed, Request, Began, Doc}' (linked: it ends with the server).
-%% It is msgflow's own from its first message, spawned by this process
+%% `{computed, Request, Began, Doc}' (linked: it ends with the server; one
+%% that dies is an `EXIT' here), with a heap of at most
+%% ?COMPUTE_HEAP_WORDS and killed after ?CALL_MS.  It is msgflow's own
+%% from its first message, spawned by this process
 %% (msgflow_collector:own/1); the call below also clears its send flag.
 compute(Source, Request, Began) ->
     Self = self(),
-    Pid = spawn_link(fun() ->
-                             receive go -> ok end,
-                             Doc = try Source(Request) of
-                                       {ok, Data} -> {ok, iolist_to_binary(Data)};
-                                       {error, _} = E -> E
-                                   catch
-                                       C:R -> {error, {C, R}}
-                                   end,
-                             Self ! {computed, Request, Began, Doc}
-                     end),
+    Pid = spawn_opt(fun() ->
+                            receive go -> ok end,
+                            Doc = try Source(Request) of
+                                      {ok, Data} -> {ok, iolist_to_binary(Data)};
+                                      {error, _} = E -> E
+                                  catch
+                                      C:R -> {error, {C, R}}
+                                  end,
+                            Self ! {computed, self(), Request, Began, Doc}
+                    end,
+                    [link, {max_heap_size, #{size => ?COMPUTE_HEAP_WORDS, kill => true,
+                                             error_logger => false}}]),
     _ = msgflow_collector:own([Pid]),
     Pid ! go,
-    ok.
+    _ = erlang:send_after(?CALL_MS, self(), {compute_timeout, Pid}),
+    Pid.
 
 %% @private
 -spec handle_cast(term(), map()) -> {noreply, map()}.
@@ -216,13 +256,24 @@ handle_cast(_, S) -> {noreply, S}.
 -spec handle_info(term(), map()) -> {noreply, map()} | {stop, term(), map()}.
 handle_info({'EXIT', Httpd, Reason}, S = #{httpd := Httpd}) ->
     {stop, {httpd, Reason}, S};
-handle_info({computed, Request, Began, Doc}, S = #{cache := Cache, pending := Pending}) ->
+handle_info({computed, Pid, Request, Began, Doc},
+            S = #{cache := Cache, pending := Pending, computing := Computing}) ->
     Done = erlang:monotonic_time(millisecond),
     [gen_server:reply(From, Doc) || From <- maps:get(Request, Pending, [])],
     %% a document nobody asked for within a minute is forgotten
     Kept = maps:filter(fun(_, {At, _, _}) -> Done - At < 60000 end, Cache),
     {noreply, S#{cache := Kept#{Request => {Done, Done - Began, Doc}},
-                 pending := maps:remove(Request, Pending)}};
+                 pending := maps:remove(Request, Pending), computing := maps:remove(Pid, Computing)}};
+handle_info({compute_timeout, Pid}, S = #{computing := Computing}) ->
+    _ = is_map_key(Pid, Computing) andalso exit(Pid, kill),
+    {noreply, S};
+%% a computation that died (killed past its heap or time bound, or by
+%% anyone): its waiters get an error, and the next request computes anew
+handle_info({'EXIT', Pid, Reason}, S = #{pending := Pending, computing := Computing})
+  when is_map_key(Pid, Computing) ->
+    Request = map_get(Pid, Computing),
+    [gen_server:reply(From, {error, {computation, Reason}}) || From <- maps:get(Request, Pending, [])],
+    {noreply, S#{pending := maps:remove(Request, Pending), computing := maps:remove(Pid, Computing)}};
 handle_info(_, S) ->
     {noreply, S}.
 

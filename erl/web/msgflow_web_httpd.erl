@@ -16,33 +16,109 @@
 %%% <li>`/metrics' Prometheus' text format (msgflow_prom).</li>
 %%% </ul>
 %%% A bad parameter gets 400 with `{"error": ..., "allowed": [...]}', an
-%%% unknown path 404, a state msgflow cannot give (never started) 503.
-%%% Nothing a request holds reaches an atom table or a file name.
+%%% unknown path 404, a state msgflow cannot give (never started) 503, as
+%%% does a request past the computations the server runs at once (with
+%%% `Retry-After').  Before any of that, who asks is checked
+%%% (msgflow_web_source:access/1): a Host header (port aside) or an Origin
+%%% that names no host the server answers to gets 403 (a page of another
+%%% site cannot read the node through DNS rebinding), and with a token set
+%%% every `/api/' path and `/metrics' without `Authorization: Bearer
+%%% Token' get 401 (`/' and its files are served without: the page reads
+%%% the token from its URL's fragment).  Nothing a request holds reaches
+%%% an atom table or a file name.
 -module(msgflow_web_httpd).
 -export([do/1]).
 -include_lib("inets/include/httpd.hrl").
 
 %% @private httpd's module callback.
 -spec do(#mod{}) -> {proceed, list()}.
-do(#mod{method = Method, request_uri = Uri, data = Data, socket = Socket}) ->
+do(#mod{method = Method, request_uri = Uri, data = Data, socket = Socket, parsed_header = Hs}) ->
     untrace_connection(Socket),
     Response = case proplists:get_value(status, Data) of
-                   undefined when Method =:= "GET"; Method =:= "HEAD" -> route(Uri);
-                   undefined -> {405, "text/plain", <<"GET only\n">>};
+                   undefined ->
+                       case allowed(Uri, Hs, msgflow_web:access()) of
+                           ok when Method =:= "GET"; Method =:= "HEAD" -> route(Uri);
+                           ok -> {405, "text/plain", <<"GET only\n">>};
+                           Refused -> Refused
+                       end;
                    _ -> none        %% an earlier module answered
                end,
     case Response of
         none -> {proceed, Data};
-        {Code, Type, Body} ->
-            Bin = iolist_to_binary(Body),
-            Head = [{code, Code}, {content_type, Type},
-                    {content_length, integer_to_list(byte_size(Bin))},
-                    {cache_control, "no-store"},
-                    {"x-content-type-options", "nosniff"},
-                    {"content-security-policy",
-                     "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'"}],
-            {proceed, [{response, {response, Head, case Method of "HEAD" -> []; _ -> Bin end}}]}
+        {Code, Type, Body} -> respond(Method, Code, Type, Body, []);
+        {Code, Type, Body, Extra} -> respond(Method, Code, Type, Body, Extra)
     end.
+
+respond(Method, Code, Type, Body, Extra) ->
+    Bin = iolist_to_binary(Body),
+    Head = Extra ++ [{code, Code}, {content_type, Type},
+                     {content_length, integer_to_list(byte_size(Bin))},
+                     {cache_control, "no-store"},
+                     {"x-content-type-options", "nosniff"},
+                     {"content-security-policy",
+                      "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'"}],
+    {proceed, [{response, {response, Head, case Method of "HEAD" -> []; _ -> Bin end}}]}.
+
+%% `ok' when the request names a host the server answers to (its Host,
+%% and its Origin when it has one) and carries the token where one is
+%% needed; else the response that refuses it.
+allowed(_, _, undefined) ->
+    {503, "text/plain", <<"the server is stopping\n">>};
+allowed(Uri, Hs, #{hosts := Hosts, token := Token}) ->
+    Host = host_of(proplists:get_value("host", Hs, "")),
+    Origin = proplists:get_value("origin", Hs),
+    case lists:member(Host, Hosts) andalso (Origin =:= undefined orelse origin_ok(Origin, Hosts)) of
+        false ->
+            {403, "text/plain", <<"this server answers requests to its own address only: "
+                                  "msgflow:web(#{hosts => [Name]}) adds a name\n">>};
+        true when Token =:= none ->
+            ok;
+        true ->
+            case needs_token(Uri) andalso not bearer(proplists:get_value("authorization", Hs, ""), Token) of
+                true -> {401, "text/plain", <<"a token is needed: Authorization: Bearer Token\n">>,
+                         [{"www-authenticate", "Bearer realm=\"msgflow\""}]};
+                false -> ok
+            end
+    end.
+
+%% A Host header's name, port aside, lower case: `localhost',
+%% `127.0.0.1', `[::1]'.
+host_of(H) ->
+    L = string:lowercase(string:trim(H)),
+    Name = case L of
+               "[" ++ _ -> hd(string:split(L, "]")) ++ "]";
+               _ -> hd(string:split(L, ":"))
+           end,
+    unicode:characters_to_binary(Name).
+
+origin_ok(Origin, Hosts) ->
+    case uri_string:parse(Origin) of
+        #{scheme := S, host := H} when S =:= "http"; S =:= "https" ->
+            Name = case string:find(H, ":") of
+                       nomatch -> H;
+                       _ -> "[" ++ H ++ "]"          %% an IPv6 address
+                   end,
+            lists:member(unicode:characters_to_binary(string:lowercase(Name)), Hosts);
+        _ -> false
+    end.
+
+needs_token(Uri) ->
+    lists:prefix("/api/", Uri) orelse Uri =:= "/metrics" orelse lists:prefix("/metrics?", Uri).
+
+%% the header's token equals Token, compared in a time that does not
+%% depend on where they differ
+bearer([B, E, A, R, E2, R2, $\s | Given], Token) when is_binary(Token) ->
+    case string:lowercase([B, E, A, R, E2, R2]) of
+        "bearer" -> same(unicode:characters_to_binary(string:trim(Given)), Token);
+        _ -> false
+    end;
+bearer(_, _) ->
+    false.
+
+same(G, Token) ->
+    byte_size(G) =:= byte_size(Token)
+        andalso lists:foldl(fun({A, B}, Acc) -> Acc bor (A bxor B) end, 0,
+                            lists:zip(binary_to_list(G), binary_to_list(Token))) =:= 0.
 
 %% A connection's request process is msgflow's own from its first
 %% message (httpd's acceptor, msgflow's, spawned it: msgflow_collector:own/1);
@@ -209,6 +285,9 @@ value(_, _) ->
 doc(Request, Type) ->
     case msgflow_web:get(Request) of
         {ok, Bin} -> {200, Type, Bin};
+        {error, busy} ->
+            {503, "application/json", <<"{\"error\":\"the server computes as many documents as it "
+                                        "may at once: retry\"}">>, [{"retry-after", "1"}]};
         {error, {Bad, {Key, Value}, Allowed}} when Bad =:= badopt; Bad =:= badarg ->
             {400, "application/json",
              msgflow_report:json_encode(#{<<"error">> => iolist_to_binary(

@@ -4,7 +4,14 @@
 %%% of the query path and rendered here.  The web layer's own: msgflow_web
 %%% gets its documents through the fun source/1 makes.
 -module(msgflow_web_source).
--export([start/1, source/1]).
+-export([start/1, source/1, access/1]).
+-export_type([access/0]).
+
+%% Who the server answers (msgflow_web_httpd checks each request): the
+%% host names a request's Host (and Origin, when it has one) may name,
+%% port aside, and the token every API path and /metrics need (`none':
+%% none).
+-type access() :: #{hosts := [binary()], token := binary() | none}.
 
 %% @doc web/1's options, with their defaults and rules.
 -spec options() -> msgflow_opts:schema().
@@ -12,6 +19,8 @@ options() ->
     #{port => {7780, {int, 0, 65535, "TCP port; 0: any free one"}},
       ip => {{127, 0, 0, 1}, ip},
       metrics_edges => {100, {int, 1, 100000, "edge series"}},
+      hosts => {[], {list_of, text, 100}},
+      token => {default, {either, [{one_of, [default, none, generate]}, {tagged, file, text}]}},
       metrics_views => {[], {subset, [N || {N, _} <- msgflow_view:with_metrics()]}}}.
 
 %% @doc msgflow:web/1: serves msgflow's live page from this node with
@@ -27,7 +36,15 @@ options() ->
 %% guides/web.md shows an SSH tunnel instead), `metrics_edges' (100: edge
 %% series of /metrics, the busiest by name, the rest summed as `other'),
 %% `metrics_views' ([]: the views whose own series /metrics adds, among
-%% those that give some, `receivers' say; each is built at every scrape).
+%% those that give some, `receivers' say; each is built at every scrape),
+%% `hosts' (host names a request's Host header may name besides the
+%% bound address, and on loopback `localhost', `127.0.0.1', `[::1]': a
+%% request naming another gets 403, as does one whose Origin names
+%% another), `token' (what every API path and /metrics need as
+%% `Authorization: Bearer Token'; `generate': a new one, in the returned
+%% URL's fragment `#token=...', which the page reads and no server sees;
+%% `{file, Path}': the file's first line; `none': no token; the default
+%% is none on loopback, and binding beyond it without `token' is refused).
 %% `{ok, Url}'; errors: `{error, {badopt, {Key, Value}, Allowed}}',
 %% `{error, {already_started, Url}}', `{error, {Reason, {port, Port}}}'
 %% when the port cannot be listened on (eaddrinuse).  The page says "not
@@ -36,11 +53,78 @@ options() ->
 start(Opts0) ->
     case msgflow_opts:check(options(), Opts0) of
         {ok, Opts} ->
-            case application:ensure_all_started(msgflow) of
-                {ok, _} -> msgflow_web:start(Opts, source(Opts));
-                {error, _} = E -> E
+            case {access(Opts), application:ensure_all_started(msgflow)} of
+                {{ok, Access}, {ok, _}} ->
+                    case msgflow_web:start(Opts#{access => Access}, source(Opts)) of
+                        {ok, Url} when map_get(token, Opts) =:= generate ->
+                            {ok, Url ++ "#token=" ++ binary_to_list(map_get(token, Access))};
+                        Other -> Other
+                    end;
+                {{error, _} = E, _} -> E;
+                {_, {error, _} = E} -> E
             end;
         {error, _} = E -> E
+    end.
+
+%% @doc Who a server started with web/1's checked Opts answers: its host
+%% names and its token (see start/1).  Errors as start/1's: a bind beyond
+%% loopback with no `token', a token file that cannot be read or is
+%% empty.
+-spec access(map()) -> {ok, access()} | {error, {badopt, {token, term()}, [binary()]}}.
+access(#{ip := Ip, hosts := Extra, token := Token}) ->
+    Loopback = loopback(Ip),
+    Hosts = lists:usort([unicode:characters_to_binary(string:lowercase(H)) || H <- Extra]
+                        ++ own_hosts(Ip, Loopback)),
+    case token(Token, Loopback) of
+        {ok, T} -> {ok, #{hosts => Hosts, token => T}};
+        {error, Why} -> {error, {badopt, {token, Token}, [Why]}}
+    end.
+
+loopback({127, _, _, _}) -> true;
+loopback({0, 0, 0, 0, 0, 0, 0, 1}) -> true;
+loopback(_) -> false.
+
+%% the names a request to Ip may give: on loopback the loopback names;
+%% on every interface ({0,0,0,0} or ::) each interface's address, the
+%% loopback names and this host's name; else the address
+own_hosts(_, true) ->
+    [<<"localhost">>, <<"127.0.0.1">>, <<"[::1]">>];
+own_hosts(Ip, false) when Ip =:= {0, 0, 0, 0}; Ip =:= {0, 0, 0, 0, 0, 0, 0, 0} ->
+    Addrs = case inet:getifaddrs() of
+                {ok, Ifs} -> [A || {_, Props} <- Ifs, {addr, A} <- Props];
+                _ -> []
+            end,
+    own_hosts(none, true) ++ [list_to_binary(string:lowercase(net_adm:localhost()))]
+        ++ [host_text(A) || A <- Addrs];
+own_hosts(Ip, false) ->
+    [host_text(Ip)].
+
+host_text(A) when tuple_size(A) =:= 8 -> list_to_binary(["[", inet:ntoa(A), "]"]);
+host_text(A) -> list_to_binary(inet:ntoa(A)).
+
+token(default, true) -> {ok, none};
+token(default, false) ->
+    {error, <<"a server beyond loopback needs a token: token => generate (a new one, in the "
+              "returned URL), token => {file, Path}, or token => none to serve without one">>};
+token(none, _) -> {ok, none};
+token(generate, _) ->
+    %% 32 URL-safe characters (base64 of 24 random bytes, + and / swapped)
+    try crypto:strong_rand_bytes(24) of
+        R -> {ok, << <<(case C of $+ -> $-; $/ -> $_; _ -> C end)>> || <<C>> <= base64:encode(R) >>}
+    catch
+        error:_ -> {error, <<"OTP's crypto, which this node lacks, for a generated token: "
+                             "give token => {file, Path}">>}
+    end;
+token({file, Path}, _) ->
+    case file:read_file(Path) of
+        {ok, B} ->
+            case string:trim(hd(binary:split(B, <<"\n">>) ++ [<<>>])) of
+                <<>> -> {error, <<"a file whose first line is the token (this one has none)">>};
+                T -> {ok, T}
+            end;
+        {error, R} ->
+            {error, iolist_to_binary(io_lib:format("a file msgflow can read (~ts: ~ts)",
+                                                   [Path, file:format_error(R)]))}
     end.
 
 %% @doc What msgflow_web serves (web/1's checked Opts: `metrics_edges',

@@ -17,6 +17,15 @@
     system: '#92400e', exit: '#dc2626', down: '#db2777', io: '#0891b2', '-': '#94a3b8'
   };
 
+  // the token the server may need (web(#{token => ...})): from the page's
+  // URL fragment, #token=..., which no server sees; sent with every api/
+  // request as Authorization: Bearer
+  var token = (/(?:^#|&)token=([^&]*)/.exec(location.hash) || [])[1];
+  function api(url) {
+    var headers = token ? {Authorization: 'Bearer ' + decodeURIComponent(token)} : {};
+    return fetch(url, {cache: 'no-store', headers: headers});
+  }
+
   var embedded = document.getElementById('msgflow-state');
   var state = null;
   var by = 'name';
@@ -129,8 +138,7 @@
     var b = compareRange || {from: a.from - shift, to: a.to - shift};
     $('changes-note').textContent = time(b.from) + ' \u2013 ' + time(b.to) + ' to ' +
       time(a.from) + ' \u2013 ' + time(a.to);
-    return fetch('api/diff?' + rangeQuery(a, 'from', 'to').slice(1) + rangeQuery(b, 'cfrom', 'cto'),
-                 {cache: 'no-store'}).then(function (r) {
+    return api('api/diff?' + rangeQuery(a, 'from', 'to').slice(1) + rangeQuery(b, 'cfrom', 'cto')).then(function (r) {
       return r.json().then(function (body) {
         if (!r.ok) throw new Error(body.error || ('HTTP ' + r.status));
         return body;
@@ -159,7 +167,7 @@
 
   function fetchState() {
     var url = 'api/state?by=' + encodeURIComponent(by) + (range ? rangeQuery(range, 'from', 'to') : '');
-    return fetch(url, {cache: 'no-store'}).then(function (r) {
+    return api(url).then(function (r) {
       return r.json().then(function (body) {
         if (!r.ok) throw new Error(body.error || ('HTTP ' + r.status));
         return body;
@@ -176,7 +184,7 @@
   // The Views panel: every view of the node's registry (api/views), the
   // chosen one's text as the shell prints it (api/text), set as text.
   function fetchViews() {
-    return fetch('api/views', {cache: 'no-store'}).then(function (r) {
+    return api('api/views').then(function (r) {
       return r.ok ? r.json() : [];
     }).then(function (names) {
       var sel = clear($('view'));
@@ -190,7 +198,7 @@
   function fetchViewText() {
     var name = $('view').value;
     if (!name) return null;
-    return fetch('api/text?name=' + encodeURIComponent(name), {cache: 'no-store'}).then(function (r) {
+    return api('api/text?name=' + encodeURIComponent(name)).then(function (r) {
       return r.text();
     }).then(function (t) {
       $('view-text').textContent = t;
@@ -199,7 +207,7 @@
 
   function fetchHotspots() {
     fetchWaits();
-    return fetch('api/hotspots', {cache: 'no-store'}).then(function (r) {
+    return api('api/hotspots').then(function (r) {
       return r.ok ? r.json() : null;
     }).then(function (h) {
       if (h && !paused) { hotspots = h; if (state) renderHotspots(); }
@@ -209,7 +217,7 @@
   // the busiest receivers' mailbox waits, as the state of an export has
   // them: {id: {wait_ms, queue_len, growing}}
   function fetchWaits() {
-    return fetch('api/view?name=receivers&sort=wait&limit=50', {cache: 'no-store'}).then(function (r) {
+    return api('api/view?name=receivers&sort=wait&limit=50').then(function (r) {
       return r.ok ? r.json() : null;
     }).then(function (v) {
       if (!v || paused) return;
