@@ -1,10 +1,12 @@
 %%% @private Supervises the collector (permanent: a collector that dies is
 %%% restarted idle; the session it owned answers `remove', so its tracing
 %%% ends) and, while msgflow counts across a cluster, the coordinator
-%%% (msgflow_cluster, a temporary child started by msgflow:start/1).  The
-%%% flow keeper (msgflow_flow_keeper) is not supervised: it is started by
-%%% the first follow and outlives the shell command that asked.  The
-%%% remote end (msgflow_remote) answers msgflow-top.
+%%% (msgflow_cluster, a temporary child started by msgflow:start/1), and
+%%% the flow keeper (msgflow_flow_keeper, a transient child started by the
+%%% first follow, so that it outlives the shell command that asked: one
+%%% that dies is started again and clears the follow_calls patterns the
+%%% dead one left, which this process's table lists).  The remote end
+%%% (msgflow_remote) answers msgflow-top.
 -module(msgflow_sup).
 -behaviour(supervisor).
 -export([start_link/0, init/1]).
@@ -18,6 +20,10 @@ init([]) ->
     %% where a legacy run's session is kept while it lasts: here, so that
     %% a collector restarted after a crash finds it (msgflow_run)
     ok = msgflow_run:legacy_table(),
+    %% the functions a follow_calls entry has a legacy meta pattern on,
+    %% while it is set: here, so that a keeper that was killed leaves none
+    %% (msgflow_flow_entry)
+    ok = msgflow_flow_entry:patterns_table(),
     Collector = #{id => msgflow_collector,
                   start => {msgflow_collector, start_link, []},
                   restart => permanent,

@@ -29,7 +29,7 @@
          proc_lib_labels/1]).
 -export([follow_chain/1, follow_port/1, follow_calls_exact/1, follow_calls_sample/1,
          follow_system_tracer_busy/1, flow_callbacks_odd/1, follow_calls_errors/1,
-         follow_never_quiet/1,
+         follow_never_quiet/1, keeper_killed/1,
          cluster_exact/1, cluster_node_down/1, cluster_member_hangs/1, hold_suspended/2,
          cluster_node_joins/1,
          cluster_coordinator_killed/1, cluster_start_errors/1, cluster_flow/1,
@@ -59,7 +59,7 @@ groups() ->
      {flows, [],
       [follow_chain, follow_port, follow_calls_exact, follow_calls_sample,
        follow_system_tracer_busy, flow_callbacks_odd, follow_calls_errors,
-       follow_never_quiet]},
+       follow_never_quiet, keeper_killed]},
      %% msgflow over distribution, with peer nodes on this machine
      {cluster, [],
       [cluster_exact, cluster_node_down, cluster_member_hangs, cluster_node_joins,
@@ -2327,6 +2327,37 @@ flow_callbacks_odd(_Config) ->
     ?assertError(badarg, msgflow_tracer:entry_new(0)),
     ?assertError(badarg, msgflow_tracer:flow_watch(make_ref(), x, 1)),
     ok.
+
+%% The flow keeper killed while a follow_calls entry is on: msgflow's
+%% supervisor starts it again, and no pattern of msgflow's is left on the
+%% function, nor its flow session as the system tracer (before OTP 27 the
+%% new keeper clears them; with trace sessions the session goes with the
+%% one that made it); following works again.
+keeper_killed(_Config) ->
+    MFA = {lists, reverse, 1},
+    ok = msgflow:follow_calls(MFA, #{for => 600000}),
+    case msgflow_flags:mode(auto) of
+        {ok, legacy} -> ?assertMatch({meta, {msgflow_tracer, _}}, erlang:trace_info(MFA, meta));
+        {ok, session} -> ok
+    end,
+    Old = whereis(msgflow_flow_keeper),
+    Ref = monitor(process, Old),
+    exit(Old, kill),
+    receive {'DOWN', Ref, _, _, _} -> ok end,
+    %% the new keeper has run its init once a call to it returns
+    New = until_registered(msgflow_flow_keeper, Old),
+    _ = sys:get_state(New),
+    ?assertEqual({meta, false}, erlang:trace_info(MFA, meta)),
+    ?assertEqual(false, seq_trace:get_system_tracer()),
+    ok = msgflow:follow_calls(MFA, #{for => 600000}),
+    ok = msgflow:unfollow(),
+    ?assertEqual({meta, false}, erlang:trace_info(MFA, meta)).
+
+until_registered(Name, Old) ->
+    case whereis(Name) of
+        P when is_pid(P), P =/= Old -> P;
+        _ -> receive after 10 -> until_registered(Name, Old) end
+    end.
 
 %% Bad input is an error naming it, and leaves nothing behind.
 follow_calls_errors(_Config) ->

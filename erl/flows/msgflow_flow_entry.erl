@@ -6,8 +6,11 @@
 %%% process to call these functions with them.
 -module(msgflow_flow_entry).
 -export([start/3, track/2, mfa/1, running/1, watch_label/1, max_events/1,
-         stop/1, add/5, summary/1]).
+         stop/1, add/5, summary/1, patterns_table/0, clear_left/0]).
 -export_type([entry/0]).
+
+%% the functions with a legacy meta pattern of an entry's (msgflow_sup's)
+-define(PATTERNS, msgflow_flow_patterns).
 
 %% seq_trace:get_system_tracer/0 and erlang:trace_info/2 return
 %% `{Module, State}' for a tracer module; OTP 25's specs do not say so.
@@ -88,6 +91,32 @@ watch_label(#entry{label = L}) -> L.
 -spec max_events(entry()) -> non_neg_integer().
 max_events(#entry{max_events = M}) -> M.
 
+%% @doc Makes the table of the functions with a legacy meta pattern of
+%% msgflow's (msgflow_sup's, made as it starts).
+-spec patterns_table() -> ok.
+patterns_table() ->
+    _ = ets:new(?PATTERNS, [named_table, public, set]),
+    ok.
+
+%% @doc The legacy meta patterns a dead keeper's entries left removed
+%% (only those that are still msgflow's): what a keeper does as it starts.
+-spec clear_left() -> ok.
+clear_left() ->
+    _ = noted(fun() ->
+                      [begin
+                           case erlang:trace_info(MFA, meta) of
+                               {meta, {msgflow_tracer, _}} -> _ = erlang:trace_pattern(MFA, false, [meta]);
+                               _ -> ok
+                           end,
+                           ets:delete(?PATTERNS, MFA)
+                       end || {MFA} <- ets:tab2list(?PATTERNS)]
+              end),
+    ok.
+
+%% F() on the table; nothing when there is none (msgflow_sup not running)
+noted(F) ->
+    try F() catch error:badarg -> false end.
+
 %% A meta pattern with the entry as tracer state: in a trace session of its
 %% own on OTP 27+, else the node's (refused when another tool has a meta
 %% pattern on the function, which it would replace).
@@ -107,7 +136,7 @@ set_pattern(MFA, MS, Res) ->
                 _ ->
                     case erlang:trace_pattern(MFA, MS, [{meta, msgflow_tracer, Res}]) of
                         0 -> {error, {no_such_function, MFA}};
-                        _ -> {ok, legacy}
+                        _ -> _ = noted(fun() -> ets:insert(?PATTERNS, {MFA}) end), {ok, legacy}
                     end
             end
     end.
@@ -129,7 +158,8 @@ stop(E = #entry{mfa = MFA, res = Res, trace = Trace, timer = Timer}) ->
             case erlang:trace_info(MFA, meta) of
                 {meta, {msgflow_tracer, Res}} -> _ = erlang:trace_pattern(MFA, false, [meta]);
                 _ -> ok
-            end
+            end,
+            _ = noted(fun() -> ets:delete(?PATTERNS, MFA) end)
     end,
     _ = is_reference(Timer) andalso erlang:cancel_timer(Timer),
     E1 = E#entry{running = false, timer = undefined},

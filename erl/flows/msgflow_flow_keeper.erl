@@ -24,7 +24,7 @@
 -behaviour(gen_server).
 
 -export([call/1, query/2, whereis/0]).
--export([start/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
+-export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 %% seq_trace:get_system_tracer/0 and erlang:trace_info/2 return
 %% `{Module, State}' for a tracer module; OTP 25's specs do not say so.
@@ -80,22 +80,33 @@ without_token(F) ->
 ensure() ->
     case erlang:whereis(?KEEPER) of
         undefined ->
-            case start() of
-                {ok, Pid} ->
-                    %% msgflow's own: not counted when msgflow:start/1 runs
-                    _ = msgflow_collector:untrace(Pid),
-                    ok;
-                {error, {already_started, _}} -> ok;
+            Spec = #{id => ?KEEPER, start => {?MODULE, start_link, []}, restart => transient,
+                     shutdown => 5000, type => worker},
+            case application:ensure_all_started(msgflow) of
+                {ok, _} ->
+                    case supervisor:start_child(msgflow_sup, Spec) of
+                        {ok, _} -> ok;
+                        {error, {already_started, _}} -> ok;
+                        {error, already_present} ->
+                            %% (its spec stays once it stopped)
+                            case supervisor:restart_child(msgflow_sup, ?KEEPER) of
+                                {ok, _} -> ok;
+                                {error, running} -> ok;
+                                {error, R} -> {error, {flow_keeper, R}}
+                            end;
+                        {error, R} -> {error, {flow_keeper, R}}
+                    end;
                 {error, R} -> {error, {flow_keeper, R}}
             end;
         _ ->
             ok
     end.
 
-%% @private Starts the keeper, linked to nothing (see the module doc).
--spec start() -> {ok, pid()} | {error, term()}.
-start() ->
-    gen_server:start({local, ?KEEPER}, ?MODULE, [], []).
+%% @private Starts the keeper under msgflow_sup (a transient child: see
+%% msgflow_sup).
+-spec start_link() -> {ok, pid()} | {error, term()}.
+start_link() ->
+    gen_server:start_link({local, ?KEEPER}, ?MODULE, [], []).
 
 %% @doc The keeper's pid, or `undefined' (msgflow never traces it).
 -spec whereis() -> pid() | undefined.
@@ -108,6 +119,15 @@ whereis() ->
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
     process_flag(trap_exit, true),
+    %% msgflow's own: not counted when msgflow:start/1 runs
+    _ = msgflow_collector:untrace(self()),
+    %% what a keeper killed before left: its legacy meta patterns, and the
+    %% system tracer it had made its flow session (another tool's stays)
+    ok = msgflow_flow_entry:clear_left(),
+    _ = case current_system_tracer() of
+            {msgflow_tracer, _} -> seq_trace:set_system_tracer(false);
+            _ -> ok
+        end,
     {ok, #st{fs = msgflow_tracer:flow_session_new(self(), ?MAX_PAIRS)}}.
 
 %% @private
