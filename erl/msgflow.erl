@@ -116,7 +116,10 @@ start() ->
 %%     node whose coordinator went stops counting that much later;</li>
 %% <li>`owner => Pid': the run stops `grace' ms after Pid exits or its
 %%     node disconnects, so that a tool that started it cannot leave it on
-%%     by dying (msgflow-top passes its own C node's pid).</li>
+%%     by dying (msgflow-top passes its own C node's pid).  A run with no
+%%     `duration' asked from a remote shell (the caller's group leader on
+%%     another node) is owned by that group leader: it stops `grace' ms
+%%     after that shell or its node goes, unless `detach => true'.</li>
 %% <li>`history => Dir | off': every window's messages by pair, kind and
 %%     tag written to segment files in Dir as it closes (by a process of
 %%     its own, never the collector), kept across reset/0, stop/0 and

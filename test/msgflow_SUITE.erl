@@ -22,6 +22,7 @@
          allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, remote_untraced/1, top_failures/1, top_keys/1,
          remote_workload/0]).
 -export([exact_workload/0]).
+-export([remote_shell_owner/1]).
 
 -export([answers_while_merging/1, gen_call_two_edges/1, rotate_direct/1, rotate_under_load/1, churn_conserved/1, churn_labels_leave/1, cap_live_pairs/1,
          churn_server/0, churn_spawner/1, churn_client/2, rotations/0]).
@@ -54,7 +55,8 @@ groups() ->
        reload_while_tracing, reload_under_calls, delete_while_tracing, snapshot_busy,
        answers_while_merging,
        gen_call_two_edges, rotate_direct, rotate_under_load, churn_conserved, churn_labels_leave, cap_live_pairs,
-       other_tool_kept, dbg_alongside, session_dies_with_collector, proc_lib_labels]},
+       other_tool_kept, dbg_alongside, session_dies_with_collector, proc_lib_labels,
+       remote_shell_owner]},
      %% request flows (seq_trace): the system tracer is node-global
      {flows, [],
       [follow_chain, follow_port, follow_calls_exact, follow_calls_sample,
@@ -87,6 +89,42 @@ end_per_testcase(_Case, _Config) ->
     msgflow_test_lib:clean().
 
 %%% Tests
+
+%% A run asked from a remote shell (the caller's group leader on a peer)
+%% with no duration stops `grace' after the peer halts, leaving no trace
+%% flag; with `detach => true' it is not owned by the shell and goes on;
+%% a run asked here is never owned.
+remote_shell_owner(_Config) ->
+    {Peer, Node} = msgflow_test_lib:cluster_peer(true),
+    ok = erpc:call(Node, msgflow_test_lib, start_as_shell, [node(), #{grace => 200, interval => 100}]),
+    ?assertMatch(#{owner := GL} when node(GL) =:= Node, run_opts()),
+    peer:stop(Peer),
+    ?assertEqual(stopped, until_stopped(erlang:monotonic_time(millisecond) + 60000)),
+    ?assertEqual([], msgflow_test_lib:flagged()),
+    ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
+    {Peer2, Node2} = msgflow_test_lib:cluster_peer(true),
+    ok = erpc:call(Node2, msgflow_test_lib, start_as_shell, [node(), #{grace => 200, detach => true}]),
+    ?assertNot(is_map_key(owner, run_opts())),
+    peer:stop(Peer2),
+    ok = msgflow:stop(),
+    ok = msgflow:start(#{}),
+    ?assertNot(is_map_key(owner, run_opts())),
+    ok = msgflow:stop().
+
+%% The options the collector's run has (its state's `opts', the record's
+%% fourth element).
+run_opts() ->
+    element(4, sys:get_state(msgflow_collector)).
+
+until_stopped(Deadline) ->
+    case msgflow:info() of
+        #{running := false} -> stopped;
+        _ ->
+            case erlang:monotonic_time(millisecond) > Deadline of
+                true -> running;
+                false -> receive after 50 -> until_stopped(Deadline) end
+            end
+    end.
 
 %% 40 senders on both schedulers, each with its own known count per
 %% receiver; every pair compared with equality.

@@ -6,7 +6,7 @@
 %%% directory in their code path.
 -module(msgflow_test_lib).
 
--export([quietly/1, start_distribution/0, cluster_peer/1, peer_send/3, peer_call/3, peer_echo/0,
+-export([quietly/1, start_distribution/0, cluster_peer/1, start_as_shell/2, peer_send/3, peer_call/3, peer_echo/0,
          start_node/0, stop_node/1, flagged/0, modes/0, sink/0, root/0, run/2, run/3, tool/1,
          clean/0, remote_call/1]).
 
@@ -52,6 +52,13 @@ cluster_peer(Code) ->
            end,
     {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args}),
     {Peer, Node}.
+
+%% Run on a peer: msgflow:start(Opts) on node Target, asked as a remote
+%% shell there asks it, from a process whose group leader is this node's
+%% `user'.
+start_as_shell(Target, Opts) ->
+    group_leader(whereis(user), self()),
+    erpc:call(Target, msgflow, start, [Opts]).
 
 %% Run on a peer: N sends to Dest from a process of its own there.
 peer_send(Parent, Dest, N) ->

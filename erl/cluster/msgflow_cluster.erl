@@ -102,12 +102,27 @@ start(Opts0) ->
     case msgflow_opts:validate(Opts0) of
         {ok, Valid} ->
             case application:ensure_all_started(msgflow) of
-                {ok, _} -> start_valid(Valid);
+                {ok, _} -> start_valid(owned(Valid));
                 {error, _} = E -> E
             end;
         {error, _} = E ->
             E
     end.
+
+%% A run with no end of its own (no `duration', no `owner') started by a
+%% caller whose group leader is on another node (a remote shell) is owned
+%% by that group leader, unless `detach => true': it ends `grace' after
+%% that node disconnects or the shell goes, so that a remote shell that
+%% went away leaves no tracing on.  (Not the caller itself: a shell's
+%% evaluator is started again after every error.)
+owned(Opts = #{duration := infinity, detach := false}) when not is_map_key(owner, Opts) ->
+    GL = group_leader(),
+    case node(GL) =:= node() of
+        true -> Opts;
+        false -> Opts#{owner => GL}
+    end;
+owned(Opts) ->
+    Opts.
 
 start_valid(Opts = #{nodes := local}) ->
     case msgflow_collector:start(Opts) of

@@ -56,6 +56,7 @@
                   nodes := nodes(),
                   on_node_error := abort | skip,
                   grace := pos_integer(),
+                  detach := boolean(),
                   owner => pid()}.
 %% What the collector runs with: start/1's options and, on a node a
 %% cluster's coordinator started, `coordinator' (its pid: the run stops
@@ -185,6 +186,9 @@ schema(start) ->
       on_node_error => {abort, {one_of, [abort, skip]}},
       grace => {10000, {int, 1, 3600000, "ms"}},
       owner => {none, pid},
+      %% a run started from a remote shell outlives it (else it ends
+      %% `grace' after the shell's node goes: msgflow_cluster)
+      detach => {false, boolean},
       %% every window's messages kept on disk in this directory
       %% (msgflow_history), in at most history_bytes; segments of
       %% history_segment windows, the newest history_whole of them kept
