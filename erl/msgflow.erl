@@ -348,12 +348,15 @@ export(Path, Format) ->
 %% `text'.  Opts: `by' (a grouping, default `process'; html `name'),
 %% `sort', `limit', across a cluster `node', `from' and `to' (a range of
 %% the kept history, as view/2 takes them); with `view', the view's
-%% options.  The file is written whole under a temporary name and renamed
-%% over Path.  Errors: `{error, {enoent, Path}}', `{error,
-%% {not_a_regular_file, Path}}' (a device, directory or FIFO is left as
-%% it is), `{error, {badarg, {format, F}, Allowed}}', `{error,
-%% not_started}'; nothing partial is left behind.  Formats:
-%% guides/reports.md.
+%% options; and for the file, `mode' (a new file's mode bits, 8#600: only
+%% its owner reads it) and `follow_symlinks' (false: a symbolic link at
+%% Path is refused).  The file is written whole in a private directory
+%% beside Path, synced and renamed over Path (msgflow_file).  Errors:
+%% `{error, {enoent, Path}}', `{error, {not_a_regular_file, Path}}' (a
+%% device, directory or FIFO is left as it is), `{error, {symlink,
+%% Path}}', `{error, {symlink_in_sticky_dir, Path}}', `{error, {badarg,
+%% {format, F}, Allowed}}', `{error, not_started}'; nothing partial is
+%% left behind.  Formats: guides/reports.md.
 -spec export(file:filename_all(), atom(), map() | [{atom(), term()}]) -> ok | error().
 export(Path, Format, Opts) ->
     msgflow_export:export(Path, Format, Opts).

@@ -185,9 +185,11 @@ cluster_round(Cache) ->
 
 %% export/2 writes a regular file or a new name only, and writes it whole:
 %% a device node (made with mknod here), a directory and a FIFO are refused
-%% and left as they were; a symbolic link is written through (the link
-%% stays a link); a name of 255 characters works; ten exports to one path
-%% at once all succeed and leave one whole file; no temporary file is left.
+%% and left as they were; a symbolic link is refused, and written through
+%% (the link stays a link) with `follow_symlinks => true'; a new file is
+%% 0600 (`mode' says otherwise), a file replaced keeps its mode; a name of
+%% 255 characters works; ten exports to one path at once all succeed and
+%% leave one whole file; no temporary file is left.
 export_targets(Config) ->
     Dir = filename:join(?config(priv_dir, Config), "targets"),
     ok = filelib:ensure_path(Dir),
@@ -205,18 +207,45 @@ export_targets(Config) ->
     "ok\n" = os:cmd("mkfifo " ++ Fifo ++ " && echo ok"),
     ?assertEqual({error, {not_a_regular_file, Fifo}}, msgflow:export(Fifo, json)),
     ?assertMatch({ok, #file_info{type = other}}, file:read_link_info(Fifo)),
-    %% a link to a device is refused; a link to a file is written through
+    %% a link is refused; asked to follow, a link to a device is refused
+    %% and a link to a file is written through
+    Follow = #{follow_symlinks => true},
     ok = file:make_symlink(Dev, In("to-dev")),
-    ?assertEqual({error, {not_a_regular_file, In("to-dev")}}, msgflow:export(In("to-dev"), csv)),
+    ?assertEqual({error, {not_a_regular_file, In("to-dev")}}, msgflow:export(In("to-dev"), csv, Follow)),
     ok = file:write_file(In("target.csv"), <<"old">>),
     ok = file:make_symlink("target.csv", In("link.csv")),
-    ok = msgflow:export(In("link.csv"), csv),
+    ?assertEqual({error, {symlink, In("link.csv")}}, msgflow:export(In("link.csv"), csv)),
+    {ok, <<"old">>} = file:read_file(In("target.csv")),
+    ok = msgflow:export(In("link.csv"), csv, Follow),
     ?assertMatch({ok, #file_info{type = symlink}}, file:read_link_info(In("link.csv"))),
     {ok, <<"sender,", _/binary>>} = file:read_file(In("target.csv")),
-    %% a dangling link: its target is made
+    %% a dangling link: refused, or its target made
     ok = file:make_symlink("made.csv", In("dangling.csv")),
-    ok = msgflow:export(In("dangling.csv"), csv),
+    ?assertEqual({error, {symlink, In("dangling.csv")}}, msgflow:export(In("dangling.csv"), csv)),
+    ?assertEqual({error, enoent}, file:read_file(In("made.csv"))),
+    ok = msgflow:export(In("dangling.csv"), csv, Follow),
     {ok, <<"sender,", _/binary>>} = file:read_file(In("made.csv")),
+    %% in a sticky world-writable directory, another user's link is
+    %% refused even when asked to follow (the kernel's protected_symlinks)
+    Sticky = In("sticky"),
+    ok = file:make_dir(Sticky),
+    "" = os:cmd("chmod 1777 " ++ Sticky),     %% (file:change_mode/2 sets no sticky bit)
+    ok = file:make_symlink(In("target.csv"), filename:join(Sticky, "theirs.csv")),
+    "" = os:cmd("chown -h 65534 " ++ filename:join(Sticky, "theirs.csv")),
+    ?assertEqual({error, {symlink_in_sticky_dir, filename:join(Sticky, "theirs.csv")}},
+                 msgflow:export(filename:join(Sticky, "theirs.csv"), csv, Follow)),
+    ok = file:make_symlink(In("target.csv"), filename:join(Sticky, "mine.csv")),
+    ok = msgflow:export(filename:join(Sticky, "mine.csv"), csv, Follow),
+    %% modes: a new file 0600, or what `mode' says; a file replaced keeps
+    %% its own
+    ok = msgflow:export(In("private.csv"), csv),
+    ?assertMatch({ok, #file_info{mode = M}} when M band 8#777 =:= 8#600, file:read_file_info(In("private.csv"))),
+    ok = msgflow:export(In("shared.csv"), csv, #{mode => 8#644}),
+    ?assertMatch({ok, #file_info{mode = M}} when M band 8#777 =:= 8#644, file:read_file_info(In("shared.csv"))),
+    ok = file:change_mode(In("private.csv"), 8#640),
+    ok = msgflow:export(In("private.csv"), csv),
+    ?assertMatch({ok, #file_info{mode = M}} when M band 8#777 =:= 8#640, file:read_file_info(In("private.csv"))),
+    ?assertMatch({error, {badopt, {mode, 8#1777}, _}}, msgflow:export(In("x.csv"), csv, #{mode => 8#1777})),
     Long = In(lists:duplicate(251, $x) ++ ".csv"),
     ok = msgflow:export(Long, csv),
     {ok, Whole} = file:read_file(Long),

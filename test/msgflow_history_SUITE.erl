@@ -27,16 +27,18 @@
 -module(msgflow_history_SUITE).
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").
+-include_lib("kernel/include/file.hrl").
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([range_diff/1, range_views/1, restart/1, budget_churn/1, full_disk/1, bad_history/1,
-         writer_not_counted/1]).
+         writer_not_counted/1, private_files/1]).
 -export([peer_run/3, record_ranges/1]).
 
 -define(MS, 1000).          %% each recording's length, at least
 -define(INTERVAL, 200).     %% windows of the recordings
 
 all() ->
-    [range_diff, range_views, restart, budget_churn, full_disk, bad_history, writer_not_counted].
+    [range_diff, range_views, restart, budget_churn, full_disk, bad_history, writer_not_counted,
+     private_files].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -143,6 +145,44 @@ record_ranges(Dir) ->
     {T0, T1, T2}.
 
 %%% The cases
+
+%% A history directory msgflow makes is 0700 and every segment in it
+%% 0600; in one that exists, the temporary files and directories a
+%% writer that died left are deleted as a run starts (those of a live
+%% process stay), and the segments are 0600 too.
+private_files(Config) ->
+    Priv = ?config(priv_dir, Config),
+    Made = filename:join([Priv, "private", "made"]),
+    Given = filename:join(Priv, "given"),
+    ok = file:make_dir(Given),
+    ok = file:change_mode(Given, 8#755),
+    Dead = "999999999",
+    false = filelib:is_dir("/proc/" ++ Dead),
+    ok = file:make_dir(filename:join(Given, ".msgflow-" ++ Dead ++ "-1.d")),
+    ok = file:write_file(filename:join([Given, ".msgflow-" ++ Dead ++ "-1.d", "file"]), <<"x">>),
+    ok = file:write_file(filename:join(Given, ".msgflow-" ++ Dead ++ "-2.tmp"), <<"x">>),
+    Live = filename:join(Given, ".msgflow-" ++ os:getpid() ++ "-3.tmp"),
+    ok = file:write_file(Live, <<"x">>),
+    Sink = spawn(fun() -> receive stop -> ok end end),
+    Self = self(),
+    [begin
+         S = spawn(fun() -> receive go -> ok end, [Sink ! {m, I} || I <- lists:seq(1, 20)],
+                            Self ! {sent, self()}, receive stop -> ok end end),
+         ok = msgflow:start(#{procs => [S], history => Dir, interval => 100}),
+         S ! go,
+         receive {sent, S} -> ok end,
+         ok = msgflow:stop(),
+         S ! stop
+     end || Dir <- [Made, Given]],
+    Mode = fun(F) -> {ok, #file_info{mode = M}} = file:read_file_info(F), M band 8#777 end,
+    ?assertEqual(8#700, Mode(Made)),
+    ?assertEqual(8#755, Mode(Given)),
+    Segments = filelib:wildcard(filename:join(Made, "*.mfh")) ++ filelib:wildcard(filename:join(Given, "*.mfh")),
+    ?assertMatch([_, _ | _], Segments),
+    ?assertEqual([8#600], lists:usort([Mode(F) || F <- Segments])),
+    ?assertEqual([".msgflow-" ++ os:getpid() ++ "-3.tmp"],
+                 [N || {ok, Ns} <- [file:list_dir(Given)], N <- Ns, lists:prefix(".msgflow-", N)]),
+    Sink ! stop.
 
 range_diff(Config) ->
     Dir = filename:join(?config(priv_dir, Config), "range_diff"),

@@ -63,12 +63,13 @@
 -spec start(msgflow_opts:run_opts()) -> {ok, pid(), reference()} | {error, term()}.
 start(Opts = #{history := Dir0}) ->
     Dir = unicode:characters_to_list(Dir0),
-    Probe = filename:join(Dir, ".msgflow-probe"),
-    case filelib:ensure_dir(Probe) of
+    Probe = filename:join(Dir, msgflow_file:temp_prefix() ++ os:getpid() ++ "-probe"),
+    case private_dir(Dir) of
         ok ->
-            case file:write_file(Probe, <<>>) of
+            case msgflow_file:write(Probe, <<>>) of
                 ok ->
                     _ = file:delete(Probe),
+                    ok = clean_temps(Dir),
                     {Pid, Ref} = proc_lib:spawn_opt(?MODULE, init,
                                                     [Dir, Opts#{collector => self()}], [monitor]),
                     %% registered before tracing starts, so that the run
@@ -218,10 +219,56 @@ append(Frame, D1, W = #w{open = Seg = #{fd := Fd}}) ->
             stop(Why, maps:get(file, Seg), W)
     end.
 
+%% Dir made (its parents as needed) with mode 0700 when it does not
+%% exist; one that exists is left as it is.
+private_dir(Dir) ->
+    case filelib:ensure_dir(Dir) of
+        ok ->
+            case file:make_dir(Dir) of
+                ok -> file:change_mode(Dir, 8#700);
+                {error, eexist} -> ok;
+                {error, _} = E -> E
+            end;
+        {error, _} = E -> E
+    end.
+
+%% The temporary files and directories a writer that died left in Dir
+%% (msgflow_file's, named by its OS process: those of a process that is
+%% no more), deleted; none where this system cannot tell (no /proc).
+clean_temps(Dir) ->
+    Prefix = msgflow_file:temp_prefix(),
+    case {filelib:is_dir("/proc/self"), file:list_dir(Dir)} of
+        {true, {ok, Names}} ->
+            _ = [del_temp(filename:join(Dir, N))
+                 || N <- Names, lists:prefix(Prefix, N),
+                    [Pid | _] <- [string:split(lists:nthtail(length(Prefix), N), "-")],
+                    Pid =/= "", lists:all(fun(C) -> C >= $0 andalso C =< $9 end, Pid),
+                    not filelib:is_dir("/proc/" ++ Pid)],
+            ok;
+        _ ->
+            ok
+    end.
+
+del_temp(Path) ->
+    case filelib:is_dir(Path) of
+        true ->
+            _ = [file:delete(filename:join(Path, F)) || {ok, Fs} <- [file:list_dir(Path)], F <- Fs],
+            file:del_dir(Path);
+        false ->
+            file:delete(Path)
+    end.
+
 open_segment(_, W = #w{open = #{}}) ->
     W;
 open_segment(At, W = #w{dir = Dir}) ->
     File = msgflow_history_file:path(Dir, At, 0, node()),
+    %% made empty and private first (0600, msgflow_file), then appended to
+    case filelib:is_regular(File) orelse msgflow_file:write(File, <<>>) =:= ok of
+        true -> open_append(File, At, W);
+        false -> stop(eacces, File, W)
+    end.
+
+open_append(File, At, W = #w{}) ->
     case file:open(File, [append, raw, binary]) of
         {ok, Fd} ->
             W#w{open = #{file => File, fd => Fd, first_at => At, windows => 0, bytes => 0,

@@ -44,11 +44,25 @@ check_format(Path, Format, Formats) ->
 export(Path, Format, Opts0) ->
     msgflow_query:run_sized(fun() -> export_here(Path, Format, Opts0) end).
 
+%% The file's own options (msgflow_file:write/3's) taken out of Opts0.
 export_here(Path, Format, Opts0) ->
+    case msgflow_opts:to_map(Opts0) of
+        {ok, M} ->
+            case msgflow_opts:check(#{follow_symlinks => {false, boolean},
+                                      mode => {8#600, {int, 0, 8#777, "the new file's mode bits: 8#600"}}},
+                                    maps:with([follow_symlinks, mode], M)) of
+                {ok, FO} -> export_here(Path, Format, maps:without([follow_symlinks, mode], M), FO);
+                {error, _} = E -> E
+            end;
+        error ->
+            export_here(Path, Format, Opts0, #{})
+    end.
+
+export_here(Path, Format, Opts0, FO) ->
     case msgflow_opts:to_map(Opts0) of
         {ok, #{view := Name} = Given} ->
             case check_format(Path, Format, [json, text]) of
-                ok -> export_view(Path, Format, Name, maps:remove(view, Given));
+                ok -> export_view(Path, Format, Name, maps:remove(view, Given), FO);
                 {error, _} = E -> E
             end;
         _ ->
@@ -57,45 +71,45 @@ export_here(Path, Format, Opts0) ->
                                      Opts0)} of
                 {{error, _} = E, _} -> E;
                 {ok, {error, _} = E} -> E;
-                {ok, {ok, _}} when Format =:= mermaid -> export_flow(Path);
+                {ok, {ok, _}} when Format =:= mermaid -> export_flow(Path, FO);
                 {ok, {ok, Opts}} ->
                     {ok, Given} = msgflow_opts:to_map(Opts0),
-                    report(Path, Format, Opts, Given)
+                    report(Path, Format, Opts, Given, FO)
             end
     end.
 
 %% The last followed request as a Mermaid file; `{error, no_flow}'.
-export_flow(Path) ->
+export_flow(Path, FO) ->
     case msgflow_query:run(flows, #{}) of
         #{last := undefined} -> {error, no_flow};
-        #{last := Flow} -> msgflow_file:write(Path, msgflow_flow_render:mermaid(Flow));
+        #{last := Flow} -> msgflow_file:write(Path, msgflow_flow_render:mermaid(Flow), FO);
         {error, _} = E -> E
     end.
 
 %% A view as JSON or as the text the shell prints (120 columns).
-export_view(Path, json, Name, Opts) ->
+export_view(Path, json, Name, Opts, FO) ->
     case msgflow_query:json(Name, Opts) of
-        {ok, Json} -> msgflow_file:write(Path, msgflow_report:json_encode(Json));
+        {ok, Json} -> msgflow_file:write(Path, msgflow_report:json_encode(Json), FO);
         {error, _} = E -> E
     end;
-export_view(Path, text, Name, Opts) ->
+export_view(Path, text, Name, Opts, FO) ->
     case msgflow_query:text(Name, Opts, #{width => 120, height => 10000}) of
-        {ok, Text} -> msgflow_file:write(Path, unicode:characters_to_binary(Text));
+        {ok, Text} -> msgflow_file:write(Path, unicode:characters_to_binary(Text), FO);
         {error, _} = E -> E
     end.
 
 %% A report of the counts: the views Format reads, rendered.
-report(Path, html, Opts = #{node := Node}, Given) ->
+report(Path, html, Opts = #{node := Node}, Given, FO) ->
     case msgflow_web_page:state(maps:get(by, Given, name), Node, true, range(Opts)) of
         {error, _} = E -> E;
         State ->
             case msgflow_web_page:page({static, msgflow_report:json_encode(State)},
                                        maps:get(<<"node">>, State)) of
                 {error, _} = E -> E;
-                Html -> msgflow_file:write(Path, Html)
+                Html -> msgflow_file:write(Path, Html, FO)
             end
     end;
-report(Path, Format, Opts = #{by := By, sort := Sort, node := Node}, _Given) ->
+report(Path, Format, Opts = #{by := By, sort := Sort, node := Node}, _Given, FO) ->
     Scope = (range(Opts))#{node => Node},
     %% (grouped rows with their bytes: an export is asked once)
     Top = Scope#{by => By, sort => Sort, limit => maps:get(limit, Opts, all), bytes => true},
@@ -112,7 +126,7 @@ report(Path, Format, Opts = #{by := By, sort := Sort, node := Node}, _Given) ->
               end,
     case msgflow_query:run_all(Queries) of
         [{error, _} = E | _] -> E;
-        Values -> msgflow_file:write(Path, render(Format, Values))
+        Values -> msgflow_file:write(Path, render(Format, Values), FO)
     end.
 
 render(csv, [Top]) -> msgflow_report:csv(Top, none);
