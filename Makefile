@@ -77,12 +77,12 @@ test: test-deps build dialyzer
 
 # Dialyzer on msgflow's modules, with the release's own dialyzer (a PLT of
 # the OTP applications msgflow calls, built once per release)
-PLT = $(BUILD_BASE)/msgflow-$(or $(OTP),25).plt
+PLT = $(BUILD_BASE)/dialyzer-$(or $(OTP),25).plt
 dialyzer: build
 	@# building the PLT warns of OTP's own calls to applications left out
 	@# (status 2); only a failure (1) stops
 	@[ -f $(PLT) ] || { echo "dialyzer: building $(PLT) (once, a few minutes)"; \
-	    dialyzer --build_plt --output_plt $(PLT) --apps erts kernel stdlib inets compiler \
+	    dialyzer --build_plt --output_plt $(PLT) --apps erts kernel stdlib crypto inets compiler \
 	        >$(PLT).log 2>&1; rc=$$?; [ $$rc -ne 1 ] || { tail -20 $(PLT).log; exit 1; }; }
 	dialyzer --plt $(PLT) -Wunknown $(BUILD_BASE)/default/lib/msgflow/ebin
 

@@ -14,7 +14,7 @@
 
 %% seq_trace:get_system_tracer/0 and erlang:trace_info/2 return
 %% `{Module, State}' for a tracer module; OTP 25's specs do not say so.
--dialyzer({no_match, [stop/1]}).
+-dialyzer({no_match, [stop/1, clear_left/0]}).
 
 -record(entry, {
     mfa :: mfa(),

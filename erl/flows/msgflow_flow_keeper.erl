@@ -28,7 +28,7 @@
 
 %% seq_trace:get_system_tracer/0 and erlang:trace_info/2 return
 %% `{Module, State}' for a tracer module; OTP 25's specs do not say so.
--dialyzer({no_match, [system_tracer/1, release_tracer/1, terminate/2]}).
+-dialyzer({no_match, [system_tracer/1, release_tracer/1, terminate/2, init/1]}).
 
 -define(KEEPER, ?MODULE).
 -define(TICK_MS, 1000).          %% snapshots while an entry is followed
