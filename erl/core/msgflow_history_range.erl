@@ -59,12 +59,11 @@ store(Dir, Nodes, From, To) ->
         Ws = [#{node := Node} | _] ->
             Traced = lists:sum([Ms || #{ms := Ms} <- Ws]),
             #{at := Last} = lists:last(Ws),
-            %% at most a million pairs, about what a run holds at the
-            %% default max_memory: a range of more has the rest in
+            %% at most a million pairs within the default max_memory,
+            %% what a run holds: a range of more has the rest in
             %% overflow, as a run would
             S0 = msgflow_store:start_run(msgflow_store:new(),
-                                         (msgflow_opts:defaults())#{windows => 1, max_pairs => 1000000,
-                                                                    max_memory => infinity}),
+                                         (msgflow_opts:defaults())#{windows => 1, max_pairs => 1000000}),
             Ends = lists:usort([E || #{rows := Rows} <- Ws, {S, R, _, _, _} <- Rows, E <- [S, R]]),
             S1 = msgflow_store:seed(S0, Ends),
             S2 = lists:foldl(fun(#{rows := Rows}, S) ->
