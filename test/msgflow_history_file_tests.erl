@@ -57,5 +57,43 @@ superseded_test() ->
     ?assertEqual(true, filelib:is_file(msgflow_history_file:path(D, 1000, 0, 'other@host'))),
     ok = file:del_dir_r(D).
 
+%% No atom is made from a file's name: 5,000 segments named for nodes
+%% no atom names are listed with their names as binaries.
+names_make_no_atoms_test() ->
+    D = dir(),
+    _ = msgflow_history_file:list(D, all),     %% (its code loaded first)
+    Names = ["0000000001000-0-no_such_node_" ++ integer_to_list(I) ++ "@h+1.mfh" || I <- lists:seq(1, 5000)],
+    [ok = file:write_file(filename:join(D, N), <<>>) || N <- Names],
+    Before = erlang:system_info(atom_count),
+    Listed = msgflow_history_file:list(D, all),
+    ?assert(erlang:system_info(atom_count) - Before < 50),
+    ?assertEqual(5000, length(Listed)),
+    ?assert(lists:all(fun(#{node := N}) -> is_binary(N) end, Listed)),
+    ok = file:del_dir_r(D).
+
+%% Two VMs of one node name write one directory: each may delete and
+%% thin its own segments and those of a writer that is gone, never those
+%% of a writer that runs (here a peer VM).
+writers_test() ->
+    D = dir(),
+    {ok, Peer, _} = peer:start(#{connection => standard_io}),
+    Other = peer:call(Peer, os, getpid, []),
+    Bin = msgflow_history_file:encode_all([win(1, 1, [{e(a), e(b), info, x, 1}])]),
+    Name = fun(At, Level, Writer) ->
+                   filename:join(D, lists:flatten(io_lib:format("~13..0b-~b-~s+~s.mfh", [At, Level, ?NODE, Writer])))
+           end,
+    ok = msgflow_history_file:write(Name(1000, 0, Other), Bin),
+    ok = msgflow_history_file:write(Name(1000, 1, Other), Bin),
+    ok = msgflow_history_file:write(msgflow_history_file:path(D, 2000, 0, ?NODE), Bin),
+    ok = msgflow_history_file:write(Name(3000, 0, "999999999"), Bin),
+    Mine = [{A, L, W} || S = #{first_at := A, level := L, writer := W} <- msgflow_history_file:list(D, [?NODE]),
+                         msgflow_history_file:mine(S)],
+    ?assertEqual([{2000, 0, os:getpid()}, {3000, 0, "999999999"}], Mine),
+    %% the running writer's lower level stays
+    ok = msgflow_history_file:drop_superseded(D, ?NODE),
+    ?assert(filelib:is_file(Name(1000, 0, Other))),
+    peer:stop(Peer),
+    ok = file:del_dir_r(D).
+
 bad_text_test() ->
     ?assertMatch({error, {badopt, {history, <<255>>}, _}}, msgflow_opts:validate(#{history => <<255>>})).

@@ -131,7 +131,10 @@ init(Dir, Opts = #{collector := C}) ->
     ok = msgflow_history_file:drop_superseded(Dir, node()),
     W = #w{dir = Dir, collector = C, budget = maps:get(history_bytes, Opts),
            per_segment = maps:get(history_segment, Opts), whole = maps:get(history_whole, Opts),
-           tenths = maps:get(history_tenths, Opts), done = msgflow_history_file:list(Dir, [node()])},
+           tenths = maps:get(history_tenths, Opts),
+           %% this node's segments this VM may delete and thin: not those
+           %% of another VM of the same node name writing here now
+           done = [S || S <- msgflow_history_file:list(Dir, [node()]), msgflow_history_file:mine(S)]},
     %% one writer a node: msgflow's own by its name (a writer killed a
     %% moment ago may hold it still: then by its pid, msgflow_run:own/2)
     try register(?MODULE, self()) catch error:badarg -> ok end,
@@ -282,7 +285,7 @@ close_open(W = #w{open = none}) ->
 close_open(W = #w{open = #{file := F, fd := Fd, first_at := At, bytes := B}, done = Done}) ->
     _ = file:close(Fd),
     W#w{open = none, done = Done ++ [#{file => F, first_at => At, level => 0, node => node(),
-                                       bytes => B}]}.
+                                       writer => os:getpid(), bytes => B}]}.
 
 %% Segments past the schedule merged: the level-0 ones older than the
 %% newest `whole' ten windows into one, the level-1 ones older than the
@@ -314,6 +317,7 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
                               _ = file:delete(F),
                               Acc1#w{done = replace(S, #{file => New, first_at => At,
                                                          level => Level + 1, node => node(),
+                                                         writer => os:getpid(),
                                                          bytes => byte_size(Bin)}, D1)};
                           {error, Why} ->
                               stop(Why, New, Acc1)

@@ -3,11 +3,16 @@
 %%% one format this module reads and writes.  Pure functions on files;
 %%% any process.
 %%%
-%%% A segment is `<FirstAt>-<Level>-<Node>.mfh': FirstAt the end of its
-%%% first window (system time, ms, 13 digits, so that names sort by time),
-%%% Level 0 for windows as they closed, 1 for ten windows merged into one,
-%%% 2 for a whole segment merged into one, Node the node whose windows it
-%%% holds (the nodes of a cluster on one host may share a directory).  It is a run of frames
+%%% A segment is `<FirstAt>-<Level>-<Node>+<Writer>.mfh': FirstAt the end
+%%% of its first window (system time, ms, 13 digits, so that names sort by
+%%% time), Level 0 for windows as they closed, 1 for ten windows merged
+%%% into one, 2 for a whole segment merged into one, Node the node whose
+%%% windows it holds (the nodes of a cluster on one host may share a
+%%% directory), Writer the OS process that wrote it (two VMs of one node
+%%% name, `nonode@nohost' say, may share a directory too: each deletes
+%%% and thins only its own segments and those of writers that are gone,
+%%% mine/1).  A name without `+<Writer>' (an older msgflow's) counts as a
+%%% writer that is gone.  It is a run of frames
 %%% `<<Size:32, Crc32:32, Payload:Size/binary>>', each payload the
 %%% term_to_binary (compressed) of one window:
 %%% ```
@@ -27,7 +32,7 @@
 -module(msgflow_history_file).
 
 -export([new_dict/0, encode/2, encode_all/1, read/1, list/2, drop_superseded/2, path/4, merge/2,
-         write/2]).
+         write/2, mine/1]).
 -export_type([window/0, end_id/0, segment/0, dict/0]).
 
 %% An endpoint and its identity: {Endpoint, Label, Module, Application}.
@@ -38,7 +43,8 @@
                     rows := [{end_id(), end_id(), atom(), atom(), pos_integer()}]}.
 %% A segment file as list/1 finds it.
 -type segment() :: #{file := file:filename(), first_at := integer(), level := 0..2,
-                     node := node(), bytes := non_neg_integer()}.
+                     node := node() | binary(), writer := string() | none,
+                     bytes := non_neg_integer()}.
 %% The ends a segment named so far (the writer's, per segment).
 -opaque dict() :: #{end_id() => non_neg_integer()}.
 
@@ -105,8 +111,9 @@ window(Payload, Ends0) ->
 
 %% @doc The segments in Dir of the nodes Nodes (`all', or a list),
 %% oldest first (files of other names are left alone); `[]' when Dir
-%% does not exist.  With `all' each node's name in a file name is made an
-%% atom (as the windows in the files name them).  A segment found at two
+%% does not exist.  With `all' a node is named by the atom of its name
+%% when there is one, else by its name as a binary: no atom is made from
+%% a file's name.  A segment found at two
 %% levels (a thinning cut short between writing the merged one and
 %% deleting the other) is listed at the higher only: the merged file is
 %% whole, since it is renamed into place once written.
@@ -123,8 +130,25 @@ list(Dir, Nodes) ->
 -spec drop_superseded(file:filename(), node()) -> ok.
 drop_superseded(Dir, Node) ->
     Listed = [F || #{file := F} <- list(Dir, [Node])],
-    _ = [file:delete(F) || #{file := F} <- listed(Dir, [Node]), not lists:member(F, Listed)],
+    _ = [file:delete(F) || S = #{file := F} <- listed(Dir, [Node]), mine(S), not lists:member(F, Listed)],
     ok.
+
+%% @doc Whether this VM may delete or thin segment S: its own (written by
+%% this OS process), or one whose writer is gone (no Erlang VM of that
+%% process number runs on this host: none, an exited one not yet reaped,
+%% or a number since reused by another program; or a name without a
+%% writer).  Where this cannot be told (no /proc), only its own.
+-spec mine(segment()) -> boolean().
+mine(#{writer := none}) -> true;
+mine(#{writer := W}) -> W =:= os:getpid() orelse not running_vm(W).
+
+%% (the program /proc/PID/exe names: beam.smp, beam.emu...)
+running_vm(Pid) ->
+    case file:read_link_all("/proc/" ++ Pid ++ "/exe") of
+        {ok, Exe} -> lists:prefix("beam", filename:basename(Exe));
+        {error, enoent} -> not filelib:is_dir("/proc/self");
+        {error, _} -> filelib:is_dir("/proc/" ++ Pid)
+    end.
 
 listed(Dir, Nodes) ->
     Names = case file:list_dir(Dir) of
@@ -134,17 +158,18 @@ listed(Dir, Nodes) ->
     lists:sort(fun(#{first_at := A, level := LA}, #{first_at := B, level := LB}) ->
                        {A, LA} =< {B, LB}
                end,
-               [#{file => F, first_at => At, level => L, node => N, bytes => Bytes}
+               [#{file => F, first_at => At, level => L, node => N, writer => Writer, bytes => Bytes}
                 || Name <- Names,
-                   {match, [AtS, LS, NS]} <- [re:run(Name, "^([0-9]{13})-([0-2])-(.+)\\.mfh$",
-                                                     [{capture, all_but_first, list}, unicode])],
+                   {match, [AtS, LS, NS, WS]} <- [re:run(Name, "^([0-9]{13})-([0-2])-([^+]+)(?:\\+([0-9]+))?\\.mfh$",
+                                                         [{capture, all_but_first, list}, unicode])],
+                   Writer <- [case WS of "" -> none; _ -> WS end],
                    N <- node_named(NS, Nodes),
                    At <- [list_to_integer(AtS)], L <- [list_to_integer(LS)],
                    F <- [filename:join(Dir, Name)],
                    {ok, #{size := Bytes}} <- [file_size(F)]]).
 
 node_named(Name, all) ->
-    try [list_to_atom(Name)] catch error:_ -> [] end;
+    try [list_to_existing_atom(Name)] catch error:_ -> [unicode:characters_to_binary(Name)] end;
 node_named(Name, Nodes) ->
     [N || N <- Nodes, atom_to_list(N) =:= Name].
 
@@ -155,10 +180,11 @@ file_size(F) ->
     end.
 
 %% @doc The path of Node's segment of level Level whose first window
-%% ended at FirstAt.
+%% ended at FirstAt, written by this OS process.
 -spec path(file:filename(), integer(), 0..2, node()) -> file:filename().
 path(Dir, FirstAt, Level, Node) ->
-    filename:join(Dir, lists:flatten(io_lib:format("~13..0b-~b-~s.mfh", [FirstAt, Level, Node]))).
+    filename:join(Dir, lists:flatten(io_lib:format("~13..0b-~b-~s+~s.mfh",
+                                                   [FirstAt, Level, Node, os:getpid()]))).
 
 %% @doc Windows merged Factor into one, in order: each merged window has
 %% the messages of its pair, kind and tag summed, the end (`at') of its
