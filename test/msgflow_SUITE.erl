@@ -1430,7 +1430,8 @@ top_live(_Config) ->
     {Node, Cookie} = msgflow_test_lib:start_node(),
     Top = msgflow_test_lib:tool("msgflow-top"),
     try
-        Args = ["--node", atom_to_list(Node), "--cookie", Cookie, "--once", "--interval", "100"],
+        Args = ["--node", atom_to_list(Node), "--cookie-file", msgflow_test_lib:cookie_file(Cookie), "--once",
+                "--interval", "100"],
         {0, First} = msgflow_test_lib:run(Top, Args ++ ["--keep"]),
         ?assertMatch({_, _}, binary:match(First, <<"is not loaded on">>)),
         ?assertMatch({_, _}, binary:match(First, <<"MESSAGES">>)),
@@ -1509,9 +1510,10 @@ top_keys_in(Tmux) ->
     Until = fun(Re) -> msgflow_test_io:screen_until(Screen, Re, 100) end,
     Keys = fun(Ks) -> T(["send-keys", "-t", Session | Ks]) end,
     %% the terminal's mode after msgflow-top: icanon and echo back on
-    Cmd = lists:flatten(io_lib:format("~s --node ~s --cookie ~s --interval 200; echo EXITED $?; "
+    Cmd = lists:flatten(io_lib:format("~s --node ~s --cookie-file ~s --interval 200; echo EXITED $?; "
                                       "stty -a | grep -o -- '-\\?icanon'; stty -a | grep -ow -- '-\\?echo'; sleep 60",
-                                      [msgflow_test_lib:tool("msgflow-top"), Node, Cookie])),
+                                      [msgflow_test_lib:tool("msgflow-top"), Node,
+                                       msgflow_test_lib:cookie_file(Cookie)])),
     try
         %% a session that outlives the others: killing the one session
         %% the server has ends the server, and a new session made then
@@ -2864,8 +2866,8 @@ cluster_incompatible(_Config) ->
                 Rel = erpc:call(N, erlang, system_info, [otp_release]),
                 Cache = erpc:call(N, filename, basedir, [user_cache, "msgflow"]),
                 Before = file:list_dir(Cache),
-                {1, Out} = msgflow_test_lib:run(msgflow_test_lib:tool("msgflow-top"), ["--node", atom_to_list(N), "--cookie",
-                                                     atom_to_list(erlang:get_cookie()), "--once"]),
+                {1, Out} = msgflow_test_lib:run(msgflow_test_lib:tool("msgflow-top"), ["--node", atom_to_list(N), "--cookie-file",
+                                                     msgflow_test_lib:cookie_file(atom_to_list(erlang:get_cookie())), "--once"]),
                 ?assertMatch({_, _}, binary:match(Out, iolist_to_binary(
                                                          ["{incompatible, {otp_release, \"", Rel,
                                                           "\""]))),

@@ -361,7 +361,7 @@ top_signals(Config) ->
     {Node, Cookie} = msgflow_test_lib:start_node(),
     Top = msgflow_test_lib:tool("msgflow-top"),
     %% --start: each round starts a run anew (the last one is held, stopped)
-    Cmd = Top ++ " --node " ++ atom_to_list(Node) ++ " --cookie " ++ Cookie
+    Cmd = Top ++ " --node " ++ atom_to_list(Node) ++ " --cookie-file " ++ msgflow_test_lib:cookie_file(Cookie)
         ++ " --interval 50 --start",
     try
         [begin
@@ -414,7 +414,8 @@ until(F, N) ->
 top_once_keeps_run(_Config) ->
     {Node, Cookie} = msgflow_test_lib:start_node(),
     Top = msgflow_test_lib:tool("msgflow-top"),
-    Args = ["--node", atom_to_list(Node), "--cookie", Cookie, "--once", "--interval", "50"],
+    Args = ["--node", atom_to_list(Node), "--cookie-file", msgflow_test_lib:cookie_file(Cookie), "--once",
+            "--interval", "50"],
     try
         %% msgflow's code onto the node (it runs and stops a first run)
         {0, _} = msgflow_test_lib:run(Top, Args),

@@ -7,7 +7,7 @@
 -module(msgflow_test_lib).
 
 -export([quietly/1, start_distribution/0, cluster_peer/1, start_as_shell/2, peer_send/3, peer_call/3, peer_echo/0,
-         start_node/0, stop_node/1, flagged/0, modes/0, sink/0, root/0, run/2, run/3, tool/1,
+         start_node/0, stop_node/1, cookie_file/1, flagged/0, modes/0, sink/0, root/0, run/2, run/3, tool/1,
          clean/0, remote_call/1]).
 
 %% A request to msgflow_remote, as msgflow-top sends it, and its answer.
@@ -91,6 +91,15 @@ start_node() ->
     receive {nodeup, Node} -> ok after 30000 -> ct:fail({no_nodeup, Node}) end,
     ok = net_kernel:monitor_nodes(false),
     {Node, Cookie}.
+
+%% A file only this user reads holding Cookie, for msgflow-top's
+%% --cookie-file (the form the docs show: --cookie puts it in argv).
+cookie_file(Cookie) ->
+    F = filename:join("/tmp", "msgflow-cookie-" ++ os:getpid() ++ "-"
+                      ++ integer_to_list(erlang:unique_integer([positive]))),
+    ok = file:write_file(F, Cookie),
+    ok = file:change_mode(F, 8#600),
+    F.
 
 stop_node(Node) ->
     Cache = erpc:call(Node, filename, basedir, [user_cache, "msgflow"]),
