@@ -32,6 +32,30 @@ round_trip_and_cut_test() ->
     ?assertEqual(lists:sublist(Ws, 2), Two),
     ok = file:del_dir_r(D).
 
+%% A byte flipped in frame 2 of 3: frames 1 and 3 read, frame 2 is named
+%% damaged; a frame claiming to inflate to 4 GB is damaged, never
+%% inflated; every byte flipped in turn never raises.
+damaged_frames_test() ->
+    D = dir(),
+    Ws = [win(1, N, [{e(a), e(b), info, x, N}]) || N <- [1, 2, 3]],
+    F = msgflow_history_file:path(D, 1000, 0, ?NODE),
+    Bin = msgflow_history_file:encode_all(Ws),
+    <<Size1:32, _/binary>> = Bin,
+    Off2 = 8 + Size1,
+    <<_:(Off2 + 12)/binary, B, _/binary>> = Bin,
+    Flipped = <<(binary:part(Bin, 0, Off2 + 12))/binary, (B bxor 16#40), (binary:part(Bin, Off2 + 13, byte_size(Bin) - Off2 - 13))/binary>>,
+    ok = file:write_file(F, Flipped),
+    ?assertEqual({ok, [hd(Ws), lists:last(Ws)], {damaged, [Off2]}}, msgflow_history_file:read(F)),
+    Bomb = <<131, 80, 16#FFFFFFFF:32, (zlib:compress(<<0:8000>>))/binary>>,
+    ok = file:write_file(F, <<(byte_size(Bomb)):32, (erlang:crc32(Bomb)):32, Bomb/binary, Bin/binary>>),
+    ?assertEqual({ok, Ws, {damaged, [0]}}, msgflow_history_file:read(F)),
+    [begin
+         <<Pre:I/binary, X, Post/binary>> = Bin,
+         ok = file:write_file(F, <<Pre/binary, (X bxor 16#FF), Post/binary>>),
+         {ok, _, _} = msgflow_history_file:read(F)
+     end || I <- lists:seq(0, byte_size(Bin) - 1)],
+    ok = file:del_dir_r(D).
+
 merge_test() ->
     Ws = [win(1, N, [{e(a), e(b), info, x, 1}]) || N <- lists:seq(1, 12)]
         ++ [win(2, N, [{e(a), e(b), info, x, 1}]) || N <- [13, 14]],

@@ -53,7 +53,10 @@
                             bytes := non_neg_integer(), dict := msgflow_history_file:dict()},
     written = 0 :: non_neg_integer(),   %% windows written by this run
     work_us = 0 :: non_neg_integer(),   %% µs spent labelling, writing, thinning
-    too_large = 0 :: non_neg_integer()  %% windows left out: alone over half the budget
+    too_large = 0 :: non_neg_integer(), %% windows left out: alone over half the budget
+    %% segments with damaged frames found while thinning: kept beside
+    %% as `<name>.damaged' (what read went on), never deleted
+    damaged = 0 :: non_neg_integer()
 }).
 
 %% @doc A writer for a run with these options (msgflow_opts:run_opts(),
@@ -300,7 +303,7 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
     lists:foldl(
       fun(S = #{file := F, first_at := At}, Acc = #w{done = D}) ->
               case msgflow_history_file:read(F) of
-                  {ok, Ws, _} ->
+                  {ok, Ws, Status} ->
                       Merged = msgflow_history_file:merge(Ws, case Factor of
                                                                   infinity -> max(1, length(Ws));
                                                                   _ -> Factor
@@ -314,8 +317,16 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
                               %% deleted to make room
                               Acc1;
                           ok ->
-                              _ = file:delete(F),
-                              Acc1#w{done = replace(S, #{file => New, first_at => At,
+                              Acc2 = case Status of
+                                         {damaged, _} ->
+                                             %% what did not read is kept, aside
+                                             _ = file:rename(F, F ++ ".damaged"),
+                                             Acc1#w{damaged = Acc1#w.damaged + 1};
+                                         _ ->
+                                             _ = file:delete(F),
+                                             Acc1
+                                     end,
+                              Acc2#w{done = replace(S, #{file => New, first_at => At,
                                                          level => Level + 1, node => node(),
                                                          writer => os:getpid(),
                                                          bytes => byte_size(Bin)}, D1)};
@@ -362,6 +373,7 @@ report(W = #w{collector = C, done = Done, open = Open}) ->
     C ! {msgflow_history, self(),
          #{bytes => total(W), segments => length(Segs), windows_written => W#w.written,
            writer_ms => W#w.work_us div 1000, windows_too_large => W#w.too_large,
+           segments_damaged => W#w.damaged,
            oldest => case Segs of [#{first_at := O} | _] -> O; [] -> undefined end}},
     W.
 

@@ -27,13 +27,20 @@
 %%% calls), Label, Module and Application as the views showed them then
 %%% (msgflow_labels): its identity across restarts.  Kind and Tag are
 %%% `none' with kinds off.  A frame cut short (the node died while
-%%% writing it) or that does not read ends the segment: what came before
-%%% it is read.
+%%% writing it) ends the segment: what came before it is read.  A frame
+%%% whose bytes are damaged (its checksum fails, or it does not decode,
+%%% or it would decompress to more than ?MAX_WINDOW_BYTES) is passed
+%%% over: the frames after it read, less the rows that name an end only
+%%% it named.
 -module(msgflow_history_file).
 
 -export([new_dict/0, encode/2, encode_all/1, read/1, list/2, drop_superseded/2, path/4, merge/2,
          write/2, mine/1]).
 -export_type([window/0, end_id/0, segment/0, dict/0]).
+
+%% a window's term, decompressed, at most (bytes): past it, the frame is
+%% damaged
+-define(MAX_WINDOW_BYTES, 256 * 1024 * 1024).
 
 %% An endpoint and its identity: {Endpoint, Label, Module, Application}.
 -type end_id() :: {term(), binary(), atom(), atom()}.
@@ -74,36 +81,42 @@ index(End, {D, New}) ->
         _ -> I = map_size(D), {I, {D#{End => I}, [{I, End} | New]}}
     end.
 
-%% @doc The windows of a segment file, oldest first, and `ok', or
-%% `{cut, Offset}' when a frame at Offset is cut short or does not read
-%% (those before it are returned); `{error, Reason}' when it cannot be
-%% read.
--spec read(file:filename()) -> {ok, [window()], ok | {cut, non_neg_integer()}} | {error, term()}.
+%% @doc The windows of a segment file that read, oldest first, and `ok'
+%% (the whole file read), `{cut, Offset}' (a frame at Offset is cut
+%% short: those before it are returned), or `{damaged, Offsets}' (the
+%% frames at Offsets were passed over, and the last one too when the
+%% file ends cut short); `{error, Reason}' when it cannot be read.
+-spec read(file:filename()) ->
+          {ok, [window()], ok | {cut, non_neg_integer()} | {damaged, [non_neg_integer()]}} | {error, term()}.
 read(File) ->
     case file:read_file(File) of
-        {ok, Bin} -> frames(Bin, 0, #{}, []);
+        {ok, Bin} -> frames(Bin, 0, #{}, [], []);
         {error, _} = E -> E
     end.
 
-frames(<<>>, _, _, Acc) ->
-    {ok, lists:reverse(Acc), ok};
-frames(<<Size:32, Crc:32, Payload:Size/binary, Rest/binary>>, Off, Ends0, Acc) ->
+frames(<<>>, _, _, Acc, Bad) ->
+    {ok, lists:reverse(Acc), case Bad of [] -> ok; _ -> {damaged, lists:reverse(Bad)} end};
+frames(<<Size:32, Crc:32, Payload:Size/binary, Rest/binary>>, Off, Ends0, Acc, Bad) ->
     case erlang:crc32(Payload) =:= Crc andalso window(Payload, Ends0) of
-        {ok, W, Ends} -> frames(Rest, Off + 8 + Size, Ends, [W | Acc]);
-        _ -> {ok, lists:reverse(Acc), {cut, Off}}
+        {ok, W, Ends} -> frames(Rest, Off + 8 + Size, Ends, [W | Acc], Bad);
+        _ -> frames(Rest, Off + 8 + Size, Ends0, Acc, [Off | Bad])
     end;
-frames(_, Off, _, Acc) ->
-    {ok, lists:reverse(Acc), {cut, Off}}.
+frames(_, Off, _, Acc, []) ->
+    {ok, lists:reverse(Acc), {cut, Off}};
+frames(_, Off, _, Acc, Bad) ->
+    {ok, lists:reverse(Acc), {damaged, lists:reverse([Off | Bad])}}.
 
 %% Not `safe': a history names endpoints by atoms (registered names,
 %% modules) a node that reads it after a restart has not made yet.
+window(<<131, 80, USize:32, _/binary>>, _) when USize > ?MAX_WINDOW_BYTES ->
+    error;                      %% (no compression bomb is inflated)
 window(Payload, Ends0) ->
     try binary_to_term(Payload) of
-        W = #{v := 1, ends := New, rows := Rows} ->
+        W = #{v := 1, ends := New, rows := Rows} when is_list(New), is_list(Rows) ->
             Ends = lists:foldl(fun({I, E, L, M, A}, D) -> D#{I => {E, L, M, A}} end, Ends0, New),
             {ok, (maps:with([node, run, n, at, ms, scale], W))#{
-                   rows => [{maps:get(SI, Ends), maps:get(RI, Ends), K, T, N}
-                            || {SI, RI, K, T, N} <- Rows]}, Ends};
+                   rows => [{S, R, K, T, N} || {SI, RI, K, T, N} <- Rows,
+                                               #{SI := S, RI := R} <- [Ends]]}, Ends};
         _ -> error
     catch
         error:_ -> error
