@@ -306,8 +306,10 @@ print(Name, Opts) ->
 %% `running', `pairs' (held), `events' (messages counted: the sum of
 %% pairs() + `rolled_up' + `overflow'), `dead_letters', `own_left_out'
 %% (msgflow's own messages, never counted), `memory' and `store_memory'
-%% (bytes of the tracer's and the collector's tables), `own_memory' (all
-%% msgflow holds, bytes, within `max_memory'), `calls_left_out' (sampled
+%% (bytes of the tracer's and the collector's tables), `workers_memory'
+%% (of the view workers and web computations running now, and the
+%% history ranges they hold), `own_memory' (all msgflow holds, bytes:
+%% within `max_memory', but for what workers hold while they run), `calls_left_out' (sampled
 %% calls of new call edges left out past `max_memory'), `allocator',
 %% `trace_mode', `started_at' and `stopped_at' (ms, system time), what
 %% other tools hold (`skipped', `new_tracer'), and the term reads checked

@@ -24,6 +24,8 @@ init([]) ->
     %% while it is set: here, so that a keeper that was killed leaves none
     %% (msgflow_flow_entry)
     ok = msgflow_flow_entry:patterns_table(),
+    %% msgflow's workers and what they hold, counted in own_memory
+    ok = msgflow_workers:table(),
     Collector = #{id => msgflow_collector,
                   start => {msgflow_collector, start_link, []},
                   restart => permanent,

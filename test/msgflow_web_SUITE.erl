@@ -617,7 +617,11 @@ computations(_Config) ->
             ?assertNotEqual(nomatch, binary:match(Body1, <<"computation">>))
     after 60000 -> ct:fail(no_error)
     end,
-    [W ! go || {L, W} <- maps:to_list(Workers), L =/= 1],
+    %% the computations alive count in own_memory
+    Alive = [W || {L, W} <- maps:to_list(Workers), L =/= 1],
+    #{workers_memory := WM} = msgflow:info(),
+    ?assert(WM >= lists:sum([M || W <- Alive, {memory, M} <- [process_info(W, memory)]])),
+    [W ! go || W <- Alive],
     [receive {answer, P, 200, _, _} -> ok after 60000 -> ct:fail({no_answer, P}) end || P <- tl(Paths)],
     %% and the next request for it computes anew
     _ = Ask(hd(Paths)),

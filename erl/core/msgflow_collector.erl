@@ -161,7 +161,9 @@ await_census(Ms) ->
 %% 1,000,000 between snapshots) and in rows (`pairs', `rolled_up_rows',
 %% `table_entries', `windows', `shards'); memory in bytes (`memory' of the
 %% NIF's tables, `store_memory' of the ETS tables, `collector_memory' of
-%% its process, `own_memory' the three together, `max_memory' the bound
+%% its process, `workers_memory' of the view workers and web computations
+%% alive and the history ranges they hold (msgflow_workers), `own_memory'
+%% the four together, `max_memory' the bound
 %% on the first two and `memory_full' whether they reached it: new pairs
 %% then go to `overflow'; `jemalloc_allocated', `jemalloc_resident');
 %% msgflow's own work: `collector_ms_per_s', ms a second the collector
@@ -862,13 +864,15 @@ info(St = #st{opts = Opts}, Behind) ->
           end,
     Figures = msgflow_store:figures(St#st.store),
     {memory, Heap} = process_info(self(), memory),
+    Workers = msgflow_workers:memory(),
     maps:merge(Figures,
                #{running => St#st.running,
                  behind => Behind, snapshot_at => msgflow_store:snapshot_at(St#st.store),
                  collector_ms_per_s => St#st.work_rate,
                  collector_work_ms => St#st.work_us div 1000,
                  collector_memory => Heap,
-                 own_memory => Heap + maps:get(store_memory, Figures) + maps:get(memory, Tables, 0),
+                 workers_memory => Workers,
+                 own_memory => Heap + maps:get(store_memory, Figures) + maps:get(memory, Tables, 0) + Workers,
                  rotations => maps:get(rotations, Tables, 0),
                  allocator => maps:get(allocator, Lib),
                  jemalloc_error => maps:get(jemalloc_error, Lib),

@@ -70,6 +70,9 @@ store(Dir, Nodes, From, To) ->
                                      msgflow_store:merge_deltas([delta(Row) || Row <- Rows], S)
                              end, S1, Ws),
             S3 = msgflow_store:open_for(S2, Traced),
+            %% (its tables and aggregate count in own_memory while the
+            %% caller, a view worker, lives)
+            ok = msgflow_workers:hold(S3),
             Handle = msgflow_store:handle(S3, #{node => case Nodes of
                                                              [One] -> One;
                                                              _ -> Node

@@ -48,7 +48,7 @@
 -module(msgflow_store).
 -include("msgflow_store.hrl").
 
--export([new/1, merge_deltas/2, merge_deltas/3]).
+-export([new/1, merge_deltas/2, merge_deltas/3, memory/1]).
 -export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/2, take_step/2,
          close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
@@ -510,9 +510,10 @@ limit_tracer(_, _, S1) ->
 copies(S, Bytes) ->
     S#store{copies = Bytes}.
 
-%% The store's tables' bytes, the labels' own ones too (a table gone
-%% counts nothing: under `make soak' an open window's ends table was once
-%% found gone, cause not found yet).
+%% @doc The store's bytes: its aggregate's and its tables', the labels'
+%% own ones too (a table gone counts nothing: under `make soak' an open
+%% window's ends table was once found gone, cause not found yet).
+-spec memory(state()) -> non_neg_integer().
 memory(S) ->
     #{bytes := AggBytes} = msgflow_tracer:agg_info(S#store.agg),
     AggBytes + ets_memory(S).

@@ -175,6 +175,7 @@ run(Store, Wait, Fun) ->
             end,
     {Pid, Ref} = spawn_opt(fun() ->
                                    ok = msgflow_flags:untrace_self(),
+                                   ok = msgflow_workers:enter(),
                                    exit({done, try {ok, Fun()} catch C:R:St -> {C, R, St} end})
                            end, [monitor, {min_heap_size, Words}]),
     receive

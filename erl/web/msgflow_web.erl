@@ -233,6 +233,7 @@ compute(Source, Request, Began) ->
     Self = self(),
     Pid = spawn_opt(fun() ->
                             receive go -> ok end,
+                            ok = msgflow_workers:enter(),
                             Doc = try Source(Request) of
                                       {ok, Data} -> {ok, iolist_to_binary(Data)};
                                       {error, _} = E -> E
