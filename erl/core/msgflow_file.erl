@@ -158,6 +158,6 @@ sync_done(Port) ->
         {Port, {data, _}} -> sync_done(Port);
         {Port, {exit_status, _}} -> ok
     after 10000 ->
-        catch port_close(Port),
+        try port_close(Port) catch error:_ -> ok end,
         ok
     end.
