@@ -163,6 +163,11 @@ private_files(Config) ->
     ok = file:write_file(filename:join(Given, ".msgflow-" ++ Dead ++ "-2.tmp"), <<"x">>),
     Live = filename:join(Given, ".msgflow-" ++ os:getpid() ++ "-3.tmp"),
     ok = file:write_file(Live, <<"x">>),
+    %% (the dead writer's left an hour ago: a temporary of a moment ago is
+    %% a live writer's, whoever it is)
+    HourAgo = erlang:system_time(second) - 3600,
+    [ok = file:write_file_info(filename:join(Given, N), #file_info{mtime = HourAgo}, [{time, posix}])
+     || N <- [".msgflow-" ++ Dead ++ "-1.d", ".msgflow-" ++ Dead ++ "-2.tmp"]],
     Sink = spawn(fun() -> receive stop -> ok end end),
     Self = self(),
     [begin

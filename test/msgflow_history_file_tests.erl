@@ -86,7 +86,7 @@ superseded_test() ->
 names_make_no_atoms_test() ->
     D = dir(),
     _ = msgflow_history_file:list(D, all),     %% (its code loaded first)
-    Names = ["0000000001000-0-no_such_node_" ++ integer_to_list(I) ++ "@h+1.mfh" || I <- lists:seq(1, 5000)],
+    Names = ["0000000001000-0-no_such_node_" ++ integer_to_list(I) ++ "@h+1@h.mfh" || I <- lists:seq(1, 5000)],
     [ok = file:write_file(filename:join(D, N), <<>>) || N <- Names],
     Before = erlang:system_info(atom_count),
     Listed = msgflow_history_file:list(D, all),
@@ -104,7 +104,8 @@ writers_test() ->
     Other = peer:call(Peer, os, getpid, []),
     Bin = msgflow_history_file:encode_all([win(1, 1, [{e(a), e(b), info, x, 1}])]),
     Name = fun(At, Level, Writer) ->
-                   filename:join(D, lists:flatten(io_lib:format("~13..0b-~b-~s+~s.mfh", [At, Level, ?NODE, Writer])))
+                   {ok, Host} = inet:gethostname(),
+                   filename:join(D, lists:flatten(io_lib:format("~13..0b-~b-~s+~s@~s.mfh", [At, Level, ?NODE, Writer, Host])))
            end,
     ok = msgflow_history_file:write(Name(1000, 0, Other), Bin),
     ok = msgflow_history_file:write(Name(1000, 1, Other), Bin),
@@ -112,7 +113,11 @@ writers_test() ->
     ok = msgflow_history_file:write(Name(3000, 0, "999999999"), Bin),
     Mine = [{A, L, W} || S = #{first_at := A, level := L, writer := W} <- msgflow_history_file:list(D, [?NODE]),
                          msgflow_history_file:mine(S)],
-    ?assertEqual([{2000, 0, os:getpid()}, {3000, 0, "999999999"}], Mine),
+    {ok, Host} = inet:gethostname(),
+    ?assertEqual([{2000, 0, {os:getpid(), Host}}, {3000, 0, {"999999999", Host}}], Mine),
+    %% another host's writer is never this VM's to delete
+    ok = msgflow_history_file:write(filename:join(D, "0000000005000-0-" ++ atom_to_list(?NODE) ++ "+7@elsewhere.mfh"), Bin),
+    ?assertNot(lists:any(fun msgflow_history_file:mine/1, [S || S = #{first_at := 5000} <- msgflow_history_file:list(D, [?NODE])])),
     %% the running writer's lower level stays
     ok = msgflow_history_file:drop_superseded(D, ?NODE),
     ?assert(filelib:is_file(Name(1000, 0, Other))),

@@ -566,6 +566,10 @@ tokens(Config) ->
                   {Path, Get(Path, [{"authorization", "Bearer " ++ Token}])})
      || Path <- ["/api/views", "/metrics"]],
     ?assertMatch({200, _}, Get("/api/views", [{"authorization", "bearer " ++ Token}])),
+    %% a request URI whose path is an API path by another spelling needs
+    %% the token too
+    [?assertEqual({Path, 401}, {Path, raw_status(Base, Path)})
+     || Path <- ["http:/api/views", "//x/api/views", "https://x/metrics", "/metrics#x", "/api/../metrics"]],
     [?assertMatch({Path, {200, _}}, {Path, Get(Path, [])}) || Path <- ["/", "/www/msgflow.js"]],
     ok = msgflow:web_stop(),
     File = filename:join(?config(priv_dir, Config), "token"),

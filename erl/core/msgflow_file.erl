@@ -156,7 +156,9 @@ sync_dir(Dir) ->
 sync_done(Port) ->
     receive
         {Port, {data, _}} -> sync_done(Port);
-        {Port, {exit_status, _}} -> ok
+        {Port, {exit_status, _}} ->
+            %% (a caller that traps exits hears of the port's end too)
+            receive {'EXIT', Port, _} -> ok after 0 -> ok end
     after 10000 ->
         try port_close(Port) catch error:_ -> ok end,
         ok

@@ -24,6 +24,7 @@
 %%% removed) stops the history: counting goes on, and info()'s `history'
 %%% says why.
 -module(msgflow_history).
+-include_lib("kernel/include/file.hrl").
 
 -export([start/1, window/3, close/1, behind/1]).
 -export([init/2]).
@@ -255,13 +256,21 @@ clean_temps(Dir) ->
             ok
     end.
 
+%% (never through a link: a link itself is deleted, a directory only of
+%% its one `file', msgflow_file's; only one left 10 minutes ago or more,
+%% where a writer's temporary lives for a moment)
 del_temp(Path) ->
-    case filelib:is_dir(Path) of
-        true ->
-            _ = [file:delete(filename:join(Path, F)) || {ok, Fs} <- [file:list_dir(Path)], F <- Fs],
+    Old = erlang:system_time(second) - 600,
+    case file:read_link_info(Path, [{time, posix}]) of
+        {ok, #file_info{mtime = T}} when T > Old ->
+            ok;
+        {ok, #file_info{type = directory}} ->
+            _ = file:delete(filename:join(Path, "file")),
             file:del_dir(Path);
-        false ->
-            file:delete(Path)
+        {ok, #file_info{}} ->
+            file:delete(Path);
+        {error, _} ->
+            ok
     end.
 
 open_segment(_, W = #w{open = #{}}) ->
@@ -269,7 +278,12 @@ open_segment(_, W = #w{open = #{}}) ->
 open_segment(At, W = #w{dir = Dir}) ->
     File = msgflow_history_file:path(Dir, At, 0, node()),
     %% made empty and private first (0600, msgflow_file), then appended to
-    case filelib:is_regular(File) orelse msgflow_file:write(File, <<>>) =:= ok of
+    %% (never through a link)
+    Regular = case file:read_link_info(File) of
+                  {ok, #file_info{type = regular}} -> true;
+                  _ -> false
+              end,
+    case Regular orelse msgflow_file:write(File, <<>>) =:= ok of
         true -> open_append(File, At, W);
         false -> stop(eacces, File, W)
     end.
@@ -288,7 +302,7 @@ close_open(W = #w{open = none}) ->
 close_open(W = #w{open = #{file := F, fd := Fd, first_at := At, bytes := B}, done = Done}) ->
     _ = file:close(Fd),
     W#w{open = none, done = Done ++ [#{file => F, first_at => At, level => 0, node => node(),
-                                       writer => os:getpid(), bytes => B}]}.
+                                       writer => msgflow_history_file:writer(), bytes => B}]}.
 
 %% Segments past the schedule merged: the level-0 ones older than the
 %% newest `whole' ten windows into one, the level-1 ones older than the
@@ -328,7 +342,7 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
                                      end,
                               Acc2#w{done = replace(S, #{file => New, first_at => At,
                                                          level => Level + 1, node => node(),
-                                                         writer => os:getpid(),
+                                                         writer => msgflow_history_file:writer(),
                                                          bytes => byte_size(Bin)}, D1)};
                           {error, Why} ->
                               stop(Why, New, Acc1)

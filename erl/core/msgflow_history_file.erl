@@ -3,16 +3,16 @@
 %%% one format this module reads and writes.  Pure functions on files;
 %%% any process.
 %%%
-%%% A segment is `<FirstAt>-<Level>-<Node>+<Writer>.mfh': FirstAt the end
+%%% A segment is `<FirstAt>-<Level>-<Node>+<OsPid>@<Host>.mfh': FirstAt the end
 %%% of its first window (system time, ms, 13 digits, so that names sort by
 %%% time), Level 0 for windows as they closed, 1 for ten windows merged
 %%% into one, 2 for a whole segment merged into one, Node the node whose
 %%% windows it holds (the nodes of a cluster on one host may share a
-%%% directory), Writer the OS process that wrote it (two VMs of one node
-%%% name, `nonode@nohost' say, may share a directory too: each deletes
-%%% and thins only its own segments and those of writers that are gone,
-%%% mine/1).  A name without `+<Writer>' (an older msgflow's) counts as a
-%%% writer that is gone.  It is a run of frames
+%%% directory), OsPid and Host the OS process that wrote it and its host
+%%% (two VMs of one node name, `nonode@nohost' say, may share a directory
+%%% too: each deletes and thins only its own segments and those of this
+%%% host's writers that are gone, mine/1).  A name without `+<OsPid>' (an
+%%% older msgflow's) counts as a writer that is gone.  It is a run of frames
 %%% `<<Size:32, Crc32:32, Payload:Size/binary>>', each payload the
 %%% term_to_binary (compressed) of one window:
 %%% ```
@@ -35,7 +35,7 @@
 -module(msgflow_history_file).
 
 -export([new_dict/0, encode/2, encode_all/1, read/1, list/2, drop_superseded/2, path/4, merge/2,
-         write/2, mine/1]).
+         write/2, mine/1, writer/0]).
 -export_type([window/0, end_id/0, segment/0, dict/0]).
 
 %% a window's term, decompressed, at most (bytes): past it, the frame is
@@ -50,7 +50,7 @@
                     rows := [{end_id(), end_id(), atom(), atom(), pos_integer()}]}.
 %% A segment file as list/1 finds it.
 -type segment() :: #{file := file:filename(), first_at := integer(), level := 0..2,
-                     node := node() | binary(), writer := string() | none,
+                     node := node() | binary(), writer := {string(), string()} | none,
                      bytes := non_neg_integer()}.
 %% The ends a segment named so far (the writer's, per segment).
 -opaque dict() :: #{end_id() => non_neg_integer()}.
@@ -153,7 +153,18 @@ drop_superseded(Dir, Node) ->
 %% writer).  Where this cannot be told (no /proc), only its own.
 -spec mine(segment()) -> boolean().
 mine(#{writer := none}) -> true;
-mine(#{writer := W}) -> W =:= os:getpid() orelse not running_vm(W).
+mine(#{writer := {Pid, Host}}) ->
+    Host =:= host() andalso (Pid =:= os:getpid() orelse not running_vm(Pid)).
+
+%% @doc This VM's writer tag: its OS process and host.
+-spec writer() -> {string(), string()}.
+writer() -> {os:getpid(), host()}.
+
+%% this host's name as segment names give it (letters, digits, `-', `.')
+host() ->
+    {ok, H} = inet:gethostname(),
+    [C || C <- H, (C >= $a andalso C =< $z) orelse (C >= $A andalso C =< $Z)
+                  orelse (C >= $0 andalso C =< $9) orelse C =:= $- orelse C =:= $.].
 
 %% (the program /proc/PID/exe names: beam.smp, beam.emu...)
 running_vm(Pid) ->
@@ -173,9 +184,9 @@ listed(Dir, Nodes) ->
                end,
                [#{file => F, first_at => At, level => L, node => N, writer => Writer, bytes => Bytes}
                 || Name <- Names,
-                   {match, [AtS, LS, NS, WS]} <- [re:run(Name, "^([0-9]{13})-([0-2])-([^+]+)(?:\\+([0-9]+))?\\.mfh$",
-                                                         [{capture, all_but_first, list}, unicode])],
-                   Writer <- [case WS of "" -> none; _ -> WS end],
+                   {match, [AtS, LS, NS, WS, HS]} <- [re:run(Name, "^([0-9]{13})-([0-2])-([^+]+)(?:\\+([0-9]+)@([A-Za-z0-9.-]*))?\\.mfh$",
+                                                             [{capture, all_but_first, list}, unicode])],
+                   Writer <- [case WS of "" -> none; _ -> {WS, HS} end],
                    N <- node_named(NS, Nodes),
                    At <- [list_to_integer(AtS)], L <- [list_to_integer(LS)],
                    F <- [filename:join(Dir, Name)],
@@ -196,8 +207,8 @@ file_size(F) ->
 %% ended at FirstAt, written by this OS process.
 -spec path(file:filename(), integer(), 0..2, node()) -> file:filename().
 path(Dir, FirstAt, Level, Node) ->
-    filename:join(Dir, lists:flatten(io_lib:format("~13..0b-~b-~s+~s.mfh",
-                                                   [FirstAt, Level, Node, os:getpid()]))).
+    filename:join(Dir, lists:flatten(io_lib:format("~13..0b-~b-~s+~s@~s.mfh",
+                                                   [FirstAt, Level, Node, os:getpid(), host()]))).
 
 %% @doc Windows merged Factor into one, in order: each merged window has
 %% the messages of its pair, kind and tag summed, the end (`at') of its

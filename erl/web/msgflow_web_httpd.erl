@@ -102,8 +102,18 @@ origin_ok(Origin, Hosts) ->
         _ -> false
     end.
 
+%% Every path but the page and its files needs the token, by the path
+%% route/1 will serve (a request URI with a scheme, a host or a fragment
+%% too, whatever its path: route/1 reads the path alone).
 needs_token(Uri) ->
-    lists:prefix("/api/", Uri) orelse Uri =:= "/metrics" orelse lists:prefix("/metrics?", Uri).
+    case uri_string:parse(Uri) of
+        #{path := Path} = U when not is_map_key(scheme, U), not is_map_key(host, U),
+                                 not is_map_key(fragment, U) ->
+            not (Path =:= "/" orelse Path =:= "/index.html" orelse lists:prefix("/www/", Path)
+                 orelse lists:prefix("/vendor/", Path));
+        _ ->
+            true
+    end.
 
 %% the header's token equals Token, compared in a time that does not
 %% depend on where they differ

@@ -317,9 +317,11 @@ typedef struct {
     size_t names_cap;      /* room in out->kind_names */
 } dec;
 
+/* An atom as UTF-8 into out (MAXATOMLEN_UTF8 bytes): names and tags with
+ * characters past Latin-1 decode too, and read as the node wrote them. */
 static int dec_atom(dec *d, char *out)
 {
-    return ei_decode_atom(d->buf, &d->idx, out) == 0;
+    return ei_decode_atom_as(d->buf, &d->idx, out, MAXATOMLEN_UTF8, ERLANG_UTF8, NULL, NULL) == 0;
 }
 
 /* An atom, or `undefined' as NULL.  Returns 0 on a non-atom. */
@@ -735,7 +737,7 @@ static int map_fields(dec *d, const char *const *names, int n, int *at)
         return 0;
     for (int i = 0; i < arity; i++) {
         char key[MAXATOMLEN_UTF8];
-        if (ei_decode_atom(d->buf, &d->idx, key) == 0) {
+        if (dec_atom(d, key)) {
             for (int k = 0; k < n; k++)
                 if (strcmp(key, names[k]) == 0)
                     at[k] = d->idx;
