@@ -74,8 +74,16 @@ remote_spawned(_Config) ->
 
 %% A port that sends its owner two messages and closes before any
 %% snapshot (none until stop/0) is labelled by that owner, the receiver
-%% of its first row: `port <- Owner'.
+%% of its busiest row: `port <- Owner'.  With a trace session (OTP 27+)
+%% a port opened during the run is not traced at all (seen on OTP 29:
+%% its messages are not counted), so there is nothing to label: skipped.
 closed_port_owner(_Config) ->
+    case msgflow_flags:mode(auto) of
+        {ok, session} -> {skip, "a port opened during a trace session's run is not traced"};
+        {ok, legacy} -> closed_port_owner()
+    end.
+
+closed_port_owner() ->
     Self = self(),
     ok = msgflow:start(#{procs => all, interval => 3600000}),
     Owner = spawn(fun() ->
@@ -90,7 +98,7 @@ closed_port_owner(_Config) ->
     ok = msgflow:stop(),
     #{rows := Rows, endpoints := Ends} = msgflow:view(top, #{by => process, limit => all}),
     OwnerLabel = maps:get(label, maps:get(Owner, Ends)),
-    ?assertEqual(<<"msgflow_labels_SUITE:closed_port_owner/1 fun">>, OwnerLabel),
+    ?assertEqual(<<"msgflow_labels_SUITE:closed_port_owner/0 fun">>, OwnerLabel),
     ?assertEqual([{<<"port <- ", OwnerLabel/binary>>, Owner, 2}],
                  [{maps:get(label, maps:get(S, Ends)), R, C}
                   || #{sender := S, receiver := R, count := C} <- Rows, S =:= Port, R =:= Owner]),
