@@ -179,6 +179,13 @@ off(T, Pids) ->
 %% The flags on or off on one process, port or `new'; Skipped counts a
 %% process legacy mode leaves to the tool that traces it.  A process that
 %% is gone is no error.
+set_one(#{mode := session, session := S}, new, How, Skipped) ->
+    %% a session's `new' is processes or ports, where legacy tracing's is
+    %% both: ports opened during the run are traced too
+    Trace = trace,
+    _ = quietly(fun() -> Trace:process(S, new, How, ?FLAGS) end),
+    _ = quietly(fun() -> Trace:port(S, new, How, [send]) end),
+    Skipped;
 set_one(#{mode := session, session := S}, P, How, Skipped) ->
     Trace = trace,
     _ = quietly(fun() ->
