@@ -41,17 +41,7 @@ with_workload(Fun) ->
     {ok, Store} = gen_server:start({local, ps_store}, msgflow_kinds_srv, [], []),
     Dead = [spawn(fun() -> ok end) || _ <- [1, 2]],
     [begin M = monitor(process, D), receive {'DOWN', M, _, _, _} -> ok end end || D <- Dead],
-    Self = self(),
-    Client = fun(Name, Work) ->
-                     spawn(fun() ->
-                                   register(Name, self()),
-                                   Self ! {ready, self()},
-                                   receive go -> ok end,
-                                   Work(),
-                                   Self ! {done, self()},
-                                   receive stop -> ok end
-                           end)
-             end,
+    Client = fun named/2,
     A = Client(ps_client_a, fun() -> [{ok, K} = gen_server:call(ps_store, {get, K})
                                       || K <- lists:seq(1, ?A_GETS)] end),
     B = Client(ps_client_b, fun() ->
@@ -307,17 +297,7 @@ hostile_names(Config) ->
     Evil = '\e[31mEVIL\e[0m',
     Bidi = '\x{202E}gnp.exe',
     Formula = '=HYPERLINK("http://x")',
-    Self = self(),
-    Proc = fun(Name, Work) ->
-                   spawn(fun() ->
-                                 register(Name, self()),
-                                 Self ! {ready, self()},
-                                 receive go -> ok end,
-                                 Work(),
-                                 Self ! {done, self()},
-                                 receive stop -> ok end
-                         end)
-           end,
+    Proc = fun named/2,
     R = Proc(Bidi, fun() -> ok end),
     S = Proc(Evil, fun() -> [Bidi ! {'\e[1mTAG', I} || I <- lists:seq(1, 5)] end),
     F = Proc(Formula, fun() -> [Bidi ! {'=1+2', I} || I <- lists:seq(1, 3)] end),
@@ -364,6 +344,19 @@ hostile_names(Config) ->
     end,
     [P ! stop || P <- [R, S, F]],
     ok.
+
+%% A process registered as Name that tells the caller `{ready, Pid}',
+%% runs Work when told `go', tells `{done, Pid}', and stays until `stop'.
+named(Name, Work) ->
+    Self = self(),
+    spawn(fun() ->
+                  register(Name, self()),
+                  Self ! {ready, self()},
+                  receive go -> ok end,
+                  Work(),
+                  Self ! {done, self()},
+                  receive stop -> ok end
+          end).
 
 control(C) ->
     C < 16#20 orelse C =:= 16#7F orelse (C >= 16#80 andalso C =< 16#9F) orelse C =:= 16#61C

@@ -94,19 +94,18 @@ stop() ->
 %% when the server is not running.
 -spec url() -> string() | undefined.
 url() ->
-    try ets:lookup(?KEPT, url) of
-        [{url, Url}] -> Url;
-        [] -> undefined
-    catch
-        error:badarg -> undefined
-    end.
+    kept(url).
 
 %% @doc Who the running server answers (msgflow_web_source:access/1), or
 %% undefined when none runs.
 -spec access() -> msgflow_web_source:access() | undefined.
 access() ->
-    try ets:lookup(?KEPT, access) of
-        [{access, A}] -> A;
+    kept(access).
+
+%% What the running server keeps under Key, or undefined (none runs).
+kept(Key) ->
+    try ets:lookup(?KEPT, Key) of
+        [{Key, V}] -> V;
         [] -> undefined
     catch
         error:badarg -> undefined
