@@ -2,13 +2,15 @@
 %%% hold: view workers (msgflow_view:run/3), the web server's
 %%% computations (msgflow_web), and the store of a range of the history a
 %%% view worker builds (msgflow_history_range).  Each enters itself when
-%%% it starts and is left out once it has gone; memory/0 is what they hold
+%%% it starts; the process that started it takes it out once it has
+%%% gone (leave/1: the table never grows past the workers alive, whether
+%%% memory/0 is asked or not); memory/0 is what they hold
 %%% now, which `own_memory' counts (msgflow:info/0: `workers_memory').
 %%% The table is msgflow_sup's, made as it starts; with no msgflow_sup
 %%% (a caller outside the application) nothing is entered or counted.
 -module(msgflow_workers).
 
--export([table/0, enter/0, hold/1, memory/0]).
+-export([table/0, enter/0, hold/1, leave/1, memory/0]).
 
 -define(TABLE, msgflow_workers).
 
@@ -29,6 +31,11 @@ enter() ->
 -spec hold(msgflow_store:state()) -> ok.
 hold(Store) ->
     kept(fun() -> ets:insert(?TABLE, {self(), Store}) end).
+
+%% @doc Worker Pid has gone (or is going): out of the count.
+-spec leave(pid()) -> ok.
+leave(Pid) ->
+    kept(fun() -> ets:delete(?TABLE, Pid) end).
 
 %% @doc The bytes the workers alive now hold: their processes' memory and
 %% the stores they hold.  The entries of those gone are deleted.

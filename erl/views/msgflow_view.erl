@@ -179,7 +179,11 @@ run(Store, Wait, Fun) ->
                                    exit({done, try {ok, Fun()} catch C:R:St -> {C, R, St} end})
                            end, [monitor, {min_heap_size, Words}]),
     receive
-        {'DOWN', Ref, process, Pid, {done, {ok, Value}}} -> Value;
-        {'DOWN', Ref, process, Pid, {done, {C, R, St}}} -> erlang:raise(C, R, St);
-        {'DOWN', Ref, process, Pid, Other} -> exit(Other)
+        {'DOWN', Ref, process, Pid, Done} ->
+            ok = msgflow_workers:leave(Pid),
+            case Done of
+                {done, {ok, Value}} -> Value;
+                {done, {C, R, St}} -> erlang:raise(C, R, St);
+                Other -> exit(Other)
+            end
     end.

@@ -259,6 +259,7 @@ handle_info({'EXIT', Httpd, Reason}, S = #{httpd := Httpd}) ->
 handle_info({computed, Pid, Request, Began, Doc},
             S = #{cache := Cache, pending := Pending, computing := Computing}) ->
     Done = erlang:monotonic_time(millisecond),
+    ok = msgflow_workers:leave(Pid),
     [gen_server:reply(From, Doc) || From <- maps:get(Request, Pending, [])],
     %% a document nobody asked for within a minute is forgotten
     Kept = maps:filter(fun(_, {At, _, _}) -> Done - At < 60000 end, Cache),
@@ -272,6 +273,7 @@ handle_info({compute_timeout, Pid}, S = #{computing := Computing}) ->
 handle_info({'EXIT', Pid, Reason}, S = #{pending := Pending, computing := Computing})
   when is_map_key(Pid, Computing) ->
     Request = map_get(Pid, Computing),
+    ok = msgflow_workers:leave(Pid),
     [gen_server:reply(From, {error, {computation, Reason}}) || From <- maps:get(Request, Pending, [])],
     {noreply, S#{pending := maps:remove(Request, Pending), computing := maps:remove(Pid, Computing)}};
 handle_info(_, S) ->
