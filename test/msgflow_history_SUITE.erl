@@ -18,7 +18,13 @@
 %%% <li>full_disk: a 64 KiB tmpfs fills: the history stops and info()
 %%%     says why, while counting goes on exactly;</li>
 %%% <li>bad_history: a directory that cannot be written is start/1's
-%%%     error, with nothing traced.</li>
+%%%     error, with nothing traced;</li>
+%%% <li>foreign_names: a peer's history and dump, whose names and tag
+%%%     this node has no atoms for, read here: the views and the diff show
+%%%     the names (a range's tag as `other'), and no atom was made;</li>
+%%% <li>atom_attacks: in a node of 32,768 atoms, 40,000 file names like
+%%%     segments, a segment naming 40,000 atoms and a dump naming 40,000
+%%%     given to diff/2 make no atom (the node would die if they did).</li>
 %%% </ul>
 %%% Only the senders are traced: the sinks tell the test when they got
 %%% their messages (untraced, so never counted), then
@@ -30,15 +36,15 @@
 -include_lib("kernel/include/file.hrl").
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([range_diff/1, range_views/1, restart/1, budget_churn/1, full_disk/1, bad_history/1,
-         writer_not_counted/1, private_files/1]).
--export([peer_run/3, record_ranges/1]).
+         writer_not_counted/1, private_files/1, foreign_names/1, atom_attacks/1]).
+-export([peer_run/3, record_ranges/1, peer_foreign/3, peer_attack/3]).
 
 -define(MS, 1000).          %% each recording's length, at least
 -define(INTERVAL, 200).     %% windows of the recordings
 
 all() ->
     [range_diff, range_views, restart, budget_churn, full_disk, bad_history, writer_not_counted,
-     private_files].
+     private_files, foreign_names, atom_attacks].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -415,3 +421,145 @@ writer_not_counted(Config) ->
     %% the workload is there, the writer is not
     ?assert(lists:member(<<"hs_s1">>, Labels)),
     ?assertEqual([], [L || L <- Labels, binary:match(L, <<"msgflow_history">>) =/= nomatch]).
+
+%% A peer with this suite's code path, and Extra in its command line.
+code_peer(Extra) ->
+    _ = msgflow_test_lib:start_distribution(),
+    Args = lists:append([["-pa", filename:dirname(code:which(M))]
+                         || M <- [msgflow, ?MODULE, msgflow_diff_SUITE, msgflow_test_lib]]),
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Extra ++ Args}),
+    {Peer, Node}.
+
+%% Run on a peer: a sender and a sink registered under the first two of
+%% Names, 500 messages `{Tag, I}' (Tag the third) from the one to the
+%% other, with the history in Dir; the run exported to Dump.  The range
+%% that holds it.
+peer_foreign(Dir, Dump, [SName, KName, TagName]) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Tag = list_to_atom(TagName),
+    Self = self(),
+    K = spawn(fun() -> register(list_to_atom(KName), self()),
+                       [receive {Tag, _} -> ok end || _ <- lists:seq(1, 500)],
+                       Self ! got, receive stop -> ok end end),
+    S = spawn(fun() -> register(list_to_atom(SName), self()),
+                       receive go -> [K ! {Tag, I} || I <- lists:seq(1, 500)] end,
+                       receive stop -> ok end end),
+    T0 = erlang:system_time(millisecond),
+    ok = msgflow:start(#{procs => [S], history => Dir, interval => 100}),
+    ok = msgflow_collector:await_census(10000),
+    S ! go,
+    receive got -> ok end,
+    Ref = erlang:trace_delivered(all),
+    receive {trace_delivered, all, Ref} -> ok end,
+    ok = msgflow:export(Dump, etf),
+    ok = msgflow:stop(),
+    {T0, erlang:system_time(millisecond)}.
+
+%% The peer's names, label and tag are read here as text: the views, the
+%% printed top and diff/2 show them, and this node has no atom for any.
+foreign_names(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "foreign"),
+    Dump = filename:join(?config(priv_dir, Config), "foreign.etf"),
+    U = integer_to_list(erlang:unique_integer([positive])) ++ "_" ++ os:getpid(),
+    Names = [P ++ U || P <- ["hs_foreign_sender_", "hs_foreign_sink_", "hs_foreign_tag_"]],
+    Made = fun() -> [N || N <- Names, lists:member(N, [atom_to_list(A) || A <- existing(N)])] end,
+    ?assertEqual([], Made()),
+    {Peer, Node} = code_peer([]),
+    {T0, T1} = erpc:call(Node, ?MODULE, peer_foreign, [Dir, Dump, Names]),
+    ok = peer:stop(Peer),
+    [SB, KB, TB] = [list_to_binary(N) || N <- Names],
+    #{rows := Rows, endpoints := Ends} = msgflow:view(top, #{from => T0, to => T1, history => Dir,
+                                                            by => name, limit => all}),
+    ct:log("~p~n~p", [Rows, Ends]),
+    %% (the store counts tags by atom: one this node lacks is `other')
+    ?assertEqual([{SB, KB, 500, [{info, other, 500}]}],
+                 [{maps:get(label, maps:get(S, Ends)), maps:get(label, maps:get(R, Ends)), C, Ks}
+                  || #{sender := S, receiver := R, count := C, kinds := Ks} <- Rows]),
+    Text = msgflow_test_io:capture(
+             fun() -> ok = msgflow:print(top, #{from => T0, to => T1, history => Dir, by => name}) end),
+    ct:log("~ts", [Text]),
+    ?assertMatch({match, _}, re:run(Text, "^ +1 hs_foreign_sender.* hs_foreign_sink.* +500 .* info other",
+                                    [multiline])),
+    %% the dump keeps the tag as text
+    {ok, #{rows := [#{kinds := [#{tag := TB}]}]}} = msgflow_diff:side(Dump),
+    D = msgflow:diff(Dump, Dump),
+    ct:log("~p", [D]),
+    ?assertMatch(#{appeared := [], vanished := [], changed := [], unchanged := 1}, D),
+    ?assertEqual([], Made()).
+
+%% The atom of Name if this node has one ([] else), made by nothing here.
+existing(Name) ->
+    try [list_to_existing_atom(Name)] catch error:badarg -> [] end.
+
+%% In a node of at most 32,768 atoms: a directory of 40,000 names like
+%% segments listed and asked for a range, a segment (format 1, atoms)
+%% whose ends name 40,000 atoms read as a range, and a dump naming 40,000
+%% given to diff/2.  Had any made its atoms, the node would have died; it
+%% made far fewer than the names tried.
+atom_attacks(Config) ->
+    Priv = ?config(priv_dir, Config),
+    Names = filename:join(Priv, "attack_names"),
+    Seg = filename:join(Priv, "attack_segment"),
+    Dump = filename:join(Priv, "attack.etf"),
+    ok = filelib:ensure_path(Names),
+    ok = filelib:ensure_path(Seg),
+    N = 40000,
+    Atom = fun(What, I) -> {atom, iolist_to_binary(["attack_", What, "_", integer_to_list(I)])} end,
+    [ok = file:write_file(filename:join(Names, io_lib:format("~13..0b-0-attack_node_~b@h+1@h.mfh", [1000 + I, I])), <<>>)
+     || I <- lists:seq(1, N)],
+    At = erlang:system_time(millisecond) - 5000,
+    Frame = etf(#{v => 1, node => {atom, <<"attack_node@h">>}, run => 1, n => 1, at => At, ms => 1000,
+                  scale => 1,
+                  ends => [{I, Atom("name", I), <<"label">>, Atom("module", I), Atom("app", I)}
+                           || I <- lists:seq(0, N)],
+                  rows => [{0, I, Atom("kind", I), Atom("tag", I), 1} || I <- lists:seq(1, N)]}),
+    ok = file:write_file(filename:join(Seg, io_lib:format("~13..0b-0-attack_node@h+1@h.mfh", [At])),
+                         <<(byte_size(Frame)):32, (erlang:crc32(Frame)):32, Frame/binary>>),
+    ok = file:write_file(Dump, etf(#{format => {atom, <<"msgflow_dump">>}, version => 6,
+                                     node => {atom, <<"attack_node@h">>}, taken_at => At,
+                                     endpoints => [#{endpoint => Atom("dump", I), label => <<"x">>}
+                                                   || I <- lists:seq(1, N)],
+                                     rows => []})),
+    {Peer, Node} = code_peer(["+t", "32768"]),
+    R = erpc:call(Node, ?MODULE, peer_attack, [Names, Seg, Dump], 120000),
+    ct:log("~p", [R]),
+    #{limit := 32768, made := Made, listed := N, range := {ok, Rows}, diff := D} = R,
+    ?assert(Made < 100),
+    ?assertEqual(N, Rows),
+    ?assertMatch(#{unchanged := 0}, D),
+    ok = peer:stop(Peer).
+
+%% Run on the attacked peer: every module loaded, then what each file
+%% gives and the atoms made meanwhile.
+peer_attack(Names, Seg, Dump) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    {ok, Ms} = application:get_key(msgflow, modules),
+    [{module, _} = code:ensure_loaded(M) || M <- Ms],
+    _ = msgflow:view(top, #{from => 0, history => filename:join(Seg, "none")}),
+    _ = msgflow:diff(#{format => msgflow_dump, version => 6, node => node(), taken_at => 0,
+                       endpoints => [], rows => []}, now),
+    Before = erlang:system_info(atom_count),
+    Listed = length(msgflow_history_file:list(Names, all)),
+    _ = msgflow:view(top, #{from => 0, history => Names}),
+    Range = case msgflow:view(top, #{from => 0, history => Seg, limit => all}) of
+                #{rows := Rows} -> {ok, lists:sum([C || #{count := C} <- Rows])};
+                E -> E
+            end,
+    D = msgflow:diff(Dump, Dump),
+    #{limit => erlang:system_info(atom_limit), made => erlang:system_info(atom_count) - Before,
+      listed => Listed, range => Range, diff => D}.
+
+%% T in the external term format, `{atom, Name}' as the atom Name
+%% without making it here.
+etf(T) -> <<131, (etf_term(T))/binary>>.
+
+etf_term({atom, B}) when byte_size(B) < 256 -> <<119, (byte_size(B)), B/binary>>;
+etf_term(I) when is_integer(I), I >= 0, I < 256 -> <<97, I>>;
+etf_term(I) when is_integer(I) -> <<110, 8, (case I < 0 of true -> 1; false -> 0 end), (abs(I)):64/little>>;
+etf_term(A) when is_atom(A) -> etf_term({atom, atom_to_binary(A)});
+etf_term(B) when is_binary(B) -> <<109, (byte_size(B)):32, B/binary>>;
+etf_term(L) when is_list(L) -> <<108, (length(L)):32, (<< <<(etf_term(E))/binary>> || E <- L >>)/binary, 106>>;
+etf_term(T) when is_tuple(T), tuple_size(T) < 256 ->
+    <<104, (tuple_size(T)), (<< <<(etf_term(E))/binary>> || E <- tuple_to_list(T) >>)/binary>>;
+etf_term(M) when is_map(M) ->
+    <<116, (map_size(M)):32, (<< <<(etf_term(K))/binary, (etf_term(V))/binary>> || {K, V} <- maps:to_list(M) >>)/binary>>.

@@ -56,8 +56,12 @@ collect(Port, Acc) ->
 capture(F) ->
     Self = self(),
     GL = spawn(fun() -> gl_loop([]) end),
-    P = spawn(fun() -> group_leader(GL, self()), F(), Self ! {captured, self()} end),
-    receive {captured, P} -> ok end,
+    {P, M} = spawn_monitor(fun() -> group_leader(GL, self()), F(), Self ! {captured, self()} end),
+    %% (a fun that fails fails the caller, with its reason)
+    receive
+        {captured, P} -> demonitor(M, [flush]);
+        {'DOWN', M, process, P, Why} -> exit(GL, kill), error({capture, Why})
+    end,
     GL ! {get, Self},
     receive {gl_out, Out} -> Out end.
 

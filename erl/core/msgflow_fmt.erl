@@ -68,14 +68,14 @@ hex(C) -> io_lib:format("\\x~2.16.0B", [C]).
 
 %% @doc A kind and tag as the views write them: `call get', `reply',
 %% `info tick'.
--spec kind(atom(), atom()) -> binary().
+-spec kind(atom() | binary(), atom() | binary()) -> binary().
 kind(none, _) -> <<"-">>;
-kind(Kind, Tag) -> iolist_to_binary([atom_to_list(Kind), " ", name(Tag)]).
+kind(Kind, Tag) -> iolist_to_binary([name(Kind), " ", name(Tag)]).
 
 %% @doc The main kind of a row's kinds with its share of Total in Width
 %% columns, as the top table shows it: `call get 92%'; a long tag is cut
 %% (Ellipsis), the kind and the share never are; `-' with kinds off.
--spec main_kind([{atom(), atom(), pos_integer()}], non_neg_integer(), pos_integer(),
+-spec main_kind([{atom() | binary(), atom() | binary(), pos_integer()}], non_neg_integer(), pos_integer(),
                 string()) -> string().
 main_kind([], _, Width, Ellipsis) ->
     cell("-", Width, Ellipsis);
@@ -84,7 +84,7 @@ main_kind([{K, T, N} | _], Total, Width, Ellipsis) ->
                 true -> io_lib:format(" ~b%", [min(100, round(100 * N / Total))]);
                 false -> ""
             end,
-    Kind = atom_to_list(K),
+    Kind = unicode:characters_to_list(name(K)),
     Room = Width - length(Kind) - 1 - length(lists:flatten(Share)),
     Tag = unicode:characters_to_list(name(T)),
     Text = case Room >= 2 of
@@ -147,17 +147,21 @@ plain_mfa(M, F, A) ->
 
 %% @doc A module or registered name as a label: an Elixir alias without
 %% its `Elixir.' prefix (`'Elixir.My.Worker'' is `My.Worker'), any other
-%% atom's text as it is.
--spec name(atom()) -> binary().
+%% atom's text as it is; a name read from a file that this VM has no
+%% atom for (msgflow_etf) is its binary, shown the same way.
+-spec name(atom() | binary()) -> binary().
 name(Atom) ->
     case elixir(Atom) of
-        false -> visible(atom_to_binary(Atom));
+        false -> visible(text(Atom));
         Alias -> Alias
     end.
 
+text(A) when is_atom(A) -> atom_to_binary(A);
+text(B) when is_binary(B) -> B.
+
 %% The alias an Elixir module name stands for, or false.
 elixir(Atom) ->
-    case atom_to_binary(Atom) of
+    case text(Atom) of
         <<"Elixir.", Alias/binary>> when Alias =/= <<>> -> visible(Alias);
         _ -> false
     end.
@@ -202,6 +206,12 @@ endpoint(Ref) when is_reference(Ref) ->
     iolist_to_binary(["alias ", ref_to_list(Ref)]);
 endpoint(Atom) when is_atom(Atom) ->
     visible(atom_to_binary(Atom));
+endpoint(Text) when is_binary(Text) ->
+    %% (a name, or a pid of a node, that a file held and this VM has no
+    %% atom for: msgflow_etf)
+    visible(Text);
+endpoint({Name, Node}) when is_binary(Name); is_binary(Node) ->
+    iolist_to_binary(["{", endpoint(Name), ",", endpoint(Node), "}"]);
 endpoint({exited, Id, _Node}) when is_integer(Id) ->
     %% the exited endpoints of one label id (msgflow_labels:rollup_key/2)
     <<"exited#", (integer_to_binary(Id))/binary>>;

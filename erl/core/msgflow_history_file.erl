@@ -16,7 +16,7 @@
 %%% `<<Size:32, Crc32:32, Payload:Size/binary>>', each payload the
 %%% term_to_binary (compressed) of one window:
 %%% ```
-%%% #{v => 1, node => Node, run => StartedAt, n => FirstWindow,
+%%% #{v => 2, node => Node, run => StartedAt, n => FirstWindow,
 %%%   at => EndMs, ms => TracedMs, scale => Scale,
 %%%   ends => [{Index, Endpoint, Label, Module, Application}],
 %%%   rows => [{SenderIndex, ReceiverIndex, Kind, Tag, Messages}]}
@@ -26,7 +26,12 @@
 %%% port, registered name or `{Name, Node}'; `alias' for the aliases of
 %%% calls), Label, Module and Application as the views showed them then
 %%% (msgflow_labels): its identity across restarts.  Kind and Tag are
-%%% `none' with kinds off.  A frame cut short (the node died while
+%%% `none' with kinds off.  In version 2 every name (Node, a registered
+%%% name and its node, Module, Application, Kind, Tag) is held as its
+%%% UTF-8 binary, so that a VM that lacks those atoms reads the file with
+%%% `safe'; version 1 (msgflow 0.1) held them as atoms.  Neither is
+%%% read with new atoms (msgflow_etf): a name this VM has no atom for is
+%%% read as its binary, which the views print as they print the atom.  A frame cut short (the node died while
 %%% writing it) ends the segment: what came before it is read.  A frame
 %%% whose bytes are damaged (its checksum fails, or it does not decode,
 %%% or it would decompress to more than ?MAX_WINDOW_BYTES) is passed
@@ -42,12 +47,13 @@
 %% damaged
 -define(MAX_WINDOW_BYTES, 256 * 1024 * 1024).
 
-%% An endpoint and its identity: {Endpoint, Label, Module, Application}.
--type end_id() :: {term(), binary(), atom(), atom()}.
+%% An endpoint and its identity: {Endpoint, Label, Module, Application};
+%% a name read from a file that this VM has no atom for is its binary.
+-type end_id() :: {term(), binary(), atom() | binary(), atom() | binary()}.
 %% One window (or several merged), its ends resolved.
--type window() :: #{node := node(), run := integer(), n := pos_integer(), at := integer(),
+-type window() :: #{node := node() | binary(), run := integer(), n := pos_integer(), at := integer(),
                     ms := non_neg_integer(), scale := number(),
-                    rows := [{end_id(), end_id(), atom(), atom(), pos_integer()}]}.
+                    rows := [{end_id(), end_id(), atom() | binary(), atom() | binary(), pos_integer()}]}.
 %% A segment file as list/1 finds it.
 -type segment() :: #{file := file:filename(), first_at := integer(), level := 0..2,
                      node := node() | binary(), writer := {string(), string()} | none,
@@ -69,9 +75,11 @@ encode(W = #{rows := Rows}, Dict0) ->
                                {RI, Acc2} = index(R, Acc1),
                                {{SI, RI, K, T, N}, Acc2}
                        end, {Dict0, []}, Rows),
-    Payload = term_to_binary((maps:with([node, run, n, at, ms, scale], W))#{
-                               v => 1, rows => Rows1,
-                               ends => [{I, E, L, M, A} || {I, {E, L, M, A}} <- lists:reverse(New)]},
+    Payload = term_to_binary((maps:with([run, n, at, ms, scale], W))#{
+                               v => 2, node => text(maps:get(node, W)),
+                               rows => [{SI, RI, text(K), text(T), N} || {SI, RI, K, T, N} <- Rows1],
+                               ends => [{I, text(E), L, text(M), text(A)}
+                                        || {I, {E, L, M, A}} <- lists:reverse(New)]},
                              [{compressed, 6}]),
     {<<(byte_size(Payload)):32, (erlang:crc32(Payload)):32, Payload/binary>>, Dict}.
 
@@ -97,7 +105,8 @@ read(File) ->
 frames(<<>>, _, _, Acc, Bad) ->
     {ok, lists:reverse(Acc), case Bad of [] -> ok; _ -> {damaged, lists:reverse(Bad)} end};
 frames(<<Size:32, Crc:32, Payload:Size/binary, Rest/binary>>, Off, Ends0, Acc, Bad) ->
-    case erlang:crc32(Payload) =:= Crc andalso window(Payload, Ends0) of
+    case erlang:crc32(Payload) =:= Crc andalso
+        (try window(Payload, Ends0) catch error:_ -> error end) of
         {ok, W, Ends} -> frames(Rest, Off + 8 + Size, Ends, [W | Acc], Bad);
         _ -> frames(Rest, Off + 8 + Size, Ends0, Acc, [Off | Bad])
     end;
@@ -106,21 +115,32 @@ frames(_, Off, _, Acc, []) ->
 frames(_, Off, _, Acc, Bad) ->
     {ok, lists:reverse(Acc), {damaged, lists:reverse([Off | Bad])}}.
 
-%% Not `safe': a history names endpoints by atoms (registered names,
-%% modules) a node that reads it after a restart has not made yet.
-window(<<131, 80, USize:32, _/binary>>, _) when USize > ?MAX_WINDOW_BYTES ->
-    error;                      %% (no compression bomb is inflated)
 window(Payload, Ends0) ->
-    try binary_to_term(Payload) of
-        W = #{v := 1, ends := New, rows := Rows} when is_list(New), is_list(Rows) ->
-            Ends = lists:foldl(fun({I, E, L, M, A}, D) -> D#{I => {E, L, M, A}} end, Ends0, New),
-            {ok, (maps:with([node, run, n, at, ms, scale], W))#{
-                   rows => [{S, R, K, T, N} || {SI, RI, K, T, N} <- Rows,
-                                               #{SI := S, RI := R} <- [Ends]]}, Ends};
+    case msgflow_etf:decode(Payload, ?MAX_WINDOW_BYTES) of
+        {ok, W = #{v := V, ends := New, rows := Rows}} when (V =:= 1 orelse V =:= 2),
+                                                              is_list(New), is_list(Rows) ->
+            Ends = lists:foldl(fun({I, E, L, M, A}, D) when is_binary(L) ->
+                                       D#{I => {name(E), L, name(M), name(A)}}
+                               end, Ends0, New),
+            {ok, (maps:with([run, n, at, ms, scale], W))#{
+                   node => name(maps:get(node, W)),
+                   rows => [{S, R, name(K), name(T), N} || {SI, RI, K, T, N} <- Rows,
+                                                           is_integer(N) orelse error(badarg), N > 0,
+                                                           #{SI := S, RI := R} <- [Ends]]}, Ends};
         _ -> error
-    catch
-        error:_ -> error
     end.
+
+%% A name as a file holds it (version 2): its binary.
+text(A) when is_atom(A) -> atom_to_binary(A);
+text({N, Node}) when is_atom(N), is_atom(Node) -> {atom_to_binary(N), atom_to_binary(Node)};
+text(T) -> T.
+
+%% A name read from a file: the atom this VM has for it, else its binary
+%% (no atom is made).
+name(B) when is_binary(B) ->
+    try binary_to_existing_atom(B) catch error:badarg -> B end;
+name({N, Node}) when is_binary(N); is_binary(Node) -> {name(N), name(Node)};
+name(T) -> T.
 
 %% @doc The segments in Dir of the nodes Nodes (`all', or a list),
 %% oldest first (files of other names are left alone); `[]' when Dir

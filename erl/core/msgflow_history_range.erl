@@ -8,8 +8,9 @@
 %%% windows, each endpoint with the label it had when it was written (not
 %%% read from the VM: after a restart its pid stands for a process of the
 %%% node before, and its label is what matches it to today's), its kinds
-%%% and tags those of the windows.  Its run is the traced time of the
-%%% windows (their lengths summed, the gaps of a restart left out), ending
+%%% and tags those of the windows (a tag this VM has no atom for, of a
+%%% name it never saw, is counted as `other').  Its run is the traced
+%%% time of the windows (their lengths summed, the gaps of a restart left out), ending
 %%% at the last window's end: rates over a range are its means.  Not in a
 %%% range: peaks by window, sizes, waits and round trips (the history
 %%% keeps messages by kind only), and a send to a name is not merged into
@@ -96,5 +97,13 @@ sample(Ws) ->
         _ -> off
     end.
 
-delta({{S, _, _, _}, {R, _, _, _}, none, none, N}) -> {S, R, N};
-delta({{S, _, _, _}, {R, _, _, _}, K, T, N}) -> {S, R, N, K, T}.
+%% A row as the store merges it.  Its kind is one of the tracer's (a
+%% file's other kind is left out, the messages counted by pair); a tag
+%% this VM has no atom for (read as its binary) is counted as `other', the
+%% tag of a kind's tags past max_kinds.
+delta({{S, _, _, _}, {R, _, _, _}, K, T, N}) ->
+    case lists:member(K, msgflow_tracer:kinds()) of
+        true when is_atom(T) -> {S, R, N, K, T};
+        true -> {S, R, N, K, other};
+        false -> {S, R, N}
+    end.

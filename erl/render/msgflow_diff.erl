@@ -26,6 +26,9 @@
 
 %% |z| at least this: an edge's rate changed
 -define(Z_MIN, 5).
+%% a dump's term, inflated, at most (bytes): a larger one is refused,
+%% never inflated
+-define(MAX_DUMP_BYTES, 1024 * 1024 * 1024).
 
 -type figures() :: #{messages := non_neg_integer(), rate := float(),
                      kind := {atom(), atom(), 0..100} | none, p99_us := float() | undefined,
@@ -95,20 +98,19 @@ side(Path) ->
             {error, {bad_dump, Path, Why}}
     end.
 
-%% The dump in Bin, or why it is none.  Not `safe': a dump names
-%% endpoints by atoms (registered names, modules) a node that reads it
-%% after a restart has not seen.
+%% The dump in Bin, or why it is none.  Read without new atoms
+%% (msgflow_etf): a name this VM has no atom for is its binary.
 etf(Bin) ->
-    try binary_to_term(Bin) of
-        D = #{format := msgflow_dump} -> version(D);
-        _ -> {error, not_a_dump}
-    catch
-        error:badarg -> {error, not_etf}
+    case msgflow_etf:decode(Bin, ?MAX_DUMP_BYTES) of
+        {ok, D = #{format := msgflow_dump}} -> version(D);
+        {ok, _} -> {error, not_a_dump};
+        {error, {too_big, _, _} = Why} -> {error, Why};
+        {error, _} -> {error, not_etf}
     end.
 
 %% A dump of version 6 (rows; msgflow-report reads the older ones).
 version(D = #{version := 6, rows := Rows, endpoints := Ends, taken_at := T, node := N})
-  when is_list(Rows), is_list(Ends), is_integer(T), is_atom(N) ->
+  when is_list(Rows), is_list(Ends), is_integer(T), (is_atom(N) orelse is_binary(N)) ->
     {ok, D};
 version(#{version := V}) ->
     {error, {version, V}};
