@@ -22,6 +22,12 @@
 %%% <li>foreign_names: a peer's history and dump, whose names and tag
 %%%     this node has no atoms for, read here: the views and the diff show
 %%%     the names (a range's tag as `other'), and no atom was made;</li>
+%%% <li>kill_during_thinning: a node killed (kill -9) while a thinning
+%%%     holds its merged file unrenamed (a test hook): the segment it
+%%%     thinned still reads whole; started again, the temporary file
+%%%     counts in the budget while young, and goes once old;</li>
+%%% <li>two_nohost_writers: two VMs named nonode@nohost write one
+%%%     directory at once, each thinning: every window of both reads.</li>
 %%% <li>atom_attacks: in a node of 32,768 atoms, 40,000 file names like
 %%%     segments, a segment naming 40,000 atoms and a dump naming 40,000
 %%%     given to diff/2 make no atom (the node would die if they did).</li>
@@ -36,15 +42,16 @@
 -include_lib("kernel/include/file.hrl").
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([range_diff/1, range_views/1, restart/1, budget_churn/1, full_disk/1, bad_history/1,
-         writer_not_counted/1, private_files/1, foreign_names/1, atom_attacks/1]).
--export([peer_run/3, record_ranges/1, peer_foreign/3, peer_attack/3]).
+         writer_not_counted/1, private_files/1, foreign_names/1, atom_attacks/1,
+         kill_during_thinning/1, two_nohost_writers/1]).
+-export([peer_run/3, record_ranges/1, peer_foreign/3, peer_attack/3, chatter/0, peer_nohost/3]).
 
 -define(MS, 1000).          %% each recording's length, at least
 -define(INTERVAL, 200).     %% windows of the recordings
 
 all() ->
     [range_diff, range_views, restart, budget_churn, full_disk, bad_history, writer_not_counted,
-     private_files, foreign_names, atom_attacks].
+     private_files, foreign_names, atom_attacks, kill_during_thinning, two_nohost_writers].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -563,3 +570,135 @@ etf_term(T) when is_tuple(T), tuple_size(T) < 256 ->
     <<104, (tuple_size(T)), (<< <<(etf_term(E))/binary>> || E <- tuple_to_list(T) >>)/binary>>;
 etf_term(M) when is_map(M) ->
     <<116, (map_size(M)):32, (<< <<(etf_term(K))/binary, (etf_term(V))/binary>> || {K, V} <- maps:to_list(M) >>)/binary>>.
+
+%% Run on a peer: two processes that send to each other until killed.
+chatter() ->
+    Self = self(),
+    Echo = spawn(fun Loop() -> receive {P, X} -> P ! X, Loop() end end),
+    spawn(fun Loop() -> Echo ! {self(), x}, receive x -> ok end, Loop() end),
+    Self.
+
+%% A history whose every second segment is thinned; a peer of that name
+%% (not linked: it is killed) with it running, or {error, Why}.
+-define(KILLED_OPTS, #{procs => all, interval => 20, history_segment => 2, history_whole => 1,
+                       history_tenths => 1, history_bytes => 1 bsl 22}).
+
+killed_peer(Name) ->
+    _ = msgflow_test_lib:start_distribution(),
+    Args = lists:append([["-pa", filename:dirname(code:which(M))]
+                         || M <- [msgflow, ?MODULE, msgflow_test_lib]]),
+    {ok, Peer, Node} = peer:start(#{name => Name, args => Args}),
+    {ok, _} = erpc:call(Node, application, ensure_all_started, [msgflow]),
+    {Peer, Node}.
+
+kill_during_thinning(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "killed"),
+    Name = "mfk" ++ os:getpid(),
+    {_, Node} = killed_peer(Name),
+    Self = self(),
+    ok = erpc:call(Node, persistent_term, put,
+                   [{msgflow_history, thinning_hook},
+                    fun(Tmp) -> Self ! {held, Tmp}, receive after infinity -> ok end end]),
+    _ = erpc:call(Node, ?MODULE, chatter, []),
+    ok = erpc:call(Node, msgflow, start, [?KILLED_OPTS#{history => Dir}]),
+    Tmp = receive {held, T} -> T after 60000 -> ct:fail(no_thinning) end,
+    OsPid = erpc:call(Node, os, getpid, []),
+    true = monitor_node(Node, true),
+    _ = os:cmd("kill -9 " ++ OsPid),
+    receive {nodedown, Node} -> ok end,
+    %% the merged file, never renamed: its temporary, 0600 in a 0700
+    %% directory; the segment it merged is whole
+    Mode = fun(F) -> {ok, #file_info{mode = M}} = file:read_file_info(F), M band 8#777 end,
+    ?assertEqual({8#600, 8#700}, {Mode(Tmp), Mode(filename:dirname(Tmp))}),
+    Segs = msgflow_history_file:list(Dir, all),
+    ct:log("~p", [Segs]),
+    ?assertMatch([#{level := 0} | _], Segs),
+    ?assert(lists:all(fun(#{file := F}) ->
+                              case msgflow_history_file:read(F) of
+                                  {ok, _, ok} -> true;
+                                  {ok, _, {cut, _}} -> true;     %% (the one being appended to)
+                                  _ -> false
+                              end
+                      end, Segs)),
+    %% started again at once: the temporary stays (it may be a live
+    %% writer's), counted in the budget
+    Again = fun() ->
+                    {Peer, N} = killed_peer(Name),
+                    ok = erpc:call(N, msgflow, start, [?KILLED_OPTS#{procs => new, history => Dir}]),
+                    ok = erpc:call(N, msgflow_collector, await_windows, [1, 30000]),
+                    ok = erpc:call(N, msgflow, stop, []),
+                    #{history := H} = erpc:call(N, msgflow, info, []),
+                    ok = peer:stop(Peer),
+                    H
+            end,
+    H1 = Again(),
+    ct:log("~p~n~p~n~p", [H1, msgflow_history_file:list(Dir, all), file:list_dir(Dir)]),
+    ?assert(filelib:is_regular(Tmp)),
+    ?assertEqual(dir_bytes(Dir) + filelib:file_size(Tmp), maps:get(bytes, H1)),
+    %% ten minutes later it goes
+    HourAgo = erlang:system_time(second) - 3600,
+    ok = file:write_file_info(filename:dirname(Tmp), #file_info{mtime = HourAgo}, [{time, posix}]),
+    H2 = Again(),
+    ct:log("~p", [H2]),
+    ?assertNot(filelib:is_regular(Tmp)),
+    ?assertEqual([], [F || {ok, Fs} <- [file:list_dir(Dir)], F <- Fs, lists:prefix(".msgflow-", F)]),
+    ?assertEqual(dir_bytes(Dir), maps:get(bytes, H2)),
+    %% no window twice: no segment listed at two levels
+    Firsts = [A || #{first_at := A} <- msgflow_history_file:list(Dir, all)],
+    ?assertEqual(lists:usort(Firsts), lists:sort(Firsts)).
+
+%% Run on a nonode@nohost peer: a sender registered Name sends N
+%% messages to a sink, a tenth at a time, each in windows of its own,
+%% the history in Dir thinned as it goes; its history figures.
+peer_nohost(Dir, Name, N) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Self = self(),
+    K = spawn(fun Sink() -> receive stop -> ok; _ -> Sink() end end),
+    S = spawn(fun() -> register(Name, self()), Self ! registered,
+                       fun Loop() -> receive {go, M, From} -> [K ! I || I <- lists:seq(1, M)],
+                                                              From ! sent, Loop() end end() end),
+    receive registered -> ok end,
+    ok = msgflow:start(#{procs => [S], history => Dir, interval => 20, history_segment => 2,
+                         history_whole => 1, history_tenths => 1}),
+    ok = msgflow_collector:await_census(10000),
+    [begin
+         S ! {go, N div 10, self()},
+         receive sent -> ok end,
+         Ref = erlang:trace_delivered(S),
+         receive {trace_delivered, S, Ref} -> ok end,
+         ok = msgflow_collector:await_windows(2, 30000)
+     end || _ <- lists:seq(1, 10)],
+    ok = msgflow:stop(),
+    maps:get(history, msgflow:info()).
+
+%% Two VMs of the one name nonode@nohost write one directory at once,
+%% each thinning: each kept its own segments and the other's, and every
+%% window of both reads (their messages exactly).
+two_nohost_writers(Config) ->
+    Dir = filename:join(?config(priv_dir, Config), "nohost"),
+    Args = lists:append([["-pa", filename:dirname(code:which(M))] || M <- [msgflow, ?MODULE]]),
+    Peers = [begin
+                 {ok, P, nonode@nohost} = peer:start_link(#{connection => standard_io, args => Args}),
+                 P
+             end || _ <- [1, 2]],
+    T0 = erlang:system_time(millisecond),
+    Self = self(),
+    [spawn_link(fun() -> Self ! {done, P, peer:call(P, ?MODULE, peer_nohost, [Dir, Name, N], 120000)} end)
+     || {P, Name, N} <- lists:zip3(Peers, [hs_nohost_a, hs_nohost_b], [3000, 5000])],
+    Hs = [receive {done, P, H} -> H end || P <- Peers],
+    T1 = erlang:system_time(millisecond),
+    ct:log("~p", [Hs]),
+    [ok = peer:stop(P) || P <- Peers],
+    %% both thinned
+    ?assertEqual([1, 1], [min(1, maps:get(segments, H)) || H <- Hs]),
+    Levels = lists:usort([L || #{level := L} <- msgflow_history_file:list(Dir, all)]),
+    ?assertMatch([_, _ | _], Levels),
+    %% every window of both, read from the files: each sender's messages
+    %% (a range's store would take the two VMs' like pids for one)
+    Sums = lists:foldl(fun({{_, L, _, _}, _, _, _, N}, Acc) -> maps:update_with(L, fun(X) -> X + N end, N, Acc) end,
+                       #{}, [Row || #{file := F} <- msgflow_history_file:list(Dir, all),
+                                    {ok, Ws, ok} <- [msgflow_history_file:read(F)],
+                                    #{at := At, rows := Rows} <- Ws, At >= T0, At =< T1, Row <- Rows]),
+    %% (and the ten `sent' each told its caller)
+    ?assertEqual(#{<<"hs_nohost_a">> => 3010, <<"hs_nohost_b">> => 5010},
+                 maps:with([<<"hs_nohost_a">>, <<"hs_nohost_b">>], Sums)).

@@ -26,7 +26,8 @@
 %% what every temporary name of msgflow's starts with
 -define(TEMP, ".msgflow-").
 
--type opts() :: #{follow_symlinks => boolean(), mode => 0..8#777}.
+-type opts() :: #{follow_symlinks => boolean(), mode => 0..8#777,
+                  before_rename => fun((file:filename()) -> term())}.
 -export_type([opts/0]).
 
 %% @doc write/3 with no options: a link is refused, a new file is 0600.
@@ -36,7 +37,9 @@ write(Path, Data) ->
 
 %% @doc Writes Data (iodata) to Path as one whole file.  Opts:
 %% `follow_symlinks' (false: a link is refused), `mode' (of a new file,
-%% 8#600).  Errors, each naming the path: `{error, {not_a_regular_file,
+%% 8#600), `before_rename' (a fun given the temporary file's path once it
+%% is written, synced and given its mode, before it is renamed: the
+%% tests hold a write there, and kill its VM).  Errors, each naming the path: `{error, {not_a_regular_file,
 %% Path}}' (what is there is a device, directory, FIFO or socket; nothing
 %% was written), `{error, {symlink, Path}}' (a link, and
 %% `follow_symlinks' is not true), `{error, {symlink_in_sticky_dir,
@@ -65,7 +68,7 @@ write(_Target, Path, _Data, _Opts, 0) ->
 write(Target, Path, Data, Opts, Links) ->
     case file:read_link_info(Target) of
         {ok, #file_info{type = regular, mode = Mode}} ->
-            replace(Target, Path, Data, Mode band 8#7777);
+            replace(Target, Path, Data, Mode band 8#7777, Opts);
         {ok, Link = #file_info{type = symlink}} ->
             case {maps:get(follow_symlinks, Opts, false), protected(Target, Link)} of
                 {false, _} -> {error, {symlink, Path}};
@@ -80,7 +83,7 @@ write(Target, Path, Data, Opts, Links) ->
         {ok, #file_info{}} ->
             {error, {not_a_regular_file, Path}};
         {error, enoent} ->
-            replace(Target, Path, Data, maps:get(mode, Opts, 8#600));
+            replace(Target, Path, Data, maps:get(mode, Opts, 8#600), Opts);
         {error, R} ->
             {error, {R, Path}}
     end.
@@ -105,7 +108,7 @@ my_uid() ->
 
 %% Data into a file in a private directory beside Target, synced, with
 %% Mode, renamed over Target; the directory synced.
-replace(Target, Path, Data, Mode) ->
+replace(Target, Path, Data, Mode, Opts) ->
     Dir = filename:dirname(Target),
     Private = filename:join(Dir, ?TEMP ++ os:getpid() ++ "-"
                                  ++ integer_to_list(erlang:unique_integer([positive])) ++ ".d"),
@@ -114,7 +117,9 @@ replace(Target, Path, Data, Mode) ->
                  ok ->
                      case file:change_mode(Private, 8#700) == ok andalso synced(Tmp, Data) of
                          ok ->
-                             case file:change_mode(Tmp, Mode) == ok andalso file:rename(Tmp, Target) of
+                             Changed = file:change_mode(Tmp, Mode) == ok,
+                             _ = Changed andalso (maps:get(before_rename, Opts, fun(_) -> ok end))(Tmp),
+                             case Changed andalso file:rename(Tmp, Target) of
                                  ok -> sync_dir(Dir), ok;
                                  false -> {error, {eperm, Path}};
                                  {error, R} -> {error, {R, Path}}

@@ -18,7 +18,10 @@
 %%% and a segment is closed early once it holds an eighth of it.
 %%% Segments of this node already in Dir (an earlier run, before a
 %%% restart) count in the budget and are thinned alike; those of other
-%%% nodes (a cluster's, on one host) are theirs.
+%%% nodes (a cluster's, on one host) are theirs.  The temporary files a
+%%% writer killed in the middle of a write left are deleted at the start
+%%% of a run once 10 minutes old (a younger one may be a live writer's, in
+%%% another PID namespace), and count in the budget until then.
 %%%
 %%% A write that fails (a full disk, a file size limit, a directory
 %%% removed) stops the history: counting goes on, and info()'s `history'
@@ -57,7 +60,10 @@
     too_large = 0 :: non_neg_integer(), %% windows left out: alone over half the budget
     %% segments with damaged frames found while thinning: kept beside
     %% as `<name>.damaged' (what read went on), never deleted
-    damaged = 0 :: non_neg_integer()
+    damaged = 0 :: non_neg_integer(),
+    %% bytes of the temporaries a writer that died a moment ago left
+    %% (clean_temps/1 deletes them at a later start): in the budget
+    left = 0 :: non_neg_integer()
 }).
 
 %% @doc A writer for a run with these options (msgflow_opts:run_opts(),
@@ -135,7 +141,7 @@ init(Dir, Opts = #{collector := C}) ->
     ok = msgflow_history_file:drop_superseded(Dir, node()),
     W = #w{dir = Dir, collector = C, budget = maps:get(history_bytes, Opts),
            per_segment = maps:get(history_segment, Opts), whole = maps:get(history_whole, Opts),
-           tenths = maps:get(history_tenths, Opts),
+           tenths = maps:get(history_tenths, Opts), left = temp_bytes(Dir),
            %% this node's segments this VM may delete and thin: not those
            %% of another VM of the same node name writing here now
            done = [S || S <- msgflow_history_file:list(Dir, [node()]), msgflow_history_file:mine(S)]},
@@ -243,17 +249,31 @@ private_dir(Dir) ->
 %% (msgflow_file's, named by its OS process: those of a process that is
 %% no more), deleted; none where this system cannot tell (no /proc).
 clean_temps(Dir) ->
+    _ = [del_temp(Path) || Path <- dead_temps(Dir)],
+    ok.
+
+%% The bytes of what clean_temps/1 left of dead writers (a temporary left
+%% a moment ago): they count in the budget while they stay.
+temp_bytes(Dir) ->
+    lists:sum([B || Path <- dead_temps(Dir), B <- [bytes(Path), bytes(filename:join(Path, "file"))]]).
+
+bytes(Path) ->
+    case file:read_link_info(Path) of
+        {ok, #file_info{type = regular, size = B}} -> B;
+        _ -> 0
+    end.
+
+dead_temps(Dir) ->
     Prefix = msgflow_file:temp_prefix(),
     case {filelib:is_dir("/proc/self"), file:list_dir(Dir)} of
         {true, {ok, Names}} ->
-            _ = [del_temp(filename:join(Dir, N))
-                 || N <- Names, lists:prefix(Prefix, N),
-                    [Pid | _] <- [string:split(lists:nthtail(length(Prefix), N), "-")],
-                    Pid =/= "", lists:all(fun(C) -> C >= $0 andalso C =< $9 end, Pid),
-                    not filelib:is_dir("/proc/" ++ Pid)],
-            ok;
+            [filename:join(Dir, N)
+             || N <- Names, lists:prefix(Prefix, N),
+                [Pid | _] <- [string:split(lists:nthtail(length(Prefix), N), "-")],
+                Pid =/= "", lists:all(fun(C) -> C >= $0 andalso C =< $9 end, Pid),
+                Pid =/= os:getpid(), msgflow_history_file:gone(Pid)];
         _ ->
-            ok
+            []
     end.
 
 %% (never through a link: a link itself is deleted, a directory only of
@@ -315,18 +335,19 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
     Of = [S || S = #{level := L} <- Done, L =:= Level],
     Old = lists:sublist(Of, max(0, length(Of) - Keep)),
     lists:foldl(
-      fun(S = #{file := F, first_at := At}, Acc = #w{done = D}) ->
+      fun(S = #{file := F, first_at := At, writer := Writer}, Acc = #w{done = D}) ->
               case msgflow_history_file:read(F) of
                   {ok, Ws, Status} ->
                       Merged = msgflow_history_file:merge(Ws, case Factor of
                                                                   infinity -> max(1, length(Ws));
                                                                   _ -> Factor
                                                               end),
-                      New = msgflow_history_file:path(Dir, At, Level + 1, node()),
+                      New = msgflow_history_file:path(Dir, At, Level + 1, node(), Writer),
                       Bin = msgflow_history_file:encode_all(Merged),
                       %% room for the merged file beside the old one
                       Acc1 = #w{done = D1} = make_room(byte_size(Bin), Acc),
-                      case lists:member(S, D1) andalso msgflow_history_file:write(New, Bin) of
+                      case lists:member(S, D1) andalso
+                          msgflow_history_file:write(New, Bin, #{before_rename => hook()}) of
                           false ->
                               %% deleted to make room
                               Acc1;
@@ -342,7 +363,7 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
                                      end,
                               Acc2#w{done = replace(S, #{file => New, first_at => At,
                                                          level => Level + 1, node => node(),
-                                                         writer => msgflow_history_file:writer(),
+                                                         writer => Writer,
                                                          bytes => byte_size(Bin)}, D1)};
                           {error, Why} ->
                               stop(Why, New, Acc1)
@@ -355,6 +376,12 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
                       Acc
               end
       end, W, Old).
+
+%% What a thinning calls with the merged file's temporary path before it
+%% is renamed into place: nothing, unless a test set
+%% `{msgflow_history, thinning_hook}' (persistent_term) to hold it there.
+hook() ->
+    persistent_term:get({msgflow_history, thinning_hook}, fun(_) -> ok end).
 
 replace(Old, New, [Old | T]) -> [New | T];
 replace(Old, New, [H | T]) -> [H | replace(Old, New, T)];
@@ -376,8 +403,8 @@ make_room(Bytes, W = #w{done = [], open = #{}, budget = B}) ->
 make_room(_, W) ->
     W.
 
-total(#w{done = Done, open = Open}) ->
-    lists:sum([B || #{bytes := B} <- Done]) + case Open of
+total(#w{done = Done, open = Open, left = Left}) ->
+    Left + lists:sum([B || #{bytes := B} <- Done]) + case Open of
                                                   #{bytes := B} -> B;
                                                   none -> 0
                                               end.

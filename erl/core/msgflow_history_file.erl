@@ -39,8 +39,8 @@
 %%% it named.
 -module(msgflow_history_file).
 
--export([new_dict/0, encode/2, encode_all/1, read/1, list/2, drop_superseded/2, path/4, merge/2,
-         write/2, mine/1, writer/0]).
+-export([new_dict/0, encode/2, encode_all/1, read/1, list/2, drop_superseded/2, path/4, path/5, merge/2,
+         write/2, write/3, mine/1, gone/1, writer/0]).
 -export_type([window/0, end_id/0, segment/0, dict/0]).
 
 %% a window's term, decompressed, at most (bytes): past it, the frame is
@@ -153,10 +153,11 @@ name(T) -> T.
 -spec list(file:filename(), all | [node()]) -> [segment()].
 list(Dir, Nodes) ->
     All = listed(Dir, Nodes),
-    Top = lists:foldl(fun(#{first_at := A, node := N, level := L}, M) ->
-                              maps:update_with({A, N}, fun(X) -> max(X, L) end, L, M)
+    Top = lists:foldl(fun(#{first_at := A, node := N, writer := W, level := L}, M) ->
+                              maps:update_with({A, N, W}, fun(X) -> max(X, L) end, L, M)
                       end, #{}, All),
-    [S || S = #{first_at := A, node := N, level := L} <- All, maps:get({A, N}, Top) =:= L].
+    [S || S = #{first_at := A, node := N, writer := W, level := L} <- All,
+          maps:get({A, N, W}, Top) =:= L].
 
 %% @doc Node's segments list/2 leaves out (superseded by a merged one)
 %% deleted.
@@ -174,7 +175,14 @@ drop_superseded(Dir, Node) ->
 -spec mine(segment()) -> boolean().
 mine(#{writer := none}) -> true;
 mine(#{writer := {Pid, Host}}) ->
-    Host =:= host() andalso (Pid =:= os:getpid() orelse not running_vm(Pid)).
+    Host =:= host() andalso (Pid =:= os:getpid() orelse gone(Pid)).
+
+%% @doc Whether the OS process Pid (a decimal string) of this host is no
+%% Erlang VM that runs (none, an exited one not yet reaped, or another
+%% program); false where this cannot be told (no /proc).
+-spec gone(string()) -> boolean().
+gone(Pid) ->
+    not running_vm(Pid).
 
 %% @doc This VM's writer tag: its OS process and host.
 -spec writer() -> {string(), string()}.
@@ -227,8 +235,18 @@ file_size(F) ->
 %% ended at FirstAt, written by this OS process.
 -spec path(file:filename(), integer(), 0..2, node()) -> file:filename().
 path(Dir, FirstAt, Level, Node) ->
+    path(Dir, FirstAt, Level, Node, writer()).
+
+%% @doc path/4 of the segment a writer Writer (writer/0's, or `none' for
+%% an older msgflow's name) wrote: a segment thinned keeps its writer's
+%% name, so that the merged file supersedes it even when the thinning is
+%% cut short.
+-spec path(file:filename(), integer(), 0..2, node(), {string(), string()} | none) -> file:filename().
+path(Dir, FirstAt, Level, Node, none) ->
+    filename:join(Dir, lists:flatten(io_lib:format("~13..0b-~b-~s.mfh", [FirstAt, Level, Node])));
+path(Dir, FirstAt, Level, Node, {Pid, Host}) ->
     filename:join(Dir, lists:flatten(io_lib:format("~13..0b-~b-~s+~s@~s.mfh",
-                                                   [FirstAt, Level, Node, os:getpid(), host()]))).
+                                                   [FirstAt, Level, Node, Pid, Host]))).
 
 %% @doc Windows merged Factor into one, in order: each merged window has
 %% the messages of its pair, kind and tag summed, the end (`at') of its
@@ -270,7 +288,12 @@ encode_all(Ws) ->
 %% over, so that a reader sees the old file or the new one).
 -spec write(file:filename(), binary()) -> ok | {error, term()}.
 write(File, Bin) ->
-    case msgflow_file:write(File, Bin) of
+    write(File, Bin, #{}).
+
+%% @doc write/2 with msgflow_file's options.
+-spec write(file:filename(), binary(), msgflow_file:opts()) -> ok | {error, term()}.
+write(File, Bin, Opts) ->
+    case msgflow_file:write(File, Bin, Opts) of
         ok -> ok;
         {error, {Why, _}} -> {error, Why}
     end.

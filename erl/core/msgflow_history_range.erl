@@ -32,11 +32,14 @@
 %% [From, To] (system ms), oldest first.
 -spec windows(file:filename(), all | [node()], integer(), integer()) -> [msgflow_history_file:window()].
 windows(Dir, Nodes, From, To) ->
-    ByNode = maps:groups_from_list(fun(#{node := N}) -> N end, msgflow_history_file:list(Dir, Nodes)),
+    %% (one node's segments by writer: two VMs of one node name may
+    %% write one directory at once)
+    ByNode = maps:groups_from_list(fun(#{node := N, writer := W}) -> {N, W} end,
+                                   msgflow_history_file:list(Dir, Nodes)),
     lists:sort(fun(#{at := A}, #{at := B}) -> A =< B end,
                lists:append([node_windows(Segs, From, To) || Segs <- maps:values(ByNode)])).
 
-%% One node's segments (oldest first): one can hold windows in the range
+%% One writer's segments (oldest first): one can hold windows in the range
 %% when it starts before To and the next starts after From.
 node_windows(Segs, From, To) ->
     Nexts = [At || #{first_at := At} <- tl(Segs ++ [#{first_at => infinity}])],
