@@ -14,6 +14,7 @@
  * scheduler past a few hundred µs of work: row reads come in chunks the
  * caller sizes.
  */
+#include "mf_abi.h"
 #include "mf_agg_nif.h"
 
 #include <string.h>
@@ -113,7 +114,7 @@ int mf_agg_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
     ErlNifResourceFlags tried;
     if (!registry_lock && !(registry_lock = enif_mutex_create("msgflow_agg_registry")))
         return -1;
-    agg_rt = enif_open_resource_type_x(env, "msgflow_agg", &init, flags, &tried);
+    agg_rt = enif_open_resource_type_x(env, MF_RT_NAME("msgflow_agg"), &init, flags, &tried);
     return agg_rt ? 0 : -1;
 }
 

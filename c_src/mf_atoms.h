@@ -15,7 +15,7 @@
     X(freed) X(alias_owner) X(static) X(system) X(seq_trace) X(full) X(call)            \
     X(cast) X(event) X(reply) X(exit) X(down) X(io) X(info) X(other) X(io_request)    \
     X(io_reply) X(tuple) X(binary) X(bitstring) X(float) X(fun) X(integer) X(list)    \
-    X(map) X(pid) X(port) X(reference) X(max_kinds) X(fast_terms) X(fast_resources)    \
+    X(map) X(pid) X(port) X(reference) X(max_kinds) X(fast_terms) X(fast_resources) X(pinned) \
     X(erlang) X(apply)                                                                  \
     X(displaced) X(call_sample) X(infinity) X(alias) X(plain_refs) X(own) X(own_left_out) X(add) X(erts_internal) X(dist_spawn_init) \
     X(record) X(native_records) X(none) X(read) X(unread) X(classic) X(records)     \

@@ -5,6 +5,7 @@
  * the tracer callback (msgflow_tracer_nif.c) like sends, in the flow
  * session's shards.
  */
+#include "mf_abi.h"
 #include "mf_flow.h"
 
 #include <stdatomic.h>
@@ -75,7 +76,7 @@ static ErlNifResourceType *mf_entry_rt;
 int mf_flow_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
 {
     ErlNifResourceFlags tried;
-    mf_entry_rt = enif_open_resource_type(env, NULL, "msgflow_entry", NULL, flags, &tried);
+    mf_entry_rt = enif_open_resource_type(env, NULL, MF_RT_NAME("msgflow_entry"), NULL, flags, &tried);
     return mf_entry_rt ? 0 : -1;
 }
 

@@ -2,6 +2,7 @@
  * mf_session.c -- sessions and slots (see mf_session.h for what it owns and
  * which threads touch it).
  */
+#include "mf_abi.h"
 #include "mf_session.h"
 
 #include "mf_kind.h"
@@ -9,11 +10,24 @@
 #include <string.h>
 
 ErlNifResourceType *mf_session_rt;
-static _Atomic uint64_t mf_next_session_id = 1;
+
+/* The numbers of sessions and generations: this library's, or on an
+ * upgrade those of the library it took over from (mf_session_counters), so
+ * that a session of the new library never has the number of one of the old
+ * (a thread's cache finds its slot by the number).  Set in load and
+ * upgrade, under the code-loading lock; the counters themselves are taken
+ * by any thread. */
+static mf_session_numbers mf_own_numbers = {MF_ABI, 1, 1};
+static mf_session_numbers *mf_numbers = &mf_own_numbers;
+
+mf_session_numbers *mf_session_counters(mf_session_numbers *old)
+{
+    if (old && old->abi == MF_ABI)
+        mf_numbers = old;
+    return mf_numbers;
+}
 
 /* ------------------------------------------------------------ generations */
-
-static _Atomic uint64_t mf_next_stamp = 1;
 
 /* A new generation of s under `stamp'; NULL when out of memory. */
 static mf_gen *gen_new(mf_session *s, uint64_t stamp)
@@ -158,7 +172,7 @@ int mf_session_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
 {
     ErlNifResourceTypeInit init = {session_dtor, NULL, session_down, 0, NULL};
     ErlNifResourceFlags tried;
-    mf_session_rt = enif_open_resource_type_x(env, "msgflow_session", &init, flags, &tried);
+    mf_session_rt = enif_open_resource_type_x(env, MF_RT_NAME("msgflow_session"), &init, flags, &tried);
     return mf_session_rt ? 0 : -1;
 }
 
@@ -169,8 +183,8 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
     if (!s)
         return NULL;
     memset(s, 0, sizeof(*s));
-    s->id = atomic_fetch_add(&mf_next_session_id, 1);
-    atomic_store(&s->stamp, atomic_fetch_add(&mf_next_stamp, 1));
+    s->id = atomic_fetch_add(&mf_numbers->next_session_id, 1);
+    atomic_store(&s->stamp, atomic_fetch_add(&mf_numbers->next_stamp, 1));
     s->type = type;
     s->alloc = *mf_alloc_chosen();
     atomic_init(&s->limit.max, max);
@@ -234,7 +248,7 @@ ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     mf_session *s;
     if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
         return enif_make_badarg(env);
-    atomic_store(&s->stamp, atomic_fetch_add(&mf_next_stamp, 1));
+    atomic_store(&s->stamp, atomic_fetch_add(&mf_numbers->next_stamp, 1));
     atomic_fetch_add(&s->rotations, 1);
     return atom_ok;
 }

@@ -133,6 +133,19 @@ static inline int mf_get_session(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_T
 /* Load and upgrade: opens (or takes over) the session resource type. */
 int mf_session_open_type(ErlNifEnv *env, ErlNifResourceFlags flags);
 
+/* The counters sessions and generations take their numbers from. */
+typedef struct mf_session_numbers {
+    uint64_t abi; /* MF_ABI of the library that made them: first, always */
+    _Atomic uint64_t next_session_id;
+    _Atomic uint64_t next_stamp;
+} mf_session_numbers;
+
+/* The counters this library numbers sessions with: its own, or from now on
+ * `old' (those of the library an upgrade takes over from, which stays
+ * mapped: msgflow_tracer_nif.c pins every library it loads) when `old' is
+ * of this MF_ABI.  Load and upgrade only (the code-loading lock). */
+mf_session_numbers *mf_session_counters(mf_session_numbers *old);
+
 /* The calling thread's new slot in s (it becomes the slot's only writer),
  * or the shared spill slot past MF_MAX_SLOTS (its `lock' set: take it to
  * count), with a generation of the current stamp.  NULL when out of memory.

@@ -1,6 +1,7 @@
 /*
  * mf_snapshot.c -- the yielding snapshot (see mf_snapshot.h).
  */
+#include "mf_abi.h"
 #include "mf_snapshot.h"
 
 #include <string.h>
@@ -570,6 +571,6 @@ int mf_snapshot_open_type(ErlNifEnv *env, ErlNifResourceFlags flags)
 {
     ErlNifResourceTypeInit take_init = {take_dtor, NULL, NULL, 0, NULL};
     ErlNifResourceFlags tried;
-    mf_take_rt = enif_open_resource_type_x(env, "msgflow_take", &take_init, flags, &tried);
+    mf_take_rt = enif_open_resource_type_x(env, MF_RT_NAME("msgflow_take"), &take_init, flags, &tried);
     return mf_take_rt ? 0 : -1;
 }

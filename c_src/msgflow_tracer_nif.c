@@ -20,8 +20,12 @@
  * and writes nothing shared (c_src/DESIGN.md walks the hot path).  Load,
  * upgrade and unload run under the code-loading lock.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr, RTLD_NODELETE */
+#endif
 #include <erl_nif.h>
 
+#include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -563,11 +567,14 @@ static ERL_NIF_TERM nif_trace(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[
 
 /* ------------------------------------------------------------------- info */
 
+/* Whether this library is pinned (pin_library): set in load. */
+static int mf_pinned;
+
 /* lib_info() -> #{allocator => jemalloc | enif, jemalloc_error => binary(),
  *                 jemalloc_build => static | system, fast_extra => boolean(),
  *                 alias_owner => boolean(), fast_terms => boolean(),
  *                 plain_refs => boolean(), native_records => none | read | unread,
- *                 fast_resources => boolean(),
+ *                 fast_resources => boolean(), pinned => boolean(),
  *                 jemalloc_allocated => bytes, jemalloc_resident => bytes} */
 static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -583,7 +590,7 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     ERL_NIF_TERM keys[] = {atom_allocator,      atom_jemalloc_error,     atom_jemalloc_build,
                            atom_fast_extra,     atom_jemalloc_allocated, atom_jemalloc_resident,
                            atom_alias_owner,    atom_fast_terms,         atom_plain_refs,
-                           atom_native_records, atom_fast_resources};
+                           atom_native_records, atom_fast_resources, atom_pinned};
     ERL_NIF_TERM vals[] = {
         je ? atom_jemalloc : atom_enif, why,
         strcmp(mf_alloc_jemalloc_build(), "static") == 0 ? atom_static : atom_system,
@@ -594,7 +601,8 @@ static ERL_NIF_TERM nif_lib_info(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
         mf_layout_fast_terms() ? atom_true : atom_false,
         mf_layout_plain_refs() ? atom_true : atom_false,
         mf_layout_native_records(),
-        mf_layout_fast_resources() ? atom_true : atom_false};
+        mf_layout_fast_resources() ? atom_true : atom_false,
+        mf_pinned ? atom_true : atom_false};
     ERL_NIF_TERM map;
     enif_make_map_from_arrays(env, keys, vals, sizeof(keys) / sizeof(keys[0]), &map);
     return map;
@@ -636,13 +644,32 @@ static void choose_allocator(void)
     mf_alloc_choose(want, &enif);
 }
 
+/* Load only: this library made never to be unmapped.  A session, an
+ * aggregate or a take holds function pointers and static data of the
+ * library that made it (its allocator's functions and their state, the
+ * names of things); an upgrade from another file (a release's new
+ * priv_dir) takes their resource types over, and purging the old code
+ * would unmap the library they point into while they live.  Pinned, each
+ * file loaded stays mapped for the VM's life (a few hundred kB a release
+ * upgrade), and its sessions go on with it. */
+static void pin_library(void)
+{
+#ifdef RTLD_NODELETE
+    Dl_info self;
+    if (dladdr((void *)&pin_library, &self) && self.dli_fname)
+        mf_pinned = dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != NULL;
+#endif
+}
+
 static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 {
     make_atoms(env);
     if (!mf_layout_load(env, info))
         return 1;
+    pin_library();
     choose_allocator();
-    *priv = NULL;
+    /* (what an upgrade from this library carries over) */
+    *priv = mf_session_counters(NULL);
     ErlNifResourceFlags flags = ERL_NIF_RT_CREATE | ERL_NIF_RT_TAKEOVER;
     if (mf_session_open_type(env, flags) || mf_snapshot_open_type(env, flags) ||
         mf_flow_open_type(env, flags) || mf_agg_open_type(env, flags))
@@ -652,11 +679,16 @@ static int on_load(ErlNifEnv *env, void **priv, ERL_NIF_TERM info)
 }
 
 /* Upgrade keeps the sessions of the old code: the resource type is taken
- * over, so their destructors and monitors run the new code. */
+ * over, so their destructors and monitors run the new code; their
+ * allocators stay the old library's (pinned), and new sessions are
+ * numbered on from the old library's counters (*old_priv: NULL when the
+ * old library is this same file, which shares them already). */
 static int on_upgrade(ErlNifEnv *env, void **priv, void **old_priv, ERL_NIF_TERM info)
 {
-    (void)old_priv;
-    return on_load(env, priv, info);
+    int rc = on_load(env, priv, info);
+    if (rc == 0 && old_priv && *old_priv)
+        *priv = mf_session_counters(*old_priv);
+    return rc;
 }
 
 static void on_unload(ErlNifEnv *env, void *priv)

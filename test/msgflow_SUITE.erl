@@ -22,7 +22,8 @@
          allocator_enif_forced/1, write_dumps/1, report_cli/1, top_live/1, remote_untraced/1, top_failures/1, top_keys/1,
          remote_workload/0]).
 -export([exact_workload/0]).
--export([remote_shell_owner/1]).
+-export([remote_shell_owner/1, reload_from_other_dir/1, other_dir_runs/2, reload_other_abi/1,
+         other_abi_run/1]).
 
 -export([answers_while_merging/1, gen_call_two_edges/1, rotate_direct/1, rotate_under_load/1, churn_conserved/1, churn_labels_leave/1, cap_live_pairs/1,
          churn_server/0, churn_spawner/1, churn_client/2, rotations/0]).
@@ -53,7 +54,7 @@ groups() ->
        max_pairs_overflow, max_memory_overflow, bad_options, export_csv, sampling, matrix_groupings, reports_all_formats, export_bad_args, labels_after_exit,
        hotspot_bottleneck, hotspot_balanced, trace_untrace, history_windows, shell_output,
        reload_while_tracing, reload_under_calls, delete_while_tracing, snapshot_busy,
-       answers_while_merging,
+       reload_from_other_dir, reload_other_abi, answers_while_merging,
        gen_call_two_edges, rotate_direct, rotate_under_load, churn_conserved, churn_labels_leave, cap_live_pairs,
        other_tool_kept, dbg_alongside, session_dies_with_collector, proc_lib_labels,
        remote_shell_owner]},
@@ -1125,6 +1126,92 @@ reload_while_tracing(_Config) ->
      || {S, R, N} <- Before ++ After],
     ?assertEqual({flags, []}, erlang:trace_info(new, flags)),
     ?assertEqual([], msgflow_test_lib:flagged()).
+
+%% msgflow's code and NIF loaded from another priv_dir during a run, as a
+%% release upgrade does, and the old code purged (its library unmapped
+%% but for the pin), then traffic and stop/0: 20 runs, in a peer (a
+%% crash of its VM fails the case), every count exact.
+reload_from_other_dir(Config) ->
+    Dirs = [begin
+                D = filename:join([?config(priv_dir, Config), "release" ++ integer_to_list(I), "priv"]),
+                ok = filelib:ensure_path(D),
+                {ok, _} = file:copy(filename:join(code:priv_dir(msgflow), "msgflow_tracer.so"),
+                                    filename:join(D, "msgflow_tracer.so")),
+                D
+            end || I <- [1, 2]],
+    {Peer, Node} = msgflow_test_lib:cluster_peer(true),
+    Runs = erpc:call(Node, ?MODULE, other_dir_runs, [Dirs, 20], 300000),
+    ok = peer:stop(Peer),
+    ?assertEqual(lists:duplicate(20, exact), Runs).
+
+%% A library whose resources' layout differs (mf_abi.h: here its type
+%% names patched to another MF_ABI) loaded during a run: it never reads
+%% the old library's resources, so the VM lives; the run ends (the
+%% collector restarts), no trace flag is left, and a new run counts
+%% exactly with the new library.
+reload_other_abi(Config) ->
+    D = filename:join([?config(priv_dir, Config), "other_abi", "priv"]),
+    ok = filelib:ensure_path(D),
+    {ok, So} = file:read_file(filename:join(code:priv_dir(msgflow), "msgflow_tracer.so")),
+    Patched = lists:foldl(fun(Base, B) ->
+                                  Old = <<Base/binary, ".1", 0>>,
+                                  ?assertMatch({_, _}, binary:match(B, Old)),
+                                  binary:replace(B, Old, <<Base/binary, ".9", 0>>)
+                          end, So, [<<"msgflow_session">>, <<"msgflow_take">>, <<"msgflow_entry">>,
+                                    <<"msgflow_agg">>]),
+    ok = file:write_file(filename:join(D, "msgflow_tracer.so"), Patched),
+    {Peer, Node} = msgflow_test_lib:cluster_peer(true),
+    R = erpc:call(Node, ?MODULE, other_abi_run, [D], 120000),
+    ok = peer:stop(Peer),
+    ?assertMatch(#{flags := [], new_run := exact}, R).
+
+%% Run on the peer: a run, the library of another layout loaded from Dir
+%% mid-run, the old code purged; what is left, and a new run's counts.
+other_abi_run(Dir) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    ok = msgflow:start(#{procs => all, interval => 10}),
+    _ = counted_burst(300),
+    ok = application:set_env(msgflow, priv_dir, Dir),
+    _ = code:purge(msgflow_tracer),
+    {module, msgflow_tracer} = code:load_file(msgflow_tracer),
+    _ = code:purge(msgflow_tracer),
+    _ = msgflow:stop(),
+    Flags = msgflow_test_lib:flagged(),
+    ok = msgflow:start(#{procs => all, interval => 10}),
+    Burst = counted_burst(200),
+    ok = msgflow:stop(),
+    Pairs = msgflow:pairs(),
+    #{flags => Flags,
+      new_run => case [E || E = {S, R, _} <- Burst,
+                            lists:keyfind(R, 2, [P || P = {S1, _, _} <- Pairs, S1 =:= S]) =/= E] of
+                     [] -> exact;
+                     Wrong -> Wrong
+                 end}.
+
+%% Run on the peer: N runs, each reloading the tracer from the next of
+%% Dirs mid-run; `exact' for a run whose counts are.
+other_dir_runs(Dirs, N) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Noise = start_pingpong(),
+    Runs = [begin
+                ok = msgflow:start(#{procs => all, interval => 10}),
+                Before = counted_burst(300),
+                ok = application:set_env(msgflow, priv_dir, lists:nth(1 + I rem length(Dirs), Dirs)),
+                _ = code:purge(msgflow_tracer),
+                {module, msgflow_tracer} = code:load_file(msgflow_tracer),
+                _ = code:purge(msgflow_tracer),       %% (the old library goes)
+                #{pinned := true} = msgflow_tracer:lib_info(),
+                After = counted_burst(200),
+                ok = msgflow:stop(),
+                Pairs = msgflow:pairs(),
+                case [E || E = {S, R, _} <- Before ++ After,
+                           lists:keyfind(R, 2, [P || P = {S1, _, _} <- Pairs, S1 =:= S]) =/= E] of
+                    [] -> exact;
+                    Wrong -> {I, Wrong}
+                end
+            end || I <- lists:seq(1, N)],
+    stop_pingpong(Noise),
+    Runs.
 
 %% The tracer reloaded 20 times while a client makes gen_server:calls
 %% (each with a fresh alias for its reply), every call sampled: the

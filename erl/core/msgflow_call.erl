@@ -3,7 +3,8 @@
 %%% there, or that ends before it answers (the application stopping),
 %%% gives the caller's fallback; one that does not answer in time gives
 %%% `{error, {timeout, Server}}' (a suspended or overloaded server never
-%%% holds its caller for ever).  Any process.
+%%% holds its caller for ever); one that crashes before it answers
+%%% `{error, {crashed, Server}}'.  Any process.
 -module(msgflow_call).
 -export([call/3, call/4]).
 
@@ -20,7 +21,7 @@ call(Server, Request, IfGone) ->
 %% when there is none or it ends first, `{error, {timeout, Server}}' after
 %% Timeout ms (msgflow's own calls always give one; `infinity' is for a
 %% user's wait/1 that asks for it).
--spec call(atom(), term(), term(), timeout()) -> term() | {error, {timeout, atom()}}.
+-spec call(atom(), term(), term(), timeout()) -> term() | {error, {timeout | crashed, atom()}}.
 call(Server, Request, IfGone, Timeout) ->
     case whereis(Server) of
         undefined ->
@@ -34,6 +35,10 @@ call(Server, Request, IfGone, Timeout) ->
                                    Why =:= killed ->
                     IfGone;
                 exit:{{shutdown, _}, _} ->
-                    IfGone
+                    IfGone;
+                exit:{_Crash, {gen_server, call, _}} ->
+                    %% (it crashed: its supervisor logged why and starts
+                    %% it again)
+                    {error, {crashed, Server}}
             end
     end.

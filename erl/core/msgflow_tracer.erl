@@ -616,12 +616,14 @@ agg_info(_Agg) -> ?NOT_LOADED.
 %% `fast_resources', whether the callbacks read the session behind their
 %% tracer state from the words of its resource term (checked right after
 %% load against resources made for it: layout_probe/1) or through
-%% enif_get_resource.
+%% enif_get_resource; `pinned', whether the library stays mapped once its
+%% code is purged (so that the sessions it made outlive an upgrade from
+%% another priv_dir; false only where the C library has no RTLD_NODELETE).
 -spec lib_info() -> #{allocator := jemalloc | enif, jemalloc_error := binary(),
                       jemalloc_build := static | system, fast_extra := boolean(),
                       alias_owner := boolean(), fast_terms := boolean(),
                       plain_refs := boolean(), native_records := none | read | unread,
-                      fast_resources := boolean(),
+                      fast_resources := boolean(), pinned := boolean(),
                       jemalloc_allocated := non_neg_integer() | undefined,
                       jemalloc_resident := non_neg_integer() | undefined}.
 lib_info() -> ?NOT_LOADED.
