@@ -184,6 +184,15 @@ bad_sides(Config) ->
     Old = filename:join(Dir, "v5.etf"),
     ok = file:write_file(Old, term_to_binary(#{format => msgflow_dump, version => 5, pairs => []})),
     ?assertEqual({error, {bad_dump, Old, {version, 5}}}, msgflow:diff(Old, Old)),
+    %% cut short, and a compression bomb: where it stops reading, and the
+    %% size it would have inflated to
+    Cut = filename:join(Dir, "cut.etf"),
+    Whole = term_to_binary(#{format => msgflow_dump, version => 6, rows => [1, 2, 3]}),
+    ok = file:write_file(Cut, binary:part(Whole, 0, byte_size(Whole) - 3)),
+    ?assertMatch({error, {bad_dump, Cut, {damaged, Off}}} when Off > 1, msgflow:diff(Cut, Cut)),
+    Bomb = filename:join(Dir, "bomb.etf"),
+    ok = file:write_file(Bomb, <<131, 80, (2 bsl 30):32, (zlib:compress(<<0:8000>>))/binary>>),
+    ?assertEqual({error, {bad_dump, Bomb, {too_big, 2 bsl 30, 1 bsl 30}}}, msgflow:diff(Bomb, Bomb)),
     %% rows naming endpoints that are not there
     Bad = #{format => msgflow_dump, version => 6, node => node(), taken_at => 1, endpoints => [],
             rows => [#{sender => 3, receiver => 4, messages => 1}]},

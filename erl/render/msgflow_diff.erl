@@ -68,7 +68,10 @@ diff(Before0, After0, Opts) ->
 %% msgflow_history_range), a dump map, the ETF of one (a binary that
 %% starts as ETF does), or the path of a file `export(Path, etf)' wrote
 %% (a string or any other binary).  `{error, {bad_dump, What, Why}}' for
-%% a file that cannot be read or is no dump.
+%% a file that cannot be read or is no dump: Why a file error, `not_etf',
+%% `{damaged, Offset}' (its term stops reading at byte Offset),
+%% `{too_big, Bytes, Max}' (it would inflate past 1 GB), `not_a_dump' or
+%% `{version, V}'.  Nothing read makes an atom (msgflow_etf).
 -spec side(now | #{from := term(), to => term(), history => term()} | map() | binary() | file:filename()) -> {ok, map()} | {error, term()}.
 side(now) ->
     case msgflow_export:dump() of
@@ -105,7 +108,8 @@ etf(Bin) ->
         {ok, D = #{format := msgflow_dump}} -> version(D);
         {ok, _} -> {error, not_a_dump};
         {error, {too_big, _, _} = Why} -> {error, Why};
-        {error, _} -> {error, not_etf}
+        {error, {bad_term, 0}} -> {error, not_etf};
+        {error, {bad_term, Offset}} -> {error, {damaged, Offset}}
     end.
 
 %% A dump of version 6 (rows; msgflow-report reads the older ones).
