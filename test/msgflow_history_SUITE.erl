@@ -530,7 +530,8 @@ atom_attacks(Config) ->
     {Peer, Node} = code_peer(["+t", "32768"]),
     R = erpc:call(Node, ?MODULE, peer_attack, [Names, Seg, Dump], 120000),
     ct:log("~p", [R]),
-    #{limit := 32768, made := Made, listed := N, range := {ok, Rows}, diff := D} = R,
+    #{limit := 32768, made := Made, listed := N, range := {ok, Rows}, diff := D,
+      json_nodes := [<<"attack_node@h">>, true, true]} = R,
     ?assert(Made < 100),
     ?assertEqual(N, Rows),
     ?assertMatch(#{unchanged := 0}, D),
@@ -553,8 +554,17 @@ peer_attack(Names, Seg, Dump) ->
                 E -> E
             end,
     D = msgflow:diff(Dump, Dump),
+    %% the range's JSON (the web API's), its export, and the diff's JSON
+    %% name the node this VM has no atom for
+    {ok, Json} = msgflow_query:json(top, #{from => 0, history => Seg}),
+    Export = filename:join(Seg, "range.json"),
+    ok = msgflow:export(Export, json, #{from => 0, history => Seg}),
+    {ok, Exported} = file:read_file(Export),
+    DiffJson = iolist_to_binary(msgflow_report:json_encode(msgflow_diff:json(D))),
+    Named = fun(Text) -> binary:match(Text, <<"\"node\":\"attack_node@h\"">>) =/= nomatch end,
     #{limit => erlang:system_info(atom_limit), made => erlang:system_info(atom_count) - Before,
-      listed => Listed, range => Range, diff => D}.
+      listed => Listed, range => Range, diff => D,
+      json_nodes => [maps:get(<<"node">>, Json), Named(Exported), Named(DiffJson)]}.
 
 %% T in the external term format, `{atom, Name}' as the atom Name
 %% without making it here.
@@ -578,11 +588,13 @@ chatter() ->
     spawn(fun Loop() -> Echo ! {self(), x}, receive x -> ok end, Loop() end),
     Self.
 
-%% A history whose every second segment is thinned; a peer of that name
-%% (not linked: it is killed) with it running, or {error, Why}.
--define(KILLED_OPTS, #{procs => all, interval => 20, history_segment => 2, history_whole => 1,
-                       history_tenths => 1, history_bytes => 1 bsl 22}).
+%% A run's options with a history in Dir whose every second segment is
+%% thinned.
+killed_opts(Procs, Dir) ->
+    #{procs => Procs, history => Dir, interval => 20, history_segment => 2, history_whole => 1,
+      history_tenths => 1, history_bytes => 1 bsl 22}.
 
+%% A peer named Name (not linked: it is killed) with msgflow started.
 killed_peer(Name) ->
     _ = msgflow_test_lib:start_distribution(),
     Args = lists:append([["-pa", filename:dirname(code:which(M))]
@@ -600,7 +612,7 @@ kill_during_thinning(Config) ->
                    [{msgflow_history, thinning_hook},
                     fun(Tmp) -> Self ! {held, Tmp}, receive after infinity -> ok end end]),
     _ = erpc:call(Node, ?MODULE, chatter, []),
-    ok = erpc:call(Node, msgflow, start, [?KILLED_OPTS#{history => Dir}]),
+    ok = erpc:call(Node, msgflow, start, [killed_opts(all, Dir)]),
     Tmp = receive {held, T} -> T after 60000 -> ct:fail(no_thinning) end,
     OsPid = erpc:call(Node, os, getpid, []),
     true = monitor_node(Node, true),
@@ -624,7 +636,7 @@ kill_during_thinning(Config) ->
     %% writer's), counted in the budget
     Again = fun() ->
                     {Peer, N} = killed_peer(Name),
-                    ok = erpc:call(N, msgflow, start, [?KILLED_OPTS#{procs => new, history => Dir}]),
+                    ok = erpc:call(N, msgflow, start, [killed_opts(new, Dir)]),
                     ok = erpc:call(N, msgflow_collector, await_windows, [1, 30000]),
                     ok = erpc:call(N, msgflow, stop, []),
                     #{history := H} = erpc:call(N, msgflow, info, []),

@@ -9,12 +9,21 @@
 %%% itself: an atom this VM has is that atom, one it lacks is its name as
 %%% a UTF-8 binary, and a pid, port or reference of a node whose name is
 %%% no atom here is the text views print for it (`<0.42.0>@prod@host',
-%%% `#Port<0.7>@prod@host', `#Ref<0.1.2.3>@prod@host').  Funs are
-%%% refused.  A compressed term is inflated only when it says it is at
-%%% most Max bytes, and never past what it says.  Pure; any process.
+%%% `#Port<0.7>@prod@host', `#Ref<0.1.2.3>@prod@host').  The walk refuses
+%%% funs (`safe' reads those of modules loaded here), terms nested over 100
+%%% deep, integers over 1 kB and compression inside the term.  A
+%%% compressed term is inflated only when it says it is at most Max bytes,
+%%% and never past what it says.  Pure; any process.
 -module(msgflow_etf).
 
 -export([decode/2]).
+
+%% how deep a term read by the walk may nest (msgflow's files nest a few
+%% levels): deeper is damaged, never a deep recursion
+-define(MAX_DEPTH, 100).
+%% the largest tuple and integer (bytes) the walk makes: larger is damaged
+-define(MAX_ARITY, 16#FFFFFF).
+-define(MAX_BIG_BYTES, 1024).
 
 %% @doc The term Bin encodes, made without new atoms, or `{error,
 %% Reason}': `{too_big, Bytes, Max}' (it would inflate to Bytes),
@@ -32,18 +41,24 @@ decode(Bin, _Max) ->
 
 walk(<<131, 80, USize:32, Z/binary>>) ->
     case inflate(Z, USize) of
-        {ok, Plain} -> walk(<<131, Plain/binary>>);
+        {ok, Plain} -> plain(Plain, 6);
         error -> {error, {bad_term, 6}}
     end;
-walk(<<131, Plain/binary>> = Bin) ->
-    try t(Plain) of
-        {T, <<>>} -> {ok, T};
-        {_, Rest} -> {error, {bad_term, byte_size(Bin) - byte_size(Rest)}}
-    catch
-        throw:{bad, Rest} -> {error, {bad_term, byte_size(Bin) - byte_size(Rest)}}
-    end;
+walk(<<131, Plain/binary>>) ->
+    plain(Plain, 1);
 walk(_) ->
     {error, {bad_term, 0}}.
+
+%% The one term Plain holds (no compression inside: a term never nests
+%% one), Off the offset of Plain in the file's term.
+plain(Plain, Off) ->
+    try t(Plain, ?MAX_DEPTH) of
+        {T, <<>>} -> {ok, T};
+        {_, Rest} -> {error, {bad_term, Off + byte_size(Plain) - byte_size(Rest)}}
+    catch
+        throw:{bad, Rest} -> {error, {bad_term, Off + byte_size(Plain) - byte_size(Rest)}};
+        error:_ -> {error, {bad_term, Off}}
+    end.
 
 %% Z inflated, if it is exactly USize bytes (zlib's chunks stop it at
 %% the first past USize: a bomb is never inflated whole).
@@ -69,30 +84,33 @@ chunks(_, {finished, Out}, USize, Got0, Acc) ->
         _ -> error
     end.
 
-%% One term at the head of B and the bytes after it; throws {bad, B}.
-t(<<97, I, R/binary>>) -> {I, R};
-t(<<98, I:32/signed, R/binary>>) -> {I, R};
-t(<<70, F:64/float, R/binary>>) -> {F, R};
-t(<<110, N, Sign, D:N/binary, R/binary>>) -> {big(Sign, D), R};
-t(<<111, N:32, Sign, D:N/binary, R/binary>>) -> {big(Sign, D), R};
-t(<<100, L:16, A:L/binary, R/binary>>) -> {atom(A, latin1), R};
-t(<<115, L, A:L/binary, R/binary>>) -> {atom(A, latin1), R};
-t(<<118, L:16, A:L/binary, R/binary>>) -> {atom(A, utf8), R};
-t(<<119, L, A:L/binary, R/binary>>) -> {atom(A, utf8), R};
-t(<<104, N, R/binary>>) -> tuple(N, R);
-t(<<105, N:32, R/binary>>) -> tuple(N, R);
-t(<<106, R/binary>>) -> {[], R};
-t(<<107, L:16, S:L/binary, R/binary>>) -> {binary_to_list(S), R};
-t(<<108, N:32, R/binary>>) -> list(N, R, []);
-t(<<109, L:32, B:L/binary, R/binary>>) -> {binary:copy(B), R};
-t(<<77, L:32, Bits, B:L/binary, R/binary>>) when L > 0, Bits >= 1, Bits =< 8 ->
+%% One term at the head of B and the bytes after it, nested at most Depth
+%% deep; throws {bad, Where}.
+t(B, 0) -> throw({bad, B});
+t(<<97, I, R/binary>>, _) -> {I, R};
+t(<<98, I:32/signed, R/binary>>, _) -> {I, R};
+t(<<70, F:64/float, R/binary>>, _) -> {F, R};
+t(<<110, N, Sign, D:N/binary, R/binary>>, _) -> {big(Sign, D), R};
+t(<<111, N:32, Sign, D:N/binary, R/binary>>, _) when N =< ?MAX_BIG_BYTES -> {big(Sign, D), R};
+t(<<100, L:16, A:L/binary, R/binary>>, _) -> {atom(A, latin1), R};
+t(<<115, L, A:L/binary, R/binary>>, _) -> {atom(A, latin1), R};
+t(<<118, L:16, A:L/binary, R/binary>>, _) -> {atom(A, utf8), R};
+t(<<119, L, A:L/binary, R/binary>>, _) -> {atom(A, utf8), R};
+t(<<104, N, R/binary>>, D) -> tuple(N, R, D - 1);
+t(<<105, N:32, _/binary>> = B, _) when N > ?MAX_ARITY -> throw({bad, B});
+t(<<105, N:32, R/binary>>, D) -> tuple(N, R, D - 1);
+t(<<106, R/binary>>, _) -> {[], R};
+t(<<107, L:16, S:L/binary, R/binary>>, _) -> {binary_to_list(S), R};
+t(<<108, N:32, R/binary>>, D) -> list(N, R, [], D - 1);
+t(<<109, L:32, B:L/binary, R/binary>>, _) -> {binary:copy(B), R};
+t(<<77, L:32, Bits, B:L/binary, R/binary>>, _) when L > 0, Bits >= 1, Bits =< 8 ->
     Whole = L - 1,
     <<H:Whole/binary, Last:Bits/bits, _/bits>> = B,
     {<<H/binary, Last/bits>>, R};
-t(<<116, N:32, R/binary>>) -> map(N, R, []);
-t(<<Tag, R0/binary>> = B) when Tag =:= 88; Tag =:= 103; Tag =:= 89; Tag =:= 102; Tag =:= 120;
+t(<<116, N:32, R/binary>>, D) -> map(N, R, [], D - 1);
+t(<<Tag, R0/binary>> = B, D) when Tag =:= 88; Tag =:= 103; Tag =:= 89; Tag =:= 102; Tag =:= 120;
                                 Tag =:= 101 ->
-    {Node, R1} = t(R0),
+    {Node, R1} = t(R0, D),
     {Tail, Text} = case {Tag, R1} of
                        {88, <<I:32, S:32, _:32, _/binary>>} -> {12, fmt("<0.~b.~b>", [I, S])};
                        {103, <<I:32, S:32, _, _/binary>>} -> {9, fmt("<0.~b.~b>", [I, S])};
@@ -103,8 +121,8 @@ t(<<Tag, R0/binary>> = B) when Tag =:= 88; Tag =:= 103; Tag =:= 89; Tag =:= 102;
                        _ -> throw({bad, R1})
                    end,
     remote(B, Node, R1, Tail, Text);
-t(<<Tag, N:16, R0/binary>> = B) when (Tag =:= 90 orelse Tag =:= 114), N >= 1, N =< 5 ->
-    {Node, R1} = t(R0),
+t(<<Tag, N:16, R0/binary>> = B, D) when (Tag =:= 90 orelse Tag =:= 114), N >= 1, N =< 5 ->
+    {Node, R1} = t(R0, D),
     Cr = case Tag of 90 -> 4; 114 -> 1 end,
     case R1 of
         <<_:Cr/binary, Ids:(4 * N)/binary, _/binary>> ->
@@ -113,7 +131,7 @@ t(<<Tag, N:16, R0/binary>> = B) when (Tag =:= 90 orelse Tag =:= 114), N >= 1, N 
         _ ->
             throw({bad, R1})
     end;
-t(B) -> throw({bad, B}).
+t(B, _) -> throw({bad, B}).
 
 %% The pid, port or reference that starts at B, whose node (an atom or,
 %% one this VM lacks, its name) ends at R, Tail bytes before what follows
@@ -147,22 +165,22 @@ atom(A, Enc) ->
             end
     end.
 
-tuple(N, R0) ->
-    {Es, R} = elements(N, R0, []),
+tuple(N, R0, D) ->
+    {Es, R} = elements(N, R0, [], D),
     {list_to_tuple(Es), R}.
 
-elements(0, R, Acc) -> {lists:reverse(Acc), R};
-elements(N, R0, Acc) -> {E, R} = t(R0), elements(N - 1, R, [E | Acc]).
+elements(0, R, Acc, _) -> {lists:reverse(Acc), R};
+elements(N, R0, Acc, D) -> {E, R} = t(R0, D), elements(N - 1, R, [E | Acc], D).
 
-list(0, R0, Acc) ->
-    {Tail, R} = t(R0),
+list(0, R0, Acc, D) ->
+    {Tail, R} = t(R0, D),
     {lists:reverse(Acc, Tail), R};
-list(N, R0, Acc) ->
-    {E, R} = t(R0),
-    list(N - 1, R, [E | Acc]).
+list(N, R0, Acc, D) ->
+    {E, R} = t(R0, D),
+    list(N - 1, R, [E | Acc], D).
 
-map(0, R, Acc) -> {maps:from_list(Acc), R};
-map(N, R0, Acc) ->
-    {K, R1} = t(R0),
-    {V, R} = t(R1),
-    map(N - 1, R, [{K, V} | Acc]).
+map(0, R, Acc, _) -> {maps:from_list(Acc), R};
+map(N, R0, Acc, D) ->
+    {K, R1} = t(R0, D),
+    {V, R} = t(R1, D),
+    map(N - 1, R, [{K, V} | Acc], D).

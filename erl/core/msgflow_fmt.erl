@@ -3,7 +3,7 @@
 %%% column.  Pure: it reads nothing of the live system (msgflow_labels
 %%% does that).
 -module(msgflow_fmt).
--export([run_state/1, run_state/2, on_nodes/1, missing/1, behind/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, label_cell/3, label_cell/4, rcell/2, ellipsis/1,
+-export([text/1, run_state/1, run_state/2, on_nodes/1, missing/1, behind/1, wrap/3, xml/1, endpoint/1, int/1, rate/1, short_rate/1, cell/3, label_cell/3, label_cell/4, rcell/2, ellipsis/1,
          endpoint_cell/4, ellipsis/0, mfa/3, name/1, kind/2, main_kind/4, columns/0, rows/0,
          micros/1, bytes/1, visible/1]).
 
@@ -156,6 +156,10 @@ name(Atom) ->
         Alias -> Alias
     end.
 
+%% @doc An atom's text, or a name read from a file that this VM has no
+%% atom for (msgflow_etf), which is its text already: as it is, for JSON
+%% (escaped by the encoder, not here).
+-spec text(atom() | binary()) -> binary().
 text(A) when is_atom(A) -> atom_to_binary(A);
 text(B) when is_binary(B) -> B.
 

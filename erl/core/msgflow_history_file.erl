@@ -126,6 +126,7 @@ window(Payload, Ends0) ->
                    node => name(maps:get(node, W)),
                    rows => [{S, R, name(K), name(T), N} || {SI, RI, K, T, N} <- Rows,
                                                            is_integer(N) orelse error(badarg), N > 0,
+                                                           N < 1 bsl 62 orelse error(badarg),
                                                            #{SI := S, RI := R} <- [Ends]]}, Ends};
         _ -> error
     end.

@@ -637,10 +637,19 @@ all_meta(T = #{endpoints := Ends, label_ids := Ids}) ->
                         end} || {E, K, _} <- EL]).
 
 %% @doc The node of an endpoint: a pid's, port's or reference's own, the
-%% node of `{Name, Node}', this node for a registered name.
--spec node_of(msgflow_tracer:endpoint() | term()) -> node().
-node_of({_, Node}) when is_atom(Node) -> Node;
+%% node of `{Name, Node}', this node for a registered name; a node this VM
+%% has no atom for (a history or dump read from another node's files) is
+%% its name as a binary.
+-spec node_of(msgflow_tracer:endpoint() | term()) -> node() | binary().
+node_of({_, Node}) when is_atom(Node); is_binary(Node) -> Node;
 node_of({exited, _, Node}) -> Node;
 node_of(A) when is_atom(A) -> node();
 node_of(E) when is_pid(E); is_port(E); is_reference(E) -> node(E);
+node_of(Text) when is_binary(Text) ->
+    %% a pid, port or reference of a node this VM has no atom for, read
+    %% from a file as its text (`<0.42.0>@prod@host', msgflow_etf)
+    case binary:split(Text, <<">@">>) of
+        [_, Node] -> Node;
+        _ -> node()
+    end;
 node_of(_) -> node().

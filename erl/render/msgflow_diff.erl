@@ -282,7 +282,7 @@ text(#{appeared := Ap, vanished := Va, changed := Ch, unchanged := Same,
 json(#{appeared := Ap, vanished := Va, changed := Ch, unchanged := Same,
        before := B, 'after' := A}) ->
     Side = fun(#{node := N, seconds := T, messages := M, taken_at := At}) ->
-                   #{<<"node">> => atom_to_binary(N), <<"seconds">> => float(T),
+                   #{<<"node">> => msgflow_fmt:text(N), <<"seconds">> => float(T),
                      <<"messages">> => M, <<"taken_at">> => At}
            end,
     Fig = fun(#{messages := M, rate := R, kind := K}) ->

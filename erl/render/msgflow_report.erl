@@ -130,7 +130,7 @@ json(View, Calls) ->
 json_doc(View = #{rows := Rows}) ->
     #{<<"format">> => <<"msgflow_report">>, <<"version">> => 1,
       <<"by">> => atom_to_binary(maps:get(by, View)),
-      <<"node">> => atom_to_binary(maps:get(node, View)),
+      <<"node">> => msgflow_fmt:text(maps:get(node, View)),
       <<"taken_at_ms">> => maps:get(taken_at, View),
       <<"window_ms">> => maps:get(window_ms, View),
       <<"estimated">> => maps:get(estimated, View),

@@ -96,7 +96,7 @@ state(By, Node, Static, Range) ->
 
 page_state(G = #{by := By}, P, Extra) ->
     Info = maps:get(info, Extra, #{}),
-    #{<<"node">> => atom_to_binary(maps:get(node, G)),
+    #{<<"node">> => msgflow_fmt:text(maps:get(node, G)),
       <<"running">> => maps:get(running, G),
       %% the range of the history shown (null: the counts now), and the
       %% history kept (null without one): its oldest window's end

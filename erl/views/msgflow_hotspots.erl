@@ -146,7 +146,7 @@ text(Findings, #{windows := Windows}, #{width := Width}) ->
      [begin
           %% a finding of another node names it
           Node = case F of
-                     #{node := N} when N =/= node() -> [atom_to_list(N), " "];
+                     #{node := N} when N =/= node() -> [msgflow_fmt:name(N), " "];
                      _ -> ""
                  end,
           Text = unicode:characters_to_list([Node, Why]),

@@ -553,7 +553,7 @@ kinds_json(Ks) ->
 -spec json_head(view()) -> #{binary() => msgflow_view:json()}.
 json_head(V = #{node := N, running := Run, events := E, dead_letters := D, overflow := O,
                 pairs := P, groups := G, window_ms := W, estimated := Est}) ->
-    #{<<"node">> => atom_to_binary(N), <<"running">> => Run, <<"events">> => E,
+    #{<<"node">> => msgflow_fmt:text(N), <<"running">> => Run, <<"events">> => E,
       <<"dead_letters">> => D, <<"overflow">> => O, <<"pairs">> => P,
       <<"memory_full">> => maps:get(memory_full, V, false),
       <<"groups">> => case G of undefined -> null; _ -> G end,
@@ -561,7 +561,7 @@ json_head(V = #{node := N, running := Run, events := E, dead_letters := D, overf
       <<"behind">> => maps:get(behind, V, false),
       <<"snapshot_at_ms">> => case maps:get(snapshot_at, V, undefined) of undefined -> null; At -> At end,
       <<"overflow_top">> => overflow_top_json(V),
-      <<"nodes">> => [atom_to_binary(X) || X <- maps:get(nodes, V, [N])],
+      <<"nodes">> => [msgflow_fmt:text(X) || X <- maps:get(nodes, V, [N])],
       <<"missing">> => [#{<<"node">> => atom_to_binary(X),
                           <<"reason">> => iolist_to_binary(io_lib:format("~0tp", [Why]))}
                         || {X, Why} <- maps:get(missing, V, [])]}.
