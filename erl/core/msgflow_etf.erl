@@ -33,8 +33,9 @@
 decode(<<131, 80, USize:32, _/binary>>, Max) when USize > Max ->
     {error, {too_big, USize, Max}};
 decode(Bin, _Max) ->
-    try
-        {ok, binary_to_term(Bin, [safe])}
+    try binary_to_term(Bin, [safe, used]) of
+        {T, Used} when Used =:= byte_size(Bin) -> {ok, T};
+        {_, Used} -> {error, {bad_term, Used}}     %% (bytes after the term)
     catch
         error:badarg -> walk(Bin)
     end.
