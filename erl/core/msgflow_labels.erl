@@ -19,8 +19,7 @@
 %%%     events (spawn, register), so that a process that exits before the
 %%%     collector sees it keeps its name and initial call.</li>
 %%% </ul>
-%%% (A little over 400 lines: the tables and every read of them stay in
-%%% this one module.)
+%%% The tables and every read of them stay in this one module.
 %%% An endpoint that exited is rolled up into a group (rollup_key/2):
 %%% `{exited, LabelId, Node}', which has the label, module and application
 %%% of the endpoint it stands for, and stands for every exited endpoint of
