@@ -9,24 +9,34 @@
 -mode(compile).
 
 %% The one place the allowed directions stand: layer => layers it may call.
-%% Data flows up: the NIF and the store (core), the views built from them
-%% (views; cluster and flows add the views of what they keep), the one
-%% query path (query), the renderers (render), the servers for tools
-%% outside the VM (web), the facade (msgflow, its application).
--define(ALLOWED, #{facade => [web, render, query, flows, cluster, views, core],
-                   web => [render, query, cluster, views, core],
-                   render => [query, flows, views, core],
-                   query => [flows, cluster, views, core],
-                   flows => [cluster, views, core],
-                   cluster => [views, core],
-                   views => [core],
-                   core => []}).
+%% Data flows up: how names and numbers are written (text), files written
+%% privately and read without atoms (files), the NIF and run control
+%% (tracer), endpoints' labels (labels), the history's writer and segment
+%% format (history), the collector and the store it keeps (store), the
+%% views built from it (views; cluster and flows add the views of what
+%% they keep), the one query path, with the history's ranges read back as
+%% stores (query), the renderers (render), the servers for tools outside
+%% the VM (web), the facade (msgflow, its application).
+-define(BELOW_VIEWS, [store, history, labels, tracer, files, text]).
+-define(ALLOWED, #{facade => [web, render, query, flows, cluster, views | ?BELOW_VIEWS],
+                   web => [render, query, cluster, views | ?BELOW_VIEWS],
+                   render => [query, flows, views | ?BELOW_VIEWS],
+                   query => [flows, cluster, views | ?BELOW_VIEWS],
+                   flows => [cluster, views | ?BELOW_VIEWS],
+                   cluster => [views | ?BELOW_VIEWS],
+                   views => ?BELOW_VIEWS,
+                   store => [history, labels, tracer, files, text],
+                   history => [tracer, files, text],
+                   labels => [tracer, text],
+                   tracer => [],
+                   files => [],
+                   text => []}).
 
 main(["--selftest"]) ->
-    Layers = #{a => views, b => render, c => core},
+    Layers = #{a => views, b => render, c => store},
     case {against([{a, b}, {b, a}, {b, c}], Layers), against([{c, a}], Layers)} of
         {[{a, b}], [{c, a}]} ->
-            io:format("layers self-test: a views->render call and a core->views call are "
+            io:format("layers self-test: a views->render call and a store->views call are "
                       "caught~n");
         Other ->
             io:format("layers self-test FAILED: ~p~n", [Other]),

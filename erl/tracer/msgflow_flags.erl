@@ -287,7 +287,7 @@ own_pids() ->
 
 %% httpd's processes while msgflow's page is up: the web server
 %% (msgflow_web) keeps them in its table msgflow_web_kept, read here by
-%% name: the core calls nothing of the web layer.
+%% name: the tracer layer calls nothing of the web layer.
 web_own() ->
     try ets:lookup(msgflow_web_kept, own) of
         [{own, Own}] -> Own;
