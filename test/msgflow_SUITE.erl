@@ -1598,7 +1598,7 @@ remote_untraced(_Config) ->
 %% the same.
 top_keys(_Config) ->
     case os:find_executable("tmux") of
-        false -> {skip, "tmux is not installed (make installs it)"};
+        false -> msgflow_test_lib:skip("tmux is not installed (make installs it)");
         Tmux -> top_keys_in(Tmux)
     end.
 
@@ -2119,7 +2119,7 @@ dbg_counts(N) -> [receive {dbg_done, C} -> C after 10000 -> timeout end | dbg_co
 session_dies_with_collector(_Config) ->
     case lists:member(session, msgflow_test_lib:modes()) of
         false ->
-            {skip, "no trace sessions before OTP 27"};
+            msgflow_test_lib:skip("no trace sessions before OTP 27");
         true ->
             Sink = spawn_link(fun sink/0),
             W = spawn_link(fun worker/0),
@@ -2180,7 +2180,7 @@ tool_count(Tool, _W) ->
 proc_lib_labels(_Config) ->
     case erlang:function_exported(proc_lib, set_label, 1) of
         false ->
-            {skip, "proc_lib:set_label/1 is OTP 27+"};
+            msgflow_test_lib:skip("proc_lib:set_label/1 is OTP 27+");
         true ->
             Self = self(),
             W = spawn_link(fun() -> ok = apply(proc_lib, set_label, [{worker, 7}]),
@@ -2946,7 +2946,7 @@ cluster_incompatible(_Config) ->
                       =/= Mine],
     case Other of
         [] ->
-            {skip, "no Erlang/OTP of another release on this machine"};
+            msgflow_test_lib:skip("no Erlang/OTP of another release on this machine");
         [Erl | _] ->
             %% started by hand: peer's control protocol differs between
             %% the releases

@@ -370,7 +370,7 @@ full_disk(Config) ->
             after os:cmd("umount " ++ Dir)
             end;
         Why ->
-            {skip, "a 64 KiB tmpfs cannot be mounted here (needs root): " ++ Why}
+            msgflow_test_lib:skip("a 64 KiB tmpfs cannot be mounted here (needs root): " ++ Why)
     end.
 
 full_disk_run(Dir) ->

@@ -236,7 +236,7 @@ slow_reads(_Config) ->
 native_records(_Config) ->
     case erlang:is_builtin(records, create, 4) of
         false ->
-            {skip, "native records are OTP 29's"};
+            msgflow_test_lib:skip("native records are OTP 29's");
         true ->
             {Peer, Node} = reads_off_peer(),
             try
@@ -269,7 +269,7 @@ priority_alias(_Config) ->
     case receive {alias, Receiver, A0} -> A0 end of
         none ->
             exit(Receiver, kill),
-            {skip, "priority messages are OTP 28's"};
+            msgflow_test_lib:skip("priority messages are OTP 28's");
         Alias ->
             Sender = spawn(fun() ->
                                    receive go -> ok end,

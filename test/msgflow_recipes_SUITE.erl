@@ -147,11 +147,11 @@ mix_project(Config) ->
                 {0, _} ->
                     mix_project(Config, Mix);
                 _ ->
-                    {skip, "Debian's Elixir does not run on OTP " ++
-                         erlang:system_info(otp_release)}
+                    msgflow_test_lib:skip("Debian's Elixir does not run on OTP " ++
+                                              erlang:system_info(otp_release))
             end;
         _ ->
-            {skip, "Elixir (mix) is not installed: make installs it on Debian"}
+            msgflow_test_lib:skip("Elixir (mix) is not installed: make installs it on Debian")
     end.
 
 mix_project(Config, Mix) ->

@@ -194,7 +194,7 @@ sizes_off(_Config) ->
 native_record_sizes(_Config) ->
     case erlang:is_builtin(records, create, 4) of
         false ->
-            {skip, "native records are OTP 29's"};
+            msgflow_test_lib:skip("native records are OTP 29's");
         true ->
             Rec = apply(records, create, [?MODULE, point, [{x, 1}, {y, 2}], #{is_exported => true}]),
             Sink = spawn(fun sink/0),

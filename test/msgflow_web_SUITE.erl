@@ -262,9 +262,9 @@ with_browser(Fun) ->
     Node = os:find_executable("node"),
     Driver = filename:join([root(), "_build", "npm", "node_modules", "playwright-core"]),
     case {Node, filelib:is_dir(Driver), os:find_executable("chromium")} of
-        {false, _, _} -> {skip, "no node (make deps installs nodejs)"};
-        {_, false, _} -> {skip, "no playwright-core in _build/npm (tools/web/vendor.sh)"};
-        {_, _, false} -> {skip, "no chromium (make deps installs it)"};
+        {false, _, _} -> msgflow_test_lib:skip("no node (make deps installs nodejs)");
+        {_, false, _} -> msgflow_test_lib:skip("no playwright-core in _build/npm (tools/web/vendor.sh)");
+        {_, _, false} -> msgflow_test_lib:skip("no chromium (make deps installs it)");
         {_, true, _} -> Fun(Node)
     end.
 
@@ -416,8 +416,8 @@ read_line(B, Acc) ->
 %% /metrics: promtool accepts it, and Prometheus scrapes it.
 prometheus(Config) ->
     case {os:find_executable("promtool"), os:find_executable("prometheus")} of
-        {false, _} -> {skip, "no promtool (make deps installs prometheus)"};
-        {_, false} -> {skip, "no prometheus (make deps installs it)"};
+        {false, _} -> msgflow_test_lib:skip("no promtool (make deps installs prometheus)");
+        {_, false} -> msgflow_test_lib:skip("no prometheus (make deps installs it)");
         {Promtool, Prom} -> prometheus(Config, Promtool, Prom)
     end.
 
