@@ -120,14 +120,20 @@ start() ->
 %%     `duration' asked from a remote shell (the caller's group leader on
 %%     another node) is owned by that group leader: it stops `grace' ms
 %%     after that shell or its node goes, unless `detach => true'.</li>
-%% <li>`history => Dir | off': every window's messages by pair, kind and
-%%     tag written to segment files in Dir as it closes (by a process of
-%%     its own, never the collector), kept across reset/0, stop/0 and
-%%     restarts, read back by every view's `from' and `to' and by diff/2;
-%%     `history_bytes' (64 MiB) bounds the files, `history_segment' (60
-%%     windows), `history_whole' (10 segments) and `history_tenths' (60)
-%%     the thinning schedule (guides/history.md; default off).  A Dir that
-%%     cannot be written is `{error, {history, Dir, Reason}}'.</li>
+%% <li>`history => Dir | #{dir => Dir, max_bytes => Bytes, tiers =>
+%%     #{segment => Windows, tier0 => Segments, tier1 => Segments}} | off':
+%%     every window's messages by pair, kind and tag written to segment
+%%     files in Dir as it closes (by a process of its own, never the
+%%     collector), kept across reset/0, stop/0 and restarts, read back by
+%%     every view's `from' and `to' and by diff/2; `max_bytes' (64 MiB)
+%%     bounds the files; a segment holds `segment' windows (60), the newest
+%%     `tier0' segments (10) keep the windows as they closed, the next
+%%     `tier1' (60) ten windows merged into one, older ones one window
+%%     each (the downsampling tiers: guides/history.md; default off).  The
+%%     flat keys of 0.1 (`history_bytes', `history_segment',
+%%     `history_whole', `history_tenths') still work and log once that
+%%     they go in 0.3.  A Dir that cannot be written is `{error,
+%%     {history, Dir, Reason}}'.</li>
 %% </ul>
 %% Errors: `{error, {badopt, {Key, Value}, Allowed}}' for a bad value or
 %% an unknown key (Allowed: the values or the keys), `{error, {noproc,

@@ -335,8 +335,9 @@ churn(Stop) ->
 budget_churn(Config) ->
     Dir = filename:join(?config(priv_dir, Config), "churn"),
     Budget = 65536,
-    ok = msgflow:start(#{procs => new, history => Dir, interval => 50, history_bytes => Budget,
-                         history_segment => 10, history_whole => 3, history_tenths => 3}),
+    ok = msgflow:start(#{procs => new, interval => 50,
+                         history => #{dir => Dir, max_bytes => Budget,
+                                      tiers => #{segment => 10, tier0 => 3, tier1 => 3}}}),
     Churn = spawn(fun() -> churn(stop) end),
     Seen = lists:foldl(fun(_, {Max, Levels, Files}) ->
                                ok = msgflow_collector:await_windows(1, 30000),
@@ -407,6 +408,9 @@ bad_history(Config) ->
     ?assertMatch({error, {history, _, _}}, msgflow:start(#{history => filename:join(File, "h")})),
     ?assertEqual([], msgflow_test_lib:flagged()),
     ?assertMatch({error, {badopt, {history, 42}, _}}, msgflow:start(#{history => 42})),
+    ?assertMatch({error, {badopt, {max_bytes, 1}, _}},
+                 msgflow:start(#{history => #{dir => File, max_bytes => 1}})),
+    %% the form before 0.2 still checked alike
     ?assertMatch({error, {badopt, {history_bytes, 1}, _}},
                  msgflow:start(#{history => File, history_bytes => 1})).
 
@@ -416,8 +420,8 @@ bad_history(Config) ->
 writer_not_counted(Config) ->
     Dir = filename:join(?config(priv_dir, Config), "own"),
     Edges = edges([1]),
-    ok = msgflow:start(#{history => Dir, interval => 50, history_segment => 1, history_whole => 1,
-                         history_tenths => 1}),
+    ok = msgflow:start(#{history => #{dir => Dir, tiers => #{segment => 1, tier0 => 1, tier1 => 1}},
+                         interval => 50}),
     [begin ok = play([{1, 10}], Edges), ok = msgflow_collector:await_windows(1, 30000) end
      || _ <- lists:seq(1, 8)],
     #{rows := Rows, endpoints := Ends} = msgflow:view(top, #{limit => all}),
@@ -591,8 +595,8 @@ chatter() ->
 %% A run's options with a history in Dir whose every second segment is
 %% thinned.
 killed_opts(Procs, Dir) ->
-    #{procs => Procs, history => Dir, interval => 20, history_segment => 2, history_whole => 1,
-      history_tenths => 1, history_bytes => 1 bsl 22}.
+    #{procs => Procs, interval => 20,
+      history => #{dir => Dir, max_bytes => 1 bsl 22, tiers => #{segment => 2, tier0 => 1, tier1 => 1}}}.
 
 %% A peer named Name (not linked: it is killed) with msgflow started.
 killed_peer(Name) ->
@@ -670,8 +674,8 @@ peer_nohost(Dir, Name, N) ->
                        fun Loop() -> receive {go, M, From} -> [K ! I || I <- lists:seq(1, M)],
                                                               From ! sent, Loop() end end() end),
     receive registered -> ok end,
-    ok = msgflow:start(#{procs => [S], history => Dir, interval => 20, history_segment => 2,
-                         history_whole => 1, history_tenths => 1}),
+    ok = msgflow:start(#{procs => [S], interval => 20,
+                         history => #{dir => Dir, tiers => #{segment => 2, tier0 => 1, tier1 => 1}}}),
     ok = msgflow_collector:await_census(10000),
     [begin
          S ! {go, N div 10, self()},

@@ -98,3 +98,28 @@ defaults_pass_test_() ->
      || S <- [msgflow_opts:schema(start), msgflow_export:options(), msgflow_flow:options(follow),
               msgflow_flow:options(follow_calls)]
             ++ [view(N) || N <- msgflow_view:names()]].
+
+%% The history's options as one map are the flat keys of 0.1, which
+%% still work and are named deprecated; an Elixir keyword list too; a
+%% bad inner value names its key.
+history_grouped_test() ->
+    Flat = #{history => "/tmp/h", history_bytes => 1 bsl 20, history_segment => 5,
+             history_whole => 2, history_tenths => 7},
+    Grouped = #{history => #{dir => "/tmp/h", max_bytes => 1 bsl 20,
+                             tiers => #{segment => 5, tier0 => 2, tier1 => 7}}},
+    ?assertEqual(msgflow_opts:validate(Flat), msgflow_opts:validate(Grouped)),
+    ?assertEqual(msgflow_opts:validate(Grouped),
+                 msgflow_opts:validate([{history, [{dir, "/tmp/h"}, {max_bytes, 1 bsl 20},
+                                                   {tiers, [{segment, 5}, {tier0, 2}, {tier1, 7}]}]}])),
+    {ok, #{history_bytes := B, history_segment := 60, history_whole := 10, history_tenths := 60}} =
+        msgflow_opts:validate(#{history => #{dir => "/tmp/h"}}),
+    ?assertEqual(64 * 1024 * 1024, B),
+    ?assertEqual([history_bytes, history_segment, history_tenths, history_whole],
+                 [K || {K, _} <- msgflow_opts:deprecated(Flat)]),
+    ?assertEqual([], msgflow_opts:deprecated(Grouped)),
+    ?assertMatch({error, {badopt, {max_bytes, 1}, _}},
+                 msgflow_opts:validate(#{history => #{dir => "/tmp/h", max_bytes => 1}})),
+    ?assertMatch({error, {badopt, {tier2, 1}, [segment, tier0, tier1]}},
+                 msgflow_opts:validate(#{history => #{dir => "/tmp/h", tiers => #{tier2 => 1}}})),
+    ?assertMatch({error, {badopt, {history, #{max_bytes := 1}}, _}},
+                 msgflow_opts:validate(#{history => #{max_bytes => 1}})).

@@ -99,6 +99,7 @@
 %% most for the three steps of a node's start (95 s).
 -spec start(term()) -> ok | {error, term()}.
 start(Opts0) ->
+    ok = warn_deprecated(Opts0),
     case msgflow_opts:validate(Opts0) of
         {ok, Valid} ->
             case application:ensure_all_started(msgflow) of
@@ -180,6 +181,7 @@ prepare(Opts, Nodes) ->
 %% the start there.
 -spec start_on(term(), term()) -> ok | {error, term()}.
 start_on(Node, Opts) ->
+    ok = warn_deprecated(Opts),
     Reach = [<<"a node this one can connect to, not this one">>],
     case msgflow_opts:validate(Opts) of
         {ok, #{procs := P}} when is_list(P) ->
@@ -331,6 +333,19 @@ figures(Store = #{pairs := T}) ->
 %% here, with the coordinator's pid (the run stops `grace' ms after it
 %% goes) and whether it goes on with a run that stopped or still runs
 %% for it (Resume: the node came back).
+%% Each option given in a form that goes in a later release
+%% (msgflow_opts:deprecated/1) said once in the log, with the form to use
+%% instead: once a VM and option, so that a script that starts runs in a
+%% loop says it once.
+warn_deprecated(Opts) ->
+    _ = [begin
+             persistent_term:put({?MODULE, deprecated, Key}, true),
+             logger:notice("msgflow: the start option ~p is deprecated and goes in 0.3; "
+                           "give ~ts instead", [Key, New])
+         end || {Key, New} <- msgflow_opts:deprecated(Opts),
+                not persistent_term:get({?MODULE, deprecated, Key}, false)],
+    ok.
+
 -spec member_start(map(), pid() | none, boolean()) -> ok | {error, term()}.
 member_start(Opts, Coordinator, Resume) ->
     case msgflow_opts:validate(Opts) of

@@ -13,7 +13,7 @@
 %%% top); check/2 checks any of them.  Pure: it resolves no names and
 %%% touches no process.
 -module(msgflow_opts).
--export([system_ms/1, validate/1, defaults/0, check/2, defaults/1, arg/3, allowed/1, to_map/1, schema/1]).
+-export([system_ms/1, validate/1, deprecated/1, defaults/0, check/2, defaults/1, arg/3, allowed/1, to_map/1, schema/1]).
 
 -export_type([opts/0, run_opts/0, procs/0, nodes/0, schema/0, rule/0, error/0]).
 
@@ -71,7 +71,7 @@
 %% its unit), a positive number, a boolean, a pid, an atom, or one of
 %% several rules.
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
-              | boolean | pid | pair | pairs | pid_text | atom | text | procs | nodes | sample | kind | ip | time
+              | boolean | map | pid | pair | pairs | pid_text | atom | text | procs | nodes | sample | kind | ip | time
               | {either, [rule()]} | {subset, [atom()]} | {list_of, rule(), pos_integer()}
               | {tagged, atom(), rule()}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
@@ -102,13 +102,69 @@ defaults(Schema) ->
 %% schema, Opts).  Sampling re-applies `procs' at every traced slice,
 %% which means nothing for `new': that combination is refused.
 -spec validate(term()) -> {ok, opts()} | error().
-validate(Opts) ->
+validate(Opts0) ->
+    case grouped(Opts0) of
+        {ok, Opts} -> validate_flat(Opts);
+        {error, _} = E -> E
+    end.
+
+validate_flat(Opts) ->
     case check(schema(start), Opts) of
         {ok, #{procs := new, sample := {_, _} = S}} ->
             {error, {badopt, {sample, S}, [off, <<"{Traced, Period} with procs all, existing "
                                                   "or a list (not new)">>]}};
         Result ->
             Result
+    end.
+
+%% The grouped form of the history's options, `history => #{dir => Dir,
+%% max_bytes => Bytes, tiers => #{segment => Windows, tier0 => Segments,
+%% tier1 => Segments}}', as the keys the run reads (`history',
+%% `history_bytes', `history_segment', `history_whole', `history_tenths':
+%% the form before 0.2, still taken, deprecated/1 names it).
+grouped(Opts0) ->
+    case to_map(Opts0) of
+        {ok, Opts = #{history := [{_, _} | _] = H}} ->
+            %% (Elixir's `history: [dir: ...]')
+            case to_map(H) of
+                {ok, M} -> grouped(Opts#{history => M});
+                error -> {ok, Opts}
+            end;
+        {ok, #{history := H}} when is_map(H), not is_map_key(dir, H) ->
+            {error, {badopt, {history, H}, [off, <<"a directory">>,
+                                            <<"#{dir => Dir, max_bytes => Bytes, tiers => #{...}}">>]}};
+        {ok, Opts = #{history := H}} when is_map(H) ->
+            case check(schema(history), H) of
+                {ok, #{dir := Dir, max_bytes := B, tiers := T}} ->
+                    case check(schema(tiers), T) of
+                        {ok, #{segment := Seg, tier0 := T0, tier1 := T1}} ->
+                            {ok, Opts#{history => Dir, history_bytes => B, history_segment => Seg,
+                                       history_whole => T0, history_tenths => T1}};
+                        {error, _} = E -> E
+                    end;
+                {error, _} = E -> E
+            end;
+        {ok, Opts} ->
+            {ok, Opts};
+        error ->
+            {error, {badopt, Opts0, [<<"a map">>, <<"a keyword list">>]}}
+    end.
+
+%% @doc The options of Opts (start/1's) given in a form that goes in a
+%% later release, each with the form to use instead (as text): the
+%% history's flat keys (`history_bytes', `history_segment',
+%% `history_whole', `history_tenths'), which `history => #{max_bytes,
+%% tiers}' replaces.  What the caller logs; [] for none or for options
+%% that are no map or keyword list.
+-spec deprecated(term()) -> [{atom(), binary()}].
+deprecated(Opts0) ->
+    New = #{history_bytes => <<"history => #{dir => Dir, max_bytes => Bytes}">>,
+            history_segment => <<"history => #{dir => Dir, tiers => #{segment => Windows}}">>,
+            history_whole => <<"history => #{dir => Dir, tiers => #{tier0 => Segments}}">>,
+            history_tenths => <<"history => #{dir => Dir, tiers => #{tier1 => Segments}}">>},
+    case to_map(Opts0) of
+        {ok, Opts} -> [{K, maps:get(K, New)} || K <- lists:sort(maps:keys(maps:with(maps:keys(New), Opts)))];
+        error -> []
     end.
 
 %% @doc Options checked against a schema: `{ok, Map}' with the defaults
@@ -163,7 +219,20 @@ to_map(_) ->
 
 %% @doc start/1's schema: Key => {Default | none, Rule}.  A table, one line
 %% per option; read, not run.
--spec schema(start) -> schema().
+-spec schema(start | history | tiers) -> schema().
+schema(history) ->
+    %% `history => #{...}': the directory, the most its files take, and
+    %% the downsampling tiers
+    #{dir => {none, text},
+      max_bytes => {?HISTORY_BYTES, {int, 65536, 1 bsl 50, "bytes"}},
+      tiers => {#{}, map}};
+schema(tiers) ->
+    %% windows a segment holds; segments kept at tier 0 (the windows as
+    %% they closed) and at tier 1 (ten windows merged into one); older
+    %% ones are at tier 2 (a segment merged into one window)
+    #{segment => {60, {int, 1, 100000, "windows"}},
+      tier0 => {10, {int, 1, 100000, "segments"}},
+      tier1 => {60, {int, 1, 100000, "segments"}}};
 schema(start) ->
     #{procs => {all, procs},
       interval => {1000, {int, 10, 3600000, "ms"}},
@@ -194,6 +263,8 @@ schema(start) ->
       %% history_segment windows, the newest history_whole of them kept
       %% whole, the next history_tenths merged ten windows into one, older
       %% ones each into one
+      %% (`history => #{dir, max_bytes, tiers}' is read into these keys:
+      %% grouped/1)
       history => {off, {either, [{one_of, [off]}, text]}},
       history_bytes => {?HISTORY_BYTES, {int, 65536, 1 bsl 50, "bytes"}},
       history_segment => {60, {int, 1, 100000, "windows"}},
@@ -204,6 +275,7 @@ valid({one_of, As}, V) -> lists:member(V, As);
 valid({int, Min, Max, _}, V) -> is_integer(V) andalso V >= Min andalso V =< Max;
 valid(pos_number, V) -> is_number(V) andalso V > 0;
 valid(boolean, V) -> is_boolean(V);
+valid(map, V) -> is_map(V) orelse element(1, to_map(V)) =:= ok;
 valid(pid, V) -> is_pid(V);
 valid(pair, V) -> is_tuple(V) andalso tuple_size(V) =:= 2;
 valid(pairs, L) -> is_list(L) andalso length(L) =< ?MAX_PAIRS_LISTED andalso lists:all(fun(V) -> valid(pair, V) end, L);
@@ -250,6 +322,7 @@ allowed({int, Min, Max, Unit}) ->
     [iolist_to_binary(io_lib:format("an integer from ~b to ~b (~s)", [Min, Max, Unit]))];
 allowed(pos_number) -> [<<"a number above 0">>];
 allowed(boolean) -> [true, false];
+allowed(map) -> [<<"a map">>, <<"a keyword list">>];
 allowed(pid) -> [<<"a pid">>];
 allowed(pid_text) -> [<<"a local pid, or its text: \"<0.80.0>\"">>];
 allowed(pair) -> [<<"{Sender, Receiver}: pids, ports or names as top/1 shows them, or labels">>];

@@ -31,7 +31,7 @@ run() ->
     Dir = filename:join(["_build", "bench", "history"]),
     _ = file:del_dir_r(Dir),
     Off = measure(Procs, #{}),
-    On = measure(Procs, #{history => Dir, history_bytes => 1 bsl 32}),
+    On = measure(Procs, #{history => #{dir => Dir, max_bytes => 1 bsl 32}}),
     Row = fun(What, F) -> io:format("~-44s ~14s ~14s~n", [What, F(Off), F(On)]) end,
     Row("", fun(#{name := N}) -> N end),
     Row("collector ms per window (snapshots, closes)",

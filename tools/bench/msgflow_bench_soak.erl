@@ -70,8 +70,8 @@ run(Secs) ->
                        _ = file:del_dir_r(Dir),
                        %% a short schedule: the run's 10 minutes see
                        %% every level (3 minutes whole, 3 at a tenth)
-                       #{history => Dir, history_bytes => list_to_integer(B),
-                         history_whole => 3, history_tenths => 3}
+                       #{history => #{dir => Dir, max_bytes => list_to_integer(B),
+                                      tiers => #{tier0 => 3, tier1 => 3}}}
               end,
     ok = msgflow:start(History#{max_pairs => ?MAX_PAIRS}),
     _ = map_size(History) > 0 andalso spawn(fun() -> watch_history(maps:get(history, History)) end),
