@@ -32,20 +32,24 @@ live_options() ->
 %% options' and the view's.
 -spec top(term(), term()) -> ok | {error, term()}.
 top(N, Opts0) ->
-    {ok, View} = msgflow_query:options(top),
-    Schema = maps:merge(maps:remove(limit, View), live_options()),
-    case {msgflow_opts:arg(n, N, {int, 1, msgflow_rows:max_rows(), "rows"}),
-          msgflow_opts:check(Schema, Opts0)} of
+    %% (only the options of its own are checked here: the view's are the
+    %% query path's to check, once)
+    case {msgflow_opts:arg(n, N, {int, 1, msgflow_rows:max_rows(), "rows"}), msgflow_opts:to_map(Opts0)} of
         {{error, _} = E, _} ->
             E;
-        {ok, {error, _} = E} ->
-            E;
-        {ok, {ok, #{refresh := Refresh, for := For}}} ->
-            {ok, Given} = msgflow_opts:to_map(Opts0),
-            Top = (maps:without([refresh, for], Given))#{limit => N},
-            case is_map_key(refresh, Given) orelse is_map_key(for, Given) of
-                true -> live_top(Top, Refresh, erlang:monotonic_time(millisecond) + For);
-                false -> print(top, Top)
+        {ok, error} ->
+            {error, {badopt, Opts0, [<<"a map">>, <<"a keyword list">>]}};
+        {ok, {ok, Given}} ->
+            Live = maps:with([refresh, for], Given),
+            case msgflow_opts:check(live_options(), Live) of
+                {error, _} = E ->
+                    E;
+                {ok, #{refresh := Refresh, for := For}} ->
+                    Top = (maps:without([refresh, for], Given))#{limit => N},
+                    case map_size(Live) > 0 of
+                        true -> live_top(Top, Refresh, erlang:monotonic_time(millisecond) + For);
+                        false -> print(top, Top)
+                    end
             end
     end.
 
