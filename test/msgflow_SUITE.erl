@@ -870,6 +870,7 @@ export_bad_args(Config) ->
     ?assertMatch({error, {badopt, {limit, 0}, [_ | _]}}, msgflow:export(P, svg, #{limit => 0})),
     ?assertMatch({error, {badopt, {colour, red}, [_ | _]}}, msgflow:export(P, svg, #{colour => red})),
     ?assertMatch({error, {badarg, {by, bogus}, [process | _]}}, msgflow:matrix(bogus)),
+    ?assertMatch({error, {badopt, {hot_rate, -1}, [_ | _]}}, msgflow:hotspots(#{rules => #{hot_rate => -1}})),
     ?assertMatch({error, {badopt, {hot_rate, -1}, [_ | _]}}, msgflow:hotspots(#{hot_rate => -1})),
     ?assertMatch({error, {badopt, {nope, 1}, [_ | _]}}, msgflow:hotspots(#{nope => 1})),
     ?assertMatch({error, {badopt, {refresh, 0}, [_ | _]}}, msgflow:top(3, #{refresh => 0})),

@@ -106,7 +106,7 @@ printed_views(_Config) ->
                  [<<"msgflow hotspots: 1 in the last 5 windows">>,
                   <<"dead_letters   ps_client_b sent 4 messages to 2 processes that did not exist">>],
                  %% the rate rules off: the last window (closed by stop) is short
-                 lines(fun() -> ok = msgflow:hotspots(#{hot_rate => 1.0e12, spike_min => 1.0e12}) end)),
+                 lines(fun() -> ok = msgflow:hotspots(#{rules => #{hot_rate => 1.0e12, spike_min => 1.0e12}}) end)),
               [Head, Here] = lines(fun() -> ok = msgflow:nodes() end),
               %% the node's column is as wide as its name (12 at least)
               Pad = lists:duplicate(max(12, length(atom_to_list(node()))) - 4, $\s),
@@ -139,7 +139,7 @@ view_data(_Config) ->
               ?assertEqual([{{A, Store}, 30}, {{B, Store}, 13}],
                            lists:sort([{K, C} || {K, #{count := C}} <- maps:to_list(Calls)])),
               ?assertMatch([#{rule := dead_letters, subject := B, evidence := #{count := 4, receivers := 2}}],
-                           msgflow:view(hotspots, #{hot_rate => 1.0e12, spike_min => 1.0e12})),
+                           msgflow:view(hotspots, #{rules => #{hot_rate => 1.0e12, spike_min => 1.0e12}})),
               Here = node(),
               ?assertMatch([#{node := Here, status := up, pairs := 7, events := 97}],
                            msgflow:view(nodes, #{})),

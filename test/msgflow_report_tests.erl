@@ -185,3 +185,18 @@ matrix_text_test() ->
     ?assertMatch({match, _}, re:run(Row2, "^  2 tcp_inet <- httpd_request", [unicode])),
     ?assertMatch({match, _}, re:run(lists:last([L || L <- Lines, L =/= []]),
                                     "^not shown: 8 more receivers \\(160 messages\\)")).
+
+%% The thresholds in `rules' are the flat ones of 0.1: check/1 gives the
+%% rules the same map either way, `rules' winning over a flat key, the
+%% defaults filled in.
+rules_grouped_test() ->
+    Check = fun(O) -> {ok, C} = msgflow_opts:check(msgflow_hotspots:options(), O),
+                      {ok, R} = msgflow_hotspots:check(C),
+                      R end,
+    ?assertEqual(Check(#{hot_rate => 7}), Check(#{rules => #{hot_rate => 7}})),
+    ?assertEqual(Check(#{rules => [{hot_rate, 7}]}), Check(#{rules => #{hot_rate => 7}})),
+    ?assertMatch(#{hot_rate := 9, queue_min := 10, windows := 5},
+                 Check(#{hot_rate => 7, rules => #{hot_rate => 9}})),
+    ?assertNot(is_map_key(rules, Check(#{}))),
+    ?assertMatch({error, {badopt, {hot_rate, 0}, _}},
+                 msgflow_opts:check(msgflow_hotspots:options(), #{rules => #{hot_rate => 0}})).

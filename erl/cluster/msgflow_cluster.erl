@@ -333,18 +333,10 @@ figures(Store = #{pairs := T}) ->
 %% here, with the coordinator's pid (the run stops `grace' ms after it
 %% goes) and whether it goes on with a run that stopped or still runs
 %% for it (Resume: the node came back).
-%% Each option given in a form that goes in a later release
-%% (msgflow_opts:deprecated/1) said once in the log, with the form to use
-%% instead: once a VM and option, so that a script that starts runs in a
-%% loop says it once.
+%% Each option given in a form that goes in a later release said once
+%% in the log.
 warn_deprecated(Opts) ->
-    _ = [begin
-             persistent_term:put({?MODULE, deprecated, Key}, true),
-             logger:notice("msgflow: the start option ~p is deprecated and goes in 0.3; "
-                           "give ~ts instead", [Key, New])
-         end || {Key, New} <- msgflow_opts:deprecated(Opts),
-                not persistent_term:get({?MODULE, deprecated, Key}, false)],
-    ok.
+    msgflow_opts:warn_deprecated(start, msgflow_opts:deprecated(Opts)).
 
 -spec member_start(map(), pid() | none, boolean()) -> ok | {error, term()}.
 member_start(Opts, Coordinator, Resume) ->

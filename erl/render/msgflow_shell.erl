@@ -46,12 +46,22 @@ top(N, Opts0) ->
                     E;
                 {ok, #{refresh := Refresh, for := For}} ->
                     Top = (maps:without([refresh, for], Given))#{limit => N},
-                    case map_size(Live) > 0 of
-                        true -> live_top(Top, Refresh, erlang:monotonic_time(millisecond) + For);
-                        false -> print(top, Top)
-                    end
+                    top_keys(case map_size(Live) > 0 of
+                                 true -> live_top(Top, Refresh, erlang:monotonic_time(millisecond) + For);
+                                 false -> print(top, Top)
+                             end)
             end
     end.
+
+%% The view's error for a key it does not know, with the keys top/2
+%% takes (`limit' is its N; `refresh' and `for' are its own).
+top_keys({error, {badopt, KV, Keys}}) when is_list(Keys) ->
+    case lists:member(limit, Keys) andalso lists:all(fun is_atom/1, Keys) of
+        true -> {error, {badopt, KV, lists:usort((Keys -- [limit]) ++ maps:keys(live_options()))}};
+        false -> {error, {badopt, KV, Keys}}
+    end;
+top_keys(Other) ->
+    Other.
 
 %% @doc msgflow:matrix/2: By checked, then the `matrix' view printed.
 -spec matrix(term(), term()) -> ok | {error, term()}.

@@ -10,10 +10,10 @@
 %%% schema (`Key => {Default | none, Rule}'): start/1's is here
 %%% (validate/1), a view's is its module's options/0 (msgflow_view), the
 %%% others' are beside their code (follow/2, web/1, export/3, the live
-%%% top); check/2 checks any of them.  Pure: it resolves no names and
-%%% touches no process.
+%%% top); check/2 checks any of them.  Pure (it resolves no names and
+%%% touches no process), but for warn_deprecated/2, which logs.
 -module(msgflow_opts).
--export([system_ms/1, validate/1, deprecated/1, defaults/0, check/2, defaults/1, arg/3, allowed/1, to_map/1, schema/1]).
+-export([system_ms/1, validate/1, deprecated/1, warn_deprecated/2, defaults/0, check/2, defaults/1, arg/3, allowed/1, to_map/1, schema/1]).
 
 -export_type([opts/0, run_opts/0, procs/0, nodes/0, schema/0, rule/0, error/0]).
 
@@ -73,7 +73,7 @@
 -type rule() :: {one_of, [atom()]} | {int, integer(), integer(), string()} | pos_number
               | boolean | map | pid | pair | pairs | pid_text | atom | text | procs | nodes | sample | kind | ip | time
               | {either, [rule()]} | {subset, [atom()]} | {list_of, rule(), pos_integer()}
-              | {tagged, atom(), rule()}.
+              | {tagged, atom(), rule()} | {group, schema()}.
 -type error() :: {error, {badopt | badarg, term(), list()}}.
 
 %% @doc The options used where start/1 is given none:
@@ -167,6 +167,20 @@ deprecated(Opts0) ->
         error -> []
     end.
 
+%% @doc Each of Deprecated (`{Key, FormToUseInstead}', deprecated/1's or
+%% a view's) said once in the log, once a VM and (Where, Key), so that a
+%% script that asks in a loop says it once.  The one thing this module
+%% does besides checking: a `logger:notice/2'.
+-spec warn_deprecated(atom(), [{atom(), binary()}]) -> ok.
+warn_deprecated(Where, Deprecated) ->
+    _ = [begin
+             persistent_term:put({?MODULE, deprecated, Where, Key}, true),
+             logger:notice("msgflow: the ~p option ~p is deprecated and goes in 0.3; "
+                           "give ~ts instead", [Where, Key, New])
+         end || {Key, New} <- Deprecated,
+                not persistent_term:get({?MODULE, deprecated, Where, Key}, false)],
+    ok.
+
 %% @doc Options checked against a schema: `{ok, Map}' with the defaults
 %% filled in, or the error for the first bad or unknown key (in key
 %% order).
@@ -186,6 +200,13 @@ first_bad([], _) ->
     ok;
 first_bad([{K, V} | Rest], Schema) ->
     case Schema of
+        #{K := {_, {group, Inner}}} ->
+            %% a map of options of its own: its first bad key, named
+            case check(Inner, V) of
+                {ok, _} -> first_bad(Rest, Schema);
+                {error, {badopt, _, _}} = E when is_map(V); is_list(V) -> E;
+                {error, _} -> {error, {badopt, {K, V}, allowed({group, Inner})}}
+            end;
         #{K := {_, Rule}} ->
             case valid(Rule, V) of
                 true -> first_bad(Rest, Schema);
@@ -276,6 +297,7 @@ valid({int, Min, Max, _}, V) -> is_integer(V) andalso V >= Min andalso V =< Max;
 valid(pos_number, V) -> is_number(V) andalso V > 0;
 valid(boolean, V) -> is_boolean(V);
 valid(map, V) -> is_map(V) orelse element(1, to_map(V)) =:= ok;
+valid({group, Schema}, V) -> element(1, check(Schema, V)) =:= ok;
 valid(pid, V) -> is_pid(V);
 valid(pair, V) -> is_tuple(V) andalso tuple_size(V) =:= 2;
 valid(pairs, L) -> is_list(L) andalso length(L) =< ?MAX_PAIRS_LISTED andalso lists:all(fun(V) -> valid(pair, V) end, L);
@@ -323,6 +345,7 @@ allowed({int, Min, Max, Unit}) ->
 allowed(pos_number) -> [<<"a number above 0">>];
 allowed(boolean) -> [true, false];
 allowed(map) -> [<<"a map">>, <<"a keyword list">>];
+allowed({group, Schema}) -> [<<"a map or keyword list of">> | lists:sort(maps:keys(Schema))];
 allowed(pid) -> [<<"a pid">>];
 allowed(pid_text) -> [<<"a local pid, or its text: \"<0.80.0>\"">>];
 allowed(pair) -> [<<"{Sender, Receiver}: pids, ports or names as top/1 shows them, or labels">>];

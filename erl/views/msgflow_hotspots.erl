@@ -44,10 +44,13 @@
 %%% the findings, strongest first within each rule.
 -module(msgflow_hotspots).
 -behaviour(msgflow_view).
--export([options/0, build/2, merge/3, text/3, json/2, fresh/0]).
+-export([options/0, rules/0, check/1, build/2, merge/3, text/3, json/2, fresh/0]).
 -export([find/2]).
 
 -export_type([finding/0]).
+
+%% the latest closed windows the rules look at, unless `windows' says
+-define(WINDOWS, 5).
 
 %% what a person does about a large_messages and a long_wait finding
 -define(LARGE_ADVICE, "send less, or a key to the data (ETS, persistent_term) instead of it").
@@ -69,11 +72,20 @@
                      subject := term(), label := binary(), evidence := map(),
                      explanation := binary(), members => pos_integer(), node => node()}.
 
-%% @doc The rules' thresholds and `windows', with their defaults.
+%% @doc The view's options: `windows' (the latest closed windows looked
+%% at, 5) and `rules', a map of the rules' thresholds (rules/0, each with
+%% its default).  The thresholds given flat (`hot_rate => 1000', 0.1's
+%% form) still work in 0.2 (check/1 says once that they are deprecated).
 -spec options() -> msgflow_opts:schema().
 options() ->
-    #{windows => {5, {int, 1, 10000, "windows"}},      %% latest closed windows looked at
-      fan_in_senders => {10, pos_number},   %% distinct senders to call it fan-in
+    maps:merge(#{windows => {?WINDOWS, {int, 1, 10000, "windows"}},
+                 rules => {#{}, {group, rules()}}},
+               maps:map(fun(_, {_, Rule}) -> {none, Rule} end, rules())).
+
+%% @doc The rules' thresholds, with their defaults: `rules => #{...}'.
+-spec rules() -> msgflow_opts:schema().
+rules() ->
+    #{fan_in_senders => {10, pos_number},   %% distinct senders to call it fan-in
       queue_min => {10, pos_number},        %% messages queued in the last window, at least
       hot_rate => {10000, pos_number},      %% messages/s over the last window
       spike_factor => {5, pos_number},      %% last window >= factor x mean of the earlier ones
@@ -85,6 +97,21 @@ options() ->
       large_words => {1000, pos_number},    %% a sampled message's heap words, at least
       large_binary_bytes => {1048576, pos_number}, %% off-heap binary bytes a message, mean
       long_wait_ms => {100, pos_number}}.   %% a mailbox's wait in the last window, ms
+
+%% @doc The thresholds as the rules read them: the defaults, those given
+%% flat (deprecated, said once in the log), then `rules'; `rules' itself
+%% dropped.
+-spec check(map()) -> {ok, map()}.
+check(O) ->
+    Flat = maps:with(maps:keys(rules()), O),
+    ok = msgflow_opts:warn_deprecated(hotspots, [{K, iolist_to_binary(io_lib:format("rules => #{~p => ...}", [K]))}
+                                                 || K <- lists:sort(maps:keys(Flat))]),
+    {ok, Given} = msgflow_opts:to_map(maps:get(rules, O, #{})),
+    {ok, maps:merge(maps:remove(rules, O), thresholds(maps:merge(Flat, Given)))}.
+
+%% Given (thresholds, and whatever else) over the thresholds' defaults.
+thresholds(Given) ->
+    maps:merge(msgflow_opts:defaults(rules()), Given).
 
 %% @doc false: the rules read closed windows (and the round trips and
 %% sizes merged by then), so the findings are built from the store as the
@@ -104,7 +131,7 @@ fresh() -> false.
 %% pairs that could be a finding) is read whole.
 -spec build(msgflow_store:store(), map()) -> [finding()].
 build(Store, Opts0) ->
-    Opts = maps:merge(msgflow_opts:defaults(options()), Opts0),
+    Opts = maps:merge(thresholds(#{windows => ?WINDOWS}), Opts0),
     Found = case inputs(Store, Opts) of
                 {ok, Keys, Ends = #{ins := Ins, outs := Outs}} ->
                     %% the fan subjects labelled too: their pairs may not be read
@@ -174,7 +201,7 @@ spec(#{windows := N}) ->
 -spec find(map(), map()) -> [finding()].
 find(View, Opts) ->
     Kinds = kinds_of(View),
-    [with_kind(F, Kinds) || F <- rules(View, rows, maps:merge(msgflow_opts:defaults(options()), Opts))].
+    [with_kind(F, Kinds) || F <- rules(View, rows, maps:merge(thresholds(#{windows => ?WINDOWS}), Opts))].
 
 %% Each row's kinds, by pair: `#{{S, R} => [kind_count()]}'.
 kinds_of(#{rows := Rows}) ->
