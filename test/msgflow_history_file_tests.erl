@@ -35,7 +35,11 @@ round_trip_and_cut_test() ->
 %% A byte flipped in frame 2 of 3: frames 1 and 3 read, frame 2 is named
 %% damaged; a frame claiming to inflate to 4 GB is damaged, never
 %% inflated; every byte flipped in turn never raises.
-damaged_frames_test() ->
+damaged_frames_test_() ->
+    %% (every byte of a segment flipped in turn: seconds on a busy machine)
+    {timeout, 120, fun damaged_frames/0}.
+
+damaged_frames() ->
     D = dir(),
     Ws = [win(1, N, [{e(a), e(b), info, x, N}]) || N <- [1, 2, 3]],
     F = msgflow_history_file:path(D, 1000, 0, ?NODE),
@@ -83,7 +87,11 @@ superseded_test() ->
 
 %% No atom is made from a file's name: 5,000 segments named for nodes
 %% no atom names are listed with their names as binaries.
-names_make_no_atoms_test() ->
+names_make_no_atoms_test_() ->
+    %% (5,000 files made and listed: seconds on a busy machine)
+    {timeout, 120, fun names_make_no_atoms/0}.
+
+names_make_no_atoms() ->
     D = dir(),
     _ = msgflow_history_file:list(D, all),     %% (its code loaded first)
     Names = ["0000000001000-0-no_such_node_" ++ integer_to_list(I) ++ "@h+1@h.mfh" || I <- lists:seq(1, 5000)],
@@ -98,7 +106,11 @@ names_make_no_atoms_test() ->
 %% Two VMs of one node name write one directory: each may delete and
 %% thin its own segments and those of a writer that is gone, never those
 %% of a writer that runs (here a peer VM).
-writers_test() ->
+writers_test_() ->
+    %% (a peer VM started: seconds on a busy machine)
+    {timeout, 120, fun writers/0}.
+
+writers() ->
     D = dir(),
     {ok, Peer, _} = peer:start(#{connection => standard_io}),
     Other = peer:call(Peer, os, getpid, []),
