@@ -143,103 +143,145 @@ groupings() -> [process, name, module, application, node, kind].
 -spec sorts() -> [sort()].
 sorts() -> [messages, rate, peak, bytes, wait].
 
-%% @doc The view of Store as Spec asks.  Rows busiest first.
+%% @doc The view of Store as Spec asks.  Rows busiest first.  In named
+%% stages: what to read (reading/3), which groups (groups/5), their rows
+%% narrowed to the pair, endpoint or kind asked (narrowed/4), with their
+%% sizes (sized/4), ranked by bytes or wait when asked (ranked/4), with
+%% their call p99 (with_p99/3), then the view's head around them
+%% (view/6).
 -spec build(msgflow_store:store(), spec()) -> view().
 build(Store, Spec) ->
     By = maps:get(by, Spec, process),
-    %% by bytes: every row, ranked once their sizes are on them
-    {Limit, Sort} = case maps:get(sort, Spec, messages) of
-                        bytes -> {all, messages};
-                        wait -> {all, messages};
-                        Sort0 -> {maps:get(limit, Spec, all), Sort0}
-                    end,
     K = min(maps:get(windows, Spec, 0), length(maps:get(windows, Store))),
-    Ctx0 = (context(Store, K))#{sort => Sort, by => By, with_kinds => maps:get(with_kinds, Spec, true)},
-    %% one endpoint's rows by process: only those are read
-    Ctx1 = case Spec of
-               #{endpoint := Only} when By =:= process ->
-                   Ctx0#{endpoint => (msgflow_rows_groups:key_fun(process, maps:get(labels, Store)))(Only)};
-               _ -> Ctx0
-           end,
+    {Ctx, HeatRead} = reading(Store, Spec, (context(Store, K))#{by => By}),
+    {Groups, NGroups} = groups(Store, Spec, Ctx, By, limit_sort(Spec)),
+    Rows = with_p99(Store, Spec,
+                    ranked(Store, Spec, By, sized(Store, Spec, By, narrowed(Store, Spec, Groups, Ctx)))),
+    view(Store, Spec, Ctx, K, {Rows, NGroups}, heat(Spec, HeatRead, Rows)).
+
+%% The limit and ranking the groups are chosen by: by bytes or wait every
+%% row, ranked once their figures are on them (ranked/4).
+limit_sort(Spec) ->
+    case maps:get(sort, Spec, messages) of
+        bytes -> {all, messages};
+        wait -> {all, messages};
+        Sort -> {maps:get(limit, Spec, all), Sort}
+    end.
+
+%% What the groups are read with: the ranking, kinds or not, one
+%% endpoint's rows only, a filter, only some pairs; for a heatmap of
+%% every pair by process its keys from the rows' totals alone (and only
+%% its senders' rows made): the heatmap read then, else none.
+reading(Store, Spec, Ctx0) ->
+    By = maps:get(by, Ctx0),
+    {_, Sort} = limit_sort(Spec),
+    Labels = maps:get(labels, Store),
+    Ctx1 = Ctx0#{sort => Sort, with_kinds => maps:get(with_kinds, Spec, true)},
     Ctx2 = case Spec of
-               #{filter := Text} -> Ctx1#{filter => filter(Text, By, maps:get(labels, Store))};
+               #{endpoint := Only} when By =:= process ->
+                   Ctx1#{endpoint => (msgflow_rows_groups:key_fun(process, Labels))(Only)};
                _ -> Ctx1
+           end,
+    Ctx3 = case Spec of
+               #{filter := Text} -> Ctx2#{filter => filter(Text, By, Labels)};
+               _ -> Ctx2
            end,
     %% by process, only these pairs (and the sends to names and rolled-up
     %% rows, which are few)
-    Ctx3 = case Spec of
-               #{keys := Keys} when By =:= process -> Ctx2#{keys => Keys};
-               _ -> Ctx2
-           end,
-    %% a heatmap of every pair by process: its keys from the rows' totals
-    %% alone, and only its senders' rows made
-    {Ctx, HeatRead} = case heat_read(Spec, By, Ctx3) of
-                          {yes, L} ->
-                              {Heat0, HeatPairs, Totals} =
-                                  msgflow_rows_groups:heat_by_process(Store, Ctx3, L),
-                              {Ctx3#{keys => HeatPairs},
-                               #{heatmap => Heat0, heat_totals => Totals}};
-                          no ->
-                              {Ctx3, none}
-                      end,
-    {Groups, NGroups} = case {By, Limit, Sort} of
-                            {process, N, messages} when is_integer(N), not is_map_key(filter, Ctx) ->
-                                msgflow_rows_groups:top_by_process(Store, Ctx, N);
-                            {process, N, rate} when is_integer(N), not is_map_key(filter, Ctx),
-                                                    not is_map_key(endpoint, Ctx),
-                                                    not is_map_key(active, Spec),
-                                                    not is_map_key(pair, Spec),
-                                                    not is_map_key(kind, Spec) ->
-                                msgflow_rows_groups:top_by_process(Store, Ctx, N);
-                            _ ->
-                                msgflow_rows_groups:all_groups(Store, Ctx, By, Limit,
-                                                                 maps:get(active, Spec, false))
-                        end,
-    Rows0 = case Spec of
+    Ctx = case Spec of
+              #{keys := Keys} when By =:= process -> Ctx3#{keys => Keys};
+              _ -> Ctx3
+          end,
+    case heat_read(Spec, By, Ctx) of
+        {yes, L} ->
+            {Heat, HeatPairs, Totals} = msgflow_rows_groups:heat_by_process(Store, Ctx, L),
+            {Ctx#{keys => HeatPairs}, #{heatmap => Heat, heat_totals => Totals}};
+        no ->
+            {Ctx, none}
+    end.
+
+%% The groups to make rows of, and how many there are: by process the
+%% top ones read from the indexes where the ranking allows, else every
+%% group.
+groups(Store, Spec, Ctx, By, {Limit, Sort}) ->
+    case {By, Limit, Sort} of
+        {process, N, messages} when is_integer(N), not is_map_key(filter, Ctx) ->
+            msgflow_rows_groups:top_by_process(Store, Ctx, N);
+        {process, N, rate} when is_integer(N), not is_map_key(filter, Ctx),
+                                not is_map_key(endpoint, Ctx), not is_map_key(active, Spec),
+                                not is_map_key(pair, Spec), not is_map_key(kind, Spec) ->
+            msgflow_rows_groups:top_by_process(Store, Ctx, N);
+        _ ->
+            msgflow_rows_groups:all_groups(Store, Ctx, By, Limit, maps:get(active, Spec, false))
+    end.
+
+%% The groups' rows, only the pair or the endpoint's asked, only the kind
+%% asked.
+narrowed(Store, Spec, Groups, Ctx = #{by := By}) ->
+    Canon = fun(E) -> case By of
+                          process -> (msgflow_rows_groups:key_fun(process, maps:get(labels, Store)))(E);
+                          _ -> E
+                      end
+            end,
+    Rows = case Spec of
                #{pair := {S0, R0}} ->
-                   Canon = msgflow_rows_groups:key_fun(process, maps:get(labels, Store)),
-                   Want = case By of process -> {Canon(S0), Canon(R0)}; _ -> {S0, R0} end,
+                   Want = {Canon(S0), Canon(R0)},
                    [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups, G =:= Want];
                #{endpoint := E0} ->
-                   Canon = msgflow_rows_groups:key_fun(process, maps:get(labels, Store)),
-                   E = case By of process -> Canon(E0); _ -> E0 end,
+                   E = Canon(E0),
                    [row(G, Acc, Members, Ctx) || {G = {S, R}, Acc, Members} <- Groups,
                                                  S =:= E orelse R =:= E];
                _ ->
                    [row(G, Acc, Members, Ctx) || {G, Acc, Members} <- Groups]
            end,
-    Rows1 = case Spec of
-               #{kind := Kind} -> only_kind(Rows0, Kind);
-               _ -> Rows0
-           end,
+    case Spec of
+        #{kind := Kind} -> only_kind(Rows, Kind);
+        _ -> Rows
+    end.
+
+%% The rows with the sizes of their messages (the pair's, all kinds
+%% together: none on rows of one kind); grouped, a read of every pair
+%% with a size measured (about 1 s at a million), only when asked or
+%% ranked by them.
+sized(Store, Spec, By, Rows) ->
     GroupBytes = maps:get(sort, Spec, messages) =:= bytes orelse maps:get(group_bytes, Spec, false),
-    %% (sizes are the pair's, all kinds together: none on rows of one kind)
-    Rows2 = case {By, Store} of
-                _ when is_map_key(kind, Spec) -> Rows1;
-                {process, #{sizes := SizesT, labels := LabelsT}} ->
-                    with_sizes(Rows1, SizesT, LabelsT, maps:get(named, Store, none));
-                {kind, _} -> Rows1;
-                %% grouped: a read of every pair with a size measured (about
-                %% 1 s at a million), only when asked or ranked by them
-                {_, #{sizes := SizesT, pairs := PairsT, labels := LabelsT}} when GroupBytes ->
-                    with_group_bytes(Rows1, SizesT, PairsT, msgflow_rows_groups:key_fun(By, LabelsT));
-                _ -> Rows1
-            end,
-    Rows3 = case maps:get(sort, Spec, messages) of
-                bytes -> limited(by_bytes(Rows2), Spec);
-                wait -> limited(by_wait(with_wait(Rows2, By, maps:get(windows, Store))), Spec);
-                _ -> Rows2
-            end,
-    Rows = case {By, maps:get(limit, Spec, all), Store} of
-               {process, Top, #{calls := CallsT}} when is_integer(Top) -> with_p99(Rows3, CallsT);
-               _ -> Rows3
-           end,
+    case {By, Store} of
+        _ when is_map_key(kind, Spec) -> Rows;
+        {process, #{sizes := SizesT, labels := LabelsT}} ->
+            with_sizes(Rows, SizesT, LabelsT, maps:get(named, Store, none));
+        {kind, _} -> Rows;
+        {_, #{sizes := SizesT, pairs := PairsT, labels := LabelsT}} when GroupBytes ->
+            with_group_bytes(Rows, SizesT, PairsT, msgflow_rows_groups:key_fun(By, LabelsT));
+        _ -> Rows
+    end.
+
+%% The rows ranked by bytes or by the receiver's wait when asked (then
+%% cut to the limit), else as they are.
+ranked(Store, Spec, By, Rows) ->
+    case maps:get(sort, Spec, messages) of
+        bytes -> limited(by_bytes(Rows), Spec);
+        wait -> limited(by_wait(with_wait(Rows, By, maps:get(windows, Store))), Spec);
+        _ -> Rows
+    end.
+
+%% By process with a limit, the rows with their call p99.
+with_p99(Store, Spec, Rows) ->
+    case {maps:get(by, Spec, process), maps:get(limit, Spec, all), Store} of
+        {process, Top, #{calls := CallsT}} when is_integer(Top) -> with_p99(Rows, CallsT);
+        _ -> Rows
+    end.
+
+%% The heatmap: read with the groups (reading/3), or of the rows made.
+heat(_, HeatRead = #{}, _) -> HeatRead;
+heat(#{heatmap := HL}, none, Rows) -> #{heatmap => msgflow_rows_ends:heatmap(Rows, HL)};
+heat(_, _, _) -> #{}.
+
+%% The view: the rows and the heatmap with the store's figures, the
+%% endpoints they name (labelled: the first `labelled' rows, the
+%% heatmap's, the ends asked, those of the busiest in overflow), the last
+%% K windows, the dead letters when asked.
+view(Store, Spec, Ctx = #{by := By}, K, {Rows, NGroups}, Heat) ->
     Kept = maps:get(windows, Store),
-    Heat = case {Spec, HeatRead} of
-               {_, #{}} -> HeatRead;
-               {#{heatmap := HL}, none} -> #{heatmap => msgflow_rows_ends:heatmap(Rows, HL)};
-               _ -> #{}
-           end,
     Labelled = case maps:get(labelled, Spec, all) of
                    all -> Rows;
                    NL -> lists:sublist(Rows, NL)
