@@ -875,6 +875,8 @@ export_bad_args(Config) ->
     ?assertMatch({error, {badopt, {nope, 1}, [_ | _]}}, msgflow:hotspots(#{nope => 1})),
     ?assertMatch({error, {badopt, {refresh, 0}, [_ | _]}}, msgflow:top(3, #{refresh => 0})),
     ?assertMatch({error, {badopt, {colour, red}, [_ | _]}}, msgflow:top(3, #{colour => red})),
+    {error, {badopt, {limit, 5}, TopKeys}} = msgflow:top(3, #{limit => 5}),
+    ?assert(lists:member(refresh, TopKeys) andalso not lists:member(limit, TopKeys)),
     ?assertEqual({error, enoent}, file:read_file_info(P)),
     ?assertEqual([], filelib:wildcard(filename:join(Dir, "*.tmp"))),
     [exit(Pid, kill) || Pid <- [S1, S2, Sink]].

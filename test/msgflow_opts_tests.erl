@@ -122,4 +122,11 @@ history_grouped_test() ->
     ?assertMatch({error, {badopt, {tier2, 1}, [segment, tier0, tier1]}},
                  msgflow_opts:validate(#{history => #{dir => "/tmp/h", tiers => #{tier2 => 1}}})),
     ?assertMatch({error, {badopt, {history, #{max_bytes := 1}}, _}},
-                 msgflow_opts:validate(#{history => #{max_bytes => 1}})).
+                 msgflow_opts:validate(#{history => #{max_bytes => 1}})),
+    %% what is no map of options is named as the option it was given for
+    [?assertMatch({error, {badopt, {tiers, T}, [_ | _]}},
+                  msgflow_opts:validate(#{history => #{dir => "/tmp/h", tiers => T}}))
+     || T <- [5, "abc", [1], [{"segment", 1}]]],
+    %% one form at a time
+    ?assertMatch({error, {badopt, {history_bytes, 70000}, _}},
+                 msgflow_opts:validate(#{history => #{dir => "/tmp/h"}, history_bytes => 70000})).

@@ -199,4 +199,7 @@ rules_grouped_test() ->
                  Check(#{hot_rate => 7, rules => #{hot_rate => 9}})),
     ?assertNot(is_map_key(rules, Check(#{}))),
     ?assertMatch({error, {badopt, {hot_rate, 0}, _}},
-                 msgflow_opts:check(msgflow_hotspots:options(), #{rules => #{hot_rate => 0}})).
+                 msgflow_opts:check(msgflow_hotspots:options(), #{rules => #{hot_rate => 0}})),
+    [?assertMatch({error, {badopt, {rules, R}, [_ | _]}},
+                  msgflow_opts:check(msgflow_hotspots:options(), #{rules => R}))
+     || R <- [5, [1, 2], {hot_rate, 1}, [{"hot_rate", 5}]]].

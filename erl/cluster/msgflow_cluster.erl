@@ -99,9 +99,9 @@
 %% most for the three steps of a node's start (95 s).
 -spec start(term()) -> ok | {error, term()}.
 start(Opts0) ->
-    ok = warn_deprecated(Opts0),
     case msgflow_opts:validate(Opts0) of
         {ok, Valid} ->
+            ok = warn_deprecated(Opts0),
             case application:ensure_all_started(msgflow) of
                 {ok, _} -> start_valid(owned(Valid));
                 {error, _} = E -> E
@@ -181,7 +181,7 @@ prepare(Opts, Nodes) ->
 %% the start there.
 -spec start_on(term(), term()) -> ok | {error, term()}.
 start_on(Node, Opts) ->
-    ok = warn_deprecated(Opts),
+    _ = element(1, msgflow_opts:validate(Opts)) =:= ok andalso warn_deprecated(Opts),
     Reach = [<<"a node this one can connect to, not this one">>],
     case msgflow_opts:validate(Opts) of
         {ok, #{procs := P}} when is_list(P) ->

@@ -39,6 +39,10 @@ top(N, Opts0) ->
             E;
         {ok, error} ->
             {error, {badopt, Opts0, [<<"a map">>, <<"a keyword list">>]}};
+        {ok, {ok, #{limit := L}}} ->
+            %% (N is the limit)
+            {ok, View} = msgflow_query:options(top),
+            top_keys({error, {badopt, {limit, L}, maps:keys(View)}});
         {ok, {ok, Given}} ->
             Live = maps:with([refresh, for], Given),
             case msgflow_opts:check(live_options(), Live) of
@@ -54,7 +58,8 @@ top(N, Opts0) ->
     end.
 
 %% The view's error for a key it does not know, with the keys top/2
-%% takes (`limit' is its N; `refresh' and `for' are its own).
+%% takes (`limit' is its N; `refresh' and `for' are its own).  (The
+%% keys are the view's, not checked again here.)
 top_keys({error, {badopt, KV, Keys}}) when is_list(Keys) ->
     case lists:member(limit, Keys) andalso lists:all(fun is_atom/1, Keys) of
         true -> {error, {badopt, KV, lists:usort((Keys -- [limit]) ++ maps:keys(live_options()))}};

@@ -134,20 +134,25 @@ grouped(Opts0) ->
             {error, {badopt, {history, H}, [off, <<"a directory">>,
                                             <<"#{dir => Dir, max_bytes => Bytes, tiers => #{...}}">>]}};
         {ok, Opts = #{history := H}} when is_map(H) ->
-            case check(schema(history), H) of
-                {ok, #{dir := Dir, max_bytes := B, tiers := T}} ->
-                    case check(schema(tiers), T) of
-                        {ok, #{segment := Seg, tier0 := T0, tier1 := T1}} ->
-                            {ok, Opts#{history => Dir, history_bytes => B, history_segment => Seg,
-                                       history_whole => T0, history_tenths => T1}};
-                        {error, _} = E -> E
-                    end;
-                {error, _} = E -> E
+            case [KV || KV = {K, _} <- lists:sort(maps:to_list(Opts)),
+                        lists:member(K, [history_bytes, history_segment, history_whole, history_tenths])] of
+                [] -> grouped_history(Opts, H);
+                [KV | _] -> {error, {badopt, KV, [<<"not with history => #{...}, which holds it">>]}}
             end;
         {ok, Opts} ->
             {ok, Opts};
         error ->
             {error, {badopt, Opts0, [<<"a map">>, <<"a keyword list">>]}}
+    end.
+
+grouped_history(Opts, H) ->
+    case check(schema(history), H) of
+        {ok, #{dir := Dir, max_bytes := B, tiers := T}} ->
+            {ok, #{segment := Seg, tier0 := T0, tier1 := T1}} = check(schema(tiers), T),
+            {ok, Opts#{history => Dir, history_bytes => B, history_segment => Seg,
+                       history_whole => T0, history_tenths => T1}};
+        {error, _} = E ->
+            E
     end.
 
 %% @doc The options of Opts (start/1's) given in a form that goes in a
@@ -204,7 +209,8 @@ first_bad([{K, V} | Rest], Schema) ->
             %% a map of options of its own: its first bad key, named
             case check(Inner, V) of
                 {ok, _} -> first_bad(Rest, Schema);
-                {error, {badopt, _, _}} = E when is_map(V); is_list(V) -> E;
+                %% (an inner key or value named as check/2 names them)
+                {error, {badopt, {IK, _}, _}} = E when (is_map(V) orelse is_list(V)), is_atom(IK) -> E;
                 {error, _} -> {error, {badopt, {K, V}, allowed({group, Inner})}}
             end;
         #{K := {_, Rule}} ->
@@ -246,7 +252,7 @@ schema(history) ->
     %% the downsampling tiers
     #{dir => {none, text},
       max_bytes => {?HISTORY_BYTES, {int, 65536, 1 bsl 50, "bytes"}},
-      tiers => {#{}, map}};
+      tiers => {#{}, {group, schema(tiers)}}};
 schema(tiers) ->
     %% windows a segment holds; segments kept at tier 0 (the windows as
     %% they closed) and at tier 1 (ten windows merged into one); older
@@ -296,7 +302,7 @@ valid({one_of, As}, V) -> lists:member(V, As);
 valid({int, Min, Max, _}, V) -> is_integer(V) andalso V >= Min andalso V =< Max;
 valid(pos_number, V) -> is_number(V) andalso V > 0;
 valid(boolean, V) -> is_boolean(V);
-valid(map, V) -> is_map(V) orelse element(1, to_map(V)) =:= ok;
+valid(map, V) -> to_map(V) =/= error;
 valid({group, Schema}, V) -> element(1, check(Schema, V)) =:= ok;
 valid(pid, V) -> is_pid(V);
 valid(pair, V) -> is_tuple(V) andalso tuple_size(V) =:= 2;
