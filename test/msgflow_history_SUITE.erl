@@ -13,7 +13,7 @@
 %%%     by their labels;</li>
 %%% <li>budget_churn: 600 windows of churn (a 10-minute run's windows at
 %%%     the default 1 s, here 50 ms each) under a 64 KiB budget: the
-%%%     files never take more, segments are thinned to both coarser
+%%%     files never take more, segments are downsampled to both coarser
 %%%     levels and the oldest deleted;</li>
 %%% <li>full_disk: a 64 KiB tmpfs fills: the history stops and info()
 %%%     says why, while counting goes on exactly;</li>
@@ -22,12 +22,12 @@
 %%% <li>foreign_names: a peer's history and dump, whose names and tag
 %%%     this node has no atoms for, read here: the views and the diff show
 %%%     the names (a range's tag as `other'), and no atom was made;</li>
-%%% <li>kill_during_thinning: a node killed (kill -9) while a thinning
+%%% <li>kill_during_downsampling: a node killed (kill -9) while a downsampling
 %%%     holds its merged file unrenamed (a test hook): the segment it
-%%%     thinned still reads whole; started again, the temporary file
+%%%     downsampled still reads whole; started again, the temporary file
 %%%     counts in the budget while young, and goes once old;</li>
 %%% <li>two_nohost_writers: two VMs named nonode@nohost write one
-%%%     directory at once, each thinning: every window of both reads.</li>
+%%%     directory at once, each downsampling: every window of both reads.</li>
 %%% <li>atom_attacks: in a node of 32,768 atoms, 40,000 file names like
 %%%     segments, a segment naming 40,000 atoms and a dump naming 40,000
 %%%     given to diff/2 make no atom (the node would die if they did).</li>
@@ -43,7 +43,7 @@
 -export([all/0, init_per_suite/1, end_per_suite/1, end_per_testcase/2]).
 -export([range_diff/1, range_views/1, restart/1, budget_churn/1, full_disk/1, bad_history/1,
          writer_not_counted/1, private_files/1, foreign_names/1, atom_attacks/1,
-         kill_during_thinning/1, two_nohost_writers/1]).
+         kill_during_downsampling/1, two_nohost_writers/1]).
 -export([peer_run/3, record_ranges/1, peer_foreign/3, peer_attack/3, chatter/0, peer_nohost/3]).
 
 -define(MS, 1000).          %% each recording's length, at least
@@ -51,7 +51,7 @@
 
 all() ->
     [range_diff, range_views, restart, budget_churn, full_disk, bad_history, writer_not_counted,
-     private_files, foreign_names, atom_attacks, kill_during_thinning, two_nohost_writers].
+     private_files, foreign_names, atom_attacks, kill_during_downsampling, two_nohost_writers].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -415,7 +415,7 @@ bad_history(Config) ->
                  msgflow:start(#{history => File, history_bytes => 1})).
 
 %% The writer is msgflow's own: with every process traced and a segment
-%% thinned every window (its reads and deletes are requests to the file
+%% downsampled every window (its reads and deletes are requests to the file
 %% server), none of its messages is counted.
 writer_not_counted(Config) ->
     Dir = filename:join(?config(priv_dir, Config), "own"),
@@ -593,7 +593,7 @@ chatter() ->
     Self.
 
 %% A run's options with a history in Dir whose every second segment is
-%% thinned.
+%% downsampled.
 killed_opts(Procs, Dir) ->
     #{procs => Procs, interval => 20,
       history => #{dir => Dir, max_bytes => 1 bsl 22, tiers => #{segment => 2, tier0 => 1, tier1 => 1}}}.
@@ -607,17 +607,17 @@ killed_peer(Name) ->
     {ok, _} = erpc:call(Node, application, ensure_all_started, [msgflow]),
     {Peer, Node}.
 
-kill_during_thinning(Config) ->
+kill_during_downsampling(Config) ->
     Dir = filename:join(?config(priv_dir, Config), "killed"),
     Name = "mfk" ++ os:getpid(),
     {_, Node} = killed_peer(Name),
     Self = self(),
     ok = erpc:call(Node, persistent_term, put,
-                   [{msgflow_history, thinning_hook},
+                   [{msgflow_history, downsampling_hook},
                     fun(Tmp) -> Self ! {held, Tmp}, receive after infinity -> ok end end]),
     _ = erpc:call(Node, ?MODULE, chatter, []),
     ok = erpc:call(Node, msgflow, start, [killed_opts(all, Dir)]),
-    Tmp = receive {held, T} -> T after 60000 -> ct:fail(no_thinning) end,
+    Tmp = receive {held, T} -> T after 60000 -> ct:fail(no_downsampling) end,
     OsPid = erpc:call(Node, os, getpid, []),
     true = monitor_node(Node, true),
     _ = os:cmd("kill -9 " ++ OsPid),
@@ -665,7 +665,7 @@ kill_during_thinning(Config) ->
 
 %% Run on a nonode@nohost peer: a sender registered Name sends N
 %% messages to a sink, a tenth at a time, each in windows of its own,
-%% the history in Dir thinned as it goes; its history figures.
+%% the history in Dir downsampled as it goes; its history figures.
 peer_nohost(Dir, Name, N) ->
     {ok, _} = application:ensure_all_started(msgflow),
     Self = self(),
@@ -688,7 +688,7 @@ peer_nohost(Dir, Name, N) ->
     maps:get(history, msgflow:info()).
 
 %% Two VMs of the one name nonode@nohost write one directory at once,
-%% each thinning: each kept its own segments and the other's, and every
+%% each downsampling: each kept its own segments and the other's, and every
 %% window of both reads (their messages exactly).
 two_nohost_writers(Config) ->
     Dir = filename:join(?config(priv_dir, Config), "nohost"),
@@ -705,7 +705,7 @@ two_nohost_writers(Config) ->
     T1 = erlang:system_time(millisecond),
     ct:log("~p", [Hs]),
     [ok = peer:stop(P) || P <- Peers],
-    %% both thinned
+    %% both downsampled
     ?assertEqual([1, 1], [min(1, maps:get(segments, H)) || H <- Hs]),
     Levels = lists:usort([L || #{level := L} <- msgflow_history_file:list(Dir, all)]),
     ?assertMatch([_, _ | _], Levels),

@@ -1,7 +1,7 @@
 %%% The history's segment files (msgflow_history_file): windows written
 %%% and read back whole; a frame cut short ends a segment with the frames
 %%% before it read; windows merged ten to one, never across two runs; a
-%%% segment found at two levels (a thinning cut short) listed once, at
+%%% segment found at two levels (a downsampling cut short) listed once, at
 %%% the higher, and the lower deleted by drop_superseded/2.
 -module(msgflow_history_file_tests).
 -include_lib("eunit/include/eunit.hrl").
@@ -104,7 +104,7 @@ names_make_no_atoms() ->
     ok = file:del_dir_r(D).
 
 %% Two VMs of one node name write one directory: each may delete and
-%% thin its own segments and those of a writer that is gone, never those
+%% downsample its own segments and those of a writer that is gone, never those
 %% of a writer that runs (here a peer VM).
 writers_test_() ->
     %% (a peer VM started: seconds on a busy machine)

@@ -4,7 +4,7 @@
 %%% run, reset/0 and the node.  One process per run, started by the
 %%% collector, which hands it each window's log (msgflow_store:take_log/1,
 %%% an ETS table given away) and goes on: the writing, the labels' lookup,
-%%% the thinning and a slow or full disk are this process's, never the
+%%% the downsampling and a slow or full disk are this process's, never the
 %%% collector's.  A writer that falls behind by ?MAX_BEHIND windows has
 %%% the next ones dropped by the collector (counted in info()).
 %%%
@@ -17,7 +17,7 @@
 %%% `history_bytes' (64 MiB): past it the oldest segments are deleted,
 %%% and a segment is closed early once it holds an eighth of it.
 %%% Segments of this node already in Dir (an earlier run, before a
-%%% restart) count in the budget and are thinned alike; those of other
+%%% restart) count in the budget and are downsampled alike; those of other
 %%% nodes (a cluster's, on one host) are theirs.  The temporary files a
 %%% writer killed in the middle of a write left are deleted at the start
 %%% of a run once 10 minutes old (a younger one may be a live writer's, in
@@ -56,9 +56,9 @@
                             first_at := integer(), windows := non_neg_integer(),
                             bytes := non_neg_integer(), dict := msgflow_history_file:dict()},
     written = 0 :: non_neg_integer(),   %% windows written by this run
-    work_us = 0 :: non_neg_integer(),   %% µs spent labelling, writing, thinning
+    work_us = 0 :: non_neg_integer(),   %% µs spent labelling, writing, downsampling
     too_large = 0 :: non_neg_integer(), %% windows left out: alone over half the budget
-    %% segments with damaged frames found while thinning: kept beside
+    %% segments with damaged frames found while downsampling: kept beside
     %% as `<name>.damaged' (what read went on), never deleted
     damaged = 0 :: non_neg_integer(),
     %% bytes of the temporaries a writer that died a moment ago left
@@ -137,12 +137,12 @@ init(Dir, Opts = #{collector := C}) ->
     Mine = "-" ++ atom_to_list(node()) ++ ".mfh.tmp",
     _ = [file:delete(filename:join(Dir, F)) || {ok, Fs} <- [file:list_dir(Dir)], F <- Fs,
                                                lists:suffix(Mine, F)],
-    %% a thinning cut short leaves a segment at two levels: the lower goes
+    %% a downsampling cut short leaves a segment at two levels: the lower goes
     ok = msgflow_history_file:drop_superseded(Dir, node()),
     W = #w{dir = Dir, collector = C, budget = maps:get(history_bytes, Opts),
            per_segment = maps:get(history_segment, Opts), whole = maps:get(history_whole, Opts),
            tenths = maps:get(history_tenths, Opts), left = temp_bytes(Dir),
-           %% this node's segments this VM may delete and thin: not those
+           %% this node's segments this VM may delete and downsample: not those
            %% of another VM of the same node name writing here now
            done = [S || S <- msgflow_history_file:list(Dir, [node()]), msgflow_history_file:mine(S)]},
     %% one writer a node: msgflow's own by its name (a writer killed a
@@ -194,7 +194,7 @@ endpoint(E) when is_reference(E) -> alias;
 endpoint(E) -> E.
 
 %% Win appended to the open segment (opened when none is); the segment
-%% closed when full, then thinning and the budget.  A write that fails
+%% closed when full, then downsampling and the budget.  A write that fails
 %% stops the writer.
 write(Win = #{at := At}, W0) ->
     W1 = #w{open = #{dict := D0}} = open_segment(At, W0),
@@ -225,7 +225,7 @@ append(Frame, D1, W = #w{open = Seg = #{fd := Fd}}) ->
             W1 = W#w{open = Seg1, written = W#w.written + 1},
             case maps:get(windows, Seg1) >= W#w.per_segment
                 orelse maps:get(bytes, Seg1) >= W#w.budget div 8 of
-                true -> thin(close_open(W1));
+                true -> downsample(close_open(W1));
                 false -> W1
             end;
         {error, Why} ->
@@ -327,11 +327,11 @@ close_open(W = #w{open = #{file := F, fd := Fd, first_at := At, bytes := B}, don
 %% Segments past the schedule merged: the level-0 ones older than the
 %% newest `whole' ten windows into one, the level-1 ones older than the
 %% newest `tenths' each into one window.
-thin(W = #w{done = Done}) ->
-    W1 = thin_level(0, W#w.whole, 10, W#w{done = Done}),
-    thin_level(1, W1#w.tenths, infinity, W1).
+downsample(W = #w{done = Done}) ->
+    W1 = downsample_tier(0, W#w.whole, 10, W#w{done = Done}),
+    downsample_tier(1, W1#w.tenths, infinity, W1).
 
-thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
+downsample_tier(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
     Of = [S || S = #{level := L} <- Done, L =:= Level],
     Old = lists:sublist(Of, max(0, length(Of) - Keep)),
     lists:foldl(
@@ -377,11 +377,11 @@ thin_level(Level, Keep, Factor, W = #w{done = Done, dir = Dir}) ->
               end
       end, W, Old).
 
-%% What a thinning calls with the merged file's temporary path before it
+%% What a downsampling calls with the merged file's temporary path before it
 %% is renamed into place: nothing, unless a test set
-%% `{msgflow_history, thinning_hook}' (persistent_term) to hold it there.
+%% `{msgflow_history, downsampling_hook}' (persistent_term) to hold it there.
 hook() ->
-    persistent_term:get({msgflow_history, thinning_hook}, fun(_) -> ok end).
+    persistent_term:get({msgflow_history, downsampling_hook}, fun(_) -> ok end).
 
 replace(Old, New, [Old | T]) -> [New | T];
 replace(Old, New, [H | T]) -> [H | replace(Old, New, T)];

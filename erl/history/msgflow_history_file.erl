@@ -10,7 +10,7 @@
 %%% windows it holds (the nodes of a cluster on one host may share a
 %%% directory), OsPid and Host the OS process that wrote it and its host
 %%% (two VMs of one node name, `nonode@nohost' say, may share a directory
-%%% too: each deletes and thins only its own segments and those of this
+%%% too: each deletes and downsamples only its own segments and those of this
 %%% host's writers that are gone, mine/1).  A name without `+<OsPid>' (an
 %%% older msgflow's) counts as a writer that is gone.  It is a run of frames
 %%% `<<Size:32, Crc32:32, Payload:Size/binary>>', each payload the
@@ -148,7 +148,7 @@ name(T) -> T.
 %% does not exist.  With `all' a node is named by the atom of its name
 %% when there is one, else by its name as a binary: no atom is made from
 %% a file's name.  A segment found at two
-%% levels (a thinning cut short between writing the merged one and
+%% levels (a downsampling cut short between writing the merged one and
 %% deleting the other) is listed at the higher only: the merged file is
 %% whole, since it is renamed into place once written.
 -spec list(file:filename(), all | [node()]) -> [segment()].
@@ -168,7 +168,7 @@ drop_superseded(Dir, Node) ->
     _ = [file:delete(F) || S = #{file := F} <- listed(Dir, [Node]), mine(S), not lists:member(F, Listed)],
     ok.
 
-%% @doc Whether this VM may delete or thin segment S: its own (written by
+%% @doc Whether this VM may delete or downsample segment S: its own (written by
 %% this OS process), or one whose writer is gone (no Erlang VM of that
 %% process number runs on this host: none, an exited one not yet reaped,
 %% or a number since reused by another program; or a name without a
@@ -239,8 +239,8 @@ path(Dir, FirstAt, Level, Node) ->
     path(Dir, FirstAt, Level, Node, writer()).
 
 %% @doc path/4 of the segment a writer Writer (writer/0's, or `none' for
-%% an older msgflow's name) wrote: a segment thinned keeps its writer's
-%% name, so that the merged file supersedes it even when the thinning is
+%% an older msgflow's name) wrote: a segment downsampled keeps its writer's
+%% name, so that the merged file supersedes it even when the downsampling is
 %% cut short.
 -spec path(file:filename(), integer(), 0..2, node(), {string(), string()} | none) -> file:filename().
 path(Dir, FirstAt, Level, Node, none) ->

@@ -3,7 +3,7 @@
 %%% counts (msgflow_query, options `from' and `to').
 %%%
 %%% The windows in the range are those whose middle falls in it (a
-%%% window merged by thinning counts whole, at its middle).  They are
+%%% window merged by downsampling counts whole, at its middle).  They are
 %%% merged into a new store as one window: its pairs are the pairs of the
 %%% windows, each endpoint with the label it had when it was written (not
 %%% read from the VM: after a restart its pid stands for a process of the
@@ -24,7 +24,7 @@
 
 %% how long before its name's time (the end of its first window as it
 %% closed) a segment's windows may start: one window, at most an hour
-%% (the `interval' option); a window merged by thinning starts where its
+%% (the `interval' option); a window merged by downsampling starts where its
 %% first did
 -define(MAX_SEGMENT_MS, 3600 * 1000).
 
