@@ -1299,7 +1299,7 @@ const mf_agg_ends_row *mf_agg_last_ends(const mf_agg *g, uint32_t *cursor)
 /* ---- roll-ups ---- */
 
 /* Key (from, to) leaves index b (a key tied with the rest stays exact:
- * msgflow_busiest's remove). */
+ * msgflow_store_index's remove). */
 static void heap_remove(busiest *b, uint32_t from, uint32_t to)
 {
     if (!b->heap)

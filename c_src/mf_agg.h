@@ -24,7 +24,7 @@
  * (kinds off), all of one word, or a list of at most max_kinds words of the
  * row's own plus each kind's `other'.
  *
- * Two bounded indexes of the busiest keys (msgflow_busiest.erl's rule: a
+ * Two bounded indexes of the busiest keys (msgflow_store_index.erl's rule: a
  * key whose value rises above the index's floor is in it, and every key not
  * in it has at most the floor): by messages since start, and by messages in
  * the open window; a key's value is its pairs row's plus its rolled-up

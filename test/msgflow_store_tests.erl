@@ -1,5 +1,5 @@
 %%% PropEr properties of what the store keeps as snapshots merge (issue
-%%% 37): the busiest index (the aggregate's, msgflow_busiest) against a model, and the
+%%% 37): the busiest index (the aggregate's, msgflow_store_index) against a model, and the
 %%% views that read the store's kept aggregates against the scans they
 %%% replace, on random stores fed through msgflow_store:merge_deltas/2
 %%% (no tracer: the deltas are what a snapshot would bring).
@@ -90,7 +90,7 @@ model_kind(M, K, T, N) ->
 %%% The index against a map of every pair's value
 
 %% Values only grow (messages added to a pair): the aggregate's index by
-%% messages since start (msgflow_busiest:top/2, above/2 of its reader),
+%% messages since start (msgflow_store_index:top/2, above/2 of its reader),
 %% when it knows its top N, has the model's N highest values, and every
 %% entry it gives has its pair's true value.
 prop_busiest_model() ->
@@ -103,7 +103,7 @@ prop_busiest_model() ->
                                     end, #{}, Ops),
                 R = {msgflow_agg, A, total},
                 {Held, Floor} = msgflow_tracer:agg_busiest(A, total, 100),
-                Ok = case msgflow_busiest:top(R, N) of
+                Ok = case msgflow_store_index:top(R, N) of
                          unknown ->
                              %% only after letting a pair go, and holding
                              %% fewer than N
@@ -113,7 +113,7 @@ prop_busiest_model() ->
                              [V || {_, V} <- Got] =:= Want
                                  andalso lists:all(fun({K, V}) -> maps:get(K, Model) =:= V end, Got)
                      end,
-                Above = case msgflow_busiest:above(R, 3) of
+                Above = case msgflow_store_index:above(R, 3) of
                             unknown -> Floor >= 3;
                             {ok, Ab} -> lists:sort(Ab) =:= lists:sort([{K, V} || {K, V} <- maps:to_list(Model),
                                                                                V >= 3])

@@ -84,7 +84,7 @@
 
 %% What views read (msgflow_rows:build/2): the tables and the figures of
 %% the run, as of the call that returned it; what the store keeps as
-%% deltas merge: `busiest' (msgflow_busiest: by messages since start, in
+%% deltas merge: `busiest' (msgflow_store_index: by messages since start, in
 %% the open window, in the last closed one), `named' (the pairs sent to
 %% local names, `{Key}'), `window_ends' (the last closed window's
 %% receivers `{R, Senders, Messages}' and senders `{S, Receivers,
@@ -100,8 +100,8 @@
                    taken_at := integer(), snapshot_at := integer() | undefined,
                    closed := non_neg_integer(), open_ms := non_neg_integer(),
                    windows := [window()],
-                   busiest := #{total := msgflow_busiest:reader(), open := msgflow_busiest:reader(),
-                                last := msgflow_busiest:reader() | none},
+                   busiest := #{total := msgflow_store_index:reader(), open := msgflow_store_index:reader(),
+                                last := msgflow_store_index:reader() | none},
                    named := msgflow_row_table:table(),
                    window_ends := #{last := {ets:tid(), ets:tid()} | none,
                                     min_partners := pos_integer()},

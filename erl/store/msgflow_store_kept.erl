@@ -3,7 +3,7 @@
 %%% (msgflow_tracer:agg_*, which keeps them as it folds the deltas; issue
 %%% 53):
 %%% <ul>
-%%% <li>the busiest pairs (msgflow_busiest) by messages since start, in
+%%% <li>the busiest pairs (msgflow_store_index) by messages since start, in
 %%%     the open window and in the last closed one;</li>
 %%% <li>the pairs sent to local registered names, `{Key}' (few; the views
 %%%     merge them into their pid's row);</li>

@@ -282,7 +282,7 @@ inputs(Store = #{busiest := #{last := Last}, window_ends := #{last := {In, Out},
     %% a pair with fewer messages than this in the last window is no hot
     %% pair and no spike
     Thr = max(1, min(ceil(SpikeMin), floor(Hot * WinMs / (1000 * Scale)))),
-    try msgflow_busiest:above(Last, Thr) of
+    try msgflow_store_index:above(Last, Thr) of
         unknown ->
             unknown;
         {ok, Busy} ->

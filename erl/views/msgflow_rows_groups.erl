@@ -1,6 +1,6 @@
 %%% @doc How a view (msgflow_rows) chooses and groups its rows: the N
 %%% busiest pairs by process (from the store's busiest index,
-%%% msgflow_busiest, when it knows them; else a threshold from a sample,
+%%% msgflow_store_index, when it knows them; else a threshold from a sample,
 %%% then a select in ETS of the rows above it), the rows of given pairs
 %%% (the hotspot rules' candidates), or every pair read and grouped by a key
 %%% (key_fun/2: process, name, module, application, node) or apportioned
@@ -27,7 +27,7 @@
 %% The N busiest pairs by process, by messages or by the last window's.
 %% Rows whose receiver is a local registered name, and the rolled-up
 %% rows, are few and merged into their pid's row first; the others are
-%% read from the store's busiest index (msgflow_busiest) when it knows
+%% read from the store's busiest index (msgflow_store_index) when it knows
 %% the N busiest, else from ETS: of them only those above the N-th
 %% largest total of a sample can be among the N busiest, and ETS selects
 %% just those, and at most N of those equal to it (ties are broken by
@@ -144,7 +144,7 @@ from_index(#{busiest := Idx, pairs := T, rolled_up := F}, #{sort := Sort, last :
              end,
     Entries = case Reader of
                   none -> unknown;
-                  _ -> msgflow_busiest:top(Reader, N)
+                  _ -> msgflow_store_index:top(Reader, N)
               end,
     case Entries of
         unknown ->

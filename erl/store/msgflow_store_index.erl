@@ -1,4 +1,4 @@
-%%% @doc The busiest pairs as the views read them: the aggregate's bounded
+%%% @doc The top-k pairs by one figure as the views read them: the aggregate's bounded
 %%% indexes of the pairs with the highest value of one figure (messages
 %%% since start, messages in the open window, in the last closed one),
 %%% which it keeps as it folds the deltas (c_src/mf_agg.c), so that a
@@ -13,7 +13,7 @@
 %%% of them is exact while the index holds N (top/2).  A pair rolled up
 %%% leaves the index; the rest stays exact, with fewer entries.  Any
 %%% process.
--module(msgflow_busiest).
+-module(msgflow_store_index).
 
 -export([top/2, above/2]).
 -export_type([reader/0]).
