@@ -709,8 +709,10 @@ two_nohost_writers(Config) ->
     T1 = erlang:system_time(millisecond),
     ct:log("~p", [Hs]),
     [ok = peer:stop(P) || P <- Peers],
-    %% both downsampled
-    ?assertEqual([1, 1], [min(1, maps:get(segments, H)) || H <- Hs]),
+    %% both closed their history whole, and the files hold segments at
+    %% two levels at least: downsampled while both wrote
+    ?assertMatch([#{status := closed, segments_damaged := 0, windows_dropped := 0},
+                  #{status := closed, segments_damaged := 0, windows_dropped := 0}], Hs),
     Levels = lists:usort([L || #{level := L} <- msgflow_history_file:list(Dir, all)]),
     ?assertMatch([_, _ | _], Levels),
     %% every window of both, read from the files: each sender's messages
