@@ -20,7 +20,7 @@ CT_LOGDIR = $(if $(OTP),_build/otp$(OTP)/ct_logs,_build/ct_logs)
 BUILD_BASE = $(or $(REBAR_BASE_DIR),_build)
 ERL_PA = -pa $(BUILD_BASE)/default/lib/msgflow/ebin
 
-.PHONY: all deps test-deps build shell docs vendor demo test dialyzer bench bench-scale bench-live bench-history bench-cluster soak fuzz clean
+.PHONY: all deps test-deps build shell docs vendor demo test dialyzer bench bench-ab bench-scale bench-live bench-history bench-cluster soak fuzz clean
 
 all: build
 
@@ -88,11 +88,26 @@ dialyzer: build
 
 # Cost per traced send under six tracer setups, side by side (a few
 # minutes; MSGFLOW_BENCH_QUICK=1 for a smoke run).  Prints, judges nothing.
+# It also runs the callbacks' direct loop on this tree and on BENCH_BASE's,
+# interleaved (the hot path's A/B): by default the last commit before the
+# message was read once a send.
+BENCH_BASE ?= eef3cac
 bench: build
 	mkdir -p _build/bench
 	erlc -o _build/bench tools/bench/*.erl
 	cp $(CMAKE_DIR)/bench/*.so _build/bench/
-	erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench:main()'
+	base=$$(tools/bench/base.sh $(BENCH_BASE)) || base=; \
+	MSGFLOW_BENCH_BASE=$$base MSGFLOW_BENCH_BASE_REV=$(BENCH_BASE) \
+	    erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench:main()'
+
+# the hot path's A/B alone (a minute or two)
+bench-ab: build
+	mkdir -p _build/bench
+	erlc -o _build/bench tools/bench/*.erl
+	cp $(CMAKE_DIR)/bench/*.so _build/bench/
+	base=$$(tools/bench/base.sh $(BENCH_BASE)) || base=; \
+	MSGFLOW_BENCH_BASE=$$base MSGFLOW_BENCH_BASE_REV=$(BENCH_BASE) \
+	    erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench:main_ab()'
 
 # What the views cost on a big node: 100,000 processes with 200,000 pairs,
 # and 1,000,000 pairs (a few minutes, ~2 GB).  Prints, judges nothing.

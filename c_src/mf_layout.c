@@ -137,7 +137,7 @@ static void alias_layout_check(ErlNifEnv *env, ERL_NIF_TERM info, mf_layout_t *L
             ((uint64_t)pair[0] & 0x3) != 0x2)
             return;
         const uint64_t *ref = (const uint64_t *)((uint64_t)pair[0] - 0x2);
-        /* mf_alias_id: every alias given has an id of its own */
+        /* mf_tag_id: every alias given has an id of its own */
         if (ref[3] != (uint64_t)pair[1] || !same_header_own_id(ref, &header, ids, n))
             return;
     }

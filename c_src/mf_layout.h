@@ -215,8 +215,9 @@ static inline const uint64_t *mf_plainref(const mf_layout_t *L, ERL_NIF_TERM t)
     return NULL;
 }
 
-/* The id of a call's tag, as mf_calls keys it: a local alias's
- * (mf_alias_id), or a plain local reference's, from the same two words
+/* The id of a call's tag, as mf_calls keys it: a local alias's (its
+ * reference's number, the two words between the header and the owner,
+ * checked at load: aliases made one after another get different ids), or a plain local reference's, from the same two words
  * (the VM numbers both kinds from one counter).  0 for any other term,
  * or when the layout was not verified.  Any thread. */
 static inline int mf_tag_id(const mf_layout_t *L, ERL_NIF_TERM t, uint64_t *id)
@@ -252,19 +253,6 @@ static inline int mf_is_reply_tag(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_
                enif_is_ref(env, tail);
     default: return 0;
     }
-}
-
-/* A word that names a local alias among the live ones: its reference's
- * number, the two words between the header and the owner (checked at load:
- * aliases made one after another get different ids).  For the round trip
- * of a sampled call: the request carries the alias, the reply is sent to
- * it.  0 when t is no local alias, or the layout was not verified. */
-static inline int mf_alias_id(const mf_layout_t *L, ERL_NIF_TERM t, uint64_t *id)
-{
-    const uint64_t *ref = mf_pidref(L, t);
-    if (ref)
-        *id = mf_pidref_id(ref);
-    return ref != NULL;
 }
 
 /* enif_get_resource, inline where the layout was checked (mf_layout_probe):

@@ -59,7 +59,7 @@ void mf_watches_event(mf_watches *ws, ErlNifEnv *env, ERL_NIF_TERM label, ERL_NI
     enif_mutex_lock(ws->lock);
     mf_watch *w = find_watch(ws, label);
     if (w && w->kept < w->max) {
-        uint64_t kind = mf_kind_word(mf_layout_get(), env, msg, reply, NULL);
+        uint64_t kind = mf_kind_word(mf_layout_get(), env, msg, reply);
         ErlNifEnv *fe = ws->env;
         ERL_NIF_TERM ev = enif_make_tuple7(fe, enif_make_copy(fe, prev), enif_make_copy(fe, cur),
                                            enif_make_copy(fe, from), enif_make_copy(fe, to),

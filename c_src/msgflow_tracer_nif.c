@@ -260,27 +260,36 @@ static inline int receiver_word(const mf_layout_t *L, ErlNifEnv *env, mf_gen *g,
     return mf_endpoint_word(env, &g->interns, to, w);
 }
 
+/* One send as the callbacks pass it down: its sender and receiver (terms
+ * of the callback's arguments, or a flow's interned key), whether the
+ * receiver was gone, and its message as read once (mf_msg).  On the
+ * callback's stack. */
+typedef struct mf_send {
+    ERL_NIF_TERM from, to;
+    int dead;
+    mf_msg msg;
+} mf_send;
+
 /* A gen:call's request {'$gen_call', {Caller, Tag}, Request} from a local
  * pid to a local pid or a registered name, Tag [alias | Alias] or Alias
  * (a call with a timeout) or a plain monitor reference (a local call with
  * timeout infinity), noted for its round trip (mf_calls) by the tag's id:
  * called for the sampled one of this thread's calls (note_call), whose
- * countdown `t' it resets.  Reads the message in place, and the clock.
- * Any scheduler thread (the caller's), with the layout its callback
- * loaded (L). */
+ * countdown `t' it resets.  Reads From, {Caller, Tag} (mf_kind_read kept
+ * it), and the clock.  Any scheduler thread (the caller's), with the
+ * layout its callback loaded (L). */
 static void note_sampled_call(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
                               mf_tls_cache *t, ERL_NIF_TERM from, ERL_NIF_TERM to,
-                              ERL_NIF_TERM msg, uint64_t kind)
+                              ERL_NIF_TERM call_from, uint64_t kind)
 {
     mf_calls *c = atomic_load_explicit(&s->calls, memory_order_acquire);
     t->call_countdown = c ? (int)c->sample : 1 << 20;
-    const ERL_NIF_TERM *e, *f;
+    const ERL_NIF_TERM *f;
     int n;
     ERL_NIF_TERM alias, head, tail;
     uint64_t id;
     if (!c || !mf_is_local_pid(from) || !(mf_is_local_pid(to) || mf_is_atom(L, env, to)) ||
-        !mf_get_tuple(L, env, msg, &n, &e) || n != 3 || !mf_get_tuple(L, env, e[1], &n, &f) ||
-        n != 2)
+        !mf_get_tuple(L, env, call_from, &n, &f) || n != 2)
         return;
     alias = enif_get_list_cell(env, f[1], &head, &tail) ? tail : f[1];
     if (mf_tag_id(L, alias, &id))
@@ -290,13 +299,13 @@ static void note_sampled_call(const mf_layout_t *L, ErlNifEnv *env, mf_session *
 
 /* A call's request counted: this thread's countdown (t, this session's
  * cache: trace_send found the slot through it) goes down by one, inline;
- * only the sampled call reads the message again (note_sampled_call). */
+ * only the sampled call reads further (note_sampled_call). */
 static inline void note_call(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
                              mf_tls_cache *t, ERL_NIF_TERM from, ERL_NIF_TERM to,
-                             ERL_NIF_TERM msg, uint64_t kind)
+                             const mf_msg *m, uint64_t kind)
 {
     if (--t->call_countdown <= 0)
-        note_sampled_call(L, env, s, t, from, to, msg, kind);
+        note_sampled_call(L, env, s, t, from, to, m->call_from, kind);
 }
 
 /* A reply sent to a local alias (its words, as receiver_word read them):
@@ -313,7 +322,7 @@ static inline void reply_call(mf_session *s, const uint64_t *alias)
 }
 
 /* A reply {Mref, Reply} sent to a local pid (kind MF_K_REPLY, not to an
- * alias), Mref as mf_kind_word read it (`tag'): when it is a plain local
+ * alias), Mref as mf_kind_read kept it (`tag'): when it is a plain local
  * reference that tags a sampled call (one load of the bitmap, as
  * reply_call), its round trip.  Any scheduler thread (the server's), with
  * the layout its callback loaded (L). */
@@ -355,55 +364,62 @@ static inline void measure(const mf_layout_t *L, ErlNifEnv *env, mf_session *s, 
         measure_sampled(L, env, s, t, from, to, msg);
 }
 
-/* Owner thread of `g` (or holding the spill slot's lock), with the layout
- * its callback loaded (L) and its cache of the session (tc).  `msg' is the
- * message (read for its kind when the session counts kinds, and for its
- * size when it is measured), 0 for a flow's event; `kind' its kind word when the
- * callback read it already (as sent to a process), else 0, and `tag' the
- * Tag of {Tag, _} with Tag no atom that read found (else 0). */
+/* What follows the count of a send from `from' to `to' of message m, kind
+ * word k (0: kinds off): its sampled size, measured for `size_to'
+ * (measure), and its round trip: a reply to a local alias (`alias', its
+ * words), a call's request, or a reply to a pid.  The one dispatch both
+ * paths of trace_send take.  Owner thread, as count_send. */
+static inline void after_count(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
+                               mf_tls_cache *t, ERL_NIF_TERM from, ERL_NIF_TERM to,
+                               const mf_msg *m, uint64_t k, const uint64_t *alias,
+                               uint64_t size_to)
+{
+    measure(L, env, s, t, from, size_to, m->term);
+    if (alias)
+        reply_call(s, alias);
+    else if ((k & MF_KIND_MASK) == MF_K_CALL)
+        note_call(L, env, s, t, from, to, m, k);
+    else if ((k & MF_KIND_MASK) == MF_K_REPLY)
+        reply_to_pid(L, s, m->reply_tag);
+}
+
+/* Send x counted in generation g, owner thread of g (or holding the spill
+ * slot's lock), with the layout its callback loaded (L) and its cache of
+ * the session (tc).  x->msg.term is 0 for a flow's event, which is counted
+ * alone; else the message is read for its kind, if the callback did not
+ * (x->msg.kind 0) and the session counts kinds, and what follows the count
+ * is done (after_count). */
 static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *s,
-                              mf_tls_cache *tc, mf_gen *g, ERL_NIF_TERM from, ERL_NIF_TERM to,
-                              ERL_NIF_TERM msg, uint64_t kind, ERL_NIF_TERM tag, int dead)
+                              mf_tls_cache *tc, mf_gen *g, mf_send *x)
 {
     uint64_t f, t;
     const uint64_t *alias;
-    if (mf_endpoint_word(env, &g->interns, from, &f) &&
-        receiver_word(L, env, g, to, &t, &alias)) {
-        /* a send to an alias is read again only where the first read
-         * (as if to a pid) could not tell: {NonAtom, _} it did not take
-         * for a reply (a Task's {Alias, Result}) */
-        uint64_t k = !msg || !s->kinds ? 0
-                     : !kind ? mf_kind_word(L, env, msg, alias != NULL, &tag)
-                     : alias && tag && (kind & MF_KIND_MASK) != MF_K_REPLY
-                         ? mf_kind_word(L, env, msg, 1, &tag)
-                         : kind;
-        if (alias && k && (k & MF_KIND_MASK) != MF_K_REPLY) {
-            /* no reply (a message to an OTP 28 priority alias, say): a
-             * pair to the owner, as if sent to its pid */
-            t ^= MF_REPLY_FLIP;
-            alias = NULL;
-        }
-        if (mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, dead) == MF_OVERFLOW &&
-            mf_is_process_word(f) && mf_is_process_word(t))
-            mf_shard_overflow_pair(g->shard, f, t); /* the busiest past the cap */
-        /* a flow's event (msg 0) is not measured; the receiver's word is
-         * read only for the sampled send */
-        if (msg && --tc->size_countdown <= 0) {
-            uint64_t w = alias ? alias[3]                           /* a reply: the alias's owner */
-                         : mf_is_local_pid((ERL_NIF_TERM)t) ? t     /* a pid, or an alias's owner */
-                         : mf_is_atom(L, env, to) ? (uint64_t)to    /* a registered name */
-                         : 0;                                       /* not measured */
-            measure_sampled(L, env, s, tc, from, w, msg);
-        }
-        if (alias)
-            reply_call(s, alias);
-        else if ((k & MF_KIND_MASK) == MF_K_CALL)
-            note_call(L, env, s, tc, from, to, msg, k);
-        else if ((k & MF_KIND_MASK) == MF_K_REPLY)
-            reply_to_pid(L, s, tag);
-    } else {
-        mf_shard_overflow(g->shard, dead);
+    if (!mf_endpoint_word(env, &g->interns, x->from, &f) ||
+        !receiver_word(L, env, g, x->to, &t, &alias)) {
+        mf_shard_overflow(g->shard, x->dead);
+        return;
     }
+    uint64_t k = 0;
+    if (x->msg.term && s->kinds) {
+        if (!x->msg.kind)
+            mf_kind_read(L, env, x->msg.term, &x->msg);
+        k = alias ? mf_kind_to_alias(L, env, &x->msg) : x->msg.kind;
+    }
+    if (alias && k && (k & MF_KIND_MASK) != MF_K_REPLY) {
+        /* no reply (a message to an OTP 28 priority alias, say): a pair
+         * to the owner, as if sent to its pid */
+        t ^= MF_REPLY_FLIP;
+        alias = NULL;
+    }
+    if (mf_shard_count(g->shard, f, t, k, k ? mf_kind_other(k) : 0, x->dead) == MF_OVERFLOW &&
+        mf_is_process_word(f) && mf_is_process_word(t))
+        mf_shard_overflow_pair(g->shard, f, t); /* the busiest past the cap */
+    if (x->msg.term)
+        after_count(L, env, s, tc, x->from, x->to, &x->msg, k, alias,
+                    alias                                ? alias[3] /* the alias's owner */
+                    : mf_is_local_pid((ERL_NIF_TERM)t)   ? t  /* a pid, or an alias's owner */
+                    : mf_is_atom(L, env, x->to)          ? (uint64_t)x->to /* a name */
+                                                         : 0); /* not measured */
 }
 
 /* trace_send(Tag, TracerState, Tracee, Message, #{extra => Receiver}).
@@ -411,61 +427,57 @@ static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *
  * this with neither a message nor options (THE_NON_VALUE for both) when a
  * traced port exits; the exit signals the port sends its links then are
  * no messages, and no receiver is named.  With kinds on, the message is
- * read in place for its kind word (mf_kind), never copied. */
+ * read once, in place (mf_kind_read), never copied. */
 static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
     (void)argc;
     mf_session *s;
-    ERL_NIF_TERM to;
+    ERL_NIF_TERM to, from = argv[2];
     const mf_layout_t *L = mf_layout_get(); /* one layout for the whole send */
-    if (!mf_get_extra(L, env, argv[4], &to) || !mf_is_term(argv[1]) || !mf_is_term(argv[2]) ||
+    if (!mf_get_extra(L, env, argv[4], &to) || !mf_is_term(argv[1]) || !mf_is_term(from) ||
         !mf_is_term(argv[3]))
         return atom_ok;
     /* Start loading the pair's line of counts in this thread's shard before
      * the session is checked, so that the two cache misses overlap; if the
      * shard turns out to be another session's, the prefetch was wasted
-     * (and so was the kind word, when the cache's session counts kinds and
-     * this one does not).  The kind word is read once, here, when the
+     * (and so was the message's read, when the cache's session counts
+     * kinds and this one does not).  The message is read here when the
      * cache's session counts kinds; count_send reads it only for a session
-     * whose cache this is not, or a reply to an alias. */
+     * whose cache this is not. */
     /* the thread's cache, its address found once (send_cache) */
     mf_tls_cache *const t = send_cache();
     mf_shard *sh = t->shard;
-    ERL_NIF_TERM tag = 0; /* a reply's {Tag, _}, for its round trip */
-    uint64_t kind = t->kinds ? mf_kind_word(L, env, argv[3], 0, &tag) : 0;
+    mf_msg m = {.term = argv[3]};
+    uint64_t kind = t->kinds ? mf_kind_read(L, env, argv[3], &m) : 0;
     mf_cell *line = NULL; /* the pair's line in sh, if sh is still the thread's */
     if (sh)
-        mf_shard_prefetch(line = mf_shard_line(sh, (uint64_t)argv[2], (uint64_t)to, kind));
+        mf_shard_prefetch(line = mf_shard_line(sh, (uint64_t)from, (uint64_t)to, kind));
     if (!mf_get_session(L, env, argv[1], &s))
         return atom_ok;
-    if (mf_own_send(&s->own, L, env, argv[2], to))
+    if (mf_own_send(&s->own, L, env, from, to))
         return atom_ok; /* msgflow's own: counted as left out */
     int dead = argv[0] == atom_send_to_non_existing_process; /* atoms: compare words */
     uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
     mf_slot *slot;
     if (t->stamp == stamp) {
-        if (sh && mf_is_local_pid(argv[2]) && mf_is_local_pid(to)) {
-            if ((dead || !mf_shard_count_hit(line, (uint64_t)argv[2], (uint64_t)to, kind)) &&
-                mf_shard_count(sh, (uint64_t)argv[2], (uint64_t)to, kind,
+        if (sh && mf_is_local_pid(from) && mf_is_local_pid(to)) {
+            if ((dead || !mf_shard_count_hit(line, (uint64_t)from, (uint64_t)to, kind)) &&
+                mf_shard_count(sh, (uint64_t)from, (uint64_t)to, kind,
                                kind ? mf_kind_other(kind) : 0, dead) == MF_OVERFLOW)
-                mf_shard_overflow_pair(sh, (uint64_t)argv[2], (uint64_t)to);
-            measure(L, env, s, t, argv[2], (uint64_t)to, argv[3]);
-            if ((kind & MF_KIND_MASK) == MF_K_CALL)
-                note_call(L, env, s, t, argv[2], to, argv[3], kind);
-            else if ((kind & MF_KIND_MASK) == MF_K_REPLY)
-                reply_to_pid(L, s, tag);
+                mf_shard_overflow_pair(sh, (uint64_t)from, (uint64_t)to);
+            after_count(L, env, s, t, from, to, &m, kind, NULL, (uint64_t)to);
             return atom_ok;
         }
         slot = t->slot;
     } else if (!(slot = find_slot(s, stamp))) {
         return atom_ok;
     }
-    ERL_NIF_TERM msg = argv[3];
+    mf_send x = {.from = from, .to = to, .dead = dead, .msg = m};
     if (!slot->lock) {
-        count_send(L, env, s, t, t->gen, argv[2], to, msg, kind, tag, dead);
+        count_send(L, env, s, t, t->gen, &x);
     } else {
         enif_mutex_lock(slot->lock);
-        count_send(L, env, s, t, mf_slot_renew(slot, stamp), argv[2], to, msg, kind, tag, dead);
+        count_send(L, env, s, t, mf_slot_renew(slot, stamp), &x);
         enif_mutex_unlock(slot->lock);
     }
     return atom_ok;
@@ -534,12 +546,12 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
     mf_tls_cache *c = &mf_tls_all[MF_SESSION_FLOW];
     mf_slot *slot = c->session_id == s->id && c->stamp == stamp ? c->slot : find_slot(s, stamp);
     if (slot) {
-        ERL_NIF_TERM key = enif_make_tuple2(env, argv[2], ev[2]);
+        mf_send x = {.from = enif_make_tuple2(env, argv[2], ev[2]), .to = ev[3]};
         if (!slot->lock) {
-            count_send(L, env, s, c, c->gen, key, ev[3], 0, 0, 0, 0);
+            count_send(L, env, s, c, c->gen, &x);
         } else {
             enif_mutex_lock(slot->lock);
-            count_send(L, env, s, c, mf_slot_renew(slot, stamp), key, ev[3], 0, 0, 0, 0);
+            count_send(L, env, s, c, mf_slot_renew(slot, stamp), &x);
             enif_mutex_unlock(slot->lock);
         }
     }

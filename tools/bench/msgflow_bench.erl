@@ -19,9 +19,9 @@
 -module(msgflow_bench).
 -behaviour(gen_server).
 
--export([main/0, flow_request/2]).
-%% the direct loop on a node of its own (term_reads/1)
--export([direct_costs/1]).
+-export([main/0, main_ab/0, flow_request/2]).
+%% the direct loop on a node of its own (term_reads/1, hot_path_ab/1)
+-export([direct_costs/1, ab_costs/1]).
 %% the memory sampler, for the other benches too
 -export([start_sampler/0, stop_sampler/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
@@ -72,6 +72,16 @@ main() ->
         _ -> ok
     end,
     flows(Scale, Rounds),
+    erlang:halt(0).
+
+%% `make bench-ab': the hot path's A/B alone (hot_path_ab/1).
+-spec main_ab() -> no_return().
+main_ab() ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    io:format("msgflow bench: OTP ~s, ~b schedulers, ~s~n",
+              [erlang:system_info(otp_release), erlang:system_info(schedulers_online),
+               cpu_model()]),
+    hot_path_ab(400000),
     erlang:halt(0).
 
 %%% One run
@@ -506,7 +516,8 @@ callbacks(Scale, Workloads, Results) ->
                msgflow_fmt:int(lists:sum([Sm || {_, _, Sm, _, _, _, _} <- SizeEdges])),
                erts_debug:flat_size(?BENCH_MSG)]),
     size_costs(Pairs, max(1000, N div 20)),
-    term_reads(N).
+    term_reads(N),
+    hot_path_ab(N).
 
 %% What one measured message costs (size_sample 1 against sizes off, both
 %% with kinds and round trips): a message of 1 KB (a list of 64 small
@@ -544,9 +555,7 @@ size_costs(Pairs, N) ->
 
 term_reads(N) ->
     Result = try
-                 _ = os:cmd("epmd -daemon"),
-                 _ = node() =:= nonode@nohost andalso
-                     net_kernel:start([list_to_atom("msgflow_bench_" ++ os:getpid()), shortnames]),
+                 ok = distributed(),
                  Paths = lists:append([["-pa", filename:dirname(code:which(M))]
                                        || M <- [msgflow, ?MODULE]]),
                  Run = fun(Env) ->
@@ -596,6 +605,101 @@ direct_costs(N) ->
                                                           msgflow_tracer:lib_info())))],
     {lists:min(maps:get(off, Runs)) - Floor, lists:min(maps:get(on, Runs)) - Floor,
      case Reads of [] -> "none"; _ -> string:join(Reads, " ") end}.
+
+%%% The hot path's A/B: the direct loop on this tree's library and on an
+%%% older tree's (MSGFLOW_BENCH_BASE, its ebin directory, which `make
+%%% bench' builds from BENCH_BASE: tools/bench/base.sh), each round a
+%%% fresh peer node of each, one after the other in a shuffled order, 9
+%%% rounds; each peer gives its fastest of ?AB_RUNS runs a setup
+%%% (ab_costs/1), and the medians of the rounds are printed side by side.
+%%% The same Erlang loop calls both libraries, so the difference is their
+%%% C.
+
+-define(AB_ROUNDS, 9).
+-define(AB_RUNS, 9).
+-define(AB_SETUPS, [{off, "kinds off"}, {on, "kinds on, a call"}, {rtt, "+ round trips 1/64"},
+                    {reply, "kinds on, {Mref, ok} to a pid"},
+                    {sizes, "+ sizes 1/64 (start/1's defaults)"}]).
+
+hot_path_ab(N) ->
+    case {os:getenv("MSGFLOW_BENCH_BASE", ""), os:getenv("MSGFLOW_BENCH_BASE_REV", "?")} of
+        {"", Rev} ->
+            io:format("~nhot path A/B: not run (no build of ~s; `make bench' builds it)~n", [Rev]);
+        {Base, Rev} ->
+            Bench = ["-pa", filename:dirname(code:which(?MODULE))],
+            Trees = [{old, ["-pa", Base | Bench]},
+                     {new, ["-pa", filename:dirname(code:which(msgflow)) | Bench]}],
+            ok = distributed(),
+            Rounds = [[{Tree, peer_costs(Args, N)} || {Tree, Args} <- shuffle(Trees)]
+                      || _ <- lists:seq(1, ?AB_ROUNDS)],
+            Of = fun(Tree, K) -> [maps:get(K, C) || R <- Rounds, {T, C} <- R, T =:= Tree] end,
+            io:format("~nhot path A/B: the direct loop on ~s's library (old) and this tree's "
+                      "(new), a fresh peer node each, interleaved, ~b rounds of ~b runs of ~s "
+                      "sends; msgflow's own work per send over the floor, ns, median of the "
+                      "rounds' fastest runs (spread: interquartile range / median)~n"
+                      "  ~-36s ~8s ~8s ~9s ~8s ~8s~n",
+                      [Rev, ?AB_ROUNDS, ?AB_RUNS, msgflow_fmt:int(N), "setup", "old", "new",
+                       "new-old", "old sp%", "new sp%"]),
+            [begin
+                 Old = Of(old, K),
+                 New = Of(new, K),
+                 D = median(New) - median(Old),
+                 io:format("  ~-36s ~8.1f ~8.1f ~9s ~8.1f ~8.1f~n",
+                           [Name, median(Old), median(New),
+                            [case D < 0 of true -> "-"; false -> "+" end,
+                             io_lib:format("~.1f", [abs(D)])],
+                            spread(Old), spread(New)])
+             end || {K, Name} <- ?AB_SETUPS],
+            ok
+    end.
+
+%% This node distributed, for peer nodes.
+distributed() ->
+    _ = os:cmd("epmd -daemon"),
+    _ = node() =:= nonode@nohost andalso
+        net_kernel:start([list_to_atom("msgflow_bench_" ++ os:getpid()), shortnames]),
+    ok.
+
+peer_costs(Args, N) ->
+    {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args}),
+    try erpc:call(Node, ?MODULE, ab_costs, [N], 600000)
+    after peer:stop(Peer)
+    end.
+
+%% @private On a node of its own: msgflow's own work in the direct loop
+%% (ns per send over the floor, fastest of ?AB_RUNS runs each,
+%% interleaved) for each of ?AB_SETUPS: kinds off and on with a call's
+%% request, round trips of 1 in 64 calls noted, a reply to a pid with
+%% round trips, and sizes of 1 in 64 sends measured.
+-spec ab_costs(pos_integer()) -> #{atom() => float()}.
+ab_costs(N) ->
+    {ok, _} = application:ensure_all_started(msgflow),
+    Pids = [spawn_link(fun sink/0) || _ <- lists:seq(1, 1000)],
+    Pairs = list_to_tuple([{A, B, #{extra => B}}
+                           || {A, B} <- lists:zip(Pids, tl(Pids) ++ [hd(Pids)])]),
+    New = fun(Kinds, Calls, Sizes) ->
+                  S = msgflow_tracer:session_new(self(), 100000, Kinds),
+                  _ = Calls andalso msgflow_tracer:calls_config(S, 64, 5000),
+                  _ = Sizes andalso msgflow_tracer:sizes_config(S, 64, msgflow_tracer:size_words()),
+                  S
+          end,
+    Reply = {erlang:monitor(process, self()), ok},
+    Setups = #{floor => {floor, [], ?BENCH_MSG},
+               off => {msgflow, New(0, false, false), ?BENCH_MSG},
+               on => {msgflow, New(8, false, false), ?BENCH_MSG},
+               rtt => {msgflow, New(8, true, false), ?BENCH_MSG},
+               reply => {msgflow, New(8, true, false), Reply},
+               sizes => {msgflow, New(8, true, true), ?BENCH_MSG}},
+    Runs = lists:foldl(
+             fun(_, Acc) ->
+                     lists:foldl(fun(T, Acc1) ->
+                                         {Tracer, S, Msg} = maps:get(T, Setups),
+                                         R = call_loop(Tracer, S, Pairs, N, Msg),
+                                         maps:update_with(T, fun(L) -> [R | L] end, [R], Acc1)
+                                 end, Acc, shuffle(maps:keys(Setups)))
+             end, #{}, lists:seq(1, ?AB_RUNS)),
+    Floor = lists:min(maps:get(floor, Runs)),
+    maps:from_list([{T, lists:min(L) - Floor} || {T, L} <- maps:to_list(Runs), T =/= floor]).
 
 %% Every call counted, in 1,000 pairs, under the kind expected.  (A pair
 %% comes once per slot that counted it: a thread that turns to the other
