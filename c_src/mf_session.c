@@ -457,35 +457,11 @@ static ERL_NIF_TERM size_edges(ErlNifEnv *env, mf_sizes *z, mf_size_edge *list, 
     return acc;
 }
 
-/* sizes_take(Session) -> [{Sender, Receiver, Sampled, Words, WordsMax,
- * BinBytes, Large}]: the messages measured since the last take, by edge
- * (Sender a local pid, Receiver a local pid or registered name); Words and BinBytes are sums over the Sampled messages, Large how
- * many of them ran out the walk's budget.  `[]' when sizes are off.  In
- * one call (tests and benches; the collector takes them in chunks with
- * sizes_take_some/2): while a chunked take is under way, the rest of
- * it (the edges it left and the chains it has not reached yet); newer
- * edges in chains it emptied come with the next call.  `busy' while
- * another caller takes them. */
-ERL_NIF_TERM mf_nif_sizes_take(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
-{
-    (void)argc;
-    mf_session *s;
-    if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
-        return enif_make_badarg(env);
-    mf_sizes *z = atomic_load(&s->sizes);
-    ERL_NIF_TERM list = enif_make_list(env, 0);
-    int more = z != NULL, busy;
-    while (more) {
-        mf_size_edge *some = mf_sizes_take_some(z, UINT32_MAX, &more, &busy);
-        if (busy)
-            return enif_raise_exception(env, atom_busy);
-        list = size_edges(env, z, some, list);
-    }
-    return list;
-}
-
-/* sizes_take_some(Session, Max) -> {more | done, Edges}: sizes_take/1's
- * edges, at most Max (1 to 65,536) a call, so that no call holds its
+/* sizes_take_some(Session, Max) -> {more | done, Edges}: the messages
+ * measured since the last take, by edge, [{Sender, Receiver, Sampled,
+ * Words, WordsMax, BinBytes, Large}] (Sender a local pid, Receiver a local
+ * pid or registered name; Words and BinBytes sums over the Sampled
+ * messages, Large how many of them ran out the walk's budget), at most Max (1 to 65,536) a call, so that no call holds its
  * scheduler long: `more' while edges or chains of this take are left,
  * which the next call goes on with (mf_sizes_take_some).  `{done, []}'
  * when sizes are off; `busy' while another caller takes them.  The

@@ -7,7 +7,7 @@
  * Threads: mf_size_measure and mf_sizes_add on any scheduler thread at
  * once (the edges under a spin lock held for a lookup and a few adds);
  * mf_sizes_take_some and mf_sizes_free_edges by the collector (and
- * tests and benches, through sizes_take: a second caller of
+ * tests and benches, through sizes_take_some: a second caller of
  * mf_sizes_take_some at once is told busy);
  * mf_sizes_new and mf_sizes_free by whoever owns the session.
  */

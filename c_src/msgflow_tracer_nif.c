@@ -721,7 +721,6 @@ static ErlNifFunc nif_funcs[] = {
     {"calls_config", 3, mf_nif_calls_config, 0},
     {"calls_take", 1, mf_nif_calls_take, 0},
     {"sizes_config", 3, mf_nif_sizes_config, 0},
-    {"sizes_take", 1, mf_nif_sizes_take, 0},
     {"sizes_take_some", 2, mf_nif_sizes_take_some, 0},
     {"call_buckets", 0, mf_nif_call_buckets, 0},
     {"session_new", 3, mf_nif_session_new, 0},

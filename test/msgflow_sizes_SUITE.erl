@@ -286,22 +286,25 @@ waits(Burst, Windows) ->
 %% windows, within 30 % of the measured mean: each window's is a mean of
 %% 40 readings of a queue that goes from 19 to 0 and rests every 50 ms,
 %% whose standard error is about 13 % here (one window was off by a
-%% third twice in two days of runs); no large_messages, and no long_wait
-%% while the measured wait is short.
+%% third twice in two days of runs); no large_messages, and neither a
+%% growing queue nor a long_wait while the measured wait is short.
 wait_below_capacity(_Config) ->
     {_, E, Waits, Found, _} = waits(20, 3),
     #{growing := G} = E,
     ?assert(lists:all(fun({W, _}) -> is_number(W) end, Waits)),
-    ?assertNot(G),
     W = lists:sum([X || {X, _} <- Waits]) / 3,
     Measured = lists:sum([M || {_, M} <- Waits]) / 3,
     ?assert(abs(W - Measured) =< 0.3 * Measured, {W, Measured, Waits}),
     ?assertEqual([], [F || F = #{rule := large_messages} <- Found]),
-    %% no long_wait while messages did not wait long (a machine too busy
-    %% to give the server its 80 % makes the wait long: then it is one)
+    %% no growing queue and no long_wait while messages did not wait long
+    %% (a machine too busy to give the server its 80 % makes the queue
+    %% grow and the wait long: then both are right)
     case Measured < 50 of
-        true -> ?assertEqual([], [F || F = #{rule := long_wait} <- Found]);
-        false -> ct:comment("the server fell behind: ~.1f ms measured", [Measured])
+        true ->
+            ?assertNot(G),
+            ?assertEqual([], [F || F = #{rule := long_wait} <- Found]);
+        false ->
+            ct:comment("the server fell behind: ~.1f ms measured", [Measured])
     end.
 
 %% Bursts of 30 every 50 ms: 120 % of what it can take.  The mailbox grew

@@ -16,7 +16,7 @@
 -export([enabled/3, enabled_send/3, trace_send/5, trace/5, enabled_procs/3, trace_procs/5,
          enabled_call/3]).
 -export([calls_config/3, calls_take/1, call_buckets/0]).
--export([sizes_config/3, sizes_take/1, sizes_take_some/2, size_words/0]).
+-export([sizes_config/3, sizes_take_some/2, size_words/0]).
 -export([session_new/3, session_stop/1, session_rotate/1, session_limit/2, snapshot/1, snapshot_start/1, snapshot_next/1,
          proc_events_take/1, session_info/1, own/3,
          lib_info/0, kinds/0]).
@@ -276,16 +276,8 @@ sizes_config(_Session, _Sample, _Words) -> ?NOT_LOADED.
 %% Receiver, Sampled, Words, WordsMax, BinaryBytes, Large}]', Words (heap
 %% words) and BinaryBytes (bytes of off-heap binaries) summed over the
 %% Sampled messages, WordsMax the biggest, Large how many ran out the
-%% walk's budget.  A reply to an alias is the edge to its owner.  All at
-%% once, for tests and benches (the collector takes them in chunks:
-%% sizes_take_some/2); raises `busy' while another process takes them.
--spec sizes_take(session()) ->
-          [{pid(), pid() | atom(), pos_integer(), non_neg_integer(),
-            non_neg_integer(), non_neg_integer(), non_neg_integer()}].
-sizes_take(_Session) -> ?NOT_LOADED.
-
-%% @doc sizes_take/1's edges, at most Max (1 to 65,536) a call: `{more,
-%% Edges}' while edges or chains of this take are left (the next call
+%% walk's budget; a reply to an alias is the edge to its owner.  At most
+%% Max edges (1 to 65,536) a call: `{more, Edges}' while edges or chains of this take are left (the next call
 %% goes on with them; a message measured meanwhile comes in this take or
 %% the next, once), `{done, Edges}' with the last.  Raises `busy' while
 %% another process takes them; badarg for a bad argument.  The collector

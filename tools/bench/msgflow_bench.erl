@@ -482,7 +482,7 @@ callbacks(Scale, Workloads, Results) ->
                                  end, Acc, shuffle(maps:keys(Sessions)))
              end, #{}, lists:seq(1, ?CALLBACK_RUNS)),
     {RttEdges, _} = msgflow_tracer:calls_take(Rtt),
-    SizeEdges = msgflow_tracer:sizes_take(Sizes),
+    SizeEdges = sizes_taken(Sizes, []),
     Exact = [callbacks_exact(S, N, K) || {S, K} <- [{Off, none}, {On, {call, get}},
                                                     {Rtt, {call, get}}, {Sizes, {call, get}},
                                                     {OnReply, {reply, ok}},
@@ -700,6 +700,13 @@ ab_costs(N) ->
              end, #{}, lists:seq(1, ?AB_RUNS)),
     Floor = lists:min(maps:get(floor, Runs)),
     maps:from_list([{T, lists:min(L) - Floor} || {T, L} <- maps:to_list(Runs), T =/= floor]).
+
+%% Every sized edge of a session, taken in chunks as the collector does.
+sizes_taken(Session, Acc) ->
+    case msgflow_tracer:sizes_take_some(Session, 65536) of
+        {more, Es} -> sizes_taken(Session, Es ++ Acc);
+        {done, Es} -> Es ++ Acc
+    end.
 
 %% Every call counted, in 1,000 pairs, under the kind expected.  (A pair
 %% comes once per slot that counted it: a thread that turns to the other
