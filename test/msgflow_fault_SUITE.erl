@@ -641,7 +641,7 @@ reconnect_after_grace(_Config) ->
 reconnect(Away) ->
     _ = msgflow_test_lib:start_distribution(),
     Paths = lists:append([["-pa", filename:dirname(code:which(M))]
-                          || M <- [msgflow, msgflow_SUITE]]),
+                          || M <- [msgflow, msgflow_workloads]]),
     {ok, Peer, N} = peer:start_link(#{name => peer:random_name(), connection => standard_io,
                                       args => ["-connect_all", "false" | Paths]}),
     try

@@ -1,5 +1,5 @@
 %%% A gen_server that takes 1 ms per cast: the planted bottleneck of
-%%% msgflow_SUITE:hotspot_bottleneck/1.
+%%% msgflow_views_SUITE:hotspot_bottleneck/1.
 -module(msgflow_slow_server).
 -behaviour(gen_server).
 -export([init/1, handle_call/3, handle_cast/2]).

@@ -9,6 +9,9 @@
 -export([skip/1, quietly/1, start_distribution/0, cluster_peer/1, start_as_shell/2, peer_send/3, peer_call/3, peer_echo/0,
          start_node/0, stop_node/1, cookie_file/1, flagged/0, modes/0, sink/0, root/0, run/2, run/3, tool/1,
          clean/0, remote_call/1]).
+%% dumps, CSV and printed output, flows' summaries
+-export([lines/1, count/2, csv_rows/1, csv_rows/4, csv_quoted/4, field/1,
+         dump_dir/0, write_dump/1, read_dump/1, write_expect/3, flows_of/2]).
 
 %% A request to msgflow_remote, as msgflow-top sends it, and its answer.
 remote_call(Call) ->
@@ -47,7 +50,7 @@ cluster_peer(Code) ->
     Args = ["-connect_all", "false"]
         ++ case Code of
                true -> lists:append([["-pa", filename:dirname(code:which(M))]
-                                     || M <- [msgflow, ?MODULE, msgflow_SUITE]]);
+                                     || M <- [msgflow, ?MODULE, msgflow_workloads]]);
                false -> []
            end,
     {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args}),
@@ -181,3 +184,69 @@ skip(Reason0) ->
         true -> ct:fail({skipped_in_ci, Reason});
         false -> {skip, Reason}
     end.
+
+lines(Bin) ->
+    [L || L <- string:split(binary:replace(Bin, <<"\e[4F\e[J">>, <<>>, [global]), "\n", all)].
+
+count(Bin, Pat) ->
+    length(binary:matches(Bin, Pat)).
+
+%% RFC 4180 rows: quoted fields may hold commas, quotes and newlines.
+csv_rows(Bin) ->
+    csv_rows(Bin, [], [], []).
+
+csv_rows(<<>>, [], [], Rows) -> lists:reverse(Rows);
+csv_rows(<<>>, F, Fs, Rows) -> lists:reverse([lists:reverse([field(F) | Fs]) | Rows]);
+csv_rows(<<$\n, R/binary>>, F, Fs, Rows) -> csv_rows(R, [], [], [lists:reverse([field(F) | Fs]) | Rows]);
+csv_rows(<<$,, R/binary>>, F, Fs, Rows) -> csv_rows(R, [], [field(F) | Fs], Rows);
+csv_rows(<<$", R/binary>>, [], Fs, Rows) -> csv_quoted(R, [], Fs, Rows);
+csv_rows(<<C, R/binary>>, F, Fs, Rows) -> csv_rows(R, [C | F], Fs, Rows).
+
+csv_quoted(<<$", $", R/binary>>, F, Fs, Rows) -> csv_quoted(R, [$" | F], Fs, Rows);
+csv_quoted(<<$", R/binary>>, F, Fs, Rows) -> csv_rows(R, F, Fs, Rows);
+csv_quoted(<<C, R/binary>>, F, Fs, Rows) -> csv_quoted(R, [C | F], Fs, Rows).
+
+field(F) -> list_to_binary(lists:reverse(F)).
+
+dump_dir() ->
+    Dir = filename:join([msgflow_test_lib:root(), "_build", "test", "dumps"]),
+    ok = filelib:ensure_path(Dir),
+    Dir.
+
+%% Exports an ETF dump of the data msgflow holds and its expect file.
+write_dump(Name) ->
+    ok = msgflow:export(filename:join(dump_dir(), Name ++ ".etf"), etf),
+    write_expect(Name, read_dump(Name), true).
+
+read_dump(Name) ->
+    {ok, Bin} = file:read_file(filename:join(dump_dir(), Name ++ ".etf")),
+    binary_to_term(Bin).
+
+%% The expect file test/c/test_dump.c checks the decoder against: a
+%% summary line, then (when PerPair) each row as the decoder must render it
+%% (a version 6 dump names its ends' texts).
+write_expect(Name, #{node := Node, events := Events, endpoints := Ends, rows := Rows},
+             PerPair) ->
+    EndT = list_to_tuple(Ends),
+    Head = io_lib:format("~s ~b ~b ~b ~b ~b~n",
+                         [Node, length(Ends), length(Rows), Events,
+                          lists:sum([C || #{messages := C} <- Rows]),
+                          lists:sum([N || #{kinds := Ks} <- Rows, #{messages := N} <- Ks])]),
+    %% each row, and its kinds as `kind:tag=N' in the dump's order
+    Lines = [begin
+                 #{text := S, label := SL} = element(Si + 1, EndT),
+                 #{text := R, label := RL} = element(Ri + 1, EndT),
+                 [S, $\t, R, $\t, SL, $\t, RL, $\t,
+                  integer_to_list(C), $\t, integer_to_list(W), $\t,
+                  lists:join(" ", [io_lib:format("~s:~s=~b", [K, T, N])
+                                   || #{kind := K, tag := T, messages := N} <- Ks]),
+                  $\n]
+             end || PerPair, #{sender := Si, receiver := Ri, messages := C, window_messages := W,
+                               kinds := Ks} <- Rows],
+    ok = file:write_file(filename:join(dump_dir(), Name ++ ".expect"), [Head | Lines]).
+
+%% The summaries of the follow_calls entries of module Mod's function F
+%% (flows() keeps those of the entries stopped before).
+flows_of(Mod, F) ->
+    [S || S = #{entry := {M, F1, _}} <- maps:get(entries, msgflow:view(flows, #{})),
+          M =:= Mod, F1 =:= F].
