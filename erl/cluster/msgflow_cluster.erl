@@ -307,7 +307,7 @@ report(Top) ->
     ok = msgflow_flags:untrace_self(),
     case msgflow_collector:store(Top) of
         Store = #{pairs := _} when Top ->
-            (figures(Store))#{top => msgflow_view:run(Store, fun() ->
+            (figures(Store))#{top => msgflow_workers:run(Store, fun() ->
                                                                msgflow_rows:build(
                                                                  Store, #{by => process,
                                                                           limit => ?TOP_KEPT})

@@ -86,7 +86,7 @@ options(Name) ->
 
 %% @doc Fun() run in a process of its own sized for a value that holds
 %% every pair of the store as it is now, and a view of every pair beside
-%% it (msgflow_view:run/3's `export'): where an export or a dump is
+%% it (msgflow_workers:run/3's `export'): where an export or a dump is
 %% rendered.  Its value, or what it raises.
 -spec run_sized(fun(() -> Result)) -> Result.
 run_sized(Fun) ->
@@ -94,7 +94,7 @@ run_sized(Fun) ->
                 #{pairs := _} = S -> S;
                 _ -> none
             end,
-    msgflow_view:run(Store, export, Fun).
+    msgflow_workers:run(Store, export, Fun).
 
 %% @doc The views that can be asked for with no options (those that need
 %% one, a pid or a pair, are left out): what a tool may show in turn.
@@ -414,7 +414,7 @@ local_parts(Queries) ->
                true -> full;
                false -> interactive
            end,
-    Built = msgflow_view:run(Heap, Wait, fun() ->
+    Built = msgflow_workers:run(Heap, Wait, fun() ->
                                            %% a range read once for the queries that ask it
                                            {Parts, _} = lists:mapfoldl(
                                                           fun(Q = {M, Opts}, Ranges) ->
@@ -462,7 +462,7 @@ store_for(Opts, Live, Ranges) ->
             end
     end.
 
-%% Called in the process msgflow_view:run/3 gives.
+%% Called in the process msgflow_workers:run/3 gives.
 part({error, _} = E, _, _) ->
     E;
 part({ok, Mod}, Opts, Store) ->

@@ -3,7 +3,7 @@
  * msgflow:dump/0, and the rows msgflow-top asks for), versions 1 to 6,
  * with ei.  Shared by msgflow-report and msgflow-top.
  *
- * Version 6 (erl/render/msgflow_dump.erl documents it) is term_to_binary
+ * Version 6 (erl/output/msgflow_dump.erl documents it) is term_to_binary
  * of a map whose every part is a map with named fields:
  *   #{format => msgflow_dump, version => 6, node, by, sort, taken_at,
  *     started_at, running, window_ms, scale, events, dead_letters,
