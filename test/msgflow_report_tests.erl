@@ -1,5 +1,7 @@
-%%% EUnit tests of the hotspot rules and the report encoders on views built
-%%% by hand, so every figure is known.
+%%% EUnit tests of the report encoders, the printed views and the hotspot
+%%% rules' arithmetic (exact rates) on views built by hand, so every figure
+%%% is known; msgflow_hotspots_tests checks the rules on rows the real row
+%%% builder makes.
 -module(msgflow_report_tests).
 -include_lib("eunit/include/eunit.hrl").
 

@@ -132,54 +132,6 @@ store_windows() ->
 delta(R) ->
     {range(1, 8), range(0, R), range(1, 40), elements([none, info, call, cast])}.
 
-%% The pids (and a name for receiver 0) the deltas use, alive for the
-%% run.
-with_ends(Fun) ->
-    with_ends(9, Fun).
-
-with_ends(N, Fun) ->
-    %% each running its fun before the store labels it (a process not yet
-    %% scheduled in is labelled by its spawn call, on a busy machine)
-    Parent = self(),
-    Ends = [spawn(fun() -> Parent ! {ready, self()}, receive stop -> ok end end) || _ <- lists:seq(1, N)],
-    [receive {ready, E} -> ok end || E <- Ends],
-    Name = msgflow_store_tests_srv,
-    true = register(Name, lists:last(Ends)),
-    try Fun(list_to_tuple(Ends), Name)
-    after
-        unregister(Name),
-        [E ! stop || E <- Ends]
-    end.
-
-%% The store fed with Windows (all but the last closed), its handle, and
-%% the same handle without what the store keeps (the views then scan).
-fed(Windows, Ends, Name, Caps) ->
-    fed(Windows, Ends, Name, Caps, fun(_) -> false end).
-
-%% fed/4 with the deltas Reply says are replies to aliases of their
-%% receiver (rolled-up rows) merged as such.
-fed(Windows, Ends, Name, Caps, Reply) ->
-    S0 = msgflow_store:start_run(msgflow_store:new(Caps), #{windows => 60, max_pairs => 1000000}),
-    End = fun(0) -> Name; (I) -> element(I, Ends) end,
-    S = lists:foldl(
-          fun({I, W}, Acc) ->
-                  {Rs, Ps} = lists:partition(Reply, W),
-                  Of = fun(Ds) -> [case K of
-                                       none -> {element(Sn, Ends), End(R), N};
-                                       _ -> {element(Sn, Ends), End(R), N, K, x}
-                                   end || {Sn, R, N, K} <- Ds]
-                       end,
-                  Acc1 = msgflow_store:merge_deltas(Of(Ps), Of(Rs), Acc),
-                  case I < length(Windows) of
-                      true -> msgflow_store:close_window(Acc1);
-                      false -> Acc1
-                  end
-          end, S0, lists:enumerate(Windows)),
-    H = msgflow_store:handle(S, #{node => node(), running => true, started_at => 0,
-                                  stopped_at => undefined, interval => 1000, sample => off,
-                                  call_sample => off, skipped => 0, new_tracer => msgflow}),
-    {S, H, maps:without([busiest, named, window_ends], H)}.
-
 %% top by process (messages, and the last window's), limited: the rows
 %% the index gives rank as the scan's do, and a row both give is the same.
 prop_top_equals_scan() ->
@@ -197,9 +149,9 @@ prop_top_with_replies_equals_scan() ->
 top_equals_scan(Reply) ->
     ?FORALL({Windows, Limit, Sort, Cap}, {store_windows(), range(1, 10), elements([messages, rate]),
                                          range(1, 6)},
-            with_ends(
+            msgflow_store_feed:with_ends(
               fun(Ends, Name) ->
-                      {S, Kept, Scan} = fed(Windows, Ends, Name, #{total => Cap, window => Cap}, Reply),
+                      {S, Kept, Scan} = msgflow_store_feed:fed(Windows, Ends, Name, #{total => Cap, window => Cap}, Reply),
                       Spec = #{by => process, limit => Limit, sort => Sort},
                       #{rows := A} = msgflow_rows:build(Kept, Spec),
                       #{rows := B} = msgflow_rows:build(Scan, Spec),
@@ -214,7 +166,7 @@ top_equals_scan(Reply) ->
                                                         _ -> true
                                                     end
                                             end, A),
-                      retire(S),
+                      msgflow_store_feed:retire(S),
                       ?WHENFAIL(io:format("index: ~p~nscan: ~p~n", [A, B]), Same)
               end)).
 
@@ -223,15 +175,15 @@ top_equals_scan(Reply) ->
 %% there is what its rows in both tables add up to.
 prop_index_ranks_replies() ->
     ?FORALL({Windows, Limit}, {store_windows(), range(1, 10)},
-            with_ends(
+            msgflow_store_feed:with_ends(
               fun(Ends, Name) ->
                       %% (by N: a key has rows in both tables)
                       Reply = fun({_, R, N, _}) -> R =/= 0 andalso N rem 2 =:= 0 end,
-                      {S, Kept, _} = fed(Windows, Ends, Name, #{total => 1000, window => 1000}, Reply),
+                      {S, Kept, _} = msgflow_store_feed:fed(Windows, Ends, Name, #{total => 1000, window => 1000}, Reply),
                       #{closed := Closed} = Kept,
                       Ctx = #{sort => messages, last => Closed, open => Closed + 1},
                       Got = msgflow_rows_groups:from_index(Kept, Ctx, Limit),
-                      retire(S),
+                      msgflow_store_feed:retire(S),
                       ?WHENFAIL(io:format("~p~n", [Got]), element(1, Got) =:= ok)
               end)).
 
@@ -241,9 +193,9 @@ prop_index_ranks_replies() ->
 %% counts differently).
 prop_hotspots_equal_full() ->
     ?FORALL(Windows, store_windows(),
-            with_ends(
+            msgflow_store_feed:with_ends(
               fun(Ends, Name) ->
-                      {S, Kept, Scan} = fed(Windows, Ends, Name, #{}),
+                      {S, Kept, Scan} = msgflow_store_feed:fed(Windows, Ends, Name, #{}),
                       Opts = #{hot_rate => 1.0e-9, spike_min => 10, spike_factor => 2,
                                fan_out_receivers => 5, fan_in_senders => 5},
                       %% (labels aside: a label shared by several keys the
@@ -253,7 +205,7 @@ prop_hotspots_equal_full() ->
                                                      || F <- Fs]) end,
                       A = Strip(msgflow_hotspots:build(Kept, Opts)),
                       B = Strip(msgflow_hotspots:build(Scan, Opts)),
-                      retire(S),
+                      msgflow_store_feed:retire(S),
                       ?WHENFAIL(io:format("kept: ~p~nscan: ~p~n", [A, B]), A =:= B)
               end)).
 
@@ -264,16 +216,16 @@ prop_hotspots_equal_full() ->
 %% two ends: not compared here.)
 prop_hot_pairs_with_names() ->
     ?FORALL(Windows, non_empty(list(list(delta(9)))),
-            with_ends(
+            msgflow_store_feed:with_ends(
               fun(Ends, Name) ->
-                      {S, Kept, Scan} = fed(Windows, Ends, Name, #{}),
+                      {S, Kept, Scan} = msgflow_store_feed:fed(Windows, Ends, Name, #{}),
                       Opts = #{hot_rate => 40.0e3, spike_min => 30, spike_factor => 2},
                       Pairs = fun(Fs) -> lists:sort([maps:with([rule, subject, evidence, members], F)
                                                      || F = #{rule := R} <- Fs,
                                                         R =:= hot_pair orelse R =:= spike]) end,
                       A = Pairs(msgflow_hotspots:build(Kept, Opts)),
                       B = Pairs(msgflow_hotspots:build(Scan, Opts)),
-                      retire(S),
+                      msgflow_store_feed:retire(S),
                       ?WHENFAIL(io:format("kept: ~p~nscan: ~p~n", [A, B]), A =:= B)
               end)).
 
@@ -284,14 +236,14 @@ prop_hot_pairs_with_names() ->
 %% it, and the heatmap's view labels fewer keys).
 prop_heatmap_equals_scan() ->
     ?FORALL({Windows, L}, {non_empty(list(list(delta(9)))), range(1, 10)},
-            with_ends(
+            msgflow_store_feed:with_ends(
               fun(Ends, Name) ->
-                      {S, H, _} = fed(Windows, Ends, Name, #{}),
+                      {S, H, _} = msgflow_store_feed:fed(Windows, Ends, Name, #{}),
                       Opts = #{by => process, limit => L, weigh => messages},
                       Part = msgflow_matrix_view:build(H, Opts),
                       A = msgflow_matrix_view:merge([Part], Opts, #{}),
                       B = heatmap_of_every_row([H], L),
-                      retire(S),
+                      msgflow_store_feed:retire(S),
                       ?WHENFAIL(io:format("heatmap: ~p~nscan: ~p~n", [A, B]),
                                 is_map_key(heat_totals, Part) andalso not is_map_key(heat_totals, A)
                                 andalso same_matrix(A, B))
@@ -302,12 +254,12 @@ prop_heatmap_equals_scan() ->
 %% heatmap is the one of both nodes' every row.
 prop_cluster_heatmap_equals_scan() ->
     ?FORALL({Windows, L}, {non_empty(list(list(delta(9)))), range(1, 10)},
-            with_ends(
+            msgflow_store_feed:with_ends(
               fun(Ends, Name) ->
                       Part = fun(Senders) -> [[D || D = {Sn, _, _, _} <- W, lists:member(Sn, Senders)]
                                               || W <- Windows] end,
-                      {S1, H1, _} = fed(Part([1, 2, 3, 4]), Ends, Name, #{}),
-                      {S2, H2, _} = fed(Part([5, 6, 7, 8]), Ends, Name, #{}),
+                      {S1, H1, _} = msgflow_store_feed:fed(Part([1, 2, 3, 4]), Ends, Name, #{}),
+                      {S2, H2, _} = msgflow_store_feed:fed(Part([5, 6, 7, 8]), Ends, Name, #{}),
                       Opts = #{by => process, limit => L, weigh => messages},
                       Ctx = #{labels => fun(_) -> #{} end},
                       A = msgflow_matrix_view:merge([msgflow_matrix_view:build(H, Opts) || H <- [H1, H2]],
@@ -320,8 +272,8 @@ prop_cluster_heatmap_equals_scan() ->
                       C = msgflow_matrix_view:merge([msgflow_matrix_view:build(H1, Opts), Stand], Opts, Ctx),
                       D = heatmap_of_rows([msgflow_rows:build(H1, #{by => process, with_kinds => false}), Top],
                                           L),
-                      retire(S1),
-                      retire(S2),
+                      msgflow_store_feed:retire(S1),
+                      msgflow_store_feed:retire(S2),
                       ?WHENFAIL(io:format("heatmap: ~p~nscan: ~p~nstand-in: ~p~nscan: ~p~n", [A, B, C, D]),
                                 same_matrix(A, B) andalso same_matrix(C, D))
               end)).
@@ -330,13 +282,13 @@ prop_cluster_heatmap_equals_scan() ->
 %% sorted), the last spawned the busiest, 200 of them tied next:
 %% the heatmap is still the one of every row.
 heatmap_many_receivers_test() ->
-    with_ends(5009, fun(Ends, Name) ->
+    msgflow_store_feed:with_ends(5009, fun(Ends, Name) ->
                             W = [{R rem 8 + 1, R, R div 200 + 1, none} || R <- lists:seq(0, 5009)],
-                            {S, H, _} = fed([W, W], Ends, Name, #{}),
+                            {S, H, _} = msgflow_store_feed:fed([W, W], Ends, Name, #{}),
                             Opts = #{by => process, limit => 30, weigh => messages},
                             A = msgflow_matrix_view:merge([msgflow_matrix_view:build(H, Opts)], Opts, #{}),
                             B = heatmap_of_every_row([H], 30),
-                            retire(S),
+                            msgflow_store_feed:retire(S),
                             ?assertMatch(#{cols := [_ | _]}, A),
                             ?assertEqual(30, length(maps:get(cols, A))),
                             ?assert(same_matrix(A, B))
@@ -373,7 +325,7 @@ same_matrix(A, B) ->
 %% names (?KIND_ENDS in msgflow_hotspots): the one grouped finding over
 %% what the store keeps has their kind, as the one over every pair has.
 many_fan_out_subjects_test() ->
-    with_ends(47, fun(Ends, Name) ->
+    msgflow_store_feed:with_ends(47, fun(Ends, Name) ->
                           W = [{Sn, R, 3, cast} || Sn <- lists:seq(1, 40), R <- lists:seq(41, 46)],
                           {A, B} = fan_outs([W, W], Ends, Name, 5),
                           ?assertMatch([#{members := 40, evidence := #{kind := {cast, x, 100}}}], A),
@@ -383,14 +335,14 @@ many_fan_out_subjects_test() ->
 %% The fan-out findings (members and evidence) over what the store fed
 %% with Windows keeps, and over every pair.
 fan_outs(Windows, Ends, Name, Min) ->
-    {S, Kept, Scan} = fed(Windows, Ends, Name, #{}),
+    {S, Kept, Scan} = msgflow_store_feed:fed(Windows, Ends, Name, #{}),
     Found = fun(Store) ->
                     [maps:with([members, evidence], F)
                      || F = #{rule := fan_out} <- msgflow_hotspots:build(Store, #{fan_out_receivers => Min})]
             end,
     A = Found(Kept),
     B = Found(Scan),
-    retire(S),
+    msgflow_store_feed:retire(S),
     {A, B}.
 
 %% 2,500 senders casting to the same six receivers in each of two
@@ -399,7 +351,7 @@ fan_outs(Windows, Ends, Name, Min) ->
 %% and the fan-out rule over what the store kept of that window finds
 %% every sender, as it does over every pair.
 fan_out_over_split_ends_test() ->
-    with_ends(2506, fun(Ends, Name) ->
+    msgflow_store_feed:with_ends(2506, fun(Ends, Name) ->
                             W = [{Sn, R, 1, cast} || Sn <- lists:seq(1, 2500), R <- lists:seq(2501, 2506)],
                             {A, B} = fan_outs([W, W, []], Ends, Name, 6),
                             ?assertMatch([#{members := 2500}], A),
@@ -407,11 +359,6 @@ fan_out_over_split_ends_test() ->
                     end).
 
 %% The store's tables deleted (the test's process owns them).
-retire(_S) ->
-    [ets:delete(T) || T <- ets:all(), ets:info(T, owner) =:= self(),
-                      lists:prefix("msgflow_", atom_to_list(ets:info(T, name)))],
-    ok.
-
 %% A pass of the sizes sweep begun in one window goes on in the next from
 %% its ets:select continuation; the table may have shrunk meanwhile (rows
 %% dropped), which makes that continuation raise badarg: the pass then
@@ -470,7 +417,7 @@ rollup_once_an_end_is_gone_test() ->
     S3 = Close(S2, 2),
     ?assertMatch({[{{A, B}, 3}], [{{{exited, _, _}, D}, 5}]}, Rows(S3)),
     [P ! stop || P <- Procs],
-    retire(S3).
+    msgflow_store_feed:retire(S3).
 
 %% An endpoint found gone keeps the sweeps going for 40 windows, a whole
 %% pass of them, and then no more while it stays held (a name holds its
