@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-mf_gen *mf_gen_new(const mf_alloc *base, mf_limit *limit, uint64_t stamp)
+mf_gen *mf_gen_new(const mf_alloc *base, mf_limit *limit, uint64_t epoch)
 {
     mf_alloc heap;
     int own = mf_alloc_heap(base, &heap);
@@ -19,7 +19,7 @@ mf_gen *mf_gen_new(const mf_alloc *base, mf_limit *limit, uint64_t stamp)
     memset(g, 0, sizeof(*g));
     g->heap = heap;
     g->own_heap = own;
-    g->stamp = stamp;
+    g->epoch = epoch;
     g->shard = mf_shard_new(&g->heap, limit);
     if (!g->shard) {
         mf_gen_free(g);

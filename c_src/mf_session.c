@@ -29,18 +29,18 @@ mf_session_numbers *mf_session_counters(mf_session_numbers *old)
 
 /* ------------------------------------------------------------ generations */
 
-/* A new generation of s under `stamp'; NULL when out of memory. */
-static mf_gen *gen_new(mf_session *s, uint64_t stamp)
+/* A new generation of s under `epoch'; NULL when out of memory. */
+static mf_gen *gen_new(mf_session *s, uint64_t epoch)
 {
-    return mf_gen_new(&s->alloc, &s->limit, stamp);
+    return mf_gen_new(&s->alloc, &s->limit, epoch);
 }
 
-mf_gen *mf_slot_renew(mf_slot *slot, uint64_t stamp)
+mf_gen *mf_slot_renew(mf_slot *slot, uint64_t epoch)
 {
     mf_gen *old = atomic_load_explicit(&slot->gen, memory_order_relaxed);
-    if (old && old->stamp == stamp)
+    if (old && old->epoch == epoch)
         return old;
-    mf_gen *g = gen_new(slot->session, stamp);
+    mf_gen *g = gen_new(slot->session, epoch);
     if (!g)
         return old;
     atomic_store_explicit(&slot->gen, g, memory_order_release);
@@ -87,7 +87,7 @@ static mf_slot *slot_new(mf_session *s)
         return NULL;
     memset(slot, 0, sizeof(*slot));
     slot->session = s;
-    mf_gen *g = gen_new(s, atomic_load_explicit(&s->stamp, memory_order_relaxed));
+    mf_gen *g = gen_new(s, atomic_load_explicit(&s->epoch, memory_order_relaxed));
     if (!g) {
         s->alloc.free(s->alloc.ctx, slot, sizeof(*slot));
         return NULL;
@@ -184,7 +184,7 @@ mf_session *mf_session_make(ErlNifEnv *env, const ErlNifPid *owner, uint64_t max
         return NULL;
     memset(s, 0, sizeof(*s));
     s->id = atomic_fetch_add(&mf_numbers->next_session_id, 1);
-    atomic_store(&s->stamp, atomic_fetch_add(&mf_numbers->next_stamp, 1));
+    atomic_store(&s->epoch, atomic_fetch_add(&mf_numbers->next_epoch, 1));
     s->type = type;
     s->alloc = *mf_alloc_chosen();
     atomic_init(&s->limit.max, max);
@@ -240,7 +240,7 @@ ERL_NIF_TERM mf_nif_session_stop(ErlNifEnv *env, int argc, const ERL_NIF_TERM ar
     return atom_ok;
 }
 
-/* session_rotate(Session) -> ok.  A new stamp: each thread makes a new
+/* session_rotate(Session) -> ok.  A new epoch: each thread makes a new
  * generation the next time it counts, and retires its current one. */
 ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM argv[])
 {
@@ -248,7 +248,7 @@ ERL_NIF_TERM mf_nif_session_rotate(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     mf_session *s;
     if (!mf_get_session(mf_layout_get(), env, argv[0], &s))
         return enif_make_badarg(env);
-    atomic_store(&s->stamp, atomic_fetch_add(&mf_numbers->next_stamp, 1));
+    atomic_store(&s->epoch, atomic_fetch_add(&mf_numbers->next_epoch, 1));
     atomic_fetch_add(&s->rotations, 1);
     return atom_ok;
 }

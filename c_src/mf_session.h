@@ -18,8 +18,8 @@
  *
  * Generations
  * -----------
- * session_rotate/1 gives the session a new stamp.  A thread that counts
- * under a stamp its generation was not made under makes a new generation,
+ * session_rotate/1 gives the session a new epoch.  A thread that counts
+ * under a epoch its generation was not made under makes a new generation,
  * publishes it, and retires the old one (it never writes to it again); the
  * snapshot then takes the old one's last counts and frees it, with its heap
  * in one call when that is a jemalloc arena of its own.  So a pair that
@@ -89,7 +89,7 @@ struct mf_slot {
  * padding, not _Alignas). */
 struct mf_session {
     uint64_t id;
-    _Atomic uint64_t stamp; /* changed by session_rotate only */
+    _Atomic uint64_t epoch; /* changed by session_rotate only */
     _Atomic int state;
     int type;               /* MF_SESSION_*: what it counts; never changed */
     int kinds;              /* 1: sends are counted with their kind word */
@@ -137,7 +137,7 @@ int mf_session_open_type(ErlNifEnv *env, ErlNifResourceFlags flags);
 typedef struct mf_session_numbers {
     uint64_t abi; /* MF_ABI of the library that made them: first, always */
     _Atomic uint64_t next_session_id;
-    _Atomic uint64_t next_stamp;
+    _Atomic uint64_t next_epoch;
 } mf_session_numbers;
 
 /* The counters this library numbers sessions with: its own, or from now on
@@ -148,16 +148,16 @@ mf_session_numbers *mf_session_counters(mf_session_numbers *old);
 
 /* The calling thread's new slot in s (it becomes the slot's only writer),
  * or the shared spill slot past MF_MAX_SLOTS (its `lock' set: take it to
- * count), with a generation of the current stamp.  NULL when out of memory.
+ * count), with a generation of the current epoch.  NULL when out of memory.
  * The session owns the slot. */
 mf_slot *mf_slot_claim(mf_session *s);
 
-/* The slot's generation for `stamp' (the session's, read by the caller):
+/* The slot's generation for `epoch' (the session's, read by the caller):
  * when the current one was made under another, a new one is made and
  * published and the old one retired.  Owner thread only (or holding the
  * spill slot's lock).  Out of memory: the current one, which keeps
  * counting. */
-mf_gen *mf_slot_renew(mf_slot *slot, uint64_t stamp);
+mf_gen *mf_slot_renew(mf_slot *slot, uint64_t epoch);
 
 /* Unlinks the retired generation g from slot's list and frees it; under
  * the session's gens_lock.  Only the snapshot. */

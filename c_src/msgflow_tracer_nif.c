@@ -63,13 +63,13 @@ static void make_atoms(ErlNifEnv *env)
 /* ------------------------------------------------------------------ slots */
 
 /* The calling thread's slot for one session of each type (MF_SESSION_*), and
- * its generation: valid while `stamp' is the session's (session_rotate
+ * its generation: valid while `epoch' is the session's (session_rotate
  * changes it).  `gen' and
  * `shard' are the thread's own generation and its shard, NULL for the
  * shared spill slot (which takes its lock and reads its generation there):
  * a send between two local pids then reads nothing of the slot. */
 typedef struct mf_tls_cache {
-    uint64_t stamp;
+    uint64_t epoch;
     uint64_t session_id;
     mf_slot *slot;
     mf_gen *gen;
@@ -144,9 +144,9 @@ static inline mf_tls_cache *send_cache(void)
 }
 
 /* The calling thread's slot in s, claimed on its first send for s, with a
- * generation of `stamp' (a new one after a rotation), and cached.  NULL:
+ * generation of `epoch' (a new one after a rotation), and cached.  NULL:
  * out of memory. */
-static mf_slot *find_slot(mf_session *s, uint64_t stamp)
+static mf_slot *find_slot(mf_session *s, uint64_t epoch)
 {
     mf_tls_cache *c = &mf_tls_all[s->type];
     mf_slot *slot = c->session_id == s->id ? c->slot : mf_slot_claim(s);
@@ -156,13 +156,13 @@ static mf_slot *find_slot(mf_session *s, uint64_t stamp)
         c->call_countdown = c->size_countdown = 0;
     c->session_id = s->id;
     c->slot = slot;
-    c->stamp = stamp;
+    c->epoch = epoch;
     c->kinds = s->kinds;
     if (slot->lock) {
         c->gen = NULL;
         c->shard = NULL;
     } else {
-        c->gen = mf_slot_renew(slot, stamp);
+        c->gen = mf_slot_renew(slot, epoch);
         c->shard = c->gen->shard;
     }
     return slot;
@@ -457,9 +457,9 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
     if (mf_own_send(&s->own, L, env, from, to))
         return atom_ok; /* msgflow's own: counted as left out */
     int dead = argv[0] == atom_send_to_non_existing_process; /* atoms: compare words */
-    uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
+    uint64_t epoch = atomic_load_explicit(&s->epoch, memory_order_relaxed);
     mf_slot *slot;
-    if (t->stamp == stamp) {
+    if (t->epoch == epoch) {
         if (sh && mf_is_local_pid(from) && mf_is_local_pid(to)) {
             if ((dead || !mf_shard_count_hit(line, (uint64_t)from, (uint64_t)to, kind)) &&
                 mf_shard_count(sh, (uint64_t)from, (uint64_t)to, kind,
@@ -469,7 +469,7 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
             return atom_ok;
         }
         slot = t->slot;
-    } else if (!(slot = find_slot(s, stamp))) {
+    } else if (!(slot = find_slot(s, epoch))) {
         return atom_ok;
     }
     mf_send x = {.from = from, .to = to, .dead = dead, .msg = m};
@@ -477,7 +477,7 @@ static ERL_NIF_TERM nif_trace_send(ErlNifEnv *env, int argc, const ERL_NIF_TERM 
         count_send(L, env, s, t, t->gen, &x);
     } else {
         enif_mutex_lock(slot->lock);
-        count_send(L, env, s, t, mf_slot_renew(slot, stamp), &x);
+        count_send(L, env, s, t, mf_slot_renew(slot, epoch), &x);
         enif_mutex_unlock(slot->lock);
     }
     return atom_ok;
@@ -542,16 +542,16 @@ static ERL_NIF_TERM trace_seq(ErlNifEnv *env, const ERL_NIF_TERM argv[])
         !enif_get_tuple(env, argv[3], &arity, &ev) || arity != 5 || ev[0] != atom_send ||
         !enif_get_tuple(env, ev[1], &sarity, &serial) || sarity != 2)
         return atom_ok;
-    uint64_t stamp = atomic_load_explicit(&s->stamp, memory_order_relaxed);
+    uint64_t epoch = atomic_load_explicit(&s->epoch, memory_order_relaxed);
     mf_tls_cache *c = &mf_tls_all[MF_SESSION_FLOW];
-    mf_slot *slot = c->session_id == s->id && c->stamp == stamp ? c->slot : find_slot(s, stamp);
+    mf_slot *slot = c->session_id == s->id && c->epoch == epoch ? c->slot : find_slot(s, epoch);
     if (slot) {
         mf_send x = {.from = enif_make_tuple2(env, argv[2], ev[2]), .to = ev[3]};
         if (!slot->lock) {
             count_send(L, env, s, c, c->gen, &x);
         } else {
             enif_mutex_lock(slot->lock);
-            count_send(L, env, s, c, mf_slot_renew(slot, stamp), &x);
+            count_send(L, env, s, c, mf_slot_renew(slot, epoch), &x);
             enif_mutex_unlock(slot->lock);
         }
     }

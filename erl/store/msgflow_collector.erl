@@ -55,7 +55,7 @@
     %% in legacy mode with procs all or new: who traces new processes, as
     %% of the last window (msgflow_run:new_tracer/1)
     new_tracer = msgflow :: msgflow | term(),
-    %% msgflow's own cost on the node: µs this process spent taking
+    %% msgflow's own cost on the node: µs this process spent draining
     %% snapshots and closing windows since start, and as of the window
     %% before (monotonic µs, work µs), for the rate info/0 gives
     work_us = 0 :: non_neg_integer(),
@@ -69,28 +69,28 @@
     %% dropped while it was behind, why it stopped)
     writer = none :: none | {pid(), reference()},
     history = #{} :: map(),
-    %% a snapshot merged a chunk a message (msgflow_store:take_begin/1),
+    %% a snapshot merged a chunk a message (msgflow_store:drain_begin/1),
     %% so that calls are answered between chunks however many new pairs
-    %% it holds: `none', or the take (`ref' tags its steps) with the calls
+    %% it holds: `none', or the drain (`ref' tags its steps) with the calls
     %% it answers when done and whether the window closes then (a tick
     %% came); and the calls that came while it ran, answered after the
-    %% next take (this one may have passed their sends)
-    taking = none :: none | #{ref := reference(), take := msgflow_store:take(),
+    %% next drain (this one may have passed their sends)
+    draining = none :: none | #{ref := reference(), take := msgflow_store:drain(),
                               waiters := [waiter()], close := boolean()},
     next_waiters = [] :: [waiter()],
-    %% a tick came while a take it did not begin ran: the next take,
+    %% a tick came while a drain it did not begin ran: the next drain,
     %% begun after it, closes the window (so that a window holds the
-    %% sends up to its tick, not up to an earlier take's start)
+    %% sends up to its tick, not up to an earlier drain's start)
     tick_due = false :: boolean(),
-    %% the store's count of deltas merged as the take under way began,
-    %% and the deltas of the last take done (behind/1)
+    %% the store's count of deltas merged as the drain under way began,
+    %% and the deltas of the last drain done (behind/1)
     take_from = 0 :: non_neg_integer(),
     last_deltas = 0 :: non_neg_integer()
 }).
 
 %% A call that wants a snapshot taken after it came: the store handle
 %% (store(true), or store(sync) which never takes the counts as they
-%% stand), info/0 or balance/0 (always a whole take).
+%% stand), info/0 or balance/0 (always a whole drain).
 -type waiter() :: {gen_server:from(), store | sync | info | balance}.
 
 %%% Client API
@@ -167,7 +167,7 @@ await_census(Ms) ->
 %% on the first two and `memory_full' whether they reached it: new pairs
 %% then go to `overflow'; `jemalloc_allocated', `jemalloc_resident');
 %% msgflow's own work: `collector_ms_per_s', ms a second the collector
-%% spent taking snapshots and closing windows over the last window (wall
+%% spent draining snapshots and closing windows over the last window (wall
 %% time in its process), and `collector_work_ms' since it started;
 %% `allocator', `jemalloc_build', `rotations'; the
 %% checks made at load (`fast_extra', `alias_owner', `plain_refs',
@@ -185,7 +185,7 @@ info() ->
 
 %% @doc info/0 without the snapshot (the figures as of the last one), for
 %% a caller that has just taken one (store(true)): the web page.  While
-%% the collector is behind, the figures published at its last take's end,
+%% the collector is behind, the figures published at its last drain's end,
 %% without a call.
 -spec info_as_is() -> map() | {error, {timeout, msgflow_collector}}.
 info_as_is() ->
@@ -318,10 +318,10 @@ handle_call({store, _}, _From, St = #st{started_at = undefined}) ->
 handle_call({store, true}, From, St = #st{running = true}) ->
     case behind(St) of
         true -> {reply, handle(St, true), St};
-        false -> {noreply, after_take({From, store}, St)}
+        false -> {noreply, after_drain({From, store}, St)}
     end;
 handle_call({store, sync}, From, St = #st{running = true}) ->
-    {noreply, after_take({From, sync}, St)};
+    {noreply, after_drain({From, sync}, St)};
 handle_call({store, _}, _From, St) ->
     {reply, handle(St), St};
 handle_call(await_census, From, St = #st{running = true, census_waiters = W}) ->
@@ -346,10 +346,10 @@ handle_call({Op, Who}, _From, St = #st{run = Run}) when Op =:= trace; Op =:= unt
 handle_call(info, From, St = #st{running = true}) ->
     case behind(St) of
         true -> {reply, info(St, true), St};
-        false -> {noreply, after_take({From, info}, St)}
+        false -> {noreply, after_drain({From, info}, St)}
     end;
 handle_call(balance, From, St = #st{running = true}) ->
-    {noreply, after_take({From, balance}, St)};
+    {noreply, after_drain({From, balance}, St)};
 handle_call(balance, _From, St) ->
     {reply, msgflow_store:balance(St#st.store), St};
 handle_call(info, _From, St) ->
@@ -376,14 +376,14 @@ handle_cast(_Msg, St) ->
 -spec handle_info(term(), #st{}) -> {noreply, #st{}}.
 %% Over 40 lines: one short clause per message (tick, monitors, the
 %% owner's and coordinator's ends), each a few lines.
-handle_info({tick, Tag}, St = #st{tag = Tag, running = true, taking = none}) ->
+handle_info({tick, Tag}, St = #st{tag = Tag, running = true, draining = none}) ->
     {noreply, begin_take([], true, St)};
 handle_info({tick, Tag}, St = #st{tag = Tag, running = true}) ->
     {noreply, St#st{tick_due = true}};
-handle_info({take_step, Ref}, St = #st{taking = T = #{ref := Ref, take := Take}}) ->
+handle_info({drain_step, Ref}, St = #st{draining = T = #{ref := Ref, drain := Take}}) ->
     case step(Take, St) of
         {more, St1} ->
-            self() ! {take_step, Ref},
+            self() ! {drain_step, Ref},
             case not behind(St) andalso behind(St1) of
                 true ->
                     %% behind from now on: those waiting are answered as
@@ -395,7 +395,7 @@ handle_info({take_step, Ref}, St = #st{taking = T = #{ref := Ref, take := Take}}
                     {noreply, St1}
             end;
         {done, St1} ->
-            {noreply, took(T, St1)}
+            {noreply, drained(T, St1)}
     end;
 handle_info({wait_sample, Tag}, St = #st{tag = Tag, running = true}) ->
     {noreply, St#st{store = msgflow_store:sample_waits(St#st.store)}};
@@ -615,7 +615,7 @@ stop_tracing(St = #st{running = false}) ->
     St;
 stop_tracing(St0 = #st{run = Run}) ->
     ok = msgflow_run:flags_off(Run),
-    %% a take under way ends here, its window closed below with the rest
+    %% a drain under way ends here, its window closed below with the rest
     St = settle(St0, false),
     St1 = close_history(close_window(refreshed(St))),
     Info = msgflow_run:close(Run),
@@ -643,42 +643,42 @@ abandon(_) ->
 
 %% The store with the NIF's counts so far merged in, while running.
 refresh(#st{running = true, run = Run, store = S}) ->
-    msgflow_store:take(msgflow_run:session(Run), S);
+    msgflow_store:drain(msgflow_run:session(Run), S);
 refresh(#st{store = S}) -> S.
 
 %% St with the NIF's counts so far merged in (refresh/1), timed.
 refreshed(St) -> timed(St, fun() -> refresh(St) end).
 
-%% W answered once a take begun after it is merged: the take begun now,
+%% W answered once a drain begun after it is merged: the drain begun now,
 %% or after the one under way.
-after_take(W, St = #st{taking = none}) ->
+after_drain(W, St = #st{draining = none}) ->
     begin_take([W], false, St);
-after_take(W, St = #st{next_waiters = Next}) ->
+after_drain(W, St = #st{next_waiters = Next}) ->
     St#st{next_waiters = [W | Next]}.
 
-%% A take begun, its chunks merged one a message (take_step), Waiters
+%% A drain begun, its chunks merged one a message (drain_step), Waiters
 %% answered and the window closed (Close) when it is done; when none can
-%% begin (see msgflow_store:take/2) that is now.
+%% begin (see msgflow_store:drain/2) that is now.
 begin_take(Waiters, Close, St0 = #st{run = Run, store = S}) ->
     St = St0#st{take_from = msgflow_store:merged(S)},
-    case worked(St, fun() -> {msgflow_store:take_begin(msgflow_run:session(Run), S), S} end) of
+    case worked(St, fun() -> {msgflow_store:drain_begin(msgflow_run:session(Run), S), S} end) of
         {none, St1} ->
-            took(#{waiters => Waiters, close => Close}, St1);
+            drained(#{waiters => Waiters, close => Close}, St1);
         {Take, St1} ->
             Ref = make_ref(),
-            self() ! {take_step, Ref},
-            St1#st{taking = #{ref => Ref, take => Take, waiters => Waiters, close => Close}}
+            self() ! {drain_step, Ref},
+            St1#st{draining = #{ref => Ref, drain => Take, waiters => Waiters, close => Close}}
     end.
 
 %% One chunk of Take merged, as this process's work.
 step(Take, St = #st{store = S}) ->
-    worked(St, fun() -> msgflow_store:take_step(Take, S) end).
+    worked(St, fun() -> msgflow_store:drain_step(Take, S) end).
 
-%% A take done: the window closed when a tick began it, its waiters
-%% answered (the first to ask first), and the next take begun for those
+%% A drain done: the window closed when a tick began it, its waiters
+%% answered (the first to ask first), and the next drain begun for those
 %% who came while it ran and for a tick that did.
-took(#{waiters := Waiters, close := Close}, St0) ->
-    St1 = St0#st{taking = none, last_deltas = taken(St0)},
+drained(#{waiters := Waiters, close := Close}, St0) ->
+    St1 = St0#st{draining = none, last_deltas = taken(St0)},
     St = publish(case Close of
                      true -> tick_done(St1);
                      false -> St1
@@ -695,22 +695,22 @@ answer(sync, St) -> handle(St, false);
 answer(info, St) -> info(St, false);
 answer(balance, St) -> msgflow_store:balance(St#st.store).
 
-%% The collector fell behind during a take: the calls waiting on it or on
+%% The collector fell behind during a drain: the calls waiting on it or on
 %% the next that may take the counts as they stand are answered now (a
 %% sync store, balance/0 wait on), and that is published.
-answer_behind(St = #st{taking = T = #{waiters := W}, next_waiters = Next}) ->
+answer_behind(St = #st{draining = T = #{waiters := W}, next_waiters = Next}) ->
     Now = fun({_, What}) -> What =:= store orelse What =:= info end,
     {Answer, Keep} = lists:partition(Now, W),
     {AnswerNext, KeepNext} = lists:partition(Now, Next),
-    St1 = publish(St#st{taking = T#{waiters := Keep}, next_waiters = KeepNext}),
+    St1 = publish(St#st{draining = T#{waiters := Keep}, next_waiters = KeepNext}),
     _ = [gen_server:reply(From, answer_now(What, St1)) || {From, What} <- lists:reverse(Answer ++ AnswerNext)],
     St1.
 
-%% A test's hold on a take half-way (msgflow_live_SUITE): with the
-%% persistent term `{msgflow_collector, hold_take}' set to a pid, a take
+%% A test's hold on a drain half-way (msgflow_live_SUITE): with the
+%% persistent term `{msgflow_collector, hold_take}' set to a pid, a drain
 %% that has just fallen behind tells it `{take_held, Collector}' and waits
 %% for `take_release', so that what views do meanwhile can be seen.
-%% Nothing is held when the term is not set (one lookup a take).
+%% Nothing is held when the term is not set (one lookup a drain).
 held() ->
     case persistent_term:get({?MODULE, hold_take}, none) of
         Pid when is_pid(Pid) ->
@@ -724,10 +724,10 @@ held() ->
 %% or the last one done had (the next will likely be as long).
 behind(#st{running = false}) ->
     false;
-behind(St = #st{taking = Taking, last_deltas = Last}) ->
+behind(St = #st{draining = Taking, last_deltas = Last}) ->
     Last >= ?VIEW_WAIT_DELTAS orelse (Taking =/= none andalso taken(St) >= ?VIEW_WAIT_DELTAS).
 
-%% The deltas merged since the take under way (or the last) began.
+%% The deltas merged since the drain under way (or the last) began.
 taken(#st{store = S, take_from = From}) ->
     max(0, msgflow_store:merged(S) - From).
 
@@ -745,7 +745,7 @@ publish(St = #st{store = S}) ->
             end,
     St#st{store = msgflow_store:copies(S, Bytes)}.
 
-%% A waiter's answer from the counts as they stand, the take it waits on
+%% A waiter's answer from the counts as they stand, the drain it waits on
 %% not done.
 answer_now(store, St) -> handle(St, true);
 answer_now(info, St) -> info(St, true).
@@ -764,22 +764,22 @@ tick_done(St = #st{run = Run}) ->
     true = erlang:garbage_collect(),
     schedule_tick(St1#st{new_tracer = msgflow_run:new_tracer(Run)}).
 
-%% The take under way (and those its waiters' calls and a tick began)
+%% The drain under way (and those its waiters' calls and a tick began)
 %% merged to the end, here, before a reset or a stop: with the window
 %% closed where a tick asked for it when Close is true (a reset; a stop
 %% closes it itself).
 settle(St, false) ->
-    settle_takes(St#st{tick_due = false}, false);
+    settle_drains(St#st{tick_due = false}, false);
 settle(St, true) ->
-    settle_takes(St, true).
+    settle_drains(St, true).
 
 %% (no take under way: none is asked for either, took/2 begins those)
-settle_takes(St = #st{taking = none}, _) ->
+settle_drains(St = #st{draining = none}, _) ->
     St;
-settle_takes(St = #st{taking = T = #{take := Take, close := C}}, Close) ->
+settle_drains(St = #st{draining = T = #{drain := Take, close := C}}, Close) ->
     case step(Take, St) of
-        {more, St1} -> settle_takes(St1, Close);
-        {done, St1} -> settle_takes(took(T#{close := C andalso Close}, St1), Close)
+        {more, St1} -> settle_drains(St1, Close);
+        {done, St1} -> settle_drains(drained(T#{close := C andalso Close}, St1), Close)
     end.
 
 %% St with the store Fun returns, and the µs it took in its work.

@@ -49,11 +49,11 @@
 -include("msgflow_store.hrl").
 
 -export([new/1, merge_deltas/2, merge_deltas/3, memory/1]).
--export([new/0, start_run/2, restart_window/1, clear/2, retire/1, take/2, take_begin/2, take_step/2,
+-export([new/0, start_run/2, restart_window/1, clear/2, retire/1, drain/2, drain_begin/2, drain_step/2,
          close_window/1, sample_waits/1,
          closed/1, handle/2, balance/1, figures/1, census_start/1, census/1, census_left/1]).
 -export([take_log/1, log_off/1, seed/2, open_for/2, snapshot_at/1, merged/1, copies/2, tracer_room/1]).
--export_type([store/0, window/0, state/0, take/0]).
+-export_type([store/0, window/0, state/0, drain/0]).
 
 %% Receivers with at least this many senders in a window get their
 %% message queue length read when the window closes (for hotspots).
@@ -69,10 +69,10 @@
 
 %% The state the collector holds (opaque to it: the record is msgflow_store.hrl's).
 -type state() :: #store{}.
-%% A snapshot being merged a chunk at a time (take_begin/1): its session,
+%% A snapshot being merged a chunk at a time (drain_begin/1): its session,
 %% the NIF's take, and when it began (system ms: the store's snapshot_at
 %% once it is merged).
--opaque take() :: {msgflow_tracer:session(), {fold | terms, msgflow_tracer:take()}, integer()}.
+-opaque drain() :: {msgflow_tracer:session(), {fold | terms, msgflow_tracer:take()}, integer()}.
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the
@@ -298,28 +298,28 @@ closed(#store{closed = C}) -> C.
 %% another caller of snapshot/1 on this session makes it raise `busy'.
 %% Each way the turn is skipped: nothing is lost, the next snapshot takes
 %% it.
--spec take(msgflow_tracer:session(), state()) -> state().
-take(Session, S) ->
-    case take_begin(Session, S) of
+-spec drain(msgflow_tracer:session(), state()) -> state().
+drain(Session, S) ->
+    case drain_begin(Session, S) of
         none -> S;
-        Take -> take_rest(Take, S)
+        Take -> drain_rest(Take, S)
     end.
 
-take_rest(Take, S) ->
-    case take_step(Take, S) of
-        {more, S1} -> take_rest(Take, S1);
+drain_rest(Take, S) ->
+    case drain_step(Take, S) of
+        {more, S1} -> drain_rest(Take, S1);
         {done, S1} -> S1
     end.
 
-%% @doc A snapshot begun, to be merged a chunk at a time (take_step/2):
+%% @doc A snapshot begun, to be merged a chunk at a time (drain_step/2):
 %% what take/2 does, in steps between which the owner may do other work
 %% (answer calls).  The snapshot folds into the aggregate in C; with the
 %% history on, it comes as terms instead, which the window's log needs
 %% (a delta's kind in that window), merged here.  `none' when none can
 %% begin now (see take/2: the turn is skipped, nothing is lost).  The
 %% owner only, one take at a time.
--spec take_begin(msgflow_tracer:session(), state()) -> take() | none.
-take_begin(Session, #store{agg = Agg, log = Log}) ->
+-spec drain_begin(msgflow_tracer:session(), state()) -> drain() | none.
+drain_begin(Session, #store{agg = Agg, log = Log}) ->
     try
         case Log of
             none -> {fold, msgflow_tracer:snapshot_fold_start(Session, Agg)};
@@ -339,21 +339,21 @@ take_begin(Session, #store{agg = Agg, log = Log}) ->
 %% merged, then its sampled round trips, then its sampled sizes 1,024
 %% edges a step: `{more, S}', or `{done, S}' once the last was.  The
 %% owner only.
--spec take_step(take(), state()) -> {more | done, state()}.
-take_step({Session, Handle, _}, S = #store{sizes_of = Handle}) ->
-    take_sizes(Session, Handle, S);
-take_step(Take = {Session, Handle, At}, S) ->
-    case take_chunk(Take, S) of
+-spec drain_step(drain(), state()) -> {more | done, state()}.
+drain_step({Session, Handle, _}, S = #store{sizes_of = Handle}) ->
+    drain_sizes(Session, Handle, S);
+drain_step(Take = {Session, Handle, At}, S) ->
+    case drain_chunk(Take, S) of
         {more, S1} ->
             {more, S1};
         {done, S1} ->
             %% the snapshot's time, once its pairs are merged; then the
             %% round trips, and the sizes 1,024 edges a step
-            S2 = take_calls(Session, S1#store{snapshot_at = At}),
-            take_sizes(Session, Handle, S2)
+            S2 = drain_calls(Session, S1#store{snapshot_at = At}),
+            drain_sizes(Session, Handle, S2)
     end.
 
-take_sizes(Session, Handle, S = #store{sizes = Z}) ->
+drain_sizes(Session, Handle, S = #store{sizes = Z}) ->
     case msgflow_store_sizes:take_some(Session, Z, table(S, pairs)) of
         more -> {more, S#store{sizes_of = Handle}};
         done -> {done, S#store{sizes_of = none}}
@@ -364,34 +364,34 @@ take_sizes(Session, Handle, S = #store{sizes = Z}) ->
 %% deleted or reloaded between two chunks: see take/2) ends the turn with
 %% the chunks merged so far; the rest stays in the NIF's tables or goes
 %% with the old module.
-take_chunk({Session, Take, _}, S0) ->
+drain_chunk({Session, Take, _}, S0) ->
     S = limit_tracer(Session, S0, check_memory(Session, S0)),
     case next_chunk(Take) of
         {more, Pairs, Dead, Replies} ->
-            {more, merge({Pairs, Dead, Replies, 0, 0}, take_proc_events(Session, S))};
+            {more, merge({Pairs, Dead, Replies, 0, 0}, drain_proc_events(Session, S))};
         {done, Pairs, Dead, Replies, Overflow, OverflowDead, Top} ->
             %% and once more after the last chunk, so that what info()
             %% and the views say of the bound is true of the store now
-            S1 = merge({Pairs, Dead, Replies, Overflow, OverflowDead}, take_proc_events(Session, S)),
+            S1 = merge({Pairs, Dead, Replies, Overflow, OverflowDead}, drain_proc_events(Session, S)),
             S2 = S1#store{topk = msgflow_store_topk:merge(S1#store.topk, Top)},
             {done, limit_tracer(Session, S2, check_memory(Session, S2))};
         {fold, {more, N, Msgs, NoRow}} ->
-            %% (counted as it is folded: a take the module's reload cuts
+            %% (counted as it is folded: a drain the module's reload cuts
             %% short has counted what is in the aggregate; the spawns
             %% before the new endpoints are labelled, a step's share of
             %% them, so that the owner answers calls in between)
             S1 = counted(Msgs, NoRow, 0, 0, S#store{merged = S#store.merged + N}),
-            {more, stepped(label_step(take_proc_events(Session, S1)))};
+            {more, stepped(label_step(drain_proc_events(Session, S1)))};
         {fold, {done, N, Msgs, NoRow, Overflow, OverflowDead, Top, AggTop}} ->
             S1 = counted(Msgs, NoRow, Overflow, OverflowDead,
-                         label_new(take_proc_events(Session, S#store{merged = S#store.merged + N}))),
+                         label_new(drain_proc_events(Session, S#store{merged = S#store.merged + N}))),
             S2 = S1#store{topk = msgflow_store_topk:merge(msgflow_store_topk:merge(S1#store.topk, Top), AggTop)},
             {done, limit_tracer(Session, S2, check_memory(Session, S2))};
         gone ->
             {done, S}
     end.
 
-%% The counters of a take's or a merge's messages: of pairs, replies to
+%% The counters of a drain's or a merge's messages: of pairs, replies to
 %% aliases and dead letters ({P, R, D}), of those the ones that found no
 %% row, and the tracer's overflow.
 counted({P, R, D}, {NoP, NoR, _}, Overflow, OverflowDead, S) ->
@@ -413,7 +413,7 @@ label_new(S) ->
 stepped({S, done}) -> S;
 stepped(S) -> S.
 
-%% ?LABEL_STEP of them, between two steps of a take: on a node's first
+%% ?LABEL_STEP of them, between two steps of a drain: on a node's first
 %% take every process is new (12,000 labelled at once held the collector
 %% for 2.4 s, and calls to it waited that long).
 label_step(S = #store{agg = A, labels = L0}) ->
@@ -436,8 +436,8 @@ label_step(S = #store{agg = A, labels = L0}) ->
     end.
 
 %% The bytes the tracer's tables hold now (0 when it cannot say): read
-%% before each chunk, not once as the take begins, since the tables go on
-%% growing while a take runs.  With the figure of the take's start, a
+%% before each chunk, not once as the drain begins, since the tables go on
+%% growing while a drain runs.  With the figure of the drain's start, a
 %% take begun during a burst of 1,000,000 new pairs once let the store
 %% and the tracer reach 276 MB under the default bound of 256 MiB.
 nif_bytes(Session) ->
@@ -529,7 +529,7 @@ ets_memory(S) ->
     Words * erlang:system_info(wordsize).
 
 %% The sampled calls' round trips since the last take (msgflow_store_calls).
-take_calls(Session, S = #store{calls = T, call_groups = G, call_slowest = Ix, labels = L, closed = C}) ->
+drain_calls(Session, S = #store{calls = T, call_groups = G, call_slowest = Ix, labels = L, closed = C}) ->
     P = table(S, pairs),
     %% past max_memory or max_pairs (new pairs go to overflow) a new edge
     %% only for a pair held (its pair's messages are counted in a row):
@@ -573,7 +573,7 @@ next_chunk({Mode, Take}) ->
 %% go to overflow, and kept they grow with the node's live processes (a
 %% soak whose clients lived longer under load held 245,000-311,000 of
 %% them, 27-33 MB).
-take_proc_events(Session, S) ->
+drain_proc_events(Session, S) ->
     try msgflow_tracer:proc_events_take(Session) of
         {Chunk, Dropped} ->
             S1 = case S#store.full of
@@ -586,7 +586,7 @@ take_proc_events(Session, S) ->
             %% until the NIF has none left
             case Chunk of
                 [] -> S1;
-                _ -> take_proc_events(Session, S1)
+                _ -> drain_proc_events(Session, S1)
             end
     catch
         error:_ -> S
