@@ -79,11 +79,11 @@ typedef struct mf_msg {
  * and kept in m->kind, and the terms above, in m (whose term is msg).
  * {Tag, Reply} with Tag a reference or [alias | Ref] is a reply
  * (mf_is_reply_tag); with Tag another non-atom it is `info', and sent to a
- * local alias a reply after all (mf_kind_to_alias).  Inline: trace_send
- * calls it on every send with kinds on, with the layout it loaded (L).
- * Any thread. */
-static inline uint64_t mf_kind_read(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM msg,
-                                    mf_msg *m)
+ * local alias a reply after all (mf_kind_to_alias).  Always inline:
+ * trace_send calls it on every send with kinds on, with the layout it
+ * loaded (L), and inline m stays in registers.  Any thread. */
+static inline __attribute__((always_inline)) uint64_t
+mf_kind_read(const mf_layout_t *L, ErlNifEnv *env, ERL_NIF_TERM msg, mf_msg *m)
 {
     const ERL_NIF_TERM *e;
     int n;

@@ -383,6 +383,15 @@ static inline void after_count(const mf_layout_t *L, ErlNifEnv *env, mf_session 
         reply_to_pid(L, s, m->reply_tag);
 }
 
+/* mf_kind_read out of line, for count_send: a send whose message the
+ * callback did not read (the thread's cache is another session's) is
+ * rare, and its copy of the read would double count_send's code. */
+static __attribute__((noinline)) uint64_t kind_read(const mf_layout_t *L, ErlNifEnv *env,
+                                                    mf_msg *m)
+{
+    return mf_kind_read(L, env, m->term, m);
+}
+
 /* Send x counted in generation g, owner thread of g (or holding the spill
  * slot's lock), with the layout its callback loaded (L) and its cache of
  * the session (tc).  x->msg.term is 0 for a flow's event, which is counted
@@ -402,7 +411,7 @@ static inline void count_send(const mf_layout_t *L, ErlNifEnv *env, mf_session *
     uint64_t k = 0;
     if (x->msg.term && s->kinds) {
         if (!x->msg.kind)
-            mf_kind_read(L, env, x->msg.term, &x->msg);
+            kind_read(L, env, &x->msg);
         k = alias ? mf_kind_to_alias(L, env, &x->msg) : x->msg.kind;
     }
     if (alias && k && (k & MF_KIND_MASK) != MF_K_REPLY) {

@@ -21,7 +21,7 @@
 
 -export([main/0, main_ab/0, flow_request/2]).
 %% the direct loop on a node of its own (term_reads/1, hot_path_ab/1)
--export([direct_costs/1, ab_costs/1]).
+-export([direct_costs/1, ab_rounds/2]).
 %% the memory sampler, for the other benches too
 -export([start_sampler/0, stop_sampler/1]).
 -export([init/1, handle_call/3, handle_cast/2]).
@@ -608,14 +608,18 @@ direct_costs(N) ->
 
 %%% The hot path's A/B: the direct loop on this tree's library and on an
 %%% older tree's (MSGFLOW_BENCH_BASE, its ebin directory, which `make
-%%% bench' builds from BENCH_BASE: tools/bench/base.sh), each round a
-%%% fresh peer node of each, one after the other in a shuffled order, 9
-%%% rounds; each peer gives its fastest of ?AB_RUNS runs a setup
-%%% (ab_costs/1), and the medians of the rounds are printed side by side.
+%%% bench' builds from BENCH_BASE: tools/bench/base.sh).  A peer node
+%%% loads one tree's msgflow_tracer (module and NIF library, by reloading
+%%% the module: an upgrade, as a release does), then the other's, in a
+%%% shuffled order each round, so that both count the same pairs of the
+%%% same processes in the same VM; 3 peers of 3 rounds each, 9 rounds a
+%%% tree.  A round gives each setup's fastest of ?AB_RUNS runs
+%%% (ab_costs/2) and the medians of the rounds are printed side by side.
 %%% The same Erlang loop calls both libraries, so the difference is their
 %%% C.
 
--define(AB_ROUNDS, 9).
+-define(AB_PEERS, 3).
+-define(AB_ROUNDS, 3).
 -define(AB_RUNS, 9).
 -define(AB_SETUPS, [{off, "kinds off"}, {on, "kinds on, a call"}, {rtt, "+ round trips 1/64"},
                     {reply, "kinds on, {Mref, ok} to a pid"},
@@ -626,20 +630,20 @@ hot_path_ab(N) ->
         {"", Rev} ->
             io:format("~nhot path A/B: not run (no build of ~s; `make bench' builds it)~n", [Rev]);
         {Base, Rev} ->
-            Bench = ["-pa", filename:dirname(code:which(?MODULE))],
-            Trees = [{old, ["-pa", Base | Bench]},
-                     {new, ["-pa", filename:dirname(code:which(msgflow)) | Bench]}],
             ok = distributed(),
-            Rounds = [[{Tree, peer_costs(Args, N)} || {Tree, Args} <- shuffle(Trees)]
-                      || _ <- lists:seq(1, ?AB_ROUNDS)],
-            Of = fun(Tree, K) -> [maps:get(K, C) || R <- Rounds, {T, C} <- R, T =:= Tree] end,
+            NewEbin = filename:dirname(code:which(msgflow)),
+            Trees = #{old => Base, new => NewEbin},
+            Args = ["-pa", NewEbin, "-pa", filename:dirname(code:which(?MODULE))],
+            Rounds = lists:append([peer_costs(Args, Trees, N) || _ <- lists:seq(1, ?AB_PEERS)]),
+            Of = fun(Tree, K) -> [maps:get(K, C) || {T, C} <- Rounds, T =:= Tree] end,
             io:format("~nhot path A/B: the direct loop on ~s's library (old) and this tree's "
-                      "(new), a fresh peer node each, interleaved, ~b rounds of ~b runs of ~s "
-                      "sends; msgflow's own work per send over the floor, ns, median of the "
-                      "rounds' fastest runs (spread: interquartile range / median)~n"
+                      "(new), reloaded in turn in each of ~b peer nodes, ~b rounds each, ~b "
+                      "runs of ~s sends a round; msgflow's own work per send over the floor, "
+                      "ns, median of the rounds' fastest runs (spread: interquartile range / "
+                      "median)~n"
                       "  ~-36s ~8s ~8s ~9s ~8s ~8s~n",
-                      [Rev, ?AB_ROUNDS, ?AB_RUNS, msgflow_fmt:int(N), "setup", "old", "new",
-                       "new-old", "old sp%", "new sp%"]),
+                      [Rev, ?AB_PEERS, ?AB_ROUNDS, ?AB_RUNS, msgflow_fmt:int(N), "setup", "old",
+                       "new", "new-old", "old sp%", "new sp%"]),
             [begin
                  Old = Of(old, K),
                  New = Of(new, K),
@@ -660,23 +664,40 @@ distributed() ->
         net_kernel:start([list_to_atom("msgflow_bench_" ++ os:getpid()), shortnames]),
     ok.
 
-peer_costs(Args, N) ->
+%% ?AB_ROUNDS rounds on a fresh peer: `[{Tree, Costs}]'.
+peer_costs(Args, Trees, N) ->
     {ok, Peer, Node} = peer:start_link(#{name => peer:random_name(), args => Args}),
-    try erpc:call(Node, ?MODULE, ab_costs, [N], 600000)
+    try erpc:call(Node, ?MODULE, ab_rounds, [Trees, N], 1200000)
     after peer:stop(Peer)
     end.
 
-%% @private On a node of its own: msgflow's own work in the direct loop
-%% (ns per send over the floor, fastest of ?AB_RUNS runs each,
-%% interleaved) for each of ?AB_SETUPS: kinds off and on with a call's
-%% request, round trips of 1 in 64 calls noted, a reply to a pid with
-%% round trips, and sizes of 1 in 64 sends measured.
--spec ab_costs(pos_integer()) -> #{atom() => float()}.
-ab_costs(N) ->
+%% @private On a node of its own: ?AB_ROUNDS rounds, each loading every
+%% tree of Trees (`#{Name => EbinDir}') in turn, shuffled, and measuring
+%% it (ab_costs/2) on the same 1,000 pairs.
+-spec ab_rounds(#{atom() => file:filename()}, pos_integer()) -> [{atom(), map()}].
+ab_rounds(Trees, N) ->
     {ok, _} = application:ensure_all_started(msgflow),
     Pids = [spawn_link(fun sink/0) || _ <- lists:seq(1, 1000)],
     Pairs = list_to_tuple([{A, B, #{extra => B}}
                            || {A, B} <- lists:zip(Pids, tl(Pids) ++ [hd(Pids)])]),
+    lists:append([[begin ok = load_tree(Ebin), {T, ab_costs(Pairs, N)} end
+                   || {T, Ebin} <- shuffle(maps:to_list(Trees))]
+                  || _ <- lists:seq(1, ?AB_ROUNDS)]).
+
+%% msgflow_tracer, module and NIF library, from the tree whose ebin
+%% directory is Ebin (priv/ beside it), loaded over the one loaded.
+load_tree(Ebin) ->
+    ok = application:set_env(msgflow, priv_dir, filename:join(filename:dirname(Ebin), "priv")),
+    _ = code:purge(msgflow_tracer),
+    {module, msgflow_tracer} = code:load_abs(filename:join(Ebin, "msgflow_tracer")),
+    ok.
+
+%% msgflow's own work in the direct loop over Pairs (ns per send over the
+%% floor, fastest of ?AB_RUNS runs each, interleaved) for each of
+%% ?AB_SETUPS: kinds off and on with a call's request, round trips of 1
+%% in 64 calls noted, a reply to a pid with round trips, and sizes of 1
+%% in 64 sends measured.  Its sessions are stopped before it returns.
+ab_costs(Pairs, N) ->
     New = fun(Kinds, Calls, Sizes) ->
                   S = msgflow_tracer:session_new(self(), 100000, Kinds),
                   _ = Calls andalso msgflow_tracer:calls_config(S, 64, 5000),
@@ -698,6 +719,7 @@ ab_costs(N) ->
                                          maps:update_with(T, fun(L) -> [R | L] end, [R], Acc1)
                                  end, Acc, shuffle(maps:keys(Setups)))
              end, #{}, lists:seq(1, ?AB_RUNS)),
+    _ = [msgflow_tracer:session_stop(S) || {msgflow, S, _} <- maps:values(Setups)],
     Floor = lists:min(maps:get(floor, Runs)),
     maps:from_list([{T, lists:min(L) - Floor} || {T, L} <- maps:to_list(Runs), T =/= floor]).
 
