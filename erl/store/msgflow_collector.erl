@@ -75,7 +75,7 @@
     %% it answers when done and whether the window closes then (a tick
     %% came); and the calls that came while it ran, answered after the
     %% next drain (this one may have passed their sends)
-    draining = none :: none | #{ref := reference(), take := msgflow_store:drain(),
+    draining = none :: none | #{ref := reference(), drain := msgflow_store:drain(),
                               waiters := [waiter()], close := boolean()},
     next_waiters = [] :: [waiter()],
     %% a tick came while a drain it did not begin ran: the next drain,
