@@ -62,7 +62,7 @@
 %% One window of a pair: `#{at => SystemMs, window_ms, count}' (`open'
 %% for the window not closed yet).
 
--type flow() :: msgflow_flow_view:flow().
+-type flow() :: msgflow_flow_value:flow().
 %% A followed request: `#{label, messages, pairs, processes, depth,
 %% duration_us, events, dropped, labels}' (follow/2).
 

@@ -4,7 +4,7 @@
 %%% The API: follow/2 (one request from the shell) and follow_calls/2
 %%% (every request at a function), across a cluster's nodes when msgflow
 %%% counts on several (the part_* functions run on each node).  The
-%%% keeper (msgflow_flow_keeper) counts; the values are msgflow_flow_view's,
+%%% keeper (msgflow_flow_keeper) counts; the values are msgflow_flow_value's,
 %%% the `flows' view (msgflow_flows_view) shows them.
 %%%
 %%% What the token goes with (seq_trace's rules): a message sent by a
@@ -45,7 +45,7 @@ options(follow_calls) ->
 %% an erlang:trace_delivered/1 barrier).  Every message the token went
 %% with, in any process of this node, is counted in the NIF.  Flow is
 %% `#{label, messages, pairs => [{Sender, Receiver, Messages}], processes,
-%% depth, duration_us, events, dropped, labels}' (see msgflow_flow_view:flow()):
+%% depth, duration_us, events, dropped, labels}' (see msgflow_flow_value:flow()):
 %% `depth' is the longest causal chain of messages, `events' the sends in
 %% causal order (at most `max_events'; `dropped' counts the rest), labels
 %% read while the flow ran.  Opts: `settle => Ms' (default 50),
@@ -60,7 +60,7 @@ options(follow_calls) ->
 %% send to a port is in the flow, the port's reply is not (and leaves the
 %% receiver's token as it was, so what that process sends next still is).
 -spec follow(fun(() -> term()), map() | [{atom(), term()}]) ->
-          {term(), msgflow_flow_view:flow()} | {error, term()}.
+          {term(), msgflow_flow_value:flow()} | {error, term()}.
 follow(Fun, _Opts) when not is_function(Fun, 0) ->
     {error, {badarg, {'fun', Fun}, [<<"a fun of arity 0">>]}};
 follow(Fun, Opts0) ->
@@ -167,7 +167,7 @@ unfollow() ->
 
 %% @doc This node's summaries, other nodes' processes in them as pids
 %% (msgflow_flows_view, on each node).
--spec part_flows() -> [msgflow_flow_view:summary()].
+-spec part_flows() -> [msgflow_flow_value:summary()].
 part_flows() ->
     msgflow_flow_keeper:query(flows, []).
 
@@ -201,7 +201,7 @@ part_finish(Label) ->
     msgflow_flow_keeper:call({part_finish, Label}).
 
 %% @doc The last flow follow/2 returned, or `undefined'.
--spec last() -> msgflow_flow_view:flow() | undefined.
+-spec last() -> msgflow_flow_value:flow() | undefined.
 last() ->
     msgflow_flow_keeper:query(last, undefined).
 

@@ -31,7 +31,7 @@
     depth_exact = true :: boolean(),
     overflow = 0 :: non_neg_integer(),
     running = true :: boolean(),
-    final :: msgflow_flow_view:summary() | undefined
+    final :: msgflow_flow_value:summary() | undefined
 }).
 -opaque entry() :: #entry{}.
 
@@ -168,7 +168,7 @@ stop(E = #entry{mfa = MFA, res = Res, trace = Trace, timer = Timer}) ->
 %% @doc One snapshot interval added: the entry's label's deltas `{Sender,
 %% Receiver, Messages}', the events kept in it (their causal depths deepen
 %% the entry's), the session's overflow; Ns the endpoint names read so
-%% far this snapshot (msgflow_flow_view:group_name/2), returned updated.
+%% far this snapshot (msgflow_flow_value:group_name/2), returned updated.
 -spec add(entry(), [{term(), term(), pos_integer()}], [msgflow_tracer:event()],
           non_neg_integer(), map()) -> {entry(), map()}.
 add(E = #entry{running = false}, _Deltas, _Events, _Over, Ns) ->
@@ -176,22 +176,22 @@ add(E = #entry{running = false}, _Deltas, _Events, _Over, Ns) ->
 add(E = #entry{pairs = P0, messages = M0, known = K0, depth = D0, max_events = Max,
                overflow = Over0}, Deltas, Events, Over, Ns0) ->
     {P, M, Ns} = lists:foldl(fun({S, R, N}, {P1, M1, Ns1}) ->
-                                     Ns2 = msgflow_flow_view:group_name(
-                                             R, msgflow_flow_view:group_name(S, Ns1)),
+                                     Ns2 = msgflow_flow_value:group_name(
+                                             R, msgflow_flow_value:group_name(S, Ns1)),
                                      Key = {maps:get(S, Ns2), maps:get(R, Ns2)},
                                      {maps:update_with(Key, fun(C) -> C + N end, N, P1),
                                       M1 + N, Ns2}
                              end, {P0, M0, Ns0}, Deltas),
-    {Depths, Known} = msgflow_flow_view:depths(Events, K0),
+    {Depths, Known} = msgflow_flow_value:depths(Events, K0),
     D = lists:max([D0 | [D1 || {_, D1} <- Depths]]),
     %% the chains of this interval's events only link to the last one's;
     %% a full watch let some events of the interval go unseen
     {E#entry{pairs = P, messages = M, known = Known, depth = D, overflow = Over0 + Over,
              depth_exact = E#entry.depth_exact andalso length(Events) < Max}, Ns}.
 
-%% @doc The entry's summary (msgflow_flow_view:summary()): its final one
+%% @doc The entry's summary (msgflow_flow_value:summary()): its final one
 %% once stopped.
--spec summary(entry()) -> msgflow_flow_view:summary().
+-spec summary(entry()) -> msgflow_flow_value:summary().
 summary(#entry{final = Final}) when Final =/= undefined ->
     Final;
 summary(#entry{mfa = MFA, res = Res, pairs = P, messages = M, depth = D, depth_exact = X,

@@ -45,7 +45,7 @@
     %% the monitor of each follow/2 caller: a caller killed mid-flow ends
     %% its watch (and the system tracer, if it was the last)
     callers = #{} :: #{reference() => term()},
-    last :: msgflow_flow_view:flow() | undefined,
+    last :: msgflow_flow_value:flow() | undefined,
     next = 1 :: pos_integer(),
     tick :: reference() | undefined,
     ticks = 0 :: non_neg_integer()
@@ -195,10 +195,10 @@ part_finish(Label, St1) ->
 finish(Label, Quiet, Parts, St1) ->
     case St1#st.follows of
         #{Label := F0} ->
-            F = msgflow_flow_view:merge_parts(F0, Parts),
+            F = msgflow_flow_value:merge_parts(F0, Parts),
             Events = relative(take_events(St1#st.fs, Label))
                 ++ lists:append([Es || #{events := Es} <- Parts]),
-            Flow = (msgflow_flow_view:flow(Label, F, Events))#{quiet => Quiet,
+            Flow = (msgflow_flow_value:flow(Label, F, Events))#{quiet => Quiet,
                                              nodes => [node() | [PN || #{node := PN} <- Parts]]},
             St2 = St1#st{follows = maps:remove(Label, St1#st.follows), last = Flow},
             St = release_tracer(forget_caller(Label, St2)),
@@ -403,7 +403,7 @@ add_follow({{Label, S}, R, N}, Fs) ->
     case Fs of
         #{Label := F = #{pairs := P, labels := Ls}} ->
             Fs#{Label := F#{pairs := maps:update_with({S, R}, fun(C) -> C + N end, N, P),
-                            labels := msgflow_flow_view:name(R, msgflow_flow_view:name(S, Ls))}};
+                            labels := msgflow_flow_value:name(R, msgflow_flow_value:name(S, Ls))}};
         _ ->
             Fs
     end;

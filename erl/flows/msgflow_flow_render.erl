@@ -13,7 +13,7 @@
 %% a legend of the processes with their labels, then one row per event in
 %% causal order, microseconds since the first, depth, and an arrow between
 %% lifelines (a list when more than 8 processes took part), and the pairs.
--spec text(msgflow_flow_view:flow()) -> iodata().
+-spec text(msgflow_flow_value:flow()) -> iodata().
 text(Flow = #{label := Label, messages := M, processes := Procs, depth := D,
               duration_us := Us, events := Evs, dropped := Dropped, pairs := Pairs}) ->
     Lanes = lanes(Flow),
@@ -97,7 +97,7 @@ put_at(Line, Pos, Text) ->
 %% @doc A Flow as a Mermaid `sequenceDiagram': one participant per
 %% process (its label and pid), one message per event in causal order,
 %% labelled with its kind and tag, depth and serial: `call get (d1 s0-1)'.
--spec mermaid(msgflow_flow_view:flow()) -> iodata().
+-spec mermaid(msgflow_flow_value:flow()) -> iodata().
 mermaid(Flow = #{label := Label, events := Evs, messages := M, dropped := Dropped}) ->
     Lanes = lanes(Flow),
     Ids = maps:from_list(lists:zip(Lanes, ["P" ++ integer_to_list(I)

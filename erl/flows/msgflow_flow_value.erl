@@ -1,10 +1,10 @@
-%%% @doc The views of request flows (msgflow_flow), built here and
+%%% @doc The values of request flows (msgflow_flow), built here and
 %%% nowhere else: a follow/2 flow (flow/3, merge_parts/2) and the summary
 %%% of a follow_calls/2 entry across nodes (merge_summary/2,
 %%% name_summary/1); depths/2 gives each event its causal depth.
 %%% msgflow_flow_render prints and draws them.  Pure but for the labels,
 %%% read from the VM (msgflow_labels:label/1); any process.
--module(msgflow_flow_view).
+-module(msgflow_flow_value).
 
 -export([flow/3, merge_parts/2, merge_summary/2, name_summary/1, name/2, group_name/2,
          depths/2]).

@@ -2,21 +2,21 @@
 %%% stopped since) and the last request follow/2 followed
 %%% (msgflow:flows/0 prints it).  No options but `node' and `timeout'
 %%% (msgflow_query); no counts needed: it is there before the first
-%%% start.  The value: `#{entries => [msgflow_flow_view:summary()], last
-%%% => msgflow_flow_view:flow() | undefined}', from a look at each node's
+%%% start.  The value: `#{entries => [msgflow_flow_value:summary()], last
+%%% => msgflow_flow_value:flow() | undefined}', from a look at each node's
 %%% flow keeper now.  Labels, not pids: each request has processes of its
 %%% own; a local process that exited is `(exited)'.  Across a cluster an
 %%% entry's calls are counted where its pattern is (this node), and the
 %%% messages of its requests on every node: each node's part of an entry
-%%% is added to this node's (msgflow_flow_view:merge_summary/2).
+%%% is added to this node's (msgflow_flow_value:merge_summary/2).
 -module(msgflow_flows_view).
 -behaviour(msgflow_view).
 
 -export([options/0, store/0, build/2, merge/3, text/3, json/2]).
 -export_type([flows/0]).
 
--type flows() :: #{entries := [msgflow_flow_view:summary()],
-                   last := msgflow_flow_view:flow() | undefined,
+-type flows() :: #{entries := [msgflow_flow_value:summary()],
+                   last := msgflow_flow_value:flow() | undefined,
                    missing => [{node(), term()}]}.
 
 %% @doc No options of its own.
@@ -38,8 +38,8 @@ build(none, _Opts) ->
 -spec merge([flows()], map(), msgflow_view:context()) -> flows().
 merge([#{entries := Here, last := Last} | Others], _Opts, _Ctx) ->
     There = lists:append([Es || #{entries := Es} <- Others]),
-    #{entries => [msgflow_flow_view:name_summary(
-                    msgflow_flow_view:merge_summary(S, [P || P = #{entry := E} <- There, E =:= Entry]))
+    #{entries => [msgflow_flow_value:name_summary(
+                    msgflow_flow_value:merge_summary(S, [P || P = #{entry := E} <- There, E =:= Entry]))
                   || S = #{entry := Entry} <- Here],
       last => Last}.
 
