@@ -112,7 +112,7 @@ etf(Bin) ->
         {error, {bad_term, Offset}} -> {error, {damaged, Offset}}
     end.
 
-%% A dump of version 6 (rows; msgflow-report reads the older ones).
+%% A dump of version 6 (rows; msgflow 0.1's versions 1 to 5 are refused).
 version(D = #{version := 6, rows := Rows, endpoints := Ends, taken_at := T, node := N})
   when is_list(Rows), is_list(Ends), is_integer(T), (is_atom(N) orelse is_binary(N)) ->
     {ok, D};

@@ -3,8 +3,8 @@
 %%% that describes itself (maps with named fields), for programs and for
 %%% the C tools: `export(Path, etf)' writes it, msgflow:dump/0 returns
 %%% it, msgflow-top asks for the rows it shows in this form, and
-%%% msgflow-report and msgflow-top read it (tools/c/mf_dump.c, which reads
-%%% versions 1 to 5 too).  Version 6, term_to_binary of:
+%%% msgflow-report and msgflow-top read it (tools/c/mf_dump.c, which
+%%% refuses msgflow 0.1's versions 1 to 5).  Version 6, term_to_binary of:
 %%% ```
 %%% #{format => msgflow_dump, version => 6,
 %%%   node => node(), by => Grouping, sort => messages | rate | peak | bytes | wait,

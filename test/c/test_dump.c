@@ -188,38 +188,47 @@ static void expect_refused(const char *what, ei_x_buff *x, const char *needle)
     mf_dump_free(&d);
 }
 
-/* A minimal valid dump with one endpoint and one pair; `version', the
- * count and the endpoint (the atom foo, or with `group' {exited, 7, n@h})
- * are parameters. */
-/* A dump of one pair; nodes (version 3) != 0 adds a `nodes' list of two,
- * < 0 a malformed one. */
-/* What crafted_dumps changes in small_dump_n's dump: how many (equal)
- * pairs, and a `scale' given as a float (0: the integer 1). */
-static int dump_pairs = 1;
-static int dump_kinds = 2; /* kinds per pair in a version 4 dump; -1: none */
-/* a version 5 dump's calls: 1 adds one call edge, 0 an empty list, -1 no
- * `calls' at all, -2 an entry of the wrong shape */
-static int dump_calls = 1;
-static double dump_scale;
+/* What small_dump varies in its dump (version 6, by process) of one
+ * endpoint and its rows to itself: the version written; how many (equal)
+ * rows, and their messages (2^64 - 1, or with big_count 2^64 as a
+ * bignum); the endpoint (the atom foo, or with `group' the exited
+ * endpoints of label 7, {exited, 7, n@h}); kinds a row (call get with
+ * 2^64 - 2 messages, info tick 1, info other 1; -1 leaves them out);
+ * nodes (2 good ones; -1 one that is no map; 0 the key left out); calls
+ * (1 one edge; -1 the key left out; -2 an entry that is no map); scale
+ * (0: the integer 1). */
+typedef struct {
+    long version;
+    int rows, big_count, group, kinds, nodes, calls;
+    double scale;
+} small_opts;
+static const small_opts small_default = {.version = 6, .rows = 1, .kinds = 2, .nodes = 2,
+                                         .calls = 1};
 
-static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, int nodes)
+static void put_bin(ei_x_buff *x, const char *s)
+{
+    ei_x_encode_binary(x, s, (long)strlen(s));
+}
+
+static void small_dump(ei_x_buff *x, small_opts o)
 {
     ei_x_new_with_version(x);
-    int with_calls = version >= 5 && dump_calls >= -2 && dump_calls != -1;
-    ei_x_encode_map_header(x, (nodes ? 12 : 11) + with_calls);
+    ei_x_encode_map_header(x, 12 + (o.nodes != 0) + (o.calls != -1));
     ei_x_encode_atom(x, "format");
     ei_x_encode_atom(x, "msgflow_dump");
     ei_x_encode_atom(x, "version");
-    ei_x_encode_long(x, version);
+    ei_x_encode_long(x, o.version);
     ei_x_encode_atom(x, "node");
     ei_x_encode_atom(x, "n@h");
+    ei_x_encode_atom(x, "by");
+    ei_x_encode_atom(x, "process");
     ei_x_encode_atom(x, "taken_at");
     ei_x_encode_longlong(x, 1700000000000LL);
     ei_x_encode_atom(x, "window_ms");
     ei_x_encode_long(x, 1000);
     ei_x_encode_atom(x, "scale");
-    if (dump_scale != 0)
-        ei_x_encode_double(x, dump_scale);
+    if (o.scale != 0)
+        ei_x_encode_double(x, o.scale);
     else
         ei_x_encode_long(x, 1);
     ei_x_encode_atom(x, "events");
@@ -230,8 +239,9 @@ static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, i
     ei_x_encode_long(x, 0);
     ei_x_encode_atom(x, "endpoints");
     ei_x_encode_list_header(x, 1);
-    ei_x_encode_tuple_header(x, 5);
-    if (group) {
+    ei_x_encode_map_header(x, 3);
+    ei_x_encode_atom(x, "endpoint");
+    if (o.group) {
         ei_x_encode_tuple_header(x, 3);
         ei_x_encode_atom(x, "exited");
         ei_x_encode_long(x, 7);
@@ -239,77 +249,93 @@ static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, i
     } else {
         ei_x_encode_atom(x, "foo");
     }
-    ei_x_encode_binary(x, "foo", 3);
-    ei_x_encode_atom(x, "undefined");
-    ei_x_encode_atom(x, "undefined");
-    ei_x_encode_atom(x, "n@h");
+    ei_x_encode_atom(x, "text");
+    put_bin(x, o.group ? "exited#7" : "foo");
+    ei_x_encode_atom(x, "label");
+    put_bin(x, "foo");
     ei_x_encode_empty_list(x);
-    ei_x_encode_atom(x, "pairs");
-    ei_x_encode_list_header(x, dump_pairs);
-    for (int i = 0; i < dump_pairs; i++) {
-        /* version 4: {S, R, Messages, Window, Kinds}; dump_kinds < 0 leaves
-         * the kinds out (a version 3 pair in a version 4 dump) */
-        int with_kinds = version >= 4 && dump_kinds >= 0;
-        ei_x_encode_tuple_header(x, with_kinds ? 5 : 4);
+    ei_x_encode_atom(x, "rows");
+    ei_x_encode_list_header(x, o.rows);
+    for (int i = 0; i < o.rows; i++) {
+        ei_x_encode_map_header(x, 4 + (o.kinds >= 0));
+        ei_x_encode_atom(x, "sender");
         ei_x_encode_long(x, 0);
+        ei_x_encode_atom(x, "receiver");
         ei_x_encode_long(x, 0);
-        if (big_count) {
+        ei_x_encode_atom(x, "messages");
+        if (o.big_count) {
             /* 2^64 as SMALL_BIG_EXT: 9 little-endian bytes, one past ulonglong */
             const char big[] = {110, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
             ei_x_append_buf(x, big, sizeof(big));
         } else {
             ei_x_encode_ulonglong(x, 18446744073709551615ULL);
         }
+        ei_x_encode_atom(x, "window_messages");
         ei_x_encode_long(x, 5);
-        if (with_kinds) {
-            /* dump_kinds kinds: {call, get, 2^64 - 2}, {info, tick, 1}, ... */
-            if (dump_kinds)
-                ei_x_encode_list_header(x, dump_kinds);
-            for (int k = 0; k < dump_kinds; k++) {
-                ei_x_encode_tuple_header(x, 3);
+        if (o.kinds >= 0) {
+            ei_x_encode_atom(x, "kinds");
+            if (o.kinds)
+                ei_x_encode_list_header(x, o.kinds);
+            for (int k = 0; k < o.kinds; k++) {
+                ei_x_encode_map_header(x, 3);
+                ei_x_encode_atom(x, "kind");
                 ei_x_encode_atom(x, k == 0 ? "call" : "info");
+                ei_x_encode_atom(x, "tag");
                 ei_x_encode_atom(x, k == 0 ? "get" : k == 1 ? "tick" : "other");
+                ei_x_encode_atom(x, "messages");
                 ei_x_encode_ulonglong(x, k == 0 ? 18446744073709551614ULL : 1);
             }
             ei_x_encode_empty_list(x);
         }
     }
     ei_x_encode_empty_list(x);
-    if (nodes) {
+    if (o.nodes) {
         ei_x_encode_atom(x, "nodes");
         ei_x_encode_list_header(x, 2);
         const char *names[] = {"n@h", "m@h"}, *status[] = {"up", "down"};
         for (int i = 0; i < 2; i++) {
-            ei_x_encode_tuple_header(x, nodes > 0 ? 4 : 3);
+            if (o.nodes < 0) {
+                ei_x_encode_tuple_header(x, 2);
+                ei_x_encode_atom(x, names[i]);
+                ei_x_encode_atom(x, status[i]);
+                continue;
+            }
+            ei_x_encode_map_header(x, 4);
+            ei_x_encode_atom(x, "node");
             ei_x_encode_atom(x, names[i]);
+            ei_x_encode_atom(x, "status");
             ei_x_encode_atom(x, status[i]);
+            ei_x_encode_atom(x, "pairs");
             ei_x_encode_long(x, 3 + i);
-            if (nodes > 0)
-                ei_x_encode_long(x, 10 + i);
+            ei_x_encode_atom(x, "events");
+            ei_x_encode_long(x, 10 + i);
         }
         ei_x_encode_empty_list(x);
     }
-    if (with_calls) {
-        /* {Caller, CallerLabel, Server, ServerLabel, Kind, Tag, Calls,
-         * Sampled, Unanswered, P50, P90, P99, Max} */
+    if (o.calls != -1) {
         ei_x_encode_atom(x, "calls");
-        if (dump_calls > 0) {
+        if (o.calls > 0) {
             ei_x_encode_list_header(x, 1);
-            ei_x_encode_tuple_header(x, 13);
-            ei_x_encode_binary(x, "<0.80.0>", 8);
-            ei_x_encode_binary(x, "client", 6);
-            ei_x_encode_binary(x, "<0.81.0>", 8);
-            ei_x_encode_binary(x, "kv", 2);
+            ei_x_encode_map_header(x, 13);
+            const char *texts[][2] = {{"caller", "<0.80.0>"}, {"caller_label", "client"},
+                                      {"server", "<0.81.0>"}, {"server_label", "kv"}};
+            for (int i = 0; i < 4; i++) {
+                ei_x_encode_atom(x, texts[i][0]);
+                put_bin(x, texts[i][1]);
+            }
+            ei_x_encode_atom(x, "kind");
             ei_x_encode_atom(x, "call");
+            ei_x_encode_atom(x, "tag");
             ei_x_encode_atom(x, "get");
-            ei_x_encode_long(x, 171812);
-            ei_x_encode_long(x, 2684);
-            ei_x_encode_long(x, 1);
-            ei_x_encode_long(x, 38000);
-            ei_x_encode_long(x, 90000);
-            ei_x_encode_long(x, 2100000);
+            const char *nums[] = {"calls", "sampled", "unanswered", "p50_ns", "p90_ns", "p99_ns"};
+            const long vals[] = {171812, 2684, 1, 38000, 90000, 2100000};
+            for (int i = 0; i < 6; i++) {
+                ei_x_encode_atom(x, nums[i]);
+                ei_x_encode_long(x, vals[i]);
+            }
+            ei_x_encode_atom(x, "max_ns");
             ei_x_encode_atom(x, "undefined");
-        } else if (dump_calls == -2) {
+        } else if (o.calls == -2) {
             ei_x_encode_list_header(x, 1);
             ei_x_encode_tuple_header(x, 2);
             ei_x_encode_atom(x, "call");
@@ -317,11 +343,6 @@ static void small_dump_n(ei_x_buff *x, long version, int big_count, int group, i
         }
         ei_x_encode_empty_list(x);
     }
-}
-
-static void small_dump(ei_x_buff *x, long version, int big_count, int group)
-{
-    small_dump_n(x, version, big_count, group, 0);
 }
 
 /* Issue 20's crafted dumps: two pairs of 2^64 - 1 messages grouped into
@@ -332,9 +353,9 @@ static void crafted_dumps(void)
     ei_x_buff x;
     mf_dump d;
     char err[256];
-    dump_pairs = 2;
-    small_dump(&x, 1, 0, 0);
-    dump_pairs = 1;
+    small_opts two = small_default;
+    two.rows = 2;
+    small_dump(&x, two);
     CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "two pairs: %s", err);
     mf_by bys[] = {MF_BY_PROCESS, MF_BY_NAME, MF_BY_MODULE, MF_BY_NODE};
     for (size_t i = 0; i < sizeof(bys) / sizeof(bys[0]); i++) {
@@ -347,9 +368,9 @@ static void crafted_dumps(void)
     }
     mf_dump_free(&d);
     ei_x_free(&x);
-    dump_scale = INFINITY;
-    small_dump(&x, 1, 0, 0);
-    dump_scale = 0;
+    small_opts inf = small_default;
+    inf.scale = INFINITY;
+    small_dump(&x, inf);
     expect_refused("scale inf", &x, "finite");
     ei_x_free(&x);
     size_t len;
@@ -358,11 +379,6 @@ static void crafted_dumps(void)
 }
 
 /* ------------------------------------------------------------ version 6 */
-
-static void put_bin(ei_x_buff *x, const char *s)
-{
-    ei_x_encode_binary(x, s, (long)strlen(s));
-}
 
 /* A version 6 dump: two endpoints (the pid-less name foo with a shared
  * label, and a group's key), one row with the node's rate and peak and
@@ -588,48 +604,52 @@ static void bad_inputs(void)
     ei_x_buff x;
     mf_dump d;
     char err[256];
+    small_opts o;
 
-    small_dump(&x, 1, 0, 0);
+    small_dump(&x, small_default);
     CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "small dump: %s", err);
     CHECK(d.n_pairs == 1 && d.pairs[0].messages == 18446744073709551615ULL,
           "small dump: 2^64-1 messages not kept");
     CHECK(d.n_endpoints == 1 && !strcmp(d.endpoints[0].text, "foo") &&
               d.endpoints[0].module == NULL, "small dump: endpoint");
+    CHECK(d.n_nodes == 2 && !strcmp(d.nodes[1].name, "m@h") && !strcmp(d.nodes[1].status, "down") &&
+              d.nodes[1].pairs == 4 && d.nodes[1].events == 11,
+          "small dump: nodes");
+    CHECK(d.n_calls == 1 && strcmp(d.calls[0].server_label, "kv") == 0 &&
+              d.calls[0].calls == 171812 && d.calls[0].sampled == 2684 &&
+              d.calls[0].unanswered == 1 && d.calls[0].p50_ns == 38000 &&
+              d.calls[0].p99_ns == 2100000 && d.calls[0].max_ns == -1,
+          "small dump: a call edge");
     mf_dump_free(&d);
     /* garbage after the term */
     ei_x_append_buf(&x, "zz", 2);
     expect_refused("trailing bytes", &x, "garbage");
     ei_x_free(&x);
 
-    /* version 2: a group of exited endpoints; not in a version 1 dump */
-    small_dump(&x, 2, 0, 1);
+    /* a group of exited endpoints */
+    o = small_default;
+    o.group = 1;
+    small_dump(&x, o);
     CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "group dump: %s", err);
     CHECK(d.n_endpoints == 1 && d.endpoints[0].type == MF_EP_EXITED &&
               !strcmp(d.endpoints[0].text, "exited#7") && !strcmp(d.endpoints[0].node, "n@h"),
           "group dump: endpoint");
     mf_dump_free(&d);
     ei_x_free(&x);
-    small_dump(&x, 1, 0, 1);
-    expect_refused("group in version 1", &x, "endpoint 0");
+    /* the nodes: required; each a map */
+    o = small_default;
+    o.nodes = 0;
+    small_dump(&x, o);
+    expect_refused("without nodes", &x, "without `nodes'");
     ei_x_free(&x);
-    /* version 3: the nodes of a cluster-wide dump; required there */
-    small_dump_n(&x, 3, 0, 1, 1);
-    CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "nodes dump: %s", err);
-    CHECK(d.n_nodes == 2 && !strcmp(d.nodes[1].name, "m@h") && !strcmp(d.nodes[1].status, "down") &&
-              d.nodes[1].pairs == 4 && d.nodes[1].events == 11,
-          "nodes dump: nodes");
-    mf_dump_free(&d);
-    ei_x_free(&x);
-    small_dump(&x, 3, 0, 0);
-    expect_refused("version 3 without nodes", &x, "without `nodes'");
-    ei_x_free(&x);
-    small_dump_n(&x, 3, 0, 0, -1);
+    o.nodes = -1;
+    small_dump(&x, o);
     expect_refused("a bad node entry", &x, "nodes: entry 0");
     ei_x_free(&x);
-    /* version 4: each pair's kinds, names kept once */
-    dump_pairs = 2;
-    small_dump_n(&x, 4, 0, 0, 1);
-    dump_pairs = 1;
+    /* each row's kinds, names kept once */
+    o = small_default;
+    o.rows = 2;
+    small_dump(&x, o);
     CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0, "kinds dump: %s", err);
     CHECK(d.n_pairs == 2 && d.n_pair_kinds == 4 && d.n_kind_names == 2 &&
               d.pairs[1].first_kind == 2 && d.pairs[1].n_kinds == 2 &&
@@ -647,40 +667,44 @@ static void bad_inputs(void)
     }
     mf_dump_free(&d);
     ei_x_free(&x);
-    dump_kinds = 3;
-    small_dump_n(&x, 4, 0, 0, 1);
+    o = small_default;
+    o.kinds = 3;
+    small_dump(&x, o);
     CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0 && d.n_kind_names == 3,
           "three kinds: %s", err);
     mf_dump_free(&d);
     ei_x_free(&x);
-    dump_kinds = -1;
-    small_dump_n(&x, 4, 0, 0, 1);
-    expect_refused("version 4 pair without kinds", &x, "pair 0: not {SenderIndex");
+    /* the call edges: required; each a map */
+    o = small_default;
+    o.calls = -1;
+    small_dump(&x, o);
+    expect_refused("without calls", &x, "without `calls'");
     ei_x_free(&x);
-    dump_kinds = 2;
-    small_dump_n(&x, 5, 0, 0, 1);
-    CHECK(decode(x.buff, (size_t)x.index, &d, err) == 0 && d.n_calls == 1 &&
-              strcmp(d.calls[0].server_label, "kv") == 0 && d.calls[0].calls == 171812 &&
-              d.calls[0].sampled == 2684 && d.calls[0].unanswered == 1 &&
-              d.calls[0].p50_ns == 38000 && d.calls[0].p99_ns == 2100000 &&
-              d.calls[0].max_ns == -1,
-          "version 5 with a call edge: %s", err);
-    mf_dump_free(&d);
+    o.calls = -2;
+    small_dump(&x, o);
+    expect_refused("a bad call edge", &x, "calls: entry 0 is not");
     ei_x_free(&x);
-    dump_calls = -1;
-    small_dump_n(&x, 5, 0, 0, 1);
-    expect_refused("version 5 without calls", &x, "without `calls'");
-    ei_x_free(&x);
-    dump_calls = -2;
-    small_dump_n(&x, 5, 0, 0, 1);
-    expect_refused("version 5 with a bad call edge", &x, "calls: entry 0 is not");
-    ei_x_free(&x);
-    dump_calls = 1;
-    small_dump_n(&x, 7, 0, 0, 1);
+    /* versions: 7 is not known; 1 to 5, msgflow 0.1's, are refused with
+     * how to export the run again */
+    o = small_default;
+    o.version = 7;
+    small_dump(&x, o);
     expect_refused("version 7", &x, "version 7 is not known");
     ei_x_free(&x);
+    for (long v = 1; v <= 5; v++) {
+        char what[32], needle[64];
+        o.version = v;
+        small_dump(&x, o);
+        snprintf(what, sizeof(what), "version %ld", v);
+        snprintf(needle, sizeof(needle), "version %ld is from msgflow 0.1", v);
+        expect_refused(what, &x, needle);
+        expect_refused(what, &x, "msgflow:export(Path, etf)");
+        ei_x_free(&x);
+    }
     v6_dumps();
-    small_dump(&x, 1, 1, 0);
+    o = small_default;
+    o.big_count = 1;
+    small_dump(&x, o);
     expect_refused("count 2^64", &x, "below 2^64");
     ei_x_free(&x);
 

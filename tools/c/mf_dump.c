@@ -309,10 +309,9 @@ typedef struct {
     const char *buf;
     int idx;
     const char *dump_node; /* known once `node' was read; may be NULL */
-    long version;          /* of the dump */
     char *err;
     size_t errlen;
-    kind_seen *kinds;      /* version 4: kind names seen, freed by decode */
+    kind_seen *kinds;      /* kind names seen, freed by decode */
     size_t kinds_cap;      /* room in out->pair_kinds */
     size_t names_cap;      /* room in out->kind_names */
 } dec;
@@ -430,8 +429,8 @@ static int dec_endpoint(dec *d, mf_endpoint *e)
         if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || !dec_atom(d, a))
             return 0;
         if (arity == 3 && strcmp(a, "exited") == 0) {
-            /* {exited, LabelId, Node}: the exited endpoints of one label (v2) */
-            if (d->version < 2 || ei_decode_long(d->buf, &d->idx, &kind) != 0 ||
+            /* {exited, LabelId, Node}: the exited endpoints of one label */
+            if (ei_decode_long(d->buf, &d->idx, &kind) != 0 ||
                 !dec_atom(d, b))
                 return 0;
             e->type = MF_EP_EXITED;
@@ -463,39 +462,6 @@ static void endpoint_free(mf_endpoint *e)
     free(e->module);
     free(e->application);
     free(e->node);
-}
-
-static int dec_endpoints(dec *d, mf_dump *out)
-{
-    int n;
-    if (ei_decode_list_header(d->buf, &d->idx, &n) != 0 || n < 0)
-        return fail(d->err, d->errlen, "endpoints: not a list"), 0;
-    if (n == 0)
-        return 1;
-    out->endpoints = calloc((size_t)n, sizeof(*out->endpoints));
-    if (!out->endpoints)
-        return fail(d->err, d->errlen, "out of memory (%d endpoints)", n), 0;
-    for (int i = 0; i < n; i++) {
-        mf_endpoint *e = &out->endpoints[i];
-        int arity;
-        out->n_endpoints = (size_t)i + 1; /* so that free sees what was set */
-        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 5 ||
-            !dec_endpoint(d, e) || !dec_binary_str(d, &e->label) ||
-            !dec_opt_atom(d, &e->module) || !dec_opt_atom(d, &e->application)) {
-            fail(d->err, d->errlen, "endpoint %d: not {Endpoint, Label, Module, "
-                 "Application, Node}", i);
-            return 0;
-        }
-        char node[MAXATOMLEN_UTF8];
-        if (!dec_atom(d, node)) /* the node is also in the endpoint itself */
-            return fail(d->err, d->errlen, "endpoint %d: node is not an atom", i), 0;
-        free(e->node);
-        if (!(e->node = dup_str(node)))
-            return fail(d->err, d->errlen, "out of memory"), 0;
-    }
-    return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
-               ? 1
-               : (fail(d->err, d->errlen, "endpoints: not a proper list"), 0);
 }
 
 /* The index of kind name (kind, tag) in out->kind_names, added when new;
@@ -582,99 +548,6 @@ static int add_kind(dec *d, mf_dump *out, mf_pair *p, const char *kind, const ch
     return 1;
 }
 
-/* A pair's kinds (version 4): [{Kind, Tag, Messages}], appended to
- * out->pair_kinds.  0 with a message in d->err when malformed. */
-static int dec_pair_kinds(dec *d, mf_dump *out, mf_pair *p, int i)
-{
-    int n;
-    if (ei_decode_list_header(d->buf, &d->idx, &n) != 0 || n < 0)
-        return fail(d->err, d->errlen, "pair %d: kinds are not a list", i), 0;
-    p->first_kind = out->n_pair_kinds;
-    p->n_kinds = 0;
-    if (n == 0)
-        return 1;
-    if (!room_for_kinds(d, out, (size_t)n))
-        return 0;
-    for (int j = 0; j < n; j++) {
-        char kind[MAXATOMLEN_UTF8], tag[MAXATOMLEN_UTF8];
-        int arity;
-        uint64_t messages;
-        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 3 ||
-            !dec_atom(d, kind) || !dec_atom(d, tag) || !dec_u64(d, &messages))
-            return fail(d->err, d->errlen, "pair %d: kind %d is not {Kind, Tag, Messages}", i,
-                        j), 0;
-        if (!add_kind(d, out, p, kind, tag, messages))
-            return 0;
-    }
-    return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
-               ? 1
-               : (fail(d->err, d->errlen, "pair %d: kinds are not a proper list", i), 0);
-}
-
-static int dec_pairs(dec *d, mf_dump *out, size_t n_endpoints)
-{
-    int n;
-    if (ei_decode_list_header(d->buf, &d->idx, &n) != 0 || n < 0)
-        return fail(d->err, d->errlen, "pairs: not a list"), 0;
-    if (n == 0)
-        return 1;
-    out->pairs = calloc((size_t)n, sizeof(*out->pairs));
-    if (!out->pairs)
-        return fail(d->err, d->errlen, "out of memory (%d pairs)", n), 0;
-    for (int i = 0; i < n; i++) {
-        mf_pair *p = &out->pairs[i];
-        int arity;
-        uint64_t s, r;
-        int want = d->version >= 4 ? 5 : 4;
-        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != want ||
-            !dec_u64(d, &s) || !dec_u64(d, &r) || !dec_u64(d, &p->messages) ||
-            !dec_u64(d, &p->window_messages))
-            return fail(d->err, d->errlen, "pair %d: not {SenderIndex, ReceiverIndex, "
-                        "Messages, WindowMessages%s} of non-negative integers below 2^64", i,
-                        want == 5 ? ", Kinds" : ""), 0;
-        if (want == 5 && !dec_pair_kinds(d, out, p, i))
-            return 0;
-        if (s >= n_endpoints || r >= n_endpoints)
-            return fail(d->err, d->errlen, "pair %d: endpoint index %llu out of range "
-                        "(%zu endpoints)", i, (unsigned long long)(s >= n_endpoints ? s : r),
-                        n_endpoints), 0;
-        p->sender = (size_t)s;
-        p->receiver = (size_t)r;
-        p->rate = p->peak = -1;
-        out->n_pairs = (size_t)i + 1;
-    }
-    return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
-               ? 1
-               : (fail(d->err, d->errlen, "pairs: not a proper list"), 0);
-}
-
-/* nodes => [{Node, Status, Pairs, Events}] (version 3). */
-static int dec_nodes(dec *d, mf_dump *out)
-{
-    int n;
-    if (ei_decode_list_header(d->buf, &d->idx, &n) != 0 || n < 0)
-        return fail(d->err, d->errlen, "nodes: not a list"), 0;
-    if (n == 0)
-        return 1;
-    out->nodes = calloc((size_t)n, sizeof(mf_node));
-    if (!out->nodes)
-        return fail(d->err, d->errlen, "out of memory"), 0;
-    for (int i = 0; i < n; i++) {
-        int arity;
-        char a[MAXATOMLEN_UTF8];
-        mf_node *nd = &out->nodes[i];
-        out->n_nodes = (size_t)i + 1; /* so that free sees what was set */
-        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 4 ||
-            !dec_atom(d, a) || !(nd->name = dup_str(a)) || !dec_atom(d, a) ||
-            !(nd->status = dup_str(a)) || !dec_u64(d, &nd->pairs) || !dec_u64(d, &nd->events))
-            return fail(d->err, d->errlen, "nodes: entry %d is not {Node, Status, Pairs, Events}",
-                        i), 0;
-    }
-    return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
-               ? 1
-               : (fail(d->err, d->errlen, "nodes: an improper list"), 0);
-}
-
 /* An integer, or `undefined' as -1. */
 static int dec_opt_ll(dec *d, long long *v)
 {
@@ -688,40 +561,6 @@ static int dec_opt_ll(dec *d, long long *v)
     *v = -1;
     return 1;
 }
-
-/* calls => [{CallerText, CallerLabel, ServerText, ServerLabel, Kind, Tag,
- * Calls, Sampled, Unanswered, P50, P90, P99, Max}] (version 5). */
-static int dec_calls(dec *d, mf_dump *out)
-{
-    int n;
-    if (ei_decode_list_header(d->buf, &d->idx, &n) != 0 || n < 0)
-        return fail(d->err, d->errlen, "calls: not a list"), 0;
-    if (n == 0)
-        return 1;
-    out->calls = calloc((size_t)n, sizeof(mf_call));
-    if (!out->calls)
-        return fail(d->err, d->errlen, "out of memory"), 0;
-    for (int i = 0; i < n; i++) {
-        int arity;
-        char a[MAXATOMLEN_UTF8];
-        mf_call *c = &out->calls[i];
-        out->n_calls = (size_t)i + 1; /* so that free sees what was set */
-        if (ei_decode_tuple_header(d->buf, &d->idx, &arity) != 0 || arity != 13 ||
-            !dec_binary_str(d, &c->caller) || !dec_binary_str(d, &c->caller_label) ||
-            !dec_binary_str(d, &c->server) || !dec_binary_str(d, &c->server_label) ||
-            !dec_atom(d, a) || !(c->kind = dup_str(a)) || !dec_atom(d, a) ||
-            !(c->tag = dup_str(a)) || !dec_opt_ll(d, &c->calls) || !dec_u64(d, &c->sampled) ||
-            !dec_u64(d, &c->unanswered) || !dec_opt_ll(d, &c->p50_ns) ||
-            !dec_opt_ll(d, &c->p90_ns) || !dec_opt_ll(d, &c->p99_ns) || !dec_opt_ll(d, &c->max_ns))
-            return fail(d->err, d->errlen, "calls: entry %d is not {Caller, CallerLabel, Server, "
-                        "ServerLabel, Kind, Tag, Calls, Sampled, Unanswered, P50, P90, P99, "
-                        "Max}", i), 0;
-    }
-    return ei_decode_list_header(d->buf, &d->idx, &n) == 0 && n == 0
-               ? 1
-               : (fail(d->err, d->errlen, "calls: an improper list"), 0);
-}
-
 
 /* ------------------------------------------------------ version 6: maps */
 
@@ -955,7 +794,7 @@ static int dec_row6(dec *d, mf_dump *out, void *elem, int i, const int *at)
         p->growing = ok && strcmp(g, "true") == 0;
     }
     if (!ok)
-        return fail(d->err, d->errlen, "row %d: a field is not a non-negative number", i), 0;
+        return fail(d->err, d->errlen, "row %d: a field is not a non-negative number (counts below 2^64)", i), 0;
     if (s >= out->n_endpoints || r >= out->n_endpoints)
         return fail(d->err, d->errlen, "row %d: endpoint index %llu out of range (%zu endpoints)",
                     i, (unsigned long long)(s >= out->n_endpoints ? s : r), out->n_endpoints), 0;
@@ -1116,16 +955,16 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     if (c.pos != len)
         return fail(err, errlen, "%zu bytes of garbage after the term", len - c.pos), -1;
 
-    dec d = {buf, 1, NULL, 0, err, errlen, NULL, 0, 0};
+    dec d = {.buf = buf, .idx = 1, .err = err, .errlen = errlen};
     /* Keys come in any order: note where each value is, then decode. */
     enum { K_FORMAT, K_VERSION, K_NODE, K_TAKEN, K_STARTED, K_RUNNING, K_WINDOW, K_SCALE,
-           K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_PAIRS, K_NODES, K_CALLS, K_BY, K_SORT,
+           K_EVENTS, K_DEAD, K_OVERFLOW, K_ENDPOINTS, K_NODES, K_CALLS, K_BY, K_SORT,
            K_PAIR_COUNT, K_GROUP_COUNT, K_ROWS, K_MISSING, K_STOPPED, K_RANGE_FROM, K_RANGE_TO,
            K_FULL, K_OVER_TOP, K_OVER_MIN, K_N };
     static const char *const names[K_N] = {"format", "version", "node", "taken_at",
                                            "started_at", "running", "window_ms", "scale",
                                            "events", "dead_letters", "overflow", "endpoints",
-                                           "pairs", "nodes", "calls", "by", "sort", "pair_count",
+                                           "nodes", "calls", "by", "sort", "pair_count",
                                            "group_count", "rows", "missing", "stopped_at",
                                            "range_from", "range_to", "memory_full",
                                            "overflow_top", "overflow_top_min"};
@@ -1139,16 +978,19 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     d.idx = at[K_VERSION];
     if (at[K_VERSION] < 0 || ei_decode_long(buf, &d.idx, &out->version) != 0)
         return fail(err, errlen, "msgflow dump without a version"), -1;
-    if (out->version < 1 || out->version > MF_DUMP_VERSION)
-        return fail(err, errlen, "msgflow dump version %ld is not known (this reader knows 1-%d)",
+    if (out->version >= 1 && out->version < MF_DUMP_VERSION)
+        return fail(err, errlen,
+                    "msgflow dump version %ld is from msgflow 0.1, whose dumps this reader no "
+                    "longer reads (it reads version %d): read it with msgflow 0.1's "
+                    "msgflow-report, or export the run again with this msgflow "
+                    "(msgflow:export(Path, etf) on the node)",
                     out->version, MF_DUMP_VERSION), -1;
-    d.version = out->version;
+    if (out->version != MF_DUMP_VERSION)
+        return fail(err, errlen, "msgflow dump version %ld is not known (this reader knows %d)",
+                    out->version, MF_DUMP_VERSION), -1;
     for (int k = 0; k < K_N; k++) {
-        /* what each version must have: version 6 has `rows' where the
-         * others had `pairs', and `by' */
-        int needed = k != K_STARTED && k != K_RUNNING && (k != K_NODES || d.version >= 3) &&
-                     (k != K_CALLS || d.version >= 5) && (k != K_PAIRS || d.version < 6) &&
-                     ((k != K_BY && k != K_ROWS) || d.version >= 6) && k != K_SORT &&
+        /* what a dump must have */
+        int needed = k != K_STARTED && k != K_RUNNING && k != K_SORT &&
                      k != K_PAIR_COUNT && k != K_GROUP_COUNT && k != K_MISSING &&
                      k != K_STOPPED && k != K_RANGE_FROM && k != K_RANGE_TO && k != K_FULL &&
                      k != K_OVER_TOP && k != K_OVER_MIN;
@@ -1220,7 +1062,7 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
         }
         out->scale = (double)s;
     }
-    if (d.version >= 6) {
+    {
         d.idx = at[K_BY];
         if (!dec_atom(&d, a) || !(out->by = dup_str(a))) {
             fail(err, errlen, "by: not an atom");
@@ -1260,15 +1102,12 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
             if (!dec_overflow_top6(&d, out))
                 goto bad;
         }
-    } else if (!(out->by = dup_str("process"))) {
-        fail(err, errlen, "out of memory");
-        goto bad;
     }
     d.idx = at[K_ENDPOINTS];
-    if (!(d.version >= 6 ? dec_endpoints6(&d, out) : dec_endpoints(&d, out)))
+    if (!dec_endpoints6(&d, out))
         goto bad;
-    d.idx = at[d.version >= 6 ? K_ROWS : K_PAIRS];
-    int pairs_ok = d.version >= 6 ? dec_rows6(&d, out) : dec_pairs(&d, out, out->n_endpoints);
+    d.idx = at[K_ROWS];
+    int pairs_ok = dec_rows6(&d, out);
     kind_seen *k, *tmp;
     HASH_ITER(hh, d.kinds, k, tmp) {
         HASH_DEL(d.kinds, k);
@@ -1277,16 +1116,12 @@ int mf_dump_decode(const char *buf, size_t len, mf_dump *out, char *err, size_t 
     }
     if (!pairs_ok)
         goto bad;
-    if (d.version >= 3) {
-        d.idx = at[K_NODES];
-        if (!(d.version >= 6 ? dec_nodes6(&d, out) : dec_nodes(&d, out)))
-            goto bad;
-    }
-    if (d.version >= 5) {
-        d.idx = at[K_CALLS];
-        if (!(d.version >= 6 ? dec_calls6(&d, out) : dec_calls(&d, out)))
-            goto bad;
-    }
+    d.idx = at[K_NODES];
+    if (!dec_nodes6(&d, out))
+        goto bad;
+    d.idx = at[K_CALLS];
+    if (!dec_calls6(&d, out))
+        goto bad;
     return 0;
 bad:
     mf_dump_free(out);

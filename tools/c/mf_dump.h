@@ -1,7 +1,7 @@
 /*
  * mf_dump.h -- decodes msgflow's ETF dump (msgflow:export(Path, etf),
- * msgflow:dump/0, and the rows msgflow-top asks for), versions 1 to 6,
- * with ei.  Shared by msgflow-report and msgflow-top.
+ * msgflow:dump/0, and the rows msgflow-top asks for), version 6, with
+ * ei.  Shared by msgflow-report and msgflow-top.
  *
  * Version 6 (erl/output/msgflow_dump.erl documents it) is term_to_binary
  * of a map whose every part is a map with named fields:
@@ -20,17 +20,9 @@
  *     memory_full, overflow_top => [#{sender, receiver, messages, error}],
  *     overflow_top_min}   (the last three optional)
  * A field this reader does not know is skipped.  Its rows are a view's:
- * grouped by `by' on the node, in its order.  Versions 1 to 5 were tuples
- * by position:
- *   #{format => msgflow_dump, version => 5, node, taken_at, started_at,
- *     running, window_ms, scale, events, dead_letters, overflow,
- *     endpoints => [{Endpoint, Label, Module, Application, Node}],
- *     pairs => [{SenderIndex, ReceiverIndex, Messages, WindowMessages,
- *                [{Kind, Tag, KindMessages}]}],  (version 4; 4-tuples before)
- *     nodes => [{Node, Status, Pairs, Events}],  (version 3)
- *     calls => [{CallerText, CallerLabel, ServerText, ServerLabel, Kind,
- *                Tag, Calls, Sampled, Unanswered, P50, P90, P99, Max}]}
- *                                                (version 5)
+ * grouped by `by' on the node, in its order.  Versions 1 to 5 (msgflow
+ * 0.1's tuples by position) are refused, with the version and how to
+ * export the run again.
  *
  * Safety: ei's decoders trust the lengths inside the term, so the whole
  * input is first walked by a bounds-checked validator (every length
@@ -48,14 +40,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* 2: endpoints may be {exited, LabelId, Node}, the exited endpoints of
- * one label; 3: `nodes'; 4: kinds; 5: `calls'; 6: named fields, rows of
- * any grouping */
+/* the one version read: named fields, rows of any grouping (1 to 5,
+ * msgflow 0.1's, are refused) */
 #define MF_DUMP_VERSION 6
 #define MF_DUMP_MAX_DEPTH 16
 
 /* What an endpoint is: a process, port, registered name (here or on a
- * node), alias, the exited endpoints of one label, or (version 6, rows
+ * node), alias, the exited endpoints of one label, or (rows
  * grouped on the node) a group's key. */
 typedef enum {
     MF_EP_PID,
@@ -71,7 +62,7 @@ typedef struct {
     mf_ep_type type;
     char *text;        /* as msgflow_fmt:endpoint/1 writes it, e.g. <0.80.0> */
     char *label;       /* the readable label the node gave it */
-    char *display;     /* version 6: the label as the views show it (with the
+    char *display;     /* the label as the views show it (with the
                         * text beside a label other endpoints share); NULL
                         * before */
     char *module;      /* NULL when `undefined' */
@@ -86,7 +77,7 @@ typedef struct {
     char *tag;
 } mf_kind_name;
 
-/* The messages of one kind and tag of a pair (version 4). */
+/* The messages of one kind and tag of a pair. */
 typedef struct {
     uint32_t name;     /* index into kind_names */
     uint64_t messages;
@@ -96,12 +87,12 @@ typedef struct {
     size_t sender, receiver;  /* indexes into endpoints */
     uint64_t messages;        /* since start */
     uint64_t window_messages; /* in the last window */
-    double rate, peak;        /* version 6: messages/s over the last window and
+    double rate, peak;        /* messages/s over the last window and
                                * of the busiest, as the node gave them; -1
                                * before (the rate is then window_messages over
                                * window_ms) */
     size_t first_kind;        /* its kinds: pair_kinds[first_kind ..] */
-    uint32_t n_kinds;         /* 0 before version 4, or with kinds off */
+    uint32_t n_kinds;         /* 0 with kinds off */
     double bytes, bytes_mean; /* the bytes its messages copied since start,
                                * and a message's, from sampled sizes; -1
                                * when none was measured (or before they
@@ -111,7 +102,7 @@ typedef struct {
     int growing;              /* 1: that mailbox grew all window */
 } mf_pair;
 
-/* A node of a cluster-wide dump (version 3): its status when the dump
+/* A node of a cluster-wide dump: its status when the dump
  * was taken (up, down, stale, incompatible), its pairs and messages. */
 typedef struct {
     char *name;
@@ -119,7 +110,7 @@ typedef struct {
     uint64_t pairs, events;
 } mf_node;
 
-/* A call edge's round trips (version 5): its ends as texts and labels,
+/* A call edge's round trips: its ends as texts and labels,
  * the request's kind and tag, its calls (-1: not known), the round trips
  * sampled and the calls that got no reply, and the round trip's quantiles
  * in ns (-1: no round trip). */
@@ -130,7 +121,7 @@ typedef struct {
     long long p50_ns, p90_ns, p99_ns, max_ns;
 } mf_call;
 
-/* A busiest pair among the messages in overflow (version 6, past
+/* A busiest pair among the messages in overflow (past
  * max_memory): its ends as the node shows them; its messages between
  * messages - error and messages. */
 typedef struct {
@@ -141,11 +132,11 @@ typedef struct {
 typedef struct {
     long version;
     char *node;
-    char *by;              /* the rows' grouping: "process" before version 6 */
-    char *sort;            /* version 6: what the rows are ranked by, else NULL */
-    long long pair_count;  /* version 6: distinct pairs held; -1 before */
-    long long group_count; /* version 6: groups of the grouping; -1 unknown */
-    size_t n_missing;      /* version 6: nodes that did not answer, */
+    char *by;              /* the rows' grouping */
+    char *sort;            /* what the rows are ranked by, else NULL */
+    long long pair_count;  /* distinct pairs held; -1 unknown */
+    long long group_count; /* groups of the grouping; -1 unknown */
+    size_t n_missing;      /* nodes that did not answer, */
     char **missing;        /* as "node (reason)" */
     long long taken_at;    /* system time, ms */
     long long started_at;  /* system time, ms; -1 when undefined */
@@ -161,18 +152,18 @@ typedef struct {
     mf_endpoint *endpoints;
     size_t n_pairs;
     mf_pair *pairs;
-    size_t n_nodes;        /* version 3; 0 before */
+    size_t n_nodes;        /* the cluster's nodes; 0 for one node's */
     mf_node *nodes;
-    size_t n_calls;        /* version 5; 0 before */
+    size_t n_calls;        /* call edges */
     mf_call *calls;
-    size_t n_kind_names;   /* version 4: the distinct kinds and tags */
+    size_t n_kind_names;   /* the distinct kinds and tags */
     mf_kind_name *kind_names;
-    size_t n_pair_kinds;   /* version 4: every pair's kinds, pair after pair,
+    size_t n_pair_kinds;   /* every pair's kinds, pair after pair,
                             * most messages first within a pair */
     mf_pair_kind *pair_kinds;
-    int memory_full;          /* version 6: max_memory reached (new pairs
+    int memory_full;          /* max_memory reached (new pairs
                                * counted in overflow); 0 when not said */
-    size_t n_overflow_top;    /* version 6, past the bound: the busiest */
+    size_t n_overflow_top;    /* past the bound: the busiest */
     mf_overflow_pair *overflow_top; /* pairs in overflow, busiest first */
     uint64_t overflow_top_min; /* a pair not listed has at most this */
 } mf_dump;

@@ -2,11 +2,11 @@
  * msgflow-report FILE.etf [--top N] [--by G] [--sort S] [--csv OUT] [--dot OUT]
  * msgflow-report --diff BEFORE.etf AFTER.etf
  *
- * Reads a dump written by msgflow:export(Path, etf) (versions 1 to 6),
- * prints the top table (the columns of msgflow:top/1) and optionally
- * writes CSV or DOT, grouped by process, name, module, application, node
- * or kind (a dump's rows are by process; a version 6 dump of rows grouped
- * on the node is shown as it is), ranked by messages or, `--sort bytes',
+ * Reads a dump written by msgflow:export(Path, etf) (version 6; msgflow
+ * 0.1's versions 1 to 5 are refused), prints the top table (the columns of
+ * msgflow:top/1) and optionally writes CSV or DOT, grouped by process,
+ * name, module, application, node or kind (a dump by process is grouped
+ * here; one of rows grouped on the node is shown as it is), ranked by messages or, `--sort bytes',
  * by the bytes their messages copied (sampled sizes, with a BYTES column).
  * With --diff, what changed between two dumps, by label, as msgflow:diff/3
  * prints it (mf_print_diff).  Exit 0 on success, 1 on
@@ -88,7 +88,7 @@ static void duration(char *out, size_t len, long long ns)
         snprintf(out, len, "%.2fs", (double)ns / 1e9);
 }
 
-/* The dump's call edges (version 5), as msgflow:calls/0 prints them: the
+/* The dump's call edges, as msgflow:calls/0 prints them: the
  * first `top', busiest total wait first (the dump's order). */
 static void print_calls(FILE *f, const mf_dump *d, size_t top)
 {
@@ -244,7 +244,7 @@ int main(int argc, char **argv)
     mf_row *rows;
     size_t n;
     /* a dump by process is grouped here; a dump of rows grouped on the node
-     * (version 6, msgflow-top's) is shown as it is */
+     * (msgflow-top's) is shown as it is */
     int given = strcmp(d.by, "process") != 0;
     if (given && by_given && strcmp(by_name, d.by) != 0) {
         fprintf(stderr, "msgflow-report: %s: its rows are grouped by %s on the node (--by %s)\n",
