@@ -7,17 +7,19 @@
 %%% msgflow_workloads.
 -module(msgflow_c_tools_SUITE).
 
+-include_lib("proper/include/proper.hrl").
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
 -export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
--export([write_dumps/1, report_cli/1, top_live/1, remote_untraced/1, top_failures/1,
-         top_keys/1]).
+-export([write_dumps/1, report_cli/1, report_equals_erlang/1, top_live/1, remote_untraced/1,
+         top_failures/1, top_keys/1]).
 %% run by spawn, peers or behaviours
 -export([remote_workload/0]).
 
 all() ->
-    [write_dumps, report_cli, top_live, remote_untraced, top_failures, top_keys].
+    [write_dumps, report_cli, report_equals_erlang, top_live, remote_untraced, top_failures,
+     top_keys].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -33,6 +35,56 @@ init_per_testcase(_Case, Config) ->
 
 end_per_testcase(_Case, _Config) ->
     msgflow_test_lib:clean().
+
+%% The rules msgflow-report repeats for offline reports, held to the
+%% Erlang side's output byte for byte: on stores fed with random windows
+%% of messages between live processes, some registered (msgflow_store_feed:
+%% the real row builder, no tracer), the dump msgflow:dump/0 would write
+%% (every row by process) read by msgflow-report, whose CSV by each
+%% grouping and DOT must equal what msgflow_report writes of the top view
+%% of the same store (msgflow:export/3's CSV and DOT).
+report_equals_erlang(Config) ->
+    Dir = ?config(priv_dir, Config),
+    Report = msgflow_test_lib:tool("msgflow-report"),
+    %% a window closed at least (before, the rates are of a window still
+    %% open, which the views by kind do not read)
+    Window = list({range(1, 8), range(0, 9), range(1, 40)}),
+    Prop = ?FORALL(Windows, ?LET({W1, W2, Ws}, {Window, Window, list(Window)}, [W1, W2 | Ws]),
+                   msgflow_store_feed:with_ends(
+                     fun(Ends, Name) ->
+                             {S, H, _} = msgflow_store_feed:fed([[{Sn, R, N, none} || {Sn, R, N} <- W]
+                                                                 || W <- Windows],
+                                                                Ends, Name, #{}),
+                             try same_reports(Dir, Report, H)
+                             after msgflow_store_feed:retire(S)
+                             end
+                     end)),
+    true = proper:quickcheck(Prop, [{numtests, 100}, {to_file, user}]).
+
+%% [] when every report of H msgflow-report writes equals the Erlang side's.
+same_reports(Dir, Report, H) ->
+    Etf = filename:join(Dir, "gen.etf"),
+    ok = file:write_file(Etf, term_to_binary(msgflow_dump:of_top(top(H, process, all), none, []))),
+    Diffs = [{What, C, E}
+             || {What, Args, Erl} <- [{{csv, By}, ["--by", atom_to_list(By), "--csv"],
+                                        fun() -> msgflow_report:csv(top(H, By, all), none) end}
+                                       || By <- [process, name, module, application, node, kind]]
+                                      ++ [{dot, ["--by", "process", "--dot"],
+                                           fun() -> Top = top(H, process, 200),
+                                                    msgflow_report:dot(Top, length(maps:get(rows, Top)))
+                                           end}],
+                Out <- [filename:join(Dir, "gen.out")],
+                {0, _} <- [msgflow_test_lib:run(Report, [Etf | Args] ++ [Out])],
+                {ok, C} <- [file:read_file(Out)],
+                E <- [iolist_to_binary(Erl())],
+                C =/= E],
+    ?WHENFAIL(io:format(user, "differ (msgflow-report, Erlang):~n~p~n", [Diffs]), Diffs =:= []).
+
+%% The top view of store H (one node's, as msgflow_query merges it).
+top(H, By, Limit) ->
+    {ok, O} = msgflow_opts:check(msgflow_top_view:options(), #{by => By, limit => Limit, bytes => true}),
+    msgflow_top_view:merge([msgflow_top_view:build(H, O)], O,
+                           #{missing => [], labels => fun(_) -> #{} end}).
 
 %% Dumps for ctest's dump_decoder, each with NAME.expect (see
 %% test/c/test_dump.c): no pairs; big counts; one million pairs.  The

@@ -96,7 +96,9 @@ float_text(F) -> float_to_binary(float(F), [{decimals, 1}]).
 dot(View = #{rows := Rows0, by := By}, Limit) ->
     Rows = lists:sublist(Rows0, Limit),
     Max = lists:max([1 | [C || #{count := C} <- Rows]]),
-    Nodes = lists:usort(lists:append([[S, R] || #{sender := S, receiver := R} <- Rows])),
+    %% numbered as they first appear, busiest rows first (msgflow-report's
+    %% DOT numbers them so too)
+    Nodes = lists:uniq(lists:append([[S, R] || #{sender := S, receiver := R} <- Rows])),
     Ids = maps:from_list(lists:zip(Nodes, lists:seq(1, length(Nodes)))),
     ["digraph msgflow {\n",
      "  graph [rankdir=LR, fontname=\"Helvetica\", label=",
@@ -108,11 +110,14 @@ dot(View = #{rows := Rows0, by := By}, Limit) ->
      [["  n", integer_to_list(maps:get(N, Ids)), " [label=",
        dot_string(element(2, texts(View, N))), "];\n"] || N <- Nodes],
      [["  n", integer_to_list(maps:get(S, Ids)), " -> n", integer_to_list(maps:get(R, Ids)),
-       io_lib:format(" [weight=~b, penwidth=~.2f, label=", [1 + (99 * C) div Max, width(C, Max)]),
+       io_lib:format(" [weight=~b, penwidth=~b.~2..0b, label=",
+                     [1 + (99 * C) div Max, width(C, Max) div 100, width(C, Max) rem 100]),
        dot_string(msgflow_fmt:int(C)), "];\n"] || #{sender := S, receiver := R, count := C} <- Rows],
      "}\n"].
 
-width(C, Max) -> 1 + 7 * math:log(1 + C) / math:log(1 + Max).
+%% An edge's pen width in hundredths: 1 + 7 ln(1 + C) / ln(1 + Max),
+%% rounded half away from zero (msgflow-report's DOT computes it alike).
+width(C, Max) -> round(100 * (1 + 7 * math:log(1 + C) / math:log(1 + Max))).
 
 dot_string(T) ->
     B = msgflow_fmt:visible(T),

@@ -4,14 +4,18 @@
 #include "mf_table.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <uthash.h>
 
-static double log1p_ratio(uint64_t c, uint64_t max)
+/* A DOT edge's pen width, in hundredths: 1 + 7 ln(1 + c) / ln(1 + max),
+ * rounded half away from zero, computed as msgflow_report:dot/2 does
+ * (the same operations in the same order, so the same double). */
+static long pen_hundredths(uint64_t c, uint64_t max)
 {
-    return log1p((double)c) / log1p((double)max);
+    return lround(100.0 * (1.0 + 7.0 * log((double)(c + 1)) / log((double)(max + 1))));
 }
 
 int mf_by_parse(const char *s, mf_by *by)
@@ -76,13 +80,60 @@ static unsigned str_hash2(const char *const *k)
     (strcmp(((const char *const *)(a))[0], ((const char *const *)(b))[0]) ||             \
      strcmp(((const char *const *)(a))[1], ((const char *const *)(b))[1]))
 
+/* Where an endpoint's term comes in Erlang's term order: atoms
+ * (registered names), references (aliases), ports, pids, tuples ({Name,
+ * Node} before the 3-tuple {exited, LabelId, Node}), binaries (a group's
+ * key). */
+static int type_rank(mf_ep_type t)
+{
+    switch (t) {
+    case MF_EP_ATOM: return 1;
+    case MF_EP_REF: return 3;
+    case MF_EP_PORT: return 5;
+    case MF_EP_PID: return 6;
+    case MF_EP_NAME_NODE: return 7;
+    case MF_EP_EXITED: return 8;
+    default: return 11;
+    }
+}
+
+/* Two endpoints in Erlang's term order, as msgflow_rows ranks rows of
+ * equal messages by their key: by type (type_rank), pids by node, serial
+ * and number (<_.Number.Serial>), ports by number, the rest by text. */
+static int end_order(const mf_endpoint *a, const mf_endpoint *b)
+{
+    int ra = type_rank(a->type), rb = type_rank(b->type);
+    if (ra != rb)
+        return ra < rb ? -1 : 1;
+    unsigned long an = 0, as = 0, bn = 0, bs = 0;
+    if (a->type == MF_EP_PID && sscanf(a->text, "<%*u.%lu.%lu>", &an, &as) == 2 &&
+        sscanf(b->text, "<%*u.%lu.%lu>", &bn, &bs) == 2) {
+        int c = strcmp(a->node, b->node);
+        if (c)
+            return c;
+        return as != bs ? (as < bs ? -1 : 1) : an != bn ? (an < bn ? -1 : 1) : 0;
+    }
+    if (a->type == MF_EP_PORT && sscanf(a->text, "#Port<%*u.%lu>", &an) == 1 &&
+        sscanf(b->text, "#Port<%*u.%lu>", &bn) == 1 && an != bn)
+        return an < bn ? -1 : 1;
+    return strcmp(a->text, b->text);
+}
+
+/* Rows busiest first; rows of equal messages by their key as msgflow_rows
+ * ranks them: the sender's, then the receiver's, in Erlang's term order
+ * (a group's key is a label, module, application, node or kind: its text
+ * in byte order, as Erlang orders binaries and atoms). */
 static int by_messages_desc(const void *a, const void *b)
 {
     const mf_row *x = a, *y = b;
     if (x->messages != y->messages)
         return x->messages < y->messages ? 1 : -1;
-    int c = strcmp(x->sender_label, y->sender_label);
-    return c ? c : strcmp(x->receiver_label, y->receiver_label);
+    int c = x->sender_end && y->sender_end ? end_order(x->sender_end, y->sender_end)
+                                           : strcmp(x->sender, y->sender);
+    if (c)
+        return c;
+    return x->receiver_end && y->receiver_end ? end_order(x->receiver_end, y->receiver_end)
+                                              : strcmp(x->receiver, y->receiver);
 }
 
 /* One kind of one row while rows' kinds are summed. */
@@ -146,17 +197,24 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-/* The row of (key0, key1), added (with labels sl, rl) when new. */
+/* The row of (key0, key1), added (with labels sl, rl) when new: groups[*n]
+ * is written only then (the caller sized groups for the rows it can
+ * make, and a lookup of a row already made may come past the last). */
 static size_t row_of(mf_row *rows, group *groups, group **table, size_t *n, const char *k0,
                      const char *k1, const char *sl, const char *rl)
 {
-    group *g = &groups[*n], *found;
-    g->key[0] = k0;
-    g->key[1] = k1;
-    HASH_FIND(hh, *table, g->key, sizeof(g->key), found);
+    group probe, *found;
+    memset(&probe, 0, sizeof(probe));
+    probe.key[0] = k0;
+    probe.key[1] = k1;
+    HASH_FIND(hh, *table, probe.key, sizeof(probe.key), found);
     if (found)
         return found->row;
-    rows[*n] = (mf_row){k0, k1, sl, rl, -1, -1, 0, 0.0, -1.0, NULL, 0, -1.0, -1.0, 0};
+    group *g = &groups[*n];
+    g->key[0] = k0;
+    g->key[1] = k1;
+    rows[*n] = (mf_row){k0, k1, sl, rl, -1, -1, 0, 0.0, -1.0, NULL, 0, -1.0, -1.0, 0, sl, rl,
+                        NULL, NULL};
     g->row = (*n)++;
     HASH_ADD(hh, *table, key, sizeof(g->key), g);
     return g->row;
@@ -208,7 +266,8 @@ int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
         double rate = mf_dump_rate(d, p);
         if (by == MF_BY_KIND) {
             if (p->n_kinds == 0) {
-                size_t r = row_of(rows, groups, &table, &n, "-", "-", "-", "-");
+                /* as msgflow_rows keys a row without kinds */
+                size_t r = row_of(rows, groups, &table, &n, "none", "none", "none", "none");
                 rows[r].messages = sat_add(rows[r].messages, p->messages);
                 rows[r].rate += rate;
                 continue;
@@ -228,6 +287,13 @@ int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
         k0 = key_of(&d->endpoints[p->sender], by, &sl);
         k1 = key_of(&d->endpoints[p->receiver], by, &rl);
         size_t r = row_of(rows, groups, &table, &n, k0, k1, sl, rl);
+        if (by == MF_BY_PROCESS) {
+            const mf_endpoint *se = &d->endpoints[p->sender], *re = &d->endpoints[p->receiver];
+            rows[r].sender_display = se->display ? se->display : sl;
+            rows[r].receiver_display = re->display ? re->display : rl;
+            rows[r].sender_end = se;
+            rows[r].receiver_end = re;
+        }
         rows[r].messages = sat_add(rows[r].messages, p->messages);
         rows[r].rate += rate;
         if (p->bytes >= 0) /* the bytes of its pairs that had sizes measured */
@@ -362,7 +428,8 @@ int mf_rows_given(const mf_dump *d, mf_row **rows_out, size_t *n_out)
                            r->display ? strcmp(r->display, r->label) != 0 : -1,
                            p->messages, mf_dump_rate(d, p), p->peak,
                            kinds ? kinds + p->first_kind : NULL, p->n_kinds, p->bytes,
-                           p->wait_ms, p->growing};
+                           p->wait_ms, p->growing, s->display ? s->display : s->label,
+                           r->display ? r->display : r->label, s, r};
         for (uint32_t j = 0; j < p->n_kinds; j++) {
             const mf_pair_kind *k = &d->pair_kinds[p->first_kind + j];
             kinds[p->first_kind + j] = (mf_row_kind){k->name, rank[k->name], k->messages};
@@ -976,7 +1043,7 @@ int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t
     }
     for (size_t i = 0; i < 2 * n; i++) {
         const char *k = i % 2 ? rows[i / 2].receiver : rows[i / 2].sender;
-        const char *l = i % 2 ? rows[i / 2].receiver_label : rows[i / 2].sender_label;
+        const char *l = i % 2 ? rows[i / 2].receiver_display : rows[i / 2].sender_display;
         size_t j;
         for (j = 0; j < nn && strcmp(names[j], k) != 0; j++)
             ;
@@ -991,10 +1058,12 @@ int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t
         ids[i] = j + 1;
     }
     for (size_t i = 0; i < n; i++) {
-        double w = 1.0 + 7.0 * log1p_ratio(rows[i].messages, max);
-        fprintf(f, "  n%zu -> n%zu [weight=%llu, penwidth=%.2f, label=\"%s\"];\n", ids[2 * i],
-                ids[2 * i + 1], (unsigned long long)(1 + 99.0 * (double)rows[i].messages / (double)max), w,
-                mf_int(rows[i].messages, a));
+        long w = pen_hundredths(rows[i].messages, max);
+        /* 1 + 99 m / max in integers, as msgflow_report:dot/2 */
+        unsigned long long weight =
+            (unsigned long long)(1 + (unsigned __int128)99 * rows[i].messages / max);
+        fprintf(f, "  n%zu -> n%zu [weight=%llu, penwidth=%ld.%02ld, label=\"%s\"];\n",
+                ids[2 * i], ids[2 * i + 1], weight, w / 100, w % 100, mf_int(rows[i].messages, a));
     }
     fputs("}\n", f);
     free(names);

@@ -51,6 +51,12 @@ typedef struct {
     double wait_ms;                            /* its receiver's mailbox wait (ms) in
                                                 * the last window; -1 none */
     int growing;                               /* 1: that mailbox grew all window */
+    const char *sender_display, *receiver_display; /* the label as the views show it,
+                                                * the end's text beside a label another
+                                                * end shares (the dump's `display'); the
+                                                * label where the dump has none */
+    const mf_endpoint *sender_end, *receiver_end; /* by process, the ends; NULL for a
+                                                * group's key */
 } mf_row;
 
 /* "process" | "name" | "module" | "application" | "node" | "kind".  0 or -1. */
@@ -121,6 +127,11 @@ int mf_top_head_lines(const mf_dump *d);
 void mf_label_cell(FILE *out, const char *label, const char *text, int width,
                    const char *ellipsis);
 
+/* The CSV and the DOT msgflow:export/3 writes of the same rows
+ * (msgflow_report:csv/2, dot/2), byte for byte: msgflow_c_tools_SUITE's
+ * report_equals_erlang holds them so on generated stores.  DOT numbers
+ * nodes as they first appear and shows each by its display label.  0, or
+ * -1 when out of memory or a write failed. */
 int mf_write_csv(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, mf_by by);
 int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t limit,
                  const char *by);
