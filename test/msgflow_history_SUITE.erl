@@ -536,7 +536,8 @@ atom_attacks(Config) ->
                                                    || I <- lists:seq(1, N)],
                                      rows => []})),
     {Peer, Node} = code_peer(["+t", "32768"]),
-    R = erpc:call(Node, ?MODULE, peer_attack, [Names, Seg, Dump], 120000),
+    %% (minutes on a busy machine: 40,000 files listed and read back)
+    R = erpc:call(Node, ?MODULE, peer_attack, [Names, Seg, Dump], 600000),
     ct:log("~p", [R]),
     #{limit := 32768, made := Made, listed := N, range := {ok, Rows}, diff := D,
       json_nodes := [<<"attack_node@h">>, true, true]} = R,
