@@ -92,22 +92,22 @@ dialyzer: build
 # interleaved (the hot path's A/B): by default the last commit before the
 # message was read once a send.
 BENCH_BASE ?= eef3cac
-bench: build
+# msgflow_bench:$(1)() with the bench's modules and tracers built, and the
+# old tree's ebin for the A/B (none when it cannot be built)
+define bench_run
 	mkdir -p _build/bench
 	erlc -o _build/bench tools/bench/*.erl
 	cp $(CMAKE_DIR)/bench/*.so _build/bench/
 	base=$$(tools/bench/base.sh $(BENCH_BASE)) || base=; \
 	MSGFLOW_BENCH_BASE=$$base MSGFLOW_BENCH_BASE_REV=$(BENCH_BASE) \
-	    erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench:main()'
+	    erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench:$(1)()'
+endef
+bench: build
+	$(call bench_run,main)
 
 # the hot path's A/B alone (a minute or two)
 bench-ab: build
-	mkdir -p _build/bench
-	erlc -o _build/bench tools/bench/*.erl
-	cp $(CMAKE_DIR)/bench/*.so _build/bench/
-	base=$$(tools/bench/base.sh $(BENCH_BASE)) || base=; \
-	MSGFLOW_BENCH_BASE=$$base MSGFLOW_BENCH_BASE_REV=$(BENCH_BASE) \
-	    erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench:main_ab()'
+	$(call bench_run,main_ab)
 
 # What the views cost on a big node: 100,000 processes with 200,000 pairs,
 # and 1,000,000 pairs (a few minutes, ~2 GB).  Prints, judges nothing.
