@@ -76,7 +76,9 @@ typedef struct mf_msg {
 } mf_msg;
 
 /* Reads msg once: its kind word as sent to a process (never 0), returned
- * and kept in m->kind, and the terms above, in m (whose term is msg).
+ * and kept in m->kind, and the terms above, in m, which the caller made as
+ * {.term = msg} (its other fields 0: a field this read does not set stays
+ * 0).
  * {Tag, Reply} with Tag a reference or [alias | Ref] is a reply
  * (mf_is_reply_tag); with Tag another non-atom it is `info', and sent to a
  * local alias a reply after all (mf_kind_to_alias).  Always inline:
