@@ -11,7 +11,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([write_dumps/1, report_cli/1, report_equals_erlang/1, top_live/1, remote_untraced/1,
          top_failures/1, top_keys/1]).
 %% run by spawn, peers or behaviours
@@ -21,20 +21,9 @@ all() ->
     [write_dumps, report_cli, report_equals_erlang, top_live, remote_untraced, top_failures,
      top_keys].
 
-init_per_suite(Config) ->
-    {ok, _} = application:ensure_all_started(msgflow),
-    Config.
-
-end_per_suite(_Config) ->
-    ok = msgflow:stop(),
-    ok.
-
-init_per_testcase(_Case, Config) ->
-    ok = msgflow:stop(),
-    Config.
-
-end_per_testcase(_Case, _Config) ->
-    msgflow_test_lib:clean().
+%% set-up and clean-up around the suite and each case: msgflow_test_hook
+suite() ->
+    [{ct_hooks, [msgflow_test_hook]}].
 
 %% The rules msgflow-report repeats for offline reports, held to the
 %% Erlang side's output byte for byte: on stores fed with random windows

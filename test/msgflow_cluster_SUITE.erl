@@ -10,7 +10,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([cluster_exact/1, cluster_node_down/1, cluster_member_hangs/1,
          cluster_node_joins/1, cluster_coordinator_killed/1, cluster_start_errors/1,
          cluster_flow/1, cluster_incompatible/1]).
@@ -22,20 +22,9 @@ all() ->
      cluster_coordinator_killed, cluster_start_errors, cluster_flow,
      cluster_incompatible].
 
-init_per_suite(Config) ->
-    {ok, _} = application:ensure_all_started(msgflow),
-    Config.
-
-end_per_suite(_Config) ->
-    ok = msgflow:stop(),
-    ok.
-
-init_per_testcase(_Case, Config) ->
-    ok = msgflow:stop(),
-    Config.
-
-end_per_testcase(_Case, _Config) ->
-    msgflow_test_lib:clean().
+%% set-up and clean-up around the suite and each case: msgflow_test_hook
+suite() ->
+    [{ct_hooks, [msgflow_test_hook]}].
 
 wait_status(Node, Status) ->
     wait_status(Node, Status, 200).

@@ -11,7 +11,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([exact_counts/1, receiver_kinds/1, callbacks_direct/1, layout_reads_on/1,
          max_pairs_overflow/1, max_memory_overflow/1, sampling/1, gen_call_two_edges/1,
          own_set_churn/1, snapshot_busy/1, answers_while_merging/1, rotate_direct/1,
@@ -25,20 +25,9 @@ all() ->
      own_set_churn, snapshot_busy, answers_while_merging, rotate_direct,
      rotate_under_load, churn_conserved, churn_labels_leave, cap_live_pairs].
 
-init_per_suite(Config) ->
-    {ok, _} = application:ensure_all_started(msgflow),
-    Config.
-
-end_per_suite(_Config) ->
-    ok = msgflow:stop(),
-    ok.
-
-init_per_testcase(_Case, Config) ->
-    ok = msgflow:stop(),
-    Config.
-
-end_per_testcase(_Case, _Config) ->
-    msgflow_test_lib:clean().
+%% set-up and clean-up around the suite and each case: msgflow_test_hook
+suite() ->
+    [{ct_hooks, [msgflow_test_hook]}].
 
 %% 40 senders on both schedulers, each with its own known count per
 %% receiver; every pair compared with equality.

@@ -10,7 +10,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([follow_chain/1, follow_port/1, follow_calls_exact/1, follow_calls_sample/1,
          follow_system_tracer_busy/1, flow_callbacks_odd/1, follow_calls_errors/1,
          follow_never_quiet/1, keeper_killed/1]).
@@ -22,20 +22,9 @@ all() ->
      follow_system_tracer_busy, flow_callbacks_odd, follow_calls_errors,
      follow_never_quiet, keeper_killed].
 
-init_per_suite(Config) ->
-    {ok, _} = application:ensure_all_started(msgflow),
-    Config.
-
-end_per_suite(_Config) ->
-    ok = msgflow:stop(),
-    ok.
-
-init_per_testcase(_Case, Config) ->
-    ok = msgflow:stop(),
-    Config.
-
-end_per_testcase(_Case, _Config) ->
-    msgflow_test_lib:clean().
+%% set-up and clean-up around the suite and each case: msgflow_test_hook
+suite() ->
+    [{ct_hooks, [msgflow_test_hook]}].
 
 %% A chain of three processes, the first registered: one request is 6
 %% messages (3 down, 3 back), 6 deep, in causal order; the same whether

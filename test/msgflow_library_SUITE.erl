@@ -10,7 +10,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([reload_while_tracing/1, reload_under_calls/1, delete_while_tracing/1,
          reload_from_other_dir/1, reload_other_abi/1, allocator_jemalloc/1,
          allocator_enif_forced/1]).
@@ -22,20 +22,9 @@ all() ->
      reload_from_other_dir, reload_other_abi, allocator_jemalloc,
      allocator_enif_forced].
 
-init_per_suite(Config) ->
-    {ok, _} = application:ensure_all_started(msgflow),
-    Config.
-
-end_per_suite(_Config) ->
-    ok = msgflow:stop(),
-    ok.
-
-init_per_testcase(_Case, Config) ->
-    ok = msgflow:stop(),
-    Config.
-
-end_per_testcase(_Case, _Config) ->
-    msgflow_test_lib:clean().
+%% set-up and clean-up around the suite and each case: msgflow_test_hook
+suite() ->
+    [{ct_hooks, [msgflow_test_hook]}].
 
 %% Reload the NIF module 15 times under live traffic, purging the old code
 %% each time: the VM survives, the session (taken over by each new

@@ -10,7 +10,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([duration_autostop/1, stop_leaves_no_flags/1, collector_killed/1,
          orphaned_session/1, persistent_terms_kept/1, session_owner_down/1,
          bad_options/1, trace_untrace/1, other_tool_kept/1, dbg_alongside/1,
@@ -22,20 +22,9 @@ all() ->
      other_tool_kept, dbg_alongside, session_dies_with_collector,
      remote_shell_owner].
 
-init_per_suite(Config) ->
-    {ok, _} = application:ensure_all_started(msgflow),
-    Config.
-
-end_per_suite(_Config) ->
-    ok = msgflow:stop(),
-    ok.
-
-init_per_testcase(_Case, Config) ->
-    ok = msgflow:stop(),
-    Config.
-
-end_per_testcase(_Case, _Config) ->
-    msgflow_test_lib:clean().
+%% set-up and clean-up around the suite and each case: msgflow_test_hook
+suite() ->
+    [{ct_hooks, [msgflow_test_hook]}].
 
 %% A run asked from a remote shell (the caller's group leader on a peer)
 %% with no duration stops `grace' after the peer halts, leaving no trace

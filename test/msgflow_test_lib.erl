@@ -20,8 +20,8 @@ remote_call(Call) ->
     receive {msgflow_reply, Ref, Reply} -> Reply end.
 
 %% Whatever a case did, msgflow leaves nothing behind: its web server,
-%% its run, the requests it follows (for a suite's init_per_testcase and
-%% end_per_testcase, and its end_per_suite).
+%% its run, the requests it follows (msgflow_test_hook's after each case;
+%% a suite's own end_per_testcase and end_per_suite).
 clean() ->
     _ = msgflow:web_stop(),
     ok = msgflow:stop(),

@@ -10,7 +10,7 @@
 -include_lib("common_test/include/ct.hrl").
 -include_lib("stdlib/include/assert.hrl").
 
--export([all/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2, end_per_testcase/2]).
+-export([all/0, suite/0]).
 -export([matrix_groupings/1, hotspot_bottleneck/1, hotspot_balanced/1, history_windows/1,
          labels_after_exit/1, proc_lib_labels/1]).
 %% run by spawn, peers or behaviours
@@ -20,20 +20,9 @@ all() ->
     [matrix_groupings, hotspot_bottleneck, hotspot_balanced, history_windows,
      labels_after_exit, proc_lib_labels].
 
-init_per_suite(Config) ->
-    {ok, _} = application:ensure_all_started(msgflow),
-    Config.
-
-end_per_suite(_Config) ->
-    ok = msgflow:stop(),
-    ok.
-
-init_per_testcase(_Case, Config) ->
-    ok = msgflow:stop(),
-    Config.
-
-end_per_testcase(_Case, _Config) ->
-    msgflow_test_lib:clean().
+%% set-up and clean-up around the suite and each case: msgflow_test_hook
+suite() ->
+    [{ct_hooks, [msgflow_test_hook]}].
 
 %% The matrix of a known workload (mx_workload/0), exact for every grouping.
 matrix_groupings(_Config) ->
