@@ -213,8 +213,8 @@ static size_t row_of(mf_row *rows, group *groups, group **table, size_t *n, cons
     group *g = &groups[*n];
     g->key[0] = k0;
     g->key[1] = k1;
-    rows[*n] = (mf_row){k0, k1, sl, rl, -1, -1, 0, 0.0, -1.0, NULL, 0, -1.0, -1.0, 0, sl, rl,
-                        NULL, NULL};
+    rows[*n] = (mf_row){k0, k1, sl, rl, -1, -1, 0, 0.0, -1.0, NULL, 0, -1.0, -1.0, 0, NULL,
+                        NULL};
     g->row = (*n)++;
     HASH_ADD(hh, *table, key, sizeof(g->key), g);
     return g->row;
@@ -288,11 +288,8 @@ int mf_group(const mf_dump *d, mf_by by, mf_row **rows_out, size_t *n_out)
         k1 = key_of(&d->endpoints[p->receiver], by, &rl);
         size_t r = row_of(rows, groups, &table, &n, k0, k1, sl, rl);
         if (by == MF_BY_PROCESS) {
-            const mf_endpoint *se = &d->endpoints[p->sender], *re = &d->endpoints[p->receiver];
-            rows[r].sender_display = se->display ? se->display : sl;
-            rows[r].receiver_display = re->display ? re->display : rl;
-            rows[r].sender_end = se;
-            rows[r].receiver_end = re;
+            rows[r].sender_end = &d->endpoints[p->sender];
+            rows[r].receiver_end = &d->endpoints[p->receiver];
         }
         rows[r].messages = sat_add(rows[r].messages, p->messages);
         rows[r].rate += rate;
@@ -428,8 +425,7 @@ int mf_rows_given(const mf_dump *d, mf_row **rows_out, size_t *n_out)
                            r->display ? strcmp(r->display, r->label) != 0 : -1,
                            p->messages, mf_dump_rate(d, p), p->peak,
                            kinds ? kinds + p->first_kind : NULL, p->n_kinds, p->bytes,
-                           p->wait_ms, p->growing, s->display ? s->display : s->label,
-                           r->display ? r->display : r->label, s, r};
+                           p->wait_ms, p->growing, s, r};
         for (uint32_t j = 0; j < p->n_kinds; j++) {
             const mf_pair_kind *k = &d->pair_kinds[p->first_kind + j];
             kinds[p->first_kind + j] = (mf_row_kind){k->name, rank[k->name], k->messages};
@@ -1043,7 +1039,11 @@ int mf_write_dot(FILE *f, const mf_dump *d, const mf_row *rows, size_t n, size_t
     }
     for (size_t i = 0; i < 2 * n; i++) {
         const char *k = i % 2 ? rows[i / 2].receiver : rows[i / 2].sender;
-        const char *l = i % 2 ? rows[i / 2].receiver_display : rows[i / 2].sender_display;
+        /* an end's display label (its text beside a label others share) */
+        const mf_endpoint *e = i % 2 ? rows[i / 2].receiver_end : rows[i / 2].sender_end;
+        const char *l = e && e->display ? e->display
+                        : i % 2         ? rows[i / 2].receiver_label
+                                        : rows[i / 2].sender_label;
         size_t j;
         for (j = 0; j < nn && strcmp(names[j], k) != 0; j++)
             ;

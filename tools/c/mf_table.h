@@ -51,12 +51,9 @@ typedef struct {
     double wait_ms;                            /* its receiver's mailbox wait (ms) in
                                                 * the last window; -1 none */
     int growing;                               /* 1: that mailbox grew all window */
-    const char *sender_display, *receiver_display; /* the label as the views show it,
-                                                * the end's text beside a label another
-                                                * end shares (the dump's `display'); the
-                                                * label where the dump has none */
-    const mf_endpoint *sender_end, *receiver_end; /* by process, the ends; NULL for a
-                                                * group's key */
+    const mf_endpoint *sender_end, *receiver_end; /* by process, the ends (their
+                                                * `display' the label as the views show
+                                                * it); NULL for a group's key */
 } mf_row;
 
 /* "process" | "name" | "module" | "application" | "node" | "kind".  0 or -1. */
