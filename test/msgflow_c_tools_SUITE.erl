@@ -62,12 +62,19 @@ same_reports(Dir, Report, H) ->
                                            fun() -> Top = top(H, process, 200),
                                                     msgflow_report:dot(Top, length(maps:get(rows, Top)))
                                            end}],
-                Out <- [filename:join(Dir, "gen.out")],
-                {0, _} <- [msgflow_test_lib:run(Report, [Etf | Args] ++ [Out])],
-                {ok, C} <- [file:read_file(Out)],
+                C <- [written(Report, [Etf | Args], filename:join(Dir, "gen.out"))],
                 E <- [iolist_to_binary(Erl())],
                 C =/= E],
     ?WHENFAIL(io:format(user, "differ (msgflow-report, Erlang):~n~p~n", [Diffs]), Diffs =:= []).
+
+%% What msgflow-report Args writes into Out (made anew), or `{exit,
+%% Status, Output}' when it does not end with status 0.
+written(Report, Args, Out) ->
+    _ = file:delete(Out),
+    case msgflow_test_lib:run(Report, Args ++ [Out]) of
+        {0, _} -> {ok, C} = file:read_file(Out), C;
+        {Status, Msg} -> {exit, Status, Msg}
+    end.
 
 %% The top view of store H (one node's, as msgflow_query merges it).
 top(H, By, Limit) ->
