@@ -28,7 +28,7 @@
 -export([start/0, start/1, start_on/2, stop/0, reset/0, wait/1, help/0,
          trace/1, untrace/1,
          pairs/0, pairs/1, top/0, top/1, top/2, kinds/2, history/2, matrix/1, matrix/2, view/2,
-         print/1, print/2, hotspots/0, hotspots/1,
+         print/1, print/2, hotspots/0, hotspots/1, bottlenecks/0, why/1,
          info/0, sync/0, export/2, export/3, dump/0,
          follow/1, follow/2, follow_calls/2, flows/0, unfollow/0, nodes/0,
          web/0, web/1, web_stop/0, calls/0, calls/1, diff/2, diff/3]).
@@ -390,6 +390,25 @@ hotspots() ->
 -spec hotspots(map() | [{atom(), term()}]) -> ok | error().
 hotspots(Opts) ->
     msgflow_shell:print(hotspots, Opts).
+
+%% @doc Prints the root causes of the last closed window: the processes
+%% that are saturated (busy at least 90 % of their readings, or a mailbox
+%% that grew all window), the node when its schedulers are, and the call
+%% cycles (`deadlock' when their calls went unanswered), each ranked by
+%% the caller-seconds per second it costs, with the chain of who waits on
+%% it (guides/bottlenecks.md).  The value: `view(bottlenecks, #{})'.
+-spec bottlenecks() -> ok | error().
+bottlenecks() ->
+    msgflow_shell:print(bottlenecks, #{}).
+
+%% @doc Prints the chain through one process (a pid, or a registered
+%% name of this node): its arrivals (msg/s), mailbox wait, busy and
+%% blocked shares and service time (ms) in the last closed window, what
+%% it waits on up to the root, and who waits on it.  `{error, {badopt,
+%% {process, Who}, Allowed}}' for a name nobody holds.
+-spec why(pid() | atom()) -> ok | error().
+why(PidOrName) ->
+    msgflow_shell:print(bottlenecks, #{process => PidOrName}).
 
 %% @doc Adds a process or port (or registered name) to the running
 %% session, like `dbg:p(PidOrName, [send])'.  `{error, not_started}',

@@ -136,6 +136,7 @@ help() ->
      "  msgflow:top(20)  msgflow:top(10, #{by => name, refresh => 1000})\n"
      "  msgflow:kinds(Sender, Receiver)  msgflow:matrix(name)  msgflow:calls()\n"
      "  msgflow:hotspots()  msgflow:flows()  msgflow:nodes()  msgflow:print(receivers)\n"
+     "  msgflow:bottlenecks()  msgflow:why(Pid)  who is saturated, who waits on whom\n"
      "Data: msgflow:view(top, #{limit => 20}), any of\n    ",
      msgflow_fmt:wrap(lists:flatten(lists:join(" ", [atom_to_list(N) || N <- msgflow_view:names()])),
                       72, 4),

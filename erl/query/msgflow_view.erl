@@ -107,6 +107,7 @@ registry() ->
     [{top, msgflow_top_view},
      {matrix, msgflow_matrix_view},
      {hotspots, msgflow_hotspots},
+     {bottlenecks, msgflow_bottlenecks_view},
      {calls, msgflow_calls_view},
      {receivers, msgflow_receivers_view},
      {kinds, msgflow_kinds_view},

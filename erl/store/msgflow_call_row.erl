@@ -13,7 +13,7 @@
 %%% (the store writes the rows, views read them).
 -module(msgflow_call_row).
 -export([new/3, add/3, key/1, rekey/2, merge/2, sampled/1, unanswered/1, hist/1, recent/2,
-         add_hists/2, percentiles/2, buckets/0, of_pair/3, top_bucket/1, bucket_max_us/1]).
+         add_hists/2, percentiles/2, mean_us/1, buckets/0, of_pair/3, top_bucket/1, bucket_max_us/1]).
 -export_type([row/0, hist/0, key/0]).
 
 %% An edge's key: its caller's and server's endpoints or groups, or (the
@@ -139,6 +139,15 @@ upper({B, _}, Bounds) ->
         {Lo, infinity} -> Lo / 1000;
         {_, Hi} -> Hi / 1000
     end.
+
+%% @doc The mean round trip of a histogram, µs, each round trip taken
+%% at the middle of its bucket (as percentiles/2); `undefined' when empty.
+-spec mean_us(hist()) -> float() | undefined.
+mean_us([]) ->
+    undefined;
+mean_us(Hist) ->
+    Bounds = buckets(),
+    lists:sum([middle(B, Bounds) * N || {B, N} <- Hist]) / lists:sum([N || {_, N} <- Hist]).
 
 %% @doc The buckets' bounds in ns, `{Low, High}' by bucket number + 1 (the
 %% tracer's: msgflow_tracer:call_buckets/0), read once.

@@ -76,11 +76,14 @@
 
 %% A closed window: its number, end (system time, ms), length (ms) and the
 %% message_queue_len, read as it closed, of the local receivers with the
-%% most senders in it; the waits of the busiest receivers of the window
-%% before (msgflow_store_waits).
+%% most senders in it; the waits and shares busy and blocked of the
+%% busiest receivers of the window before and of their callers, and the
+%% node's run queues (msgflow_store_waits; `node_load' absent in windows
+%% kept by 0.2.0).
 -type window() :: #{n := pos_integer(), at := integer(), window_ms := non_neg_integer(),
                     queue_lens := #{pid() => non_neg_integer()},
-                    waits := #{pid() => msgflow_store_waits:wait()}}.
+                    waits := #{pid() => msgflow_store_waits:wait()},
+                    node_load => msgflow_store_waits:node_load()}.
 
 %% What views read (msgflow_rows:build/2): the tables and the figures of
 %% the run, as of the call that returned it; what the store keeps as
@@ -651,11 +654,12 @@ close_window(S = #store{win_start = Start, closed = Closed, windows = Ws, durati
                  ets:match_spec_run(msgflow_tracer:agg_open_receivers(A, 0, msgflow_store_waits:min_messages(), all),
                                     ets:match_spec_compile(MS))
          end,
-    {Waits, WaitsNext} = msgflow_store_waits:close(S#store.waits, In,
-                                                   fun(R) -> msgflow_labels:canon(Tables, R) end,
-                                                   Now - Start, S#store.count_scale),
+    Busiest = fun(Max) -> element(1, msgflow_tracer:agg_busiest(A, open, Max)) end,
+    {Waits, NodeLoad, WaitsNext} = msgflow_store_waits:close(S#store.waits, In,
+                                                             fun(R) -> msgflow_labels:canon(Tables, R) end,
+                                                             Now - Start, S#store.count_scale, Busiest),
     W = #{n => N, at => erlang:system_time(millisecond), window_ms => Now - Start,
-          queue_lens => queue_lens(S), waits => Waits},
+          queue_lens => queue_lens(S), waits => Waits, node_load => NodeLoad},
     %% the aggregate's window closed: its busiest index and its ends
     %% become the last window's, kept for the views
     ok = msgflow_tracer:agg_close(A, Now - Start, msgflow_store_kept:min_partners()),

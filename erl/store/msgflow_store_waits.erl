@@ -1,36 +1,72 @@
-%%% @doc How long messages wait in the busiest receivers' mailboxes.  Each
-%%% window the collector reads `message_queue_len' of the receivers that
-%%% got the most messages in the window before (?WATCH at most, each with
-%%% ?MIN_MESSAGES or more) ?READINGS times: at random times between its
+%%% @doc How long messages wait in the busiest receivers' mailboxes, and
+%%% how busy those receivers and their callers are: the readings a
+%%% queueing picture is made of (msgflow_bottlenecks_view).  Each window
+%%% the collector reads the receivers that got the most messages in the
+%%% window before (?WATCH at most, each with ?MIN_MESSAGES or more) and
+%%% the local processes that sent them the most calls (?WATCH_CALLERS at
+%%% most: a caller blocked on a server receives almost nothing, so it is
+%%% never among the busiest) ?READINGS times: at random times between its
 %%% ticks and once as the window closes (a mean of fewer readings of a
-%%% queue that comes and goes is off by more than a third); the window's
-%%% wait for each is Little's law: the mean
-%%% queue length over the window divided by its arrival rate (the messages
-%%% counted to it in the window).  A mailbox that grew at each reading
-%%% `grew all window': its wait is then no steady figure (a lower bound).
-%%% The collector's process holds this (in msgflow_store's state); nothing
-%%% here touches the send path.
+%%% queue that comes and goes is off by more than a third).  A reading is
+%%% one process_info/2 of `message_queue_len', `status' and
+%%% `current_function', and for a process found waiting in a call its
+%%% `monitors' (the server it waits on: gen:do_call monitors it); with
+%%% them the run queues' length of the node (`total_run_queue_lengths').
+%%%
+%%% Per process and window: the wait, Little's law (the mean queue length
+%%% over the window divided by its arrival rate, the messages counted to
+%%% it in the window); `busy', the share of readings in which it was not
+%%% idle in its loop's receive (running, runnable, collecting garbage, or
+%%% waiting anywhere inside the handling of a message: a handler that
+%%% sleeps, does I/O or waits on a call is serving); `blocked', the share
+%%% in which it waited inside a call, and on whom (`blocked_on');
+%%% `runnable', the share in which it waited for a scheduler.  A mailbox
+%%% that grew at each reading `grew all window': its wait is then no
+%%% steady figure (a lower bound).  The collector's process holds this (in
+%%% msgflow_store's state); nothing here touches the send path.
 -module(msgflow_store_waits).
--export([new/0, sample/1, close/5, readings/0, min_messages/0]).
--export_type([waits/0, wait/0]).
+-export([new/0, sample/1, close/6, readings/0, min_messages/0, classify/4]).
+-export_type([waits/0, wait/0, node_load/0, class/0]).
 
 %% receivers watched at most, and the fewest messages a window that makes
-%% one watched in the next; readings of each a window: 50 x 40 reads of a
-%% queue take about 2 ms a window
+%% one watched in the next; callers watched at most; readings of each a
+%% window: 100 x 40 readings take about 4 ms a window (BENCHMARKS.md)
 -define(WATCH, 50).
+-define(WATCH_CALLERS, 50).
 -define(MIN_MESSAGES, 10).
 -define(READINGS, 40).
+%% the busiest pairs of the window looked at for the watched receivers'
+%% callers
+-define(CALLER_PAIRS, 2000).
+
+%% A reading's class: idle in its loop's receive, serving (busy),
+%% waiting on a call (blocked; busy too), or waiting for a scheduler
+%% (runnable; busy too).
+-type class() :: idle | busy | {blocked, [pid()]} | runnable.
 
 -record(waits, {watch = [] :: [pid()],
+                callers = [] :: [pid()],
                 %% readings of the open window, newest first
-                samples = #{} :: #{pid() => [non_neg_integer()]}}).
+                samples = #{} :: #{pid() => [{integer(), non_neg_integer(), class()}]},
+                run_queue = [] :: [non_neg_integer()]}).
 -opaque waits() :: #waits{}.
 
-%% A receiver's wait in one window: the mean queue length (messages) over
-%% its readings, the wait (ms; undefined with no messages counted to it),
-%% whether the queue grew at each reading, and how many readings.
+%% A watched process in one window: the mean queue length (messages)
+%% over its readings, its messages in per second (`in_per_s', counted;
+%% 0.0 for a caller that got fewer than ?MIN_MESSAGES), the wait (ms;
+%% undefined with no messages counted to it), whether the queue grew at
+%% each reading and how fast (`growth_per_s', messages/s), how many
+%% readings, and the shares (0.0 to 1.0) of them
+%% busy, blocked and runnable; `blocked_on' the share of readings blocked
+%% on each process; `watched' why it was read.
 -type wait() :: #{queue_len := float(), wait_ms := float() | undefined, growing := boolean(),
-                  readings := pos_integer()}.
+                  readings := pos_integer(), in_per_s := float(), growth_per_s := float(),
+                  busy := float(), blocked := float(), runnable := float(),
+                  blocked_on := #{pid() => float()}, watched := receiver | caller}.
+%% The node in one window: the mean length of its run queues (processes
+%% and ports ready to run, all schedulers) over the readings, and its
+%% schedulers online.
+-type node_load() :: #{run_queue := float(), schedulers := pos_integer(), readings := non_neg_integer()}.
 
 %% @doc How many times a window the watched queues are read.
 -spec readings() -> pos_integer().
@@ -40,54 +76,189 @@ readings() -> ?READINGS.
 -spec new() -> waits().
 new() -> #waits{}.
 
-%% @doc The watched receivers' queue lengths read now.
+%% @doc The watched processes read now, and the node's run queues.
 -spec sample(waits()) -> waits().
-sample(W = #waits{watch = Watch, samples = Ss}) ->
-    W#waits{samples = lists:foldl(fun(P, Acc) ->
-                                          case process_info(P, message_queue_len) of
-                                              {message_queue_len, N} -> Acc#{P => [N | maps:get(P, Acc, [])]};
-                                              undefined -> Acc
-                                          end
-                                  end, Ss, Watch)}.
+sample(W = #waits{watch = Watch, callers = Callers, samples = Ss, run_queue = RQ}) ->
+    T = erlang:monotonic_time(millisecond),
+    Read = fun(P, Acc) ->
+                   case process_info(P, [message_queue_len, status, current_function]) of
+                       [{message_queue_len, N}, {status, St}, {current_function, F}] ->
+                           Acc#{P => [{T, N, classify(St, F, N, P)} | maps:get(P, Acc, [])]};
+                       undefined -> Acc
+                   end
+           end,
+    W#waits{samples = lists:foldl(Read, Ss, Watch ++ Callers),
+            run_queue = [erlang:statistics(total_run_queue_lengths) | RQ]}.
 
-%% @doc The window closes: a last reading, each watched receiver's wait
-%% (In: what a match spec selects of the window's receivers
-%% `{Receiver, Senders, Messages}' (msgflow_store_kept), Canon: a
-%% receiver's process, a registered name's too; WinMs the window's
-%% length; Scale the messages sent for each one counted, over 1 when
-%% tracing is sampled), and the receivers to watch in the next window (the
-%% window's busiest local processes).  Messages from senders that are not
-%% traced are not counted: with `procs' naming a few, a receiver's wait is
-%% too long by their share.
+%% @doc A reading's class from a process's status, current function and
+%% queue length: idle when it waits in an OTP behaviour's loop receive
+%% (or hibernates), or waits with an empty mailbox anywhere but in a
+%% known wait of a handler (a sleep, socket or file I/O); blocked when it
+%% is in a call's receive, waiting, ready to run or running (on the
+%% processes it monitors: P read for them); runnable when ready to run elsewhere;
+%% busy otherwise (running, collecting
+%% garbage, or waiting inside a handler: a selective receive over a
+%% non-empty mailbox included).
+-spec classify(atom(), term(), non_neg_integer(), pid() | none) -> class().
+classify(St, F = {M, Fn, _}, N, P) when St =:= runnable; St =:= running ->
+    %% running or ready to run inside a call's receive: its reply came
+    %% (or the call is being made), the call is what it waits for
+    case call_wait(M, Fn) of
+        true -> waiting(F, N, P);
+        false when St =:= runnable -> runnable;
+        false -> busy
+    end;
+classify(runnable, _, _, _) -> runnable;
+classify(waiting, F, N, P) -> waiting(F, N, P);
+classify(suspended, F, N, P) -> waiting(F, N, P);
+classify(_, _, _, _) -> busy.
+
+waiting({M, F, _}, N, P) ->
+    case {call_wait(M, F), loop_wait(M, F), handler_wait(M, F)} of
+        {true, _, _} -> {blocked, monitored(P)};
+        {_, true, _} -> idle;
+        {_, _, true} -> busy;
+        _ when N =:= 0 -> idle;
+        _ -> busy
+    end;
+waiting(_, _, _) -> idle.
+
+%% the receive of a call's reply (gen_server, gen_statem, gen_event and
+%% erpc calls; rpc goes through erpc)
+call_wait(gen, do_call) -> true;
+call_wait(gen, wait_resp_mon) -> true;
+call_wait(gen, receive_response) -> true;
+call_wait(gen, wait_response) -> true;
+call_wait(erpc, call) -> true;
+call_wait(erpc, receive_response) -> true;
+call_wait(erpc, wait_response) -> true;
+call_wait(_, _) -> false.
+
+%% an OTP process idle in its loop
+loop_wait(gen_server, loop) -> true;
+loop_wait(gen_statem, loop_receive) -> true;
+loop_wait(gen_event, fetch_msg) -> true;
+loop_wait(erlang, hibernate) -> true;
+loop_wait(_, _) -> false.
+
+%% a handler that waits and serves meanwhile: a sleep, socket or file I/O
+handler_wait(timer, sleep) -> true;
+handler_wait(M, _) -> lists:member(M, [prim_inet, gen_tcp, gen_udp, gen_sctp, ssl, prim_file, file,
+                                        file_io_server, socket, prim_socket, inet_tcp, io]).
+
+%% the processes P monitors (the server a call waits on), [] when gone
+monitored(none) -> [];
+monitored(P) ->
+    case process_info(P, monitors) of
+        {monitors, Ms} -> [Q || {process, Q} <- Ms, is_pid(Q)];
+        undefined -> []
+    end.
+
+%% @doc The window closes: a last reading, each watched process's wait
+%% and shares, the node's run queues over the window, and the processes
+%% to watch in the next window: the window's busiest local receivers, and
+%% the local processes that sent them the most calls (Callers: the pairs
+%% of the window's busiest, `{{Sender, Receiver}, Messages}', from which
+%% the calls' senders are taken).  In: what a match spec selects of the
+%% window's receivers `{Receiver, Senders, Messages}'
+%% (msgflow_store_kept); Canon: a receiver's process, a registered name's
+%% too; WinMs the window's length; Scale the messages sent for each one
+%% counted, over 1 when tracing is sampled.  Messages from senders that
+%% are not traced are not counted: with `procs' naming a few, a
+%% receiver's wait is too long by their share.
 -spec close(waits(), fun((ets:match_spec()) -> [term()]), fun((term()) -> term()),
-            non_neg_integer(), number()) -> {#{pid() => wait()}, waits()}.
-close(W0, In, Canon, WinMs, Scale) ->
-    #waits{samples = Ss} = sample(W0),
+            non_neg_integer(), number(), fun((pos_integer()) -> [{{term(), term()}, non_neg_integer()}])) ->
+          {#{pid() => wait()}, node_load(), waits()}.
+close(W0, In, Canon, WinMs, Scale, Pairs) ->
+    #waits{samples = Ss, run_queue = RQ, watch = Watched} = sample(W0),
     %% the window's messages to each local process (its names' added), of
     %% the receivers with ?MIN_MESSAGES or more: a watched one with fewer
     %% has no wait
     Busy = lists:foldl(fun({R, M}, Acc) ->
-                               case Canon(R) of
-                                   P when is_pid(P), node(P) =:= node() -> Acc#{P => M + maps:get(P, Acc, 0)};
-                                   _ -> Acc
+                               case local(Canon(R)) of
+                                   none -> Acc;
+                                   P -> Acc#{P => M + maps:get(P, Acc, 0)}
                                end
                        end, #{}, In([{{'$1', '_', '$2'}, [{'>=', '$2', ?MIN_MESSAGES}],
                                       [{{'$1', '$2'}}]}])),
-    Waits = maps:from_list([{P, wait(lists:reverse(Rs), maps:get(P, Busy, 0) * Scale, WinMs)}
+    Waits = maps:from_list([{P, wait(lists:reverse(Rs), maps:get(P, Busy, 0) * Scale, WinMs,
+                                     case lists:member(P, Watched) of
+                                         true -> receiver;
+                                         false -> caller
+                                     end)}
                             || {P, Rs} <- maps:to_list(Ss)]),
     Watch = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort([{M, P} || {P, M} <- maps:to_list(Busy)])),
                                           ?WATCH)],
-    {Waits, #waits{watch = Watch}}.
+    Node = #{run_queue => mean(RQ), schedulers => erlang:system_info(schedulers_online),
+             readings => length(RQ)},
+    {Waits, Node, #waits{watch = Watch, callers = callers(Watch, Pairs(?CALLER_PAIRS), Canon)}}.
 
-wait(Rs, Msgs, WinMs) ->
-    Mean = lists:sum(Rs) / length(Rs),
+%% The local senders to the watched receivers with the most messages,
+%% ?WATCH_CALLERS at most, the watched themselves left out.
+callers(Watch, Pairs, Canon) ->
+    W = maps:from_list([{P, true} || P <- Watch]),
+    Sent = lists:foldl(fun({{S, R}, M}, Acc) ->
+                               case {local(Canon(S)), local(Canon(R))} of
+                                   {none, _} -> Acc;
+                                   {_, none} -> Acc;
+                                   {SP, RP} ->
+                                       case maps:is_key(RP, W) andalso not maps:is_key(SP, W) of
+                                           true -> Acc#{SP => M + maps:get(SP, Acc, 0)};
+                                           false -> Acc
+                                       end
+                               end
+                       end, #{}, Pairs),
+    [P || {_, P} <- lists:sublist(lists:reverse(lists:sort([{M, P} || {P, M} <- maps:to_list(Sent)])),
+                                  ?WATCH_CALLERS)].
+
+local(P) when is_pid(P), node(P) =:= node(), P =/= self() -> P;
+local(_) -> none.
+
+mean(Xs) -> lists:sum(Xs) / max(1, length(Xs)).
+
+wait(Rs, Msgs, WinMs, Why) ->
+    Qs = [N || {_, N, _} <- Rs],
+    Len = length(Rs),
+    Mean = lists:sum(Qs) / Len,
+    Share = fun(Pred) -> length([C || {_, _, C} <- Rs, Pred(C)]) / Len end,
+    On = lists:foldl(fun({_, _, {blocked, Ps = [_ | _]}}, Acc) ->
+                             lists:foldl(fun(Q, A) -> A#{Q => maps:get(Q, A, 0) + 1 / (length(Ps) * Len)} end,
+                                         Acc, Ps);
+                        (_, Acc) -> Acc
+                     end, #{}, Rs),
+    %% blocked readings that named no server (read between the call's
+    %% send and its monitor) go to the servers the others named
+    Blocked = Share(fun({blocked, _}) -> true; (_) -> false end),
+    Named = lists:sum(maps:values(On)),
+    OnAll = case Named > 0 of
+                true -> maps:map(fun(_, X) -> X * Blocked / Named end, On);
+                false -> On
+            end,
     #{queue_len => Mean,
       wait_ms => case Msgs of
                      _ when Msgs == 0 -> undefined;
                      _ when WinMs =:= 0 -> undefined;
                      _ -> Mean / (Msgs / WinMs)
                  end,
-      growing => grew(Rs), readings => length(Rs)}.
+      in_per_s => case WinMs of
+                      0 -> 0.0;
+                      _ -> Msgs * 1000 / WinMs
+                  end,
+      growing => grew(Qs), readings => Len, growth_per_s => growth_per_s(Rs, WinMs),
+      busy => Share(fun(C) -> C =/= idle end),
+      blocked => Blocked,
+      runnable => Share(fun(C) -> C =:= runnable end),
+      blocked_on => OnAll, watched => Why}.
+
+%% How fast the queue grew over the window (messages/s, negative when it
+%% shrank): from the first reading to the last (the one as the window
+%% closed), when they are a quarter of the window apart or more.
+growth_per_s(Rs = [{T0, N0, _} | _], WinMs) ->
+    {T1, N1, _} = lists:last(Rs),
+    case T1 - T0 of
+        Dt when Dt > 0, Dt * 4 >= WinMs -> (N1 - N0) * 1000 / Dt;
+        _ -> 0.0
+    end.
 
 %% The queue grew all window: over four readings at least, the mean of
 %% each quarter of the readings at least one message above the quarter's

@@ -57,6 +57,12 @@
 -define(WAIT_ADVICE, "it receives faster than it handles them: spread the work, or make "
                      "its senders wait for it (calls instead of casts)").
 
+%% the sampled round trips a call group needs to be judged slow by its
+%% median, its p90, its p99
+-define(MIN_SLOW_SAMPLES, 3).
+-define(MIN_P90_SAMPLES, 10).
+-define(MIN_P99_SAMPLES, 100).
+
 %% fan-in and fan-out subjects whose pairs are read for their kind in one
 %% read of the pairs, with a guard naming each
 -define(KIND_ENDS, 32).
@@ -67,7 +73,7 @@
 %% `node' (the node it was found on) when msgflow counts across a cluster.
 %% `members' (and `subject' the list of the members' subjects) when the
 %% finding stands for several subjects that share a label (find/2).
--type finding() :: #{rule := fan_in | hot_pair | spike | fan_out | dead_letters | slow_calls
+-type finding() :: #{rule := bottleneck | fan_in | hot_pair | spike | fan_out | dead_letters | slow_calls
                              | large_messages | long_wait | no_answer,
                      subject := term(), label := binary(), evidence := map(),
                      explanation := binary(), members => pos_integer(), node => node()}.
@@ -85,6 +91,9 @@ options() ->
 %% @doc The rules' thresholds, with their defaults: `rules => #{...}'.
 -spec rules() -> msgflow_opts:schema().
 rules() ->
+    maps:merge(msgflow_bottlenecks_view:rules(), own_rules()).
+
+own_rules() ->
     #{fan_in_senders => {10, pos_number},   %% distinct senders to call it fan-in
       queue_min => {10, pos_number},        %% messages queued in the last window, at least
       hot_rate => {10000, pos_number},      %% messages/s over the last window
@@ -147,7 +156,13 @@ build(Store, Opts0) ->
     %% (an edge is slow or growing only with a round trip of at least
     %% growth_floor_us/1: the rest of the edges are not built)
     Slowest = ceil(growth_floor_us(maps:get(slow_call_ms, Opts))),
-    [F#{node => node()} || F <- Found ++ slow_calls(msgflow_calls_view:build(Store, #{slowest_us => Slowest}), Opts)
+    Bottlenecks = [#{rule => bottleneck, subject => S, label => L,
+                     evidence => E#{verdict => V, cost => C},
+                     explanation => msgflow_bottlenecks_view:summary(B)}
+                   || B = #{verdict := V, subject := S, label := L, evidence := E, cost := C}
+                          <- maps:get(causes, msgflow_bottlenecks_view:build(Store, Opts))],
+    [F#{node => node()} || F <- Bottlenecks ++ Found
+                               ++ slow_calls(msgflow_calls_view:build(Store, #{slowest_us => Slowest}), Opts)
                                ++ Measured].
 
 %% @doc Every node's findings, this node's first, and one `no_answer'
@@ -574,22 +589,81 @@ dead_letters(#{dead := Dead}, #{dead_min := Min}, Label) ->
     by_desc(fun(#{evidence := #{count := C}}) -> C end, Found).
 
 %% Slow call edges in a calls view (msgflow_calls_view:build/2), slowest
-%% p99 first, for checked options (`slow_call_ms', `slow_growth').
+%% first, for checked options (`slow_call_ms', `slow_growth'): the edges
+%% whose callers share a label, and whose servers do, with one kind and
+%% tag, are one group (their round trips added up: 28 callers of one
+%% kind with a sampled call each are 28 samples of one edge), and a group
+%% is judged by the highest quantile its samples tell (quantile/1: a p99
+%% from one sample is no p99); a group of fewer than ?MIN_SLOW_SAMPLES
+%% is not judged at all.  A group of one edge has that edge as its
+%% subject, of several `members' and their subjects.
 slow_calls(#{entries := Es}, #{slow_call_ms := Ms, slow_growth := Growth}) ->
-    Found = [#{rule => slow_calls, subject => {C, S, Kind, Tag}, label => Label,
-               evidence => #{p99_us => P99, p50_us => P50, calls => Calls, sampled => Sampled,
-                             p99_last_us => Last, p99_prev_us => Prev},
-               explanation => fmt("~ts: ~s ~ts calls, p99 ~s (p50 ~s) over ~s sampled; last "
-                                  "window p99 ~s, the one before ~s",
-                                  [Label, Kind, msgflow_fmt:name(Tag), msgflow_fmt:micros(P99),
-                                   msgflow_fmt:micros(P50), msgflow_fmt:int(Sampled),
-                                   msgflow_fmt:micros(Last), msgflow_fmt:micros(Prev)])}
-             || #{caller := C, server := S, kind := Kind, tag := Tag, caller_label := CL,
-                  server_label := SL, p99 := P99, p50 := P50, calls := Calls, sampled := Sampled,
-                  p99_last := Last, p99_prev := Prev} <- Es,
-                Label <- [iolist_to_binary([CL, " -> ", SL])],
-                slow(P99, Ms * 1000) orelse growing(Last, Prev, Growth, growth_floor_us(Ms))],
-    by_desc(fun(#{evidence := #{p99_us := P}}) -> P end, Found).
+    Groups = lists:foldl(
+               fun(E = #{caller_label := CL, server_label := SL, kind := K, tag := T}, Acc) ->
+                       maps:update_with({CL, SL, K, T}, fun(Xs) -> [E | Xs] end, [E], Acc)
+               end, #{}, Es),
+    Found = [F || {{CL, SL, Kind, Tag}, Members} <- maps:to_list(Groups),
+                  F <- slow_group(CL, SL, Kind, Tag, lists:reverse(Members), Ms, Growth)],
+    by_desc(fun(#{evidence := #{figure_us := P}}) -> P end, Found).
+
+slow_group(CL, SL, Kind, Tag, Members, Ms, Growth) ->
+    Hist = lists:foldl(fun(#{hist := H}, Acc) -> msgflow_call_row:add_hists(Acc, H) end, [], Members),
+    Sampled = lists:sum([S || #{sampled := S} <- Members]),
+    Calls = case [C || #{calls := C} <- Members, C =/= undefined] of
+                [] -> undefined;
+                Cs -> lists:sum(Cs)
+            end,
+    %% growth: the group's busiest-growing edge (each edge's windows)
+    Grew = [E || E = #{p99_last := L, p99_prev := P} <- Members, growing(L, P, Growth, growth_floor_us(Ms))],
+    case quantile(Sampled) of
+        none -> [];
+        {Name, Q} ->
+            [Figure, P50] = msgflow_call_row:percentiles(Hist, [Q, 0.5]),
+            case slow(Figure, Ms * 1000) orelse Grew =/= [] of
+                false -> [];
+                true ->
+                    N = length(Members),
+                    Label = iolist_to_binary([CL, " -> ", SL]),
+                    Subject = case Members of
+                                  [#{caller := C, server := S}] -> {C, S, Kind, Tag};
+                                  _ -> [{C, S, Kind, Tag} || #{caller := C, server := S} <- Members]
+                              end,
+                    Last = max_num([L || #{p99_last := L} <- Members, is_number(L)]),
+                    Prev = max_num([P || #{p99_prev := P} <- Members, is_number(P)]),
+                    Ev = #{figure_us => Figure, quantile => Name, p50_us => P50, calls => Calls,
+                           sampled => Sampled, p99_last_us => num(Last), p99_prev_us => num(Prev)},
+                    [(case N of
+                          1 -> #{};
+                          _ -> #{members => N}
+                      end)#{rule => slow_calls, subject => Subject, label => Label,
+                            evidence => case N of 1 -> Ev; _ -> Ev#{members => N} end,
+                            explanation => fmt("~ts~ts: ~s ~ts calls, ~s ~s (p50 ~s) over ~s sampled~ts",
+                                               [case N of 1 -> ""; _ -> io_lib:format("~b x ", [N]) end,
+                                                Label, Kind, msgflow_fmt:name(Tag), Name,
+                                                msgflow_fmt:micros(Figure), msgflow_fmt:micros(P50),
+                                                msgflow_fmt:int(Sampled),
+                                                case Grew of
+                                                    [] -> "";
+                                                    _ -> io_lib:format("; last window p99 ~s, the one before ~s",
+                                                                       [msgflow_fmt:micros(num(Last)),
+                                                                        msgflow_fmt:micros(num(Prev))])
+                                                end])}]
+            end
+    end.
+
+%% The highest quantile N samples tell: p99 from ?MIN_P99_SAMPLES, p90
+%% from ?MIN_P90_SAMPLES, else the median from ?MIN_SLOW_SAMPLES; none
+%% from fewer.
+quantile(N) when N >= ?MIN_P99_SAMPLES -> {p99, 0.99};
+quantile(N) when N >= ?MIN_P90_SAMPLES -> {p90, 0.9};
+quantile(N) when N >= ?MIN_SLOW_SAMPLES -> {p50, 0.5};
+quantile(_) -> none.
+
+max_num([]) -> undefined;
+max_num(Xs) -> lists:max(Xs).
+
+num(undefined) -> undefined;
+num(X) when is_number(X) -> X.
 
 %% Edges whose sampled messages are large: a message of large_words heap
 %% words or more (what a send copies), one larger than the size walk

@@ -1,0 +1,658 @@
+%%% @doc The `bottlenecks' view: which process is the bottleneck, and why
+%%% the others wait.  It joins, for the last closed window, the readings
+%%% of the watched processes (msgflow_store_waits: each one's share of
+%%% readings busy, blocked in a call and on whom, runnable; its mailbox
+%%% wait and arrival rate), the node's run queues, the pairs' exact counts
+%%% of calls and replies (kinds) and the sampled calls' round trips
+%%% (msgflow_call_row), into root causes ranked by the time they cost
+%%% others, each with the chain of who waits on it.
+%%%
+%%% The verdicts (thresholds in the hotspot rules' map, rules/0; the
+%%% glossary and guides/bottlenecks.md explain them):
+%%% <ul>
+%%% <li>`saturated': busy at least `busy_min' (0.9) of `min_readings' (20)
+%%%     readings or more, or a mailbox that grew all window, and blocked
+%%%     less than `blocked_min': a root;</li>
+%%% <li>`node_saturated': the node's run queues held `run_queue_min' (1.0)
+%%%     processes per scheduler online or more on average over the window:
+%%%     a process then waits for a CPU, and the root is the node (a
+%%%     saturated process that was runnable half its busy readings or more
+%%%     is not named apart);</li>
+%%% <li>blocked on X: blocked at least `blocked_min' (0.5), X the process
+%%%     its calls wait on; never a root: the chain goes through it to X;</li>
+%%% <li>`call_cycle': processes that call each other in a cycle (A calls
+%%%     B while B calls A, directly or longer) in the windows looked at:
+%%%     a deadlock hazard; `deadlock' when each call of the cycle has
+%%%     calls unanswered, from the exact counts of calls and replies (a
+%%%     one-shot deadlock is missed 63 times in 64 by sampled round
+%%%     trips).</li>
+%%% </ul>
+%%% A process that is idle is never named.  The time a process's waiters
+%%% lose on it, in caller-seconds per second: for each waiter, its calls
+%%% per second times their mean sampled round trip, or where no round trip
+%%% was sampled, its share of readings blocked on it; a root's cost is
+%%% what its chain's waiters lose (those waited on themselves are part of
+%%% the chain, not counted twice).
+%%%
+%%% Options (msgflow_query adds `node' and `timeout'): `rules' (the
+%%% thresholds above), `windows' (5: the closed windows whose calls are
+%%% looked at for cycles), `process' (none; a pid, a pid's text or a
+%%% registered name: the chain through that process, msgflow:why/1).
+%%% Each node finds its own; the parts are put together ranked by cost.
+%%% It reads every pair once (the calls and replies by pair): at a million
+%%% pairs about a second.
+-module(msgflow_bottlenecks_view).
+-behaviour(msgflow_view).
+
+-export([options/0, rules/0, check/1, build/2, merge/3, text/3, json/2, fresh/0, summary/1]).
+-export_type([bottlenecks/0, cause/0, load/0, waiter/0]).
+
+-define(WINDOWS, 5).
+%% a waiter's own sampled round trips it takes for its mean, at least
+%% (fewer: the mean of every caller's calls to that server)
+-define(OWN_SAMPLES, 10).
+
+%% A watched process's figures in the last window: arrivals and
+%% messages served (msg/s: arrivals less the mailbox's growth), mailbox
+%% wait (ms) and mean queue (messages), service time per message (ms:
+%% busy / served), shares of readings busy, blocked, runnable.
+-type load() :: #{process := pid(), label := binary(), in_per_s := float(), out_per_s := float(),
+                  wait_ms := float() | undefined, queue_len := float(), growing := boolean(),
+                  busy := float(), blocked := float(), runnable := float(), readings := pos_integer(),
+                  service_ms := float() | undefined, blocked_on := [{pid(), float()}]}.
+%% Who waits on a process: one waiter, or the waiters of one label
+%% (`members'), the seconds per second they lose on it, their calls to it
+%% (per second, and the p50 of their sampled round trips, ms) where
+%% counted, their share of readings blocked on it where read, and who
+%% waits on them in turn.
+-type waiter() :: #{waiter := pid() | binary(), label := binary(), members := pos_integer(),
+                    seconds_per_s := float(), calls_per_s := float() | undefined,
+                    rtt_ms := float() | undefined, blocked := float() | undefined,
+                    waiters := [waiter()]}.
+-type cause() :: #{verdict := saturated | node_saturated | call_cycle | deadlock,
+                   subject := pid() | node() | [pid()], label := binary(),
+                   evidence := map(), cost := float(), waiters := [waiter()], node := node()}.
+-type bottlenecks() :: #{causes := [cause()], loads := [load()],
+                         blocked := [#{process := pid(), label := binary(), on := pid(),
+                                       on_label := binary(), share := float()}],
+                         node_load := msgflow_store_waits:node_load() | undefined,
+                         window_ms := non_neg_integer(), running := boolean(), node := node(),
+                         process => pid(), process_label => binary(), process_waits => [{pid(), map()}], process_now => map() | undefined,
+                         nodes => [node()], missing => [{node(), term()}]}.
+
+%% @doc The options, their defaults and rules.
+-spec options() -> msgflow_opts:schema().
+options() ->
+    #{rules => {#{}, {group, rules()}},
+      windows => {?WINDOWS, {int, 1, 10000, "windows"}},
+      process => {none, {either, [pid, pid_text, atom]}}}.
+
+%% @doc The verdicts' thresholds with their defaults (msgflow_hotspots
+%% takes them into its `rules' too).
+-spec rules() -> msgflow_opts:schema().
+rules() ->
+    #{busy_min => {0.9, pos_number},      %% share of readings busy: saturated
+      blocked_min => {0.5, pos_number},   %% share of readings blocked in a call: blocked on
+      min_readings => {20, pos_number},   %% readings of a process before any verdict on it
+      run_queue_min => {1.0, pos_number}}.%% run queue per scheduler, mean: node saturated
+
+%% @doc The thresholds over their defaults; `process' made a pid (a
+%% registered name this node knows, or a pid's text), else an error
+%% naming it.
+-spec check(map()) -> {ok, map()} | msgflow_opts:error().
+check(O) ->
+    {ok, Given} = msgflow_opts:to_map(maps:get(rules, O, #{})),
+    Opts = maps:merge(maps:remove(rules, O), maps:merge(msgflow_opts:defaults(rules()),
+                                                        maps:with(maps:keys(rules()), Given))),
+    case maps:get(process, Opts, none) of
+        none -> {ok, Opts};
+        P when is_pid(P) -> {ok, Opts};
+        Name when is_atom(Name) ->
+            case whereis(Name) of
+                P when is_pid(P) -> {ok, Opts#{process := P}};
+                undefined -> {error, {badopt, {process, Name}, ["a live pid or registered name"]}}
+            end;
+        Text ->
+            try list_to_pid(unicode:characters_to_list(Text)) of
+                P -> {ok, Opts#{process := P}}
+            catch error:badarg -> {error, {badopt, {process, Text}, ["a live pid or registered name"]}}
+            end
+    end.
+
+%% @doc false: built from closed windows only (no snapshot first).
+-spec fresh() -> false.
+fresh() -> false.
+
+%% @doc This node's bottlenecks from its last closed window.
+-spec build(msgflow_store:store(), map()) -> bottlenecks().
+build(Store = #{labels := Tables, windows := Ws}, Opts) ->
+    O = maps:merge(msgflow_opts:defaults(rules()), Opts),
+    {Waits, NodeLoad, WinMs} = case Ws of
+                                   [] -> {#{}, undefined, 0};
+                                   _ -> Last = lists:last(Ws),
+                                        {maps:get(waits, Last, #{}), maps:get(node_load, Last, undefined),
+                                         maps:get(window_ms, Last)}
+                               end,
+    K = maps:get(windows, O, ?WINDOWS),
+    Calls = call_counts(Store, K),
+    SpanMs = lists:sum([maps:get(window_ms, W) || W <- lists:nthtail(max(0, length(Ws) - K), Ws)]),
+    Label = fun(P) -> maps:get(label, msgflow_labels:meta(Tables, P)) end,
+    Loads = [load(P, W, Label) || {P, W} <- maps:to_list(Waits), is_map_key(busy, W)],
+    Graph = wait_graph(Loads, Calls, maps:get(calls, Store), SpanMs),
+    NodeBusy = node_saturated(NodeLoad, O),
+    Roots = [root(L, Graph, Label, NodeBusy) || L <- Loads, saturated(L, O, NodeBusy)]
+        ++ node_root(NodeBusy, NodeLoad, Loads, Graph, Label)
+        ++ cycles(Calls, Label),
+    Blocked = [#{process => P, label => Lb, on => Q, on_label => Label(Q), share => Sh}
+               || #{process := P, label := Lb, blocked := B, blocked_on := [{Q, Sh} | _],
+                    readings := R} <- Loads, B >= maps:get(blocked_min, O),
+                  R >= maps:get(min_readings, O)],
+    V = #{causes => ranked([C#{node => node()} || C <- Roots]),
+          loads => lists:sort(fun(#{busy := A}, #{busy := B}) -> A >= B end, Loads),
+          blocked => Blocked, node_load => NodeLoad, window_ms => WinMs,
+          running => maps:get(running, Store), node => node()},
+    case maps:get(process, O, none) of
+        none -> V;
+        P -> V#{process => P, process_label => Label(P), process_waits => [{S, F} || {S, SWs} <- maps:to_list(Graph), {W, F} <- SWs, W =:= P],
+                process_now => now_reading(P)}
+    end.
+
+%% What a process of this node is doing now (a reading as the watched
+%% get, msgflow_store_waits:classify/4), or `undefined' (gone, remote).
+now_reading(P) when node(P) =:= node() ->
+    case process_info(P, [message_queue_len, status, current_function]) of
+        [{message_queue_len, N}, {status, St}, {current_function, F}] ->
+            #{status => St, current_function => F, queue => N,
+              class => msgflow_store_waits:classify(St, F, N, P)};
+        undefined -> undefined
+    end;
+now_reading(_) ->
+    undefined.
+
+%% A watched process's figures, its blocked_on most first.
+load(P, W = #{busy := Busy, in_per_s := In}, Label) ->
+    %% served per second: what came in, less what the mailbox grew by
+    Out = In - max(0.0, maps:get(growth_per_s, W, 0.0)),
+    (maps:with([in_per_s, wait_ms, queue_len, growing, busy, blocked, runnable, readings], W))#{
+      process => P, label => Label(P), out_per_s => Out,
+      service_ms => case Out > 0 of
+                        true -> Busy * 1000 / Out;
+                        false -> undefined
+                    end,
+      blocked_on => lists:reverse(lists:keysort(2, maps:to_list(maps:get(blocked_on, W, #{}))))}.
+
+%% The calls and replies of each local pair with any, by process: `{Calls
+%% since start, calls in the last window, tag most called}' for calls,
+%% replies since start; and which pairs had calls in the last `windows'
+%% closed windows.
+call_counts(Store = #{pairs := T, labels := Tables}, K) ->
+    Canon = msgflow_rows_groups:key_fun(process, Tables),
+    #{last := Last} = msgflow_rows:rate_window(Store),
+    Match = msgflow_row:select_spec(#{}, [], true),
+    Add = fun(Row, Acc = #{calls := C, replies := R, recent := Rc}) ->
+                  Kinds = msgflow_row:kinds(Row),
+                  case {[{Tg, N} || {call, Tg, N} <- Kinds], [N || {reply, _, N} <- Kinds]} of
+                      {[], []} -> Acc;
+                      {Cs, Rs} ->
+                          {S0, R0} = msgflow_row:key(Row),
+                          Key = {Canon(S0), Canon(R0)},
+                          Total = msgflow_row:total(Row),
+                          NC = lists:sum([N || {_, N} <- Cs]),
+                          Counts = msgflow_row:counts_in(max(1, Last - K + 1), Last, Row),
+                          LastWin = lists:sum(Counts),
+                          Share = NC / max(1, Total),
+                          Tag = case lists:reverse(lists:keysort(2, Cs)) of
+                                    [{Tg, _} | _] -> Tg;
+                                    [] -> undefined
+                                end,
+                          Acc#{calls := case NC of
+                                            0 -> C;
+                                            _ -> {OC, OW, _} = maps:get(Key, C, {0, 0, Tag}),
+                                                 C#{Key => {OC + NC, OW + LastWin * Share, Tag}}
+                                        end,
+                               replies := case lists:sum(Rs) of
+                                              0 -> R;
+                                              NR -> R#{Key => NR + maps:get(Key, R, 0)}
+                                          end,
+                               recent := case NC > 0 andalso lists:sum(Counts) > 0 of
+                                             true -> Rc#{Key => true};
+                                             false -> Rc
+                                         end}
+                  end
+          end,
+    msgflow_row_table:fold_select(T, Match, Add, #{calls => #{}, replies => #{}, recent => #{}}).
+
+%% Who waits on whom, `#{Server => [{Waiter, Figures}]}': each local call
+%% edge into a watched process (or one a watched process is blocked on),
+%% at its calls per second times its mean sampled round trip, else at the
+%% waiter's share of readings blocked on it.
+wait_graph(Loads, #{calls := C}, CallsT, SpanMs) ->
+    Watched = maps:from_list([{P, L} || L = #{process := P} <- Loads]),
+    OnTargets = maps:from_list([{Q, true} || #{blocked_on := On} <- Loads, {Q, _} <- On]),
+    Target = fun(S) -> is_map_key(S, Watched) orelse is_map_key(S, OnTargets) end,
+    %% the sampled round trips into each target, by caller and pooled
+    %% (a caller with none sampled: 63 in 64 of those that call seldom)
+    {ByEdge, Pooled} =
+        ets:foldl(fun(Row, {E, P}) ->
+                          case msgflow_call_row:key(Row) of
+                              {W, S, _, _} when is_pid(W), is_pid(S) ->
+                                  case Target(S) of
+                                      true ->
+                                          H = msgflow_call_row:hist(Row),
+                                          {E#{{W, S} => msgflow_call_row:add_hists(maps:get({W, S}, E, []), H)},
+                                           P#{S => msgflow_call_row:add_hists(maps:get(S, P, []), H)}};
+                                      false -> {E, P}
+                                  end;
+                              _ -> {E, P}
+                          end
+                  end, {#{}, #{}}, CallsT),
+    Edge = fun({W, S}, {Calls, LastWin, Tag}, Acc) when is_pid(W), is_pid(S) ->
+                   case Target(S) of
+                       false -> Acc;
+                       true ->
+                           PerS = case SpanMs of 0 -> 0.0; _ -> LastWin * 1000 / SpanMs end,
+                           Own = maps:get({W, S}, ByEdge, []),
+                           Hist = case lists:sum([N || {_, N} <- Own]) >= ?OWN_SAMPLES of
+                                      true -> Own;
+                                      false -> maps:get(S, Pooled, [])
+                                  end,
+                           Read = case Watched of
+                                      #{W := #{blocked_on := On}} -> proplists:get_value(S, On, 0.0);
+                                      _ -> undefined
+                                  end,
+                           Mean = msgflow_call_row:mean_us(Hist),
+                           [P50] = msgflow_call_row:percentiles(Hist, [0.5]),
+                           %% a waiter read: its share of readings
+                           %% blocked on S, as measured; else its calls
+                           %% times their round trip
+                           Secs = case {Read, Mean} of
+                                      {undefined, undefined} -> 0.0;
+                                      {undefined, _} -> min(1.0, PerS * Mean / 1.0e6);
+                                      _ -> Read
+                                  end,
+                           _ = Calls,
+                           F = #{seconds_per_s => Secs, calls_per_s => PerS, tag => Tag,
+                                 rtt_ms => case P50 of undefined -> undefined; _ -> P50 / 1000 end,
+                                 blocked => Read},
+                           case Secs > 0 of
+                               true -> Acc#{S => [{W, F} | maps:get(S, Acc, [])]};
+                               false -> Acc
+                           end
+                   end;
+              (_, _, Acc) -> Acc
+           end,
+    G0 = maps:fold(Edge, #{}, C),
+    %% a watched process blocked on one it has no call edge to (a call by
+    %% a name, or one not counted): its readings alone
+    lists:foldl(fun(#{process := W, blocked_on := On}, G) ->
+                        lists:foldl(fun({S, Sh}, G1) ->
+                                            Ws = maps:get(S, G1, []),
+                                            case lists:keymember(W, 1, Ws) of
+                                                true -> G1;
+                                                false -> G1#{S => [{W, #{seconds_per_s => Sh, calls_per_s => undefined,
+                                                                         tag => undefined, rtt_ms => undefined,
+                                                                         blocked => Sh}} | Ws]}
+                                            end
+                                    end, G, On)
+                end, G0, Loads).
+
+saturated(#{busy := B, blocked := Bl, readings := R, growing := Gr, runnable := Rn}, O, NodeBusy) ->
+    R >= maps:get(min_readings, O)
+        andalso (B >= maps:get(busy_min, O) orelse Gr)
+        andalso Bl < maps:get(blocked_min, O)
+        andalso not (NodeBusy andalso Rn * 2 >= B).
+
+node_saturated(#{run_queue := Q, schedulers := S, readings := R}, O) ->
+    R >= maps:get(min_readings, O) andalso Q >= maps:get(run_queue_min, O) * S;
+node_saturated(_, _) ->
+    false.
+
+root(L = #{process := P, label := Lb}, Graph, Label, _) ->
+    Waiters = waiters(P, Graph, Label, #{P => true}),
+    #{verdict => saturated, subject => P, label => Lb,
+      evidence => maps:with([busy, wait_ms, growing, in_per_s, out_per_s, service_ms, queue_len, readings,
+                             runnable], L),
+      cost => cost(Waiters), waiters => Waiters}.
+
+node_root(false, _, _, _, _) -> [];
+node_root(true, NodeLoad, Loads, _Graph, _Label) ->
+    Starved = [#{process => P, label => Lb, runnable => Rn} || #{process := P, label := Lb, runnable := Rn} <- Loads,
+                                                             Rn >= 0.25],
+    [#{verdict => node_saturated, subject => node(), label => atom_to_binary(node()),
+       evidence => NodeLoad#{starved => lists:sublist(lists:reverse(lists:sort(
+                                                                      fun(#{runnable := A}, #{runnable := B}) -> A =< B end,
+                                                                      Starved)), 5)},
+       cost => lists:sum([Rn || #{runnable := Rn} <- Loads]), waiters => []}].
+
+%% The waiters of S, grouped by label where they are waited on by no one
+%% (callers of one kind), each with those who wait on it; Seen guards a
+%% cycle.
+waiters(S, Graph, Label, Seen) ->
+    Direct = maps:get(S, Graph, []),
+    {Inner, Leaves} = lists:partition(fun({W, _}) -> is_map_key(W, Graph) andalso not is_map_key(W, Seen) end,
+                                      Direct),
+    Seen1 = maps:merge(Seen, maps:from_list([{W, true} || {W, _} <- Direct])),
+    InnerWs = [F#{waiter => W, label => Label(W), members => 1,
+                  waiters => waiters(W, Graph, Label, Seen1)} || {W, F} <- Inner],
+    ByLabel = lists:foldl(fun({W, F}, Acc) ->
+                                  Lb = Label(W),
+                                  maps:update_with(Lb, fun(Fs) -> [{W, F} | Fs] end, [{W, F}], Acc)
+                          end, #{}, Leaves),
+    LeafWs = [case Fs of
+                  [{W, F}] -> F#{waiter => W, label => Lb, members => 1, waiters => []};
+                  _ -> #{waiter => Lb, label => Lb, members => length(Fs),
+                         seconds_per_s => lists:sum([maps:get(seconds_per_s, F) || {_, F} <- Fs]),
+                         calls_per_s => sum_defined([maps:get(calls_per_s, F) || {_, F} <- Fs]),
+                         rtt_ms => median_defined([maps:get(rtt_ms, F) || {_, F} <- Fs]),
+                         tag => maps:get(tag, element(2, hd(Fs))),
+                         blocked => median_defined([maps:get(blocked, F) || {_, F} <- Fs]),
+                         waiters => []}
+              end || {Lb, Fs} <- maps:to_list(ByLabel)],
+    lists:sort(fun(#{seconds_per_s := A}, #{seconds_per_s := B}) -> A >= B end, InnerWs ++ LeafWs).
+
+sum_defined(Xs) ->
+    case [X || X <- Xs, X =/= undefined] of
+        [] -> undefined;
+        D -> lists:sum(D)
+    end.
+
+median_defined(Xs) ->
+    case lists:sort([X || X <- Xs, X =/= undefined]) of
+        [] -> undefined;
+        D -> lists:nth((length(D) + 1) div 2, D)
+    end.
+
+%% The seconds per second a chain's waiters lose: those waited on
+%% themselves count through their own waiters.
+cost(Waiters) ->
+    float(lists:sum([case Ws of
+                   [] -> S;
+                   _ -> cost(Ws)
+               end || #{seconds_per_s := S, waiters := Ws} <- Waiters])).
+
+%% Cycles of calls between local processes in the windows looked at:
+%% `deadlock' when each edge of the cycle has calls not answered.
+cycles(#{calls := C, replies := R, recent := Recent}, Label) ->
+    G = digraph:new(),
+    try
+        _ = [begin
+                 digraph:add_vertex(G, A), digraph:add_vertex(G, B), digraph:add_edge(G, A, B)
+             end || {A, B} <- maps:keys(Recent), is_pid(A), is_pid(B), A =/= B],
+        [begin
+             Cycle = cycle_order(G, Comp),
+             Edges = lists:zip(Cycle, tl(Cycle) ++ [hd(Cycle)]),
+             Open = [{A, B, Calls - maps:get({B, A}, R, 0)}
+                     || {A, B} <- Edges, {Calls, _, _} <- [maps:get({A, B}, C)]],
+             Dead = lists:all(fun({_, _, U}) -> U > 0 end, Open),
+             #{verdict => case Dead of true -> deadlock; false -> call_cycle end,
+               subject => Cycle,
+               label => iolist_to_binary(lists:join(<<" -> ">>, [Label(P) || P <- Cycle ++ [hd(Cycle)]])),
+               evidence => #{unanswered => [{A, B, U} || {A, B, U} <- Open]},
+               cost => float(length(Cycle)), waiters => []}
+         end || Comp <- digraph_utils:cyclic_strong_components(G), length(Comp) > 1]
+    after
+        digraph:delete(G)
+    end.
+
+%% The processes of a strongly connected component in the order of one
+%% cycle through them (the shortest from its lowest process back to it).
+cycle_order(G, Comp) ->
+    [First | _] = lists:sort(Comp),
+    case digraph:get_short_cycle(G, First) of
+        false -> lists:sort(Comp);
+        Path -> lists:droplast(Path)
+    end.
+
+ranked(Causes) ->
+    %% a deadlock first, then the processes saturated, the node, cycles
+    %% that still answer
+    Order = fun(#{verdict := V}) -> case V of deadlock -> 0; saturated -> 1; node_saturated -> 2; _ -> 3 end end,
+    lists:sort(fun(A, B) -> {Order(A), -maps:get(cost, A)} =< {Order(B), -maps:get(cost, B)} end, Causes).
+
+%% @doc The nodes' parts as one: causes ranked by cost over every node.
+-spec merge([bottlenecks()], map(), msgflow_view:context()) -> bottlenecks().
+merge([One], _Opts, _Ctx) ->
+    One#{nodes => [maps:get(node, One)]};
+merge(Parts = [First | _], _Opts, _Ctx) ->
+    First#{causes => ranked(lists:append([Cs || #{causes := Cs} <- Parts])),
+           loads => lists:append([Ls || #{loads := Ls} <- Parts]),
+           blocked => lists:append([Bs || #{blocked := Bs} <- Parts]),
+           running => lists:any(fun(#{running := R}) -> R end, Parts),
+           nodes => [N || #{node := N} <- Parts]}.
+
+%%% Text
+
+%% @doc The root causes, a paragraph each with its chain; with `process',
+%% the chain through that process (msgflow:why/1).
+-spec text(bottlenecks(), map(), msgflow_view:area()) -> unicode:chardata().
+text(V = #{process := P}, _Opts, _Area) ->
+    why_text(P, V);
+text(V = #{causes := Cs, running := Run}, _Opts, _Area) ->
+    [io_lib:format("msgflow ~s~s: bottlenecks of the last window (~s ms)~n",
+                   [msgflow_fmt:run_state(Run, V), msgflow_fmt:on_nodes(maps:get(nodes, V, [])),
+                    msgflow_fmt:int(maps:get(window_ms, V))]),
+     msgflow_fmt:missing(maps:get(missing, V, [])),
+     case Cs of
+         [] -> ["  none: no process saturated, blocked in a cycle, or starved of CPU",
+                case maps:get(loads, V) of
+                    [] -> " (no process watched yet: a window must close first)\n";
+                    _ -> "\n"
+                end];
+         _ -> [cause_text(I, C) || {I, C} <- lists:enumerate(Cs)]
+     end].
+
+cause_text(I, #{verdict := saturated, label := Lb, subject := P, evidence := E, cost := Cost, waiters := Ws}) ->
+    [io_lib:format("~b ~ts ~s  saturated: busy ~s, mailbox wait ~s~s, ~s msg/s in, service ~s~n",
+                   [I, msgflow_fmt:visible(Lb), msgflow_fmt:endpoint(P), pct(maps:get(busy, E)),
+                    ms(maps:get(wait_ms, E)), grew(E), msgflow_fmt:rate(maps:get(in_per_s, E)),
+                    ms(maps:get(service_ms, E))]),
+     case Ws of
+         [] -> "    no caller waits on it\n";
+         _ -> [io_lib:format("    costs ~.1f caller-s/s:~n", [Cost]), chain(Ws, "    ")]
+     end];
+cause_text(I, #{verdict := node_saturated, label := Lb, evidence := E}) ->
+    [io_lib:format("~b node ~ts  saturated: run queues ~.1f on ~b schedulers (mean of ~b readings)~n",
+                   [I, msgflow_fmt:visible(Lb), maps:get(run_queue, E), maps:get(schedulers, E),
+                    maps:get(readings, E)]),
+     [io_lib:format("    ~ts ~s runnable ~s~n", [msgflow_fmt:visible(L), msgflow_fmt:endpoint(P), pct(R)])
+      || #{process := P, label := L, runnable := R} <- maps:get(starved, E)]];
+cause_text(I, #{verdict := V, label := Lb, evidence := #{unanswered := Un}}) ->
+    [io_lib:format("~b ~s: ~ts~n", [I, case V of deadlock -> "deadlock"; call_cycle -> "call cycle" end,
+                                    msgflow_fmt:visible(Lb)]),
+     [io_lib:format("    ~s -> ~s: ~b calls unanswered~n", [msgflow_fmt:endpoint(A), msgflow_fmt:endpoint(B), max(0, U)])
+      || {A, B, U} <- Un]].
+
+chain(Ws, Indent) ->
+    [[Indent, "<- ", waiter_text(W), "\n", chain(Inner, [Indent, "   "])]
+     || W = #{waiters := Inner} <- Ws].
+
+waiter_text(W = #{label := Lb, members := N, seconds_per_s := S}) ->
+    Who = case N of
+              1 -> [msgflow_fmt:visible(Lb), " ", msgflow_fmt:endpoint(maps:get(waiter, W))];
+              _ -> io_lib:format("~ts (x~b)", [msgflow_fmt:visible(Lb), N])
+          end,
+    Call = case W of
+               #{calls_per_s := C, rtt_ms := R} when is_number(C), C > 0 ->
+                   io_lib:format(" (call~s ~s/s x ~s)", [tag(maps:get(tag, W, undefined)),
+                                                       msgflow_fmt:rate(C), ms(R)]);
+               _ -> ""
+           end,
+    Blocked = case W of
+                  #{blocked := B} when is_number(B), N =:= 1 -> [" blocked ", pct(B), " on it"];
+                  _ -> ""
+              end,
+    [Who, io_lib:format(" wait ~.2f s/s", [S]), Blocked, Call].
+
+tag(undefined) -> "";
+tag(T) -> [" ", msgflow_fmt:visible(atom_to_binary(T))].
+
+%% The chain through one process: its figures, what it waits on (to the
+%% root), who waits on it.
+why_text(P, V = #{loads := Loads, causes := Cs}) ->
+    Load = [L || L = #{process := Q} <- Loads, Q =:= P],
+    Head = case Load of
+               [L] -> io_lib:format("~ts ~s: ~s msg/s in, mailbox wait ~s~s, busy ~s, blocked ~s, service ~s~n",
+                                    [msgflow_fmt:visible(maps:get(label, L)), msgflow_fmt:endpoint(P),
+                                     msgflow_fmt:rate(maps:get(in_per_s, L)), ms(maps:get(wait_ms, L)), grew(L),
+                                     pct(maps:get(busy, L)), pct(maps:get(blocked, L)),
+                                     ms(maps:get(service_ms, L))]);
+               [] -> io_lib:format("~ts ~s: not watched in the last window (neither among the busiest receivers "
+                                   "nor their callers)~n",
+                                   [msgflow_fmt:visible(maps:get(process_label, V, <<>>)), msgflow_fmt:endpoint(P)])
+           end,
+    Up = case [L || L = #{process := Q} <- Loads, Q =:= P] of
+             [_] -> waits_on(P, Loads, Cs, #{P => true});
+             [] ->
+                 Most = lists:sort(fun({_, A}, {_, B}) -> maps:get(seconds_per_s, A) >= maps:get(seconds_per_s, B) end,
+                                   maps:get(process_waits, V, [])),
+                 case Most of
+                     [{S, Fig} | _] ->
+                         [io_lib:format("~ts ~s (~s)~s", [msgflow_fmt:visible(label_of(S, Loads, V)),
+                                                          msgflow_fmt:endpoint(S), edge_text(Fig), root_mark(S, Cs)])
+                          | waits_on(S, Loads, Cs, #{P => true, S => true})];
+                     [] -> []
+                 end
+         end,
+    Now = case maps:get(process_now, V, undefined) of
+              undefined -> "";
+              #{status := St, current_function := {Mod, Fun, Ar}, queue := Q, class := C} ->
+                  io_lib:format("  now: ~s in ~ts, ~b queued~s~n",
+                                [St, msgflow_fmt:visible(iolist_to_binary(io_lib:format("~tp:~tp/~b", [Mod, Fun, Ar]))), Q,
+                                 case C of
+                                     {blocked, [On | _]} -> [" (in a call to ", msgflow_fmt:endpoint(On), ")"];
+                                     idle -> " (idle)";
+                                     _ -> ""
+                                 end]);
+              _ -> ""
+          end,
+    Own = [C || C = #{subject := S} <- Cs, S =:= P orelse (is_list(S) andalso lists:member(P, S))],
+    Down = [W || #{waiters := Ws} <- Cs, W <- find_waiters(P, Ws)],
+    [Head, Now,
+     case Up of
+         [] -> "";
+         _ -> ["  waits on: ", lists:join(" -> ", Up), "\n"]
+     end,
+     case Own of
+         [] -> case Up of
+                   [] -> "  root: none here (not saturated, not blocked)\n";
+                   _ -> ""
+               end;
+         _ -> [cause_text(I, C) || {I, C} <- lists:enumerate(Own)]
+     end,
+     case Down of
+         [] -> "";
+         _ -> ["  waited on by:\n", chain(lists:append(Down), "    ")]
+     end, "" | [io_lib:format("  (window ~s ms)~n", [msgflow_fmt:int(maps:get(window_ms, V))])]].
+
+label_of(S, Loads, _V) ->
+    case [L || #{process := X, label := L} <- Loads, X =:= S] of
+        [L | _] -> L;
+        [] -> <<>>
+    end.
+
+edge_text(#{calls_per_s := C, rtt_ms := R} = F) when is_number(C) ->
+    io_lib:format("waits ~.2f s/s: call~s ~s/s x ~s", [maps:get(seconds_per_s, F), tag(maps:get(tag, F, undefined)),
+                                                      msgflow_fmt:rate(C), ms(R)]);
+edge_text(#{seconds_per_s := S}) ->
+    io_lib:format("blocked ~s", [pct(S)]).
+
+%% What P waits on, to the root: each hop's label and share blocked.
+waits_on(P, Loads, Cs, Seen) ->
+    case [L || L = #{process := Q} <- Loads, Q =:= P] of
+        [#{blocked_on := [{Q, Sh} | _], blocked := B}] when B > 0 ->
+            Hop = io_lib:format("~ts ~s (blocked ~s)~s", [msgflow_fmt:visible(label_of(Q, Loads, none)),
+                                                          msgflow_fmt:endpoint(Q), pct(Sh), root_mark(Q, Cs)]),
+            case is_map_key(Q, Seen) of
+                true -> [[Hop, " (cycle)"]];
+                false -> [Hop | waits_on(Q, Loads, Cs, Seen#{Q => true})]
+            end;
+        _ -> []
+    end.
+
+%% ` root: saturated' after a hop that is a cause.
+root_mark(Q, Cs) ->
+    case [V || #{subject := S, verdict := V} <- Cs, S =:= Q] of
+        [V | _] -> [" root: ", atom_to_list(V)];
+        [] -> ""
+    end.
+
+%% The waiters of P in a chain, wherever it is in it.
+find_waiters(_, []) -> [];
+find_waiters(P, [#{waiter := P, waiters := Ws} | _]) -> [Ws];
+find_waiters(P, [#{waiters := Ws} | Rest]) -> find_waiters(P, Ws) ++ find_waiters(P, Rest).
+
+pct(X) -> io_lib:format("~b%", [round(X * 100)]).
+ms(undefined) -> "-";
+ms(X) -> msgflow_fmt:micros(X * 1000).
+grew(#{growing := true}) -> " growing";
+grew(_) -> "".
+
+%% @doc A cause in one line (a hotspot finding's explanation): the
+%% verdict with its figures, what it costs, and its first waiters.
+-spec summary(cause()) -> binary().
+summary(#{verdict := saturated, label := Lb, subject := P, evidence := E, cost := Cost, waiters := Ws}) ->
+    unicode:characters_to_binary(
+      [io_lib:format("~ts ~s saturated: busy ~s, mailbox wait ~s~s, ~s msg/s in, service ~s; ",
+                     [msgflow_fmt:visible(Lb), msgflow_fmt:endpoint(P), pct(maps:get(busy, E)),
+                      ms(maps:get(wait_ms, E)), grew(E), msgflow_fmt:rate(maps:get(in_per_s, E)),
+                      ms(maps:get(service_ms, E))]),
+       case Ws of
+           [] -> "no caller waits on it";
+           _ -> [io_lib:format("costs ~.1f caller-s/s (", [Cost]), lists:join(" <- ", first_chain(Ws)), ")"]
+       end]);
+summary(#{verdict := node_saturated, label := Lb, evidence := E}) ->
+    unicode:characters_to_binary(
+      io_lib:format("node ~ts saturated: run queues ~.1f on ~b schedulers: its processes wait for a CPU",
+                    [msgflow_fmt:visible(Lb), maps:get(run_queue, E), maps:get(schedulers, E)]));
+summary(#{verdict := V, label := Lb, evidence := #{unanswered := Un}}) ->
+    unicode:characters_to_binary(
+      io_lib:format("~s: ~ts, ~b calls unanswered", [case V of deadlock -> "deadlock"; call_cycle -> "call cycle" end,
+                                                     msgflow_fmt:visible(Lb),
+                                                     lists:sum([max(0, U) || {_, _, U} <- Un])])).
+
+%% The busiest waiter at each step of a chain, as text.
+first_chain([W = #{waiters := Inner} | _]) ->
+    [waiter_text(W) | first_chain(Inner)];
+first_chain([]) ->
+    [].
+
+%%% JSON
+
+%% @doc The causes and the watched processes' figures as JSON.
+-spec json(bottlenecks(), map()) -> msgflow_view:json().
+json(#{causes := Cs, loads := Ls, running := Run, window_ms := WinMs}, _Opts) ->
+    #{<<"running">> => Run, <<"window_ms">> => WinMs,
+      <<"causes">> => [cause_json(C) || C <- Cs],
+      <<"loads">> => [#{<<"process">> => msgflow_fmt:endpoint(P), <<"label">> => msgflow_fmt:visible(Lb),
+                        <<"in_per_s">> => In, <<"wait_ms">> => null_or(maps:get(wait_ms, L)),
+                        <<"busy">> => B, <<"blocked">> => Bl, <<"runnable">> => maps:get(runnable, L),
+                        <<"service_ms">> => null_or(maps:get(service_ms, L)),
+                        <<"growing">> => maps:get(growing, L),
+                        <<"blocked_on">> => [#{<<"process">> => msgflow_fmt:endpoint(Q), <<"share">> => S}
+                                             || {Q, S} <- maps:get(blocked_on, L)]}
+                      || L = #{process := P, label := Lb, in_per_s := In, busy := B, blocked := Bl} <- Ls]}.
+
+cause_json(#{verdict := V, subject := S, label := Lb, cost := Cost, waiters := Ws, evidence := E}) ->
+    #{<<"verdict">> => atom_to_binary(V), <<"label">> => msgflow_fmt:visible(Lb),
+      <<"subject">> => case S of
+                           L when is_list(L) -> [msgflow_fmt:endpoint(P) || P <- L];
+                           _ -> msgflow_fmt:endpoint(S)
+                       end,
+      <<"cost">> => Cost, <<"waiters">> => [waiter_json(W) || W <- Ws],
+      <<"evidence">> => maps:from_list([{atom_to_binary(K), null_or(X)} || {K, X} <- maps:to_list(E),
+                                                                         is_number(X) orelse is_boolean(X)
+                                                                             orelse X =:= undefined])}.
+
+waiter_json(W = #{label := Lb, members := N, seconds_per_s := S, waiters := Ws}) ->
+    #{<<"label">> => msgflow_fmt:visible(Lb), <<"members">> => N, <<"seconds_per_s">> => S,
+      <<"waiter">> => case maps:get(waiter, W) of
+                          P when is_pid(P) -> msgflow_fmt:endpoint(P);
+                          B -> msgflow_fmt:visible(B)
+                      end,
+      <<"calls_per_s">> => null_or(maps:get(calls_per_s, W, undefined)),
+      <<"rtt_ms">> => null_or(maps:get(rtt_ms, W, undefined)),
+      <<"blocked">> => null_or(maps:get(blocked, W, undefined)),
+      <<"waiters">> => [waiter_json(X) || X <- Ws]}.
+
+null_or(undefined) -> null;
+null_or(X) -> X.

@@ -1,0 +1,147 @@
+%%% Bottlenecks on planted causes whose answer is known (issue 56): a
+%%% chain of calls to a slow server, one server flooded by casts, the
+%%% same casts spread over 20 servers with room to spare, and call cycles
+%%% that deadlock.  The cases assert verdicts and chains, never timings:
+%%% a server that sleeps 2 ms a call is saturated by 100 callers however
+%%% fast the machine is, and on a machine whose cores are busy with other
+%%% work a `node_saturated' finding may come too (never another process).
+%%% Barriers: msgflow_collector:await_windows/2 (the readings of a window
+%%% are those of the processes chosen as the one before closed).
+-module(msgflow_bottlenecks_SUITE).
+-include_lib("stdlib/include/assert.hrl").
+-include_lib("common_test/include/ct.hrl").
+-export([suite/0, all/0]).
+-export([chain/1, flooded_by_casts/1, room_to_spare/1, deadlock_two/1, deadlock_three/1, hotspots_first/1,
+         bad_process/1]).
+
+suite() ->
+    [{ct_hooks, [msgflow_test_hook]}, {timetrap, {minutes, 3}}].
+
+all() ->
+    [chain, flooded_by_casts, room_to_spare, deadlock_two, deadlock_three, hotspots_first, bad_process].
+
+%% 100 callers -> front (forwards each call to back) -> back (sleeps 2
+%% ms a call): back is the one root, front is blocked on it and the
+%% callers wait on front; why/1 of front and of a caller ends at back.
+chain(_Config) ->
+    ok = msgflow:start(#{interval => 300}),
+    Back = msgflow_planted:server({sleep, 2}),
+    Front = msgflow_planted:server({forward, Back}),
+    Callers = msgflow_planted:callers(100, Front, req),
+    ok = msgflow_collector:await_windows(4, 30000),
+    V = msgflow:view(bottlenecks, #{}),
+    msgflow_planted:stop(Callers ++ [Front, Back]),
+    ct:log("~ts", [msgflow_bottlenecks_view:text(V, #{}, #{width => 120, height => 40})]),
+    [Root] = processes(V),
+    ?assertMatch(#{verdict := saturated, subject := Back}, Root),
+    #{evidence := #{busy := Busy}, waiters := Waiters} = Root,
+    ?assert(Busy >= 0.9),
+    %% front waits on back, and the callers on front
+    [#{waiter := Front, waiters := FrontWaiters}] = [W || W = #{waiter := P} <- Waiters, P =:= Front],
+    ?assertEqual(100, lists:sum([N || #{members := N, label := L} <- FrontWaiters,
+                                      L =:= <<"msgflow_planted:callers/3 fun">>])),
+    [#{share := Share, on := Back}] = [B || B = #{process := P} <- maps:get(blocked, V), P =:= Front],
+    ?assert(Share >= 0.5),
+    %% no finding names a caller
+    ?assertEqual([], [C || C = #{subject := S} <- maps:get(causes, V), lists:member(S, Callers)]),
+    Why = text(msgflow:view(bottlenecks, #{process => Front})),
+    {match, _} = re:run(Why, "waits on: .*" ++ pid_re(Back) ++ ".* root: saturated"),
+    WhyCaller = text(msgflow:view(bottlenecks, #{process => hd(Callers)})),
+    ct:log("~ts~n~ts", [Why, WhyCaller]).
+
+%% 50 casters, one cast each every 5 ms, to one server that sleeps 1 ms a
+%% cast: it is saturated (its mailbox grows), a root with its arrivals.
+flooded_by_casts(_Config) ->
+    ok = msgflow:start(#{interval => 300}),
+    Srv = msgflow_planted:server({sleep, 1}),
+    Casters = msgflow_planted:casters(50, [Srv], 5, work),
+    ok = msgflow_collector:await_windows(4, 30000),
+    V = msgflow:view(bottlenecks, #{}),
+    msgflow_planted:stop(Casters ++ [Srv]),
+    ct:log("~ts", [msgflow_bottlenecks_view:text(V, #{}, #{width => 120, height => 40})]),
+    [#{verdict := saturated, subject := Srv, evidence := E}] = processes(V),
+    ?assert(maps:get(busy, E) >= 0.9 orelse maps:get(growing, E)),
+    ?assert(maps:get(in_per_s, E) > 0).
+
+%% The same casts spread over 20 servers that answer at once: no process
+%% is a bottleneck.
+room_to_spare(_Config) ->
+    ok = msgflow:start(#{interval => 300}),
+    Srvs = [msgflow_planted:server(idle) || _ <- lists:seq(1, 20)],
+    Casters = msgflow_planted:casters(50, Srvs, 5, work),
+    ok = msgflow_collector:await_windows(4, 30000),
+    V = msgflow:view(bottlenecks, #{}),
+    msgflow_planted:stop(Casters ++ Srvs),
+    ct:log("~ts", [msgflow_bottlenecks_view:text(V, #{}, #{width => 120, height => 40})]),
+    ?assertEqual([], processes(V)),
+    %% they were watched: the verdict is from readings, not from none
+    ?assert(length([L || L = #{process := P} <- maps:get(loads, V), lists:member(P, Srvs)]) > 0).
+
+%% Two servers that call each other at once (30 s timeouts): a deadlock,
+%% from the exact counts of calls and replies.
+deadlock_two(_Config) ->
+    deadlock(2).
+
+%% Three in a cycle: a deadlock of three.
+deadlock_three(_Config) ->
+    deadlock(3).
+
+deadlock(N) ->
+    ok = msgflow:start(#{interval => 300}),
+    Srvs = [begin {ok, P} = gen_server:start(msgflow_planted, {peer, 30000}, []), P end
+            || _ <- lists:seq(1, N)],
+    Self = self(),
+    Runner = spawn(fun() -> Self ! {cycle, msgflow_planted:cycle(Srvs, 30000)} end),
+    %% each server in its call to the next, then the calls counted
+    ok = blocked(Srvs),
+    _ = [erlang:trace_delivered(P) || P <- [Runner | Srvs]],
+    ok = msgflow_collector:await_windows(2, 30000),
+    V = msgflow:view(bottlenecks, #{}),
+    ct:log("~ts", [msgflow_bottlenecks_view:text(V, #{}, #{width => 120, height => 40})]),
+    msgflow_planted:stop([Runner | Srvs]),
+    [#{verdict := deadlock, subject := Cycle, evidence := #{unanswered := Un}}] =
+        [C || C = #{verdict := D} <- maps:get(causes, V), D =:= deadlock orelse D =:= call_cycle],
+    ?assertEqual(lists:sort(Srvs), lists:sort(Cycle)),
+    ?assertEqual(N, length(Un)),
+    ?assert(lists:all(fun({_, _, U}) -> U =:= 1 end, Un)).
+
+%% hotspots() lists the bottlenecks before the other rules' findings.
+hotspots_first(_Config) ->
+    ok = msgflow:start(#{interval => 300}),
+    Srv = msgflow_planted:server({sleep, 1}),
+    Casters = msgflow_planted:casters(50, [Srv], 5, work),
+    ok = msgflow_collector:await_windows(4, 30000),
+    Fs = msgflow:view(hotspots, #{}),
+    msgflow_planted:stop(Casters ++ [Srv]),
+    ct:log("~p", [Fs]),
+    [#{rule := bottleneck, subject := Srv, evidence := #{verdict := saturated}} | _] = Fs.
+
+%% A process nobody holds is an error naming it, not a crash.
+bad_process(_Config) ->
+    ok = msgflow:start(#{interval => 300}),
+    {error, {badopt, {process, no_such_name_here}, _}} = msgflow:view(bottlenecks, #{process => no_such_name_here}),
+    {error, {badopt, {process, "<0.x.0>"}, _}} = msgflow:view(bottlenecks, #{process => "<0.x.0>"}),
+    {error, {badopt, {process, 42}, _}} = msgflow:view(bottlenecks, #{process => 42}).
+
+%% Each of Srvs waiting in a call (polled: the cycle's calls are made
+%% by other processes, and only their state says they are in it).
+blocked(Srvs) ->
+    blocked(Srvs, 2000).
+
+blocked(_, 0) ->
+    error(not_blocked);
+blocked(Srvs, Tries) ->
+    case lists:all(fun(P) -> case process_info(P, current_function) of {current_function, {gen, do_call, _}} -> true; _ -> false end end, Srvs) of
+        true -> ok;
+        false -> receive after 5 -> blocked(Srvs, Tries - 1) end
+    end.
+
+%% The causes that name a process (a node's saturation aside).
+processes(#{causes := Cs}) ->
+    [C || C = #{verdict := V} <- Cs, V =/= node_saturated].
+
+text(V) ->
+    unicode:characters_to_list(msgflow_bottlenecks_view:text(V, #{}, #{width => 120, height => 40})).
+
+pid_re(P) ->
+    re:replace(pid_to_list(P), "[<>.]", "\\\\&", [global, {return, list}]).
