@@ -12,13 +12,14 @@
 -include_lib("common_test/include/ct.hrl").
 -export([suite/0, all/0]).
 -export([chain/1, flooded_by_casts/1, room_to_spare/1, deadlock_two/1, deadlock_three/1, hotspots_first/1,
-         bad_process/1]).
+         bad_process/1, selective_receive/1, large_messages/1, accumulating_relay/1]).
 
 suite() ->
     [{ct_hooks, [msgflow_test_hook]}, {timetrap, {minutes, 3}}].
 
 all() ->
-    [chain, flooded_by_casts, room_to_spare, deadlock_two, deadlock_three, hotspots_first, bad_process].
+    [chain, flooded_by_casts, room_to_spare, deadlock_two, deadlock_three, hotspots_first, bad_process,
+     selective_receive, large_messages, accumulating_relay].
 
 %% 100 callers -> front (forwards each call to back) -> back (sleeps 2
 %% ms a call): back is the one root, front is blocked on it and the
@@ -122,6 +123,48 @@ bad_process(_Config) ->
     {error, {badopt, {process, no_such_name_here}, _}} = msgflow:view(bottlenecks, #{process => no_such_name_here}),
     {error, {badopt, {process, "<0.x.0>"}, _}} = msgflow:view(bottlenecks, #{process => "<0.x.0>"}),
     {error, {badopt, {process, 42}, _}} = msgflow:view(bottlenecks, #{process => 42}).
+
+%% A server whose every cast looks through its whole mailbox, fed by 20
+%% casters: the mailbox grows and each look costs more; a root, busy.
+selective_receive(_Config) ->
+    ok = msgflow:start(#{interval => 300}),
+    Srv = msgflow_planted:server(selective),
+    Casters = msgflow_planted:casters(20, [Srv], 1, work),
+    ok = msgflow_collector:await_windows(4, 30000),
+    V = msgflow:view(bottlenecks, #{}),
+    msgflow_planted:stop(Casters ++ [Srv]),
+    ct:log("~ts", [msgflow_bottlenecks_view:text(V, #{}, #{width => 120, height => 40})]),
+    [#{verdict := saturated, subject := Srv, evidence := E}] = processes(V),
+    ?assert(maps:get(busy, E) >= 0.9 orelse maps:get(growing, E)).
+
+%% A server that copies the 1 MB binary each cast carries, flooded: a
+%% head-of-line root, with the size named.
+large_messages(_Config) ->
+    ok = msgflow:start(#{interval => 300, size_sample => 1}),
+    Srv = msgflow_planted:server(copy),
+    Big = binary:copy(<<1>>, 1 bsl 20),
+    Casters = msgflow_planted:casters(20, [Srv], 1, {big, Big}),
+    ok = msgflow_collector:await_windows(4, 30000),
+    V = msgflow:view(bottlenecks, #{}),
+    msgflow_planted:stop(Casters ++ [Srv]),
+    Text = text(V),
+    ct:log("~ts", [Text]),
+    [#{verdict := head_of_line, subject := Srv, evidence := #{size := #{bytes_mean := B}}}] = processes(V),
+    ?assert(B >= 1 bsl 20),
+    {match, _} = re:run(Text, "head-of-line: .*\n.*carry 1\.0M each").
+
+%% A relay that takes 1,000 casts/s and passes 1 in 10 on, keeping the
+%% rest in its state: accumulating, its downstream named.
+accumulating_relay(_Config) ->
+    ok = msgflow:start(#{interval => 300}),
+    Down = msgflow_planted:server(idle),
+    Relay = msgflow_planted:server({relay, Down, 10}),
+    Casters = msgflow_planted:casters(10, [Relay], 10, {work, lists:seq(1, 20)}),
+    ok = msgflow_collector:await_windows(5, 30000),
+    V = msgflow:view(bottlenecks, #{}),
+    msgflow_planted:stop(Casters ++ [Relay, Down]),
+    ct:log("~ts", [text(V)]),
+    [#{verdict := accumulating, subject := Relay, evidence := #{downstream := Down}}] = processes(V).
 
 %% Each of Srvs waiting in a call (polled: the cycle's calls are made
 %% by other processes, and only their state says they are in it).

@@ -11,7 +11,11 @@
 %% @doc A gen_server (linked), Mode: `{sleep, Ms}' (each call and cast
 %% sleeps Ms ms), `{forward, To}' (each call is a gen_server:call to To),
 %% `idle' (answers at once), `{peer, Timeout}' (a call `{call, Peer}'
-%% calls Peer with Timeout, and answers what it got).
+%% calls Peer with Timeout, and answers what it got), `{relay, To,
+%% Every}' (passes one cast in Every on to To, keeps the others in its
+%% state), `copy' (copies the binary a cast `{big, Bin}' carries),
+%% `selective' (each cast looks through its whole mailbox for a message
+%% that never comes).
 server(Mode) ->
     {ok, P} = gen_server:start_link(?MODULE, Mode, []),
     P.
@@ -86,6 +90,19 @@ handle_call(_Req, _From, M) ->
 handle_cast(_Req, M = {sleep, Ms}) ->
     timer:sleep(Ms),
     {noreply, M};
+handle_cast(Req, {relay, To, Every}) ->
+    handle_cast(Req, {relay, To, Every, 0, []});
+handle_cast(Req, {relay, To, Every, N, Kept}) ->
+    case N rem Every of
+        0 -> gen_server:cast(To, Req), {noreply, {relay, To, Every, N + 1, Kept}};
+        _ -> {noreply, {relay, To, Every, N + 1, [Req | Kept]}}
+    end;
+handle_cast({big, Bin}, copy) ->
+    _ = binary:copy(Bin),
+    {noreply, copy};
+handle_cast(_Req, selective) ->
+    receive never_sent -> ok after 1 -> ok end,
+    {noreply, selective};
 handle_cast(_Req, M) ->
     {noreply, M}.
 

@@ -8,8 +8,8 @@
 %%% never among the busiest) ?READINGS times: at random times between its
 %%% ticks and once as the window closes (a mean of fewer readings of a
 %%% queue that comes and goes is off by more than a third).  A reading is
-%%% one process_info/2 of `message_queue_len', `status' and
-%%% `current_function', and for a process found waiting in a call its
+%%% one process_info/2 of `message_queue_len', `status',
+%%% `current_function' and `memory', and for a process found waiting in a call its
 %%% `monitors' (the server it waits on: gen:do_call monitors it); with
 %%% them the run queues' length of the node (`total_run_queue_lengths').
 %%%
@@ -38,6 +38,8 @@
 %% the busiest pairs of the window looked at for the watched receivers'
 %% callers
 -define(CALLER_PAIRS, 2000).
+%% the readings that read a process's heap too (garbage_collection_info)
+-define(USED_EVERY, 4).
 
 %% A reading's class: idle in its loop's receive, serving (busy),
 %% waiting on a call (blocked; busy too), or waiting for a scheduler
@@ -47,8 +49,15 @@
 -record(waits, {watch = [] :: [pid()],
                 callers = [] :: [pid()],
                 %% readings of the open window, newest first
-                samples = #{} :: #{pid() => [{integer(), non_neg_integer(), class()}]},
-                run_queue = [] :: [non_neg_integer()]}).
+                samples = #{} :: #{pid() => [{integer(), non_neg_integer(), non_neg_integer(), class()}]},
+                run_queue = [] :: [non_neg_integer()],
+                %% readings taken in the open window; the least heap
+                %% words each read process used at every ?USED_EVERY-th
+                %% of them (its live data: what a collection leaves);
+                %% those of the window before
+                n = 0 :: non_neg_integer(),
+                used = #{} :: #{pid() => non_neg_integer()},
+                live = #{} :: #{pid() => non_neg_integer()}}).
 -opaque waits() :: #waits{}.
 
 %% A watched process in one window: the mean queue length (messages)
@@ -56,11 +65,20 @@
 %% 0.0 for a caller that got fewer than ?MIN_MESSAGES), the wait (ms;
 %% undefined with no messages counted to it), whether the queue grew at
 %% each reading and how fast (`growth_per_s', messages/s), how many
-%% readings, and the shares (0.0 to 1.0) of them
+%% readings, its memory (bytes, at the last reading) and how fast it
+%% grew (bytes/s), what it sent per second (of the window's busiest
+%% pairs) and to whom most (`sent_to'), its live data as the window
+%% (`live_words': the least heap words it used at one reading in
+%% ?USED_EVERY) and how much that grew since the window before
+%% (`live_growth', words; undefined when it was not read then), and the
+%% shares (0.0 to 1.0) of them
 %% busy, blocked and runnable; `blocked_on' the share of readings blocked
 %% on each process; `watched' why it was read.
 -type wait() :: #{queue_len := float(), wait_ms := float() | undefined, growing := boolean(),
                   readings := pos_integer(), in_per_s := float(), growth_per_s := float(),
+                  memory := non_neg_integer(), memory_per_s := float(),
+                  sent_per_s := float(), sent_to := term(),
+                  live_words := non_neg_integer() | undefined, live_growth := integer() | undefined,
                   busy := float(), blocked := float(), runnable := float(),
                   blocked_on := #{pid() => float()}, watched := receiver | caller}.
 %% The node in one window: the mean length of its run queues (processes
@@ -78,17 +96,26 @@ new() -> #waits{}.
 
 %% @doc The watched processes read now, and the node's run queues.
 -spec sample(waits()) -> waits().
-sample(W = #waits{watch = Watch, callers = Callers, samples = Ss, run_queue = RQ}) ->
+sample(W = #waits{watch = Watch, callers = Callers, samples = Ss, run_queue = RQ, n = N0, used = U0}) ->
     T = erlang:monotonic_time(millisecond),
+    U = case N0 rem ?USED_EVERY of
+            0 -> lists:foldl(fun(P, Acc) ->
+                                     case used_words(P) of
+                                         undefined -> Acc;
+                                         Wd -> Acc#{P => min(Wd, maps:get(P, Acc, Wd))}
+                                     end
+                             end, U0, Watch ++ Callers);
+            _ -> U0
+        end,
     Read = fun(P, Acc) ->
-                   case process_info(P, [message_queue_len, status, current_function]) of
-                       [{message_queue_len, N}, {status, St}, {current_function, F}] ->
-                           Acc#{P => [{T, N, classify(St, F, N, P)} | maps:get(P, Acc, [])]};
+                   case process_info(P, [message_queue_len, status, current_function, memory]) of
+                       [{message_queue_len, N}, {status, St}, {current_function, F}, {memory, M}] ->
+                           Acc#{P => [{T, N, M, classify(St, F, N, P)} | maps:get(P, Acc, [])]};
                        undefined -> Acc
                    end
            end,
     W#waits{samples = lists:foldl(Read, Ss, Watch ++ Callers),
-            run_queue = [erlang:statistics(total_run_queue_lengths) | RQ]}.
+            run_queue = [erlang:statistics(total_run_queue_lengths) | RQ], n = N0 + 1, used = U}.
 
 %% @doc A reading's class from a process's status, current function and
 %% queue length: idle when it waits in an OTP behaviour's loop receive
@@ -170,7 +197,8 @@ monitored(P) ->
             non_neg_integer(), number(), fun((pos_integer()) -> [{{term(), term()}, non_neg_integer()}])) ->
           {#{pid() => wait()}, node_load(), waits()}.
 close(W0, In, Canon, WinMs, Scale, Pairs) ->
-    #waits{samples = Ss, run_queue = RQ, watch = Watched} = sample(W0),
+    %% (the last reading reads the heap too)
+    #waits{samples = Ss, run_queue = RQ, watch = Watched, live = Live0, used = Live} = sample(W0#waits{n = 0}),
     %% the window's messages to each local process (its names' added), of
     %% the receivers with ?MIN_MESSAGES or more: a watched one with fewer
     %% has no wait
@@ -181,17 +209,65 @@ close(W0, In, Canon, WinMs, Scale, Pairs) ->
                                end
                        end, #{}, In([{{'$1', '_', '$2'}, [{'>=', '$2', ?MIN_MESSAGES}],
                                       [{{'$1', '$2'}}]}])),
-    Waits = maps:from_list([{P, wait(lists:reverse(Rs), maps:get(P, Busy, 0) * Scale, WinMs,
-                                     case lists:member(P, Watched) of
-                                         true -> receiver;
-                                         false -> caller
-                                     end)}
+    Busiest = Pairs(?CALLER_PAIRS),
+    Sent = sent(Busiest, Canon, Ss),
+    Waits = maps:from_list([{P, maps:merge(wait(lists:reverse(Rs), maps:get(P, Busy, 0) * Scale, WinMs,
+                                                 case lists:member(P, Watched) of
+                                                     true -> receiver;
+                                                     false -> caller
+                                                 end),
+                                            (sent_figures(maps:get(P, Sent, none), Scale, WinMs))#{
+                                              live_words => maps:get(P, Live, undefined),
+                                              live_growth => case {Live0, Live} of
+                                                                 {#{P := A}, #{P := B}} -> B - A;
+                                                                 _ -> undefined
+                                                             end})}
                             || {P, Rs} <- maps:to_list(Ss)]),
     Watch = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort([{M, P} || {P, M} <- maps:to_list(Busy)])),
                                           ?WATCH)],
     Node = #{run_queue => mean(RQ), schedulers => erlang:system_info(schedulers_online),
              readings => length(RQ)},
-    {Waits, Node, #waits{watch = Watch, callers = callers(Watch, Pairs(?CALLER_PAIRS), Canon)}}.
+    {Waits, Node, #waits{watch = Watch, callers = callers(Watch, Busiest, Canon), live = Live}}.
+
+%% The heap words a process uses now (young and old generations; its
+%% memory, the heaps allocated, grows by steps): garbage since its last
+%% collection included, so the least of several readings is its live
+%% data, which a buffer filling in its own state grows window after
+%% window while a process that keeps nothing stays level.
+used_words(P) ->
+    case process_info(P, garbage_collection_info) of
+        {garbage_collection_info, Info} ->
+            proplists:get_value(heap_size, Info, 0) + proplists:get_value(old_heap_size, Info, 0);
+        undefined -> undefined
+    end.
+
+%% What each read process sent in the window, by receiver, from the
+%% window's busiest pairs.
+sent(Pairs, Canon, Read) ->
+    lists:foldl(fun({{S, R}, M}, Acc) ->
+                        case local(Canon(S)) of
+                            P when is_pid(P) ->
+                                case is_map_key(P, Read) of
+                                    true -> Acc#{P => maps:update_with(Canon(R), fun(X) -> X + M end, M,
+                                                                       maps:get(P, Acc, #{}))};
+                                    false -> Acc
+                                end;
+                            none -> Acc
+                        end
+                end, #{}, Pairs).
+
+%% A process's sends in the window: per second, and the receiver it sent
+%% the most.
+sent_figures(none, _, _) ->
+    #{sent_per_s => 0.0, sent_to => undefined};
+sent_figures(To, Scale, WinMs) ->
+    {M, R} = lists:max([{N, Rc} || {Rc, N} <- maps:to_list(To)]),
+    _ = M,
+    #{sent_per_s => case WinMs of
+                        0 -> 0.0;
+                        _ -> lists:sum(maps:values(To)) * Scale * 1000 / WinMs
+                    end,
+      sent_to => R}.
 
 %% The local senders to the watched receivers with the most messages,
 %% ?WATCH_CALLERS at most, the watched themselves left out.
@@ -217,11 +293,11 @@ local(_) -> none.
 mean(Xs) -> lists:sum(Xs) / max(1, length(Xs)).
 
 wait(Rs, Msgs, WinMs, Why) ->
-    Qs = [N || {_, N, _} <- Rs],
+    Qs = [N || {_, N, _, _} <- Rs],
     Len = length(Rs),
     Mean = lists:sum(Qs) / Len,
-    Share = fun(Pred) -> length([C || {_, _, C} <- Rs, Pred(C)]) / Len end,
-    On = lists:foldl(fun({_, _, {blocked, Ps = [_ | _]}}, Acc) ->
+    Share = fun(Pred) -> length([C || {_, _, _, C} <- Rs, Pred(C)]) / Len end,
+    On = lists:foldl(fun({_, _, _, {blocked, Ps = [_ | _]}}, Acc) ->
                              lists:foldl(fun(Q, A) -> A#{Q => maps:get(Q, A, 0) + 1 / (length(Ps) * Len)} end,
                                          Acc, Ps);
                         (_, Acc) -> Acc
@@ -244,19 +320,21 @@ wait(Rs, Msgs, WinMs, Why) ->
                       0 -> 0.0;
                       _ -> Msgs * 1000 / WinMs
                   end,
-      growing => grew(Qs), readings => Len, growth_per_s => growth_per_s(Rs, WinMs),
+      growing => grew(Qs), readings => Len, growth_per_s => per_s(Rs, 2, WinMs), memory_per_s => per_s(Rs, 3, WinMs),
+      memory => element(3, lists:last(Rs)),
       busy => Share(fun(C) -> C =/= idle end),
       blocked => Blocked,
       runnable => Share(fun(C) -> C =:= runnable end),
       blocked_on => OnAll, watched => Why}.
 
-%% How fast the queue grew over the window (messages/s, negative when it
-%% shrank): from the first reading to the last (the one as the window
-%% closed), when they are a quarter of the window apart or more.
-growth_per_s(Rs = [{T0, N0, _} | _], WinMs) ->
-    {T1, N1, _} = lists:last(Rs),
-    case T1 - T0 of
-        Dt when Dt > 0, Dt * 4 >= WinMs -> (N1 - N0) * 1000 / Dt;
+%% How fast a reading's figure (element I: the queue, or the memory)
+%% grew over the window (per second, negative when it shrank): from the
+%% first reading to the last (the one as the window closed), when they
+%% are a quarter of the window apart or more.
+per_s(Rs = [First | _], I, WinMs) ->
+    Last = lists:last(Rs),
+    case element(1, Last) - element(1, First) of
+        Dt when Dt > 0, Dt * 4 >= WinMs -> (element(I, Last) - element(I, First)) * 1000 / Dt;
         _ -> 0.0
     end.
 

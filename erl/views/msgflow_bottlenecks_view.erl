@@ -51,6 +51,10 @@
 %% a waiter's own sampled round trips it takes for its mean, at least
 %% (fewer: the mean of every caller's calls to that server)
 -define(OWN_SAMPLES, 10).
+%% messages/s in, at least, for a process to be called accumulating
+-define(MIN_ACCUMULATING, 10).
+%% live data a window grows by, at least, for it to be growing: 8 KB
+-define(MIN_GROWTH_WORDS, 1024).
 
 %% A watched process's figures in the last window: arrivals and
 %% messages served (msg/s: arrivals less the mailbox's growth), mailbox
@@ -69,7 +73,7 @@
                     seconds_per_s := float(), calls_per_s := float() | undefined,
                     rtt_ms := float() | undefined, blocked := float() | undefined,
                     waiters := [waiter()]}.
--type cause() :: #{verdict := saturated | node_saturated | call_cycle | deadlock,
+-type cause() :: #{verdict := saturated | head_of_line | accumulating | node_saturated | call_cycle | deadlock,
                    subject := pid() | node() | [pid()], label := binary(),
                    evidence := map(), cost := float(), waiters := [waiter()], node := node()}.
 -type bottlenecks() :: #{causes := [cause()], loads := [load()],
@@ -94,7 +98,9 @@ rules() ->
     #{busy_min => {0.9, pos_number},      %% share of readings busy: saturated
       blocked_min => {0.5, pos_number},   %% share of readings blocked in a call: blocked on
       min_readings => {20, pos_number},   %% readings of a process before any verdict on it
-      run_queue_min => {1.0, pos_number}}.%% run queue per scheduler, mean: node saturated
+      run_queue_min => {1.0, pos_number}, %% run queue per scheduler, mean: node saturated
+      head_of_line_bytes => {65536, pos_number}, %% mean bytes a message into a saturated one carries
+      accumulate_ratio => {2, pos_number}}. %% messages in >= ratio x messages out, two windows
 
 %% @doc The thresholds over their defaults; `process' made a pid (a
 %% registered name this node knows, or a pid's text), else an error
@@ -137,10 +143,18 @@ build(Store = #{labels := Tables, windows := Ws}, Opts) ->
     Calls = call_counts(Store, K),
     SpanMs = lists:sum([maps:get(window_ms, W) || W <- lists:nthtail(max(0, length(Ws) - K), Ws)]),
     Label = fun(P) -> maps:get(label, msgflow_labels:meta(Tables, P)) end,
-    Loads = [load(P, W, Label) || {P, W} <- maps:to_list(Waits), is_map_key(busy, W)],
+    Loads = [load(P, W, Label) || {P, W} <- maps:to_list(Waits), is_map_key(busy, W), is_map_key(memory, W)],
     Graph = wait_graph(Loads, Calls, maps:get(calls, Store), SpanMs),
     NodeBusy = node_saturated(NodeLoad, O),
-    Roots = [root(L, Graph, Label, NodeBusy) || L <- Loads, saturated(L, O, NodeBusy)]
+    Saturated = [L || L <- Loads, saturated(L, O, NodeBusy)],
+    Sizes = sizes_into([P || #{process := P} <- Saturated], Store),
+    Prev = case lists:reverse(Ws) of
+               [_, #{waits := PW} | _] -> PW;
+               _ -> #{}
+           end,
+    Roots = [root(L, Graph, Label, maps:get(P, Sizes, none), O) || L = #{process := P} <- Saturated]
+        ++ [accumulating(L, Label) || L <- Loads, not lists:member(L, Saturated),
+                                      accumulating(L, maps:get(maps:get(process, L), Prev, none), O)]
         ++ node_root(NodeBusy, NodeLoad, Loads, Graph, Label)
         ++ cycles(Calls, Label),
     Blocked = [#{process => P, label => Lb, on => Q, on_label => Label(Q), share => Sh}
@@ -173,7 +187,8 @@ now_reading(_) ->
 load(P, W = #{busy := Busy, in_per_s := In}, Label) ->
     %% served per second: what came in, less what the mailbox grew by
     Out = In - max(0.0, maps:get(growth_per_s, W, 0.0)),
-    (maps:with([in_per_s, wait_ms, queue_len, growing, busy, blocked, runnable, readings], W))#{
+    (maps:with([in_per_s, wait_ms, queue_len, growing, busy, blocked, runnable, readings, memory, memory_per_s,
+                sent_per_s, sent_to, live_words, live_growth], W))#{
       process => P, label => Label(P), out_per_s => Out,
       service_ms => case Out > 0 of
                         true -> Busy * 1000 / Out;
@@ -307,12 +322,66 @@ node_saturated(#{run_queue := Q, schedulers := S, readings := R}, O) ->
 node_saturated(_, _) ->
     false.
 
-root(L = #{process := P, label := Lb}, Graph, Label, _) ->
+root(L = #{process := P, label := Lb}, Graph, Label, Size, O) ->
     Waiters = waiters(P, Graph, Label, #{P => true}),
-    #{verdict => saturated, subject => P, label => Lb,
-      evidence => maps:with([busy, wait_ms, growing, in_per_s, out_per_s, service_ms, queue_len, readings,
-                             runnable], L),
+    E = maps:with([busy, wait_ms, growing, in_per_s, out_per_s, service_ms, queue_len, readings, runnable], L),
+    {Verdict, Ev} = case Size of
+                        #{bytes_mean := B} when B >= map_get(head_of_line_bytes, O) -> {head_of_line, E#{size => Size}};
+                        _ -> {saturated, E}
+                    end,
+    #{verdict => Verdict, subject => P, label => Lb, evidence => Ev,
       cost => cost(Waiters), waiters => Waiters}.
+
+%% The sampled sizes of the messages into each of Ps (msgflow_store_sizes):
+%% `#{bytes_mean, sampled}', the bytes a message carried on average (its
+%% heap words and the off-heap binaries it referenced), one pass over the
+%% sizes table.
+sizes_into([], _) ->
+    #{};
+sizes_into(Ps, #{sizes := T, labels := Tables}) ->
+    Canon = msgflow_rows_groups:key_fun(process, Tables),
+    Want = maps:from_list([{P, true} || P <- Ps]),
+    Wsz = erlang:system_info(wordsize),
+    Sums = ets:foldl(fun({{_, R0}, N, Words, _, Bin, _}, Acc) ->
+                             R = Canon(R0),
+                             case is_map_key(R, Want) of
+                                 true -> {N0, B0} = maps:get(R, Acc, {0, 0}),
+                                         Acc#{R => {N0 + N, B0 + Words * Wsz + Bin}};
+                                 false -> Acc
+                             end;
+                        (_, Acc) -> Acc
+                     end, #{}, T),
+    maps:map(fun(_, {N, B}) -> #{sampled => N, bytes_mean => B / max(1, N)} end, Sums).
+
+%% Takes in messages faster than it passes them on, this window and the
+%% one before, while its memory grows: a buffer filling in its own state.
+accumulating(#{readings := R, in_per_s := In, sent_per_s := Out, live_growth := G}, Prev, O)
+  when is_map(Prev), is_integer(G) ->
+    Ratio = map_get(accumulate_ratio, O),
+    R >= map_get(min_readings, O) andalso In >= ?MIN_ACCUMULATING andalso In >= Ratio * Out andalso live_grew(G)
+        andalso case Prev of
+                    #{in_per_s := PIn, sent_per_s := POut, live_growth := PG} when is_integer(PG) ->
+                        PIn >= ?MIN_ACCUMULATING andalso PIn >= Ratio * POut andalso live_grew(PG);
+                    _ -> false
+                end;
+accumulating(_, _, _) ->
+    false.
+
+%% Live data grew by more than a process's noise (a few words of a
+%% collection's timing).
+live_grew(Words) -> Words >= ?MIN_GROWTH_WORDS.
+
+accumulating(L = #{process := P, label := Lb, sent_to := To}, Label) ->
+    #{verdict => accumulating, subject => P, label => Lb,
+      evidence => (maps:with([in_per_s, sent_per_s, memory, memory_per_s, live_words, live_growth, busy,
+                              readings], L))#{
+                    downstream => To,
+                    downstream_label => case To of
+                                            Q when is_pid(Q) -> Label(Q);
+                                            undefined -> <<>>;
+                                            Q -> msgflow_fmt:endpoint(Q)
+                                        end},
+      cost => 0.0, waiters => []}.
 
 node_root(false, _, _, _, _) -> [];
 node_root(true, NodeLoad, Loads, _Graph, _Label) ->
@@ -406,7 +475,16 @@ cycle_order(G, Comp) ->
 ranked(Causes) ->
     %% a deadlock first, then the processes saturated, the node, cycles
     %% that still answer
-    Order = fun(#{verdict := V}) -> case V of deadlock -> 0; saturated -> 1; node_saturated -> 2; _ -> 3 end end,
+    Order = fun(#{verdict := V}) ->
+                    case V of
+                        deadlock -> 0;
+                        saturated -> 1;
+                        head_of_line -> 1;
+                        accumulating -> 2;
+                        node_saturated -> 3;
+                        call_cycle -> 4
+                    end
+            end,
     lists:sort(fun(A, B) -> {Order(A), -maps:get(cost, A)} =< {Order(B), -maps:get(cost, B)} end, Causes).
 
 %% @doc The nodes' parts as one: causes ranked by cost over every node.
@@ -441,15 +519,23 @@ text(V = #{causes := Cs, running := Run}, _Opts, _Area) ->
          _ -> [cause_text(I, C) || {I, C} <- lists:enumerate(Cs)]
      end].
 
-cause_text(I, #{verdict := saturated, label := Lb, subject := P, evidence := E, cost := Cost, waiters := Ws}) ->
-    [io_lib:format("~b ~ts ~s  saturated: busy ~s, mailbox wait ~s~s, ~s msg/s in, service ~s~n",
-                   [I, msgflow_fmt:visible(Lb), msgflow_fmt:endpoint(P), pct(maps:get(busy, E)),
+cause_text(I, #{verdict := V, label := Lb, subject := P, evidence := E, cost := Cost, waiters := Ws})
+  when V =:= saturated; V =:= head_of_line ->
+    [io_lib:format("~b ~ts ~s  ~s: busy ~s, mailbox wait ~s~s, ~s msg/s in, service ~s~n",
+                   [I, msgflow_fmt:visible(Lb), msgflow_fmt:endpoint(P), verdict_text(V), pct(maps:get(busy, E)),
                     ms(maps:get(wait_ms, E)), grew(E), msgflow_fmt:rate(maps:get(in_per_s, E)),
                     ms(maps:get(service_ms, E))]),
+     size_text(E),
      case Ws of
          [] -> "    no caller waits on it\n";
          _ -> [io_lib:format("    costs ~.1f caller-s/s:~n", [Cost]), chain(Ws, "    ")]
      end];
+cause_text(I, #{verdict := accumulating, label := Lb, subject := P, evidence := E}) ->
+    [io_lib:format("~b ~ts ~s  accumulating: ~s msg/s in, ~s msg/s out, its data ~s and growing (~s in the window)~n",
+                   [I, msgflow_fmt:visible(Lb), msgflow_fmt:endpoint(P), msgflow_fmt:rate(maps:get(in_per_s, E)),
+                    msgflow_fmt:rate(maps:get(sent_per_s, E)), live_bytes(maps:get(live_words, E)),
+                    live_bytes(maps:get(live_growth, E))]),
+     "    ", downstream_text(E), "\n"];
 cause_text(I, #{verdict := node_saturated, label := Lb, evidence := E}) ->
     [io_lib:format("~b node ~ts  saturated: run queues ~.1f on ~b schedulers (mean of ~b readings)~n",
                    [I, msgflow_fmt:visible(Lb), maps:get(run_queue, E), maps:get(schedulers, E),
@@ -582,6 +668,26 @@ find_waiters(P, [#{waiter := P, waiters := Ws} | _]) -> [Ws];
 find_waiters(P, [#{waiters := Ws} | Rest]) -> find_waiters(P, Ws) ++ find_waiters(P, Rest).
 
 pct(X) -> io_lib:format("~b%", [round(X * 100)]).
+
+verdict_text(head_of_line) -> "head-of-line";
+verdict_text(V) -> atom_to_list(V).
+
+%% Words of data as bytes (a growth may be negative).
+live_bytes(Words) when Words < 0 -> ["-", live_bytes(-Words)];
+live_bytes(Words) -> msgflow_fmt:bytes(Words * erlang:system_info(wordsize)).
+
+%% What a head-of-line root's messages carry.
+size_text(#{size := #{bytes_mean := B, sampled := N}}) ->
+    io_lib:format("    its messages carry ~s each on average (~b sampled): their size is its work: send less, or a key to the data~n",
+                  [msgflow_fmt:bytes(round(B)), N]);
+size_text(_) ->
+    "".
+
+%% Where an accumulating process's messages go, too slowly.
+downstream_text(#{downstream := undefined}) ->
+    "it passes nothing on: it keeps what it takes in";
+downstream_text(#{downstream := To, downstream_label := L}) ->
+    io_lib:format("the slow side: ~ts ~s, which it sends to most", [msgflow_fmt:visible(L), msgflow_fmt:endpoint(To)]).
 ms(undefined) -> "-";
 ms(X) -> msgflow_fmt:micros(X * 1000).
 grew(#{growing := true}) -> " growing";
@@ -590,10 +696,18 @@ grew(_) -> "".
 %% @doc A cause in one line (a hotspot finding's explanation): the
 %% verdict with its figures, what it costs, and its first waiters.
 -spec summary(cause()) -> binary().
-summary(#{verdict := saturated, label := Lb, subject := P, evidence := E, cost := Cost, waiters := Ws}) ->
+summary(#{verdict := accumulating, label := Lb, subject := P, evidence := E}) ->
     unicode:characters_to_binary(
-      [io_lib:format("~ts ~s saturated: busy ~s, mailbox wait ~s~s, ~s msg/s in, service ~s; ",
-                     [msgflow_fmt:visible(Lb), msgflow_fmt:endpoint(P), pct(maps:get(busy, E)),
+      [io_lib:format("~ts ~s accumulating: ~s msg/s in, ~s msg/s out, its data ~s and growing (~s in the window)",
+                     [msgflow_fmt:visible(Lb), msgflow_fmt:endpoint(P), msgflow_fmt:rate(maps:get(in_per_s, E)),
+                      msgflow_fmt:rate(maps:get(sent_per_s, E)), live_bytes(maps:get(live_words, E)),
+                      live_bytes(maps:get(live_growth, E))]),
+       "; ", downstream_text(E)]);
+summary(#{verdict := V, label := Lb, subject := P, evidence := E, cost := Cost, waiters := Ws})
+  when V =:= saturated; V =:= head_of_line ->
+    unicode:characters_to_binary(
+      [io_lib:format("~ts ~s ~s: busy ~s, mailbox wait ~s~s, ~s msg/s in, service ~s; ",
+                     [msgflow_fmt:visible(Lb), msgflow_fmt:endpoint(P), verdict_text(V), pct(maps:get(busy, E)),
                       ms(maps:get(wait_ms, E)), grew(E), msgflow_fmt:rate(maps:get(in_per_s, E)),
                       ms(maps:get(service_ms, E))]),
        case Ws of
