@@ -37,4 +37,10 @@ init([]) ->
                restart => permanent,
                shutdown => brutal_kill,
                type => worker},
-    {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, [Collector, Remote]}}.
+    %% the always-on bottleneck detector: logs and /metrics series
+    Alerts = #{id => msgflow_alerts,
+               start => {msgflow_alerts, start_link, []},
+               restart => permanent,
+               shutdown => brutal_kill,
+               type => worker},
+    {ok, {#{strategy => one_for_one, intensity => 10, period => 10}, [Collector, Remote, Alerts]}}.

@@ -12,14 +12,15 @@
 -include_lib("common_test/include/ct.hrl").
 -export([suite/0, all/0]).
 -export([chain/1, flooded_by_casts/1, room_to_spare/1, deadlock_two/1, deadlock_three/1, hotspots_first/1,
-         bad_process/1, selective_receive/1, large_messages/1, accumulating_relay/1]).
+         bad_process/1, selective_receive/1, large_messages/1, accumulating_relay/1, alerts/1]).
+-export([log/2]).
 
 suite() ->
     [{ct_hooks, [msgflow_test_hook]}, {timetrap, {minutes, 3}}].
 
 all() ->
     [chain, flooded_by_casts, room_to_spare, deadlock_two, deadlock_three, hotspots_first, bad_process,
-     selective_receive, large_messages, accumulating_relay].
+     selective_receive, large_messages, accumulating_relay, alerts].
 
 %% 100 callers -> front (forwards each call to back) -> back (sleeps 2
 %% ms a call): back is the one root, front is blocked on it and the
@@ -165,6 +166,39 @@ accumulating_relay(_Config) ->
     msgflow_planted:stop(Casters ++ [Relay, Down]),
     ct:log("~ts", [text(V)]),
     [#{verdict := accumulating, subject := Relay, evidence := #{downstream := Down}}] = processes(V).
+
+%% The detector logs a root once as it appears and once as it clears,
+%% and /metrics has it while it stands.
+alerts(_Config) ->
+    ok = logger:add_handler(bottleneck_test, ?MODULE, #{config => #{pid => self()}}),
+    try
+        ok = msgflow:start(#{interval => 300}),
+        Srv = msgflow_planted:server({sleep, 1}),
+        Casters = msgflow_planted:casters(50, [Srv], 5, work),
+        #{verdict := saturated, label := Label} = receive_log(appeared, Srv),
+        Fs = msgflow_alerts:families(),
+        {_, gauge, _, Series} = lists:keyfind(<<"msgflow_bottleneck">>, 1, Fs),
+        ?assert(lists:member({[{process, Label}, {verdict, <<"saturated">>}], 1}, Series)),
+        msgflow_planted:stop(Casters),
+        #{verdict := saturated} = receive_log(cleared, Srv),
+        msgflow_planted:stop([Srv]),
+        %% once each
+        receive {bottleneck_log, #{event := E, subject := Srv}} -> ct:fail({again, E}) after 0 -> ok end
+    after
+        logger:remove_handler(bottleneck_test)
+    end.
+
+%% (logger handler callback: the reports to the test process)
+log(#{msg := {report, R = #{msgflow := bottleneck}}}, #{config := #{pid := Pid}}) ->
+    Pid ! {bottleneck_log, R};
+log(_, _) ->
+    ok.
+
+receive_log(Event, Subject) ->
+    receive
+        {bottleneck_log, R = #{event := Event, subject := Subject}} -> R
+    after 60000 -> ct:fail({no_log, Event, Subject})
+    end.
 
 %% Each of Srvs waiting in a call (polled: the cycle's calls are made
 %% by other processes, and only their state says they are in it).

@@ -335,7 +335,7 @@ own_flags(T, Nif, P) ->
 -spec own_names() -> [atom()].
 own_names() ->
     [msgflow_collector, msgflow_sup, msgflow_flow_keeper, msgflow_cluster, msgflow_remote,
-     msgflow_web, msgflow_history].
+     msgflow_web, msgflow_history, msgflow_alerts].
 
 %% @doc The calling process is one of msgflow's own (a view worker, an
 %% erpc process running a node's part of a view): none of its messages

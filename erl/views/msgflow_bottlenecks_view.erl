@@ -81,6 +81,7 @@
                                        on_label := binary(), share := float()}],
                          node_load := msgflow_store_waits:node_load() | undefined,
                          window_ms := non_neg_integer(), running := boolean(), node := node(),
+                         window := non_neg_integer(), started_at := integer() | undefined,
                          process => pid(), process_label => binary(), process_waits => [{pid(), map()}], process_now => map() | undefined,
                          nodes => [node()], missing => [{node(), term()}]}.
 
@@ -164,6 +165,8 @@ build(Store = #{labels := Tables, windows := Ws}, Opts) ->
     V = #{causes => ranked([C#{node => node()} || C <- Roots]),
           loads => lists:sort(fun(#{busy := A}, #{busy := B}) -> A >= B end, Loads),
           blocked => Blocked, node_load => NodeLoad, window_ms => WinMs,
+          window => case Ws of [] -> 0; _ -> maps:get(n, lists:last(Ws)) end,
+          started_at => maps:get(started_at, Store, undefined),
           running => maps:get(running, Store), node => node()},
     case maps:get(process, O, none) of
         none -> V;

@@ -174,7 +174,8 @@ metrics(Edges, Views) ->
             E;
         [Top, Calls, Info0 | Values] ->
             Families = lists:append([Mod:metrics(V) || {{_, Mod}, V} <- lists:zip(Extra, Values),
-                                                       not is_tuple(V) orelse element(1, V) =/= error]),
+                                                       not is_tuple(V) orelse element(1, V) =/= error])
+                ++ msgflow_alerts:families(),
             Info = case Info0 of
                        #{} -> Info0;
                        _ -> #{}
