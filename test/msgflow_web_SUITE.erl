@@ -21,7 +21,7 @@
 -include_lib("common_test/include/ct.hrl").
 -export([all/0, groups/0, init_per_suite/1, end_per_suite/1, init_per_testcase/2,
          end_per_testcase/2]).
--export([browser/1, browser_history/1, requests/1, prometheus/1, options/1, cluster/1, own_traffic/1,
+-export([browser/1, browser_history/1, browser_bottlenecks/1, requests/1, prometheus/1, options/1, cluster/1, own_traffic/1,
          hosts_and_origins/1, tokens/1, computations/1, slow_clients/1]).
 -export([sink/0, sender/3, store_loop/1]).
 
@@ -35,8 +35,8 @@ all() ->
     [{group, web}].
 
 groups() ->
-    [{web, [], [options, requests, browser, browser_history, prometheus, cluster, own_traffic,
-                hosts_and_origins, tokens, computations, slow_clients]}].
+    [{web, [], [options, requests, browser, browser_history, browser_bottlenecks, prometheus, cluster,
+                own_traffic, hosts_and_origins, tokens, computations, slow_clients]}].
 
 init_per_suite(Config) ->
     {ok, _} = application:ensure_all_started(msgflow),
@@ -341,6 +341,34 @@ browser(Config, Node) ->
     end,
     ok = msgflow:stop(),
     [P ! stop || P <- [Src, Evil, Client]].
+
+%% The page colours the root red and the blocked orange (100 callers ->
+%% front -> back, 2 ms a call), and a click on a group draws its chain.
+browser_bottlenecks(_Config) ->
+    with_browser(fun(Node) ->
+                         Shots = filename:join([root(), "_build", "web"]),
+                         ok = filelib:ensure_path(Shots),
+                         _ = msgflow:stop(),
+                         ok = msgflow:start(#{interval => 300}),
+                         Back = msgflow_planted:server(web_back, {sleep, 2}),
+                         Front = msgflow_planted:server(web_front, {forward, web_back}),
+                         Callers = msgflow_planted:callers(30, web_front, req),
+                         {ok, Url} = msgflow:web(#{port => 0}),
+                         B = browser_open(Node, Url, Shots),
+                         try
+                             #{<<"error">> := null} = step(B, "open"),
+                             #{<<"roots">> := [<<"web_back">>], <<"blocked">> := Blocked, <<"chain">> := Chain}
+                                 = step(B, "bottlenecks " ++ json(<<"web_front">>)),
+                             ?assert(lists:member(<<"web_front">>, Blocked)),
+                             ?assert(lists:member([<<"web_front">>, <<"web_back">>], Chain)),
+                             #{<<"file">> := _} = step(B, "shot web-bottlenecks")
+                         after
+                             _ = msgflow_test_lib:quietly(fun() -> port_command(B, "quit\n") end),
+                             msgflow_test_lib:quietly(fun() -> port_close(B) end),
+                             ok = msgflow:web_stop(),
+                             msgflow_planted:stop(Callers ++ [Front, Back])
+                         end
+                 end).
 
 %% The page over the kept history: a range shows that range's edges, and
 %% "compare with" lists what changed (msgflow_history_SUITE's workload:

@@ -10,6 +10,7 @@
   var HOTSPOTS_MS = 5000;         // their view reads every active pair: less often
   var VIEW_MS = 2000;             // the Views panel's text
   var hotspots = null;            // the live page's, fetched apart
+  var bottlenecks = null;         // the live page's roots and blocked processes, fetched apart
   var waits = null;               // the live page's receivers' waits by id, fetched apart
   var EDGE_LABELS = 15;           // edges that carry their rate as a label
   var KIND_COLORS = {
@@ -207,11 +208,92 @@
 
   function fetchHotspots() {
     fetchWaits();
+    fetchBottlenecks();
     return api('api/hotspots').then(function (r) {
       return r.ok ? r.json() : null;
     }).then(function (h) {
       if (h && !paused) { hotspots = h; if (state) renderHotspots(); }
     }).catch(function () { /* the state's fetch says what is wrong */ });
+  }
+
+  // the bottlenecks view: which processes (by pid text and by label) are
+  // roots, which are blocked, and the chains (waiter -> server), for the
+  // graph's colours
+  function fetchBottlenecks() {
+    return api('api/view?name=bottlenecks').then(function (r) {
+      return r.ok ? r.json() : null;
+    }).then(function (v) {
+      if (!v || paused) return;
+      var roots = {}, blocked = {}, chain = [];
+      var walk = function (server, ws) {
+        (ws || []).forEach(function (w) {
+          chain.push({from: w.label, fromId: w.waiter, to: server.label, toId: server.id});
+          walk({label: w.label, id: w.waiter}, w.waiters);
+        });
+      };
+      (v.causes || []).forEach(function (c) {
+        var ids = Array.isArray(c.subject) ? c.subject : [c.subject];
+        ids.forEach(function (id) { roots[id] = c.verdict; });
+        roots['label:' + c.label] = c.verdict;
+        walk({label: c.label, id: Array.isArray(c.subject) ? c.subject[0] : c.subject}, c.waiters);
+      });
+      (v.loads || []).forEach(function (l) {
+        if (l.blocked >= 0.5 && !roots[l.process]) { blocked[l.process] = true; blocked['label:' + l.label] = true; }
+      });
+      bottlenecks = {roots: roots, blocked: blocked, chain: chain};
+      if (cy && state) colourBottlenecks();
+    }).catch(function () { /* as above */ });
+  }
+
+  // a graph node is a root (red) or blocked (orange) when its id (a pid
+  // by process) or its label (a group by name) is one
+  function colourBottlenecks() {
+    var b = bottlenecks || {roots: {}, blocked: {}, chain: []};
+    cy.batch(function () {
+      cy.nodes().forEach(function (n) {
+        var root = b.roots[n.id()] || b.roots['label:' + n.data('label')];
+        var blk = b.blocked[n.id()] || b.blocked['label:' + n.data('label')];
+        n.toggleClass('bottleneck', !!root);
+        n.toggleClass('blocked', !root && !!blk);
+        n.data('verdict', root || (blk ? 'blocked' : ''));
+      });
+    });
+  }
+
+  // the chain through a clicked node: the edges between its links
+  // highlighted, the rest faded
+  function showChain(node) {
+    var b = bottlenecks;
+    cy.elements().removeClass('faded chain');
+    if (!b || !node) return;
+    var key = function (n) { return [n.id(), n.data('label')]; };
+    var links = b.chain.filter(function (l) {
+      var k = key(node);
+      return k.indexOf(l.fromId) >= 0 || k.indexOf(l.toId) >= 0 || k.indexOf(l.from) >= 0 || k.indexOf(l.to) >= 0;
+    });
+    if (!links.length) return;
+    var inChain = {};
+    var mark = function (x) { inChain[x] = true; };
+    // the whole chain the node is on: follow links both ways
+    var grew = true;
+    links.forEach(function (l) { mark(l.from); mark(l.to); mark(l.fromId); mark(l.toId); });
+    while (grew) {
+      grew = false;
+      b.chain.forEach(function (l) {
+        if ((inChain[l.from] || inChain[l.to]) && !(inChain[l.from] && inChain[l.to])) {
+          mark(l.from); mark(l.to); mark(l.fromId); mark(l.toId); grew = true;
+        }
+      });
+    }
+    var on = function (n) { return inChain[n.id()] || inChain[n.data('label')]; };
+    cy.batch(function () {
+      cy.nodes().forEach(function (n) { n.toggleClass('faded', !on(n)); });
+      cy.edges().forEach(function (e) {
+        var c = on(e.source()) && on(e.target());
+        e.toggleClass('chain', c);
+        e.toggleClass('faded', !c);
+      });
+    });
   }
 
   // the busiest receivers' mailbox waits, as the state of an export has
@@ -306,6 +388,11 @@
         'text-wrap': 'ellipsis', 'text-max-width': 170, 'text-background-color': '#ffffff',
         'text-background-opacity': 0.85, 'text-background-padding': 2}},
       {selector: 'node:selected', style: {'border-color': '#2563eb', 'border-width': 4}},
+      {selector: 'node.bottleneck', style: {'background-color': '#dc2626', 'border-color': '#7f1d1d'}},
+      {selector: 'node.blocked', style: {'background-color': '#f59e0b', 'border-color': '#92400e'}},
+      {selector: '.faded', style: {'opacity': 0.2}},
+      {selector: 'edge.chain', style: {'line-color': '#dc2626', 'target-arrow-color': '#dc2626', 'opacity': 1,
+        'z-index': 9}},
       {selector: 'edge', style: {
         'width': 'data(width)', 'line-color': 'data(color)', 'target-arrow-color': 'data(color)',
         'target-arrow-shape': 'triangle', 'arrow-scale': 0.9, 'curve-style': 'bezier',
@@ -328,9 +415,9 @@
     if (typeof cytoscapeFcose !== 'undefined') cytoscape.use(cytoscapeFcose);
     cy = cytoscape({container: $('graph'), style: graphStyle(), minZoom: 0.1, maxZoom: 4,
                     wheelSensitivity: 0.3, boxSelectionEnabled: false});
-    cy.on('tap', 'node', function (ev) { select({type: 'group', id: ev.target.id()}); });
+    cy.on('tap', 'node', function (ev) { select({type: 'group', id: ev.target.id()}); showChain(ev.target); });
     cy.on('tap', 'edge', function (ev) { select({type: 'edge', id: ev.target.id()}); });
-    cy.on('tap', function (ev) { if (ev.target === cy) select(null); });
+    cy.on('tap', function (ev) { if (ev.target === cy) { select(null); showChain(null); } });
     // labels keep a readable size on screen when a big graph is zoomed out
     cy.on('zoom', readableLabels);
     return true;
@@ -398,6 +485,7 @@
       cy.elements().forEach(function (x) { if (!want[x.id()]) x.remove(); });
     });
     if (first || added.length) layout(first, added);
+    colourBottlenecks();
     readableLabels();
   }
 
@@ -734,6 +822,14 @@
                                                              count: e.data('count'), kind: e.data('kind')}; })};
       },
       select: select,
+      // the groups coloured as roots and as blocked, and the edges of the
+      // chain shown (for the browser test)
+      bottlenecks: function () {
+        if (!cy) return null;
+        var labels = function (sel) { return cy.nodes(sel).map(function (n) { return n.data('label'); }).sort(); };
+        return {roots: labels('.bottleneck'), blocked: labels('.blocked'),
+                chain: cy.edges('.chain').map(function (e) { return [e.source().data('label'), e.target().data('label')]; })};
+      },
       // a range of the history shown ({from, to}, ms; null: live), and
       // the one compared with (for the browser test)
       showRange: setRange,

@@ -6,6 +6,7 @@
 //   wait EDGE N    wait until the edge "S\u0000R" (JSON string) counts N: {count, updates}
 //   click GROUP    click the group's node on the canvas: {title, members}
 //   clickedge [S, R]  click the edge's middle: {title, kinds, chart, pairs}
+//   bottlenecks GROUP wait for a group coloured a root, click GROUP: {roots, blocked, chain}
 //   range FROM TO  show the history from FROM to TO (ms): {graph, top, status, history}
 //   compare HOW [FROM, TO]  compare with (before | hour | day, or the range given): {note, changes}
 //   shot NAME      a screenshot OUT_DIR/NAME.png: {file}
@@ -81,6 +82,14 @@ async function snapshot(page, dialogs) {
           members: Array.from(document.querySelectorAll('#details-body tbody tr')).map((tr) =>
             Array.from(tr.children).map((td) => td.textContent))
         })));
+      } else if (cmd === 'bottlenecks') {
+        // wait until a group is coloured a root, then click it: its chain
+        await waitFor(page, () => window.msgflow.bottlenecks() && window.msgflow.bottlenecks().roots.length > 0);
+        const coloured = await page.evaluate(() => window.msgflow.bottlenecks());
+        const at = await page.evaluate((id) => window.msgflow.position(id), JSON.parse(arg));
+        await page.mouse.click(at.x, at.y);
+        await waitFor(page, () => window.msgflow.bottlenecks().chain.length > 0);
+        send(Object.assign(coloured, { chain: (await page.evaluate(() => window.msgflow.bottlenecks())).chain }));
       } else if (cmd === 'clickedge') {
         const [s, r] = JSON.parse(arg);
         const at = await page.evaluate((id) => window.msgflow.position(id), s + '\u0000' + r);

@@ -23,7 +23,7 @@
  * case alike), the arrows move a cursor, Enter and o open the row's sender
  * or receiver (the node's `process' view, as the shell prints it), v shows
  * the node's other views in turn (receivers, calls, hotspots, ...: their
- * text), space pauses, + and - change the interval, h or ? shows the
+ * text), b shows the bottlenecks view, space pauses, + and - change the interval, h or ? shows the
  * keys, q quits.  It uses the terminal's size and follows SIGWINCH.  When
  * stdout is no terminal, or with --once, it prints plain tables (COLUMNS
  * wide, else 80) and no control codes.
@@ -875,6 +875,8 @@ static const char help_text[] =
     "               queue, memory, reductions, current function, partners\n"
     "  o            open the selected row's receiver\n"
     "  v            the node's other views in turn (receivers, calls, ...)\n"
+    "  b            bottlenecks: who is saturated, who waits on whom (v: the\n"
+    "               views after it)\n"
     "  space        pause / go on\n"
     "  + / -        show every 2x / 0.5x as often (interval)\n"
     "  h or ?       this help; any key closes it\n"
@@ -1139,6 +1141,17 @@ static int interactive(conn *c, mf_by by, long interval, const char *ellipsis, i
                         s.view = 0;
                         view_refresh(c, &s, cols);
                     }
+                    break;
+                case 'b':
+                    /* the bottlenecks view, where the node has it */
+                    for (int i = 0; i < s.n_views; i++)
+                        if (strcmp(s.views[i], "bottlenecks") == 0) {
+                            s.view = i;
+                            view_refresh(c, &s, cols);
+                            break;
+                        }
+                    if (s.view < 0)
+                        snprintf(s.note, sizeof(s.note), "this node has no bottlenecks view (msgflow 0.1)");
                     break;
                 case K_UP:
                 case 'k':
