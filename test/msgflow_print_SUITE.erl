@@ -156,7 +156,7 @@ view_data(_Config) ->
               ?assertEqual([{Store, <<"ps_store">>, 13}], From),
               #{label := <<"ps_client_b">>} = msgflow:view(process, #{pid => pid_to_list(B)}),
               ?assertMatch({error, {badopt, {pid, "<0.x>"}, _}}, msgflow:view(process, #{pid => "<0.x>"})),
-              ?assertMatch({error, {badarg, {view, bogus}, [top, matrix, hotspots, calls, receivers,
+              ?assertMatch({error, {badarg, {view, bogus}, [top, matrix, hotspots, bottlenecks, calls, receivers,
                                                             kinds, process, pairs, history, flows,
                                                             nodes, info]}},
                            msgflow:view(bogus, #{})),
