@@ -20,7 +20,7 @@ CT_LOGDIR = $(if $(OTP),_build/otp$(OTP)/ct_logs,_build/ct_logs)
 BUILD_BASE = $(or $(REBAR_BASE_DIR),_build)
 ERL_PA = -pa $(BUILD_BASE)/default/lib/msgflow/ebin
 
-.PHONY: all deps test-deps build shell docs vendor demo test dialyzer bench bench-ab bench-scale bench-live bench-history bench-cluster soak fuzz clean
+.PHONY: all deps test-deps build shell docs vendor demo test dialyzer bench bench-ab bench-readings bench-scale bench-live bench-history bench-cluster soak fuzz clean
 
 all: build
 
@@ -108,6 +108,13 @@ bench: build
 # the hot path's A/B alone (a minute or two)
 bench-ab: build
 	$(call bench_run,main_ab)
+
+# What the collector's readings of the watched processes cost a window
+# (issue 56), beside 0.1's queue-only readings (half a minute)
+bench-readings: build
+	mkdir -p _build/bench
+	erlc -o _build/bench tools/bench/*.erl
+	erl -noshell $(ERL_PA) -pa _build/bench -eval 'msgflow_bench_readings:main()'
 
 # What the views cost on a big node: 100,000 processes with 200,000 pairs,
 # and 1,000,000 pairs (a few minutes, ~2 GB).  Prints, judges nothing.

@@ -130,7 +130,7 @@ bad_process(_Config) ->
 selective_receive(_Config) ->
     ok = msgflow:start(#{interval => 300}),
     Srv = msgflow_planted:server(selective),
-    Casters = msgflow_planted:casters(20, [Srv], 1, work),
+    Casters = msgflow_planted:casters(20, [Srv], 5, work),
     ok = msgflow_collector:await_windows(4, 30000),
     V = msgflow:view(bottlenecks, #{}),
     msgflow_planted:stop(Casters ++ [Srv]),

@@ -7,11 +7,16 @@
 %%% most: a caller blocked on a server receives almost nothing, so it is
 %%% never among the busiest) ?READINGS times: at random times between its
 %%% ticks and once as the window closes (a mean of fewer readings of a
-%%% queue that comes and goes is off by more than a third).  A reading is
-%%% one process_info/2 of `message_queue_len', `status',
-%%% `current_function' and `memory', and for a process found waiting in a call its
-%%% `monitors' (the server it waits on: gen:do_call monitors it); with
-%%% them the run queues' length of the node (`total_run_queue_lengths').
+%%% queue that comes and goes is off by more than a third).  Each reading
+%%% reads the queue (`message_queue_len', without a signal to the
+%%% process); every second one also `status', `current_function' and
+%%% `memory' (one process_info/2: a signal the process answers, about
+%%% 3 µs), every eighth the heap words it uses, and for a process found in
+%%% a call its `monitors' (the server it waits on: gen:do_call monitors
+%%% it; read at its first four such readings a window); with them the run
+%%% queues' length of the node (`total_run_queue_lengths').  At 50
+%%% watched processes that is about 3 ms of the collector a window
+%%% (BENCHMARKS.md, `make bench-readings').
 %%%
 %%% Per process and window: the wait, Little's law (the mean queue length
 %%% over the window divided by its arrival rate, the messages counted to
@@ -38,8 +43,13 @@
 %% the busiest pairs of the window looked at for the watched receivers'
 %% callers
 -define(CALLER_PAIRS, 2000).
-%% the readings that read a process's heap too (garbage_collection_info)
--define(USED_EVERY, 4).
+%% the readings that read a process's memory and heap too
+%% (garbage_collection_info)
+-define(HEAP_EVERY, 10).
+%% the readings that read where a waiting process waits (a signal)
+-define(FUNCTION_EVERY, 4).
+%% readings of a process in a call a window that read its monitors
+-define(MONITOR_READS, 4).
 
 %% A reading's class: idle in its loop's receive, serving (busy),
 %% waiting on a call (blocked; busy too), or waiting for a scheduler
@@ -49,7 +59,7 @@
 -record(waits, {watch = [] :: [pid()],
                 callers = [] :: [pid()],
                 %% readings of the open window, newest first
-                samples = #{} :: #{pid() => [{integer(), non_neg_integer(), non_neg_integer(), class()}]},
+                samples = #{} :: #{pid() => [{integer(), non_neg_integer(), non_neg_integer() | none, atom(), class() | none}]},
                 run_queue = [] :: [non_neg_integer()],
                 %% readings taken in the open window; the least heap
                 %% words each read process used at every ?USED_EVERY-th
@@ -57,6 +67,9 @@
                 %% those of the window before
                 n = 0 :: non_neg_integer(),
                 used = #{} :: #{pid() => non_neg_integer()},
+                %% the monitors read of each process found in a call this
+                %% window: how many times, and the processes last found
+                on = #{} :: #{pid() => {non_neg_integer(), [pid()]}},
                 live = #{} :: #{pid() => non_neg_integer()}}).
 -opaque waits() :: #waits{}.
 
@@ -94,28 +107,72 @@ readings() -> ?READINGS.
 -spec new() -> waits().
 new() -> #waits{}.
 
-%% @doc The watched processes read now, and the node's run queues.
+%% @doc The watched processes read now, and the node's run queues.  Each
+%% reading reads a process's queue and status (read without a signal to
+%% the process: a few tenths of a microsecond); at every ?FUNCTION_EVERY-th
+%% reading, of a process that waits, also where it waits
+%% (`current_function': a signal the process answers, a few µs), and at
+%% every ?HEAP_EVERY-th its memory and heap words too (one signal); for
+%% one found in a call the processes it monitors at its first
+%% ?MONITOR_READS such readings of the window (the server a caller waits
+%% on seldom changes within a window: later ones reuse what those found).
 -spec sample(waits()) -> waits().
-sample(W = #waits{watch = Watch, callers = Callers, samples = Ss, run_queue = RQ, n = N0, used = U0}) ->
+sample(W = #waits{watch = Watch, callers = Callers, samples = Ss, run_queue = RQ, n = N0, used = U0,
+                  on = On0}) ->
     T = erlang:monotonic_time(millisecond),
-    U = case N0 rem ?USED_EVERY of
-            0 -> lists:foldl(fun(P, Acc) ->
-                                     case used_words(P) of
-                                         undefined -> Acc;
-                                         Wd -> Acc#{P => min(Wd, maps:get(P, Acc, Wd))}
-                                     end
-                             end, U0, Watch ++ Callers);
-            _ -> U0
-        end,
-    Read = fun(P, Acc) ->
-                   case process_info(P, [message_queue_len, status, current_function, memory]) of
-                       [{message_queue_len, N}, {status, St}, {current_function, F}, {memory, M}] ->
-                           Acc#{P => [{T, N, M, classify(St, F, N, P)} | maps:get(P, Acc, [])]};
-                       undefined -> Acc
+    Function = N0 rem ?FUNCTION_EVERY =:= 0,
+    Heap = N0 rem ?HEAP_EVERY =:= 0,
+    Add = fun(P, R, Acc) -> Acc#{P => [R | maps:get(P, Acc, [])]} end,
+    Read = fun(P, {Acc, U, On}) when Heap ->
+                   case process_info(P, [message_queue_len, status, current_function, memory,
+                                         garbage_collection_info]) of
+                       [{message_queue_len, N}, {status, St}, {current_function, F}, {memory, M},
+                        {garbage_collection_info, I}] ->
+                           {Class, On1} = class(St, F, N, P, On),
+                           {_, H} = lists:keyfind(heap_size, 1, I),
+                           {_, OH} = lists:keyfind(old_heap_size, 1, I),
+                           {Add(P, {T, N, M, St, Class}, Acc), U#{P => min(H + OH, maps:get(P, U, H + OH))}, On1};
+                       undefined -> {Acc, U, On}
+                   end;
+              (P, {Acc, U, On}) ->
+                   case {process_info(P, message_queue_len), process_info(P, status)} of
+                       {{message_queue_len, N}, {status, St}} when Function, St =:= waiting ->
+                           case process_info(P, current_function) of
+                               {current_function, F} ->
+                                   {Class, On1} = class(St, F, N, P, On),
+                                   {Add(P, {T, N, none, St, Class}, Acc), U, On1};
+                               undefined -> {Acc, U, On}
+                           end;
+                       {{message_queue_len, N}, {status, St}} ->
+                           {Add(P, {T, N, none, St, none}, Acc), U, On};
+                       _ -> {Acc, U, On}
                    end
            end,
-    W#waits{samples = lists:foldl(Read, Ss, Watch ++ Callers),
-            run_queue = [erlang:statistics(total_run_queue_lengths) | RQ], n = N0 + 1, used = U}.
+    {Ss1, U, On} = lists:foldl(Read, {Ss, U0, On0}, Watch ++ Callers),
+    W#waits{samples = Ss1, run_queue = [erlang:statistics(total_run_queue_lengths) | RQ], n = N0 + 1,
+            used = U, on = On}.
+
+%% A reading's class, the monitors of one in a call read as blocked_on/2
+%% says.
+class(St, F, N, P, On) ->
+    case classify(St, F, N, none) of
+        {blocked, []} -> blocked_on(P, On);
+        C -> {C, On}
+    end.
+
+%% A reading of P in a call: blocked on the processes it monitors, read
+%% at its first ?MONITOR_READS such readings of the window and reused
+%% after.
+blocked_on(P, On) ->
+    case maps:get(P, On, {0, []}) of
+        {K, Ps} when K >= ?MONITOR_READS -> {{blocked, Ps}, On};
+        {K, Old} ->
+            Ps = case monitored(P) of
+                     [] -> Old;
+                     New -> New
+                 end,
+            {{blocked, Ps}, On#{P => {K + 1, Ps}}}
+    end.
 
 %% @doc A reading's class from a process's status, current function and
 %% queue length: idle when it waits in an OTP behaviour's loop receive
@@ -229,18 +286,6 @@ close(W0, In, Canon, WinMs, Scale, Pairs) ->
              readings => length(RQ)},
     {Waits, Node, #waits{watch = Watch, callers = callers(Watch, Busiest, Canon), live = Live}}.
 
-%% The heap words a process uses now (young and old generations; its
-%% memory, the heaps allocated, grows by steps): garbage since its last
-%% collection included, so the least of several readings is its live
-%% data, which a buffer filling in its own state grows window after
-%% window while a process that keeps nothing stays level.
-used_words(P) ->
-    case process_info(P, garbage_collection_info) of
-        {garbage_collection_info, Info} ->
-            proplists:get_value(heap_size, Info, 0) + proplists:get_value(old_heap_size, Info, 0);
-        undefined -> undefined
-    end.
-
 %% What each read process sent in the window, by receiver, from the
 %% window's busiest pairs.
 sent(Pairs, Canon, Read) ->
@@ -293,18 +338,32 @@ local(_) -> none.
 mean(Xs) -> lists:sum(Xs) / max(1, length(Xs)).
 
 wait(Rs, Msgs, WinMs, Why) ->
-    Qs = [N || {_, N, _, _} <- Rs],
+    Qs = [N || {_, N, _, _, _} <- Rs],
     Len = length(Rs),
     Mean = lists:sum(Qs) / Len,
-    Share = fun(Pred) -> length([C || {_, _, _, C} <- Rs, Pred(C)]) / Len end,
-    On = lists:foldl(fun({_, _, _, {blocked, Ps = [_ | _]}}, Acc) ->
-                             lists:foldl(fun(Q, A) -> A#{Q => maps:get(Q, A, 0) + 1 / (length(Ps) * Len)} end,
+    Ms = [{At, M} || {At, _, M, _, _} <- Rs, M =/= none],
+    %% the status of every reading; where it waited, of those that read
+    %% it: the shares of the waiting readings idle, serving and blocked
+    %% (and on whom) stand for every waiting reading
+    Waiting = length([St || {_, _, _, St, _} <- Rs, St =:= waiting orelse St =:= suspended]),
+    Runnable = length([R || R = {_, _, _, runnable, _} <- Rs]),
+    Placed = [C || {_, _, _, St, C} <- Rs, C =/= none, St =:= waiting orelse St =:= suspended],
+    NP = length(Placed),
+    Frac = fun(Pred) when NP > 0 -> length([C || C <- Placed, Pred(C)]) / NP;
+              (_) -> 0.0
+           end,
+    WaitShare = Waiting / Len,
+    BlockedFrac = Frac(fun({blocked, _}) -> true; (_) -> false end),
+    %% a process seen waiting but never where: taken as idle
+    IdleFrac = case NP of 0 -> 1.0; _ -> Frac(fun(C) -> C =:= idle end) end,
+    Blocked = WaitShare * BlockedFrac,
+    On = lists:foldl(fun({blocked, Ps = [_ | _]}, Acc) ->
+                             lists:foldl(fun(Q, A) -> A#{Q => maps:get(Q, A, 0) + 1 / (length(Ps) * NP)} end,
                                          Acc, Ps);
                         (_, Acc) -> Acc
-                     end, #{}, Rs),
+                     end, #{}, Placed),
     %% blocked readings that named no server (read between the call's
     %% send and its monitor) go to the servers the others named
-    Blocked = Share(fun({blocked, _}) -> true; (_) -> false end),
     Named = lists:sum(maps:values(On)),
     OnAll = case Named > 0 of
                 true -> maps:map(fun(_, X) -> X * Blocked / Named end, On);
@@ -320,21 +379,24 @@ wait(Rs, Msgs, WinMs, Why) ->
                       0 -> 0.0;
                       _ -> Msgs * 1000 / WinMs
                   end,
-      growing => grew(Qs), readings => Len, growth_per_s => per_s(Rs, 2, WinMs), memory_per_s => per_s(Rs, 3, WinMs),
-      memory => element(3, lists:last(Rs)),
-      busy => Share(fun(C) -> C =/= idle end),
+      growing => grew(Qs), readings => Len, growth_per_s => per_s([{At, N} || {At, N, _, _, _} <- Rs], WinMs),
+      memory_per_s => per_s(Ms, WinMs),
+      memory => case Ms of [] -> 0; _ -> element(2, lists:last(Ms)) end,
+      busy => 1 - WaitShare * IdleFrac,
       blocked => Blocked,
-      runnable => Share(fun(C) -> C =:= runnable end),
+      runnable => Runnable / Len,
       blocked_on => OnAll, watched => Why}.
 
-%% How fast a reading's figure (element I: the queue, or the memory)
-%% grew over the window (per second, negative when it shrank): from the
-%% first reading to the last (the one as the window closed), when they
-%% are a quarter of the window apart or more.
-per_s(Rs = [First | _], I, WinMs) ->
-    Last = lists:last(Rs),
-    case element(1, Last) - element(1, First) of
-        Dt when Dt > 0, Dt * 4 >= WinMs -> (element(I, Last) - element(I, First)) * 1000 / Dt;
+%% How fast a figure read at times `[{At, Value}]' grew over the window
+%% (per second, negative when it shrank): from the first reading to the
+%% last (the one as the window closed), when they are a quarter of the
+%% window apart or more.
+per_s([], _) ->
+    0.0;
+per_s(Rs = [{T0, V0} | _], WinMs) ->
+    {T1, V1} = lists:last(Rs),
+    case T1 - T0 of
+        Dt when Dt > 0, Dt * 4 >= WinMs -> (V1 - V0) * 1000 / Dt;
         _ -> 0.0
     end.
 

@@ -10,8 +10,8 @@
 %%% The verdicts (thresholds in the hotspot rules' map, rules/0; the
 %%% glossary and guides/bottlenecks.md explain them):
 %%% <ul>
-%%% <li>`saturated': busy at least `busy_min' (0.9) of `min_readings' (20)
-%%%     readings or more, or a mailbox that grew all window, and blocked
+%%% <li>`saturated': busy at least `busy_min' (0.9), read `min_readings'
+%%%     (20) times or more in the window (a window has 41 readings), or a mailbox that grew all window, and blocked
 %%%     less than `blocked_min': a root;</li>
 %%% <li>`node_saturated': the node's run queues held `run_queue_min' (1.0)
 %%%     processes per scheduler online or more on average over the window:
@@ -98,7 +98,7 @@ options() ->
 rules() ->
     #{busy_min => {0.9, pos_number},      %% share of readings busy: saturated
       blocked_min => {0.5, pos_number},   %% share of readings blocked in a call: blocked on
-      min_readings => {20, pos_number},   %% readings of a process before any verdict on it
+      min_readings => {20, pos_number},   %% readings of it (41 a window) before a verdict on it
       run_queue_min => {1.0, pos_number}, %% run queue per scheduler, mean: node saturated
       head_of_line_bytes => {65536, pos_number}, %% mean bytes a message into a saturated one carries
       accumulate_ratio => {2, pos_number}}. %% messages in >= ratio x messages out, two windows
@@ -318,7 +318,9 @@ saturated(#{busy := B, blocked := Bl, readings := R, growing := Gr, runnable := 
     R >= maps:get(min_readings, O)
         andalso (B >= maps:get(busy_min, O) orelse Gr)
         andalso Bl < maps:get(blocked_min, O)
-        andalso not (NodeBusy andalso Rn * 2 >= B).
+        %% starved of CPU on a saturated node: the node is the root,
+        %% unless its mailbox grew all window (its backlog is its own)
+        andalso not (NodeBusy andalso Rn * 2 >= B andalso not Gr).
 
 node_saturated(#{run_queue := Q, schedulers := S, readings := R}, O) ->
     R >= maps:get(min_readings, O) andalso Q >= maps:get(run_queue_min, O) * S;
@@ -358,6 +360,9 @@ sizes_into(Ps, #{sizes := T, labels := Tables}) ->
 
 %% Takes in messages faster than it passes them on, this window and the
 %% one before, while its memory grows: a buffer filling in its own state.
+accumulating(#{growing := true}, _, _) ->
+    %% a backlog in its mailbox, not in its state
+    false;
 accumulating(#{readings := R, in_per_s := In, sent_per_s := Out, live_growth := G}, Prev, O)
   when is_map(Prev), is_integer(G) ->
     Ratio = map_get(accumulate_ratio, O),

@@ -72,6 +72,7 @@ main() ->
         _ -> ok
     end,
     flows(Scale, Rounds),
+    msgflow_bench_readings:run(case Quick of true -> 3; false -> 21 end),
     erlang:halt(0).
 
 %% `make bench-ab': the hot path's A/B alone (hot_path_ab/1).
