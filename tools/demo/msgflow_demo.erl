@@ -2,6 +2,7 @@
 %%% 127.0.0.1 (an ephemeral port), drives HTTP requests at it with httpc
 %%% from several client processes, counts every send on the node with
 %%% msgflow, then prints the busiest pairs, info(), the hotspots, the
+%%% bottlenecks and why/1 of the busiest server, the
 %%% receivers with their mailbox waits and the pairs by bytes; then
 %%% follows one httpc:request/1 with msgflow:follow/2 (a sequence diagram)
 %%% and every httpc:request/4 of a second load with follow_calls/2
@@ -73,6 +74,16 @@ run(#{clients := Clients, requests := Requests, out := Out}) ->
     ok = msgflow:print(receivers, #{limit => 5, sort => wait}),
     io:format("~n5> msgflow:top(5, #{sort => bytes}).~n"),
     ok = msgflow:top(5, #{sort => bytes}),
+    io:format("~n6> msgflow:bottlenecks().~n"),
+    ok = msgflow:bottlenecks(),
+    %% the busiest server: the local receiver of the most messages
+    #{receivers := Busiest} = msgflow:view(receivers, #{limit => 5}),
+    case [R || #{receiver := R} <- Busiest, is_pid(R), node(R) =:= node()] of
+        [Server | _] ->
+            io:format("~n7> msgflow:why(list_to_pid(\"~s\")).~n", [pid_to_list(Server)]),
+            ok = msgflow:why(Server);
+        [] -> ok
+    end,
     io:format("~ninfo: ~p~n", [maps:without([opts, jemalloc_error], msgflow:info())]),
     io:format("~nmsgflow:follow(fun() -> httpc:request(Url) end, #{print => true}):~n"),
     {{ok, {{_, 200, _}, _, _}}, #{messages := FlowMsgs}} =
