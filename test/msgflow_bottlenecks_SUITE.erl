@@ -12,7 +12,8 @@
 -include_lib("common_test/include/ct.hrl").
 -export([suite/0, all/0]).
 -export([chain/1, flooded_by_casts/1, room_to_spare/1, deadlock_two/1, deadlock_three/1, hotspots_first/1,
-         bad_process/1, selective_receive/1, large_messages/1, accumulating_relay/1, alerts/1]).
+         bad_process/1, selective_receive/1, large_messages/1, accumulating_relay/1, alerts/1,
+         across_nodes/1]).
 -export([log/2]).
 
 suite() ->
@@ -20,7 +21,7 @@ suite() ->
 
 all() ->
     [chain, flooded_by_casts, room_to_spare, deadlock_two, deadlock_three, hotspots_first, bad_process,
-     selective_receive, large_messages, accumulating_relay, alerts].
+     selective_receive, large_messages, accumulating_relay, alerts, across_nodes].
 
 %% 100 callers -> front (forwards each call to back) -> back (sleeps 2
 %% ms a call): back is the one root, front is blocked on it and the
@@ -166,6 +167,29 @@ accumulating_relay(_Config) ->
     msgflow_planted:stop(Casters ++ [Relay, Down]),
     ct:log("~ts", [text(V)]),
     [#{verdict := accumulating, subject := Relay, evidence := #{downstream := Down}}] = processes(V).
+
+%% A chain across nodes: 30 callers here calling a server on another node
+%% that sleeps 2 ms a call.  The server's node names it (its replies are
+%% counted there, its calls here); the callers, counted here, are joined
+%% to it as its waiters.
+across_nodes(_Config) ->
+    {Peer, Node} = msgflow_test_lib:cluster_peer(true),
+    try
+        {ok, Srv} = erpc:call(Node, gen_server, start, [msgflow_planted, {sleep, 2}, []]),
+        ok = msgflow:start(#{interval => 300, nodes => [Node]}),
+        Callers = msgflow_planted:callers(30, Srv, req),
+        ok = msgflow_collector:await_windows(4, 30000),
+        ok = erpc:call(Node, msgflow_collector, await_windows, [2, 30000]),
+        V = msgflow:view(bottlenecks, #{}),
+        msgflow_planted:stop(Callers),
+        ct:log("~ts", [text(V)]),
+        [#{verdict := saturated, subject := Srv, node := Node, waiters := Ws}] = processes(V),
+        ?assertEqual(30, lists:sum([N || #{label := L, members := N} <- Ws,
+                                         L =:= <<"msgflow_planted:callers/3 fun">>]))
+    after
+        ok = msgflow:stop(),
+        peer:stop(Peer)
+    end.
 
 %% The detector logs a root once as it appears and once as it clears,
 %% and /metrics has it while it stands.

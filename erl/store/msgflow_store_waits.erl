@@ -1,8 +1,10 @@
 %%% @doc How long messages wait in the busiest receivers' mailboxes, and
 %%% how busy those receivers and their callers are: the readings a
 %%% queueing picture is made of (msgflow_bottlenecks_view).  Each window
-%%% the collector reads the receivers that got the most messages in the
-%%% window before (?WATCH at most, each with ?MIN_MESSAGES or more) and
+%%% the collector reads the processes that got or sent the most messages
+%%% in the window before (?WATCH at most, each with ?MIN_MESSAGES or
+%%% more; a server called from other nodes has its calls counted where
+%%% they were sent, its replies here) and
 %%% the local processes that sent them the most calls (?WATCH_CALLERS at
 %%% most: a caller blocked on a server receives almost nothing, so it is
 %%% never among the busiest) ?READINGS times: at random times between its
@@ -280,7 +282,19 @@ close(W0, In, Canon, WinMs, Scale, Pairs) ->
                                                                  _ -> undefined
                                                              end})}
                             || {P, Rs} <- maps:to_list(Ss)]),
-    Watch = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort([{M, P} || {P, M} <- maps:to_list(Busy)])),
+    %% the busiest by messages in, or out (a server called from other
+    %% nodes: its calls are counted where they were sent, its replies
+    %% here)
+    Out = lists:foldl(fun({{S, _}, M}, Acc) ->
+                              case local(Canon(S)) of
+                                  none -> Acc;
+                                  P -> Acc#{P => M + maps:get(P, Acc, 0)}
+                              end
+                      end, #{}, Busiest),
+    Rank = maps:fold(fun(P, M, Acc) when M >= ?MIN_MESSAGES -> Acc#{P => max(M, maps:get(P, Acc, 0))};
+                        (_, _, Acc) -> Acc
+                     end, Busy, Out),
+    Watch = [P || {_, P} <- lists:sublist(lists:reverse(lists:sort([{M, P} || {P, M} <- maps:to_list(Rank)])),
                                           ?WATCH)],
     Node = #{run_queue => mean(RQ), schedulers => erlang:system_info(schedulers_online),
              readings => length(RQ)},

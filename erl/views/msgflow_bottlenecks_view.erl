@@ -82,6 +82,7 @@
                          node_load := msgflow_store_waits:node_load() | undefined,
                          window_ms := non_neg_integer(), running := boolean(), node := node(),
                          window := non_neg_integer(), started_at := integer() | undefined,
+                         remote_waits => [{pid(), pid(), map()}],
                          process => pid(), process_label => binary(), process_waits => [{pid(), map()}], process_now => map() | undefined,
                          nodes => [node()], missing => [{node(), term()}]}.
 
@@ -134,12 +135,12 @@ fresh() -> false.
 -spec build(msgflow_store:store(), map()) -> bottlenecks().
 build(Store = #{labels := Tables, windows := Ws}, Opts) ->
     O = maps:merge(msgflow_opts:defaults(rules()), Opts),
-    {Waits, NodeLoad, WinMs} = case Ws of
-                                   [] -> {#{}, undefined, 0};
-                                   _ -> Last = lists:last(Ws),
-                                        {maps:get(waits, Last, #{}), maps:get(node_load, Last, undefined),
-                                         maps:get(window_ms, Last)}
-                               end,
+    {Waits, NodeLoad, WinMs, WinN} = case Ws of
+                                         [] -> {#{}, undefined, 0, 0};
+                                         _ -> Last = lists:last(Ws),
+                                              {maps:get(waits, Last, #{}), maps:get(node_load, Last, undefined),
+                                               maps:get(window_ms, Last), maps:get(n, Last)}
+                                     end,
     K = maps:get(windows, O, ?WINDOWS),
     Calls = call_counts(Store, K),
     SpanMs = lists:sum([maps:get(window_ms, W) || W <- lists:nthtail(max(0, length(Ws) - K), Ws)]),
@@ -153,7 +154,11 @@ build(Store = #{labels := Tables, windows := Ws}, Opts) ->
                [_, #{waits := PW} | _] -> PW;
                _ -> #{}
            end,
-    Roots = [root(L, Graph, Label, maps:get(P, Sizes, none), O) || L = #{process := P} <- Saturated]
+    %% a process busy on its own (a sender as fast as it can) makes no
+    %% one wait: a root has waiters, or messages waiting for it
+    Roots = [R || L = #{process := P} <- Saturated,
+                  R = #{waiters := RWs} <- [root(L, Graph, Label, maps:get(P, Sizes, none), O)],
+                  RWs =/= [] orelse maps:get(growing, L) orelse maps:get(queue_len, L) >= 1]
         ++ [accumulating(L, Label) || L <- Loads, not lists:member(L, Saturated),
                                       accumulating(L, maps:get(maps:get(process, L), Prev, none), O)]
         ++ node_root(NodeBusy, NodeLoad, Loads, Graph, Label)
@@ -162,10 +167,13 @@ build(Store = #{labels := Tables, windows := Ws}, Opts) ->
                || #{process := P, label := Lb, blocked := B, blocked_on := [{Q, Sh} | _],
                     readings := R} <- Loads, B >= maps:get(blocked_min, O),
                   R >= maps:get(min_readings, O)],
-    V = #{causes => ranked([C#{node => node()} || C <- Roots]),
+    %% calls from here to processes of other nodes: their servers' nodes
+    %% know whether they are roots (merge/3 joins them)
+    Remote = remote_edges(Calls, Loads, SpanMs, Label),
+    V = #{causes => ranked([C#{node => node()} || C <- Roots]), remote_waits => Remote,
           loads => lists:sort(fun(#{busy := A}, #{busy := B}) -> A >= B end, Loads),
           blocked => Blocked, node_load => NodeLoad, window_ms => WinMs,
-          window => case Ws of [] -> 0; _ -> maps:get(n, lists:last(Ws)) end,
+          window => WinN,
           started_at => maps:get(started_at, Store, undefined),
           running => maps:get(running, Store), node => node()},
     case maps:get(process, O, none) of
@@ -189,10 +197,21 @@ now_reading(_) ->
 %% A watched process's figures, its blocked_on most first.
 load(P, W = #{busy := Busy, in_per_s := In}, Label) ->
     %% served per second: what came in, less what the mailbox grew by
-    Out = In - max(0.0, maps:get(growth_per_s, W, 0.0)),
+    %% (a server called from other nodes: its calls are counted where
+    %% they were sent, its replies here: those it served)
+    Out = case In > 0 of
+              true -> In - max(0.0, maps:get(growth_per_s, W, 0.0));
+              false -> maps:get(sent_per_s, W, 0.0)
+          end,
     (maps:with([in_per_s, wait_ms, queue_len, growing, busy, blocked, runnable, readings, memory, memory_per_s,
                 sent_per_s, sent_to, live_words, live_growth], W))#{
       process => P, label => Label(P), out_per_s => Out,
+      %% Little's law on what it served when what came in was not
+      %% counted here
+      wait_ms => case {maps:get(wait_ms, W), Out > 0} of
+                     {undefined, true} -> maps:get(queue_len, W) * 1000 / Out;
+                     {Wt, _} -> Wt
+                 end,
       service_ms => case Out > 0 of
                         true -> Busy * 1000 / Out;
                         false -> undefined
@@ -239,6 +258,20 @@ call_counts(Store = #{pairs := T, labels := Tables}, K) ->
                   end
           end,
     msgflow_row_table:fold_select(T, Match, Add, #{calls => #{}, replies => #{}, recent => #{}}).
+
+%% This node's callers of processes on other nodes: `{Server, Waiter,
+%% Figures}', calls per second from the exact counts, and the waiter's
+%% share of readings blocked on the server where it was read.
+remote_edges(#{calls := C}, Loads, SpanMs, Label) ->
+    Read = maps:from_list([{P, On} || #{process := P, blocked_on := On} <- Loads]),
+    [{S, W, #{calls_per_s => case SpanMs of 0 -> 0.0; _ -> N * 1000 / SpanMs end, tag => Tag,
+              blocked => case Read of
+                             #{W := On} -> proplists:get_value(S, On, 0.0);
+                             _ -> undefined
+                         end,
+              label => Label(W)}}
+     || {{W, S}, {_, N, Tag}} <- maps:to_list(C), is_pid(W), is_pid(S), node(W) =:= node(),
+        node(S) =/= node(), N > 0].
 
 %% Who waits on whom, `#{Server => [{Waiter, Figures}]}': each local call
 %% edge into a watched process (or one a watched process is blocked on),
@@ -500,11 +533,52 @@ ranked(Causes) ->
 merge([One], _Opts, _Ctx) ->
     One#{nodes => [maps:get(node, One)]};
 merge(Parts = [First | _], _Opts, _Ctx) ->
-    First#{causes => ranked(lists:append([Cs || #{causes := Cs} <- Parts])),
+    Remote = lists:append([maps:get(remote_waits, P, []) || P <- Parts]),
+    Causes = [join_remote(C, Remote) || C <- lists:append([Cs || #{causes := Cs} <- Parts])],
+    First#{causes => ranked(Causes),
            loads => lists:append([Ls || #{loads := Ls} <- Parts]),
            blocked => lists:append([Bs || #{blocked := Bs} <- Parts]),
            running => lists:any(fun(#{running := R}) -> R end, Parts),
            nodes => [N || #{node := N} <- Parts]}.
+
+%% A root on one node with the callers other nodes counted: each waits
+%% its calls per second times the time a call spends there (the root's
+%% mailbox wait and its service time, its node measured: the network's
+%% not in it), or its share of readings blocked on it where it was read;
+%% grouped by label.
+join_remote(C = #{verdict := V, subject := S, evidence := E, waiters := Ws}, Remote)
+  when V =:= saturated; V =:= head_of_line ->
+    Sojourn = (num(maps:get(wait_ms, E, undefined)) + num(maps:get(service_ms, E, undefined))) / 1000,
+    Mine = [{W, F#{seconds_per_s => case F of
+                                       #{blocked := B} when is_number(B), B > 0 -> B;
+                                       #{calls_per_s := N} -> min(1.0, N * Sojourn)
+                                   end,
+                   rtt_ms => case Sojourn > 0 of true -> Sojourn * 1000; false -> undefined end}}
+            || {Srv, W, F} <- Remote, Srv =:= S],
+    case Mine of
+        [] -> C;
+        _ ->
+            ByLabel = lists:foldl(fun({W, F = #{label := L}}, Acc) ->
+                                          maps:update_with(L, fun(Fs) -> [{W, F} | Fs] end, [{W, F}], Acc)
+                                  end, #{}, Mine),
+            New = [case Fs of
+                       [{W, F}] -> F#{waiter => W, members => 1, waiters => []};
+                       _ -> #{waiter => L, label => L, members => length(Fs),
+                              seconds_per_s => lists:sum([maps:get(seconds_per_s, F) || {_, F} <- Fs]),
+                              calls_per_s => lists:sum([maps:get(calls_per_s, F) || {_, F} <- Fs]),
+                              rtt_ms => maps:get(rtt_ms, element(2, hd(Fs))),
+                              tag => maps:get(tag, element(2, hd(Fs))),
+                              blocked => median_defined([maps:get(blocked, F) || {_, F} <- Fs]),
+                              waiters => []}
+                   end || {L, Fs} <- maps:to_list(ByLabel)],
+            All = lists:sort(fun(#{seconds_per_s := A}, #{seconds_per_s := B}) -> A >= B end, Ws ++ New),
+            C#{waiters => All, cost => cost(All)}
+    end;
+join_remote(C, _) ->
+    C.
+
+num(undefined) -> 0.0;
+num(X) -> X.
 
 %%% Text
 
@@ -529,10 +603,9 @@ text(V = #{causes := Cs, running := Run}, _Opts, _Area) ->
 
 cause_text(I, #{verdict := V, label := Lb, subject := P, evidence := E, cost := Cost, waiters := Ws})
   when V =:= saturated; V =:= head_of_line ->
-    [io_lib:format("~b ~ts ~s  ~s: busy ~s, mailbox wait ~s~s, ~s msg/s in, service ~s~n",
+    [io_lib:format("~b ~ts ~s  ~s: busy ~s, mailbox wait ~s~s, ~s, service ~s~n",
                    [I, msgflow_fmt:visible(Lb), msgflow_fmt:endpoint(P), verdict_text(V), pct(maps:get(busy, E)),
-                    ms(maps:get(wait_ms, E)), grew(E), msgflow_fmt:rate(maps:get(in_per_s, E)),
-                    ms(maps:get(service_ms, E))]),
+                    ms(maps:get(wait_ms, E)), grew(E), rate_in(E), ms(maps:get(service_ms, E))]),
      size_text(E),
      case Ws of
          [] -> "    no caller waits on it\n";
@@ -677,6 +750,13 @@ find_waiters(P, [#{waiters := Ws} | Rest]) -> find_waiters(P, Ws) ++ find_waiter
 
 pct(X) -> io_lib:format("~b%", [round(X * 100)]).
 
+%% Its arrivals, or what it served when they were counted on the
+%% senders' nodes.
+rate_in(#{in_per_s := In, out_per_s := Out}) when In == 0, Out > 0 ->
+    [msgflow_fmt:rate(Out), " msg/s served (its senders' nodes count what came in)"];
+rate_in(#{in_per_s := In}) ->
+    [msgflow_fmt:rate(In), " msg/s in"].
+
 verdict_text(head_of_line) -> "head-of-line";
 verdict_text(V) -> atom_to_list(V).
 
@@ -714,10 +794,9 @@ summary(#{verdict := accumulating, label := Lb, subject := P, evidence := E}) ->
 summary(#{verdict := V, label := Lb, subject := P, evidence := E, cost := Cost, waiters := Ws})
   when V =:= saturated; V =:= head_of_line ->
     unicode:characters_to_binary(
-      [io_lib:format("~ts ~s ~s: busy ~s, mailbox wait ~s~s, ~s msg/s in, service ~s; ",
+      [io_lib:format("~ts ~s ~s: busy ~s, mailbox wait ~s~s, ~s, service ~s; ",
                      [msgflow_fmt:visible(Lb), msgflow_fmt:endpoint(P), verdict_text(V), pct(maps:get(busy, E)),
-                      ms(maps:get(wait_ms, E)), grew(E), msgflow_fmt:rate(maps:get(in_per_s, E)),
-                      ms(maps:get(service_ms, E))]),
+                      ms(maps:get(wait_ms, E)), grew(E), rate_in(E), ms(maps:get(service_ms, E))]),
        case Ws of
            [] -> "no caller waits on it";
            _ -> [io_lib:format("costs ~.1f caller-s/s (", [Cost]), lists:join(" <- ", first_chain(Ws)), ")"]
