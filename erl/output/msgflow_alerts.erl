@@ -18,8 +18,7 @@
 %%% starts.</li>
 %%% </ul>
 %%% Its cost is bounded: it evaluates at most once a window, and after an
-%%% evaluation that took T ms waits 9 T before the next (the view reads
-%%% every pair: at a million pairs one evaluation in about ten seconds).
+%%% evaluation that took T ms waits 9 T before the next.
 %%% It is one of msgflow's own processes (msgflow_flags:own_names/0).
 -module(msgflow_alerts).
 -behaviour(gen_server).

@@ -15,7 +15,7 @@
 %%% process.
 -module(msgflow_store_index).
 
--export([top/2, above/2]).
+-export([top/2, above/2, held/2]).
 -export_type([reader/0]).
 
 %% An index of the aggregate: by messages since start (`total'), in the
@@ -44,3 +44,10 @@ above({msgflow_agg, A, Which}, Min) ->
         _ ->
             unknown
     end.
+
+%% @doc At most N of the pairs the index holds, highest first, exact or
+%% not (a pair not among them has at most the floor): for a view that
+%% reads the busiest pairs of a store too big to read whole.
+-spec held(reader(), non_neg_integer()) -> [{term(), non_neg_integer()}].
+held({msgflow_agg, A, Which}, N) ->
+    element(1, msgflow_tracer:agg_busiest(A, Which, N)).

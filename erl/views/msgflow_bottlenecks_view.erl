@@ -39,8 +39,10 @@
 %%% looked at for cycles), `process' (none; a pid, a pid's text or a
 %%% registered name: the chain through that process, msgflow:why/1).
 %%% Each node finds its own; the parts are put together ranked by cost.
-%%% It reads every pair once (the calls and replies by pair): at a million
-%%% pairs about a second.
+%%% It reads every pair once (the calls and replies by pair) on a node of
+%%% up to ?READ_WHOLE pairs; past that, the rows of the last window's
+%%% ?READ_BUSIEST busiest pairs (a one-shot deadlock among quieter pairs
+%%% is then missed).
 -module(msgflow_bottlenecks_view).
 -behaviour(msgflow_view).
 
@@ -51,6 +53,10 @@
 %% a waiter's own sampled round trips it takes for its mean, at least
 %% (fewer: the mean of every caller's calls to that server)
 -define(OWN_SAMPLES, 10).
+%% pairs a store has, at most, for the calls and replies of every pair
+%% to be read; past it those of the last window's ?READ_BUSIEST busiest
+-define(READ_WHOLE, 100000).
+-define(READ_BUSIEST, 20000).
 %% messages/s in, at least, for a process to be called accumulating
 -define(MIN_ACCUMULATING, 10).
 %% live data a window grows by, at least, for it to be growing: 8 KB
@@ -257,7 +263,16 @@ call_counts(Store = #{pairs := T, labels := Tables}, K) ->
                                          end}
                   end
           end,
-    msgflow_row_table:fold_select(T, Match, Add, #{calls => #{}, replies => #{}, recent => #{}}).
+    Acc0 = #{calls => #{}, replies => #{}, recent => #{}},
+    case {msgflow_row_table:size(T), Store} of
+        {Size, #{busiest := #{last := Busiest}}} when is_integer(Size), Size > ?READ_WHOLE ->
+            %% a big store: the rows of the last window's busiest pairs
+            lists:foldl(fun({Key, _}, Acc) ->
+                                lists:foldl(Add, Acc, msgflow_row_table:lookup(T, Key))
+                        end, Acc0, msgflow_store_index:held(Busiest, ?READ_BUSIEST));
+        _ ->
+            msgflow_row_table:fold_select(T, Match, Add, Acc0)
+    end.
 
 %% This node's callers of processes on other nodes: `{Server, Waiter,
 %% Figures}', calls per second from the exact counts, and the waiter's
