@@ -68,6 +68,10 @@ roots() ->
 
 -spec init([]) -> {ok, #st{}}.
 init([]) ->
+    %% what an evaluation runs, loaded now (loading makes atoms: not
+    %% later, while someone counts them)
+    _ = [code:ensure_loaded(M) || M <- [msgflow_query, msgflow_view, msgflow_bottlenecks_view, msgflow_workers,
+                                       msgflow_rows, msgflow_rows_groups, msgflow_call_row, msgflow_store_index]],
     erlang:send_after(?POLL_MS, self(), poll),
     {ok, #st{}}.
 
@@ -87,7 +91,13 @@ handle_cast(_, St) ->
 handle_info(poll, St) ->
     erlang:send_after(?POLL_MS, self(), poll),
     Now = erlang:monotonic_time(millisecond),
-    case St#st.not_before =:= undefined orelse Now >= St#st.not_before of
+    %% (the store's handle, as views are given it: whether a run counts,
+    %% and a window closed since the last evaluation)
+    New = case msgflow_collector:store(false) of
+              #{running := true, closed := N} -> N > St#st.window;
+              _ -> false
+          end,
+    case New andalso (St#st.not_before =:= undefined orelse Now >= St#st.not_before) of
         true -> {noreply, evaluate(Now, St)};
         false -> {noreply, St}
     end;
