@@ -11,8 +11,15 @@
 %%% glossary and guides/bottlenecks.md explain them):
 %%% <ul>
 %%% <li>`saturated': busy at least `busy_min' (0.9), read `min_readings'
-%%%     (20) times or more in the window (a window has 41 readings), or a mailbox that grew all window, and blocked
-%%%     less than `blocked_min': a root;</li>
+%%%     (20) times or more in the window (a window has 41 readings), or a
+%%%     mailbox that grew all window, and blocked less than `blocked_min',
+%%%     with waiters or messages waiting for it: a root;</li>
+%%% <li>`head_of_line': a saturated one whose messages carry
+%%%     `head_of_line_bytes' (64 KiB) or more on average (sampled sizes);</li>
+%%% <li>`accumulating': took in `accumulate_ratio' (2) times what it sent,
+%%%     this window and the one before, while its live data grew by 8 KB or
+%%%     more in each and its mailbox did not grow: a buffer filling in its
+%%%     own state, the process it sends to most named as the slow side;</li>
 %%% <li>`node_saturated': the node's run queues held `run_queue_min' (1.0)
 %%%     processes per scheduler online or more on average over the window:
 %%%     a process then waits for a CPU, and the root is the node (a
@@ -28,9 +35,11 @@
 %%%     trips).</li>
 %%% </ul>
 %%% A process that is idle is never named.  The time a process's waiters
-%%% lose on it, in caller-seconds per second: for each waiter, its calls
-%%% per second times their mean sampled round trip, or where no round trip
-%%% was sampled, its share of readings blocked on it; a root's cost is
+%%% lose on it, in caller-seconds per second: for a waiter read, its share
+%%% of readings blocked on it; else its calls per second times the mean of
+%%% its sampled round trips (of every caller's to that server when it has
+%%% fewer than ?OWN_SAMPLES); a caller on another node, its calls per
+%%% second times the root's mailbox wait and service time; a root's cost is
 %%% what its chain's waiters lose (those waited on themselves are part of
 %%% the chain, not counted twice).
 %%%
