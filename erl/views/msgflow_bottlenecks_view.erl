@@ -150,11 +150,10 @@ fresh() -> false.
 -spec build(msgflow_store:store(), map()) -> bottlenecks().
 build(Store = #{labels := Tables, windows := Ws}, Opts) ->
     O = maps:merge(msgflow_opts:defaults(rules()), Opts),
-    {Waits, NodeLoad, WinMs, WinN} = case Ws of
-                                         [] -> {#{}, undefined, 0, 0};
-                                         _ -> Last = lists:last(Ws),
-                                              {maps:get(waits, Last, #{}), maps:get(node_load, Last, undefined),
-                                               maps:get(window_ms, Last), maps:get(n, Last)}
+    {Waits, NodeLoad, WinMs, WinN} = case last_full(Ws, maps:get(interval, Store, 1000)) of
+                                         none -> {#{}, undefined, 0, 0};
+                                         Last -> {maps:get(waits, Last, #{}), maps:get(node_load, Last, undefined),
+                                                  maps:get(window_ms, Last), maps:get(n, Last)}
                                      end,
     K = maps:get(windows, O, ?WINDOWS),
     Calls = call_counts(Store, K),
@@ -165,9 +164,9 @@ build(Store = #{labels := Tables, windows := Ws}, Opts) ->
     NodeBusy = node_saturated(NodeLoad, O),
     Saturated = [L || L <- Loads, saturated(L, O, NodeBusy)],
     Sizes = sizes_into([P || #{process := P} <- Saturated], Store),
-    Prev = case lists:reverse(Ws) of
-               [_, #{waits := PW} | _] -> PW;
-               _ -> #{}
+    Prev = case [PW || #{n := PN, waits := PW} <- Ws, PN =:= WinN - 1] of
+               [PW | _] -> PW;
+               [] -> #{}
            end,
     %% a process busy on its own (a sender as fast as it can) makes no
     %% one wait: a root has waiters, or messages waiting for it
@@ -208,6 +207,16 @@ now_reading(P) when node(P) =:= node() ->
     end;
 now_reading(_) ->
     undefined.
+
+%% The last closed window, or the one before when the last is less than
+%% half an interval long (the stub a stop closes): its readings are too
+%% few to say anything.
+last_full([], _) -> none;
+last_full(Ws, Interval) ->
+    case lists:reverse(Ws) of
+        [#{window_ms := Ms}, Before | _] when Ms * 2 < Interval -> Before;
+        [Last | _] -> Last
+    end.
 
 %% A watched process's figures, its blocked_on most first.
 load(P, W = #{busy := Busy, in_per_s := In}, Label) ->
