@@ -69,14 +69,20 @@ cycle(Servers, Timeout) ->
     Self = self(),
     Peers = tl(Servers) ++ [hd(Servers)],
     Rs = [spawn_link(fun() ->
-                             Self ! {self(), catch gen_server:call(S, {call, Peer}, Timeout * 4)}
+                             Self ! {self(), call(S, {call, Peer}, Timeout * 4)}
                      end) || {S, Peer} <- lists:zip(Servers, Peers)],
     [receive {R, Got} -> Got end || R <- Rs].
 
 init(Mode) -> {ok, Mode}.
 
+%% A call's answer, or `{'EXIT', Reason}' when it exits (a timeout).
+call(S, Req, Timeout) ->
+    try gen_server:call(S, Req, Timeout)
+    catch exit:Reason -> {'EXIT', Reason}
+    end.
+
 handle_call({call, Peer}, _From, M = {peer, T}) ->
-    {reply, catch gen_server:call(Peer, ping, T), M};
+    {reply, call(Peer, ping, T), M};
 handle_call(ping, _From, M) ->
     {reply, pong, M};
 handle_call(_Req, _From, M = {sleep, Ms}) ->
