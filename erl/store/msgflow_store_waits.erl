@@ -37,7 +37,8 @@
 
 %% receivers watched at most, and the fewest messages a window that makes
 %% one watched in the next; callers watched at most; readings of each a
-%% window: 100 x 40 readings take about 4 ms a window (BENCHMARKS.md)
+%% window: at 50 watched about 5 ms of the collector a window, at 100
+%% about 12 (all waiting, the worst case: BENCHMARKS.md)
 -define(WATCH, 50).
 -define(WATCH_CALLERS, 50).
 -define(MIN_MESSAGES, 10).
@@ -64,9 +65,9 @@
                 samples = #{} :: #{pid() => [{integer(), non_neg_integer(), non_neg_integer() | none, atom(), class() | none}]},
                 run_queue = [] :: [non_neg_integer()],
                 %% readings taken in the open window; the least heap
-                %% words each read process used at every ?USED_EVERY-th
-                %% of them (its live data: what a collection leaves);
-                %% those of the window before
+                %% words each read process used at the readings that read
+                %% them (every ?HEAP_EVERY-th: its live data, what a
+                %% collection leaves); `live' those of the window before
                 n = 0 :: non_neg_integer(),
                 used = #{} :: #{pid() => non_neg_integer()},
                 %% the monitors read of each process found in a call this
@@ -80,15 +81,15 @@
 %% 0.0 for a caller that got fewer than ?MIN_MESSAGES), the wait (ms;
 %% undefined with no messages counted to it), whether the queue grew at
 %% each reading and how fast (`growth_per_s', messages/s), how many
-%% readings, its memory (bytes, at the last reading) and how fast it
-%% grew (bytes/s), what it sent per second (of the window's busiest
-%% pairs) and to whom most (`sent_to'), its live data as the window
-%% (`live_words': the least heap words it used at one reading in
-%% ?USED_EVERY) and how much that grew since the window before
-%% (`live_growth', words; undefined when it was not read then), and the
-%% shares (0.0 to 1.0) of them
-%% busy, blocked and runnable; `blocked_on' the share of readings blocked
-%% on each process; `watched' why it was read.
+%% readings, its memory (bytes, at the last reading that read it) and
+%% how fast it grew (bytes/s), what it sent per second (of the window's
+%% busiest pairs) and to whom most (`sent_to'), its live data in the
+%% window (`live_words': the least heap words it used at the readings
+%% that read them, one in ?HEAP_EVERY) and how much that grew since the
+%% window before (`live_growth', words; undefined when it was not read
+%% then), and the shares (0.0 to 1.0) of its readings busy, blocked and
+%% runnable; `blocked_on' the share of readings blocked on each process;
+%% `watched' why it was read.
 -type wait() :: #{queue_len := float(), wait_ms := float() | undefined, growing := boolean(),
                   readings := pos_integer(), in_per_s := float(), growth_per_s := float(),
                   memory := non_neg_integer(), memory_per_s := float(),
