@@ -637,10 +637,14 @@ slow_group(CL, SL, Kind, Tag, Members, Ms, Growth) ->
                           _ -> #{members => N}
                       end)#{rule => slow_calls, subject => Subject, label => Label,
                             evidence => case N of 1 -> Ev; _ -> Ev#{members => N} end,
-                            explanation => fmt("~ts~ts: ~s ~ts calls, ~s ~s (p50 ~s) over ~s sampled~ts",
+                            explanation => fmt("~ts~ts: ~s ~ts calls, ~s ~s~s over ~s sampled~ts",
                                                [case N of 1 -> ""; _ -> io_lib:format("~b x ", [N]) end,
                                                 Label, Kind, msgflow_fmt:name(Tag), Name,
-                                                msgflow_fmt:micros(Figure), msgflow_fmt:micros(P50),
+                                                msgflow_fmt:micros(Figure),
+                                                case Name of
+                                                    p50 -> "";
+                                                    _ -> [" (p50 ", msgflow_fmt:micros(P50), ")"]
+                                                end,
                                                 msgflow_fmt:int(Sampled),
                                                 case Grew of
                                                     [] -> "";
