@@ -81,8 +81,8 @@
 %% 0.0 for a caller that got fewer than ?MIN_MESSAGES), the wait (ms;
 %% undefined with no messages counted to it), whether the queue grew at
 %% each reading and how fast (`growth_per_s', messages/s), how many
-%% readings, its memory (bytes, at the last reading that read it) and
-%% how fast it grew (bytes/s), what it sent per second (of the window's
+%% readings, its memory (bytes, at the last reading that read it), what
+%% it sent per second (of the window's
 %% busiest pairs) and to whom most (`sent_to'), its live data in the
 %% window (`live_words': the least heap words it used at the readings
 %% that read them, one in ?HEAP_EVERY) and how much that grew since the
@@ -92,7 +92,7 @@
 %% `watched' why it was read.
 -type wait() :: #{queue_len := float(), wait_ms := float() | undefined, growing := boolean(),
                   readings := pos_integer(), in_per_s := float(), growth_per_s := float(),
-                  memory := non_neg_integer(), memory_per_s := float(),
+                  memory := non_neg_integer(),
                   sent_per_s := float(), sent_to := term(),
                   live_words := non_neg_integer() | undefined, live_growth := integer() | undefined,
                   busy := float(), blocked := float(), runnable := float(),
@@ -395,7 +395,6 @@ wait(Rs, Msgs, WinMs, Why) ->
                       _ -> Msgs * 1000 / WinMs
                   end,
       growing => grew(Qs), readings => Len, growth_per_s => per_s([{At, N} || {At, N, _, _, _} <- Rs], WinMs),
-      memory_per_s => per_s(Ms, WinMs),
       memory => case Ms of [] -> 0; _ -> element(2, lists:last(Ms)) end,
       busy => 1 - WaitShare * IdleFrac,
       blocked => Blocked,
