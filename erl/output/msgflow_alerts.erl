@@ -91,13 +91,7 @@ handle_cast(_, St) ->
 handle_info(poll, St) ->
     erlang:send_after(?POLL_MS, self(), poll),
     Now = erlang:monotonic_time(millisecond),
-    %% (the store's handle, as views are given it: whether a run counts,
-    %% and a window closed since the last evaluation)
-    New = case msgflow_collector:store(false) of
-              #{running := true, closed := N} -> N > St#st.window;
-              _ -> false
-          end,
-    case New andalso (St#st.not_before =:= undefined orelse Now >= St#st.not_before) of
+    case St#st.not_before =:= undefined orelse Now >= St#st.not_before of
         true -> {noreply, evaluate(Now, St)};
         false -> {noreply, St}
     end;
@@ -106,20 +100,19 @@ handle_info(_, St) ->
 
 %% The view asked for; a new window's roots compared with those standing.
 evaluate(Now, St) ->
-    %% this node's own (each node's detector names its own roots)
-    V = try msgflow_query:run(bottlenecks, #{node => node()}) catch _:_ -> {error, failed} end,
+    %% this node's own (each node's detector names its own roots); a
+    %% glance unless a window closed since the last one evaluated
+    V = try msgflow_query:run(bottlenecks, #{node => node(), after_window => St#st.window})
+        catch _:_ -> {error, failed}
+        end,
     Took = erlang:monotonic_time(millisecond) - Now,
     St1 = St#st{not_before = Now + 9 * Took},
     case V of
-        #{running := true, window := N, started_at := Run, causes := Cs} when N > 0 ->
-            St2 = case Run =:= St#st.run of
-                      true -> St1;
-                      false -> St1#st{run = Run, window = 0, at = undefined, roots = #{}, blocked = #{}}
-                  end,
-            case N > St2#st.window of
-                true -> seen(Cs, Now, St2#st{window = N});
-                false -> St2
-            end;
+        #{running := true, started_at := Run} when Run =/= St#st.run ->
+            %% a new run: what stood is forgotten, and its first window looked at
+            evaluate(Now, St1#st{run = Run, window = 0, at = undefined, roots = #{}, blocked = #{}});
+        #{running := true, window := N, causes := Cs} when N > St#st.window ->
+            seen(Cs, Now, St1#st{window = N});
         _ ->
             St1
     end.

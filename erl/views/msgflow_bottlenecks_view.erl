@@ -46,7 +46,10 @@
 %%% Options (msgflow_query adds `node' and `timeout'): `rules' (the
 %%% thresholds above), `windows' (5: the closed windows whose calls are
 %%% looked at for cycles), `process' (none; a pid, a pid's text or a
-%%% registered name: the chain through that process, msgflow:why/1).
+%%% registered name: the chain through that process, msgflow:why/1),
+%%% `after_window' (0; N: nothing is looked for unless the last closed
+%%% window is numbered past N, so that the bottleneck detector,
+%%% msgflow_alerts, asks each second at the cost of a glance).
 %%% Each node finds its own; the parts are put together ranked by cost.
 %%% It reads every pair once (the calls and replies by pair) on a node of
 %%% up to ?READ_WHOLE pairs; past that, the rows of the last window's
@@ -106,7 +109,8 @@
 options() ->
     #{rules => {#{}, {group, rules()}},
       windows => {?WINDOWS, {int, 1, 10000, "windows"}},
-      process => {none, {either, [pid, pid_text, atom]}}}.
+      process => {none, {either, [pid, pid_text, atom]}},
+      after_window => {0, {int, 0, 1 bsl 40, "window"}}}.
 
 %% @doc The verdicts' thresholds with their defaults (msgflow_hotspots
 %% takes them into its `rules' too).
@@ -148,13 +152,25 @@ fresh() -> false.
 
 %% @doc This node's bottlenecks from its last closed window.
 -spec build(msgflow_store:store(), map()) -> bottlenecks().
-build(Store = #{labels := Tables, windows := Ws}, Opts) ->
+build(Store = #{windows := Ws}, Opts) ->
     O = maps:merge(msgflow_opts:defaults(rules()), Opts),
     {Waits, NodeLoad, WinMs, WinN} = case last_full(Ws, maps:get(interval, Store, 1000)) of
                                          none -> {#{}, undefined, 0, 0};
                                          Last -> {maps:get(waits, Last, #{}), maps:get(node_load, Last, undefined),
                                                   maps:get(window_ms, Last), maps:get(n, Last)}
                                      end,
+    case maps:get(after_window, O, 0) of
+        After when After > 0, WinN =< After -> (empty(Store, WinN))#{node_load => NodeLoad, window_ms => WinMs};
+        _ -> build(Store, O, {Waits, NodeLoad, WinMs, WinN})
+    end.
+
+%% A value with nothing found (no window closed after `after_window').
+empty(Store, WinN) ->
+    #{causes => [], remote_waits => [], loads => [], blocked => [], node_load => undefined, window_ms => 0,
+      window => WinN, started_at => maps:get(started_at, Store, undefined),
+      running => maps:get(running, Store), node => node()}.
+
+build(Store = #{labels := Tables, windows := Ws}, O, {Waits, NodeLoad, WinMs, WinN}) ->
     K = maps:get(windows, O, ?WINDOWS),
     Calls = call_counts(Store, K),
     SpanMs = lists:sum([maps:get(window_ms, W) || W <- lists:nthtail(max(0, length(Ws) - K), Ws)]),
@@ -175,7 +191,7 @@ build(Store = #{labels := Tables, windows := Ws}, Opts) ->
                   RWs =/= [] orelse maps:get(growing, L) orelse maps:get(queue_len, L) >= 1]
         ++ [accumulating(L, Label) || L <- Loads, not lists:member(L, Saturated),
                                       accumulating(L, maps:get(maps:get(process, L), Prev, none), O)]
-        ++ node_root(NodeBusy, NodeLoad, Loads, Graph, Label)
+        ++ node_root(NodeBusy, NodeLoad, Loads)
         ++ cycles(Calls, Label),
     Blocked = [#{process => P, label => Lb, on => Q, on_label => Label(Q), share => Sh}
                || #{process := P, label := Lb, blocked := B, blocked_on := [{Q, Sh} | _],
@@ -184,12 +200,9 @@ build(Store = #{labels := Tables, windows := Ws}, Opts) ->
     %% calls from here to processes of other nodes: their servers' nodes
     %% know whether they are roots (merge/3 joins them)
     Remote = remote_edges(Calls, Loads, SpanMs, Label),
-    V = #{causes => ranked([C#{node => node()} || C <- Roots]), remote_waits => Remote,
-          loads => lists:sort(fun(#{busy := A}, #{busy := B}) -> A >= B end, Loads),
-          blocked => Blocked, node_load => NodeLoad, window_ms => WinMs,
-          window => WinN,
-          started_at => maps:get(started_at, Store, undefined),
-          running => maps:get(running, Store), node => node()},
+    V = (empty(Store, WinN))#{causes => ranked([C#{node => node()} || C <- Roots]), remote_waits => Remote,
+                              loads => lists:sort(fun(#{busy := A}, #{busy := B}) -> A >= B end, Loads),
+                              blocked => Blocked, node_load => NodeLoad, window_ms => WinMs},
     case maps:get(process, O, none) of
         none -> V;
         P -> V#{process => P, process_label => Label(P), process_waits => [{S, F} || {S, SWs} <- maps:to_list(Graph), {W, F} <- SWs, W =:= P],
@@ -227,7 +240,7 @@ load(P, W = #{busy := Busy, in_per_s := In}, Label) ->
               true -> In - max(0.0, maps:get(growth_per_s, W, 0.0));
               false -> maps:get(sent_per_s, W, 0.0)
           end,
-    (maps:with([in_per_s, wait_ms, queue_len, growing, busy, blocked, runnable, readings, memory, memory_per_s,
+    (maps:with([in_per_s, wait_ms, queue_len, growing, busy, blocked, runnable, readings, memory,
                 sent_per_s, sent_to, live_words, live_growth], W))#{
       process => P, label => Label(P), out_per_s => Out,
       %% Little's law on what it served when what came in was not
@@ -316,21 +329,19 @@ wait_graph(Loads, #{calls := C}, CallsT, SpanMs) ->
     Target = fun(S) -> is_map_key(S, Watched) orelse is_map_key(S, OnTargets) end,
     %% the sampled round trips into each target, by caller and pooled
     %% (a caller with none sampled: 63 in 64 of those that call seldom)
+    %% (the rows into the targets selected in the table, not copied out
+    %% whole: a store may hold a million call edges)
+    Into = ets:select(CallsT, [{{{'$1', '$2', '_', '_'}, '_', '_', '_', '_', '_', '_'},
+                                [{is_pid, '$1'}, any_of('$2', maps:keys(Watched) ++ maps:keys(OnTargets))],
+                                ['$_']}]),
     {ByEdge, Pooled} =
-        ets:foldl(fun(Row, {E, P}) ->
-                          case msgflow_call_row:key(Row) of
-                              {W, S, _, _} when is_pid(W), is_pid(S) ->
-                                  case Target(S) of
-                                      true ->
-                                          H = msgflow_call_row:hist(Row),
-                                          {E#{{W, S} => msgflow_call_row:add_hists(maps:get({W, S}, E, []), H)},
-                                           P#{S => msgflow_call_row:add_hists(maps:get(S, P, []), H)}};
-                                      false -> {E, P}
-                                  end;
-                              _ -> {E, P}
-                          end
-                  end, {#{}, #{}}, CallsT),
-    Edge = fun({W, S}, {Calls, LastWin, Tag}, Acc) when is_pid(W), is_pid(S) ->
+        lists:foldl(fun(Row, {E, P}) ->
+                            {W, S, _, _} = msgflow_call_row:key(Row),
+                            H = msgflow_call_row:hist(Row),
+                            {E#{{W, S} => msgflow_call_row:add_hists(maps:get({W, S}, E, []), H)},
+                             P#{S => msgflow_call_row:add_hists(maps:get(S, P, []), H)}}
+                    end, {#{}, #{}}, Into),
+    Edge = fun({W, S}, {_, LastWin, Tag}, Acc) when is_pid(W), is_pid(S) ->
                    case Target(S) of
                        false -> Acc;
                        true ->
@@ -354,7 +365,6 @@ wait_graph(Loads, #{calls := C}, CallsT, SpanMs) ->
                                       {undefined, _} -> min(1.0, PerS * Mean / 1.0e6);
                                       _ -> Read
                                   end,
-                           _ = Calls,
                            F = #{seconds_per_s => Secs, calls_per_s => PerS, tag => Tag,
                                  rtt_ms => case P50 of undefined -> undefined; _ -> P50 / 1000 end,
                                  blocked => Read},
@@ -411,18 +421,23 @@ sizes_into([], _) ->
     #{};
 sizes_into(Ps, #{sizes := T, labels := Tables}) ->
     Canon = msgflow_rows_groups:key_fun(process, Tables),
-    Want = maps:from_list([{P, true} || P <- Ps]),
     Wsz = erlang:system_info(wordsize),
-    Sums = ets:foldl(fun({{_, R0}, N, Words, _, Bin, _}, Acc) ->
-                             R = Canon(R0),
-                             case is_map_key(R, Want) of
-                                 true -> {N0, B0} = maps:get(R, Acc, {0, 0}),
-                                         Acc#{R => {N0 + N, B0 + Words * Wsz + Bin}};
-                                 false -> Acc
-                             end;
-                        (_, Acc) -> Acc
-                     end, #{}, T),
+    %% the edges into them, by pid or by a name they hold, selected in
+    %% the table (not every edge copied out)
+    Names = [N || P <- Ps, {registered_name, N} <- [process_info(P, registered_name)]],
+    Rows = ets:select(T, [{{{'_', '$1'}, '_', '_', '_', '_', '_'},
+                           [any_of('$1', Ps ++ Names ++ [{N, node()} || N <- Names])], ['$_']}]),
+    Sums = lists:foldl(fun({{_, R0}, N, Words, _, Bin, _}, Acc) ->
+                               R = Canon(R0),
+                               {N0, B0} = maps:get(R, Acc, {0, 0}),
+                               Acc#{R => {N0 + N, B0 + Words * Wsz + Bin}}
+                       end, #{}, Rows),
     maps:map(fun(_, {N, B}) -> #{sampled => N, bytes_mean => B / max(1, N)} end, Sums).
+
+%% A match spec guard: Var is one of Terms (false for none).
+any_of(_, []) -> false;
+any_of(Var, [X]) -> {'=:=', Var, {const, X}};
+any_of(Var, Terms) -> list_to_tuple(['orelse' | [{'=:=', Var, {const, X}} || X <- Terms]]).
 
 %% Takes in messages faster than it passes them on, this window and the
 %% one before, while its memory grows: a buffer filling in its own state.
@@ -447,7 +462,7 @@ live_grew(Words) -> Words >= ?MIN_GROWTH_WORDS.
 
 accumulating(L = #{process := P, label := Lb, sent_to := To}, Label) ->
     #{verdict => accumulating, subject => P, label => Lb,
-      evidence => (maps:with([in_per_s, sent_per_s, memory, memory_per_s, live_words, live_growth, busy,
+      evidence => (maps:with([in_per_s, sent_per_s, memory, live_words, live_growth, busy,
                               readings], L))#{
                     downstream => To,
                     downstream_label => case To of
@@ -457,8 +472,8 @@ accumulating(L = #{process := P, label := Lb, sent_to := To}, Label) ->
                                         end},
       cost => 0.0, waiters => []}.
 
-node_root(false, _, _, _, _) -> [];
-node_root(true, NodeLoad, Loads, _Graph, _Label) ->
+node_root(false, _, _) -> [];
+node_root(true, NodeLoad, Loads) ->
     Starved = [#{process => P, label => Lb, runnable => Rn} || #{process := P, label := Lb, runnable := Rn} <- Loads,
                                                              Rn >= 0.25],
     [#{verdict => node_saturated, subject => node(), label => atom_to_binary(node()),
