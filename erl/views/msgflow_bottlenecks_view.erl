@@ -58,7 +58,7 @@
 -module(msgflow_bottlenecks_view).
 -behaviour(msgflow_view).
 
--export([options/0, rules/0, check/1, build/2, merge/3, text/3, json/2, fresh/0, summary/1]).
+-export([options/0, rules/0, check/1, build/2, merge/3, text/3, json/2, fresh/0, summary/1, cause_json/1]).
 -export_type([bottlenecks/0, cause/0, load/0, waiter/0]).
 
 -define(WINDOWS, 5).
@@ -881,6 +881,8 @@ json(#{causes := Cs, loads := Ls, running := Run, window_ms := WinMs}, _Opts) ->
                                              || {Q, S} <- maps:get(blocked_on, L)]}
                       || L = #{process := P, label := Lb, in_per_s := In, busy := B, blocked := Bl} <- Ls]}.
 
+%% @doc A cause as JSON terms (json/2's, and a bottleneck finding's).
+-spec cause_json(cause()) -> msgflow_view:json().
 cause_json(#{verdict := V, subject := S, label := Lb, cost := Cost, waiters := Ws, evidence := E}) ->
     #{<<"verdict">> => atom_to_binary(V), <<"label">> => msgflow_fmt:visible(Lb),
       <<"subject">> => case S of

@@ -76,7 +76,8 @@
 -type finding() :: #{rule := bottleneck | fan_in | hot_pair | spike | fan_out | dead_letters | slow_calls
                              | large_messages | long_wait | no_answer,
                      subject := term(), label := binary(), evidence := map(),
-                     explanation := binary(), members => pos_integer(), node => node()}.
+                     explanation := binary(), members => pos_integer(), node => node(),
+                     cause => msgflow_bottlenecks_view:cause()}.
 
 %% @doc The view's options: `windows' (the latest closed windows looked
 %% at, 5) and `rules', a map of the rules' thresholds (rules/0, each with
@@ -158,7 +159,7 @@ build(Store, Opts0) ->
     Slowest = ceil(growth_floor_us(maps:get(slow_call_ms, Opts))),
     Bottlenecks = [#{rule => bottleneck, subject => S, label => L,
                      evidence => E#{verdict => V, cost => C},
-                     explanation => msgflow_bottlenecks_view:summary(B)}
+                     explanation => msgflow_bottlenecks_view:summary(B), cause => B}
                    || B = #{verdict := V, subject := S, label := L, evidence := E, cost := C}
                           <- maps:get(causes, msgflow_bottlenecks_view:build(Store, Opts))],
     [F#{node => node()} || F <- Bottlenecks ++ Found
@@ -196,11 +197,15 @@ text(Findings, #{windows := Windows}, #{width := Width}) ->
       end || F = #{rule := Rule, explanation := Why} <- Findings]].
 
 %% @doc The findings as JSON: each one's rule, label, explanation and
-%% node.
+%% node, and a bottleneck's cause with its chain (as the bottlenecks
+%% view's JSON gives it: the page colours the graph from it).
 -spec json([finding()], map()) -> msgflow_view:json().
 json(Findings, _Opts) ->
-    [#{<<"rule">> => atom_to_binary(R), <<"label">> => L, <<"explanation">> => E,
-       <<"node">> => atom_to_binary(maps:get(node, F, node()))}
+    [(case F of
+          #{cause := C} -> #{<<"cause">> => msgflow_bottlenecks_view:cause_json(C)};
+          _ -> #{}
+      end)#{<<"rule">> => atom_to_binary(R), <<"label">> => L, <<"explanation">> => E,
+            <<"node">> => atom_to_binary(maps:get(node, F, node()))}
      || F = #{rule := R, label := L, explanation := E} <- Findings].
 
 %% The view the rules read, for checked options: pairs by process with

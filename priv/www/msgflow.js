@@ -10,7 +10,7 @@
   var HOTSPOTS_MS = 5000;         // their view reads every active pair: less often
   var VIEW_MS = 2000;             // the Views panel's text
   var hotspots = null;            // the live page's, fetched apart
-  var bottlenecks = null;         // the live page's roots and blocked processes, fetched apart
+  var bottlenecks = null;         // the roots and blocked processes of the hotspots' bottleneck findings
   var waits = null;               // the live page's receivers' waits by id, fetched apart
   var EDGE_LABELS = 15;           // edges that carry their rate as a label
   var KIND_COLORS = {
@@ -208,41 +208,40 @@
 
   function fetchHotspots() {
     fetchWaits();
-    fetchBottlenecks();
     return api('api/hotspots').then(function (r) {
       return r.ok ? r.json() : null;
     }).then(function (h) {
-      if (h && !paused) { hotspots = h; if (state) renderHotspots(); }
+      if (h && !paused) {
+        hotspots = h;
+        bottlenecks = bottlenecksOf(h);
+        if (state) renderHotspots();
+        if (cy && state) colourBottlenecks();
+      }
     }).catch(function () { /* the state's fetch says what is wrong */ });
   }
 
-  // the bottlenecks view: which processes (by pid text and by label) are
-  // roots, which are blocked, and the chains (waiter -> server), for the
-  // graph's colours
-  function fetchBottlenecks() {
-    return api('api/view?name=bottlenecks').then(function (r) {
-      return r.ok ? r.json() : null;
-    }).then(function (v) {
-      if (!v || paused) return;
-      var roots = {}, blocked = {}, chain = [];
-      var walk = function (server, ws) {
-        (ws || []).forEach(function (w) {
-          chain.push({from: w.label, fromId: w.waiter, to: server.label, toId: server.id});
-          walk({label: w.label, id: w.waiter}, w.waiters);
-        });
-      };
-      (v.causes || []).forEach(function (c) {
-        var ids = Array.isArray(c.subject) ? c.subject : [c.subject];
-        ids.forEach(function (id) { roots[id] = c.verdict; });
-        roots['label:' + c.label] = c.verdict;
-        walk({label: c.label, id: Array.isArray(c.subject) ? c.subject[0] : c.subject}, c.waiters);
+  // the roots and blocked processes (by pid text and by label) and the
+  // chains (waiter -> server) of the hotspots' bottleneck findings (each
+  // carries its cause, as the bottlenecks view gives it), for the
+  // graph's colours: a waiter blocked half its readings or more is orange
+  function bottlenecksOf(findings) {
+    var roots = {}, blocked = {}, chain = [];
+    var walk = function (server, ws) {
+      (ws || []).forEach(function (w) {
+        chain.push({from: w.label, fromId: w.waiter, to: server.label, toId: server.id});
+        if (w.blocked !== null && w.blocked >= 0.5) { blocked[w.waiter] = true; blocked['label:' + w.label] = true; }
+        walk({label: w.label, id: w.waiter}, w.waiters);
       });
-      (v.loads || []).forEach(function (l) {
-        if (l.blocked >= 0.5 && !roots[l.process]) { blocked[l.process] = true; blocked['label:' + l.label] = true; }
-      });
-      bottlenecks = {roots: roots, blocked: blocked, chain: chain};
-      if (cy && state) colourBottlenecks();
-    }).catch(function () { /* as above */ });
+    };
+    (findings || []).forEach(function (f) {
+      var c = f.cause;
+      if (!c) return;
+      var ids = Array.isArray(c.subject) ? c.subject : [c.subject];
+      ids.forEach(function (id) { roots[id] = c.verdict; });
+      roots['label:' + c.label] = c.verdict;
+      walk({label: c.label, id: ids[0]}, c.waiters);
+    });
+    return {roots: roots, blocked: blocked, chain: chain};
   }
 
   // a graph node is a root (red) or blocked (orange) when its id (a pid
@@ -313,6 +312,8 @@
 
   function apply(s) {
     state = s;
+    // an export's page: its hotspots are in its state
+    if (s.static) bottlenecks = bottlenecksOf(s.hotspots);
     updates++;
     document.body.setAttribute('data-updates', String(updates));
     document.body.setAttribute('data-taken-at', String(s.taken_at));
