@@ -226,20 +226,20 @@ native_record_sizes(_Config) ->
 
 %% A server taking ServiceMs a message (spinning on the clock), fed
 %% Burst messages every PeriodMs, each stamped with when it was sent; the
-%% server adds up each message's wait (taken - sent) until told to report
-%% and start anew.
+%% server keeps each message's wait (taken - sent, us, in the order
+%% taken) until told to report and start anew.
 server(ServiceMs) ->
-    server(ServiceMs, 0, 0).
+    server(ServiceMs, []).
 
-server(Ms, Sum, N) ->
+server(Ms, Waits) ->
     receive
         {report, To} ->
-            To ! {measured, Sum, N},
-            server(Ms, 0, 0);
+            To ! {measured, lists:reverse(Waits)},
+            server(Ms, []);
         {msg, T0} ->
             T = erlang:monotonic_time(microsecond),
             spin(T + Ms * 1000),
-            server(Ms, Sum + (T - T0), N + 1)
+            server(Ms, [T - T0 | Waits])
     end.
 
 spin(Until) ->
@@ -256,22 +256,23 @@ feeder(Server, Burst, PeriodMs) ->
 %% more, the server's measure restarted as each begins.  Returns the
 %% server's receivers entry of the last, the waits of each (`{Estimated,
 %% Measured}': its receivers entry's wait and the server's measured mean
-%% wait, ms), the hotspots and the top rows by their receiver's wait.
+%% wait, ms), the server's measured waits of the last window (ms, in the
+%% order taken), the hotspots and the top rows by their receiver's wait.
 waits(Burst, Windows) ->
     Server = spawn(fun() -> server(2) end),
     Feeder = spawn(fun() -> feeder(Server, Burst, 50) end),
     ok = msgflow:start(#{procs => [Server, Feeder], interval => 1000}),
     ok = msgflow_collector:await_windows(2, 20000),
     Server ! {report, self()},
-    receive {measured, _, _} -> ok end,
+    receive {measured, _} -> ok end,
     Each = [begin
                 ok = msgflow_collector:await_windows(1, 20000),
                 Server ! {report, self()},
-                {Sum, N} = receive {measured, S, C} -> {S, C} end,
+                Us = receive {measured, M} -> M end,
                 #{receivers := Es} = msgflow:view(receivers, #{limit => 5}),
                 [E] = [E || E = #{receiver := R} <- Es, R =:= Server],
-                ct:log("~p~nmeasured ~p us over ~p", [E, Sum, N]),
-                {E, Sum / max(N, 1) / 1000}
+                ct:log("~p~nmeasured ~p us over ~p", [E, lists:sum(Us), length(Us)]),
+                {E, lists:sum(Us) / max(length(Us), 1) / 1000, [U / 1000 || U <- Us]}
             end || _ <- lists:seq(1, Windows)],
     Found = msgflow:view(hotspots, #{}),
     #{rows := ByWait} = msgflow:view(top, #{sort => wait, limit => 3}),
@@ -279,38 +280,47 @@ waits(Burst, Windows) ->
     exit(Feeder, kill),
     exit(Server, kill),
     ct:log("~p", [Found]),
-    {Last, _} = lists:last(Each),
-    {Server, Last, [{maps:get(wait_ms, E), M} || {E, M} <- Each], Found, ByWait}.
+    {Last, _, LastWaits} = lists:last(Each),
+    {Server, Last, [{maps:get(wait_ms, E), M} || {E, M, _} <- Each], LastWaits, Found, ByWait}.
 
 %% Bursts of 20 every 50 ms, 2 ms each: 80 % busy.  The wait, over three
 %% windows, within 30 % of the measured mean: each window's is a mean of
 %% 40 readings of a queue that goes from 19 to 0 and rests every 50 ms,
 %% whose standard error is about 13 % here (one window was off by a
-%% third twice in two days of runs); no large_messages, and neither a
-%% growing queue nor a long_wait while the measured wait is short.
+%% third twice in two days of runs); no large_messages; no growing queue
+%% in the last window unless the server fell behind in it (the waits it
+%% measured in the last quarter of the window 5 ms or more above those
+%% of the first: 2.5 messages more queued, which a queue that comes and
+%% goes, each quarter's mean of about 100 waits, does not reach by
+%% chance), and no long_wait while the measured wait is short.
 wait_below_capacity(_Config) ->
-    {_, E, Waits, Found, _} = waits(20, 3),
+    {_, E, Waits, Last, Found, _} = waits(20, 3),
     #{growing := G} = E,
     ?assert(lists:all(fun({W, _}) -> is_number(W) end, Waits)),
     W = lists:sum([X || {X, _} <- Waits]) / 3,
     Measured = lists:sum([M || {_, M} <- Waits]) / 3,
     ?assert(abs(W - Measured) =< 0.3 * Measured, {W, Measured, Waits}),
     ?assertEqual([], [F || F = #{rule := large_messages} <- Found]),
-    %% no growing queue and no long_wait while messages did not wait long
     %% (a machine too busy to give the server its 80 % makes the queue
     %% grow and the wait long: then both are right)
+    Q = max(1, length(Last) div 4),
+    Rose = mean(lists:nthtail(length(Last) - Q, Last)) - mean(lists:sublist(Last, Q)),
+    case Rose < 5 of
+        true -> ?assertNot(G, {rose_ms, Rose});
+        false -> ct:comment("the server fell behind: its waits rose ~.1f ms in the last window", [Rose])
+    end,
     case Measured < 50 of
-        true ->
-            ?assertNot(G),
-            ?assertEqual([], [F || F = #{rule := long_wait} <- Found]);
-        false ->
-            ct:comment("the server fell behind: ~.1f ms measured", [Measured])
+        true -> ?assertEqual([], [F || F = #{rule := long_wait} <- Found]);
+        false -> ct:comment("the server fell behind: ~.1f ms measured", [Measured])
     end.
+
+mean([]) -> 0.0;
+mean(Xs) -> lists:sum(Xs) / length(Xs).
 
 %% Bursts of 30 every 50 ms: 120 % of what it can take.  The mailbox grew
 %% all window, and long_wait names the server.
 wait_above_capacity(_Config) ->
-    {Server, E, _, Found, ByWait} = waits(30, 1),
+    {Server, E, _, _, Found, ByWait} = waits(30, 1),
     ?assertMatch(#{growing := true}, E),
     ?assertMatch([#{subject := Server}], [F || F = #{rule := long_wait} <- Found]),
     %% top by wait: the feeder's pair to the server first
