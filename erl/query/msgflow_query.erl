@@ -402,8 +402,12 @@ local_parts(Queries) ->
                          false -> msgflow_collector:store(lists:any(fun needs_snapshot/1, Live))
                      end
             end,
+    %% sized for the store unless every view says it keeps few terms
     Heap = case Store of
-               #{pairs := _} -> Store;
+               #{pairs := _} -> case lists:all(fun small_heap/1, Mods) of
+                                    true -> none;
+                                    false -> Store
+                                end;
                _ -> none
            end,
     %% every part in one process (its heap sized for the store once); a
@@ -472,6 +476,13 @@ part({ok, Mod}, Opts, Store) ->
         {true, _} -> {ok, Mod:build(Store, Opts)};
         {false, _} -> {ok, Mod:build(none, Opts)}
     end.
+
+%% Whether a view's build keeps few terms (its heap/1): its process
+%% starts on the default heap.
+small_heap({{ok, Mod}, O}) ->
+    erlang:function_exported(Mod, heap, 1) andalso Mod:heap(O) =:= small;
+small_heap(_) ->
+    true.
 
 needs_store(Mod) ->
     not erlang:function_exported(Mod, store, 0) orelse Mod:store().

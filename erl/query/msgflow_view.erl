@@ -45,6 +45,11 @@
 %%%     its `timeout' is not given: `interactive' (1000 ms, a view a
 %%%     person waits for; the default) or `full' (30,000 ms, a value that
 %%%     holds every pair: pairs(), the exports);</li>
+%%% <li>`heap(Opts)': `sized' (the default: its build holds terms for
+%%%     about every pair, and its process's first heap is sized for the
+%%%     store, msgflow_workers:run/3) or `small' (it reads rows in chunks
+%%%     and keeps few: its process starts on the default heap, which
+%%%     `own_memory' does not see grow with the store);</li>
 %%% <li>`fallback(Top, Opts)': a part made of the busiest pairs a node
 %%%     last reported (msgflow_cluster:last_top/1, a view of rows by
 %%%     process), for a node that did not answer in time (`none' when
@@ -93,11 +98,12 @@
 -callback store() -> boolean().
 -callback fresh() -> boolean().
 -callback wait(map()) -> interactive | full.
+-callback heap(map()) -> sized | small.
 -callback fallback(msgflow_rows:view(), map()) -> term() | none.
 -callback metrics(term()) -> [family()].
 -callback encode(term(), map()) -> term().
 -callback decode(term(), map()) -> term().
--optional_callbacks([check/1, scope/0, nodes/2, store/0, fresh/0, wait/1, fallback/2, metrics/1,
+-optional_callbacks([check/1, scope/0, nodes/2, store/0, fresh/0, wait/1, heap/1, fallback/2, metrics/1,
                      encode/2, decode/2]).
 
 %% @doc Every view, by name, in the order help and menus list them: the

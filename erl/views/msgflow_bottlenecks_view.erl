@@ -58,7 +58,7 @@
 -module(msgflow_bottlenecks_view).
 -behaviour(msgflow_view).
 
--export([options/0, rules/0, check/1, build/2, merge/3, text/3, json/2, fresh/0, summary/1, cause_json/1]).
+-export([options/0, rules/0, check/1, build/2, merge/3, text/3, json/2, fresh/0, heap/1, summary/1, cause_json/1]).
 -export_type([bottlenecks/0, cause/0, load/0, waiter/0]).
 
 -define(WINDOWS, 5).
@@ -149,6 +149,12 @@ check(O) ->
 %% @doc false: built from closed windows only (no snapshot first).
 -spec fresh() -> false.
 fresh() -> false.
+
+%% @doc It reads rows in chunks and keeps only the pairs with calls: the
+%% default heap (the alerts build it every window; a heap sized for the
+%% store would be 40 words a pair of it each time).
+-spec heap(map()) -> small.
+heap(_) -> small.
 
 %% @doc This node's bottlenecks from its last closed window.
 -spec build(msgflow_store:store(), map()) -> bottlenecks().
