@@ -541,7 +541,7 @@ cycles(#{calls := C, replies := R, recent := Recent}, Label) ->
     try
         _ = [begin
                  digraph:add_vertex(G, A), digraph:add_vertex(G, B), digraph:add_edge(G, A, B)
-             end || {A, B} <- maps:keys(Recent), is_pid(A), is_pid(B), A =/= B],
+             end || {A, B} <- on_cycles([E || E = {A, B} <- maps:keys(Recent), is_pid(A), is_pid(B), A =/= B])],
         [begin
              Cycle = cycle_order(G, Comp),
              Edges = lists:zip(Cycle, tl(Cycle) ++ [hd(Cycle)]),
@@ -556,6 +556,20 @@ cycles(#{calls := C, replies := R, recent := Recent}, Label) ->
          end || Comp <- digraph_utils:cyclic_strong_components(G), length(Comp) > 1]
     after
         digraph:delete(G)
+    end.
+
+%% The edges that may lie on a cycle: those from a process called by
+%% one and to a process that calls one, until none is left out.  Most
+%% callers are called by no one and most servers call no one back: the
+%% digraph gets the few that may be on a cycle (its edges from one
+%% process are a bag, each added in time of those already there: a
+%% server called by 300 others took 2.4 s for 96,000 edges).
+on_cycles(Edges) ->
+    Callers = maps:from_keys([A || {A, _} <- Edges], true),
+    Called = maps:from_keys([B || {_, B} <- Edges], true),
+    case [E || E = {A, B} <- Edges, is_map_key(A, Called), is_map_key(B, Callers)] of
+        Edges -> Edges;
+        Fewer -> on_cycles(Fewer)
     end.
 
 %% The processes of a strongly connected component in the order of one
