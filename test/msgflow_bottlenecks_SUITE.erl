@@ -193,11 +193,14 @@ across_nodes(_Config) ->
     end.
 
 %% The detector logs a root once as it appears and once as it clears,
-%% and /metrics has it while it stands.
-alerts(_Config) ->
+%% /metrics has it while it stands, and the run's history holds both
+%% marks: in the writer's report (info()'s `history', which the web
+%% page's slider marks) and in the segment's frames.
+alerts(Config) ->
     ok = logger:add_handler(bottleneck_test, ?MODULE, #{config => #{pid => self()}}),
+    Dir = filename:join(?config(priv_dir, Config), "alerts_history"),
     try
-        ok = msgflow:start(#{interval => 300}),
+        ok = msgflow:start(#{interval => 300, history => #{dir => Dir}}),
         Srv = msgflow_planted:server({sleep, 1}),
         Casters = msgflow_planted:casters(50, [Srv], 5, work),
         #{verdict := saturated, label := Label} = receive_log(appeared, Srv),
@@ -208,7 +211,20 @@ alerts(_Config) ->
         #{verdict := saturated} = receive_log(cleared, Srv),
         msgflow_planted:stop([Srv]),
         %% once each
-        receive {bottleneck_log, #{event := E, subject := Srv}} -> ct:fail({again, E}) after 0 -> ok end
+        receive {bottleneck_log, #{event := E, subject := Srv}} -> ct:fail({again, E}) after 0 -> ok end,
+        %% (the detector has marked it once it answers; the stop closes a
+        %% last window, written with the marks the writer holds)
+        _ = msgflow_alerts:roots(),
+        ok = msgflow:stop(),
+        Subject = list_to_binary(pid_to_list(Srv)),
+        Mine = fun(Ms) -> [{E1, V} || {_, E1, V, L, S} <- Ms, L =:= Label, S =:= Subject] end,
+        Expected = [{<<"appeared">>, <<"saturated">>}, {<<"cleared">>, <<"saturated">>}],
+        #{history := #{marks := Reported}} = msgflow:info(),
+        ?assertEqual(Expected, lists:reverse(Mine(Reported))),
+        Written = lists:append([Ms || #{file := F} <- msgflow_history_file:list(Dir, [node()]),
+                                      {ok, Wins, _} <- [msgflow_history_file:read(F)],
+                                      #{marks := Ms} <- Wins]),
+        ?assertEqual(Expected, Mine(Written))
     after
         logger:remove_handler(bottleneck_test)
     end.

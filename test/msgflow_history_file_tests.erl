@@ -2,7 +2,8 @@
 %%% and read back whole; a frame cut short ends a segment with the frames
 %%% before it read; windows merged ten to one, never across two runs; a
 %%% segment found at two levels (a downsampling cut short) listed once, at
-%%% the higher, and the lower deleted by drop_superseded/2.
+%%% the higher, and the lower deleted by drop_superseded/2; the marks of
+%%% bottlenecks a window holds.
 -module(msgflow_history_file_tests).
 -include_lib("eunit/include/eunit.hrl").
 
@@ -68,6 +69,25 @@ merge_test() ->
     ?assertEqual([{1, 1, 10000, 10}, {1, 11, 2000, 2}, {2, 13, 2000, 2}],
                  [{R, N, Ms, Sum} || #{run := R, n := N, ms := Ms, rows := [{_, _, _, _, Sum}]} <- M]),
     ?assertEqual([10000, 12000, 14000], [At || #{at := At} <- M]).
+
+%% A window's marks (bottlenecks appeared or cleared) read back as they
+%% were written; those not of a mark's shape (a foreign or damaged term)
+%% passed over; a merged window holds the marks of those it merged, in
+%% order, and a window without marks has no `marks' key.
+marks_test() ->
+    D = dir(),
+    Appeared = {1500, <<"appeared">>, <<"saturated">>, <<"svc_8">>, <<"<0.90.0>">>},
+    Cleared = {2500, <<"cleared">>, <<"saturated">>, <<"svc_8">>, <<"<0.90.0>">>},
+    Ws = [(win(1, 1, [{e(a), e(b), info, x, 1}]))#{marks => [Appeared]},
+          win(1, 2, [{e(a), e(b), info, x, 1}]),
+          (win(1, 3, [{e(a), e(b), info, x, 1}]))#{marks => [Cleared, {oops, 1}]}],
+    F = msgflow_history_file:path(D, 1000, 0, ?NODE),
+    ok = msgflow_history_file:write(F, msgflow_history_file:encode_all(Ws)),
+    {ok, Read, ok} = msgflow_history_file:read(F),
+    ?assertEqual([[Appeared], none, [Cleared]], [maps:get(marks, W, none) || W <- Read]),
+    ?assertMatch([#{marks := [Appeared, Cleared], n := 1}], msgflow_history_file:merge(Read, 10)),
+    ?assertEqual([none], [maps:get(marks, W, none) || W <- msgflow_history_file:merge(tl(lists:droplast(Read)), 10)]),
+    ok = file:del_dir_r(D).
 
 superseded_test() ->
     D = dir(),

@@ -343,13 +343,15 @@ browser(Config, Node) ->
     [P ! stop || P <- [Src, Evil, Client]].
 
 %% The page colours the root red and the blocked orange (100 callers ->
-%% front -> back, 2 ms a call), and a click on a group draws its chain.
-browser_bottlenecks(_Config) ->
+%% front -> back, 2 ms a call), a click on a group draws its chain, and
+%% the run's history marks where the root began on the time slider.
+browser_bottlenecks(Config) ->
     with_browser(fun(Node) ->
                          Shots = filename:join([root(), "_build", "web"]),
                          ok = filelib:ensure_path(Shots),
                          _ = msgflow:stop(),
-                         ok = msgflow:start(#{interval => 300}),
+                         Dir = filename:join(?config(priv_dir, Config), "bottlenecks_history"),
+                         ok = msgflow:start(#{interval => 300, history => #{dir => Dir}}),
                          Back = msgflow_planted:server(web_back, {sleep, 2}),
                          Front = msgflow_planted:server(web_front, {forward, web_back}),
                          Callers = msgflow_planted:callers(30, web_front, req),
@@ -361,7 +363,15 @@ browser_bottlenecks(_Config) ->
                                  = step(B, "bottlenecks " ++ json(<<"web_front">>)),
                              ?assert(lists:member(<<"web_front">>, Blocked)),
                              ?assert(lists:member([<<"web_front">>, <<"web_back">>], Chain)),
-                             #{<<"file">> := _} = step(B, "shot web-bottlenecks")
+                             #{<<"file">> := _} = step(B, "shot web-bottlenecks"),
+                             %% the history marks where it began: a tick on the
+                             %% time slider, and the list beside it shows the
+                             %% range up to a minute after
+                             #{<<"ticks">> := Ticks, <<"jump">> := [<<"1 bottleneck began">>, Entry],
+                               <<"status">> := <<"history">>} = step(B, "marks " ++ json(<<"web_back">>)),
+                             ?assertMatch([[_, <<"web_back">>]], Ticks),
+                             ?assertMatch({match, _}, re:run(Entry, <<" web_back saturated$">>)),
+                             #{<<"file">> := _} = step(B, "shot web-bottleneck-marks")
                          after
                              _ = msgflow_test_lib:quietly(fun() -> port_command(B, "quit\n") end),
                              msgflow_test_lib:quietly(fun() -> port_close(B) end),

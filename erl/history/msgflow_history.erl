@@ -29,7 +29,7 @@
 -module(msgflow_history).
 -include_lib("kernel/include/file.hrl").
 
--export([start/1, window/3, close/1, behind/1]).
+-export([start/1, window/3, mark/2, close/1, behind/1]).
 -export([init/2]).
 -export_type([meta/0]).
 
@@ -42,6 +42,10 @@
 -type meta() :: #{n := pos_integer(), at := integer(), ms := non_neg_integer(),
                   node := node(), run := integer(), scale := number(),
                   label_ids := ets:tid()}.
+
+%% the marks (bottlenecks appeared or cleared) the writer's report lists,
+%% newest
+-define(MAX_MARKS, 100).
 
 -record(w, {
     dir :: file:filename(),
@@ -63,7 +67,11 @@
     damaged = 0 :: non_neg_integer(),
     %% bytes of the temporaries a writer that died a moment ago left
     %% (clean_temps/1 deletes them at a later start): in the budget
-    left = 0 :: non_neg_integer()
+    left = 0 :: non_neg_integer(),
+    %% marks given since the last window written (it holds them), and
+    %% those of this run written, newest first, at most ?MAX_MARKS
+    pending = [] :: [msgflow_history_file:mark()],
+    marks = [] :: [msgflow_history_file:mark()]
 }).
 
 %% @doc A writer for a run with these options (msgflow_opts:run_opts(),
@@ -119,6 +127,25 @@ behind(Writer) ->
         undefined -> true
     end.
 
+%% @doc A bottleneck appeared or cleared (msgflow_alerts, through the
+%% collector): kept in the next window written (msgflow_history_file's
+%% `marks') and listed in the writer's report (`marks', newest first, at
+%% most ?MAX_MARKS, those in the segments kept), which info()'s `history'
+%% gives and the web page's time slider marks.  Event, verdict and label
+%% are the report's (an atom or text); Subject the root's pid, node or
+%% processes.
+-spec mark(pid(), #{at := integer(), event := atom(), verdict := atom(), label := unicode:chardata(),
+                    subject := term()}) -> ok.
+mark(Writer, #{at := At, event := E, verdict := V, label := L, subject := S}) ->
+    Writer ! {mark, {At, atom_to_binary(E), atom_to_binary(V), unicode:characters_to_binary(L),
+                     subject_text(S)}},
+    ok.
+
+subject_text(S) when is_pid(S) -> list_to_binary(pid_to_list(S));
+subject_text(S) when is_atom(S) -> atom_to_binary(S);
+subject_text(Ps) when is_list(Ps) -> iolist_to_binary(lists:join(<<" ">>, [subject_text(P) || P <- Ps]));
+subject_text(S) -> iolist_to_binary(io_lib:format("~0p", [S])).
+
 %% @doc The writer ends once it wrote the windows it was given.
 -spec close(pid()) -> ok.
 close(Writer) ->
@@ -158,8 +185,11 @@ loop(W) ->
             Rows = rows(Log, maps:get(label_ids, Meta)),
             ets:delete(Log),
             Win = (maps:with([node, run, n, at, ms, scale], Meta))#{rows => Rows},
-            W1 = write(Win, W),
+            W1 = write(with_marks(Win, W#w.pending), W#w{pending = []}),
             loop(report(W1#w{work_us = W1#w.work_us + erlang:monotonic_time(microsecond) - T0}));
+        {mark, M} ->
+            loop(report(W#w{pending = [M | W#w.pending],
+                            marks = lists:sublist([M | W#w.marks], ?MAX_MARKS)}));
         close ->
             _ = close_open(W),
             exit(normal);
@@ -167,6 +197,9 @@ loop(W) ->
             _ = close_open(W),
             exit(normal)
     end.
+
+with_marks(Win, []) -> Win;
+with_marks(Win, Pending) -> Win#{marks => lists:reverse(Pending)}.
 
 %% The log's rows with their ends' identities: the label of each label
 %% id as it stands now (a window later at most than it was counted).
@@ -411,11 +444,14 @@ total(#w{done = Done, open = Open, left = Left}) ->
 
 report(W = #w{collector = C, done = Done, open = Open}) ->
     Segs = Done ++ [#{first_at => At} || #{first_at := At} <- [Open]],
+    Oldest = case Segs of [#{first_at := O} | _] -> O; [] -> undefined end,
     C ! {msgflow_history, self(),
          #{bytes => total(W), segments => length(Segs), windows_written => W#w.written,
            writer_ms => W#w.work_us div 1000, windows_too_large => W#w.too_large,
            segments_damaged => W#w.damaged,
-           oldest => case Segs of [#{first_at := O} | _] -> O; [] -> undefined end}},
+           oldest => Oldest,
+           %% those of the segments kept (and those not yet written)
+           marks => [M || M = {At, _, _, _, _} <- W#w.marks, Oldest =:= undefined orelse At >= Oldest]}},
     W.
 
 %% The history stopped by a failed write: the collector told why, the

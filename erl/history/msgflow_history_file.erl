@@ -19,8 +19,15 @@
 %%% #{v => 2, node => Node, run => StartedAt, n => FirstWindow,
 %%%   at => EndMs, ms => TracedMs, scale => Scale,
 %%%   ends => [{Index, Endpoint, Label, Module, Application}],
-%%%   rows => [{SenderIndex, ReceiverIndex, Kind, Tag, Messages}]}
+%%%   rows => [{SenderIndex, ReceiverIndex, Kind, Tag, Messages}],
+%%%   marks => [{AtMs, Event, Verdict, Label, Subject}]}
 %%% '''
+%%% `marks' (only in a window that has some) are the bottlenecks that
+%%% appeared or cleared since the window before (msgflow_alerts, through
+%%% the writer): when (system ms), `appeared' or `cleared', the verdict,
+%%% the root's label and its process or node as text, each a binary; a
+%%% merged window holds the marks of those it merged.  A reader that
+%%% does not know the key passes it over.
 %%% `ends' are those the segment had not named before (a segment reads
 %%% alone, from its first frame); Endpoint as the VM reported it (a pid,
 %%% port, registered name or `{Name, Node}'; `alias' for the aliases of
@@ -41,7 +48,7 @@
 
 -export([new_dict/0, encode/2, encode_all/1, read/1, list/2, drop_superseded/2, path/4, path/5, merge/2,
          write/2, write/3, mine/1, gone/1, writer/0]).
--export_type([window/0, end_id/0, segment/0, dict/0]).
+-export_type([window/0, end_id/0, segment/0, dict/0, mark/0]).
 
 %% a window's term, decompressed, at most (bytes): past it, the frame is
 %% damaged
@@ -50,10 +57,15 @@
 %% An endpoint and its identity: {Endpoint, Label, Module, Application};
 %% a name read from a file that this VM has no atom for is its binary.
 -type end_id() :: {term(), binary(), atom() | binary(), atom() | binary()}.
+%% A bottleneck's appearing or clearing, as the history keeps it: when
+%% (system ms), `appeared' or `cleared', its verdict, its root's label
+%% and its process (or node) as text.
+-type mark() :: {integer(), binary(), binary(), binary(), binary()}.
 %% One window (or several merged), its ends resolved.
 -type window() :: #{node := node() | binary(), run := integer(), n := pos_integer(), at := integer(),
                     ms := non_neg_integer(), scale := number(),
-                    rows := [{end_id(), end_id(), atom() | binary(), atom() | binary(), pos_integer()}]}.
+                    rows := [{end_id(), end_id(), atom() | binary(), atom() | binary(), pos_integer()}],
+                    marks => [mark()]}.
 %% A segment file as list/1 finds it.
 -type segment() :: #{file := file:filename(), first_at := integer(), level := 0..2,
                      node := node() | binary(), writer := {string(), string()} | none,
@@ -75,7 +87,7 @@ encode(W = #{rows := Rows}, Dict0) ->
                                {RI, Acc2} = index(R, Acc1),
                                {{SI, RI, K, T, N}, Acc2}
                        end, {Dict0, []}, Rows),
-    Payload = term_to_binary((maps:with([run, n, at, ms, scale], W))#{
+    Payload = term_to_binary((maps:with([run, n, at, ms, scale, marks], W))#{
                                v => 2, node => text(maps:get(node, W)),
                                rows => [{SI, RI, text(K), text(T), N} || {SI, RI, K, T, N} <- Rows1],
                                ends => [{I, text(E), L, text(M), text(A)}
@@ -122,7 +134,7 @@ window(Payload, Ends0) ->
             Ends = lists:foldl(fun({I, E, L, M, A}, D) when is_binary(L) ->
                                        D#{I => {name(E), L, name(M), name(A)}}
                                end, Ends0, New),
-            {ok, (maps:with([run, n, at, ms, scale], W))#{
+            {ok, (maps:merge(marks(maps:get(marks, W, [])), maps:with([run, n, at, ms, scale], W)))#{
                    node => name(maps:get(node, W)),
                    rows => [{S, R, name(K), name(T), N} || {SI, RI, K, T, N} <- Rows,
                                                            is_integer(N) orelse error(badarg), N > 0,
@@ -130,6 +142,17 @@ window(Payload, Ends0) ->
                                                            #{SI := S, RI := R} <- [Ends]]}, Ends};
         _ -> error
     end.
+
+%% The marks a frame holds, those of the shape mark() (a damaged or
+%% foreign term is passed over): `#{}' when none.
+marks(Ms) when is_list(Ms) ->
+    case [M || M = {At, E, V, L, S} <- Ms, is_integer(At), is_binary(E), is_binary(V), is_binary(L),
+               is_binary(S)] of
+        [] -> #{};
+        Kept -> #{marks => Kept}
+    end;
+marks(_) ->
+    #{}.
 
 %% A name as a file holds it (version 2): its binary.
 text(A) when is_atom(A) -> atom_to_binary(A);
@@ -275,8 +298,10 @@ merge_one(Ws = [First | _]) ->
                                                                     N, A)
                                            end, Acc, Rows)
                        end, #{}, Ws),
-    (lists:last(Ws))#{n => maps:get(n, First), ms => lists:sum([Ms || #{ms := Ms} <- Ws]),
-                      rows => [{S, R, K, T, N} || {{S, R, K, T}, N} <- maps:to_list(Sums)]}.
+    Merged = (maps:remove(marks, lists:last(Ws)))#{
+               n => maps:get(n, First), ms => lists:sum([Ms || #{ms := Ms} <- Ws]),
+               rows => [{S, R, K, T, N} || {{S, R, K, T}, N} <- maps:to_list(Sums)]},
+    maps:merge(Merged, marks(lists:append([Ms || #{marks := Ms} <- Ws]))).
 
 %% @doc Windows as a whole segment's frames.
 -spec encode_all([window()]) -> binary().

@@ -8,7 +8,9 @@
 %%% structured report `#{msgflow => bottleneck, event => appeared |
 %%% cleared, verdict, subject, label, node, cost, summary}', which the
 %%% default handler prints as `msgflow bottleneck: ...' (no logger
-%%% domain: the default handler prints only those of none or OTP's);</li>
+%%% domain: the default handler prints only those of none or OTP's), and
+%%% marks it in the run's history (msgflow_collector:mark/1), where the
+%%% web page's time slider shows it;</li>
 %%% <li>keeps for `/metrics' (families/0) `msgflow_bottleneck{process,
 %%% verdict}' (gauge, 1 while the root stands; by label, at most
 %%% ?MAX_ROOT_SERIES series) and `msgflow_blocked_seconds_total{caller,
@@ -146,7 +148,10 @@ log(Event, C = #{verdict := V, subject := S, label := L, cost := Cost}) ->
     case Event of
         appeared -> logger:warning(Report, Meta);
         cleared -> logger:notice(Report, Meta)
-    end.
+    end,
+    %% and in the run's history, where the web page's time slider marks it
+    msgflow_collector:mark(#{at => erlang:system_time(millisecond), event => Event, verdict => V,
+                             label => L, subject => S}).
 
 report(#{event := appeared, summary := S}) -> {"msgflow bottleneck: ~ts", [S]};
 report(#{event := cleared, label := L, verdict := V}) ->

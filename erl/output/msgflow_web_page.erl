@@ -107,7 +107,14 @@ page_state(G = #{by := By}, P, Extra) ->
       <<"history">> => case maps:get(history, Info, #{}) of
                            #{oldest := O, status := St, bytes := HB} when is_integer(O) ->
                                #{<<"oldest">> => O, <<"status">> => St, <<"bytes">> => HB,
-                                 <<"message">> => maps:get(message, maps:get(history, Info), null)};
+                                 <<"message">> => maps:get(message, maps:get(history, Info), null),
+                                 %% the bottlenecks that appeared or cleared
+                                 %% in it (msgflow_history:mark/2), oldest first
+                                 <<"marks">> => [#{<<"at">> => At, <<"event">> => E, <<"verdict">> => V,
+                                                   <<"label">> => msgflow_fmt:visible(L),
+                                                   <<"subject">> => msgflow_fmt:visible(Sub)}
+                                                 || {At, E, V, L, Sub} <- lists:reverse(
+                                                                               maps:get(marks, maps:get(history, Info), []))]};
                            _ -> null
                        end,
       <<"static">> => maps:get(static, Extra, false),

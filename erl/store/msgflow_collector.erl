@@ -18,7 +18,7 @@
 -behaviour(gen_server).
 
 -export([start/1, stop/0, reset/0, reset_for/1, trace/1, untrace/1, own/1, await_census/1, info/0, info_as_is/0, wait/1,
-         await_windows/2, store/1, balance/0, published/0]).
+         await_windows/2, store/1, balance/0, published/0, mark/1]).
 -export([start_link/0, init/1, handle_call/3, handle_cast/2, handle_info/2, terminate/2]).
 
 -define(SERVER, ?MODULE).
@@ -203,6 +203,14 @@ wait(Timeout) ->
         ok -> ok
     end.
 
+%% @doc A bottleneck appeared or cleared (msgflow_alerts): marked in the
+%% run's history when it keeps one (msgflow_history:mark/2), else
+%% nothing.  Never waits.
+-spec mark(#{at := integer(), event := atom(), verdict := atom(), label := binary(), subject := term()}) -> ok.
+mark(Mark = #{at := At, event := E, verdict := V, label := L, subject := _})
+  when is_integer(At), is_atom(E), is_atom(V), is_binary(L) ->
+    gen_server:cast(?SERVER, {mark, Mark}).
+
 %% @doc Returns once N more windows have closed (a barrier for tests and
 %% tools instead of sleeping): `ok', `not_running' when that cannot
 %% happen, `timeout' after Timeout ms.
@@ -369,6 +377,9 @@ handle_call(Other, _From, St) ->
 
 %% @private
 -spec handle_cast(term(), #st{}) -> {noreply, #st{}}.
+handle_cast({mark, Mark}, St = #st{writer = {Pid, _}}) ->
+    ok = msgflow_history:mark(Pid, Mark),
+    {noreply, St};
 handle_cast(_Msg, St) ->
     {noreply, St}.
 

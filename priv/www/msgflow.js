@@ -111,6 +111,37 @@
     return {from: len ? end - len : 0, to: end};
   }
 
+  // The bottlenecks that appeared in the history kept (the alerts mark
+  // them there): a tick on the time slider where each began, and a list
+  // that moves the slider to one (its range ends a minute after it, or
+  // at the newest window kept).
+  var marksShown = '';
+  function renderMarks() {
+    var began = ((kept && kept.marks) || []).filter(function (m) { return m.event === 'appeared'; });
+    var now = Date.now();
+    var at = function (ms) { return Math.max(0, Math.min(1000, Math.round((ms - kept.oldest) * 1000 / Math.max(1, now - kept.oldest)))); };
+    var ticks = clear($('range-marks'));
+    began.forEach(function (m) { ticks.appendChild(el('option', {value: at(m.at), label: m.label})); });
+    var key = JSON.stringify(began);
+    if (key === marksShown) return;
+    marksShown = key;
+    var jump = clear($('range-jump'));
+    jump.hidden = began.length === 0;
+    jump.appendChild(el('option', {value: ''}, began.length === 1 ? '1 bottleneck began' : began.length + ' bottlenecks began'));
+    began.slice().reverse().forEach(function (m) {
+      jump.appendChild(el('option', {value: m.at}, time(m.at) + ' ' + m.label + ' ' + m.verdict.replace(/_/g, ' ')));
+    });
+  }
+
+  function jumpToMark() {
+    var ms = +this.value;
+    if (!ms || !kept) return;
+    var now = Date.now();
+    // (a minute after it, or as near now as the history goes: not live)
+    $('range-end').value = Math.min(999, Math.ceil((ms + 60000 - kept.oldest) * 1000 / Math.max(1, now - kept.oldest)));
+    showRange();
+  }
+
   function showRange() {
     setRange(chosenRange());
     fetchChanges();
@@ -341,6 +372,7 @@
     $('history-box').hidden = !kept;
     if (kept) $('history-box').title = 'the history kept: from ' + new Date(kept.oldest).toLocaleString() +
       ', ' + bytes(kept.bytes) + (kept.message ? '; ' + kept.message : '');
+    renderMarks();
     var sel = $('by');
     if (sel.options.length === 0) {
       state.groupings.forEach(function (g) { sel.appendChild(el('option', {value: g}, g)); });
@@ -806,6 +838,7 @@
     $('filter').addEventListener('input', function () { if (state) renderTop(); });
     $('range-end').addEventListener('change', showRange);
     $('range-len').addEventListener('change', showRange);
+    $('range-jump').addEventListener('change', jumpToMark);
     $('compare').addEventListener('change', fetchChanges);
     $('view').addEventListener('change', fetchViewText);
     document.querySelectorAll('#top th.sort').forEach(function (th) {

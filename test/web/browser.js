@@ -7,6 +7,8 @@
 //   click GROUP    click the group's node on the canvas: {title, members}
 //   clickedge [S, R]  click the edge's middle: {title, kinds, chart, pairs}
 //   bottlenecks GROUP wait for a group coloured a root, click GROUP: {roots, blocked, chain}
+//   marks LABEL    wait for a tick on the time slider labelled LABEL, then choose the
+//                  newest bottleneck in the list beside it: {ticks, jump, status, range}
 //   range FROM TO  show the history from FROM to TO (ms): {graph, top, status, history}
 //   compare HOW [FROM, TO]  compare with (before | hour | day, or the range given): {note, changes}
 //   shot NAME      a screenshot OUT_DIR/NAME.png: {file}
@@ -90,6 +92,22 @@ async function snapshot(page, dialogs) {
         await page.mouse.click(at.x, at.y);
         await waitFor(page, () => window.msgflow.bottlenecks().chain.length > 0);
         send(Object.assign(coloured, { chain: (await page.evaluate(() => window.msgflow.bottlenecks())).chain }));
+      } else if (cmd === 'marks') {
+        // a bottleneck marked in the history: a tick on the slider, and
+        // the list's entry shows the range where it began
+        const label = JSON.parse(arg);
+        await waitFor(page, (l) => Array.from(document.querySelectorAll('#range-marks option'))
+                      .some((o) => o.label === l), label);
+        const marks = await page.evaluate(() => ({
+          ticks: Array.from(document.querySelectorAll('#range-marks option')).map((o) => [+o.value, o.label]),
+          jump: Array.from(document.getElementById('range-jump').options).map((o) => o.textContent)
+        }));
+        await page.selectOption('#range-jump', { index: 1 });
+        await waitFor(page, () => document.getElementById('status').textContent === 'history');
+        send(Object.assign(marks, await page.evaluate(() => ({
+          status: document.getElementById('status').textContent,
+          range: document.getElementById('range-text').textContent
+        }))));
       } else if (cmd === 'clickedge') {
         const [s, r] = JSON.parse(arg);
         const at = await page.evaluate((id) => window.msgflow.position(id), s + '\u0000' + r);
