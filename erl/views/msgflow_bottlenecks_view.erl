@@ -190,11 +190,15 @@ build(Store = #{labels := Tables, windows := Ws}, O, {Waits, NodeLoad, WinMs, Wi
                [PW | _] -> PW;
                [] -> #{}
            end,
-    %% a process busy on its own (a sender as fast as it can) makes no
-    %% one wait: a root has waiters, or messages waiting for it
+    %% a process busy on its own (a sender as fast as it can, a shell
+    %% running a long job) makes no one wait: a root has waiters, or
+    %% messages waiting for it while it serves counted traffic (a server
+    %% called from other nodes: its replies; their callers are joined
+    %% where they run, merge/3)
     Roots = [R || L = #{process := P} <- Saturated,
                   R = #{waiters := RWs} <- [root(L, Graph, Label, maps:get(P, Sizes, none), O)],
-                  RWs =/= [] orelse maps:get(growing, L) orelse maps:get(queue_len, L) >= 1]
+                  RWs =/= [] orelse maps:get(growing, L)
+                      orelse (maps:get(queue_len, L) >= 1 andalso maps:get(out_per_s, L) > 0)]
         ++ [accumulating(L, Label) || L <- Loads, not lists:member(L, Saturated),
                                       accumulating(L, maps:get(maps:get(process, L), Prev, none), O)]
         ++ node_root(NodeBusy, NodeLoad, Loads)
@@ -302,6 +306,10 @@ call_counts(Store = #{pairs := T, labels := Tables}, K) ->
           end,
     Acc0 = #{calls => #{}, replies => #{}, recent => #{}},
     case {msgflow_row_table:size(T), Store} of
+        {Size, #{busiest := #{last := none}}} when is_integer(Size), Size > ?READ_WHOLE ->
+            %% a big store before its first window closed: no readings
+            %% either, nothing is judged yet
+            Acc0;
         {Size, #{busiest := #{last := Busiest}}} when is_integer(Size), Size > ?READ_WHOLE ->
             %% a big store: the rows of the last window's busiest pairs
             lists:foldl(fun({Key, _}, Acc) ->
