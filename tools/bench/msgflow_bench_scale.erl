@@ -398,6 +398,7 @@ measure(R) ->
              {matrix_printed, Quiet(fun() -> ok = msgflow:matrix(name) end)},
              {process, fun() -> #{sends_to := [_ | _]} = msgflow:view(process, #{pid => Busiest}) end},
              {hotspots, fun() -> true = is_list(msgflow:view(hotspots, #{})) end},
+             {bottlenecks, fun() -> #{causes := _} = msgflow:view(bottlenecks, #{}) end},
              %% the svg export's heatmap, by process; and the same made
              %% the way it was before, from a row of every pair
              {heatmap, fun() -> #{} = msgflow:view(matrix, #{by => process, limit => 30}) end},
@@ -411,6 +412,8 @@ measure(R) ->
     Web = [{web_name, fun() -> {ok, _} = Source({state, name, #{}}) end},
            {matrix_cpu, fun() -> #{} = msgflow:view(matrix, #{by => name}) end},
            {web_hotspots, fun() -> {ok, _} = Source(hotspots) end},
+           %% what the alerts ask for each time they evaluate
+           {bottlenecks_cpu, fun() -> #{causes := _} = msgflow:view(bottlenecks, #{}) end},
            {web_process, fun() -> {ok, _} = Source({state, process, #{}}) end},
            {web_metrics, fun() -> {ok, _} = Source(metrics) end},
            {top_cpu, Quiet(fun() -> ok = msgflow:top(20) end)}],
@@ -662,6 +665,7 @@ print(A, B) ->
     Row("matrix(name) printed, 80x24 ms", "", Ms(matrix_printed)),
     Row("view(process, busiest) ms", "", Ms(process)),
     Row("hotspots() ms", "100 / 200", Ms(hotspots)),
+    Row("bottlenecks() ms", "", Ms(bottlenecks)),
     Row("matrix(process), limit 30 ms", "", Ms(heatmap)),
     Row("  the same from every row ms", "", Ms(heatmap_rows)),
     Row("hotspots(), last window busy ms", "100 / 200", MsOr(hotspots_busy)),
@@ -674,6 +678,7 @@ print(A, B) ->
     Row("top(20), CPU ms", "", Cpu(top_cpu)),
     Row("web /metrics, CPU ms", "", Cpu(web_metrics)),
     Row("web hotspots (every 5 s), CPU ms", "", Cpu(web_hotspots)),
+    Row("bottlenecks (the alerts), CPU ms", "", Cpu(bottlenecks_cpu)),
     Row("web, 5 browsers at once, CPU ms", "1 refresh", Cpu(web_shared)),
     Row("msgflow-top before: dump(), CPU ms", "", Cpu(top_dump)),
     Row("msgflow-top rows (20), CPU ms", "", Cpu(top_rows20)),
