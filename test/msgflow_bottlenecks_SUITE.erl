@@ -11,16 +11,18 @@
 -include_lib("stdlib/include/assert.hrl").
 -include_lib("common_test/include/ct.hrl").
 -export([suite/0, all/0]).
--export([chain/1, flooded_by_casts/1, room_to_spare/1, deadlock_two/1, deadlock_three/1, hotspots_first/1,
+-export([chain/1, flooded_by_casts/1, room_to_spare/1, deadlock_two/1, deadlock_three/1, cycle_by_name/1,
+         hotspots_first/1,
          bad_process/1, selective_receive/1, large_messages/1, accumulating_relay/1, alerts/1,
          across_nodes/1]).
--export([log/2]).
+-export([log/2, b_loop/0]).
 
 suite() ->
     [{ct_hooks, [msgflow_test_hook]}, {timetrap, {minutes, 3}}].
 
 all() ->
-    [chain, flooded_by_casts, room_to_spare, deadlock_two, deadlock_three, hotspots_first, bad_process,
+    [chain, flooded_by_casts, room_to_spare, deadlock_two, deadlock_three, cycle_by_name, hotspots_first,
+     bad_process,
      selective_receive, large_messages, accumulating_relay, alerts, across_nodes].
 
 %% 100 callers -> front (forwards each call to back) -> back (sleeps 2
@@ -108,6 +110,47 @@ deadlock(N) ->
     ?assertEqual(lists:sort(Srvs), lists:sort(Cycle)),
     ?assertEqual(N, length(Un)),
     ?assert(lists:all(fun({_, _, U}) -> U =:= 1 end, Un)).
+
+%% Two pools that call each other, though no process does: pool a
+%% (msgflow_planted servers, label `msgflow_planted:init/1') and pool b
+%% (processes of this suite's b_loop/0); a1 calls b1 and b2 calls a2, 5
+%% times each, every call answered.  One cause: a call cycle by name
+%% a -> b -> a, 5 calls each way from one process to one; no cycle of
+%% processes.
+cycle_by_name(_Config) ->
+    ok = msgflow:start(#{interval => 300}),
+    [A1, A2] = [msgflow_planted:server({peer, 5000}) || _ <- [1, 2]],
+    [B1, B2] = [proc_lib:spawn_link(?MODULE, b_loop, []) || _ <- [1, 2]],
+    [pong = gen_server:call(A1, {call, B1}) || _ <- lists:seq(1, 5)],
+    [pong = gen_server:call(B2, {call, A2}) || _ <- lists:seq(1, 5)],
+    _ = [erlang:trace_delivered(P) || P <- [A1, A2, B1, B2]],
+    ok = msgflow_collector:await_windows(2, 30000),
+    V = msgflow:view(bottlenecks, #{}),
+    ct:log("~ts", [text(V)]),
+    %% hotspots() lists it first, as it prints it
+    Hot = unicode:characters_to_binary(msgflow_test_io:capture(fun() -> msgflow:hotspots() end)),
+    ct:log("~ts", [Hot]),
+    ?assertMatch({match, _}, re:run(Hot, "bottleneck +.*call cycle by name: ")),
+    msgflow_planted:stop([A1, A2, B1, B2]),
+    LA = <<"msgflow_planted:init/1">>,
+    LB = <<"msgflow_bottlenecks_SUITE:b_loop/0">>,
+    Cycles = [C || C = #{verdict := D} <- maps:get(causes, V), D =:= deadlock orelse D =:= call_cycle],
+    ?assertMatch([#{verdict := call_cycle, evidence := #{by := name}}], Cycles),
+    [#{subject := Subject, evidence := #{calls := Calls}}] = Cycles,
+    ?assertEqual(lists:sort([LA, LB]), lists:sort(Subject)),
+    ?assertEqual(lists:sort([{LA, LB, 5, 1, 1}, {LB, LA, 5, 1, 1}]), lists:sort(Calls)),
+    ?assertMatch({match, _}, re:run(text(V), "call cycle by name: ")).
+
+%% A process that answers `ping' and, told `{call, Peer}', calls Peer's
+%% `ping' and answers with what it got (gen_server's call protocol, by hand).
+b_loop() ->
+    receive
+        {'$gen_call', From, ping} ->
+            gen_server:reply(From, pong);
+        {'$gen_call', From, {call, Peer}} ->
+            gen_server:reply(From, gen_server:call(Peer, ping))
+    end,
+    b_loop().
 
 %% hotspots() lists the bottlenecks before the other rules' findings.
 hotspots_first(_Config) ->

@@ -132,8 +132,8 @@ behind(Writer) ->
 %% `marks') and listed in the writer's report (`marks', newest first, at
 %% most ?MAX_MARKS, those in the segments kept), which info()'s `history'
 %% gives and the web page's time slider marks.  Event, verdict and label
-%% are the report's (an atom or text); Subject the root's pid, node or
-%% processes.
+%% are the report's (an atom or text); Subject the root's pid, node, or
+%% the processes or labels of a cycle.
 -spec mark(pid(), #{at := integer(), event := atom(), verdict := atom(), label := unicode:chardata(),
                     subject := term()}) -> ok.
 mark(Writer, #{at := At, event := E, verdict := V, label := L, subject := S}) ->
@@ -143,6 +143,7 @@ mark(Writer, #{at := At, event := E, verdict := V, label := L, subject := S}) ->
 
 subject_text(S) when is_pid(S) -> list_to_binary(pid_to_list(S));
 subject_text(S) when is_atom(S) -> atom_to_binary(S);
+subject_text(S) when is_binary(S) -> S;
 subject_text(Ps) when is_list(Ps) -> iolist_to_binary(lists:join(<<" ">>, [subject_text(P) || P <- Ps]));
 subject_text(S) -> iolist_to_binary(io_lib:format("~0p", [S])).
 

@@ -32,7 +32,10 @@
 %%%     a deadlock hazard; `deadlock' when each call of the cycle has
 %%%     calls unanswered, from the exact counts of calls and replies (a
 %%%     one-shot deadlock is missed 63 times in 64 by sampled round
-%%%     trips).</li>
+%%%     trips); a `call_cycle' `by => name' when the cycle is between
+%%%     labels only (processes of one label call those of another, which
+%%%     call back others of the first, or a label's processes call each
+%%%     other): a hazard once each is in such a call at once.</li>
 %%% </ul>
 %%% A process that is idle is never named.  The time a process's waiters
 %%% lose on it, in caller-seconds per second: for a waiter read, its share
@@ -542,9 +545,14 @@ cost(Waiters) ->
                    _ -> cost(Ws)
                end || #{seconds_per_s := S, waiters := Ws} <- Waiters])).
 
-%% Cycles of calls between local processes in the windows looked at:
-%% `deadlock' when each edge of the cycle has calls not answered.
-cycles(#{calls := C, replies := R, recent := Recent}, Label) ->
+%% Cycles of calls in the windows looked at: between local processes
+%% (`deadlock' when each edge of the cycle has calls not answered), then
+%% between labels where no cycle of processes names them.
+cycles(Calls, Label) ->
+    ByProcess = process_cycles(Calls, Label),
+    ByProcess ++ name_cycles(Calls, Label, ByProcess).
+
+process_cycles(#{calls := C, replies := R, recent := Recent}, Label) ->
     G = digraph:new(),
     try
         _ = [begin
@@ -565,6 +573,43 @@ cycles(#{calls := C, replies := R, recent := Recent}, Label) ->
     after
         digraph:delete(G)
     end.
+
+%% Cycles of calls between labels: processes of one label call those of
+%% another, and processes of that one call back some of the first (a
+%% pool calling a pool that calls it, or its own workers), though no
+%% process is in a cycle: a deadlock hazard once each is in such a call
+%% at once (`call_cycle', with `by => name').  A cycle whose labels a
+%% cycle of processes names is that one.  Its evidence: each edge's
+%% calls in the windows looked at, from how many processes to how many.
+name_cycles(#{calls := C, recent := Recent}, Label, ByProcess) ->
+    Covered = [lists:usort([Label(P) || P <- S]) || #{subject := S} <- ByProcess],
+    Edges = maps:fold(fun({A, B}, _, Acc) when is_pid(A), is_pid(B), A =/= B ->
+                              {_, N, _} = maps:get({A, B}, C),
+                              K = {Label(A), Label(B)},
+                              {Sum, Ss, Rs} = maps:get(K, Acc, {0, #{}, #{}}),
+                              Acc#{K => {Sum + N, Ss#{A => true}, Rs#{B => true}}};
+                         (_, _, Acc) ->
+                              Acc
+                      end, #{}, Recent),
+    G = digraph:new(),
+    Cycles = try
+                 _ = [begin
+                          digraph:add_vertex(G, A), digraph:add_vertex(G, B), digraph:add_edge(G, A, B)
+                      end || {A, B} <- on_cycles([E || E = {A, B} <- maps:keys(Edges), A =/= B])],
+                 [[L] || {L, L} <- maps:keys(Edges)]
+                     ++ [cycle_order(G, Comp) || Comp <- digraph_utils:cyclic_strong_components(G),
+                                                 length(Comp) > 1]
+             after
+                 digraph:delete(G)
+             end,
+    [#{verdict => call_cycle, subject => Cycle,
+       label => iolist_to_binary(lists:join(<<" -> ">>, Cycle ++ [hd(Cycle)])),
+       evidence => #{by => name,
+                     calls => [{A, B, round(N), map_size(Ss), map_size(Rs)}
+                               || {A, B} <- lists:zip(Cycle, tl(Cycle) ++ [hd(Cycle)]),
+                                  {N, Ss, Rs} <- [maps:get({A, B}, Edges)]]},
+       cost => float(length(Cycle)), waiters => []}
+     || Cycle <- Cycles, not lists:member(lists:usort(Cycle), Covered)].
 
 %% The edges that may lie on a cycle: those from a process called by
 %% one and to a process that calls one, until none is left out.  Most
@@ -699,6 +744,11 @@ cause_text(I, #{verdict := node_saturated, label := Lb, evidence := E}) ->
                     maps:get(readings, E)]),
      [io_lib:format("    ~ts ~s runnable ~s~n", [msgflow_fmt:visible(L), msgflow_fmt:endpoint(P), pct(R)])
       || #{process := P, label := L, runnable := R} <- maps:get(starved, E)]];
+cause_text(I, #{verdict := call_cycle, label := Lb, evidence := #{by := name, calls := Es}}) ->
+    [io_lib:format("~b call cycle by name: ~ts~n", [I, msgflow_fmt:visible(Lb)]),
+     [io_lib:format("    ~ts -> ~ts: ~ts calls, from ~b to ~b processes~n",
+                    [msgflow_fmt:visible(A), msgflow_fmt:visible(B), msgflow_fmt:int(N), Ss, Rs])
+      || {A, B, N, Ss, Rs} <- Es]];
 cause_text(I, #{verdict := V, label := Lb, evidence := #{unanswered := Un}}) ->
     [io_lib:format("~b ~s: ~ts~n", [I, case V of deadlock -> "deadlock"; call_cycle -> "call cycle" end,
                                     msgflow_fmt:visible(Lb)]),
@@ -881,6 +931,11 @@ summary(#{verdict := node_saturated, label := Lb, evidence := E}) ->
     unicode:characters_to_binary(
       io_lib:format("node ~ts saturated: run queues ~.1f on ~b schedulers: its processes wait for a CPU",
                     [msgflow_fmt:visible(Lb), maps:get(run_queue, E), maps:get(schedulers, E)]));
+summary(#{verdict := call_cycle, label := Lb, evidence := #{by := name, calls := Es}}) ->
+    unicode:characters_to_binary(
+      io_lib:format("call cycle by name: ~ts, ~ts calls (no process in a cycle: a deadlock once each is "
+                    "in such a call at once)",
+                    [msgflow_fmt:visible(Lb), msgflow_fmt:int(lists:sum([N || {_, _, N, _, _} <- Es]))]));
 summary(#{verdict := V, label := Lb, evidence := #{unanswered := Un}}) ->
     unicode:characters_to_binary(
       io_lib:format("~s: ~ts, ~b calls unanswered", [case V of deadlock -> "deadlock"; call_cycle -> "call cycle" end,
