@@ -134,10 +134,10 @@ behind(Writer) ->
 %% gives and the web page's time slider marks.  Event, verdict and label
 %% are the report's (an atom or text); Subject the root's pid, node, or
 %% the processes or labels of a cycle.
--spec mark(pid(), #{at := integer(), event := atom(), verdict := atom(), label := unicode:chardata(),
+-spec mark(pid(), #{at := integer(), event := atom(), verdict := atom(), label := binary(),
                     subject := term()}) -> ok.
 mark(Writer, #{at := At, event := E, verdict := V, label := L, subject := S}) ->
-    Writer ! {mark, {At, atom_to_binary(E), atom_to_binary(V), unicode:characters_to_binary(L),
+    Writer ! {mark, {At, atom_to_binary(E), atom_to_binary(V), iolist_to_binary(L),
                      subject_text(S)}},
     ok.
 

@@ -11,7 +11,7 @@
 -module(msgflow_row_table).
 
 -export([lookup/2, member/2, size/1, to_list/1, select/2, select/3, select/1, fold_select/4,
-         foldl/3]).
+         foldl/3, any_of/2]).
 -export_type([table/0, cont/0]).
 
 -define(CHUNK, 500).         %% rows a read returns (and ETS holds its lock for)
@@ -79,6 +79,13 @@ agg_select({agg, T = {msgflow_agg, A, Table}, CMS, Cursor, Limit, Acc}) ->
         true -> {lists:reverse(Acc1), {agg, T, CMS, Next, Limit, []}};
         false -> agg_select({agg, T, CMS, Next, Limit, Acc1})
     end.
+
+%% @doc A match specification's guard: Var (`'$1'', ...) is one of Terms
+%% (`false' for none), for a select of the rows of a few keys of many.
+-spec any_of(atom(), [term()]) -> false | tuple().
+any_of(_, []) -> false;
+any_of(Var, [X]) -> {'=:=', Var, {const, X}};
+any_of(Var, Terms) -> list_to_tuple(['orelse' | [{'=:=', Var, {const, X}} || X <- Terms]]).
 
 %% @doc Fun folded over what MatchSpec selects of table T, read in chunks
 %% of ?CHUNK (an ETS table's read lock is held that long at most, and this

@@ -34,14 +34,14 @@
 %%%     one-shot deadlock is missed 63 times in 64 by sampled round
 %%%     trips); a `call_cycle' `by => name' when the cycle is between
 %%%     labels only (processes of one label call those of another, which
-%%%     call back others of the first, or a label's processes call each
-%%%     other): a hazard once each is in such a call at once.</li>
+%%%     call back others of the first): a hazard once each is in such a
+%%%     call at once.</li>
 %%% </ul>
 %%% A process that is idle is never named.  The time a process's waiters
 %%% lose on it, in caller-seconds per second: for a waiter read, its share
 %%% of readings blocked on it; else its calls per second times the mean of
 %%% its sampled round trips (of every caller's to that server when it has
-%%% fewer than ?OWN_SAMPLES); a caller on another node, its calls per
+%%% few, msgflow_wait_graph); a caller on another node, its calls per
 %%% second times the root's mailbox wait and service time; a root's cost is
 %%% what its chain's waiters lose (those waited on themselves are part of
 %%% the chain, not counted twice).
@@ -54,10 +54,10 @@
 %%% window is numbered past N, so that the bottleneck detector,
 %%% msgflow_alerts, asks each second at the cost of a glance).
 %%% Each node finds its own; the parts are put together ranked by cost.
-%%% It reads every pair once (the calls and replies by pair) on a node of
-%%% up to ?READ_WHOLE pairs; past that, the rows of the last window's
-%%% ?READ_BUSIEST busiest pairs (a one-shot deadlock among quieter pairs
-%%% is then missed).
+%%% Who waits on whom, and the cycles of calls, come from the wait-for
+%%% graph (msgflow_wait_graph), which reads every pair's calls on a node
+%%% of up to 100,000 pairs and the 20,000 busiest of the last window's
+%%% past that.
 -module(msgflow_bottlenecks_view).
 -behaviour(msgflow_view).
 
@@ -65,13 +65,6 @@
 -export_type([bottlenecks/0, cause/0, load/0, waiter/0]).
 
 -define(WINDOWS, 5).
-%% a waiter's own sampled round trips it takes for its mean, at least
-%% (fewer: the mean of every caller's calls to that server)
--define(OWN_SAMPLES, 10).
-%% pairs a store has, at most, for the calls and replies of every pair
-%% to be read; past it those of the last window's ?READ_BUSIEST busiest
--define(READ_WHOLE, 100000).
--define(READ_BUSIEST, 20000).
 %% messages/s in, at least, for a process to be called accumulating
 -define(MIN_ACCUMULATING, 10).
 %% live data a window grows by, at least, for it to be growing: 8 KB
@@ -90,12 +83,9 @@
 %% (per second, and the p50 of their sampled round trips, ms) where
 %% counted, their share of readings blocked on it where read, and who
 %% waits on them in turn.
--type waiter() :: #{waiter := pid() | binary(), label := binary(), members := pos_integer(),
-                    seconds_per_s := float(), calls_per_s := float() | undefined,
-                    rtt_ms := float() | undefined, blocked := float() | undefined,
-                    waiters := [waiter()]}.
+-type waiter() :: msgflow_wait_graph:waiter().
 -type cause() :: #{verdict := saturated | head_of_line | accumulating | node_saturated | call_cycle | deadlock,
-                   subject := pid() | node() | [pid()], label := binary(),
+                   subject := pid() | node() | [pid()] | [binary()], label := binary(),
                    evidence := map(), cost := float(), waiters := [waiter()], node := node()}.
 -type bottlenecks() :: #{causes := [cause()], loads := [load()],
                          blocked := [#{process := pid(), label := binary(), on := pid(),
@@ -181,11 +171,11 @@ empty(Store, WinN) ->
 
 build(Store = #{labels := Tables, windows := Ws}, O, {Waits, NodeLoad, WinMs, WinN}) ->
     K = maps:get(windows, O, ?WINDOWS),
-    Calls = call_counts(Store, K),
+    Calls = msgflow_wait_graph:calls(Store, K),
     SpanMs = lists:sum([maps:get(window_ms, W) || W <- lists:nthtail(max(0, length(Ws) - K), Ws)]),
     Label = fun(P) -> maps:get(label, msgflow_labels:meta(Tables, P)) end,
     Loads = [load(P, W, Label) || {P, W} <- maps:to_list(Waits), is_map_key(busy, W), is_map_key(memory, W)],
-    Graph = wait_graph(Loads, Calls, maps:get(calls, Store), SpanMs),
+    Graph = msgflow_wait_graph:graph(Loads, Calls, maps:get(calls, Store), SpanMs),
     NodeBusy = node_saturated(NodeLoad, O),
     Saturated = [L || L <- Loads, saturated(L, O, NodeBusy)],
     Sizes = sizes_into([P || #{process := P} <- Saturated], Store),
@@ -205,14 +195,14 @@ build(Store = #{labels := Tables, windows := Ws}, O, {Waits, NodeLoad, WinMs, Wi
         ++ [accumulating(L, Label) || L <- Loads, not lists:member(L, Saturated),
                                       accumulating(L, maps:get(maps:get(process, L), Prev, none), O)]
         ++ node_root(NodeBusy, NodeLoad, Loads)
-        ++ cycles(Calls, Label),
+        ++ msgflow_wait_graph:cycles(Calls, Label),
     Blocked = [#{process => P, label => Lb, on => Q, on_label => Label(Q), share => Sh}
                || #{process := P, label := Lb, blocked := B, blocked_on := [{Q, Sh} | _],
                     readings := R} <- Loads, B >= maps:get(blocked_min, O),
                   R >= maps:get(min_readings, O)],
     %% calls from here to processes of other nodes: their servers' nodes
     %% know whether they are roots (merge/3 joins them)
-    Remote = remote_edges(Calls, Loads, SpanMs, Label),
+    Remote = msgflow_wait_graph:remote_edges(Calls, Loads, SpanMs, Label),
     V = (empty(Store, WinN))#{causes => ranked([C#{node => node()} || C <- Roots]), remote_waits => Remote,
                               loads => lists:sort(fun(#{busy := A}, #{busy := B}) -> A >= B end, Loads),
                               blocked => Blocked, node_load => NodeLoad, window_ms => WinMs},
@@ -268,145 +258,6 @@ load(P, W = #{busy := Busy, in_per_s := In}, Label) ->
                     end,
       blocked_on => lists:reverse(lists:keysort(2, maps:to_list(maps:get(blocked_on, W, #{}))))}.
 
-%% The calls and replies of each local pair with any, by process: `{Calls
-%% since start, calls in the last window, tag most called}' for calls,
-%% replies since start; and which pairs had calls in the last `windows'
-%% closed windows.
-call_counts(Store = #{pairs := T, labels := Tables}, K) ->
-    Canon = msgflow_rows_groups:key_fun(process, Tables),
-    #{last := Last} = msgflow_rows:rate_window(Store),
-    Match = msgflow_row:select_spec(#{}, [], true),
-    Add = fun(Row, Acc = #{calls := C, replies := R, recent := Rc}) ->
-                  Kinds = msgflow_row:kinds(Row),
-                  case {[{Tg, N} || {call, Tg, N} <- Kinds], [N || {reply, _, N} <- Kinds]} of
-                      {[], []} -> Acc;
-                      {Cs, Rs} ->
-                          {S0, R0} = msgflow_row:key(Row),
-                          Key = {Canon(S0), Canon(R0)},
-                          Total = msgflow_row:total(Row),
-                          NC = lists:sum([N || {_, N} <- Cs]),
-                          Counts = msgflow_row:counts_in(max(1, Last - K + 1), Last, Row),
-                          LastWin = lists:sum(Counts),
-                          Share = NC / max(1, Total),
-                          Tag = case lists:reverse(lists:keysort(2, Cs)) of
-                                    [{Tg, _} | _] -> Tg;
-                                    [] -> undefined
-                                end,
-                          Acc#{calls := case NC of
-                                            0 -> C;
-                                            _ -> {OC, OW, _} = maps:get(Key, C, {0, 0, Tag}),
-                                                 C#{Key => {OC + NC, OW + LastWin * Share, Tag}}
-                                        end,
-                               replies := case lists:sum(Rs) of
-                                              0 -> R;
-                                              NR -> R#{Key => NR + maps:get(Key, R, 0)}
-                                          end,
-                               recent := case NC > 0 andalso lists:sum(Counts) > 0 of
-                                             true -> Rc#{Key => true};
-                                             false -> Rc
-                                         end}
-                  end
-          end,
-    Acc0 = #{calls => #{}, replies => #{}, recent => #{}},
-    case {msgflow_row_table:size(T), Store} of
-        {Size, #{busiest := #{last := none}}} when is_integer(Size), Size > ?READ_WHOLE ->
-            %% a big store before its first window closed: no readings
-            %% either, nothing is judged yet
-            Acc0;
-        {Size, #{busiest := #{last := Busiest}}} when is_integer(Size), Size > ?READ_WHOLE ->
-            %% a big store: the rows of the last window's busiest pairs
-            lists:foldl(fun({Key, _}, Acc) ->
-                                lists:foldl(Add, Acc, msgflow_row_table:lookup(T, Key))
-                        end, Acc0, msgflow_store_index:held(Busiest, ?READ_BUSIEST));
-        _ ->
-            msgflow_row_table:fold_select(T, Match, Add, Acc0)
-    end.
-
-%% This node's callers of processes on other nodes: `{Server, Waiter,
-%% Figures}', calls per second from the exact counts, and the waiter's
-%% share of readings blocked on the server where it was read.
-remote_edges(#{calls := C}, Loads, SpanMs, Label) ->
-    Read = maps:from_list([{P, On} || #{process := P, blocked_on := On} <- Loads]),
-    [{S, W, #{calls_per_s => case SpanMs of 0 -> 0.0; _ -> N * 1000 / SpanMs end, tag => Tag,
-              blocked => case Read of
-                             #{W := On} -> proplists:get_value(S, On, 0.0);
-                             _ -> undefined
-                         end,
-              label => Label(W)}}
-     || {{W, S}, {_, N, Tag}} <- maps:to_list(C), is_pid(W), is_pid(S), node(W) =:= node(),
-        node(S) =/= node(), N > 0].
-
-%% Who waits on whom, `#{Server => [{Waiter, Figures}]}': each local call
-%% edge into a watched process (or one a watched process is blocked on),
-%% at its calls per second times its mean sampled round trip, else at the
-%% waiter's share of readings blocked on it.
-wait_graph(Loads, #{calls := C}, CallsT, SpanMs) ->
-    Watched = maps:from_list([{P, L} || L = #{process := P} <- Loads]),
-    OnTargets = maps:from_list([{Q, true} || #{blocked_on := On} <- Loads, {Q, _} <- On]),
-    Target = fun(S) -> is_map_key(S, Watched) orelse is_map_key(S, OnTargets) end,
-    %% the sampled round trips into each target, by caller and pooled
-    %% (a caller with none sampled: 63 in 64 of those that call seldom)
-    %% (the rows into the targets selected in the table, not copied out
-    %% whole: a store may hold a million call edges)
-    Into = ets:select(CallsT, [{{{'$1', '$2', '_', '_'}, '_', '_', '_', '_', '_', '_'},
-                                [{is_pid, '$1'}, any_of('$2', maps:keys(Watched) ++ maps:keys(OnTargets))],
-                                ['$_']}]),
-    {ByEdge, Pooled} =
-        lists:foldl(fun(Row, {E, P}) ->
-                            {W, S, _, _} = msgflow_call_row:key(Row),
-                            H = msgflow_call_row:hist(Row),
-                            {E#{{W, S} => msgflow_call_row:add_hists(maps:get({W, S}, E, []), H)},
-                             P#{S => msgflow_call_row:add_hists(maps:get(S, P, []), H)}}
-                    end, {#{}, #{}}, Into),
-    Edge = fun({W, S}, {_, LastWin, Tag}, Acc) when is_pid(W), is_pid(S) ->
-                   case Target(S) of
-                       false -> Acc;
-                       true ->
-                           PerS = case SpanMs of 0 -> 0.0; _ -> LastWin * 1000 / SpanMs end,
-                           Own = maps:get({W, S}, ByEdge, []),
-                           Hist = case lists:sum([N || {_, N} <- Own]) >= ?OWN_SAMPLES of
-                                      true -> Own;
-                                      false -> maps:get(S, Pooled, [])
-                                  end,
-                           Read = case Watched of
-                                      #{W := #{blocked_on := On}} -> proplists:get_value(S, On, 0.0);
-                                      _ -> undefined
-                                  end,
-                           Mean = msgflow_call_row:mean_us(Hist),
-                           [P50] = msgflow_call_row:percentiles(Hist, [0.5]),
-                           %% a waiter read: its share of readings
-                           %% blocked on S, as measured; else its calls
-                           %% times their round trip
-                           Secs = case {Read, Mean} of
-                                      {undefined, undefined} -> 0.0;
-                                      {undefined, _} -> min(1.0, PerS * Mean / 1.0e6);
-                                      _ -> Read
-                                  end,
-                           F = #{seconds_per_s => Secs, calls_per_s => PerS, tag => Tag,
-                                 rtt_ms => case P50 of undefined -> undefined; _ -> P50 / 1000 end,
-                                 blocked => Read},
-                           case Secs > 0 of
-                               true -> Acc#{S => [{W, F} | maps:get(S, Acc, [])]};
-                               false -> Acc
-                           end
-                   end;
-              (_, _, Acc) -> Acc
-           end,
-    G0 = maps:fold(Edge, #{}, C),
-    %% a watched process blocked on one it has no call edge to (a call by
-    %% a name, or one not counted): its readings alone
-    lists:foldl(fun(#{process := W, blocked_on := On}, G) ->
-                        lists:foldl(fun({S, Sh}, G1) ->
-                                            Ws = maps:get(S, G1, []),
-                                            case lists:keymember(W, 1, Ws) of
-                                                true -> G1;
-                                                false -> G1#{S => [{W, #{seconds_per_s => Sh, calls_per_s => undefined,
-                                                                         tag => undefined, rtt_ms => undefined,
-                                                                         blocked => Sh}} | Ws]}
-                                            end
-                                    end, G, On)
-                end, G0, Loads).
-
 saturated(#{busy := B, blocked := Bl, readings := R, growing := Gr, runnable := Rn}, O, NodeBusy) ->
     R >= maps:get(min_readings, O)
         andalso (B >= maps:get(busy_min, O) orelse Gr)
@@ -421,14 +272,14 @@ node_saturated(_, _) ->
     false.
 
 root(L = #{process := P, label := Lb}, Graph, Label, Size, O) ->
-    Waiters = waiters(P, Graph, Label, #{P => true}),
+    Waiters = msgflow_wait_graph:waiters(P, Graph, Label),
     E = maps:with([busy, wait_ms, growing, in_per_s, out_per_s, service_ms, queue_len, readings, runnable], L),
     {Verdict, Ev} = case Size of
                         #{bytes_mean := B} when B >= map_get(head_of_line_bytes, O) -> {head_of_line, E#{size => Size}};
                         _ -> {saturated, E}
                     end,
     #{verdict => Verdict, subject => P, label => Lb, evidence => Ev,
-      cost => cost(Waiters), waiters => Waiters}.
+      cost => msgflow_wait_graph:cost(Waiters), waiters => Waiters}.
 
 %% The sampled sizes of the messages into each of Ps (msgflow_store_sizes):
 %% `#{bytes_mean, sampled}', the bytes a message carried on average (its
@@ -443,7 +294,7 @@ sizes_into(Ps, #{sizes := T, labels := Tables}) ->
     %% the table (not every edge copied out)
     Names = [N || P <- Ps, {registered_name, N} <- [process_info(P, registered_name)]],
     Rows = ets:select(T, [{{{'_', '$1'}, '_', '_', '_', '_', '_'},
-                           [any_of('$1', Ps ++ Names ++ [{N, node()} || N <- Names])], ['$_']}]),
+                           [msgflow_row_table:any_of('$1', Ps ++ Names ++ [{N, node()} || N <- Names])], ['$_']}]),
     Sums = lists:foldl(fun({{_, R0}, N, Words, _, Bin, _}, Acc) ->
                                R = Canon(R0),
                                {N0, B0} = maps:get(R, Acc, {0, 0}),
@@ -452,9 +303,7 @@ sizes_into(Ps, #{sizes := T, labels := Tables}) ->
     maps:map(fun(_, {N, B}) -> #{sampled => N, bytes_mean => B / max(1, N)} end, Sums).
 
 %% A match spec guard: Var is one of Terms (false for none).
-any_of(_, []) -> false;
-any_of(Var, [X]) -> {'=:=', Var, {const, X}};
-any_of(Var, Terms) -> list_to_tuple(['orelse' | [{'=:=', Var, {const, X}} || X <- Terms]]).
+
 
 %% Takes in messages faster than it passes them on, this window and the
 %% one before, while its memory grows: a buffer filling in its own state.
@@ -498,141 +347,6 @@ node_root(true, NodeLoad, Loads) ->
                                                                       fun(#{runnable := A}, #{runnable := B}) -> A =< B end,
                                                                       Starved)), 5)},
        cost => lists:sum([Rn || #{runnable := Rn} <- Loads]), waiters => []}].
-
-%% The waiters of S, grouped by label where they are waited on by no one
-%% (callers of one kind), each with those who wait on it; Seen guards a
-%% cycle.
-waiters(S, Graph, Label, Seen) ->
-    Direct = maps:get(S, Graph, []),
-    {Inner, Leaves} = lists:partition(fun({W, _}) -> is_map_key(W, Graph) andalso not is_map_key(W, Seen) end,
-                                      Direct),
-    Seen1 = maps:merge(Seen, maps:from_list([{W, true} || {W, _} <- Direct])),
-    InnerWs = [F#{waiter => W, label => Label(W), members => 1,
-                  waiters => waiters(W, Graph, Label, Seen1)} || {W, F} <- Inner],
-    ByLabel = lists:foldl(fun({W, F}, Acc) ->
-                                  Lb = Label(W),
-                                  maps:update_with(Lb, fun(Fs) -> [{W, F} | Fs] end, [{W, F}], Acc)
-                          end, #{}, Leaves),
-    LeafWs = [case Fs of
-                  [{W, F}] -> F#{waiter => W, label => Lb, members => 1, waiters => []};
-                  _ -> #{waiter => Lb, label => Lb, members => length(Fs),
-                         seconds_per_s => lists:sum([maps:get(seconds_per_s, F) || {_, F} <- Fs]),
-                         calls_per_s => sum_defined([maps:get(calls_per_s, F) || {_, F} <- Fs]),
-                         rtt_ms => median_defined([maps:get(rtt_ms, F) || {_, F} <- Fs]),
-                         tag => maps:get(tag, element(2, hd(Fs))),
-                         blocked => median_defined([maps:get(blocked, F) || {_, F} <- Fs]),
-                         waiters => []}
-              end || {Lb, Fs} <- maps:to_list(ByLabel)],
-    lists:sort(fun(#{seconds_per_s := A}, #{seconds_per_s := B}) -> A >= B end, InnerWs ++ LeafWs).
-
-sum_defined(Xs) ->
-    case [X || X <- Xs, X =/= undefined] of
-        [] -> undefined;
-        D -> lists:sum(D)
-    end.
-
-median_defined(Xs) ->
-    case lists:sort([X || X <- Xs, X =/= undefined]) of
-        [] -> undefined;
-        D -> lists:nth((length(D) + 1) div 2, D)
-    end.
-
-%% The seconds per second a chain's waiters lose: those waited on
-%% themselves count through their own waiters.
-cost(Waiters) ->
-    float(lists:sum([case Ws of
-                   [] -> S;
-                   _ -> cost(Ws)
-               end || #{seconds_per_s := S, waiters := Ws} <- Waiters])).
-
-%% Cycles of calls in the windows looked at: between local processes
-%% (`deadlock' when each edge of the cycle has calls not answered), then
-%% between labels where no cycle of processes names them.
-cycles(Calls, Label) ->
-    ByProcess = process_cycles(Calls, Label),
-    ByProcess ++ name_cycles(Calls, Label, ByProcess).
-
-process_cycles(#{calls := C, replies := R, recent := Recent}, Label) ->
-    G = digraph:new(),
-    try
-        _ = [begin
-                 digraph:add_vertex(G, A), digraph:add_vertex(G, B), digraph:add_edge(G, A, B)
-             end || {A, B} <- on_cycles([E || E = {A, B} <- maps:keys(Recent), is_pid(A), is_pid(B), A =/= B])],
-        [begin
-             Cycle = cycle_order(G, Comp),
-             Edges = lists:zip(Cycle, tl(Cycle) ++ [hd(Cycle)]),
-             Open = [{A, B, Calls - maps:get({B, A}, R, 0)}
-                     || {A, B} <- Edges, {Calls, _, _} <- [maps:get({A, B}, C)]],
-             Dead = lists:all(fun({_, _, U}) -> U > 0 end, Open),
-             #{verdict => case Dead of true -> deadlock; false -> call_cycle end,
-               subject => Cycle,
-               label => iolist_to_binary(lists:join(<<" -> ">>, [Label(P) || P <- Cycle ++ [hd(Cycle)]])),
-               evidence => #{unanswered => [{A, B, U} || {A, B, U} <- Open]},
-               cost => float(length(Cycle)), waiters => []}
-         end || Comp <- digraph_utils:cyclic_strong_components(G), length(Comp) > 1]
-    after
-        digraph:delete(G)
-    end.
-
-%% Cycles of calls between labels: processes of one label call those of
-%% another, and processes of that one call back some of the first (a
-%% pool calling a pool that calls it, or its own workers), though no
-%% process is in a cycle: a deadlock hazard once each is in such a call
-%% at once (`call_cycle', with `by => name').  A cycle whose labels a
-%% cycle of processes names is that one.  Its evidence: each edge's
-%% calls in the windows looked at, from how many processes to how many.
-name_cycles(#{calls := C, recent := Recent}, Label, ByProcess) ->
-    Covered = [lists:usort([Label(P) || P <- S]) || #{subject := S} <- ByProcess],
-    Edges = maps:fold(fun({A, B}, _, Acc) when is_pid(A), is_pid(B), A =/= B ->
-                              {_, N, _} = maps:get({A, B}, C),
-                              K = {Label(A), Label(B)},
-                              {Sum, Ss, Rs} = maps:get(K, Acc, {0, #{}, #{}}),
-                              Acc#{K => {Sum + N, Ss#{A => true}, Rs#{B => true}}};
-                         (_, _, Acc) ->
-                              Acc
-                      end, #{}, Recent),
-    G = digraph:new(),
-    Cycles = try
-                 _ = [begin
-                          digraph:add_vertex(G, A), digraph:add_vertex(G, B), digraph:add_edge(G, A, B)
-                      end || {A, B} <- on_cycles([E || E = {A, B} <- maps:keys(Edges), A =/= B])],
-                 [[L] || {L, L} <- maps:keys(Edges)]
-                     ++ [cycle_order(G, Comp) || Comp <- digraph_utils:cyclic_strong_components(G),
-                                                 length(Comp) > 1]
-             after
-                 digraph:delete(G)
-             end,
-    [#{verdict => call_cycle, subject => Cycle,
-       label => iolist_to_binary(lists:join(<<" -> ">>, Cycle ++ [hd(Cycle)])),
-       evidence => #{by => name,
-                     calls => [{A, B, round(N), map_size(Ss), map_size(Rs)}
-                               || {A, B} <- lists:zip(Cycle, tl(Cycle) ++ [hd(Cycle)]),
-                                  {N, Ss, Rs} <- [maps:get({A, B}, Edges)]]},
-       cost => float(length(Cycle)), waiters => []}
-     || Cycle <- Cycles, not lists:member(lists:usort(Cycle), Covered)].
-
-%% The edges that may lie on a cycle: those from a process called by
-%% one and to a process that calls one, until none is left out.  Most
-%% callers are called by no one and most servers call no one back: the
-%% digraph gets the few that may be on a cycle (its edges from one
-%% process are a bag, each added in time of those already there: a
-%% server called by 300 others took 2.4 s for 96,000 edges).
-on_cycles(Edges) ->
-    Callers = maps:from_keys([A || {A, _} <- Edges], true),
-    Called = maps:from_keys([B || {_, B} <- Edges], true),
-    case [E || E = {A, B} <- Edges, is_map_key(A, Called), is_map_key(B, Callers)] of
-        Edges -> Edges;
-        Fewer -> on_cycles(Fewer)
-    end.
-
-%% The processes of a strongly connected component in the order of one
-%% cycle through them (the shortest from its lowest process back to it).
-cycle_order(G, Comp) ->
-    [First | _] = lists:sort(Comp),
-    case digraph:get_short_cycle(G, First) of
-        false -> lists:sort(Comp);
-        Path -> lists:droplast(Path)
-    end.
 
 ranked(Causes) ->
     %% a deadlock first, then the processes saturated, the node, cycles
@@ -679,21 +393,8 @@ join_remote(C = #{verdict := V, subject := S, evidence := E, waiters := Ws}, Rem
     case Mine of
         [] -> C;
         _ ->
-            ByLabel = lists:foldl(fun({W, F = #{label := L}}, Acc) ->
-                                          maps:update_with(L, fun(Fs) -> [{W, F} | Fs] end, [{W, F}], Acc)
-                                  end, #{}, Mine),
-            New = [case Fs of
-                       [{W, F}] -> F#{waiter => W, members => 1, waiters => []};
-                       _ -> #{waiter => L, label => L, members => length(Fs),
-                              seconds_per_s => lists:sum([maps:get(seconds_per_s, F) || {_, F} <- Fs]),
-                              calls_per_s => lists:sum([maps:get(calls_per_s, F) || {_, F} <- Fs]),
-                              rtt_ms => maps:get(rtt_ms, element(2, hd(Fs))),
-                              tag => maps:get(tag, element(2, hd(Fs))),
-                              blocked => median_defined([maps:get(blocked, F) || {_, F} <- Fs]),
-                              waiters => []}
-                   end || {L, Fs} <- maps:to_list(ByLabel)],
-            All = lists:sort(fun(#{seconds_per_s := A}, #{seconds_per_s := B}) -> A >= B end, Ws ++ New),
-            C#{waiters => All, cost => cost(All)}
+            All = msgflow_wait_graph:sorted(Ws ++ msgflow_wait_graph:by_label(Mine)),
+            C#{waiters => All, cost => msgflow_wait_graph:cost(All)}
     end;
 join_remote(C, _) ->
     C.
