@@ -31,9 +31,9 @@
                     rtt_ms := float() | undefined, tag := term(), blocked := float() | undefined,
                     waiters := [waiter()]}.
 
-%% @doc The calls and replies of each pair with any, by process (pairs of
-%% processes that exited rolled up into their label's), from the exact
-%% counts of the store's rows: `{Calls since start, calls in the last K
+%% @doc The calls and replies of each pair with any, by process (keys as
+%% the rows by process give them), from the exact counts of the store's
+%% rows: `{Calls since start, calls in the last K
 %% closed windows, the tag most called}' for calls, replies since start;
 %% and which pairs had calls in those K windows.  On a store of up to
 %% ?READ_WHOLE pairs every row is read (in chunks); past that, the rows of
