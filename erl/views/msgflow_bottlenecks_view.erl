@@ -416,8 +416,9 @@ text(V = #{causes := Cs, running := Run}, _Opts, _Area) ->
      msgflow_fmt:missing(maps:get(missing, V, [])),
      case Cs of
          [] -> ["  none: no process saturated, blocked in a cycle, or starved of CPU",
-                case maps:get(loads, V) of
-                    [] -> " (no process watched yet: a window must close first)\n";
+                case {maps:get(loads, V), maps:get(window, V, 0)} of
+                    {[], 0} -> " (no window closed yet)\n";
+                    {[], _} -> " (no process took enough messages in the last window to be watched)\n";
                     _ -> "\n"
                 end];
          _ -> [cause_text(I, C) || {I, C} <- lists:enumerate(Cs)]
